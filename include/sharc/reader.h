@@ -1,0 +1,181 @@
+/*
+ * sharc: reading audio shards into decoded cuts.
+ */
+#ifndef SHARC_READER_H
+#define SHARC_READER_H
+
+#include "sharc/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Shard layouts. */
+typedef enum sharc_layout {
+    SHARC_LAYOUT_AUTO = 0, ///< detect from the files found
+    SHARC_LAYOUT_SHAR,     ///< Lhotse Shar: cuts.NNNNNN.jsonl[.gz] + recording.NNNNNN.tar
+    SHARC_LAYOUT_NEMO,     ///< NeMo tarred audio: audio_N.tar + manifest_N.json
+    SHARC_LAYOUT_WDS,      ///< WebDataset-style tars: key.flac + key.json / key.txt
+} sharc_layout;
+
+/** What the reader does when a cut or shard is bad. */
+typedef enum sharc_error_policy {
+    SHARC_ON_ERROR_FAIL = 0, ///< return the error from sharc_reader_next()
+    SHARC_ON_ERROR_SKIP,     ///< skip the cut (or the rest of the shard), count and log it
+} sharc_error_policy;
+
+/**
+ * Kinds of problems found in shards. Each is counted in sharc_reader_stats and
+ * reported through sharc_reader_settings.on_problem.
+ */
+#define SHARC_PROBLEM_MAP(X)                                                                       \
+    X(ARCHIVE, "archive", "unreadable, truncated or corrupt archive or compressed stream")         \
+    X(JSON, "json", "invalid metadata (JSON) line or member")                                      \
+    X(ID_MISMATCH, "id_mismatch", "member name does not match the cut id")                         \
+    X(ORPHAN_MEMBER, "orphan_member", "archive member without metadata")                           \
+    X(MISSING_MEMBER, "missing_member", "metadata without archive member")                         \
+    X(DECODE, "decode", "audio could not be decoded")                                              \
+    X(LENGTH, "length", "decoded length differs from metadata beyond tolerance")                   \
+    X(AUDIO_FORMAT, "audio_format", "sampling rate or channel count differs from expected")        \
+    X(TOO_LARGE, "too_large", "member or line larger than the configured cap")                     \
+    X(LAYOUT, "layout", "shard files missing, unequal or unpaired")
+
+typedef enum sharc_problem {
+#define SHARC_X_(name, str, desc) SHARC_PROBLEM_##name,
+    SHARC_PROBLEM_MAP(SHARC_X_)
+#undef SHARC_X_
+        SHARC_PROBLEM_COUNT
+} sharc_problem;
+
+/** The short machine name of a problem kind ("id_mismatch"); "unknown" if out of range. */
+SHARC_API const char *sharc_problem_name(sharc_problem p);
+
+/**
+ * A problem report. Strings are valid only during the callback; any may be NULL when
+ * unknown. `message` is the full human text, naming shard, member and cut id.
+ */
+typedef struct sharc_problem_report {
+    sharc_problem kind; ///< what went wrong
+    int code;           ///< the sharc result code (SHARC_ERR_*)
+    const char *shard;  ///< path of the shard file concerned
+    const char *member; ///< archive member or metadata line concerned
+    const char *cut_id; ///< cut id concerned
+    const char *message;
+} sharc_problem_report;
+
+/** One extra field of a cut (Shar fields other than cuts/recording, WebDataset extras). */
+typedef struct sharc_field {
+    const char *name;     ///< field name ("target_recording", "lang_id", "txt", ...)
+    const char *member;   ///< archive member name; NULL for JSON-lines fields
+    const char *json;     ///< metadata as JSON text (tar .json member or the jsonl value); may be NULL
+    const uint8_t *data;  ///< data member bytes; NULL for JSON-lines fields
+    size_t nbytes;        ///< size of data
+} sharc_field;
+
+/**
+ * One cut. Everything it points to is owned by the reader and stays valid until the
+ * next call to sharc_reader_next() or sharc_reader_close().
+ */
+typedef struct sharc_cut {
+    const char *id;           ///< unique cut id (Shar id, NeMo audio_filepath, WebDataset key)
+    double duration;          ///< seconds, from metadata
+    int sampling_rate;        ///< Hz (from the tar .json when present, else the cut line)
+    int channels;             ///< channels in `samples`
+    int64_t num_samples;      ///< frames per channel in `samples` (= metadata num_samples)
+    const float *samples;     ///< interleaved [num_samples * channels]; NULL when decode is off
+    const char *text;         ///< supervision texts joined by a space; NULL when none
+    const char *speaker;      ///< first supervision's speaker; NULL when none
+    const char *language;     ///< first supervision's language; NULL when none
+    const char *json;         ///< the raw metadata: cut line, manifest row or key.json
+    const char *shard;        ///< path of the archive that held the audio
+    const char *member;       ///< audio member name in that archive
+    const uint8_t *audio;     ///< the encoded audio bytes of the member
+    size_t audio_nbytes;      ///< size of audio
+    double offset;            ///< start of the cut inside the member, seconds (NeMo offset)
+    uint64_t epoch;           ///< epoch this cut belongs to (0-based)
+    uint32_t shard_index;     ///< index of the shard in the dataset's sorted shard list
+    uint64_t position;        ///< 0-based position of the cut within its shard
+    size_t n_fields;          ///< number of extra fields present on this cut
+    const sharc_field *fields; ///< extra fields, absent ones (.nodata, placeholders) omitted
+} sharc_cut;
+
+/** Reader settings. Fill with sharc_reader_default_settings() first. */
+typedef struct sharc_reader_settings {
+    const char *const *paths; ///< directories, shard files or brace patterns (required)
+    size_t n_paths;           ///< number of paths (required, >= 1)
+    sharc_layout layout;      ///< shard layout (default AUTO)
+    uint64_t seed;            ///< shard order seed; epoch e uses seed + e (default 0)
+    int shuffle_shards;       ///< permute shards each epoch (default 1)
+    uint64_t epochs;          ///< epochs to read; 0 = forever (default 1)
+    int dp_rank;              ///< this data-parallel slot (default 0)
+    int dp_size;              ///< number of data-parallel slots (default 1)
+    sharc_error_policy on_error; ///< error policy (default FAIL)
+    int decode;               ///< decode audio into float samples (default 1)
+    int sampling_rate;        ///< required rate in Hz, mismatch is an error; 0 = any (default 0)
+    int channel;              ///< keep only this channel of the stored audio; -1 = all (default -1)
+    double length_tolerance;  ///< seconds of decoded-length mismatch fixed by pad/trim (default 0.5)
+    uint64_t max_member_bytes; ///< cap on one archive member (default 1 GiB)
+    uint64_t max_line_bytes;   ///< cap on one metadata line or JSON member (default 16 MiB)
+    const char *nemo_text_field; ///< NeMo manifest key for the transcript (default "text")
+    const char *nemo_lang_field; ///< NeMo manifest key for the language (default "lang")
+    void (*on_problem)(void *cookie, const sharc_problem_report *p); ///< problem sink (default NULL)
+    void *problem_cookie;     ///< passed to on_problem (default NULL)
+    sharc_logger logger;      ///< log sink (default: stderr, WARN)
+    sharc_allocator allocator; ///< host allocator (default: malloc)
+    uint8_t reserved[16];     ///< must be zero
+} sharc_reader_settings;
+
+/** Counters, cumulative since open. */
+typedef struct sharc_reader_stats {
+    uint64_t cuts;                           ///< cuts returned
+    double audio_seconds;                    ///< sum of returned cuts' durations
+    uint64_t shards;                         ///< shards opened
+    uint64_t skipped_cuts;                   ///< cuts skipped under the SKIP policy
+    uint64_t skipped_shards;                 ///< shards (or shard rests) skipped
+    uint64_t problems[SHARC_PROBLEM_COUNT];  ///< problems seen, by kind
+} sharc_reader_stats;
+
+typedef struct sharc_reader sharc_reader;
+
+/** Fill `s` with defaults. */
+SHARC_API void sharc_reader_default_settings(sharc_reader_settings *s);
+
+/**
+ * Open a reader. Finds the shards (no audio is read yet) and validates settings.
+ * @param out receives the reader; set to NULL on failure
+ * @return 0, SHARC_ERR(EINVAL) for bad settings, SHARC_ERR_FORMAT when no shards or an
+ *         unknown layout are found, SHARC_ERR(ENOMEM). The message of a failed open is
+ *         logged, since there is no handle to hold it.
+ * Settings strings are copied; the caller keeps ownership of `s`.
+ */
+SHARC_API int sharc_reader_open(sharc_reader **out, const sharc_reader_settings *s);
+
+/**
+ * Return the next cut.
+ * @param cut receives a pointer owned by the reader, valid until the next call
+ * @return 0 with a cut, SHARC_END after the last epoch, or a negative error (details in
+ *         sharc_reader_last_error()). After an error under the FAIL policy the reader
+ *         stays failed and returns the same error.
+ */
+SHARC_API int sharc_reader_next(sharc_reader *r, const sharc_cut **cut);
+
+/** The last error message of this reader ("" when none). Valid until the next call. */
+SHARC_API const char *sharc_reader_last_error(const sharc_reader *r);
+
+/** Copy the reader's counters into `out`. */
+SHARC_API void sharc_reader_get_stats(const sharc_reader *r, sharc_reader_stats *out);
+
+/** The number of shards found (before the data-parallel split). */
+SHARC_API size_t sharc_reader_num_shards(const sharc_reader *r);
+
+/** The layout in use (after detection). */
+SHARC_API sharc_layout sharc_reader_layout(const sharc_reader *r);
+
+/** Close a reader and free everything it owns. NULL-safe; sets *r to NULL. */
+SHARC_API void sharc_reader_close(sharc_reader **r);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SHARC_READER_H */

@@ -1,0 +1,16 @@
+/*
+ * sharc: stream audio shards into duration-bucketed batches and broadcast them to
+ * context- and tensor-parallel peers. The umbrella header: include only this one.
+ */
+#ifndef SHARC_SHARC_H
+#define SHARC_SHARC_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sharc/version.h"
+#include "sharc/common.h"
+#include "sharc/reader.h"
+
+#endif /* SHARC_SHARC_H */

@@ -1,0 +1,146 @@
+#include "ctx.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void *default_alloc(void *cookie, size_t size, size_t align)
+{
+    (void)cookie;
+    void *p = NULL;
+    if (align < sizeof(void *))
+        align = sizeof(void *);
+    if (posix_memalign(&p, align, size ? size : 1) != 0)
+        return NULL;
+    return p;
+}
+
+static void default_free(void *cookie, void *ptr)
+{
+    (void)cookie;
+    free(ptr);
+}
+
+static void default_log(void *cookie, sharc_log_level level, const char *fmt, va_list ap)
+{
+    static const char *const names[] = {"error", "warning", "info", "debug"};
+    char line[2048];
+    (void)cookie;
+    vsnprintf(line, sizeof line, fmt, ap);
+    /* One fprintf per message so lines from worker threads do not interleave. */
+    fprintf(stderr, "sharc: %s: %s\n", names[level <= SHARC_LOG_DEBUG ? level : 3], line);
+}
+
+void sharc_default_allocator(sharc_allocator *a)
+{
+    a->cookie = NULL;
+    a->alloc = default_alloc;
+    a->free = default_free;
+}
+
+void sharc_default_logger(sharc_logger *log)
+{
+    log->cookie = NULL;
+    log->callback = default_log;
+    log->level = SHARC_LOG_WARN;
+}
+
+void sharc__ctx_init(sharc__ctx *ctx, const sharc_allocator *alloc, const sharc_logger *log)
+{
+    memset(ctx, 0, sizeof *ctx);
+    if (alloc && alloc->alloc && alloc->free)
+        ctx->alloc = *alloc;
+    else
+        sharc_default_allocator(&ctx->alloc);
+    if (log)
+        ctx->log = *log;
+    else
+        sharc_default_logger(&ctx->log);
+}
+
+void *sharc__malloc_aligned(sharc__ctx *ctx, size_t size, size_t align)
+{
+    return ctx->alloc.alloc(ctx->alloc.cookie, size, align);
+}
+
+void *sharc__malloc(sharc__ctx *ctx, size_t size)
+{
+    return ctx->alloc.alloc(ctx->alloc.cookie, size, 16);
+}
+
+void *sharc__calloc(sharc__ctx *ctx, size_t n, size_t size)
+{
+    if (size && n > SIZE_MAX / size)
+        return NULL;
+    void *p = sharc__malloc(ctx, n * size);
+    if (p)
+        memset(p, 0, n * size);
+    return p;
+}
+
+void *sharc__realloc(sharc__ctx *ctx, void *ptr, size_t old_size, size_t new_size)
+{
+    void *p = sharc__malloc(ctx, new_size);
+    if (!p)
+        return NULL;
+    if (ptr) {
+        memcpy(p, ptr, old_size < new_size ? old_size : new_size);
+        sharc__free(ctx, ptr);
+    }
+    return p;
+}
+
+void sharc__free(sharc__ctx *ctx, void *ptr)
+{
+    if (ptr)
+        ctx->alloc.free(ctx->alloc.cookie, ptr);
+}
+
+char *sharc__strndup(sharc__ctx *ctx, const char *s, size_t n)
+{
+    char *p = sharc__malloc(ctx, n + 1);
+    if (p) {
+        memcpy(p, s, n);
+        p[n] = 0;
+    }
+    return p;
+}
+
+char *sharc__strdup(sharc__ctx *ctx, const char *s)
+{
+    return s ? sharc__strndup(ctx, s, strlen(s)) : NULL;
+}
+
+static void vlog(sharc__ctx *ctx, sharc_log_level level, const char *fmt, va_list ap)
+{
+    if (ctx->log.callback && level <= ctx->log.level)
+        ctx->log.callback(ctx->log.cookie, level, fmt, ap);
+}
+
+void sharc__log(sharc__ctx *ctx, sharc_log_level level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(ctx, level, fmt, ap);
+    va_end(ap);
+}
+
+int sharc__set_error(sharc__ctx *ctx, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->error, sizeof ctx->error, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+int sharc__fail(sharc__ctx *ctx, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->error, sizeof ctx->error, fmt, ap);
+    va_end(ap);
+    sharc__log(ctx, SHARC_LOG_ERROR, "%s", ctx->error);
+    return code;
+}

@@ -1,0 +1,45 @@
+/*
+ * The context every handle carries: allocator, logger and the handle's last error text.
+ */
+#ifndef SHARC_SRC_CTX_H
+#define SHARC_SRC_CTX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sharc/common.h"
+
+#define SHARC__ERRLEN 1024
+
+typedef struct sharc__ctx {
+    sharc_allocator alloc;
+    sharc_logger log;
+    char error[SHARC__ERRLEN]; ///< last error message of the owning handle
+} sharc__ctx;
+
+/** Initialise from (possibly zeroed) user settings: NULL callbacks in alloc mean default. */
+void sharc__ctx_init(sharc__ctx *ctx, const sharc_allocator *alloc, const sharc_logger *log);
+
+void *sharc__malloc(sharc__ctx *ctx, size_t size);
+void *sharc__calloc(sharc__ctx *ctx, size_t n, size_t size);
+void *sharc__malloc_aligned(sharc__ctx *ctx, size_t size, size_t align);
+void *sharc__realloc(sharc__ctx *ctx, void *ptr, size_t old_size, size_t new_size);
+void sharc__free(sharc__ctx *ctx, void *ptr);
+char *sharc__strdup(sharc__ctx *ctx, const char *s);
+char *sharc__strndup(sharc__ctx *ctx, const char *s, size_t n);
+
+void sharc__log(sharc__ctx *ctx, sharc_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/**
+ * Record `code` with a formatted message as the handle's last error, log it at ERROR
+ * level, and return `code` (so callers write `return sharc__fail(ctx, ...)`).
+ */
+int sharc__fail(sharc__ctx *ctx, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/** Like sharc__fail but only sets the text (no log): for errors the caller may handle. */
+int sharc__set_error(sharc__ctx *ctx, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif /* SHARC_SRC_CTX_H */

@@ -1,0 +1,69 @@
+#include "testutil.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+const char *tu_testdata(const char *rel)
+{
+    static char bufs[8][4096];
+    static int slot;
+    const char *root = getenv("SHARC_TESTDATA");
+    char *b = bufs[slot++ % 8];
+    snprintf(b, sizeof bufs[0], "%s/%s", root ? root : "testdata", rel);
+    return b;
+}
+
+char *tu_mkdtemp(void)
+{
+    char tmpl[] = "/tmp/sharc-test-XXXXXX";
+    char *d = mkdtemp(tmpl);
+    return d ? strdup(d) : NULL;
+}
+
+int tu_write_file(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return -1;
+    size_t w = fwrite(data, 1, n, f);
+    return (fclose(f) == 0 && w == n) ? 0 : -1;
+}
+
+uint8_t *tu_read_file(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *p = malloc(sz > 0 ? (size_t)sz : 1);
+    if (p && fread(p, 1, (size_t)sz, f) != (size_t)sz) {
+        free(p);
+        p = NULL;
+    }
+    fclose(f);
+    if (p && n)
+        *n = (size_t)sz;
+    return p;
+}
+
+int tu_sh(const char *fmt, ...)
+{
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+void tu_rm_rf(const char *path)
+{
+    if (path && strncmp(path, "/tmp/sharc-test-", 16) == 0)
+        tu_sh("rm -rf '%s'", path);
+}

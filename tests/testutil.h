@@ -1,0 +1,26 @@
+/* Helpers shared by the Check suites. */
+#ifndef SHARC_TESTUTIL_H
+#define SHARC_TESTUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/** Path of a file under testdata/ (from $SHARC_TESTDATA), in a static buffer per call slot. */
+const char *tu_testdata(const char *rel);
+
+/** Make a fresh temporary directory (removed at exit by the caller's rm_rf if wanted). */
+char *tu_mkdtemp(void);
+
+/** Write `n` bytes to `path`; returns 0 or -1. */
+int tu_write_file(const char *path, const void *data, size_t n);
+
+/** Read a whole file into malloc'd memory; returns NULL on failure. */
+uint8_t *tu_read_file(const char *path, size_t *n);
+
+/** Run a shell command (for fixtures made with tar/gzip/zstd); returns its exit status. */
+int tu_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/** Remove a directory tree. */
+void tu_rm_rf(const char *path);
+
+#endif
