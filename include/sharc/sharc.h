@@ -12,5 +12,6 @@
 #include "sharc/version.h"
 #include "sharc/common.h"
 #include "sharc/reader.h"
+#include "sharc/batch.h"
 
 #endif /* SHARC_SHARC_H */
