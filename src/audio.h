@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "buf.h"
 #include "ctx.h"
 
 typedef enum sharc__codec {
@@ -40,17 +41,32 @@ int sharc__audio_info_get(sharc__ctx *ctx, const uint8_t *data, size_t n, sharc_
 
 /** What to decode and how to fit the result. */
 typedef struct sharc__decode_spec {
-    int64_t offset_frames; ///< first frame to keep (0 = start)
-    int64_t want_frames;   ///< frames expected from metadata; -1 = keep everything decoded
+    int64_t offset_frames;    ///< first frame to keep (0 = start)
+    int64_t want_frames;      ///< frames expected from metadata; -1 = keep everything decoded
     int64_t tolerance_frames; ///< |decoded - want| <= tolerance is padded/trimmed, else error
-    int channel;           ///< keep only this channel (-1 = all)
+    int channel;              ///< keep only this channel (-1 = all)
+    /**
+     * 0: the audio after offset_frames must end within tolerance of want_frames (a
+     * recording that is much longer than its metadata is an error). Nonzero: want_frames
+     * is a window into longer audio (a cut with a duration, NeMo offset/duration), so
+     * audio past it is cut off silently, as Lhotse does when it reads with a duration.
+     */
+    int allow_longer;
 } sharc__decode_spec;
 
 /**
- * Decode `data` into `out`, float32 interleaved. `out` must have room for
- * `out_capacity` floats; when spec->want_frames >= 0 exactly want_frames frames are
- * written (trimmed, or padded at the end the way
- * Lhotse does: numpy "reflect" padding), otherwise all decoded frames.
+ * Decode `data` into `out`, float32 interleaved, normalised the libsndfile way (a PCM16
+ * sample s becomes s / 32768.0f, so 16-bit WAV and FLAC decode exactly as soundfile
+ * does). `out` must have room for `out_capacity` floats; nothing is ever written past it.
+ * When spec->want_frames >= 0 exactly want_frames frames are written: trimmed, or padded
+ * at the end the way Lhotse does (numpy "reflect" padding, which keeps mirroring with
+ * period 2 * (decoded - 1) when the pad is longer than the audio, and repeats the frame
+ * of a one-frame signal); decoding nothing at all is a mismatch, never padded. Otherwise
+ * all decoded frames are written. WAV and FLAC seek to offset_frames; the lossy codecs
+ * decode and discard up to it, because their seeking is approximate.
+ * Errors from libsndfile are logged once (with its own text); mismatch and size errors
+ * only set ctx->error, so the caller can add the member name before reporting them.
+ * Uses no heap memory; safe to call from several threads with different contexts.
  * @param info receives the header (rate and channels of the stored audio)
  * @param frames receives the frames written per channel
  * @return 0, SHARC_ERR_DECODE (undecodable), SHARC_ERR_AUDIO_MISMATCH (length beyond
@@ -59,5 +75,24 @@ typedef struct sharc__decode_spec {
 int sharc__audio_decode(sharc__ctx *ctx, const uint8_t *data, size_t n,
                         const sharc__decode_spec *spec, float *out, size_t out_capacity,
                         sharc__audio_info *info, int64_t *frames);
+
+/** Encodings that sharc__audio_encode() can write. */
+typedef enum sharc__encoding {
+    SHARC__ENC_WAV_PCM16 = 0,
+    SHARC__ENC_FLAC_PCM16,
+    SHARC__ENC_OPUS,   ///< Ogg Opus: rates 8000, 12000, 16000, 24000 or 48000 only
+    SHARC__ENC_VORBIS, ///< Ogg Vorbis
+    SHARC__ENC_MP3,    ///< MPEG-1/2 Layer III (needs libsndfile built with LAME)
+} sharc__encoding;
+
+/**
+ * Encode interleaved PCM16 samples in memory (for `sharc pack`, fixtures and tests).
+ * The encoded bytes replace the contents of `out` (allocated with ctx's allocator; the
+ * caller owns them and frees them with sharc__buf_free()).
+ * @return 0, SHARC_ERR_UNSUPPORTED (this libsndfile cannot write that encoding/rate),
+ *         SHARC_ERR(EINVAL), SHARC_ERR(ENOMEM), SHARC_ERR_IO (libsndfile write failure)
+ */
+int sharc__audio_encode(sharc__ctx *ctx, sharc__encoding enc, const int16_t *pcm, int64_t frames,
+                        int channels, int sampling_rate, sharc__buf *out);
 
 #endif /* SHARC_SRC_AUDIO_H */
