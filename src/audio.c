@@ -311,7 +311,7 @@ int sharc__audio_decode(sharc__ctx *ctx, const uint8_t *data, size_t n,
     }
 
     if (got == want && !spec->allow_longer && !skipped) {
-        int64_t extra = count_rest(&d, tol + 1);
+        int64_t extra = count_rest(&d, tol < INT64_MAX ? tol + 1 : tol);
         SHARC__SF_CHECK(ctx, d.snd, extra >= 0, d.codec, "decode failed", rc, fail);
         if (extra > tol) {
             rc = sharc__set_error(ctx, SHARC_ERR_AUDIO_MISMATCH,
@@ -383,7 +383,8 @@ static sf_count_t memw_write(const void *ptr, sf_count_t count, void *user)
     if (count <= 0)
         return 0;
     size_t end = (size_t)w->pos + (size_t)count;
-    if (end > b->cap && sharc__buf_reserve(w->ctx, b, end < 2 * b->cap ? 2 * b->cap : end) < 0) {
+    /* sharc__buf_reserve() keeps room for a NUL past `end` and grows geometrically. */
+    if (sharc__buf_reserve(w->ctx, b, end) < 0) {
         w->failed = 1;
         return 0;
     }

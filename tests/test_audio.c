@@ -1,6 +1,7 @@
 #include <check.h>
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -410,6 +411,93 @@ START_TEST(mp3_decodes_close)
 }
 END_TEST
 
+/* An ID3v2 tag of `body` zero bytes followed by `b`, in malloc'd memory. */
+static uint8_t *with_id3(const sharc__buf *b, size_t body, size_t *n)
+{
+    uint8_t *p = calloc(1, 10 + body + b->len);
+    memcpy(p, "ID3\4\0\0", 6);
+    p[8] = (uint8_t)(body >> 7);
+    p[9] = (uint8_t)(body & 0x7f);
+    memcpy(p + 10 + body, b->data, b->len);
+    *n = 10 + body + b->len;
+    return p;
+}
+
+START_TEST(id3_tagged_streams)
+{
+    const int64_t n = 3000;
+    int16_t *pcm = make_pcm(n, 1, 16000);
+    sharc__buf flac = encode(SHARC__ENC_FLAC_PCM16, pcm, n, 1, 16000);
+    size_t len = 0;
+    uint8_t *tagged = with_id3(&flac, 300, &len);
+    ck_assert_int_eq(sharc__audio_sniff(tagged, len), SHARC__CODEC_FLAC);
+    float *out = malloc((size_t)n * sizeof *out);
+    int64_t frames = 0;
+    sharc__decode_spec spec = {0, n, 0, -1, 0};
+    sharc__audio_info info = {0};
+    ck_assert_msg(sharc__audio_decode(&ctx, tagged, len, &spec, out, (size_t)n, &info, &frames) ==
+                      0,
+                  "%s", ctx.error);
+    ck_assert_int_eq(info.codec, SHARC__CODEC_FLAC);
+    assert_exact(out, pcm, n);
+    free(tagged);
+
+    /* libsndfile writes bare MPEG frames; a tagged copy decodes to the same samples. */
+    sharc__buf mp3 = {0};
+    if (sharc__audio_encode(&ctx, SHARC__ENC_MP3, pcm, n, 1, 16000, &mp3) == 0) {
+        ck_assert_int_eq(sharc__audio_sniff(mp3.data, mp3.len), SHARC__CODEC_MP3);
+        ck_assert_int_eq(mp3.data[0], 0xFF);
+        float *ref = malloc(2 * (size_t)n * sizeof *ref);
+        float *got = malloc(2 * (size_t)n * sizeof *got);
+        int64_t nref = 0, ngot = 0;
+        spec.want_frames = -1;
+        ck_assert_int_eq(
+            sharc__audio_decode(&ctx, mp3.data, mp3.len, &spec, ref, 2 * (size_t)n, NULL, &nref),
+            0);
+        tagged = with_id3(&mp3, 1000, &len);
+        ck_assert_int_eq(sharc__audio_sniff(tagged, len), SHARC__CODEC_MP3);
+        ck_assert_int_eq(
+            sharc__audio_decode(&ctx, tagged, len, &spec, got, 2 * (size_t)n, &info, &ngot), 0);
+        ck_assert_int_eq(info.codec, SHARC__CODEC_MP3);
+        ck_assert_int_eq(ngot, nref);
+        ck_assert_int_eq(memcmp(got, ref, (size_t)nref * sizeof *ref), 0);
+        free(tagged);
+        free(ref);
+        free(got);
+    } else {
+        printf("note: this libsndfile cannot write MP3; tagged MP3 not tested\n");
+    }
+    sharc__buf_free(&ctx, &mp3);
+    sharc__buf_free(&ctx, &flac);
+    free(out);
+    free(pcm);
+}
+END_TEST
+
+/* Stereo Opus: channel selection picks the same samples as the interleaved decode. */
+START_TEST(lossy_stereo_channel_selection)
+{
+    const int64_t n = 24000;
+    int16_t *pcm = make_pcm(n, 2, 48000);
+    sharc__buf b = encode(SHARC__ENC_OPUS, pcm, n, 2, 48000);
+    float *all = malloc(2 * (size_t)n * sizeof *all), *one = malloc((size_t)n * sizeof *one);
+    int64_t nall = 0, none = 0;
+    sharc__audio_info info = {0};
+    ck_assert_int_eq(decode(&b, 0, n, 960, -1, all, 2 * (size_t)n, &info, &nall), 0);
+    ck_assert_int_eq(info.channels, 2);
+    ck_assert_int_eq(nall, n);
+    ck_assert_int_eq(decode(&b, 0, n, 960, 1, one, (size_t)n, NULL, &none), 0);
+    ck_assert_int_eq(none, n);
+    for (int64_t i = 0; i < n; i++)
+        if (one[i] != all[2 * i + 1])
+            ck_abort_msg("frame %lld", (long long)i);
+    free(all);
+    free(one);
+    free(pcm);
+    sharc__buf_free(&ctx, &b);
+}
+END_TEST
+
 START_TEST(garbage_and_empty_input)
 {
     uint8_t junk[4096];
@@ -563,6 +651,87 @@ START_TEST(encode_rejects_bad_arguments)
 }
 END_TEST
 
+static int logged;
+static char last_log[512];
+static void capture(void *cookie, sharc_log_level level, const char *fmt, va_list ap)
+{
+    (void)cookie;
+    (void)level;
+    logged++;
+    vsnprintf(last_log, sizeof last_log, fmt, ap);
+}
+
+/* libsndfile's own text is logged once; mismatches are left to the caller to report. */
+START_TEST(libsndfile_errors_logged_once)
+{
+    sharc_logger log = {NULL, capture, SHARC_LOG_DEBUG};
+    sharc__ctx_init(&ctx, NULL, &log);
+    uint8_t junk[256];
+    memset(junk, 0x5a, sizeof junk);
+    memcpy(junk, "fLaC", 4);
+    float out[16];
+    int64_t frames = 0;
+    sharc__decode_spec spec = {0, -1, 0, -1, 0};
+    logged = 0;
+    ck_assert_int_eq(sharc__audio_decode(&ctx, junk, sizeof junk, &spec, out, 16, NULL, &frames),
+                     SHARC_ERR_DECODE);
+    ck_assert_int_eq(logged, 1);
+    ck_assert_str_eq(last_log, ctx.error);
+    /* "flac audio: cannot open: " followed by libsndfile's sentence. */
+    ck_assert_uint_gt(strlen(ctx.error), strlen("flac audio: cannot open: ") + 5);
+
+    const int16_t pcm[4] = {1, 2, 3, 4};
+    sharc__buf b = encode(SHARC__ENC_WAV_PCM16, pcm, 4, 1, 8000);
+    logged = 0;
+    ck_assert_int_eq(decode(&b, 0, 100, 0, -1, out, 16, NULL, &frames), SHARC_ERR_TOO_LARGE);
+    ck_assert_int_eq(decode(&b, 0, 10, 0, -1, out, 16, NULL, &frames), SHARC_ERR_AUDIO_MISMATCH);
+    ck_assert_int_eq(logged, 0);
+    sharc__buf_free(&ctx, &b);
+}
+END_TEST
+
+static int alloc_budget;
+static void *limited_alloc(void *cookie, size_t size, size_t align)
+{
+    (void)cookie;
+    (void)align;
+    if (alloc_budget-- <= 0)
+        return NULL;
+    return malloc(size);
+}
+static void plain_free(void *cookie, void *p)
+{
+    (void)cookie;
+    free(p);
+}
+
+START_TEST(encode_reports_allocation_failure)
+{
+    sharc_allocator a = {NULL, limited_alloc, plain_free};
+    sharc_logger quiet = {NULL, NULL, SHARC_LOG_ERROR};
+    int16_t *pcm = make_pcm(8000, 1, 8000);
+    /* Every allocation failure is reported as ENOMEM until the budget suffices. */
+    int budget = 0, rc;
+    for (;; budget++) {
+        sharc__ctx_init(&ctx, &a, &quiet);
+        sharc__buf b = {0};
+        alloc_budget = budget;
+        rc = sharc__audio_encode(&ctx, SHARC__ENC_WAV_PCM16, pcm, 8000, 1, 8000, &b);
+        if (rc == 0) {
+            ck_assert_uint_eq(b.len, 44 + 16000);
+            sharc__buf_free(&ctx, &b);
+            break;
+        }
+        ck_assert_msg(rc == SHARC_ERR(ENOMEM), "budget %d: rc %d (%s)", budget, rc, ctx.error);
+        ck_assert_uint_eq(b.len, 0);
+        sharc__buf_free(&ctx, &b);
+        ck_assert_int_lt(budget, 100);
+    }
+    ck_assert_int_gt(budget, 0);
+    free(pcm);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("audio");
@@ -584,6 +753,8 @@ int main(void)
     tcase_add_test(tc, opus_decodes_close);
     tcase_add_test(tc, vorbis_decodes_close);
     tcase_add_test(tc, mp3_decodes_close);
+    tcase_add_test(tc, id3_tagged_streams);
+    tcase_add_test(tc, lossy_stereo_channel_selection);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("errors");
@@ -594,6 +765,8 @@ int main(void)
     tcase_add_test(tc, capacity_is_never_exceeded);
     tcase_add_test(tc, wav_header_longer_than_data);
     tcase_add_test(tc, encode_rejects_bad_arguments);
+    tcase_add_test(tc, libsndfile_errors_logged_once);
+    tcase_add_test(tc, encode_reports_allocation_failure);
     suite_add_tcase(s, tc);
 
     SRunner *sr = srunner_create(s);
