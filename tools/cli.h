@@ -1,0 +1,157 @@
+/*
+ * The sharc command-line program: shared declarations.
+ *
+ * Conventions for subcommands:
+ * - Each subcommand lives in tools/cmd_<name>.c and defines
+ *   `int cmd_<name>(int argc, char **argv)`. argv[0] is the command name ("read"), the
+ *   options and operands follow. The function returns the process exit status.
+ * - tools/meson.build compiles cmd_<name>.c when it exists and defines
+ *   SHARC_HAVE_CMD_<NAME>=1, so that sharc.c lists only the commands that were built.
+ *   A new command adds its name to `sharc_commands` there and an entry to the table in
+ *   sharc.c.
+ * - Exit statuses: 0 success, 1 failure or problems found (CLI_EXIT_FAIL), 2 usage error
+ *   (CLI_EXIT_USAGE). Usage errors print one line naming the problem plus a hint to run
+ *   `sharc <command> --help`.
+ * - Every command has a complete `--help` (each flag with its default, the exit codes and
+ *   an example) printed to stdout with exit status 0.
+ * - Options are parsed with getopt_long(); call cli_getopt_reset() first. Numeric option
+ *   values go through cli_parse_* so that "--epochs abc" is a usage error.
+ * - Commands use only the public API (<sharc/sharc.h>). What they need and the API lacks
+ *   becomes a public function, not an include of src/.
+ * - Machine-readable output is JSON Lines on stdout written with the cli_json_* helpers;
+ *   human output goes to stdout, diagnostics and progress to stderr.
+ */
+#ifndef SHARC_TOOLS_CLI_H
+#define SHARC_TOOLS_CLI_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include <sharc/sharc.h>
+
+#define CLI_EXIT_OK    0
+#define CLI_EXIT_FAIL  1
+#define CLI_EXIT_USAGE 2
+
+/* Subcommands. Each is defined only when its cmd_<name>.c is built. */
+int cmd_read(int argc, char **argv);
+int cmd_validate(int argc, char **argv);
+int cmd_buckets(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_pack(int argc, char **argv);
+int cmd_gen(int argc, char **argv);
+
+/* ---- Options and usage errors ---- */
+
+/** Reset getopt_long()'s global state so that a command can parse its own argv. */
+void cli_getopt_reset(void);
+
+/**
+ * Print "sharc <cmd>: <message>" and "Try 'sharc <cmd> --help'." to stderr.
+ * @return CLI_EXIT_USAGE, so that callers can `return cli_usage_error(...)`.
+ */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/**
+ * Parse an integer option value in [min, max]; the whole string must be a number.
+ * @param opt the option name for the message ("--epochs")
+ * @return 0, or -1 after printing a usage error for `cmd`.
+ */
+int cli_parse_i64(const char *cmd, const char *opt, const char *val, int64_t min, int64_t max,
+                  int64_t *out);
+int cli_parse_int(const char *cmd, const char *opt, const char *val, int min, int max, int *out);
+int cli_parse_u64(const char *cmd, const char *opt, const char *val, uint64_t *out);
+
+/** Parse a layout name (auto, shar, nemo, wds); -1 after a usage error. */
+int cli_parse_layout(const char *cmd, const char *val, sharc_layout *out);
+
+/** Parse an error policy (fail, skip); -1 after a usage error. */
+int cli_parse_on_error(const char *cmd, const char *val, sharc_error_policy *out);
+
+/** The name of a layout ("shar"); "auto" for SHARC_LAYOUT_AUTO. */
+const char *cli_layout_name(sharc_layout l);
+
+/**
+ * Read an integer environment variable (RANK, WORLD_SIZE, LOCAL_RANK, ...).
+ * @return 1 with *out set when it is set and valid, 0 when unset or empty, -1 when it is
+ *         set to something that is not an integer in [min, max] (a message is printed).
+ */
+int cli_env_int(const char *name, int min, int max, int *out);
+
+/** Number of online CPUs (at least 1). */
+int cli_online_cpus(void);
+
+/* ---- Time and numbers ---- */
+
+/** Monotonic time in seconds. */
+double cli_now(void);
+
+/** Format a count with a k/M/G suffix ("1.25M"); returns buf. */
+const char *cli_fmt_count(char *buf, size_t n, double v);
+
+/** Format seconds as "1h02m03s", "4m05s" or "6.7s"; returns buf. */
+const char *cli_fmt_duration(char *buf, size_t n, double seconds);
+
+/**
+ * Sample statistics of interleaved float samples (all channels together).
+ * `sum` is the plain sum, `peak` the maximum absolute value, `rms` the root mean square
+ * (0 for an empty buffer). Sums accumulate in double.
+ */
+typedef struct cli_sample_stats {
+    double sum;
+    double peak;
+    double rms;
+} cli_sample_stats;
+
+void cli_sample_stats_compute(const float *samples, size_t n, cli_sample_stats *out);
+
+/* ---- JSON output ---- */
+
+/** Write `s` as a JSON string with escapes (or `null` when s is NULL). */
+void cli_json_str(FILE *f, const char *s);
+
+/** Write a number with round-trip precision, or `null` when it is not finite. */
+void cli_json_num(FILE *f, double v);
+
+/** Write `"key":` (the key as a JSON string) preceded by a comma unless `first`. */
+void cli_json_key(FILE *f, const char *key, int first);
+
+/* ---- Logging and progress ---- */
+
+/**
+ * A logger for the library that prints "sharc: <level>: <text>" to stderr, thread-safe,
+ * clearing the progress line first so that both stay readable. `level` is the most
+ * verbose level shown.
+ */
+void cli_logger(sharc_logger *log, sharc_log_level level);
+
+/**
+ * The last ERROR message logged through cli_logger() in this process ("" when none).
+ * The library logs the reason of a failed sharc_reader_open() there, since no handle
+ * exists to hold it. Copies into buf; returns buf.
+ */
+const char *cli_last_logged_error(char *buf, size_t n);
+
+/**
+ * A one-line progress display on stderr, shown only when stderr is a terminal and
+ * redrawn at most every 100 ms. Not thread-safe: callers serialise updates.
+ */
+typedef struct cli_progress {
+    int enabled;
+    double started;
+    double last_draw;
+} cli_progress;
+
+/** Start a progress display; `enabled` is 0 to force it off (--quiet, --json to a tty). */
+void cli_progress_init(cli_progress *p, int enabled);
+
+/**
+ * Redraw with `done` of `total` units (total 0 = unknown) and a free-form suffix,
+ * unless the last draw was less than 100 ms ago. `force` redraws anyway.
+ */
+void cli_progress_update(cli_progress *p, double done, double total, const char *suffix, int force);
+
+/** Erase the progress line (before other output to stderr or at the end). */
+void cli_progress_clear(cli_progress *p);
+
+#endif /* SHARC_TOOLS_CLI_H */

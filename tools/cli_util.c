@@ -1,0 +1,377 @@
+/*
+ * Helpers shared by the sharc subcommands: option values, JSON output, numbers, logging
+ * and the progress line.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+/*
+ * stderr is shared by the library's log messages (possibly from its worker threads) and
+ * the progress line; one lock keeps each write whole and lets a log message erase the
+ * progress line first. The process has one stderr, so this state is process-wide.
+ */
+static struct {
+    pthread_mutex_t lock;
+    int progress_shown; /* a progress line is on the terminal, without a newline */
+    char last_error[1024];
+} cli_stderr = {PTHREAD_MUTEX_INITIALIZER, 0, ""};
+
+void cli_getopt_reset(void)
+{
+    /* glibc re-initialises getopt completely when optind is 0. */
+    optind = 0;
+    opterr = 1;
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "sharc %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\nTry 'sharc %s --help'.\n", cmd);
+    va_end(ap);
+    return CLI_EXIT_USAGE;
+}
+
+int cli_parse_i64(const char *cmd, const char *opt, const char *val, int64_t min, int64_t max,
+                  int64_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(val, &end, 10);
+    if (val[0] == '\0' || *end != '\0' || errno == ERANGE || v < min || v > max) {
+        cli_usage_error(cmd,
+                        "invalid value '%s' for %s (an integer from %" PRId64 " to %" PRId64
+                        " is expected)",
+                        val, opt, min, max);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_parse_int(const char *cmd, const char *opt, const char *val, int min, int max, int *out)
+{
+    int64_t v;
+    if (cli_parse_i64(cmd, opt, val, min, max, &v) < 0)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+int cli_parse_u64(const char *cmd, const char *opt, const char *val, uint64_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    /* strtoull accepts "-1" and wraps it; reject any sign explicitly. */
+    if (val[0] < '0' || val[0] > '9') {
+        cli_usage_error(cmd, "invalid value '%s' for %s (a non-negative integer is expected)", val,
+                        opt);
+        return -1;
+    }
+    unsigned long long v = strtoull(val, &end, 10);
+    if (*end != '\0' || errno == ERANGE) {
+        cli_usage_error(cmd, "invalid value '%s' for %s (a non-negative integer is expected)", val,
+                        opt);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static const struct {
+    const char *name;
+    sharc_layout layout;
+} layouts[] = {
+    {"auto", SHARC_LAYOUT_AUTO},
+    {"shar", SHARC_LAYOUT_SHAR},
+    {"nemo", SHARC_LAYOUT_NEMO},
+    {"wds", SHARC_LAYOUT_WDS},
+};
+
+int cli_parse_layout(const char *cmd, const char *val, sharc_layout *out)
+{
+    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
+        if (strcmp(val, layouts[i].name) == 0) {
+            *out = layouts[i].layout;
+            return 0;
+        }
+    }
+    cli_usage_error(cmd, "unknown layout '%s' (auto, shar, nemo or wds)", val);
+    return -1;
+}
+
+const char *cli_layout_name(sharc_layout l)
+{
+    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
+        if (layouts[i].layout == l)
+            return layouts[i].name;
+    }
+    return "unknown";
+}
+
+int cli_parse_on_error(const char *cmd, const char *val, sharc_error_policy *out)
+{
+    if (strcmp(val, "fail") == 0) {
+        *out = SHARC_ON_ERROR_FAIL;
+        return 0;
+    }
+    if (strcmp(val, "skip") == 0) {
+        *out = SHARC_ON_ERROR_SKIP;
+        return 0;
+    }
+    cli_usage_error(cmd, "unknown error policy '%s' (fail or skip)", val);
+    return -1;
+}
+
+int cli_env_int(const char *name, int min, int max, int *out)
+{
+    const char *val = getenv(name);
+    if (val == NULL || val[0] == '\0')
+        return 0;
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(val, &end, 10);
+    if (*end != '\0' || errno == ERANGE || v < min || v > max) {
+        fprintf(stderr, "sharc: environment variable %s='%s' is not an integer from %d to %d\n",
+                name, val, min, max);
+        return -1;
+    }
+    *out = (int)v;
+    return 1;
+}
+
+int cli_online_cpus(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : (n > 1024 ? 1024 : (int)n);
+}
+
+double cli_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+const char *cli_fmt_count(char *buf, size_t n, double v)
+{
+    static const char suffix[] = {'k', 'M', 'G', 'T'};
+    if (fabs(v) < 1000.0) {
+        snprintf(buf, n, "%.0f", v);
+        return buf;
+    }
+    int i = -1;
+    while (fabs(v) >= 1000.0 && i < 3) {
+        v /= 1000.0;
+        i++;
+    }
+    snprintf(buf, n, "%.*f%c", fabs(v) < 10.0 ? 2 : (fabs(v) < 100.0 ? 1 : 0), v, suffix[i]);
+    return buf;
+}
+
+const char *cli_fmt_duration(char *buf, size_t n, double seconds)
+{
+    if (!isfinite(seconds) || seconds < 0.0)
+        seconds = 0.0;
+    if (seconds < 60.0) {
+        snprintf(buf, n, "%.1fs", seconds);
+        return buf;
+    }
+    uint64_t s = (uint64_t)(seconds + 0.5);
+    if (s < 3600)
+        snprintf(buf, n, "%" PRIu64 "m%02" PRIu64 "s", s / 60, s % 60);
+    else
+        snprintf(buf, n, "%" PRIu64 "h%02" PRIu64 "m%02" PRIu64 "s", s / 3600, s / 60 % 60, s % 60);
+    return buf;
+}
+
+void cli_sample_stats_compute(const float *samples, size_t n, cli_sample_stats *out)
+{
+    double sum = 0.0, sq = 0.0, peak = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double v = samples[i];
+        sum += v;
+        sq += v * v;
+        if (fabs(v) > peak)
+            peak = fabs(v);
+    }
+    out->sum = sum;
+    out->peak = peak;
+    out->rms = n > 0 ? sqrt(sq / (double)n) : 0.0;
+}
+
+void cli_json_str(FILE *f, const char *s)
+{
+    if (s == NULL) {
+        fputs("null", f);
+        return;
+    }
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        switch (*p) {
+        case '"':
+            fputs("\\\"", f);
+            break;
+        case '\\':
+            fputs("\\\\", f);
+            break;
+        case '\n':
+            fputs("\\n", f);
+            break;
+        case '\r':
+            fputs("\\r", f);
+            break;
+        case '\t':
+            fputs("\\t", f);
+            break;
+        default:
+            /* Other control characters need \u escapes; bytes >= 0x80 pass through as UTF-8. */
+            if (*p < 0x20 || *p == 0x7f)
+                fprintf(f, "\\u%04x", *p);
+            else
+                fputc(*p, f);
+        }
+    }
+    fputc('"', f);
+}
+
+void cli_json_num(FILE *f, double v)
+{
+    if (!isfinite(v)) {
+        fputs("null", f);
+        return;
+    }
+    /* The shortest of %.15g..%.17g that reads back as the same double. */
+    char buf[40];
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v)
+            break;
+    }
+    fputs(buf, f);
+}
+
+void cli_json_key(FILE *f, const char *key, int first)
+{
+    if (!first)
+        fputc(',', f);
+    cli_json_str(f, key);
+    fputc(':', f);
+}
+
+static void erase_progress_locked(void)
+{
+    if (cli_stderr.progress_shown) {
+        fputs("\r\033[K", stderr);
+        cli_stderr.progress_shown = 0;
+    }
+}
+
+static const char *level_name(sharc_log_level level)
+{
+    switch (level) {
+    case SHARC_LOG_ERROR:
+        return "error";
+    case SHARC_LOG_WARN:
+        return "warning";
+    case SHARC_LOG_INFO:
+        return "info";
+    default:
+        return "debug";
+    }
+}
+
+static void log_to_stderr(void *cookie, sharc_log_level level, const char *fmt, va_list ap)
+{
+    char text[1024];
+    vsnprintf(text, sizeof text, fmt, ap);
+    size_t len = strlen(text);
+    while (len > 0 && text[len - 1] == '\n')
+        text[--len] = '\0';
+    pthread_mutex_lock(&cli_stderr.lock);
+    if (level == SHARC_LOG_ERROR)
+        snprintf(cli_stderr.last_error, sizeof cli_stderr.last_error, "%s", text);
+    if ((uintptr_t)cookie >= (uintptr_t)level) {
+        erase_progress_locked();
+        fprintf(stderr, "sharc: %s: %s\n", level_name(level), text);
+    }
+    pthread_mutex_unlock(&cli_stderr.lock);
+}
+
+void cli_logger(sharc_logger *log, sharc_log_level level)
+{
+    /* The level shown is carried in the cookie as well: the callback filters again, so
+     * that it stays correct if a caller lowers log->level afterwards. */
+    log->callback = log_to_stderr;
+    log->cookie = (void *)(uintptr_t)level;
+    log->level = level;
+}
+
+const char *cli_last_logged_error(char *buf, size_t n)
+{
+    pthread_mutex_lock(&cli_stderr.lock);
+    snprintf(buf, n, "%s", cli_stderr.last_error);
+    pthread_mutex_unlock(&cli_stderr.lock);
+    return buf;
+}
+
+void cli_progress_init(cli_progress *p, int enabled)
+{
+    p->enabled = enabled && isatty(STDERR_FILENO);
+    p->started = cli_now();
+    p->last_draw = 0.0;
+}
+
+void cli_progress_update(cli_progress *p, double done, double total, const char *suffix, int force)
+{
+    if (!p->enabled)
+        return;
+    double now = cli_now();
+    if (!force && now - p->last_draw < 0.1)
+        return;
+    p->last_draw = now;
+
+    char bar[32 + 1];
+    const int width = 32;
+    double frac = total > 0 ? done / total : 0.0;
+    frac = frac < 0.0 ? 0.0 : (frac > 1.0 ? 1.0 : frac);
+    int fill = (int)(frac * width);
+    for (int i = 0; i < width; i++)
+        bar[i] = i < fill ? '#' : (total > 0 ? '.' : ' ');
+    bar[width] = '\0';
+    char elapsed[32];
+    cli_fmt_duration(elapsed, sizeof elapsed, now - p->started);
+
+    pthread_mutex_lock(&cli_stderr.lock);
+    if (total > 0)
+        fprintf(stderr, "\r\033[K[%s] %3.0f%% %s %s", bar, frac * 100.0, suffix ? suffix : "",
+                elapsed);
+    else
+        fprintf(stderr, "\r\033[K%s %s", suffix ? suffix : "", elapsed);
+    fflush(stderr);
+    cli_stderr.progress_shown = 1;
+    pthread_mutex_unlock(&cli_stderr.lock);
+}
+
+void cli_progress_clear(cli_progress *p)
+{
+    if (!p->enabled)
+        return;
+    pthread_mutex_lock(&cli_stderr.lock);
+    erase_progress_locked();
+    fflush(stderr);
+    pthread_mutex_unlock(&cli_stderr.lock);
+}

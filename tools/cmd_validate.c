@@ -1,0 +1,675 @@
+/*
+ * sharc validate: read and decode every shard of a dataset on all cores and report every
+ * problem (with shard, member and cut id), including ids duplicated across shards.
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char *const cmd = "validate";
+
+/* Problem codes the tool adds to the library's sharc_problem_name() codes. */
+static const char *const CODE_DUPLICATE = "duplicate_id";
+static const char *const CODE_ERROR = "error";
+
+static void print_help(void)
+{
+    printf(
+        "Usage: sharc validate [options] PATH...\n"
+        "\n"
+        "Read every shard of a dataset completely, decode every audio member and report each\n"
+        "problem with its shard, member and cut id: unreadable or truncated archives, corrupt\n"
+        "compressed streams, invalid metadata, undecodable audio, id mismatches, orphan and\n"
+        "missing members, ids duplicated anywhere in the dataset, decoded lengths beyond the\n"
+        "tolerance, sampling-rate or channel mismatches. It keeps going after a problem.\n"
+        "\n"
+        "PATH is a dataset directory, a shard file or a brace pattern; several may be given.\n"
+        "\n"
+        "Options:\n"
+        "  --layout L          shard layout: auto, shar, nemo or wds (default auto: detect)\n"
+        "  --threads N         readers running in parallel, each on every N-th shard\n"
+        "                      (default: the number of online CPUs, at most one per shard)\n"
+        "  --sampling-rate HZ  also report every cut whose rate is not HZ (default: any)\n"
+        "  --max-member-bytes N  report archive members larger than N bytes as too_large\n"
+        "                      (default: the library's cap, 1 GiB)\n"
+        "  --json              print JSON Lines instead of text (see below)\n"
+        "  --per-cut           also print one line per cut (id, duration, samples, peak, RMS)\n"
+        "  --no-progress       no progress line (it is shown only when stderr is a terminal)\n"
+        "  --verbose           also show the library's warnings (stray files, ...)\n"
+        "  -h, --help          show this help\n"
+        "\n"
+        "Problem codes: archive, json, id_mismatch, orphan_member, missing_member, decode,\n"
+        "length, audio_format, too_large, layout (from the reader), duplicate_id (an id seen\n"
+        "twice; the message names both places) and error (the reader stopped; its message).\n"
+        "\n"
+        "JSON output (one object per line, order may vary between threads):\n"
+        "  {\"type\":\"cut\",\"id\",\"shard\",\"member\",\"duration\",\"num_samples\",\n"
+        "   \"sampling_rate\",\"channels\",\"peak\",\"rms_dbfs\"}        with --per-cut\n"
+        "  {\"type\":\"problem\",\"code\",\"shard\",\"member\",\"cut_id\",\"message\"}\n"
+        "  {\"type\":\"summary\",\"shards\",\"cuts\",\"problems\",\"audio_seconds\",\"layout\",\n"
+        "   \"threads\",\"wall_seconds\",\"by_code\":{<code>:count,...}}    last\n"
+        "peak is the largest absolute decoded sample (float32, full scale 1.0), rms_dbfs is\n"
+        "20*log10(RMS) over all samples and channels, null for digital silence. shard, member\n"
+        "and cut_id are null when unknown. cuts counts the cuts read completely.\n"
+        "\n"
+        "Exit status: 0 no problems, 1 problems found (or the dataset could not be opened),\n"
+        "2 usage error.\n"
+        "\n"
+        "Example:\n"
+        "  sharc validate --json --per-cut --threads 8 data/shar > report.jsonl\n");
+}
+
+/* ---- A hash set of strings with a payload, for ids and problem signatures ---- */
+
+typedef struct entry {
+    char *key;
+    const char *shard; /* interned, owned by the validator */
+    char *member;
+} entry;
+
+typedef struct str_set {
+    entry *slots;
+    size_t cap; /* power of two */
+    size_t count;
+} str_set;
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+static entry *set_find_slot(entry *slots, size_t cap, const char *key)
+{
+    size_t i = (size_t)hash_str(key) & (cap - 1);
+    while (slots[i].key != NULL && strcmp(slots[i].key, key) != 0)
+        i = (i + 1) & (cap - 1);
+    return &slots[i];
+}
+
+static int set_grow(str_set *set)
+{
+    size_t cap = set->cap ? set->cap * 2 : 1024;
+    entry *slots = calloc(cap, sizeof *slots);
+    if (slots == NULL)
+        return -1;
+    for (size_t i = 0; i < set->cap; i++) {
+        if (set->slots[i].key != NULL)
+            *set_find_slot(slots, cap, set->slots[i].key) = set->slots[i];
+    }
+    free(set->slots);
+    set->slots = slots;
+    set->cap = cap;
+    return 0;
+}
+
+/*
+ * Look `key` up; when absent insert it (copying key and member) and return NULL. When
+ * present return the existing entry. *oom is set when memory ran out.
+ */
+static const entry *set_insert(str_set *set, const char *key, const char *shard, const char *member,
+                               int *oom)
+{
+    if ((set->count + 1) * 2 > set->cap && set_grow(set) < 0) {
+        *oom = 1;
+        return NULL;
+    }
+    entry *e = set_find_slot(set->slots, set->cap, key);
+    if (e->key != NULL)
+        return e;
+    e->key = strdup(key);
+    e->member = member ? strdup(member) : NULL;
+    if (e->key == NULL || (member && e->member == NULL)) {
+        free(e->key);
+        free(e->member);
+        e->key = e->member = NULL;
+        *oom = 1;
+        return NULL;
+    }
+    e->shard = shard;
+    set->count++;
+    return NULL;
+}
+
+static void set_free(str_set *set)
+{
+    for (size_t i = 0; i < set->cap; i++) {
+        free(set->slots[i].key);
+        free(set->slots[i].member);
+    }
+    free(set->slots);
+    set->slots = NULL;
+    set->cap = set->count = 0;
+}
+
+/* ---- The validator shared by the worker threads ---- */
+
+typedef struct worker worker;
+
+typedef struct validator {
+    pthread_mutex_t lock;
+    int json, per_cut;
+    size_t n_shards;
+    sharc_layout layout;
+    int n_workers;
+    worker *workers;
+    /* Guarded by lock: */
+    uint64_t cuts;
+    double audio_seconds;
+    uint64_t problems;
+    uint64_t by_code[SHARC_PROBLEM_COUNT + 2]; /* + duplicate_id, error */
+    str_set ids;
+    str_set open_problems; /* problems reported while opening, once for all workers */
+    char **shard_names;    /* interned shard paths by shard_index */
+    str_set other_shards;  /* interned shard paths without a usable index */
+    int oom;
+    cli_progress progress;
+} validator;
+
+struct worker {
+    validator *v;
+    const sharc_reader_settings *base;
+    int rank;
+    int opening; /* inside sharc_reader_open */
+    int running;
+    uint64_t shards_opened;
+    pthread_t thread;
+};
+
+static size_t code_index(const char *code)
+{
+    if (code == CODE_DUPLICATE)
+        return SHARC_PROBLEM_COUNT;
+    if (code == CODE_ERROR)
+        return SHARC_PROBLEM_COUNT + 1;
+    for (int k = 0; k < SHARC_PROBLEM_COUNT; k++) {
+        if (strcmp(code, sharc_problem_name((sharc_problem)k)) == 0)
+            return (size_t)k;
+    }
+    return SHARC_PROBLEM_COUNT + 1;
+}
+
+static const char *code_name(size_t i)
+{
+    if (i == SHARC_PROBLEM_COUNT)
+        return CODE_DUPLICATE;
+    if (i == SHARC_PROBLEM_COUNT + 1)
+        return CODE_ERROR;
+    return sharc_problem_name((sharc_problem)i);
+}
+
+/* The problem code for a reader that stopped with `rc`. */
+static const char *code_of_error(int rc)
+{
+    switch (rc) {
+    case SHARC_ERR_CORRUPT:
+    case SHARC_ERR_IO:
+        return sharc_problem_name(SHARC_PROBLEM_ARCHIVE);
+    case SHARC_ERR_FORMAT:
+        return sharc_problem_name(SHARC_PROBLEM_LAYOUT);
+    case SHARC_ERR_MISMATCH:
+        return sharc_problem_name(SHARC_PROBLEM_ID_MISMATCH);
+    case SHARC_ERR_DECODE:
+        return sharc_problem_name(SHARC_PROBLEM_DECODE);
+    case SHARC_ERR_AUDIO_MISMATCH:
+        return sharc_problem_name(SHARC_PROBLEM_AUDIO_FORMAT);
+    case SHARC_ERR_TOO_LARGE:
+        return sharc_problem_name(SHARC_PROBLEM_TOO_LARGE);
+    case SHARC_ERR_JSON:
+        return sharc_problem_name(SHARC_PROBLEM_JSON);
+    default:
+        return CODE_ERROR;
+    }
+}
+
+/* Append " shard=X" etc. for what the message does not already name. */
+static void print_missing_origin(const char *label, const char *value, const char *message)
+{
+    if (value != NULL && (message == NULL || strstr(message, value) == NULL))
+        printf(" %s=%s", label, value);
+}
+
+/* Emit one problem. Called with v->lock held. */
+static void emit_problem_locked(validator *v, const char *code, const char *shard,
+                                const char *member, const char *cut_id, const char *message)
+{
+    v->problems++;
+    v->by_code[code_index(code)]++;
+    cli_progress_clear(&v->progress);
+    if (v->json) {
+        FILE *f = stdout;
+        fputc('{', f);
+        cli_json_key(f, "type", 1);
+        cli_json_str(f, "problem");
+        cli_json_key(f, "code", 0);
+        cli_json_str(f, code);
+        cli_json_key(f, "shard", 0);
+        cli_json_str(f, shard);
+        cli_json_key(f, "member", 0);
+        cli_json_str(f, member);
+        cli_json_key(f, "cut_id", 0);
+        cli_json_str(f, cut_id);
+        cli_json_key(f, "message", 0);
+        cli_json_str(f, message);
+        fputs("}\n", f);
+    } else {
+        printf("problem %s: %s", code, message ? message : "");
+        print_missing_origin("shard", shard, message);
+        print_missing_origin("member", member, message);
+        print_missing_origin("cut", cut_id, message);
+        putchar('\n');
+    }
+    fflush(stdout);
+}
+
+static void on_problem(void *cookie, const sharc_problem_report *p)
+{
+    worker *w = cookie;
+    validator *v = w->v;
+    const char *code = sharc_problem_name(p->kind);
+    pthread_mutex_lock(&v->lock);
+    /* Every worker opens the same dataset, so what is found while opening would be
+     * reported by each of them; report each such problem once. */
+    int seen = 0;
+    if (w->opening) {
+        char sig[4096];
+        snprintf(sig, sizeof sig, "%s\x1f%s\x1f%s\x1f%s\x1f%s", code, p->shard ? p->shard : "",
+                 p->member ? p->member : "", p->cut_id ? p->cut_id : "",
+                 p->message ? p->message : "");
+        seen = set_insert(&v->open_problems, sig, NULL, NULL, &v->oom) != NULL;
+    }
+    if (!seen)
+        emit_problem_locked(v, code, p->shard, p->member, p->cut_id, p->message);
+    pthread_mutex_unlock(&v->lock);
+}
+
+/* A stable copy of a shard path, shared by all ids of that shard. Called with the lock. */
+static const char *intern_shard_locked(validator *v, const char *shard, uint32_t index)
+{
+    if (shard == NULL)
+        return NULL;
+    if (index < v->n_shards && v->shard_names[index] != NULL &&
+        strcmp(v->shard_names[index], shard) == 0)
+        return v->shard_names[index];
+    if (index < v->n_shards && v->shard_names[index] == NULL) {
+        v->shard_names[index] = strdup(shard);
+        if (v->shard_names[index] == NULL)
+            v->oom = 1;
+        return v->shard_names[index];
+    }
+    /* A shard index that names several files (or none): keep one copy per path. */
+    const entry *e = set_insert(&v->other_shards, shard, NULL, NULL, &v->oom);
+    if (e != NULL)
+        return e->key;
+    e = set_find_slot(v->other_shards.slots, v->other_shards.cap, shard);
+    return e->key;
+}
+
+static void emit_cut_locked(validator *v, const sharc_cut *c, const cli_sample_stats *st)
+{
+    double dbfs = st->rms > 0 ? 20.0 * log10(st->rms) : -INFINITY;
+    if (v->json) {
+        FILE *f = stdout;
+        fputc('{', f);
+        cli_json_key(f, "type", 1);
+        cli_json_str(f, "cut");
+        cli_json_key(f, "id", 0);
+        cli_json_str(f, c->id);
+        cli_json_key(f, "shard", 0);
+        cli_json_str(f, c->shard);
+        cli_json_key(f, "member", 0);
+        cli_json_str(f, c->member);
+        cli_json_key(f, "duration", 0);
+        cli_json_num(f, c->duration);
+        fprintf(f, ",\"num_samples\":%" PRId64 ",\"sampling_rate\":%d,\"channels\":%d",
+                c->num_samples, c->sampling_rate, c->channels);
+        cli_json_key(f, "peak", 0);
+        cli_json_num(f, st->peak);
+        cli_json_key(f, "rms_dbfs", 0);
+        cli_json_num(f, dbfs);
+        fputs("}\n", f);
+    } else {
+        printf("cut %s %.3fs %dHz %dch %" PRId64 " samples peak %.4f rms %.1f dBFS %s:%s\n",
+               c->id ? c->id : "?", c->duration, c->sampling_rate, c->channels, c->num_samples,
+               st->peak, dbfs, c->shard ? c->shard : "?", c->member ? c->member : "?");
+    }
+}
+
+static void draw_progress_locked(validator *v, int force)
+{
+    if (!v->progress.enabled)
+        return;
+    uint64_t done = 0;
+    for (int i = 0; i < v->n_workers; i++) {
+        /* A running worker's latest shard is still being read. */
+        uint64_t opened = v->workers[i].shards_opened;
+        done += opened - (v->workers[i].running && opened > 0 ? 1 : 0);
+    }
+    char cuts[32], suffix[160];
+    snprintf(suffix, sizeof suffix,
+             "shards %" PRIu64 "/%zu, %s cuts, %.2f h audio, %" PRIu64 " problems", done,
+             v->n_shards, cli_fmt_count(cuts, sizeof cuts, (double)v->cuts),
+             v->audio_seconds / 3600.0, v->problems);
+    cli_progress_update(&v->progress, (double)done, (double)v->n_shards, suffix, force);
+}
+
+static void on_cut(worker *w, sharc_reader *r, const sharc_cut *c)
+{
+    validator *v = w->v;
+    cli_sample_stats st = {0};
+    if (c->samples != NULL)
+        cli_sample_stats_compute(c->samples, (size_t)c->num_samples * (size_t)c->channels, &st);
+    sharc_reader_stats rs;
+    sharc_reader_get_stats(r, &rs);
+
+    pthread_mutex_lock(&v->lock);
+    w->shards_opened = rs.shards;
+    v->cuts++;
+    v->audio_seconds += c->duration;
+    if (v->per_cut)
+        emit_cut_locked(v, c, &st);
+    if (c->id != NULL) {
+        const char *shard = intern_shard_locked(v, c->shard, c->shard_index);
+        const entry *first = set_insert(&v->ids, c->id, shard, c->member, &v->oom);
+        if (first != NULL) {
+            char msg[2048];
+            snprintf(msg, sizeof msg,
+                     "duplicate cut id '%s' in %s member %s; first seen in %s "
+                     "member %s",
+                     c->id, c->shard ? c->shard : "?", c->member ? c->member : "?",
+                     first->shard ? first->shard : "?", first->member ? first->member : "?");
+            emit_problem_locked(v, CODE_DUPLICATE, c->shard, c->member, c->id, msg);
+        }
+    }
+    draw_progress_locked(v, 0);
+    pthread_mutex_unlock(&v->lock);
+}
+
+static void report_stop(worker *w, int rc, const char *why, int opening)
+{
+    validator *v = w->v;
+    char logged[1024];
+    if (why == NULL || why[0] == '\0')
+        why = cli_last_logged_error(logged, sizeof logged);
+    char msg[1400];
+    if (opening)
+        snprintf(msg, sizeof msg, "cannot open the dataset: %s%s%s", sharc_strerror(rc),
+                 why[0] ? ": " : "", why);
+    else
+        snprintf(msg, sizeof msg, "reader %d of %d stopped: %s%s%s", w->rank, v->n_workers,
+                 sharc_strerror(rc), why[0] ? ": " : "", why);
+    pthread_mutex_lock(&v->lock);
+    emit_problem_locked(v, code_of_error(rc), NULL, NULL, NULL, msg);
+    pthread_mutex_unlock(&v->lock);
+}
+
+static void *run_worker(void *arg)
+{
+    worker *w = arg;
+    sharc_reader_settings s = *w->base;
+    s.dp_rank = w->rank;
+    s.dp_size = w->v->n_workers;
+    s.on_problem = on_problem;
+    s.problem_cookie = w;
+
+    sharc_reader *r = NULL;
+    w->opening = 1;
+    int rc = sharc_reader_open(&r, &s);
+    w->opening = 0;
+    if (rc < 0) {
+        report_stop(w, rc, NULL, 1);
+        goto done;
+    }
+    const sharc_cut *c = NULL;
+    while ((rc = sharc_reader_next(r, &c)) == 0)
+        on_cut(w, r, c);
+    if (rc < 0)
+        report_stop(w, rc, sharc_reader_last_error(r), 0);
+    sharc_reader_stats rs;
+    sharc_reader_get_stats(r, &rs);
+    pthread_mutex_lock(&w->v->lock);
+    w->shards_opened = rs.shards;
+    pthread_mutex_unlock(&w->v->lock);
+done:
+    sharc_reader_close(&r);
+    pthread_mutex_lock(&w->v->lock);
+    w->running = 0;
+    draw_progress_locked(w->v, 1);
+    pthread_mutex_unlock(&w->v->lock);
+    return NULL;
+}
+
+/* ---- Options ---- */
+
+typedef struct validate_opts {
+    int threads; /* 0 = online CPUs */
+    int progress;
+    int verbose;
+} validate_opts;
+
+enum {
+    OPT_LAYOUT = 256,
+    OPT_THREADS,
+    OPT_RATE,
+    OPT_MAX_MEMBER,
+    OPT_JSON,
+    OPT_PER_CUT,
+    OPT_NO_PROGRESS,
+    OPT_VERBOSE,
+};
+
+static const struct option long_opts[] = {
+    {"layout", required_argument, NULL, OPT_LAYOUT},
+    {"threads", required_argument, NULL, OPT_THREADS},
+    {"sampling-rate", required_argument, NULL, OPT_RATE},
+    {"max-member-bytes", required_argument, NULL, OPT_MAX_MEMBER},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"per-cut", no_argument, NULL, OPT_PER_CUT},
+    {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
+    {"verbose", no_argument, NULL, OPT_VERBOSE},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+static int parse_args(int argc, char **argv, sharc_reader_settings *s, validator *v,
+                      validate_opts *o)
+{
+    int opt;
+    while ((opt = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
+        int bad = 0;
+        switch (opt) {
+        case 'h':
+            print_help();
+            return CLI_EXIT_OK;
+        case OPT_LAYOUT:
+            bad = cli_parse_layout(cmd, optarg, &s->layout);
+            break;
+        case OPT_THREADS:
+            bad = cli_parse_int(cmd, "--threads", optarg, 1, 1024, &o->threads);
+            break;
+        case OPT_RATE:
+            bad = cli_parse_int(cmd, "--sampling-rate", optarg, 1, 1 << 24, &s->sampling_rate);
+            break;
+        case OPT_MAX_MEMBER:
+            bad = cli_parse_u64(cmd, "--max-member-bytes", optarg, &s->max_member_bytes);
+            if (!bad && s->max_member_bytes == 0)
+                return cli_usage_error(cmd, "--max-member-bytes must be at least 1");
+            break;
+        case OPT_JSON:
+            v->json = 1;
+            break;
+        case OPT_PER_CUT:
+            v->per_cut = 1;
+            break;
+        case OPT_NO_PROGRESS:
+            o->progress = 0;
+            break;
+        case OPT_VERBOSE:
+            o->verbose = 1;
+            break;
+        default:
+            return cli_usage_error(cmd, "invalid option");
+        }
+        if (bad)
+            return CLI_EXIT_USAGE;
+    }
+    if (optind >= argc)
+        return cli_usage_error(cmd, "no PATH given");
+    s->paths = (const char *const *)(argv + optind);
+    s->n_paths = (size_t)(argc - optind);
+    return -1;
+}
+
+/*
+ * Find the shards once, without reporting, so that the workers can be sized to them. A
+ * dataset that cannot be opened is itself the problem to report.
+ */
+static int probe_dataset(validator *v, const sharc_reader_settings *base)
+{
+    sharc_reader_settings s = *base;
+    s.decode = 0;
+    sharc_reader *r = NULL;
+    int rc = sharc_reader_open(&r, &s);
+    if (rc < 0) {
+        worker w = {.v = v, .rank = 0};
+        v->n_workers = 1;
+        report_stop(&w, rc, NULL, 1);
+        return rc;
+    }
+    v->n_shards = sharc_reader_num_shards(r);
+    v->layout = sharc_reader_layout(r);
+    sharc_reader_close(&r);
+    return 0;
+}
+
+static void print_summary(validator *v, double wall)
+{
+    if (v->json) {
+        FILE *f = stdout;
+        printf("{\"type\":\"summary\",\"shards\":%zu,\"cuts\":%" PRIu64 ",\"problems\":%" PRIu64,
+               v->n_shards, v->cuts, v->problems);
+        cli_json_key(f, "audio_seconds", 0);
+        cli_json_num(f, v->audio_seconds);
+        cli_json_key(f, "layout", 0);
+        cli_json_str(f, cli_layout_name(v->layout));
+        printf(",\"threads\":%d", v->n_workers);
+        cli_json_key(f, "wall_seconds", 0);
+        cli_json_num(f, wall);
+        cli_json_key(f, "by_code", 0);
+        fputc('{', f);
+        for (size_t i = 0; i < SHARC_PROBLEM_COUNT + 2; i++) {
+            cli_json_key(f, code_name(i), i == 0);
+            printf("%" PRIu64, v->by_code[i]);
+        }
+        fputs("}}\n", f);
+        return;
+    }
+    char a[32], b[32];
+    printf("-- %zu shards (%s), %" PRIu64 " cuts, %s of audio, %d threads, %s\n", v->n_shards,
+           cli_layout_name(v->layout), v->cuts, cli_fmt_duration(a, sizeof a, v->audio_seconds),
+           v->n_workers, cli_fmt_duration(b, sizeof b, wall));
+    if (v->problems == 0) {
+        printf("-- OK: no problems found\n");
+        return;
+    }
+    printf("-- %" PRIu64 " problems:", v->problems);
+    for (size_t i = 0; i < SHARC_PROBLEM_COUNT + 2; i++) {
+        if (v->by_code[i] > 0)
+            printf(" %s %" PRIu64, code_name(i), v->by_code[i]);
+    }
+    putchar('\n');
+}
+
+static void validator_free(validator *v)
+{
+    set_free(&v->ids);
+    set_free(&v->open_problems);
+    set_free(&v->other_shards);
+    if (v->shard_names != NULL) {
+        for (size_t i = 0; i < v->n_shards; i++)
+            free(v->shard_names[i]);
+        free(v->shard_names);
+    }
+    free(v->workers);
+    pthread_mutex_destroy(&v->lock);
+}
+
+static int run_workers(validator *v, const sharc_reader_settings *s)
+{
+    int started = 0;
+    for (int i = 0; i < v->n_workers; i++) {
+        worker *w = &v->workers[i];
+        *w = (worker){.v = v, .base = s, .rank = i, .running = 1};
+    }
+    for (; started < v->n_workers; started++) {
+        if (pthread_create(&v->workers[started].thread, NULL, run_worker, &v->workers[started]) !=
+            0)
+            break;
+    }
+    for (int i = 0; i < started; i++)
+        pthread_join(v->workers[i].thread, NULL);
+    if (started < v->n_workers) {
+        /* Without all workers some shards would go unchecked: that is not a clean run. */
+        fprintf(stderr, "sharc validate: could only start %d of %d threads\n", started,
+                v->n_workers);
+        return -1;
+    }
+    return 0;
+}
+
+int cmd_validate(int argc, char **argv)
+{
+    sharc_reader_settings s;
+    sharc_reader_default_settings(&s);
+    validator v = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    validate_opts o = {.threads = 0, .progress = 1};
+    int status = parse_args(argc, argv, &s, &v, &o);
+    if (status >= 0)
+        return status;
+
+    /* Problems are printed by the tool; the library's warnings repeat them. */
+    cli_logger(&s.logger, o.verbose ? SHARC_LOG_WARN : SHARC_LOG_ERROR);
+    s.on_error = SHARC_ON_ERROR_SKIP;
+    s.shuffle_shards = 0;
+    s.epochs = 1;
+    s.decode = 1;
+
+    double t0 = cli_now();
+    cli_progress_init(&v.progress, o.progress);
+    status = CLI_EXIT_FAIL;
+    if (probe_dataset(&v, &s) < 0)
+        goto done;
+    int threads = o.threads > 0 ? o.threads : cli_online_cpus();
+    v.n_workers = (size_t)threads < v.n_shards ? threads : (int)v.n_shards;
+    if (v.n_workers < 1)
+        v.n_workers = 1;
+    v.workers = calloc((size_t)v.n_workers, sizeof *v.workers);
+    v.shard_names = calloc(v.n_shards ? v.n_shards : 1, sizeof *v.shard_names);
+    if (v.workers == NULL || v.shard_names == NULL) {
+        fprintf(stderr, "sharc validate: out of memory\n");
+        goto done;
+    }
+    if (run_workers(&v, &s) < 0)
+        goto done;
+    if (v.oom) {
+        fprintf(stderr, "sharc validate: out of memory; duplicate ids may be missed\n");
+        goto done;
+    }
+    status = v.problems > 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+done:
+    cli_progress_clear(&v.progress);
+    print_summary(&v, cli_now() - t0);
+    fflush(stdout);
+    validator_free(&v);
+    return status;
+}
