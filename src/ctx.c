@@ -144,3 +144,27 @@ int sharc__fail(sharc__ctx *ctx, int code, const char *fmt, ...)
     sharc__log(ctx, SHARC_LOG_ERROR, "%s", ctx->error);
     return code;
 }
+
+int sharc__fail_wrap(sharc__ctx *ctx, int code, const char *fmt, ...)
+{
+    char inner[SHARC__ERRLEN];
+    char prefix[SHARC__ERRLEN];
+    va_list ap;
+    memcpy(inner, ctx->error, sizeof inner);
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    size_t np = strlen(prefix), ni = strlen(inner), cap = sizeof ctx->error - 1;
+    np = np < cap ? np : cap;
+    memcpy(ctx->error, prefix, np);
+    size_t n = np;
+    if (n + 2 <= cap) {
+        memcpy(ctx->error + n, ": ", 2);
+        n += 2;
+    }
+    ni = ni < cap - n ? ni : cap - n;
+    memcpy(ctx->error + n, inner, ni);
+    ctx->error[n + ni] = 0;
+    sharc__log(ctx, SHARC_LOG_ERROR, "%s", ctx->error);
+    return code;
+}

@@ -38,6 +38,13 @@ void sharc__log(sharc__ctx *ctx, sharc_log_level level, const char *fmt, ...)
 int sharc__fail(sharc__ctx *ctx, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/**
+ * Prefix the current error text with a formatted context ("<prefix>: <previous text>"),
+ * log it, and return `code`. Used where a lower layer's message gains file and cut names.
+ */
+int sharc__fail_wrap(sharc__ctx *ctx, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /** Like sharc__fail but only sets the text (no log): for errors the caller may handle. */
 int sharc__set_error(sharc__ctx *ctx, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -1,7 +1,12 @@
 /*
  * Thin public wrappers that validate arguments before calling into the modules.
  */
+#include <errno.h>
+#include <string.h>
+
 #include "sharc/sharc.h"
+#include "ctx.h"
+#include "reader.h"
 
 const char *sharc_problem_name(sharc_problem p)
 {
@@ -14,4 +19,108 @@ const char *sharc_problem_name(sharc_problem p)
     default:
         return "unknown";
     }
+}
+
+void sharc_reader_default_settings(sharc_reader_settings *s)
+{
+    memset(s, 0, sizeof *s);
+    s->layout = SHARC_LAYOUT_AUTO;
+    s->shuffle_shards = 1;
+    s->epochs = 1;
+    s->dp_size = 1;
+    s->on_error = SHARC_ON_ERROR_FAIL;
+    s->decode = 1;
+    s->channel = -1;
+    s->length_tolerance = 0.5;
+    s->max_member_bytes = (uint64_t)1 << 30;
+    s->max_line_bytes = (uint64_t)16 << 20;
+    s->nemo_text_field = "text";
+    s->nemo_lang_field = "lang";
+    sharc_default_logger(&s->logger);
+    sharc_default_allocator(&s->allocator);
+}
+
+static int reserved_zero(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i])
+            return 0;
+    return 1;
+}
+
+static int check_reader_settings(const sharc_reader_settings *s, const char **why)
+{
+    *why = NULL;
+    if (!s->paths || s->n_paths == 0)
+        *why = "no paths given";
+    else if (s->layout < SHARC_LAYOUT_AUTO || s->layout > SHARC_LAYOUT_WDS)
+        *why = "unknown layout";
+    else if (s->dp_size < 1 || s->dp_rank < 0 || s->dp_rank >= s->dp_size)
+        *why = "dp_rank must be in [0, dp_size) and dp_size >= 1";
+    else if (s->on_error != SHARC_ON_ERROR_FAIL && s->on_error != SHARC_ON_ERROR_SKIP)
+        *why = "unknown error policy";
+    else if (s->sampling_rate < 0 || s->channel < -1)
+        *why = "sampling_rate must be >= 0 and channel >= -1";
+    else if (!(s->length_tolerance >= 0))
+        *why = "length_tolerance must be >= 0";
+    else if (s->max_member_bytes == 0 || s->max_line_bytes == 0)
+        *why = "size caps must be > 0";
+    else if (!reserved_zero(s->reserved, sizeof s->reserved))
+        *why = "reserved bytes must be zero";
+    return *why ? SHARC_ERR(EINVAL) : 0;
+}
+
+int sharc_reader_open(sharc_reader **out, const sharc_reader_settings *s)
+{
+    const char *why;
+    if (!out)
+        return SHARC_ERR(EINVAL);
+    *out = NULL;
+    if (!s)
+        return SHARC_ERR(EINVAL);
+    if (check_reader_settings(s, &why) < 0) {
+        sharc__ctx ctx;
+        sharc__ctx_init(&ctx, &s->allocator, &s->logger);
+        return sharc__fail(&ctx, SHARC_ERR(EINVAL), "invalid reader settings: %s", why);
+    }
+    return sharc__reader_open(out, s);
+}
+
+int sharc_reader_next(sharc_reader *r, const sharc_cut **cut)
+{
+    if (!r || !cut)
+        return SHARC_ERR(EINVAL);
+    return sharc__reader_next(r, cut);
+}
+
+const char *sharc_reader_last_error(const sharc_reader *r)
+{
+    return r ? sharc__reader_last_error(r) : "";
+}
+
+void sharc_reader_get_stats(const sharc_reader *r, sharc_reader_stats *out)
+{
+    if (!out)
+        return;
+    if (!r) {
+        memset(out, 0, sizeof *out);
+        return;
+    }
+    sharc__reader_get_stats(r, out);
+}
+
+size_t sharc_reader_num_shards(const sharc_reader *r)
+{
+    return r ? sharc__reader_num_shards(r) : 0;
+}
+
+sharc_layout sharc_reader_layout(const sharc_reader *r)
+{
+    return r ? sharc__reader_layout(r) : SHARC_LAYOUT_AUTO;
+}
+
+void sharc_reader_close(sharc_reader **r)
+{
+    if (r)
+        sharc__reader_close(r);
 }

@@ -1,0 +1,51 @@
+/*
+ * The reader's internal cut: metadata plus the still-encoded audio bytes, as produced by
+ * a layout's shard stream and before decoding. It owns its buffers and is reused from
+ * cut to cut, so a steady stream allocates nothing.
+ */
+#ifndef SHARC_SRC_CUT_H
+#define SHARC_SRC_CUT_H
+
+#include <stdint.h>
+
+#include "buf.h"
+#include "ctx.h"
+
+#define SHARC__MAX_FIELDS 16
+
+typedef struct sharc__field_data {
+    const char *name; ///< field name, owned by the dataset
+    int present;      ///< 0 for .nodata/.nometa pairs and jsonl placeholders
+    int is_tar;       ///< tar field (member + json + data) or jsonl field (json only)
+    sharc__buf member;
+    sharc__buf json;
+    sharc__buf data;
+} sharc__field_data;
+
+typedef struct sharc__rawcut {
+    sharc__buf id;
+    sharc__buf text;     ///< supervision texts joined by ' '
+    sharc__buf speaker;  ///< first supervision's speaker
+    sharc__buf language; ///< first supervision's language
+    int has_text, has_speaker, has_language;
+    sharc__buf json;     ///< raw metadata line
+    sharc__buf member;   ///< audio member name
+    const char *shard;   ///< audio archive path, owned by the dataset
+    sharc__buf audio;    ///< encoded audio bytes
+    double duration;     ///< seconds, from metadata
+    double offset;       ///< seconds into the member where the cut starts
+    int sampling_rate;   ///< from metadata, 0 = unknown
+    int channels;        ///< from metadata, 0 = unknown
+    int64_t num_samples; ///< from metadata, -1 = unknown
+    uint64_t epoch;
+    uint32_t shard_index;
+    uint64_t position;
+    size_t n_fields;
+    sharc__field_data fields[SHARC__MAX_FIELDS];
+} sharc__rawcut;
+
+/** Reset the metadata of `c` for the next cut, keeping its buffers. */
+void sharc__rawcut_reset(sharc__rawcut *c);
+void sharc__rawcut_free(sharc__ctx *ctx, sharc__rawcut *c);
+
+#endif /* SHARC_SRC_CUT_H */

@@ -1,0 +1,756 @@
+#include "dataset.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "archive.h"
+#include "cut.h"
+#include "json.h"
+#include "rng.h"
+
+#define MAX_EXPANSION        1000000
+#define SHARC__MAX_FIELDS_DS (SHARC__MAX_FIELDS + 2)
+
+const char *sharc__layout_name(sharc_layout l)
+{
+    switch (l) {
+    case SHARC_LAYOUT_SHAR:
+        return "shar";
+    case SHARC_LAYOUT_NEMO:
+        return "nemo";
+    case SHARC_LAYOUT_WDS:
+        return "wds";
+    default:
+        return "auto";
+    }
+}
+
+/* ---- brace expansion ------------------------------------------------------------- */
+
+typedef struct strlist {
+    char **items;
+    size_t n, cap;
+} strlist;
+
+static int strlist_push(sharc__ctx *ctx, strlist *l, char *s)
+{
+    if (!s)
+        return SHARC_ERR(ENOMEM);
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        char **p = sharc__realloc(ctx, l->items, l->cap * sizeof *p, cap * sizeof *p);
+        if (!p) {
+            sharc__free(ctx, s);
+            return SHARC_ERR(ENOMEM);
+        }
+        l->items = p;
+        l->cap = cap;
+    }
+    l->items[l->n++] = s;
+    return 0;
+}
+
+static void strlist_free(sharc__ctx *ctx, strlist *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        sharc__free(ctx, l->items[i]);
+    sharc__free(ctx, l->items);
+    memset(l, 0, sizeof *l);
+}
+
+static char *concat3(sharc__ctx *ctx, const char *a, size_t na, const char *b, size_t nb,
+                     const char *c)
+{
+    size_t nc = strlen(c);
+    char *s = sharc__malloc(ctx, na + nb + nc + 1);
+    if (!s)
+        return NULL;
+    memcpy(s, a, na);
+    memcpy(s + na, b, nb);
+    memcpy(s + na + nb, c, nc + 1);
+    return s;
+}
+
+/* Find the first top-level {...} group; returns 1 and its bounds when found. */
+static int find_group(const char *s, size_t *open, size_t *close)
+{
+    for (size_t i = 0; s[i]; i++) {
+        if (s[i] != '{')
+            continue;
+        int depth = 0;
+        for (size_t j = i; s[j]; j++) {
+            if (s[j] == '{')
+                depth++;
+            else if (s[j] == '}' && --depth == 0) {
+                *open = i;
+                *close = j;
+                return 1;
+            }
+        }
+        return -1; /* unbalanced */
+    }
+    return 0;
+}
+
+static int parse_range(const char *body, size_t n, long long *lo, long long *hi, int *width)
+{
+    char tmp[64];
+    if (n >= sizeof tmp)
+        return 0;
+    memcpy(tmp, body, n);
+    tmp[n] = 0;
+    char *dots = strstr(tmp, "..");
+    if (!dots)
+        return 0;
+    *dots = 0;
+    char *a = tmp, *b = dots + 2, *end;
+    if (!*a || !*b)
+        return 0;
+    for (char *p = a; *p; p++)
+        if (!isdigit((unsigned char)*p))
+            return 0;
+    *lo = strtoll(a, &end, 10);
+    *hi = strtoll(b, &end, 10);
+    if (*end || *hi < *lo || *hi - *lo >= MAX_EXPANSION)
+        return 0;
+    *width = (a[0] == '0' && a[1]) ? (int)strlen(a) : 0;
+    return 1;
+}
+
+static int expand_one(sharc__ctx *ctx, const char *s, strlist *out, int depth)
+{
+    size_t open, close;
+    int found = find_group(s, &open, &close);
+    if (found < 0)
+        return sharc__set_error(ctx, SHARC_ERR(EINVAL), "unbalanced braces in %s", s);
+    if (found == 0)
+        return strlist_push(ctx, out, sharc__strdup(ctx, s));
+    if (depth > 16 || out->n > MAX_EXPANSION)
+        return sharc__set_error(ctx, SHARC_ERR_TOO_LARGE, "pattern %s expands too far", s);
+    const char *body = s + open + 1;
+    size_t blen = close - open - 1;
+    const char *suffix = s + close + 1;
+    long long lo, hi;
+    int width, rc = 0;
+    if (parse_range(body, blen, &lo, &hi, &width)) {
+        for (long long v = lo; v <= hi && rc == 0; v++) {
+            char num[32];
+            int nn = snprintf(num, sizeof num, "%0*lld", width, v);
+            char *item = concat3(ctx, s, open, num, (size_t)nn, suffix);
+            if (!item)
+                return SHARC_ERR(ENOMEM);
+            rc = expand_one(ctx, item, out, depth + 1);
+            sharc__free(ctx, item);
+        }
+        return rc;
+    }
+    /* Comma list at the top level of the group. */
+    size_t start = 0;
+    int level = 0, alternatives = 0;
+    for (size_t i = 0; i <= blen && rc == 0; i++) {
+        char ch = i < blen ? body[i] : ',';
+        if (ch == '{')
+            level++;
+        else if (ch == '}')
+            level--;
+        if (ch != ',' || level != 0)
+            continue;
+        char *item = concat3(ctx, s, open, body + start, i - start, suffix);
+        if (!item)
+            return SHARC_ERR(ENOMEM);
+        rc = expand_one(ctx, item, out, depth + 1);
+        sharc__free(ctx, item);
+        start = i + 1;
+        alternatives++;
+    }
+    if (rc == 0 && alternatives < 2)
+        return sharc__set_error(ctx, SHARC_ERR(EINVAL),
+                                "brace group in %s is neither a range a..b nor a list a,b", s);
+    return rc;
+}
+
+/* NeMo writes braces as (), [], <> or _OP_/_CL_ so that shells and SLURM leave them alone. */
+static char *nemo_braces(sharc__ctx *ctx, const char *p)
+{
+    size_t n = strlen(p);
+    char *s = sharc__malloc(ctx, n + 1);
+    if (!s)
+        return NULL;
+    size_t j = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strncmp(p + i, "_OP_", 4) == 0) {
+            s[j++] = '{';
+            i += 3;
+        } else if (strncmp(p + i, "_CL_", 4) == 0) {
+            s[j++] = '}';
+            i += 3;
+        } else if (p[i] == '(' || p[i] == '[' || p[i] == '<') {
+            s[j++] = '{';
+        } else if (p[i] == ')' || p[i] == ']' || p[i] == '>') {
+            s[j++] = '}';
+        } else {
+            s[j++] = p[i];
+        }
+    }
+    s[j] = 0;
+    return s;
+}
+
+static int expand_list(sharc__ctx *ctx, const char *pattern, strlist *out)
+{
+    struct stat st;
+    if (stat(pattern, &st) == 0)
+        return strlist_push(ctx, out, sharc__strdup(ctx, pattern));
+    char *mapped = nemo_braces(ctx, pattern);
+    if (!mapped)
+        return SHARC_ERR(ENOMEM);
+    int rc = expand_one(ctx, mapped, out, 0);
+    sharc__free(ctx, mapped);
+    return rc;
+}
+
+int sharc__brace_expand(sharc__ctx *ctx, const char *pattern, sharc__buf *out)
+{
+    strlist l = {0};
+    int rc = expand_list(ctx, pattern, &l);
+    sharc__buf_clear(out);
+    for (size_t i = 0; rc == 0 && i < l.n; i++) {
+        rc = sharc__buf_append(ctx, out, l.items[i], strlen(l.items[i]));
+        if (rc == 0 && i + 1 < l.n)
+            rc = sharc__buf_append(ctx, out, "\n", 1);
+    }
+    strlist_free(ctx, &l);
+    return rc;
+}
+
+/* ---- file classification --------------------------------------------------------- */
+
+static const char *base_name(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+static int has_suffix(const char *s, const char *suf)
+{
+    size_t n = strlen(s), m = strlen(suf);
+    return n >= m && strcmp(s + n - m, suf) == 0;
+}
+
+static int is_compression_suffix(const char *s)
+{
+    return *s == 0 || strcmp(s, ".gz") == 0 || strcmp(s, ".zst") == 0 || strcmp(s, ".zstd") == 0;
+}
+
+/* Shar: <field>.[NNNNNN.](jsonl|tar)[.gz|.zst]. Returns 1 and fills field/kind. */
+static int shar_name(const char *base, char *field, size_t fcap, int *is_tar)
+{
+    const char *dot = strchr(base, '.');
+    if (!dot || dot == base || (size_t)(dot - base) >= fcap)
+        return 0;
+    const char *p = dot + 1;
+    const char *q = p;
+    while (isdigit((unsigned char)*q))
+        q++;
+    if (q > p) {
+        if (*q != '.')
+            return 0;
+        p = q + 1;
+    }
+    if (strncmp(p, "jsonl", 5) == 0 && is_compression_suffix(p + 5))
+        *is_tar = 0;
+    else if (strncmp(p, "tar", 3) == 0 && is_compression_suffix(p + 3))
+        *is_tar = 1;
+    else
+        return 0;
+    memcpy(field, base, (size_t)(dot - base));
+    field[dot - base] = 0;
+    return 1;
+}
+
+/* NeMo: audio[^/]*_(\d+)[^/]*\.tar... and manifest[^/]*_(\d+)[^/]*\.json */
+static int nemo_id(const char *base, const char *prefix, const char *ext, long long *id)
+{
+    if (strncmp(base, prefix, strlen(prefix)) != 0)
+        return 0;
+    const char *e = strstr(base, ext);
+    if (!e)
+        return 0;
+    const char *tail = e + strlen(ext);
+    if (!is_compression_suffix(tail))
+        return 0;
+    /* The last "_<digits>" before the extension, as the greedy regex finds it. */
+    long long found = -1;
+    for (const char *p = base + strlen(prefix); p < e; p++) {
+        if (*p != '_' || !isdigit((unsigned char)p[1]))
+            continue;
+        char *end;
+        long long v = strtoll(p + 1, &end, 10);
+        if (end <= e)
+            found = v;
+    }
+    if (found < 0)
+        return 0;
+    *id = found;
+    return 1;
+}
+
+static int is_tar_name(const char *base)
+{
+    return has_suffix(base, ".tar") || has_suffix(base, ".tar.gz") || has_suffix(base, ".tgz") ||
+           has_suffix(base, ".tar.zst") || has_suffix(base, ".tar.zstd");
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int list_dir(sharc__ctx *ctx, const char *dir, strlist *out, int recurse_manifests)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return sharc__set_error(ctx, SHARC_ERR(errno), "cannot list %s: %s", dir, strerror(errno));
+    struct dirent *e;
+    int rc = 0;
+    size_t first = out->n;
+    while (rc == 0 && (e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        size_t n = strlen(dir) + strlen(e->d_name) + 2;
+        char *p = sharc__malloc(ctx, n);
+        if (!p) {
+            rc = SHARC_ERR(ENOMEM);
+            break;
+        }
+        snprintf(p, n, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
+            if (recurse_manifests && strcmp(e->d_name, "sharded_manifests") == 0)
+                rc = list_dir(ctx, p, out, 0);
+            sharc__free(ctx, p);
+            continue;
+        }
+        rc = strlist_push(ctx, out, p);
+    }
+    closedir(d);
+    if (rc == 0)
+        qsort(out->items + first, out->n - first, sizeof(char *), cmp_str);
+    return rc;
+}
+
+/* ---- building shards --------------------------------------------------------------- */
+
+static int add_shard(sharc__ctx *ctx, sharc__dataset *d, sharc__shard **out)
+{
+    sharc__shard *p =
+        sharc__realloc(ctx, d->shards, d->n_shards * sizeof *p, (d->n_shards + 1) * sizeof *p);
+    if (!p)
+        return SHARC_ERR(ENOMEM);
+    d->shards = p;
+    *out = &p[d->n_shards++];
+    memset(*out, 0, sizeof **out);
+    (*out)->nemo_shard_id = -1;
+    return 0;
+}
+
+static int same_dir(const char *a, const char *b)
+{
+    const char *sa = strrchr(a, '/'), *sb = strrchr(b, '/');
+    size_t na = sa ? (size_t)(sa - a) : 0, nb = sb ? (size_t)(sb - b) : 0;
+    return na == nb && strncmp(a, b, na) == 0;
+}
+
+typedef struct shar_group {
+    char name[128];
+    int is_tar;
+    strlist files;
+} shar_group;
+
+/* Build the Shar shards of the files in one directory (files sorted by name). */
+static int shar_dir(sharc__ctx *ctx, sharc__dataset *d, char **files, size_t n)
+{
+    shar_group groups[SHARC__MAX_FIELDS_DS];
+    size_t n_groups = 0;
+    int rc = 0;
+    memset(groups, 0, sizeof groups);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        const char *b = base_name(files[i]);
+        char field[128];
+        int is_tar;
+        if (has_suffix(b, ".idx"))
+            continue; /* Lhotse's index sidecars */
+        if (!shar_name(b, field, sizeof field, &is_tar)) {
+            sharc__log(ctx, SHARC_LOG_WARN, "ignoring %s: not a Shar field file", files[i]);
+            continue;
+        }
+        if (strcmp(field, "cuts") == 0 && is_tar) {
+            sharc__log(ctx, SHARC_LOG_WARN, "ignoring %s: cuts must be JSON lines", files[i]);
+            continue;
+        }
+        size_t g = 0;
+        while (g < n_groups && strcmp(groups[g].name, field) != 0)
+            g++;
+        if (g == n_groups) {
+            if (n_groups == SHARC__MAX_FIELDS_DS) {
+                rc = sharc__set_error(ctx, SHARC_ERR_FORMAT, "too many Shar fields next to %s",
+                                      files[i]);
+                break;
+            }
+            snprintf(groups[g].name, sizeof groups[g].name, "%s", field);
+            groups[g].is_tar = is_tar;
+            n_groups++;
+        } else if (groups[g].is_tar != is_tar) {
+            rc = sharc__set_error(ctx, SHARC_ERR_FORMAT,
+                                  "Shar field %s has both tar and jsonl shards (%s)", field,
+                                  files[i]);
+            break;
+        }
+        rc = strlist_push(ctx, &groups[g].files, sharc__strdup(ctx, files[i]));
+    }
+    shar_group *cuts = NULL, *rec = NULL;
+    for (size_t g = 0; g < n_groups; g++) {
+        if (strcmp(groups[g].name, "cuts") == 0)
+            cuts = &groups[g];
+        else if (strcmp(groups[g].name, "recording") == 0)
+            rec = &groups[g];
+    }
+    if (rc == 0 && !cuts)
+        rc = sharc__set_error(ctx, SHARC_ERR_FORMAT, "no cuts.*.jsonl shards next to %s", files[0]);
+    if (rc == 0 && (!rec || !rec->is_tar))
+        rc = sharc__set_error(ctx, SHARC_ERR_FORMAT, "no recording.*.tar shards next to %s",
+                              cuts->files.items[0]);
+    for (size_t g = 0; g < n_groups && rc == 0; g++) {
+        if (groups[g].files.n != cuts->files.n)
+            rc = sharc__set_error(ctx, SHARC_ERR_FORMAT,
+                                  "Shar field %s has %zu shards but cuts has %zu (in the "
+                                  "directory of %s)",
+                                  groups[g].name, groups[g].files.n, cuts->files.n,
+                                  cuts->files.items[0]);
+    }
+    for (size_t k = 0; rc == 0 && k < cuts->files.n; k++) {
+        sharc__shard *s;
+        if ((rc = add_shard(ctx, d, &s)) < 0)
+            break;
+        s->meta_path = sharc__strdup(ctx, cuts->files.items[k]);
+        s->audio_path = sharc__strdup(ctx, rec->files.items[k]);
+        s->fields = sharc__calloc(ctx, n_groups, sizeof *s->fields);
+        if (!s->meta_path || !s->audio_path || !s->fields) {
+            rc = SHARC_ERR(ENOMEM);
+            break;
+        }
+        for (size_t g = 0; g < n_groups; g++) {
+            if (&groups[g] == cuts || &groups[g] == rec)
+                continue;
+            sharc__shar_field *f = &s->fields[s->n_fields++];
+            f->name = sharc__strdup(ctx, groups[g].name);
+            f->path = sharc__strdup(ctx, groups[g].files.items[k]);
+            f->is_tar = groups[g].is_tar;
+            if (!f->name || !f->path) {
+                rc = SHARC_ERR(ENOMEM);
+                break;
+            }
+        }
+    }
+    for (size_t g = 0; g < SHARC__MAX_FIELDS_DS; g++)
+        strlist_free(ctx, &groups[g].files);
+    return rc;
+}
+
+typedef struct nemo_item {
+    long long id;
+    char *path;
+} nemo_item;
+
+static int cmp_nemo(const void *a, const void *b)
+{
+    const nemo_item *x = a, *y = b;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* Group the rows of an aggregate manifest by shard_id into the shards' in-memory rows. */
+static int nemo_load_aggregate(sharc__ctx *ctx, sharc__dataset *d, const char *path,
+                               uint64_t max_line_bytes)
+{
+    sharc__lines *l = NULL;
+    int rc = sharc__lines_open(&l, ctx, path, max_line_bytes);
+    const char *line;
+    size_t len;
+    uint64_t lineno;
+    sharc__log(ctx, SHARC_LOG_WARN,
+               "%s: one manifest for all shards is held in memory; per-shard manifests "
+               "(sharded_manifests/manifest_N.json) stream instead",
+               path);
+    while (rc == 0 && (rc = sharc__lines_next(l, &line, &len, &lineno)) == 0) {
+        long long sid;
+        if (sharc__json_nemo_shard_id(line, len, &sid) < 0 || sid < 0) {
+            rc = sharc__set_error(ctx, SHARC_ERR_FORMAT,
+                                  "%s line %llu: no valid shard_id in a manifest shared by "
+                                  "several shards",
+                                  path, (unsigned long long)lineno);
+            break;
+        }
+        size_t k = 0;
+        while (k < d->n_shards && d->shards[k].nemo_shard_id != sid)
+            k++;
+        if (k == d->n_shards) {
+            rc = sharc__set_error(ctx, SHARC_ERR_FORMAT,
+                                  "%s line %llu: shard_id %lld has no audio_%lld.tar", path,
+                                  (unsigned long long)lineno, sid, sid);
+            break;
+        }
+        sharc__buf *rows = &d->shards[k].nemo_rows;
+        if ((rc = sharc__buf_append(ctx, rows, line, len)) < 0 ||
+            (rc = sharc__buf_append(ctx, rows, "\n", 1)) < 0)
+            break;
+    }
+    if (rc == SHARC_END)
+        rc = 0;
+    sharc__lines_close(&l);
+    return rc;
+}
+
+static int nemo_build(sharc__ctx *ctx, sharc__dataset *d, const strlist *files,
+                      uint64_t max_line_bytes)
+{
+    nemo_item *tars = sharc__calloc(ctx, files->n + 1, sizeof *tars);
+    nemo_item *mans = sharc__calloc(ctx, files->n + 1, sizeof *mans);
+    size_t nt = 0, nm = 0;
+    const char *aggregate = NULL;
+    int rc = 0;
+    if (!tars || !mans) {
+        rc = SHARC_ERR(ENOMEM);
+        goto done;
+    }
+    for (size_t i = 0; i < files->n; i++) {
+        const char *b = base_name(files->items[i]);
+        long long id;
+        if (nemo_id(b, "audio", ".tar", &id))
+            tars[nt++] = (nemo_item){id, files->items[i]};
+        else if (nemo_id(b, "manifest", ".json", &id))
+            mans[nm++] = (nemo_item){id, files->items[i]};
+        else if (has_suffix(b, ".json") || has_suffix(b, ".jsonl"))
+            aggregate = aggregate ? aggregate : files->items[i];
+        else if (!has_suffix(b, ".idx") && !has_suffix(b, ".yaml"))
+            sharc__log(ctx, SHARC_LOG_WARN, "ignoring %s: not a NeMo shard or manifest",
+                       files->items[i]);
+    }
+    qsort(tars, nt, sizeof *tars, cmp_nemo);
+    qsort(mans, nm, sizeof *mans, cmp_nemo);
+    if (nt == 0) {
+        rc = sharc__set_error(ctx, SHARC_ERR_FORMAT, "no audio_N.tar shards found");
+        goto done;
+    }
+    for (size_t i = 1; i < nt; i++)
+        if (tars[i].id == tars[i - 1].id) {
+            rc = sharc__set_error(ctx, SHARC_ERR_FORMAT, "shard id %lld appears twice: %s, %s",
+                                  tars[i].id, tars[i - 1].path, tars[i].path);
+            goto done;
+        }
+    if (nm == 0 && !aggregate) {
+        rc = sharc__set_error(ctx, SHARC_ERR_FORMAT, "no NeMo manifest found for %s", tars[0].path);
+        goto done;
+    }
+    if (nm > 0) {
+        /* Per-shard manifests: the two id sets must be equal, as NeMo asserts. */
+        size_t i = 0, j = 0;
+        while (i < nt || j < nm) {
+            if (j == nm || (i < nt && tars[i].id < mans[j].id)) {
+                rc = sharc__set_error(ctx, SHARC_ERR_FORMAT, "%s has no manifest_%lld.json",
+                                      tars[i].path, tars[i].id);
+                goto done;
+            }
+            if (i == nt || mans[j].id < tars[i].id) {
+                rc = sharc__set_error(ctx, SHARC_ERR_FORMAT, "%s has no audio_%lld.tar",
+                                      mans[j].path, mans[j].id);
+                goto done;
+            }
+            i++;
+            j++;
+        }
+    }
+    for (size_t i = 0; i < nt; i++) {
+        sharc__shard *s;
+        if ((rc = add_shard(ctx, d, &s)) < 0)
+            goto done;
+        s->nemo_shard_id = tars[i].id;
+        s->audio_path = sharc__strdup(ctx, tars[i].path);
+        s->meta_path = sharc__strdup(ctx, nm > 0 ? mans[i].path : aggregate);
+        s->nemo_in_memory = nm == 0;
+        if (!s->audio_path || !s->meta_path) {
+            rc = SHARC_ERR(ENOMEM);
+            goto done;
+        }
+    }
+    if (nm == 0)
+        rc = nemo_load_aggregate(ctx, d, aggregate, max_line_bytes);
+done:
+    sharc__free(ctx, tars);
+    sharc__free(ctx, mans);
+    return rc;
+}
+
+static int wds_build(sharc__ctx *ctx, sharc__dataset *d, const strlist *files)
+{
+    int rc = 0;
+    for (size_t i = 0; i < files->n && rc == 0; i++) {
+        if (!is_tar_name(base_name(files->items[i]))) {
+            if (!has_suffix(files->items[i], ".idx"))
+                sharc__log(ctx, SHARC_LOG_WARN, "ignoring %s: not a tar shard", files->items[i]);
+            continue;
+        }
+        sharc__shard *s;
+        if ((rc = add_shard(ctx, d, &s)) < 0)
+            break;
+        s->audio_path = sharc__strdup(ctx, files->items[i]);
+        if (!s->audio_path)
+            rc = SHARC_ERR(ENOMEM);
+    }
+    if (rc == 0 && d->n_shards == 0)
+        rc = sharc__set_error(ctx, SHARC_ERR_FORMAT, "no tar shards found");
+    return rc;
+}
+
+static int shar_build(sharc__ctx *ctx, sharc__dataset *d, const strlist *files)
+{
+    /* Fields pair by position within one directory: group the files by directory. */
+    size_t i = 0;
+    int rc = 0;
+    while (i < files->n && rc == 0) {
+        size_t j = i + 1;
+        while (j < files->n && same_dir(files->items[i], files->items[j]))
+            j++;
+        int has_cuts = 0;
+        for (size_t k = i; k < j; k++) {
+            char field[128];
+            int is_tar;
+            if (shar_name(base_name(files->items[k]), field, sizeof field, &is_tar) &&
+                strcmp(field, "cuts") == 0)
+                has_cuts = 1;
+        }
+        if (has_cuts)
+            rc = shar_dir(ctx, d, files->items + i, j - i);
+        else
+            sharc__log(ctx, SHARC_LOG_WARN, "ignoring %zu files next to %s: no cuts shards", j - i,
+                       files->items[i]);
+        i = j;
+    }
+    if (rc == 0 && d->n_shards == 0)
+        rc = sharc__set_error(ctx, SHARC_ERR_FORMAT, "no Shar shards found");
+    return rc;
+}
+
+static sharc_layout detect_layout(const strlist *files)
+{
+    int tars = 0, nemo_tars = 0;
+    for (size_t i = 0; i < files->n; i++) {
+        const char *b = base_name(files->items[i]);
+        char field[128];
+        int is_tar;
+        long long id;
+        if (shar_name(b, field, sizeof field, &is_tar) && !is_tar && strcmp(field, "cuts") == 0)
+            return SHARC_LAYOUT_SHAR;
+        if (nemo_id(b, "audio", ".tar", &id))
+            nemo_tars++;
+        if (is_tar_name(b))
+            tars++;
+    }
+    if (nemo_tars > 0) {
+        for (size_t i = 0; i < files->n; i++)
+            if (has_suffix(files->items[i], ".json"))
+                return SHARC_LAYOUT_NEMO;
+    }
+    return tars > 0 ? SHARC_LAYOUT_WDS : SHARC_LAYOUT_AUTO;
+}
+
+int sharc__dataset_find(sharc__dataset *d, sharc__ctx *ctx, const char *const *paths,
+                        size_t n_paths, sharc_layout layout, uint64_t max_line_bytes)
+{
+    strlist inputs = {0}, files = {0};
+    int rc = 0;
+    memset(d, 0, sizeof *d);
+    for (size_t i = 0; i < n_paths && rc == 0; i++) {
+        if (!paths[i] || !*paths[i]) {
+            rc = sharc__set_error(ctx, SHARC_ERR(EINVAL), "empty path");
+            break;
+        }
+        rc = expand_list(ctx, paths[i], &inputs);
+    }
+    for (size_t i = 0; i < inputs.n && rc == 0; i++) {
+        struct stat st;
+        if (stat(inputs.items[i], &st) != 0) {
+            rc = sharc__set_error(ctx, SHARC_ERR(ENOENT), "%s: %s", inputs.items[i],
+                                  strerror(errno));
+        } else if (S_ISDIR(st.st_mode)) {
+            rc = list_dir(ctx, inputs.items[i], &files, 1);
+        } else {
+            rc = strlist_push(ctx, &files, sharc__strdup(ctx, inputs.items[i]));
+        }
+    }
+    if (rc < 0)
+        goto done;
+    if (layout == SHARC_LAYOUT_AUTO)
+        layout = detect_layout(&files);
+    d->layout = layout;
+    switch (layout) {
+    case SHARC_LAYOUT_SHAR:
+        rc = shar_build(ctx, d, &files);
+        break;
+    case SHARC_LAYOUT_NEMO:
+        rc = nemo_build(ctx, d, &files, max_line_bytes);
+        break;
+    case SHARC_LAYOUT_WDS:
+        rc = wds_build(ctx, d, &files);
+        break;
+    default:
+        rc = sharc__set_error(ctx, SHARC_ERR_FORMAT,
+                              "no shards found in %s%s (expected Lhotse Shar cuts.*.jsonl, NeMo "
+                              "audio_N.tar + manifests, or .tar shards)",
+                              n_paths ? paths[0] : "", n_paths > 1 ? " ..." : "");
+    }
+done:
+    strlist_free(ctx, &inputs);
+    strlist_free(ctx, &files);
+    if (rc < 0)
+        sharc__dataset_free(d, ctx);
+    return rc;
+}
+
+void sharc__dataset_free(sharc__dataset *d, sharc__ctx *ctx)
+{
+    for (size_t i = 0; i < d->n_shards; i++) {
+        sharc__shard *s = &d->shards[i];
+        sharc__free(ctx, s->audio_path);
+        sharc__free(ctx, s->meta_path);
+        for (size_t f = 0; f < s->n_fields; f++) {
+            sharc__free(ctx, s->fields[f].name);
+            sharc__free(ctx, s->fields[f].path);
+        }
+        sharc__free(ctx, s->fields);
+        sharc__buf_free(ctx, &s->nemo_rows);
+    }
+    sharc__free(ctx, d->shards);
+    memset(d, 0, sizeof *d);
+}
+
+size_t sharc__dataset_epoch_order(const sharc__dataset *d, uint64_t seed, uint64_t epoch,
+                                  int shuffle, int dp_rank, int dp_size, uint32_t *order)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < d->n_shards; i++)
+        order[i] = (uint32_t)i;
+    if (shuffle) {
+        sharc__rng rng;
+        sharc__rng_seed(&rng, seed + epoch);
+        sharc__rng_shuffle_u32(&rng, order, d->n_shards);
+    }
+    for (size_t i = 0; i < d->n_shards; i++)
+        if (i % (size_t)dp_size == (size_t)dp_rank)
+            order[n++] = order[i];
+    return n;
+}

@@ -1,0 +1,272 @@
+#include "json.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+/* cJSON allocates with malloc; documents are parsed and freed within one call, so it
+ * never holds memory across calls. */
+
+static cJSON *parse(sharc__ctx *ctx, const char *text, size_t len, int *rc)
+{
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    if (!root) {
+        *rc = sharc__set_error(ctx, SHARC_ERR_JSON, "invalid JSON near byte %zu",
+                               cJSON_GetErrorPtr() ? (size_t)(cJSON_GetErrorPtr() - text) : 0);
+        return NULL;
+    }
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        *rc = sharc__set_error(ctx, SHARC_ERR_JSON, "expected a JSON object");
+        return NULL;
+    }
+    *rc = 0;
+    return root;
+}
+
+static const char *get_string(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static int get_number(const cJSON *o, const char *key, double *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+        return 0;
+    *out = v->valuedouble;
+    return 1;
+}
+
+/* Integer metadata (rates, sample counts) must be whole numbers in a sane range. */
+static int get_int64(const cJSON *o, const char *key, int64_t max, int64_t *out)
+{
+    double d;
+    if (!get_number(o, key, &d) || d < 0 || d > (double)max || d != floor(d))
+        return 0;
+    *out = (int64_t)d;
+    return 1;
+}
+
+static int set_opt(sharc__ctx *ctx, sharc__buf *b, int *has, const char *s)
+{
+    *has = s != NULL;
+    return sharc__buf_set_str(ctx, b, s);
+}
+
+static int parse_supervisions(sharc__ctx *ctx, const cJSON *sups, sharc__rawcut *c)
+{
+    int rc = 0;
+    sharc__buf_clear(&c->text);
+    c->has_text = c->has_speaker = c->has_language = 0;
+    if (!sups)
+        return 0;
+    if (!cJSON_IsArray(sups))
+        return sharc__set_error(ctx, SHARC_ERR_JSON, "\"supervisions\" is not a list");
+    const cJSON *s;
+    cJSON_ArrayForEach(s, sups)
+    {
+        if (!cJSON_IsObject(s))
+            return sharc__set_error(ctx, SHARC_ERR_JSON, "a supervision is not an object");
+        const char *text = get_string(s, "text");
+        if (text) {
+            if (c->has_text && (rc = sharc__buf_append(ctx, &c->text, " ", 1)) < 0)
+                return rc;
+            if ((rc = sharc__buf_append(ctx, &c->text, text, strlen(text))) < 0)
+                return rc;
+            c->has_text = 1;
+        }
+        const char *spk = get_string(s, "speaker");
+        if (spk && !c->has_speaker && (rc = set_opt(ctx, &c->speaker, &c->has_speaker, spk)) < 0)
+            return rc;
+        const char *lang = get_string(s, "language");
+        if (lang && !c->has_language &&
+            (rc = set_opt(ctx, &c->language, &c->has_language, lang)) < 0)
+            return rc;
+    }
+    return 0;
+}
+
+static int recording_fields(sharc__ctx *ctx, const cJSON *rec, sharc__rawcut *c)
+{
+    int64_t v;
+    if (get_int64(rec, "sampling_rate", 10000000, &v)) {
+        if (v == 0)
+            return sharc__set_error(ctx, SHARC_ERR_JSON, "recording sampling_rate is 0");
+        c->sampling_rate = (int)v;
+    }
+    if (get_int64(rec, "num_samples", INT64_MAX / 2, &v))
+        c->num_samples = v;
+    const cJSON *ch = cJSON_GetObjectItemCaseSensitive(rec, "channel_ids");
+    if (cJSON_IsArray(ch))
+        c->channels = cJSON_GetArraySize(ch);
+    return 0;
+}
+
+int sharc__json_lhotse_cut(sharc__ctx *ctx, const char *line, size_t len, sharc__rawcut *c)
+{
+    int rc;
+    cJSON *root = parse(ctx, line, len, &rc);
+    if (!root)
+        return rc;
+    const char *id = get_string(root, "id");
+    double duration;
+    if (!id || !*id) {
+        rc = sharc__set_error(ctx, SHARC_ERR_JSON, "cut has no \"id\"");
+        goto done;
+    }
+    if ((rc = sharc__buf_set_str(ctx, &c->id, id)) < 0)
+        goto done;
+    if (!get_number(root, "duration", &duration) || duration < 0) {
+        rc = sharc__set_error(ctx, SHARC_ERR_JSON, "cut %s has no valid \"duration\"", id);
+        goto done;
+    }
+    c->duration = duration;
+    const char *type = get_string(root, "type");
+    if (type && strcmp(type, "MonoCut") != 0 && strcmp(type, "MultiCut") != 0 &&
+        strcmp(type, "Cut") != 0) {
+        rc = sharc__set_error(ctx, SHARC_ERR_JSON, "cut %s has unsupported type %s", id, type);
+        goto done;
+    }
+    if ((rc = parse_supervisions(ctx, cJSON_GetObjectItemCaseSensitive(root, "supervisions"), c)) <
+        0)
+        goto done;
+    const cJSON *rec = cJSON_GetObjectItemCaseSensitive(root, "recording");
+    if (cJSON_IsObject(rec) && (rc = recording_fields(ctx, rec, c)) < 0)
+        goto done;
+    rc = sharc__buf_set(ctx, &c->json, line, len);
+done:
+    cJSON_Delete(root);
+    return rc;
+}
+
+int sharc__json_lhotse_recording(sharc__ctx *ctx, const char *text, size_t len, sharc__rawcut *c)
+{
+    int rc;
+    cJSON *root = parse(ctx, text, len, &rc);
+    if (!root)
+        return rc;
+    rc = recording_fields(ctx, root, c);
+    cJSON_Delete(root);
+    return rc;
+}
+
+int sharc__json_lhotse_field(sharc__ctx *ctx, const char *line, size_t len, const char *field,
+                             sharc__buf *cut_id, sharc__buf *value, int *present)
+{
+    int rc;
+    cJSON *root = parse(ctx, line, len, &rc);
+    if (!root)
+        return rc;
+    const char *id = get_string(root, "cut_id");
+    *present = 0;
+    sharc__buf_clear(value);
+    if (!id) {
+        rc = sharc__set_error(ctx, SHARC_ERR_JSON, "%s line has no \"cut_id\"", field);
+        goto done;
+    }
+    if ((rc = sharc__buf_set_str(ctx, cut_id, id)) < 0)
+        goto done;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, field);
+    if (v) {
+        char *s = cJSON_PrintUnformatted(v);
+        if (!s) {
+            rc = SHARC_ERR(ENOMEM);
+            goto done;
+        }
+        rc = sharc__buf_set_str(ctx, value, s);
+        cJSON_free(s);
+        *present = 1;
+    }
+done:
+    cJSON_Delete(root);
+    return rc;
+}
+
+static int truthy(const cJSON *v)
+{
+    if (!v || cJSON_IsNull(v) || cJSON_IsFalse(v))
+        return 0;
+    if (cJSON_IsNumber(v))
+        return v->valuedouble != 0;
+    if (cJSON_IsString(v))
+        return v->valuestring[0] != 0;
+    return 1;
+}
+
+int sharc__json_nemo_row(sharc__ctx *ctx, const char *line, size_t len, const char *text_field,
+                         const char *lang_field, sharc__nemo_row *row, sharc__rawcut *c)
+{
+    int rc;
+    cJSON *root = parse(ctx, line, len, &rc);
+    if (!root)
+        return rc;
+    const char *path = get_string(root, "audio_filepath");
+    if (!path)
+        path = get_string(root, "audio_file");
+    if (!path || !*path) {
+        rc = sharc__set_error(ctx, SHARC_ERR_JSON, "manifest row has no \"audio_filepath\"");
+        goto done;
+    }
+    row->audio_filepath = sharc__strdup(ctx, path);
+    if (!row->audio_filepath) {
+        rc = SHARC_ERR(ENOMEM);
+        goto done;
+    }
+    if (!get_number(root, "duration", &row->duration) || row->duration < 0)
+        row->duration = -1;
+    if (!get_number(root, "offset", &row->offset) || row->offset < 0)
+        row->offset = 0;
+    row->skipme = truthy(cJSON_GetObjectItemCaseSensitive(root, "_skipme"));
+    double sid;
+    row->shard_id = get_number(root, "shard_id", &sid) ? (long long)sid : -1;
+    if ((rc = set_opt(ctx, &c->text, &c->has_text, get_string(root, text_field))) < 0)
+        goto done;
+    if ((rc = set_opt(ctx, &c->language, &c->has_language, get_string(root, lang_field))) < 0)
+        goto done;
+    if ((rc = set_opt(ctx, &c->speaker, &c->has_speaker, get_string(root, "speaker"))) < 0)
+        goto done;
+    rc = sharc__buf_set(ctx, &c->json, line, len);
+done:
+    cJSON_Delete(root);
+    return rc;
+}
+
+int sharc__json_nemo_shard_id(const char *line, size_t len, long long *shard_id)
+{
+    cJSON *root = cJSON_ParseWithLength(line, len);
+    double sid;
+    *shard_id = -1;
+    if (!root)
+        return SHARC_ERR_JSON;
+    if (get_number(root, "shard_id", &sid) && sid >= 0)
+        *shard_id = (long long)sid;
+    cJSON_Delete(root);
+    return 0;
+}
+
+int sharc__json_wds_meta(sharc__ctx *ctx, const char *text, size_t len, sharc__rawcut *c)
+{
+    int rc;
+    cJSON *root = parse(ctx, text, len, &rc);
+    if (!root)
+        return rc;
+    double d;
+    if (get_number(root, "duration", &d) && d >= 0)
+        c->duration = d;
+    const char *t = get_string(root, "text");
+    if (t && (rc = set_opt(ctx, &c->text, &c->has_text, t)) < 0)
+        goto done;
+    if ((rc = set_opt(ctx, &c->speaker, &c->has_speaker, get_string(root, "speaker"))) < 0)
+        goto done;
+    if ((rc = set_opt(ctx, &c->language, &c->has_language, get_string(root, "language"))) < 0)
+        goto done;
+    if ((rc = recording_fields(ctx, root, c)) < 0)
+        goto done;
+    rc = sharc__buf_set(ctx, &c->json, text, len);
+done:
+    cJSON_Delete(root);
+    return rc;
+}

@@ -1,0 +1,51 @@
+/*
+ * Metadata parsing with cJSON: Lhotse cut lines and recording manifests, NeMo manifest
+ * rows, WebDataset key.json members. Parsers fill a sharc__rawcut and return 0 or
+ * SHARC_ERR_JSON with a message in ctx->error (the caller adds shard and line).
+ */
+#ifndef SHARC_SRC_JSON_H
+#define SHARC_SRC_JSON_H
+
+#include <stddef.h>
+
+#include "cut.h"
+
+/** A Lhotse cut line (MonoCut): id, duration, supervisions, recording placeholder. */
+int sharc__json_lhotse_cut(sharc__ctx *ctx, const char *line, size_t len, sharc__rawcut *c);
+
+/**
+ * A Lhotse recording manifest (the tar `.json` member): sampling_rate, num_samples,
+ * channel_ids. These win over the values from the cut line.
+ */
+int sharc__json_lhotse_recording(sharc__ctx *ctx, const char *text, size_t len, sharc__rawcut *c);
+
+/**
+ * A Lhotse custom jsonl field line {"cut_id": ..., "<field>": value}. `value` receives the
+ * value as compact JSON (empty and *present = 0 for a placeholder line).
+ */
+int sharc__json_lhotse_field(sharc__ctx *ctx, const char *line, size_t len, const char *field,
+                             sharc__buf *cut_id, sharc__buf *value, int *present);
+
+/** The fields of a NeMo manifest row that the reader needs. */
+typedef struct sharc__nemo_row {
+    char *audio_filepath; ///< as written in the manifest (may carry -subN)
+    double duration;      ///< seconds, < 0 if absent
+    double offset;        ///< seconds (0 if absent)
+    int skipme;           ///< _skipme is truthy
+    long long shard_id;   ///< -1 if absent
+} sharc__nemo_row;
+
+/**
+ * Parse a NeMo manifest row. Text and language come from `text_field` / `lang_field`
+ * into c (c->json gets the raw line). `row->audio_filepath` is allocated with ctx.
+ */
+int sharc__json_nemo_row(sharc__ctx *ctx, const char *line, size_t len, const char *text_field,
+                         const char *lang_field, sharc__nemo_row *row, sharc__rawcut *c);
+
+/** Only the shard_id of a NeMo row (for grouping an aggregate manifest); -1 when absent. */
+int sharc__json_nemo_shard_id(const char *line, size_t len, long long *shard_id);
+
+/** A WebDataset key.json member: duration, text, speaker, language, sampling_rate, num_samples. */
+int sharc__json_wds_meta(sharc__ctx *ctx, const char *text, size_t len, sharc__rawcut *c);
+
+#endif /* SHARC_SRC_JSON_H */

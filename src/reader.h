@@ -1,0 +1,18 @@
+/*
+ * The reader: walks the shard plan epoch by epoch, pulls raw cuts from each shard's
+ * stream, decodes them, applies the error policy and keeps the counters.
+ */
+#ifndef SHARC_SRC_READER_H
+#define SHARC_SRC_READER_H
+
+#include "sharc/reader.h"
+
+int sharc__reader_open(sharc_reader **out, const sharc_reader_settings *s);
+int sharc__reader_next(sharc_reader *r, const sharc_cut **cut);
+const char *sharc__reader_last_error(const sharc_reader *r);
+void sharc__reader_get_stats(const sharc_reader *r, sharc_reader_stats *out);
+size_t sharc__reader_num_shards(const sharc_reader *r);
+sharc_layout sharc__reader_layout(const sharc_reader *r);
+void sharc__reader_close(sharc_reader **r);
+
+#endif /* SHARC_SRC_READER_H */

@@ -1,0 +1,289 @@
+/*
+ * Lhotse Shar: cuts.NNNNNN.jsonl[.gz] paired by position with recording.NNNNNN.tar and
+ * any other field files of the same shard. Each cut owns one (data, metadata) member pair
+ * in every tar field and one line in every jsonl field; `.nodata`/`.nometa` pairs and
+ * `{"cut_id": ...}` lines stand for an absent value. Unlike Lhotse, which zips the
+ * streams and stops silently at the shortest, any difference in length is an error.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "archive.h"
+#include "json.h"
+#include "stream.h"
+
+typedef struct shar_field_stream {
+    const sharc__shar_field *def;
+    sharc__tar *tar;
+    sharc__lines *lines;
+} shar_field_stream;
+
+struct sharc__stream {
+    sharc__ctx *ctx;
+    const sharc__shard *shard;
+    sharc__lines *cuts;
+    sharc__tar *rec;
+    shar_field_stream fields[SHARC__MAX_FIELDS];
+    size_t n_fields;
+    sharc__member data, meta; ///< scratch members, buffers reused
+    sharc__member rec_meta;   ///< the recording's metadata member, kept while fields are read
+    sharc__buf field_id;      ///< scratch for jsonl field ids
+    uint64_t position;
+};
+
+static void shar_close(sharc__stream **sp)
+{
+    sharc__stream *s = *sp;
+    if (!s)
+        return;
+    sharc__lines_close(&s->cuts);
+    sharc__tar_close(&s->rec);
+    for (size_t i = 0; i < s->n_fields; i++) {
+        sharc__tar_close(&s->fields[i].tar);
+        sharc__lines_close(&s->fields[i].lines);
+    }
+    sharc__member_free(s->ctx, &s->data);
+    sharc__member_free(s->ctx, &s->meta);
+    sharc__member_free(s->ctx, &s->rec_meta);
+    sharc__buf_free(s->ctx, &s->field_id);
+    sharc__free(s->ctx, s);
+    *sp = NULL;
+}
+
+static int shar_open(sharc__stream **out, sharc__ctx *ctx, const sharc__shard *shard,
+                     const sharc__stream_opts *o, sharc__stream_error *err)
+{
+    int rc;
+    sharc__stream *s = sharc__calloc(ctx, 1, sizeof *s);
+    *out = NULL;
+    if (!s)
+        return SHARC_ERR(ENOMEM);
+    s->ctx = ctx;
+    s->shard = shard;
+    if (shard->n_fields > SHARC__MAX_FIELDS) {
+        rc = sharc__fail(ctx, SHARC_ERR_FORMAT, "%s: more than %d fields", shard->meta_path,
+                         SHARC__MAX_FIELDS);
+        sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_LAYOUT, 1, shard->meta_path, NULL, NULL);
+        goto fail;
+    }
+    const char *path = shard->meta_path;
+    if ((rc = sharc__lines_open(&s->cuts, ctx, path, o->max_line_bytes)) < 0)
+        goto fail_path;
+    path = shard->audio_path;
+    if ((rc = sharc__tar_open(&s->rec, ctx, path, o->max_member_bytes)) < 0)
+        goto fail_path;
+    for (size_t i = 0; i < shard->n_fields; i++) {
+        shar_field_stream *f = &s->fields[s->n_fields++];
+        f->def = &shard->fields[i];
+        path = f->def->path;
+        rc = f->def->is_tar ? sharc__tar_open(&f->tar, ctx, path, o->max_member_bytes)
+                            : sharc__lines_open(&f->lines, ctx, path, o->max_line_bytes);
+        if (rc < 0)
+            goto fail_path;
+    }
+    *out = s;
+    return 0;
+fail_path:
+    sharc__stream_fail(ctx, err, rc, sharc__problem_of(rc), 1, path, NULL, NULL);
+fail:
+    shar_close(&s);
+    return rc;
+}
+
+/* Lhotse's check: str(Path(member).parent / Path(member).stem) == cut id. */
+static int member_matches(const char *member, const char *id)
+{
+    const char *slash = strrchr(member, '/');
+    const char *base = slash ? slash + 1 : member;
+    const char *dot = strrchr(base, '.');
+    size_t n = (dot && dot != base) ? (size_t)(dot - member) : strlen(member);
+    return strlen(id) == n && strncmp(member, id, n) == 0;
+}
+
+static int is_placeholder(const sharc__member *m, const char *ext)
+{
+    return m->name.len >= strlen(ext) &&
+           strcmp(sharc__buf_str(&m->name) + m->name.len - strlen(ext), ext) == 0;
+}
+
+/*
+ * Read the (data, metadata) pair of one tar field for cut `id`. *present is 0 for a
+ * .nodata/.nometa pair. Errors are shard-fatal: the pairing is lost.
+ */
+static int read_pair(sharc__stream *s, sharc__tar *tar, const char *path, const char *id,
+                     int *present, sharc__stream_error *err)
+{
+    sharc__ctx *ctx = s->ctx;
+    int rc = sharc__tar_next(tar, &s->data);
+    if (rc == SHARC_END) {
+        rc = sharc__fail(ctx, SHARC_ERR_MISMATCH, "%s ended before the member of cut %s", path, id);
+        return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_MISSING_MEMBER, 1, path, NULL, id);
+    }
+    if (rc < 0)
+        return sharc__stream_fail(ctx, err, rc, sharc__problem_of(rc), 1, path,
+                                  sharc__buf_str(&s->data.name), id);
+    rc = sharc__tar_next(tar, &s->meta);
+    if (rc == SHARC_END) {
+        rc = sharc__fail(ctx, SHARC_ERR_MISMATCH,
+                         "%s: odd number of members: %s has no metadata member (cut %s)", path,
+                         sharc__buf_str(&s->data.name), id);
+        return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_MISSING_MEMBER, 1, path,
+                                  sharc__buf_str(&s->data.name), id);
+    }
+    if (rc < 0)
+        return sharc__stream_fail(ctx, err, rc, sharc__problem_of(rc), 1, path,
+                                  sharc__buf_str(&s->meta.name), id);
+    *present = !(is_placeholder(&s->data, ".nodata") && is_placeholder(&s->meta, ".nometa"));
+    const char *dname = sharc__buf_str(&s->data.name), *mname = sharc__buf_str(&s->meta.name);
+    if (*present && (!member_matches(dname, id) || !member_matches(mname, id))) {
+        rc = sharc__fail(ctx, SHARC_ERR_MISMATCH,
+                         "%s: member %s (metadata %s) does not belong to cut %s at position %llu",
+                         path, dname, mname, id, (unsigned long long)s->position);
+        return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_ID_MISMATCH, 1, path, dname, id);
+    }
+    return 0;
+}
+
+static void swap_buf(sharc__buf *a, sharc__buf *b)
+{
+    sharc__buf t = *a;
+    *a = *b;
+    *b = t;
+}
+
+static int read_fields(sharc__stream *s, sharc__rawcut *c, const char *id, sharc__stream_error *err)
+{
+    sharc__ctx *ctx = s->ctx;
+    int rc;
+    c->n_fields = s->n_fields;
+    for (size_t i = 0; i < s->n_fields; i++) {
+        shar_field_stream *f = &s->fields[i];
+        sharc__field_data *fd = &c->fields[i];
+        fd->name = f->def->name;
+        fd->is_tar = f->def->is_tar;
+        if (f->tar) {
+            if ((rc = read_pair(s, f->tar, f->def->path, id, &fd->present, err)) < 0)
+                return rc;
+            if (fd->present) {
+                swap_buf(&fd->member, &s->data.name);
+                swap_buf(&fd->data, &s->data.data);
+                swap_buf(&fd->json, &s->meta.data);
+            }
+            continue;
+        }
+        const char *line;
+        size_t len;
+        uint64_t lineno;
+        rc = sharc__lines_next(f->lines, &line, &len, &lineno);
+        if (rc == SHARC_END) {
+            rc = sharc__fail(ctx, SHARC_ERR_MISMATCH, "%s ended before the line of cut %s",
+                             f->def->path, id);
+            return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_MISSING_MEMBER, 1, f->def->path,
+                                      NULL, id);
+        }
+        if (rc < 0)
+            return sharc__stream_fail(ctx, err, rc, sharc__problem_of(rc), 1, f->def->path, NULL,
+                                      id);
+        rc = sharc__json_lhotse_field(ctx, line, len, f->def->name, &s->field_id, &fd->json,
+                                      &fd->present);
+        if (rc < 0) {
+            char where[64];
+            snprintf(where, sizeof where, "line %llu", (unsigned long long)lineno);
+            sharc__fail_wrap(ctx, rc, "%s %s (cut %s)", f->def->path, where, id);
+            return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_JSON, 1, f->def->path, where, id);
+        }
+        if (fd->present && strcmp(sharc__buf_str(&s->field_id), id) != 0) {
+            rc = sharc__fail(ctx, SHARC_ERR_MISMATCH,
+                             "%s line %llu belongs to cut %s, expected cut %s", f->def->path,
+                             (unsigned long long)lineno, sharc__buf_str(&s->field_id), id);
+            return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_ID_MISMATCH, 1, f->def->path,
+                                      NULL, id);
+        }
+    }
+    return 0;
+}
+
+/* At the end of the cuts, every other stream must be at its end too. */
+static int check_all_ended(sharc__stream *s, sharc__stream_error *err)
+{
+    sharc__ctx *ctx = s->ctx;
+    for (size_t i = 0; i <= s->n_fields; i++) {
+        sharc__tar *tar = i == 0 ? s->rec : s->fields[i - 1].tar;
+        sharc__lines *lines = i == 0 ? NULL : s->fields[i - 1].lines;
+        const char *path = i == 0 ? s->shard->audio_path : s->fields[i - 1].def->path;
+        int rc;
+        if (tar) {
+            rc = sharc__tar_next_header(tar, &s->data, NULL);
+        } else {
+            const char *line;
+            size_t len;
+            uint64_t lineno;
+            rc = sharc__lines_next(lines, &line, &len, &lineno);
+        }
+        if (rc == SHARC_END)
+            continue;
+        if (rc < 0)
+            return sharc__stream_fail(ctx, err, rc, sharc__problem_of(rc), 1, path, NULL, NULL);
+        rc = sharc__fail(ctx, SHARC_ERR_MISMATCH,
+                         "%s has more entries than %s has cuts (%llu); first extra: %s", path,
+                         s->shard->meta_path, (unsigned long long)s->position,
+                         tar ? sharc__buf_str(&s->data.name) : "a line");
+        return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_ORPHAN_MEMBER, 1, path,
+                                  tar ? sharc__buf_str(&s->data.name) : NULL, NULL);
+    }
+    return SHARC_END;
+}
+
+static int shar_next(sharc__stream *s, sharc__rawcut *c, sharc__stream_error *err)
+{
+    sharc__ctx *ctx = s->ctx;
+    const char *line;
+    size_t len;
+    uint64_t lineno;
+    char where[64];
+    int rc = sharc__lines_next(s->cuts, &line, &len, &lineno);
+    if (rc == SHARC_END)
+        return check_all_ended(s, err);
+    if (rc < 0)
+        return sharc__stream_fail(ctx, err, rc, sharc__problem_of(rc), 1, s->shard->meta_path, NULL,
+                                  NULL);
+    snprintf(where, sizeof where, "line %llu", (unsigned long long)lineno);
+    sharc__rawcut_reset(c);
+    c->shard = s->shard->audio_path;
+    c->position = s->position++;
+    rc = sharc__json_lhotse_cut(ctx, line, len, c);
+    if (rc < 0) {
+        /* Without an id the pairing cannot be checked: the rest of the shard is lost. */
+        sharc__fail_wrap(ctx, rc, "%s %s", s->shard->meta_path, where);
+        return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_JSON, 1, s->shard->meta_path, where,
+                                  NULL);
+    }
+    const char *id = sharc__buf_str(&c->id);
+    int present;
+    if ((rc = read_pair(s, s->rec, s->shard->audio_path, id, &present, err)) < 0)
+        return rc;
+    swap_buf(&c->member, &s->data.name);
+    swap_buf(&c->audio, &s->data.data);
+    swap_buf(&s->rec_meta.name, &s->meta.name);
+    swap_buf(&s->rec_meta.data, &s->meta.data);
+    if ((rc = read_fields(s, c, id, err)) < 0)
+        return rc;
+    if (!present) {
+        rc = sharc__fail(ctx, SHARC_ERR_FORMAT, "%s: cut %s has no recording (.nodata)",
+                         s->shard->audio_path, id);
+        return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_MISSING_MEMBER, 0,
+                                  s->shard->audio_path, sharc__buf_str(&c->member), id);
+    }
+    const sharc__member *meta = &s->rec_meta;
+    rc = sharc__json_lhotse_recording(ctx, (const char *)meta->data.data, meta->data.len, c);
+    if (rc < 0) {
+        sharc__fail_wrap(ctx, rc, "%s member %s (cut %s)", s->shard->audio_path,
+                         sharc__buf_str(&meta->name), id);
+        return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_JSON, 0, s->shard->audio_path,
+                                  sharc__buf_str(&meta->name), id);
+    }
+    return 0;
+}
+
+const sharc__stream_ops sharc__shar_ops = {shar_open, shar_next, shar_close};

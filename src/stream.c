@@ -1,0 +1,38 @@
+#include "stream.h"
+
+#include <string.h>
+
+int sharc__stream_fail(sharc__ctx *ctx, sharc__stream_error *err, int code, sharc_problem kind,
+                       int shard_fatal, const char *path, const char *member, const char *cut_id)
+{
+    err->kind = kind;
+    err->shard_fatal = shard_fatal;
+    err->path = path;
+    if (sharc__buf_set_str(ctx, &err->member, member) < 0 ||
+        sharc__buf_set_str(ctx, &err->cut_id, cut_id) < 0) {
+        /* The report loses its details but the error itself still stands. */
+        sharc__buf_clear(&err->member);
+        sharc__buf_clear(&err->cut_id);
+    }
+    return code;
+}
+
+sharc_problem sharc__problem_of(int code)
+{
+    switch (code) {
+    case SHARC_ERR_TOO_LARGE:
+        return SHARC_PROBLEM_TOO_LARGE;
+    case SHARC_ERR_JSON:
+        return SHARC_PROBLEM_JSON;
+    case SHARC_ERR_DECODE:
+        return SHARC_PROBLEM_DECODE;
+    case SHARC_ERR_AUDIO_MISMATCH:
+        return SHARC_PROBLEM_LENGTH;
+    case SHARC_ERR_MISMATCH:
+        return SHARC_PROBLEM_ID_MISMATCH;
+    case SHARC_ERR_FORMAT:
+        return SHARC_PROBLEM_LAYOUT;
+    default:
+        return SHARC_PROBLEM_ARCHIVE;
+    }
+}

@@ -1,0 +1,197 @@
+/*
+ * WebDataset-style tars: consecutive members sharing a key (the path up to the first dot
+ * of the basename) form one sample. Audio is key.flac|wav|opus|mp3|ogg, metadata key.json
+ * (duration, text, speaker, language, ...) and/or key.txt (the transcript); any other
+ * member becomes an extra field named by its extension.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "archive.h"
+#include "json.h"
+#include "stream.h"
+
+struct sharc__stream {
+    sharc__ctx *ctx;
+    const sharc__shard *shard;
+    sharc__tar *tar;
+    sharc__member next; ///< lookahead member (first of the next sample)
+    int have_next;
+    int tar_done;
+    sharc__buf key;
+    sharc__buf json; ///< key.json of the current sample
+    sharc__buf txt;  ///< key.txt of the current sample
+    int has_json, has_txt;
+    uint64_t position;
+};
+
+static const char *const audio_exts[] = {"flac", "wav", "opus", "mp3", "ogg"};
+
+static void wds_close(sharc__stream **sp)
+{
+    sharc__stream *s = *sp;
+    if (!s)
+        return;
+    sharc__tar_close(&s->tar);
+    sharc__member_free(s->ctx, &s->next);
+    sharc__buf_free(s->ctx, &s->key);
+    sharc__buf_free(s->ctx, &s->json);
+    sharc__buf_free(s->ctx, &s->txt);
+    sharc__free(s->ctx, s);
+    *sp = NULL;
+}
+
+static int wds_open(sharc__stream **out, sharc__ctx *ctx, const sharc__shard *shard,
+                    const sharc__stream_opts *o, sharc__stream_error *err)
+{
+    sharc__stream *s = sharc__calloc(ctx, 1, sizeof *s);
+    *out = NULL;
+    if (!s)
+        return SHARC_ERR(ENOMEM);
+    s->ctx = ctx;
+    s->shard = shard;
+    int rc = sharc__tar_open(&s->tar, ctx, shard->audio_path, o->max_member_bytes);
+    if (rc < 0) {
+        sharc__stream_fail(ctx, err, rc, sharc__problem_of(rc), 1, shard->audio_path, NULL, NULL);
+        wds_close(&s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+/* Split a member name into key and extension (after the first dot of the basename). */
+static void split_key(const char *name, size_t *key_len, const char **ext)
+{
+    const char *slash = strrchr(name, '/');
+    const char *base = slash ? slash + 1 : name;
+    const char *dot = strchr(base, '.');
+    *key_len = dot ? (size_t)(dot - name) : strlen(name);
+    *ext = dot ? dot + 1 : "";
+}
+
+static int is_audio_ext(const char *ext)
+{
+    for (size_t i = 0; i < sizeof audio_exts / sizeof audio_exts[0]; i++)
+        if (strcmp(ext, audio_exts[i]) == 0)
+            return 1;
+    return 0;
+}
+
+static void swap_buf(sharc__buf *a, sharc__buf *b)
+{
+    sharc__buf t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* File the lookahead member into the sample being built. */
+static int take_member(sharc__stream *s, sharc__rawcut *c, const char *ext, int *has_audio)
+{
+    sharc__ctx *ctx = s->ctx;
+    if (is_audio_ext(ext) && !*has_audio) {
+        swap_buf(&c->member, &s->next.name);
+        swap_buf(&c->audio, &s->next.data);
+        *has_audio = 1;
+    } else if (strcmp(ext, "json") == 0) {
+        swap_buf(&s->json, &s->next.data);
+        s->has_json = 1;
+    } else if (strcmp(ext, "txt") == 0) {
+        swap_buf(&s->txt, &s->next.data);
+        s->has_txt = 1;
+    } else if (c->n_fields < SHARC__MAX_FIELDS) {
+        sharc__field_data *f = &c->fields[c->n_fields++];
+        f->name = NULL; /* set from the member name by the reader */
+        f->present = 1;
+        f->is_tar = 1;
+        swap_buf(&f->member, &s->next.name);
+        swap_buf(&f->data, &s->next.data);
+        sharc__buf_clear(&f->json);
+    } else {
+        sharc__log(ctx, SHARC_LOG_WARN, "%s: ignoring member %s: more than %d extra members",
+                   s->shard->audio_path, sharc__buf_str(&s->next.name), SHARC__MAX_FIELDS);
+    }
+    return 0;
+}
+
+static int finish_sample(sharc__stream *s, sharc__rawcut *c, int has_audio,
+                         sharc__stream_error *err)
+{
+    sharc__ctx *ctx = s->ctx;
+    const char *id = sharc__buf_str(&c->id);
+    int rc;
+    if (!has_audio) {
+        rc = sharc__fail(ctx, SHARC_ERR_FORMAT, "%s: sample %s has no audio member (%s)",
+                         s->shard->audio_path, id, "flac, wav, opus, mp3 or ogg");
+        return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_MISSING_MEMBER, 0,
+                                  s->shard->audio_path, id, id);
+    }
+    c->duration = -1;
+    if (s->has_json &&
+        (rc = sharc__json_wds_meta(ctx, (const char *)s->json.data, s->json.len, c)) < 0) {
+        sharc__fail_wrap(ctx, rc, "%s member %s.json", s->shard->audio_path, id);
+        return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_JSON, 0, s->shard->audio_path, id,
+                                  id);
+    }
+    if (s->has_txt && !c->has_text) {
+        /* Trailing newlines of a .txt member are not part of the transcript. */
+        size_t n = s->txt.len;
+        while (n && (s->txt.data[n - 1] == '\n' || s->txt.data[n - 1] == '\r'))
+            n--;
+        if ((rc = sharc__buf_set(ctx, &c->text, s->txt.data, n)) < 0)
+            return rc;
+        c->has_text = 1;
+    }
+    return 0;
+}
+
+static int wds_next(sharc__stream *s, sharc__rawcut *c, sharc__stream_error *err)
+{
+    sharc__ctx *ctx = s->ctx;
+    int rc, has_audio = 0;
+    sharc__rawcut_reset(c);
+    c->n_fields = 0;
+    c->shard = s->shard->audio_path;
+    s->has_json = s->has_txt = 0;
+    sharc__buf_clear(&s->key);
+    for (;;) {
+        if (!s->have_next && !s->tar_done) {
+            rc = sharc__tar_next(s->tar, &s->next);
+            if (rc == SHARC_END) {
+                s->tar_done = 1;
+            } else if (rc < 0) {
+                s->tar_done = 1;
+                return sharc__stream_fail(ctx, err, rc, sharc__problem_of(rc), 1,
+                                          s->shard->audio_path, sharc__buf_str(&s->next.name),
+                                          NULL);
+            } else {
+                s->have_next = 1;
+            }
+        }
+        if (!s->have_next)
+            break;
+        size_t key_len;
+        const char *ext;
+        split_key(sharc__buf_str(&s->next.name), &key_len, &ext);
+        if (s->key.len == 0) {
+            if ((rc = sharc__buf_set(ctx, &s->key, s->next.name.data, key_len)) < 0)
+                return rc;
+        } else if (key_len != s->key.len || memcmp(s->key.data, s->next.name.data, key_len) != 0) {
+            break; /* the lookahead starts the next sample */
+        }
+        char ext_copy[32];
+        snprintf(ext_copy, sizeof ext_copy, "%s", ext);
+        s->have_next = 0;
+        if ((rc = take_member(s, c, ext_copy, &has_audio)) < 0)
+            return rc;
+    }
+    if (s->key.len == 0)
+        return SHARC_END;
+    if ((rc = sharc__buf_set(ctx, &c->id, s->key.data, s->key.len)) < 0)
+        return rc;
+    c->position = s->position++;
+    return finish_sample(s, c, has_audio, err);
+}
+
+const sharc__stream_ops sharc__wds_ops = {wds_open, wds_next, wds_close};
