@@ -98,6 +98,9 @@ START_TEST(sniff_magic_bytes)
                      SHARC__CODEC_UNKNOWN);
     ck_assert_int_eq(sharc__audio_sniff((const uint8_t *)"\xff\xfb\xf0\x64", 4),
                      SHARC__CODEC_UNKNOWN);
+    /* Free-format bitrate (0000) is legal but never written; treat it as noise. */
+    ck_assert_int_eq(sharc__audio_sniff((const uint8_t *)"\xff\xfb\x04\x64", 4),
+                     SHARC__CODEC_UNKNOWN);
     ck_assert_int_eq(sharc__audio_sniff((const uint8_t *)"\xff\xeb\x90\x64", 4),
                      SHARC__CODEC_UNKNOWN);
     ck_assert_int_eq(sharc__audio_sniff((const uint8_t *)"\xff\xfb\x9c\x64", 4),
@@ -562,6 +565,13 @@ START_TEST(truncated_flac_is_reported)
         ck_assert(rc == SHARC_ERR_DECODE || (rc == 0 && frames < n));
         if (rc == 0)
             assert_exact(out, pcm, frames);
+        /* Seeking into the missing part fails cleanly too. */
+        spec.offset_frames = n / 2;
+        spec.want_frames = n / 2;
+        rc = sharc__audio_decode(&ctx, b.data, cuts[k], &spec, out, (size_t)n, NULL, &frames);
+        ck_assert_msg(rc == SHARC_ERR_AUDIO_MISMATCH || rc == SHARC_ERR_DECODE,
+                      "offset, cut at %zu: rc %d", cuts[k], rc);
+        ck_assert_ptr_nonnull(strstr(ctx.error, "flac audio: "));
     }
     free(out);
     free(pcm);
