@@ -22,46 +22,94 @@ typedef struct sharc__member {
 } sharc__member;
 
 /**
- * Open `path` for streaming. Nothing but the first header block may be read here.
+ * Open `path` for streaming. Only the first block is read here (to detect the compression
+ * and the tar format), with libarchive's gzip, zstd and no-compression filters.
+ * A 0-byte file is refused with SHARC_ERR_CORRUPT (it is almost always an interrupted copy;
+ * a genuinely empty tar has 1024 zero bytes and gives SHARC_END on the first next()).
+ * @param ctx the owning handle's context (allocator, logger, error text); must outlive `*out`
  * @param max_member_bytes members larger than this fail with SHARC_ERR_TOO_LARGE
- * @return 0, SHARC_ERR(ENOENT)/SHARC_ERR_IO when unreadable, SHARC_ERR_CORRUPT when not a
- *         tar; the message (naming the path) is in ctx->error.
+ * @return 0 with `*out` owned by the caller (free with sharc__tar_close()),
+ *         SHARC_ERR(ENOENT)/SHARC_ERR(EACCES)/SHARC_ERR(EISDIR)/SHARC_ERR_IO when unreadable,
+ *         SHARC_ERR_CORRUPT when not a tar (or a compressed stream broken from its first
+ *         bytes); the message (naming the path, with libarchive's text) is in ctx->error.
+ *         On error `*out` is NULL.
  */
 int sharc__tar_open(sharc__tar **out, sharc__ctx *ctx, const char *path, uint64_t max_member_bytes);
+
+/**
+ * Like sharc__tar_open() on `n` bytes in memory (fuzzing, tests). Messages name "<memory>".
+ * `data` is not copied and must stay valid until sharc__tar_close().
+ */
+int sharc__tar_open_memory(sharc__tar **out, sharc__ctx *ctx, const void *data, size_t n,
+                           uint64_t max_member_bytes);
+
+/** The path given to open ("<memory>" for in-memory archives); valid until close. */
+const char *sharc__tar_path(const sharc__tar *t);
 
 /**
  * Read the next regular member (directories, links, pax/global headers are skipped).
  * Buffers in `m` are reused across calls (caller frees with sharc__member_free()).
  * @return 0 with a member, SHARC_END at the clean end of the archive, SHARC_ERR_CORRUPT
  *         for truncated/garbled data or a corrupt compressed stream, SHARC_ERR_TOO_LARGE
- *         when the member exceeds the cap (its name is still in m->name). Messages name
- *         the archive path and member.
+ *         when the member exceeds the cap (its name is still in m->name; its declared size
+ *         is checked before anything is allocated or read). Messages name the archive path
+ *         and member, and carry libarchive's own text. SHARC_ERR_TOO_LARGE is not final: the
+ *         next call skips that member's payload and goes on. Any other error, and SHARC_END,
+ *         are final: later calls return the same code.
  */
 int sharc__tar_next(sharc__tar *t, sharc__member *m);
 
-/** Like sharc__tar_next but only reads the header: m->data is left empty, the payload skipped. */
+/**
+ * Like sharc__tar_next but only reads the header: m->data is left empty and the payload is
+ * skipped by the following call. No cap applies (nothing is allocated).
+ * @param size receives the member's declared size when not NULL
+ */
 int sharc__tar_next_header(sharc__tar *t, sharc__member *m, uint64_t *size);
 
 /** Bytes of compressed input consumed so far (for progress and benchmarks). */
 uint64_t sharc__tar_bytes_read(const sharc__tar *t);
 
+/** Free the reader and close its file; NULL-safe, sets `*t` to NULL. */
 void sharc__tar_close(sharc__tar **t);
+/** Free both buffers of a member (the member struct itself is the caller's). */
 void sharc__member_free(sharc__ctx *ctx, sharc__member *m);
 
 typedef struct sharc__lines sharc__lines;
 
-/** Open a (possibly gzip/zstd compressed) text file for reading line by line. */
-int sharc__lines_open(sharc__lines **out, sharc__ctx *ctx, const char *path, uint64_t max_line_bytes);
+/**
+ * Open a (possibly gzip/zstd compressed) text file for reading line by line, through
+ * libarchive's raw format. Concatenated gzip members are all read; bytes after the last
+ * complete gzip member that do not start another member are ignored, as `gzip -d` does.
+ * A 0-byte file, or a compressed stream of nothing, has no lines: the first next() gives
+ * SHARC_END.
+ * @param ctx the owning handle's context; must outlive `*out`
+ * @param max_line_bytes longer lines (not counting "\n" or "\r\n") fail with
+ *        SHARC_ERR_TOO_LARGE; the buffer never grows past about twice this
+ * @return 0 with `*out` owned by the caller (free with sharc__lines_close()),
+ *         SHARC_ERR(ENOENT)/SHARC_ERR(EACCES)/SHARC_ERR(EISDIR)/SHARC_ERR_IO, or
+ *         SHARC_ERR_CORRUPT for a compressed stream broken from its first bytes.
+ */
+int sharc__lines_open(sharc__lines **out, sharc__ctx *ctx, const char *path,
+                      uint64_t max_line_bytes);
+
+/** Like sharc__lines_open() on bytes in memory, which must outlive the handle. */
+int sharc__lines_open_memory(sharc__lines **out, sharc__ctx *ctx, const void *data, size_t n,
+                             uint64_t max_line_bytes);
 
 /**
- * Next line, without its '\n' (and without a trailing '\r'). Empty lines are skipped.
- * The last line need not end with '\n'.
+ * Next line, without its '\n' (and without a trailing '\r'). Empty lines and lines of
+ * only blanks (space, tab, CR, FF, VT) are skipped but counted in line numbers. The last
+ * line need not end with '\n'. A UTF-8 byte order mark at the start of the file is dropped.
+ * A line containing a NUL byte is SHARC_ERR_CORRUPT (it could not be passed on as a C string).
+ * Errors and SHARC_END are final: later calls return the same code.
  * @param line receives a NUL-terminated pointer valid until the next call
  * @param lineno receives the 1-based line number
- * @return 0, SHARC_END, SHARC_ERR_CORRUPT, SHARC_ERR_TOO_LARGE
+ * @return 0, SHARC_END, SHARC_ERR_CORRUPT (broken compressed stream, NUL byte),
+ *         SHARC_ERR_TOO_LARGE; messages name the path and the line number.
  */
 int sharc__lines_next(sharc__lines *l, const char **line, size_t *len, uint64_t *lineno);
 
+/** Free the reader and close its file; NULL-safe, sets `*l` to NULL. */
 void sharc__lines_close(sharc__lines **l);
 
 #endif /* SHARC_SRC_ARCHIVE_H */

@@ -1,0 +1,535 @@
+#include "archive.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* libarchive reads the file in blocks of this size; large blocks keep syscalls off the hot path. */
+#define READ_BLOCK (1u << 20)
+/* First size of the line buffer; it grows (doubling) up to about twice the line cap. */
+#define LINE_BUF_INITIAL (64u << 10)
+#define MEMORY_PATH      "<memory>"
+
+struct sharc__tar {
+    sharc__ctx *ctx;
+    struct archive *a;
+    int fd;
+    char *path;
+    uint64_t max_member_bytes;
+    uint64_t next_index;
+    sharc__buf last_name; ///< the last regular member, to place header errors
+    int status;           ///< 0 while readable, then SHARC_END or the (sticky) error
+};
+
+struct sharc__lines {
+    sharc__ctx *ctx;
+    struct archive *a;
+    int fd;
+    char *path;
+    uint64_t max_line_bytes;
+    uint8_t *buf; ///< bytes [pos, end) are unread; end < cap always (room for a NUL)
+    size_t cap, pos, end;
+    int eof;
+    uint64_t lineno;
+    int status;
+};
+
+/* libarchive's errno says when a failure is the system's rather than the data's. */
+static int la_code(struct archive *a, int dflt)
+{
+    int e = archive_errno(a);
+    if (e == ENOMEM)
+        return SHARC_ERR(ENOMEM);
+    if (e == EIO)
+        return SHARC_ERR_IO;
+    return dflt;
+}
+
+/*
+ * Translate a libarchive failure: our context text, then libarchive's own message, set as the
+ * handle's error and logged once. ARCHIVE_WARN is logged and accepted (returns 0).
+ */
+static int la_result(sharc__ctx *ctx, struct archive *a, long r, int code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static int la_result(sharc__ctx *ctx, struct archive *a, long r, int code, const char *fmt, ...)
+{
+    char what[SHARC__ERRLEN / 2];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    const char *msg = archive_error_string(a);
+    if (!msg)
+        msg = "unreadable or corrupt data (libarchive gave no details)";
+    if (r == ARCHIVE_WARN) {
+        /* In the C locale every non-ASCII PAX name "can't be converted"; the raw UTF-8 bytes
+         * are kept and used, so that warning would only flood the log (EILSEQ is
+         * libarchive's ARCHIVE_ERRNO_FILE_FORMAT on POSIX). */
+        int expected = archive_errno(a) == EILSEQ && strstr(msg, "converted");
+        sharc__log(ctx, expected ? SHARC_LOG_DEBUG : SHARC_LOG_WARN, "%s: %s", what, msg);
+        return 0;
+    }
+    return sharc__fail(ctx, la_code(a, code), "%s: %s", what, msg);
+}
+
+/*
+ * The one check for libarchive calls that return a status: anything but ARCHIVE_OK goes
+ * through la_result(); on failure `rc` is set and control jumps to `fail`.
+ */
+#define LA_TRY(ctx, a, call, code, ...)                                                            \
+    do {                                                                                           \
+        int la_r_ = (call);                                                                        \
+        if (la_r_ != ARCHIVE_OK && (rc = la_result((ctx), (a), la_r_, (code), __VA_ARGS__)) < 0)   \
+            goto fail;                                                                             \
+    } while (0)
+
+/* Open `path` ourselves so that a missing file or a directory gets errno's own text. */
+static int open_input(sharc__ctx *ctx, const char *path, int *fd, off_t *size)
+{
+    *fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (*fd < 0)
+        return sharc__fail(ctx, SHARC_ERR(errno), "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(*fd, &st) != 0)
+        return sharc__fail(ctx, SHARC_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    if (S_ISDIR(st.st_mode))
+        return sharc__fail(ctx, SHARC_ERR(EISDIR), "%s: is a directory", path);
+    /* Non-regular inputs (pipes) report -1: unknown size, never treated as empty. */
+    *size = S_ISREG(st.st_mode) ? st.st_size : -1;
+    if (S_ISREG(st.st_mode))
+        (void)posix_fadvise(*fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    return 0;
+}
+
+/* Compression is sniffed from the bytes; no external programs are ever spawned. */
+static int new_reader(sharc__ctx *ctx, struct archive **out, int tar, const char *path)
+{
+    int rc = 0;
+    struct archive *a = archive_read_new();
+    if (!a)
+        return sharc__fail(ctx, SHARC_ERR(ENOMEM), "%s: cannot create a libarchive reader", path);
+    LA_TRY(ctx, a, archive_read_support_filter_gzip(a), SHARC_ERR_UNSUPPORTED, "%s: gzip", path);
+    LA_TRY(ctx, a, archive_read_support_filter_zstd(a), SHARC_ERR_UNSUPPORTED, "%s: zstd", path);
+    LA_TRY(ctx, a, archive_read_support_filter_none(a), SHARC_ERR_UNSUPPORTED, "%s", path);
+    if (tar) {
+        LA_TRY(ctx, a, archive_read_support_format_tar(a), SHARC_ERR_UNSUPPORTED, "%s", path);
+    } else {
+        LA_TRY(ctx, a, archive_read_support_format_raw(a), SHARC_ERR_UNSUPPORTED, "%s", path);
+        /* Without it a stream that decompresses to nothing is "Unrecognized archive format". */
+        LA_TRY(ctx, a, archive_read_support_format_empty(a), SHARC_ERR_UNSUPPORTED, "%s", path);
+    }
+    *out = a;
+    return 0;
+fail:
+    archive_read_free(a);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* tar */
+
+static int tar_new(sharc__tar **out, sharc__ctx *ctx, const char *path, uint64_t max_member_bytes)
+{
+    sharc__tar *t = sharc__calloc(ctx, 1, sizeof *t);
+    if (!t)
+        return sharc__fail(ctx, SHARC_ERR(ENOMEM), "%s: out of memory", path);
+    t->ctx = ctx;
+    t->fd = -1;
+    t->max_member_bytes = max_member_bytes;
+    t->path = sharc__strdup(ctx, path);
+    *out = t;
+    if (!t->path)
+        return sharc__fail(ctx, SHARC_ERR(ENOMEM), "%s: out of memory", path);
+    return new_reader(ctx, &t->a, 1, path);
+}
+
+int sharc__tar_open(sharc__tar **out, sharc__ctx *ctx, const char *path, uint64_t max_member_bytes)
+{
+    sharc__tar *t = NULL;
+    off_t size = -1;
+    *out = NULL;
+    int rc = tar_new(&t, ctx, path, max_member_bytes);
+    if (rc < 0)
+        goto fail;
+    if ((rc = open_input(ctx, path, &t->fd, &size)) < 0)
+        goto fail;
+    if (size == 0) {
+        rc = sharc__fail(ctx, SHARC_ERR_CORRUPT,
+                         "%s: empty file (0 bytes), not a tar archive (an empty tar has 1024 "
+                         "zero bytes)",
+                         path);
+        goto fail;
+    }
+    LA_TRY(ctx, t->a, archive_read_open_fd(t->a, t->fd, READ_BLOCK), SHARC_ERR_CORRUPT,
+           "%s: cannot read as a tar archive", path);
+    *out = t;
+    return 0;
+fail:
+    sharc__tar_close(&t);
+    return rc;
+}
+
+int sharc__tar_open_memory(sharc__tar **out, sharc__ctx *ctx, const void *data, size_t n,
+                           uint64_t max_member_bytes)
+{
+    sharc__tar *t = NULL;
+    *out = NULL;
+    int rc = tar_new(&t, ctx, MEMORY_PATH, max_member_bytes);
+    if (rc < 0)
+        goto fail;
+    if (n == 0) {
+        rc = sharc__fail(ctx, SHARC_ERR_CORRUPT, "%s: empty input (0 bytes), not a tar archive",
+                         MEMORY_PATH);
+        goto fail;
+    }
+    LA_TRY(ctx, t->a, archive_read_open_memory(t->a, data, n), SHARC_ERR_CORRUPT,
+           "%s: cannot read as a tar archive", MEMORY_PATH);
+    *out = t;
+    return 0;
+fail:
+    sharc__tar_close(&t);
+    return rc;
+}
+
+const char *sharc__tar_path(const sharc__tar *t)
+{
+    return t->path;
+}
+
+static const char *entry_name(struct archive_entry *e)
+{
+    /* PAX names are UTF-8; the locale-dependent form is only a fallback for raw bytes. */
+    const char *name = archive_entry_pathname_utf8(e);
+    if (!name)
+        name = archive_entry_pathname(e);
+    return name ? name : "";
+}
+
+/* Advance to the next regular member; its name goes to m->name (and t->last_name). */
+static int next_regular(sharc__tar *t, sharc__member *m, struct archive_entry **entry)
+{
+    int rc = 0;
+    for (;;) {
+        int r = archive_read_next_header(t->a, entry);
+        if (r == ARCHIVE_EOF)
+            return SHARC_END;
+        if (r != ARCHIVE_OK) {
+            if (t->last_name.len)
+                rc = la_result(t->ctx, t->a, r, SHARC_ERR_CORRUPT,
+                               "%s: bad tar header after member '%s'", t->path,
+                               sharc__buf_str(&t->last_name));
+            else
+                rc = la_result(t->ctx, t->a, r, SHARC_ERR_CORRUPT,
+                               "%s: bad tar header before the first member", t->path);
+            if (rc < 0)
+                return rc;
+        }
+        struct archive_entry *e = *entry;
+        /* Hard links carry no payload of their own; they are links, so skipped. */
+        if (archive_entry_filetype(e) != AE_IFREG || archive_entry_hardlink(e))
+            continue;
+        const char *name = entry_name(e);
+        if ((rc = sharc__buf_set_str(t->ctx, &m->name, name)) < 0 ||
+            (rc = sharc__buf_set_str(t->ctx, &t->last_name, name)) < 0)
+            return sharc__fail(t->ctx, rc, "%s: out of memory for member name", t->path);
+        m->index = t->next_index++;
+        sharc__buf_clear(&m->data);
+        return 0;
+    }
+}
+
+/* The declared size is checked against the cap before any allocation. */
+static int read_payload(sharc__tar *t, sharc__member *m, struct archive_entry *e)
+{
+    const char *name = sharc__buf_str(&m->name);
+    if (!archive_entry_size_is_set(e) || archive_entry_size(e) < 0)
+        return sharc__fail(t->ctx, SHARC_ERR_CORRUPT, "%s: member '%s' has no valid size", t->path,
+                           name);
+    uint64_t size = (uint64_t)archive_entry_size(e);
+    if (size > t->max_member_bytes || size >= SIZE_MAX)
+        return sharc__set_error(t->ctx, SHARC_ERR_TOO_LARGE,
+                                "%s: member '%s' is %llu bytes, over the cap of %llu bytes",
+                                t->path, name, (unsigned long long)size,
+                                (unsigned long long)t->max_member_bytes);
+    int rc = sharc__buf_reserve(t->ctx, &m->data, (size_t)size);
+    if (rc < 0)
+        return sharc__fail(t->ctx, rc, "%s: member '%s': cannot allocate %llu bytes", t->path, name,
+                           (unsigned long long)size);
+    size_t got = 0;
+    while (got < size) {
+        la_ssize_t n = archive_read_data(t->a, m->data.data + got, (size_t)size - got);
+        if (n < 0)
+            return la_result(t->ctx, t->a, ARCHIVE_FATAL, SHARC_ERR_CORRUPT,
+                             "%s: member '%s' (at byte %zu of %llu)", t->path, name, got,
+                             (unsigned long long)size);
+        if (n == 0)
+            return sharc__fail(t->ctx, SHARC_ERR_CORRUPT,
+                               "%s: member '%s' ends after %zu of its %llu bytes", t->path, name,
+                               got, (unsigned long long)size);
+        got += (size_t)n;
+    }
+    m->data.len = got;
+    m->data.data[got] = 0;
+    return 0;
+}
+
+static int tar_step(sharc__tar *t, sharc__member *m, int with_data, uint64_t *size)
+{
+    if (t->status)
+        return t->status;
+    struct archive_entry *e = NULL;
+    int rc = next_regular(t, m, &e);
+    if (rc == 0 && size)
+        *size = archive_entry_size_is_set(e) && archive_entry_size(e) > 0
+                    ? (uint64_t)archive_entry_size(e)
+                    : 0;
+    if (rc == 0 && with_data)
+        rc = read_payload(t, m, e);
+    /* An oversized member is skipped by the next call; every other outcome is final. */
+    if (rc != 0 && rc != SHARC_ERR_TOO_LARGE)
+        t->status = rc;
+    return rc;
+}
+
+int sharc__tar_next(sharc__tar *t, sharc__member *m)
+{
+    return tar_step(t, m, 1, NULL);
+}
+
+int sharc__tar_next_header(sharc__tar *t, sharc__member *m, uint64_t *size)
+{
+    return tar_step(t, m, 0, size);
+}
+
+uint64_t sharc__tar_bytes_read(const sharc__tar *t)
+{
+    la_int64_t n = archive_filter_bytes(t->a, -1);
+    return n > 0 ? (uint64_t)n : 0;
+}
+
+void sharc__tar_close(sharc__tar **tp)
+{
+    sharc__tar *t = tp ? *tp : NULL;
+    if (!t)
+        return;
+    archive_read_free(t->a);
+    if (t->fd >= 0)
+        close(t->fd);
+    sharc__buf_free(t->ctx, &t->last_name);
+    sharc__free(t->ctx, t->path);
+    sharc__free(t->ctx, t);
+    *tp = NULL;
+}
+
+void sharc__member_free(sharc__ctx *ctx, sharc__member *m)
+{
+    if (!m)
+        return;
+    sharc__buf_free(ctx, &m->name);
+    sharc__buf_free(ctx, &m->data);
+    m->index = 0;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* lines */
+
+static int lines_new(sharc__lines **out, sharc__ctx *ctx, const char *path, uint64_t max_line)
+{
+    sharc__lines *l = sharc__calloc(ctx, 1, sizeof *l);
+    if (!l)
+        return sharc__fail(ctx, SHARC_ERR(ENOMEM), "%s: out of memory", path);
+    l->ctx = ctx;
+    l->fd = -1;
+    l->max_line_bytes = max_line;
+    *out = l;
+    l->path = sharc__strdup(ctx, path);
+    l->cap = LINE_BUF_INITIAL;
+    l->buf = sharc__malloc(ctx, l->cap);
+    if (!l->path || !l->buf)
+        return sharc__fail(ctx, SHARC_ERR(ENOMEM), "%s: out of memory", path);
+    return new_reader(ctx, &l->a, 0, path);
+}
+
+/* Position on the single raw entry; a stream that decompresses to nothing ends at once. */
+static int lines_start(sharc__lines *l)
+{
+    struct archive_entry *e;
+    int r = archive_read_next_header(l->a, &e);
+    if (r == ARCHIVE_EOF) {
+        /* The "empty" format also bids when a decompressor failed before its first byte. */
+        if (archive_errno(l->a) != 0 || archive_error_string(l->a))
+            return la_result(l->ctx, l->a, ARCHIVE_FATAL, SHARC_ERR_CORRUPT, "%s", l->path);
+        l->status = SHARC_END;
+        return 0;
+    }
+    if (r != ARCHIVE_OK)
+        return la_result(l->ctx, l->a, r, SHARC_ERR_CORRUPT, "%s", l->path);
+    return 0;
+}
+
+int sharc__lines_open(sharc__lines **out, sharc__ctx *ctx, const char *path,
+                      uint64_t max_line_bytes)
+{
+    sharc__lines *l = NULL;
+    off_t size = -1;
+    *out = NULL;
+    int rc = lines_new(&l, ctx, path, max_line_bytes);
+    if (rc < 0)
+        goto fail;
+    if ((rc = open_input(ctx, path, &l->fd, &size)) < 0)
+        goto fail;
+    if (size == 0) {
+        l->status = SHARC_END;
+        *out = l;
+        return 0;
+    }
+    LA_TRY(ctx, l->a, archive_read_open_fd(l->a, l->fd, READ_BLOCK), SHARC_ERR_CORRUPT,
+           "%s: cannot read", path);
+    if ((rc = lines_start(l)) < 0)
+        goto fail;
+    *out = l;
+    return 0;
+fail:
+    sharc__lines_close(&l);
+    return rc;
+}
+
+int sharc__lines_open_memory(sharc__lines **out, sharc__ctx *ctx, const void *data, size_t n,
+                             uint64_t max_line_bytes)
+{
+    sharc__lines *l = NULL;
+    *out = NULL;
+    int rc = lines_new(&l, ctx, MEMORY_PATH, max_line_bytes);
+    if (rc < 0)
+        goto fail;
+    if (n == 0) {
+        l->status = SHARC_END;
+        *out = l;
+        return 0;
+    }
+    LA_TRY(ctx, l->a, archive_read_open_memory(l->a, data, n), SHARC_ERR_CORRUPT, "%s: cannot read",
+           MEMORY_PATH);
+    if ((rc = lines_start(l)) < 0)
+        goto fail;
+    *out = l;
+    return 0;
+fail:
+    sharc__lines_close(&l);
+    return rc;
+}
+
+static int line_too_long(sharc__lines *l, uint64_t lineno)
+{
+    return sharc__fail(l->ctx, SHARC_ERR_TOO_LARGE, "%s: line %llu is longer than %llu bytes",
+                       l->path, (unsigned long long)lineno, (unsigned long long)l->max_line_bytes);
+}
+
+/* Keep the unread tail, make room, and read more decompressed bytes after it. */
+static int lines_fill(sharc__lines *l)
+{
+    size_t pending = l->end - l->pos;
+    /* A pending line without '\n' that is over the cap even after dropping a '\r'. */
+    if (pending > 1 && (uint64_t)(pending - 1) > l->max_line_bytes)
+        return line_too_long(l, l->lineno + 1);
+    if (l->pos > 0) {
+        memmove(l->buf, l->buf + l->pos, pending);
+        l->pos = 0;
+        l->end = pending;
+    }
+    if (l->end + 1 >= l->cap) {
+        if (l->cap > SIZE_MAX / 2)
+            return line_too_long(l, l->lineno + 1);
+        uint8_t *p = sharc__realloc(l->ctx, l->buf, l->end, l->cap * 2);
+        if (!p)
+            return sharc__fail(l->ctx, SHARC_ERR(ENOMEM), "%s: out of memory at line %llu", l->path,
+                               (unsigned long long)(l->lineno + 1));
+        l->buf = p;
+        l->cap *= 2;
+    }
+    la_ssize_t n = archive_read_data(l->a, l->buf + l->end, l->cap - 1 - l->end);
+    if (n < 0)
+        return la_result(l->ctx, l->a, ARCHIVE_FATAL, SHARC_ERR_CORRUPT, "%s: at line %llu",
+                         l->path, (unsigned long long)(l->lineno + 1));
+    if (n == 0)
+        l->eof = 1;
+    l->end += (size_t)n;
+    return 0;
+}
+
+/* 1 when the line holds only blanks; a line's own '\r' is stripped before. */
+static int is_blank(const uint8_t *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\f' && s[i] != '\v')
+            return 0;
+    return 1;
+}
+
+int sharc__lines_next(sharc__lines *l, const char **line, size_t *len, uint64_t *lineno)
+{
+    while (!l->status) {
+        uint8_t *start = l->buf + l->pos;
+        size_t avail = l->end - l->pos, n;
+        uint8_t *nl = memchr(start, '\n', avail);
+        if (nl) {
+            n = (size_t)(nl - start);
+            l->pos += n + 1;
+        } else if (l->eof) {
+            if (avail == 0) {
+                l->status = SHARC_END;
+                break;
+            }
+            n = avail;
+            l->pos = l->end;
+        } else {
+            int rc = lines_fill(l);
+            if (rc < 0)
+                l->status = rc;
+            continue;
+        }
+        l->lineno++;
+        if (n > 0 && start[n - 1] == '\r')
+            n--;
+        if (l->lineno == 1 && n >= 3 && memcmp(start, "\xEF\xBB\xBF", 3) == 0) {
+            start += 3; /* a UTF-8 byte order mark is not part of the first line */
+            n -= 3;
+        }
+        if ((uint64_t)n > l->max_line_bytes) {
+            l->status = line_too_long(l, l->lineno);
+            break;
+        }
+        if (memchr(start, 0, n)) {
+            l->status = sharc__fail(l->ctx, SHARC_ERR_CORRUPT, "%s: line %llu contains a NUL byte",
+                                    l->path, (unsigned long long)l->lineno);
+            break;
+        }
+        if (is_blank(start, n))
+            continue;
+        start[n] = 0; /* the '\n' or '\r', or the spare byte past `end` */
+        *line = (const char *)start;
+        *len = n;
+        *lineno = l->lineno;
+        return 0;
+    }
+    return l->status;
+}
+
+void sharc__lines_close(sharc__lines **lp)
+{
+    sharc__lines *l = lp ? *lp : NULL;
+    if (!l)
+        return;
+    archive_read_free(l->a);
+    if (l->fd >= 0)
+        close(l->fd);
+    sharc__free(l->ctx, l->buf);
+    sharc__free(l->ctx, l->path);
+    sharc__free(l->ctx, l);
+    *lp = NULL;
+}

@@ -1,0 +1,666 @@
+#include <check.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "archive.h"
+#include "buf.h"
+#include "ctx.h"
+#include "testutil.h"
+
+/* Every test gets a fresh temp dir and a context whose logger and allocator it can watch. */
+static char *dir;
+static sharc__ctx ctx;
+static int n_logged;
+static char last_log[2048];
+static size_t biggest_alloc;
+
+static void capture_log(void *cookie, sharc_log_level level, const char *fmt, va_list ap)
+{
+    (void)cookie;
+    if (level > SHARC_LOG_WARN)
+        return;
+    n_logged++;
+    vsnprintf(last_log, sizeof last_log, fmt, ap);
+}
+
+/* Refuses anything over 64 MiB, so a huge declared size can never be honoured quietly. */
+static void *watch_alloc(void *cookie, size_t size, size_t align)
+{
+    (void)cookie;
+    (void)align;
+    if (size > biggest_alloc)
+        biggest_alloc = size;
+    return size > (64u << 20) ? NULL : malloc(size ? size : 1);
+}
+
+static void watch_free(void *cookie, void *p)
+{
+    (void)cookie;
+    free(p);
+}
+
+static void setup(void)
+{
+    dir = tu_mkdtemp();
+    ck_assert_ptr_nonnull(dir);
+    sharc_logger log = {NULL, capture_log, SHARC_LOG_DEBUG};
+    sharc_allocator a = {NULL, watch_alloc, watch_free};
+    sharc__ctx_init(&ctx, &a, &log);
+    n_logged = 0;
+    last_log[0] = 0;
+    biggest_alloc = 0;
+}
+
+static void teardown(void)
+{
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+static const char *tmp(const char *name)
+{
+    static char bufs[8][4096];
+    static int slot;
+    char *b = bufs[slot++ % 8];
+    snprintf(b, sizeof bufs[0], "%s/%s", dir, name);
+    return b;
+}
+
+static void contains(const char *haystack, const char *needle)
+{
+    ck_assert_msg(strstr(haystack, needle) != NULL, "'%s' does not contain '%s'", haystack, needle);
+}
+
+/*
+ * A tree with a directory, a symlink, a hard link, an empty file and a 5000-byte binary;
+ * tar lists the entries in exactly this order. Compressed copies are named so that the
+ * file name never tells the compression.
+ */
+static void make_tree_tar(void)
+{
+    ck_assert_int_eq(tu_sh("cd %s && mkdir -p t/sub && printf hello > t/a.txt && "
+                           "python3 -c \"import random; r=random.Random(7); "
+                           "open('t/sub/b.bin','wb').write(bytes(r.randrange(256) for _ in "
+                           "range(5000)))\" && printf '{\"x\":1}' > t/c.json && : > t/e.txt "
+                           "&& ln -s a.txt t/link && ln t/a.txt t/hard && "
+                           "tar --no-recursion --format=gnu -cf plain.tar -C t a.txt sub "
+                           "sub/b.bin link c.json hard e.txt && "
+                           "gzip -c plain.tar > gz.tar.zst && zstd -q -c plain.tar > zst.tar.gz",
+                           dir),
+                     0);
+}
+
+static const char *const tree_names[] = {"a.txt", "sub/b.bin", "c.json", "e.txt"};
+static const char *const tree_files[] = {"t/a.txt", "t/sub/b.bin", "t/c.json", "t/e.txt"};
+
+static void expect_tree(sharc__tar *t)
+{
+    sharc__member m = {0};
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(sharc__tar_next(t, &m), 0);
+        ck_assert_str_eq(sharc__buf_str(&m.name), tree_names[i]);
+        ck_assert_uint_eq(m.index, (uint64_t)i);
+        size_t n;
+        uint8_t *want = tu_read_file(tmp(tree_files[i]), &n);
+        ck_assert_ptr_nonnull(want);
+        ck_assert_uint_eq(m.data.len, n);
+        ck_assert_int_eq(memcmp(m.data.data, want, n), 0);
+        ck_assert_int_eq(m.data.data[n], 0);
+        free(want);
+    }
+    ck_assert_int_eq(sharc__tar_next(t, &m), SHARC_END);
+    ck_assert_int_eq(sharc__tar_next(t, &m), SHARC_END);
+    sharc__member_free(&ctx, &m);
+    ck_assert_ptr_null(m.data.data);
+}
+
+START_TEST(tar_members_plain_gzip_zstd)
+{
+    static const char *const files[] = {"plain.tar", "gz.tar.zst", "zst.tar.gz"};
+    make_tree_tar();
+    sharc__tar *t = NULL;
+    ck_assert_int_eq(sharc__tar_open(&t, &ctx, tmp(files[_i]), 1 << 20), 0);
+    ck_assert_str_eq(sharc__tar_path(t), tmp(files[_i]));
+    expect_tree(t);
+    size_t n;
+    uint8_t *raw = tu_read_file(tmp(files[_i]), &n);
+    free(raw);
+    ck_assert_uint_gt(sharc__tar_bytes_read(t), 0);
+    ck_assert_uint_le(sharc__tar_bytes_read(t), n);
+    sharc__tar_close(&t);
+    ck_assert_ptr_null(t);
+    ck_assert_int_eq(n_logged, 0);
+}
+END_TEST
+
+START_TEST(tar_from_memory)
+{
+    make_tree_tar();
+    size_t n;
+    uint8_t *bytes = tu_read_file(tmp("zst.tar.gz"), &n);
+    sharc__tar *t = NULL;
+    ck_assert_int_eq(sharc__tar_open_memory(&t, &ctx, bytes, n, 1 << 20), 0);
+    ck_assert_str_eq(sharc__tar_path(t), "<memory>");
+    expect_tree(t);
+    sharc__tar_close(&t);
+    free(bytes);
+}
+END_TEST
+
+START_TEST(tar_headers_only)
+{
+    make_tree_tar();
+    sharc__tar *t = NULL;
+    sharc__member m = {0};
+    uint64_t size = 99;
+    static const uint64_t sizes[] = {5, 5000, 7, 0};
+    /* A cap smaller than a member does not apply when only headers are read. */
+    ck_assert_int_eq(sharc__tar_open(&t, &ctx, tmp("gz.tar.zst"), 16), 0);
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(sharc__tar_next_header(t, &m, &size), 0);
+        ck_assert_str_eq(sharc__buf_str(&m.name), tree_names[i]);
+        ck_assert_uint_eq(size, sizes[i]);
+        ck_assert_uint_eq(m.data.len, 0);
+    }
+    ck_assert_int_eq(sharc__tar_next_header(t, &m, NULL), SHARC_END);
+    sharc__tar_close(&t);
+    sharc__member_free(&ctx, &m);
+}
+END_TEST
+
+START_TEST(tar_member_over_cap_then_goes_on)
+{
+    make_tree_tar();
+    sharc__tar *t = NULL;
+    sharc__member m = {0};
+    ck_assert_int_eq(sharc__tar_open(&t, &ctx, tmp("zst.tar.gz"), 4999), 0);
+    ck_assert_int_eq(sharc__tar_next(t, &m), 0);
+    ck_assert_int_eq(sharc__tar_next(t, &m), SHARC_ERR_TOO_LARGE);
+    ck_assert_str_eq(sharc__buf_str(&m.name), "sub/b.bin");
+    ck_assert_uint_eq(m.data.len, 0);
+    contains(ctx.error, tmp("zst.tar.gz"));
+    contains(ctx.error, "'sub/b.bin' is 5000 bytes, over the cap of 4999 bytes");
+    ck_assert_uint_lt(biggest_alloc, 4096);
+    /* Not final: the oversized payload is skipped and the next member is whole. */
+    ck_assert_int_eq(sharc__tar_next(t, &m), 0);
+    ck_assert_str_eq(sharc__buf_str(&m.name), "c.json");
+    ck_assert_str_eq((const char *)m.data.data, "{\"x\":1}");
+    ck_assert_uint_eq(m.index, 2);
+    sharc__tar_close(&t);
+    /* A member of exactly the cap is fine. */
+    ck_assert_int_eq(sharc__tar_open(&t, &ctx, tmp("plain.tar"), 5000), 0);
+    ck_assert_int_eq(sharc__tar_next(t, &m), 0);
+    ck_assert_int_eq(sharc__tar_next(t, &m), 0);
+    ck_assert_uint_eq(m.data.len, 5000);
+    sharc__tar_close(&t);
+    sharc__member_free(&ctx, &m);
+}
+END_TEST
+
+static const char *const long_pax =
+    "dir/"
+    "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+    "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx.wav";
+/* "\u00fcn\u00efc\u00f8/\u65e5\u672c\u8a9e.txt" in UTF-8 */
+static const char *const utf8_name = "\xc3\xbc"
+                                     "n\xc3\xaf"
+                                     "c\xc3\xb8/\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e"
+                                     ".txt";
+
+/* Python's tarfile writes PAX and GNU long names the way most dataset tools do. */
+static void make_long_names(const char *fmt, const char *out)
+{
+    char script[2048];
+    snprintf(
+        script, sizeof script,
+        "import io, tarfile\n"
+        "names = ['dir/' + 'x' * 150 + '.wav', "
+        "'\\u00fcn\\u00efc\\u00f8/\\u65e5\\u672c\\u8a9e.txt',\n"
+        "         'g' * 120 + '/' + 'h' * 120]\n"
+        "with tarfile.open('%s', 'w', format=tarfile.%s) as t:\n"
+        "    d = tarfile.TarInfo('somedir'); d.type = tarfile.DIRTYPE; t.addfile(d)\n"
+        "    for i, n in enumerate(names):\n"
+        "        data = ('payload %%d' %% i).encode()\n"
+        "        ti = tarfile.TarInfo(n); ti.size = len(data); t.addfile(ti, io.BytesIO(data))\n",
+        out, fmt);
+    ck_assert_int_eq(tu_write_file(tmp("mk.py"), script, strlen(script)), 0);
+    ck_assert_int_eq(tu_sh("cd %s && python3 mk.py", dir), 0);
+}
+
+START_TEST(tar_long_names)
+{
+    static const char *const fmts[] = {"PAX_FORMAT", "GNU_FORMAT"};
+    make_long_names(fmts[_i], "long.tar");
+    char gh[256];
+    memset(gh, 'g', 120);
+    gh[120] = '/';
+    memset(gh + 121, 'h', 120);
+    gh[241] = 0;
+    const char *names[] = {long_pax, utf8_name, gh};
+    ck_assert_uint_eq(strlen(long_pax), 158);
+    sharc__tar *t = NULL;
+    sharc__member m = {0};
+    ck_assert_int_eq(sharc__tar_open(&t, &ctx, tmp("long.tar"), 1024), 0);
+    for (int i = 0; i < 3; i++) {
+        char want[32];
+        snprintf(want, sizeof want, "payload %d", i);
+        ck_assert_int_eq(sharc__tar_next(t, &m), 0);
+        ck_assert_str_eq(sharc__buf_str(&m.name), names[i]);
+        ck_assert_str_eq((const char *)m.data.data, want);
+    }
+    ck_assert_int_eq(sharc__tar_next(t, &m), SHARC_END);
+    ck_assert_int_eq(n_logged, 0);
+    sharc__tar_close(&t);
+    sharc__member_free(&ctx, &m);
+}
+END_TEST
+
+/* Cut inside a payload and inside the header that follows the first member. */
+START_TEST(tar_truncated)
+{
+    make_tree_tar();
+    /* plain.tar: a.txt header at 0, its data at 512, sub/ at 1024, b.bin header at 1536. */
+    ck_assert_int_eq(tu_sh("cd %s && head -c 3000 plain.tar > cut_data.tar && "
+                           "head -c 1300 plain.tar > cut_header.tar && "
+                           "head -c 3000 plain.tar | gzip > cut_data.tgz",
+                           dir),
+                     0);
+    static const char *const files[] = {"cut_data.tar", "cut_data.tgz"};
+    sharc__tar *t = NULL;
+    sharc__member m = {0};
+    for (int f = 0; f < 2; f++) {
+        ck_assert_int_eq(sharc__tar_open(&t, &ctx, tmp(files[f]), 1 << 20), 0);
+        ck_assert_int_eq(sharc__tar_next(t, &m), 0);
+        n_logged = 0;
+        ck_assert_int_eq(sharc__tar_next(t, &m), SHARC_ERR_CORRUPT);
+        contains(ctx.error, tmp(files[f]));
+        contains(ctx.error, "member 'sub/b.bin'");
+        contains(ctx.error, "Truncated tar archive");
+        ck_assert_int_eq(n_logged, 1);
+        contains(last_log, "Truncated tar archive");
+        ck_assert_int_eq(sharc__tar_next(t, &m), SHARC_ERR_CORRUPT);
+        sharc__tar_close(&t);
+    }
+    ck_assert_int_eq(sharc__tar_open(&t, &ctx, tmp("cut_header.tar"), 1 << 20), 0);
+    ck_assert_int_eq(sharc__tar_next(t, &m), 0);
+    ck_assert_int_eq(sharc__tar_next(t, &m), SHARC_ERR_CORRUPT);
+    contains(ctx.error, tmp("cut_header.tar"));
+    contains(ctx.error, "after member 'a.txt'");
+    contains(ctx.error, "Truncated tar archive");
+    sharc__tar_close(&t);
+    sharc__member_free(&ctx, &m);
+}
+END_TEST
+
+/*
+ * A 3 MiB tar of text members, compressed, with 16 bytes flipped in the middle of the
+ * compressed stream: open succeeds (only the start is read) and reading stops with CORRUPT
+ * at the damaged member. Text, so that the damage lands in entropy-coded blocks: libarchive
+ * (3.6) does not verify the gzip CRC, so damage inside a stored (incompressible) deflate
+ * block would go unnoticed; zstd's frame checksum is only checked at the frame's end.
+ */
+START_TEST(tar_corrupt_compressed_stream)
+{
+    static const char *const tools[] = {"zstd -q -c", "gzip -c"};
+    static const char *const texts[] = {"Zstd decompression failed", "gzip decompression failed"};
+    ck_assert_int_eq(tu_sh("cd %s && python3 -c \"\nimport io, random, tarfile\nr = "
+                           "random.Random(3)\nw = ['w%%d' %% i for i in range(5000)]\n"
+                           "with tarfile.open('big.tar', 'w') as t:\n"
+                           "    for i in range(12):\n        d = ' '.join(r.choice(w) for _ in "
+                           "range(50000)).encode()[:262144]\n"
+                           "        ti = tarfile.TarInfo('m%%02d.txt' %% i); ti.size "
+                           "= len(d); t.addfile(ti, io.BytesIO(d))\n\" && %s big.tar > big.c && "
+                           "python3 -c \"\nd = bytearray(open('big.c', 'rb').read()); h = len(d) "
+                           "// 2\nfor i in range(h, h + 16): d[i] ^= 0x5a\nopen('bad.c', "
+                           "'wb').write(d)\"",
+                           dir, tools[_i]),
+                     0);
+    sharc__tar *t = NULL;
+    sharc__member m = {0};
+    ck_assert_int_eq(sharc__tar_open(&t, &ctx, tmp("bad.c"), 1 << 20), 0);
+    int rc, good = 0;
+    while ((rc = sharc__tar_next(t, &m)) == 0)
+        good++;
+    ck_assert_int_eq(rc, SHARC_ERR_CORRUPT);
+    ck_assert_int_ge(good, 2);
+    ck_assert_int_le(good, 10);
+    contains(ctx.error, tmp("bad.c"));
+    char member[64];
+    /* zstd fails in the damaged block; gzip's inflate may turn the damage into bytes that only
+     * the tar header checksum catches, then the message names the member before. */
+    if (strstr(ctx.error, "Damaged tar archive") && _i == 1) {
+        snprintf(member, sizeof member, "after member 'm%02d.txt'", good - 1);
+    } else {
+        snprintf(member, sizeof member, "member 'm%02d.txt'", good);
+        contains(ctx.error, texts[_i]);
+    }
+    contains(ctx.error, member);
+    ck_assert_int_eq(n_logged, 1);
+    ck_assert_int_eq(sharc__tar_next(t, &m), SHARC_ERR_CORRUPT);
+    sharc__tar_close(&t);
+    sharc__member_free(&ctx, &m);
+}
+END_TEST
+
+START_TEST(tar_garbage_and_bad_paths)
+{
+    uint8_t junk[4096];
+    uint32_t x = 12345;
+    for (size_t i = 0; i < sizeof junk; i++) {
+        x = x * 1103515245u + 12345u;
+        junk[i] = (uint8_t)(x >> 24);
+    }
+    ck_assert_int_eq(tu_write_file(tmp("junk.tar"), junk, sizeof junk), 0);
+    sharc__tar *t = (sharc__tar *)&ctx; /* must be reset to NULL on failure */
+    ck_assert_int_eq(sharc__tar_open(&t, &ctx, tmp("junk.tar"), 1 << 20), SHARC_ERR_CORRUPT);
+    ck_assert_ptr_null(t);
+    contains(ctx.error, tmp("junk.tar"));
+    contains(ctx.error, "Unrecognized archive format");
+    ck_assert_int_eq(n_logged, 1);
+
+    ck_assert_int_eq(sharc__tar_open(&t, &ctx, tmp("missing.tar"), 1 << 20), SHARC_ERR(ENOENT));
+    contains(ctx.error, tmp("missing.tar"));
+    contains(ctx.error, strerror(ENOENT));
+    ck_assert_int_eq(sharc__tar_open(&t, &ctx, dir, 1 << 20), SHARC_ERR(EISDIR));
+    contains(ctx.error, dir);
+    ck_assert_int_eq(sharc__tar_open_memory(&t, &ctx, junk, sizeof junk, 1 << 20),
+                     SHARC_ERR_CORRUPT);
+    contains(ctx.error, "<memory>");
+}
+END_TEST
+
+/*
+ * Headers declaring 2^60 bytes (GNU base-256 and PAX "size") or 8 GiB - 1 (ustar octal)
+ * followed by a 3-byte body: the cap refuses them before any allocation.
+ */
+START_TEST(tar_huge_declared_size)
+{
+    static const char *const fmts[] = {"GNU_FORMAT", "PAX_FORMAT", "USTAR_FORMAT"};
+    static const char *const sizes[] = {"2**60", "2**60", "8 * 2**30 - 1"};
+    char script[1024];
+    snprintf(script, sizeof script,
+             "import tarfile\n"
+             "ti = tarfile.TarInfo('huge.wav'); ti.size = %s\n"
+             "h = ti.tobuf(format=tarfile.%s)\n"
+             "open('huge.tar', 'wb').write(h + b'abc' + bytes(509) + bytes(1024))\n",
+             sizes[_i], fmts[_i]);
+    ck_assert_int_eq(tu_write_file(tmp("mk.py"), script, strlen(script)), 0);
+    ck_assert_int_eq(tu_sh("cd %s && python3 mk.py", dir), 0);
+    sharc__tar *t = NULL;
+    sharc__member m = {0};
+    ck_assert_int_eq(sharc__tar_open(&t, &ctx, tmp("huge.tar"), 1 << 20), 0);
+    int rc = sharc__tar_next(t, &m);
+    ck_assert_int_eq(rc, SHARC_ERR_TOO_LARGE);
+    contains(ctx.error, tmp("huge.tar"));
+    contains(ctx.error, "'huge.wav'");
+    contains(ctx.error, _i == 2 ? "is 8589934591 bytes" : "is 1152921504606846976 bytes");
+    ck_assert_uint_lt(biggest_alloc, 1 << 20);
+    /* Skipping the promised payload runs into the end of the file. */
+    rc = sharc__tar_next(t, &m);
+    ck_assert_msg(rc == SHARC_ERR_CORRUPT || rc == SHARC_END, "rc %d", rc);
+    sharc__tar_close(&t);
+    sharc__member_free(&ctx, &m);
+}
+END_TEST
+
+START_TEST(tar_empty_archives)
+{
+    ck_assert_int_eq(tu_sh("cd %s && tar -cf ten.tar -T /dev/null && head -c 1024 /dev/zero > "
+                           "two_blocks.tar && gzip -c ten.tar > ten.tgz && : > zero.tar",
+                           dir),
+                     0);
+    static const char *const ok[] = {"ten.tar", "two_blocks.tar", "ten.tgz"};
+    sharc__tar *t = NULL;
+    sharc__member m = {0};
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(sharc__tar_open(&t, &ctx, tmp(ok[i]), 1 << 20), 0);
+        ck_assert_int_eq(sharc__tar_next(t, &m), SHARC_END);
+        sharc__tar_close(&t);
+    }
+    ck_assert_int_eq(sharc__tar_open(&t, &ctx, tmp("zero.tar"), 1 << 20), SHARC_ERR_CORRUPT);
+    contains(ctx.error, tmp("zero.tar"));
+    contains(ctx.error, "empty file (0 bytes)");
+    ck_assert_int_eq(sharc__tar_open_memory(&t, &ctx, "", 0, 1 << 20), SHARC_ERR_CORRUPT);
+    ck_assert_ptr_null(t);
+    sharc__member_free(&ctx, &m);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------------------------ */
+/* lines */
+
+typedef struct {
+    const char *text;
+    uint64_t lineno;
+} want_line;
+
+static void expect_lines(sharc__lines *l, const want_line *want, int n)
+{
+    const char *line;
+    size_t len;
+    uint64_t lineno;
+    for (int i = 0; i < n; i++) {
+        ck_assert_int_eq(sharc__lines_next(l, &line, &len, &lineno), 0);
+        ck_assert_str_eq(line, want[i].text);
+        ck_assert_uint_eq(len, strlen(want[i].text));
+        ck_assert_uint_eq(lineno, want[i].lineno);
+    }
+    ck_assert_int_eq(sharc__lines_next(l, &line, &len, &lineno), SHARC_END);
+    ck_assert_int_eq(sharc__lines_next(l, &line, &len, &lineno), SHARC_END);
+}
+
+static const char jsonl[] = "\xEF\xBB\xBF{\"id\":\"a\"}\n\n   \t\n{\"id\":\"b\"}\r\n\r\n"
+                            "{\"id\":\"c\"}";
+static const want_line jsonl_want[] = {
+    {"{\"id\":\"a\"}", 1}, {"{\"id\":\"b\"}", 4}, {"{\"id\":\"c\"}", 6}};
+
+START_TEST(lines_plain_gzip_zstd)
+{
+    static const char *const files[] = {"cuts.jsonl", "cuts.jsonl.zst", "cuts.jsonl.gz"};
+    ck_assert_int_eq(tu_write_file(tmp("cuts.jsonl"), jsonl, sizeof jsonl - 1), 0);
+    /* Names lie on purpose: the compression is found from the bytes. */
+    ck_assert_int_eq(tu_sh("cd %s && gzip -c cuts.jsonl > cuts.jsonl.zst && zstd -q -c cuts.jsonl "
+                           "> cuts.jsonl.gz",
+                           dir),
+                     0);
+    sharc__lines *l = NULL;
+    ck_assert_int_eq(sharc__lines_open(&l, &ctx, tmp(files[_i]), 64), 0);
+    expect_lines(l, jsonl_want, 3);
+    sharc__lines_close(&l);
+    ck_assert_ptr_null(l);
+    ck_assert_int_eq(n_logged, 0);
+}
+END_TEST
+
+START_TEST(lines_from_memory)
+{
+    sharc__lines *l = NULL;
+    ck_assert_int_eq(sharc__lines_open_memory(&l, &ctx, jsonl, sizeof jsonl - 1, 64), 0);
+    expect_lines(l, jsonl_want, 3);
+    sharc__lines_close(&l);
+    ck_assert_int_eq(sharc__lines_open_memory(&l, &ctx, "", 0, 64), 0);
+    expect_lines(l, NULL, 0);
+    sharc__lines_close(&l);
+}
+END_TEST
+
+START_TEST(lines_multi_member_gzip_and_trailing_garbage)
+{
+    ck_assert_int_eq(tu_sh("cd %s && printf 'a\\nb\\n' | gzip > multi.gz && printf 'c\\nd' | gzip "
+                           ">> multi.gz && printf '\\ne\\n' | gzip >> multi.gz && "
+                           "printf 'one\\ntwo\\n' | gzip > trail.gz && printf 'garbage bytes' >> "
+                           "trail.gz && cp multi.gz multitrail.gz && printf 'garbage bytes' >> "
+                           "multitrail.gz",
+                           dir),
+                     0);
+    /* gzip itself accepts the trailing garbage (with a warning, exit status 2). */
+    ck_assert_int_eq(tu_sh("gzip -dc %s/trail.gz > /dev/null 2>&1", dir), 2);
+    static const want_line multi[] = {{"a", 1}, {"b", 2}, {"c", 3}, {"d", 4}, {"e", 5}};
+    static const want_line trail[] = {{"one", 1}, {"two", 2}};
+    sharc__lines *l = NULL;
+    ck_assert_int_eq(sharc__lines_open(&l, &ctx, tmp("multi.gz"), 64), 0);
+    expect_lines(l, multi, 5);
+    sharc__lines_close(&l);
+    ck_assert_int_eq(sharc__lines_open(&l, &ctx, tmp("trail.gz"), 64), 0);
+    expect_lines(l, trail, 2);
+    sharc__lines_close(&l);
+    ck_assert_int_eq(sharc__lines_open(&l, &ctx, tmp("multitrail.gz"), 64), 0);
+    expect_lines(l, multi, 5);
+    sharc__lines_close(&l);
+}
+END_TEST
+
+START_TEST(lines_empty_inputs)
+{
+    ck_assert_int_eq(tu_sh("cd %s && : > empty && gzip -c empty > empty.gz && zstd -q -c empty > "
+                           "empty.zst && printf '\\n \\n\\r\\n' > blank",
+                           dir),
+                     0);
+    static const char *const files[] = {"empty", "empty.gz", "empty.zst", "blank"};
+    sharc__lines *l = NULL;
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(sharc__lines_open(&l, &ctx, tmp(files[i]), 64), 0);
+        expect_lines(l, NULL, 0);
+        sharc__lines_close(&l);
+    }
+}
+END_TEST
+
+START_TEST(lines_cap)
+{
+    /* Line 2 is 16 bytes + CRLF (at the cap), line 3 is 17 bytes. */
+    const char text[] = "short\n0123456789abcdef\r\n0123456789abcdefg\nnever\n";
+    ck_assert_int_eq(tu_write_file(tmp("cap.txt"), text, sizeof text - 1), 0);
+    sharc__lines *l = NULL;
+    const char *line;
+    size_t len;
+    uint64_t lineno;
+    ck_assert_int_eq(sharc__lines_open(&l, &ctx, tmp("cap.txt"), 16), 0);
+    ck_assert_int_eq(sharc__lines_next(l, &line, &len, &lineno), 0);
+    ck_assert_int_eq(sharc__lines_next(l, &line, &len, &lineno), 0);
+    ck_assert_str_eq(line, "0123456789abcdef");
+    ck_assert_int_eq(sharc__lines_next(l, &line, &len, &lineno), SHARC_ERR_TOO_LARGE);
+    contains(ctx.error, tmp("cap.txt"));
+    contains(ctx.error, "line 3 is longer than 16 bytes");
+    ck_assert_int_eq(sharc__lines_next(l, &line, &len, &lineno), SHARC_ERR_TOO_LARGE);
+    sharc__lines_close(&l);
+}
+END_TEST
+
+/* Lines longer than the first buffer make it grow; one past the cap stops it growing. */
+START_TEST(lines_long_lines_grow_buffer)
+{
+    ck_assert_int_eq(tu_sh("cd %s && python3 -c \"\nimport sys\nsys.stdout.write('a' * 200000 + "
+                           "'\\n' + 'b' * 300000 + '\\n' + 'c' * 5000000)\" | gzip > long.gz",
+                           dir),
+                     0);
+    sharc__lines *l = NULL;
+    const char *line;
+    size_t len;
+    uint64_t lineno;
+    ck_assert_int_eq(sharc__lines_open(&l, &ctx, tmp("long.gz"), 300000), 0);
+    ck_assert_int_eq(sharc__lines_next(l, &line, &len, &lineno), 0);
+    ck_assert_uint_eq(len, 200000);
+    ck_assert_uint_eq(strlen(line), 200000);
+    ck_assert_int_eq(line[0], 'a');
+    ck_assert_int_eq(sharc__lines_next(l, &line, &len, &lineno), 0);
+    ck_assert_uint_eq(len, 300000);
+    ck_assert_int_eq(line[299999], 'b');
+    ck_assert_uint_eq(lineno, 2);
+    ck_assert_int_eq(sharc__lines_next(l, &line, &len, &lineno), SHARC_ERR_TOO_LARGE);
+    contains(ctx.error, "line 3 is longer than 300000 bytes");
+    ck_assert_uint_lt(biggest_alloc, 2 * 300000 + 64 * 1024);
+    sharc__lines_close(&l);
+}
+END_TEST
+
+START_TEST(lines_nul_byte)
+{
+    const char text[] = "ok\nbad\0line\n";
+    ck_assert_int_eq(tu_write_file(tmp("nul.txt"), text, sizeof text - 1), 0);
+    sharc__lines *l = NULL;
+    const char *line;
+    size_t len;
+    uint64_t lineno;
+    ck_assert_int_eq(sharc__lines_open(&l, &ctx, tmp("nul.txt"), 64), 0);
+    ck_assert_int_eq(sharc__lines_next(l, &line, &len, &lineno), 0);
+    ck_assert_str_eq(line, "ok");
+    ck_assert_int_eq(sharc__lines_next(l, &line, &len, &lineno), SHARC_ERR_CORRUPT);
+    contains(ctx.error, tmp("nul.txt"));
+    contains(ctx.error, "line 2 contains a NUL byte");
+    sharc__lines_close(&l);
+}
+END_TEST
+
+START_TEST(lines_errors)
+{
+    sharc__lines *l = NULL;
+    ck_assert_int_eq(sharc__lines_open(&l, &ctx, tmp("missing.jsonl"), 64), SHARC_ERR(ENOENT));
+    ck_assert_ptr_null(l);
+    contains(ctx.error, tmp("missing.jsonl"));
+    /* A gzip stream cut in the middle: lines before the cut, then CORRUPT with libarchive's text.
+     */
+    ck_assert_int_eq(tu_sh("cd %s && python3 -c \"\nimport random, sys\nr = random.Random(5)\n"
+                           "for i in range(40000): print('%%d %%x' %% (i, r.getrandbits(128)))\" "
+                           "| gzip > full.gz && head -c $(( $(stat -c %%s full.gz) / 2 )) full.gz "
+                           "> cut.gz",
+                           dir),
+                     0);
+    ck_assert_int_eq(sharc__lines_open(&l, &ctx, tmp("cut.gz"), 64), 0);
+    const char *line;
+    size_t len;
+    uint64_t lineno, last = 0;
+    int rc;
+    while ((rc = sharc__lines_next(l, &line, &len, &lineno)) == 0) {
+        ck_assert_uint_eq(strtoull(line, NULL, 10), lineno - 1);
+        last = lineno;
+    }
+    ck_assert_int_eq(rc, SHARC_ERR_CORRUPT);
+    ck_assert_uint_gt(last, 1000);
+    ck_assert_uint_lt(last, 40000);
+    contains(ctx.error, tmp("cut.gz"));
+    contains(ctx.error, "truncated gzip input");
+    sharc__lines_close(&l);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("archive");
+    TCase *tar = tcase_create("tar");
+    tcase_set_timeout(tar, 30);
+    tcase_add_checked_fixture(tar, setup, teardown);
+    tcase_add_loop_test(tar, tar_members_plain_gzip_zstd, 0, 3);
+    tcase_add_test(tar, tar_from_memory);
+    tcase_add_test(tar, tar_headers_only);
+    tcase_add_test(tar, tar_member_over_cap_then_goes_on);
+    tcase_add_loop_test(tar, tar_long_names, 0, 2);
+    tcase_add_test(tar, tar_truncated);
+    tcase_add_loop_test(tar, tar_corrupt_compressed_stream, 0, 2);
+    tcase_add_test(tar, tar_garbage_and_bad_paths);
+    tcase_add_loop_test(tar, tar_huge_declared_size, 0, 3);
+    tcase_add_test(tar, tar_empty_archives);
+    suite_add_tcase(s, tar);
+
+    TCase *lines = tcase_create("lines");
+    tcase_set_timeout(lines, 30);
+    tcase_add_checked_fixture(lines, setup, teardown);
+    tcase_add_loop_test(lines, lines_plain_gzip_zstd, 0, 3);
+    tcase_add_test(lines, lines_from_memory);
+    tcase_add_test(lines, lines_multi_member_gzip_and_trailing_garbage);
+    tcase_add_test(lines, lines_empty_inputs);
+    tcase_add_test(lines, lines_cap);
+    tcase_add_test(lines, lines_long_lines_grow_buffer);
+    tcase_add_test(lines, lines_nul_byte);
+    tcase_add_test(lines, lines_errors);
+    suite_add_tcase(s, lines);
+
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
