@@ -1088,13 +1088,23 @@ static int check_opts(const gen_opts *o)
     SF_INFO info = {
         .samplerate = codec_rate(o), .channels = o->channels, .format = sf_format_of(o->codec)};
     if (!sf_format_check(&info)) {
-        fprintf(stderr,
-                "sharc-gen: this libsndfile (%s) cannot write %s audio at %d Hz with %d "
-                "channel(s)%s\n",
-                sf_version_string(), codec_ext[o->codec], info.samplerate, o->channels,
+        fprintf(stderr, "sharc-gen: this libsndfile (%s) cannot write %s audio%s\n",
+                sf_version_string(), codec_ext[o->codec],
                 o->codec == CODEC_MP3 ? " (MPEG layer III writing needs libsndfile >= 1.1 built "
                                         "with LAME)"
                                       : "");
+        return -1;
+    }
+    /* sf_format_check() misses some limits (MPEG sample rates), so also open an encoder. */
+    SF_VIRTUAL_IO vio = {vio_len, vio_seek, vio_read, vio_write, vio_tell};
+    membuf scratch = {0};
+    SNDFILE *sf = sf_open_virtual(&vio, SFM_WRITE, &info, &scratch);
+    if (sf)
+        sf_close(sf);
+    mb_free(&scratch);
+    if (!sf) {
+        fprintf(stderr, "sharc-gen: cannot write %s audio at %d Hz with %d channel(s): %s\n",
+                codec_ext[o->codec], info.samplerate, o->channels, sf_strerror(NULL));
         return -1;
     }
     return 0;
@@ -1125,7 +1135,7 @@ int main(int argc, char **argv)
             return 0;
         }
         if (c == '?' || parse_opt(&o, c, optarg) != 0) {
-            usage(stderr);
+            fputs("see sharc-gen --help\n", stderr);
             return 2;
         }
     }
