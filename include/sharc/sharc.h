@@ -13,5 +13,7 @@
 #include "sharc/common.h"
 #include "sharc/reader.h"
 #include "sharc/batch.h"
+#include "sharc/mesh.h"
+#include "sharc/transport.h"
 
 #endif /* SHARC_SHARC_H */

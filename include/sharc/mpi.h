@@ -1,0 +1,56 @@
+/*
+ * sharc: MPI constructors for transports. The only public header with MPI types; installed
+ * when sharc is built with MPI.
+ */
+#ifndef SHARC_MPI_H
+#define SHARC_MPI_H
+
+#include <mpi.h>
+
+#include "sharc/mesh.h"
+#include "sharc/transport.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/**
+ * A transport over the caller's communicator `comm`, which must span exactly one broadcast
+ * group (rank 0 of `comm` is the source). The caller keeps `comm` and frees it after
+ * sharc_transport_close(). Host memory only.
+ * @param s settings, or NULL for the defaults
+ * @return 0, SHARC_ERR_MPI (text in the log), SHARC_ERR(ENOMEM)
+ */
+SHARC_API int sharc_transport_mpi_open(sharc_transport **out, MPI_Comm comm,
+                                       const sharc_transport_settings *s);
+
+/**
+ * A transport over this rank's broadcast group, split from `parent` by `mesh`:
+ * MPI_Comm_split(parent, color = data-parallel slot, key = group rank). Collective over
+ * `parent`. The split communicator is owned by the transport and freed by
+ * sharc_transport_close() (collective over the group). Each call splits afresh: two meshes
+ * never share a group by accident.
+ * @param mesh this rank's mesh; its rank and size must equal parent's
+ * @return 0, SHARC_ERR(EINVAL) when the mesh does not match `parent` (the text is logged),
+ *         SHARC_ERR_MPI, SHARC_ERR(ENOMEM)
+ */
+SHARC_API int sharc_transport_mpi_split(sharc_transport **out, MPI_Comm parent,
+                                        const sharc_mesh *mesh, const sharc_transport_settings *s);
+
+/**
+ * An NCCL transport for this rank's broadcast group, bootstrapped over MPI: the group is
+ * split from `parent` by `mesh`, its rank 0 creates an NCCL unique id, MPI_Bcast shares it,
+ * and every rank creates the communicator on CUDA device `device`. The transport owns the
+ * NCCL communicator. Collective over `parent`. The caller's current device is unchanged.
+ * @return 0, SHARC_ERR_UNSUPPORTED when sharc was built without NCCL, SHARC_ERR(EINVAL),
+ *         SHARC_ERR_MPI, SHARC_ERR_NCCL, SHARC_ERR_CUDA
+ */
+SHARC_API int sharc_transport_nccl_bootstrap_mpi(sharc_transport **out, MPI_Comm parent,
+                                                 const sharc_mesh *mesh, int device,
+                                                 const sharc_transport_settings *s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SHARC_MPI_H */

@@ -1,0 +1,64 @@
+/*
+ * sharc: transports carry each step's frame from a broadcast group's source to its peers.
+ *
+ * A transport spans exactly one broadcast group; its rank 0 is the group's source. The
+ * constructors live with their dependency: sharc_transport_self_open() here,
+ * sharc_transport_mpi_open()/_split() in sharc/mpi.h, sharc_transport_nccl_open()/_split()
+ * in sharc/cuda.h.
+ */
+#ifndef SHARC_TRANSPORT_H
+#define SHARC_TRANSPORT_H
+
+#include "sharc/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Opaque transport handle. Used by one thread at a time. */
+typedef struct sharc_transport sharc_transport;
+
+/** Settings common to every transport. */
+typedef struct sharc_transport_settings {
+    sharc_allocator allocator; ///< host allocations (default: sharc_default_allocator)
+    sharc_logger logger;       ///< log sink (default: sharc_default_logger)
+    int timeout_ms; ///< NCCL: abort a broadcast that has not finished after this (default
+                    ///< 600000; 0 waits forever). MPI and self ignore it.
+} sharc_transport_settings;
+
+/** Fill `s` with the defaults documented on each field. */
+SHARC_API void sharc_transport_default_settings(sharc_transport_settings *s);
+
+/**
+ * A group of one rank: broadcasts are no-ops. Used when the broadcast axes of the mesh
+ * have size 1, and by tests.
+ * @param out receives the transport; close it with sharc_transport_close()
+ * @param s   settings, or NULL for the defaults
+ * @return 0 or SHARC_ERR(ENOMEM)
+ */
+SHARC_API int sharc_transport_self_open(sharc_transport **out, const sharc_transport_settings *s);
+
+/**
+ * Close a transport and free what it owns (a communicator it split or created; never one
+ * the caller passed in). NULL-safe; sets *t = NULL. Collective for transports that own a
+ * communicator: every rank of the group must call it.
+ */
+SHARC_API void sharc_transport_close(sharc_transport **t);
+
+/** This rank's index in the group (0 is the source). */
+SHARC_API int sharc_transport_rank(const sharc_transport *t);
+
+/** Number of ranks in the group. */
+SHARC_API int sharc_transport_size(const sharc_transport *t);
+
+/** "self", "mpi" or "nccl". */
+SHARC_API const char *sharc_transport_name(const sharc_transport *t);
+
+/** Text of the transport's last error ("" when none). */
+SHARC_API const char *sharc_transport_last_error(const sharc_transport *t);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SHARC_TRANSPORT_H */
