@@ -180,8 +180,8 @@ static void print_summary_json(const sharc_reader *r, const sharc_reader_stats *
 static void print_summary_text(const sharc_reader *r, const sharc_reader_stats *st, double wall)
 {
     char a[32], b[32];
-    printf("-- %" PRIu64 " cuts, %s of audio (%.1f s), %" PRIu64 " shards opened, layout %s\n",
-           st->cuts, cli_fmt_duration(a, sizeof a, st->audio_seconds), st->audio_seconds,
+    printf("-- %" PRIu64 " cuts, %.3f s of audio (%s), %" PRIu64 " shards opened, layout %s\n",
+           st->cuts, st->audio_seconds, cli_fmt_duration(a, sizeof a, st->audio_seconds),
            st->shards, cli_layout_name(sharc_reader_layout(r)));
     printf("-- skipped: %" PRIu64 " cuts, %" PRIu64 " shards", st->skipped_cuts,
            st->skipped_shards);

@@ -1,0 +1,420 @@
+#!/usr/bin/env python3
+"""Checks for the sharc CLI tests: compares `sharc read/validate --json` output with what
+sharc-gen (or the Lhotse fixture) says was written, and makes corrupted copies of corpora.
+
+Usage: clicheck.py <check> ARGS...   (see the functions named check_* and corrupt_*)
+Exits 1 with a message naming the cut on the first mismatch.
+"""
+import gzip
+import io
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+
+
+def fail(msg):
+    print("FAIL:", msg)
+    sys.exit(1)
+
+
+def load_jsonl(path):
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            try:
+                rows.append(json.loads(line))
+            except ValueError as e:
+                fail(f"{path}:{n}: not JSON ({e}): {line[:200]!r}")
+    return rows
+
+
+def split_output(path):
+    """(cut objects, problem objects, summary) of a --json run; the summary must be last."""
+    rows = load_jsonl(path)
+    if not rows or rows[-1].get("type") != "summary":
+        fail(f"{path}: the last line is not a summary")
+    if any(r.get("type") == "summary" for r in rows[:-1]):
+        fail(f"{path}: more than one summary")
+    cuts = [r for r in rows if r.get("type") == "cut"]
+    problems = [r for r in rows if r.get("type") == "problem"]
+    if len(cuts) + len(problems) + 1 != len(rows):
+        fail(f"{path}: lines of unknown type")
+    return cuts, problems, rows[-1]
+
+
+def close(a, b, rel=1e-3, abs_tol=1e-3):
+    return a is not None and b is not None and abs(a - b) <= max(abs_tol, rel * abs(b))
+
+
+def by_id(rows, what):
+    out = {}
+    for r in rows:
+        if r["id"] in out:
+            fail(f"{what}: cut {r['id']} appears more than once")
+        out[r["id"]] = r
+    return out
+
+
+def compare_cut(got, exp, what, samples=True):
+    cid = exp["id"]
+    for k in ("num_samples", "sampling_rate", "channels"):
+        if got.get(k) != exp[k]:
+            fail(f"{what}: cut {cid}: {k} {got.get(k)} != expected {exp[k]}")
+    if "text" in got and got["text"] != exp["text"]:
+        fail(f"{what}: cut {cid}: text {got['text']!r} != expected {exp['text']!r}")
+    if not close(got.get("duration"), exp["duration"], 1e-6, 1e-6):
+        fail(f"{what}: cut {cid}: duration {got.get('duration')} != expected {exp['duration']}")
+    if samples and "sample_sum" in got and not close(got["sample_sum"], exp["sample_sum"]):
+        fail(f"{what}: cut {cid}: sample_sum {got['sample_sum']} != expected {exp['sample_sum']}")
+    if os.path.basename(got.get("shard") or "") != exp["shard"]:
+        fail(f"{what}: cut {cid}: shard {got.get('shard')} != expected {exp['shard']}")
+    if got.get("member") != exp["member"]:
+        fail(f"{what}: cut {cid}: member {got.get('member')} != expected {exp['member']}")
+
+
+def check_read(out, expected, epochs="1"):
+    """Every expected cut exactly once per epoch, with the right text and samples."""
+    cuts, problems, summary = split_output(out)
+    exp = by_id(load_jsonl(expected), expected)
+    epochs = int(epochs)
+    if len(cuts) != epochs * len(exp) or summary["cuts"] != len(cuts):
+        fail(f"{out}: {len(cuts)} cuts (summary {summary['cuts']}), expected {epochs} x {len(exp)}")
+    for e in range(epochs):
+        got = by_id([c for c in cuts if c["epoch"] == e], f"{out} epoch {e}")
+        if set(got) != set(exp):
+            fail(f"{out}: epoch {e}: missing {sorted(set(exp) - set(got))[:5]}, "
+                 f"unexpected {sorted(set(got) - set(exp))[:5]}")
+        for cid, c in got.items():
+            compare_cut(c, exp[cid], f"{out} epoch {e}")
+            if c["speaker"] != exp[cid]["speaker"] and exp[cid]["layout"] != "nemo":
+                fail(f"{out}: cut {cid}: speaker {c['speaker']!r} != {exp[cid]['speaker']!r}")
+    if summary["error"] is not None or summary["skipped_cuts"] != 0:
+        fail(f"{out}: summary reports an error or skipped cuts: {summary}")
+    if not close(summary["audio_seconds"], epochs * sum(e["duration"] for e in exp.values()), 1e-6):
+        fail(f"{out}: audio_seconds {summary['audio_seconds']} is wrong")
+    print(f"ok {out}: {len(cuts)} cuts")
+
+
+def check_no_decode(out, expected):
+    cuts, _, summary = split_output(out)
+    exp = by_id(load_jsonl(expected), expected)
+    if set(c["id"] for c in cuts) != set(exp) or len(cuts) != len(exp):
+        fail(f"{out}: --no-decode did not return every cut once")
+    for c in cuts:
+        if c["sample_sum"] is not None:
+            fail(f"{out}: cut {c['id']}: sample_sum without decoding")
+        compare_cut(c, exp[c["id"]], out, samples=False)
+    print(f"ok {out}")
+
+
+def check_partition(expected, *outs):
+    """The cuts of several --dp-rank runs are disjoint and together are the whole dataset."""
+    exp = set(r["id"] for r in load_jsonl(expected))
+    seen = {}
+    for out in outs:
+        cuts, _, _ = split_output(out)
+        if not cuts:
+            fail(f"{out}: a rank got no cuts")
+        for c in cuts:
+            if c["id"] in seen:
+                fail(f"cut {c['id']} is in both {seen[c['id']]} and {out}")
+            seen[c["id"]] = out
+    if set(seen) != exp:
+        fail(f"ranks together miss {sorted(exp - set(seen))[:5]}")
+    print(f"ok: {len(outs)} ranks partition {len(exp)} cuts")
+
+
+def check_limit(out, n):
+    cuts, _, summary = split_output(out)
+    if len(cuts) != int(n) or summary["cuts"] != int(n):
+        fail(f"{out}: --limit {n} gave {len(cuts)} cuts")
+    print(f"ok {out}")
+
+
+def check_validate_clean(out, expected, n_shards):
+    """A clean corpus: every cut once with the right numbers, RMS from the generator's sums."""
+    cuts, problems, summary = split_output(out)
+    if problems:
+        fail(f"{out}: problems on a clean corpus: {problems[:3]}")
+    exp = by_id(load_jsonl(expected), expected)
+    got = by_id(cuts, out)
+    if set(got) != set(exp):
+        fail(f"{out}: missing {sorted(set(exp) - set(got))[:5]}, extra {sorted(set(got) - set(exp))[:5]}")
+    for cid, c in got.items():
+        e = exp[cid]
+        compare_cut(c, e, out)
+        n = e["num_samples"] * e["channels"]
+        rms = math.sqrt(e["sample_sumsq"] / n)
+        want = 20 * math.log10(rms) if rms > 0 else None
+        if want is None and c["rms_dbfs"] is not None:
+            fail(f"{out}: cut {cid}: rms_dbfs {c['rms_dbfs']} for silence")
+        if want is not None and not close(c["rms_dbfs"], want, 0, 0.01):
+            fail(f"{out}: cut {cid}: rms_dbfs {c['rms_dbfs']} != {want}")
+        if not (0 < c["peak"] <= 1.0) or c["peak"] < rms:
+            fail(f"{out}: cut {cid}: implausible peak {c['peak']} (rms {rms})")
+    want = {"shards": int(n_shards), "cuts": len(exp), "problems": 0}
+    for k, v in want.items():
+        if summary[k] != v:
+            fail(f"{out}: summary {k} = {summary[k]}, expected {v}")
+    if not close(summary["audio_seconds"], sum(e["duration"] for e in exp.values()), 1e-6):
+        fail(f"{out}: summary audio_seconds {summary['audio_seconds']}")
+    print(f"ok {out}: {len(cuts)} cuts, clean")
+
+
+def check_same_cuts(a, b):
+    """Two validate runs (different --threads) report the same cuts and problems."""
+    ca, pa, sa = split_output(a)
+    cb, pb, sb = split_output(b)
+    key = lambda r: json.dumps(r, sort_keys=True)
+    if sorted(map(key, ca)) != sorted(map(key, cb)):
+        fail(f"{a} and {b} differ in their cut lines")
+    if sorted(p["code"] + str(p["cut_id"]) for p in pa) != sorted(p["code"] + str(p["cut_id"]) for p in pb):
+        fail(f"{a} and {b} differ in their problems")
+    for k in ("shards", "cuts", "problems"):
+        if sa[k] != sb[k]:
+            fail(f"{a} and {b}: summary {k} {sa[k]} != {sb[k]}")
+    print(f"ok: {a} == {b}")
+
+
+def check_problem(out, spec):
+    """spec: code=C[,shard=SUBSTR][,member=M][,cut_id=ID][,message=SUBSTR][,count=N]; `|`
+    separates alternatives for a value. At least one problem (exactly count) must match."""
+    cuts, problems, summary = split_output(out)
+    want = dict(kv.split("=", 1) for kv in spec.split(","))
+    count = int(want.pop("count", "0"))
+    hits = []
+    for p in problems:
+        ok = True
+        for k, alts in want.items():
+            v = p.get(k) or ""
+            if k in ("shard", "message"):
+                ok = ok and any(a in v for a in alts.split("|"))
+            else:
+                ok = ok and v in alts.split("|")
+        if ok:
+            hits.append(p)
+    if not hits or (count and len(hits) != count):
+        fail(f"{out}: {len(hits)} problems match {spec} (count {count or '>=1'}); reported:\n  "
+             + "\n  ".join(json.dumps(p, ensure_ascii=False) for p in problems[:20]))
+    if summary["problems"] != len(problems):
+        fail(f"{out}: summary says {summary['problems']} problems, {len(problems)} reported")
+    print(f"ok {out}: {len(hits)} x {spec}")
+
+
+def check_min_cuts(out, n):
+    cuts, _, summary = split_output(out)
+    if len(cuts) < int(n) or summary["cuts"] != len(cuts):
+        fail(f"{out}: only {len(cuts)} cuts reported (summary {summary['cuts']}), expected >= {n}")
+    print(f"ok {out}: {len(cuts)} cuts")
+
+
+# ---- corrupted copies ----
+
+def tar_members(path):
+    with tarfile.open(path) as t:
+        return [(m, t.extractfile(m).read() if m.isfile() else None) for m in t.getmembers()]
+
+
+def write_tar(path, members):
+    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as t:
+        for m, data in members:
+            m.size = len(data)
+            t.addfile(m, io.BytesIO(data))
+
+
+def lines_path(d, stem):
+    for ext in ("", ".gz"):
+        p = os.path.join(d, stem + ext)
+        if os.path.exists(p):
+            return p
+    fail(f"no {stem} in {d}")
+
+
+def read_lines(p):
+    data = open(p, "rb").read()
+    if p.endswith(".gz"):
+        data = gzip.decompress(data)
+    return data.decode("utf-8").splitlines(keepends=True)
+
+
+def write_lines(p, lines):
+    data = "".join(lines).encode("utf-8")
+    open(p, "wb").write(gzip.compress(data) if p.endswith(".gz") else data)
+
+
+def corrupt_truncate(path):
+    size = os.path.getsize(path)
+    os.truncate(path, size // 2 + 100)
+
+
+def corrupt_flac_header(tar_path, index):
+    """Overwrite the start of the audio member `index` (magic and STREAMINFO) in place."""
+    with tarfile.open(tar_path) as t:
+        audio = [m for m in t.getmembers() if not m.name.endswith((".json", ".txt"))]
+        m = audio[int(index)]
+    with open(tar_path, "r+b") as f:
+        f.seek(m.offset_data)
+        f.write(bytes((i * 37 + 11) & 0xFF for i in range(64)))
+    print(m.name)
+
+
+def corrupt_flac_middle(tar_path, index):
+    """Flip bytes in the middle of audio member `index` (frame data) in place."""
+    with tarfile.open(tar_path) as t:
+        audio = [m for m in t.getmembers() if not m.name.endswith((".json", ".txt"))]
+        m = audio[int(index)]
+    with open(tar_path, "r+b") as f:
+        f.seek(m.offset_data + m.size // 2)
+        chunk = bytearray(f.read(256))
+        f.seek(m.offset_data + m.size // 2)
+        f.write(bytes(b ^ 0x5A for b in chunk))
+    print(m.name)
+
+
+def corrupt_delete_line(d, stem, index):
+    p = lines_path(d, stem)
+    lines = read_lines(p)
+    removed = lines.pop(int(index))
+    write_lines(p, lines)
+    print(json.loads(removed)["id"])
+
+
+def corrupt_swap_lines(d, stem, i, j):
+    p = lines_path(d, stem)
+    lines = read_lines(p)
+    i, j = int(i), int(j)
+    lines[i], lines[j] = lines[j], lines[i]
+    write_lines(p, lines)
+    print(json.loads(lines[i])["id"], json.loads(lines[j])["id"])
+
+
+def corrupt_add_member(tar_path, name, *extra_names):
+    """Append copies of the first audio member (and of its .json when asked) under new names."""
+    members = tar_members(tar_path)
+    audio = next((m, d) for m, d in members if not m.name.endswith((".json", ".txt")))
+    meta = next(((m, d) for m, d in members if m.name.endswith(".json")), None)
+    for new in (name,) + extra_names:
+        src = meta if new.endswith(".json") and meta else audio
+        m = tarfile.TarInfo(new)
+        m.mode, m.mtime = 0o644, src[0].mtime
+        members.append((m, src[1]))
+    write_tar(tar_path, members)
+
+
+def corrupt_remove_member(tar_path, index):
+    """Remove audio member `index` (NeMo: its manifest row stays)."""
+    members = tar_members(tar_path)
+    audio = [i for i, (m, _) in enumerate(members) if not m.name.endswith((".json", ".txt"))]
+    m, _ = members.pop(audio[int(index)])
+    write_tar(tar_path, members)
+    print(m.name)
+
+
+def corrupt_nemo_duration(d, member, delta):
+    """Change `duration` of the manifest rows of `member` in every NeMo manifest in d."""
+    for root, _, files in os.walk(d):
+        for f in files:
+            if not f.endswith(".json"):
+                continue
+            p = os.path.join(root, f)
+            rows = [json.loads(l) for l in read_lines(p)]
+            for r in rows:
+                if r.get("audio_filepath") == member:
+                    r["duration"] += float(delta)
+            write_lines(p, [json.dumps(r) + "\n" for r in rows])
+
+
+def corrupt_duplicate_shard(d, src, dst):
+    """Copy every file of Shar shard `src` (cuts.SRC..., recording.SRC...) to index `dst`."""
+    n = 0
+    for f in sorted(os.listdir(d)):
+        if f".{src}." in f:
+            shutil.copy(os.path.join(d, f), os.path.join(d, f.replace(f".{src}.", f".{dst}.")))
+            n += 1
+    if n == 0:
+        fail(f"no files of shard {src} in {d}")
+
+
+# ---- the Lhotse fixture ----
+
+def decode_peak(data):
+    """max |sample| as libsndfile decodes it to float32: python3-soundfile, else sox."""
+    try:
+        import soundfile
+        import numpy
+        x, _ = soundfile.read(io.BytesIO(data), dtype="float32", always_2d=True)
+        return float(numpy.abs(x).max()) if x.size else 0.0, 1e-7
+    except ImportError:
+        pass
+    r = subprocess.run(["sox", "-t", "flac", "-", "-n", "stat"], input=data,
+                       capture_output=True, check=True)
+    vals = {}
+    for line in r.stderr.decode().splitlines():
+        if ":" in line:
+            k, v = line.split(":", 1)
+            vals[k.strip()] = v.strip()
+    # sox prints six decimals.
+    return max(abs(float(vals["Maximum amplitude"])), abs(float(vals["Minimum amplitude"]))), 2e-6
+
+
+def check_lhotse(out, d, expected_json):
+    cuts, problems, summary = split_output(out)
+    exp = json.load(open(expected_json, encoding="utf-8"))["cuts"]
+    if problems:
+        fail(f"{out}: problems on the Lhotse fixture: {problems[:3]}")
+    got = by_id(cuts, out)
+    if set(got) != set(exp):
+        fail(f"{out}: ids {sorted(got)} != expected {sorted(exp)}")
+    audio = {}
+    for f in sorted(os.listdir(d)):
+        if f.startswith("recording.") and ".tar" in f and not f.endswith(".idx"):
+            for m, data in tar_members(os.path.join(d, f)):
+                if data is not None and not m.name.endswith(".json"):
+                    audio[(f, m.name)] = data
+    for cid, c in got.items():
+        e = exp[cid]
+        for k in ("num_samples", "sampling_rate", "channels"):
+            if c[k] != e[k]:
+                fail(f"{out}: cut {cid}: {k} {c[k]} != expected {e[k]}")
+        key = (os.path.basename(c["shard"]), c["member"])
+        if key not in audio:
+            fail(f"{out}: cut {cid}: no member {key}")
+        if c["member"].rsplit(".", 1)[0] != cid:
+            fail(f"{out}: cut {cid}: member {c['member']} does not belong to it")
+        peak, tol = decode_peak(audio[key])
+        if abs(c["peak"] - peak) > tol:
+            fail(f"{out}: cut {cid}: peak {c['peak']} != libsndfile's {peak}")
+    if summary["cuts"] != len(exp) or summary["problems"] != 0:
+        fail(f"{out}: bad summary {summary}")
+    print(f"ok {out}: {len(cuts)} Lhotse cuts, peaks match libsndfile")
+
+
+def check_lhotse_read(out, expected_json):
+    cuts, _, summary = split_output(out)
+    exp = json.load(open(expected_json, encoding="utf-8"))["cuts"]
+    got = by_id(cuts, out)
+    if set(got) != set(exp):
+        fail(f"{out}: ids {sorted(got)} != expected {sorted(exp)}")
+    for cid, c in got.items():
+        e = exp[cid]
+        text = " ".join(e["texts"]) if e["texts"] else None
+        if c["text"] != text:
+            fail(f"{out}: cut {cid}: text {c['text']!r} != {text!r}")
+        if c["num_samples"] != e["num_samples"] or not close(c["sample_sum"], e["sample_sum"], 1e-6, 1e-4):
+            fail(f"{out}: cut {cid}: num_samples/sample_sum {c['num_samples']}/{c['sample_sum']} "
+                 f"!= {e['num_samples']}/{e['sample_sum']}")
+    print(f"ok {out}: {len(cuts)} Lhotse cuts read")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        fail("usage: clicheck.py CHECK ARGS...")
+    name = sys.argv[1].replace("-", "_")
+    fn = globals().get("check_" + name) or globals().get("corrupt_" + name)
+    if fn is None:
+        fail(f"unknown check {sys.argv[1]}")
+    fn(*sys.argv[2:])

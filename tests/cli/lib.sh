@@ -1,0 +1,47 @@
+# Sourced by the CLI tests. meson sets SHARC, PYTHON, CLI_CHECK, SHARC_TESTDATA and, once the
+# generator is built, SHARC_GEN.
+set -eu
+: "${SHARC:?}" "${PYTHON:?}" "${CLI_CHECK:?}"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/sharc-cli.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT INT TERM
+
+fail() {
+    echo "FAIL: $*"
+    exit 1
+}
+
+check() {
+    "$PYTHON" "$CLI_CHECK" "$@"
+}
+
+# expect_rc STATUS CMD...: run CMD with stdout in $tmp/out and stderr in $tmp/err; fail unless
+# it exits with STATUS (a crash shows as 128 + signal).
+expect_rc() {
+    want=$1
+    shift
+    set +e
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    set -e
+    if [ "$rc" -ne "$want" ]; then
+        echo "FAIL: '$*' exited with $rc, expected $want; stderr:"
+        head -20 "$tmp/err"
+        echo "stdout:"
+        head -20 "$tmp/out"
+        exit 1
+    fi
+}
+
+# expect_in FILE TEXT: fail unless FILE contains TEXT.
+expect_in() {
+    grep -qF -e "$2" "$1" || fail "'$2' not in $1: $(head -5 "$1")"
+}
+
+# gen DIR ARGS...: a synthetic corpus from sharc-gen.
+gen() {
+    if [ -z "${SHARC_GEN:-}" ]; then
+        echo "sharc-gen is not built; skipping"
+        exit 77
+    fi
+    "$SHARC_GEN" --out "$@" >/dev/null
+}

@@ -1,0 +1,72 @@
+#!/bin/sh
+# cli_read: `sharc read --json` over generated corpora of every layout returns every cut exactly
+# once per epoch with the right id, text, num_samples and sample_sum; data-parallel ranks
+# partition the cuts; --limit, --no-decode and the text output work.
+. "$(dirname "$0")/lib.sh"
+
+# FLAC in gzip'd tars and WAV in zstd'd tars: lossless, so sample sums are exact.
+gen "$tmp/flac" --layout all --shards 3 --cuts-per-shard 4 --max-duration 3 --seed 5
+gen "$tmp/wav" --layout all --shards 2 --cuts-per-shard 3 --max-duration 2 --seed 6 \
+    --codec wav --compress zstd --channels 2
+
+for corpus in flac wav; do
+    for layout in shar nemo wds; do
+        d=$tmp/$corpus/$layout
+        exp=$tmp/$corpus/$layout.expected.jsonl
+        expect_rc 0 "$SHARC" read --json "$d"
+        cp "$tmp/out" "$tmp/$corpus-$layout.jsonl"
+        check read "$tmp/$corpus-$layout.jsonl" "$exp"
+
+        expect_rc 0 "$SHARC" read --json --layout "$layout" --epochs 2 --seed 3 "$d"
+        cp "$tmp/out" "$tmp/$corpus-$layout-e2.jsonl"
+        check read "$tmp/$corpus-$layout-e2.jsonl" "$exp" 2
+
+        expect_rc 0 "$SHARC" read --json --dp-rank 0 --dp-size 2 --seed 9 "$d"
+        cp "$tmp/out" "$tmp/r0.jsonl"
+        expect_rc 0 "$SHARC" read --json --dp-rank 1 --dp-size 2 --seed 9 "$d"
+        cp "$tmp/out" "$tmp/r1.jsonl"
+        check partition "$exp" "$tmp/r0.jsonl" "$tmp/r1.jsonl"
+    done
+done
+
+d=$tmp/flac/shar
+exp=$tmp/flac/shar.expected.jsonl
+expect_rc 0 "$SHARC" read --json --no-decode --no-shuffle "$d"
+check no-decode "$tmp/out" "$exp"
+expect_rc 0 "$SHARC" read --json --limit 5 --epochs 0 "$d"
+check limit "$tmp/out" 5
+
+# Three data-parallel ranks over three shards: each gets one shard.
+for r in 0 1 2; do
+    expect_rc 0 "$SHARC" read --json --dp-rank $r --dp-size 3 "$d"
+    cp "$tmp/out" "$tmp/r$r.jsonl"
+done
+check partition "$exp" "$tmp/r0.jsonl" "$tmp/r1.jsonl" "$tmp/r2.jsonl"
+
+# Text output: one line per cut with its id and shard:member, then the summary.
+expect_rc 0 "$SHARC" read "$d"
+n=$(wc -l <"$exp")
+[ "$(grep -c 'recording\.00000[0-2]\.tar\.gz:' "$tmp/out")" -eq "$n" ] || fail "text output: not $n cut lines"
+first=$("$PYTHON" -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["id"])' "$exp")
+expect_in "$tmp/out" "$first "
+expect_in "$tmp/out" "-- $n cuts"
+expect_in "$tmp/out" "layout shar"
+expect_rc 0 "$SHARC" read --quiet "$d"
+[ "$(wc -l <"$tmp/out")" -eq 3 ] || fail "--quiet printed more than the summary"
+
+# A wrong layout or a required rate that does not match is a read error: exit 1, message.
+expect_rc 1 "$SHARC" read --layout nemo "$d"
+[ -s "$tmp/err" ] || fail "no error message for --layout nemo on a Shar directory"
+expect_rc 1 "$SHARC" read --json --sampling-rate 8000 "$d"
+expect_in "$tmp/err" "sharc read: error:"
+tail -1 "$tmp/out" | grep -q '"type":"summary"' || fail "no summary after a read error"
+# Under --on-error skip the same cuts are skipped and counted instead.
+expect_rc 0 "$SHARC" read --json --sampling-rate 8000 --on-error skip "$d"
+"$PYTHON" - "$tmp/out" "$n" <<'PYEOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+s = rows[-1]
+assert len(rows) == 1 and s["cuts"] == 0, rows[:3]
+assert s["skipped_cuts"] == int(sys.argv[2]) and s["problems"]["audio_format"] == int(sys.argv[2]), s
+PYEOF
+echo "ok"

@@ -1,0 +1,42 @@
+#!/bin/sh
+# cli_validate: `sharc validate` on clean generated corpora exits 0 and reports every cut with the
+# right numbers, the same with 1 or 3 threads; text output and the summary.
+. "$(dirname "$0")/lib.sh"
+
+gen "$tmp/c" --layout all --shards 3 --cuts-per-shard 4 --max-duration 3 --seed 11
+gen "$tmp/w" --layout all --shards 2 --cuts-per-shard 3 --max-duration 2 --seed 12 \
+    --codec wav --compress none --channels 2 --sampling-rate 8000
+
+for corpus in c:3 w:2; do
+    name=${corpus%:*}
+    shards=${corpus#*:}
+    for layout in shar nemo wds; do
+        d=$tmp/$name/$layout
+        exp=$tmp/$name/$layout.expected.jsonl
+        expect_rc 0 "$SHARC" validate --json --per-cut "$d"
+        cp "$tmp/out" "$tmp/$name-$layout.jsonl"
+        check validate-clean "$tmp/$name-$layout.jsonl" "$exp" "$shards"
+        expect_rc 0 "$SHARC" validate --json --per-cut --threads 1 "$d"
+        cp "$tmp/out" "$tmp/t1.jsonl"
+        expect_rc 0 "$SHARC" validate --json --per-cut --threads 3 --layout "$layout" "$d"
+        cp "$tmp/out" "$tmp/t3.jsonl"
+        check same-cuts "$tmp/t1.jsonl" "$tmp/t3.jsonl"
+        check same-cuts "$tmp/t1.jsonl" "$tmp/$name-$layout.jsonl"
+    done
+done
+
+# Without --per-cut only the summary is printed for a clean corpus.
+expect_rc 0 "$SHARC" validate --json "$tmp/c/shar"
+[ "$(wc -l <"$tmp/out")" -eq 1 ] || fail "validate --json printed more than a summary"
+expect_in "$tmp/out" '"problems":0'
+expect_rc 0 "$SHARC" validate "$tmp/c/wds"
+expect_in "$tmp/out" "-- OK: no problems found"
+expect_in "$tmp/out" "12 cuts"
+expect_rc 0 "$SHARC" validate --per-cut "$tmp/w/nemo"
+[ "$(grep -c '^cut .* 8000Hz 2ch ' "$tmp/out")" -eq "$(wc -l <"$tmp/w/nemo.expected.jsonl")" ] ||
+    fail "text --per-cut: wrong cut lines: $(head -3 "$tmp/out")"
+
+# A required rate that the corpus does not have: one audio_format problem per cut.
+expect_rc 1 "$SHARC" validate --json --sampling-rate 16000 "$tmp/w/wds"
+check problem "$tmp/out" "code=audio_format,shard=shard-00000,count=6"
+echo "ok"

@@ -1,0 +1,101 @@
+#!/bin/sh
+# cli_validate_corrupt: `sharc validate` on corrupted copies of generated corpora exits 1, reports
+# each problem with the right code, shard, member and cut id, keeps going, and never crashes.
+. "$(dirname "$0")/lib.sh"
+
+# Uncompressed tars and JSON lines so that the copies can be edited in place.
+gen "$tmp/g" --layout all --shards 3 --cuts-per-shard 4 --max-duration 2 --seed 21 --compress none
+ids() { # layout shard_index: the expected ids of a shard, in order
+    "$PYTHON" -c 'import json,sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if r["shard_index"] == int(sys.argv[2]): print(r["id"])' "$tmp/g/$1.expected.jsonl" "$2"
+}
+fresh() { # layout: a clean copy in $tmp/x
+    rm -rf "$tmp/x"
+    cp -r "$tmp/g/$1" "$tmp/x"
+}
+validate() { # run validate on $tmp/x, expect exit 1, keep the output in $tmp/v.jsonl
+    expect_rc 1 "$SHARC" validate --json --per-cut --threads 2 "$tmp/x"
+    cp "$tmp/out" "$tmp/v.jsonl"
+}
+
+# Truncated tar: an archive problem on that shard; the other shards are still checked.
+fresh shar
+check truncate "$tmp/x/recording.000001.tar"
+validate
+check problem "$tmp/v.jsonl" "code=archive,shard=recording.000001.tar"
+check min-cuts "$tmp/v.jsonl" 8
+
+# Garbage at the start of a FLAC member: a decode problem naming member and cut.
+fresh shar
+id=$(ids shar 0 | sed -n 3p)
+member=$(check flac-header "$tmp/x/recording.000000.tar" 2)
+[ "$member" = "$id.flac" ] || fail "member $member is not $id.flac"
+validate
+check problem "$tmp/v.jsonl" "code=decode,shard=recording.000000.tar,member=$id.flac,cut_id=$id,count=1"
+check min-cuts "$tmp/v.jsonl" 11
+
+# Flipped bytes inside FLAC frames: whatever libsndfile makes of it, no crash and valid JSON.
+fresh wds
+check flac-middle "$tmp/x/shard-000001.tar" 1 >/dev/null
+set +e
+"$SHARC" validate --json --per-cut "$tmp/x" >"$tmp/v.jsonl" 2>"$tmp/err"
+rc=$?
+set -e
+[ $rc -le 1 ] || fail "validate on flipped FLAC frames exited with $rc"
+check min-cuts "$tmp/v.jsonl" 11
+
+# A deleted cut line: the members after it no longer pair with their lines.
+fresh shar
+deleted=$(check delete-line "$tmp/x" cuts.000000.jsonl 1)
+validate
+check problem "$tmp/v.jsonl" "code=id_mismatch|orphan_member|missing_member|layout,shard=.000000."
+
+# Two swapped lines: id mismatch at those positions.
+fresh shar
+set -- $(ids shar 1)
+check swap-lines "$tmp/x" cuts.000001.jsonl 0 1 >/dev/null
+validate
+check problem "$tmp/v.jsonl" "code=id_mismatch,shard=.000001.,cut_id=$1|$2"
+
+# An orphan member in a NeMo tar (not in any manifest).
+fresh nemo
+check add-member "$tmp/x/audio_1.tar" orphan_extra.flac
+validate
+check problem "$tmp/v.jsonl" "code=orphan_member,shard=audio_1.tar,member=orphan_extra.flac,count=1"
+check min-cuts "$tmp/v.jsonl" 12
+
+# An orphan audio member with its metadata appended to a Shar tar: more members than lines.
+fresh shar
+check add-member "$tmp/x/recording.000002.tar" extra-cut.flac extra-cut.json
+validate
+check problem "$tmp/v.jsonl" "code=orphan_member|layout,shard=.000002."
+
+# A member removed from a NeMo tar: its manifest rows have no audio.
+fresh nemo
+removed=$(check remove-member "$tmp/x/audio_0.tar" 0)
+validate
+check problem "$tmp/v.jsonl" "code=missing_member,shard=audio_0.tar,member=$removed"
+
+# A manifest duration 5 s longer than the audio: a length problem for that cut.
+fresh nemo
+member=$("$PYTHON" -c 'import json,sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+print([r for r in rows if r["shard_index"] == 2][1]["member"])' "$tmp/g/nemo.expected.jsonl")
+check nemo-duration "$tmp/x" "$member" 5
+validate
+check problem "$tmp/v.jsonl" "code=length,shard=audio_2.tar,member=$member"
+
+# A Shar shard duplicated under another index: every id of it is reported, naming both shards.
+fresh shar
+check duplicate-shard "$tmp/x" 000000 000003
+validate
+for id in $(ids shar 0); do
+    check problem "$tmp/v.jsonl" "code=duplicate_id,cut_id=$id,count=1,message=recording.000000.tar"
+    check problem "$tmp/v.jsonl" "code=duplicate_id,cut_id=$id,count=1,message=recording.000003.tar"
+done
+expect_rc 1 "$SHARC" validate "$tmp/x"
+[ "$(grep -c '^problem duplicate_id: ' "$tmp/out")" -eq 4 ] || fail "text output: not 4 duplicate_id lines"
+expect_in "$tmp/out" "-- 4 problems: duplicate_id 4"
+echo "ok"
