@@ -25,7 +25,7 @@ run() { # name, flags...
     exit 1
   fi
   if [ -n "$py" ]; then
-    "$py" - "$tmp/$name.a" <<'PYEOF'
+    "$py" - "$tmp/$name.a" "$@" <<'PYEOF'
 import gzip, io, json, os, sys, tarfile
 
 root = sys.argv[1]
@@ -80,6 +80,14 @@ for layout in ["shar", "nemo", "wds"]:
                 continue
             if len(names) != 2 * len(cuts):
                 fail(f"{path}: {len(names)} members for {len(cuts)} cuts")
+            if os.path.exists(path + ".idx"):  # Lhotse 2.0 index: offset of each pair, sentinel
+                import struct
+                raw = open(path + ".idx", "rb").read()
+                idx = struct.unpack("<%dQ" % (len(raw) // 8), raw)
+                with tarfile.open(path) as t:
+                    offs = [m.offset for m in t.getmembers()][::2]
+                if list(idx[:-1]) != offs or idx[-1] > os.path.getsize(path):
+                    fail(f"{path}.idx: {idx} does not index pairs at {offs}")
             for i, c in enumerate(cuts):
                 if names[2 * i] != c["id"] + "." + names[2 * i].rsplit(".", 1)[1] or \
                         names[2 * i + 1] != c["id"] + ".json":
@@ -93,13 +101,17 @@ for layout in ["shar", "nemo", "wds"]:
             fail("nemo: manifest rows do not match expected.jsonl")
         if len(rows) == len(live):
             fail("nemo: no _skipme row")
+if "--index" in sys.argv[2:] and not any(f.endswith(".idx") for f in os.listdir(os.path.join(root, "shar"))):
+    fail("--index wrote no .idx files")
+if "--index" not in sys.argv[2:] and any(f.endswith(".idx") for f in os.listdir(os.path.join(root, "shar"))):
+    fail(".idx files written without --index")
 print("ok", root)
 PYEOF
   fi
 }
 
 run flac-gzip
-run wav-none --codec wav --compress none --channels 2
+run wav-none --codec wav --compress none --channels 2 --index
 run opus-zstd --codec opus --compress zstd
 run mp3-gzip --codec mp3 --sampling-rate 22050
 echo "all generated corpora are deterministic and well-formed"

@@ -37,6 +37,7 @@ typedef struct gen_opts {
     uint64_t seed;
     double min_dur, max_dur;
     int rate, channels;
+    bool index; /* Lhotse 2.0 .idx sidecars */
 } gen_opts;
 
 static const char *const codec_ext[] = {"flac", "wav", "opus", "mp3"};
@@ -575,6 +576,8 @@ static int write_shard_file(const gen_opts *o, const char *dir, const char *name
 {
     char *path = strfmt("%s/%s", dir, name);
     membuf z = {0};
+    if (!o->index)
+        idx = IDX_NONE;
     int rc;
     if (comp == COMP_NONE) {
         rc = write_file(path, raw->data, raw->len);
@@ -971,6 +974,8 @@ static void usage(FILE *f)
           "  --max-duration SEC     longest cut (default 25)\n"
           "  --sampling-rate HZ     sampling rate, except for opus (default 16000)\n"
           "  --channels N           channels, 1..8 (default 1)\n"
+          "  --index                Lhotse 2.0 .idx sidecars next to uncompressed Shar files\n"
+          "                         (Lhotse 1.x readers take them for shards: off by default)\n"
           "  --help                 this text\n",
           f);
 }
@@ -1067,6 +1072,9 @@ static int parse_opt(gen_opts *o, int c, const char *v)
         rc = parse_long("--channels", v, 1, 8, &x);
         o->channels = (int)x;
         break;
+    case 'x':
+        o->index = true;
+        break;
     default:
         rc = -1;
     }
@@ -1124,10 +1132,11 @@ int main(int argc, char **argv)
         {"max-duration", required_argument, NULL, 'b'},
         {"sampling-rate", required_argument, NULL, 'r'},
         {"channels", required_argument, NULL, 'C'},
+        {"index", no_argument, NULL, 'x'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    gen_opts o = {NULL, LAYOUT_SHAR, CODEC_FLAC, COMP_GZIP, 4, 24, 1, 0.5, 25.0, 16000, 1};
+    gen_opts o = {NULL, LAYOUT_SHAR, CODEC_FLAC, COMP_GZIP, 4, 24, 1, 0.5, 25.0, 16000, 1, false};
     int c;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         if (c == 'h') {
