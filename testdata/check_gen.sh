@@ -101,6 +101,28 @@ for layout in ["shar", "nemo", "wds"]:
             fail("nemo: manifest rows do not match expected.jsonl")
         if len(rows) == len(live):
             fail("nemo: no _skipme row")
+        import re
+        for path, names in tars.items():
+            sid = int(re.search(r"audio_(\d+)\.tar", path).group(1))
+            shard_rows = read_lines(os.path.join(root, "nemo", "sharded_manifests", f"manifest_{sid}.json"))
+            if any(r["shard_id"] != sid for r in shard_rows):
+                fail(f"nemo: manifest_{sid}.json has rows of another shard")
+            # Lhotse's LazyNeMoTarredIterator: member name == audio_filepath without "-subN".
+            base = {re.sub(r"-sub\d+(\.\w+)$", r"\1", r["audio_filepath"]) for r in shard_rows}
+            if names is not None and set(names) != base:
+                fail(f"nemo: {path} members {sorted(set(names) ^ base)} have no row or no member")
+    if layout == "wds":
+        for path, names in tars.items():
+            if names is None:
+                continue
+            keys = {}
+            for n in names:
+                k, ext = n.rsplit("/", 1)[-1].split(".", 1)
+                keys.setdefault(n.rsplit("/", 1)[0] + "/" + k if "/" in n else k, []).append(ext)
+            for k, exts in keys.items():
+                if len(exts) != 3 or {"json", "txt"} - set(exts) or \
+                        len(set(exts) - {"json", "txt"}) != 1:
+                    fail(f"wds: {path}: key {k} has members {exts}")
 if "--index" in sys.argv[2:] and not any(f.endswith(".idx") for f in os.listdir(os.path.join(root, "shar"))):
     fail("--index wrote no .idx files")
 if "--index" not in sys.argv[2:] and any(f.endswith(".idx") for f in os.listdir(os.path.join(root, "shar"))):
