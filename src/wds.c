@@ -19,6 +19,9 @@ struct sharc__stream {
     sharc__member next; ///< lookahead member (first of the next sample)
     int have_next;
     int tar_done;
+    int pending_rc; ///< a read error met while the previous sample was complete
+    sharc_problem pending_kind;
+    sharc__buf pending_member, pending_message;
     sharc__buf key;
     sharc__buf json; ///< key.json of the current sample
     sharc__buf txt;  ///< key.txt of the current sample
@@ -38,6 +41,8 @@ static void wds_close(sharc__stream **sp)
     sharc__buf_free(s->ctx, &s->key);
     sharc__buf_free(s->ctx, &s->json);
     sharc__buf_free(s->ctx, &s->txt);
+    sharc__buf_free(s->ctx, &s->pending_member);
+    sharc__buf_free(s->ctx, &s->pending_message);
     sharc__free(s->ctx, s);
     *sp = NULL;
 }
@@ -150,6 +155,13 @@ static int wds_next(sharc__stream *s, sharc__rawcut *c, sharc__stream_error *err
 {
     sharc__ctx *ctx = s->ctx;
     int rc, has_audio = 0;
+    if (s->pending_rc) {
+        rc = s->pending_rc;
+        s->pending_rc = 0;
+        snprintf(ctx->error, sizeof ctx->error, "%s", sharc__buf_str(&s->pending_message));
+        return sharc__stream_fail(ctx, err, rc, s->pending_kind, 1, s->shard->audio_path,
+                                  sharc__buf_str(&s->pending_member), NULL);
+    }
     sharc__rawcut_reset(c);
     c->n_fields = 0;
     c->shard = s->shard->audio_path;
@@ -162,9 +174,17 @@ static int wds_next(sharc__stream *s, sharc__rawcut *c, sharc__stream_error *err
                 s->tar_done = 1;
             } else if (rc < 0) {
                 s->tar_done = 1;
-                return sharc__stream_fail(ctx, err, rc, sharc__problem_of(rc), 1,
-                                          s->shard->audio_path, sharc__buf_str(&s->next.name),
-                                          NULL);
+                rc = sharc__stream_fail(ctx, err, rc, sharc__problem_of(rc), 1,
+                                        s->shard->audio_path, sharc__buf_str(&s->next.name), NULL);
+                if (s->key.len == 0)
+                    return rc;
+                /* The sample read so far is whole: hand it out, report the error next. */
+                s->pending_rc = rc;
+                s->pending_kind = err->kind;
+                if (sharc__buf_set_str(ctx, &s->pending_member, sharc__buf_str(&err->member)) < 0 ||
+                    sharc__buf_set_str(ctx, &s->pending_message, ctx->error) < 0)
+                    return SHARC_ERR(ENOMEM);
+                break;
             } else {
                 s->have_next = 1;
             }

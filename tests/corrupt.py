@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Make damaged copies of shards for the reader and CLI tests.
+
+Usage: corrupt.py OP FILE ARGS...
+  truncate FILE N            keep the first N bytes (N < 0: drop the last -N bytes)
+  flip FILE OFFSET           invert the byte at OFFSET (negative: from the end)
+  tar-replace TAR MEMBER DATA   replace a member's bytes (DATA: text, or @garbage:N)
+  tar-drop TAR MEMBER        remove a member
+  tar-add TAR NAME DATA      append a member
+  tar-rename TAR OLD NEW     rename a member
+  tar-huge TAR NAME SIZE     append a header that declares SIZE bytes, with a tiny body
+  lines-swap FILE I J        swap lines I and J (0-based)
+  lines-drop FILE I          remove line I
+  lines-set FILE I TEXT      replace line I
+Compression (gzip, zstd) is detected from the bytes and kept.
+"""
+import gzip
+import io
+import os
+import subprocess
+import sys
+import tarfile
+
+
+def read_any(path):
+    raw = open(path, "rb").read()
+    if raw[:2] == b"\x1f\x8b":
+        return gzip.decompress(raw), "gzip"
+    if raw[:4] == b"\x28\xb5\x2f\xfd":
+        return subprocess.run(["zstd", "-dc"], input=raw, capture_output=True, check=True).stdout, "zstd"
+    return raw, None
+
+
+def write_any(path, data, comp):
+    if comp == "gzip":
+        data = gzip.compress(data, mtime=0)
+    elif comp == "zstd":
+        data = subprocess.run(["zstd", "-c", "-q"], input=data, capture_output=True, check=True).stdout
+    open(path, "wb").write(data)
+
+
+def payload(spec):
+    if spec.startswith("@garbage:"):
+        n = int(spec.split(":")[1])
+        return bytes((i * 131 + 7) % 256 for i in range(n))
+    if spec.startswith("@flac-garbage:"):
+        n = int(spec.split(":")[1])
+        return b"fLaC" + bytes((i * 131 + 7) % 256 for i in range(n))
+    return spec.encode()
+
+
+def rewrite_tar(path, edit):
+    raw, comp = read_any(path)
+    src = tarfile.open(fileobj=io.BytesIO(raw), mode="r:")
+    members = [(m, src.extractfile(m).read() if m.isfile() else None) for m in src.getmembers()]
+    members = edit(members)
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:", format=tarfile.PAX_FORMAT) as dst:
+        for m, data in members:
+            if data is not None:
+                m.size = len(data)
+                dst.addfile(m, io.BytesIO(data))
+            else:
+                dst.addfile(m)
+    write_any(path, out.getvalue(), comp)
+
+
+def info(name, size):
+    ti = tarfile.TarInfo(name)
+    ti.size = size
+    ti.mode = 0o644
+    return ti
+
+
+def main(argv):
+    op, path, args = argv[1], argv[2], argv[3:]
+    if op == "truncate":
+        data = open(path, "rb").read()
+        n = int(args[0])
+        open(path, "wb").write(data[:n] if n >= 0 else data[:n])
+    elif op == "flip":
+        data = bytearray(open(path, "rb").read())
+        data[int(args[0])] ^= 0xFF
+        open(path, "wb").write(bytes(data))
+    elif op == "tar-replace":
+        rewrite_tar(path, lambda ms: [(m, payload(args[1]) if m.name == args[0] else d) for m, d in ms])
+    elif op == "tar-drop":
+        rewrite_tar(path, lambda ms: [(m, d) for m, d in ms if m.name != args[0]])
+    elif op == "tar-add":
+        rewrite_tar(path, lambda ms: ms + [(info(args[0], 0), payload(args[1]))])
+    elif op == "tar-rename":
+        def ren(ms):
+            for m, _ in ms:
+                if m.name == args[0]:
+                    m.name = args[1]
+            return ms
+        rewrite_tar(path, ren)
+    elif op == "tar-huge":
+        raw, comp = read_any(path)
+        end = len(raw)
+        while end >= 512 and raw[end - 512:end] == b"\0" * 512:
+            end -= 512
+        ti = info(args[0], int(args[1]))
+        header = ti.tobuf(format=tarfile.GNU_FORMAT)
+        write_any(path, raw[:end] + header + b"tiny" + b"\0" * 508, comp)
+    elif op.startswith("lines-"):
+        data, comp = read_any(path)
+        lines = data.decode().splitlines()
+        i = int(args[0])
+        if op == "lines-swap":
+            j = int(args[1])
+            lines[i], lines[j] = lines[j], lines[i]
+        elif op == "lines-drop":
+            del lines[i]
+        elif op == "lines-set":
+            lines[i] = args[1]
+        write_any(path, ("\n".join(lines) + "\n").encode(), comp)
+    else:
+        sys.exit("unknown op " + op)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,535 @@
+/*
+ * Reader tests over corpora written by sharc-gen (every layout, codec and compression),
+ * the Lhotse-written fixture, and damaged copies of both.
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sharc/sharc.h"
+#include "synth.h"
+#include "testutil.h"
+
+typedef struct expected_cut {
+    char id[512];
+    char text[1024];
+    char member[512];
+    int64_t num_samples;
+    int sampling_rate;
+    int channels;
+    uint64_t cut_seed;
+    int64_t offset_frames;
+    int seen;
+} expected_cut;
+
+typedef struct corpus {
+    char *dir;
+    char path[600];
+    expected_cut *cuts;
+    size_t n;
+} corpus;
+
+static const char *gen(void)
+{
+    const char *g = getenv("SHARC_GEN");
+    ck_assert_msg(g != NULL, "SHARC_GEN not set");
+    return g;
+}
+
+static void load_expected(corpus *c, const char *file)
+{
+    size_t n;
+    char *text = (char *)tu_read_file(file, &n);
+    ck_assert_msg(text != NULL, "cannot read %s", file);
+    text = realloc(text, n + 1);
+    text[n] = 0;
+    c->cuts = calloc(4096, sizeof *c->cuts);
+    c->n = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        cJSON *o = cJSON_Parse(line);
+        ck_assert_ptr_nonnull(o);
+        expected_cut *e = &c->cuts[c->n++];
+        snprintf(e->id, sizeof e->id, "%s", cJSON_GetObjectItem(o, "id")->valuestring);
+        cJSON *t = cJSON_GetObjectItem(o, "text");
+        snprintf(e->text, sizeof e->text, "%s", cJSON_IsString(t) ? t->valuestring : "");
+        snprintf(e->member, sizeof e->member, "%s", cJSON_GetObjectItem(o, "member")->valuestring);
+        e->num_samples = (int64_t)cJSON_GetObjectItem(o, "num_samples")->valuedouble;
+        e->sampling_rate = cJSON_GetObjectItem(o, "sampling_rate")->valueint;
+        e->channels = cJSON_GetObjectItem(o, "channels")->valueint;
+        e->cut_seed = (uint64_t)cJSON_GetObjectItem(o, "cut_seed")->valuedouble;
+        e->offset_frames = (int64_t)cJSON_GetObjectItem(o, "offset_frames")->valuedouble;
+        cJSON_Delete(o);
+    }
+    free(text);
+}
+
+static corpus make_corpus(const char *layout, const char *codec, const char *compress, int shards,
+                          int cuts)
+{
+    corpus c = {0};
+    c.dir = tu_mkdtemp();
+    ck_assert_int_eq(tu_sh("'%s' --out '%s' --layout %s --codec %s --compress %s --shards %d "
+                           "--cuts-per-shard %d --max-duration 6 >/dev/null",
+                           gen(), c.dir, layout, codec, compress, shards, cuts),
+                     0);
+    snprintf(c.path, sizeof c.path, "%s/%s", c.dir, layout);
+    char exp[700];
+    snprintf(exp, sizeof exp, "%s/%s.expected.jsonl", c.dir, layout);
+    load_expected(&c, exp);
+    return c;
+}
+
+static void free_corpus(corpus *c)
+{
+    tu_rm_rf(c->dir);
+    free(c->dir);
+    free(c->cuts);
+}
+
+static expected_cut *find(corpus *c, const char *id)
+{
+    for (size_t i = 0; i < c->n; i++)
+        if (strcmp(c->cuts[i].id, id) == 0)
+            return &c->cuts[i];
+    return NULL;
+}
+
+static sharc_reader *open_reader(const char *path, sharc_error_policy policy, uint64_t epochs)
+{
+    sharc_reader_settings s;
+    sharc_reader_default_settings(&s);
+    const char *paths[] = {path};
+    s.paths = paths;
+    s.n_paths = 1;
+    s.on_error = policy;
+    s.epochs = epochs;
+    s.logger.callback = NULL;
+    sharc_reader *r = NULL;
+    int rc = sharc_reader_open(&r, &s);
+    ck_assert_msg(rc == 0, "open %s: %s", path, sharc_strerror(rc));
+    return r;
+}
+
+/* Compare one decoded cut with what the generator wrote, sample by sample. */
+static void check_cut(corpus *c, const sharc_cut *cut, int lossless)
+{
+    expected_cut *e = find(c, cut->id);
+    ck_assert_msg(e != NULL, "unexpected cut %s", cut->id);
+    e->seen++;
+    ck_assert_int_eq(cut->num_samples, e->num_samples);
+    ck_assert_int_eq(cut->sampling_rate, e->sampling_rate);
+    ck_assert_int_eq(cut->channels, e->channels);
+    ck_assert_str_eq(cut->text ? cut->text : "", e->text);
+    ck_assert_str_eq(cut->member, e->member);
+    ck_assert_ptr_nonnull(cut->samples);
+    if (!lossless)
+        return;
+    for (int64_t i = 0; i < cut->num_samples; i++)
+        for (int ch = 0; ch < cut->channels; ch++) {
+            float want = synth_sample_f32(e->cut_seed, e->offset_frames + i, ch);
+            float got = cut->samples[i * cut->channels + ch];
+            if (got != want)
+                ck_abort_msg("cut %s frame %lld channel %d: got %.9g want %.9g", cut->id,
+                             (long long)i, ch, got, want);
+        }
+}
+
+static void read_all_and_check(const char *layout, const char *codec, const char *compress)
+{
+    corpus c = make_corpus(layout, codec, compress, 3, 5);
+    sharc_reader *r = open_reader(c.path, SHARC_ON_ERROR_FAIL, 1);
+    const sharc_cut *cut;
+    int rc;
+    size_t n = 0;
+    int lossless = strcmp(codec, "flac") == 0 || strcmp(codec, "wav") == 0;
+    while ((rc = sharc_reader_next(r, &cut)) == 0) {
+        check_cut(&c, cut, lossless);
+        n++;
+    }
+    ck_assert_msg(rc == SHARC_END, "%s: %s", sharc_strerror(rc), sharc_reader_last_error(r));
+    ck_assert_uint_eq(n, c.n);
+    for (size_t i = 0; i < c.n; i++)
+        ck_assert_msg(c.cuts[i].seen == 1, "cut %s seen %d times", c.cuts[i].id, c.cuts[i].seen);
+    sharc_reader_stats st;
+    sharc_reader_get_stats(r, &st);
+    ck_assert_uint_eq(st.cuts, c.n);
+    ck_assert_uint_eq(st.shards, 3);
+    sharc_reader_close(&r);
+    ck_assert_ptr_null(r);
+    free_corpus(&c);
+}
+
+static const char *layouts[] = {"shar", "nemo", "wds"};
+static const char *compressions[] = {"none", "gzip", "zstd"};
+
+START_TEST(every_layout_and_compression_flac)
+{
+    read_all_and_check(layouts[_i / 3], "flac", compressions[_i % 3]);
+}
+END_TEST
+
+START_TEST(every_layout_wav_opus_mp3)
+{
+    static const char *codecs[] = {"wav", "opus", "mp3"};
+    read_all_and_check(layouts[_i / 3], codecs[_i % 3], "gzip");
+}
+END_TEST
+
+START_TEST(epochs_shuffle_and_dp_split)
+{
+    corpus c = make_corpus("shar", "flac", "gzip", 4, 3);
+    /* Two epochs: every cut twice, once per epoch, in a different shard order. */
+    sharc_reader *r = open_reader(c.path, SHARC_ON_ERROR_FAIL, 2);
+    const sharc_cut *cut;
+    uint32_t order[2][4];
+    size_t per_epoch[2] = {0, 0};
+    int rc;
+    while ((rc = sharc_reader_next(r, &cut)) == 0) {
+        ck_assert_uint_lt(cut->epoch, 2);
+        if (cut->position == 0)
+            order[cut->epoch][per_epoch[cut->epoch] / 3] = cut->shard_index;
+        per_epoch[cut->epoch]++;
+        find(&c, cut->id)->seen++;
+    }
+    ck_assert_int_eq(rc, SHARC_END);
+    ck_assert_uint_eq(per_epoch[0], 12);
+    ck_assert_uint_eq(per_epoch[1], 12);
+    for (size_t i = 0; i < c.n; i++)
+        ck_assert_int_eq(c.cuts[i].seen, 2);
+    ck_assert_msg(memcmp(order[0], order[1], sizeof order[0]) != 0,
+                  "epochs 0 and 1 read shards in the same order");
+    sharc_reader_close(&r);
+
+    /* Two data-parallel slots: disjoint shards, together everything. */
+    for (size_t i = 0; i < c.n; i++)
+        c.cuts[i].seen = 0;
+    for (int slot = 0; slot < 2; slot++) {
+        sharc_reader_settings s;
+        sharc_reader_default_settings(&s);
+        const char *paths[] = {c.path};
+        s.paths = paths;
+        s.n_paths = 1;
+        s.dp_rank = slot;
+        s.dp_size = 2;
+        s.seed = 7;
+        ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+        size_t n = 0;
+        while ((rc = sharc_reader_next(r, &cut)) == 0) {
+            find(&c, cut->id)->seen++;
+            n++;
+        }
+        ck_assert_int_eq(rc, SHARC_END);
+        ck_assert_uint_eq(n, 6);
+        sharc_reader_close(&r);
+    }
+    for (size_t i = 0; i < c.n; i++)
+        ck_assert_int_eq(c.cuts[i].seen, 1);
+    free_corpus(&c);
+}
+END_TEST
+
+/* The fixture written by the real Lhotse SharWriter (testdata/lhotse-shar-edge). */
+START_TEST(lhotse_written_fixture)
+{
+    static const char *formats[] = {"flac", "wav", "opus", "mp3"};
+    const char *fmt = formats[_i];
+    size_t n;
+    char *text = (char *)tu_read_file(tu_testdata("lhotse-shar-edge/expected.json"), &n);
+    ck_assert_ptr_nonnull(text);
+    cJSON *root = cJSON_ParseWithLength(text, n);
+    free(text);
+    cJSON *cuts = cJSON_GetObjectItem(root, "cuts");
+    char path[512];
+    snprintf(path, sizeof path, "%s", tu_testdata("lhotse-shar-edge"));
+    snprintf(path + strlen(path), sizeof path - strlen(path), "/%s", fmt);
+    sharc_reader_settings s;
+    sharc_reader_default_settings(&s);
+    const char *paths[] = {path};
+    s.paths = paths;
+    s.n_paths = 1;
+    s.shuffle_shards = 0;
+    sharc_reader *r;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    const sharc_cut *cut;
+    int rc, count = 0;
+    while ((rc = sharc_reader_next(r, &cut)) == 0) {
+        cJSON *e = cJSON_GetObjectItem(cuts, cut->id);
+        ck_assert_msg(e != NULL, "unexpected cut id %s", cut->id);
+        ck_assert_int_eq(cut->num_samples, cJSON_GetObjectItem(e, "num_samples")->valueint);
+        ck_assert_int_eq(cut->sampling_rate, cJSON_GetObjectItem(e, "sampling_rate")->valueint);
+        ck_assert_int_eq(cut->channels, cJSON_GetObjectItem(e, "channels")->valueint);
+        /* Supervision texts, joined by a space. */
+        char joined[1024] = "";
+        cJSON *t;
+        cJSON_ArrayForEach(t, cJSON_GetObjectItem(e, "texts"))
+        {
+            if (joined[0])
+                strcat(joined, " ");
+            strcat(joined, t->valuestring);
+        }
+        ck_assert_str_eq(cut->text ? cut->text : "", joined);
+        double sum = 0;
+        for (int64_t i = 0; i < cut->num_samples * cut->channels; i++)
+            sum += cut->samples[i];
+        double want = cJSON_GetObjectItem(e, "sample_sum")->valuedouble;
+        /* Exact for lossless codecs. Opus drops the DC offset, so its sum says nothing. */
+        double tol = _i < 2 ? 1e-6 : _i == 3 ? 0.02 * fabs(want) + 1.0 : INFINITY;
+        ck_assert_msg(fabs(sum - want) <= tol, "%s %s: sample sum %.9g, expected %.9g", fmt,
+                      cut->id, sum, want);
+        /* Extra fields: lang_id on cuts 0-5, target_recording on even cuts. */
+        int has_lang = 0, has_target = 0;
+        for (size_t f = 0; f < cut->n_fields; f++) {
+            if (strcmp(cut->fields[f].name, "lang_id") == 0) {
+                has_lang = 1;
+                cJSON *want_lang = cJSON_GetObjectItem(e, "lang_id");
+                char quoted[64];
+                snprintf(quoted, sizeof quoted, "\"%s\"", want_lang->valuestring);
+                ck_assert_str_eq(cut->fields[f].json, quoted);
+            }
+            if (strcmp(cut->fields[f].name, "target_recording") == 0) {
+                has_target = 1;
+                ck_assert_uint_gt(cut->fields[f].nbytes, 0);
+                ck_assert_ptr_nonnull(cut->fields[f].json);
+            }
+        }
+        ck_assert_int_eq(has_lang, cJSON_IsString(cJSON_GetObjectItem(e, "lang_id")));
+        ck_assert_int_eq(has_target, cJSON_IsTrue(cJSON_GetObjectItem(e, "has_target")));
+        count++;
+    }
+    ck_assert_msg(rc == SHARC_END, "%s", sharc_reader_last_error(r));
+    ck_assert_int_eq(count, cJSON_GetArraySize(cuts));
+    sharc_reader_close(&r);
+    cJSON_Delete(root);
+}
+END_TEST
+
+typedef struct problem_log {
+    int count;
+    sharc_problem kinds[64];
+    char last_message[1024];
+    char last_cut[512];
+    char last_member[512];
+} problem_log;
+
+static void on_problem(void *cookie, const sharc_problem_report *p)
+{
+    problem_log *log = cookie;
+    if (log->count < 64)
+        log->kinds[log->count] = p->kind;
+    log->count++;
+    snprintf(log->last_message, sizeof log->last_message, "%s", p->message);
+    snprintf(log->last_cut, sizeof log->last_cut, "%s", p->cut_id ? p->cut_id : "");
+    snprintf(log->last_member, sizeof log->last_member, "%s", p->member ? p->member : "");
+}
+
+/* Read `path` under a policy; returns the final code, the cut count and the problems. */
+static int read_with(const char *path, sharc_error_policy policy, size_t *cuts, problem_log *log,
+                     char *error, size_t error_cap, uint64_t max_member)
+{
+    sharc_reader_settings s;
+    sharc_reader_default_settings(&s);
+    const char *paths[] = {path};
+    s.paths = paths;
+    s.n_paths = 1;
+    s.on_error = policy;
+    s.on_problem = on_problem;
+    s.problem_cookie = log;
+    s.logger.callback = NULL;
+    if (max_member)
+        s.max_member_bytes = max_member;
+    memset(log, 0, sizeof *log);
+    sharc_reader *r;
+    int rc = sharc_reader_open(&r, &s);
+    *cuts = 0;
+    if (rc < 0)
+        return rc;
+    const sharc_cut *cut;
+    while ((rc = sharc_reader_next(r, &cut)) == 0)
+        (*cuts)++;
+    snprintf(error, error_cap, "%s", sharc_reader_last_error(r));
+    sharc_reader_close(&r);
+    return rc;
+}
+
+static void corrupt(corpus *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void corrupt(corpus *c, const char *fmt, ...)
+{
+    char args[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    const char *src = getenv("SHARC_TESTS_SRC");
+    ck_assert_int_eq(tu_sh("cd '%s' && python3 '%s/corrupt.py' %s", c->path, src, args), 0);
+}
+
+typedef struct damage_case {
+    const char *layout;
+    const char *compress;
+    const char *command; /* corrupt.py arguments; %s is replaced by a member name */
+    int member_index;    /* which expected cut's member %s names */
+    int fail_code;       /* sharc_reader_next's error under FAIL */
+    sharc_problem kind;  /* problem kind reported */
+    const char *message; /* a substring of the message ("" = the member name) */
+    int lost;            /* cuts lost under SKIP (-1: more than one, the rest of a shard) */
+    uint64_t max_member;
+} damage_case;
+
+static const damage_case damage[] = {
+    {"shar", "none", "truncate recording.000001.tar 3000", 0, SHARC_ERR_CORRUPT,
+     SHARC_PROBLEM_ARCHIVE, "recording.000001.tar", -1, 0},
+    {"shar", "zstd", "flip recording.000000.tar.zst 6", 0, SHARC_ERR_CORRUPT, SHARC_PROBLEM_ARCHIVE,
+     "recording.000000.tar.zst", -1, 0},
+    {"shar", "none", "tar-replace recording.000000.tar %s @flac-garbage:3000", 1, SHARC_ERR_DECODE,
+     SHARC_PROBLEM_DECODE, "", 1, 0},
+    {"shar", "none", "lines-swap cuts.000000.jsonl 0 1", 0, SHARC_ERR_MISMATCH,
+     SHARC_PROBLEM_ID_MISMATCH, "does not belong to cut", -1, 0},
+    {"shar", "gzip", "lines-set cuts.000001.jsonl.gz 2 {not-json", 0, SHARC_ERR_JSON,
+     SHARC_PROBLEM_JSON, "cuts.000001.jsonl.gz line 3", -1, 0},
+    {"shar", "none", "lines-drop cuts.000002.jsonl 4", 0, SHARC_ERR_MISMATCH,
+     SHARC_PROBLEM_ORPHAN_MEMBER, "more entries than", 1, 0},
+    {"wds", "none", "tar-huge shard-000000.tar huge.flac 99999999999", 0, SHARC_ERR_TOO_LARGE,
+     SHARC_PROBLEM_TOO_LARGE, "huge.flac", 0, 1 << 20},
+    {"nemo", "none", "lines-drop sharded_manifests/manifest_1.json 0", 0, SHARC_ERR_MISMATCH,
+     SHARC_PROBLEM_ORPHAN_MEMBER, "has no row", 1, 0},
+    {"nemo", "none", "tar-drop audio_0.tar %s", 0, SHARC_ERR_MISMATCH, SHARC_PROBLEM_MISSING_MEMBER,
+     "has no member", 1, 0},
+    {"wds", "none", "tar-replace shard-000001.tar %s @garbage:500", 7, SHARC_ERR_DECODE,
+     SHARC_PROBLEM_DECODE, "", 1, 0},
+};
+
+START_TEST(damaged_shards_are_reported)
+{
+    const damage_case *d = &damage[_i];
+    corpus c = make_corpus(d->layout, "flac", d->compress, 3, 5);
+    const char *member = c.cuts[d->member_index].member;
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, d->command, member);
+    corrupt(&c, "%s", cmd);
+    const char *expect = d->message[0] ? d->message : member;
+
+    size_t cuts;
+    problem_log log;
+    char error[1024];
+    int rc =
+        read_with(c.path, SHARC_ON_ERROR_FAIL, &cuts, &log, error, sizeof error, d->max_member);
+    ck_assert_msg(rc == d->fail_code, "case %d: got %s (%s), want %s", _i, sharc_err_name(rc),
+                  error, sharc_err_name(d->fail_code));
+    ck_assert_msg(strstr(error, expect) != NULL, "case %d: '%s' not in '%s'", _i, expect, error);
+    ck_assert_int_eq(log.count, 1);
+    ck_assert_int_eq(log.kinds[0], d->kind);
+    ck_assert_str_eq(log.last_message, error);
+
+    rc = read_with(c.path, SHARC_ON_ERROR_SKIP, &cuts, &log, error, sizeof error, d->max_member);
+    ck_assert_msg(rc == SHARC_END, "case %d under skip: %s", _i, error);
+    ck_assert_int_ge(log.count, 1);
+    ck_assert_int_eq(log.kinds[0], d->kind);
+    if (d->lost >= 0)
+        ck_assert_msg(cuts == c.n - (size_t)d->lost, "case %d: %zu cuts of %zu", _i, cuts, c.n);
+    else
+        ck_assert_msg(cuts < c.n - 1, "case %d: %zu cuts of %zu", _i, cuts, c.n);
+    free_corpus(&c);
+}
+END_TEST
+
+START_TEST(layout_errors_at_open)
+{
+    corpus c = make_corpus("shar", "flac", "none", 3, 2);
+    size_t cuts;
+    problem_log log;
+    char error[1024];
+    /* A stray file is ignored. */
+    ck_assert_int_eq(tu_sh("echo hello > '%s/README.md'", c.path), 0);
+    ck_assert_int_eq(read_with(c.path, SHARC_ON_ERROR_FAIL, &cuts, &log, error, 1024, 0),
+                     SHARC_END);
+    ck_assert_uint_eq(cuts, 6);
+    /* An extra recording shard without cuts: unequal counts. */
+    ck_assert_int_eq(
+        tu_sh("cp '%s/recording.000002.tar' '%s/recording.000003.tar'", c.path, c.path), 0);
+    ck_assert_int_eq(read_with(c.path, SHARC_ON_ERROR_FAIL, &cuts, &log, error, 1024, 0),
+                     SHARC_ERR_FORMAT);
+    ck_assert_int_eq(tu_sh("rm '%s/recording.000003.tar'", c.path), 0);
+    /* An empty shard (no cuts, an empty tar) yields nothing and is not an error. */
+    ck_assert_int_eq(tu_sh("cd '%s' && : > cuts.000003.jsonl && : > lang_id.000003.jsonl && "
+                           "tar cf recording.000003.tar --files-from /dev/null",
+                           c.path),
+                     0);
+    ck_assert_int_eq(read_with(c.path, SHARC_ON_ERROR_FAIL, &cuts, &log, error, 1024, 0),
+                     SHARC_END);
+    ck_assert_uint_eq(cuts, 6);
+    /* Nothing there at all. */
+    char missing[700];
+    snprintf(missing, sizeof missing, "%s/nope", c.dir);
+    ck_assert_int_eq(read_with(missing, SHARC_ON_ERROR_FAIL, &cuts, &log, error, 1024, 0),
+                     SHARC_ERR(ENOENT));
+    free_corpus(&c);
+}
+END_TEST
+
+START_TEST(required_rate_and_length_mismatch)
+{
+    corpus c = make_corpus("shar", "flac", "none", 1, 3);
+    sharc_reader_settings s;
+    sharc_reader_default_settings(&s);
+    const char *paths[] = {c.path};
+    s.paths = paths;
+    s.n_paths = 1;
+    s.sampling_rate = 8000;
+    s.logger.callback = NULL;
+    sharc_reader *r;
+    const sharc_cut *cut;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    ck_assert_int_eq(sharc_reader_next(r, &cut), SHARC_ERR_AUDIO_MISMATCH);
+    ck_assert_ptr_nonnull(strstr(sharc_reader_last_error(r), "8000 Hz is required"));
+    ck_assert_ptr_nonnull(strstr(sharc_reader_last_error(r), c.cuts[0].id));
+    /* The error sticks. */
+    ck_assert_int_eq(sharc_reader_next(r, &cut), SHARC_ERR_AUDIO_MISMATCH);
+    sharc_reader_close(&r);
+
+    /* Metadata claiming 1 s more than the audio holds is beyond the 0.5 s tolerance. */
+    char meta[600], json[1200];
+    snprintf(meta, sizeof meta, "%.*s.json", (int)(strlen(c.cuts[0].member) - 5), c.cuts[0].member);
+    snprintf(json, sizeof json,
+             "'{\"id\": \"r\", \"sources\": [], \"sampling_rate\": 16000, \"num_samples\": "
+             "%lld, \"duration\": 1.0, \"channel_ids\": [0]}'",
+             (long long)c.cuts[0].num_samples + 16000);
+    corrupt(&c, "tar-replace recording.000000.tar %s %s", meta, json);
+    size_t cuts;
+    problem_log log;
+    char error[1024];
+    ck_assert_int_eq(read_with(c.path, SHARC_ON_ERROR_FAIL, &cuts, &log, error, 1024, 0),
+                     SHARC_ERR_AUDIO_MISMATCH);
+    ck_assert_int_eq(log.kinds[0], SHARC_PROBLEM_LENGTH);
+    ck_assert_str_eq(log.last_cut, c.cuts[0].id);
+    free_corpus(&c);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("reader");
+    TCase *tc = tcase_create("read");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, every_layout_and_compression_flac, 0, 9);
+    tcase_add_loop_test(tc, every_layout_wav_opus_mp3, 0, 9);
+    tcase_add_test(tc, epochs_shuffle_and_dp_split);
+    tcase_add_loop_test(tc, lhotse_written_fixture, 0, 4);
+    suite_add_tcase(s, tc);
+    TCase *bad = tcase_create("damaged");
+    tcase_set_timeout(bad, 120);
+    tcase_add_loop_test(bad, damaged_shards_are_reported, 0,
+                        (int)(sizeof damage / sizeof damage[0]));
+    tcase_add_test(bad, layout_errors_at_open);
+    tcase_add_test(bad, required_rate_and_length_mismatch);
+    suite_add_tcase(s, bad);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
