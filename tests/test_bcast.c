@@ -1,0 +1,416 @@
+/*
+ * The broadcast protocol in one process: a "tape" transport records what the source
+ * broadcasts and replays it to a peer, so every frame, collective count and payload path
+ * can be checked without MPI (tests/mpi/ runs the same protocol across processes).
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "batch.h"
+#include "bcast.h"
+#include "sharc/sharc.h"
+#include "transport.h"
+
+typedef struct tape_entry {
+    uint8_t *bytes;
+    size_t n;
+    const void *src; ///< the source's buffer: shows whether a payload was copied first
+} tape_entry;
+
+static tape_entry tape[64];
+static int tape_len, tape_pos;
+
+static int tape_bcast(sharc_transport *t, void *buf, size_t n, int root, sharc_device device)
+{
+    (void)device;
+    if (t->rank == root) {
+        ck_assert_int_lt(tape_len, 64);
+        tape[tape_len].bytes = malloc(n);
+        memcpy(tape[tape_len].bytes, buf, n);
+        tape[tape_len].n = n;
+        tape[tape_len].src = buf;
+        tape_len++;
+        return 0;
+    }
+    if (tape_pos >= tape_len)
+        return sharc__set_error(&t->ctx, SHARC_ERR_MPI, "tape is empty");
+    if (tape[tape_pos].n != n)
+        return sharc__set_error(&t->ctx, SHARC_ERR_MPI, "tape has %zu bytes, asked %zu",
+                                tape[tape_pos].n, n);
+    memcpy(buf, tape[tape_pos].bytes, n);
+    tape_pos++;
+    return 0;
+}
+
+static const sharc__transport_ops tape_ops = {.name = "tape", .bcast = tape_bcast};
+
+static int allocations;
+static void *counting_alloc(void *cookie, size_t size, size_t align)
+{
+    void *p = NULL;
+    (void)cookie;
+    allocations++;
+    if (posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, size ? size : 1))
+        return NULL;
+    return p;
+}
+static void plain_free(void *cookie, void *p)
+{
+    (void)cookie;
+    free(p);
+}
+
+static sharc_transport *src_t, *peer_t;
+static sharc__bcast *src, *peer;
+
+static void open_pair(const sharc__bcast_settings *s)
+{
+    sharc_transport_settings ts;
+    sharc_transport_default_settings(&ts);
+    ts.allocator = (sharc_allocator){NULL, counting_alloc, plain_free};
+    tape_len = tape_pos = 0;
+    ck_assert_int_eq(sharc__transport_new(&src_t, &tape_ops, &ts, 0, 2), 0);
+    ck_assert_int_eq(sharc__transport_new(&peer_t, &tape_ops, &ts, 1, 2), 0);
+    ck_assert_int_eq(sharc__bcast_open(&src, src_t, s), 0);
+    ck_assert_int_eq(sharc__bcast_open(&peer, peer_t, s), 0);
+    ck_assert(sharc__bcast_is_source(src));
+    ck_assert(!sharc__bcast_is_source(peer));
+}
+
+static void close_pair(void)
+{
+    sharc__bcast_close(&src);
+    sharc__bcast_close(&peer);
+    sharc_transport_close(&src_t);
+    sharc_transport_close(&peer_t);
+    for (int i = 0; i < tape_len; i++)
+        free(tape[i].bytes);
+    tape_len = tape_pos = 0;
+}
+
+/* A collated batch in a pool: audio [B,T] f32 and a cut_id column, values from `seed`. */
+static sharc_batch *pooled_batch(sharc__batch_pool *pool, int B, int T, int seed)
+{
+    sharc_batch *b = NULL;
+    int64_t s2[2] = {B, T}, so[1] = {B + 1}, sb[1] = {B * 6};
+    ck_assert_int_eq(sharc__batch_pool_acquire(pool, &b), 0);
+    sharc__batch_add_tensor(b, "audio", SHARC_DTYPE_F32, SHARC_DEVICE_HOST, 0, 2, s2);
+    sharc__batch_add_tensor(b, "cut_id_offsets", SHARC_DTYPE_I32, SHARC_DEVICE_HOST, 0, 1, so);
+    sharc__batch_add_tensor(b, "cut_id_bytes", SHARC_DTYPE_U8, SHARC_DEVICE_HOST, 0, 1, sb);
+    ck_assert_int_eq(sharc__batch_finish(b), 0);
+    float *audio = b->tensors[0].data;
+    for (int i = 0; i < B * T; i++)
+        audio[i] = (float)(seed * 1000003 + i);
+    int32_t *off = b->tensors[1].data;
+    char *bytes = b->tensors[2].data;
+    for (int i = 0; i <= B; i++)
+        off[i] = 6 * i;
+    for (int i = 0; i < B; i++) {
+        char id[8];
+        snprintf(id, sizeof id, "c%02d-%02d", seed % 100, i % 100);
+        memcpy(bytes + 6 * i, id, 6);
+    }
+    b->step = (uint64_t)seed;
+    b->epoch = 1;
+    return b;
+}
+
+static void check_same(const sharc_batch *a, const sharc_batch *b)
+{
+    ck_assert_uint_eq(a->n_tensors, b->n_tensors);
+    ck_assert_uint_eq(a->step, b->step);
+    ck_assert_uint_eq(a->epoch, b->epoch);
+    for (size_t i = 0; i < a->n_tensors; i++) {
+        const sharc_tensor *x = &a->tensors[i], *y = sharc_batch_tensor(b, x->name);
+        ck_assert_ptr_nonnull(y);
+        ck_assert_int_eq(x->dtype, y->dtype);
+        ck_assert_int_eq(x->ndim, y->ndim);
+        for (int d = 0; d < x->ndim; d++)
+            ck_assert_int_eq(x->shape[d], y->shape[d]);
+        ck_assert_uint_eq(x->nbytes, y->nbytes);
+        ck_assert_msg(memcmp(x->data, y->data, x->nbytes) == 0, "tensor %s differs", x->name);
+        ck_assert_uint_eq((uintptr_t)y->data % 256, 0);
+    }
+}
+
+START_TEST(small_batch_is_one_collective)
+{
+    sharc__ctx ctx;
+    sharc__batch_pool *pool = NULL;
+    sharc__ctx_init(&ctx, NULL, NULL);
+    sharc__batch_pool_create(&pool, &ctx, 2, NULL);
+    open_pair(NULL);
+    sharc_batch *b = pooled_batch(pool, 4, 1000, 3), *got = NULL; /* 16 KB */
+    ck_assert_int_eq(sharc__bcast_send(src, b), 0);
+    ck_assert_int_eq(tape_len, 1);
+    ck_assert_uint_eq(tape[0].n, 65536);
+    ck_assert_int_eq(sharc__bcast_recv(peer, &got), 0);
+    check_same(b, got);
+    size_t n;
+    ck_assert(memcmp(sharc_batch_string(got, "cut_id", 3, &n), "c03-03", 6) == 0);
+    ck_assert_uint_eq(sharc__bcast_collectives(peer), 1);
+    sharc_batch_release(got);
+    sharc_batch_release(b);
+    close_pair();
+    sharc__batch_pool_destroy(&pool);
+}
+END_TEST
+
+START_TEST(large_pooled_batch_is_sent_without_copy)
+{
+    sharc__ctx ctx;
+    sharc__batch_pool *pool = NULL;
+    sharc__ctx_init(&ctx, NULL, NULL);
+    sharc__batch_pool_create(&pool, &ctx, 2, NULL);
+    open_pair(NULL);
+    sharc_batch *b = pooled_batch(pool, 8, 40000, 5), *got = NULL; /* 1.28 MB */
+    uint8_t *base;
+    uint64_t len;
+    ck_assert(sharc__batch_payload(b, &base, &len));
+    ck_assert_int_eq(sharc__bcast_send(src, b), 0);
+    ck_assert_int_eq(tape_len, 2);
+    ck_assert_ptr_eq(tape[1].src, base); /* straight from the pool block */
+    ck_assert_uint_eq(tape[1].n, len);
+    ck_assert_int_eq(sharc__bcast_recv(peer, &got), 0);
+    check_same(b, got);
+    ck_assert_uint_eq(sharc__bcast_collectives(peer), 2);
+    sharc_batch_release(got);
+    sharc_batch_release(b);
+    close_pair();
+    sharc__batch_pool_destroy(&pool);
+}
+END_TEST
+
+START_TEST(hand_built_batch_is_packed)
+{
+    static float audio[3][50000];
+    static int32_t lens[3] = {50000, 10, 0};
+    for (int i = 0; i < 3 * 50000; i++)
+        audio[i / 50000][i % 50000] = (float)i;
+    sharc_tensor t[2] = {
+        {"audio", SHARC_DTYPE_F32, SHARC_DEVICE_HOST, 0, 2, {3, 50000}, audio, sizeof audio},
+        {"audio_lens", SHARC_DTYPE_I32, SHARC_DEVICE_HOST, 0, 1, {3}, lens, sizeof lens},
+    };
+    sharc_batch b = {9, 0, 2, t, NULL}, *got = NULL;
+    open_pair(NULL);
+    ck_assert_int_eq(sharc__bcast_send(src, &b), 0);
+    ck_assert_int_eq(tape_len, 2);
+    ck_assert_ptr_ne(tape[1].src, audio);
+    ck_assert_int_eq(sharc__bcast_recv(peer, &got), 0);
+    check_same(&b, got);
+    ck_assert_uint_eq(got->step, 9);
+    sharc_batch_release(got);
+    close_pair();
+}
+END_TEST
+
+START_TEST(stop_ends_in_lockstep_and_stays_ended)
+{
+    sharc_batch *got = (sharc_batch *)1;
+    open_pair(NULL);
+    ck_assert_int_eq(sharc__bcast_send_stop(src), 0);
+    ck_assert_int_eq(sharc__bcast_recv(peer, &got), SHARC_END);
+    ck_assert_ptr_null(got);
+    ck_assert_int_eq(sharc__bcast_recv(peer, &got), SHARC_END);
+    ck_assert_int_eq(tape_pos, 1);
+    ck_assert_int_eq(sharc__bcast_send_stop(src), SHARC_ERR(EINVAL));
+    ck_assert_int_eq(tape_len, 1);
+    close_pair();
+}
+END_TEST
+
+START_TEST(source_error_reaches_peers)
+{
+    sharc__ctx ctx;
+    sharc__batch_pool *pool = NULL;
+    sharc__ctx_init(&ctx, NULL, NULL);
+    sharc__batch_pool_create(&pool, &ctx, 2, NULL);
+    open_pair(NULL);
+    sharc_batch *b = pooled_batch(pool, 2, 10, 0), *got = NULL;
+    ck_assert_int_eq(sharc__bcast_send(src, b), 0);
+    ck_assert_int_eq(sharc__bcast_send_error(src, SHARC_ERR_DECODE,
+                                             "corrupt FLAC in rec.000003.tar member u9.flac"),
+                     0);
+    ck_assert_int_eq(sharc__bcast_recv(peer, &got), 0);
+    check_same(b, got);
+    sharc_batch_release(got);
+    ck_assert_int_eq(sharc__bcast_recv(peer, &got), SHARC_ERR_REMOTE);
+    ck_assert_str_eq(sharc__bcast_error(peer),
+                     "source rank 0: corrupt FLAC in rec.000003.tar member u9.flac");
+    ck_assert_str_eq(sharc__bcast_remote_message(peer),
+                     "corrupt FLAC in rec.000003.tar member u9.flac");
+    ck_assert_int_eq(sharc__bcast_remote_code(peer), SHARC_ERR_DECODE);
+    ck_assert_int_eq(sharc__bcast_recv(peer, &got), SHARC_ERR_REMOTE);
+    ck_assert_ptr_nonnull(strstr(sharc__bcast_error(peer), "corrupt FLAC"));
+    sharc_batch_release(b);
+    close_pair();
+    sharc__batch_pool_destroy(&pool);
+}
+END_TEST
+
+START_TEST(frame_over_cap_is_sent_as_error)
+{
+    sharc__ctx ctx;
+    sharc__batch_pool *pool = NULL;
+    sharc__bcast_settings s;
+    sharc__bcast_default_settings(&s);
+    s.max_frame_bytes = 1 << 20;
+    s.source_rank = 4;
+    sharc__ctx_init(&ctx, NULL, NULL);
+    sharc__batch_pool_create(&pool, &ctx, 2, NULL);
+    open_pair(&s);
+    sharc_batch *b = pooled_batch(pool, 8, 40000, 1), *got = NULL;
+    ck_assert_int_eq(sharc__bcast_send(src, b), SHARC_ERR_TOO_LARGE);
+    ck_assert_int_eq(tape_len, 1); /* only the ERROR control block, no payload */
+    ck_assert_ptr_nonnull(strstr(sharc__bcast_error(src), "over the cap of 1048576 bytes"));
+    ck_assert_int_eq(sharc__bcast_recv(peer, &got), SHARC_ERR_REMOTE);
+    ck_assert_ptr_nonnull(strstr(sharc__bcast_error(peer), "source rank 4: frame for step 1 is"));
+    ck_assert_int_eq(sharc__bcast_remote_code(peer), SHARC_ERR_TOO_LARGE);
+    sharc_batch_release(b);
+    close_pair();
+    sharc__batch_pool_destroy(&pool);
+}
+END_TEST
+
+START_TEST(bad_tensor_is_sent_as_error)
+{
+    static float x[4];
+    sharc_tensor t[2] = {
+        {"audio", SHARC_DTYPE_F32, SHARC_DEVICE_CUDA, 0, 1, {4}, x, sizeof x},
+        {"audio_lens", SHARC_DTYPE_I32, SHARC_DEVICE_HOST, 0, 1, {4}, x, sizeof x},
+    };
+    sharc_batch b = {0, 0, 2, t, NULL}, *got = NULL;
+    open_pair(NULL);
+    ck_assert_int_eq(sharc__bcast_send(src, &b), SHARC_ERR_UNSUPPORTED);
+    ck_assert_int_eq(sharc__bcast_recv(peer, &got), SHARC_ERR_REMOTE);
+    ck_assert_ptr_nonnull(strstr(sharc__bcast_error(peer), "tensor 'audio' is in CUDA memory"));
+    close_pair();
+}
+END_TEST
+
+START_TEST(backpressure_starts_no_collective)
+{
+    sharc__ctx ctx;
+    sharc__batch_pool *pool = NULL;
+    sharc__bcast_settings s;
+    sharc__bcast_default_settings(&s);
+    s.max_held = 1;
+    sharc__ctx_init(&ctx, NULL, NULL);
+    sharc__batch_pool_create(&pool, &ctx, 2, NULL);
+    open_pair(&s);
+    sharc_batch *b = pooled_batch(pool, 2, 10, 0), *first = NULL, *second = NULL;
+    ck_assert_int_eq(sharc__bcast_send(src, b), 0);
+    ck_assert_int_eq(sharc__bcast_send(src, b), 0);
+    ck_assert_int_eq(sharc__bcast_recv(peer, &first), 0);
+    ck_assert_int_eq(sharc__bcast_recv(peer, &second), SHARC_ERR_BACKPRESSURE);
+    ck_assert_int_eq(tape_pos, 1);
+    ck_assert_ptr_nonnull(strstr(sharc__bcast_error(peer), "held"));
+    sharc_batch_release(first);
+    ck_assert_int_eq(sharc__bcast_recv(peer, &second), 0);
+    check_same(b, second);
+    sharc_batch_release(second);
+    sharc_batch_release(b);
+    close_pair();
+    sharc__batch_pool_destroy(&pool);
+}
+END_TEST
+
+START_TEST(corrupt_control_block_is_rejected)
+{
+    sharc__ctx ctx;
+    sharc__batch_pool *pool = NULL;
+    sharc__ctx_init(&ctx, NULL, NULL);
+    sharc__batch_pool_create(&pool, &ctx, 2, NULL);
+    open_pair(NULL);
+    sharc_batch *b = pooled_batch(pool, 2, 10, 0), *got = NULL;
+    ck_assert_int_eq(sharc__bcast_send(src, b), 0);
+    tape[0].bytes[70] ^= 0x10; /* inside the first descriptor's name */
+    ck_assert_int_eq(sharc__bcast_recv(peer, &got), SHARC_ERR_FRAME);
+    ck_assert_ptr_nonnull(strstr(sharc__bcast_error(peer), "frame from source rank 0"));
+    ck_assert_ptr_nonnull(strstr(sharc__bcast_error(peer), "checksum"));
+    ck_assert_ptr_null(got);
+    sharc_batch_release(b);
+    close_pair();
+    sharc__batch_pool_destroy(&pool);
+}
+END_TEST
+
+START_TEST(steady_state_allocates_nothing)
+{
+    sharc__ctx ctx;
+    sharc__batch_pool *pool = NULL;
+    sharc_allocator a = {NULL, counting_alloc, plain_free};
+    sharc__ctx_init(&ctx, &a, NULL);
+    sharc__batch_pool_create(&pool, &ctx, 2, NULL);
+    open_pair(NULL);
+    int before = 0;
+    for (int step = 0; step < 12; step++) {
+        if (step == 2)
+            before = allocations;
+        sharc_batch *b = pooled_batch(pool, 4, 30000 - step, step), *got = NULL;
+        ck_assert_int_eq(sharc__bcast_send(src, b), 0);
+        ck_assert_int_eq(sharc__bcast_recv(peer, &got), 0);
+        check_same(b, got);
+        sharc_batch_release(got);
+        sharc_batch_release(b);
+    }
+    ck_assert_int_eq(allocations, before);
+    close_pair();
+    sharc__batch_pool_destroy(&pool);
+}
+END_TEST
+
+START_TEST(self_transport_sends_nothing)
+{
+    sharc_transport *t = NULL;
+    sharc__bcast *bc = NULL;
+    static int32_t v[2] = {1, 2};
+    sharc_tensor tt = {"audio_lens", SHARC_DTYPE_I32, SHARC_DEVICE_HOST, 0, 1, {2}, v, 8};
+    sharc_batch b = {0, 0, 1, &tt, NULL}, *got = NULL;
+    ck_assert_int_eq(sharc_transport_self_open(&t, NULL), 0);
+    ck_assert_str_eq(sharc_transport_name(t), "self");
+    ck_assert_int_eq(sharc_transport_rank(t), 0);
+    ck_assert_int_eq(sharc_transport_size(t), 1);
+    ck_assert_int_eq(sharc__bcast_open(&bc, t, NULL), 0);
+    ck_assert_int_eq(sharc__bcast_send(bc, &b), 0);
+    ck_assert_int_eq(sharc__bcast_send_stop(bc), 0);
+    ck_assert_uint_eq(sharc__bcast_collectives(bc), 0);
+    ck_assert_int_eq(sharc__bcast_recv(bc, &got), SHARC_ERR(EINVAL));
+    sharc__bcast_close(&bc);
+    sharc_transport_close(&t);
+    ck_assert_ptr_null(t);
+    sharc_transport_close(&t);
+}
+END_TEST
+
+static Suite *bcast_suite(void)
+{
+    Suite *s = suite_create("bcast");
+    TCase *tc = tcase_create("protocol");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, small_batch_is_one_collective);
+    tcase_add_test(tc, large_pooled_batch_is_sent_without_copy);
+    tcase_add_test(tc, hand_built_batch_is_packed);
+    tcase_add_test(tc, stop_ends_in_lockstep_and_stays_ended);
+    tcase_add_test(tc, source_error_reaches_peers);
+    tcase_add_test(tc, frame_over_cap_is_sent_as_error);
+    tcase_add_test(tc, bad_tensor_is_sent_as_error);
+    tcase_add_test(tc, backpressure_starts_no_collective);
+    tcase_add_test(tc, corrupt_control_block_is_rejected);
+    tcase_add_test(tc, steady_state_allocates_nothing);
+    tcase_add_test(tc, self_transport_sends_nothing);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(bcast_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
