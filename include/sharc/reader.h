@@ -174,6 +174,22 @@ SHARC_API sharc_layout sharc_reader_layout(const sharc_reader *r);
 /** Close a reader and free everything it owns. NULL-safe; sets *r to NULL. */
 SHARC_API void sharc_reader_close(sharc_reader **r);
 
+/**
+ * Estimate duration bucket boundaries exactly as Lhotse's `estimate_duration_buckets`:
+ * sort the durations, and start a new bucket at the first duration after the running
+ * total exceeds sum/num_buckets (the sum taken as numpy does). Metadata only: given the
+ * same durations and num_buckets, the bins are bit-identical to Lhotse's. A cut of
+ * duration d then belongs to bucket `bisect_left(bins, d)`.
+ * @param durations  n durations in seconds, finite and >= 0 (order does not matter)
+ * @param num_buckets buckets wanted, 2 <= num_buckets <= n
+ * @param bins_out   receives the bins; room for num_buckets - 1 values
+ * @param n_bins_out receives how many bins were written (<= num_buckets - 1; repeated
+ *                   values are possible, as in Lhotse)
+ * @return 0, SHARC_ERR(EINVAL) for bad arguments (logged), SHARC_ERR(ENOMEM). Any thread.
+ */
+SHARC_API int sharc_estimate_duration_bins(const double *durations, size_t n, int num_buckets,
+                                           double *bins_out, size_t *n_bins_out);
+
 #ifdef __cplusplus
 }
 #endif

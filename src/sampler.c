@@ -1,0 +1,1069 @@
+#include "sampler.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "rng.h"
+#include "sharc/reader.h"
+
+#define NONE         UINT32_MAX
+#define MAX_BUFFER   (1u << 24)
+#define MAX_BINS     65536u
+#define STATE_MAGIC  "SHSM"
+#define STATE_VER    1u
+#define HEADER_BYTES 176u /* fixed part of the blob before the bins */
+#define ITEM_BYTES   28u  /* key u64, duration f64, bytes u64, bucket u32 */
+/* The bucket RNG is seeded from `seed` xor this, so it is independent of the item RNG. */
+#define BUCKET_SEED_SALT 0x5348415243425543ull
+
+enum { FILTERED = SHARC_END + 1 }; /* pull_one: an item was filtered out */
+
+enum { F_HAS_BIDX = 1, F_BINS_READY = 2, F_EXHAUSTED = 4, F_STOPPED = 8, F_PENDING = 16 };
+
+typedef struct bucket {
+    uint32_t head, tail, count;
+    double longest; /* max effective duration of the items held */
+} bucket;
+
+struct sharc__sampler {
+    sharc__ctx *ctx;
+    sharc__sampler_settings st; /* st.bins / st.bucket_batch_size point at own copies */
+    sharc__sampler_source src;
+    int estimating; /* bins come from the stream */
+    uint64_t settings_hash;
+
+    /* Item slots: the buckets are doubly linked lists threaded through next/prev. */
+    uint32_t cap;
+    sharc__sitem *items;
+    double *eff;
+    uint32_t *next, *prev;
+    uint32_t *free_slots;
+    uint32_t n_free;
+    uint32_t *scratch;   /* the chosen bucket's slots while a batch is built */
+    sharc__sitem *batch; /* the batch returned to the caller */
+
+    bucket *buckets;
+    size_t max_buckets, nb;
+    double *bins;
+    size_t n_bins;
+    uint32_t *bbs;
+    int bins_ready;
+
+    size_t count;   /* items in the buckets */
+    uint64_t bytes; /* their bytes */
+    sharc__sitem pending;
+    int has_pending, exhausted, stopped;
+    int deferred_rc; /* a pull error met while refilling after a batch */
+
+    sharc__rng rng, brng;
+    uint32_t bidx;
+    uint64_t usage;
+    int has_bidx;
+    sharc__sampler_stats stats;
+};
+
+void sharc__sampler_default_settings(sharc__sampler_settings *s)
+{
+    memset(s, 0, sizeof *s);
+    s->num_buckets = 10;
+    s->num_cuts_for_bins_estimate = 10000;
+    s->buffer_size = 20000;
+    s->max_buffer_bytes = 2ull << 30;
+    s->sync_buckets = 1;
+    s->world_size = 1;
+}
+
+/* ---- bins ---------------------------------------------------------------------------- */
+
+size_t sharc__bucket_of(const double *bins, size_t n_bins, double duration)
+{
+    size_t lo = 0, hi = n_bins;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (bins[mid] < duration)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* numpy's pairwise summation (float64 add.reduce), so the per-bucket total, and thus
+ * every comparison against it, is bit-identical to Lhotse's `sizes.sum()`. */
+static double pairwise_sum(const double *a, size_t n)
+{
+    if (n < 8) {
+        double res = 0.;
+        for (size_t i = 0; i < n; i++)
+            res += a[i];
+        return res;
+    }
+    if (n <= 128) {
+        double r[8];
+        size_t i;
+        for (int j = 0; j < 8; j++)
+            r[j] = a[j];
+        for (i = 8; i < n - (n % 8); i += 8)
+            for (int j = 0; j < 8; j++)
+                r[j] += a[i + j];
+        double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for (; i < n; i++)
+            res += a[i];
+        return res;
+    }
+    size_t n2 = n / 2;
+    n2 -= n2 % 8;
+    return pairwise_sum(a, n2) + pairwise_sum(a + n2, n - n2);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Lhotse's loop over the sorted sizes; at most k - 1 bins since every bin closes a run
+ * whose total exceeds sum / k. */
+static size_t bins_from_sorted(const double *sizes, size_t n, uint32_t k, double *out)
+{
+    double per_bucket = pairwise_sum(sizes, n) / (double)k;
+    double tot = 0.0;
+    size_t nb = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (tot > per_bucket && nb + 1 < k) {
+            out[nb++] = sizes[i];
+            tot = 0.0;
+        }
+        tot += sizes[i];
+    }
+    return nb;
+}
+
+int sharc__estimate_bins(sharc__ctx *ctx, const double *durations, size_t n, uint32_t num_buckets,
+                         double *bins_out, size_t *n_bins_out)
+{
+    if (!durations || !bins_out || !n_bins_out || num_buckets < 2 || num_buckets > MAX_BINS ||
+        n < num_buckets)
+        return sharc__fail(ctx, SHARC_ERR(EINVAL),
+                           "estimate bins: need 2 <= num_buckets (%u) <= %u and at least "
+                           "num_buckets durations (got %zu)",
+                           num_buckets, MAX_BINS, n);
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(durations[i]) || durations[i] < 0)
+            return sharc__fail(ctx, SHARC_ERR(EINVAL),
+                               "estimate bins: duration %zu is %g, not a finite value >= 0", i,
+                               durations[i]);
+    double *sorted = sharc__malloc(ctx, n * sizeof *sorted);
+    if (!sorted)
+        return sharc__fail(ctx, SHARC_ERR(ENOMEM), "estimate bins: out of memory for %zu values",
+                           n);
+    memcpy(sorted, durations, n * sizeof *sorted);
+    qsort(sorted, n, sizeof *sorted, cmp_double);
+    *n_bins_out = bins_from_sorted(sorted, n, num_buckets, bins_out);
+    sharc__free(ctx, sorted);
+    return 0;
+}
+
+int sharc_estimate_duration_bins(const double *durations, size_t n, int num_buckets,
+                                 double *bins_out, size_t *n_bins_out)
+{
+    sharc__ctx ctx;
+    sharc__ctx_init(&ctx, NULL, NULL);
+    if (num_buckets < 0)
+        return sharc__fail(&ctx, SHARC_ERR(EINVAL), "estimate bins: num_buckets %d < 0",
+                           num_buckets);
+    return sharc__estimate_bins(&ctx, durations, n, (uint32_t)num_buckets, bins_out, n_bins_out);
+}
+
+/* ---- settings ------------------------------------------------------------------------ */
+
+static uint64_t fnv_bytes(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static uint64_t fnv_u64(uint64_t h, uint64_t v)
+{
+    unsigned char b[8];
+    for (int i = 0; i < 8; i++)
+        b[i] = (unsigned char)(v >> (8 * i));
+    return fnv_bytes(h, b, 8);
+}
+
+static uint64_t dbits(double d)
+{
+    uint64_t u;
+    memcpy(&u, &d, sizeof u);
+    return u;
+}
+
+/* Everything that changes the batch sequence goes into the hash a state is checked by. */
+static uint64_t hash_settings(const sharc__sampler *s)
+{
+    const sharc__sampler_settings *st = &s->st;
+    uint64_t h = 0xcbf29ce484222325ull;
+    h = fnv_u64(h, dbits(st->max_duration));
+    h = fnv_u64(h, st->max_cuts);
+    h = fnv_u64(h, dbits(st->quadratic_duration));
+    h = fnv_u64(h, (uint64_t)s->estimating);
+    if (s->estimating) {
+        h = fnv_u64(h, st->num_buckets);
+        h = fnv_u64(h, st->num_cuts_for_bins_estimate);
+    }
+    h = fnv_u64(h, st->n_bins);
+    for (size_t i = 0; !s->estimating && i < st->n_bins; i++)
+        h = fnv_u64(h, dbits(st->bins[i]));
+    h = fnv_u64(h, s->bbs != NULL);
+    for (size_t i = 0; s->bbs && i < st->n_bins; i++)
+        h = fnv_u64(h, s->bbs[i]);
+    h = fnv_u64(h, st->buffer_size);
+    h = fnv_u64(h, st->max_buffer_bytes);
+    h = fnv_u64(h, st->shuffle != 0);
+    h = fnv_u64(h, st->drop_last != 0);
+    h = fnv_u64(h, st->seed);
+    h = fnv_u64(h, st->sync_buckets != 0);
+    h = fnv_u64(h, st->sync_buckets ? st->world_size : 0);
+    h = fnv_u64(h, dbits(st->min_item_duration));
+    h = fnv_u64(h, dbits(st->max_item_duration));
+    return h;
+}
+
+static int bad_nonneg(double x)
+{
+    return !isfinite(x) || x < 0;
+}
+
+static int check_settings(sharc__ctx *ctx, const sharc__sampler_settings *st)
+{
+#define BAD(...) sharc__fail(ctx, SHARC_ERR(EINVAL), "sampler settings: " __VA_ARGS__)
+    if (st->buffer_size < 1 || st->buffer_size > MAX_BUFFER)
+        return BAD("buffer_size %u is not in 1..%u", st->buffer_size, MAX_BUFFER);
+    if (bad_nonneg(st->max_duration) || bad_nonneg(st->quadratic_duration) ||
+        bad_nonneg(st->min_item_duration) || bad_nonneg(st->max_item_duration))
+        return BAD("max_duration, quadratic_duration and the item duration limits must be "
+                   "finite and >= 0");
+    if (st->max_item_duration > 0 && st->max_item_duration < st->min_item_duration)
+        return BAD("max_item_duration %g < min_item_duration %g", st->max_item_duration,
+                   st->min_item_duration);
+    if (st->sync_buckets && st->world_size < 1)
+        return BAD("world_size must be >= 1 with sync_buckets");
+    if (st->n_bins && !st->bins)
+        return BAD("n_bins is %zu but bins is NULL", st->n_bins);
+    if (st->bins) {
+        if (st->n_bins < 1 || st->n_bins > MAX_BINS)
+            return BAD("n_bins %zu is not in 1..%u", st->n_bins, MAX_BINS);
+        for (size_t i = 0; i < st->n_bins; i++)
+            if (bad_nonneg(st->bins[i]) || (i && st->bins[i] < st->bins[i - 1]))
+                return BAD("bins must be finite, >= 0 and sorted (bin %zu is %g)", i, st->bins[i]);
+    } else if (st->num_buckets < 1 || st->num_buckets > MAX_BINS ||
+               st->num_cuts_for_bins_estimate < 1 || st->num_cuts_for_bins_estimate > MAX_BUFFER) {
+        return BAD("num_buckets %u must be in 1..%u and num_cuts_for_bins_estimate %u in 1..%u",
+                   st->num_buckets, MAX_BINS, st->num_cuts_for_bins_estimate, MAX_BUFFER);
+    }
+    if (st->bucket_batch_size) {
+        if (!st->bins)
+            return BAD("bucket_batch_size needs explicit bins");
+        if (st->max_duration > 0 || st->max_cuts)
+            return BAD("bucket_batch_size excludes max_duration and max_cuts");
+        for (size_t i = 0; i < st->n_bins; i++)
+            if (st->bucket_batch_size[i] < 1)
+                return BAD("bucket_batch_size[%zu] is 0", i);
+    } else if (!(st->max_duration > 0) && !st->max_cuts) {
+        return BAD("one of max_duration, max_cuts or bucket_batch_size is required");
+    }
+    return 0;
+#undef BAD
+}
+
+/* ---- buckets ------------------------------------------------------------------------- */
+
+static void bucket_reset(bucket *k)
+{
+    k->head = k->tail = NONE;
+    k->count = 0;
+    k->longest = 0;
+}
+
+static void list_append(sharc__sampler *s, size_t b, uint32_t slot)
+{
+    bucket *k = &s->buckets[b];
+    s->next[slot] = NONE;
+    s->prev[slot] = k->tail;
+    if (k->tail != NONE)
+        s->next[k->tail] = slot;
+    else
+        k->head = slot;
+    k->tail = slot;
+    k->count++;
+    if (s->eff[slot] > k->longest)
+        k->longest = s->eff[slot];
+}
+
+static void list_unlink(sharc__sampler *s, size_t b, uint32_t slot)
+{
+    bucket *k = &s->buckets[b];
+    if (s->prev[slot] != NONE)
+        s->next[s->prev[slot]] = s->next[slot];
+    else
+        k->head = s->next[slot];
+    if (s->next[slot] != NONE)
+        s->prev[s->next[slot]] = s->prev[slot];
+    else
+        k->tail = s->prev[slot];
+    k->count--;
+}
+
+static double effective(const sharc__sampler *s, double d)
+{
+    return s->st.quadratic_duration > 0 ? d + d * d / s->st.quadratic_duration : d;
+}
+
+static void admit(sharc__sampler *s, const sharc__sitem *it, size_t b)
+{
+    uint32_t slot = s->free_slots[--s->n_free];
+    s->items[slot] = *it;
+    s->eff[slot] = effective(s, it->duration);
+    list_append(s, b, slot);
+    s->count++;
+    s->bytes += it->bytes;
+}
+
+static size_t target_bucket(const sharc__sampler *s, double d)
+{
+    return s->bins_ready ? sharc__bucket_of(s->bins, s->n_bins, d) : 0;
+}
+
+static void give_back(sharc__sampler *s, sharc__sitem *it, sharc__release_reason why)
+{
+    if (s->src.release)
+        s->src.release(s->src.cookie, it, why);
+}
+
+/* Hand every held item back (drop_last end, close) and empty the buffer. */
+static uint64_t release_all(sharc__sampler *s, sharc__release_reason why)
+{
+    uint64_t n = 0;
+    for (size_t b = 0; b < s->nb; b++) {
+        for (uint32_t slot = s->buckets[b].head; slot != NONE; slot = s->next[slot]) {
+            give_back(s, &s->items[slot], why);
+            s->free_slots[s->n_free++] = slot;
+            n++;
+        }
+        bucket_reset(&s->buckets[b]);
+    }
+    if (s->has_pending) {
+        give_back(s, &s->pending, why);
+        s->has_pending = 0;
+        n++;
+    }
+    s->count = 0;
+    s->bytes = 0;
+    return n;
+}
+
+/* ---- pulling ------------------------------------------------------------------------- */
+
+/* Pull one item into `pending`. 0: pending set; FILTERED: item filtered, pull again. */
+static int pull_one(sharc__sampler *s)
+{
+    sharc__sitem it = {0};
+    int rc = s->src.pull(s->src.cookie, &it);
+    if (rc == SHARC_END) {
+        s->exhausted = 1;
+        return SHARC_END;
+    }
+    if (rc < 0)
+        return rc;
+    if (rc != 0)
+        return sharc__fail(s->ctx, SHARC_ERR(EINVAL), "sampler: pull returned %d", rc);
+    s->stats.pulled++;
+    unsigned long long key = (unsigned long long)it.key;
+    if (bad_nonneg(it.duration)) {
+        give_back(s, &it, SHARC__RELEASE_REJECTED);
+        return sharc__fail(s->ctx, SHARC_ERR_FORMAT,
+                           "sampler: item %#llx has duration %g, not a finite value >= 0", key,
+                           it.duration);
+    }
+    if (it.duration < s->st.min_item_duration) {
+        s->stats.too_short++;
+        give_back(s, &it, SHARC__RELEASE_TOO_SHORT);
+        return FILTERED;
+    }
+    if (s->st.max_item_duration > 0 && it.duration > s->st.max_item_duration) {
+        s->stats.too_long++;
+        give_back(s, &it, SHARC__RELEASE_TOO_LONG);
+        return FILTERED;
+    }
+    if (s->bbs && it.duration > s->bins[s->n_bins - 1]) {
+        give_back(s, &it, SHARC__RELEASE_REJECTED);
+        return sharc__fail(s->ctx, SHARC_ERR_TOO_LARGE,
+                           "sampler: item %#llx lasts %g s, longer than the last bin (%g s) of "
+                           "bucket_batch_size; filter such items with max_item_duration",
+                           key, it.duration, s->bins[s->n_bins - 1]);
+    }
+    s->pending = it;
+    s->has_pending = 1;
+    return 0;
+}
+
+static int over_budget(const sharc__sampler *s)
+{
+    uint64_t max = s->st.max_buffer_bytes;
+    return max && s->count > 0 && (s->bytes > max || s->pending.bytes > max - s->bytes);
+}
+
+/* Fill the buckets up to `target` items (or the byte budget, or the end of the stream). */
+static int top_up(sharc__sampler *s, size_t target)
+{
+    while (!s->stopped) {
+        if (!s->has_pending) {
+            if (s->exhausted || s->count >= target)
+                return 0;
+            int rc = pull_one(s);
+            if (rc == SHARC_END)
+                return 0;
+            if (rc < 0)
+                return rc;
+            if (rc == FILTERED)
+                continue;
+        }
+        if (s->count >= target || over_budget(s))
+            return 0;
+        admit(s, &s->pending, target_bucket(s, s->pending.duration));
+        s->has_pending = 0;
+    }
+    return 0;
+}
+
+/* Estimate the bins from the staged items (all in bucket 0, in arrival order), then move
+ * every item to its bucket, keeping arrival order inside each bucket. */
+static int estimate_and_assign(sharc__sampler *s)
+{
+    size_t n = s->count;
+    uint32_t k = s->st.num_buckets < n ? s->st.num_buckets : (uint32_t)n;
+    if (k >= 2) {
+        double *d = sharc__malloc(s->ctx, n * sizeof *d);
+        if (!d)
+            return sharc__fail(s->ctx, SHARC_ERR(ENOMEM), "sampler: out of memory for bins");
+        size_t i = 0;
+        for (uint32_t slot = s->buckets[0].head; slot != NONE; slot = s->next[slot])
+            d[i++] = s->items[slot].duration;
+        int rc = sharc__estimate_bins(s->ctx, d, n, k, s->bins, &s->n_bins);
+        sharc__free(s->ctx, d);
+        if (rc < 0)
+            return rc;
+    }
+    s->bins_ready = 1;
+    s->nb = s->n_bins + 1;
+    uint32_t slot = s->buckets[0].head;
+    bucket_reset(&s->buckets[0]);
+    while (slot != NONE) {
+        uint32_t nxt = s->next[slot];
+        list_append(s, target_bucket(s, s->items[slot].duration), slot);
+        slot = nxt;
+    }
+    return 0;
+}
+
+/* Lhotse's init heuristic: warn when the buffer is unlikely to fill a batch per bucket. */
+static void warn_small_buffer(sharc__sampler *s)
+{
+    if (!(s->st.max_duration > 0) || !s->n_bins)
+        return;
+    double mean = 0;
+    for (size_t i = 0; i < s->n_bins; i++)
+        mean += s->bins[i];
+    mean /= (double)s->n_bins;
+    if ((double)s->st.buffer_size * mean / (double)s->nb < s->st.max_duration)
+        sharc__log(s->ctx, SHARC_LOG_WARN,
+                   "sampler: buffer_size %u might be too low to fill batches of max_duration "
+                   "%g s over %zu buckets",
+                   s->st.buffer_size, s->st.max_duration, s->nb);
+}
+
+/* ---- choosing and building batches --------------------------------------------------- */
+
+static int close_to_exceeding(const sharc__sampler *s, size_t b, size_t n, double longest)
+{
+    if (s->bbs)
+        return b < s->n_bins && n >= s->bbs[b];
+    if (s->st.max_cuts && n >= s->st.max_cuts)
+        return 1;
+    return s->st.max_duration > 0 && (double)(n + 1) * longest > s->st.max_duration;
+}
+
+static int is_ready(const sharc__sampler *s, size_t b)
+{
+    const bucket *k = &s->buckets[b];
+    return k->count > 0 && close_to_exceeding(s, b, k->count, k->longest);
+}
+
+static int bucket_ok(const sharc__sampler *s, long b, int need_ready)
+{
+    if (b < 0 || (size_t)b >= s->nb)
+        return 0;
+    return need_ready ? is_ready(s, (size_t)b) : s->buckets[b].count > 0;
+}
+
+/* Uniform choice among ready buckets, else (unless drop_last) non-empty ones. */
+static long pick_uniform(sharc__sampler *s)
+{
+    size_t n_ready = 0, n_nonempty = 0;
+    for (size_t b = 0; b < s->nb; b++) {
+        n_ready += (size_t)is_ready(s, b);
+        n_nonempty += s->buckets[b].count > 0;
+    }
+    int need_ready = n_ready > 0;
+    size_t n_cand = need_ready ? n_ready : n_nonempty;
+    if ((!need_ready && s->st.drop_last) || n_cand == 0)
+        return -1;
+    uint64_t k = sharc__rng_below(&s->rng, n_cand);
+    for (size_t b = 0; b < s->nb; b++)
+        if (bucket_ok(s, (long)b, need_ready) && k-- == 0)
+            return (long)b;
+    return -1;
+}
+
+/* Lhotse's BucketSelectionState.select_bucket_idx: one draw serves world_size batches. */
+static long draw_bucket(sharc__sampler *s)
+{
+    if (!s->has_bidx || s->usage == s->st.world_size) {
+        s->bidx = (uint32_t)sharc__rng_below(&s->brng, s->nb);
+        s->usage = 0;
+        s->has_bidx = 1;
+    }
+    s->usage++;
+    return (long)s->bidx;
+}
+
+/* Scan idx, idx-1, idx+1, idx-2, idx+2, ... for a bucket meeting the predicate. */
+static long scan_buckets(sharc__sampler *s, int need_ready)
+{
+    long idx = draw_bucket(s), lo = idx, hi = idx, attempts = 0, nb = (long)s->nb;
+    while (!bucket_ok(s, idx, need_ready)) {
+        if (lo < 0 && hi >= nb)
+            return -1;
+        attempts++;
+        idx += attempts % 2 == 0 ? attempts : -attempts;
+        lo = idx < lo ? idx : lo;
+        hi = idx > hi ? idx : hi;
+    }
+    return idx;
+}
+
+static long pick_sync(sharc__sampler *s)
+{
+    sharc__rng saved_rng = s->brng;
+    uint32_t saved_idx = s->bidx;
+    uint64_t saved_usage = s->usage;
+    int saved_has = s->has_bidx;
+    long b = scan_buckets(s, 1);
+    if (b >= 0 || s->st.drop_last)
+        return b;
+    /* Rewind so that every rank uses the bucket RNG the same number of times. */
+    s->brng = saved_rng;
+    s->bidx = saved_idx;
+    s->usage = saved_usage;
+    s->has_bidx = saved_has;
+    return scan_buckets(s, 0);
+}
+
+static void rescan_longest(sharc__sampler *s, size_t b)
+{
+    bucket *k = &s->buckets[b];
+    k->longest = 0;
+    for (uint32_t slot = k->head; slot != NONE; slot = s->next[slot])
+        if (s->eff[slot] > k->longest)
+            k->longest = s->eff[slot];
+}
+
+/* Take one batch from bucket b: bucket order, or a partial Fisher-Yates shuffle that
+ * draws only the positions it uses (same distribution as shuffling the whole bucket). */
+static size_t take_batch(sharc__sampler *s, size_t b)
+{
+    bucket *k = &s->buckets[b];
+    size_t len = k->count, n = 0;
+    double longest = 0;
+    uint32_t slot = k->head;
+    if (s->st.shuffle)
+        for (size_t i = 0; i < len; i++, slot = s->next[slot])
+            s->scratch[i] = slot;
+    for (size_t i = 0; i < len; i++) {
+        if (s->st.shuffle) {
+            size_t j = i + (size_t)sharc__rng_below(&s->rng, len - i);
+            uint32_t t = s->scratch[i];
+            s->scratch[i] = s->scratch[j];
+            s->scratch[j] = t;
+        } else {
+            s->scratch[i] = slot;
+            slot = s->next[slot];
+        }
+        uint32_t cur = s->scratch[i];
+        s->batch[n++] = s->items[cur];
+        if (s->eff[cur] > longest)
+            longest = s->eff[cur];
+        if (close_to_exceeding(s, b, n, longest))
+            break;
+    }
+    for (size_t i = 0; i < n; i++) {
+        list_unlink(s, b, s->scratch[i]);
+        s->free_slots[s->n_free++] = s->scratch[i];
+        s->bytes -= s->items[s->scratch[i]].bytes;
+    }
+    s->count -= n;
+    rescan_longest(s, b);
+    if (n == 1 && s->st.max_duration > 0 && longest > s->st.max_duration) {
+        s->stats.oversized++;
+        sharc__log(s->ctx, SHARC_LOG_WARN,
+                   "sampler: item %#llx alone (%g s effective) exceeds max_duration %g s; "
+                   "returning it as a 1-item batch",
+                   (unsigned long long)s->batch[0].key, longest, s->st.max_duration);
+    }
+    return n;
+}
+
+int sharc__sampler_next(sharc__sampler *s, sharc__sitem **items, size_t *n)
+{
+    *items = NULL;
+    *n = 0;
+    if (s->deferred_rc) {
+        int rc = s->deferred_rc;
+        s->deferred_rc = 0;
+        return rc;
+    }
+    if (s->stopped)
+        return SHARC_END;
+    int rc;
+    if (!s->bins_ready) {
+        if ((rc = top_up(s, s->st.num_cuts_for_bins_estimate)) < 0)
+            return rc;
+        if ((rc = estimate_and_assign(s)) < 0)
+            return rc;
+        warn_small_buffer(s);
+    }
+    if ((rc = top_up(s, s->st.buffer_size)) < 0)
+        return rc;
+    long b = s->st.sync_buckets ? pick_sync(s) : pick_uniform(s);
+    if (b < 0) {
+        s->stopped = 1;
+        s->stats.dropped += release_all(s, SHARC__RELEASE_DROPPED);
+        return SHARC_END;
+    }
+    if (!is_ready(s, (size_t)b))
+        s->stats.partial++;
+    size_t m = take_batch(s, (size_t)b);
+    s->stats.batches++;
+    s->stats.items += m;
+    /* Refill before returning, so that a state saved now points at the next batch. A
+     * failure here does not spoil this batch: it is reported by the next call. */
+    s->deferred_rc = top_up(s, s->st.buffer_size);
+    *items = s->batch;
+    *n = m;
+    return 0;
+}
+
+/* ---- lifetime ------------------------------------------------------------------------ */
+
+void sharc__sampler_close(sharc__sampler **sp)
+{
+    sharc__sampler *s = sp ? *sp : NULL;
+    if (!s)
+        return;
+    sharc__ctx *ctx = s->ctx;
+    if (s->buckets && s->next)
+        release_all(s, SHARC__RELEASE_CLOSE);
+    sharc__free(ctx, s->items);
+    sharc__free(ctx, s->eff);
+    sharc__free(ctx, s->next);
+    sharc__free(ctx, s->prev);
+    sharc__free(ctx, s->free_slots);
+    sharc__free(ctx, s->scratch);
+    sharc__free(ctx, s->batch);
+    sharc__free(ctx, s->buckets);
+    sharc__free(ctx, s->bins);
+    sharc__free(ctx, s->bbs);
+    sharc__free(ctx, s);
+    *sp = NULL;
+}
+
+int sharc__sampler_open(sharc__ctx *ctx, const sharc__sampler_settings *st,
+                        const sharc__sampler_source *src, sharc__sampler **out)
+{
+    *out = NULL;
+    if (!st || !src || !src->pull)
+        return sharc__fail(ctx, SHARC_ERR(EINVAL),
+                           "sampler: settings and a pull callback "
+                           "are required");
+    int rc = check_settings(ctx, st);
+    if (rc < 0)
+        return rc;
+    sharc__sampler *s = sharc__calloc(ctx, 1, sizeof *s);
+    if (!s)
+        return sharc__fail(ctx, SHARC_ERR(ENOMEM), "sampler: out of memory");
+    s->ctx = ctx;
+    s->st = *st;
+    s->src = *src;
+    s->estimating = st->bins == NULL;
+    s->cap = st->buffer_size;
+    if (s->estimating && st->num_cuts_for_bins_estimate > s->cap)
+        s->cap = st->num_cuts_for_bins_estimate;
+    s->max_buckets = s->estimating ? st->num_buckets : st->n_bins + 1;
+    size_t c = s->cap;
+    s->items = sharc__malloc(ctx, c * sizeof *s->items);
+    s->eff = sharc__malloc(ctx, c * sizeof *s->eff);
+    s->next = sharc__malloc(ctx, c * sizeof *s->next);
+    s->prev = sharc__malloc(ctx, c * sizeof *s->prev);
+    s->free_slots = sharc__malloc(ctx, c * sizeof *s->free_slots);
+    s->scratch = sharc__malloc(ctx, c * sizeof *s->scratch);
+    s->batch = sharc__malloc(ctx, c * sizeof *s->batch);
+    s->buckets = sharc__malloc(ctx, s->max_buckets * sizeof *s->buckets);
+    s->bins = sharc__malloc(ctx, s->max_buckets * sizeof *s->bins);
+    if (st->bucket_batch_size)
+        s->bbs = sharc__malloc(ctx, st->n_bins * sizeof *s->bbs);
+    if (!s->items || !s->eff || !s->next || !s->prev || !s->free_slots || !s->scratch ||
+        !s->batch || !s->buckets || !s->bins || (st->bucket_batch_size && !s->bbs)) {
+        rc = sharc__fail(ctx, SHARC_ERR(ENOMEM), "sampler: out of memory for %u slots", s->cap);
+        goto fail;
+    }
+    for (uint32_t i = 0; i < s->cap; i++)
+        s->free_slots[i] = s->cap - 1 - i; /* slot 0 is used first */
+    s->n_free = s->cap;
+    for (size_t b = 0; b < s->max_buckets; b++)
+        bucket_reset(&s->buckets[b]);
+    if (!s->estimating) {
+        memcpy(s->bins, st->bins, st->n_bins * sizeof *s->bins);
+        s->n_bins = st->n_bins;
+        s->bins_ready = 1;
+        s->nb = st->n_bins + 1;
+        if (s->bbs)
+            memcpy(s->bbs, st->bucket_batch_size, st->n_bins * sizeof *s->bbs);
+    } else {
+        s->nb = 1; /* bucket 0 stages the items the bins are estimated from */
+    }
+    s->st.bins = s->estimating ? NULL : s->bins;
+    s->st.bucket_batch_size = s->bbs;
+    sharc__rng_seed(&s->rng, st->seed);
+    sharc__rng_seed(&s->brng, st->seed ^ BUCKET_SEED_SALT);
+    s->settings_hash = hash_settings(s);
+    if (!s->estimating)
+        warn_small_buffer(s);
+    *out = s;
+    return 0;
+fail:
+    sharc__sampler_close(&s);
+    return rc;
+}
+
+const double *sharc__sampler_bins(const sharc__sampler *s, size_t *n)
+{
+    *n = s->bins_ready ? s->n_bins : 0;
+    return s->bins_ready ? s->bins : NULL;
+}
+
+void sharc__sampler_get_stats(const sharc__sampler *s, sharc__sampler_stats *out)
+{
+    *out = s->stats;
+}
+
+size_t sharc__sampler_buffered(const sharc__sampler *s)
+{
+    return s->count + (size_t)s->has_pending;
+}
+
+/* ---- state --------------------------------------------------------------------------- */
+
+/* Blob layout, little-endian:
+ *     0  "SHSM", u32 version, u64 total size, u64 settings hash
+ *    24  item RNG (4 x u64), bucket RNG (4 x u64), u64 bucket idx, u64 usage, u32 flags
+ *   108  stats: 8 x u64 (pulled, batches, items, too_short, too_long, dropped, oversized,
+ *        partial), u32 n_bins                                          -> HEADER_BYTES
+ *        n_bins x f64 bins, u32 n_items,
+ *        n_items x (u64 key, f64 duration, u64 bytes, u32 bucket; UINT32_MAX = pending)
+ *        u32 CRC-32 of everything before it */
+
+typedef struct wr {
+    unsigned char *p;
+} wr;
+
+static void put_u32(wr *w, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        *w->p++ = (unsigned char)(v >> (8 * i));
+}
+
+static void put_u64(wr *w, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        *w->p++ = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t le64(const unsigned char *p)
+{
+    return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
+}
+
+typedef struct rd {
+    const unsigned char *p;
+} rd;
+
+static uint32_t get_u32(rd *r)
+{
+    uint32_t v = le32(r->p);
+    r->p += 4;
+    return v;
+}
+
+static uint64_t get_u64(rd *r)
+{
+    uint64_t v = le64(r->p);
+    r->p += 8;
+    return v;
+}
+
+static double get_f64(rd *r)
+{
+    uint64_t u = get_u64(r);
+    double d;
+    memcpy(&d, &u, sizeof d);
+    return d;
+}
+
+static uint64_t *stats_field(sharc__sampler_stats *st, int i)
+{
+    uint64_t *f[] = {&st->pulled,   &st->batches, &st->items,     &st->too_short,
+                     &st->too_long, &st->dropped, &st->oversized, &st->partial};
+    return f[i];
+}
+
+static uint32_t crc_of(const unsigned char *p, size_t n)
+{
+    uLong crc = crc32(0L, Z_NULL, 0);
+    while (n > 0) { /* zlib takes uInt lengths */
+        uInt chunk = n > (1u << 30) ? (1u << 30) : (uInt)n;
+        crc = crc32(crc, p, chunk);
+        p += chunk;
+        n -= chunk;
+    }
+    return (uint32_t)crc;
+}
+
+size_t sharc__sampler_state_size(const sharc__sampler *s)
+{
+    return HEADER_BYTES + 8 * s->n_bins + 4 + ITEM_BYTES * sharc__sampler_buffered(s) + 4;
+}
+
+static void put_item(wr *w, const sharc__sitem *it, uint32_t bucket_idx)
+{
+    put_u64(w, it->key);
+    put_u64(w, dbits(it->duration));
+    put_u64(w, it->bytes);
+    put_u32(w, bucket_idx);
+}
+
+int sharc__sampler_save(const sharc__sampler *s, void *buf, size_t cap)
+{
+    size_t size = sharc__sampler_state_size(s);
+    if (cap < size)
+        return sharc__set_error(s->ctx, SHARC_ERR(ENOSPC),
+                                "sampler state needs %zu bytes, buffer has %zu", size, cap);
+    wr w = {buf};
+    memcpy(w.p, STATE_MAGIC, 4);
+    w.p += 4;
+    put_u32(&w, STATE_VER);
+    put_u64(&w, size);
+    put_u64(&w, s->settings_hash);
+    for (int i = 0; i < 4; i++)
+        put_u64(&w, s->rng.s[i]);
+    for (int i = 0; i < 4; i++)
+        put_u64(&w, s->brng.s[i]);
+    put_u64(&w, s->bidx);
+    put_u64(&w, s->usage);
+    put_u32(&w, (uint32_t)((s->has_bidx ? F_HAS_BIDX : 0) | (s->bins_ready ? F_BINS_READY : 0) |
+                           (s->exhausted ? F_EXHAUSTED : 0) | (s->stopped ? F_STOPPED : 0) |
+                           (s->has_pending ? F_PENDING : 0)));
+    sharc__sampler_stats stats = s->stats;
+    for (int i = 0; i < 8; i++)
+        put_u64(&w, *stats_field(&stats, i));
+    put_u32(&w, (uint32_t)s->n_bins);
+    for (size_t i = 0; i < s->n_bins; i++)
+        put_u64(&w, dbits(s->bins[i]));
+    put_u32(&w, (uint32_t)sharc__sampler_buffered(s));
+    for (size_t b = 0; b < s->nb; b++)
+        for (uint32_t slot = s->buckets[b].head; slot != NONE; slot = s->next[slot])
+            put_item(&w, &s->items[slot], (uint32_t)b);
+    if (s->has_pending)
+        put_item(&w, &s->pending, NONE);
+    put_u32(&w, crc_of(buf, size - 4));
+    return 0;
+}
+
+/* Check everything in the blob that does not need the items' payloads. */
+static int check_blob(sharc__sampler *s, const unsigned char *p, size_t n)
+{
+#define BAD(...) sharc__fail(s->ctx, SHARC_ERR_STATE, "sampler state: " __VA_ARGS__)
+    if (n < HEADER_BYTES + 8)
+        return BAD("truncated (%zu bytes, the fixed part alone is %u)", n, HEADER_BYTES + 8);
+    if (memcmp(p, STATE_MAGIC, 4) != 0)
+        return BAD("bad magic, not a sampler state");
+    if (le32(p + 4) != STATE_VER)
+        return BAD("version %u, this build reads version %u", le32(p + 4), STATE_VER);
+    if (le64(p + 8) != n)
+        return BAD("size is %zu bytes but the state says %llu (truncated or padded)", n,
+                   (unsigned long long)le64(p + 8));
+    if (crc_of(p, n - 4) != le32(p + n - 4))
+        return BAD("checksum mismatch (corrupted)");
+    if (le64(p + 16) != s->settings_hash)
+        return BAD("saved with different sampler settings");
+    uint32_t flags = le32(p + 104);
+    uint32_t n_bins = le32(p + HEADER_BYTES - 4);
+    int bins_ready = (flags & F_BINS_READY) != 0;
+    if (flags & ~(uint32_t)31)
+        return BAD("unknown flags %#x", flags);
+    if (n_bins > s->max_buckets - 1 || (!bins_ready && n_bins) ||
+        (!s->estimating && (!bins_ready || n_bins != s->n_bins)))
+        return BAD("%u bins do not fit these settings", n_bins);
+    if ((n - HEADER_BYTES - 8) / 8 < n_bins)
+        return BAD("truncated in the bins");
+    const unsigned char *q = p + HEADER_BYTES + 8 * (size_t)n_bins;
+    uint32_t n_items = le32(q);
+    int pending = (flags & F_PENDING) != 0;
+    if (n_items > (uint64_t)s->cap + (uint64_t)pending || n_items < (uint32_t)pending ||
+        ((flags & F_STOPPED) && n_items) ||
+        (uint64_t)HEADER_BYTES + 8ull * n_bins + 4 + (uint64_t)ITEM_BYTES * n_items + 4 != n)
+        return BAD("%u buffered items do not fit a buffer of %u", n_items, s->cap);
+    if ((flags & F_HAS_BIDX) &&
+        (!bins_ready || le64(p + 88) > n_bins || le64(p + 96) > (uint64_t)s->st.world_size))
+        return BAD("bucket selection state out of range");
+    return 0;
+#undef BAD
+}
+
+/* Validate bins and items against each other, before any payload is reloaded. */
+static int check_items(sharc__sampler *s, const unsigned char *bins_p, uint32_t n_bins,
+                       int bins_ready, int pending, const unsigned char *items_p, uint32_t n_items)
+{
+    rd r = {bins_p};
+    for (uint32_t i = 0; i < n_bins; i++) {
+        double v = get_f64(&r);
+        if (bad_nonneg(v) || (i && v < s->bins[i - 1]) ||
+            (!s->estimating && dbits(v) != dbits(s->st.bins[i])))
+            return sharc__fail(s->ctx, SHARC_ERR_STATE, "sampler state: bad bin %u", i);
+        s->bins[i] = v;
+    }
+    s->n_bins = n_bins;
+    r.p = items_p;
+    uint32_t prev_b = 0;
+    for (uint32_t i = 0; i < n_items; i++) {
+        r.p += 8;
+        double d = get_f64(&r);
+        r.p += 8;
+        uint32_t b = get_u32(&r);
+        int ok;
+        if (pending && i == n_items - 1)
+            ok = b == NONE;
+        else if (bins_ready) /* saved bucket by bucket, each where bisect_left puts it */
+            ok = b >= prev_b && b == sharc__bucket_of(s->bins, n_bins, d);
+        else
+            ok = b == 0;
+        ok = ok && !bad_nonneg(d) && !(s->bbs && d > s->bins[n_bins - 1]);
+        prev_b = b;
+        if (!ok)
+            return sharc__fail(s->ctx, SHARC_ERR_STATE,
+                               "sampler state: buffered item %u (duration %g) is not in "
+                               "bucket %u",
+                               i, d, b);
+    }
+    return 0;
+}
+
+static int reload_items(sharc__sampler *s, const unsigned char *items_p, uint32_t n_items)
+{
+    rd r = {items_p};
+    for (uint32_t i = 0; i < n_items; i++) {
+        uint64_t key = get_u64(&r), dur = get_u64(&r), bytes = get_u64(&r);
+        uint32_t b = get_u32(&r);
+        sharc__sitem it = {0};
+        int rc = s->src.reload(s->src.cookie, key, &it);
+        if (rc < 0)
+            return rc;
+        if (it.key != key || dbits(it.duration) != dur || it.bytes != bytes) {
+            give_back(s, &it, SHARC__RELEASE_REJECTED);
+            double d;
+            memcpy(&d, &dur, sizeof d);
+            return sharc__fail(s->ctx, SHARC_ERR_STATE,
+                               "sampler state: item %#llx reloaded as %#llx with %.17g s and "
+                               "%llu bytes, the state has %.17g s and %llu bytes: the data "
+                               "changed since the state was saved",
+                               (unsigned long long)key, (unsigned long long)it.key, it.duration,
+                               (unsigned long long)it.bytes, d, (unsigned long long)bytes);
+        }
+        if (b == NONE) {
+            s->pending = it;
+            s->has_pending = 1;
+        } else {
+            admit(s, &it, b);
+        }
+    }
+    return 0;
+}
+
+int sharc__sampler_restore(sharc__ctx *ctx, const sharc__sampler_settings *st,
+                           const sharc__sampler_source *src, const void *blob, size_t n,
+                           sharc__sampler **out)
+{
+    *out = NULL;
+    if (!blob || !src || !src->reload)
+        return sharc__fail(ctx, SHARC_ERR(EINVAL),
+                           "sampler restore: a state blob and a "
+                           "reload callback are required");
+    sharc__sampler *s;
+    int rc = sharc__sampler_open(ctx, st, src, &s);
+    if (rc < 0)
+        return rc;
+    const unsigned char *p = blob;
+    if ((rc = check_blob(s, p, n)) < 0)
+        goto fail;
+    rd r = {p + 24};
+    for (int i = 0; i < 4; i++)
+        s->rng.s[i] = get_u64(&r);
+    for (int i = 0; i < 4; i++)
+        s->brng.s[i] = get_u64(&r);
+    uint64_t bidx = get_u64(&r);
+    s->usage = get_u64(&r);
+    uint32_t flags = get_u32(&r);
+    sharc__sampler_stats stats;
+    for (int i = 0; i < 8; i++)
+        *stats_field(&stats, i) = get_u64(&r);
+    uint32_t n_bins = get_u32(&r);
+    const unsigned char *bins_p = r.p, *items_p = r.p + 8 * (size_t)n_bins + 4;
+    uint32_t n_items = le32(items_p - 4);
+    int pending = (flags & F_PENDING) != 0;
+    s->bins_ready = (flags & F_BINS_READY) != 0;
+    rc = check_items(s, bins_p, n_bins, s->bins_ready, pending, items_p, n_items);
+    if (rc < 0)
+        goto fail;
+    s->nb = s->bins_ready ? s->n_bins + 1 : 1;
+    s->bidx = (uint32_t)bidx;
+    s->has_bidx = (flags & F_HAS_BIDX) != 0;
+    s->exhausted = (flags & F_EXHAUSTED) != 0;
+    s->stopped = (flags & F_STOPPED) != 0;
+    if ((rc = reload_items(s, items_p, n_items)) < 0)
+        goto fail;
+    s->stats = stats;
+    *out = s;
+    return 0;
+fail:
+    sharc__sampler_close(&s);
+    return rc;
+}
