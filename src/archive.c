@@ -4,11 +4,13 @@
 #include <archive_entry.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 /* libarchive reads the file in blocks of this size; large blocks keep syscalls off the hot path. */
 #define READ_BLOCK (1u << 20)
@@ -16,10 +18,34 @@
 #define LINE_BUF_INITIAL (64u << 10)
 #define MEMORY_PATH      "<memory>"
 
+/*
+ * The bytes under libarchive: a file descriptor or memory, read in blocks. A gzip stream
+ * (sniffed from its magic bytes) is inflated here with zlib instead of by libarchive's gzip
+ * filter, which (3.6) never checks a member's CRC-32 and length trailer: damage that still
+ * inflates, e.g. inside a stored block, would otherwise pass as good data. zlib checks both.
+ * Anything else (plain, zstd) goes through untouched for libarchive's own filters.
+ */
+enum { SRC_SNIFF, SRC_PLAIN, SRC_GZIP, SRC_DONE };
+
+typedef struct source {
+    sharc__ctx *ctx;
+    const char *path;
+    int fd;              ///< -1 for memory
+    int seekable;        ///< a regular file: payloads of a plain tar are skipped with lseek
+    uint8_t *in;         ///< READ_BLOCK bytes read from fd (NULL for memory)
+    uint8_t *out;        ///< READ_BLOCK inflated bytes (gzip only)
+    const uint8_t *next; ///< unread input, `avail` bytes
+    size_t avail;
+    uint64_t total; ///< input bytes read or skipped so far
+    int eof, mode;
+    z_stream z;
+    int z_ready;
+} source;
+
 struct sharc__tar {
     sharc__ctx *ctx;
     struct archive *a;
-    int fd;
+    source src;
     char *path;
     uint64_t max_member_bytes;
     uint64_t next_index;
@@ -30,7 +56,7 @@ struct sharc__tar {
 struct sharc__lines {
     sharc__ctx *ctx;
     struct archive *a;
-    int fd;
+    source src;
     char *path;
     uint64_t max_line_bytes;
     uint8_t *buf; ///< bytes [pos, end) are unread; end < cap always (room for a NUL)
@@ -92,19 +118,204 @@ static int la_result(sharc__ctx *ctx, struct archive *a, long r, int code, const
 /* Open `path` ourselves so that a missing file or a directory gets errno's own text. */
 static int open_input(sharc__ctx *ctx, const char *path, int *fd, off_t *size)
 {
+    struct stat st;
+    int rc = 0;
     *fd = open(path, O_RDONLY | O_CLOEXEC);
     if (*fd < 0)
         return sharc__fail(ctx, SHARC_ERR(errno), "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(*fd, &st) != 0)
-        return sharc__fail(ctx, SHARC_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-    if (S_ISDIR(st.st_mode))
-        return sharc__fail(ctx, SHARC_ERR(EISDIR), "%s: is a directory", path);
+    if (fstat(*fd, &st) != 0) {
+        rc = sharc__fail(ctx, SHARC_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        rc = sharc__fail(ctx, SHARC_ERR(EISDIR), "%s: is a directory", path);
+        goto fail;
+    }
     /* Non-regular inputs (pipes) report -1: unknown size, never treated as empty. */
     *size = S_ISREG(st.st_mode) ? st.st_size : -1;
     if (S_ISREG(st.st_mode))
         (void)posix_fadvise(*fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     return 0;
+fail:
+    close(*fd);
+    *fd = -1;
+    return rc;
+}
+
+static voidpf z_alloc(voidpf opaque, uInt items, uInt size)
+{
+    return sharc__calloc(opaque, items, size);
+}
+
+static void z_free(voidpf opaque, voidpf p)
+{
+    sharc__free(opaque, p);
+}
+
+/* Keep the unread bytes, append what the file has next. */
+static int src_fill(source *s, struct archive *a)
+{
+    if (s->fd < 0) {
+        s->eof = 1;
+        return 0;
+    }
+    if (s->avail && s->next != s->in)
+        memmove(s->in, s->next, s->avail);
+    s->next = s->in;
+    ssize_t n;
+    do
+        n = read(s->fd, s->in + s->avail, READ_BLOCK - s->avail);
+    while (n < 0 && errno == EINTR);
+    if (n < 0) {
+        archive_set_error(a, errno, "read error: %s", strerror(errno));
+        return ARCHIVE_FATAL;
+    }
+    s->eof = n == 0;
+    s->avail += (size_t)n;
+    s->total += (uint64_t)n;
+    return 0;
+}
+
+static int gz_start(source *s, struct archive *a)
+{
+    s->out = sharc__malloc(s->ctx, READ_BLOCK);
+    s->z.zalloc = z_alloc;
+    s->z.zfree = z_free;
+    s->z.opaque = s->ctx;
+    if (!s->out || inflateInit2(&s->z, 16 + MAX_WBITS) != Z_OK) {
+        archive_set_error(a, ENOMEM, "cannot set up gzip decompression");
+        return ARCHIVE_FATAL;
+    }
+    s->z_ready = 1;
+    return 0;
+}
+
+/* After a member: another member follows, or the stream ends; trailing bytes that are not a
+ * gzip member are ignored, as `gzip -d` does (tape padding is common). */
+static int gz_next_member(source *s, struct archive *a)
+{
+    while (s->avail < 2 && !s->eof)
+        if (src_fill(s, a) < 0)
+            return ARCHIVE_FATAL;
+    if (s->avail >= 2 && s->next[0] == 0x1f && s->next[1] == 0x8b) {
+        inflateReset(&s->z);
+        return 0;
+    }
+    if (s->avail)
+        sharc__log(s->ctx, SHARC_LOG_DEBUG, "%s: trailing bytes after gzip data ignored", s->path);
+    s->mode = SRC_DONE;
+    return 0;
+}
+
+static la_ssize_t gz_read(source *s, struct archive *a, const void **buf)
+{
+    s->z.next_out = s->out;
+    s->z.avail_out = READ_BLOCK;
+    while (s->z.avail_out == READ_BLOCK && s->mode == SRC_GZIP) {
+        if (s->avail == 0) {
+            if (s->eof) {
+                archive_set_error(a, EILSEQ, "truncated gzip input");
+                return ARCHIVE_FATAL;
+            }
+            if (src_fill(s, a) < 0)
+                return ARCHIVE_FATAL;
+            continue;
+        }
+        uInt in = s->avail > UINT_MAX ? UINT_MAX : (uInt)s->avail;
+        s->z.next_in = (Bytef *)(uintptr_t)s->next;
+        s->z.avail_in = in;
+        int zr = inflate(&s->z, Z_NO_FLUSH);
+        s->next += in - s->z.avail_in;
+        s->avail -= in - s->z.avail_in;
+        if (zr == Z_STREAM_END) {
+            if (gz_next_member(s, a) < 0)
+                return ARCHIVE_FATAL;
+        } else if (zr != Z_OK && !(zr == Z_BUF_ERROR && s->z.avail_in < in)) {
+            archive_set_error(a, EILSEQ, "gzip decompression failed: %s",
+                              s->z.msg ? s->z.msg : "corrupt data");
+            return ARCHIVE_FATAL;
+        }
+    }
+    *buf = s->out;
+    return (la_ssize_t)(READ_BLOCK - s->z.avail_out);
+}
+
+static la_ssize_t src_read(struct archive *a, void *cookie, const void **buf)
+{
+    source *s = cookie;
+    if (s->mode == SRC_SNIFF) {
+        while (s->avail < 2 && !s->eof)
+            if (src_fill(s, a) < 0)
+                return ARCHIVE_FATAL;
+        int gz = s->avail >= 2 && s->next[0] == 0x1f && s->next[1] == 0x8b;
+        s->mode = gz ? SRC_GZIP : SRC_PLAIN;
+        if (gz && gz_start(s, a) < 0)
+            return ARCHIVE_FATAL;
+    }
+    if (s->mode == SRC_GZIP)
+        return gz_read(s, a, buf);
+    if (s->mode == SRC_PLAIN && s->avail == 0 && !s->eof && src_fill(s, a) < 0)
+        return ARCHIVE_FATAL;
+    if (s->mode != SRC_PLAIN)
+        return 0;
+    /* libarchive may use the block until the next call, when src_fill reuses `in`. */
+    size_t n = s->avail;
+    *buf = s->next;
+    s->next += n;
+    s->avail = 0;
+    return (la_ssize_t)n;
+}
+
+static la_int64_t src_skip(struct archive *a, void *cookie, la_int64_t request)
+{
+    source *s = cookie;
+    (void)a;
+    if (s->mode != SRC_PLAIN || !s->seekable || s->avail || request <= 0 ||
+        lseek(s->fd, (off_t)request, SEEK_CUR) < 0)
+        return 0;
+    s->total += (uint64_t)request;
+    return request;
+}
+
+/* Take `fd` (closed by src_free) or `mem`, and hand the stream to libarchive. */
+static int src_open(source *s, struct archive *a, sharc__ctx *ctx, const char *path, int fd,
+                    int seekable, const void *mem, size_t n)
+{
+    s->ctx = ctx;
+    s->path = path;
+    s->fd = fd;
+    s->seekable = seekable;
+    if (fd >= 0) {
+        s->in = sharc__malloc(ctx, READ_BLOCK);
+        if (!s->in) {
+            archive_set_error(a, ENOMEM, "out of memory");
+            return ARCHIVE_FATAL;
+        }
+        s->next = s->in;
+    } else {
+        s->next = mem;
+        s->avail = n;
+        s->total = n;
+        s->eof = 1;
+    }
+    return archive_read_open2(a, s, NULL, src_read, src_skip, NULL);
+}
+
+static uint64_t src_consumed(const source *s)
+{
+    return s->total - s->avail;
+}
+
+static void src_free(source *s)
+{
+    if (s->z_ready)
+        inflateEnd(&s->z);
+    if (s->fd >= 0)
+        close(s->fd);
+    sharc__free(s->ctx, s->in);
+    sharc__free(s->ctx, s->out);
+    memset(s, 0, sizeof *s);
+    s->fd = -1;
 }
 
 /* Compression is sniffed from the bytes; no external programs are ever spawned. */
@@ -140,7 +351,7 @@ static int tar_new(sharc__tar **out, sharc__ctx *ctx, const char *path, uint64_t
     if (!t)
         return sharc__fail(ctx, SHARC_ERR(ENOMEM), "%s: out of memory", path);
     t->ctx = ctx;
-    t->fd = -1;
+    t->src.fd = -1;
     t->max_member_bytes = max_member_bytes;
     t->path = sharc__strdup(ctx, path);
     *out = t;
@@ -157,17 +368,19 @@ int sharc__tar_open(sharc__tar **out, sharc__ctx *ctx, const char *path, uint64_
     int rc = tar_new(&t, ctx, path, max_member_bytes);
     if (rc < 0)
         goto fail;
-    if ((rc = open_input(ctx, path, &t->fd, &size)) < 0)
+    int fd = -1;
+    if ((rc = open_input(ctx, path, &fd, &size)) < 0)
         goto fail;
     if (size == 0) {
+        close(fd);
         rc = sharc__fail(ctx, SHARC_ERR_CORRUPT,
                          "%s: empty file (0 bytes), not a tar archive (an empty tar has 1024 "
                          "zero bytes)",
                          path);
         goto fail;
     }
-    LA_TRY(ctx, t->a, archive_read_open_fd(t->a, t->fd, READ_BLOCK), SHARC_ERR_CORRUPT,
-           "%s: cannot read as a tar archive", path);
+    LA_TRY(ctx, t->a, src_open(&t->src, t->a, ctx, t->path, fd, size > 0, NULL, 0),
+           SHARC_ERR_CORRUPT, "%s: cannot read as a tar archive", path);
     *out = t;
     return 0;
 fail:
@@ -188,7 +401,7 @@ int sharc__tar_open_memory(sharc__tar **out, sharc__ctx *ctx, const void *data, 
                          MEMORY_PATH);
         goto fail;
     }
-    LA_TRY(ctx, t->a, archive_read_open_memory(t->a, data, n), SHARC_ERR_CORRUPT,
+    LA_TRY(ctx, t->a, src_open(&t->src, t->a, ctx, t->path, -1, 0, data, n), SHARC_ERR_CORRUPT,
            "%s: cannot read as a tar archive", MEMORY_PATH);
     *out = t;
     return 0;
@@ -309,8 +522,7 @@ int sharc__tar_next_header(sharc__tar *t, sharc__member *m, uint64_t *size)
 
 uint64_t sharc__tar_bytes_read(const sharc__tar *t)
 {
-    la_int64_t n = archive_filter_bytes(t->a, -1);
-    return n > 0 ? (uint64_t)n : 0;
+    return src_consumed(&t->src);
 }
 
 void sharc__tar_close(sharc__tar **tp)
@@ -319,8 +531,7 @@ void sharc__tar_close(sharc__tar **tp)
     if (!t)
         return;
     archive_read_free(t->a);
-    if (t->fd >= 0)
-        close(t->fd);
+    src_free(&t->src);
     sharc__buf_free(t->ctx, &t->last_name);
     sharc__free(t->ctx, t->path);
     sharc__free(t->ctx, t);
@@ -345,7 +556,7 @@ static int lines_new(sharc__lines **out, sharc__ctx *ctx, const char *path, uint
     if (!l)
         return sharc__fail(ctx, SHARC_ERR(ENOMEM), "%s: out of memory", path);
     l->ctx = ctx;
-    l->fd = -1;
+    l->src.fd = -1;
     l->max_line_bytes = max_line;
     *out = l;
     l->path = sharc__strdup(ctx, path);
@@ -382,15 +593,17 @@ int sharc__lines_open(sharc__lines **out, sharc__ctx *ctx, const char *path,
     int rc = lines_new(&l, ctx, path, max_line_bytes);
     if (rc < 0)
         goto fail;
-    if ((rc = open_input(ctx, path, &l->fd, &size)) < 0)
+    int fd = -1;
+    if ((rc = open_input(ctx, path, &fd, &size)) < 0)
         goto fail;
     if (size == 0) {
+        close(fd);
         l->status = SHARC_END;
         *out = l;
         return 0;
     }
-    LA_TRY(ctx, l->a, archive_read_open_fd(l->a, l->fd, READ_BLOCK), SHARC_ERR_CORRUPT,
-           "%s: cannot read", path);
+    LA_TRY(ctx, l->a, src_open(&l->src, l->a, ctx, l->path, fd, size > 0, NULL, 0),
+           SHARC_ERR_CORRUPT, "%s: cannot read", path);
     if ((rc = lines_start(l)) < 0)
         goto fail;
     *out = l;
@@ -413,8 +626,8 @@ int sharc__lines_open_memory(sharc__lines **out, sharc__ctx *ctx, const void *da
         *out = l;
         return 0;
     }
-    LA_TRY(ctx, l->a, archive_read_open_memory(l->a, data, n), SHARC_ERR_CORRUPT, "%s: cannot read",
-           MEMORY_PATH);
+    LA_TRY(ctx, l->a, src_open(&l->src, l->a, ctx, l->path, -1, 0, data, n), SHARC_ERR_CORRUPT,
+           "%s: cannot read", MEMORY_PATH);
     if ((rc = lines_start(l)) < 0)
         goto fail;
     *out = l;
@@ -526,8 +739,7 @@ void sharc__lines_close(sharc__lines **lp)
     if (!l)
         return;
     archive_read_free(l->a);
-    if (l->fd >= 0)
-        close(l->fd);
+    src_free(&l->src);
     sharc__free(l->ctx, l->buf);
     sharc__free(l->ctx, l->path);
     sharc__free(l->ctx, l);
