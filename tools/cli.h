@@ -118,12 +118,16 @@ void cli_json_key(FILE *f, const char *key, int first);
 
 /* ---- Logging and progress ---- */
 
+/** For cli_logger(): record ERROR messages but print nothing. */
+#define CLI_LOG_SILENT (-1)
+
 /**
  * A logger for the library that prints "sharc: <level>: <text>" to stderr, thread-safe,
- * clearing the progress line first so that both stay readable. `level` is the most
- * verbose level shown.
+ * clearing the progress line first so that both stay readable. Messages up to `show`
+ * (a sharc_log_level, or CLI_LOG_SILENT) are printed; ERROR messages are always recorded
+ * for cli_last_logged_error().
  */
-void cli_logger(sharc_logger *log, sharc_log_level level);
+void cli_logger(sharc_logger *log, int show);
 
 /**
  * The last ERROR message logged through cli_logger() in this process ("" when none).

@@ -304,20 +304,20 @@ static void log_to_stderr(void *cookie, sharc_log_level level, const char *fmt, 
     pthread_mutex_lock(&cli_stderr.lock);
     if (level == SHARC_LOG_ERROR)
         snprintf(cli_stderr.last_error, sizeof cli_stderr.last_error, "%s", text);
-    if ((uintptr_t)cookie >= (uintptr_t)level) {
+    if ((int)level <= (int)(intptr_t)cookie) {
         erase_progress_locked();
         fprintf(stderr, "sharc: %s: %s\n", level_name(level), text);
     }
     pthread_mutex_unlock(&cli_stderr.lock);
 }
 
-void cli_logger(sharc_logger *log, sharc_log_level level)
+void cli_logger(sharc_logger *log, int show)
 {
-    /* The level shown is carried in the cookie as well: the callback filters again, so
-     * that it stays correct if a caller lowers log->level afterwards. */
+    /* The level shown travels in the cookie; the library must still pass ERROR messages so
+     * that they can be recorded. */
     log->callback = log_to_stderr;
-    log->cookie = (void *)(uintptr_t)level;
-    log->level = level;
+    log->cookie = (void *)(intptr_t)show;
+    log->level = show > SHARC_LOG_ERROR ? (sharc_log_level)show : SHARC_LOG_ERROR;
 }
 
 const char *cli_last_logged_error(char *buf, size_t n)

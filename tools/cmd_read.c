@@ -347,7 +347,9 @@ int cmd_read(int argc, char **argv)
     else
         print_summary_text(r, &st, wall);
     fflush(stdout);
-    if (error != NULL)
+    /* The library has usually logged the error already; say it once more only if not. */
+    char logged[1024];
+    if (error != NULL && strcmp(cli_last_logged_error(logged, sizeof logged), error) != 0)
         fprintf(stderr, "sharc read: error: %s\n", error);
     sharc_reader_close(&r);
     return rc < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;

@@ -41,7 +41,7 @@ static void print_help(void)
         "  --json              print JSON Lines instead of text (see below)\n"
         "  --per-cut           also print one line per cut (id, duration, samples, peak, RMS)\n"
         "  --no-progress       no progress line (it is shown only when stderr is a terminal)\n"
-        "  --verbose           also show the library's warnings (stray files, ...)\n"
+        "  --verbose           also show the library's log messages (stray files, ...)\n"
         "  -h, --help          show this help\n"
         "\n"
         "Problem codes: archive, json, id_mismatch, orphan_member, missing_member, decode,\n"
@@ -637,8 +637,8 @@ int cmd_validate(int argc, char **argv)
     if (status >= 0)
         return status;
 
-    /* Problems are printed by the tool; the library's warnings repeat them. */
-    cli_logger(&s.logger, o.verbose ? SHARC_LOG_WARN : SHARC_LOG_ERROR);
+    /* Problems are printed by the tool; the library's log messages would repeat them. */
+    cli_logger(&s.logger, o.verbose ? SHARC_LOG_WARN : CLI_LOG_SILENT);
     s.on_error = SHARC_ON_ERROR_SKIP;
     s.shuffle_shards = 0;
     s.epochs = 1;

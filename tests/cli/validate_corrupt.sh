@@ -44,6 +44,9 @@ set +e
 rc=$?
 set -e
 [ $rc -le 1 ] || fail "validate on flipped FLAC frames exited with $rc"
+if grep -qE 'runtime error:|Sanitizer' "$tmp/err"; then
+    fail "validate on flipped FLAC frames: $(head -20 "$tmp/err")"
+fi
 check min-cuts "$tmp/v.jsonl" 11
 
 # A deleted cut line: the members after it no longer pair with their lines.
