@@ -4,6 +4,7 @@
 #ifndef SHARC_READER_H
 #define SHARC_READER_H
 
+#include "sharc/batch.h"
 #include "sharc/common.h"
 
 #ifdef __cplusplus
@@ -65,11 +66,11 @@ typedef struct sharc_problem_report {
 
 /** One extra field of a cut (Shar fields other than cuts/recording, WebDataset extras). */
 typedef struct sharc_field {
-    const char *name;     ///< field name ("target_recording", "lang_id", "txt", ...)
-    const char *member;   ///< archive member name; NULL for JSON-lines fields
-    const char *json;     ///< metadata as JSON text (tar .json member or the jsonl value); may be NULL
-    const uint8_t *data;  ///< data member bytes; NULL for JSON-lines fields
-    size_t nbytes;        ///< size of data
+    const char *name;   ///< field name ("target_recording", "lang_id", "txt", ...)
+    const char *member; ///< archive member name; NULL for JSON-lines fields
+    const char *json; ///< metadata as JSON text (tar .json member or the jsonl value); may be NULL
+    const uint8_t *data; ///< data member bytes; NULL for JSON-lines fields
+    size_t nbytes;       ///< size of data
 } sharc_field;
 
 /**
@@ -77,63 +78,111 @@ typedef struct sharc_field {
  * next call to sharc_reader_next() or sharc_reader_close().
  */
 typedef struct sharc_cut {
-    const char *id;           ///< unique cut id (Shar id, NeMo audio_filepath, WebDataset key)
-    double duration;          ///< seconds, from metadata
-    int sampling_rate;        ///< Hz (from the tar .json when present, else the cut line)
-    int channels;             ///< channels in `samples`
-    int64_t num_samples;      ///< frames per channel in `samples` (= metadata num_samples)
-    const float *samples;     ///< interleaved [num_samples * channels]; NULL when decode is off
-    const char *text;         ///< supervision texts joined by a space; NULL when none
-    const char *speaker;      ///< first supervision's speaker; NULL when none
-    const char *language;     ///< first supervision's language; NULL when none
-    const char *json;         ///< the raw metadata: cut line, manifest row or key.json
-    const char *shard;        ///< path of the archive that held the audio
-    const char *member;       ///< audio member name in that archive
-    const uint8_t *audio;     ///< the encoded audio bytes of the member
-    size_t audio_nbytes;      ///< size of audio
-    double offset;            ///< start of the cut inside the member, seconds (NeMo offset)
-    uint64_t epoch;           ///< epoch this cut belongs to (0-based)
-    uint32_t shard_index;     ///< index of the shard in the dataset's sorted shard list
-    uint64_t position;        ///< 0-based position of the cut within its shard
-    size_t n_fields;          ///< number of extra fields present on this cut
+    const char *id;            ///< unique cut id (Shar id, NeMo audio_filepath, WebDataset key)
+    double duration;           ///< seconds, from metadata
+    int sampling_rate;         ///< Hz (from the tar .json when present, else the cut line)
+    int channels;              ///< channels in `samples`
+    int64_t num_samples;       ///< frames per channel in `samples` (= metadata num_samples)
+    const float *samples;      ///< interleaved [num_samples * channels]; NULL when decode is off
+    const char *text;          ///< supervision texts joined by a space; NULL when none
+    const char *speaker;       ///< first supervision's speaker; NULL when none
+    const char *language;      ///< first supervision's language; NULL when none
+    const char *json;          ///< the raw metadata: cut line, manifest row or key.json
+    const char *shard;         ///< path of the archive that held the audio
+    const char *member;        ///< audio member name in that archive
+    const uint8_t *audio;      ///< the encoded audio bytes of the member
+    size_t audio_nbytes;       ///< size of audio
+    double offset;             ///< start of the cut inside the member, seconds (NeMo offset)
+    uint64_t epoch;            ///< epoch this cut belongs to (0-based)
+    uint32_t shard_index;      ///< index of the shard in the dataset's sorted shard list
+    uint64_t position;         ///< 0-based position of the cut within its shard
+    size_t n_fields;           ///< number of extra fields present on this cut
     const sharc_field *fields; ///< extra fields, absent ones (.nodata, placeholders) omitted
 } sharc_cut;
 
+/**
+ * Batching: Lhotse's DynamicBucketingSampler semantics (docs/sampler.md maps every field
+ * to its Lhotse and NeMo name). Used by sharc_reader_next_batch().
+ */
+typedef struct sharc_sampler_settings {
+    double max_duration;       ///< padded seconds per batch, n * longest; 0 = none (default 0)
+    uint32_t max_cuts;         ///< cuts per batch; 0 = none (default 0)
+    double quadratic_duration; ///< q: a cut counts as d + d*d/q; 0 = off (default 0)
+    uint32_t num_buckets;      ///< buckets estimated from metadata when no bins (default 10)
+    const double *bins;        ///< sorted bucket boundaries, copied; NULL = estimate (default NULL)
+    size_t n_bins;             ///< number of bins (default 0)
+    const uint32_t
+        *bucket_batch_size; ///< fixed cuts per bucket, n_bins of them (NeMo
+                            ///< OOMptimizer); excludes max_duration/max_cuts (default NULL)
+    uint32_t num_cuts_for_bins_estimate; ///< cuts whose durations estimate the bins (default 10000)
+    uint32_t buffer_size;                ///< cuts held in the buckets (default 20000)
+    uint64_t max_buffer_bytes; ///< encoded audio bytes held in the buckets (default 1 GiB)
+    int shuffle;               ///< random order inside a bucket (default 1)
+    int drop_last;             ///< drop the partial batches at the end (default 0)
+    int sync_buckets;          ///< synchronized bucket choice across `world_size` (default 1)
+    uint32_t world_size;       ///< consecutive batches drawn from one bucket choice (default 1)
+    double min_duration;       ///< shorter cuts are filtered out and counted (default 0)
+    double max_cut_duration;   ///< longer cuts are filtered out and counted; 0 = none (default 0)
+} sharc_sampler_settings;
+
 /** Reader settings. Fill with sharc_reader_default_settings() first. */
 typedef struct sharc_reader_settings {
-    const char *const *paths; ///< directories, shard files or brace patterns (required)
-    size_t n_paths;           ///< number of paths (required, >= 1)
-    sharc_layout layout;      ///< shard layout (default AUTO)
-    uint64_t seed;            ///< shard order seed; epoch e uses seed + e (default 0)
-    int shuffle_shards;       ///< permute shards each epoch (default 1)
-    uint64_t epochs;          ///< epochs to read; 0 = forever (default 1)
-    int dp_rank;              ///< this data-parallel slot (default 0)
-    int dp_size;              ///< number of data-parallel slots (default 1)
+    const char *const *paths;    ///< directories, shard files or brace patterns (required)
+    size_t n_paths;              ///< number of paths (required, >= 1)
+    sharc_layout layout;         ///< shard layout (default AUTO)
+    uint64_t seed;               ///< shard order seed; epoch e uses seed + e (default 0)
+    int shuffle_shards;          ///< permute shards each epoch (default 1)
+    uint64_t epochs;             ///< epochs to read; 0 = forever (default 1)
+    int dp_rank;                 ///< this data-parallel slot (default 0)
+    int dp_size;                 ///< number of data-parallel slots (default 1)
     sharc_error_policy on_error; ///< error policy (default FAIL)
-    int decode;               ///< decode audio into float samples (default 1)
-    int sampling_rate;        ///< required rate in Hz, mismatch is an error; 0 = any (default 0)
-    int channel;              ///< keep only this channel of the stored audio; -1 = all (default -1)
-    double length_tolerance;  ///< seconds of decoded-length mismatch fixed by pad/trim (default 0.5)
-    uint64_t max_member_bytes; ///< cap on one archive member (default 1 GiB)
-    uint64_t max_line_bytes;   ///< cap on one metadata line or JSON member (default 16 MiB)
-    const char *nemo_text_field; ///< NeMo manifest key for the transcript (default "text")
-    const char *nemo_lang_field; ///< NeMo manifest key for the language (default "lang")
-    void (*on_problem)(void *cookie, const sharc_problem_report *p); ///< problem sink (default NULL)
-    void *problem_cookie;     ///< passed to on_problem (default NULL)
-    sharc_logger logger;      ///< log sink (default: stderr, WARN)
-    sharc_allocator allocator; ///< host allocator (default: malloc)
-    uint8_t reserved[16];     ///< must be zero
+    int decode;                  ///< decode audio into float samples (default 1)
+    int sampling_rate;           ///< required rate in Hz, mismatch is an error; 0 = any (default 0)
+    int channel;             ///< keep only this channel of the stored audio; -1 = all (default -1)
+    double length_tolerance; ///< seconds of decoded-length mismatch fixed by pad/trim (default 0.5)
+    uint64_t max_member_bytes;      ///< cap on one archive member (default 1 GiB)
+    uint64_t max_line_bytes;        ///< cap on one metadata line or JSON member (default 16 MiB)
+    const char *nemo_text_field;    ///< NeMo manifest key for the transcript (default "text")
+    const char *nemo_lang_field;    ///< NeMo manifest key for the language (default "lang")
+    sharc_sampler_settings sampler; ///< batching, for sharc_reader_next_batch()
+    int n_threads;                  ///< decode threads for batches; 0 = online cores (default 0)
+    int prefetch;                   ///< batches prepared ahead of the caller (default 2)
+    int max_held_batches;           ///< batches the caller may hold at once (default 4)
+    const void *resume_state;       ///< a blob from sharc_reader_state_save(), copied; NULL = start
+    size_t resume_state_size;       ///< size of resume_state
+    void (*on_problem)(void *cookie,
+                       const sharc_problem_report *p); ///< problem sink (default NULL)
+    void *problem_cookie;                              ///< passed to on_problem (default NULL)
+    sharc_logger logger;                               ///< log sink (default: stderr, WARN)
+    sharc_allocator allocator;                         ///< host allocator (default: malloc)
+    uint8_t reserved[16];                              ///< must be zero
 } sharc_reader_settings;
 
 /** Counters, cumulative since open. */
 typedef struct sharc_reader_stats {
-    uint64_t cuts;                           ///< cuts returned
-    double audio_seconds;                    ///< sum of returned cuts' durations
-    uint64_t shards;                         ///< shards opened
-    uint64_t skipped_cuts;                   ///< cuts skipped under the SKIP policy
-    uint64_t skipped_shards;                 ///< shards (or shard rests) skipped
-    uint64_t problems[SHARC_PROBLEM_COUNT];  ///< problems seen, by kind
+    uint64_t cuts;                          ///< cuts returned
+    double audio_seconds;                   ///< sum of returned cuts' durations
+    uint64_t shards;                        ///< shards opened
+    uint64_t skipped_cuts;                  ///< cuts skipped under the SKIP policy
+    uint64_t skipped_shards;                ///< shards (or shard rests) skipped
+    uint64_t problems[SHARC_PROBLEM_COUNT]; ///< problems seen, by kind
+    uint64_t batches;                       ///< batches returned
+    uint64_t filtered_cuts;                 ///< cuts outside [min_duration, max_cut_duration]
+    uint64_t dropped_cuts;                  ///< cuts dropped at the end by drop_last
+    double padded_seconds;                  ///< sum over batches of B * T / rate
+    /** Seconds spent per stage, summed over threads: reading (archive I/O and
+     *  decompression), pairing and metadata, sampling, decoding, collating. */
+    double stage_seconds[5];
 } sharc_reader_stats;
+
+/** Indices of sharc_reader_stats.stage_seconds. */
+enum sharc_stage {
+    SHARC_STAGE_READ = 0,
+    SHARC_STAGE_PAIR = 1,
+    SHARC_STAGE_SAMPLE = 2,
+    SHARC_STAGE_DECODE = 3,
+    SHARC_STAGE_COLLATE = 4,
+};
 
 typedef struct sharc_reader sharc_reader;
 
@@ -158,6 +207,34 @@ SHARC_API int sharc_reader_open(sharc_reader **out, const sharc_reader_settings 
  *         stays failed and returns the same error.
  */
 SHARC_API int sharc_reader_next(sharc_reader *r, const sharc_cut **cut);
+
+/**
+ * Return the next batch (see include/sharc/batch.h for its tensors). The first call starts
+ * the decode threads; a reader then serves batches only (sharc_reader_next fails with
+ * EINVAL, and vice versa).
+ *
+ * Multi-channel audio must be reduced to one channel with settings.channel.
+ * @param batch receives a batch owned by the reader until sharc_batch_release()
+ * @return 0 with a batch, SHARC_END after the last one, SHARC_ERR_BACKPRESSURE when the
+ *         caller already holds max_held_batches, or a negative error (details in
+ *         sharc_reader_last_error()); errors under the FAIL policy stick.
+ * The sequence of batches depends only on the data, the seed and the settings, never on
+ * n_threads, prefetch or timing.
+ */
+SHARC_API int sharc_reader_next_batch(sharc_reader *r, sharc_batch **batch);
+
+/**
+ * Save where a batch reader stands after the last batch it returned, as a small blob that
+ * sharc_reader_settings.resume_state accepts: the epoch, the shard order position and the
+ * position in the open shard, the sampler's RNG states, the buffered cuts as locators and
+ * the counters. Restoring re-reads only the shards those locators point into and the open
+ * shard up to its position, never the epoch from its start.
+ * @param buf receives the blob; may be NULL to ask for the size
+ * @param size receives the blob's size
+ * @return 0, SHARC_ERR(ENOSPC) when cap is too small (*size tells how much is needed),
+ *         SHARC_ERR(EINVAL) when the reader is not serving batches
+ */
+SHARC_API int sharc_reader_state_save(sharc_reader *r, void *buf, size_t cap, size_t *size);
 
 /** The last error message of this reader ("" when none). Valid until the next call. */
 SHARC_API const char *sharc_reader_last_error(const sharc_reader *r);
