@@ -81,6 +81,12 @@ int cli_env_int(const char *name, int min, int max, int *out);
 /** Number of online CPUs (at least 1). */
 int cli_online_cpus(void);
 
+/**
+ * Flush stdout and check that everything was written (a full disk or closed pipe).
+ * @return `status` when it was, else CLI_EXIT_FAIL after a message naming `cmd`.
+ */
+int cli_finish_output(const char *cmd, int status);
+
 /* ---- Time and numbers ---- */
 
 /** Monotonic time in seconds. */

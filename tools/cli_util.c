@@ -153,6 +153,15 @@ int cli_env_int(const char *name, int min, int max, int *out)
     return 1;
 }
 
+int cli_finish_output(const char *cmd, int status)
+{
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "sharc %s: cannot write the output: %s\n", cmd, strerror(errno));
+        return CLI_EXIT_FAIL;
+    }
+    return status;
+}
+
 int cli_online_cpus(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);

@@ -352,5 +352,5 @@ int cmd_read(int argc, char **argv)
     if (error != NULL && strcmp(cli_last_logged_error(logged, sizeof logged), error) != 0)
         fprintf(stderr, "sharc read: error: %s\n", error);
     sharc_reader_close(&r);
-    return rc < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+    return cli_finish_output(cmd, rc < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK);
 }

@@ -318,6 +318,7 @@ static const char *intern_shard_locked(validator *v, const char *shard, uint32_t
 static void emit_cut_locked(validator *v, const sharc_cut *c, const cli_sample_stats *st)
 {
     double dbfs = st->rms > 0 ? 20.0 * log10(st->rms) : -INFINITY;
+    cli_progress_clear(&v->progress);
     if (v->json) {
         FILE *f = stdout;
         fputc('{', f);
@@ -669,7 +670,6 @@ int cmd_validate(int argc, char **argv)
 done:
     cli_progress_clear(&v.progress);
     print_summary(&v, cli_now() - t0);
-    fflush(stdout);
     validator_free(&v);
-    return status;
+    return cli_finish_output(cmd, status);
 }
