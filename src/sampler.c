@@ -16,8 +16,6 @@
 #define STATE_VER    1u
 #define HEADER_BYTES 176u /* fixed part of the blob before the bins */
 #define ITEM_BYTES   28u  /* key u64, duration f64, bytes u64, bucket u32 */
-/* The bucket RNG is seeded from `seed` xor this, so it is independent of the item RNG. */
-#define BUCKET_SEED_SALT 0x5348415243425543ull
 
 enum { FILTERED = SHARC_END + 1 }; /* pull_one: an item was filtered out */
 
@@ -749,7 +747,7 @@ int sharc__sampler_open(sharc__ctx *ctx, const sharc__sampler_settings *st,
     s->st.bins = s->estimating ? NULL : s->bins;
     s->st.bucket_batch_size = s->bbs;
     sharc__rng_seed(&s->rng, st->seed);
-    sharc__rng_seed(&s->brng, st->seed ^ BUCKET_SEED_SALT);
+    sharc__rng_seed(&s->brng, st->seed ^ SHARC__BUCKET_SEED_SALT);
     s->settings_hash = hash_settings(s);
     if (!s->estimating)
         warn_small_buffer(s);

@@ -124,6 +124,10 @@ typedef struct sharc__sampler_stats {
 
 typedef struct sharc__sampler sharc__sampler;
 
+/** The bucket-choice RNG is sharc__rng_seed(seed ^ SHARC__BUCKET_SEED_SALT): independent of
+ *  the in-bucket RNG (seeded with `seed`), and equal on every rank given the same seed. */
+#define SHARC__BUCKET_SEED_SALT 0x5348415243425543ull
+
 void sharc__sampler_default_settings(sharc__sampler_settings *s);
 
 /**

@@ -75,6 +75,15 @@ def cases():
     # Over 8192 values: numpy's pairwise summation splits the sum into blocks.
     yield "bimodal_k12_n20000", 12, [r.choice([r.gauss(3, 0.5), r.gauss(15, 3)]) for _ in range(20000)]
 
+    # Inputs where summing naively instead of numpy's pairwise way changes the bins
+    # (found by search): they pin down the summation order.
+    for seed in (99, 2646):
+        r = random.Random(seed)
+        n, k = r.randint(8, 40), r.randint(2, 4)
+        d = sorted(round(r.choice([0.1, 0.2, 0.3, 0.7, 1.1, 0.35]) * r.randint(1, 9), 2) for _ in range(n))
+        random.Random(seed).shuffle(d)
+        yield f"pairwise_sum_seed{seed}_k{k}", k, d
+
 
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "lhotse_bins")

@@ -710,6 +710,103 @@ START_TEST(sync_reuses_draw_world_size_times)
 }
 END_TEST
 
+/* A model of Lhotse's bucket choice over bucket counts, driven by the sampler's RNGs:
+ * without sync, uniform among ready buckets (else non-empty ones); with sync, one draw per
+ * world_size batches, the idx, idx-1, idx+1, ... scan, and the rewind before the
+ * non-empty rescan. The sampler must choose the same bucket and size every time. */
+typedef struct model {
+    size_t cnt[6];
+    sharc__rng rng, brng;
+    uint32_t bidx, ws;
+    uint64_t usage;
+    int has_bidx;
+} model;
+
+static long model_scan(model *m, int need_ready)
+{
+    if (!m->has_bidx || m->usage == m->ws) {
+        m->bidx = (uint32_t)sharc__rng_below(&m->brng, 6);
+        m->usage = 0;
+        m->has_bidx = 1;
+    }
+    m->usage++;
+    const long order[] = {0, -1, 1, -2, 2, -3, 3, -4, 4, -5, 5, -6, 6};
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+        long b = (long)m->bidx + order[i];
+        if (b >= 0 && b < 6 && m->cnt[b] >= (need_ready ? 2u : 1u))
+            return b;
+    }
+    return -1;
+}
+
+static long model_pick(model *m, int sync)
+{
+    if (sync) {
+        model saved = *m;
+        long b = model_scan(m, 1);
+        if (b >= 0)
+            return b;
+        memcpy(m->cnt, saved.cnt, sizeof m->cnt);
+        m->brng = saved.brng, m->bidx = saved.bidx, m->usage = saved.usage;
+        m->has_bidx = saved.has_bidx;
+        return model_scan(m, 0);
+    }
+    long cand[6];
+    size_t n = 0;
+    for (int need = 2; need >= 1 && n == 0; need--)
+        for (long b = 0; b < 6; b++)
+            if (m->cnt[b] >= (size_t)need)
+                cand[n++] = b;
+    return n ? cand[sharc__rng_below(&m->rng, n)] : -1;
+}
+
+START_TEST(bucket_choice_matches_lhotse_model)
+{
+    const double bins[] = {1, 2, 3, 4, 5};
+    for (int variant = 0; variant < 4; variant++) {
+        int sync = variant > 0;
+        model m;
+        memset(&m, 0, sizeof m);
+        m.ws = variant ? (uint32_t)variant : 1;
+        src so;
+        src_init(&so, 20);
+        for (size_t i = 0; i < so.n; i++) /* interleaved, so arrival order varies */
+            so.dur[i] = i % 3 == 0 && i < 9 ? 9.0 : i % 2 ? 3.5 : 1.5;
+        for (size_t i = 0; i < so.n; i++) /* 8, 9 and 3 items in buckets 1, 3 and 5 */
+            m.cnt[sharc__bucket_of(bins, 5, so.dur[i])]++;
+        sharc__sampler_settings st;
+        sharc__sampler_default_settings(&st);
+        st.bins = bins;
+        st.n_bins = 5;
+        st.max_cuts = 2;
+        st.buffer_size = 100;
+        st.sync_buckets = sync;
+        st.world_size = m.ws;
+        st.seed = 40 + (uint64_t)variant;
+        sharc__rng_seed(&m.rng, st.seed);
+        sharc__rng_seed(&m.brng, st.seed ^ SHARC__BUCKET_SEED_SALT);
+        sharc__sampler *s = open_ok(&st, &so);
+        sharc__sitem *items;
+        size_t n, batches = 0;
+        long b;
+        while ((b = model_pick(&m, sync)) >= 0) {
+            size_t take = m.cnt[b] < 2 ? m.cnt[b] : 2;
+            m.cnt[b] -= take;
+            ck_assert_int_eq(sharc__sampler_next(s, &items, &n), 0);
+            ck_assert_uint_eq(n, take);
+            ck_assert_msg(sharc__bucket_of(bins, 5, items[0].duration) == (size_t)b,
+                          "variant %d batch %zu: bucket %zu, model %ld", variant, batches,
+                          sharc__bucket_of(bins, 5, items[0].duration), b);
+            batches++;
+        }
+        ck_assert_int_eq(sharc__sampler_next(s, &items, &n), SHARC_END);
+        ck_assert_uint_ge(batches, 11);
+        sharc__sampler_close(&s);
+        src_free(&so);
+    }
+}
+END_TEST
+
 static void run_to_end(const sharc__sampler_settings *st, src *so, seq *q)
 {
     sharc__sampler *s = open_ok(st, so);
@@ -1128,6 +1225,7 @@ int main(void)
     tcase_add_test(tc, filters_are_counted_and_released);
     tcase_add_test(tc, drop_last_hands_back_the_rest);
     tcase_add_test(tc, sync_reuses_draw_world_size_times);
+    tcase_add_test(tc, bucket_choice_matches_lhotse_model);
     tcase_add_test(tc, deterministic_and_seed_dependent);
     suite_add_tcase(su, tc);
     tc = tcase_create("state");
