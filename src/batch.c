@@ -241,6 +241,9 @@ int sharc__batch_add_tensor(sharc_batch *b, const char *name, sharc_dtype dtype,
     if (device == SHARC_DEVICE_CUDA && !s->pool->dev.alloc)
         return sharc__set_error(ctx, SHARC_ERR_UNSUPPORTED,
                                 "device tensor '%s' needs a device transport", name);
+    if (ndim < 0 || ndim > SHARC_TENSOR_MAX_DIMS)
+        return sharc__set_error(ctx, SHARC_ERR_FRAME, "tensor '%s': %d dimensions (at most %d)",
+                                name ? name : "", ndim, SHARC_TENSOR_MAX_DIMS);
     sharc_tensor *t = &s->tensors[b->n_tensors];
     memset(t, 0, sizeof *t);
     size_t len = name ? strlen(name) : 0;
@@ -253,7 +256,7 @@ int sharc__batch_add_tensor(sharc_batch *b, const char *name, sharc_dtype dtype,
     t->device_ordinal = ordinal;
     t->ndim = ndim;
     uint64_t nbytes = sharc_dtype_size(dtype);
-    for (int d = 0; d < ndim && d < SHARC_TENSOR_MAX_DIMS; d++) {
+    for (int d = 0; d < ndim; d++) {
         t->shape[d] = shape[d];
         if (shape[d] > 0 && nbytes > SIZE_MAX / (uint64_t)shape[d])
             return sharc__set_error(ctx, SHARC_ERR_FRAME, "tensor '%s': shape overflows", name);

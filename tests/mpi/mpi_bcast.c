@@ -58,7 +58,9 @@ static sharc_batch *make_batch(int slot, int step, int T)
     off[0] = 0;
     for (int i = 0; i < B; i++) {
         lens[i] = T - i;
-        snprintf(bytes + 12 * i, 13, "s%d-%04d-%04d", slot, step % 10000, i);
+        char id[32];
+        snprintf(id, sizeof id, "s%d-%04d-%04d", slot % 10, step % 10000, i % 10000);
+        memcpy(bytes + 12 * i, id, 12);
         off[i + 1] = 12 * (i + 1);
     }
     b->step = (uint64_t)step;
