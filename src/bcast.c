@@ -247,6 +247,12 @@ static int prepare_data(sharc__bcast *bc, const sharc_batch *b, const uint8_t **
                                 (unsigned long long)b->step,
                                 (unsigned long long)(total + device_bytes),
                                 (unsigned long long)bc->s.max_frame_bytes);
+    if (bc->t->size == 1) {
+        /* A group of one: checked like any frame (same errors everywhere), never sent. */
+        *payload = NULL;
+        *n_device = 0;
+        return 0;
+    }
     uint64_t inline_at = sharc__frame_align(sharc__frame_control_bytes(b->n_tensors));
     int fits = *payload_bytes && inline_at + *payload_bytes <= bc->s.control_bytes;
     sharc__frame_encode_data(bc->control, bc->s.control_bytes, b->step, b->epoch, b->tensors,

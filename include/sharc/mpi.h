@@ -17,7 +17,8 @@ extern "C" {
 /**
  * A transport over the caller's communicator `comm`, which must span exactly one broadcast
  * group (rank 0 of `comm` is the source). The caller keeps `comm` and frees it after
- * sharc_transport_close(). Host memory only.
+ * sharc_transport_close(). Host memory only. MPI errors on `comm` follow the error handler
+ * the caller set on it (MPI's default aborts the job); split communicators return errors.
  * @param s settings, or NULL for the defaults
  * @return 0, SHARC_ERR_MPI (text in the log), SHARC_ERR(ENOMEM)
  */
