@@ -1,0 +1,112 @@
+#!/bin/sh
+# cli_buckets: `sharc buckets` estimates the same bins as Lhotse's estimate_duration_buckets
+# (a Python port with numpy's pairwise sum, checked against Lhotse by test_sampler's vectors),
+# from metadata only, over every layout; counts and seconds per bucket follow bisect_left;
+# --num-cuts, the duration filters, --quiet and usage errors work.
+. "$(dirname "$0")/lib.sh"
+
+gen "$tmp/c" --layout all --shards 3 --cuts-per-shard 20 --max-duration 20 --seed 12
+
+cat >"$tmp/check.py" <<'PY'
+import bisect, json, sys
+
+def pairwise(a):
+    n = len(a)
+    if n < 8:
+        r = 0.0
+        for x in a:
+            r += x
+        return r
+    if n <= 128:
+        r = list(a[:8])
+        i = 8
+        while i < n - n % 8:
+            for j in range(8):
+                r[j] += a[i + j]
+            i += 8
+        s = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+        for x in a[i:]:
+            s += x
+        return s
+    n2 = n // 2
+    n2 -= n2 % 8
+    return pairwise(a[:n2]) + pairwise(a[n2:])
+
+def lhotse_bins(durs, k):
+    sizes = sorted(durs)
+    per_bucket = pairwise(sizes) / k
+    bins, tot = [], 0.0
+    for s in sizes:
+        if tot > per_bucket:
+            bins.append(s)
+            tot = 0.0
+        tot += s
+    return bins
+
+out, expected, k, lo, hi, limit = sys.argv[1:7]
+k, lo, hi, limit = int(k), float(lo), float(hi), int(limit)
+durs = [json.loads(l)["duration"] for l in open(expected)]
+if limit:
+    durs = durs[:limit]
+kept = [d for d in durs if d >= lo and (hi == 0 or d <= hi)]
+got = json.loads(open(out).read())
+want = lhotse_bins(kept, k)
+assert got["bins"] == want, (got["bins"], want)
+counts = [0] * (len(want) + 1)
+secs = [0.0] * (len(want) + 1)
+for d in kept:
+    b = bisect.bisect_left(want, d)
+    counts[b] += 1
+    secs[b] += d
+assert got["counts"] == counts, (got["counts"], counts)
+assert all(abs(a - b) < 1e-9 for a, b in zip(got["seconds"], secs)), (got["seconds"], secs)
+assert got["cuts"] == len(kept) and got["ignored_cuts"] == len(durs) - len(kept)
+assert got["num_buckets"] == k
+for i, c in enumerate(counts):
+    if c:
+        assert got["max"][i] * c - secs[i] - got["padding_seconds"][i] < 1e-6
+        assert 0 <= got["padding_ratio"][i] < 1
+print("ok", len(want), "bins")
+PY
+
+for layout in shar nemo wds; do
+    d=$tmp/c/$layout
+    exp=$tmp/c/$layout.expected.jsonl
+    for k in 2 5 12; do
+        expect_rc 0 "$SHARC" buckets --json --num-buckets $k "$d"
+        "$PYTHON" "$tmp/check.py" "$tmp/out" "$exp" $k 0 0 0 >/dev/null || fail "$layout k=$k"
+    done
+done
+
+d=$tmp/c/shar
+exp=$tmp/c/shar.expected.jsonl
+# The expected file lists cuts in reading order; --num-cuts takes the first N in sorted
+# shard order, which is the order sharc buckets reads.
+expect_rc 0 "$SHARC" read --json --no-decode --no-shuffle "$d"
+grep '"type":"cut"' "$tmp/out" >"$tmp/sorted.jsonl"
+expect_rc 0 "$SHARC" buckets --json --num-buckets 4 --num-cuts 25 "$d"
+"$PYTHON" "$tmp/check.py" "$tmp/out" "$tmp/sorted.jsonl" 4 0 0 25 >/dev/null || fail "--num-cuts"
+expect_rc 0 "$SHARC" buckets --json --num-buckets 6 --min-duration 2 --max-duration 15 "$d"
+"$PYTHON" "$tmp/check.py" "$tmp/out" "$exp" 6 2 15 0 >/dev/null || fail "filters"
+
+# Text output: the bins line first, then one line per bucket and a summary.
+expect_rc 0 "$SHARC" buckets --num-buckets 5 "$d"
+expect_rc 0 "$SHARC" buckets --json --num-buckets 5 "$d"
+bins=$("$PYTHON" -c 'import json,sys; print(",".join("%.17g" % b for b in json.load(open(sys.argv[1]))["bins"]))' "$tmp/out")
+expect_rc 0 "$SHARC" buckets --num-buckets 5 "$d"
+[ "$(head -1 "$tmp/out")" = "$bins" ] || fail "text bins line '$(head -1 "$tmp/out")' != '$bins'"
+expect_in "$tmp/out" "histogram"
+expect_in "$tmp/out" "-- 60 cuts"
+expect_rc 0 "$SHARC" buckets --quiet --num-buckets 5 "$d"
+[ "$(wc -l <"$tmp/out")" -eq 1 ] || fail "--quiet printed more than the bins"
+
+# Errors: too few cuts, bad values, no path.
+expect_rc 1 "$SHARC" buckets --num-buckets 100 "$d"
+expect_in "$tmp/err" "too few for 100 buckets"
+expect_rc 2 "$SHARC" buckets --num-buckets 1 "$d"
+expect_rc 2 "$SHARC" buckets --min-duration abc "$d"
+expect_in "$tmp/err" "--min-duration"
+expect_rc 2 "$SHARC" buckets
+expect_in "$tmp/err" "no PATH"
+expect_rc 1 "$SHARC" buckets "$tmp/nothing-here"
+echo ok

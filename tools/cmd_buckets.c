@@ -1,0 +1,342 @@
+/*
+ * sharc buckets: estimate duration bucket boundaries from a dataset's metadata, as
+ * Lhotse's estimate_duration_buckets (and NeMo's estimate_duration_bins.py) would.
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char *const cmd = "buckets";
+
+typedef struct buckets_opts {
+    int num_buckets;
+    uint64_t num_cuts; /* 0 = all */
+    double min_duration, max_duration;
+    int json, quiet;
+} buckets_opts;
+
+static void print_help(void)
+{
+    printf("Usage: sharc buckets [options] PATH...\n"
+           "\n"
+           "Estimate duration bucket boundaries (bins) from the cuts' metadata, without\n"
+           "decoding audio: sort the durations and start a new bucket each time the running\n"
+           "total passes total/num_buckets. Given the same cuts and --num-buckets, the bins\n"
+           "equal Lhotse's estimate_duration_buckets (NeMo's estimate_duration_bins.py), so\n"
+           "they can be passed to `sharc read --bins` or to Lhotse/NeMo as duration_bins.\n"
+           "A cut of duration d belongs to the first bucket whose bin is >= d; the last\n"
+           "bucket holds the cuts longer than every bin. Repeated bins are possible.\n"
+           "\n"
+           "PATH is a dataset directory, a shard file or a brace pattern; several may be given.\n"
+           "\n"
+           "Options:\n"
+           "  --num-buckets K     buckets wanted, 2 <= K (default 30, as NeMo)\n"
+           "  --num-cuts N        use only the first N cuts in sorted shard order, as Lhotse's\n"
+           "                      num_cuts_for_bins_estimate (default 0: all cuts)\n"
+           "  --min-duration S    ignore cuts shorter than S seconds (default 0)\n"
+           "  --max-duration S    ignore cuts longer than S seconds (default: no limit)\n"
+           "  --layout L          shard layout: auto, shar, nemo or wds (default auto)\n"
+           "  --json              print one JSON object instead of text (see below)\n"
+           "  --quiet             print only the bins\n"
+           "  -h, --help          show this help\n"
+           "\n"
+           "Text output: the bins on one line (comma-separated, ready for a config), then one\n"
+           "line per bucket with its range, cuts, seconds, a histogram bar, and the padding\n"
+           "it would cost if every batch were padded to the bucket's longest cut.\n"
+           "\n"
+           "JSON output: {\"bins\":[...],\"counts\":[...],\"seconds\":[...],\"min\":[...],\n"
+           "  \"max\":[...],\"padding_seconds\":[...],\"padding_ratio\":[...],\"cuts\",\n"
+           "  \"total_seconds\",\"ignored_cuts\",\"num_buckets\"}, one entry per bucket\n"
+           "(len(bins) + 1 of them); padding_ratio = padding / (cuts * longest); min and max\n"
+           "are null for an empty bucket.\n"
+           "\n"
+           "Exit status: 0 success, 1 read error or too few cuts, 2 usage error.\n"
+           "\n"
+           "Example:\n"
+           "  sharc buckets --num-buckets 30 --max-duration 40 data/shar\n");
+}
+
+enum { OPT_NUM_BUCKETS = 256, OPT_NUM_CUTS, OPT_MIN, OPT_MAX, OPT_LAYOUT, OPT_JSON, OPT_QUIET };
+
+static const struct option long_opts[] = {
+    {"num-buckets", required_argument, NULL, OPT_NUM_BUCKETS},
+    {"num-cuts", required_argument, NULL, OPT_NUM_CUTS},
+    {"min-duration", required_argument, NULL, OPT_MIN},
+    {"max-duration", required_argument, NULL, OPT_MAX},
+    {"layout", required_argument, NULL, OPT_LAYOUT},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"quiet", no_argument, NULL, OPT_QUIET},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+static int parse_seconds(const char *opt, const char *val, double *out)
+{
+    char *end;
+    double v = strtod(val, &end);
+    if (end == val || *end || !isfinite(v) || v < 0)
+        return cli_usage_error(cmd, "%s wants seconds >= 0, not '%s'", opt, val), -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, sharc_reader_settings *s, buckets_opts *o)
+{
+    int opt;
+    while ((opt = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
+        int bad = 0;
+        switch (opt) {
+        case 'h':
+            print_help();
+            return CLI_EXIT_OK;
+        case OPT_NUM_BUCKETS:
+            bad = cli_parse_int(cmd, "--num-buckets", optarg, 2, 65536, &o->num_buckets);
+            break;
+        case OPT_NUM_CUTS:
+            bad = cli_parse_u64(cmd, "--num-cuts", optarg, &o->num_cuts);
+            break;
+        case OPT_MIN:
+            bad = parse_seconds("--min-duration", optarg, &o->min_duration);
+            break;
+        case OPT_MAX:
+            bad = parse_seconds("--max-duration", optarg, &o->max_duration);
+            break;
+        case OPT_LAYOUT:
+            bad = cli_parse_layout(cmd, optarg, &s->layout);
+            break;
+        case OPT_JSON:
+            o->json = 1;
+            break;
+        case OPT_QUIET:
+            o->quiet = 1;
+            break;
+        default:
+            return cli_usage_error(cmd, "invalid option");
+        }
+        if (bad)
+            return CLI_EXIT_USAGE;
+    }
+    if (optind >= argc)
+        return cli_usage_error(cmd, "no PATH given");
+    if (o->max_duration > 0 && o->max_duration < o->min_duration)
+        return cli_usage_error(cmd, "--max-duration is below --min-duration");
+    s->paths = (const char *const *)(argv + optind);
+    s->n_paths = (size_t)(argc - optind);
+    return -1;
+}
+
+/* Durations of the cuts kept by the filters, in sorted shard order. Returns 0, or 1 after
+ * printing why (a read error or out of memory). */
+static int collect(sharc_reader *r, const buckets_opts *o, double **out, size_t *n,
+                   uint64_t *ignored)
+{
+    size_t cap = 1024;
+    double *d = malloc(cap * sizeof *d);
+    const sharc_cut *c;
+    int rc = 0;
+    *n = 0;
+    *ignored = 0;
+    while (d && (o->num_cuts == 0 || *n < o->num_cuts) && (rc = sharc_reader_next(r, &c)) == 0) {
+        if (c->duration < o->min_duration ||
+            (o->max_duration > 0 && c->duration > o->max_duration)) {
+            (*ignored)++;
+            continue;
+        }
+        if (*n == cap) {
+            double *bigger = realloc(d, 2 * cap * sizeof *d);
+            if (!bigger) {
+                free(d);
+                d = NULL;
+                break;
+            }
+            d = bigger;
+            cap *= 2;
+        }
+        d[(*n)++] = c->duration;
+    }
+    if (!d) {
+        fprintf(stderr, "sharc buckets: out of memory after %zu cuts\n", *n);
+        return 1;
+    }
+    if (rc < 0) {
+        fprintf(stderr, "sharc buckets: %s\n", sharc_reader_last_error(r));
+        free(d);
+        return 1;
+    }
+    *out = d;
+    return 0;
+}
+
+typedef struct bucket_stats {
+    uint64_t count;
+    double seconds, min, max;
+} bucket_stats;
+
+static size_t bucket_of(const double *bins, size_t n_bins, double d)
+{
+    size_t lo = 0, hi = n_bins;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (bins[mid] < d)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static double padding_of(const bucket_stats *b)
+{
+    return b->count ? (double)b->count * b->max - b->seconds : 0.0;
+}
+
+static void json_array(const char *key, const bucket_stats *b, size_t nb, int what)
+{
+    cli_json_key(stdout, key, 0);
+    putchar('[');
+    for (size_t i = 0; i < nb; i++) {
+        if (i)
+            putchar(',');
+        double pad = padding_of(&b[i]), full = (double)b[i].count * b[i].max;
+        if (what == 0)
+            printf("%" PRIu64, b[i].count);
+        else if (what == 1)
+            cli_json_num(stdout, b[i].seconds);
+        else if (b[i].count == 0 && what < 5)
+            fputs("null", stdout);
+        else
+            cli_json_num(stdout, what == 2   ? b[i].min
+                                 : what == 3 ? b[i].max
+                                 : what == 4 ? pad
+                                             : (full > 0 ? pad / full : 0.0));
+    }
+    putchar(']');
+}
+
+static void print_json(const double *bins, size_t n_bins, const bucket_stats *b, size_t n,
+                       double total, uint64_t ignored, int k)
+{
+    size_t nb = n_bins + 1;
+    fputc('{', stdout);
+    cli_json_key(stdout, "bins", 1);
+    putchar('[');
+    for (size_t i = 0; i < n_bins; i++) {
+        if (i)
+            putchar(',');
+        cli_json_num(stdout, bins[i]);
+    }
+    putchar(']');
+    json_array("counts", b, nb, 0);
+    json_array("seconds", b, nb, 1);
+    json_array("min", b, nb, 2);
+    json_array("max", b, nb, 3);
+    json_array("padding_seconds", b, nb, 4);
+    json_array("padding_ratio", b, nb, 5);
+    printf(",\"cuts\":%zu", n);
+    cli_json_key(stdout, "total_seconds", 0);
+    cli_json_num(stdout, total);
+    printf(",\"ignored_cuts\":%" PRIu64 ",\"num_buckets\":%d}\n", ignored, k);
+}
+
+static void print_text(const double *bins, size_t n_bins, const bucket_stats *b, size_t n,
+                       double total, uint64_t ignored, int quiet)
+{
+    for (size_t i = 0; i < n_bins; i++)
+        printf("%s%.17g", i ? "," : "", bins[i]);
+    printf("\n");
+    if (quiet)
+        return;
+    uint64_t most = 1;
+    for (size_t i = 0; i <= n_bins; i++)
+        most = b[i].count > most ? b[i].count : most;
+    printf("%-4s %-21s %8s %12s %9s  %s\n", "#", "duration range (s)", "cuts", "seconds", "padding",
+           "histogram");
+    double pad_total = 0, full_total = 0;
+    for (size_t i = 0; i <= n_bins; i++) {
+        char range[64], bar[41];
+        double lo = i ? bins[i - 1] : 0;
+        if (i < n_bins)
+            snprintf(range, sizeof range, "(%.3f, %.3f]", lo, bins[i]);
+        else
+            snprintf(range, sizeof range, "> %.3f", lo);
+        size_t w = (size_t)((double)b[i].count * 40.0 / (double)most + 0.5);
+        memset(bar, '#', w);
+        bar[w] = 0;
+        double pad = padding_of(&b[i]), full = (double)b[i].count * b[i].max;
+        pad_total += pad;
+        full_total += full;
+        printf("%-4zu %-21s %8" PRIu64 " %12.3f %8.1f%%  %s\n", i, range, b[i].count, b[i].seconds,
+               full > 0 ? 100.0 * pad / full : 0.0, bar);
+    }
+    printf("-- %zu cuts, %.3f s in %zu buckets (%" PRIu64 " ignored); padding to each "
+           "bucket's longest cut: %.1f%%\n",
+           n, total, n_bins + 1, ignored, full_total > 0 ? 100.0 * pad_total / full_total : 0.0);
+}
+
+int cmd_buckets(int argc, char **argv)
+{
+    sharc_reader_settings s;
+    sharc_reader_default_settings(&s);
+    s.decode = 0;
+    s.shuffle_shards = 0; /* sorted shard order: "the first N cuts" is well defined */
+    s.epochs = 1;
+    buckets_opts o = {30, 0, 0, 0, 0, 0};
+    int status = parse_args(argc, argv, &s, &o);
+    if (status >= 0)
+        return status;
+    cli_logger(&s.logger, o.quiet ? SHARC_LOG_ERROR : SHARC_LOG_WARN);
+
+    sharc_reader *r = NULL;
+    int rc = sharc_reader_open(&r, &s);
+    if (rc < 0) {
+        char why[1024];
+        cli_last_logged_error(why, sizeof why);
+        fprintf(stderr, "sharc buckets: cannot open the dataset: %s%s%s\n", sharc_strerror(rc),
+                why[0] ? ": " : "", why);
+        return CLI_EXIT_FAIL;
+    }
+    double *d = NULL;
+    size_t n = 0;
+    uint64_t ignored = 0;
+    rc = collect(r, &o, &d, &n, &ignored);
+    sharc_reader_close(&r);
+    if (rc != 0)
+        return CLI_EXIT_FAIL;
+    if (n < (size_t)o.num_buckets) {
+        fprintf(stderr, "sharc buckets: %zu cuts are too few for %d buckets\n", n, o.num_buckets);
+        free(d);
+        return CLI_EXIT_FAIL;
+    }
+    double *bins = malloc((size_t)o.num_buckets * sizeof *bins);
+    bucket_stats *b = calloc((size_t)o.num_buckets + 1, sizeof *b);
+    size_t n_bins = 0;
+    if (!bins || !b || sharc_estimate_duration_bins(d, n, o.num_buckets, bins, &n_bins) != 0) {
+        fprintf(stderr, "sharc buckets: estimation failed\n");
+        free(bins);
+        free(b);
+        free(d);
+        return CLI_EXIT_FAIL;
+    }
+    double total = 0;
+    for (size_t i = 0; i < n; i++) {
+        bucket_stats *k = &b[bucket_of(bins, n_bins, d[i])];
+        k->min = k->count == 0 || d[i] < k->min ? d[i] : k->min;
+        k->max = d[i] > k->max ? d[i] : k->max;
+        k->count++;
+        k->seconds += d[i];
+        total += d[i];
+    }
+    if (o.json)
+        print_json(bins, n_bins, b, n, total, ignored, o.num_buckets);
+    else
+        print_text(bins, n_bins, b, n, total, ignored, o.quiet);
+    free(bins);
+    free(b);
+    free(d);
+    return cli_finish_output(cmd, CLI_EXIT_OK);
+}
