@@ -100,7 +100,7 @@ typedef struct sharc__sampler_settings {
     const uint32_t *bucket_batch_size;
     uint32_t num_cuts_for_bins_estimate; ///< items the bins are estimated from (default 10000)
     uint32_t buffer_size;                ///< items held in the buckets, 1..2^24 (default 20000)
-    uint64_t max_buffer_bytes; ///< sum of item bytes held; one item always fits (default 2 GiB)
+    uint64_t max_buffer_bytes; ///< item bytes held (+1 item waiting); 0 = none (default 2 GiB)
     int shuffle;               ///< random order inside a bucket (default 0)
     int drop_last;             ///< stop when no bucket can make a full batch (default 0)
     uint64_t seed;             ///< seeds the in-bucket and bucket-choice RNGs (default 0)
