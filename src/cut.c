@@ -12,6 +12,7 @@ void sharc__rawcut_reset(sharc__rawcut *c)
     c->has_text = c->has_speaker = c->has_language = 0;
     c->duration = 0;
     c->offset = 0;
+    c->window = 0;
     c->sampling_rate = 0;
     c->channels = 0;
     c->num_samples = -1;

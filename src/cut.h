@@ -34,6 +34,7 @@ typedef struct sharc__rawcut {
     sharc__buf audio;    ///< encoded audio bytes
     double duration;     ///< seconds, from metadata
     double offset;       ///< seconds into the member where the cut starts
+    int window;          ///< duration is a window into a longer member (NeMo offset rows)
     int sampling_rate;   ///< from metadata, 0 = unknown
     int channels;        ///< from metadata, 0 = unknown
     int64_t num_samples; ///< from metadata, -1 = unknown

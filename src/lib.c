@@ -36,6 +36,15 @@ void sharc_reader_default_settings(sharc_reader_settings *s)
     s->max_line_bytes = (uint64_t)16 << 20;
     s->nemo_text_field = "text";
     s->nemo_lang_field = "lang";
+    s->sampler.num_buckets = 10;
+    s->sampler.num_cuts_for_bins_estimate = 10000;
+    s->sampler.buffer_size = 20000;
+    s->sampler.max_buffer_bytes = (uint64_t)1 << 30;
+    s->sampler.shuffle = 1;
+    s->sampler.sync_buckets = 1;
+    s->sampler.world_size = 1;
+    s->prefetch = 2;
+    s->max_held_batches = 4;
     sharc_default_logger(&s->logger);
     sharc_default_allocator(&s->allocator);
 }
@@ -65,6 +74,10 @@ static int check_reader_settings(const sharc_reader_settings *s, const char **wh
         *why = "length_tolerance must be >= 0";
     else if (s->max_member_bytes == 0 || s->max_line_bytes == 0)
         *why = "size caps must be > 0";
+    else if (s->n_threads < 0 || s->prefetch < 0 || s->max_held_batches < 1)
+        *why = "n_threads and prefetch must be >= 0, max_held_batches >= 1";
+    else if (s->resume_state_size && !s->resume_state)
+        *why = "resume_state_size without resume_state";
     else if (!reserved_zero(s->reserved, sizeof s->reserved))
         *why = "reserved bytes must be zero";
     return *why ? SHARC_ERR(EINVAL) : 0;
@@ -91,6 +104,20 @@ int sharc_reader_next(sharc_reader *r, const sharc_cut **cut)
     if (!r || !cut)
         return SHARC_ERR(EINVAL);
     return sharc__reader_next(r, cut);
+}
+
+int sharc_reader_next_batch(sharc_reader *r, sharc_batch **batch)
+{
+    if (!r || !batch)
+        return SHARC_ERR(EINVAL);
+    return sharc__reader_next_batch(r, batch);
+}
+
+int sharc_reader_state_save(sharc_reader *r, void *buf, size_t cap, size_t *size)
+{
+    if (!r || !size)
+        return SHARC_ERR(EINVAL);
+    return sharc__reader_state_save(r, buf, cap, size);
 }
 
 const char *sharc_reader_last_error(const sharc_reader *r)

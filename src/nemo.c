@@ -229,6 +229,7 @@ static int emit_row(sharc__stream *s, nemo_row *r, sharc__rawcut *c, sharc__stre
         return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_JSON, 0, s->shard->meta_path, NULL,
                                   r->path);
     c->duration = row.duration; /* < 0: the whole member, known after decoding */
+    c->window = row.duration >= 0;
     c->offset = row.offset;
     if ((rc = sharc__buf_set_str(ctx, &c->id, r->path)) < 0 ||
         (rc = sharc__buf_set(ctx, &c->member, s->member.name.data, s->member.name.len)) < 0 ||

@@ -1,56 +1,50 @@
-#include "reader.h"
-
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "audio.h"
-#include "ctx.h"
-#include "cut.h"
-#include "dataset.h"
-#include "stream.h"
+#include "reader_impl.h"
 
-struct sharc_reader {
-    sharc__ctx ctx;
-    sharc_reader_settings s;
-    char **paths;
-    char *nemo_text_field, *nemo_lang_field;
-    sharc__dataset ds;
-    const sharc__stream_ops *ops;
-    sharc__stream_opts sopts;
-    uint32_t *order;
-    size_t n_order, order_pos;
-    uint64_t epoch;
-    uint64_t epoch_cuts; ///< cuts returned in the current epoch
-    sharc__stream *stream;
-    uint32_t shard_index;
-    sharc__rawcut raw;
-    sharc__stream_error err;
-    float *samples;
-    size_t samples_cap; ///< in floats
-    sharc_cut cut;
-    sharc_field fields[SHARC__MAX_FIELDS];
-    sharc_reader_stats stats;
-    int failed;
-};
+static int copy_array(sharc__ctx *ctx, void **dst, const void *src, size_t n, size_t size)
+{
+    *dst = NULL;
+    if (!src || n == 0)
+        return 0;
+    *dst = sharc__malloc(ctx, n * size);
+    if (!*dst)
+        return SHARC_ERR(ENOMEM);
+    memcpy(*dst, src, n * size);
+    return 0;
+}
 
 static int copy_settings(sharc_reader *r, const sharc_reader_settings *s)
 {
+    sharc__ctx *ctx = &r->ctx;
     r->s = *s;
-    r->paths = sharc__calloc(&r->ctx, s->n_paths, sizeof *r->paths);
+    r->paths = sharc__calloc(ctx, s->n_paths, sizeof *r->paths);
     if (!r->paths)
         return SHARC_ERR(ENOMEM);
     for (size_t i = 0; i < s->n_paths; i++)
-        if (!(r->paths[i] = sharc__strdup(&r->ctx, s->paths[i])))
+        if (!(r->paths[i] = sharc__strdup(ctx, s->paths[i])))
             return SHARC_ERR(ENOMEM);
-    r->nemo_text_field = sharc__strdup(&r->ctx, s->nemo_text_field ? s->nemo_text_field : "text");
-    r->nemo_lang_field = sharc__strdup(&r->ctx, s->nemo_lang_field ? s->nemo_lang_field : "lang");
+    r->nemo_text_field = sharc__strdup(ctx, s->nemo_text_field ? s->nemo_text_field : "text");
+    r->nemo_lang_field = sharc__strdup(ctx, s->nemo_lang_field ? s->nemo_lang_field : "lang");
     if (!r->nemo_text_field || !r->nemo_lang_field)
         return SHARC_ERR(ENOMEM);
+    int rc = copy_array(ctx, (void **)&r->bins, s->sampler.bins, s->sampler.n_bins, sizeof(double));
+    if (rc == 0)
+        rc = copy_array(ctx, (void **)&r->bucket_batch_size, s->sampler.bucket_batch_size,
+                        s->sampler.bucket_batch_size ? s->sampler.n_bins : 0, sizeof(uint32_t));
+    if (rc == 0)
+        rc = copy_array(ctx, (void **)&r->resume, s->resume_state, s->resume_state_size, 1);
+    if (rc < 0)
+        return rc;
     r->s.paths = (const char *const *)r->paths;
     r->s.nemo_text_field = r->nemo_text_field;
     r->s.nemo_lang_field = r->nemo_lang_field;
+    r->s.sampler.bins = r->bins;
+    r->s.sampler.bucket_batch_size = r->bucket_batch_size;
+    r->s.resume_state = r->resume;
     r->sopts.max_member_bytes = s->max_member_bytes;
     r->sopts.max_line_bytes = s->max_line_bytes;
     r->sopts.nemo_text_field = r->nemo_text_field;
@@ -79,8 +73,9 @@ int sharc__reader_open(sharc_reader **out, const sharc_reader_settings *s)
     r->ops = r->ds.layout == SHARC_LAYOUT_SHAR   ? &sharc__shar_ops
              : r->ds.layout == SHARC_LAYOUT_NEMO ? &sharc__nemo_ops
                                                  : &sharc__wds_ops;
-    if (r->ds.n_shards > UINT32_MAX) {
-        rc = sharc__fail(&r->ctx, SHARC_ERR_FORMAT, "too many shards (%zu)", r->ds.n_shards);
+    if (r->ds.n_shards >= (1u << 24)) {
+        rc = sharc__fail(&r->ctx, SHARC_ERR_FORMAT, "too many shards (%zu, at most 2^24)",
+                         r->ds.n_shards);
         goto fail;
     }
     if ((size_t)s->dp_size > r->ds.n_shards) {
@@ -109,6 +104,7 @@ void sharc__reader_close(sharc_reader **rp)
     if (!r)
         return;
     sharc__ctx *ctx = &r->ctx;
+    sharc__pipeline_stop(r);
     if (r->stream)
         r->ops->close(&r->stream);
     sharc__dataset_free(&r->ds, ctx);
@@ -123,9 +119,27 @@ void sharc__reader_close(sharc_reader **rp)
     sharc__free(ctx, r->paths);
     sharc__free(ctx, r->nemo_text_field);
     sharc__free(ctx, r->nemo_lang_field);
+    sharc__free(ctx, r->bins);
+    sharc__free(ctx, r->bucket_batch_size);
+    sharc__free(ctx, r->resume);
     sharc__ctx copy = r->ctx;
     sharc__free(&copy, r);
     *rp = NULL;
+}
+
+void sharc__reader_report(sharc_reader *r, int code, const sharc__stream_error *e,
+                          const char *message)
+{
+    r->stats.problems[e->kind]++;
+    if (r->s.on_problem) {
+        sharc_problem_report p = {e->kind,
+                                  code,
+                                  e->path,
+                                  e->member.len ? sharc__buf_str(&e->member) : NULL,
+                                  e->cut_id.len ? sharc__buf_str(&e->cut_id) : NULL,
+                                  message};
+        r->s.on_problem(r->s.problem_cookie, &p);
+    }
 }
 
 /*
@@ -140,16 +154,8 @@ static int handle_problem(sharc_reader *r, int rc)
         r->failed = rc;
         return rc;
     }
-    r->stats.problems[e->kind]++;
-    if (r->s.on_problem) {
-        sharc_problem_report p = {e->kind,
-                                  rc,
-                                  e->path,
-                                  e->member.len ? sharc__buf_str(&e->member) : NULL,
-                                  e->cut_id.len ? sharc__buf_str(&e->cut_id) : NULL,
-                                  r->ctx.error};
-        r->s.on_problem(r->s.problem_cookie, &p);
-    }
+    if (!r->quiet)
+        sharc__reader_report(r, rc, e, r->ctx.error);
     if (r->s.on_error == SHARC_ON_ERROR_FAIL) {
         r->failed = rc;
         return rc;
@@ -157,47 +163,202 @@ static int handle_problem(sharc_reader *r, int rc)
     if (e->shard_fatal) {
         r->stats.skipped_shards++;
         r->ops->close(&r->stream);
+        r->pos.shard_open = 0;
     } else {
         r->stats.skipped_cuts++;
     }
     return 0;
 }
 
-static int reset_err(sharc_reader *r)
+static void reset_err(sharc_reader *r)
 {
     r->err.kind = SHARC_PROBLEM_COUNT;
     r->err.shard_fatal = 0;
     r->err.path = NULL;
     sharc__buf_clear(&r->err.member);
     sharc__buf_clear(&r->err.cut_id);
-    return 0;
+}
+
+static void set_epoch(sharc_reader *r, uint64_t epoch)
+{
+    r->pos.epoch = epoch;
+    r->n_order = sharc__dataset_epoch_order(&r->ds, r->s.seed, epoch, r->s.shuffle_shards,
+                                            r->s.dp_rank, r->s.dp_size, r->order);
 }
 
 /* Open the next shard of the plan, moving to the next epoch when needed. */
 static int open_next_shard(sharc_reader *r)
 {
-    while (r->order_pos == r->n_order) {
-        if (r->epoch_cuts == 0 && r->s.epochs == 0 && r->stats.shards > 0)
+    while (r->pos.order_pos == r->n_order) {
+        if (r->pos.epoch_cuts == 0 && r->s.epochs == 0 && r->stats.shards > 0)
             return sharc__fail(&r->ctx, SHARC_ERR_FORMAT,
                                "a whole epoch produced no cuts; stopping instead of looping "
                                "forever");
-        r->epoch++;
-        r->epoch_cuts = 0;
-        if (r->s.epochs && r->epoch >= r->s.epochs)
+        if (r->s.epochs && r->pos.epoch + 1 >= r->s.epochs)
             return SHARC_END;
-        r->n_order = sharc__dataset_epoch_order(&r->ds, r->s.seed, r->epoch, r->s.shuffle_shards,
-                                                r->s.dp_rank, r->s.dp_size, r->order);
-        r->order_pos = 0;
+        set_epoch(r, r->pos.epoch + 1);
+        r->pos.order_pos = 0;
+        r->pos.epoch_cuts = 0;
     }
-    r->shard_index = r->order[r->order_pos++];
+    r->pos.shard_index = r->order[r->pos.order_pos++];
+    r->pos.consumed = 0;
+    r->pos.shard_open = 1;
     r->stats.shards++;
     reset_err(r);
-    return r->ops->open(&r->stream, &r->ctx, &r->ds.shards[r->shard_index], &r->sopts, &r->err);
+    return r->ops->open(&r->stream, &r->ctx, &r->ds.shards[r->pos.shard_index], &r->sopts, &r->err);
 }
 
 static int64_t round_half_up(double x)
 {
     return (int64_t)floor(x + 0.5);
+}
+
+static int cut_problem(sharc__ctx *ctx, sharc__stream_error *err, int rc, sharc_problem kind,
+                       const char *shard, const char *member, const char *id)
+{
+    return sharc__stream_fail(ctx, err, rc, kind, 0, shard, member, id);
+}
+
+/* Make rate, channels and length known, from the metadata or else the audio header. */
+static int describe_cut(sharc_reader *r)
+{
+    sharc__rawcut *c = &r->raw;
+    if (c->sampling_rate > 0 && c->num_samples >= 0 && c->duration >= 0 && c->channels > 0)
+        return 0;
+    sharc__audio_info info;
+    int rc = sharc__audio_info_get(&r->ctx, c->audio.data, c->audio.len, &info);
+    if (rc < 0 || info.sampling_rate <= 0 || info.channels <= 0) {
+        rc = rc < 0 ? rc : SHARC_ERR_DECODE;
+        sharc__fail_wrap(&r->ctx, rc, "%s member %s (cut %s)", c->shard, sharc__buf_str(&c->member),
+                         sharc__buf_str(&c->id));
+        return cut_problem(&r->ctx, &r->err, rc, SHARC_PROBLEM_DECODE, c->shard,
+                           sharc__buf_str(&c->member), sharc__buf_str(&c->id));
+    }
+    if (c->sampling_rate <= 0)
+        c->sampling_rate = info.sampling_rate;
+    if (c->channels <= 0)
+        c->channels = info.channels;
+    if (c->duration < 0)
+        c->duration = (double)info.frames / info.sampling_rate - c->offset;
+    if (c->duration < 0)
+        c->duration = 0;
+    if (c->num_samples < 0)
+        c->num_samples = round_half_up(c->duration * c->sampling_rate);
+    return 0;
+}
+
+int sharc__reader_pull(sharc_reader *r)
+{
+    int rc;
+    if (r->failed)
+        return r->failed;
+    for (;;) {
+        if (!r->stream) {
+            rc = open_next_shard(r);
+            if (rc == SHARC_END)
+                return rc;
+            if (rc < 0) {
+                if (handle_problem(r, rc) < 0)
+                    return rc;
+                continue;
+            }
+        }
+        reset_err(r);
+        rc = r->ops->next(r->stream, &r->raw, &r->err);
+        if (rc == SHARC_END) {
+            r->ops->close(&r->stream);
+            r->pos.shard_open = 0;
+            continue;
+        }
+        if (rc == 0 || !r->err.shard_fatal)
+            r->pos.consumed++;
+        if (rc == 0)
+            rc = describe_cut(r);
+        if (rc < 0) {
+            if (handle_problem(r, rc) < 0)
+                return rc;
+            continue;
+        }
+        r->raw.epoch = r->pos.epoch;
+        r->raw.shard_index = r->pos.shard_index;
+        r->pos.epoch_cuts++;
+        return 0;
+    }
+}
+
+int sharc__reader_seek(sharc_reader *r, const sharc__walk_pos *pos)
+{
+    int rc = 0;
+    if (r->stream)
+        r->ops->close(&r->stream);
+    set_epoch(r, pos->epoch);
+    r->pos = *pos;
+    if (!pos->shard_open)
+        return 0;
+    if (pos->order_pos == 0 || pos->order_pos > r->n_order ||
+        r->order[pos->order_pos - 1] != pos->shard_index)
+        return sharc__fail(&r->ctx, SHARC_ERR_STATE,
+                           "state points at shard %u, which is not "
+                           "where this dataset's shard order puts it",
+                           pos->shard_index);
+    /* Skip what the saved reader had taken from the open shard: bounded by one shard. */
+    reset_err(r);
+    rc = r->ops->open(&r->stream, &r->ctx, &r->ds.shards[pos->shard_index], &r->sopts, &r->err);
+    for (uint64_t i = 0; rc == 0 && i < pos->consumed; i++) {
+        reset_err(r);
+        rc = r->ops->next(r->stream, &r->raw, &r->err);
+        if (rc < 0 && !r->err.shard_fatal)
+            rc = 0;
+    }
+    if (rc == SHARC_END)
+        rc = sharc__fail(
+            &r->ctx, SHARC_ERR_STATE, "state points at entry %llu of %s, which has fewer entries",
+            (unsigned long long)pos->consumed, r->ds.shards[pos->shard_index].audio_path);
+    if (rc < 0 && r->stream)
+        r->ops->close(&r->stream);
+    r->pos.shard_open = r->stream != NULL;
+    return rc;
+}
+
+int sharc__reader_decode(const sharc_reader *r, sharc__ctx *ctx, const sharc__decode_job *j,
+                         float *out, size_t cap, int *out_channels, sharc__stream_error *err)
+{
+    sharc__decode_spec spec = {round_half_up(j->offset * j->sampling_rate), j->num_samples,
+                               (int64_t)(r->s.length_tolerance * j->sampling_rate), r->s.channel,
+                               j->window};
+    sharc__audio_info info = {0};
+    int64_t frames = 0;
+    int rc = sharc__audio_decode(ctx, j->audio, j->audio_len, &spec, out, cap, &info, &frames);
+    if (rc < 0) {
+        sharc__fail_wrap(ctx, rc, "%s member %s (cut %s)", j->shard, j->member, j->id);
+        return cut_problem(ctx, err, rc,
+                           rc == SHARC_ERR_DECODE ? SHARC_PROBLEM_DECODE : SHARC_PROBLEM_LENGTH,
+                           j->shard, j->member, j->id);
+    }
+    const char *what = NULL;
+    int have = 0, want = 0;
+    if (info.sampling_rate != j->sampling_rate) {
+        what = "metadata says %d Hz, the audio is %d Hz";
+        want = j->sampling_rate;
+        have = info.sampling_rate;
+    } else if (info.channels != j->channels) {
+        what = "metadata says %d channels, the audio has %d";
+        want = j->channels;
+        have = info.channels;
+    } else if (r->s.sampling_rate > 0 && info.sampling_rate != r->s.sampling_rate) {
+        what = "%d Hz is required, the audio is %d Hz (sharc does not resample)";
+        want = r->s.sampling_rate;
+        have = info.sampling_rate;
+    }
+    if (what) {
+        char detail[160];
+        snprintf(detail, sizeof detail, what, want, have);
+        rc = sharc__fail(ctx, SHARC_ERR_AUDIO_MISMATCH, "%s member %s (cut %s): %s", j->shard,
+                         j->member, j->id, detail);
+        return cut_problem(ctx, err, rc, SHARC_PROBLEM_AUDIO_FORMAT, j->shard, j->member, j->id);
+    }
+    *out_channels = r->s.channel >= 0 ? 1 : info.channels;
+    return 0;
 }
 
 static int grow_samples(sharc_reader *r, size_t n)
@@ -210,113 +371,28 @@ static int grow_samples(sharc_reader *r, size_t n)
     return r->samples ? 0 : SHARC_ERR(ENOMEM);
 }
 
-static int cut_problem(sharc_reader *r, int rc, sharc_problem kind)
-{
-    const sharc__rawcut *c = &r->raw;
-    return sharc__stream_fail(&r->ctx, &r->err, rc, kind, 0, c->shard, sharc__buf_str(&c->member),
-                              sharc__buf_str(&c->id));
-}
-
-static int decode_raw(sharc_reader *r, int64_t *frames, sharc__audio_info *info)
-{
-    sharc__rawcut *c = &r->raw;
-    sharc__decode_spec spec = {0, -1, 0, r->s.channel, 0};
-    int sr = c->sampling_rate, channels = c->channels > 0 ? c->channels : 1, rc;
-    int need_header = sr <= 0 || c->num_samples < 0 || c->offset > 0;
-    if (need_header) {
-        if ((rc = sharc__audio_info_get(&r->ctx, c->audio.data, c->audio.len, info)) < 0)
-            return rc;
-        sr = info->sampling_rate;
-        channels = info->channels;
-    }
-    if (need_header && (c->offset > 0 || c->num_samples < 0)) {
-        spec.offset_frames = round_half_up(c->offset * sr);
-        spec.want_frames = c->duration >= 0 ? round_half_up(c->duration * sr) : -1;
-        spec.allow_longer = c->duration >= 0; /* a window into a longer member */
-    } else {
-        spec.want_frames = c->num_samples;
-    }
-    spec.tolerance_frames = (int64_t)(r->s.length_tolerance * sr);
-    int64_t frames_cap = spec.want_frames >= 0 ? spec.want_frames : info->frames + sr;
-    if (!need_header && frames_cap < 1)
-        frames_cap = 1;
-    size_t cap = (size_t)(frames_cap > 0 ? frames_cap : 1) * (size_t)channels;
-    if ((rc = grow_samples(r, cap)) < 0)
-        return rc;
-    rc = sharc__audio_decode(&r->ctx, c->audio.data, c->audio.len, &spec, r->samples, cap, info,
-                             frames);
-    if (rc == SHARC_ERR_TOO_LARGE && !need_header && info->channels > channels) {
-        /* The metadata understated the channel count: make room and decode again. */
-        cap = (size_t)frames_cap * (size_t)info->channels;
-        if ((rc = grow_samples(r, cap)) < 0)
-            return rc;
-        rc = sharc__audio_decode(&r->ctx, c->audio.data, c->audio.len, &spec, r->samples, cap, info,
-                                 frames);
-    }
-    return rc;
-}
-
 static int decode_cut(sharc_reader *r)
 {
     sharc__rawcut *c = &r->raw;
-    const char *id = sharc__buf_str(&c->id), *member = sharc__buf_str(&c->member);
-    sharc__audio_info info = {0};
-    int64_t frames = 0;
-    int rc = decode_raw(r, &frames, &info);
-    if (rc < 0) {
-        sharc__fail_wrap(&r->ctx, rc, "%s member %s (cut %s)", c->shard, member, id);
-        return cut_problem(r, rc,
-                           rc == SHARC_ERR_DECODE ? SHARC_PROBLEM_DECODE : SHARC_PROBLEM_LENGTH);
-    }
-    int out_channels = r->s.channel >= 0 ? 1 : info.channels;
-    if (c->sampling_rate > 0 && info.sampling_rate != c->sampling_rate) {
-        rc = sharc__fail(&r->ctx, SHARC_ERR_AUDIO_MISMATCH,
-                         "%s member %s (cut %s): metadata says %d Hz, the audio is %d Hz", c->shard,
-                         member, id, c->sampling_rate, info.sampling_rate);
-        return cut_problem(r, rc, SHARC_PROBLEM_AUDIO_FORMAT);
-    }
-    if (c->channels > 0 && info.channels != c->channels) {
-        rc = sharc__fail(&r->ctx, SHARC_ERR_AUDIO_MISMATCH,
-                         "%s member %s (cut %s): metadata says %d channels, the audio has %d",
-                         c->shard, member, id, c->channels, info.channels);
-        return cut_problem(r, rc, SHARC_PROBLEM_AUDIO_FORMAT);
-    }
-    if (r->s.sampling_rate > 0 && info.sampling_rate != r->s.sampling_rate) {
-        rc = sharc__fail(&r->ctx, SHARC_ERR_AUDIO_MISMATCH,
-                         "%s member %s (cut %s): audio is %d Hz but %d Hz is required (sharc "
-                         "does not resample)",
-                         c->shard, member, id, info.sampling_rate, r->s.sampling_rate);
-        return cut_problem(r, rc, SHARC_PROBLEM_AUDIO_FORMAT);
-    }
-    c->sampling_rate = info.sampling_rate;
-    c->channels = out_channels;
-    c->num_samples = frames;
-    if (c->duration < 0)
-        c->duration = (double)frames / info.sampling_rate;
-    return 0;
-}
-
-/* Header-only pass for decode = 0: rate and length from the metadata or the header. */
-static int describe_cut(sharc_reader *r)
-{
-    sharc__rawcut *c = &r->raw;
-    if (c->sampling_rate > 0 && c->num_samples >= 0 && c->duration >= 0)
-        return 0;
-    sharc__audio_info info;
-    int rc = sharc__audio_info_get(&r->ctx, c->audio.data, c->audio.len, &info);
-    if (rc < 0) {
-        sharc__fail_wrap(&r->ctx, rc, "%s member %s (cut %s)", c->shard, sharc__buf_str(&c->member),
-                         sharc__buf_str(&c->id));
-        return cut_problem(r, rc, SHARC_PROBLEM_DECODE);
-    }
-    if (c->sampling_rate <= 0)
-        c->sampling_rate = info.sampling_rate;
-    if (c->channels <= 0)
-        c->channels = info.channels;
-    if (c->duration < 0)
-        c->duration = (double)info.frames / info.sampling_rate - c->offset;
-    if (c->num_samples < 0)
-        c->num_samples = round_half_up(c->duration * c->sampling_rate);
+    sharc__decode_job j = {c->audio.data,
+                           c->audio.len,
+                           c->sampling_rate,
+                           c->channels,
+                           c->num_samples,
+                           c->offset,
+                           c->window,
+                           c->shard,
+                           sharc__buf_str(&c->member),
+                           sharc__buf_str(&c->id)};
+    size_t cap = (size_t)(c->num_samples > 0 ? c->num_samples : 1) * (size_t)c->channels;
+    int channels, rc = grow_samples(r, cap);
+    if (rc < 0)
+        return rc;
+    reset_err(r);
+    rc = sharc__reader_decode(r, &r->ctx, &j, r->samples, cap, &channels, &r->err);
+    if (rc < 0)
+        return rc;
+    c->channels = channels;
     return 0;
 }
 
@@ -344,8 +420,8 @@ static void fill_cut(sharc_reader *r)
     o->audio = c->audio.data;
     o->audio_nbytes = c->audio.len;
     o->offset = c->offset;
-    o->epoch = r->epoch;
-    o->shard_index = r->shard_index;
+    o->epoch = c->epoch;
+    o->shard_index = c->shard_index;
     o->position = c->position;
     o->n_fields = 0;
     for (size_t i = 0; i < c->n_fields; i++) {
@@ -367,38 +443,22 @@ static void fill_cut(sharc_reader *r)
 
 int sharc__reader_next(sharc_reader *r, const sharc_cut **cut)
 {
-    int rc;
     *cut = NULL;
-    if (r->failed)
-        return r->failed;
+    if (r->mode == 2)
+        return sharc__set_error(&r->ctx, SHARC_ERR(EINVAL),
+                                "this reader serves batches: use sharc_reader_next_batch");
+    r->mode = 1;
     for (;;) {
-        if (!r->stream) {
-            rc = open_next_shard(r);
-            if (rc == SHARC_END)
-                return rc;
-            if (rc < 0) {
-                if (handle_problem(r, rc) < 0)
-                    return rc;
-                continue;
-            }
-        }
-        reset_err(r);
-        rc = r->ops->next(r->stream, &r->raw, &r->err);
-        if (rc == SHARC_END) {
-            r->ops->close(&r->stream);
-            continue;
-        }
-        if (rc == 0)
-            rc = r->s.decode ? decode_cut(r) : describe_cut(r);
-        if (rc < 0) {
+        int rc = sharc__reader_pull(r);
+        if (rc != 0)
+            return rc;
+        if (r->s.decode && (rc = decode_cut(r)) < 0) {
             if (handle_problem(r, rc) < 0)
                 return rc;
             continue;
         }
-        r->raw.epoch = r->epoch;
         fill_cut(r);
         r->stats.cuts++;
-        r->epoch_cuts++;
         r->stats.audio_seconds += r->cut.duration;
         *cut = &r->cut;
         return 0;
@@ -412,7 +472,10 @@ const char *sharc__reader_last_error(const sharc_reader *r)
 
 void sharc__reader_get_stats(const sharc_reader *r, sharc_reader_stats *out)
 {
-    *out = r->stats;
+    if (r->pipe)
+        sharc__pipeline_stats(r, out);
+    else
+        *out = r->stats;
 }
 
 size_t sharc__reader_num_shards(const sharc_reader *r)
@@ -423,4 +486,63 @@ size_t sharc__reader_num_shards(const sharc_reader *r)
 sharc_layout sharc__reader_layout(const sharc_reader *r)
 {
     return r->ds.layout;
+}
+
+int sharc__reader_scan_shard(sharc_reader *r, uint64_t epoch, uint32_t shard,
+                             int (*cb)(void *cookie, sharc__rawcut *c), void *cookie)
+{
+    sharc__stream *st = NULL;
+    if (shard >= r->ds.n_shards)
+        return sharc__fail(&r->ctx, SHARC_ERR_STATE, "state names shard %u of %zu", shard,
+                           r->ds.n_shards);
+    reset_err(r);
+    int rc = r->ops->open(&st, &r->ctx, &r->ds.shards[shard], &r->sopts, &r->err);
+    while (rc == 0) {
+        reset_err(r);
+        rc = r->ops->next(st, &r->raw, &r->err);
+        if (rc == 0 && (rc = describe_cut(r)) == 0) {
+            r->raw.epoch = epoch;
+            r->raw.shard_index = shard;
+            rc = cb(cookie, &r->raw);
+            if (rc > 0) {
+                rc = 0;
+                break;
+            }
+        } else if (rc < 0 && !r->err.shard_fatal && r->err.kind < SHARC_PROBLEM_COUNT) {
+            rc = 0; /* a bad cut was skipped the first time too */
+        }
+    }
+    if (rc == SHARC_END)
+        rc = 0;
+    if (st)
+        r->ops->close(&st);
+    return rc;
+}
+
+int sharc__reader_next_batch(sharc_reader *r, sharc_batch **batch)
+{
+    *batch = NULL;
+    if (r->mode == 1)
+        return sharc__set_error(&r->ctx, SHARC_ERR(EINVAL),
+                                "this reader serves cuts: use sharc_reader_next");
+    if (r->failed)
+        return r->failed;
+    if (r->mode == 0) {
+        r->mode = 2;
+        int rc = sharc__pipeline_start(r);
+        if (rc < 0) {
+            r->failed = rc;
+            return rc;
+        }
+    }
+    return sharc__pipeline_next(r, batch);
+}
+
+int sharc__reader_state_save(sharc_reader *r, void *buf, size_t cap, size_t *size)
+{
+    *size = 0;
+    if (r->mode != 2 || !r->pipe)
+        return sharc__set_error(&r->ctx, SHARC_ERR(EINVAL),
+                                "only a reader serving batches has a state to save");
+    return sharc__pipeline_state_save(r, buf, cap, size);
 }

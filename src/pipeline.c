@@ -1,0 +1,1194 @@
+/*
+ * The batch pipeline. One planner thread walks the shards, feeds the sampler and lays out
+ * each batch (shapes, lengths, strings); worker threads decode the batch's cuts straight
+ * into its padded audio tensor; the caller takes batches in step order. The planner alone
+ * decides what goes into which batch, in a fixed order, so the batches do not depend on
+ * the number of threads or their timing.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "batch.h"
+#include "reader_impl.h"
+#include "sampler.h"
+
+#define STATE_MAGIC    0x53485253u /* "SRHS" little-endian */
+#define STATE_VERSION  1u
+#define KEY_SHARD_BITS 24
+#define KEY_POS_BITS   24
+
+/* A cut held by the sampler: metadata and encoded audio in one allocation. */
+typedef struct bcut {
+    uint64_t key;
+    double duration;
+    sharc__decode_job job;
+    const char *text, *speaker, *language;
+    size_t block_bytes;
+} bcut;
+
+typedef struct slot {
+    sharc_batch *batch;
+    bcut **cuts;
+    size_t n, cap;
+    size_t dispatched, pending;
+    int64_t T;
+    uint8_t *skipped;
+    size_t skipped_cap, n_skipped;
+    int rc; ///< first error under FAIL (0: none)
+    char message[SHARC__ERRLEN];
+    int end;   ///< no more batches
+    int ready; ///< planned and dispatched to the workers
+    uint8_t *state;
+    size_t state_len, state_cap;
+} slot;
+
+typedef struct worker {
+    struct sharc__pipeline *p;
+    sharc__ctx ctx; ///< own error text
+    sharc__stream_error err;
+    pthread_t thread;
+    int started;
+} worker;
+
+struct sharc__pipeline {
+    sharc_reader *r;
+    sharc__sampler *sampler;
+    sharc__batch_pool *pool;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t planner;
+    int planner_started;
+    worker *workers;
+    int n_workers;
+    slot *slots;
+    size_t n_slots;
+    uint64_t planned, consumed;
+    uint64_t step_base; ///< batches handed out before a restore
+    uint64_t handed;    ///< batches handed out since start
+    size_t inflight;    ///< batches acquired for slots not yet handed out
+    int stop, finished;
+    sharc_reader_stats planner_stats; ///< published copy of r->stats (under mu)
+    sharc_reader_stats worker_stats;  ///< decode counters (under mu)
+    double stage[5];                  ///< planner-side stage seconds (planner only)
+    uint8_t *last_state;
+    size_t last_state_len, last_state_cap;
+    uint64_t *keys; ///< open-addressing set of the keys the sampler holds (0 = empty)
+    size_t keys_cap, n_keys;
+    bcut **preloaded; ///< restore: cuts re-read for the saved keys, sorted by key
+    uint8_t *taken;   ///< preloaded[i] was handed to the sampler
+    size_t n_preloaded;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- buffered cuts ------------------------------------------------------------------ */
+
+static size_t str_room(const sharc__buf *b, int has)
+{
+    return has ? b->len + 1 : 0;
+}
+
+static const char *put_str(char **p, const sharc__buf *b, int has)
+{
+    if (!has)
+        return NULL;
+    char *s = *p;
+    memcpy(s, sharc__buf_str(b), b->len + 1);
+    *p += b->len + 1;
+    return s;
+}
+
+static int make_key(sharc__ctx *ctx, const sharc__rawcut *c, uint64_t *key)
+{
+    if (c->epoch >= (1u << 16) || c->position >= (1u << KEY_POS_BITS))
+        return sharc__fail(ctx, SHARC_ERR_TOO_LARGE,
+                           "cut %s: epoch %llu or position %llu is past what a resume state "
+                           "can locate (2^16 epochs, 2^24 cuts per shard)",
+                           sharc__buf_str(&c->id), (unsigned long long)c->epoch,
+                           (unsigned long long)c->position);
+    *key = (c->epoch << (KEY_SHARD_BITS + KEY_POS_BITS)) |
+           ((uint64_t)c->shard_index << KEY_POS_BITS) | c->position;
+    return 0;
+}
+
+static int bcut_from_raw(sharc__ctx *ctx, const sharc__rawcut *c, bcut **out)
+{
+    size_t strings = c->id.len + 1 + c->member.len + 1 + str_room(&c->text, c->has_text) +
+                     str_room(&c->speaker, c->has_speaker) +
+                     str_room(&c->language, c->has_language);
+    size_t bytes = sizeof(bcut) + strings + c->audio.len;
+    bcut *b = sharc__malloc(ctx, bytes);
+    *out = NULL;
+    if (!b)
+        return SHARC_ERR(ENOMEM);
+    int rc = make_key(ctx, c, &b->key);
+    if (rc < 0) {
+        sharc__free(ctx, b);
+        return rc;
+    }
+    char *p = (char *)(b + 1);
+    b->duration = c->duration;
+    b->block_bytes = bytes;
+    b->job.id = put_str(&p, &c->id, 1);
+    b->job.member = put_str(&p, &c->member, 1);
+    b->text = put_str(&p, &c->text, c->has_text);
+    b->speaker = put_str(&p, &c->speaker, c->has_speaker);
+    b->language = put_str(&p, &c->language, c->has_language);
+    memcpy(p, c->audio.data, c->audio.len);
+    b->job.audio = (const uint8_t *)p;
+    b->job.audio_len = c->audio.len;
+    b->job.sampling_rate = c->sampling_rate;
+    b->job.channels = c->channels;
+    b->job.num_samples = c->num_samples;
+    b->job.offset = c->offset;
+    b->job.window = c->window;
+    b->job.shard = c->shard;
+    *out = b;
+    return 0;
+}
+
+static void bcut_free(sharc__ctx *ctx, bcut *b)
+{
+    sharc__free(ctx, b);
+}
+
+/* ---- the keys the sampler holds --------------------------------------------------------
+ * The resume state must name the shards to re-read, so the pipeline tracks which cuts the
+ * sampler holds: a linear-probing set of keys + 1 (0 marks an empty slot). */
+
+static size_t key_slot(uint64_t k, size_t cap)
+{
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    k ^= k >> 33;
+    return (size_t)k & (cap - 1);
+}
+
+static int keys_add(sharc__pipeline *p, uint64_t key)
+{
+    if (2 * (p->n_keys + 1) > p->keys_cap) {
+        size_t cap = p->keys_cap ? p->keys_cap * 2 : 1024;
+        uint64_t *t = sharc__calloc(&p->r->ctx, cap, sizeof *t);
+        if (!t)
+            return SHARC_ERR(ENOMEM);
+        for (size_t i = 0; i < p->keys_cap; i++) {
+            if (!p->keys[i])
+                continue;
+            size_t j = key_slot(p->keys[i], cap);
+            while (t[j])
+                j = (j + 1) & (cap - 1);
+            t[j] = p->keys[i];
+        }
+        sharc__free(&p->r->ctx, p->keys);
+        p->keys = t;
+        p->keys_cap = cap;
+    }
+    uint64_t k = key + 1;
+    size_t i = key_slot(k, p->keys_cap);
+    while (p->keys[i] && p->keys[i] != k)
+        i = (i + 1) & (p->keys_cap - 1);
+    if (!p->keys[i])
+        p->n_keys++;
+    p->keys[i] = k;
+    return 0;
+}
+
+static void keys_remove(sharc__pipeline *p, uint64_t key)
+{
+    uint64_t k = key + 1;
+    size_t mask = p->keys_cap - 1;
+    if (!p->keys_cap)
+        return;
+    size_t i = key_slot(k, p->keys_cap);
+    while (p->keys[i] && p->keys[i] != k)
+        i = (i + 1) & mask;
+    if (!p->keys[i])
+        return;
+    p->n_keys--;
+    /* Backward-shift deletion keeps every probe chain unbroken without tombstones. */
+    size_t j = i;
+    for (;;) {
+        p->keys[i] = 0;
+        for (;;) {
+            j = (j + 1) & mask;
+            if (!p->keys[j])
+                return;
+            size_t home = key_slot(p->keys[j], p->keys_cap);
+            if (i <= j ? (home <= i || home > j) : (home <= i && home > j))
+                break;
+        }
+        p->keys[i] = p->keys[j];
+        i = j;
+    }
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* ---- sampler source ----------------------------------------------------------------- */
+
+static int pull_item(void *cookie, sharc__sitem *out)
+{
+    sharc__pipeline *p = cookie;
+    sharc_reader *r = p->r;
+    double t0 = now_s();
+    int rc = sharc__reader_pull(r);
+    double t1 = now_s();
+    p->stage[SHARC_STAGE_READ] += t1 - t0;
+    if (rc != 0)
+        return rc;
+    bcut *b;
+    if ((rc = bcut_from_raw(&r->ctx, &r->raw, &b)) < 0)
+        return rc;
+    p->stage[SHARC_STAGE_PAIR] += now_s() - t1;
+    if ((rc = keys_add(p, b->key)) < 0) {
+        bcut_free(&r->ctx, b);
+        return rc;
+    }
+    out->duration = b->duration;
+    out->key = b->key;
+    out->bytes = b->block_bytes;
+    out->payload = b;
+    return 0;
+}
+
+static void release_item(void *cookie, sharc__sitem *item, sharc__release_reason why)
+{
+    sharc__pipeline *p = cookie;
+    if (why == SHARC__RELEASE_TOO_SHORT || why == SHARC__RELEASE_TOO_LONG)
+        p->r->stats.filtered_cuts++;
+    else if (why == SHARC__RELEASE_DROPPED)
+        p->r->stats.dropped_cuts++;
+    keys_remove(p, item->key);
+    bcut_free(&p->r->ctx, item->payload);
+}
+
+static int cmp_bcut_key(const void *a, const void *b)
+{
+    uint64_t x = (*(bcut *const *)a)->key, y = (*(bcut *const *)b)->key;
+    return (x > y) - (x < y);
+}
+
+static int reload_item(void *cookie, uint64_t key, sharc__sitem *out)
+{
+    sharc__pipeline *p = cookie;
+    size_t lo = 0, hi = p->n_preloaded;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (p->preloaded[mid]->key < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    bcut *b = lo < p->n_preloaded ? p->preloaded[lo] : NULL;
+    if (!b || b->key != key || p->taken[lo])
+        return sharc__fail(&p->r->ctx, SHARC_ERR_STATE,
+                           "the state's buffered cut at shard %llu position %llu could not be "
+                           "read again: the data changed",
+                           (unsigned long long)((key >> KEY_POS_BITS) & 0xffffff),
+                           (unsigned long long)(key & 0xffffff));
+    int rc = keys_add(p, key);
+    if (rc < 0)
+        return rc;
+    p->taken[lo] = 1; /* ownership moves to the sampler */
+    out->duration = b->duration;
+    out->key = key;
+    out->bytes = b->block_bytes;
+    out->payload = b;
+    return 0;
+}
+
+/* ---- planning a batch ----------------------------------------------------------------- */
+
+static const char *const string_columns[] = {"cut_id", "text", "speaker", "language"};
+
+static const char *column_value(const bcut *b, int col)
+{
+    switch (col) {
+    case 0:
+        return b->job.id;
+    case 1:
+        return b->text;
+    case 2:
+        return b->speaker;
+    default:
+        return b->language;
+    }
+}
+
+static int grow_slot(sharc__ctx *ctx, slot *s, size_t n)
+{
+    if (n <= s->cap)
+        return 0;
+    size_t cap = n < 64 ? 64 : n * 2;
+    bcut **cuts = sharc__malloc(ctx, cap * sizeof *cuts);
+    uint8_t *skipped = sharc__malloc(ctx, cap);
+    if (!cuts || !skipped) {
+        sharc__free(ctx, cuts);
+        sharc__free(ctx, skipped);
+        return SHARC_ERR(ENOMEM);
+    }
+    sharc__free(ctx, s->cuts);
+    sharc__free(ctx, s->skipped);
+    s->cuts = cuts;
+    s->skipped = skipped;
+    s->cap = cap;
+    return 0;
+}
+
+/* Declare the batch's tensors, then fill everything but the audio samples. */
+static int layout_batch(sharc__pipeline *p, slot *s)
+{
+    sharc_batch *b = s->batch;
+    int64_t B = (int64_t)s->n, T = 0;
+    size_t text_bytes[4] = {0, 0, 0, 0};
+    for (size_t i = 0; i < s->n; i++) {
+        if (s->cuts[i]->job.num_samples > T)
+            T = s->cuts[i]->job.num_samples;
+        for (int c = 0; c < 4; c++) {
+            const char *v = column_value(s->cuts[i], c);
+            text_bytes[c] += v ? strlen(v) : 0;
+        }
+    }
+    s->T = T;
+    int64_t shape_audio[2] = {B, T}, shape_b[1] = {B}, shape_off[1] = {B + 1};
+    int rc =
+        sharc__batch_add_tensor(b, "audio", SHARC_DTYPE_F32, SHARC_DEVICE_HOST, 0, 2, shape_audio);
+    if (rc >= 0)
+        rc = sharc__batch_add_tensor(b, "audio_lens", SHARC_DTYPE_I32, SHARC_DEVICE_HOST, 0, 1,
+                                     shape_b);
+    if (rc >= 0)
+        rc = sharc__batch_add_tensor(b, "duration", SHARC_DTYPE_F32, SHARC_DEVICE_HOST, 0, 1,
+                                     shape_b);
+    for (int c = 0; c < 4 && rc >= 0; c++) {
+        char name[SHARC_TENSOR_NAME_MAX];
+        int64_t shape_bytes[1] = {(int64_t)text_bytes[c]};
+        snprintf(name, sizeof name, "%s_offsets", string_columns[c]);
+        rc = sharc__batch_add_tensor(b, name, SHARC_DTYPE_I32, SHARC_DEVICE_HOST, 0, 1, shape_off);
+        snprintf(name, sizeof name, "%s_bytes", string_columns[c]);
+        if (rc >= 0)
+            rc = sharc__batch_add_tensor(b, name, SHARC_DTYPE_U8, SHARC_DEVICE_HOST, 0, 1,
+                                         shape_bytes);
+    }
+    if (rc < 0 || (rc = sharc__batch_finish(b)) < 0)
+        return sharc__fail(&p->r->ctx, rc, "cannot lay out a batch of %lld cuts x %lld samples: %s",
+                           (long long)B, (long long)T, sharc__batch_pool_error(p->pool));
+    int32_t *lens = b->tensors[1].data;
+    float *dur = b->tensors[2].data;
+    for (size_t i = 0; i < s->n; i++) {
+        lens[i] = (int32_t)s->cuts[i]->job.num_samples;
+        dur[i] = (float)s->cuts[i]->duration;
+    }
+    for (int c = 0; c < 4; c++) {
+        int32_t *off = b->tensors[3 + 2 * c].data;
+        uint8_t *bytes = b->tensors[4 + 2 * c].data;
+        int32_t at = 0;
+        for (size_t i = 0; i < s->n; i++) {
+            const char *v = column_value(s->cuts[i], c);
+            size_t n = v ? strlen(v) : 0;
+            off[i] = at;
+            if (n)
+                memcpy(bytes + at, v, n);
+            at += (int32_t)n;
+        }
+        off[s->n] = at;
+    }
+    return 0;
+}
+
+/* ---- state blobs ----------------------------------------------------------------------
+ * Little-endian: magic, version, settings hash, next step, walk position, counters, the
+ * sorted keys of the buffered cuts, the sampler's own blob, and a CRC-32 of all before. */
+
+typedef struct wbuf {
+    uint8_t *p;
+    size_t len, cap;
+    int overflow;
+} wbuf;
+
+static void put_bytes(wbuf *w, const void *d, size_t n)
+{
+    if (w->len + n > w->cap) {
+        w->overflow = 1;
+    } else {
+        memcpy(w->p + w->len, d, n);
+    }
+    w->len += n;
+}
+
+static void put_u64(wbuf *w, uint64_t v)
+{
+    uint8_t b[8];
+    for (int i = 0; i < 8; i++)
+        b[i] = (uint8_t)(v >> (8 * i));
+    put_bytes(w, b, 8);
+}
+
+static void put_f64(wbuf *w, double d)
+{
+    uint64_t v;
+    memcpy(&v, &d, 8);
+    put_u64(w, v);
+}
+
+typedef struct rbuf {
+    const uint8_t *p;
+    size_t len, at;
+    int bad;
+} rbuf;
+
+static uint64_t get_u64(rbuf *r)
+{
+    if (r->at + 8 > r->len) {
+        r->bad = 1;
+        return 0;
+    }
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)r->p[r->at + i] << (8 * i);
+    r->at += 8;
+    return v;
+}
+
+static double get_f64(rbuf *r)
+{
+    uint64_t v = get_u64(r);
+    double d;
+    memcpy(&d, &v, 8);
+    return d;
+}
+
+static uint64_t fnv(uint64_t h, const void *d, size_t n)
+{
+    const uint8_t *b = d;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+static const char *base_of(const char *path)
+{
+    const char *s = path ? strrchr(path, '/') : NULL;
+    return s ? s + 1 : (path ? path : "");
+}
+
+/* What a state depends on: the shards (by file name, so a moved copy still matches), the
+ * walk settings and what decides a cut's length. Sampler settings are hashed by the
+ * sampler itself; threads and prefetch do not matter. */
+static uint64_t settings_hash(const sharc_reader *r)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    const sharc_reader_settings *s = &r->s;
+    int64_t v[] = {r->ds.layout,       (int64_t)r->ds.n_shards,
+                   (int64_t)s->seed,   s->shuffle_shards,
+                   (int64_t)s->epochs, s->dp_rank,
+                   s->dp_size,         s->on_error,
+                   s->sampling_rate,   s->channel};
+    h = fnv(h, v, sizeof v);
+    h = fnv(h, &s->length_tolerance, sizeof s->length_tolerance);
+    for (size_t i = 0; i < r->ds.n_shards; i++) {
+        const char *a = base_of(r->ds.shards[i].audio_path);
+        const char *m = base_of(r->ds.shards[i].meta_path);
+        h = fnv(h, a, strlen(a) + 1);
+        h = fnv(h, m, strlen(m) + 1);
+    }
+    return h;
+}
+
+static void put_stats(wbuf *w, const sharc_reader_stats *st)
+{
+    uint64_t u[] = {st->cuts,    st->shards,        st->skipped_cuts, st->skipped_shards,
+                    st->batches, st->filtered_cuts, st->dropped_cuts};
+    for (size_t i = 0; i < sizeof u / sizeof u[0]; i++)
+        put_u64(w, u[i]);
+    for (int i = 0; i < SHARC_PROBLEM_COUNT; i++)
+        put_u64(w, st->problems[i]);
+    put_f64(w, st->audio_seconds);
+    put_f64(w, st->padded_seconds);
+}
+
+static void get_stats(rbuf *rb, sharc_reader_stats *st)
+{
+    uint64_t *u[] = {&st->cuts,    &st->shards,        &st->skipped_cuts, &st->skipped_shards,
+                     &st->batches, &st->filtered_cuts, &st->dropped_cuts};
+    for (size_t i = 0; i < sizeof u / sizeof u[0]; i++)
+        *u[i] = get_u64(rb);
+    for (int i = 0; i < SHARC_PROBLEM_COUNT; i++)
+        st->problems[i] = get_u64(rb);
+    st->audio_seconds = get_f64(rb);
+    st->padded_seconds = get_f64(rb);
+}
+
+/* Write the state after the batch being planned into s->state (planner thread). */
+static int snapshot(sharc__pipeline *p, slot *s, uint64_t next_step, const sharc_reader_stats *st)
+{
+    sharc_reader *r = p->r;
+    size_t sampler_len = sharc__sampler_state_size(p->sampler);
+    size_t need = 8 * (24 + SHARC_PROBLEM_COUNT) + 8 * p->n_keys + sampler_len + 8;
+    if (need > s->state_cap) {
+        uint8_t *n = sharc__malloc(&r->ctx, need * 2);
+        if (!n)
+            return SHARC_ERR(ENOMEM);
+        sharc__free(&r->ctx, s->state);
+        s->state = n;
+        s->state_cap = need * 2;
+    }
+    wbuf w = {s->state, 0, s->state_cap, 0};
+    put_u64(&w, ((uint64_t)STATE_VERSION << 32) | STATE_MAGIC);
+    put_u64(&w, settings_hash(r));
+    put_u64(&w, next_step);
+    put_u64(&w, r->pos.epoch);
+    put_u64(&w, r->pos.order_pos);
+    put_u64(&w, r->pos.shard_index);
+    put_u64(&w, r->pos.consumed);
+    put_u64(&w, (uint64_t)r->pos.shard_open);
+    put_u64(&w, r->pos.epoch_cuts);
+    put_stats(&w, st);
+    put_u64(&w, p->n_keys);
+    size_t first = w.len;
+    for (size_t i = 0; i < p->keys_cap; i++)
+        if (p->keys[i])
+            put_u64(&w, p->keys[i] - 1);
+    if (!w.overflow)
+        qsort(w.p + first, p->n_keys, 8, cmp_u64); /* host order == LE on supported hosts */
+    put_u64(&w, sampler_len);
+    if (!w.overflow && w.len + sampler_len <= w.cap &&
+        sharc__sampler_save(p->sampler, w.p + w.len, sampler_len) == 0)
+        w.len += sampler_len;
+    else
+        w.overflow = 1;
+    uint32_t crc = (uint32_t)crc32(0L, w.p, (uInt)w.len);
+    put_u64(&w, crc);
+    if (w.overflow)
+        return sharc__fail(&r->ctx, SHARC_ERR(ENOMEM), "state snapshot does not fit");
+    s->state_len = w.len;
+    return 0;
+}
+
+/* ---- threads ------------------------------------------------------------------------- */
+
+static void publish_stats(sharc__pipeline *p)
+{
+    p->r->stats.stage_seconds[SHARC_STAGE_READ] = p->stage[SHARC_STAGE_READ];
+    p->r->stats.stage_seconds[SHARC_STAGE_PAIR] = p->stage[SHARC_STAGE_PAIR];
+    p->r->stats.stage_seconds[SHARC_STAGE_SAMPLE] = p->stage[SHARC_STAGE_SAMPLE];
+    p->r->stats.stage_seconds[SHARC_STAGE_COLLATE] = p->stage[SHARC_STAGE_COLLATE];
+    p->planner_stats = p->r->stats;
+}
+
+/* Plan one batch into `s`. Returns 0, SHARC_END or an error (message in r->ctx). */
+static int plan_one(sharc__pipeline *p, slot *s, uint64_t step)
+{
+    sharc_reader *r = p->r;
+    sharc__sitem *items;
+    size_t n;
+    double t0 = now_s(), read_before = p->stage[SHARC_STAGE_READ] + p->stage[SHARC_STAGE_PAIR];
+    int rc = sharc__sampler_next(p->sampler, &items, &n);
+    double t1 = now_s();
+    p->stage[SHARC_STAGE_SAMPLE] +=
+        (t1 - t0) - (p->stage[SHARC_STAGE_READ] + p->stage[SHARC_STAGE_PAIR] - read_before);
+    if (rc != 0)
+        return rc;
+    if ((rc = grow_slot(&r->ctx, s, n)) < 0)
+        goto fail_items;
+    s->n = n;
+    for (size_t i = 0; i < n; i++) {
+        s->cuts[i] = items[i].payload;
+        s->skipped[i] = 0;
+        keys_remove(p, items[i].key);
+    }
+    s->n_skipped = 0;
+    s->rc = 0;
+    s->end = 0;
+    rc = sharc__batch_pool_acquire(p->pool, &s->batch);
+    if (rc < 0) {
+        sharc__fail(&r->ctx, rc, "no free batch buffer: %s", sharc__batch_pool_error(p->pool));
+        goto fail_cuts;
+    }
+    if ((rc = layout_batch(p, s)) < 0)
+        goto fail_batch;
+    s->batch->step = step;
+    s->batch->epoch = s->cuts[0]->key >> (KEY_SHARD_BITS + KEY_POS_BITS);
+    r->stats.batches++;
+    for (size_t i = 0; i < n; i++) {
+        r->stats.cuts++;
+        r->stats.audio_seconds += s->cuts[i]->duration;
+    }
+    if (s->cuts[0]->job.sampling_rate > 0)
+        r->stats.padded_seconds +=
+            (double)s->n * (double)s->T / (double)s->cuts[0]->job.sampling_rate;
+    p->stage[SHARC_STAGE_COLLATE] += now_s() - t1;
+    if ((rc = snapshot(p, s, step + 1, &r->stats)) < 0)
+        goto fail_batch;
+    return 0;
+fail_batch:
+    sharc_batch_release(s->batch);
+    s->batch = NULL;
+fail_cuts:
+    for (size_t i = 0; i < n; i++)
+        bcut_free(&r->ctx, s->cuts[i]);
+    s->n = 0;
+    return rc;
+fail_items:
+    for (size_t i = 0; i < n; i++)
+        bcut_free(&r->ctx, items[i].payload);
+    return rc;
+}
+
+static void *planner_main(void *arg)
+{
+    sharc__pipeline *p = arg;
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        while (!p->stop && p->planned - p->consumed >= p->n_slots)
+            pthread_cond_wait(&p->cv, &p->mu);
+        int stop = p->stop;
+        uint64_t index = p->planned;
+        pthread_mutex_unlock(&p->mu);
+        if (stop)
+            break;
+        slot *s = &p->slots[index % p->n_slots];
+        int rc = plan_one(p, s, p->step_base + index);
+        pthread_mutex_lock(&p->mu);
+        publish_stats(p);
+        if (rc == 0) {
+            s->pending = s->n;
+            s->dispatched = 0;
+            p->inflight++;
+        } else {
+            s->end = rc == SHARC_END;
+            s->rc = rc == SHARC_END ? 0 : rc;
+            snprintf(s->message, sizeof s->message, "%s", p->r->ctx.error);
+            s->pending = 0;
+            s->n = 0;
+            p->finished = 1;
+        }
+        s->ready = 1;
+        p->planned++;
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+        if (rc != 0)
+            break;
+    }
+    return NULL;
+}
+
+/* Decode cut i of slot s into its row of the audio tensor; called without the lock. */
+static int decode_row(worker *w, slot *s, size_t i)
+{
+    sharc__pipeline *p = w->p;
+    const bcut *b = s->cuts[i];
+    float *row = (float *)s->batch->tensors[0].data + (size_t)i * (size_t)s->T;
+    int channels = 0, rc;
+    w->err.kind = SHARC_PROBLEM_COUNT;
+    if (b->job.channels > 1 && p->r->s.channel < 0) {
+        rc = sharc__fail(&w->ctx, SHARC_ERR_AUDIO_MISMATCH,
+                         "%s member %s (cut %s): batches hold one channel and this cut has %d; "
+                         "choose one with the channel setting",
+                         b->job.shard, b->job.member, b->job.id, b->job.channels);
+        return sharc__stream_fail(&w->ctx, &w->err, rc, SHARC_PROBLEM_AUDIO_FORMAT, 0, b->job.shard,
+                                  b->job.member, b->job.id);
+    }
+    rc = sharc__reader_decode(p->r, &w->ctx, &b->job, row, (size_t)s->T, &channels, &w->err);
+    if (rc < 0)
+        return rc;
+    size_t len = (size_t)b->job.num_samples;
+    if (len < (size_t)s->T)
+        memset(row + len, 0, ((size_t)s->T - len) * sizeof(float));
+    return 0;
+}
+
+static slot *find_work(sharc__pipeline *p, size_t *index)
+{
+    for (uint64_t k = p->consumed; k < p->planned; k++) {
+        slot *s = &p->slots[k % p->n_slots];
+        if (s->ready && s->dispatched < s->n) {
+            *index = s->dispatched++;
+            return s;
+        }
+    }
+    return NULL;
+}
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    sharc__pipeline *p = w->p;
+    pthread_mutex_lock(&p->mu);
+    while (!p->stop) {
+        size_t i;
+        slot *s = find_work(p, &i);
+        if (!s) {
+            pthread_cond_wait(&p->cv, &p->mu);
+            continue;
+        }
+        pthread_mutex_unlock(&p->mu);
+        double t0 = now_s();
+        int rc = decode_row(w, s, i);
+        double dt = now_s() - t0;
+        pthread_mutex_lock(&p->mu);
+        p->worker_stats.stage_seconds[SHARC_STAGE_DECODE] += dt;
+        if (rc < 0) {
+            if (w->err.kind < SHARC_PROBLEM_COUNT) {
+                p->worker_stats.problems[w->err.kind]++;
+                if (p->r->s.on_problem) {
+                    sharc_problem_report rep = {
+                        w->err.kind,
+                        rc,
+                        w->err.path,
+                        w->err.member.len ? sharc__buf_str(&w->err.member) : NULL,
+                        w->err.cut_id.len ? sharc__buf_str(&w->err.cut_id) : NULL,
+                        w->ctx.error};
+                    p->r->s.on_problem(p->r->s.problem_cookie, &rep);
+                }
+            }
+            if (p->r->s.on_error == SHARC_ON_ERROR_SKIP && w->err.kind < SHARC_PROBLEM_COUNT) {
+                s->skipped[i] = 1;
+                s->n_skipped++;
+                p->worker_stats.skipped_cuts++;
+                /* Counted as returned by the planner; taken back here. */
+                p->worker_stats.cuts++;
+                p->worker_stats.audio_seconds += s->cuts[i]->duration;
+            } else if (!s->rc) {
+                s->rc = rc;
+                snprintf(s->message, sizeof s->message, "%s", w->ctx.error);
+            }
+        }
+        if (--s->pending == 0)
+            pthread_cond_broadcast(&p->cv);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+/* ---- the caller's side ------------------------------------------------------------- */
+
+/* Drop the rows of cuts skipped under the SKIP policy, in place. */
+static void compact(slot *s)
+{
+    sharc_batch *b = s->batch;
+    size_t T = (size_t)s->T, out = 0;
+    float *audio = b->tensors[0].data;
+    int32_t *lens = b->tensors[1].data;
+    float *dur = b->tensors[2].data;
+    int32_t *offs[4];
+    uint8_t *bytes[4];
+    int32_t at[4] = {0, 0, 0, 0};
+    for (int c = 0; c < 4; c++) {
+        offs[c] = b->tensors[3 + 2 * c].data;
+        bytes[c] = b->tensors[4 + 2 * c].data;
+    }
+    for (size_t i = 0; i < s->n; i++) {
+        int32_t start[4], end[4];
+        for (int c = 0; c < 4; c++) {
+            start[c] = offs[c][i];
+            end[c] = offs[c][i + 1];
+        }
+        if (s->skipped[i])
+            continue;
+        if (out != i) {
+            memmove(audio + out * T, audio + i * T, T * sizeof(float));
+            lens[out] = lens[i];
+            dur[out] = dur[i];
+        }
+        for (int c = 0; c < 4; c++) {
+            memmove(bytes[c] + at[c], bytes[c] + start[c], (size_t)(end[c] - start[c]));
+            offs[c][out] = at[c];
+            at[c] += end[c] - start[c];
+        }
+        out++;
+    }
+    for (int c = 0; c < 4; c++) {
+        offs[c][out] = at[c];
+        b->tensors[4 + 2 * c].shape[0] = at[c];
+        b->tensors[4 + 2 * c].nbytes = (size_t)at[c];
+        b->tensors[3 + 2 * c].shape[0] = (int64_t)out + 1;
+        b->tensors[3 + 2 * c].nbytes = (out + 1) * sizeof(int32_t);
+    }
+    b->tensors[0].shape[0] = (int64_t)out;
+    b->tensors[0].nbytes = out * T * sizeof(float);
+    for (int t = 1; t < 3; t++) {
+        b->tensors[t].shape[0] = (int64_t)out;
+        b->tensors[t].nbytes = out * 4;
+    }
+}
+
+static void copy_state(sharc__pipeline *p, const slot *s)
+{
+    if (s->state_len > p->last_state_cap) {
+        uint8_t *n = sharc__malloc(&p->r->ctx, s->state_len * 2);
+        if (!n) {
+            p->last_state_len = 0; /* state_save then reports ENOMEM */
+            return;
+        }
+        sharc__free(&p->r->ctx, p->last_state);
+        p->last_state = n;
+        p->last_state_cap = s->state_len * 2;
+    }
+    memcpy(p->last_state, s->state, s->state_len);
+    p->last_state_len = s->state_len;
+}
+
+int sharc__pipeline_next(sharc_reader *r, sharc_batch **out)
+{
+    sharc__pipeline *p = r->pipe;
+    *out = NULL;
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        size_t held = sharc__batch_pool_held(p->pool);
+        if (held > p->inflight && held - p->inflight >= (size_t)r->s.max_held_batches) {
+            pthread_mutex_unlock(&p->mu);
+            return sharc__set_error(&r->ctx, SHARC_ERR_BACKPRESSURE,
+                                    "the caller holds %zu batches (max_held_batches %d); "
+                                    "release some first",
+                                    held - p->inflight, r->s.max_held_batches);
+        }
+        slot *s = &p->slots[p->consumed % p->n_slots];
+        while (!(p->consumed < p->planned && s->ready && s->pending == 0))
+            pthread_cond_wait(&p->cv, &p->mu);
+        pthread_mutex_unlock(&p->mu);
+
+        int rc = s->end ? SHARC_END : s->rc;
+        sharc_batch *b = s->batch;
+        if (rc == 0 && s->n_skipped)
+            compact(s);
+        for (size_t i = 0; i < s->n; i++)
+            bcut_free(&r->ctx, s->cuts[i]);
+        int empty = rc == 0 && b->tensors[0].shape[0] == 0;
+        if (rc == 0 && !empty)
+            copy_state(p, s);
+        if (rc != 0)
+            snprintf(r->ctx.error, sizeof r->ctx.error, "%s", s->message);
+
+        pthread_mutex_lock(&p->mu);
+        s->batch = NULL;
+        s->n = 0;
+        if (b)
+            p->inflight--;
+        if (rc == 0) {
+            s->ready = 0;
+            p->consumed++;
+            pthread_cond_broadcast(&p->cv);
+        }
+        pthread_mutex_unlock(&p->mu);
+        if (rc != 0) {
+            if (b)
+                sharc_batch_release(b);
+            if (rc != SHARC_END) {
+                r->failed = rc;
+                sharc__log(&r->ctx, SHARC_LOG_ERROR, "%s", r->ctx.error);
+            }
+            return rc;
+        }
+        if (empty) {
+            sharc_batch_release(b);
+            continue;
+        }
+        b->step = p->step_base + p->handed++;
+        *out = b;
+        return 0;
+    }
+}
+
+void sharc__pipeline_stats(const sharc_reader *r, sharc_reader_stats *out)
+{
+    sharc__pipeline *p = r->pipe;
+    pthread_mutex_lock(&p->mu);
+    *out = p->planner_stats;
+    const sharc_reader_stats *w = &p->worker_stats;
+    out->cuts -= w->cuts;
+    out->audio_seconds -= w->audio_seconds;
+    out->skipped_cuts += w->skipped_cuts;
+    out->stage_seconds[SHARC_STAGE_DECODE] += w->stage_seconds[SHARC_STAGE_DECODE];
+    for (int i = 0; i < SHARC_PROBLEM_COUNT; i++)
+        out->problems[i] += w->problems[i];
+    out->batches = p->step_base + p->handed;
+    pthread_mutex_unlock(&p->mu);
+}
+
+int sharc__pipeline_state_save(sharc_reader *r, void *buf, size_t cap, size_t *size)
+{
+    sharc__pipeline *p = r->pipe;
+    if (!p->last_state_len) {
+        if (p->handed == 0 && r->resume) {
+            /* Nothing new since the restore: the state is the one we started from. */
+            *size = r->s.resume_state_size;
+            if (!buf || cap < *size)
+                return SHARC_ERR(ENOSPC);
+            memcpy(buf, r->resume, *size);
+            return 0;
+        }
+        return sharc__set_error(&r->ctx, SHARC_ERR(EINVAL),
+                                "no batch has been returned yet: there is no state to save");
+    }
+    *size = p->last_state_len;
+    if (!buf || cap < *size)
+        return SHARC_ERR(ENOSPC);
+    memcpy(buf, p->last_state, *size);
+    /* The step field counts batches handed out, which only the caller's side knows. */
+    uint64_t step = p->step_base + p->handed;
+    uint8_t *b = buf;
+    for (int i = 0; i < 8; i++)
+        b[16 + i] = (uint8_t)(step >> (8 * i));
+    uint32_t crc = (uint32_t)crc32(0L, b, (uInt)(*size - 8));
+    for (int i = 0; i < 8; i++)
+        b[*size - 8 + i] = (uint8_t)((uint64_t)crc >> (8 * i));
+    return 0;
+}
+
+/* ---- restore --------------------------------------------------------------------------- */
+
+typedef struct preload_job {
+    sharc__pipeline *p;
+    const uint64_t *keys; ///< the needed keys of one (epoch, shard), sorted
+    size_t n, found;
+} preload_job;
+
+static int preload_cut(void *cookie, sharc__rawcut *c)
+{
+    preload_job *j = cookie;
+    sharc__pipeline *p = j->p;
+    uint64_t key;
+    int rc = make_key(&p->r->ctx, c, &key);
+    if (rc < 0)
+        return rc;
+    if (!bsearch(&key, j->keys, j->n, sizeof key, cmp_u64))
+        return 0;
+    bcut *b;
+    if ((rc = bcut_from_raw(&p->r->ctx, c, &b)) < 0)
+        return rc;
+    p->preloaded[p->n_preloaded++] = b;
+    return ++j->found == j->n ? 1 : 0;
+}
+
+/* Re-read the cuts the saved sampler held: only the shards they are in. */
+static int preload(sharc__pipeline *p, const uint64_t *keys, size_t n)
+{
+    sharc_reader *r = p->r;
+    p->preloaded = sharc__calloc(&r->ctx, n ? n : 1, sizeof *p->preloaded);
+    p->taken = sharc__calloc(&r->ctx, n ? n : 1, 1);
+    if (!p->preloaded || !p->taken)
+        return SHARC_ERR(ENOMEM);
+    size_t i = 0;
+    while (i < n) {
+        uint64_t group = keys[i] >> KEY_POS_BITS; /* epoch and shard */
+        size_t j = i;
+        while (j < n && keys[j] >> KEY_POS_BITS == group)
+            j++;
+        preload_job job = {p, keys + i, j - i, 0};
+        r->quiet = 1;
+        int rc = sharc__reader_scan_shard(r, group >> KEY_SHARD_BITS,
+                                          (uint32_t)(group & ((1u << KEY_SHARD_BITS) - 1)),
+                                          preload_cut, &job);
+        r->quiet = 0;
+        if (rc < 0)
+            return rc;
+        if (job.found != job.n)
+            return sharc__fail(&r->ctx, SHARC_ERR_STATE,
+                               "%zu cuts the state holds were not found again in shard %llu: "
+                               "the data changed",
+                               job.n - job.found, (unsigned long long)(group & 0xffffff));
+        i = j;
+    }
+    qsort(p->preloaded, p->n_preloaded, sizeof *p->preloaded, cmp_bcut_key);
+    return 0;
+}
+
+static int bad_state(sharc_reader *r, const char *why)
+{
+    return sharc__fail(&r->ctx, SHARC_ERR_STATE, "cannot resume: %s", why);
+}
+
+static int restore(sharc__pipeline *p, const sharc__sampler_settings *ss,
+                   const sharc__sampler_source *src)
+{
+    sharc_reader *r = p->r;
+    const uint8_t *blob = r->resume;
+    size_t len = r->s.resume_state_size;
+    if (len < 8 * 12)
+        return bad_state(r, "the state blob is truncated");
+    rbuf rb = {blob, len - 8, 0, 0};
+    rbuf tail = {blob, len, len - 8, 0};
+    if (get_u64(&tail) != (uint64_t)(uint32_t)crc32(0L, blob, (uInt)(len - 8)))
+        return bad_state(r, "the state blob is corrupt (checksum mismatch)");
+    if (get_u64(&rb) != (((uint64_t)STATE_VERSION << 32) | STATE_MAGIC))
+        return bad_state(r, "not a sharc reader state, or an unsupported version");
+    if (get_u64(&rb) != settings_hash(r))
+        return bad_state(r, "the state was saved with other shards or reader settings");
+    p->step_base = get_u64(&rb);
+    sharc__walk_pos pos;
+    pos.epoch = get_u64(&rb);
+    pos.order_pos = get_u64(&rb);
+    pos.shard_index = (uint32_t)get_u64(&rb);
+    pos.consumed = get_u64(&rb);
+    pos.shard_open = (int)get_u64(&rb);
+    pos.epoch_cuts = get_u64(&rb);
+    get_stats(&rb, &r->stats);
+    uint64_t n_keys = get_u64(&rb);
+    if (rb.bad || n_keys > (len - rb.at) / 8)
+        return bad_state(r, "the state blob is truncated");
+    const uint8_t *key_bytes = blob + rb.at;
+    rb.at += n_keys * 8;
+    uint64_t sampler_len = get_u64(&rb);
+    if (rb.bad || sampler_len != rb.len - rb.at)
+        return bad_state(r, "the state blob's sizes do not add up");
+    if (pos.shard_index >= r->ds.n_shards || (pos.epoch >= r->s.epochs && r->s.epochs))
+        return bad_state(r, "the state points outside this dataset");
+    uint64_t *keys = sharc__malloc(&r->ctx, (n_keys ? n_keys : 1) * 8);
+    if (!keys)
+        return SHARC_ERR(ENOMEM);
+    rbuf kb = {key_bytes, n_keys * 8, 0, 0};
+    for (uint64_t i = 0; i < n_keys; i++)
+        keys[i] = get_u64(&kb);
+    int rc = preload(p, keys, n_keys);
+    sharc__free(&r->ctx, keys);
+    if (rc == 0)
+        rc = sharc__reader_seek(r, &pos);
+    if (rc == 0)
+        rc = sharc__sampler_restore(&r->ctx, ss, src, blob + rb.at, sampler_len, &p->sampler);
+    for (size_t i = 0; i < p->n_preloaded; i++)
+        if (!p->taken[i])
+            bcut_free(&r->ctx, p->preloaded[i]);
+    sharc__free(&r->ctx, p->preloaded);
+    sharc__free(&r->ctx, p->taken);
+    p->preloaded = NULL;
+    p->taken = NULL;
+    p->n_preloaded = 0;
+    return rc;
+}
+
+/* ---- start and stop ----------------------------------------------------------------- */
+
+static void sampler_settings(const sharc_reader *r, sharc__sampler_settings *o)
+{
+    const sharc_sampler_settings *s = &r->s.sampler;
+    sharc__sampler_default_settings(o);
+    o->max_duration = s->max_duration;
+    o->max_cuts = s->max_cuts;
+    o->quadratic_duration = s->quadratic_duration;
+    o->num_buckets = s->num_buckets;
+    o->bins = s->bins;
+    o->n_bins = s->n_bins;
+    o->bucket_batch_size = s->bucket_batch_size;
+    o->num_cuts_for_bins_estimate = s->num_cuts_for_bins_estimate;
+    o->buffer_size = s->buffer_size;
+    o->max_buffer_bytes = s->max_buffer_bytes;
+    o->shuffle = s->shuffle;
+    o->drop_last = s->drop_last;
+    o->seed = r->s.seed ^ 0x5a17c0de5a17c0deull; /* independent of the shard order's stream */
+    o->sync_buckets = s->sync_buckets;
+    o->world_size = s->world_size;
+    o->min_item_duration = s->min_duration;
+    o->max_item_duration = s->max_cut_duration;
+}
+
+void sharc__pipeline_stop(sharc_reader *r)
+{
+    sharc__pipeline *p = r->pipe;
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->stop = 1;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    if (p->planner_started)
+        pthread_join(p->planner, NULL);
+    for (int i = 0; i < p->n_workers; i++)
+        if (p->workers[i].started)
+            pthread_join(p->workers[i].thread, NULL);
+    for (size_t k = 0; k < p->n_slots; k++) {
+        slot *s = &p->slots[k];
+        if (s->batch)
+            sharc_batch_release(s->batch);
+        for (size_t i = 0; i < s->n; i++)
+            bcut_free(&r->ctx, s->cuts[i]);
+        sharc__free(&r->ctx, s->cuts);
+        sharc__free(&r->ctx, s->skipped);
+        sharc__free(&r->ctx, s->state);
+    }
+    sharc__sampler_close(&p->sampler);
+    sharc__batch_pool_destroy(&p->pool);
+    for (int i = 0; i < p->n_workers; i++) {
+        sharc__buf_free(&r->ctx, &p->workers[i].err.member);
+        sharc__buf_free(&r->ctx, &p->workers[i].err.cut_id);
+    }
+    sharc__free(&r->ctx, p->workers);
+    sharc__free(&r->ctx, p->slots);
+    sharc__free(&r->ctx, p->keys);
+    sharc__free(&r->ctx, p->last_state);
+    pthread_cond_destroy(&p->cv);
+    pthread_mutex_destroy(&p->mu);
+    sharc__free(&r->ctx, p);
+    r->pipe = NULL;
+}
+
+static int online_cores(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+int sharc__pipeline_start(sharc_reader *r)
+{
+    sharc__pipeline *p = sharc__calloc(&r->ctx, 1, sizeof *p);
+    if (!p)
+        return SHARC_ERR(ENOMEM);
+    p->r = r;
+    r->pipe = p;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    p->n_slots = (size_t)(r->s.prefetch > 0 ? r->s.prefetch : 1);
+    p->n_workers = r->s.n_threads > 0 ? r->s.n_threads : online_cores();
+    p->slots = sharc__calloc(&r->ctx, p->n_slots, sizeof *p->slots);
+    p->workers = sharc__calloc(&r->ctx, (size_t)p->n_workers, sizeof *p->workers);
+    int rc = (p->slots && p->workers) ? 0 : SHARC_ERR(ENOMEM);
+    if (rc == 0)
+        rc = sharc__batch_pool_create(&p->pool, &r->ctx, p->n_slots + (size_t)r->s.max_held_batches,
+                                      NULL);
+    sharc__sampler_settings ss;
+    sampler_settings(r, &ss);
+    sharc__sampler_source src = {p, pull_item, release_item, reload_item};
+    if (rc == 0)
+        rc = r->resume ? restore(p, &ss, &src)
+                       : sharc__sampler_open(&r->ctx, &ss, &src, &p->sampler);
+    if (rc < 0)
+        goto fail;
+    publish_stats(p);
+    for (int i = 0; i < p->n_workers; i++) {
+        worker *w = &p->workers[i];
+        w->p = p;
+        sharc__ctx_init(&w->ctx, &r->ctx.alloc, &r->ctx.log);
+        if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+            rc = sharc__fail(&r->ctx, SHARC_ERR(EAGAIN), "cannot start decode thread %d", i);
+            goto fail;
+        }
+        w->started = 1;
+    }
+    if (pthread_create(&p->planner, NULL, planner_main, p) != 0) {
+        rc = sharc__fail(&r->ctx, SHARC_ERR(EAGAIN), "cannot start the planner thread");
+        goto fail;
+    }
+    p->planner_started = 1;
+    return 0;
+fail:
+    if (r->ctx.error[0] == 0)
+        sharc__set_error(&r->ctx, rc, "cannot start the batch pipeline: %s", sharc_strerror(rc));
+    sharc__pipeline_stop(r);
+    return rc;
+}

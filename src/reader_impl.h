@@ -1,0 +1,106 @@
+/*
+ * The reader's internals, shared by reader.c (shard walking, cuts) and pipeline.c
+ * (batches on worker threads).
+ */
+#ifndef SHARC_SRC_READER_IMPL_H
+#define SHARC_SRC_READER_IMPL_H
+
+#include "audio.h"
+#include "ctx.h"
+#include "cut.h"
+#include "dataset.h"
+#include "reader.h"
+#include "stream.h"
+
+typedef struct sharc__pipeline sharc__pipeline;
+
+/** Where the shard walk stands: enough to resume it. */
+typedef struct sharc__walk_pos {
+    uint64_t epoch;
+    uint64_t order_pos;   ///< shards of this epoch's order opened so far
+    uint32_t shard_index; ///< the open shard (valid when order_pos > 0)
+    uint64_t consumed;    ///< stream entries (cuts and cut-level problems) taken from it
+    int shard_open;       ///< a stream is open on shard_index
+    uint64_t epoch_cuts;  ///< cuts produced in this epoch
+} sharc__walk_pos;
+
+struct sharc_reader {
+    sharc__ctx ctx;
+    sharc_reader_settings s;
+    char **paths;
+    char *nemo_text_field, *nemo_lang_field;
+    double *bins;
+    uint32_t *bucket_batch_size;
+    uint8_t *resume;
+    sharc__dataset ds;
+    const sharc__stream_ops *ops;
+    sharc__stream_opts sopts;
+    uint32_t *order;
+    size_t n_order;
+    sharc__walk_pos pos;
+    sharc__stream *stream;
+    int quiet; ///< replaying after a restore: problems were reported the first time
+    sharc__rawcut raw;
+    sharc__stream_error err;
+    float *samples;
+    size_t samples_cap; ///< in floats
+    sharc_cut cut;
+    sharc_field fields[SHARC__MAX_FIELDS];
+    sharc_reader_stats stats;
+    int mode; ///< 0 unused, 1 cuts, 2 batches
+    int failed;
+    sharc__pipeline *pipe;
+};
+
+/** What decoding one cut needs, whichever thread does it. */
+typedef struct sharc__decode_job {
+    const uint8_t *audio;
+    size_t audio_len;
+    int sampling_rate; ///< from metadata or header, > 0
+    int channels;      ///< stored channels, > 0
+    int64_t num_samples;
+    double offset;
+    int window;
+    const char *shard, *member, *id;
+} sharc__decode_job;
+
+/**
+ * Pull the next raw cut into r->raw with its rate and length known (from metadata or the
+ * audio header), applying the error policy. Problems are reported unless r->quiet.
+ * @return 0, SHARC_END, or the error that stops the reader
+ */
+int sharc__reader_pull(sharc_reader *r);
+
+/**
+ * Decode one cut into `out` (room for `cap` floats) with `ctx` for error text. Checks the
+ * rate and channel count against the metadata and the settings.
+ * @param out_channels receives the channels written per frame
+ * @return 0 or an error described by ctx->error and `err`
+ */
+int sharc__reader_decode(const sharc_reader *r, sharc__ctx *ctx, const sharc__decode_job *j,
+                         float *out, size_t cap, int *out_channels, sharc__stream_error *err);
+
+/** Report a problem (count, callback) without applying the policy. Thread-safe when the
+ *  caller holds whatever lock protects r->stats. */
+void sharc__reader_report(sharc_reader *r, int code, const sharc__stream_error *e,
+                          const char *message);
+
+/** Re-open the walk at `pos`, skipping the entries already consumed in the open shard. */
+int sharc__reader_seek(sharc_reader *r, const sharc__walk_pos *pos);
+
+/**
+ * Read shard `shard` again from its start, handing each cut (rate and length known, as
+ * of `epoch`) to `cb` until it returns > 0 (stop) or < 0 (error). Bad cuts are passed
+ * over silently: they were reported when first read.
+ */
+int sharc__reader_scan_shard(sharc_reader *r, uint64_t epoch, uint32_t shard,
+                             int (*cb)(void *cookie, sharc__rawcut *c), void *cookie);
+
+/** Start the batch pipeline (pipeline.c). */
+int sharc__pipeline_start(sharc_reader *r);
+int sharc__pipeline_next(sharc_reader *r, sharc_batch **out);
+int sharc__pipeline_state_save(sharc_reader *r, void *buf, size_t cap, size_t *size);
+void sharc__pipeline_stats(const sharc_reader *r, sharc_reader_stats *out);
+void sharc__pipeline_stop(sharc_reader *r);
+
+#endif /* SHARC_SRC_READER_IMPL_H */
