@@ -76,8 +76,8 @@ static int check_reader_settings(const sharc_reader_settings *s, const char **wh
         *why = "size caps must be > 0";
     else if (s->n_threads < 0 || s->prefetch < 0 || s->max_held_batches < 1)
         *why = "n_threads and prefetch must be >= 0, max_held_batches >= 1";
-    else if (s->resume_state_size && !s->resume_state)
-        *why = "resume_state_size without resume_state";
+    else if (!s->resume_state != !s->resume_state_size)
+        *why = "resume_state and resume_state_size must be given together";
     else if (!reserved_zero(s->reserved, sizeof s->reserved))
         *why = "reserved bytes must be zero";
     return *why ? SHARC_ERR(EINVAL) : 0;

@@ -616,8 +616,15 @@ static int plan_one(sharc__pipeline *p, slot *s, uint64_t step)
     s->n_skipped = 0;
     s->rc = 0;
     s->end = 0;
+    /* Counted before the pool sees it, so the caller's share is never overstated. */
+    pthread_mutex_lock(&p->mu);
+    p->inflight++;
+    pthread_mutex_unlock(&p->mu);
     rc = sharc__batch_pool_acquire(p->pool, &s->batch);
     if (rc < 0) {
+        pthread_mutex_lock(&p->mu);
+        p->inflight--;
+        pthread_mutex_unlock(&p->mu);
         sharc__fail(&r->ctx, rc, "no free batch buffer: %s", sharc__batch_pool_error(p->pool));
         goto fail_cuts;
     }
@@ -640,6 +647,9 @@ static int plan_one(sharc__pipeline *p, slot *s, uint64_t step)
 fail_batch:
     sharc_batch_release(s->batch);
     s->batch = NULL;
+    pthread_mutex_lock(&p->mu);
+    p->inflight--;
+    pthread_mutex_unlock(&p->mu);
 fail_cuts:
     for (size_t i = 0; i < n; i++)
         bcut_free(&r->ctx, s->cuts[i]);
@@ -670,7 +680,6 @@ static void *planner_main(void *arg)
         if (rc == 0) {
             s->pending = s->n;
             s->dispatched = 0;
-            p->inflight++;
         } else {
             s->end = rc == SHARC_END;
             s->rc = rc == SHARC_END ? 0 : rc;

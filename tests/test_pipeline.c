@@ -1,0 +1,382 @@
+/*
+ * Batch pipeline tests: every cut once, the padding-aware rule, determinism across thread
+ * counts, and save/resume equal to the uninterrupted run.
+ */
+#include <check.h>
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "sharc/sharc.h"
+#include "synth.h"
+#include "testutil.h"
+
+static char *corpus_dir;
+static char corpus_path[600];
+static size_t corpus_cuts;
+
+/* One corpus for the whole suite: Shar, FLAC, 6 shards of 20 cuts of 0.5-8 s. */
+static void make_corpus(void)
+{
+    if (corpus_dir)
+        return;
+    corpus_dir = tu_mkdtemp();
+    ck_assert_int_eq(tu_sh("'%s' --out '%s' --layout shar --compress none --shards 6 "
+                           "--cuts-per-shard 20 --max-duration 8 >/dev/null",
+                           getenv("SHARC_GEN"), corpus_dir),
+                     0);
+    snprintf(corpus_path, sizeof corpus_path, "%s/shar", corpus_dir);
+    char exp[700];
+    snprintf(exp, sizeof exp, "%s/shar.expected.jsonl", corpus_dir);
+    ck_assert_int_eq(tu_sh("test $(wc -l < '%s') -eq 120", exp), 0);
+    corpus_cuts = 120;
+}
+
+static void settings_for(sharc_reader_settings *s, const char **paths, int threads, int prefetch)
+{
+    sharc_reader_default_settings(s);
+    paths[0] = corpus_path;
+    s->paths = paths;
+    s->n_paths = 1;
+    s->seed = 3;
+    s->n_threads = threads;
+    s->prefetch = prefetch;
+    s->sampler.max_duration = 40;
+    s->sampler.num_buckets = 4;
+    s->sampler.buffer_size = 30;
+    s->sampler.num_cuts_for_bins_estimate = 30;
+    s->logger.callback = NULL;
+}
+
+/* A batch's fingerprint: its ids and the CRC-32 of its padded audio. */
+typedef struct print {
+    char ids[4096];
+    uint32_t crc;
+    int64_t B, T;
+} print;
+
+static void fingerprint(const sharc_batch *b, print *p)
+{
+    const sharc_tensor *audio = sharc_batch_tensor(b, "audio");
+    ck_assert_ptr_nonnull(audio);
+    p->B = audio->shape[0];
+    p->T = audio->shape[1];
+    p->crc = (uint32_t)crc32(0L, audio->data, (uInt)audio->nbytes);
+    p->ids[0] = 0;
+    for (int64_t i = 0; i < p->B; i++) {
+        size_t len;
+        const char *id = sharc_batch_string(b, "cut_id", (size_t)i, &len);
+        ck_assert_ptr_nonnull(id);
+        strncat(p->ids, id, len);
+        strcat(p->ids, " ");
+    }
+}
+
+static size_t run(const sharc_reader_settings *s, print *out, size_t cap)
+{
+    sharc_reader *r;
+    sharc_batch *b;
+    int rc;
+    size_t n = 0;
+    ck_assert_int_eq(sharc_reader_open(&r, s), 0);
+    while ((rc = sharc_reader_next_batch(r, &b)) == 0) {
+        ck_assert_uint_lt(n, cap);
+        ck_assert_uint_eq(b->step, n);
+        fingerprint(b, &out[n++]);
+        sharc_batch_release(b);
+    }
+    ck_assert_msg(rc == SHARC_END, "%s", sharc_reader_last_error(r));
+    sharc_reader_close(&r);
+    return n;
+}
+
+START_TEST(every_cut_once_and_padding_rule)
+{
+    make_corpus();
+    sharc_reader_settings s;
+    const char *paths[1];
+    settings_for(&s, paths, 2, 2);
+    sharc_reader *r;
+    sharc_batch *b;
+    int rc;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    char seen[200][128];
+    size_t n_seen = 0;
+    while ((rc = sharc_reader_next_batch(r, &b)) == 0) {
+        const sharc_tensor *audio = sharc_batch_tensor(b, "audio");
+        const sharc_tensor *lens = sharc_batch_tensor(b, "audio_lens");
+        const sharc_tensor *dur = sharc_batch_tensor(b, "duration");
+        ck_assert_int_eq(audio->dtype, SHARC_DTYPE_F32);
+        ck_assert_int_eq(lens->dtype, SHARC_DTYPE_I32);
+        int64_t B = audio->shape[0], T = audio->shape[1];
+        ck_assert_int_eq(lens->shape[0], B);
+        double longest = 0, longest_before_last = 0;
+        int32_t max_len = 0;
+        for (int64_t i = 0; i < B; i++) {
+            const int32_t len = ((const int32_t *)lens->data)[i];
+            const float d = ((const float *)dur->data)[i];
+            max_len = len > max_len ? len : max_len;
+            if (i == B - 1)
+                longest_before_last = longest;
+            longest = d > longest ? d : longest;
+            ck_assert_int_eq(len, (int32_t)lround(d * 16000.0));
+            /* Padding is zero. */
+            const float *row = (const float *)audio->data + i * T;
+            for (int64_t t = len; t < T; t++)
+                ck_assert_msg(row[t] == 0.0f, "padding not zero at %lld", (long long)t);
+            size_t idlen;
+            const char *id = sharc_batch_string(b, "cut_id", (size_t)i, &idlen);
+            ck_assert_uint_lt(idlen, 128);
+            memcpy(seen[n_seen], id, idlen);
+            seen[n_seen][idlen] = 0;
+            for (size_t k = 0; k < n_seen; k++)
+                ck_assert_str_ne(seen[k], seen[n_seen]);
+            n_seen++;
+        }
+        ck_assert_int_eq(max_len, T);
+        /* Lhotse's padding-aware rule: cuts are added while (n + 1) * longest fits, and the
+         * cut that breaks it is included; so before the last cut the batch fitted with
+         * room for one more of the longest. A full batch (not a drained one) then breaks
+         * the rule with its last cut. */
+        if (B > 1)
+            ck_assert_msg(B * longest_before_last <= 40.0 + 1e-4, "batch %llu: %lld x %.3f > 40",
+                          (unsigned long long)b->step, (long long)B, longest_before_last);
+        sharc_batch_release(b);
+    }
+    ck_assert_msg(rc == SHARC_END, "%s", sharc_reader_last_error(r));
+    ck_assert_uint_eq(n_seen, corpus_cuts);
+    sharc_reader_stats st;
+    sharc_reader_get_stats(r, &st);
+    ck_assert_uint_eq(st.cuts, corpus_cuts);
+    ck_assert_double_gt(st.padded_seconds, st.audio_seconds - 1e-6);
+    sharc_reader_close(&r);
+}
+END_TEST
+
+/* Decoded samples in a batch equal what the generator wrote. */
+START_TEST(batch_samples_exact)
+{
+    make_corpus();
+    char exp[700];
+    snprintf(exp, sizeof exp, "%s/shar.expected.jsonl", corpus_dir);
+    size_t n;
+    char *text = (char *)tu_read_file(exp, &n);
+    text = realloc(text, n + 1);
+    text[n] = 0;
+    sharc_reader_settings s;
+    const char *paths[1];
+    settings_for(&s, paths, 3, 3);
+    sharc_reader *r;
+    sharc_batch *b;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    ck_assert_int_eq(sharc_reader_next_batch(r, &b), 0);
+    const sharc_tensor *audio = sharc_batch_tensor(b, "audio");
+    const sharc_tensor *lens = sharc_batch_tensor(b, "audio_lens");
+    for (int64_t i = 0; i < audio->shape[0]; i++) {
+        size_t idlen;
+        const char *id = sharc_batch_string(b, "cut_id", (size_t)i, &idlen);
+        char needle[256];
+        snprintf(needle, sizeof needle, "{\"id\": \"%.*s\"", (int)idlen, id);
+        char *line = strstr(text, needle);
+        ck_assert_msg(line != NULL, "%s not expected", needle);
+        cJSON *o = cJSON_Parse(strtok(line, "\n"));
+        uint64_t seed = (uint64_t)cJSON_GetObjectItem(o, "cut_seed")->valuedouble;
+        const float *row = (const float *)audio->data + i * audio->shape[1];
+        for (int32_t t = 0; t < ((const int32_t *)lens->data)[i]; t++)
+            if (row[t] != synth_sample_f32(seed, t, 0))
+                ck_abort_msg("cut %.*s sample %d differs", (int)idlen, id, t);
+        cJSON_Delete(o);
+        /* strtok cut the text: restore the newline for the next search. */
+        line[strlen(line)] = '\n';
+    }
+    sharc_batch_release(b);
+    sharc_reader_close(&r);
+    free(text);
+}
+END_TEST
+
+START_TEST(same_batches_for_any_thread_count)
+{
+    make_corpus();
+    static print ref[256], other[256];
+    sharc_reader_settings s;
+    const char *paths[1];
+    settings_for(&s, paths, 1, 1);
+    size_t n = run(&s, ref, 256);
+    ck_assert_uint_gt(n, 5);
+    const int threads[] = {2, 4, 3};
+    const int prefetch[] = {4, 2, 8};
+    for (int k = 0; k < 3; k++) {
+        settings_for(&s, paths, threads[k], prefetch[k]);
+        ck_assert_uint_eq(run(&s, other, 256), n);
+        for (size_t i = 0; i < n; i++) {
+            ck_assert_str_eq(other[i].ids, ref[i].ids);
+            ck_assert_uint_eq(other[i].crc, ref[i].crc);
+        }
+    }
+}
+END_TEST
+
+/* Save after batch k, resume, and compare with the uninterrupted run from k + 1 on. */
+START_TEST(resume_equals_uninterrupted)
+{
+    make_corpus();
+    static print ref[256], got[256];
+    sharc_reader_settings s;
+    const char *paths[1];
+    settings_for(&s, paths, 2, 2);
+    s.epochs = 2;
+    size_t n = run(&s, ref, 256);
+    size_t ks[] = {0, 1, n / 4, n / 2, n - 3, n - 2};
+    for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
+        size_t k = ks[t];
+        sharc_reader *r;
+        sharc_batch *b;
+        ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+        for (size_t i = 0; i <= k; i++) {
+            ck_assert_int_eq(sharc_reader_next_batch(r, &b), 0);
+            sharc_batch_release(b);
+        }
+        size_t size;
+        ck_assert_int_eq(sharc_reader_state_save(r, NULL, 0, &size), SHARC_ERR(ENOSPC));
+        void *blob = malloc(size);
+        ck_assert_int_eq(sharc_reader_state_save(r, blob, size, &size), 0);
+        sharc_reader_close(&r);
+
+        sharc_reader_settings s2 = s;
+        s2.resume_state = blob;
+        s2.resume_state_size = size;
+        s2.n_threads = 3; /* a different thread count must not matter */
+        ck_assert_int_eq(sharc_reader_open(&r, &s2), 0);
+        size_t m = 0;
+        int rc;
+        while ((rc = sharc_reader_next_batch(r, &b)) == 0) {
+            ck_assert_uint_eq(b->step, k + 1 + m);
+            fingerprint(b, &got[m++]);
+            sharc_batch_release(b);
+        }
+        ck_assert_msg(rc == SHARC_END, "k=%zu: %s", k, sharc_reader_last_error(r));
+        ck_assert_uint_eq(m, n - k - 1);
+        for (size_t i = 0; i < m; i++) {
+            ck_assert_msg(strcmp(got[i].ids, ref[k + 1 + i].ids) == 0, "k=%zu batch %zu: %s vs %s",
+                          k, k + 1 + i, got[i].ids, ref[k + 1 + i].ids);
+            ck_assert_uint_eq(got[i].crc, ref[k + 1 + i].crc);
+        }
+        sharc_reader_close(&r);
+        free(blob);
+    }
+}
+END_TEST
+
+START_TEST(corrupt_states_are_rejected)
+{
+    make_corpus();
+    sharc_reader_settings s;
+    const char *paths[1];
+    settings_for(&s, paths, 2, 2);
+    sharc_reader *r;
+    sharc_batch *b;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(sharc_reader_next_batch(r, &b), 0);
+        sharc_batch_release(b);
+    }
+    size_t size;
+    sharc_reader_state_save(r, NULL, 0, &size);
+    uint8_t *blob = malloc(size), *bad = malloc(size);
+    ck_assert_int_eq(sharc_reader_state_save(r, blob, size, &size), 0);
+    sharc_reader_close(&r);
+    /* Every flipped byte, every truncation: rejected at the first batch, never a crash. */
+    for (size_t i = 0; i < size; i += (size > 400 ? 7 : 1)) {
+        memcpy(bad, blob, size);
+        bad[i] ^= 0x41;
+        sharc_reader_settings s2 = s;
+        s2.resume_state = bad;
+        s2.resume_state_size = size;
+        ck_assert_int_eq(sharc_reader_open(&r, &s2), 0);
+        int rc = sharc_reader_next_batch(r, &b);
+        ck_assert_msg(rc == SHARC_ERR_STATE, "byte %zu of %zu flipped: %s", i, size,
+                      sharc_err_name(rc));
+        ck_assert_ptr_nonnull(strstr(sharc_reader_last_error(r), "cannot resume"));
+        sharc_reader_close(&r);
+    }
+    sharc_reader_settings s0 = s;
+    s0.resume_state = blob;
+    s0.resume_state_size = 0;
+    ck_assert_int_eq(sharc_reader_open(&r, &s0), SHARC_ERR(EINVAL));
+    for (size_t cut = 1; cut < size; cut += 13) {
+        sharc_reader_settings s2 = s;
+        s2.resume_state = blob;
+        s2.resume_state_size = cut;
+        ck_assert_int_eq(sharc_reader_open(&r, &s2), 0);
+        ck_assert_int_eq(sharc_reader_next_batch(r, &b), SHARC_ERR_STATE);
+        sharc_reader_close(&r);
+    }
+    /* Other settings: a different seed. */
+    sharc_reader_settings s3 = s;
+    s3.seed = 4;
+    s3.resume_state = blob;
+    s3.resume_state_size = size;
+    ck_assert_int_eq(sharc_reader_open(&r, &s3), 0);
+    ck_assert_int_eq(sharc_reader_next_batch(r, &b), SHARC_ERR_STATE);
+    ck_assert_ptr_nonnull(strstr(sharc_reader_last_error(r), "other shards or reader settings"));
+    sharc_reader_close(&r);
+    free(blob);
+    free(bad);
+}
+END_TEST
+
+START_TEST(backpressure_and_mode_errors)
+{
+    make_corpus();
+    sharc_reader_settings s;
+    const char *paths[1];
+    settings_for(&s, paths, 2, 2);
+    s.max_held_batches = 2;
+    sharc_reader *r;
+    sharc_batch *b[3];
+    const sharc_cut *cut;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    ck_assert_int_eq(sharc_reader_next_batch(r, &b[0]), 0);
+    ck_assert_int_eq(sharc_reader_next(r, &cut), SHARC_ERR(EINVAL));
+    ck_assert_int_eq(sharc_reader_next_batch(r, &b[1]), 0);
+    ck_assert_int_eq(sharc_reader_next_batch(r, &b[2]), SHARC_ERR_BACKPRESSURE);
+    /* Held batches keep their contents while others are produced. */
+    print before, after;
+    fingerprint(b[0], &before);
+    sharc_batch_release(b[1]);
+    ck_assert_int_eq(sharc_reader_next_batch(r, &b[2]), 0);
+    fingerprint(b[0], &after);
+    ck_assert_uint_eq(before.crc, after.crc);
+    sharc_batch_release(b[0]);
+    sharc_batch_release(b[2]);
+    sharc_reader_close(&r);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("pipeline");
+    TCase *tc = tcase_create("batches");
+    tcase_set_timeout(tc, 240);
+    tcase_add_test(tc, every_cut_once_and_padding_rule);
+    tcase_add_test(tc, batch_samples_exact);
+    tcase_add_test(tc, same_batches_for_any_thread_count);
+    tcase_add_test(tc, resume_equals_uninterrupted);
+    tcase_add_test(tc, corrupt_states_are_rejected);
+    tcase_add_test(tc, backpressure_and_mode_errors);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    /* One corpus for all tests: run them in this process. */
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    tu_rm_rf(corpus_dir);
+    free(corpus_dir);
+    return failed ? 1 : 0;
+}
