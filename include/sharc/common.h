@@ -94,9 +94,9 @@ typedef struct sharc_logger {
  * thread-safe. alloc returns memory aligned to at least `align` (a power of two), or NULL.
  */
 typedef struct sharc_allocator {
-    void *cookie;                                          ///< passed to both callbacks
+    void *cookie;                                            ///< passed to both callbacks
     void *(*alloc)(void *cookie, size_t size, size_t align); ///< default: aligned malloc
-    void (*free)(void *cookie, void *ptr);                 ///< default: free
+    void (*free)(void *cookie, void *ptr);                   ///< default: free
 } sharc_allocator;
 
 /** Fill `log` with the default logger (stderr, level WARN). */
