@@ -1,0 +1,92 @@
+#!/bin/sh
+# cli_bench: `sharc bench --cuts --json` (and --floor) on a tiny generated corpus: the JSON keys,
+# a window of exactly --batches cuts, one epoch covering every cut once with the generator's
+# total duration, the floor's figures, usage errors, and a floor error naming the broken tar.
+. "$(dirname "$0")/lib.sh"
+
+expect_rc 0 "$SHARC" bench --help
+for f in --batches --seconds --warmup --repeat --floor --cuts --threads --prefetch --seed \
+    --max-duration --max-cuts --num-buckets --bins --quadratic-duration --buffer-size --layout \
+    --json "Exit status:" "Example:"; do
+    expect_in "$tmp/out" "$f"
+done
+
+gen "$tmp/c" --layout shar --shards 2 --cuts-per-shard 4 --max-duration 3 --seed 11 --compress none
+d=$tmp/c/shar
+
+# A window of exactly 10 cuts after 3 warm-up cuts (epochs forever, so the corpus wraps).
+expect_rc 0 "$SHARC" bench --cuts --json --warmup 3 --batches 10 --quiet "$d"
+"$PYTHON" - "$tmp/out" <<'PYEOF'
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+assert len(lines) == 1, lines
+j = json.loads(lines[0])
+for k in ("audio_seconds_per_second", "cuts_per_second", "batches_per_second", "padding_ratio",
+          "batch_fill", "time_to_first_batch_s", "peak_rss_bytes", "stage_seconds", "runs",
+          "cpu_seconds_per_audio_second", "window_seconds"):
+    assert k in j, (k, j)
+assert j["mode"] == "cuts" and j["threads"] == 1 and j["repeat"] == 1, j
+assert j["cuts"] == 10 and j["cuts_per_second"] > 0 and j["audio_seconds_per_second"] > 0, j
+assert j["batches_per_second"] is None and j["padding_ratio"] is None, j
+assert j["shards"] == 2 and j["tar_files"] == 2, j
+assert 0 < j["time_to_first_batch_s"] < 30 and j["peak_rss_bytes"] > 1 << 20, j
+assert sorted(j["stage_seconds"]) == sorted(["read", "pair", "sample", "decode", "collate"]), j
+assert "floor_audio_seconds_per_second" not in j and len(j["runs"]) == 1, j
+PYEOF
+
+# One epoch from the open (no warm-up): every cut once, and the generator's total duration.
+expect_rc 0 "$SHARC" bench --cuts --json --warmup 0 --epochs 1 --batches 1000 --quiet "$d"
+"$PYTHON" - "$tmp/out" "$d.expected.jsonl" <<'PYEOF'
+import json, sys
+j = json.loads(open(sys.argv[1]).read())
+exp = [json.loads(l) for l in open(sys.argv[2])]
+assert j["cuts"] == len(exp) == 8, (j["cuts"], len(exp))
+total = sum(e["duration"] for e in exp)
+assert abs(j["audio_seconds"] - total) < 1e-6 * total, (j["audio_seconds"], total)
+assert abs(j["audio_seconds_per_second"] * j["window_seconds"] - total) < 1e-3 * total, j
+PYEOF
+
+# The floor in the same run: two repetitions, medians and their ratio.
+expect_rc 0 "$SHARC" bench --cuts --floor --json --repeat 2 --seconds 0.3 --quiet "$d"
+"$PYTHON" - "$tmp/out" <<'PYEOF'
+import json, sys
+j = json.loads(open(sys.argv[1]).read())
+assert j["repeat"] == 2 and len(j["runs"]) == 2, j
+assert j["floor_audio_seconds_per_second"] > 0 and j["floor_cuts_per_second"] > 0, j
+ratio = j["audio_seconds_per_second"] / j["floor_audio_seconds_per_second"]
+assert abs(j["ratio_to_floor"] - ratio) < 1e-9 * ratio, j
+for r in j["runs"]:
+    assert r["window_seconds"] >= 0.3 and r["floor_window_seconds"] >= 0.3, r
+    assert r["floor_audio_seconds_per_second"] > 0, r
+PYEOF
+
+# The text report.
+expect_rc 0 "$SHARC" bench --cuts --floor --repeat 1 --seconds 0.2 "$d"
+expect_in "$tmp/out" "cuts (no batching), 1 thread, 2 shards"
+expect_in "$tmp/out" "floor "
+expect_in "$tmp/out" "ratio "
+
+# Usage errors.
+expect_rc 2 "$SHARC" bench --cuts
+expect_in "$tmp/err" "no PATH given"
+expect_rc 2 "$SHARC" bench --batches 0 "$d"
+expect_rc 2 "$SHARC" bench --seconds -1 "$d"
+expect_rc 2 "$SHARC" bench --cuts --threads 2 "$d"
+expect_in "$tmp/err" "--threads applies to batches"
+expect_rc 2 "$SHARC" bench --bins 3,1 "$d"
+expect_in "$tmp/err" "--bins needs sorted positive numbers"
+expect_rc 2 "$SHARC" bench --repeat 0 "$d"
+
+# A dataset that ends during the warm-up is an error, not a report of nothing.
+expect_rc 1 "$SHARC" bench --cuts --epochs 1 --warmup 100 "$d"
+expect_in "$tmp/err" "during the warm-up"
+
+# A truncated tar: the loader skips what it cannot read, the floor fails naming the file.
+mkdir "$tmp/broken"
+cp "$d"/* "$tmp/broken/"
+tar=$tmp/broken/recording.000001.tar
+head -c $(($(wc -c <"$tar") / 2)) "$tar" >"$tmp/half" && mv "$tmp/half" "$tar"
+expect_rc 1 "$SHARC" bench --cuts --floor --on-error skip --quiet --repeat 1 --seconds 0.2 \
+    "$tmp/broken"
+expect_in "$tmp/err" "floor: $tar"
+echo "ok"

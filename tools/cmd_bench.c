@@ -1,0 +1,899 @@
+/*
+ * sharc bench: measure the loader (batches, or cuts with --cuts) and, with --floor, the floor
+ * (libarchive + libsndfile alone, bench_floor.c) in the same run, alternating the two.
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "bench_floor.h"
+#include "cli.h"
+
+static const char *const cmd = "bench";
+
+#define MAX_REPEAT 101
+#define N_STAGES   5
+
+static const char *const stage_names[N_STAGES] = {"read", "pair", "sample", "decode", "collate"};
+
+typedef struct bench_opts {
+    int cuts_mode; /* --cuts: sharc_reader_next(), no batching */
+    int floor;     /* --floor */
+    int json, quiet, verbose;
+    uint64_t warmup; /* batches (cuts with --cuts) before the window */
+    uint64_t count;  /* --batches: window length in batches (cuts); 0 = by time */
+    double seconds;  /* --seconds: window length in seconds; 0 = by count */
+    int repeat;
+    double *bins; /* --bins, owned */
+} bench_opts;
+
+/* One measured run of the loader or of the floor. */
+typedef struct run_result {
+    double wall;  /* the measured window, seconds */
+    double cpu;   /* process CPU seconds over the window */
+    double audio; /* seconds of audio (metadata durations) in the window */
+    double cuts, batches;
+    double real_frames, padded_frames; /* sum audio_lens, sum B * T */
+    double fill_sum;                   /* sum over batches of sum(duration) / max_duration */
+    double first;                      /* open to first batch (cut), seconds */
+    double stage[N_STAGES];            /* stage seconds over the window */
+    uint64_t peak_rss;                 /* bytes */
+    size_t shards;                     /* shards the reader found */
+} run_result;
+
+static void print_help(void)
+{
+    printf(
+        "Usage: sharc bench [options] PATH...\n"
+        "\n"
+        "Measure the loader as a training job uses it: open the dataset, take --warmup batches\n"
+        "untimed, then time --batches N batches or --seconds S seconds of them, and report\n"
+        "seconds of audio per second, cuts/s, batches/s, padding, batch fill, time to the\n"
+        "first batch, peak RSS and the time split by stage. With --floor the floor is measured\n"
+        "in the same run: libarchive streaming the same tar files and libsndfile decoding\n"
+        "every audio member from memory, with the same number of threads and nothing else;\n"
+        "loader and floor runs alternate and the medians are reported with their ratio.\n"
+        "\n"
+        "PATH is a dataset directory, a shard file or a brace pattern, as for 'sharc read'.\n"
+        "\n"
+        "Measurement:\n"
+        "  --batches N         time N batches (N cuts with --cuts) (default: by --seconds)\n"
+        "  --seconds S         time S seconds (default 10 when --batches is not given)\n"
+        "  --warmup N          untimed batches (cuts with --cuts) first; they include opening\n"
+        "                      and the first buffer fill, see time_to_first_batch_s\n"
+        "                      (default 2, or 20 with --cuts)\n"
+        "  --repeat R          repetitions; medians are reported (default 1, or 3 with --floor)\n"
+        "  --floor             also measure the floor, alternating with the loader; the floor\n"
+        "                      runs as long as the loader's window of the same repetition\n"
+        "  --cuts              cut-level reader (sharc_reader_next): no sampler, no collation,\n"
+        "                      one thread; the floor then uses one thread too\n"
+        "\n");
+    printf(
+        "Reader (defaults as 'sharc read' unless said):\n"
+        "  --layout L          auto, shar, nemo or wds (default auto)\n"
+        "  --epochs N          epochs; 0 = forever, so a short dataset never ends the window\n"
+        "                      (default 0)\n"
+        "  --seed S            shard order and sampler seed (default 0)\n"
+        "  --on-error P        fail or skip (default fail)\n"
+        "  --sampling-rate HZ  required sampling rate (default: any)\n"
+        "  --channel K         keep channel K of multi-channel audio (default: all; batches\n"
+        "                      need one channel)\n"
+        "  --threads N         decode threads for batches; 0 = all %d online cores (default 0)\n"
+        "  --prefetch N        batches prepared ahead (default 2)\n"
+        "\n"
+        "Sampler (batches; Lhotse DynamicBucketingSampler equivalents in docs/sampler.md):\n"
+        "  --max-duration S    padded seconds per batch (default 200 here when neither\n"
+        "                      --max-duration nor --max-cuts is given)\n"
+        "  --max-cuts N        cuts per batch (default: no limit)\n"
+        "  --num-buckets N     buckets estimated from metadata (default 10)\n"
+        "  --bins A,B,...      explicit sorted bucket boundaries in seconds (default: estimate)\n"
+        "  --quadratic-duration Q  a cut counts as d + d*d/Q (default off)\n"
+        "  --buffer-size N     cuts held in the buckets (default 20000)\n"
+        "  --no-shuffle        no shuffle inside buckets nor of the shard order\n"
+        "\n",
+        cli_online_cpus());
+    printf(
+        "Output:\n"
+        "  --json              print one JSON object at the end (below)\n"
+        "  --quiet             no progress line, no library warnings\n"
+        "  --verbose           also the library's informational messages\n"
+        "  -h, --help          show this help\n"
+        "\n"
+        "The JSON object has: mode (\"batches\" or \"cuts\"), threads, repeat, shards,\n"
+        "tar_files, window_seconds, and the totals over the repetitions' windows audio_seconds,\n"
+        "cuts and batches; then audio_seconds_per_second, cuts_per_second, batches_per_second,\n"
+        "padding_ratio (padded / real audio samples, >= 1), batch_fill (mean over batches of\n"
+        "sum(duration) / max_duration), max_duration, time_to_first_batch_s (open to the first\n"
+        "batch, or cut), cpu_seconds_per_audio_second (process CPU time over the window),\n"
+        "peak_rss_bytes (peak resident memory of the loader runs; peak_rss_scope is \"run\"\n"
+        "when the kernel let the peak be reset before each run, else \"process\"),\n"
+        "stage_seconds {read, pair, sample, decode, collate} (seconds summed over threads, in\n"
+        "the window), and with --floor floor_audio_seconds_per_second, floor_cuts_per_second,\n"
+        "floor_cpu_seconds_per_audio_second and ratio_to_floor (loader / floor), then runs\n"
+        "(one object per repetition). Rates are medians over the repetitions, the peak RSS is\n"
+        "the maximum; values a mode does not define (batches with --cuts) are null.\n"
+        "\n"
+        "Exit status: 0 success, 1 read or floor error, 2 usage error.\n"
+        "\n"
+        "Example:\n"
+        "  sharc bench --floor --threads 1 --max-duration 200 --seconds 10 data/shar\n"
+        "  sharc bench --cuts --floor --json data/wds\n");
+}
+
+enum {
+    OPT_BATCHES = 256,
+    OPT_SECONDS,
+    OPT_WARMUP,
+    OPT_REPEAT,
+    OPT_FLOOR,
+    OPT_CUTS,
+    OPT_LAYOUT,
+    OPT_EPOCHS,
+    OPT_SEED,
+    OPT_ON_ERROR,
+    OPT_RATE,
+    OPT_CHANNEL,
+    OPT_THREADS,
+    OPT_PREFETCH,
+    OPT_MAX_DURATION,
+    OPT_MAX_CUTS,
+    OPT_NUM_BUCKETS,
+    OPT_BINS,
+    OPT_QUADRATIC,
+    OPT_BUFFER_SIZE,
+    OPT_NO_SHUFFLE,
+    OPT_JSON,
+    OPT_QUIET,
+    OPT_VERBOSE,
+};
+
+static const struct option long_opts[] = {
+    {"batches", required_argument, NULL, OPT_BATCHES},
+    {"seconds", required_argument, NULL, OPT_SECONDS},
+    {"warmup", required_argument, NULL, OPT_WARMUP},
+    {"repeat", required_argument, NULL, OPT_REPEAT},
+    {"floor", no_argument, NULL, OPT_FLOOR},
+    {"cuts", no_argument, NULL, OPT_CUTS},
+    {"layout", required_argument, NULL, OPT_LAYOUT},
+    {"epochs", required_argument, NULL, OPT_EPOCHS},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"on-error", required_argument, NULL, OPT_ON_ERROR},
+    {"sampling-rate", required_argument, NULL, OPT_RATE},
+    {"channel", required_argument, NULL, OPT_CHANNEL},
+    {"threads", required_argument, NULL, OPT_THREADS},
+    {"prefetch", required_argument, NULL, OPT_PREFETCH},
+    {"max-duration", required_argument, NULL, OPT_MAX_DURATION},
+    {"max-cuts", required_argument, NULL, OPT_MAX_CUTS},
+    {"num-buckets", required_argument, NULL, OPT_NUM_BUCKETS},
+    {"bins", required_argument, NULL, OPT_BINS},
+    {"quadratic-duration", required_argument, NULL, OPT_QUADRATIC},
+    {"buffer-size", required_argument, NULL, OPT_BUFFER_SIZE},
+    {"no-shuffle", no_argument, NULL, OPT_NO_SHUFFLE},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"quiet", no_argument, NULL, OPT_QUIET},
+    {"verbose", no_argument, NULL, OPT_VERBOSE},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* A finite number >= min (> min when `strict`); -1 after a usage error. */
+static int parse_double(const char *opt, const char *val, double min, int strict, double *out)
+{
+    char *end;
+    double v = strtod(val, &end);
+    if (end == val || *end != '\0' || !isfinite(v) || v < min || (strict && v == min)) {
+        cli_usage_error(cmd, "%s needs a number %s %g, not '%s'", opt, strict ? ">" : ">=", min,
+                        val);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* "1.5,3,7.25": sorted (non-decreasing) positive boundaries. */
+static int parse_bins(const char *val, bench_opts *o, sharc_sampler_settings *st)
+{
+    size_t n = 1;
+    for (const char *p = val; *p; p++)
+        n += *p == ',';
+    free(o->bins);
+    o->bins = malloc(n * sizeof *o->bins);
+    if (o->bins == NULL)
+        return cli_usage_error(cmd, "out of memory"), -1;
+    const char *p = val;
+    for (size_t i = 0; i < n; i++) {
+        char *end;
+        double v = strtod(p, &end);
+        if (end == p || (*end != ',' && *end != '\0') || !isfinite(v) || v <= 0 ||
+            (i > 0 && v < o->bins[i - 1])) {
+            cli_usage_error(cmd,
+                            "--bins needs sorted positive numbers separated by commas, "
+                            "not '%s'",
+                            val);
+            return -1;
+        }
+        o->bins[i] = v;
+        p = end + 1;
+    }
+    st->bins = o->bins;
+    st->n_bins = n;
+    return 0;
+}
+
+static int parse_sampler_opt(int opt, const char *val, bench_opts *o, sharc_sampler_settings *st)
+{
+    uint64_t u = 0;
+    switch (opt) {
+    case OPT_MAX_DURATION:
+        return parse_double("--max-duration", val, 0, 1, &st->max_duration);
+    case OPT_QUADRATIC:
+        return parse_double("--quadratic-duration", val, 0, 1, &st->quadratic_duration);
+    case OPT_MAX_CUTS:
+        if (cli_parse_u64(cmd, "--max-cuts", val, &u) < 0)
+            return -1;
+        if (u == 0 || u > UINT32_MAX) {
+            cli_usage_error(cmd, "--max-cuts must be in [1, %" PRIu32 "], not %s", UINT32_MAX, val);
+            return -1;
+        }
+        st->max_cuts = (uint32_t)u;
+        return 0;
+    case OPT_NUM_BUCKETS: {
+        int v;
+        if (cli_parse_int(cmd, "--num-buckets", val, 1, 1 << 20, &v) < 0)
+            return -1;
+        st->num_buckets = (uint32_t)v;
+        return 0;
+    }
+    case OPT_BUFFER_SIZE: {
+        int v;
+        if (cli_parse_int(cmd, "--buffer-size", val, 1, 1 << 30, &v) < 0)
+            return -1;
+        st->buffer_size = (uint32_t)v;
+        return 0;
+    }
+    case OPT_BINS:
+        return parse_bins(val, o, st);
+    }
+    return -1;
+}
+
+static int parse_measure_opt(int opt, const char *val, bench_opts *o)
+{
+    switch (opt) {
+    case OPT_BATCHES:
+        if (cli_parse_u64(cmd, "--batches", val, &o->count) < 0)
+            return -1;
+        return o->count == 0 ? (cli_usage_error(cmd, "--batches must be at least 1"), -1) : 0;
+    case OPT_SECONDS:
+        return parse_double("--seconds", val, 0, 1, &o->seconds);
+    case OPT_WARMUP:
+        return cli_parse_u64(cmd, "--warmup", val, &o->warmup);
+    case OPT_REPEAT:
+        return cli_parse_int(cmd, "--repeat", val, 1, MAX_REPEAT, &o->repeat);
+    }
+    return -1;
+}
+
+static int parse_reader_opt(int opt, const char *val, sharc_reader_settings *s)
+{
+    switch (opt) {
+    case OPT_LAYOUT:
+        return cli_parse_layout(cmd, val, &s->layout);
+    case OPT_EPOCHS:
+        return cli_parse_u64(cmd, "--epochs", val, &s->epochs);
+    case OPT_SEED:
+        return cli_parse_u64(cmd, "--seed", val, &s->seed);
+    case OPT_ON_ERROR:
+        return cli_parse_on_error(cmd, val, &s->on_error);
+    case OPT_RATE:
+        return cli_parse_int(cmd, "--sampling-rate", val, 1, 1 << 24, &s->sampling_rate);
+    case OPT_CHANNEL:
+        return cli_parse_int(cmd, "--channel", val, 0, 1 << 16, &s->channel);
+    case OPT_THREADS:
+        return cli_parse_int(cmd, "--threads", val, 0, 4096, &s->n_threads);
+    case OPT_PREFETCH:
+        return cli_parse_int(cmd, "--prefetch", val, 1, 1 << 16, &s->prefetch);
+    }
+    return -1;
+}
+
+/* Check the combination of options and fill in the defaults that depend on others. */
+static int finish_args(sharc_reader_settings *s, bench_opts *o, int threads_given, int warmup_given)
+{
+    if (o->cuts_mode && threads_given)
+        return cli_usage_error(cmd, "--threads applies to batches; --cuts reads on one thread");
+    if (!warmup_given)
+        o->warmup = o->cuts_mode ? 20 : 2;
+    if (o->count == 0 && o->seconds == 0)
+        o->seconds = 10;
+    if (o->repeat == 0)
+        o->repeat = o->floor ? 3 : 1;
+    sharc_sampler_settings *st = &s->sampler;
+    if (!(st->max_duration > 0) && st->max_cuts == 0 && st->bucket_batch_size == NULL)
+        st->max_duration = 200;
+    if (s->n_threads == 0)
+        s->n_threads = cli_online_cpus();
+    return -1;
+}
+
+/* Parse argv into settings and options. Returns -1 to continue, else an exit status. */
+static int parse_args(int argc, char **argv, sharc_reader_settings *s, bench_opts *o)
+{
+    int opt, threads_given = 0, warmup_given = 0;
+    while ((opt = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
+        int bad = 0;
+        switch (opt) {
+        case 'h':
+            print_help();
+            return CLI_EXIT_OK;
+        case OPT_BATCHES:
+        case OPT_SECONDS:
+        case OPT_WARMUP:
+        case OPT_REPEAT:
+            warmup_given |= opt == OPT_WARMUP;
+            bad = parse_measure_opt(opt, optarg, o);
+            break;
+        case OPT_LAYOUT:
+        case OPT_EPOCHS:
+        case OPT_SEED:
+        case OPT_ON_ERROR:
+        case OPT_RATE:
+        case OPT_CHANNEL:
+        case OPT_THREADS:
+        case OPT_PREFETCH:
+            threads_given |= opt == OPT_THREADS;
+            bad = parse_reader_opt(opt, optarg, s);
+            break;
+        case OPT_MAX_DURATION:
+        case OPT_MAX_CUTS:
+        case OPT_NUM_BUCKETS:
+        case OPT_BINS:
+        case OPT_QUADRATIC:
+        case OPT_BUFFER_SIZE:
+            bad = parse_sampler_opt(opt, optarg, o, &s->sampler);
+            break;
+        case OPT_NO_SHUFFLE:
+            s->shuffle_shards = 0;
+            s->sampler.shuffle = 0;
+            break;
+        case OPT_FLOOR:
+            o->floor = 1;
+            break;
+        case OPT_CUTS:
+            o->cuts_mode = 1;
+            break;
+        case OPT_JSON:
+            o->json = 1;
+            break;
+        case OPT_QUIET:
+            o->quiet = 1;
+            break;
+        case OPT_VERBOSE:
+            o->verbose = 1;
+            break;
+        default: /* getopt_long printed the reason */
+            return cli_usage_error(cmd, "invalid option");
+        }
+        if (bad)
+            return CLI_EXIT_USAGE;
+    }
+    if (optind >= argc)
+        return cli_usage_error(cmd, "no PATH given");
+    s->paths = (const char *const *)(argv + optind);
+    s->n_paths = (size_t)(argc - optind);
+    return finish_args(s, o, threads_given, warmup_given);
+}
+
+/* ---- memory and CPU ---- */
+
+static double process_cpu_seconds(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return 0.0;
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
+}
+
+/*
+ * Writing 5 to /proc/self/clear_refs resets the peak RSS (VmHWM) to the current RSS (Linux
+ * >= 4.0), so that each loader run reports its own peak, not the floor's or a previous run's.
+ * Returns 1 when the reset worked.
+ */
+static int reset_peak_rss(void)
+{
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (f == NULL)
+        return 0;
+    int ok = fputs("5", f) >= 0;
+    ok &= fclose(f) == 0;
+    return ok;
+}
+
+/* VmHWM from /proc/self/status, else the process's ru_maxrss; bytes. */
+static uint64_t peak_rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (f != NULL) {
+        char line[256];
+        unsigned long long kib = 0;
+        int found = 0;
+        while (!found && fgets(line, sizeof line, f) != NULL)
+            found = sscanf(line, "VmHWM: %llu kB", &kib) == 1;
+        fclose(f);
+        if (found)
+            return (uint64_t)kib * 1024;
+    }
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? (uint64_t)ru.ru_maxrss * 1024 : 0;
+}
+
+/* ---- the loader runs ---- */
+
+typedef struct window {
+    double t0, cpu0;
+    double stage0[N_STAGES];
+    int open; /* the window has started */
+} window;
+
+static void window_start(window *w, sharc_reader *r, double t0)
+{
+    sharc_reader_stats st;
+    sharc_reader_get_stats(r, &st);
+    w->t0 = t0;
+    w->cpu0 = process_cpu_seconds();
+    memcpy(w->stage0, st.stage_seconds, sizeof w->stage0);
+    w->open = 1;
+}
+
+static void window_end(const window *w, sharc_reader *r, run_result *res)
+{
+    sharc_reader_stats st;
+    sharc_reader_get_stats(r, &st);
+    res->wall = cli_now() - w->t0;
+    res->cpu = process_cpu_seconds() - w->cpu0;
+    for (int k = 0; k < N_STAGES; k++)
+        res->stage[k] = st.stage_seconds[k] - w->stage0[k];
+}
+
+/* Whether the window is complete after `n` units in `elapsed` seconds. */
+static int window_done(const bench_opts *o, uint64_t n, double elapsed)
+{
+    return (o->count > 0 && n >= o->count) || (o->seconds > 0 && elapsed >= o->seconds);
+}
+
+static void progress(cli_progress *p, const bench_opts *o, const char *what, int rep, uint64_t n,
+                     double elapsed, double audio)
+{
+    char suffix[160];
+    snprintf(suffix, sizeof suffix, "rep %d/%d %s: %" PRIu64 " %s, %.0f s of audio/s", rep + 1,
+             o->repeat, what, n, o->cuts_mode ? "cuts" : "batches",
+             elapsed > 0 ? audio / elapsed : 0.0);
+    if (o->count > 0)
+        cli_progress_update(p, (double)n, (double)o->count, suffix, 0);
+    else
+        cli_progress_update(p, elapsed, o->seconds, suffix, 0);
+}
+
+/* Add one batch's figures to the window. */
+static int count_batch(const sharc_batch *b, double max_duration, run_result *res)
+{
+    const sharc_tensor *audio = sharc_batch_tensor(b, "audio");
+    const sharc_tensor *lens = sharc_batch_tensor(b, "audio_lens");
+    const sharc_tensor *dur = sharc_batch_tensor(b, "duration");
+    if (audio == NULL || lens == NULL || dur == NULL || audio->ndim != 2 ||
+        lens->dtype != SHARC_DTYPE_I32 || dur->dtype != SHARC_DTYPE_F32 ||
+        lens->shape[0] != audio->shape[0] || dur->shape[0] != audio->shape[0]) {
+        fprintf(stderr,
+                "sharc bench: batch %" PRIu64 " lacks the audio, audio_lens or duration "
+                "tensor of the documented shape\n",
+                b->step);
+        return -1;
+    }
+    int64_t n = audio->shape[0];
+    const int32_t *l = lens->data;
+    const float *d = dur->data;
+    double sum_d = 0;
+    for (int64_t i = 0; i < n; i++) {
+        res->real_frames += l[i];
+        sum_d += d[i];
+    }
+    res->padded_frames += (double)n * (double)audio->shape[1];
+    res->audio += sum_d;
+    res->cuts += (double)n;
+    res->batches += 1;
+    if (max_duration > 0)
+        res->fill_sum += sum_d / max_duration;
+    return 0;
+}
+
+/* Take one batch (cut); 1 with one, 0 at the end, -1 after printing the error. */
+static int take_one(sharc_reader *r, const bench_opts *o, double max_duration, int counted,
+                    run_result *res)
+{
+    int rc;
+    if (o->cuts_mode) {
+        const sharc_cut *c;
+        rc = sharc_reader_next(r, &c);
+        if (rc == 0 && counted) {
+            res->audio += c->duration;
+            res->cuts += 1;
+        }
+    } else {
+        sharc_batch *b;
+        rc = sharc_reader_next_batch(r, &b);
+        if (rc == 0) {
+            int bad = counted ? count_batch(b, max_duration, res) : 0;
+            sharc_batch_release(b);
+            if (bad < 0)
+                return -1;
+        }
+    }
+    if (rc == SHARC_END)
+        return 0;
+    if (rc < 0) {
+        const char *why = sharc_reader_last_error(r);
+        fprintf(stderr, "sharc bench: read error: %s\n", why[0] ? why : sharc_strerror(rc));
+        return -1;
+    }
+    return 1;
+}
+
+static int open_reader(const sharc_reader_settings *s, sharc_reader **r)
+{
+    int rc = sharc_reader_open(r, s);
+    if (rc < 0) {
+        char why[1024];
+        cli_last_logged_error(why, sizeof why);
+        fprintf(stderr, "sharc bench: cannot open the dataset: %s%s%s\n", sharc_strerror(rc),
+                why[0] ? ": " : "", why);
+        return -1;
+    }
+    return 0;
+}
+
+/* One loader run: open, warm up, time the window. 0, or -1 after printing the error. */
+static int run_loader(const sharc_reader_settings *s, const bench_opts *o, int rep, cli_progress *p,
+                      run_result *res)
+{
+    memset(res, 0, sizeof *res);
+    double t0 = cli_now();
+    sharc_reader *r = NULL;
+    if (open_reader(s, &r) < 0)
+        return -1;
+    res->shards = sharc_reader_num_shards(r);
+    window w = {0};
+    if (o->warmup == 0)
+        window_start(&w, r, t0);
+    uint64_t taken = 0, n = 0;
+    int rc;
+    while ((rc = take_one(r, o, s->sampler.max_duration, w.open, res)) == 1) {
+        if (taken++ == 0)
+            res->first = cli_now() - t0;
+        if (!w.open) {
+            if (taken == o->warmup)
+                window_start(&w, r, cli_now());
+            continue;
+        }
+        double elapsed = cli_now() - w.t0;
+        progress(p, o, "sharc", rep, ++n, elapsed, res->audio);
+        if (window_done(o, n, elapsed))
+            break;
+    }
+    if (rc == 0 && !w.open) {
+        fprintf(stderr,
+                "sharc bench: the dataset ended after %" PRIu64 " %s, during the "
+                "warm-up; use --epochs 0 or a smaller --warmup\n",
+                taken, o->cuts_mode ? "cuts" : "batches");
+        rc = -1;
+    }
+    if (rc >= 0)
+        window_end(&w, r, res);
+    sharc_reader_close(&r);
+    return rc < 0 ? -1 : 0;
+}
+
+static int run_floor(char *const *shards, size_t n_shards, int threads, double seconds,
+                     run_result *res)
+{
+    memset(res, 0, sizeof *res);
+    bench_floor_result f;
+    char err[1024] = "";
+    if (bench_floor_run(shards, n_shards, threads, seconds, &f, err, sizeof err) < 0) {
+        fprintf(stderr, "sharc bench: floor: %s\n", err);
+        return -1;
+    }
+    res->wall = f.wall_seconds;
+    res->cpu = f.cpu_seconds;
+    res->audio = f.audio_seconds;
+    res->cuts = (double)f.members;
+    return 0;
+}
+
+/* ---- reporting ---- */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median of `get(run)` over n runs; NAN when any is NAN (undefined in this mode). */
+static double median_of(const run_result *runs, int n, double (*get)(const run_result *))
+{
+    double v[MAX_REPEAT];
+    for (int i = 0; i < n; i++) {
+        v[i] = get(&runs[i]);
+        if (isnan(v[i]))
+            return NAN;
+    }
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static double per_wall(double x, double wall)
+{
+    return wall > 0 ? x / wall : 0.0;
+}
+
+static double get_audio_rate(const run_result *r)
+{
+    return per_wall(r->audio, r->wall);
+}
+
+static double get_cut_rate(const run_result *r)
+{
+    return per_wall(r->cuts, r->wall);
+}
+
+static double get_batch_rate(const run_result *r)
+{
+    return per_wall(r->batches, r->wall);
+}
+
+static double get_padding(const run_result *r)
+{
+    return r->real_frames > 0 ? r->padded_frames / r->real_frames : NAN;
+}
+
+static double get_fill(const run_result *r)
+{
+    return r->batches > 0 && r->fill_sum > 0 ? r->fill_sum / r->batches : NAN;
+}
+
+static double get_first(const run_result *r)
+{
+    return r->first;
+}
+
+static double get_cpu_per_audio(const run_result *r)
+{
+    return r->audio > 0 ? r->cpu / r->audio : NAN;
+}
+
+static double get_wall(const run_result *r)
+{
+    return r->wall;
+}
+
+#define STAGE_GETTER(k)                                                                            \
+    static double get_stage##k(const run_result *r)                                                \
+    {                                                                                              \
+        return r->stage[k];                                                                        \
+    }
+STAGE_GETTER(0)
+STAGE_GETTER(1)
+STAGE_GETTER(2)
+STAGE_GETTER(3)
+STAGE_GETTER(4)
+static double (*const stage_getters[N_STAGES])(const run_result *) = {
+    get_stage0, get_stage1, get_stage2, get_stage3, get_stage4};
+
+typedef struct report {
+    const bench_opts *o;
+    const sharc_reader_settings *s;
+    const run_result *runs, *floors;
+    size_t n_tars;      /* tar files the floor reads */
+    int peak_scope_run; /* the peak was reset before each run */
+} report;
+
+static void json_field(FILE *f, const char *key, double v)
+{
+    cli_json_key(f, key, 0);
+    cli_json_num(f, v);
+}
+
+static void print_run_json(FILE *f, const run_result *r, const run_result *fl)
+{
+    fputc('{', f);
+    cli_json_key(f, "window_seconds", 1);
+    cli_json_num(f, r->wall);
+    json_field(f, "audio_seconds_per_second", get_audio_rate(r));
+    json_field(f, "cuts_per_second", get_cut_rate(r));
+    fprintf(f, ",\"peak_rss_bytes\":%" PRIu64, r->peak_rss);
+    if (fl != NULL) {
+        json_field(f, "floor_window_seconds", fl->wall);
+        json_field(f, "floor_audio_seconds_per_second", get_audio_rate(fl));
+        json_field(f, "ratio_to_floor", get_audio_rate(r) / get_audio_rate(fl));
+    }
+    fputc('}', f);
+}
+
+static void print_json(const report *rp)
+{
+    const bench_opts *o = rp->o;
+    const run_result *runs = rp->runs;
+    int n = o->repeat, batches = !o->cuts_mode;
+    FILE *f = stdout;
+    uint64_t peak = 0;
+    double audio = 0, cuts = 0, nb = 0;
+    for (int i = 0; i < n; i++) {
+        peak = runs[i].peak_rss > peak ? runs[i].peak_rss : peak;
+        audio += runs[i].audio;
+        cuts += runs[i].cuts;
+        nb += runs[i].batches;
+    }
+    fputc('{', f);
+    cli_json_key(f, "mode", 1);
+    cli_json_str(f, o->cuts_mode ? "cuts" : "batches");
+    fprintf(f, ",\"threads\":%d,\"repeat\":%d,\"shards\":%zu,\"tar_files\":%zu",
+            o->cuts_mode ? 1 : rp->s->n_threads, n, runs[0].shards, rp->n_tars);
+    json_field(f, "window_seconds", median_of(runs, n, get_wall));
+    json_field(f, "audio_seconds", audio);
+    json_field(f, "cuts", cuts);
+    json_field(f, "batches", batches ? nb : NAN);
+    json_field(f, "audio_seconds_per_second", median_of(runs, n, get_audio_rate));
+    json_field(f, "cuts_per_second", median_of(runs, n, get_cut_rate));
+    json_field(f, "batches_per_second", batches ? median_of(runs, n, get_batch_rate) : NAN);
+    json_field(f, "padding_ratio", batches ? median_of(runs, n, get_padding) : NAN);
+    json_field(f, "batch_fill", batches ? median_of(runs, n, get_fill) : NAN);
+    json_field(f, "max_duration", batches ? rp->s->sampler.max_duration : NAN);
+    json_field(f, "time_to_first_batch_s", median_of(runs, n, get_first));
+    json_field(f, "cpu_seconds_per_audio_second", median_of(runs, n, get_cpu_per_audio));
+    fprintf(f, ",\"peak_rss_bytes\":%" PRIu64, peak);
+    cli_json_key(f, "peak_rss_scope", 0);
+    cli_json_str(f, rp->peak_scope_run ? "run" : "process");
+    cli_json_key(f, "stage_seconds", 0);
+    fputc('{', f);
+    for (int k = 0; k < N_STAGES; k++) {
+        cli_json_key(f, stage_names[k], k == 0);
+        cli_json_num(f, median_of(runs, n, stage_getters[k]));
+    }
+    fputc('}', f);
+    if (rp->floors != NULL) {
+        double fr = median_of(rp->floors, n, get_audio_rate);
+        json_field(f, "floor_audio_seconds_per_second", fr);
+        json_field(f, "floor_cuts_per_second", median_of(rp->floors, n, get_cut_rate));
+        json_field(f, "floor_cpu_seconds_per_audio_second",
+                   median_of(rp->floors, n, get_cpu_per_audio));
+        json_field(f, "ratio_to_floor", median_of(runs, n, get_audio_rate) / fr);
+    }
+    cli_json_key(f, "runs", 0);
+    fputc('[', f);
+    for (int i = 0; i < n; i++) {
+        if (i)
+            fputc(',', f);
+        print_run_json(f, &runs[i], rp->floors ? &rp->floors[i] : NULL);
+    }
+    fputs("]}\n", f);
+}
+
+static void print_text(const report *rp)
+{
+    const bench_opts *o = rp->o;
+    const run_result *runs = rp->runs;
+    int n = o->repeat;
+    char a[32];
+    uint64_t peak = 0;
+    for (int i = 0; i < n; i++)
+        peak = runs[i].peak_rss > peak ? runs[i].peak_rss : peak;
+    printf("sharc bench: %s, %d thread%s, %zu shards, %d repetition%s (medians)\n",
+           o->cuts_mode ? "cuts (no batching)" : "batches", o->cuts_mode ? 1 : rp->s->n_threads,
+           (o->cuts_mode || rp->s->n_threads == 1) ? "" : "s", runs[0].shards, n,
+           n == 1 ? "" : "s");
+    double rate = median_of(runs, n, get_audio_rate);
+    printf("  audio          %10.1f s/s", rate);
+    if (rp->floors != NULL) {
+        double fr = median_of(rp->floors, n, get_audio_rate);
+        printf("   floor %.1f s/s, ratio %.3f", fr, rate / fr);
+    }
+    printf("\n  cuts           %10s /s\n",
+           cli_fmt_count(a, sizeof a, median_of(runs, n, get_cut_rate)));
+    if (!o->cuts_mode) {
+        printf("  batches        %10.2f /s\n", median_of(runs, n, get_batch_rate));
+        printf("  padding ratio  %10.3f (padded / real audio)\n", median_of(runs, n, get_padding));
+        double fill = median_of(runs, n, get_fill);
+        if (!isnan(fill))
+            printf("  batch fill     %10.3f (sum duration / max_duration %g s)\n", fill,
+                   rp->s->sampler.max_duration);
+    }
+    printf("  first %s    %10.3f s\n", o->cuts_mode ? "cut  " : "batch",
+           median_of(runs, n, get_first));
+    printf("  peak RSS       %10.1f MiB (%s)\n", (double)peak / (1024.0 * 1024.0),
+           rp->peak_scope_run ? "per run" : "whole process");
+    printf("  CPU            %10.3f ms per s of audio",
+           1e3 * median_of(runs, n, get_cpu_per_audio));
+    if (rp->floors != NULL)
+        printf("   floor %.3f ms", 1e3 * median_of(rp->floors, n, get_cpu_per_audio));
+    printf("\n  stages (CPU s) ");
+    for (int k = 0; k < N_STAGES; k++)
+        printf(" %s %.3f", stage_names[k], median_of(runs, n, stage_getters[k]));
+    printf("\n  window         %10.2f s\n", median_of(runs, n, get_wall));
+}
+
+/* ---- the command ---- */
+
+/* Run the loader (and the floor) o->repeat times, alternating. */
+static int run_all(const sharc_reader_settings *s, const bench_opts *o, char **shards,
+                   size_t n_shards, run_result *runs, run_result *floors, int *scope_run)
+{
+    cli_progress p;
+    cli_progress_init(&p, !o->quiet);
+    *scope_run = 1;
+    for (int i = 0; i < o->repeat; i++) {
+        *scope_run &= reset_peak_rss();
+        int rc = run_loader(s, o, i, &p, &runs[i]);
+        runs[i].peak_rss = peak_rss_bytes();
+        if (rc < 0)
+            return cli_progress_clear(&p), -1;
+        if (floors == NULL)
+            continue;
+        char suffix[64];
+        snprintf(suffix, sizeof suffix, "rep %d/%d floor", i + 1, o->repeat);
+        cli_progress_update(&p, 0, 0, suffix, 1);
+        if (run_floor(shards, n_shards, o->cuts_mode ? 1 : s->n_threads, runs[i].wall, &floors[i]) <
+            0)
+            return cli_progress_clear(&p), -1;
+    }
+    cli_progress_clear(&p);
+    return 0;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    sharc_reader_settings s;
+    sharc_reader_default_settings(&s);
+    s.epochs = 0;
+    bench_opts o = {0};
+    char **shards = NULL;
+    size_t n_shards = 0;
+    run_result *runs = NULL, *floors = NULL;
+    int status = parse_args(argc, argv, &s, &o);
+    if (status >= 0)
+        goto done;
+    status = CLI_EXIT_FAIL;
+    cli_logger(&s.logger, o.quiet ? CLI_LOG_SILENT : (o.verbose ? SHARC_LOG_INFO : SHARC_LOG_WARN));
+    char err[1024];
+    if (bench_floor_find_shards(s.paths, s.n_paths, &shards, &n_shards, err, sizeof err) < 0) {
+        if (o.floor) {
+            fprintf(stderr, "sharc bench: floor: %s\n", err);
+            goto done;
+        }
+        n_shards = 0; /* the tar count is only reported without --floor */
+    }
+    runs = calloc((size_t)o.repeat, sizeof *runs);
+    floors = o.floor ? calloc((size_t)o.repeat, sizeof *floors) : NULL;
+    if (runs == NULL || (o.floor && floors == NULL)) {
+        fprintf(stderr, "sharc bench: out of memory\n");
+        goto done;
+    }
+    int scope_run;
+    if (run_all(&s, &o, shards, n_shards, runs, floors, &scope_run) < 0)
+        goto done;
+    report rp = {&o, &s, runs, floors, n_shards, scope_run};
+    if (o.json)
+        print_json(&rp);
+    else
+        print_text(&rp);
+    status = cli_finish_output(cmd, CLI_EXIT_OK);
+done:
+    free(runs);
+    free(floors);
+    bench_floor_free_shards(shards, n_shards);
+    free(o.bins);
+    return status;
+}
