@@ -399,6 +399,9 @@ static const damage_case damage[] = {
      SHARC_PROBLEM_ORPHAN_MEMBER, "has no row", 1, 0},
     {"nemo", "none", "tar-drop audio_0.tar %s", 0, SHARC_ERR_MISMATCH, SHARC_PROBLEM_MISSING_MEMBER,
      "has no member", 1, 0},
+    /* Odd member count: the last cut's metadata member is missing ("%s" -> its .json). */
+    {"shar", "none", "tar-drop recording.000001.tar %s.json", 9, SHARC_ERR_MISMATCH,
+     SHARC_PROBLEM_MISSING_MEMBER, "odd number of members", 1, 0},
     {"wds", "none", "tar-replace shard-000001.tar %s @garbage:500", 7, SHARC_ERR_DECODE,
      SHARC_PROBLEM_DECODE, "", 1, 0},
 };
@@ -408,8 +411,11 @@ START_TEST(damaged_shards_are_reported)
     const damage_case *d = &damage[_i];
     corpus c = make_corpus(d->layout, "flac", d->compress, 3, 5);
     const char *member = c.cuts[d->member_index].member;
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, d->command, member);
+    char stem[512], cmd[1024];
+    snprintf(stem, sizeof stem, "%s", member);
+    if (strstr(d->command, "%s.json"))
+        *strrchr(stem, '.') = 0; /* the command names the metadata member */
+    snprintf(cmd, sizeof cmd, d->command, stem);
     corrupt(&c, "%s", cmd);
     const char *expect = d->message[0] ? d->message : member;
 

@@ -1,0 +1,213 @@
+/*
+ * Shard discovery: brace patterns, layout detection, Shar field grouping, NeMo id
+ * matching, and the per-epoch order split over data-parallel slots.
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dataset.h"
+#include "testutil.h"
+
+static sharc__ctx ctx;
+
+static void setup(void)
+{
+    sharc_logger quiet = {NULL, NULL, SHARC_LOG_ERROR};
+    sharc__ctx_init(&ctx, NULL, &quiet);
+}
+
+static void expect_expansion(const char *pattern, const char *want)
+{
+    sharc__buf out = {0};
+    ck_assert_int_eq(sharc__brace_expand(&ctx, pattern, &out), 0);
+    ck_assert_str_eq(sharc__buf_str(&out), want);
+    sharc__buf_free(&ctx, &out);
+}
+
+START_TEST(brace_patterns)
+{
+    expect_expansion("a_{0..3}.tar", "a_0.tar\na_1.tar\na_2.tar\na_3.tar");
+    expect_expansion("a_{08..10}.tar", "a_08.tar\na_09.tar\na_10.tar");
+    expect_expansion("{x,y}/m_{1..2}", "x/m_1\nx/m_2\ny/m_1\ny/m_2");
+    expect_expansion("audio__OP_0..2_CL_.tar", "audio_0.tar\naudio_1.tar\naudio_2.tar");
+    expect_expansion("audio_(0..1).tar", "audio_0.tar\naudio_1.tar");
+    expect_expansion("audio_[1..2].tar", "audio_1.tar\naudio_2.tar");
+    expect_expansion("audio_<3..4>.tar", "audio_3.tar\naudio_4.tar");
+    expect_expansion("plain.tar", "plain.tar");
+    expect_expansion("{a,{b,c}}", "a\nb\nc");
+    sharc__buf out = {0};
+    ck_assert_int_eq(sharc__brace_expand(&ctx, "a_{0..3.tar", &out), SHARC_ERR(EINVAL));
+    ck_assert_ptr_nonnull(strstr(ctx.error, "unbalanced"));
+    ck_assert_int_eq(sharc__brace_expand(&ctx, "a_{x}.tar", &out), SHARC_ERR(EINVAL));
+    ck_assert_int_eq(sharc__brace_expand(&ctx, "a_{5..2}.tar", &out), SHARC_ERR(EINVAL));
+    ck_assert_int_eq(sharc__brace_expand(&ctx, "{0..999999}{0..999999}", &out),
+                     SHARC_ERR_TOO_LARGE);
+    sharc__buf_free(&ctx, &out);
+}
+END_TEST
+
+static char *dir;
+
+static void touch(const char *rel)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    ck_assert_int_eq(tu_write_file(path, "", 0), 0);
+}
+
+static int find(sharc__dataset *d, sharc_layout layout)
+{
+    const char *paths[] = {dir};
+    return sharc__dataset_find(d, &ctx, paths, 1, layout, 1 << 20);
+}
+
+START_TEST(shar_fields_group_and_count)
+{
+    dir = tu_mkdtemp();
+    for (int i = 0; i < 3; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "cuts.%06d.jsonl.gz", i);
+        touch(name);
+        snprintf(name, sizeof name, "recording.%06d.tar", i);
+        touch(name);
+        snprintf(name, sizeof name, "recording.%06d.tar.idx", i);
+        touch(name);
+        snprintf(name, sizeof name, "lang_id.%06d.jsonl.gz", i);
+        touch(name);
+    }
+    touch("README.md");
+    sharc__dataset d;
+    ck_assert_int_eq(find(&d, SHARC_LAYOUT_AUTO), 0);
+    ck_assert_int_eq(d.layout, SHARC_LAYOUT_SHAR);
+    ck_assert_uint_eq(d.n_shards, 3);
+    ck_assert_ptr_nonnull(strstr(d.shards[2].meta_path, "cuts.000002.jsonl.gz"));
+    ck_assert_ptr_nonnull(strstr(d.shards[2].audio_path, "recording.000002.tar"));
+    ck_assert_uint_eq(d.shards[1].n_fields, 1);
+    ck_assert_str_eq(d.shards[1].fields[0].name, "lang_id");
+    ck_assert_int_eq(d.shards[1].fields[0].is_tar, 0);
+    sharc__dataset_free(&d, &ctx);
+    /* One more lang_id shard than cuts shards. */
+    touch("lang_id.000003.jsonl.gz");
+    ck_assert_int_eq(find(&d, SHARC_LAYOUT_AUTO), SHARC_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(ctx.error, "lang_id has 4 shards but cuts has 3"));
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(nemo_ids_must_match)
+{
+    dir = tu_mkdtemp();
+    ck_assert_int_eq(tu_sh("mkdir '%s/sharded_manifests'", dir), 0);
+    touch("audio_0.tar");
+    touch("audio_1.tar");
+    touch("audio_10.tar");
+    touch("sharded_manifests/manifest_0.json");
+    touch("sharded_manifests/manifest_1.json");
+    touch("sharded_manifests/manifest_10.json");
+    sharc__dataset d;
+    ck_assert_int_eq(find(&d, SHARC_LAYOUT_AUTO), 0);
+    ck_assert_int_eq(d.layout, SHARC_LAYOUT_NEMO);
+    ck_assert_uint_eq(d.n_shards, 3);
+    /* Numeric order, not lexicographic. */
+    ck_assert_int_eq(d.shards[2].nemo_shard_id, 10);
+    ck_assert_ptr_nonnull(strstr(d.shards[2].meta_path, "manifest_10.json"));
+    sharc__dataset_free(&d, &ctx);
+    touch("audio_11.tar");
+    ck_assert_int_eq(find(&d, SHARC_LAYOUT_AUTO), SHARC_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(ctx.error, "has no manifest_11.json"));
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(nemo_aggregate_manifest_grouped_by_shard_id)
+{
+    dir = tu_mkdtemp();
+    touch("audio_0.tar");
+    touch("audio_1.tar");
+    char path[512];
+    snprintf(path, sizeof path, "%s/tarred_audio_manifest.json", dir);
+    const char *rows = "{\"audio_filepath\": \"a.flac\", \"duration\": 1, \"shard_id\": 1}\n"
+                       "{\"audio_filepath\": \"b.flac\", \"duration\": 1, \"shard_id\": 0}\n"
+                       "{\"audio_filepath\": \"c.flac\", \"duration\": 1, \"shard_id\": 1}\n";
+    ck_assert_int_eq(tu_write_file(path, rows, strlen(rows)), 0);
+    sharc__dataset d;
+    ck_assert_int_eq(find(&d, SHARC_LAYOUT_NEMO), 0);
+    ck_assert_uint_eq(d.n_shards, 2);
+    ck_assert_int_eq(d.shards[1].nemo_in_memory, 1);
+    ck_assert_ptr_nonnull(strstr(sharc__buf_str(&d.shards[1].nemo_rows), "a.flac"));
+    ck_assert_ptr_nonnull(strstr(sharc__buf_str(&d.shards[1].nemo_rows), "c.flac"));
+    ck_assert_ptr_null(strstr(sharc__buf_str(&d.shards[1].nemo_rows), "b.flac"));
+    sharc__dataset_free(&d, &ctx);
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(epoch_order_permutes_and_splits)
+{
+    sharc__dataset d = {SHARC_LAYOUT_WDS, 10, NULL};
+    uint32_t a[10], b[10], c[10], s0[10], s1[10];
+    ck_assert_uint_eq(sharc__dataset_epoch_order(&d, 5, 0, 0, 0, 1, a), 10);
+    for (uint32_t i = 0; i < 10; i++)
+        ck_assert_uint_eq(a[i], i);
+    ck_assert_uint_eq(sharc__dataset_epoch_order(&d, 5, 0, 1, 0, 1, a), 10);
+    ck_assert_uint_eq(sharc__dataset_epoch_order(&d, 5, 0, 1, 0, 1, b), 10);
+    ck_assert_uint_eq(sharc__dataset_epoch_order(&d, 5, 1, 1, 0, 1, c), 10);
+    ck_assert_int_eq(memcmp(a, b, sizeof a), 0);
+    ck_assert_int_ne(memcmp(a, c, sizeof a), 0);
+    /* Each index once. */
+    int seen[10] = {0};
+    for (int i = 0; i < 10; i++)
+        seen[a[i]]++;
+    for (int i = 0; i < 10; i++)
+        ck_assert_int_eq(seen[i], 1);
+    /* Slots take positions i % dp_size of the same permutation. */
+    ck_assert_uint_eq(sharc__dataset_epoch_order(&d, 5, 0, 1, 0, 3, s0), 4);
+    ck_assert_uint_eq(sharc__dataset_epoch_order(&d, 5, 0, 1, 1, 3, s1), 3);
+    for (int i = 0; i < 4; i++)
+        ck_assert_uint_eq(s0[i], a[3 * i]);
+    for (int i = 0; i < 3; i++)
+        ck_assert_uint_eq(s1[i], a[3 * i + 1]);
+}
+END_TEST
+
+START_TEST(nothing_found)
+{
+    dir = tu_mkdtemp();
+    touch("notes.txt");
+    sharc__dataset d;
+    ck_assert_int_eq(find(&d, SHARC_LAYOUT_AUTO), SHARC_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(ctx.error, "no shards found"));
+    const char *missing[] = {"/nonexistent/sharc/path"};
+    ck_assert_int_eq(sharc__dataset_find(&d, &ctx, missing, 1, SHARC_LAYOUT_AUTO, 1 << 20),
+                     SHARC_ERR(ENOENT));
+    ck_assert_ptr_nonnull(strstr(ctx.error, "/nonexistent/sharc/path"));
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("dataset");
+    TCase *tc = tcase_create("plan");
+    tcase_set_timeout(tc, 30);
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_add_test(tc, brace_patterns);
+    tcase_add_test(tc, shar_fields_group_and_count);
+    tcase_add_test(tc, nemo_ids_must_match);
+    tcase_add_test(tc, nemo_aggregate_manifest_grouped_by_shard_id);
+    tcase_add_test(tc, epoch_order_permutes_and_splits);
+    tcase_add_test(tc, nothing_found);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
