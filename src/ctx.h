@@ -15,6 +15,7 @@ typedef struct sharc__ctx {
     sharc_allocator alloc;
     sharc_logger log;
     char error[SHARC__ERRLEN]; ///< last error message of the owning handle
+    double io_seconds;         ///< time spent in read() by streams using this context
 } sharc__ctx;
 
 /** Initialise from (possibly zeroed) user settings: NULL callbacks in alloc mean default. */

@@ -170,15 +170,16 @@ typedef struct sharc_reader_stats {
     uint64_t filtered_cuts;                 ///< cuts outside [min_duration, max_cut_duration]
     uint64_t dropped_cuts;                  ///< cuts dropped at the end by drop_last
     double padded_seconds;                  ///< sum over batches of B * T / rate
-    /** Seconds spent per stage, summed over threads: reading (archive I/O and
-     *  decompression), pairing and metadata, sampling, decoding, collating. */
+    /** Seconds spent per stage, summed over threads: reading files, decompressing and
+     *  parsing (tar, JSON, pairing), sampling (buckets, buffered copies), decoding audio,
+     *  collating (laying out batches, strings). Filled in batch mode. */
     double stage_seconds[5];
 } sharc_reader_stats;
 
 /** Indices of sharc_reader_stats.stage_seconds. */
 enum sharc_stage {
     SHARC_STAGE_READ = 0,
-    SHARC_STAGE_PAIR = 1,
+    SHARC_STAGE_DECOMPRESS = 1,
     SHARC_STAGE_SAMPLE = 2,
     SHARC_STAGE_DECODE = 3,
     SHARC_STAGE_COLLATE = 4,
