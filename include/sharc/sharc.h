@@ -15,5 +15,6 @@
 #include "sharc/batch.h"
 #include "sharc/mesh.h"
 #include "sharc/transport.h"
+#include "sharc/loader.h"
 
 #endif /* SHARC_SHARC_H */
