@@ -145,15 +145,12 @@ int sharc__fail(sharc__ctx *ctx, int code, const char *fmt, ...)
     return code;
 }
 
-int sharc__fail_wrap(sharc__ctx *ctx, int code, const char *fmt, ...)
+static void vwrap(sharc__ctx *ctx, const char *fmt, va_list ap)
 {
     char inner[SHARC__ERRLEN];
     char prefix[SHARC__ERRLEN];
-    va_list ap;
     memcpy(inner, ctx->error, sizeof inner);
-    va_start(ap, fmt);
     vsnprintf(prefix, sizeof prefix, fmt, ap);
-    va_end(ap);
     size_t np = strlen(prefix), ni = strlen(inner), cap = sizeof ctx->error - 1;
     np = np < cap ? np : cap;
     memcpy(ctx->error, prefix, np);
@@ -165,6 +162,23 @@ int sharc__fail_wrap(sharc__ctx *ctx, int code, const char *fmt, ...)
     ni = ni < cap - n ? ni : cap - n;
     memcpy(ctx->error + n, inner, ni);
     ctx->error[n + ni] = 0;
+}
+
+int sharc__fail_wrap(sharc__ctx *ctx, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vwrap(ctx, fmt, ap);
+    va_end(ap);
     sharc__log(ctx, SHARC_LOG_ERROR, "%s", ctx->error);
+    return code;
+}
+
+int sharc__wrap_error(sharc__ctx *ctx, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vwrap(ctx, fmt, ap);
+    va_end(ap);
     return code;
 }

@@ -46,6 +46,10 @@ int sharc__fail(sharc__ctx *ctx, int code, const char *fmt, ...)
 int sharc__fail_wrap(sharc__ctx *ctx, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/** Like sharc__fail_wrap but only sets the text (no log). */
+int sharc__wrap_error(sharc__ctx *ctx, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /** Like sharc__fail but only sets the text (no log): for errors the caller may handle. */
 int sharc__set_error(sharc__ctx *ctx, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -248,8 +248,8 @@ static int report_leftovers(sharc__stream *s, sharc__stream_error *err)
             continue;
         char where[64];
         snprintf(where, sizeof where, "line %llu", (unsigned long long)r->lineno);
-        int rc = sharc__fail(ctx, SHARC_ERR_JSON, "%s %s: invalid manifest row",
-                             s->shard->meta_path, where);
+        int rc = sharc__set_error(ctx, SHARC_ERR_JSON, "%s %s: invalid manifest row",
+                                  s->shard->meta_path, where);
         return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_JSON, 0, s->shard->meta_path, where,
                                   NULL);
     }
@@ -257,9 +257,9 @@ static int report_leftovers(sharc__stream *s, sharc__stream_error *err)
         nemo_row *r = &s->rows[s->missing_cursor++];
         if (r->used || r->skipme || r->bad)
             continue;
-        int rc = sharc__fail(ctx, SHARC_ERR_MISMATCH, "%s line %llu: %s has no member %s in %s",
-                             s->shard->meta_path, (unsigned long long)r->lineno, r->path, r->key,
-                             s->shard->audio_path);
+        int rc = sharc__set_error(
+            ctx, SHARC_ERR_MISMATCH, "%s line %llu: %s has no member %s in %s", s->shard->meta_path,
+            (unsigned long long)r->lineno, r->path, r->key, s->shard->audio_path);
         return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_MISSING_MEMBER, 0,
                                   s->shard->audio_path, r->key, r->path);
     }
@@ -296,8 +296,8 @@ static int nemo_next(sharc__stream *s, sharc__rawcut *c, sharc__stream_error *er
         while (end < s->n_rows && strcmp(s->rows[s->by_key[end]].key, name) == 0)
             s->rows[s->by_key[end++]].used = 1;
         if (first == end) {
-            rc = sharc__fail(ctx, SHARC_ERR_MISMATCH, "%s: member %s has no row in %s",
-                             s->shard->audio_path, name, s->shard->meta_path);
+            rc = sharc__set_error(ctx, SHARC_ERR_MISMATCH, "%s: member %s has no row in %s",
+                                  s->shard->audio_path, name, s->shard->meta_path);
             return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_ORPHAN_MEMBER, 0,
                                       s->shard->audio_path, name, NULL);
         }

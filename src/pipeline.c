@@ -759,6 +759,9 @@ static void *worker_main(void *arg)
         pthread_mutex_lock(&p->mu);
         p->worker_stats.stage_seconds[SHARC_STAGE_DECODE] += dt;
         if (rc < 0) {
+            sharc__log(&w->ctx,
+                       p->r->s.on_error == SHARC_ON_ERROR_SKIP ? SHARC_LOG_WARN : SHARC_LOG_ERROR,
+                       "%s", w->ctx.error);
             if (w->err.kind < SHARC_PROBLEM_COUNT) {
                 p->worker_stats.problems[w->err.kind]++;
                 if (p->r->s.on_problem) {
@@ -904,10 +907,8 @@ int sharc__pipeline_next(sharc_reader *r, sharc_batch **out)
         if (rc != 0) {
             if (b)
                 sharc_batch_release(b);
-            if (rc != SHARC_END) {
-                r->failed = rc;
-                sharc__log(&r->ctx, SHARC_LOG_ERROR, "%s", r->ctx.error);
-            }
+            if (rc != SHARC_END)
+                r->failed = rc; /* logged where it happened */
             return rc;
         }
         if (empty) {

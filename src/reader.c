@@ -154,8 +154,12 @@ static int handle_problem(sharc_reader *r, int rc)
         r->failed = rc;
         return rc;
     }
-    if (!r->quiet)
+    if (!r->quiet) {
+        /* Skipped problems are warnings; under FAIL this is the error that stops. */
+        sharc__log(&r->ctx, r->s.on_error == SHARC_ON_ERROR_SKIP ? SHARC_LOG_WARN : SHARC_LOG_ERROR,
+                   "%s", r->ctx.error);
         sharc__reader_report(r, rc, e, r->ctx.error);
+    }
     if (r->s.on_error == SHARC_ON_ERROR_FAIL) {
         r->failed = rc;
         return rc;
@@ -229,8 +233,8 @@ static int describe_cut(sharc_reader *r)
     int rc = sharc__audio_info_get(&r->ctx, c->audio.data, c->audio.len, &info);
     if (rc < 0 || info.sampling_rate <= 0 || info.channels <= 0) {
         rc = rc < 0 ? rc : SHARC_ERR_DECODE;
-        sharc__fail_wrap(&r->ctx, rc, "%s member %s (cut %s)", c->shard, sharc__buf_str(&c->member),
-                         sharc__buf_str(&c->id));
+        sharc__wrap_error(&r->ctx, rc, "%s member %s (cut %s)", c->shard,
+                          sharc__buf_str(&c->member), sharc__buf_str(&c->id));
         return cut_problem(&r->ctx, &r->err, rc, SHARC_PROBLEM_DECODE, c->shard,
                            sharc__buf_str(&c->member), sharc__buf_str(&c->id));
     }
@@ -330,7 +334,7 @@ int sharc__reader_decode(const sharc_reader *r, sharc__ctx *ctx, const sharc__de
     int64_t frames = 0;
     int rc = sharc__audio_decode(ctx, j->audio, j->audio_len, &spec, out, cap, &info, &frames);
     if (rc < 0) {
-        sharc__fail_wrap(ctx, rc, "%s member %s (cut %s)", j->shard, j->member, j->id);
+        sharc__wrap_error(ctx, rc, "%s member %s (cut %s)", j->shard, j->member, j->id);
         return cut_problem(ctx, err, rc,
                            rc == SHARC_ERR_DECODE ? SHARC_PROBLEM_DECODE : SHARC_PROBLEM_LENGTH,
                            j->shard, j->member, j->id);
@@ -353,8 +357,8 @@ int sharc__reader_decode(const sharc_reader *r, sharc__ctx *ctx, const sharc__de
     if (what) {
         char detail[160];
         snprintf(detail, sizeof detail, what, want, have);
-        rc = sharc__fail(ctx, SHARC_ERR_AUDIO_MISMATCH, "%s member %s (cut %s): %s", j->shard,
-                         j->member, j->id, detail);
+        rc = sharc__set_error(ctx, SHARC_ERR_AUDIO_MISMATCH, "%s member %s (cut %s): %s", j->shard,
+                              j->member, j->id, detail);
         return cut_problem(ctx, err, rc, SHARC_PROBLEM_AUDIO_FORMAT, j->shard, j->member, j->id);
     }
     *out_channels = r->s.channel >= 0 ? 1 : info.channels;

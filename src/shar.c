@@ -62,8 +62,8 @@ static int shar_open(sharc__stream **out, sharc__ctx *ctx, const sharc__shard *s
     s->ctx = ctx;
     s->shard = shard;
     if (shard->n_fields > SHARC__MAX_FIELDS) {
-        rc = sharc__fail(ctx, SHARC_ERR_FORMAT, "%s: more than %d fields", shard->meta_path,
-                         SHARC__MAX_FIELDS);
+        rc = sharc__set_error(ctx, SHARC_ERR_FORMAT, "%s: more than %d fields", shard->meta_path,
+                              SHARC__MAX_FIELDS);
         sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_LAYOUT, 1, shard->meta_path, NULL, NULL);
         goto fail;
     }
@@ -117,7 +117,8 @@ static int read_pair(sharc__stream *s, sharc__tar *tar, const char *path, const 
     sharc__ctx *ctx = s->ctx;
     int rc = sharc__tar_next(tar, &s->data);
     if (rc == SHARC_END) {
-        rc = sharc__fail(ctx, SHARC_ERR_MISMATCH, "%s ended before the member of cut %s", path, id);
+        rc = sharc__set_error(ctx, SHARC_ERR_MISMATCH, "%s ended before the member of cut %s", path,
+                              id);
         return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_MISSING_MEMBER, 1, path, NULL, id);
     }
     if (rc < 0)
@@ -125,9 +126,9 @@ static int read_pair(sharc__stream *s, sharc__tar *tar, const char *path, const 
                                   sharc__buf_str(&s->data.name), id);
     rc = sharc__tar_next(tar, &s->meta);
     if (rc == SHARC_END) {
-        rc = sharc__fail(ctx, SHARC_ERR_MISMATCH,
-                         "%s: odd number of members: %s has no metadata member (cut %s)", path,
-                         sharc__buf_str(&s->data.name), id);
+        rc = sharc__set_error(ctx, SHARC_ERR_MISMATCH,
+                              "%s: odd number of members: %s has no metadata member (cut %s)", path,
+                              sharc__buf_str(&s->data.name), id);
         return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_MISSING_MEMBER, 1, path,
                                   sharc__buf_str(&s->data.name), id);
     }
@@ -137,9 +138,10 @@ static int read_pair(sharc__stream *s, sharc__tar *tar, const char *path, const 
     *present = !(is_placeholder(&s->data, ".nodata") && is_placeholder(&s->meta, ".nometa"));
     const char *dname = sharc__buf_str(&s->data.name), *mname = sharc__buf_str(&s->meta.name);
     if (*present && (!member_matches(dname, id) || !member_matches(mname, id))) {
-        rc = sharc__fail(ctx, SHARC_ERR_MISMATCH,
-                         "%s: member %s (metadata %s) does not belong to cut %s at position %llu",
-                         path, dname, mname, id, (unsigned long long)s->position);
+        rc = sharc__set_error(
+            ctx, SHARC_ERR_MISMATCH,
+            "%s: member %s (metadata %s) does not belong to cut %s at position %llu", path, dname,
+            mname, id, (unsigned long long)s->position);
         return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_ID_MISMATCH, 1, path, dname, id);
     }
     return 0;
@@ -177,8 +179,8 @@ static int read_fields(sharc__stream *s, sharc__rawcut *c, const char *id, sharc
         uint64_t lineno;
         rc = sharc__lines_next(f->lines, &line, &len, &lineno);
         if (rc == SHARC_END) {
-            rc = sharc__fail(ctx, SHARC_ERR_MISMATCH, "%s ended before the line of cut %s",
-                             f->def->path, id);
+            rc = sharc__set_error(ctx, SHARC_ERR_MISMATCH, "%s ended before the line of cut %s",
+                                  f->def->path, id);
             return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_MISSING_MEMBER, 1, f->def->path,
                                       NULL, id);
         }
@@ -190,13 +192,13 @@ static int read_fields(sharc__stream *s, sharc__rawcut *c, const char *id, sharc
         if (rc < 0) {
             char where[64];
             snprintf(where, sizeof where, "line %llu", (unsigned long long)lineno);
-            sharc__fail_wrap(ctx, rc, "%s %s (cut %s)", f->def->path, where, id);
+            sharc__wrap_error(ctx, rc, "%s %s (cut %s)", f->def->path, where, id);
             return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_JSON, 1, f->def->path, where, id);
         }
         if (fd->present && strcmp(sharc__buf_str(&s->field_id), id) != 0) {
-            rc = sharc__fail(ctx, SHARC_ERR_MISMATCH,
-                             "%s line %llu belongs to cut %s, expected cut %s", f->def->path,
-                             (unsigned long long)lineno, sharc__buf_str(&s->field_id), id);
+            rc = sharc__set_error(ctx, SHARC_ERR_MISMATCH,
+                                  "%s line %llu belongs to cut %s, expected cut %s", f->def->path,
+                                  (unsigned long long)lineno, sharc__buf_str(&s->field_id), id);
             return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_ID_MISMATCH, 1, f->def->path,
                                       NULL, id);
         }
@@ -225,10 +227,10 @@ static int check_all_ended(sharc__stream *s, sharc__stream_error *err)
             continue;
         if (rc < 0)
             return sharc__stream_fail(ctx, err, rc, sharc__problem_of(rc), 1, path, NULL, NULL);
-        rc = sharc__fail(ctx, SHARC_ERR_MISMATCH,
-                         "%s has more entries than %s has cuts (%llu); first extra: %s", path,
-                         s->shard->meta_path, (unsigned long long)s->position,
-                         tar ? sharc__buf_str(&s->data.name) : "a line");
+        rc = sharc__set_error(ctx, SHARC_ERR_MISMATCH,
+                              "%s has more entries than %s has cuts (%llu); first extra: %s", path,
+                              s->shard->meta_path, (unsigned long long)s->position,
+                              tar ? sharc__buf_str(&s->data.name) : "a line");
         return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_ORPHAN_MEMBER, 1, path,
                                   tar ? sharc__buf_str(&s->data.name) : NULL, NULL);
     }
@@ -255,7 +257,7 @@ static int shar_next(sharc__stream *s, sharc__rawcut *c, sharc__stream_error *er
     rc = sharc__json_lhotse_cut(ctx, line, len, c);
     if (rc < 0) {
         /* Without an id the pairing cannot be checked: the rest of the shard is lost. */
-        sharc__fail_wrap(ctx, rc, "%s %s", s->shard->meta_path, where);
+        sharc__wrap_error(ctx, rc, "%s %s", s->shard->meta_path, where);
         return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_JSON, 1, s->shard->meta_path, where,
                                   NULL);
     }
@@ -270,16 +272,16 @@ static int shar_next(sharc__stream *s, sharc__rawcut *c, sharc__stream_error *er
     if ((rc = read_fields(s, c, id, err)) < 0)
         return rc;
     if (!present) {
-        rc = sharc__fail(ctx, SHARC_ERR_FORMAT, "%s: cut %s has no recording (.nodata)",
-                         s->shard->audio_path, id);
+        rc = sharc__set_error(ctx, SHARC_ERR_FORMAT, "%s: cut %s has no recording (.nodata)",
+                              s->shard->audio_path, id);
         return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_MISSING_MEMBER, 0,
                                   s->shard->audio_path, sharc__buf_str(&c->member), id);
     }
     const sharc__member *meta = &s->rec_meta;
     rc = sharc__json_lhotse_recording(ctx, (const char *)meta->data.data, meta->data.len, c);
     if (rc < 0) {
-        sharc__fail_wrap(ctx, rc, "%s member %s (cut %s)", s->shard->audio_path,
-                         sharc__buf_str(&meta->name), id);
+        sharc__wrap_error(ctx, rc, "%s member %s (cut %s)", s->shard->audio_path,
+                          sharc__buf_str(&meta->name), id);
         return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_JSON, 0, s->shard->audio_path,
                                   sharc__buf_str(&meta->name), id);
     }

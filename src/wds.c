@@ -127,15 +127,15 @@ static int finish_sample(sharc__stream *s, sharc__rawcut *c, int has_audio,
     const char *id = sharc__buf_str(&c->id);
     int rc;
     if (!has_audio) {
-        rc = sharc__fail(ctx, SHARC_ERR_FORMAT, "%s: sample %s has no audio member (%s)",
-                         s->shard->audio_path, id, "flac, wav, opus, mp3 or ogg");
+        rc = sharc__set_error(ctx, SHARC_ERR_FORMAT, "%s: sample %s has no audio member (%s)",
+                              s->shard->audio_path, id, "flac, wav, opus, mp3 or ogg");
         return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_MISSING_MEMBER, 0,
                                   s->shard->audio_path, id, id);
     }
     c->duration = -1;
     if (s->has_json &&
         (rc = sharc__json_wds_meta(ctx, (const char *)s->json.data, s->json.len, c)) < 0) {
-        sharc__fail_wrap(ctx, rc, "%s member %s.json", s->shard->audio_path, id);
+        sharc__wrap_error(ctx, rc, "%s member %s.json", s->shard->audio_path, id);
         return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_JSON, 0, s->shard->audio_path, id,
                                   id);
     }
