@@ -62,6 +62,26 @@ int cli_parse_i64(const char *cmd, const char *opt, const char *val, int64_t min
 int cli_parse_int(const char *cmd, const char *opt, const char *val, int min, int max, int *out);
 int cli_parse_u64(const char *cmd, const char *opt, const char *val, uint64_t *out);
 
+/**
+ * Parse a finite number in [min, max]; the whole string must be a number.
+ * @return 0, or -1 after printing a usage error for `cmd`.
+ */
+int cli_parse_double(const char *cmd, const char *opt, const char *val, double min, double max,
+                     double *out);
+
+/**
+ * Parse a comma-separated list of numbers ("1.5,3,7.25"), each finite and in [min, max], and
+ * non-decreasing when `sorted`. On success *out (freed first, then malloc'ed) holds *n values;
+ * the caller frees it.
+ * @return 0, or -1 after printing a usage error for `cmd`.
+ */
+int cli_parse_double_list(const char *cmd, const char *opt, const char *val, double min, double max,
+                          int sorted, double **out, size_t *n);
+
+/** As cli_parse_double_list() for integers in [min, max] ("64,32,16"). */
+int cli_parse_u32_list(const char *cmd, const char *opt, const char *val, uint32_t min,
+                       uint32_t max, uint32_t **out, size_t *n);
+
 /** Parse a layout name (auto, shar, nemo, wds); -1 after a usage error. */
 int cli_parse_layout(const char *cmd, const char *val, sharc_layout *out);
 
@@ -115,6 +135,9 @@ void cli_sample_stats_compute(const float *samples, size_t n, cli_sample_stats *
 
 /** Write `s` as a JSON string with escapes (or `null` when s is NULL). */
 void cli_json_str(FILE *f, const char *s);
+
+/** Write the `n` bytes at `s` (not NUL-terminated; a NUL byte becomes \u0000) as a JSON string. */
+void cli_json_strn(FILE *f, const char *s, size_t n);
 
 /** Write a number with round-trip precision, or `null` when it is not finite. */
 void cli_json_num(FILE *f, double v);

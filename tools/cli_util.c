@@ -91,6 +91,98 @@ int cli_parse_u64(const char *cmd, const char *opt, const char *val, uint64_t *o
     return 0;
 }
 
+int cli_parse_double(const char *cmd, const char *opt, const char *val, double min, double max,
+                     double *out)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(val, &end);
+    if (end == val || *end != '\0' || errno == ERANGE || !isfinite(v) || v < min || v > max) {
+        cli_usage_error(cmd, "invalid value '%s' for %s (a number from %g to %g is expected)", val,
+                        opt, min, max);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Number of comma-separated items in val; 0 when an item is empty ("1,,2", "", "3,"). */
+static size_t count_list_items(const char *val)
+{
+    size_t n = 1;
+    const char *prev = val;
+    for (const char *p = val;; p++) {
+        if (*p == ',' || *p == '\0') {
+            if (p == prev)
+                return 0;
+            if (*p == '\0')
+                return n;
+            n++;
+            prev = p + 1;
+        }
+    }
+}
+
+int cli_parse_double_list(const char *cmd, const char *opt, const char *val, double min, double max,
+                          int sorted, double **out, size_t *n)
+{
+    size_t count = count_list_items(val);
+    free(*out);
+    *out = count ? malloc(count * sizeof **out) : NULL;
+    *n = 0;
+    const char *p = val;
+    for (size_t i = 0; i < count && *out != NULL; i++) {
+        char *end = NULL;
+        errno = 0;
+        double v = strtod(p, &end);
+        if (end == p || (*end != ',' && *end != '\0') || errno == ERANGE || !isfinite(v) ||
+            v < min || v > max || (sorted && i > 0 && v < (*out)[i - 1]))
+            break;
+        (*out)[(*n)++] = v;
+        p = end + 1;
+    }
+    if (count > 0 && *n == count)
+        return 0;
+    cli_usage_error(cmd,
+                    "invalid value '%s' for %s (%snumbers from %g to %g separated by commas "
+                    "are expected)",
+                    val, opt, sorted ? "non-decreasing " : "", min, max);
+    free(*out);
+    *out = NULL;
+    *n = 0;
+    return -1;
+}
+
+int cli_parse_u32_list(const char *cmd, const char *opt, const char *val, uint32_t min,
+                       uint32_t max, uint32_t **out, size_t *n)
+{
+    size_t count = count_list_items(val);
+    free(*out);
+    *out = count ? malloc(count * sizeof **out) : NULL;
+    *n = 0;
+    const char *p = val;
+    for (size_t i = 0; i < count && *out != NULL; i++) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long v = *p >= '0' && *p <= '9' ? strtoull(p, &end, 10) : 0;
+        if (end == NULL || end == p || (*end != ',' && *end != '\0') || errno == ERANGE ||
+            v < min || v > max)
+            break;
+        (*out)[(*n)++] = (uint32_t)v;
+        p = end + 1;
+    }
+    if (count > 0 && *n == count)
+        return 0;
+    cli_usage_error(cmd,
+                    "invalid value '%s' for %s (integers from %" PRIu32 " to %" PRIu32
+                    " separated by commas are expected)",
+                    val, opt, min, max);
+    free(*out);
+    *out = NULL;
+    *n = 0;
+    return -1;
+}
+
 static const struct {
     const char *name;
     sharc_layout layout;
@@ -224,12 +316,16 @@ void cli_sample_stats_compute(const float *samples, size_t n, cli_sample_stats *
 
 void cli_json_str(FILE *f, const char *s)
 {
-    if (s == NULL) {
+    if (s == NULL)
         fputs("null", f);
-        return;
-    }
+    else
+        cli_json_strn(f, s, strlen(s));
+}
+
+void cli_json_strn(FILE *f, const char *s, size_t n)
+{
     fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    for (const unsigned char *p = (const unsigned char *)s; p < (const unsigned char *)s + n; p++) {
         switch (*p) {
         case '"':
             fputs("\\\"", f);

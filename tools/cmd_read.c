@@ -1,60 +1,163 @@
 /*
- * sharc read: stream cuts as a training job would and print one line per cut.
+ * sharc read: stream a dataset as a training job would and print what it yields: padded,
+ * duration-bucketed batches (the default) or, with --cuts, single cuts.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <zlib.h>
 
 #include "cli.h"
+#include "npy.h"
 
 static const char *const cmd = "read";
 
+/* Padded seconds per batch when no batch size is given: a typical single-GPU ASR batch. */
+#define DEFAULT_MAX_DURATION 600.0
+#define MAX_SAVES            16
+/* A state holds the buffered cuts as 8-byte locators plus the sampler: far below this. */
+#define MAX_STATE_FILE_BYTES ((uint64_t)1 << 30)
+/* Ids shown per batch in the text output. */
+#define TEXT_IDS 3
+
+typedef struct save_point {
+    uint64_t step;
+    const char *file;
+    int done;
+} save_point;
+
 typedef struct read_opts {
+    int cuts_mode; /* --cuts */
     int json;
     int quiet;
     int verbose;
-    uint64_t limit; /* 0 = no limit */
+    uint64_t limit; /* cuts with --cuts, else batches; 0 = no limit */
+    const char *dump_dir;
+    const char *resume_file;
+    save_point saves[MAX_SAVES];
+    size_t n_saves;
+    const char *batch_only; /* the first option given that only batches use */
+    const char *cuts_only;  /* the first option given that only --cuts uses */
+    double *bins;
+    size_t n_bins;
+    uint32_t *bucket_batch_size;
+    size_t n_bucket_batch_size;
+    void *state; /* the --resume blob */
+    size_t state_size;
 } read_opts;
 
 static void print_help(void)
 {
+    printf("Usage: sharc read [options] PATH...\n"
+           "\n"
+           "Stream a dataset as a training job would: shards in a seeded order per epoch, split\n"
+           "across data-parallel slots, cuts grouped into duration buckets (Lhotse's\n"
+           "DynamicBucketingSampler), decoded and zero-padded into batches by worker threads.\n"
+           "Prints one line per batch and a summary. With --cuts, reads single cuts instead.\n"
+           "\n"
+           "PATH is a dataset directory, a shard file or a brace pattern\n"
+           "(audio_{0..7}.tar, audio__OP_0..7_CL_.tar); several may be given.\n"
+           "\n"
+           "Reader (batches and --cuts):\n"
+           "  --layout L          shard layout: auto, shar, nemo or wds (default auto: detect)\n"
+           "  --epochs N          epochs to read; 0 reads forever (default 1)\n"
+           "  --seed S            seed of the shard order (epoch e uses S + e) and of the\n"
+           "                      sampler's bucket choice and in-bucket shuffle (default 0)\n"
+           "  --shuffle-shards    permute the shard order each epoch (default)\n"
+           "  --no-shuffle-shards keep the sorted shard order\n"
+           "  --dp-rank R         this data-parallel slot, 0 <= R < N (default 0)\n"
+           "  --dp-size N         number of data-parallel slots; shard i of the epoch's order\n"
+           "                      goes to slot i %% N (default 1)\n"
+           "  --on-error P        fail: stop at the first bad cut or shard (default);\n"
+           "                      skip: skip it, count it by reason and go on\n"
+           "  --sampling-rate HZ  require this sampling rate; a cut at another rate is an error\n"
+           "                      (no resampling) (default: any)\n"
+           "  --channel K         keep only channel K (0-based) of the stored audio (default: all\n"
+           "                      channels; batches need one, so multi-channel data needs it)\n"
+           "  --limit N           stop after N batches (N cuts with --cuts) (default: no limit)\n"
+           "\n");
+    printf("Batching (see docs/sampler.md for the Lhotse and NeMo names of each):\n"
+           "  --max-duration S    padded seconds per batch: a bucket's batch stops before\n"
+           "                      (n+1) * longest > S (default %g when neither --max-cuts nor\n"
+           "                      --bucket-batch-size is given, else none)\n"
+           "  --max-cuts N        at most N cuts per batch (default: no limit)\n"
+           "  --quadratic-duration Q  a cut of d seconds counts as d + d*d/Q (default: off)\n"
+           "  --num-buckets N     buckets estimated from the first cuts' metadata (default 10)\n"
+           "  --num-cuts-for-bins N  cuts whose durations estimate the bins (default 10000)\n"
+           "  --bins A,B,...      sorted bucket boundaries in seconds instead of the estimate:\n"
+           "                      N boundaries make N + 1 buckets, and a cut of d seconds goes\n"
+           "                      to the first bucket whose boundary is >= d (default: estimate)\n"
+           "  --bucket-batch-size A,B,...  fixed cuts per batch for each boundary of --bins (one\n"
+           "                      number per boundary, as NeMo's OOMptimizer writes them);\n"
+           "                      excludes --max-duration and --max-cuts; a cut longer than the\n"
+           "                      last boundary is an error, so also give --max-cut-duration\n"
+           "                      (default: off)\n"
+           "  --buffer-size N     cuts held in the buckets (default 20000)\n"
+           "  --max-buffer-bytes N  encoded audio bytes held in the buckets; 0 = no limit\n"
+           "                      (default 1073741824)\n"
+           "  --shuffle           shuffle the cuts inside each bucket (default)\n"
+           "  --no-shuffle        keep the cuts of a bucket in arrival order (the shard order is\n"
+           "                      set by --no-shuffle-shards)\n"
+           "  --drop-last         drop the partial batches left at the end (default: keep them)\n"
+           "  --min-duration S    filter out (and count) cuts shorter than S seconds (default 0)\n"
+           "  --max-cut-duration S  filter out (and count) cuts longer than S seconds\n"
+           "                      (default: none)\n"
+           "  --threads N         decode threads; 0 = all %d online cores (default 0)\n"
+           "  --prefetch N        batches prepared ahead of the one printed (default 2)\n"
+           "  --save-state-at STEP FILE  after the batch of step STEP is returned, write the\n"
+           "                      reader's state (sharc_reader_state_save) to FILE and go on;\n"
+           "                      may be given up to %d times (default: none)\n"
+           "  --resume FILE       start from a state written by --save-state-at: the batches\n"
+           "                      are those an uninterrupted run yields after that step; the\n"
+           "                      data and the reader/batching options must be the same\n"
+           "                      (--threads and --prefetch may differ) (default: start)\n"
+           "  --dump-dir DIR      also write every tensor of every batch to DIR (created if\n"
+           "                      missing) as DIR/step<k>.<tensor>.npy (NumPy format 1.0)\n"
+           "                      (default: none)\n"
+           "\n",
+           DEFAULT_MAX_DURATION, cli_online_cpus(), MAX_SAVES);
+    printf("Cuts (--cuts):\n"
+           "  --cuts              read single cuts (sharc_reader_next) instead of batches; the\n"
+           "                      batching options are then refused\n"
+           "  --no-decode         do not decode audio (faster; sample_sum is null) (--cuts only)\n"
+           "\n"
+           "Output:\n"
+           "  --json              print JSON Lines instead of text (see below)\n"
+           "  --quiet             print only the summary; library warnings are not shown\n"
+           "  --verbose           also show the library's informational messages\n"
+           "  -h, --help          show this help\n"
+           "\n"
+           "Text output (batches): one line per batch with its step, epoch, number of cuts,\n"
+           "frames T, audio and padded seconds and the first ids, then a summary.\n"
+           "\n"
+           "JSON output (batches): one object per batch\n"
+           "  {\"type\":\"batch\",\"step\",\"epoch\",\"cuts\",\"ids\":[...],\"frames\","
+           "\"audio_seconds\",\n"
+           "   \"padded_seconds\",\"audio_crc32\"}\n"
+           "where frames is T of the [cuts, T] audio tensor, audio_seconds the sum of the cuts'\n"
+           "durations, padded_seconds cuts * T / sampling rate (the rate given by\n"
+           "--sampling-rate, else the one the lengths and durations imply) and audio_crc32 the\n"
+           "CRC-32 (zlib) of the audio tensor's bytes (cuts * T little-endian float32, padding\n"
+           "included), so that two runs can be compared bit for bit. Then a last object\n"
+           "  {\"type\":\"summary\",\"layout\",\"batches\",\"first_step\",\"cuts\","
+           "\"audio_seconds\",\n"
+           "   \"padded_seconds\",\"wall_seconds\",\"audio_seconds_per_second\",\"saved_states\",\n"
+           "   \"reader\":{\"batches\",\"cuts\",\"audio_seconds\",\"padded_seconds\","
+           "\"filtered_cuts\",\n"
+           "   \"dropped_cuts\",\"shards\",\"skipped_cuts\",\"skipped_shards\",\"problems\":{...}},"
+           "\"error\"}\n"
+           "where the top-level counts are this run's printed batches, reader holds the library's\n"
+           "cumulative counters (they include what a resumed state had counted, and the reader\n"
+           "may have planned batches beyond the last one printed), saved_states lists\n"
+           "{\"step\",\"file\",\"bytes\"} and error is null or the error message.\n"
+           "\n");
     printf(
-        "Usage: sharc read [options] PATH...\n"
-        "\n"
-        "Stream the cuts of a dataset as a training job would: shards in a seeded order per\n"
-        "epoch, split across data-parallel slots, audio decoded to float samples. Prints one\n"
-        "line per cut and a summary.\n"
-        "\n"
-        "PATH is a dataset directory, a shard file or a brace pattern\n"
-        "(audio_{0..7}.tar, audio__OP_0..7_CL_.tar); several may be given.\n"
-        "\n"
-        "Options:\n"
-        "  --layout L          shard layout: auto, shar, nemo or wds (default auto: detect)\n"
-        "  --epochs N          epochs to read; 0 reads forever (default 1)\n"
-        "  --seed S            shard order seed; epoch e uses S + e (default 0)\n"
-        "  --no-shuffle        keep the sorted shard order (default: permute each epoch)\n"
-        "  --dp-rank R         this data-parallel slot, 0 <= R < N (default 0)\n"
-        "  --dp-size N         number of data-parallel slots; shard i of the epoch's order\n"
-        "                      goes to slot i %% N (default 1)\n"
-        "  --on-error P        fail: stop at the first bad cut or shard (default);\n"
-        "                      skip: skip it, count it by reason and go on\n"
-        "  --sampling-rate HZ  require this sampling rate; a cut at another rate is an error\n"
-        "                      (no resampling) (default: any)\n"
-        "  --channel K         keep only channel K (0-based) of the stored audio\n"
-        "                      (default: all channels)\n"
-        "  --no-decode         do not decode audio (faster; sample_sum is null)\n"
-        "  --limit N           stop after N cuts (default: no limit)\n"
-        "  --json              print JSON Lines instead of text (see below)\n"
-        "  --quiet             print only the summary; library warnings are not shown\n"
-        "  --verbose           also show the library's informational messages\n"
-        "  -h, --help          show this help\n"
-        "\n"
-        "Text output: one line per cut with id, duration, sampling rate, channels, samples,\n"
-        "shard:member and the start of the text, then a summary (cuts, audio seconds, shards,\n"
-        "skipped cuts and shards by reason, wall time, audio seconds per second).\n"
-        "\n"
-        "JSON output: one object per cut\n"
+        "JSON output (--cuts): one object per cut\n"
         "  {\"type\":\"cut\",\"id\",\"duration\",\"sampling_rate\",\"channels\",\"num_samples\",\n"
         "   \"shard\",\"member\",\"text\",\"speaker\",\"language\",\"epoch\",\"sample_sum\"}\n"
         "where sample_sum is the sum of all decoded samples (all channels, as float32\n"
@@ -65,12 +168,22 @@ static void print_help(void)
         "   \"audio_seconds_per_second\",\"error\"}\n"
         "where error is null or the reader's error message.\n"
         "\n"
-        "Exit status: 0 success, 1 read error (the reader's message is printed on stderr),\n"
-        "2 usage error.\n"
+        "--dump-dir files: audio '<f4' [cuts, T], audio_lens '<i4' [cuts], duration '<f4'\n"
+        "[cuts], and for each string column (cut_id, text, speaker, language)\n"
+        "<column>_offsets '<i4' [cuts + 1] and <column>_bytes '|u1' [N]: string i is\n"
+        "bytes[offsets[i]:offsets[i+1]] in UTF-8. numpy.load() reads them.\n"
+        "\n"
+        "Exit status: 0 success, 1 read error, unreadable or rejected --resume state, or a\n"
+        "file that could not be written (the message is printed on stderr), 2 usage error.\n"
         "\n"
         "Example:\n"
-        "  sharc read --json --epochs 2 --seed 7 --dp-rank 0 --dp-size 4 data/shar\n");
+        "  sharc read --json --max-duration 200 --num-buckets 8 --threads 4 data/shar\n"
+        "  sharc read --save-state-at 100 state.bin --limit 101 data/shar\n"
+        "  sharc read --resume state.bin --dump-dir /tmp/batches --limit 5 data/shar\n"
+        "  sharc read --cuts --json --epochs 2 --seed 7 --dp-rank 0 --dp-size 4 data/shar\n");
 }
+
+/* ---- cuts ------------------------------------------------------------------------------- */
 
 /* Copy at most `max_chars` UTF-8 characters of s into buf, with "..." when shortened. */
 static const char *shorten(char *buf, size_t n, const char *s, size_t max_chars)
@@ -147,8 +260,19 @@ static void print_cut_text(const sharc_cut *c)
            c->member ? c->member : "?", shorten(text, sizeof text, c->text, 60));
 }
 
-static void print_summary_json(const sharc_reader *r, const sharc_reader_stats *st, double wall,
-                               const char *error)
+static void print_problems_json(FILE *f, const sharc_reader_stats *st)
+{
+    cli_json_key(f, "problems", 0);
+    fputc('{', f);
+    for (int k = 0; k < SHARC_PROBLEM_COUNT; k++) {
+        cli_json_key(f, sharc_problem_name((sharc_problem)k), k == 0);
+        fprintf(f, "%" PRIu64, st->problems[k]);
+    }
+    fputc('}', f);
+}
+
+static void print_cut_summary_json(const sharc_reader *r, const sharc_reader_stats *st, double wall,
+                                   const char *error)
 {
     FILE *f = stdout;
     fputc('{', f);
@@ -161,13 +285,7 @@ static void print_summary_json(const sharc_reader *r, const sharc_reader_stats *
     cli_json_num(f, st->audio_seconds);
     fprintf(f, ",\"shards\":%" PRIu64 ",\"skipped_cuts\":%" PRIu64 ",\"skipped_shards\":%" PRIu64,
             st->shards, st->skipped_cuts, st->skipped_shards);
-    cli_json_key(f, "problems", 0);
-    fputc('{', f);
-    for (int k = 0; k < SHARC_PROBLEM_COUNT; k++) {
-        cli_json_key(f, sharc_problem_name((sharc_problem)k), k == 0);
-        fprintf(f, "%" PRIu64, st->problems[k]);
-    }
-    fputc('}', f);
+    print_problems_json(f, st);
     cli_json_key(f, "wall_seconds", 0);
     cli_json_num(f, wall);
     cli_json_key(f, "audio_seconds_per_second", 0);
@@ -177,36 +295,571 @@ static void print_summary_json(const sharc_reader *r, const sharc_reader_stats *
     fputs("}\n", f);
 }
 
-static void print_summary_text(const sharc_reader *r, const sharc_reader_stats *st, double wall)
+static void print_skipped_text(const char *prefix, const sharc_reader_stats *st)
 {
-    char a[32], b[32];
-    printf("-- %" PRIu64 " cuts, %.3f s of audio (%s), %" PRIu64 " shards opened, layout %s\n",
-           st->cuts, st->audio_seconds, cli_fmt_duration(a, sizeof a, st->audio_seconds),
-           st->shards, cli_layout_name(sharc_reader_layout(r)));
-    printf("-- skipped: %" PRIu64 " cuts, %" PRIu64 " shards", st->skipped_cuts,
+    printf("%sskipped: %" PRIu64 " cuts, %" PRIu64 " shards", prefix, st->skipped_cuts,
            st->skipped_shards);
     for (int k = 0; k < SHARC_PROBLEM_COUNT; k++) {
         if (st->problems[k] > 0)
             printf(", %s %" PRIu64, sharc_problem_name((sharc_problem)k), st->problems[k]);
     }
+}
+
+static void print_cut_summary_text(const sharc_reader *r, const sharc_reader_stats *st, double wall)
+{
+    char a[32], b[32];
+    printf("-- %" PRIu64 " cuts, %.3f s of audio (%s), %" PRIu64 " shards opened, layout %s\n",
+           st->cuts, st->audio_seconds, cli_fmt_duration(a, sizeof a, st->audio_seconds),
+           st->shards, cli_layout_name(sharc_reader_layout(r)));
+    print_skipped_text("-- ", st);
     printf("\n-- wall time %s, %s cuts/s, %.1f s of audio per second\n",
            cli_fmt_duration(a, sizeof a, wall),
            cli_fmt_count(b, sizeof b, wall > 0 ? (double)st->cuts / wall : 0.0),
            wall > 0 ? st->audio_seconds / wall : 0.0);
 }
 
+/* The reader's error message for `rc`, or NULL when rc is not an error. */
+static const char *reader_error(const sharc_reader *r, int rc)
+{
+    if (rc >= 0)
+        return NULL;
+    const char *error = sharc_reader_last_error(r);
+    return error[0] ? error : sharc_strerror(rc);
+}
+
+/* The library has usually logged the error already; say it once more only if not. */
+static void print_error_once(const char *error)
+{
+    char logged[1024];
+    if (error != NULL && strcmp(cli_last_logged_error(logged, sizeof logged), error) != 0)
+        fprintf(stderr, "sharc read: error: %s\n", error);
+}
+
+static int open_reader(const sharc_reader_settings *s, sharc_reader **r)
+{
+    int rc = sharc_reader_open(r, s);
+    if (rc < 0) {
+        char why[1024];
+        cli_last_logged_error(why, sizeof why);
+        fprintf(stderr, "sharc read: cannot open the dataset: %s%s%s\n", sharc_strerror(rc),
+                why[0] ? ": " : "", why);
+    }
+    return rc;
+}
+
+static int run_cuts(const sharc_reader_settings *s, const read_opts *o)
+{
+    double t0 = cli_now();
+    sharc_reader *r = NULL;
+    if (open_reader(s, &r) < 0)
+        return CLI_EXIT_FAIL;
+    uint64_t n = 0;
+    const sharc_cut *c = NULL;
+    int rc = 0;
+    while (o->limit == 0 || n < o->limit) {
+        rc = sharc_reader_next(r, &c);
+        if (rc != 0)
+            break;
+        n++;
+        if (o->json)
+            print_cut_json(c);
+        else if (!o->quiet)
+            print_cut_text(c);
+    }
+    double wall = cli_now() - t0;
+    const char *error = reader_error(r, rc);
+    sharc_reader_stats st;
+    sharc_reader_get_stats(r, &st);
+    if (o->json)
+        print_cut_summary_json(r, &st, wall, error);
+    else
+        print_cut_summary_text(r, &st, wall);
+    fflush(stdout);
+    print_error_once(error);
+    sharc_reader_close(&r);
+    return cli_finish_output(cmd, rc < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK);
+}
+
+/* ---- batches ---------------------------------------------------------------------------- */
+
+/* What one batch's line says. */
+typedef struct batch_info {
+    int64_t B, T;
+    const int32_t *lens;
+    const float *duration;
+    int rate;
+    double audio_seconds;
+    double padded_seconds;
+    uint32_t crc;
+} batch_info;
+
+/* Totals of this run and the first error of the command itself. */
+typedef struct batch_run {
+    uint64_t batches;
+    uint64_t first_step;
+    uint64_t cuts;
+    double audio_seconds;
+    double padded_seconds;
+    char error[1024];
+} batch_run;
+
+static uint32_t crc32_of(const void *data, size_t n)
+{
+    uLong crc = crc32(0L, Z_NULL, 0);
+    const Bytef *p = data;
+    while (n > 0) {
+        uInt chunk = n > (1u << 30) ? (1u << 30) : (uInt)n;
+        crc = crc32(crc, p, chunk);
+        p += chunk;
+        n -= chunk;
+    }
+    return (uint32_t)crc;
+}
+
+/*
+ * The batch's sampling rate, which the batch does not carry: --sampling-rate when given,
+ * else the rate its lengths and durations imply. Lengths are num_samples from the metadata
+ * or round(duration * rate), and manifest durations are often rounded to milliseconds, so
+ * the estimate is snapped to a usual rate within 0.5%, else rounded to a whole Hz.
+ */
+static int batch_rate(const batch_info *bi, int given)
+{
+    static const int usual[] = {8000,  11025, 12000, 16000, 22050, 24000,
+                                32000, 44100, 48000, 88200, 96000, 192000};
+    if (given > 0)
+        return given;
+    double samples = 0, seconds = 0;
+    for (int64_t i = 0; i < bi->B; i++) {
+        samples += bi->lens[i];
+        seconds += bi->duration[i];
+    }
+    if (!(seconds > 0))
+        return 0;
+    double est = samples / seconds;
+    for (size_t i = 0; i < sizeof usual / sizeof usual[0]; i++) {
+        if (fabs(est - usual[i]) <= 0.005 * usual[i])
+            return usual[i];
+    }
+    return (int)lround(est);
+}
+
+static const sharc_tensor *tensor_of(const sharc_batch *b, const char *name, sharc_dtype dtype,
+                                     int ndim, int64_t dim0)
+{
+    const sharc_tensor *t = sharc_batch_tensor(b, name);
+    if (t == NULL || t->dtype != dtype || t->ndim != ndim || t->shape[0] != dim0 ||
+        t->device != SHARC_DEVICE_HOST)
+        return NULL;
+    return t;
+}
+
+/* Look up the standard tensors and compute the numbers of the batch's line. */
+static int batch_info_compute(const sharc_batch *b, int given_rate, batch_info *bi, batch_run *run)
+{
+    const sharc_tensor *audio = sharc_batch_tensor(b, "audio");
+    if (audio == NULL || audio->dtype != SHARC_DTYPE_F32 || audio->ndim != 2) {
+        snprintf(run->error, sizeof run->error, "batch %" PRIu64 " has no [B,T] f32 audio tensor",
+                 b->step);
+        return -1;
+    }
+    bi->B = audio->shape[0];
+    bi->T = audio->shape[1];
+    const sharc_tensor *lens = tensor_of(b, "audio_lens", SHARC_DTYPE_I32, 1, bi->B);
+    const sharc_tensor *dur = tensor_of(b, "duration", SHARC_DTYPE_F32, 1, bi->B);
+    if (lens == NULL || dur == NULL ||
+        tensor_of(b, "cut_id_offsets", SHARC_DTYPE_I32, 1, bi->B + 1) == NULL) {
+        snprintf(run->error, sizeof run->error,
+                 "batch %" PRIu64 " lacks audio_lens, duration or cut_id tensors of %" PRId64
+                 " rows",
+                 b->step, bi->B);
+        return -1;
+    }
+    bi->lens = lens->data;
+    bi->duration = dur->data;
+    bi->audio_seconds = 0;
+    for (int64_t i = 0; i < bi->B; i++)
+        bi->audio_seconds += bi->duration[i];
+    bi->rate = batch_rate(bi, given_rate);
+    bi->padded_seconds = bi->rate > 0 ? (double)bi->B * (double)bi->T / bi->rate : 0.0;
+    bi->crc = crc32_of(audio->data, audio->nbytes);
+    return 0;
+}
+
+static void print_batch_json(const sharc_batch *b, const batch_info *bi)
+{
+    FILE *f = stdout;
+    fprintf(f, "{\"type\":\"batch\",\"step\":%" PRIu64 ",\"epoch\":%" PRIu64 ",\"cuts\":%" PRId64,
+            b->step, b->epoch, bi->B);
+    cli_json_key(f, "ids", 0);
+    fputc('[', f);
+    for (int64_t i = 0; i < bi->B; i++) {
+        size_t len = 0;
+        const char *id = sharc_batch_string(b, "cut_id", (size_t)i, &len);
+        if (i > 0)
+            fputc(',', f);
+        if (id != NULL)
+            cli_json_strn(f, id, len);
+        else
+            fputs("null", f);
+    }
+    fprintf(f, "],\"frames\":%" PRId64, bi->T);
+    cli_json_key(f, "audio_seconds", 0);
+    cli_json_num(f, bi->audio_seconds);
+    cli_json_key(f, "padded_seconds", 0);
+    cli_json_num(f, bi->padded_seconds);
+    fprintf(f, ",\"audio_crc32\":%" PRIu32 "}\n", bi->crc);
+}
+
+static void print_batch_text(const sharc_batch *b, const batch_info *bi)
+{
+    printf("step %-6" PRIu64 " epoch %-3" PRIu64 " %4" PRId64 " cuts  T %9" PRId64
+           "  %9.3fs audio  %9.3fs padded  ",
+           b->step, b->epoch, bi->B, bi->T, bi->audio_seconds, bi->padded_seconds);
+    for (int64_t i = 0; i < bi->B && i < TEXT_IDS; i++) {
+        size_t len = 0;
+        const char *id = sharc_batch_string(b, "cut_id", (size_t)i, &len);
+        char shown[128];
+        char raw[128];
+        len = len < sizeof raw - 1 ? len : sizeof raw - 1;
+        memcpy(raw, id ? id : "", id ? len : 0);
+        raw[id ? len : 0] = '\0';
+        printf("%s%s", i ? " " : "", shorten(shown, sizeof shown, raw, 40));
+    }
+    if (bi->B > TEXT_IDS)
+        printf(" (+%" PRId64 ")", bi->B - TEXT_IDS);
+    putchar('\n');
+}
+
+static int make_dir(const char *dir, batch_run *run)
+{
+    struct stat sb;
+    if (mkdir(dir, 0777) == 0 || (errno == EEXIST && stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)))
+        return 0;
+    snprintf(run->error, sizeof run->error, "cannot create the dump directory %s: %s", dir,
+             strerror(errno == EEXIST ? ENOTDIR : errno));
+    return -1;
+}
+
+/* Write every tensor of the batch as DIR/step<k>.<name>.npy. */
+static int dump_batch(const char *dir, const sharc_batch *b, batch_run *run)
+{
+    for (size_t i = 0; i < b->n_tensors; i++) {
+        const sharc_tensor *t = &b->tensors[i];
+        char path[4096];
+        int n = snprintf(path, sizeof path, "%s/step%" PRIu64 ".%.*s.npy", dir, b->step,
+                         (int)strnlen(t->name, SHARC_TENSOR_NAME_MAX), t->name);
+        int rc = -ENAMETOOLONG;
+        if (n > 0 && (size_t)n < sizeof path && strchr(t->name, '/') == NULL)
+            rc = npy_write_tensor(path, t);
+        if (rc < 0) {
+            snprintf(run->error, sizeof run->error,
+                     "cannot write tensor %s of step %" PRIu64 " to %s: %s", t->name, b->step, dir,
+                     strerror(-rc));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Write the whole buffer to `path` through a temporary file, so a reader of `path` never
+ * sees half a state. Returns 0 or an errno value. */
+static int write_file_atomic(const char *path, const void *data, size_t n)
+{
+    char tmp[4096];
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp)
+        return ENAMETOOLONG;
+    FILE *f = fopen(tmp, "wb");
+    if (f == NULL)
+        return errno;
+    errno = 0;
+    int err = fwrite(data, 1, n, f) == n ? 0 : (errno ? errno : EIO);
+    errno = 0;
+    if (fclose(f) != 0 && err == 0)
+        err = errno ? errno : EIO;
+    if (err == 0 && rename(tmp, path) != 0)
+        err = errno;
+    if (err != 0)
+        remove(tmp);
+    return err;
+}
+
+static int save_state(sharc_reader *r, save_point *sp, batch_run *run, size_t *bytes)
+{
+    size_t size = 0;
+    void *buf = NULL;
+    int rc = sharc_reader_state_save(r, NULL, 0, &size);
+    if (rc == SHARC_ERR(ENOSPC) && (buf = malloc(size ? size : 1)) != NULL)
+        rc = sharc_reader_state_save(r, buf, size, &size);
+    else if (rc == SHARC_ERR(ENOSPC))
+        rc = SHARC_ERR(ENOMEM);
+    if (rc < 0) {
+        snprintf(run->error, sizeof run->error, "cannot save the state after step %" PRIu64 ": %s",
+                 sp->step, reader_error(r, rc));
+        free(buf);
+        return -1;
+    }
+    int err = write_file_atomic(sp->file, buf, size);
+    free(buf);
+    if (err != 0) {
+        snprintf(run->error, sizeof run->error,
+                 "cannot write the state of step %" PRIu64 " to %s: %s", sp->step, sp->file,
+                 strerror(err));
+        return -1;
+    }
+    sp->done = 1;
+    *bytes = size;
+    return 0;
+}
+
+static int read_state_file(read_opts *o)
+{
+    const char *path = o->resume_file;
+    FILE *f = fopen(path, "rb");
+    struct stat sb;
+    const char *why = NULL;
+    if (f == NULL || fstat(fileno(f), &sb) != 0)
+        why = strerror(errno);
+    else if (!S_ISREG(sb.st_mode))
+        why = "not a regular file";
+    else if (sb.st_size == 0)
+        why = "the file is empty";
+    else if ((uint64_t)sb.st_size > MAX_STATE_FILE_BYTES)
+        why = "the file is too large for a reader state";
+    else if ((o->state = malloc((size_t)sb.st_size)) == NULL)
+        why = "out of memory";
+    else if (fread(o->state, 1, (size_t)sb.st_size, f) != (size_t)sb.st_size)
+        why = ferror(f) ? strerror(errno) : "the file shrank while being read";
+    if (f != NULL)
+        fclose(f);
+    if (why != NULL) {
+        fprintf(stderr, "sharc read: cannot read the state file %s: %s\n", path, why);
+        return -1;
+    }
+    o->state_size = (size_t)sb.st_size;
+    return 0;
+}
+
+/* Print, dump and save as asked for one batch. */
+static int handle_batch(sharc_reader *r, const sharc_batch *b, read_opts *o, int given_rate,
+                        batch_run *run, FILE *saved)
+{
+    batch_info bi;
+    if (batch_info_compute(b, given_rate, &bi, run) < 0)
+        return -1;
+    if (run->batches == 0)
+        run->first_step = b->step;
+    run->batches++;
+    run->cuts += (uint64_t)bi.B;
+    run->audio_seconds += bi.audio_seconds;
+    run->padded_seconds += bi.padded_seconds;
+    if (o->json)
+        print_batch_json(b, &bi);
+    else if (!o->quiet)
+        print_batch_text(b, &bi);
+    if (o->dump_dir != NULL && dump_batch(o->dump_dir, b, run) < 0)
+        return -1;
+    for (size_t i = 0; i < o->n_saves; i++) {
+        save_point *sp = &o->saves[i];
+        size_t bytes = 0;
+        if (sp->step != b->step)
+            continue;
+        if (save_state(r, sp, run, &bytes) < 0)
+            return -1;
+        /* Listed in the summary: keep the entries as JSON text until then. */
+        fprintf(saved, "%s{\"step\":%" PRIu64 ",\"file\":", ftell(saved) > 0 ? "," : "", sp->step);
+        cli_json_str(saved, sp->file);
+        fprintf(saved, ",\"bytes\":%zu}", bytes);
+        if (!o->json && !o->quiet)
+            printf("-- saved the state after step %" PRIu64 " to %s (%zu bytes)\n", sp->step,
+                   sp->file, bytes);
+    }
+    return 0;
+}
+
+static void print_reader_stats_json(FILE *f, const sharc_reader_stats *st)
+{
+    cli_json_key(f, "reader", 0);
+    fprintf(f, "{\"batches\":%" PRIu64 ",\"cuts\":%" PRIu64, st->batches, st->cuts);
+    cli_json_key(f, "audio_seconds", 0);
+    cli_json_num(f, st->audio_seconds);
+    cli_json_key(f, "padded_seconds", 0);
+    cli_json_num(f, st->padded_seconds);
+    fprintf(f,
+            ",\"filtered_cuts\":%" PRIu64 ",\"dropped_cuts\":%" PRIu64 ",\"shards\":%" PRIu64
+            ",\"skipped_cuts\":%" PRIu64 ",\"skipped_shards\":%" PRIu64,
+            st->filtered_cuts, st->dropped_cuts, st->shards, st->skipped_cuts, st->skipped_shards);
+    print_problems_json(f, st);
+    fputc('}', f);
+}
+
+static void print_batch_summary_json(const sharc_reader *r, const batch_run *run,
+                                     const sharc_reader_stats *st, double wall, const char *saved,
+                                     const char *error)
+{
+    FILE *f = stdout;
+    fputc('{', f);
+    cli_json_key(f, "type", 1);
+    cli_json_str(f, "summary");
+    cli_json_key(f, "layout", 0);
+    cli_json_str(f, cli_layout_name(sharc_reader_layout(r)));
+    fprintf(f, ",\"batches\":%" PRIu64, run->batches);
+    cli_json_key(f, "first_step", 0);
+    if (run->batches > 0)
+        fprintf(f, "%" PRIu64, run->first_step);
+    else
+        fputs("null", f);
+    fprintf(f, ",\"cuts\":%" PRIu64, run->cuts);
+    cli_json_key(f, "audio_seconds", 0);
+    cli_json_num(f, run->audio_seconds);
+    cli_json_key(f, "padded_seconds", 0);
+    cli_json_num(f, run->padded_seconds);
+    cli_json_key(f, "wall_seconds", 0);
+    cli_json_num(f, wall);
+    cli_json_key(f, "audio_seconds_per_second", 0);
+    cli_json_num(f, wall > 0 ? run->audio_seconds / wall : 0.0);
+    fprintf(f, ",\"saved_states\":[%s]", saved);
+    print_reader_stats_json(f, st);
+    cli_json_key(f, "error", 0);
+    cli_json_str(f, error);
+    fputs("}\n", f);
+}
+
+static void print_batch_summary_text(const sharc_reader *r, const batch_run *run,
+                                     const sharc_reader_stats *st, double wall)
+{
+    char a[32], b[32];
+    printf("-- %" PRIu64 " batches", run->batches);
+    if (run->batches > 0)
+        printf(" (steps %" PRIu64 "..%" PRIu64 ")", run->first_step,
+               run->first_step + run->batches - 1);
+    printf(", %" PRIu64 " cuts, %.3f s of audio (%s), %.3f s padded (%.1f%% padding), layout %s\n",
+           run->cuts, run->audio_seconds, cli_fmt_duration(a, sizeof a, run->audio_seconds),
+           run->padded_seconds,
+           run->padded_seconds > 0 ? 100.0 * (1.0 - run->audio_seconds / run->padded_seconds) : 0.0,
+           cli_layout_name(sharc_reader_layout(r)));
+    printf("-- filtered %" PRIu64 " cuts, dropped %" PRIu64 " (drop-last), %" PRIu64
+           " shards opened; ",
+           st->filtered_cuts, st->dropped_cuts, st->shards);
+    print_skipped_text("", st);
+    printf("\n-- wall time %s, %s batches/s, %.1f s of audio per second\n",
+           cli_fmt_duration(a, sizeof a, wall),
+           cli_fmt_count(b, sizeof b, wall > 0 ? (double)run->batches / wall : 0.0),
+           wall > 0 ? run->audio_seconds / wall : 0.0);
+}
+
+/* A --save-state-at step that the run never reached is an error: the file was promised. */
+static int check_saves_done(const read_opts *o, batch_run *run)
+{
+    for (size_t i = 0; i < o->n_saves; i++) {
+        if (!o->saves[i].done) {
+            snprintf(run->error, sizeof run->error,
+                     "no state saved to %s: the run ended before step %" PRIu64 " (%" PRIu64
+                     " batches read)",
+                     o->saves[i].file, o->saves[i].step, run->batches);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int run_batches(sharc_reader_settings *s, read_opts *o)
+{
+    if (o->resume_file != NULL) {
+        if (read_state_file(o) < 0)
+            return CLI_EXIT_FAIL;
+        s->resume_state = o->state;
+        s->resume_state_size = o->state_size;
+    }
+    batch_run run = {0};
+    if (o->dump_dir != NULL && make_dir(o->dump_dir, &run) < 0) {
+        fprintf(stderr, "sharc read: %s\n", run.error);
+        return CLI_EXIT_FAIL;
+    }
+    char *saved = NULL;
+    size_t saved_len = 0;
+    FILE *saved_f = open_memstream(&saved, &saved_len);
+    if (saved_f == NULL) {
+        fprintf(stderr, "sharc read: out of memory\n");
+        return CLI_EXIT_FAIL;
+    }
+    double t0 = cli_now();
+    sharc_reader *r = NULL;
+    if (open_reader(s, &r) < 0) {
+        fclose(saved_f);
+        free(saved);
+        return CLI_EXIT_FAIL;
+    }
+    int rc = 0, failed = 0;
+    while (!failed && (o->limit == 0 || run.batches < o->limit)) {
+        sharc_batch *b = NULL;
+        rc = sharc_reader_next_batch(r, &b);
+        if (rc != 0)
+            break;
+        failed = handle_batch(r, b, o, s->sampling_rate, &run, saved_f) < 0;
+        sharc_batch_release(b);
+    }
+    double wall = cli_now() - t0;
+    if (!failed && rc >= 0)
+        failed = check_saves_done(o, &run) < 0;
+    fclose(saved_f);
+    const char *error = failed ? run.error : reader_error(r, rc);
+
+    sharc_reader_stats st;
+    sharc_reader_get_stats(r, &st);
+    if (o->json)
+        print_batch_summary_json(r, &run, &st, wall, saved ? saved : "", error);
+    else
+        print_batch_summary_text(r, &run, &st, wall);
+    fflush(stdout);
+    if (failed)
+        fprintf(stderr, "sharc read: %s\n", run.error);
+    else
+        print_error_once(error);
+    if (rc == SHARC_ERR_STATE && o->resume_file != NULL)
+        fprintf(stderr, "sharc read: the state in %s was not accepted\n", o->resume_file);
+    free(saved);
+    sharc_reader_close(&r);
+    return cli_finish_output(cmd, failed || rc < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK);
+}
+
+/* ---- options ---------------------------------------------------------------------------- */
+
 enum {
     OPT_LAYOUT = 256,
     OPT_EPOCHS,
     OPT_SEED,
-    OPT_NO_SHUFFLE,
+    OPT_SHUFFLE_SHARDS,
+    OPT_NO_SHUFFLE_SHARDS,
     OPT_DP_RANK,
     OPT_DP_SIZE,
     OPT_ON_ERROR,
     OPT_RATE,
     OPT_CHANNEL,
-    OPT_NO_DECODE,
     OPT_LIMIT,
+    /* batches only, from here to OPT_CUTS */
+    OPT_MAX_DURATION,
+    OPT_MAX_CUTS,
+    OPT_QUADRATIC,
+    OPT_NUM_BUCKETS,
+    OPT_NUM_CUTS_FOR_BINS,
+    OPT_BINS,
+    OPT_BUCKET_BATCH_SIZE,
+    OPT_BUFFER_SIZE,
+    OPT_MAX_BUFFER_BYTES,
+    OPT_SHUFFLE,
+    OPT_NO_SHUFFLE,
+    OPT_DROP_LAST,
+    OPT_MIN_DURATION,
+    OPT_MAX_CUT_DURATION,
+    OPT_THREADS,
+    OPT_PREFETCH,
+    OPT_SAVE_STATE_AT,
+    OPT_RESUME,
+    OPT_DUMP_DIR,
+    /* --cuts only */
+    OPT_CUTS,
+    OPT_NO_DECODE,
+    /* output */
     OPT_JSON,
     OPT_QUIET,
     OPT_VERBOSE,
@@ -216,14 +869,35 @@ static const struct option long_opts[] = {
     {"layout", required_argument, NULL, OPT_LAYOUT},
     {"epochs", required_argument, NULL, OPT_EPOCHS},
     {"seed", required_argument, NULL, OPT_SEED},
-    {"no-shuffle", no_argument, NULL, OPT_NO_SHUFFLE},
+    {"shuffle-shards", no_argument, NULL, OPT_SHUFFLE_SHARDS},
+    {"no-shuffle-shards", no_argument, NULL, OPT_NO_SHUFFLE_SHARDS},
     {"dp-rank", required_argument, NULL, OPT_DP_RANK},
     {"dp-size", required_argument, NULL, OPT_DP_SIZE},
     {"on-error", required_argument, NULL, OPT_ON_ERROR},
     {"sampling-rate", required_argument, NULL, OPT_RATE},
     {"channel", required_argument, NULL, OPT_CHANNEL},
-    {"no-decode", no_argument, NULL, OPT_NO_DECODE},
     {"limit", required_argument, NULL, OPT_LIMIT},
+    {"max-duration", required_argument, NULL, OPT_MAX_DURATION},
+    {"max-cuts", required_argument, NULL, OPT_MAX_CUTS},
+    {"quadratic-duration", required_argument, NULL, OPT_QUADRATIC},
+    {"num-buckets", required_argument, NULL, OPT_NUM_BUCKETS},
+    {"num-cuts-for-bins", required_argument, NULL, OPT_NUM_CUTS_FOR_BINS},
+    {"bins", required_argument, NULL, OPT_BINS},
+    {"bucket-batch-size", required_argument, NULL, OPT_BUCKET_BATCH_SIZE},
+    {"buffer-size", required_argument, NULL, OPT_BUFFER_SIZE},
+    {"max-buffer-bytes", required_argument, NULL, OPT_MAX_BUFFER_BYTES},
+    {"shuffle", no_argument, NULL, OPT_SHUFFLE},
+    {"no-shuffle", no_argument, NULL, OPT_NO_SHUFFLE},
+    {"drop-last", no_argument, NULL, OPT_DROP_LAST},
+    {"min-duration", required_argument, NULL, OPT_MIN_DURATION},
+    {"max-cut-duration", required_argument, NULL, OPT_MAX_CUT_DURATION},
+    {"threads", required_argument, NULL, OPT_THREADS},
+    {"prefetch", required_argument, NULL, OPT_PREFETCH},
+    {"save-state-at", required_argument, NULL, OPT_SAVE_STATE_AT},
+    {"resume", required_argument, NULL, OPT_RESUME},
+    {"dump-dir", required_argument, NULL, OPT_DUMP_DIR},
+    {"cuts", no_argument, NULL, OPT_CUTS},
+    {"no-decode", no_argument, NULL, OPT_NO_DECODE},
     {"json", no_argument, NULL, OPT_JSON},
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"verbose", no_argument, NULL, OPT_VERBOSE},
@@ -231,50 +905,195 @@ static const struct option long_opts[] = {
     {NULL, 0, NULL, 0},
 };
 
+static const char *option_name(int opt)
+{
+    for (const struct option *lo = long_opts; lo->name; lo++) {
+        if (lo->val == opt)
+            return lo->name;
+    }
+    return "?";
+}
+
+/* Options of the reader itself, used by both modes. 1 when `opt` is not one of them. */
+static int parse_reader_opt(int opt, const char *val, sharc_reader_settings *s, read_opts *o)
+{
+    switch (opt) {
+    case OPT_LAYOUT:
+        return cli_parse_layout(cmd, val, &s->layout);
+    case OPT_EPOCHS:
+        return cli_parse_u64(cmd, "--epochs", val, &s->epochs);
+    case OPT_SEED:
+        return cli_parse_u64(cmd, "--seed", val, &s->seed);
+    case OPT_SHUFFLE_SHARDS:
+    case OPT_NO_SHUFFLE_SHARDS:
+        s->shuffle_shards = opt == OPT_SHUFFLE_SHARDS;
+        return 0;
+    case OPT_DP_RANK:
+        return cli_parse_int(cmd, "--dp-rank", val, 0, 1 << 20, &s->dp_rank);
+    case OPT_DP_SIZE:
+        return cli_parse_int(cmd, "--dp-size", val, 1, 1 << 20, &s->dp_size);
+    case OPT_ON_ERROR:
+        return cli_parse_on_error(cmd, val, &s->on_error);
+    case OPT_RATE:
+        return cli_parse_int(cmd, "--sampling-rate", val, 1, 1 << 24, &s->sampling_rate);
+    case OPT_CHANNEL:
+        return cli_parse_int(cmd, "--channel", val, 0, 1 << 16, &s->channel);
+    case OPT_LIMIT:
+        if (cli_parse_u64(cmd, "--limit", val, &o->limit) < 0)
+            return -1;
+        return o->limit == 0 ? (cli_usage_error(cmd, "--limit must be at least 1"), -1) : 0;
+    }
+    return 1;
+}
+
+static int parse_u32(const char *opt, const char *val, uint32_t min, uint32_t max, uint32_t *out)
+{
+    int64_t v;
+    if (cli_parse_i64(cmd, opt, val, min, max, &v) < 0)
+        return -1;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+/* --save-state-at STEP FILE: getopt gives STEP; FILE is the next argument. */
+static int parse_save_point(int argc, char **argv, const char *val, read_opts *o)
+{
+    if (o->n_saves == MAX_SAVES) {
+        cli_usage_error(cmd, "--save-state-at may be given at most %d times", MAX_SAVES);
+        return -1;
+    }
+    save_point *sp = &o->saves[o->n_saves];
+    if (cli_parse_u64(cmd, "--save-state-at", val, &sp->step) < 0)
+        return -1;
+    if (optind >= argc || argv[optind][0] == '\0') {
+        cli_usage_error(cmd, "--save-state-at needs a STEP and a FILE");
+        return -1;
+    }
+    sp->file = argv[optind++];
+    sp->done = 0;
+    o->n_saves++;
+    return 0;
+}
+
+/* Options of the batching. 1 when `opt` is not one of them. */
+static int parse_batch_opt(int opt, const char *val, int argc, char **argv,
+                           sharc_reader_settings *s, read_opts *o)
+{
+    sharc_sampler_settings *st = &s->sampler;
+    switch (opt) {
+    case OPT_MAX_DURATION:
+        if (cli_parse_double(cmd, "--max-duration", val, 0, 1e9, &st->max_duration) < 0)
+            return -1;
+        return st->max_duration > 0 ? 0 : (cli_usage_error(cmd, "--max-duration must be > 0"), -1);
+    case OPT_MAX_CUTS:
+        return parse_u32("--max-cuts", val, 1, UINT32_MAX, &st->max_cuts);
+    case OPT_QUADRATIC:
+        if (cli_parse_double(cmd, "--quadratic-duration", val, 0, 1e9, &st->quadratic_duration) < 0)
+            return -1;
+        return st->quadratic_duration > 0
+                   ? 0
+                   : (cli_usage_error(cmd, "--quadratic-duration must be > 0"), -1);
+    case OPT_NUM_BUCKETS:
+        return parse_u32("--num-buckets", val, 1, 65536, &st->num_buckets);
+    case OPT_NUM_CUTS_FOR_BINS:
+        return parse_u32("--num-cuts-for-bins", val, 1, 1u << 24, &st->num_cuts_for_bins_estimate);
+    case OPT_BINS:
+        return cli_parse_double_list(cmd, "--bins", val, 0, 1e9, 1, &o->bins, &o->n_bins);
+    case OPT_BUCKET_BATCH_SIZE:
+        return cli_parse_u32_list(cmd, "--bucket-batch-size", val, 1, UINT32_MAX,
+                                  &o->bucket_batch_size, &o->n_bucket_batch_size);
+    case OPT_BUFFER_SIZE:
+        return parse_u32("--buffer-size", val, 1, 1u << 24, &st->buffer_size);
+    case OPT_MAX_BUFFER_BYTES:
+        return cli_parse_u64(cmd, "--max-buffer-bytes", val, &st->max_buffer_bytes);
+    case OPT_SHUFFLE:
+    case OPT_NO_SHUFFLE:
+        st->shuffle = opt == OPT_SHUFFLE;
+        return 0;
+    case OPT_DROP_LAST:
+        st->drop_last = 1;
+        return 0;
+    case OPT_MIN_DURATION:
+        return cli_parse_double(cmd, "--min-duration", val, 0, 1e9, &st->min_duration);
+    case OPT_MAX_CUT_DURATION:
+        if (cli_parse_double(cmd, "--max-cut-duration", val, 0, 1e9, &st->max_cut_duration) < 0)
+            return -1;
+        return st->max_cut_duration > 0
+                   ? 0
+                   : (cli_usage_error(cmd, "--max-cut-duration must be > 0"), -1);
+    case OPT_THREADS:
+        return cli_parse_int(cmd, "--threads", val, 0, 4096, &s->n_threads);
+    case OPT_PREFETCH:
+        return cli_parse_int(cmd, "--prefetch", val, 0, 1 << 16, &s->prefetch);
+    case OPT_SAVE_STATE_AT:
+        return parse_save_point(argc, argv, val, o);
+    case OPT_RESUME:
+        o->resume_file = val;
+        return 0;
+    case OPT_DUMP_DIR:
+        o->dump_dir = val;
+        return 0;
+    }
+    return 1;
+}
+
+/* Check the combination of options and fill in the defaults that depend on others. */
+static int finish_args(sharc_reader_settings *s, read_opts *o)
+{
+    if (o->cuts_mode && o->batch_only != NULL)
+        return cli_usage_error(cmd, "--%s applies to batches; it cannot be used with --cuts%s",
+                               o->batch_only,
+                               strcmp(o->batch_only, "no-shuffle") == 0
+                                   ? " (the shard order is set by --no-shuffle-shards)"
+                                   : "");
+    if (!o->cuts_mode && o->cuts_only != NULL)
+        return cli_usage_error(cmd, "--%s applies to --cuts (batches are always decoded)",
+                               o->cuts_only);
+    if (s->dp_rank >= s->dp_size)
+        return cli_usage_error(cmd, "--dp-rank %d must be less than --dp-size %d", s->dp_rank,
+                               s->dp_size);
+    if (o->cuts_mode)
+        return -1;
+    sharc_sampler_settings *st = &s->sampler;
+    if (o->bucket_batch_size != NULL) {
+        if (o->bins == NULL)
+            return cli_usage_error(cmd, "--bucket-batch-size needs --bins");
+        if (o->n_bucket_batch_size != o->n_bins)
+            return cli_usage_error(cmd,
+                                   "--bucket-batch-size has %zu numbers but --bins %zu: one per "
+                                   "bin is needed",
+                                   o->n_bucket_batch_size, o->n_bins);
+        if (st->max_duration > 0 || st->max_cuts > 0)
+            return cli_usage_error(
+                cmd, "--bucket-batch-size cannot be combined with --max-duration or --max-cuts");
+        st->bucket_batch_size = o->bucket_batch_size;
+    }
+    st->bins = o->bins;
+    st->n_bins = o->n_bins;
+    if (st->max_cut_duration > 0 && st->max_cut_duration < st->min_duration)
+        return cli_usage_error(cmd, "--max-cut-duration %g is less than --min-duration %g",
+                               st->max_cut_duration, st->min_duration);
+    if (!(st->max_duration > 0) && st->max_cuts == 0 && st->bucket_batch_size == NULL)
+        st->max_duration = DEFAULT_MAX_DURATION;
+    return -1;
+}
+
 /* Parse argv into settings and options. Returns -1 to continue, else an exit status. */
 static int parse_args(int argc, char **argv, sharc_reader_settings *s, read_opts *o)
 {
     int opt;
     while ((opt = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
-        int bad = 0;
+        int rc = 0;
         switch (opt) {
         case 'h':
             print_help();
             return CLI_EXIT_OK;
-        case OPT_LAYOUT:
-            bad = cli_parse_layout(cmd, optarg, &s->layout);
-            break;
-        case OPT_EPOCHS:
-            bad = cli_parse_u64(cmd, "--epochs", optarg, &s->epochs);
-            break;
-        case OPT_SEED:
-            bad = cli_parse_u64(cmd, "--seed", optarg, &s->seed);
-            break;
-        case OPT_NO_SHUFFLE:
-            s->shuffle_shards = 0;
-            break;
-        case OPT_DP_RANK:
-            bad = cli_parse_int(cmd, "--dp-rank", optarg, 0, 1 << 20, &s->dp_rank);
-            break;
-        case OPT_DP_SIZE:
-            bad = cli_parse_int(cmd, "--dp-size", optarg, 1, 1 << 20, &s->dp_size);
-            break;
-        case OPT_ON_ERROR:
-            bad = cli_parse_on_error(cmd, optarg, &s->on_error);
-            break;
-        case OPT_RATE:
-            bad = cli_parse_int(cmd, "--sampling-rate", optarg, 1, 1 << 24, &s->sampling_rate);
-            break;
-        case OPT_CHANNEL:
-            bad = cli_parse_int(cmd, "--channel", optarg, 0, 1 << 16, &s->channel);
+        case OPT_CUTS:
+            o->cuts_mode = 1;
             break;
         case OPT_NO_DECODE:
             s->decode = 0;
-            break;
-        case OPT_LIMIT:
-            bad = cli_parse_u64(cmd, "--limit", optarg, &o->limit);
-            if (!bad && o->limit == 0)
-                return cli_usage_error(cmd, "--limit must be at least 1");
+            o->cuts_only = o->cuts_only ? o->cuts_only : option_name(opt);
             break;
         case OPT_JSON:
             o->json = 1;
@@ -285,17 +1104,24 @@ static int parse_args(int argc, char **argv, sharc_reader_settings *s, read_opts
         case OPT_VERBOSE:
             o->verbose = 1;
             break;
-        default: /* getopt_long printed the reason */
+        case '?': /* getopt_long printed the reason */
             return cli_usage_error(cmd, "invalid option");
+        default:
+            rc = parse_reader_opt(opt, optarg, s, o);
+            if (rc == 1) {
+                rc = parse_batch_opt(opt, optarg, argc, argv, s, o);
+                if (o->batch_only == NULL)
+                    o->batch_only = option_name(opt);
+            }
         }
-        if (bad)
+        if (rc != 0)
             return CLI_EXIT_USAGE;
     }
     if (optind >= argc)
         return cli_usage_error(cmd, "no PATH given");
-    if (s->dp_rank >= s->dp_size)
-        return cli_usage_error(cmd, "--dp-rank %d must be less than --dp-size %d", s->dp_rank,
-                               s->dp_size);
+    int status = finish_args(s, o);
+    if (status >= 0)
+        return status;
     s->paths = (const char *const *)(argv + optind);
     s->n_paths = (size_t)(argc - optind);
     return -1;
@@ -307,50 +1133,13 @@ int cmd_read(int argc, char **argv)
     sharc_reader_default_settings(&s);
     read_opts o = {0};
     int status = parse_args(argc, argv, &s, &o);
-    if (status >= 0)
-        return status;
-    cli_logger(&s.logger,
-               o.quiet ? SHARC_LOG_ERROR : (o.verbose ? SHARC_LOG_INFO : SHARC_LOG_WARN));
-
-    double t0 = cli_now();
-    sharc_reader *r = NULL;
-    int rc = sharc_reader_open(&r, &s);
-    if (rc < 0) {
-        char why[1024];
-        cli_last_logged_error(why, sizeof why);
-        fprintf(stderr, "sharc read: cannot open the dataset: %s%s%s\n", sharc_strerror(rc),
-                why[0] ? ": " : "", why);
-        return CLI_EXIT_FAIL;
+    if (status < 0) {
+        cli_logger(&s.logger,
+                   o.quiet ? SHARC_LOG_ERROR : (o.verbose ? SHARC_LOG_INFO : SHARC_LOG_WARN));
+        status = o.cuts_mode ? run_cuts(&s, &o) : run_batches(&s, &o);
     }
-
-    uint64_t n = 0;
-    const sharc_cut *c = NULL;
-    while (o.limit == 0 || n < o.limit) {
-        rc = sharc_reader_next(r, &c);
-        if (rc != 0)
-            break;
-        n++;
-        if (o.json)
-            print_cut_json(c);
-        else if (!o.quiet)
-            print_cut_text(c);
-    }
-    double wall = cli_now() - t0;
-    const char *error = rc < 0 ? sharc_reader_last_error(r) : NULL;
-    if (error != NULL && error[0] == '\0')
-        error = sharc_strerror(rc);
-
-    sharc_reader_stats st;
-    sharc_reader_get_stats(r, &st);
-    if (o.json)
-        print_summary_json(r, &st, wall, error);
-    else
-        print_summary_text(r, &st, wall);
-    fflush(stdout);
-    /* The library has usually logged the error already; say it once more only if not. */
-    char logged[1024];
-    if (error != NULL && strcmp(cli_last_logged_error(logged, sizeof logged), error) != 0)
-        fprintf(stderr, "sharc read: error: %s\n", error);
-    sharc_reader_close(&r);
-    return cli_finish_output(cmd, rc < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK);
+    free(o.bins);
+    free(o.bucket_batch_size);
+    free(o.state);
+    return status;
 }

@@ -82,7 +82,7 @@ d=$tmp/c/shar
 exp=$tmp/c/shar.expected.jsonl
 # The expected file lists cuts in reading order; --num-cuts takes the first N in sorted
 # shard order, which is the order sharc buckets reads.
-expect_rc 0 "$SHARC" read --json --no-decode --no-shuffle "$d"
+expect_rc 0 "$SHARC" read --cuts --json --no-decode --no-shuffle-shards "$d"
 grep '"type":"cut"' "$tmp/out" >"$tmp/sorted.jsonl"
 expect_rc 0 "$SHARC" buckets --json --num-buckets 4 --num-cuts 25 "$d"
 "$PYTHON" "$tmp/check.py" "$tmp/out" "$tmp/sorted.jsonl" 4 0 0 25 >/dev/null || fail "--num-cuts"

@@ -13,8 +13,11 @@ expect_rc 2 "$SHARC" --frobnicate
 expect_rc 2 "$SHARC" help frobnicate
 
 # Every flag, the exit codes and an example are in each command's help.
-read_flags="--layout --epochs --seed --no-shuffle --dp-rank --dp-size --on-error --sampling-rate
-  --channel --no-decode --limit --json --quiet --verbose --help"
+read_flags="--layout --epochs --seed --shuffle-shards --no-shuffle-shards --dp-rank --dp-size
+  --on-error --sampling-rate --channel --limit --max-duration --max-cuts --quadratic-duration
+  --num-buckets --num-cuts-for-bins --bins --bucket-batch-size --buffer-size --max-buffer-bytes
+  --shuffle --no-shuffle --drop-last --min-duration --max-cut-duration --threads --prefetch
+  --save-state-at --resume --dump-dir --cuts --no-decode --json --quiet --verbose --help"
 validate_flags="--layout --threads --sampling-rate --max-member-bytes --json --per-cut
   --no-progress --verbose --help"
 for c in read validate; do
@@ -30,6 +33,8 @@ for c in read validate; do
     expect_rc 0 "$SHARC" "$c" -h
     cmp -s "$tmp/out" "$tmp/help-$c" || fail "'sharc $c -h' differs from --help"
 done
+expect_in "$tmp/help-read" "default 600 when neither"
+expect_in "$tmp/help-read" "audio_crc32"
 expect_in "$tmp/help-validate" "duplicate_id"
 expect_in "$tmp/help-validate" "rms_dbfs"
 
@@ -52,6 +57,30 @@ expect_rc 2 "$SHARC" read --limit 0 "$tmp"
 expect_rc 2 "$SHARC" read --sampling-rate 0 "$tmp"
 expect_rc 2 "$SHARC" read --channel -1 "$tmp"
 expect_rc 2 "$SHARC" read --frobnicate "$tmp"
+# Batch options: numbers, lists and combinations; --cuts refuses the batching options.
+expect_rc 2 "$SHARC" read --max-duration 0 "$tmp"
+expect_in "$tmp/err" "--max-duration must be > 0"
+expect_rc 2 "$SHARC" read --max-duration nan "$tmp"
+expect_rc 2 "$SHARC" read --max-cuts 0 "$tmp"
+expect_rc 2 "$SHARC" read --threads -1 "$tmp"
+expect_rc 2 "$SHARC" read --bins 3,1 "$tmp"
+expect_in "$tmp/err" "invalid value '3,1' for --bins"
+expect_rc 2 "$SHARC" read --bins 1,,3 "$tmp"
+expect_rc 2 "$SHARC" read --bucket-batch-size 8,4 "$tmp"
+expect_in "$tmp/err" "--bucket-batch-size needs --bins"
+expect_rc 2 "$SHARC" read --bins 2,4 --bucket-batch-size 8 "$tmp"
+expect_in "$tmp/err" "one per bin"
+expect_rc 2 "$SHARC" read --bins 2 --bucket-batch-size 8 --max-duration 10 "$tmp"
+expect_rc 2 "$SHARC" read --min-duration 3 --max-cut-duration 2 "$tmp"
+expect_rc 2 "$SHARC" read --save-state-at 3
+expect_in "$tmp/err" "--save-state-at needs a STEP and a FILE"
+expect_rc 2 "$SHARC" read --save-state-at x f "$tmp"
+expect_rc 2 "$SHARC" read --cuts --max-duration 10 "$tmp"
+expect_in "$tmp/err" "--max-duration applies to batches"
+expect_rc 2 "$SHARC" read --cuts --no-shuffle "$tmp"
+expect_in "$tmp/err" "--no-shuffle-shards"
+expect_rc 2 "$SHARC" read --no-decode "$tmp"
+expect_in "$tmp/err" "--no-decode applies to --cuts"
 expect_rc 2 "$SHARC" read --epochs
 expect_rc 2 "$SHARC" validate
 expect_in "$tmp/err" "Try 'sharc validate --help'."

@@ -24,7 +24,7 @@ for fmt in flac wav; do
     expect_rc 0 "$SHARC" validate --json --per-cut "$fx/$fmt"
     cp "$tmp/out" "$tmp/$fmt.jsonl"
     "$py" "$CLI_CHECK" lhotse "$tmp/$fmt.jsonl" "$fx/$fmt" "$fx/expected.json"
-    expect_rc 0 "$SHARC" read --json "$fx/$fmt"
+    expect_rc 0 "$SHARC" read --cuts --json "$fx/$fmt"
     cp "$tmp/out" "$tmp/$fmt-read.jsonl"
     check lhotse-read "$tmp/$fmt-read.jsonl" "$fx/expected.json"
 done

@@ -13,17 +13,17 @@ for corpus in flac wav; do
     for layout in shar nemo wds; do
         d=$tmp/$corpus/$layout
         exp=$tmp/$corpus/$layout.expected.jsonl
-        expect_rc 0 "$SHARC" read --json "$d"
+        expect_rc 0 "$SHARC" read --cuts --json "$d"
         cp "$tmp/out" "$tmp/$corpus-$layout.jsonl"
         check read "$tmp/$corpus-$layout.jsonl" "$exp"
 
-        expect_rc 0 "$SHARC" read --json --layout "$layout" --epochs 2 --seed 3 "$d"
+        expect_rc 0 "$SHARC" read --cuts --json --layout "$layout" --epochs 2 --seed 3 "$d"
         cp "$tmp/out" "$tmp/$corpus-$layout-e2.jsonl"
         check read "$tmp/$corpus-$layout-e2.jsonl" "$exp" 2
 
-        expect_rc 0 "$SHARC" read --json --dp-rank 0 --dp-size 2 --seed 9 "$d"
+        expect_rc 0 "$SHARC" read --cuts --json --dp-rank 0 --dp-size 2 --seed 9 "$d"
         cp "$tmp/out" "$tmp/r0.jsonl"
-        expect_rc 0 "$SHARC" read --json --dp-rank 1 --dp-size 2 --seed 9 "$d"
+        expect_rc 0 "$SHARC" read --cuts --json --dp-rank 1 --dp-size 2 --seed 9 "$d"
         cp "$tmp/out" "$tmp/r1.jsonl"
         check partition "$exp" "$tmp/r0.jsonl" "$tmp/r1.jsonl"
     done
@@ -31,33 +31,33 @@ done
 
 d=$tmp/flac/shar
 exp=$tmp/flac/shar.expected.jsonl
-expect_rc 0 "$SHARC" read --json --no-decode --no-shuffle "$d"
+expect_rc 0 "$SHARC" read --cuts --json --no-decode --no-shuffle-shards "$d"
 check no-decode "$tmp/out" "$exp"
-expect_rc 0 "$SHARC" read --json --limit 5 --epochs 0 "$d"
+expect_rc 0 "$SHARC" read --cuts --json --limit 5 --epochs 0 "$d"
 check limit "$tmp/out" 5
 
 # Three data-parallel ranks over three shards: each gets one shard.
 for r in 0 1 2; do
-    expect_rc 0 "$SHARC" read --json --dp-rank $r --dp-size 3 "$d"
+    expect_rc 0 "$SHARC" read --cuts --json --dp-rank $r --dp-size 3 "$d"
     cp "$tmp/out" "$tmp/r$r.jsonl"
 done
 check partition "$exp" "$tmp/r0.jsonl" "$tmp/r1.jsonl" "$tmp/r2.jsonl"
 
 # Text output: one line per cut with its id and shard:member, then the summary.
-expect_rc 0 "$SHARC" read "$d"
+expect_rc 0 "$SHARC" read --cuts "$d"
 n=$(wc -l <"$exp")
 [ "$(grep -c 'recording\.00000[0-2]\.tar\.gz:' "$tmp/out")" -eq "$n" ] || fail "text output: not $n cut lines"
 first=$("$PYTHON" -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["id"])' "$exp")
 expect_in "$tmp/out" "$first "
 expect_in "$tmp/out" "-- $n cuts"
 expect_in "$tmp/out" "layout shar"
-expect_rc 0 "$SHARC" read --quiet "$d"
+expect_rc 0 "$SHARC" read --cuts --quiet "$d"
 [ "$(wc -l <"$tmp/out")" -eq 3 ] || fail "--quiet printed more than the summary"
 
 # A wrong layout or a required rate that does not match is a read error: exit 1, message.
-expect_rc 1 "$SHARC" read --layout nemo "$d"
+expect_rc 1 "$SHARC" read --cuts --layout nemo "$d"
 [ -s "$tmp/err" ] || fail "no error message for --layout nemo on a Shar directory"
-expect_rc 1 "$SHARC" read --json --sampling-rate 8000 "$d"
+expect_rc 1 "$SHARC" read --cuts --json --sampling-rate 8000 "$d"
 # The summary carries the reader's message, which is also on stderr and names the rate.
 "$PYTHON" - "$tmp/out" "$tmp/err" <<'PYEOF'
 import json, sys
@@ -67,7 +67,7 @@ assert s["type"] == "summary" and s["error"] and "8000" in s["error"], s
 assert s["error"] in err, (s["error"], err)
 PYEOF
 # Under --on-error skip the same cuts are skipped and counted instead.
-expect_rc 0 "$SHARC" read --json --sampling-rate 8000 --on-error skip "$d"
+expect_rc 0 "$SHARC" read --cuts --json --sampling-rate 8000 --on-error skip "$d"
 "$PYTHON" - "$tmp/out" "$n" <<'PYEOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
