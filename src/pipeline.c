@@ -1147,6 +1147,7 @@ void sharc__pipeline_stop(sharc_reader *r)
     sharc__free(&r->ctx, p->slots);
     sharc__free(&r->ctx, p->keys);
     sharc__free(&r->ctx, p->last_state);
+    r->report_lock = NULL;
     pthread_cond_destroy(&p->cv);
     pthread_mutex_destroy(&p->mu);
     sharc__free(&r->ctx, p);
@@ -1168,6 +1169,7 @@ int sharc__pipeline_start(sharc_reader *r)
     r->pipe = p;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
+    r->report_lock = &p->mu;
     p->n_slots = (size_t)(r->s.prefetch > 0 ? r->s.prefetch : 1);
     p->n_workers = r->s.n_threads > 0 ? r->s.n_threads : online_cores();
     p->slots = sharc__calloc(&r->ctx, p->n_slots, sizeof *p->slots);

@@ -132,6 +132,8 @@ void sharc__reader_report(sharc_reader *r, int code, const sharc__stream_error *
 {
     r->stats.problems[e->kind]++;
     if (r->s.on_problem) {
+        if (r->report_lock)
+            pthread_mutex_lock(r->report_lock);
         sharc_problem_report p = {e->kind,
                                   code,
                                   e->path,
@@ -139,6 +141,8 @@ void sharc__reader_report(sharc_reader *r, int code, const sharc__stream_error *
                                   e->cut_id.len ? sharc__buf_str(&e->cut_id) : NULL,
                                   message};
         r->s.on_problem(r->s.problem_cookie, &p);
+        if (r->report_lock)
+            pthread_mutex_unlock(r->report_lock);
     }
 }
 

@@ -5,6 +5,8 @@
 #ifndef SHARC_SRC_READER_IMPL_H
 #define SHARC_SRC_READER_IMPL_H
 
+#include <pthread.h>
+
 #include "audio.h"
 #include "ctx.h"
 #include "cut.h"
@@ -50,6 +52,9 @@ struct sharc_reader {
     int mode; ///< 0 unused, 1 cuts, 2 batches
     int failed;
     sharc__pipeline *pipe;
+    /** Held around on_problem calls once worker threads exist, so the callback is never
+     *  entered by two threads at once. */
+    pthread_mutex_t *report_lock;
 };
 
 /** What decoding one cut needs, whichever thread does it. */

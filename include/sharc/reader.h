@@ -150,12 +150,13 @@ typedef struct sharc_reader_settings {
     int max_held_batches;           ///< batches the caller may hold at once (default 4)
     const void *resume_state;       ///< a blob from sharc_reader_state_save(), copied; NULL = start
     size_t resume_state_size;       ///< size of resume_state
-    void (*on_problem)(void *cookie,
-                       const sharc_problem_report *p); ///< problem sink (default NULL)
-    void *problem_cookie;                              ///< passed to on_problem (default NULL)
-    sharc_logger logger;                               ///< log sink (default: stderr, WARN)
-    sharc_allocator allocator;                         ///< host allocator (default: malloc)
-    uint8_t reserved[16];                              ///< must be zero
+    /** Problem sink (default NULL). In batch mode it is called from the library's threads,
+     *  never from two at once. */
+    void (*on_problem)(void *cookie, const sharc_problem_report *p);
+    void *problem_cookie;      ///< passed to on_problem (default NULL)
+    sharc_logger logger;       ///< log sink (default: stderr, WARN)
+    sharc_allocator allocator; ///< host allocator (default: malloc)
+    uint8_t reserved[16];      ///< must be zero
 } sharc_reader_settings;
 
 /** Counters, cumulative since open. */
