@@ -358,6 +358,112 @@ START_TEST(backpressure_and_mode_errors)
 }
 END_TEST
 
+static int problems_seen;
+static char problem_cut[256];
+static void count_problem(void *cookie, const sharc_problem_report *p)
+{
+    (void)cookie;
+    problems_seen++;
+    snprintf(problem_cut, sizeof problem_cut, "%s", p->cut_id ? p->cut_id : "");
+}
+
+/* A corrupt member: FAIL stops at its batch naming it; SKIP drops just that row. */
+START_TEST(decode_errors_under_both_policies)
+{
+    char *dir = tu_mkdtemp();
+    ck_assert_int_eq(tu_sh("'%s' --out '%s' --layout shar --compress none --shards 2 "
+                           "--cuts-per-shard 6 --max-duration 4 >/dev/null",
+                           getenv("SHARC_GEN"), dir),
+                     0);
+    /* The third cut of shard 1 gets a garbage FLAC body. */
+    char bad_member[256] = "", bad_id[256] = "";
+    char exp[600];
+    snprintf(exp, sizeof exp, "%s/shar.expected.jsonl", dir);
+    FILE *f = fopen(exp, "r");
+    char line[4096];
+    for (int i = 0; i < 9 && fgets(line, sizeof line, f); i++) {
+        cJSON *o = cJSON_Parse(line);
+        snprintf(bad_member, sizeof bad_member, "%s",
+                 cJSON_GetObjectItem(o, "member")->valuestring);
+        snprintf(bad_id, sizeof bad_id, "%s", cJSON_GetObjectItem(o, "id")->valuestring);
+        cJSON_Delete(o);
+    }
+    fclose(f);
+    ck_assert_int_eq(
+        tu_sh("cd '%s/shar' && python3 '%s/corrupt.py' tar-replace recording.000001.tar "
+              "'%s' @flac-garbage:2000",
+              dir, getenv("SHARC_TESTS_SRC"), bad_member),
+        0);
+    char path[600];
+    snprintf(path, sizeof path, "%s/shar", dir);
+    const char *paths[] = {path};
+    sharc_reader_settings s;
+    sharc_reader_default_settings(&s);
+    s.paths = paths;
+    s.n_paths = 1;
+    s.n_threads = 2;
+    s.sampler.max_duration = 12;
+    s.logger.callback = NULL;
+    s.on_problem = count_problem;
+    sharc_reader *r;
+    sharc_batch *b;
+    int rc;
+    size_t cuts = 0;
+    problems_seen = 0;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    while ((rc = sharc_reader_next_batch(r, &b)) == 0) {
+        cuts += (size_t)sharc_batch_tensor(b, "audio")->shape[0];
+        sharc_batch_release(b);
+    }
+    ck_assert_int_eq(rc, SHARC_ERR_DECODE);
+    ck_assert_ptr_nonnull(strstr(sharc_reader_last_error(r), bad_member));
+    ck_assert_ptr_nonnull(strstr(sharc_reader_last_error(r), bad_id));
+    ck_assert_int_eq(sharc_reader_next_batch(r, &b), SHARC_ERR_DECODE); /* sticks */
+    ck_assert_int_eq(problems_seen, 1);
+    ck_assert_str_eq(problem_cut, bad_id);
+    ck_assert_uint_lt(cuts, 12);
+    sharc_reader_close(&r);
+
+    s.on_error = SHARC_ON_ERROR_SKIP;
+    problems_seen = 0;
+    cuts = 0;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    while ((rc = sharc_reader_next_batch(r, &b)) == 0) {
+        const sharc_tensor *audio = sharc_batch_tensor(b, "audio");
+        const sharc_tensor *lens = sharc_batch_tensor(b, "audio_lens");
+        const sharc_tensor *ids = sharc_batch_tensor(b, "cut_id_offsets");
+        ck_assert_int_eq(lens->shape[0], audio->shape[0]);
+        ck_assert_int_eq(ids->shape[0], audio->shape[0] + 1);
+        for (int64_t i = 0; i < audio->shape[0]; i++) {
+            size_t n;
+            const char *id = sharc_batch_string(b, "cut_id", (size_t)i, &n);
+            ck_assert_msg(!(n == strlen(bad_id) && memcmp(id, bad_id, n) == 0),
+                          "the corrupt cut was not dropped");
+            /* Rows kept after compaction are still non-zero audio of the right length. */
+            const float *row = (const float *)audio->data + i * audio->shape[1];
+            int32_t len = ((const int32_t *)lens->data)[i];
+            float peak = 0;
+            for (int32_t t = 0; t < len; t++)
+                peak = fabsf(row[t]) > peak ? fabsf(row[t]) : peak;
+            ck_assert_float_gt(peak, 0.01f);
+        }
+        cuts += (size_t)audio->shape[0];
+        sharc_batch_release(b);
+    }
+    ck_assert_int_eq(rc, SHARC_END);
+    ck_assert_uint_eq(cuts, 11);
+    ck_assert_int_eq(problems_seen, 1);
+    sharc_reader_stats st;
+    sharc_reader_get_stats(r, &st);
+    ck_assert_uint_eq(st.cuts, 11);
+    ck_assert_uint_eq(st.skipped_cuts, 1);
+    ck_assert_uint_eq(st.problems[SHARC_PROBLEM_DECODE], 1);
+    sharc_reader_close(&r);
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("pipeline");
@@ -369,6 +475,7 @@ int main(void)
     tcase_add_test(tc, resume_equals_uninterrupted);
     tcase_add_test(tc, corrupt_states_are_rejected);
     tcase_add_test(tc, backpressure_and_mode_errors);
+    tcase_add_test(tc, decode_errors_under_both_policies);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     /* One corpus for all tests: run them in this process. */
