@@ -358,6 +358,76 @@ START_TEST(backpressure_and_mode_errors)
 }
 END_TEST
 
+/* NeMo (offset rows, -subN) and WebDataset (lengths from headers) in batches, sample-exact. */
+START_TEST(every_layout_in_batches)
+{
+    static const char *layouts[] = {"shar", "nemo", "wds"};
+    char *dir = tu_mkdtemp();
+    ck_assert_int_eq(tu_sh("'%s' --out '%s' --layout all --compress gzip --shards 3 "
+                           "--cuts-per-shard 6 --max-duration 5 >/dev/null",
+                           getenv("SHARC_GEN"), dir),
+                     0);
+    for (int l = 0; l < 3; l++) {
+        char path[600], exp[700];
+        snprintf(path, sizeof path, "%s/%s", dir, layouts[l]);
+        snprintf(exp, sizeof exp, "%s/%s.expected.jsonl", dir, layouts[l]);
+        size_t n;
+        char *text = (char *)tu_read_file(exp, &n);
+        text = realloc(text, n + 1);
+        text[n] = 0;
+        cJSON *want[64];
+        size_t n_want = 0;
+        for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"))
+            want[n_want++] = cJSON_Parse(line);
+        free(text);
+        const char *paths[] = {path};
+        sharc_reader_settings s;
+        sharc_reader_default_settings(&s);
+        s.paths = paths;
+        s.n_paths = 1;
+        s.n_threads = 2;
+        s.sampler.max_duration = 15;
+        s.logger.callback = NULL;
+        sharc_reader *r;
+        sharc_batch *b;
+        int rc, seen[64] = {0};
+        ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+        while ((rc = sharc_reader_next_batch(r, &b)) == 0) {
+            const sharc_tensor *audio = sharc_batch_tensor(b, "audio");
+            const sharc_tensor *lens = sharc_batch_tensor(b, "audio_lens");
+            for (int64_t i = 0; i < audio->shape[0]; i++) {
+                size_t idlen;
+                const char *id = sharc_batch_string(b, "cut_id", (size_t)i, &idlen);
+                size_t k = 0;
+                while (k < n_want &&
+                       !(strlen(cJSON_GetObjectItem(want[k], "id")->valuestring) == idlen &&
+                         memcmp(cJSON_GetObjectItem(want[k], "id")->valuestring, id, idlen) == 0))
+                    k++;
+                ck_assert_msg(k < n_want, "%s: unexpected cut %.*s", layouts[l], (int)idlen, id);
+                seen[k]++;
+                int32_t len = ((const int32_t *)lens->data)[i];
+                ck_assert_int_eq(len, cJSON_GetObjectItem(want[k], "num_samples")->valueint);
+                uint64_t seed = (uint64_t)cJSON_GetObjectItem(want[k], "cut_seed")->valuedouble;
+                int64_t off = (int64_t)cJSON_GetObjectItem(want[k], "offset_frames")->valuedouble;
+                const float *row = (const float *)audio->data + i * audio->shape[1];
+                for (int32_t t = 0; t < len; t++)
+                    if (row[t] != synth_sample_f32(seed, off + t, 0))
+                        ck_abort_msg("%s cut %.*s frame %d differs", layouts[l], (int)idlen, id, t);
+            }
+            sharc_batch_release(b);
+        }
+        ck_assert_msg(rc == SHARC_END, "%s: %s", layouts[l], sharc_reader_last_error(r));
+        for (size_t k = 0; k < n_want; k++) {
+            ck_assert_int_eq(seen[k], 1);
+            cJSON_Delete(want[k]);
+        }
+        sharc_reader_close(&r);
+    }
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
 static int problems_seen;
 static char problem_cut[256];
 static void count_problem(void *cookie, const sharc_problem_report *p)
@@ -476,6 +546,7 @@ int main(void)
     tcase_add_test(tc, corrupt_states_are_rejected);
     tcase_add_test(tc, backpressure_and_mode_errors);
     tcase_add_test(tc, decode_errors_under_both_policies);
+    tcase_add_test(tc, every_layout_in_batches);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     /* One corpus for all tests: run them in this process. */
