@@ -13,6 +13,7 @@
 #include <zlib.h>
 
 #include "cli.h"
+#include "cli_loader.h"
 #include "npy.h"
 
 static const char *const cmd = "read";
@@ -49,6 +50,7 @@ typedef struct read_opts {
     size_t n_bucket_batch_size;
     void *state; /* the --resume blob */
     size_t state_size;
+    cli_dist dist; /* --transport, --mesh */
 } read_opts;
 
 static void print_help(void)
@@ -82,8 +84,9 @@ static void print_help(void)
            "  --limit N           stop after N batches (N cuts with --cuts) (default: no limit)\n"
            "\n");
     printf("Batching (see docs/sampler.md for the Lhotse and NeMo names of each):\n"
-           "  --max-duration S    padded seconds per batch: a bucket's batch stops before\n"
-           "                      (n+1) * longest > S (default %g when neither --max-cuts nor\n"
+           "  --max-duration S    padded seconds per batch: cuts are taken from a bucket until\n"
+           "                      the n taken so far, the longest lasting L, have (n+1) * L > S\n"
+           "                      (Lhotse's rule) (default %g when neither --max-cuts nor\n"
            "                      --bucket-batch-size is given, else none)\n"
            "  --max-cuts N        at most N cuts per batch (default: no limit)\n"
            "  --quadratic-duration Q  a cut of d seconds counts as d + d*d/Q (default: off)\n"
@@ -126,6 +129,7 @@ static void print_help(void)
            "                      batching options are then refused\n"
            "  --no-decode         do not decode audio (faster; sample_sum is null) (--cuts only)\n"
            "\n"
+           "Distributed (batches; see docs/training-loop.md):\n" CLI_DIST_HELP "\n"
            "Output:\n"
            "  --json              print JSON Lines instead of text (see below)\n"
            "  --quiet             print only the summary; library warnings are not shown\n"
@@ -138,7 +142,7 @@ static void print_help(void)
            "JSON output (batches): one object per batch\n"
            "  {\"type\":\"batch\",\"step\",\"epoch\",\"cuts\",\"ids\":[...],\"frames\","
            "\"audio_seconds\",\n"
-           "   \"padded_seconds\",\"audio_crc32\"}\n"
+           "   \"padded_seconds\",\"audio_crc32\",\"rank\",\"source\"}\n"
            "where frames is T of the [cuts, T] audio tensor, audio_seconds the sum of the cuts'\n"
            "durations, padded_seconds cuts * T / sampling rate (the rate given by\n"
            "--sampling-rate, else the one the lengths and durations imply) and audio_crc32 the\n"
@@ -150,8 +154,11 @@ static void print_help(void)
            "   \"reader\":{\"batches\",\"cuts\",\"audio_seconds\",\"padded_seconds\","
            "\"filtered_cuts\",\n"
            "   \"dropped_cuts\",\"shards\",\"skipped_cuts\",\"skipped_shards\",\"problems\":{...}},"
-           "\"error\"}\n"
-           "where the top-level counts are this run's printed batches, reader holds the library's\n"
+           "\"rank\",\n"
+           "   \"source\",\"error\"}\n"
+           "where rank is this process's rank and source says whether it read the batches (a\n"
+           "peer received them from its group's source), the top-level counts are this run's "
+           "printed batches, reader holds the library's\n"
            "cumulative counters (they include what a resumed state had counted, and the reader\n"
            "may have planned batches beyond the last one printed), saved_states lists\n"
            "{\"step\",\"file\",\"bytes\"} and error is null or the error message.\n"
@@ -178,6 +185,7 @@ static void print_help(void)
         "\n"
         "Example:\n"
         "  sharc read --json --max-duration 200 --num-buckets 8 --threads 4 data/shar\n"
+        "  mpirun -n 4 sharc read --transport mpi --mesh dp=2,cp=2 --json data/shar\n"
         "  sharc read --save-state-at 100 state.bin --limit 101 data/shar\n"
         "  sharc read --resume state.bin --dump-dir /tmp/batches --limit 5 data/shar\n"
         "  sharc read --cuts --json --epochs 2 --seed 7 --dp-rank 0 --dp-size 4 data/shar\n");
@@ -347,6 +355,44 @@ static int open_reader(const sharc_reader_settings *s, sharc_reader **r)
     return rc;
 }
 
+/*
+ * Batches come from a loader: under --transport/--mesh the source rank of each group reads
+ * and its peers receive; alone it is a plain reader. A dataset the source cannot open is
+ * reported by its first next, which also tells the peers.
+ */
+static const char *loader_error(const sharc_loader *l, int rc)
+{
+    if (rc >= 0)
+        return NULL;
+    const char *error = sharc_loader_last_error(l);
+    return error[0] ? error : sharc_strerror(rc);
+}
+
+static int open_loader(const sharc_reader_settings *s, read_opts *o, sharc_loader **l)
+{
+    if (cli_dist_setup(cmd, &o->dist) != 0)
+        return -1;
+    sharc_loader_settings ls;
+    sharc_loader_default_settings(&ls);
+    ls.reader = *s;
+    cli_dist_apply(&o->dist, &ls);
+    int rc = sharc_loader_open(l, &ls);
+    if (rc == 0 && sharc_loader_is_source(*l) && sharc_loader_reader(*l) == NULL) {
+        sharc_batch *b = NULL;
+        rc = sharc_loader_next(*l, &b); /* sends the reason to the peers */
+        fprintf(stderr, "sharc read: %s\n", sharc_loader_last_error(*l));
+        sharc_loader_close(l);
+    } else if (rc < 0) {
+        char why[1024];
+        cli_last_logged_error(why, sizeof why);
+        fprintf(stderr, "sharc read: cannot open the loader: %s%s%s\n", sharc_strerror(rc),
+                why[0] ? ": " : "", why);
+    }
+    if (rc < 0)
+        cli_dist_close(&o->dist);
+    return rc;
+}
+
 static int run_cuts(const sharc_reader_settings *s, const read_opts *o)
 {
     double t0 = cli_now();
@@ -485,7 +531,8 @@ static int batch_info_compute(const sharc_batch *b, int given_rate, batch_info *
     return 0;
 }
 
-static void print_batch_json(const sharc_batch *b, const batch_info *bi)
+static void print_batch_json(const sharc_batch *b, const batch_info *bi, const cli_dist *d,
+                             const sharc_loader *l)
 {
     FILE *f = stdout;
     fprintf(f, "{\"type\":\"batch\",\"step\":%" PRIu64 ",\"epoch\":%" PRIu64 ",\"cuts\":%" PRId64,
@@ -507,7 +554,9 @@ static void print_batch_json(const sharc_batch *b, const batch_info *bi)
     cli_json_num(f, bi->audio_seconds);
     cli_json_key(f, "padded_seconds", 0);
     cli_json_num(f, bi->padded_seconds);
-    fprintf(f, ",\"audio_crc32\":%" PRIu32 "}\n", bi->crc);
+    fprintf(f, ",\"audio_crc32\":%" PRIu32, bi->crc);
+    cli_dist_json(f, d, l);
+    fputs("}\n", f);
 }
 
 static void print_batch_text(const sharc_batch *b, const batch_info *bi)
@@ -583,18 +632,22 @@ static int write_file_atomic(const char *path, const void *data, size_t n)
     return err;
 }
 
-static int save_state(sharc_reader *r, save_point *sp, batch_run *run, size_t *bytes)
+static int save_state(sharc_loader *l, save_point *sp, batch_run *run, size_t *bytes)
 {
     size_t size = 0;
     void *buf = NULL;
-    int rc = sharc_reader_state_save(r, NULL, 0, &size);
+    int rc = sharc_loader_state_save(l, NULL, 0, &size);
+    if (rc == 0 && !sharc_loader_is_source(l)) {
+        sp->done = 1; /* the state lives on the source; a peer's is empty */
+        return 0;
+    }
     if (rc == SHARC_ERR(ENOSPC) && (buf = malloc(size ? size : 1)) != NULL)
-        rc = sharc_reader_state_save(r, buf, size, &size);
+        rc = sharc_loader_state_save(l, buf, size, &size);
     else if (rc == SHARC_ERR(ENOSPC))
         rc = SHARC_ERR(ENOMEM);
     if (rc < 0) {
         snprintf(run->error, sizeof run->error, "cannot save the state after step %" PRIu64 ": %s",
-                 sp->step, reader_error(r, rc));
+                 sp->step, sharc_loader_last_error(l));
         free(buf);
         return -1;
     }
@@ -640,7 +693,7 @@ static int read_state_file(read_opts *o)
 }
 
 /* Print, dump and save as asked for one batch. */
-static int handle_batch(sharc_reader *r, const sharc_batch *b, read_opts *o, int given_rate,
+static int handle_batch(sharc_loader *l, const sharc_batch *b, read_opts *o, int given_rate,
                         batch_run *run, FILE *saved)
 {
     batch_info bi;
@@ -653,7 +706,7 @@ static int handle_batch(sharc_reader *r, const sharc_batch *b, read_opts *o, int
     run->audio_seconds += bi.audio_seconds;
     run->padded_seconds += bi.padded_seconds;
     if (o->json)
-        print_batch_json(b, &bi);
+        print_batch_json(b, &bi, &o->dist, l);
     else if (!o->quiet)
         print_batch_text(b, &bi);
     if (o->dump_dir != NULL && dump_batch(o->dump_dir, b, run) < 0)
@@ -663,7 +716,7 @@ static int handle_batch(sharc_reader *r, const sharc_batch *b, read_opts *o, int
         size_t bytes = 0;
         if (sp->step != b->step)
             continue;
-        if (save_state(r, sp, run, &bytes) < 0)
+        if (save_state(l, sp, run, &bytes) < 0)
             return -1;
         /* Listed in the summary: keep the entries as JSON text until then. */
         fprintf(saved, "%s{\"step\":%" PRIu64 ",\"file\":", ftell(saved) > 0 ? "," : "", sp->step);
@@ -694,7 +747,7 @@ static void print_reader_stats_json(FILE *f, const sharc_reader_stats *st)
 
 static void print_batch_summary_json(const sharc_reader *r, const batch_run *run,
                                      const sharc_reader_stats *st, double wall, const char *saved,
-                                     const char *error)
+                                     const char *error, const cli_dist *d, const sharc_loader *l)
 {
     FILE *f = stdout;
     fputc('{', f);
@@ -719,6 +772,7 @@ static void print_batch_summary_json(const sharc_reader *r, const batch_run *run
     cli_json_num(f, wall > 0 ? run->audio_seconds / wall : 0.0);
     fprintf(f, ",\"saved_states\":[%s]", saved);
     print_reader_stats_json(f, st);
+    cli_dist_json(f, d, l);
     cli_json_key(f, "error", 0);
     cli_json_str(f, error);
     fputs("}\n", f);
@@ -783,31 +837,34 @@ static int run_batches(sharc_reader_settings *s, read_opts *o)
         return CLI_EXIT_FAIL;
     }
     double t0 = cli_now();
-    sharc_reader *r = NULL;
-    if (open_reader(s, &r) < 0) {
+    sharc_loader *l = NULL;
+    if (open_loader(s, o, &l) < 0) {
         fclose(saved_f);
         free(saved);
         return CLI_EXIT_FAIL;
     }
+    const sharc_reader *r = sharc_loader_reader(l); /* NULL on peers */
     int rc = 0, failed = 0;
     while (!failed && (o->limit == 0 || run.batches < o->limit)) {
         sharc_batch *b = NULL;
-        rc = sharc_reader_next_batch(r, &b);
+        rc = sharc_loader_next(l, &b);
         if (rc != 0)
             break;
-        failed = handle_batch(r, b, o, s->sampling_rate, &run, saved_f) < 0;
+        failed = handle_batch(l, b, o, s->sampling_rate, &run, saved_f) < 0;
         sharc_batch_release(b);
     }
     double wall = cli_now() - t0;
     if (!failed && rc >= 0)
         failed = check_saves_done(o, &run) < 0;
     fclose(saved_f);
-    const char *error = failed ? run.error : reader_error(r, rc);
+    const char *error = failed ? run.error : loader_error(l, rc);
 
     sharc_reader_stats st;
-    sharc_reader_get_stats(r, &st);
+    memset(&st, 0, sizeof st);
+    if (r != NULL)
+        sharc_reader_get_stats(r, &st);
     if (o->json)
-        print_batch_summary_json(r, &run, &st, wall, saved ? saved : "", error);
+        print_batch_summary_json(r, &run, &st, wall, saved ? saved : "", error, &o->dist, l);
     else
         print_batch_summary_text(r, &run, &st, wall);
     fflush(stdout);
@@ -818,7 +875,8 @@ static int run_batches(sharc_reader_settings *s, read_opts *o)
     if (rc == SHARC_ERR_STATE && o->resume_file != NULL)
         fprintf(stderr, "sharc read: the state in %s was not accepted\n", o->resume_file);
     free(saved);
-    sharc_reader_close(&r);
+    sharc_loader_close(&l);
+    cli_dist_close(&o->dist);
     return cli_finish_output(cmd, failed || rc < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK);
 }
 
@@ -901,6 +959,7 @@ static const struct option long_opts[] = {
     {"json", no_argument, NULL, OPT_JSON},
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"verbose", no_argument, NULL, OPT_VERBOSE},
+    CLI_DIST_LONG_OPTIONS,
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -1046,6 +1105,9 @@ static int finish_args(sharc_reader_settings *s, read_opts *o)
                                strcmp(o->batch_only, "no-shuffle") == 0
                                    ? " (the shard order is set by --no-shuffle-shards)"
                                    : "");
+    if (o->cuts_mode && cli_dist_active(&o->dist))
+        return cli_usage_error(cmd, "--transport and --mesh broadcast batches; they cannot be "
+                                    "used with --cuts");
     if (!o->cuts_mode && o->cuts_only != NULL)
         return cli_usage_error(cmd, "--%s applies to --cuts (batches are always decoded)",
                                o->cuts_only);
@@ -1104,6 +1166,10 @@ static int parse_args(int argc, char **argv, sharc_reader_settings *s, read_opts
         case OPT_VERBOSE:
             o->verbose = 1;
             break;
+        case CLI_OPT_TRANSPORT:
+        case CLI_OPT_MESH:
+            rc = cli_dist_option(cmd, &o->dist, opt, optarg) < 0;
+            break;
         case '?': /* getopt_long printed the reason */
             return cli_usage_error(cmd, "invalid option");
         default:
@@ -1132,6 +1198,7 @@ int cmd_read(int argc, char **argv)
     sharc_reader_settings s;
     sharc_reader_default_settings(&s);
     read_opts o = {0};
+    cli_dist_init(&o.dist);
     int status = parse_args(argc, argv, &s, &o);
     if (status < 0) {
         cli_logger(&s.logger,

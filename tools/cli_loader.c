@@ -1,0 +1,165 @@
+/*
+ * --transport and --mesh for the commands that open a sharc_loader (see cli_loader.h).
+ */
+#include "cli_loader.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+#if SHARC_CLI_HAVE_MPI
+#include <sharc/mpi.h>
+#endif
+
+void cli_dist_init(cli_dist *d)
+{
+    memset(d, 0, sizeof *d);
+    d->transport = "self";
+    d->world_size = 1;
+}
+
+int cli_dist_option(const char *cmd, cli_dist *d, int opt, const char *arg)
+{
+    switch (opt) {
+    case CLI_OPT_TRANSPORT:
+        if (strcmp(arg, "self") != 0 && strcmp(arg, "mpi") != 0 && strcmp(arg, "nccl") != 0) {
+            cli_usage_error(cmd, "--transport must be self, mpi or nccl, not '%s'", arg);
+            return -1;
+        }
+        d->transport = arg;
+        return 1;
+    case CLI_OPT_MESH:
+        d->mesh_spec = arg;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+int cli_dist_active(const cli_dist *d)
+{
+    return strcmp(d->transport, "self") != 0 || d->mesh_spec != NULL;
+}
+
+/* Rank and size of a process started without MPI (torchrun-style variables). */
+static int env_rank(cli_dist *d)
+{
+    if (cli_env_int("WORLD_SIZE", 1, 1 << 20, &d->world_size) < 0 ||
+        cli_env_int("RANK", 0, 1 << 20, &d->rank) < 0)
+        return -1;
+    return d->rank < d->world_size ? 0 : -1;
+}
+
+#if SHARC_CLI_HAVE_MPI
+static int mpi_setup(const char *cmd, cli_dist *d)
+{
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited) {
+        if (MPI_Init(NULL, NULL) != MPI_SUCCESS) {
+            fprintf(stderr, "sharc %s: MPI_Init failed\n", cmd);
+            return -1;
+        }
+        d->mpi_initialized = 1;
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &d->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &d->world_size);
+    return 0;
+}
+
+static int mpi_transport(const char *cmd, cli_dist *d)
+{
+    if (strcmp(d->transport, "nccl") == 0) {
+        int device = 0;
+        if (cli_env_int("LOCAL_RANK", 0, 1 << 16, &device) == 0)
+            cli_env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0, 1 << 16, &device);
+        return sharc_transport_nccl_bootstrap_mpi(&d->t, MPI_COMM_WORLD, &d->mesh, device, NULL);
+    }
+    /* Split here rather than with sharc_transport_mpi_split, so that `sharc bench` can run a
+     * raw MPI_Bcast on the very communicator the loader uses. */
+    MPI_Comm *comm = malloc(sizeof *comm);
+    if (comm == NULL)
+        return SHARC_ERR(ENOMEM);
+    if (MPI_Comm_split(MPI_COMM_WORLD, sharc_mesh_dp_rank(&d->mesh),
+                       sharc_mesh_group_rank(&d->mesh), comm) != MPI_SUCCESS) {
+        free(comm);
+        fprintf(stderr, "sharc %s: MPI_Comm_split failed\n", cmd);
+        return SHARC_ERR_MPI;
+    }
+    MPI_Comm_set_errhandler(*comm, MPI_ERRORS_RETURN);
+    d->comm = comm;
+    return sharc_transport_mpi_open(&d->t, *comm, NULL);
+}
+#endif
+
+int cli_dist_setup(const char *cmd, cli_dist *d)
+{
+    int use_mpi = strcmp(d->transport, "self") != 0;
+#if SHARC_CLI_HAVE_MPI
+    if (use_mpi && mpi_setup(cmd, d) < 0)
+        return CLI_EXIT_FAIL;
+#else
+    if (use_mpi) {
+        fprintf(stderr, "sharc %s: --transport %s needs sharc built with MPI\n", cmd, d->transport);
+        return CLI_EXIT_FAIL;
+    }
+#endif
+    if (!use_mpi && env_rank(d) < 0)
+        return cli_usage_error(cmd, "RANK/WORLD_SIZE are not a valid rank and size");
+    char spec[64];
+    snprintf(spec, sizeof spec, "dp=%d", d->world_size);
+    if (sharc_mesh_parse(&d->mesh, d->mesh_spec ? d->mesh_spec : spec, d->rank, d->world_size) < 0)
+        return cli_usage_error(cmd, "--mesh: %s", d->mesh.error);
+    if (sharc_mesh_group_size(&d->mesh) == 1 && strcmp(d->transport, "nccl") != 0)
+        return 0; /* a group of one needs no transport at all */
+    if (!use_mpi)
+        return cli_usage_error(cmd,
+                               "--mesh %s puts %d ranks in a broadcast group: use --transport mpi "
+                               "or nccl under mpirun",
+                               d->mesh_spec, sharc_mesh_group_size(&d->mesh));
+    int rc = 0;
+#if SHARC_CLI_HAVE_MPI
+    rc = mpi_transport(cmd, d);
+#endif
+    if (rc < 0) {
+        char why[1024];
+        fprintf(stderr, "sharc %s: cannot open the %s transport: %s%s%s\n", cmd, d->transport,
+                sharc_strerror(rc), cli_last_logged_error(why, sizeof why)[0] ? ": " : "", why);
+        return CLI_EXIT_FAIL;
+    }
+    return 0;
+}
+
+void cli_dist_apply(const cli_dist *d, sharc_loader_settings *s)
+{
+    s->mesh = d->mesh;
+    s->transport = d->t;
+}
+
+void cli_dist_json(FILE *f, const cli_dist *d, const sharc_loader *l)
+{
+    fprintf(f, ",\"rank\":%d,\"source\":%s", d->rank,
+            l == NULL || sharc_loader_is_source(l) ? "true" : "false");
+}
+
+void *cli_dist_mpi_comm(const cli_dist *d)
+{
+    return d->comm;
+}
+
+void cli_dist_close(cli_dist *d)
+{
+    sharc_transport_close(&d->t);
+#if SHARC_CLI_HAVE_MPI
+    if (d->comm != NULL) {
+        MPI_Comm_free((MPI_Comm *)d->comm);
+        free(d->comm);
+        d->comm = NULL;
+    }
+    if (d->mpi_initialized)
+        MPI_Finalize();
+#endif
+    d->mpi_initialized = 0;
+}
