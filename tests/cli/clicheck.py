@@ -212,6 +212,261 @@ def check_min_cuts(out, n):
     print(f"ok {out}: {len(cuts)} cuts")
 
 
+# ---- batches (sharc read without --cuts) ----
+
+def split_batches(path):
+    """(batch objects, summary) of a batch-mode --json run; the summary must be last."""
+    rows = load_jsonl(path)
+    if not rows or rows[-1].get("type") != "summary":
+        fail(f"{path}: the last line is not a summary")
+    batches = rows[:-1]
+    for r in batches:
+        if r.get("type") != "batch":
+            fail(f"{path}: a line that is not a batch: {json.dumps(r)[:200]}")
+        if r["cuts"] != len(r["ids"]) or r["cuts"] < 1:
+            fail(f"{path}: step {r['step']}: cuts {r['cuts']} but {len(r['ids'])} ids")
+    return batches, rows[-1]
+
+
+def bucket_of(bins, d):
+    """Python's bisect_left, as the sampler assigns buckets."""
+    import bisect
+    return bisect.bisect_left(bins, d)
+
+
+def check_batches(out, expected, *opts):
+    """Every expected cut exactly `epochs` times over the batches (unless filtered or dropped),
+    steps consecutive, frames/durations/padding right, each batch within the size rule.
+    opts: epochs=N max_duration=S max_cuts=N quadratic=Q bins=A,B bbs=N,M min_duration=S
+    max_cut_duration=S drop_last=1."""
+    o = dict(kv.split("=", 1) for kv in opts)
+    epochs = int(o.get("epochs", 1))
+    max_dur = float(o.get("max_duration", 0))
+    max_cuts = int(o.get("max_cuts", 0))
+    q = float(o.get("quadratic", 0))
+    bins = [float(x) for x in o["bins"].split(",")] if "bins" in o else None
+    bbs = [int(x) for x in o["bbs"].split(",")] if "bbs" in o else None
+    lo, hi = float(o.get("min_duration", 0)), float(o.get("max_cut_duration", 0))
+    drop_last = o.get("drop_last") == "1"
+    batches, summary = split_batches(out)
+    exp = by_id(load_jsonl(expected), expected)
+    kept = {i for i, e in exp.items() if e["duration"] >= lo and (not hi or e["duration"] <= hi)}
+    seen = {}
+    partial = {}
+    first = summary["first_step"]
+    for n, b in enumerate(batches):
+        what = f"{out}: step {b['step']}"
+        if b["step"] != first + n:
+            fail(f"{what}: expected step {first + n}")
+        rows = []
+        for i in b["ids"]:
+            if i not in kept:
+                fail(f"{what}: cut {i!r} is not expected (or should have been filtered)")
+            seen[i] = seen.get(i, 0) + 1
+            rows.append(exp[i])
+        longest = max(r["num_samples"] for r in rows)
+        rate = rows[0]["sampling_rate"]
+        if b["frames"] != longest:
+            fail(f"{what}: frames {b['frames']} != longest cut {longest}")
+        if not close(b["audio_seconds"], sum(r["duration"] for r in rows), 1e-6, 1e-6):
+            fail(f"{what}: audio_seconds {b['audio_seconds']} is not the sum of durations")
+        if not close(b["padded_seconds"], len(rows) * longest / rate, 1e-9, 1e-9):
+            fail(f"{what}: padded_seconds {b['padded_seconds']} != {len(rows)} x {longest} / {rate}")
+        # Lhotse's rule: cuts are taken while (n+1) * longest <= max_duration for the n taken
+        # so far, the cut that breaks it included; so the first n-1 of a batch of n obey it.
+        eff = [r["duration"] + (r["duration"] ** 2 / q if q else 0) for r in rows]
+        if max_dur and len(rows) > 1 and len(rows) * max(eff[:-1]) > max_dur + 1e-9:
+            fail(f"{what}: {len(rows)} cuts but {len(rows)} x {max(eff[:-1])} s (longest of the "
+                 f"first {len(rows) - 1}) > max_duration {max_dur}")
+        if max_cuts and len(rows) > max_cuts:
+            fail(f"{what}: {len(rows)} cuts > max_cuts {max_cuts}")
+        if bbs:
+            kinds = {bucket_of(bins, r["duration"]) for r in rows}
+            if len(kinds) != 1:
+                fail(f"{what}: cuts of buckets {sorted(kinds)} in one batch")
+            k = kinds.pop()
+            if len(rows) > bbs[k]:
+                fail(f"{what}: {len(rows)} cuts > bucket_batch_size {bbs[k]} of bucket {k}")
+            if len(rows) < bbs[k]:
+                partial[k] = partial.get(k, 0) + 1
+                if partial[k] > epochs:
+                    fail(f"{what}: more than {epochs} partial batches from bucket {k}")
+    got = sum(seen.values())
+    if drop_last:
+        if any(c > epochs for c in seen.values()):
+            fail(f"{out}: a cut appears more than {epochs} times")
+        if summary["reader"]["dropped_cuts"] != epochs * len(kept) - got or got == 0:
+            fail(f"{out}: {got} cuts kept, dropped_cuts {summary['reader']['dropped_cuts']}, "
+                 f"{epochs * len(kept)} expected in all")
+    else:
+        wrong = sorted(i for i in kept if seen.get(i, 0) != epochs)
+        if wrong:
+            fail(f"{out}: cuts not seen exactly {epochs} times: "
+                 + ", ".join(f"{i} ({seen.get(i, 0)})" for i in wrong[:5]))
+    filtered = epochs * (len(exp) - len(kept))
+    if summary["reader"]["filtered_cuts"] != filtered:
+        fail(f"{out}: filtered_cuts {summary['reader']['filtered_cuts']} != {filtered}")
+    if summary["batches"] != len(batches) or summary["cuts"] != got or summary["error"] is not None:
+        fail(f"{out}: summary {summary} disagrees with {len(batches)} batches of {got} cuts")
+    if not close(summary["audio_seconds"], sum(b["audio_seconds"] for b in batches), 1e-9):
+        fail(f"{out}: summary audio_seconds {summary['audio_seconds']}")
+    if not close(summary["reader"]["padded_seconds"], summary["padded_seconds"], 1e-9):
+        fail(f"{out}: padded_seconds {summary['padded_seconds']} != the reader's "
+             f"{summary['reader']['padded_seconds']}")
+    print(f"ok {out}: {len(batches)} batches, {got} cuts, {filtered} filtered")
+
+
+def check_same_batches(a, *others):
+    """Runs that must yield the same batches (ids, samples): identical batch lines."""
+    ba, sa = split_batches(a)
+    for b in others:
+        bb, sb = split_batches(b)
+        if len(ba) != len(bb):
+            fail(f"{a} has {len(ba)} batches, {b} {len(bb)}")
+        for x, y in zip(ba, bb):
+            if x != y:
+                fail(f"{a} and {b} differ at step {x['step']}:\n  {json.dumps(x)[:300]}\n"
+                     f"  {json.dumps(y)[:300]}")
+    if not ba:
+        fail(f"{a}: no batches")
+    print(f"ok: {len(others) + 1} runs give the same {len(ba)} batches")
+
+
+def check_resume(full, resumed, k):
+    """A run resumed from the state of step k yields the uninterrupted run's steps k+1...,
+    each with the same ids and audio_crc32."""
+    k = int(k)
+    bf, _ = split_batches(full)
+    br, sr = split_batches(resumed)
+    want = [b for b in bf if b["step"] > k]
+    if not want:
+        fail(f"{full}: no batch after step {k} to compare")
+    if len(br) != len(want):
+        fail(f"{resumed}: {len(br)} batches after resuming at {k}, expected {len(want)}")
+    for x, y in zip(want, br):
+        for key in ("step", "epoch", "ids", "frames", "audio_crc32"):
+            if x[key] != y[key]:
+                fail(f"{resumed}: step {x['step']}: {key} {y[key]} != uninterrupted {x[key]}")
+    if sr["first_step"] != k + 1 or sr["error"] is not None:
+        fail(f"{resumed}: summary {sr}")
+    print(f"ok {resumed}: steps {k + 1}..{want[-1]['step']} as uninterrupted")
+
+
+def check_saved(out, *step_files):
+    """The summary lists a saved state per STEP=FILE, with the file's size."""
+    _, s = split_batches(out)
+    want = [sf.split("=", 1) for sf in step_files]
+    got = [(str(x["step"]), x["file"], x["bytes"]) for x in s["saved_states"]]
+    exp = [(st, f, os.path.getsize(f)) for st, f in want]
+    if sorted(got) != sorted(exp):
+        fail(f"{out}: saved_states {got} != {exp}")
+    print(f"ok {out}: {len(exp)} states saved")
+
+
+NPY_DESCR = {"<f4": ("f", 4), "<i4": ("i", 4), "|u1": ("B", 1)}
+
+
+def read_npy(path):
+    """Parse an .npy file by hand (format 1.0 as numpy writes it): (descr, shape, data bytes)."""
+    import ast
+    raw = open(path, "rb").read()
+    if raw[:6] != b"\x93NUMPY" or raw[6:8] != b"\x01\x00":
+        fail(f"{path}: not an NPY 1.0 file: {raw[:10]!r}")
+    hlen = int.from_bytes(raw[8:10], "little")
+    if (10 + hlen) % 64 != 0 or raw[10 + hlen - 1:10 + hlen] != b"\n":
+        fail(f"{path}: header of {hlen} bytes is not padded to 64 bytes or does not end in \\n")
+    header = ast.literal_eval(raw[10:10 + hlen].decode("latin1"))
+    if sorted(header) != ["descr", "fortran_order", "shape"] or header["fortran_order"] is not False:
+        fail(f"{path}: bad header {header}")
+    if header["descr"] not in NPY_DESCR:
+        fail(f"{path}: unexpected descr {header['descr']}")
+    n = 1
+    for x in header["shape"]:
+        n *= x
+    data = raw[10 + hlen:]
+    if len(data) != n * NPY_DESCR[header["descr"]][1]:
+        fail(f"{path}: {len(data)} data bytes for shape {header['shape']} {header['descr']}")
+    return header["descr"], header["shape"], data
+
+
+def check_npy_dump(d, out, expected):
+    """The .npy files of --dump-dir: names, dtypes and shapes; zero padding beyond
+    audio_lens; samples that sum to the generator's sums; the CRC-32 of the audio equal to
+    audio_crc32; strings equal to the ids and texts. With numpy: numpy.load agrees and
+    numpy.save writes the same bytes."""
+    import array
+    import zlib
+    batches, _ = split_batches(out)
+    exp = by_id(load_jsonl(expected), expected)
+    cols = ("cut_id", "text", "speaker", "language")
+    names = ["audio", "audio_lens", "duration"] + [f"{c}_{k}" for c in cols for k in ("offsets", "bytes")]
+    want_files = {f"step{b['step']}.{n}.npy" for b in batches for n in names}
+    if set(os.listdir(d)) != want_files:
+        fail(f"{d}: files {sorted(set(os.listdir(d)) ^ want_files)[:6]} differ from the expected set")
+    for b in batches:
+        B, T = b["cuts"], b["frames"]
+        t = {}
+        for n in names:
+            t[n] = read_npy(os.path.join(d, f"step{b['step']}.{n}.npy"))
+        shapes = {"audio": ("<f4", (B, T)), "audio_lens": ("<i4", (B,)), "duration": ("<f4", (B,))}
+        for c in cols:
+            shapes[c + "_offsets"] = ("<i4", (B + 1,))
+        for n, (descr, shape) in shapes.items():
+            if t[n][:2] != (descr, shape):
+                fail(f"step {b['step']}: {n} is {t[n][:2]}, expected {(descr, shape)}")
+        if zlib.crc32(t["audio"][2]) != b["audio_crc32"]:
+            fail(f"step {b['step']}: CRC-32 of audio.npy data != audio_crc32 {b['audio_crc32']}")
+        audio = array.array("f", t["audio"][2])
+        lens = array.array("i", t["audio_lens"][2])
+        strings = {}
+        for c in cols:
+            off = array.array("i", t[c + "_offsets"][2])
+            data = t[c + "_bytes"][2]
+            if t[c + "_bytes"][0] != "|u1" or off[0] != 0 or off[-1] != len(data):
+                fail(f"step {b['step']}: {c} offsets {list(off)} do not span {len(data)} bytes")
+            strings[c] = [data[off[i]:off[i + 1]].decode("utf-8") for i in range(B)]
+        if strings["cut_id"] != b["ids"]:
+            fail(f"step {b['step']}: cut_id strings {strings['cut_id']} != ids {b['ids']}")
+        for i, cid in enumerate(b["ids"]):
+            e = exp[cid]
+            row = audio[i * T:(i + 1) * T]
+            if lens[i] != e["num_samples"]:
+                fail(f"step {b['step']}: audio_lens[{i}] {lens[i]} != {e['num_samples']} ({cid})")
+            if any(x != 0.0 for x in row[lens[i]:]):
+                fail(f"step {b['step']}: row {i} ({cid}) is not zero beyond audio_lens {lens[i]}")
+            if not close(sum(row[:lens[i]]), e["sample_sum"]):
+                fail(f"step {b['step']}: row {i} ({cid}) sums to {sum(row[:lens[i]])}, "
+                     f"expected {e['sample_sum']}")
+            if strings["text"][i] != (e["text"] or ""):
+                fail(f"step {b['step']}: text {strings['text'][i]!r} != {e['text']!r} ({cid})")
+            if e["layout"] != "nemo" and strings["speaker"][i] != (e["speaker"] or ""):
+                fail(f"step {b['step']}: speaker {strings['speaker'][i]!r} != {e['speaker']!r}")
+    try:
+        import numpy
+    except ImportError:
+        print(f"ok {d}: {len(want_files)} .npy files (no numpy here: parsed by hand only)")
+        return
+    for f in sorted(want_files):
+        path = os.path.join(d, f)
+        a = numpy.load(path)
+        descr, shape, data = read_npy(path)
+        if a.dtype.str != descr or a.shape != shape or a.tobytes() != data:
+            fail(f"{path}: numpy.load gives {a.dtype.str} {a.shape}, not {descr} {shape}")
+        buf = io.BytesIO()
+        numpy.save(buf, a)
+        if buf.getvalue() != open(path, "rb").read():
+            fail(f"{path}: numpy.save writes other bytes for the same array")
+    print(f"ok {d}: {len(want_files)} .npy files, numpy {numpy.__version__} reads them and "
+          f"writes the same bytes")
+
+
+def corrupt_flip_byte(path, offset):
+    """Flip the low bit of the byte at `offset` (negative: from the end)."""
+    data = bytearray(open(path, "rb").read())
+    data[int(offset)] ^= 0x01
+    open(path, "wb").write(bytes(data))
+
+
 # ---- corrupted copies ----
 
 def tar_members(path):

@@ -1,0 +1,139 @@
+#!/bin/sh
+# cli_read_batches: `sharc read` in its default batch mode over generated corpora of every
+# layout: every cut exactly once with drop-last off, the size rules of --max-duration,
+# --max-cuts, --quadratic-duration and --bins/--bucket-batch-size, filters and drop-last
+# counted; the same batches (ids, audio CRC-32) for 1, 2 and 4 threads; save at step k then
+# --resume gives the uninterrupted run's steps k+1...; --dump-dir writes .npy files that
+# numpy (or a hand parser) reads back to the same ids, samples and CRC-32; bad states and
+# unwritable outputs exit 1 with a clear message.
+. "$(dirname "$0")/lib.sh"
+
+# FLAC in gzip'd tars, mono 16 kHz; 4 shards so that a small buffer streams through them.
+gen "$tmp/c" --layout all --shards 4 --cuts-per-shard 8 --min-duration 0.5 --max-duration 5 \
+    --seed 11
+# Batching that makes a dozen batches and a buffer smaller than a shard, so that the reader
+# is inside the first shard at the first batch and in the last one near the end.
+B="--max-duration 12 --num-buckets 3 --num-cuts-for-bins 8 --buffer-size 6 --seed 4"
+
+for layout in shar nemo wds; do
+    d=$tmp/c/$layout
+    exp=$tmp/c/$layout.expected.jsonl
+    expect_rc 0 "$SHARC" read --json $B "$d"
+    cp "$tmp/out" "$tmp/$layout.jsonl"
+    check batches "$tmp/$layout.jsonl" "$exp" max_duration=12
+
+    # Decoding with 1, 2 or 4 threads and any prefetch gives the same batches, bit for bit.
+    expect_rc 0 "$SHARC" read --json $B --threads 1 "$d"
+    cp "$tmp/out" "$tmp/$layout-t1.jsonl"
+    expect_rc 0 "$SHARC" read --json $B --threads 2 --prefetch 1 "$d"
+    cp "$tmp/out" "$tmp/$layout-t2.jsonl"
+    expect_rc 0 "$SHARC" read --json $B --threads 4 --prefetch 4 "$d"
+    cp "$tmp/out" "$tmp/$layout-t4.jsonl"
+    check same-batches "$tmp/$layout.jsonl" "$tmp/$layout-t1.jsonl" "$tmp/$layout-t2.jsonl" \
+        "$tmp/$layout-t4.jsonl"
+done
+
+d=$tmp/c/shar
+exp=$tmp/c/shar.expected.jsonl
+full=$tmp/shar.jsonl
+n=$("$PYTHON" -c 'import json,sys; print(json.loads(open(sys.argv[1]).readlines()[-1])["batches"])' "$full")
+[ "$n" -ge 8 ] || fail "only $n batches: the corpus is too small for the resume checks"
+
+# Save at the first step, a middle one and the one before last (in the last shard), in one run
+# whose batches are the uninterrupted ones; the options may come before or after PATH.
+mid=$((n / 2))
+last=$((n - 2))
+expect_rc 0 "$SHARC" read --json $B --save-state-at 0 "$tmp/s0.bin" "$d" \
+    --save-state-at "$mid" "$tmp/smid.bin" --save-state-at "$last" "$tmp/slast.bin"
+cp "$tmp/out" "$tmp/saving.jsonl"
+check same-batches "$full" "$tmp/saving.jsonl"
+check saved "$tmp/saving.jsonl" "0=$tmp/s0.bin" "$mid=$tmp/smid.bin" "$last=$tmp/slast.bin"
+# The last save really is in the last shard: by then all 4 shards have been opened.
+expect_rc 0 "$SHARC" read --json $B --limit $((last + 1)) "$d"
+"$PYTHON" -c 'import json,sys; s=json.loads(open(sys.argv[1]).readlines()[-1]); assert s["reader"]["shards"] == 4, s' "$tmp/out"
+for k in 0 "$mid" "$last"; do
+    f=$tmp/s0.bin
+    [ "$k" = "$mid" ] && f=$tmp/smid.bin
+    [ "$k" = "$last" ] && f=$tmp/slast.bin
+    expect_rc 0 "$SHARC" read --json $B --threads 1 --resume "$f" "$d"
+    cp "$tmp/out" "$tmp/resumed-$k.jsonl"
+    check resume "$full" "$tmp/resumed-$k.jsonl" "$k"
+done
+# A resumed run can save again: resuming from that equals the uninterrupted run too.
+expect_rc 0 "$SHARC" read --json $B --resume "$tmp/s0.bin" --limit 2 "$d"
+[ "$(grep -c '"type":"batch"' "$tmp/out")" -eq 2 ] || fail "--limit 2 did not print 2 batches"
+expect_rc 1 "$SHARC" read --json $B --resume "$tmp/s0.bin" --save-state-at "$mid" "$tmp/s2.bin" \
+    --limit 1 "$d"
+expect_in "$tmp/err" "no state saved to $tmp/s2.bin: the run ended before step $mid"
+expect_rc 0 "$SHARC" read --json $B --resume "$tmp/s0.bin" --save-state-at "$mid" "$tmp/s2.bin" "$d"
+expect_rc 0 "$SHARC" read --json $B --resume "$tmp/s2.bin" "$d"
+cp "$tmp/out" "$tmp/resumed-again.jsonl"
+check resume "$full" "$tmp/resumed-again.jsonl" "$mid"
+
+# Bad states: exit 1, a message naming the reason and the file.
+cp "$tmp/smid.bin" "$tmp/flipped.bin"
+check flip-byte "$tmp/flipped.bin" 40
+expect_rc 1 "$SHARC" read --json $B --resume "$tmp/flipped.bin" "$d"
+expect_in "$tmp/err" "cannot resume: the state blob is corrupt (checksum mismatch)"
+expect_in "$tmp/err" "the state in $tmp/flipped.bin was not accepted"
+"$PYTHON" -c 'import json,sys; s=json.loads(open(sys.argv[1]).readlines()[-1]); assert s["batches"] == 0 and "checksum" in s["error"], s' "$tmp/out"
+head -c 50 "$tmp/smid.bin" >"$tmp/short.bin"
+expect_rc 1 "$SHARC" read $B --resume "$tmp/short.bin" "$d"
+expect_in "$tmp/err" "cannot resume: the state blob is truncated"
+expect_rc 1 "$SHARC" read --json $B --seed 5 --resume "$tmp/smid.bin" "$d"
+expect_in "$tmp/err" "saved with other shards or reader settings"
+: >"$tmp/empty.bin"
+expect_rc 1 "$SHARC" read $B --resume "$tmp/empty.bin" "$d"
+expect_in "$tmp/err" "cannot read the state file $tmp/empty.bin: the file is empty"
+expect_rc 1 "$SHARC" read $B --resume "$tmp/missing.bin" "$d"
+expect_in "$tmp/err" "cannot read the state file $tmp/missing.bin"
+expect_rc 1 "$SHARC" read $B --save-state-at 1 "$tmp/no/such/dir/s.bin" "$d"
+expect_in "$tmp/err" "cannot write the state of step 1 to $tmp/no/such/dir/s.bin"
+
+# Size rules and filters: --max-cuts, --quadratic-duration, --bins with --bucket-batch-size,
+# --min-duration/--max-cut-duration (counted as filtered), --drop-last (counted as dropped),
+# over two epochs and without shuffling.
+expect_rc 0 "$SHARC" read --json --max-cuts 3 --max-duration 30 --epochs 2 --no-shuffle "$d"
+check batches "$tmp/out" "$exp" epochs=2 max_cuts=3 max_duration=30
+expect_rc 0 "$SHARC" read --json --max-duration 14 --quadratic-duration 6 "$d"
+check batches "$tmp/out" "$exp" max_duration=14 quadratic=6
+expect_rc 0 "$SHARC" read --json --bins 1.5,3 --bucket-batch-size 4,2 --max-cut-duration 3 \
+    --min-duration 0.75 --buffer-size 10 "$d"
+check batches "$tmp/out" "$exp" bins=1.5,3 bbs=4,2 max_cut_duration=3 min_duration=0.75
+expect_rc 0 "$SHARC" read --json --max-duration 12 --drop-last --buffer-size 10 "$d"
+check batches "$tmp/out" "$exp" max_duration=12 drop_last=1
+# Without a size, batches are 600 s: this whole corpus fits in a few.
+expect_rc 0 "$SHARC" read --json --num-buckets 1 "$d"
+check batches "$tmp/out" "$exp" max_duration=600
+[ "$(grep -c '"type":"batch"' "$tmp/out")" -le 2 ] || fail "the default max_duration is not 600 s"
+
+# --dump-dir: every tensor of every batch as .npy, read back by hand and, where available,
+# by numpy (whose numpy.save must write the same bytes). NeMo: no speakers (empty column).
+for layout in shar nemo; do
+    expect_rc 0 "$SHARC" read --json $B --limit 3 --dump-dir "$tmp/dump-$layout" "$tmp/c/$layout"
+    cp "$tmp/out" "$tmp/dump-$layout.jsonl"
+    check npy-dump "$tmp/dump-$layout" "$tmp/dump-$layout.jsonl" "$tmp/c/$layout.expected.jsonl"
+    if ! "$PYTHON" -c 'import numpy' 2>/dev/null && /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+        /usr/bin/python3 "$CLI_CHECK" npy-dump "$tmp/dump-$layout" "$tmp/dump-$layout.jsonl" \
+            "$tmp/c/$layout.expected.jsonl"
+    fi
+done
+: >"$tmp/a-file"
+expect_rc 1 "$SHARC" read $B --dump-dir "$tmp/a-file" "$d"
+expect_in "$tmp/err" "cannot create the dump directory $tmp/a-file"
+
+# Text output: a line per batch with step, cuts and the first id, then a 3-line summary.
+expect_rc 0 "$SHARC" read $B "$d"
+[ "$(grep -c '^step ' "$tmp/out")" -eq "$n" ] || fail "text output: not $n batch lines"
+first=$("$PYTHON" -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["ids"][0])' "$full")
+expect_in "$tmp/out" "$first"
+expect_in "$tmp/out" "-- $n batches (steps 0..$((n - 1)))"
+expect_rc 0 "$SHARC" read --quiet $B "$d"
+[ "$(wc -l <"$tmp/out")" -eq 3 ] || fail "--quiet printed more than the summary"
+# A read error is exit 1 with the reader's message; a multi-channel corpus needs --channel.
+gen "$tmp/st" --layout shar --shards 1 --cuts-per-shard 3 --max-duration 2 --channels 2 --codec wav
+expect_rc 1 "$SHARC" read --json "$tmp/st/shar"
+[ -s "$tmp/err" ] || fail "no message for batches of stereo audio"
+expect_rc 0 "$SHARC" read --json --channel 1 "$tmp/st/shar"
+check batches "$tmp/out" "$tmp/st/shar.expected.jsonl" max_duration=600
+echo "ok"
