@@ -1,0 +1,149 @@
+#!/bin/sh
+# sharc's benchmarks, side by side on the same shards (docs/benchmarks.md has the figures):
+#
+#   cuts     sharc read's cut-level reader next to the floor (issue 2)
+#   batches  bucketed batches with --threads 1 and 2, each next to the floor (issue 3)
+#   lhotse   Lhotse's from_shar + DynamicBucketingSampler + collation, one thread (issue 3)
+#
+# For each codec (FLAC, WAV) it generates a Lhotse Shar corpus with sharc-gen (plain tars and
+# JSONL, as Lhotse's SharWriter writes them), then runs each measurement --repeat times,
+# alternating the loaders within each repetition (sharc bench alternates with its floor
+# itself), and prints a table of medians and ratios. Raw JSON goes to the --out directory.
+#
+# Usage: bench/run.sh [options]
+#   --build DIR        build directory with tools/sharc and testdata/sharc-gen (default: the
+#                      SHARC and SHARC_GEN environment variables, else build-bench, else build)
+#   --data DIR         where the corpora are generated, reused when present
+#                      (default BUILD/bench-data)
+#   --out DIR          raw results, one JSON object per line (default BUILD/bench-results)
+#   --codec C          flac, wav or all (default all)
+#   --what W           cuts, batches, lhotse or all (default all); comma-separated list works
+#   --seconds S        timed window of every run (default 10)
+#   --repeat R         repetitions (default 3)
+#   --threads LIST     thread counts for batches, e.g. "1 2" (default "1 2")
+#   --shards N         shards per corpus (default 16)
+#   --cuts-per-shard N (default 64)
+#   --venv DIR         Python venv with lhotse, from bench/setup_lhotse.sh
+#                      (default BUILD/lhotse-venv); without it the Lhotse runs are skipped
+#   --require-lhotse   exit 77 (skipped) instead when there is no such venv
+# Batching settings are the same for both loaders: --max-duration 200, 10 buckets with the
+# bins that `sharc buckets` estimates (equal to Lhotse's), buffer of 1000 cuts, seed 0.
+# Exit status: 0, 1 when a run fails, 2 on usage errors, 77 when nothing could run (no
+# sharc-gen, or Lhotse was required and is not installed).
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(dirname "$here")
+
+build="" data="" out="" codecs="flac wav" what="cuts,batches,lhotse" seconds=10 repeat=3
+threads="1 2" shards=16 cps=64 venv="" require_lhotse=0
+while [ $# -gt 0 ]; do
+    case $1 in
+    --build) build=$2 ;;
+    --data) data=$2 ;;
+    --out) out=$2 ;;
+    --codec) [ "$2" = all ] && codecs="flac wav" || codecs=$2 ;;
+    --what) [ "$2" = all ] && what="cuts,batches,lhotse" || what=$2 ;;
+    --seconds) seconds=$2 ;;
+    --repeat) repeat=$2 ;;
+    --threads) threads=$2 ;;
+    --shards) shards=$2 ;;
+    --cuts-per-shard) cps=$2 ;;
+    --venv) venv=$2 ;;
+    --require-lhotse)
+        require_lhotse=1
+        shift
+        continue
+        ;;
+    -h | --help)
+        sed -n '2,/^set -eu/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'
+        exit 0
+        ;;
+    *)
+        echo "bench/run.sh: unknown option '$1' (see --help)" >&2
+        exit 2
+        ;;
+    esac
+    [ $# -ge 2 ] || { echo "bench/run.sh: $1 needs a value" >&2; exit 2; }
+    shift 2
+done
+
+if [ -z "$build" ]; then
+    for b in "$repo/build-bench" "$repo/build"; do
+        [ -x "$b/tools/sharc" ] && { build=$b; break; }
+    done
+fi
+sharc=${SHARC:-$build/tools/sharc}
+gen=${SHARC_GEN:-$build/testdata/sharc-gen}
+build=${build:-$(dirname "$(dirname "$sharc")")}
+data=${data:-$build/bench-data}
+out=${out:-$build/bench-results}
+venv=${venv:-${LHOTSE_VENV:-$build/lhotse-venv}}
+[ -x "$sharc" ] || { echo "bench/run.sh: no sharc program at $sharc (build first)" >&2; exit 2; }
+[ -x "$gen" ] || { echo "bench/run.sh: no sharc-gen at $gen; skipping" >&2; exit 77; }
+
+wants() { case ",$what," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+
+lhotse_py=""
+if wants lhotse; then
+    if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import lhotse' 2>/dev/null; then
+        lhotse_py=$venv/bin/python
+    else
+        echo "bench/run.sh: no Lhotse venv at $venv (bench/setup_lhotse.sh makes one);" \
+            "skipping the Lhotse runs" >&2
+        if [ "$what" = lhotse ] || [ $require_lhotse = 1 ]; then exit 77; fi
+    fi
+fi
+
+mkdir -p "$data" "$out"
+stamp=$(date +%Y%m%d-%H%M%S)
+results=$out/results-$stamp.jsonl
+: >"$results"
+
+# run TAG CODEC THREADS CMD...: one measurement; its JSON line gets the tag, codec and threads.
+run() {
+    tag=$1 codec=$2 nthreads=$3
+    shift 3
+    echo "  $tag $codec threads=$nthreads: $*" >&2
+    if ! "$@" >"$out/last.json" 2>"$out/last.err"; then
+        echo "bench/run.sh: failed: $*" >&2
+        cat "$out/last.err" >&2
+        exit 1
+    fi
+    python3 -c 'import json,sys; j=json.load(open(sys.argv[1]))
+j.update(tag=sys.argv[2], codec=sys.argv[3], nthreads=int(sys.argv[4]), cmd=sys.argv[5])
+print(json.dumps(j))' "$out/last.json" "$tag" "$codec" "$nthreads" "$*" >>"$results"
+}
+
+common="--seconds $seconds --seed 0"
+for codec in $codecs; do
+    corpus=$data/$codec-${shards}x$cps
+    if [ ! -d "$corpus/shar" ]; then
+        echo "generating $corpus" >&2
+        "$gen" --out "$corpus" --layout shar --codec "$codec" --compress none --shards "$shards" \
+            --cuts-per-shard "$cps" --seed 1 >/dev/null
+    fi
+    d=$corpus/shar
+    bins=$("$sharc" buckets --num-buckets 10 --json "$d" |
+        python3 -c 'import json,sys; print(",".join(repr(b) for b in json.load(sys.stdin)["bins"]))')
+    batching="--max-duration 200 --bins $bins --buffer-size 1000"
+    echo "$codec: $d ($(du -sh "$d" | cut -f1)), bins $bins" >&2
+    for rep in $(seq "$repeat"); do
+        echo "repetition $rep/$repeat" >&2
+        if wants cuts; then
+            run cuts "$codec" 1 "$sharc" bench --cuts --floor --repeat 1 --json --quiet $common "$d"
+        fi
+        if wants batches; then
+            for t in $threads; do
+                run batches "$codec" "$t" "$sharc" bench --floor --repeat 1 --threads "$t" \
+                    --json --quiet $common $batching "$d"
+            done
+        fi
+        if [ -n "$lhotse_py" ]; then
+            run lhotse "$codec" 1 "$lhotse_py" "$here/lhotse_bench.py" --in-dir "$d" \
+                --repeat 1 $common $batching
+        fi
+    done
+done
+
+echo "results: $results" >&2
+python3 "$here/summarize.py" "$results"

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Summarise bench/run.sh results (JSON Lines, one object per run) as a table of medians and
+the ratios the performance targets of issue 3 are stated in.
+
+Usage: summarize.py RESULTS.jsonl [--markdown]
+"""
+import json
+import statistics
+import sys
+from collections import defaultdict
+
+TARGETS = {  # (what, codec) -> minimum
+    ("floor", "flac"): 0.9,
+    ("floor", "wav"): 0.9,
+    ("scaling", "flac"): 1.8,
+    ("scaling", "wav"): 1.8,
+    ("lhotse", "flac"): 1.5,
+    ("lhotse", "wav"): 5.0,
+}
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def fmt(v, spec):
+    return "-" if v is None else format(v, spec)
+
+
+def main():
+    path = sys.argv[1]
+    markdown = "--markdown" in sys.argv[2:]
+    runs = defaultdict(list)
+    for line in open(path):
+        j = json.loads(line)
+        runs[(j["codec"], j["tag"], j["nthreads"])].append(j)
+
+    rows = []
+    rate = {}
+    cpu = {}
+    order = {"cuts": 0, "batches": 1, "lhotse": 2}
+    for (codec, tag, t), rs in sorted(runs.items(), key=lambda kv: (kv[0][0], order.get(
+            kv[0][1], 3), kv[0][2])):
+        r = {
+            "codec": codec,
+            "run": f"{'sharc ' if tag != 'lhotse' else ''}{tag}, {t} thread{'s' if t > 1 else ''}",
+            "n": len(rs),
+            "audio": med([x["audio_seconds_per_second"] for x in rs]),
+            "floor": med([x.get("floor_audio_seconds_per_second") for x in rs]),
+            # Paired: each run's loader and floor were measured back to back.
+            "ratio": med([x.get("ratio_to_floor") for x in rs]),
+            "cuts": med([x["cuts_per_second"] for x in rs]),
+            "pad": med([x.get("padding_ratio") for x in rs]),
+            "fill": med([x.get("batch_fill") for x in rs]),
+            "first": med([x["time_to_first_batch_s"] for x in rs]),
+            "rss": max(x["peak_rss_bytes"] for x in rs) / 2**20,
+            "cpu": med([x.get("cpu_seconds_per_audio_second") for x in rs]),
+            "floor_cpu": med([x.get("floor_cpu_seconds_per_audio_second") for x in rs]),
+        }
+        rows.append(r)
+        rate[(codec, tag, t)] = r["audio"]
+        cpu[(codec, tag, t)] = r["cpu"]
+
+    head = ["codec", "run", "reps", "audio s/s", "floor s/s", "vs floor", "cuts/s", "padding",
+            "fill", "1st batch s", "peak RSS MiB", "CPU ms per audio s", "floor CPU ms"]
+    body = [[r["codec"], r["run"], str(r["n"]), fmt(r["audio"], ".0f"), fmt(r["floor"], ".0f"),
+             fmt(r["ratio"], ".3f"), fmt(r["cuts"], ".1f"), fmt(r["pad"], ".3f"),
+             fmt(r["fill"], ".3f"), fmt(r["first"], ".3f"), fmt(r["rss"], ".0f"),
+             fmt(r["cpu"] and 1e3 * r["cpu"], ".3f"),
+             fmt(r["floor_cpu"] and 1e3 * r["floor_cpu"], ".3f")] for r in rows]
+    if markdown:
+        print("| " + " | ".join(head) + " |")
+        print("|" + "---|" * len(head))
+        for b in body:
+            print("| " + " | ".join(b) + " |")
+    else:
+        w = [max(len(x) for x in col) for col in zip(head, *body)]
+        for line in [head] + body:
+            print("  ".join(x.rjust(n) if i > 1 else x.ljust(n) for i, (x, n) in
+                            enumerate(zip(line, w))))
+
+    print()
+    print("Targets (issue 3):")
+    for codec in sorted({k[0] for k in runs}):
+        checks = []
+        b1 = next((r for r in rows if r["codec"] == codec and r["run"] == "sharc batches, 1 thread"),
+                  None)
+        if b1 and b1["ratio"] is not None:
+            checks.append(("floor", "sharc batches 1 thread / floor", b1["ratio"]))
+        if rate.get((codec, "batches", 1)) and rate.get((codec, "batches", 2)):
+            checks.append(("scaling", "sharc 2 threads / 1 thread",
+                           rate[(codec, "batches", 2)] / rate[(codec, "batches", 1)]))
+        if rate.get((codec, "batches", 1)) and rate.get((codec, "lhotse", 1)):
+            checks.append(("lhotse", "sharc / Lhotse, 1 thread",
+                           rate[(codec, "batches", 1)] / rate[(codec, "lhotse", 1)]))
+            if cpu.get((codec, "batches", 1)) and cpu.get((codec, "lhotse", 1)):
+                checks.append((None, "  same, by CPU time per audio second",
+                               cpu[(codec, "lhotse", 1)] / cpu[(codec, "batches", 1)]))
+        for key, what, v in checks:
+            target = TARGETS.get((key, codec))
+            verdict = "" if target is None else (
+                f"target >= {target}: {'met' if v >= target else 'MISSED'}")
+            print(f"  {codec:5} {what:38} {v:7.3f}  {verdict}")
+
+
+if __name__ == "__main__":
+    main()
