@@ -17,6 +17,7 @@ void cli_dist_init(cli_dist *d)
 {
     memset(d, 0, sizeof *d);
     d->transport = "self";
+    d->default_axis = "dp";
     d->world_size = 1;
 }
 
@@ -109,7 +110,7 @@ int cli_dist_setup(const char *cmd, cli_dist *d)
     if (!use_mpi && env_rank(d) < 0)
         return cli_usage_error(cmd, "RANK/WORLD_SIZE are not a valid rank and size");
     char spec[64];
-    snprintf(spec, sizeof spec, "dp=%d", d->world_size);
+    snprintf(spec, sizeof spec, "%s=%d", d->default_axis, d->world_size);
     if (sharc_mesh_parse(&d->mesh, d->mesh_spec ? d->mesh_spec : spec, d->rank, d->world_size) < 0)
         return cli_usage_error(cmd, "--mesh: %s", d->mesh.error);
     if (sharc_mesh_group_size(&d->mesh) == 1 && strcmp(d->transport, "nccl") != 0)
@@ -147,6 +148,15 @@ void cli_dist_json(FILE *f, const cli_dist *d, const sharc_loader *l)
 void *cli_dist_mpi_comm(const cli_dist *d)
 {
     return d->comm;
+}
+
+void cli_dist_abort(cli_dist *d)
+{
+#if SHARC_CLI_HAVE_MPI
+    if (d->mpi_initialized && d->world_size > 1)
+        MPI_Abort(MPI_COMM_WORLD, CLI_EXIT_FAIL);
+#endif
+    (void)d;
 }
 
 void cli_dist_close(cli_dist *d)

@@ -32,13 +32,14 @@ enum { CLI_OPT_TRANSPORT = 2000, CLI_OPT_MESH };
     "                      (default: dp=<world size>, every rank reads its own slot)\n"
 
 typedef struct cli_dist {
-    const char *transport; ///< "self", "mpi", "nccl"
-    const char *mesh_spec; ///< NULL: dp=<world size>
-    int rank, world_size;  ///< from MPI, else RANK/WORLD_SIZE (default 0 and 1)
-    int mpi_initialized;   ///< cli_dist_setup called MPI_Init
-    sharc_mesh mesh;       ///< filled by cli_dist_setup
-    sharc_transport *t;    ///< filled by cli_dist_setup (NULL for a group of one)
-    void *comm;            ///< MPI: the split communicator (owned by t)
+    const char *transport;    ///< "self", "mpi", "nccl"
+    const char *mesh_spec;    ///< NULL: <default_axis>=<world size>
+    const char *default_axis; ///< axis of the default mesh ("dp")
+    int rank, world_size;     ///< from MPI, else RANK/WORLD_SIZE (default 0 and 1)
+    int mpi_initialized;      ///< cli_dist_setup called MPI_Init
+    sharc_mesh mesh;          ///< filled by cli_dist_setup
+    sharc_transport *t;       ///< filled by cli_dist_setup (NULL for a group of one)
+    void *comm;               ///< MPI: the split communicator (owned by t)
 } cli_dist;
 
 /** Defaults: self transport, no mesh. */
@@ -64,6 +65,9 @@ void cli_dist_apply(const cli_dist *d, sharc_loader_settings *s);
 
 /** Write `,"rank":R,"source":true|false` for the JSON line of a loader. */
 void cli_dist_json(FILE *f, const cli_dist *d, const sharc_loader *l);
+
+/** After a local failure in a group run under MPI: end the whole job (MPI_Abort). */
+void cli_dist_abort(cli_dist *d);
 
 /** Close the transport and finalise MPI when setup started it. */
 void cli_dist_close(cli_dist *d);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "bench_bcast.h"
 #include "bench_floor.h"
 #include "cli.h"
 
@@ -855,6 +856,8 @@ static int run_all(const sharc_reader_settings *s, const bench_opts *o, char **s
 
 int cmd_bench(int argc, char **argv)
 {
+    if (bench_bcast_requested(argc, argv)) /* --broadcast-only: tools/bench_bcast.c */
+        return bench_bcast_main(argc, argv);
     sharc_reader_settings s;
     sharc_reader_default_settings(&s);
     s.epochs = 0;
