@@ -594,15 +594,16 @@ static int dump_batch(const char *dir, const sharc_batch *b, batch_run *run)
 {
     for (size_t i = 0; i < b->n_tensors; i++) {
         const sharc_tensor *t = &b->tensors[i];
-        char path[4096];
-        int n = snprintf(path, sizeof path, "%s/step%" PRIu64 ".%.*s.npy", dir, b->step,
-                         (int)strnlen(t->name, SHARC_TENSOR_NAME_MAX), t->name);
+        char name[SHARC_TENSOR_NAME_MAX], path[4096];
+        memcpy(name, t->name, sizeof name);
+        name[sizeof name - 1] = '\0';
+        int n = snprintf(path, sizeof path, "%s/step%" PRIu64 ".%s.npy", dir, b->step, name);
         int rc = -ENAMETOOLONG;
-        if (n > 0 && (size_t)n < sizeof path && strchr(t->name, '/') == NULL)
+        if (n > 0 && (size_t)n < sizeof path && strchr(name, '/') == NULL)
             rc = npy_write_tensor(path, t);
         if (rc < 0) {
             snprintf(run->error, sizeof run->error,
-                     "cannot write tensor %s of step %" PRIu64 " to %s: %s", t->name, b->step, dir,
+                     "cannot write tensor %s of step %" PRIu64 " to %s: %s", name, b->step, dir,
                      strerror(-rc));
             return -1;
         }
