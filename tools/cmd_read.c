@@ -156,12 +156,12 @@ static void print_help(void)
            "   \"dropped_cuts\",\"shards\",\"skipped_cuts\",\"skipped_shards\",\"problems\":{...}},"
            "\"rank\",\n"
            "   \"source\",\"error\"}\n"
-           "where rank is this process's rank and source says whether it read the batches (a\n"
-           "peer received them from its group's source), the top-level counts are this run's "
-           "printed batches, reader holds the library's\n"
-           "cumulative counters (they include what a resumed state had counted, and the reader\n"
-           "may have planned batches beyond the last one printed), saved_states lists\n"
-           "{\"step\",\"file\",\"bytes\"} and error is null or the error message.\n"
+           "where the top-level counts are this run's printed batches, reader holds the\n"
+           "library's cumulative counters (they include what a resumed state had counted, and\n"
+           "the reader may have planned batches beyond the last one printed; zero on a peer),\n"
+           "saved_states lists {\"step\",\"file\",\"bytes\"}, rank is this process's rank,\n"
+           "source says whether it read the batches (a peer received them from its group's\n"
+           "source) and error is null or the error message.\n"
            "\n");
     printf(
         "JSON output (--cuts): one object per cut\n"
