@@ -16,7 +16,7 @@ typedef struct command {
 /* Only the commands that were built are listed (tools/meson.build defines SHARC_HAVE_CMD_*). */
 static const command commands[] = {
 #if SHARC_HAVE_CMD_READ
-    {"read", cmd_read, "stream cuts from shards and print them (text or JSON Lines)"},
+    {"read", cmd_read, "stream batches (or cuts) as a training job would and print them"},
 #endif
 #if SHARC_HAVE_CMD_VALIDATE
     {"validate", cmd_validate, "read and decode every shard, report every problem"},
