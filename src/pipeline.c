@@ -39,9 +39,15 @@ typedef struct slot {
     size_t dispatched, pending;
     int64_t T;
     uint8_t *skipped;
-    size_t skipped_cap, n_skipped;
-    int rc; ///< first error under FAIL (0: none)
+    size_t n_skipped;
+    int rc; ///< error of the batch under FAIL (0: none)
     char message[SHARC__ERRLEN];
+    /* Under FAIL the batch reports the failing cut with the lowest row, whichever worker
+     * got there first, so the error does not depend on timing. */
+    size_t fail_row;
+    sharc_problem fail_kind;
+    const char *fail_path;
+    char fail_member[512], fail_cut[512];
     int end;   ///< no more batches
     int ready; ///< planned and dispatched to the workers
     uint8_t *state;
@@ -620,6 +626,7 @@ static int plan_one(sharc__pipeline *p, slot *s, uint64_t step)
     }
     s->n_skipped = 0;
     s->rc = 0;
+    s->fail_row = SIZE_MAX;
     s->end = 0;
     /* Counted before the pool sees it, so the caller's share is never overstated. */
     pthread_mutex_lock(&p->mu);
@@ -712,10 +719,11 @@ static int decode_row(worker *w, slot *s, size_t i)
     int channels = 0, rc;
     w->err.kind = SHARC_PROBLEM_COUNT;
     if (b->job.channels > 1 && p->r->s.channel < 0) {
-        rc = sharc__fail(&w->ctx, SHARC_ERR_AUDIO_MISMATCH,
-                         "%s member %s (cut %s): batches hold one channel and this cut has %d; "
-                         "choose one with the channel setting",
-                         b->job.shard, b->job.member, b->job.id, b->job.channels);
+        rc =
+            sharc__set_error(&w->ctx, SHARC_ERR_AUDIO_MISMATCH,
+                             "%s member %s (cut %s): batches hold one channel and this cut has %d; "
+                             "choose one with the channel setting",
+                             b->job.shard, b->job.member, b->job.id, b->job.channels);
         return sharc__stream_fail(&w->ctx, &w->err, rc, SHARC_PROBLEM_AUDIO_FORMAT, 0, b->job.shard,
                                   b->job.member, b->job.id);
     }
@@ -726,6 +734,18 @@ static int decode_row(worker *w, slot *s, size_t i)
     if (len < (size_t)s->T)
         memset(row + len, 0, ((size_t)s->T - len) * sizeof(float));
     return 0;
+}
+
+/* Call on_problem; the caller holds p->mu, which serialises the calls. */
+static void report(sharc__pipeline *p, int code, sharc_problem kind, const char *path,
+                   const char *member, const char *cut_id, const char *message)
+{
+    if (!p->r->s.on_problem)
+        return;
+    sharc_problem_report rep = {
+        kind,   code, path, member && *member ? member : NULL, cut_id && *cut_id ? cut_id : NULL,
+        message};
+    p->r->s.on_problem(p->r->s.problem_cookie, &rep);
 }
 
 static slot *find_work(sharc__pipeline *p, size_t *index)
@@ -758,34 +778,29 @@ static void *worker_main(void *arg)
         double dt = now_s() - t0;
         pthread_mutex_lock(&p->mu);
         p->worker_stats.stage_seconds[SHARC_STAGE_DECODE] += dt;
-        if (rc < 0) {
-            sharc__log(&w->ctx,
-                       p->r->s.on_error == SHARC_ON_ERROR_SKIP ? SHARC_LOG_WARN : SHARC_LOG_ERROR,
-                       "%s", w->ctx.error);
-            if (w->err.kind < SHARC_PROBLEM_COUNT) {
-                p->worker_stats.problems[w->err.kind]++;
-                if (p->r->s.on_problem) {
-                    sharc_problem_report rep = {
-                        w->err.kind,
-                        rc,
-                        w->err.path,
-                        w->err.member.len ? sharc__buf_str(&w->err.member) : NULL,
-                        w->err.cut_id.len ? sharc__buf_str(&w->err.cut_id) : NULL,
-                        w->ctx.error};
-                    p->r->s.on_problem(p->r->s.problem_cookie, &rep);
-                }
-            }
-            if (p->r->s.on_error == SHARC_ON_ERROR_SKIP && w->err.kind < SHARC_PROBLEM_COUNT) {
-                s->skipped[i] = 1;
-                s->n_skipped++;
-                p->worker_stats.skipped_cuts++;
-                /* Counted as returned by the planner; taken back here. */
-                p->worker_stats.cuts++;
-                p->worker_stats.audio_seconds += s->cuts[i]->duration;
-            } else if (!s->rc) {
+        if (rc < 0 &&
+            (p->r->s.on_error == SHARC_ON_ERROR_FAIL || w->err.kind >= SHARC_PROBLEM_COUNT)) {
+            if (i < s->fail_row) {
+                s->fail_row = i;
                 s->rc = rc;
+                s->fail_kind = w->err.kind;
+                s->fail_path = w->err.path;
                 snprintf(s->message, sizeof s->message, "%s", w->ctx.error);
+                snprintf(s->fail_member, sizeof s->fail_member, "%s",
+                         sharc__buf_str(&w->err.member));
+                snprintf(s->fail_cut, sizeof s->fail_cut, "%s", sharc__buf_str(&w->err.cut_id));
             }
+        } else if (rc < 0) {
+            sharc__log(&w->ctx, SHARC_LOG_WARN, "%s", w->ctx.error);
+            p->worker_stats.problems[w->err.kind]++;
+            report(p, rc, w->err.kind, w->err.path, sharc__buf_str(&w->err.member),
+                   sharc__buf_str(&w->err.cut_id), w->ctx.error);
+            s->skipped[i] = 1;
+            s->n_skipped++;
+            p->worker_stats.skipped_cuts++;
+            /* Counted as returned by the planner; taken back here. */
+            p->worker_stats.cuts++;
+            p->worker_stats.audio_seconds += s->cuts[i]->duration;
         }
         if (--s->pending == 0)
             pthread_cond_broadcast(&p->cv);
@@ -894,6 +909,11 @@ int sharc__pipeline_next(sharc_reader *r, sharc_batch **out)
             snprintf(r->ctx.error, sizeof r->ctx.error, "%s", s->message);
 
         pthread_mutex_lock(&p->mu);
+        if (rc < 0 && s->fail_row != SIZE_MAX && s->fail_kind < SHARC_PROBLEM_COUNT) {
+            p->worker_stats.problems[s->fail_kind]++;
+            sharc__log(&r->ctx, SHARC_LOG_ERROR, "%s", s->message);
+            report(p, rc, s->fail_kind, s->fail_path, s->fail_member, s->fail_cut, s->message);
+        }
         s->batch = NULL;
         s->n = 0;
         if (b)

@@ -13,8 +13,10 @@
  * - Batch rule (Lhotse TimeConstraint.close_to_exceeding): with d' = d + d*d/q when a
  *   quadratic term q is set, items are appended (bucket order, or a random order when
  *   shuffling) until `(max_cuts && n >= max_cuts) || (max_duration && (n+1)*longest >
- *   max_duration)`, the triggering item included. So `n*longest <= max_duration` unless
- *   n == 1; a single item with d' > max_duration is a 1-item batch, logged as a warning.
+ *   max_duration)`, the triggering item included. So n times the longest of the first n-1
+ *   items is <= max_duration; the whole batch may exceed max_duration when its last item is
+ *   the longest (Lhotse does the same). A single item with d' > max_duration is a 1-item
+ *   batch, logged as a warning.
  *   With `bucket_batch_size`, bucket b stops at exactly `bucket_batch_size[b]` items.
  * - Bucket choice: a bucket is ready when its items could make a full batch. Without
  *   sync, one of the ready buckets is picked uniformly (else, unless drop_last, one of
