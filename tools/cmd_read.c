@@ -370,8 +370,6 @@ static const char *loader_error(const sharc_loader *l, int rc)
 
 static int open_loader(const sharc_reader_settings *s, read_opts *o, sharc_loader **l)
 {
-    if (cli_dist_setup(cmd, &o->dist) != 0)
-        return -1;
     sharc_loader_settings ls;
     sharc_loader_default_settings(&ls);
     ls.reader = *s;
@@ -1204,7 +1202,10 @@ int cmd_read(int argc, char **argv)
     if (status < 0) {
         cli_logger(&s.logger,
                    o.quiet ? SHARC_LOG_ERROR : (o.verbose ? SHARC_LOG_INFO : SHARC_LOG_WARN));
-        status = o.cuts_mode ? run_cuts(&s, &o) : run_batches(&s, &o);
+        if (o.cuts_mode)
+            status = run_cuts(&s, &o);
+        else if ((status = cli_dist_setup(cmd, &o.dist)) == 0) /* MPI, mesh, transport */
+            status = run_batches(&s, &o);
     }
     free(o.bins);
     free(o.bucket_batch_size);
