@@ -167,8 +167,8 @@ def one_run(args, CutSet, Sampler, collate):
     """Open, warm up, time the window. Returns the run's figures."""
     t0 = time.perf_counter()
     cuts = CutSet.from_shar(in_dir=args.in_dir, shuffle_shards=True, seed=args.seed)
-    if args.epochs == 0:
-        cuts = cuts.repeat()
+    if args.epochs != 1:
+        cuts = cuts.repeat(times=args.epochs or None)
     kw = dict(max_duration=args.max_duration, max_cuts=args.max_cuts, shuffle=True,
               buffer_size=args.buffer_size, quadratic_duration=args.quadratic_duration,
               seed=args.seed, world_size=1, rank=0)
@@ -227,7 +227,7 @@ def main():
     p.add_argument("--quadratic-duration", type=float, default=None)
     p.add_argument("--buffer-size", type=int, default=20000)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--epochs", type=int, default=0, help="0 = repeat forever (default)")
+    p.add_argument("--epochs", type=int, default=1, help="0 = repeat forever (default 1)")
     p.add_argument("--warmup", type=int, default=2, help="untimed batches first (default 2)")
     p.add_argument("--batches", type=int, default=0, help="time N batches")
     p.add_argument("--seconds", type=float, default=0.0,

@@ -114,7 +114,8 @@ j.update(tag=sys.argv[2], codec=sys.argv[3], nthreads=int(sys.argv[4]), cmd=sys.
 print(json.dumps(j))' "$out/last.json" "$tag" "$codec" "$nthreads" "$*" >>"$results"
 }
 
-common="--seconds $seconds --seed 0"
+# --epochs 0: the corpus repeats, so every window is as long as asked.
+common="--seconds $seconds --seed 0 --epochs 0"
 for codec in $codecs; do
     corpus=$data/$codec-${shards}x$cps
     if [ ! -d "$corpus/shar" ]; then

@@ -19,7 +19,12 @@ static const char *const cmd = "bench";
 #define MAX_REPEAT 101
 #define N_STAGES   5
 
-static const char *const stage_names[N_STAGES] = {"read", "pair", "sample", "decode", "collate"};
+/* JSON names of sharc_reader_stats.stage_seconds, by enum sharc_stage. */
+static const char *const stage_names[N_STAGES] = {[SHARC_STAGE_READ] = "read",
+                                                  [SHARC_STAGE_DECOMPRESS] = "decompress",
+                                                  [SHARC_STAGE_SAMPLE] = "sample",
+                                                  [SHARC_STAGE_DECODE] = "decode",
+                                                  [SHARC_STAGE_COLLATE] = "collate"};
 
 typedef struct bench_opts {
     int cuts_mode; /* --cuts: sharc_reader_next(), no batching */
@@ -44,6 +49,7 @@ typedef struct run_result {
     double stage[N_STAGES];            /* stage seconds over the window */
     uint64_t peak_rss;                 /* bytes */
     size_t shards;                     /* shards the reader found */
+    int ended;                         /* the data ended the window */
 } run_result;
 
 static void print_help(void)
@@ -76,8 +82,8 @@ static void print_help(void)
     printf(
         "Reader (defaults as 'sharc read' unless said):\n"
         "  --layout L          auto, shar, nemo or wds (default auto)\n"
-        "  --epochs N          epochs; 0 = forever, so a short dataset never ends the window\n"
-        "                      (default 0)\n"
+        "  --epochs N          epochs; the window also ends with the data; 0 = forever, for\n"
+        "                      a steady state on a small dataset (default 1)\n"
         "  --seed S            shard order and sampler seed (default 0)\n"
         "  --on-error P        fail or skip (default fail)\n"
         "  --sampling-rate HZ  required sampling rate (default: any)\n"
@@ -112,10 +118,14 @@ static void print_help(void)
         "batch, or cut), cpu_seconds_per_audio_second (process CPU time over the window),\n"
         "peak_rss_bytes (peak resident memory of the loader runs; peak_rss_scope is \"run\"\n"
         "when the kernel let the peak be reset before each run, else \"process\"),\n"
-        "stage_seconds {read, pair, sample, decode, collate} (seconds summed over threads, in\n"
-        "the window), and with --floor floor_audio_seconds_per_second, floor_cuts_per_second,\n"
-        "floor_cpu_seconds_per_audio_second and ratio_to_floor (loader / floor), then runs\n"
-        "(one object per repetition). Rates are medians over the repetitions, the peak RSS is\n"
+        "stage_seconds {read, decompress, sample, decode, collate} (seconds summed over\n"
+        "threads in the window: reading files, decompressing and parsing tars, JSON and\n"
+        "pairing, sampling, decoding, collating; the reader fills them in batch mode, so\n"
+        "they are null with --cuts), and with --floor floor_audio_seconds_per_second,\n"
+        "floor_cuts_per_second, floor_cpu_seconds_per_audio_second and ratio_to_floor\n"
+        "(loader / floor), then runs\n"
+        "(one object per repetition, end_of_data telling whether the data ended its window). Rates "
+        "are medians over the repetitions, the peak RSS is\n"
         "the maximum; values a mode does not define (batches with --cuts) are null.\n"
         "\n"
         "Exit status: 0 success, 1 read or floor error, 2 usage error.\n"
@@ -592,6 +602,7 @@ static int run_loader(const sharc_reader_settings *s, const bench_opts *o, int r
                 taken, o->cuts_mode ? "cuts" : "batches");
         rc = -1;
     }
+    res->ended = rc == 0;
     if (rc >= 0)
         window_end(&w, r, res);
     sharc_reader_close(&r);
@@ -715,7 +726,8 @@ static void print_run_json(FILE *f, const run_result *r, const run_result *fl)
     cli_json_num(f, r->wall);
     json_field(f, "audio_seconds_per_second", get_audio_rate(r));
     json_field(f, "cuts_per_second", get_cut_rate(r));
-    fprintf(f, ",\"peak_rss_bytes\":%" PRIu64, r->peak_rss);
+    fprintf(f, ",\"peak_rss_bytes\":%" PRIu64 ",\"end_of_data\":%s", r->peak_rss,
+            r->ended ? "true" : "false");
     if (fl != NULL) {
         json_field(f, "floor_window_seconds", fl->wall);
         json_field(f, "floor_audio_seconds_per_second", get_audio_rate(fl));
@@ -762,7 +774,7 @@ static void print_json(const report *rp)
     fputc('{', f);
     for (int k = 0; k < N_STAGES; k++) {
         cli_json_key(f, stage_names[k], k == 0);
-        cli_json_num(f, median_of(runs, n, stage_getters[k]));
+        cli_json_num(f, batches ? median_of(runs, n, stage_getters[k]) : NAN);
     }
     fputc('}', f);
     if (rp->floors != NULL) {
@@ -820,10 +832,18 @@ static void print_text(const report *rp)
            1e3 * median_of(runs, n, get_cpu_per_audio));
     if (rp->floors != NULL)
         printf("   floor %.3f ms", 1e3 * median_of(rp->floors, n, get_cpu_per_audio));
-    printf("\n  stages (CPU s) ");
-    for (int k = 0; k < N_STAGES; k++)
-        printf(" %s %.3f", stage_names[k], median_of(runs, n, stage_getters[k]));
-    printf("\n  window         %10.2f s\n", median_of(runs, n, get_wall));
+    printf("\n");
+    if (!o->cuts_mode) {
+        printf("  stages (s)     ");
+        for (int k = 0; k < N_STAGES; k++)
+            printf(" %s %.3f", stage_names[k], median_of(runs, n, stage_getters[k]));
+        printf("\n");
+    }
+    int ended = 0;
+    for (int i = 0; i < n; i++)
+        ended += runs[i].ended;
+    printf("  window         %10.2f s%s\n", median_of(runs, n, get_wall),
+           ended ? " (ended with the data; --epochs 0 reads on)" : "");
 }
 
 /* ---- the command ---- */
@@ -860,7 +880,6 @@ int cmd_bench(int argc, char **argv)
         return bench_bcast_main(argc, argv);
     sharc_reader_settings s;
     sharc_reader_default_settings(&s);
-    s.epochs = 0;
     bench_opts o = {0};
     char **shards = NULL;
     size_t n_shards = 0;

@@ -15,7 +15,7 @@ gen "$tmp/c" --layout shar --shards 2 --cuts-per-shard 4 --max-duration 3 --seed
 d=$tmp/c/shar
 
 # A window of exactly 10 cuts after 3 warm-up cuts (epochs forever, so the corpus wraps).
-expect_rc 0 "$SHARC" bench --cuts --json --warmup 3 --batches 10 --quiet "$d"
+expect_rc 0 "$SHARC" bench --cuts --json --warmup 3 --batches 10 --epochs 0 --quiet "$d"
 "$PYTHON" - "$tmp/out" <<'PYEOF'
 import json, sys
 lines = open(sys.argv[1]).read().splitlines()
@@ -30,12 +30,14 @@ assert j["cuts"] == 10 and j["cuts_per_second"] > 0 and j["audio_seconds_per_sec
 assert j["batches_per_second"] is None and j["padding_ratio"] is None, j
 assert j["shards"] == 2 and j["tar_files"] == 2, j
 assert 0 < j["time_to_first_batch_s"] < 30 and j["peak_rss_bytes"] > 1 << 20, j
-assert sorted(j["stage_seconds"]) == sorted(["read", "pair", "sample", "decode", "collate"]), j
+stages = ["read", "decompress", "sample", "decode", "collate"]
+assert sorted(j["stage_seconds"]) == sorted(stages), j
+assert all(v is None for v in j["stage_seconds"].values()), j  # filled in batch mode only
 assert "floor_audio_seconds_per_second" not in j and len(j["runs"]) == 1, j
 PYEOF
 
 # One epoch from the open (no warm-up): every cut once, and the generator's total duration.
-expect_rc 0 "$SHARC" bench --cuts --json --warmup 0 --epochs 1 --batches 1000 --quiet "$d"
+expect_rc 0 "$SHARC" bench --cuts --json --warmup 0 --batches 1000 --quiet "$d"
 "$PYTHON" - "$tmp/out" "$d.expected.jsonl" <<'PYEOF'
 import json, sys
 j = json.loads(open(sys.argv[1]).read())
@@ -44,10 +46,11 @@ assert j["cuts"] == len(exp) == 8, (j["cuts"], len(exp))
 total = sum(e["duration"] for e in exp)
 assert abs(j["audio_seconds"] - total) < 1e-6 * total, (j["audio_seconds"], total)
 assert abs(j["audio_seconds_per_second"] * j["window_seconds"] - total) < 1e-3 * total, j
+assert j["runs"][0]["end_of_data"] is True, j
 PYEOF
 
 # The floor in the same run: two repetitions, medians and their ratio.
-expect_rc 0 "$SHARC" bench --cuts --floor --json --repeat 2 --seconds 0.3 --quiet "$d"
+expect_rc 0 "$SHARC" bench --cuts --floor --json --repeat 2 --seconds 0.3 --epochs 0 --quiet "$d"
 "$PYTHON" - "$tmp/out" <<'PYEOF'
 import json, sys
 j = json.loads(open(sys.argv[1]).read())
@@ -57,11 +60,40 @@ ratio = j["audio_seconds_per_second"] / j["floor_audio_seconds_per_second"]
 assert abs(j["ratio_to_floor"] - ratio) < 1e-9 * ratio, j
 for r in j["runs"]:
     assert r["window_seconds"] >= 0.3 and r["floor_window_seconds"] >= 0.3, r
-    assert r["floor_audio_seconds_per_second"] > 0, r
+    assert r["floor_audio_seconds_per_second"] > 0 and r["end_of_data"] is False, r
 PYEOF
 
+# Batches: exactly --batches of them in the window, their padding and fill, stage timings.
+for t in 1 2; do
+    expect_rc 0 "$SHARC" bench --json --threads $t --warmup 1 --batches 4 --epochs 0 --max-duration 8 \
+        --num-buckets 2 --buffer-size 6 --quiet "$d"
+    "$PYTHON" - "$tmp/out" $t <<'PYEOF'
+import json, sys
+j = json.loads(open(sys.argv[1]).read())
+assert j["mode"] == "batches" and j["threads"] == int(sys.argv[2]), j
+assert j["batches"] == 4 and j["batches_per_second"] > 0 and j["cuts"] >= 4, j
+assert j["cuts_per_second"] > 0 and j["audio_seconds_per_second"] > 0, j
+assert j["padding_ratio"] >= 1.0 and j["max_duration"] == 8, j
+# Every batch holds at most max_duration of padded audio, so at most that much real audio;
+# a lone cut longer than max_duration is the only exception, and none is longer than 3 s.
+assert 0 < j["batch_fill"] <= 1.0, j
+assert j["audio_seconds"] <= 4 * 8, j
+st = j["stage_seconds"]
+assert st["decode"] > 0 and all(v >= 0 for v in st.values()), st
+PYEOF
+done
+
+# Batches with the floor, in the text report.
+expect_rc 0 "$SHARC" bench --floor --threads 1 --repeat 1 --seconds 0.3 --max-duration 8 \
+    --buffer-size 6 --epochs 0 "$d"
+expect_in "$tmp/out" "batches, 1 thread, 2 shards"
+expect_in "$tmp/out" "padding ratio"
+expect_in "$tmp/out" "batch fill"
+expect_in "$tmp/out" "stages (s)"
+
 # The text report.
-expect_rc 0 "$SHARC" bench --cuts --floor --repeat 1 --seconds 0.2 "$d"
+expect_rc 0 "$SHARC" bench --cuts --floor --repeat 1 --seconds 0.2 --warmup 2 "$d"
+expect_in "$tmp/out" "ended with the data"
 expect_in "$tmp/out" "cuts (no batching), 1 thread, 2 shards"
 expect_in "$tmp/out" "floor "
 expect_in "$tmp/out" "ratio "
@@ -78,7 +110,7 @@ expect_in "$tmp/err" "--bins needs sorted positive numbers"
 expect_rc 2 "$SHARC" bench --repeat 0 "$d"
 
 # A dataset that ends during the warm-up is an error, not a report of nothing.
-expect_rc 1 "$SHARC" bench --cuts --epochs 1 --warmup 100 "$d"
+expect_rc 1 "$SHARC" bench --cuts --warmup 100 "$d"
 expect_in "$tmp/err" "during the warm-up"
 
 # A truncated tar: the loader skips what it cannot read, the floor fails naming the file.
@@ -87,6 +119,6 @@ cp "$d"/* "$tmp/broken/"
 tar=$tmp/broken/recording.000001.tar
 head -c $(($(wc -c <"$tar") / 2)) "$tar" >"$tmp/half" && mv "$tmp/half" "$tar"
 expect_rc 1 "$SHARC" bench --cuts --floor --on-error skip --quiet --repeat 1 --seconds 0.2 \
-    "$tmp/broken"
+    --epochs 0 "$tmp/broken"
 expect_in "$tmp/err" "floor: $tar"
 echo "ok"
