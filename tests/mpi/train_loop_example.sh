@@ -24,6 +24,9 @@ flags=$(pkg-config --cflags --libs sharc)
 case $flags in *"$tmp/root"*) ;; *) echo "pkg-config did not point into DESTDIR: $flags"; exit 1 ;; esac
 mpi_flags=$(env -u PKG_CONFIG_SYSROOT_DIR pkg-config --cflags --libs ompi-c 2>/dev/null ||
   mpicc --showme:compile --showme:link)
+# A sanitizer build's library needs its runtime in the program too.
+sanitize=$(opt b_sanitize)
+[ "$sanitize" = none ] || mpi_flags="$mpi_flags -fsanitize=$sanitize"
 # shellcheck disable=SC2086
 cc -std=c11 -Wall -Wextra -Werror "$src/docs/examples/train_loop.c" $flags $mpi_flags \
   -Wl,-rpath,"$tmp/root$libdir" -o "$tmp/train_loop"
