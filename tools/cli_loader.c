@@ -141,8 +141,9 @@ void cli_dist_apply(const cli_dist *d, sharc_loader_settings *s)
 
 void cli_dist_json(FILE *f, const cli_dist *d, const sharc_loader *l)
 {
-    fprintf(f, ",\"rank\":%d,\"source\":%s", d->rank,
-            l == NULL || sharc_loader_is_source(l) ? "true" : "false");
+    int source = l != NULL ? sharc_loader_is_source(l)
+                           : d->mesh.n_axes == 0 || sharc_mesh_is_source(&d->mesh);
+    fprintf(f, ",\"rank\":%d,\"source\":%s", d->rank, source ? "true" : "false");
 }
 
 void *cli_dist_mpi_comm(const cli_dist *d)

@@ -63,7 +63,7 @@ int cli_dist_setup(const char *cmd, cli_dist *d);
 /** Point loader settings at the mesh and transport. */
 void cli_dist_apply(const cli_dist *d, sharc_loader_settings *s);
 
-/** Write `,"rank":R,"source":true|false` for the JSON line of a loader. */
+/** Write `,"rank":R,"source":true|false` for the JSON line of a loader (NULL: from the mesh). */
 void cli_dist_json(FILE *f, const cli_dist *d, const sharc_loader *l);
 
 /** After a local failure in a group run under MPI: end the whole job (MPI_Abort). */

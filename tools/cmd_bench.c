@@ -13,6 +13,7 @@
 #include "bench_bcast.h"
 #include "bench_floor.h"
 #include "cli.h"
+#include "cli_loader.h"
 
 static const char *const cmd = "bench";
 
@@ -34,7 +35,8 @@ typedef struct bench_opts {
     uint64_t count;  /* --batches: window length in batches (cuts); 0 = by time */
     double seconds;  /* --seconds: window length in seconds; 0 = by count */
     int repeat;
-    double *bins; /* --bins, owned */
+    double *bins;  /* --bins, owned */
+    cli_dist dist; /* --transport, --mesh: batches come from a sharc_loader */
 } bench_opts;
 
 /* One measured run of the loader or of the floor. */
@@ -104,6 +106,11 @@ static void print_help(void)
         "\n",
         cli_online_cpus());
     printf(
+        "Distributed (batches; every rank prints its own report):\n" CLI_DIST_HELP
+        "                      (the window is then --batches N, default 20: ranks stop together)\n"
+        "  --broadcast-only    measure the broadcast alone against a raw MPI_Bcast of the same\n"
+        "                      bytes (see sharc bench --broadcast-only --help)\n"
+        "\n"
         "Output:\n"
         "  --json              print one JSON object at the end (below)\n"
         "  --quiet             no progress line, no library warnings\n"
@@ -123,7 +130,8 @@ static void print_help(void)
         "pairing, sampling, decoding, collating; the reader fills them in batch mode, so\n"
         "they are null with --cuts), and with --floor floor_audio_seconds_per_second,\n"
         "floor_cuts_per_second, floor_cpu_seconds_per_audio_second and ratio_to_floor\n"
-        "(loader / floor), then runs\n"
+        "(loader / floor), rank and source (whether this rank read the batches or received\n"
+        "them), then runs\n"
         "(one object per repetition, end_of_data telling whether the data ended its window). Rates "
         "are medians over the repetitions, the peak RSS is\n"
         "the maximum; values a mode does not define (batches with --cuts) are null.\n"
@@ -132,7 +140,9 @@ static void print_help(void)
         "\n"
         "Example:\n"
         "  sharc bench --floor --threads 1 --max-duration 200 --seconds 10 data/shar\n"
-        "  sharc bench --cuts --floor --json data/wds\n");
+        "  sharc bench --cuts --floor --json data/wds\n"
+        "  mpirun -n 4 sharc bench --transport mpi --mesh dp=2,cp=2 --batches 50 --json "
+        "data/shar\n");
 }
 
 enum {
@@ -187,6 +197,7 @@ static const struct option long_opts[] = {
     {"json", no_argument, NULL, OPT_JSON},
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"verbose", no_argument, NULL, OPT_VERBOSE},
+    CLI_DIST_LONG_OPTIONS,
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -317,6 +328,16 @@ static int finish_args(sharc_reader_settings *s, bench_opts *o, int threads_give
 {
     if (o->cuts_mode && threads_given)
         return cli_usage_error(cmd, "--threads applies to batches; --cuts reads on one thread");
+    if (cli_dist_active(&o->dist)) {
+        /* Every rank of a group must take the same number of steps: no timed windows. */
+        if (o->cuts_mode)
+            return cli_usage_error(cmd, "--transport and --mesh measure batches, not --cuts");
+        if (o->seconds > 0)
+            return cli_usage_error(cmd, "with --transport or --mesh the window is a number of "
+                                        "batches (--batches N): ranks must stop together");
+        if (o->count == 0)
+            o->count = 20;
+    }
     if (!warmup_given)
         o->warmup = o->cuts_mode ? 20 : 2;
     if (o->count == 0 && o->seconds == 0)
@@ -386,6 +407,10 @@ static int parse_args(int argc, char **argv, sharc_reader_settings *s, bench_opt
         case OPT_VERBOSE:
             o->verbose = 1;
             break;
+        case CLI_OPT_TRANSPORT:
+        case CLI_OPT_MESH:
+            bad = cli_dist_option(cmd, &o->dist, opt, optarg) < 0;
+            break;
         default: /* getopt_long printed the reason */
             return cli_usage_error(cmd, "invalid option");
         }
@@ -453,8 +478,9 @@ typedef struct window {
 
 static void window_start(window *w, sharc_reader *r, double t0)
 {
-    sharc_reader_stats st;
-    sharc_reader_get_stats(r, &st);
+    sharc_reader_stats st = {0};
+    if (r != NULL) /* NULL on a peer of a broadcast group: it reads nothing */
+        sharc_reader_get_stats(r, &st);
     w->t0 = t0;
     w->cpu0 = process_cpu_seconds();
     memcpy(w->stage0, st.stage_seconds, sizeof w->stage0);
@@ -463,8 +489,9 @@ static void window_start(window *w, sharc_reader *r, double t0)
 
 static void window_end(const window *w, sharc_reader *r, run_result *res)
 {
-    sharc_reader_stats st;
-    sharc_reader_get_stats(r, &st);
+    sharc_reader_stats st = {0};
+    if (r != NULL)
+        sharc_reader_get_stats(r, &st);
     res->wall = cli_now() - w->t0;
     res->cpu = process_cpu_seconds() - w->cpu0;
     for (int k = 0; k < N_STAGES; k++)
@@ -523,8 +550,8 @@ static int count_batch(const sharc_batch *b, double max_duration, run_result *re
 }
 
 /* Take one batch (cut); 1 with one, 0 at the end, -1 after printing the error. */
-static int take_one(sharc_reader *r, const bench_opts *o, double max_duration, int counted,
-                    run_result *res)
+static int take_one(sharc_reader *r, sharc_loader *l, const bench_opts *o, double max_duration,
+                    int counted, run_result *res)
 {
     int rc;
     if (o->cuts_mode) {
@@ -536,7 +563,7 @@ static int take_one(sharc_reader *r, const bench_opts *o, double max_duration, i
         }
     } else {
         sharc_batch *b;
-        rc = sharc_reader_next_batch(r, &b);
+        rc = sharc_loader_next(l, &b);
         if (rc == 0) {
             int bad = counted ? count_batch(b, max_duration, res) : 0;
             sharc_batch_release(b);
@@ -547,7 +574,7 @@ static int take_one(sharc_reader *r, const bench_opts *o, double max_duration, i
     if (rc == SHARC_END)
         return 0;
     if (rc < 0) {
-        const char *why = sharc_reader_last_error(r);
+        const char *why = l != NULL ? sharc_loader_last_error(l) : sharc_reader_last_error(r);
         fprintf(stderr, "sharc bench: read error: %s\n", why[0] ? why : sharc_strerror(rc));
         return -1;
     }
@@ -567,6 +594,32 @@ static int open_reader(const sharc_reader_settings *s, sharc_reader **r)
     return 0;
 }
 
+/*
+ * Batches come from a sharc_loader: a plain reader alone, and under --transport/--mesh the
+ * source of each group reads while its peers receive. A dataset the source cannot open is
+ * reported by the first next, which also tells the peers.
+ */
+static int open_loader(const sharc_reader_settings *s, const bench_opts *o, sharc_loader **l)
+{
+    sharc_loader_settings ls;
+    sharc_loader_default_settings(&ls);
+    ls.reader = *s;
+    cli_dist_apply(&o->dist, &ls);
+    int rc = sharc_loader_open(l, &ls);
+    if (rc == 0 && sharc_loader_is_source(*l) && sharc_loader_reader(*l) == NULL) {
+        sharc_batch *b = NULL;
+        rc = sharc_loader_next(*l, &b);
+        fprintf(stderr, "sharc bench: %s\n", sharc_loader_last_error(*l));
+        sharc_loader_close(l);
+    } else if (rc < 0) {
+        char why[1024];
+        cli_last_logged_error(why, sizeof why);
+        fprintf(stderr, "sharc bench: cannot open the loader: %s%s%s\n", sharc_strerror(rc),
+                why[0] ? ": " : "", why);
+    }
+    return rc < 0 ? -1 : 0;
+}
+
 /* One loader run: open, warm up, time the window. 0, or -1 after printing the error. */
 static int run_loader(const sharc_reader_settings *s, const bench_opts *o, int rep, cli_progress *p,
                       run_result *res)
@@ -574,15 +627,18 @@ static int run_loader(const sharc_reader_settings *s, const bench_opts *o, int r
     memset(res, 0, sizeof *res);
     double t0 = cli_now();
     sharc_reader *r = NULL;
-    if (open_reader(s, &r) < 0)
+    sharc_loader *l = NULL;
+    if (o->cuts_mode ? open_reader(s, &r) < 0 : open_loader(s, o, &l) < 0)
         return -1;
-    res->shards = sharc_reader_num_shards(r);
+    if (l != NULL)
+        r = sharc_loader_reader(l); /* NULL on a peer */
+    res->shards = r != NULL ? sharc_reader_num_shards(r) : 0;
     window w = {0};
     if (o->warmup == 0)
         window_start(&w, r, t0);
     uint64_t taken = 0, n = 0;
     int rc;
-    while ((rc = take_one(r, o, s->sampler.max_duration, w.open, res)) == 1) {
+    while ((rc = take_one(r, l, o, s->sampler.max_duration, w.open, res)) == 1) {
         if (taken++ == 0)
             res->first = cli_now() - t0;
         if (!w.open) {
@@ -605,7 +661,10 @@ static int run_loader(const sharc_reader_settings *s, const bench_opts *o, int r
     res->ended = rc == 0;
     if (rc >= 0)
         window_end(&w, r, res);
-    sharc_reader_close(&r);
+    if (l != NULL)
+        sharc_loader_close(&l); /* the reader is the loader's */
+    else
+        sharc_reader_close(&r);
     return rc < 0 ? -1 : 0;
 }
 
@@ -785,6 +844,7 @@ static void print_json(const report *rp)
                    median_of(rp->floors, n, get_cpu_per_audio));
         json_field(f, "ratio_to_floor", median_of(runs, n, get_audio_rate) / fr);
     }
+    cli_dist_json(f, &o->dist, NULL);
     cli_json_key(f, "runs", 0);
     fputc('[', f);
     for (int i = 0; i < n; i++) {
@@ -881,6 +941,7 @@ int cmd_bench(int argc, char **argv)
     sharc_reader_settings s;
     sharc_reader_default_settings(&s);
     bench_opts o = {0};
+    cli_dist_init(&o.dist);
     char **shards = NULL;
     size_t n_shards = 0;
     run_result *runs = NULL, *floors = NULL;
@@ -903,6 +964,9 @@ int cmd_bench(int argc, char **argv)
         fprintf(stderr, "sharc bench: out of memory\n");
         goto done;
     }
+    if (!o.cuts_mode && (status = cli_dist_setup(cmd, &o.dist)) != 0)
+        goto done;
+    status = CLI_EXIT_FAIL;
     int scope_run;
     if (run_all(&s, &o, shards, n_shards, runs, floors, &scope_run) < 0)
         goto done;
@@ -917,5 +981,6 @@ done:
     free(floors);
     bench_floor_free_shards(shards, n_shards);
     free(o.bins);
+    cli_dist_close(&o.dist);
     return status;
 }

@@ -28,6 +28,22 @@ for r in rows:
     assert r["source"] == (r["rank"] == 0), r
 PY
 
+# The loader benchmark on 4 ranks: peers count the batches they received.
+mpirun --oversubscribe -n 4 "$sharc" bench --transport mpi --mesh dp=2,cp=2 --batches 3 \
+  --epochs 0 --max-duration 20 --threads 1 --quiet --json "$tmp/data/shar" >"$tmp/lb.jsonl"
+python3 - "$tmp/lb.jsonl" <<'PY'
+import json, sys
+rows = {r["rank"]: r for r in map(json.loads, open(sys.argv[1]))}
+assert sorted(rows) == [0, 1, 2, 3], rows.keys()
+for src, peer in ((0, 1), (2, 3)):
+    assert rows[src]["source"] and not rows[peer]["source"]
+    assert rows[src]["batches"] == rows[peer]["batches"] == 3
+    assert rows[src]["cuts"] == rows[peer]["cuts"] > 0
+PY
+rc=0
+"$sharc" bench --mesh dp=1 --seconds 2 "$tmp/data/shar" >/dev/null 2>"$tmp/err" || rc=$?
+[ "$rc" = 2 ] && grep -q "ranks must stop together" "$tmp/err"
+
 # A broadcast group needs a transport; a mesh must match the world; --cuts has no loader.
 rc=0
 WORLD_SIZE=2 RANK=0 "$sharc" read --mesh dp=1,cp=2 "$tmp/data/shar" >/dev/null 2>"$tmp/err" || rc=$?
