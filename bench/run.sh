@@ -26,6 +26,7 @@
 #   --venv DIR         Python venv with lhotse, from bench/setup_lhotse.sh
 #                      (default BUILD/lhotse-venv); without it the Lhotse runs are skipped
 #   --require-lhotse   exit 77 (skipped) instead when there is no such venv
+#   --no-pin           do not pin a run with N threads to cores 0..N-1 (taskset)
 # Batching settings are the same for both loaders: --max-duration 200, 10 buckets with the
 # bins that `sharc buckets` estimates (equal to Lhotse's), buffer of 1000 cuts, seed 0.
 # Exit status: 0, 1 when a run fails, 2 on usage errors, 77 when nothing could run (no
@@ -35,7 +36,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 
 build="" data="" out="" codecs="flac wav" what="cuts,batches,lhotse" seconds=10 repeat=3
-threads="1 2" shards=16 cps=64 venv="" require_lhotse=0
+threads="1 2" shards=16 cps=64 venv="" require_lhotse=0 pin_cores=1
 while [ $# -gt 0 ]; do
     case $1 in
     --build) build=$2 ;;
@@ -49,8 +50,8 @@ while [ $# -gt 0 ]; do
     --shards) shards=$2 ;;
     --cuts-per-shard) cps=$2 ;;
     --venv) venv=$2 ;;
-    --require-lhotse)
-        require_lhotse=1
+    --require-lhotse | --no-pin)
+        [ "$1" = --no-pin ] && pin_cores=0 || require_lhotse=1
         shift
         continue
         ;;
@@ -99,18 +100,32 @@ stamp=$(date +%Y%m%d-%H%M%S)
 results=$out/results-$stamp.jsonl
 : >"$results"
 
+# Each run is pinned to as many cores as it has threads (cores 0..N-1, with taskset when there
+# is one), loader and floor alike: sharc's pipeline has a planner thread (reading, pairing,
+# sampling) besides its N decode threads, and "N threads" is meant as N cores' worth of work.
+pin() {
+    n=$1
+    shift
+    if command -v taskset >/dev/null 2>&1 && [ "$pin_cores" = 1 ]; then
+        taskset -c "0-$((n - 1))" "$@"
+    else
+        "$@"
+    fi
+}
+
 # run TAG CODEC THREADS CMD...: one measurement; its JSON line gets the tag, codec and threads.
 run() {
     tag=$1 codec=$2 nthreads=$3
     shift 3
     echo "  $tag $codec threads=$nthreads: $*" >&2
-    if ! "$@" >"$out/last.json" 2>"$out/last.err"; then
+    if ! pin "$nthreads" "$@" >"$out/last.json" 2>"$out/last.err"; then
         echo "bench/run.sh: failed: $*" >&2
         cat "$out/last.err" >&2
         exit 1
     fi
     python3 -c 'import json,sys; j=json.load(open(sys.argv[1]))
-j.update(tag=sys.argv[2], codec=sys.argv[3], nthreads=int(sys.argv[4]), cmd=sys.argv[5])
+j.update(tag=sys.argv[2], codec=sys.argv[3], nthreads=int(sys.argv[4]), cmd=sys.argv[5],
+         load_average=open("/proc/loadavg").read().split()[0])
 print(json.dumps(j))' "$out/last.json" "$tag" "$codec" "$nthreads" "$*" >>"$results"
 }
 
@@ -125,7 +140,7 @@ for codec in $codecs; do
     fi
     d=$corpus/shar
     bins=$("$sharc" buckets --num-buckets 10 --json "$d" |
-        python3 -c 'import json,sys; print(",".join(repr(b) for b in json.load(sys.stdin)["bins"]))')
+        python3 -c 'import json,sys; print(",".join(map(repr, json.load(sys.stdin)["bins"])))')
     batching="--max-duration 200 --bins $bins --buffer-size 1000"
     echo "$codec: $d ($(du -sh "$d" | cut -f1)), bins $bins" >&2
     for rep in $(seq "$repeat"); do

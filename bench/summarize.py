@@ -57,18 +57,23 @@ def main():
             "rss": max(x["peak_rss_bytes"] for x in rs) / 2**20,
             "cpu": med([x.get("cpu_seconds_per_audio_second") for x in rs]),
             "floor_cpu": med([x.get("floor_cpu_seconds_per_audio_second") for x in rs]),
+            # CPU seconds per wall second: how many cores the run actually got.
+            "cores": med([x["cpu_seconds_per_audio_second"] * x["audio_seconds_per_second"]
+                          for x in rs if x.get("cpu_seconds_per_audio_second")]),
         }
         rows.append(r)
         rate[(codec, tag, t)] = r["audio"]
         cpu[(codec, tag, t)] = r["cpu"]
 
     head = ["codec", "run", "reps", "audio s/s", "floor s/s", "vs floor", "cuts/s", "padding",
-            "fill", "1st batch s", "peak RSS MiB", "CPU ms per audio s", "floor CPU ms"]
+            "fill", "1st batch s", "peak RSS MiB", "CPU ms per audio s", "floor CPU ms",
+            "cores used"]
     body = [[r["codec"], r["run"], str(r["n"]), fmt(r["audio"], ".0f"), fmt(r["floor"], ".0f"),
              fmt(r["ratio"], ".3f"), fmt(r["cuts"], ".1f"), fmt(r["pad"], ".3f"),
              fmt(r["fill"], ".3f"), fmt(r["first"], ".3f"), fmt(r["rss"], ".0f"),
              fmt(r["cpu"] and 1e3 * r["cpu"], ".3f"),
-             fmt(r["floor_cpu"] and 1e3 * r["floor_cpu"], ".3f")] for r in rows]
+             fmt(r["floor_cpu"] and 1e3 * r["floor_cpu"], ".3f"), fmt(r["cores"], ".2f")]
+            for r in rows]
     if markdown:
         print("| " + " | ".join(head) + " |")
         print("|" + "---|" * len(head))
@@ -84,8 +89,8 @@ def main():
     print("Targets (issue 3):")
     for codec in sorted({k[0] for k in runs}):
         checks = []
-        b1 = next((r for r in rows if r["codec"] == codec and r["run"] == "sharc batches, 1 thread"),
-                  None)
+        b1 = next((r for r in rows
+                   if r["codec"] == codec and r["run"] == "sharc batches, 1 thread"), None)
         if b1 and b1["ratio"] is not None:
             checks.append(("floor", "sharc batches 1 thread / floor", b1["ratio"]))
         if rate.get((codec, "batches", 1)) and rate.get((codec, "batches", 2)):
@@ -95,6 +100,7 @@ def main():
             checks.append(("lhotse", "sharc / Lhotse, 1 thread",
                            rate[(codec, "batches", 1)] / rate[(codec, "lhotse", 1)]))
             if cpu.get((codec, "batches", 1)) and cpu.get((codec, "lhotse", 1)):
+                # Robust to other load on the machine: CPU time spent per second of audio.
                 checks.append((None, "  same, by CPU time per audio second",
                                cpu[(codec, "lhotse", 1)] / cpu[(codec, "batches", 1)]))
         for key, what, v in checks:
