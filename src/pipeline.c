@@ -30,7 +30,12 @@ typedef struct bcut {
     sharc__decode_job job;
     const char *text, *speaker, *language;
     size_t block_bytes;
+    sharc__buf audio; ///< the encoded member, taken over from the stream without a copy
 } bcut;
+
+/* Audio buffers of freed cuts wait here to receive the next members, so a steady stream
+ * neither allocates nor faults in fresh pages per cut. */
+#define FREE_BUFFERS_MAX 128
 
 typedef struct slot {
     sharc_batch *batch;
@@ -84,6 +89,9 @@ struct sharc__pipeline {
     double stage[5];                  ///< planner-side stage seconds (planner only)
     uint8_t *last_state;
     size_t last_state_len, last_state_cap;
+    pthread_mutex_t bufs_mu; ///< guards free_bufs (planner takes, caller gives back)
+    sharc__buf free_bufs[FREE_BUFFERS_MAX];
+    size_t n_free_bufs;
     uint64_t *keys; ///< open-addressing set of the keys the sampler holds (0 = empty)
     size_t keys_cap, n_keys;
     bcut **preloaded; ///< restore: cuts re-read for the saved keys, sorted by key
@@ -128,12 +136,21 @@ static int make_key(sharc__ctx *ctx, const sharc__rawcut *c, uint64_t *key)
     return 0;
 }
 
-static int bcut_from_raw(sharc__ctx *ctx, const sharc__rawcut *c, bcut **out)
+/* Bytes a cut counts against the sampler's budget. Lengths, not capacities: the budget
+ * decides batch contents, which must not depend on how buffers happened to be recycled.
+ * A recycled buffer's capacity is below twice the largest member it held. */
+static uint64_t bcut_bytes(const bcut *b)
 {
+    return b->block_bytes + b->audio.len;
+}
+
+static int bcut_from_raw(sharc__pipeline *p, sharc__rawcut *c, bcut **out)
+{
+    sharc__ctx *ctx = &p->r->ctx;
     size_t strings = c->id.len + 1 + c->member.len + 1 + str_room(&c->text, c->has_text) +
                      str_room(&c->speaker, c->has_speaker) +
                      str_room(&c->language, c->has_language);
-    size_t bytes = sizeof(bcut) + strings + c->audio.len;
+    size_t bytes = sizeof(bcut) + strings;
     bcut *b = sharc__malloc(ctx, bytes);
     *out = NULL;
     if (!b)
@@ -143,17 +160,25 @@ static int bcut_from_raw(sharc__ctx *ctx, const sharc__rawcut *c, bcut **out)
         sharc__free(ctx, b);
         return rc;
     }
-    char *p = (char *)(b + 1);
+    char *q = (char *)(b + 1);
     b->duration = c->duration;
     b->block_bytes = bytes;
-    b->job.id = put_str(&p, &c->id, 1);
-    b->job.member = put_str(&p, &c->member, 1);
-    b->text = put_str(&p, &c->text, c->has_text);
-    b->speaker = put_str(&p, &c->speaker, c->has_speaker);
-    b->language = put_str(&p, &c->language, c->has_language);
-    memcpy(p, c->audio.data, c->audio.len);
-    b->job.audio = (const uint8_t *)p;
-    b->job.audio_len = c->audio.len;
+    b->job.id = put_str(&q, &c->id, 1);
+    b->job.member = put_str(&q, &c->member, 1);
+    b->text = put_str(&q, &c->text, c->has_text);
+    b->speaker = put_str(&q, &c->speaker, c->has_speaker);
+    b->language = put_str(&q, &c->language, c->has_language);
+    /* Take the member's buffer; the stream reads the next member into a recycled one. */
+    b->audio = c->audio;
+    pthread_mutex_lock(&p->bufs_mu);
+    if (p->n_free_bufs)
+        c->audio = p->free_bufs[--p->n_free_bufs];
+    else
+        memset(&c->audio, 0, sizeof c->audio);
+    pthread_mutex_unlock(&p->bufs_mu);
+    sharc__buf_clear(&c->audio);
+    b->job.audio = b->audio.data;
+    b->job.audio_len = b->audio.len;
     b->job.sampling_rate = c->sampling_rate;
     b->job.channels = c->channels;
     b->job.num_samples = c->num_samples;
@@ -164,8 +189,18 @@ static int bcut_from_raw(sharc__ctx *ctx, const sharc__rawcut *c, bcut **out)
     return 0;
 }
 
-static void bcut_free(sharc__ctx *ctx, bcut *b)
+static void bcut_free(sharc__pipeline *p, bcut *b)
 {
+    sharc__ctx *ctx = &p->r->ctx;
+    if (!b)
+        return;
+    pthread_mutex_lock(&p->bufs_mu);
+    if (p->n_free_bufs < FREE_BUFFERS_MAX && b->audio.data) {
+        p->free_bufs[p->n_free_bufs++] = b->audio;
+        b->audio.data = NULL;
+    }
+    pthread_mutex_unlock(&p->bufs_mu);
+    sharc__buf_free(ctx, &b->audio);
     sharc__free(ctx, b);
 }
 
@@ -259,16 +294,16 @@ static int pull_item(void *cookie, sharc__sitem *out)
     if (rc != 0)
         return rc;
     bcut *b;
-    if ((rc = bcut_from_raw(&r->ctx, &r->raw, &b)) < 0)
+    if ((rc = bcut_from_raw(p, &r->raw, &b)) < 0)
         return rc;
     p->stage[SHARC_STAGE_SAMPLE] += now_s() - t1;
     if ((rc = keys_add(p, b->key)) < 0) {
-        bcut_free(&r->ctx, b);
+        bcut_free(p, b);
         return rc;
     }
     out->duration = b->duration;
     out->key = b->key;
-    out->bytes = b->block_bytes;
+    out->bytes = bcut_bytes(b);
     out->payload = b;
     return 0;
 }
@@ -281,7 +316,7 @@ static void release_item(void *cookie, sharc__sitem *item, sharc__release_reason
     else if (why == SHARC__RELEASE_DROPPED)
         p->r->stats.dropped_cuts++;
     keys_remove(p, item->key);
-    bcut_free(&p->r->ctx, item->payload);
+    bcut_free(p, item->payload);
 }
 
 static int cmp_bcut_key(const void *a, const void *b)
@@ -314,7 +349,7 @@ static int reload_item(void *cookie, uint64_t key, sharc__sitem *out)
     p->taken[lo] = 1; /* ownership moves to the sampler */
     out->duration = b->duration;
     out->key = key;
-    out->bytes = b->block_bytes;
+    out->bytes = bcut_bytes(b);
     out->payload = b;
     return 0;
 }
@@ -664,12 +699,12 @@ fail_batch:
     pthread_mutex_unlock(&p->mu);
 fail_cuts:
     for (size_t i = 0; i < n; i++)
-        bcut_free(&r->ctx, s->cuts[i]);
+        bcut_free(p, s->cuts[i]);
     s->n = 0;
     return rc;
 fail_items:
     for (size_t i = 0; i < n; i++)
-        bcut_free(&r->ctx, items[i].payload);
+        bcut_free(p, items[i].payload);
     return rc;
 }
 
@@ -901,7 +936,7 @@ int sharc__pipeline_next(sharc_reader *r, sharc_batch **out)
         if (rc == 0 && s->n_skipped)
             compact(s);
         for (size_t i = 0; i < s->n; i++)
-            bcut_free(&r->ctx, s->cuts[i]);
+            bcut_free(p, s->cuts[i]);
         int empty = rc == 0 && b->tensors[0].shape[0] == 0;
         if (rc == 0 && !empty)
             copy_state(p, s);
@@ -999,14 +1034,14 @@ static int preload_cut(void *cookie, sharc__rawcut *c)
 {
     preload_job *j = cookie;
     sharc__pipeline *p = j->p;
-    uint64_t key;
+    uint64_t key = 0;
     int rc = make_key(&p->r->ctx, c, &key);
     if (rc < 0)
         return rc;
     if (!bsearch(&key, j->keys, j->n, sizeof key, cmp_u64))
         return 0;
     bcut *b;
-    if ((rc = bcut_from_raw(&p->r->ctx, c, &b)) < 0)
+    if ((rc = bcut_from_raw(p, c, &b)) < 0)
         return rc;
     p->preloaded[p->n_preloaded++] = b;
     return ++j->found == j->n ? 1 : 0;
@@ -1099,7 +1134,7 @@ static int restore(sharc__pipeline *p, const sharc__sampler_settings *ss,
         rc = sharc__sampler_restore(&r->ctx, ss, src, blob + rb.at, sampler_len, &p->sampler);
     for (size_t i = 0; i < p->n_preloaded; i++)
         if (!p->taken[i])
-            bcut_free(&r->ctx, p->preloaded[i]);
+            bcut_free(p, p->preloaded[i]);
     sharc__free(&r->ctx, p->preloaded);
     sharc__free(&r->ctx, p->taken);
     p->preloaded = NULL;
@@ -1152,7 +1187,7 @@ void sharc__pipeline_stop(sharc_reader *r)
         if (s->batch)
             sharc_batch_release(s->batch);
         for (size_t i = 0; i < s->n; i++)
-            bcut_free(&r->ctx, s->cuts[i]);
+            bcut_free(p, s->cuts[i]);
         sharc__free(&r->ctx, s->cuts);
         sharc__free(&r->ctx, s->skipped);
         sharc__free(&r->ctx, s->state);
@@ -1167,6 +1202,9 @@ void sharc__pipeline_stop(sharc_reader *r)
     sharc__free(&r->ctx, p->slots);
     sharc__free(&r->ctx, p->keys);
     sharc__free(&r->ctx, p->last_state);
+    for (size_t i = 0; i < p->n_free_bufs; i++)
+        sharc__buf_free(&r->ctx, &p->free_bufs[i]);
+    pthread_mutex_destroy(&p->bufs_mu);
     r->report_lock = NULL;
     pthread_cond_destroy(&p->cv);
     pthread_mutex_destroy(&p->mu);
@@ -1188,6 +1226,7 @@ int sharc__pipeline_start(sharc_reader *r)
     p->r = r;
     r->pipe = p;
     pthread_mutex_init(&p->mu, NULL);
+    pthread_mutex_init(&p->bufs_mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     r->report_lock = &p->mu;
     p->n_slots = (size_t)(r->s.prefetch > 0 ? r->s.prefetch : 1);
