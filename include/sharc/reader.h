@@ -146,10 +146,10 @@ typedef struct sharc_reader_settings {
     const char *nemo_lang_field;    ///< NeMo manifest key for the language (default "lang")
     sharc_sampler_settings sampler; ///< batching, for sharc_reader_next_batch()
     int n_threads;                  ///< decode threads for batches; 0 = online cores (default 0)
-    int prefetch;                   ///< batches prepared ahead of the caller (default 2)
-    int max_held_batches;           ///< batches the caller may hold at once (default 4)
-    const void *resume_state;       ///< a blob from sharc_reader_state_save(), copied; NULL = start
-    size_t resume_state_size;       ///< size of resume_state
+    int prefetch; ///< batches prepared ahead; 0 = 2 per decode thread + 2, at most 16 (default 0)
+    int max_held_batches;     ///< batches the caller may hold at once (default 4)
+    const void *resume_state; ///< a blob from sharc_reader_state_save(), copied; NULL = start
+    size_t resume_state_size; ///< size of resume_state
     /** Problem sink (default NULL). In batch mode it is called from the library's threads,
      *  never from two at once. */
     void (*on_problem)(void *cookie, const sharc_problem_report *p);
