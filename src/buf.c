@@ -9,7 +9,9 @@ int sharc__buf_reserve(sharc__ctx *ctx, sharc__buf *b, size_t cap)
         return SHARC_ERR(ENOMEM);
     if (b->data && cap < b->cap)
         return 0;
-    size_t new_cap = b->cap ? b->cap : 256;
+    /* A first reservation is usually the exact size of what follows (a tar member): give
+     * exactly that. Later growth doubles, so appends stay amortised O(1). */
+    size_t new_cap = b->cap ? b->cap : (cap + 1 > 256 ? cap + 1 : 256);
     while (new_cap <= cap) {
         if (new_cap > SIZE_MAX / 2)
             return SHARC_ERR(ENOMEM);

@@ -35,7 +35,7 @@ typedef struct bcut {
 
 /* Audio buffers of freed cuts wait here to receive the next members, so a steady stream
  * neither allocates nor faults in fresh pages per cut. */
-#define FREE_BUFFERS_MAX 128
+#define FREE_BUFFERS_MAX 64
 
 typedef struct slot {
     sharc_batch *batch;
@@ -168,15 +168,27 @@ static int bcut_from_raw(sharc__pipeline *p, sharc__rawcut *c, bcut **out)
     b->text = put_str(&q, &c->text, c->has_text);
     b->speaker = put_str(&q, &c->speaker, c->has_speaker);
     b->language = put_str(&q, &c->language, c->has_language);
-    /* Take the member's buffer; the stream reads the next member into a recycled one. */
-    b->audio = c->audio;
-    pthread_mutex_lock(&p->bufs_mu);
-    if (p->n_free_bufs)
-        c->audio = p->free_bufs[--p->n_free_bufs];
-    else
-        memset(&c->audio, 0, sizeof c->audio);
-    pthread_mutex_unlock(&p->bufs_mu);
-    sharc__buf_clear(&c->audio);
+    /* Take the member's buffer; the stream reads the next member into a recycled one. A
+     * buffer much larger than its member (recycled from a longer cut) is not kept in the
+     * bucket: the member is copied out exactly and the buffer goes back to the free list,
+     * so buffered memory stays within 1.25x of the bytes the sampler counts. */
+    memset(&b->audio, 0, sizeof b->audio);
+    if (c->audio.cap > c->audio.len + c->audio.len / 4 + 4096) {
+        if ((rc = sharc__buf_set(ctx, &b->audio, c->audio.data, c->audio.len)) < 0) {
+            sharc__free(ctx, b);
+            return rc;
+        }
+        sharc__buf_clear(&c->audio);
+    } else {
+        b->audio = c->audio;
+        pthread_mutex_lock(&p->bufs_mu);
+        if (p->n_free_bufs)
+            c->audio = p->free_bufs[--p->n_free_bufs];
+        else
+            memset(&c->audio, 0, sizeof c->audio);
+        pthread_mutex_unlock(&p->bufs_mu);
+        sharc__buf_clear(&c->audio);
+    }
     b->job.audio = b->audio.data;
     b->job.audio_len = b->audio.len;
     b->job.sampling_rate = c->sampling_rate;
