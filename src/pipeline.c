@@ -89,6 +89,8 @@ struct sharc__pipeline {
     double stage[5];                  ///< planner-side stage seconds (planner only)
     uint8_t *last_state;
     size_t last_state_len, last_state_cap;
+    uint64_t *sorted; ///< planner's scratch: the held keys in order, for snapshots
+    size_t sorted_cap;
     pthread_mutex_t bufs_mu; ///< guards free_bufs (planner takes, caller gives back)
     sharc__buf free_bufs[FREE_BUFFERS_MAX];
     size_t n_free_bufs;
@@ -614,13 +616,22 @@ static int snapshot(sharc__pipeline *p, slot *s, uint64_t next_step, const sharc
     put_u64(&w, (uint64_t)r->pos.shard_open);
     put_u64(&w, r->pos.epoch_cuts);
     put_stats(&w, st);
-    put_u64(&w, p->n_keys);
-    size_t first = w.len;
+    if (p->n_keys > p->sorted_cap) {
+        uint64_t *n = sharc__malloc(&r->ctx, p->n_keys * 2 * sizeof *n);
+        if (!n)
+            return SHARC_ERR(ENOMEM);
+        sharc__free(&r->ctx, p->sorted);
+        p->sorted = n;
+        p->sorted_cap = p->n_keys * 2;
+    }
+    size_t n_sorted = 0;
     for (size_t i = 0; i < p->keys_cap; i++)
         if (p->keys[i])
-            put_u64(&w, p->keys[i] - 1);
-    if (!w.overflow)
-        qsort(w.p + first, p->n_keys, 8, cmp_u64); /* host order == LE on supported hosts */
+            p->sorted[n_sorted++] = p->keys[i] - 1;
+    qsort(p->sorted, n_sorted, sizeof *p->sorted, cmp_u64);
+    put_u64(&w, n_sorted);
+    for (size_t i = 0; i < n_sorted; i++)
+        put_u64(&w, p->sorted[i]);
     put_u64(&w, sampler_len);
     if (!w.overflow && w.len + sampler_len <= w.cap &&
         sharc__sampler_save(p->sampler, w.p + w.len, sampler_len) == 0)
@@ -1213,6 +1224,7 @@ void sharc__pipeline_stop(sharc_reader *r)
     sharc__free(&r->ctx, p->workers);
     sharc__free(&r->ctx, p->slots);
     sharc__free(&r->ctx, p->keys);
+    sharc__free(&r->ctx, p->sorted);
     sharc__free(&r->ctx, p->last_state);
     for (size_t i = 0; i < p->n_free_bufs; i++)
         sharc__buf_free(&r->ctx, &p->free_bufs[i]);
