@@ -12,30 +12,15 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "batch.h"
 #include "reader_impl.h"
+#include "bcut.h"
+#include "keyset.h"
+#include "resume.h"
 #include "sampler.h"
 
-#define STATE_MAGIC    0x53485253u /* "SRHS" little-endian */
-#define STATE_VERSION  1u
-#define KEY_SHARD_BITS 24
-#define KEY_POS_BITS   24
-
-/* A cut held by the sampler: metadata and encoded audio in one allocation. */
-typedef struct bcut {
-    uint64_t key;
-    double duration;
-    sharc__decode_job job;
-    const char *text, *speaker, *language;
-    size_t block_bytes;
-    sharc__buf audio; ///< the encoded member, taken over from the stream without a copy
-} bcut;
-
-/* Audio buffers of freed cuts wait here to receive the next members, so a steady stream
- * neither allocates nor faults in fresh pages per cut. */
-#define FREE_BUFFERS_MAX 64
+typedef sharc__bcut bcut;
 
 typedef struct slot {
     sharc_batch *batch;
@@ -89,15 +74,10 @@ struct sharc__pipeline {
     double stage[5];                  ///< planner-side stage seconds (planner only)
     uint8_t *last_state;
     size_t last_state_len, last_state_cap;
-    uint64_t *sorted; ///< planner's scratch: the held keys in order, for snapshots
-    size_t sorted_cap;
-    pthread_mutex_t bufs_mu; ///< guards free_bufs (planner takes, caller gives back)
-    sharc__buf free_bufs[FREE_BUFFERS_MAX];
-    size_t n_free_bufs;
-    uint64_t *keys; ///< open-addressing set of the keys the sampler holds (0 = empty)
-    size_t keys_cap, n_keys;
-    bcut **preloaded; ///< restore: cuts re-read for the saved keys, sorted by key
-    uint8_t *taken;   ///< preloaded[i] was handed to the sampler
+    sharc__keyset held;     ///< keys of the cuts the sampler holds, for the resume state
+    sharc__bcut_pool bcuts; ///< recycled audio buffers
+    bcut **preloaded;       ///< restore: cuts re-read for the saved keys, sorted by key
+    uint8_t *taken;         ///< preloaded[i] was handed to the sampler
     size_t n_preloaded;
 };
 
@@ -106,186 +86,6 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* ---- buffered cuts ------------------------------------------------------------------ */
-
-static size_t str_room(const sharc__buf *b, int has)
-{
-    return has ? b->len + 1 : 0;
-}
-
-static const char *put_str(char **p, const sharc__buf *b, int has)
-{
-    if (!has)
-        return NULL;
-    char *s = *p;
-    memcpy(s, sharc__buf_str(b), b->len + 1);
-    *p += b->len + 1;
-    return s;
-}
-
-static int make_key(sharc__ctx *ctx, const sharc__rawcut *c, uint64_t *key)
-{
-    if (c->epoch >= (1u << 16) || c->position >= (1u << KEY_POS_BITS))
-        return sharc__fail(ctx, SHARC_ERR_TOO_LARGE,
-                           "cut %s: epoch %llu or position %llu is past what a resume state "
-                           "can locate (2^16 epochs, 2^24 cuts per shard)",
-                           sharc__buf_str(&c->id), (unsigned long long)c->epoch,
-                           (unsigned long long)c->position);
-    *key = (c->epoch << (KEY_SHARD_BITS + KEY_POS_BITS)) |
-           ((uint64_t)c->shard_index << KEY_POS_BITS) | c->position;
-    return 0;
-}
-
-/* Bytes a cut counts against the sampler's budget. Lengths, not capacities: the budget
- * decides batch contents, which must not depend on how buffers happened to be recycled.
- * A recycled buffer's capacity is below twice the largest member it held. */
-static uint64_t bcut_bytes(const bcut *b)
-{
-    return b->block_bytes + b->audio.len;
-}
-
-static int bcut_from_raw(sharc__pipeline *p, sharc__rawcut *c, bcut **out)
-{
-    sharc__ctx *ctx = &p->r->ctx;
-    size_t strings = c->id.len + 1 + c->member.len + 1 + str_room(&c->text, c->has_text) +
-                     str_room(&c->speaker, c->has_speaker) +
-                     str_room(&c->language, c->has_language);
-    size_t bytes = sizeof(bcut) + strings;
-    bcut *b = sharc__malloc(ctx, bytes);
-    *out = NULL;
-    if (!b)
-        return SHARC_ERR(ENOMEM);
-    int rc = make_key(ctx, c, &b->key);
-    if (rc < 0) {
-        sharc__free(ctx, b);
-        return rc;
-    }
-    char *q = (char *)(b + 1);
-    b->duration = c->duration;
-    b->block_bytes = bytes;
-    b->job.id = put_str(&q, &c->id, 1);
-    b->job.member = put_str(&q, &c->member, 1);
-    b->text = put_str(&q, &c->text, c->has_text);
-    b->speaker = put_str(&q, &c->speaker, c->has_speaker);
-    b->language = put_str(&q, &c->language, c->has_language);
-    /* Take the member's buffer; the stream reads the next member into a recycled one. A
-     * buffer much larger than its member (recycled from a longer cut) is not kept in the
-     * bucket: the member is copied out exactly and the buffer goes back to the free list,
-     * so buffered memory stays within 1.25x of the bytes the sampler counts. */
-    memset(&b->audio, 0, sizeof b->audio);
-    if (c->audio.cap > c->audio.len + c->audio.len / 4 + 4096) {
-        if ((rc = sharc__buf_set(ctx, &b->audio, c->audio.data, c->audio.len)) < 0) {
-            sharc__free(ctx, b);
-            return rc;
-        }
-        sharc__buf_clear(&c->audio);
-    } else {
-        b->audio = c->audio;
-        pthread_mutex_lock(&p->bufs_mu);
-        if (p->n_free_bufs)
-            c->audio = p->free_bufs[--p->n_free_bufs];
-        else
-            memset(&c->audio, 0, sizeof c->audio);
-        pthread_mutex_unlock(&p->bufs_mu);
-        sharc__buf_clear(&c->audio);
-    }
-    b->job.audio = b->audio.data;
-    b->job.audio_len = b->audio.len;
-    b->job.sampling_rate = c->sampling_rate;
-    b->job.channels = c->channels;
-    b->job.num_samples = c->num_samples;
-    b->job.offset = c->offset;
-    b->job.window = c->window;
-    b->job.shard = c->shard;
-    *out = b;
-    return 0;
-}
-
-static void bcut_free(sharc__pipeline *p, bcut *b)
-{
-    sharc__ctx *ctx = &p->r->ctx;
-    if (!b)
-        return;
-    pthread_mutex_lock(&p->bufs_mu);
-    if (p->n_free_bufs < FREE_BUFFERS_MAX && b->audio.data) {
-        p->free_bufs[p->n_free_bufs++] = b->audio;
-        b->audio.data = NULL;
-    }
-    pthread_mutex_unlock(&p->bufs_mu);
-    sharc__buf_free(ctx, &b->audio);
-    sharc__free(ctx, b);
-}
-
-/* ---- the keys the sampler holds --------------------------------------------------------
- * The resume state must name the shards to re-read, so the pipeline tracks which cuts the
- * sampler holds: a linear-probing set of keys + 1 (0 marks an empty slot). */
-
-static size_t key_slot(uint64_t k, size_t cap)
-{
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdull;
-    k ^= k >> 33;
-    return (size_t)k & (cap - 1);
-}
-
-static int keys_add(sharc__pipeline *p, uint64_t key)
-{
-    if (2 * (p->n_keys + 1) > p->keys_cap) {
-        size_t cap = p->keys_cap ? p->keys_cap * 2 : 1024;
-        uint64_t *t = sharc__calloc(&p->r->ctx, cap, sizeof *t);
-        if (!t)
-            return SHARC_ERR(ENOMEM);
-        for (size_t i = 0; i < p->keys_cap; i++) {
-            if (!p->keys[i])
-                continue;
-            size_t j = key_slot(p->keys[i], cap);
-            while (t[j])
-                j = (j + 1) & (cap - 1);
-            t[j] = p->keys[i];
-        }
-        sharc__free(&p->r->ctx, p->keys);
-        p->keys = t;
-        p->keys_cap = cap;
-    }
-    uint64_t k = key + 1;
-    size_t i = key_slot(k, p->keys_cap);
-    while (p->keys[i] && p->keys[i] != k)
-        i = (i + 1) & (p->keys_cap - 1);
-    if (!p->keys[i])
-        p->n_keys++;
-    p->keys[i] = k;
-    return 0;
-}
-
-static void keys_remove(sharc__pipeline *p, uint64_t key)
-{
-    uint64_t k = key + 1;
-    size_t mask = p->keys_cap - 1;
-    if (!p->keys_cap)
-        return;
-    size_t i = key_slot(k, p->keys_cap);
-    while (p->keys[i] && p->keys[i] != k)
-        i = (i + 1) & mask;
-    if (!p->keys[i])
-        return;
-    p->n_keys--;
-    /* Backward-shift deletion keeps every probe chain unbroken without tombstones. */
-    size_t j = i;
-    for (;;) {
-        p->keys[i] = 0;
-        for (;;) {
-            j = (j + 1) & mask;
-            if (!p->keys[j])
-                return;
-            size_t home = key_slot(p->keys[j], p->keys_cap);
-            if (i <= j ? (home <= i || home > j) : (home <= i && home > j))
-                break;
-        }
-        p->keys[i] = p->keys[j];
-        i = j;
-    }
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -308,16 +108,16 @@ static int pull_item(void *cookie, sharc__sitem *out)
     if (rc != 0)
         return rc;
     bcut *b;
-    if ((rc = bcut_from_raw(p, &r->raw, &b)) < 0)
+    if ((rc = sharc__bcut_from_raw(&p->bcuts, &r->raw, &b)) < 0)
         return rc;
     p->stage[SHARC_STAGE_SAMPLE] += now_s() - t1;
-    if ((rc = keys_add(p, b->key)) < 0) {
-        bcut_free(p, b);
+    if ((rc = sharc__keyset_add(&p->r->ctx, &p->held, b->key)) < 0) {
+        sharc__bcut_free(&p->bcuts, b);
         return rc;
     }
     out->duration = b->duration;
     out->key = b->key;
-    out->bytes = bcut_bytes(b);
+    out->bytes = sharc__bcut_bytes(b);
     out->payload = b;
     return 0;
 }
@@ -329,8 +129,8 @@ static void release_item(void *cookie, sharc__sitem *item, sharc__release_reason
         p->r->stats.filtered_cuts++;
     else if (why == SHARC__RELEASE_DROPPED)
         p->r->stats.dropped_cuts++;
-    keys_remove(p, item->key);
-    bcut_free(p, item->payload);
+    sharc__keyset_remove(&p->held, item->key);
+    sharc__bcut_free(&p->bcuts, item->payload);
 }
 
 static int cmp_bcut_key(const void *a, const void *b)
@@ -355,15 +155,15 @@ static int reload_item(void *cookie, uint64_t key, sharc__sitem *out)
         return sharc__fail(&p->r->ctx, SHARC_ERR_STATE,
                            "the state's buffered cut at shard %llu position %llu could not be "
                            "read again: the data changed",
-                           (unsigned long long)((key >> KEY_POS_BITS) & 0xffffff),
-                           (unsigned long long)(key & 0xffffff));
-    int rc = keys_add(p, key);
+                           (unsigned long long)sharc__key_shard(key),
+                           (unsigned long long)sharc__key_position(key));
+    int rc = sharc__keyset_add(&p->r->ctx, &p->held, key);
     if (rc < 0)
         return rc;
     p->taken[lo] = 1; /* ownership moves to the sampler */
     out->duration = b->duration;
     out->key = key;
-    out->bytes = bcut_bytes(b);
+    out->bytes = sharc__bcut_bytes(b);
     out->payload = b;
     return 0;
 }
@@ -466,184 +266,16 @@ static int layout_batch(sharc__pipeline *p, slot *s)
     return 0;
 }
 
-/* ---- state blobs ----------------------------------------------------------------------
- * Little-endian: magic, version, settings hash, next step, walk position, counters, the
- * sorted keys of the buffered cuts, the sampler's own blob, and a CRC-32 of all before. */
-
-typedef struct wbuf {
-    uint8_t *p;
-    size_t len, cap;
-    int overflow;
-} wbuf;
-
-static void put_bytes(wbuf *w, const void *d, size_t n)
-{
-    if (w->len + n > w->cap) {
-        w->overflow = 1;
-    } else {
-        memcpy(w->p + w->len, d, n);
-    }
-    w->len += n;
-}
-
-static void put_u64(wbuf *w, uint64_t v)
-{
-    uint8_t b[8];
-    for (int i = 0; i < 8; i++)
-        b[i] = (uint8_t)(v >> (8 * i));
-    put_bytes(w, b, 8);
-}
-
-static void put_f64(wbuf *w, double d)
-{
-    uint64_t v;
-    memcpy(&v, &d, 8);
-    put_u64(w, v);
-}
-
-typedef struct rbuf {
-    const uint8_t *p;
-    size_t len, at;
-    int bad;
-} rbuf;
-
-static uint64_t get_u64(rbuf *r)
-{
-    if (r->at + 8 > r->len) {
-        r->bad = 1;
-        return 0;
-    }
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)r->p[r->at + i] << (8 * i);
-    r->at += 8;
-    return v;
-}
-
-static double get_f64(rbuf *r)
-{
-    uint64_t v = get_u64(r);
-    double d;
-    memcpy(&d, &v, 8);
-    return d;
-}
-
-static uint64_t fnv(uint64_t h, const void *d, size_t n)
-{
-    const uint8_t *b = d;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
-static const char *base_of(const char *path)
-{
-    const char *s = path ? strrchr(path, '/') : NULL;
-    return s ? s + 1 : (path ? path : "");
-}
-
-/* What a state depends on: the shards (by file name, so a moved copy still matches), the
- * walk settings and what decides a cut's length. Sampler settings are hashed by the
- * sampler itself; threads and prefetch do not matter. */
-static uint64_t settings_hash(const sharc_reader *r)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    const sharc_reader_settings *s = &r->s;
-    int64_t v[] = {r->ds.layout,       (int64_t)r->ds.n_shards,
-                   (int64_t)s->seed,   s->shuffle_shards,
-                   (int64_t)s->epochs, s->dp_rank,
-                   s->dp_size,         s->on_error,
-                   s->sampling_rate,   s->channel};
-    h = fnv(h, v, sizeof v);
-    h = fnv(h, &s->length_tolerance, sizeof s->length_tolerance);
-    for (size_t i = 0; i < r->ds.n_shards; i++) {
-        const char *a = base_of(r->ds.shards[i].audio_path);
-        const char *m = base_of(r->ds.shards[i].meta_path);
-        h = fnv(h, a, strlen(a) + 1);
-        h = fnv(h, m, strlen(m) + 1);
-    }
-    return h;
-}
-
-static void put_stats(wbuf *w, const sharc_reader_stats *st)
-{
-    uint64_t u[] = {st->cuts,    st->shards,        st->skipped_cuts, st->skipped_shards,
-                    st->batches, st->filtered_cuts, st->dropped_cuts};
-    for (size_t i = 0; i < sizeof u / sizeof u[0]; i++)
-        put_u64(w, u[i]);
-    for (int i = 0; i < SHARC_PROBLEM_COUNT; i++)
-        put_u64(w, st->problems[i]);
-    put_f64(w, st->audio_seconds);
-    put_f64(w, st->padded_seconds);
-}
-
-static void get_stats(rbuf *rb, sharc_reader_stats *st)
-{
-    uint64_t *u[] = {&st->cuts,    &st->shards,        &st->skipped_cuts, &st->skipped_shards,
-                     &st->batches, &st->filtered_cuts, &st->dropped_cuts};
-    for (size_t i = 0; i < sizeof u / sizeof u[0]; i++)
-        *u[i] = get_u64(rb);
-    for (int i = 0; i < SHARC_PROBLEM_COUNT; i++)
-        st->problems[i] = get_u64(rb);
-    st->audio_seconds = get_f64(rb);
-    st->padded_seconds = get_f64(rb);
-}
-
 /* Write the state after the batch being planned into s->state (planner thread). */
 static int snapshot(sharc__pipeline *p, slot *s, uint64_t next_step, const sharc_reader_stats *st)
 {
-    sharc_reader *r = p->r;
-    size_t sampler_len = sharc__sampler_state_size(p->sampler);
-    size_t need = 8 * (24 + SHARC_PROBLEM_COUNT) + 8 * p->n_keys + sampler_len + 8;
-    if (need > s->state_cap) {
-        uint8_t *n = sharc__malloc(&r->ctx, need * 2);
-        if (!n)
-            return SHARC_ERR(ENOMEM);
-        sharc__free(&r->ctx, s->state);
-        s->state = n;
-        s->state_cap = need * 2;
-    }
-    wbuf w = {s->state, 0, s->state_cap, 0};
-    put_u64(&w, ((uint64_t)STATE_VERSION << 32) | STATE_MAGIC);
-    put_u64(&w, settings_hash(r));
-    put_u64(&w, next_step);
-    put_u64(&w, r->pos.epoch);
-    put_u64(&w, r->pos.order_pos);
-    put_u64(&w, r->pos.shard_index);
-    put_u64(&w, r->pos.consumed);
-    put_u64(&w, (uint64_t)r->pos.shard_open);
-    put_u64(&w, r->pos.epoch_cuts);
-    put_stats(&w, st);
-    if (p->n_keys > p->sorted_cap) {
-        uint64_t *n = sharc__malloc(&r->ctx, p->n_keys * 2 * sizeof *n);
-        if (!n)
-            return SHARC_ERR(ENOMEM);
-        sharc__free(&r->ctx, p->sorted);
-        p->sorted = n;
-        p->sorted_cap = p->n_keys * 2;
-    }
-    size_t n_sorted = 0;
-    for (size_t i = 0; i < p->keys_cap; i++)
-        if (p->keys[i])
-            p->sorted[n_sorted++] = p->keys[i] - 1;
-    qsort(p->sorted, n_sorted, sizeof *p->sorted, cmp_u64);
-    put_u64(&w, n_sorted);
-    for (size_t i = 0; i < n_sorted; i++)
-        put_u64(&w, p->sorted[i]);
-    put_u64(&w, sampler_len);
-    if (!w.overflow && w.len + sampler_len <= w.cap &&
-        sharc__sampler_save(p->sampler, w.p + w.len, sampler_len) == 0)
-        w.len += sampler_len;
-    else
-        w.overflow = 1;
-    uint32_t crc = (uint32_t)crc32(0L, w.p, (uInt)w.len);
-    put_u64(&w, crc);
-    if (w.overflow)
-        return sharc__fail(&r->ctx, SHARC_ERR(ENOMEM), "state snapshot does not fit");
-    s->state_len = w.len;
-    return 0;
+    const uint64_t *keys;
+    size_t n_keys;
+    int rc = sharc__keyset_sorted(&p->r->ctx, &p->held, &keys, &n_keys);
+    if (rc == 0)
+        rc = sharc__resume_write(p->r, &s->state, &s->state_cap, &s->state_len, next_step, st, keys,
+                                 n_keys, p->sampler);
+    return rc;
 }
 
 /* ---- threads ------------------------------------------------------------------------- */
@@ -680,7 +312,7 @@ static int plan_one(sharc__pipeline *p, slot *s, uint64_t step)
     for (size_t i = 0; i < n; i++) {
         s->cuts[i] = items[i].payload;
         s->skipped[i] = 0;
-        keys_remove(p, items[i].key);
+        sharc__keyset_remove(&p->held, items[i].key);
     }
     s->n_skipped = 0;
     s->rc = 0;
@@ -701,7 +333,7 @@ static int plan_one(sharc__pipeline *p, slot *s, uint64_t step)
     if ((rc = layout_batch(p, s)) < 0)
         goto fail_batch;
     s->batch->step = step;
-    s->batch->epoch = s->cuts[0]->key >> (KEY_SHARD_BITS + KEY_POS_BITS);
+    s->batch->epoch = sharc__key_epoch(s->cuts[0]->key);
     r->stats.batches++;
     for (size_t i = 0; i < n; i++) {
         r->stats.cuts++;
@@ -722,12 +354,12 @@ fail_batch:
     pthread_mutex_unlock(&p->mu);
 fail_cuts:
     for (size_t i = 0; i < n; i++)
-        bcut_free(p, s->cuts[i]);
+        sharc__bcut_free(&p->bcuts, s->cuts[i]);
     s->n = 0;
     return rc;
 fail_items:
     for (size_t i = 0; i < n; i++)
-        bcut_free(p, items[i].payload);
+        sharc__bcut_free(&p->bcuts, items[i].payload);
     return rc;
 }
 
@@ -959,7 +591,7 @@ int sharc__pipeline_next(sharc_reader *r, sharc_batch **out)
         if (rc == 0 && s->n_skipped)
             compact(s);
         for (size_t i = 0; i < s->n; i++)
-            bcut_free(p, s->cuts[i]);
+            sharc__bcut_free(&p->bcuts, s->cuts[i]);
         int empty = rc == 0 && b->tensors[0].shape[0] == 0;
         if (rc == 0 && !empty)
             copy_state(p, s);
@@ -1035,13 +667,7 @@ int sharc__pipeline_state_save(sharc_reader *r, void *buf, size_t cap, size_t *s
         return SHARC_ERR(ENOSPC);
     memcpy(buf, p->last_state, *size);
     /* The step field counts batches handed out, which only the caller's side knows. */
-    uint64_t step = p->step_base + p->handed;
-    uint8_t *b = buf;
-    for (int i = 0; i < 8; i++)
-        b[16 + i] = (uint8_t)(step >> (8 * i));
-    uint32_t crc = (uint32_t)crc32(0L, b, (uInt)(*size - 8));
-    for (int i = 0; i < 8; i++)
-        b[*size - 8 + i] = (uint8_t)((uint64_t)crc >> (8 * i));
+    sharc__resume_set_step(buf, *size, p->step_base + p->handed);
     return 0;
 }
 
@@ -1058,13 +684,13 @@ static int preload_cut(void *cookie, sharc__rawcut *c)
     preload_job *j = cookie;
     sharc__pipeline *p = j->p;
     uint64_t key = 0;
-    int rc = make_key(&p->r->ctx, c, &key);
+    int rc = sharc__cut_key(&p->r->ctx, c, &key);
     if (rc < 0)
         return rc;
     if (!bsearch(&key, j->keys, j->n, sizeof key, cmp_u64))
         return 0;
     bcut *b;
-    if ((rc = bcut_from_raw(p, c, &b)) < 0)
+    if ((rc = sharc__bcut_from_raw(&p->bcuts, c, &b)) < 0)
         return rc;
     p->preloaded[p->n_preloaded++] = b;
     return ++j->found == j->n ? 1 : 0;
@@ -1080,14 +706,13 @@ static int preload(sharc__pipeline *p, const uint64_t *keys, size_t n)
         return SHARC_ERR(ENOMEM);
     size_t i = 0;
     while (i < n) {
-        uint64_t group = keys[i] >> KEY_POS_BITS; /* epoch and shard */
+        uint64_t group = keys[i] >> SHARC__KEY_POS_BITS; /* epoch and shard */
         size_t j = i;
-        while (j < n && keys[j] >> KEY_POS_BITS == group)
+        while (j < n && keys[j] >> SHARC__KEY_POS_BITS == group)
             j++;
         preload_job job = {p, keys + i, j - i, 0};
         r->quiet = 1;
-        int rc = sharc__reader_scan_shard(r, group >> KEY_SHARD_BITS,
-                                          (uint32_t)(group & ((1u << KEY_SHARD_BITS) - 1)),
+        int rc = sharc__reader_scan_shard(r, sharc__key_epoch(keys[i]), sharc__key_shard(keys[i]),
                                           preload_cut, &job);
         r->quiet = 0;
         if (rc < 0)
@@ -1103,61 +728,30 @@ static int preload(sharc__pipeline *p, const uint64_t *keys, size_t n)
     return 0;
 }
 
-static int bad_state(sharc_reader *r, const char *why)
-{
-    return sharc__fail(&r->ctx, SHARC_ERR_STATE, "cannot resume: %s", why);
-}
-
 static int restore(sharc__pipeline *p, const sharc__sampler_settings *ss,
                    const sharc__sampler_source *src)
 {
     sharc_reader *r = p->r;
-    const uint8_t *blob = r->resume;
-    size_t len = r->s.resume_state_size;
-    if (len < 8 * 12)
-        return bad_state(r, "the state blob is truncated");
-    rbuf rb = {blob, len - 8, 0, 0};
-    rbuf tail = {blob, len, len - 8, 0};
-    if (get_u64(&tail) != (uint64_t)(uint32_t)crc32(0L, blob, (uInt)(len - 8)))
-        return bad_state(r, "the state blob is corrupt (checksum mismatch)");
-    if (get_u64(&rb) != (((uint64_t)STATE_VERSION << 32) | STATE_MAGIC))
-        return bad_state(r, "not a sharc reader state, or an unsupported version");
-    if (get_u64(&rb) != settings_hash(r))
-        return bad_state(r, "the state was saved with other shards or reader settings");
-    p->step_base = get_u64(&rb);
-    sharc__walk_pos pos;
-    pos.epoch = get_u64(&rb);
-    pos.order_pos = get_u64(&rb);
-    pos.shard_index = (uint32_t)get_u64(&rb);
-    pos.consumed = get_u64(&rb);
-    pos.shard_open = (int)get_u64(&rb);
-    pos.epoch_cuts = get_u64(&rb);
-    get_stats(&rb, &r->stats);
-    uint64_t n_keys = get_u64(&rb);
-    if (rb.bad || n_keys > (len - rb.at) / 8)
-        return bad_state(r, "the state blob is truncated");
-    const uint8_t *key_bytes = blob + rb.at;
-    rb.at += n_keys * 8;
-    uint64_t sampler_len = get_u64(&rb);
-    if (rb.bad || sampler_len != rb.len - rb.at)
-        return bad_state(r, "the state blob's sizes do not add up");
-    if (pos.shard_index >= r->ds.n_shards || (pos.epoch >= r->s.epochs && r->s.epochs))
-        return bad_state(r, "the state points outside this dataset");
-    uint64_t *keys = sharc__malloc(&r->ctx, (n_keys ? n_keys : 1) * 8);
+    sharc__resume st;
+    int rc = sharc__resume_parse(r, r->resume, r->s.resume_state_size, &st);
+    if (rc < 0)
+        return rc;
+    p->step_base = st.next_step;
+    r->stats = st.stats;
+    uint64_t *keys = sharc__malloc(&r->ctx, (st.n_keys ? st.n_keys : 1) * sizeof *keys);
     if (!keys)
         return SHARC_ERR(ENOMEM);
-    rbuf kb = {key_bytes, n_keys * 8, 0, 0};
-    for (uint64_t i = 0; i < n_keys; i++)
-        keys[i] = get_u64(&kb);
-    int rc = preload(p, keys, n_keys);
+    for (size_t i = 0; i < st.n_keys; i++)
+        keys[i] = sharc__resume_key(&st, i);
+    rc = preload(p, keys, st.n_keys);
     sharc__free(&r->ctx, keys);
     if (rc == 0)
-        rc = sharc__reader_seek(r, &pos);
+        rc = sharc__reader_seek(r, &st.pos);
     if (rc == 0)
-        rc = sharc__sampler_restore(&r->ctx, ss, src, blob + rb.at, sampler_len, &p->sampler);
+        rc = sharc__sampler_restore(&r->ctx, ss, src, st.sampler, st.sampler_len, &p->sampler);
     for (size_t i = 0; i < p->n_preloaded; i++)
         if (!p->taken[i])
-            bcut_free(p, p->preloaded[i]);
+            sharc__bcut_free(&p->bcuts, p->preloaded[i]);
     sharc__free(&r->ctx, p->preloaded);
     sharc__free(&r->ctx, p->taken);
     p->preloaded = NULL;
@@ -1210,7 +804,7 @@ void sharc__pipeline_stop(sharc_reader *r)
         if (s->batch)
             sharc_batch_release(s->batch);
         for (size_t i = 0; i < s->n; i++)
-            bcut_free(p, s->cuts[i]);
+            sharc__bcut_free(&p->bcuts, s->cuts[i]);
         sharc__free(&r->ctx, s->cuts);
         sharc__free(&r->ctx, s->skipped);
         sharc__free(&r->ctx, s->state);
@@ -1223,12 +817,9 @@ void sharc__pipeline_stop(sharc_reader *r)
     }
     sharc__free(&r->ctx, p->workers);
     sharc__free(&r->ctx, p->slots);
-    sharc__free(&r->ctx, p->keys);
-    sharc__free(&r->ctx, p->sorted);
+    sharc__keyset_free(&r->ctx, &p->held);
     sharc__free(&r->ctx, p->last_state);
-    for (size_t i = 0; i < p->n_free_bufs; i++)
-        sharc__buf_free(&r->ctx, &p->free_bufs[i]);
-    pthread_mutex_destroy(&p->bufs_mu);
+    sharc__bcut_pool_destroy(&p->bcuts);
     r->report_lock = NULL;
     pthread_cond_destroy(&p->cv);
     pthread_mutex_destroy(&p->mu);
@@ -1250,7 +841,7 @@ int sharc__pipeline_start(sharc_reader *r)
     p->r = r;
     r->pipe = p;
     pthread_mutex_init(&p->mu, NULL);
-    pthread_mutex_init(&p->bufs_mu, NULL);
+    sharc__bcut_pool_init(&p->bcuts, &r->ctx);
     pthread_cond_init(&p->cv, NULL);
     r->report_lock = &p->mu;
     p->n_workers = r->s.n_threads > 0 ? r->s.n_threads : online_cores();

@@ -1,0 +1,225 @@
+#include "resume.h"
+
+#include <errno.h>
+#include <string.h>
+#include <zlib.h>
+
+#define STATE_MAGIC   0x53485253u /* "SRHS" little-endian */
+#define STATE_VERSION 1u
+#define STEP_OFFSET   16 /* byte offset of next_step */
+
+typedef struct wbuf {
+    uint8_t *p;
+    size_t len, cap;
+} wbuf;
+
+static void put_u64(wbuf *w, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        w->p[w->len + (size_t)i] = (uint8_t)(v >> (8 * i));
+    w->len += 8;
+}
+
+static void put_f64(wbuf *w, double d)
+{
+    uint64_t v;
+    memcpy(&v, &d, 8);
+    put_u64(w, v);
+}
+
+typedef struct rbuf {
+    const uint8_t *p;
+    size_t len, at;
+    int bad;
+} rbuf;
+
+static uint64_t load_u64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+static uint64_t get_u64(rbuf *r)
+{
+    if (r->at + 8 > r->len) {
+        r->bad = 1;
+        return 0;
+    }
+    uint64_t v = load_u64(r->p + r->at);
+    r->at += 8;
+    return v;
+}
+
+static double get_f64(rbuf *r)
+{
+    uint64_t v = get_u64(r);
+    double d;
+    memcpy(&d, &v, 8);
+    return d;
+}
+
+static uint64_t fnv(uint64_t h, const void *d, size_t n)
+{
+    const uint8_t *b = d;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+static const char *base_of(const char *path)
+{
+    const char *s = path ? strrchr(path, '/') : NULL;
+    return s ? s + 1 : (path ? path : "");
+}
+
+uint64_t sharc__resume_hash(const sharc_reader *r)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    const sharc_reader_settings *s = &r->s;
+    int64_t v[] = {r->ds.layout,       (int64_t)r->ds.n_shards,
+                   (int64_t)s->seed,   s->shuffle_shards,
+                   (int64_t)s->epochs, s->dp_rank,
+                   s->dp_size,         s->on_error,
+                   s->sampling_rate,   s->channel};
+    h = fnv(h, v, sizeof v);
+    h = fnv(h, &s->length_tolerance, sizeof s->length_tolerance);
+    for (size_t i = 0; i < r->ds.n_shards; i++) {
+        const char *a = base_of(r->ds.shards[i].audio_path);
+        const char *m = base_of(r->ds.shards[i].meta_path);
+        h = fnv(h, a, strlen(a) + 1);
+        h = fnv(h, m, strlen(m) + 1);
+    }
+    return h;
+}
+
+#define N_COUNTERS 7
+
+static void put_stats(wbuf *w, const sharc_reader_stats *st)
+{
+    uint64_t u[N_COUNTERS] = {st->cuts,    st->shards,        st->skipped_cuts, st->skipped_shards,
+                              st->batches, st->filtered_cuts, st->dropped_cuts};
+    for (size_t i = 0; i < N_COUNTERS; i++)
+        put_u64(w, u[i]);
+    for (int i = 0; i < SHARC_PROBLEM_COUNT; i++)
+        put_u64(w, st->problems[i]);
+    put_f64(w, st->audio_seconds);
+    put_f64(w, st->padded_seconds);
+}
+
+static void get_stats(rbuf *rb, sharc_reader_stats *st)
+{
+    uint64_t *u[N_COUNTERS] = {&st->cuts,           &st->shards,  &st->skipped_cuts,
+                               &st->skipped_shards, &st->batches, &st->filtered_cuts,
+                               &st->dropped_cuts};
+    for (size_t i = 0; i < N_COUNTERS; i++)
+        *u[i] = get_u64(rb);
+    for (int i = 0; i < SHARC_PROBLEM_COUNT; i++)
+        st->problems[i] = get_u64(rb);
+    st->audio_seconds = get_f64(rb);
+    st->padded_seconds = get_f64(rb);
+}
+
+/* Fixed u64 fields: magic, hash, step, 6 of position, counters, n_keys, sampler_len, CRC. */
+#define FIXED_FIELDS (3 + 6 + N_COUNTERS + SHARC_PROBLEM_COUNT + 2 + 3)
+
+int sharc__resume_write(sharc_reader *r, uint8_t **buf, size_t *cap, size_t *len,
+                        uint64_t next_step, const sharc_reader_stats *stats, const uint64_t *keys,
+                        size_t n_keys, const sharc__sampler *sampler)
+{
+    size_t sampler_len = sharc__sampler_state_size(sampler);
+    size_t need = 8 * FIXED_FIELDS + 8 * n_keys + sampler_len;
+    if (need > *cap) {
+        uint8_t *n = sharc__malloc(&r->ctx, need * 2);
+        if (!n)
+            return SHARC_ERR(ENOMEM);
+        sharc__free(&r->ctx, *buf);
+        *buf = n;
+        *cap = need * 2;
+    }
+    wbuf w = {*buf, 0, *cap};
+    put_u64(&w, ((uint64_t)STATE_VERSION << 32) | STATE_MAGIC);
+    put_u64(&w, sharc__resume_hash(r));
+    put_u64(&w, next_step);
+    put_u64(&w, r->pos.epoch);
+    put_u64(&w, r->pos.order_pos);
+    put_u64(&w, r->pos.shard_index);
+    put_u64(&w, r->pos.consumed);
+    put_u64(&w, (uint64_t)r->pos.shard_open);
+    put_u64(&w, r->pos.epoch_cuts);
+    put_stats(&w, stats);
+    put_u64(&w, n_keys);
+    for (size_t i = 0; i < n_keys; i++)
+        put_u64(&w, keys[i]);
+    put_u64(&w, sampler_len);
+    int rc = sharc__sampler_save(sampler, w.p + w.len, sampler_len);
+    if (rc < 0)
+        return rc;
+    w.len += sampler_len;
+    put_u64(&w, (uint32_t)crc32(0L, w.p, (uInt)w.len));
+    *len = w.len;
+    return 0;
+}
+
+static int bad_state(sharc_reader *r, const char *why)
+{
+    return sharc__fail(&r->ctx, SHARC_ERR_STATE, "cannot resume: %s", why);
+}
+
+int sharc__resume_parse(sharc_reader *r, const uint8_t *blob, size_t len, sharc__resume *out)
+{
+    memset(out, 0, sizeof *out);
+    if (len < 8 * FIXED_FIELDS)
+        return bad_state(r, "the state blob is truncated");
+    if (load_u64(blob + len - 8) != (uint64_t)(uint32_t)crc32(0L, blob, (uInt)(len - 8)))
+        return bad_state(r, "the state blob is corrupt (checksum mismatch)");
+    rbuf rb = {blob, len - 8, 0, 0};
+    if (get_u64(&rb) != (((uint64_t)STATE_VERSION << 32) | STATE_MAGIC))
+        return bad_state(r, "not a sharc reader state, or an unsupported version");
+    if (get_u64(&rb) != sharc__resume_hash(r))
+        return bad_state(r, "the state was saved with other shards or reader settings");
+    out->next_step = get_u64(&rb);
+    out->pos.epoch = get_u64(&rb);
+    out->pos.order_pos = get_u64(&rb);
+    uint64_t shard = get_u64(&rb);
+    out->pos.consumed = get_u64(&rb);
+    uint64_t open = get_u64(&rb);
+    out->pos.epoch_cuts = get_u64(&rb);
+    get_stats(&rb, &out->stats);
+    uint64_t n_keys = get_u64(&rb);
+    if (rb.bad || n_keys > (rb.len - rb.at) / 8)
+        return bad_state(r, "the state blob is truncated");
+    out->n_keys = (size_t)n_keys;
+    out->keys = blob + rb.at;
+    rb.at += out->n_keys * 8;
+    uint64_t sampler_len = get_u64(&rb);
+    if (rb.bad || sampler_len != rb.len - rb.at)
+        return bad_state(r, "the state blob's sizes do not add up");
+    out->sampler = blob + rb.at;
+    out->sampler_len = (size_t)sampler_len;
+    if (shard >= r->ds.n_shards || open > 1 || (r->s.epochs && out->pos.epoch >= r->s.epochs))
+        return bad_state(r, "the state points outside this dataset");
+    out->pos.shard_index = (uint32_t)shard;
+    out->pos.shard_open = (int)open;
+    for (size_t i = 1; i < out->n_keys; i++)
+        if (sharc__resume_key(out, i) <= sharc__resume_key(out, i - 1))
+            return bad_state(r, "the state's cut list is not sorted");
+    return 0;
+}
+
+uint64_t sharc__resume_key(const sharc__resume *s, size_t i)
+{
+    return load_u64(s->keys + 8 * i);
+}
+
+void sharc__resume_set_step(uint8_t *blob, size_t len, uint64_t step)
+{
+    for (int i = 0; i < 8; i++)
+        blob[STEP_OFFSET + i] = (uint8_t)(step >> (8 * i));
+    uint64_t crc = (uint32_t)crc32(0L, blob, (uInt)(len - 8));
+    for (int i = 0; i < 8; i++)
+        blob[len - 8 + i] = (uint8_t)(crc >> (8 * i));
+}

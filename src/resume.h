@@ -1,0 +1,50 @@
+/*
+ * The reader's resume state blob. Little-endian u64 fields: magic and version, a hash of
+ * the shards and settings, the next step, the walk position, the counters, the sorted
+ * keys of the cuts the sampler holds, the sampler's own blob, and a CRC-32 (zlib) of all
+ * that precedes it.
+ */
+#ifndef SHARC_SRC_RESUME_H
+#define SHARC_SRC_RESUME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "reader_impl.h"
+#include "sampler.h"
+
+/** What a state blob says; pointers point into the blob. */
+typedef struct sharc__resume {
+    uint64_t next_step;
+    sharc__walk_pos pos;
+    sharc_reader_stats stats;
+    size_t n_keys;
+    const uint8_t *keys; ///< n_keys little-endian u64, read with sharc__resume_key()
+    const uint8_t *sampler;
+    size_t sampler_len;
+} sharc__resume;
+
+/** Hash of what a state depends on: shard names (not their directory), the walk and the
+ *  decode settings. The sampler hashes its own settings. */
+uint64_t sharc__resume_hash(const sharc_reader *r);
+
+/**
+ * Write a state into *buf, growing it (capacity *cap) with r's allocator.
+ * @return 0, SHARC_ERR(ENOMEM)
+ */
+int sharc__resume_write(sharc_reader *r, uint8_t **buf, size_t *cap, size_t *len,
+                        uint64_t next_step, const sharc_reader_stats *stats, const uint64_t *keys,
+                        size_t n_keys, const sharc__sampler *sampler);
+
+/**
+ * Check and decode a blob for reader `r`.
+ * @return 0, or SHARC_ERR_STATE with a message "cannot resume: ..." in r's context
+ */
+int sharc__resume_parse(sharc_reader *r, const uint8_t *blob, size_t len, sharc__resume *out);
+
+uint64_t sharc__resume_key(const sharc__resume *s, size_t i);
+
+/** Rewrite the next-step field of a blob (and its CRC). */
+void sharc__resume_set_step(uint8_t *blob, size_t len, uint64_t step);
+
+#endif /* SHARC_SRC_RESUME_H */

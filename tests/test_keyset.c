@@ -1,0 +1,68 @@
+/* The key set: random adds and removes against a plain array, across growth. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "keyset.h"
+#include "rng.h"
+
+START_TEST(matches_a_reference_under_churn)
+{
+    sharc__ctx ctx;
+    sharc__ctx_init(&ctx, NULL, NULL);
+    sharc__keyset set = {0};
+    enum { UNIVERSE = 5000 };
+    static unsigned char present[UNIVERSE];
+    memset(present, 0, sizeof present);
+    sharc__rng rng;
+    sharc__rng_seed(&rng, 42);
+    size_t n = 0;
+    for (int step = 0; step < 200000; step++) {
+        /* Keys clustered like real ones: shard and position fields, many collisions. */
+        uint64_t k = sharc__rng_below(&rng, UNIVERSE);
+        uint64_t key = ((k / 100) << 24) | (k % 100);
+        if (sharc__rng_below(&rng, 3) == 0 || !present[k]) {
+            ck_assert_int_eq(sharc__keyset_add(&ctx, &set, key), 0);
+            n += !present[k];
+            present[k] = 1;
+        } else {
+            sharc__keyset_remove(&set, key);
+            present[k] = 0;
+            n--;
+        }
+        ck_assert_uint_eq(set.n, n);
+        if (step % 10000 == 0) {
+            const uint64_t *keys;
+            size_t m;
+            ck_assert_int_eq(sharc__keyset_sorted(&ctx, &set, &keys, &m), 0);
+            ck_assert_uint_eq(m, n);
+            size_t j = 0;
+            for (uint64_t i = 0; i < UNIVERSE; i++) {
+                if (!present[i])
+                    continue;
+                ck_assert_uint_eq(keys[j], ((i / 100) << 24) | (i % 100));
+                j++;
+            }
+        }
+    }
+    /* Removing what is absent changes nothing. */
+    sharc__keyset_remove(&set, 1ull << 60);
+    ck_assert_uint_eq(set.n, n);
+    sharc__keyset_free(&ctx, &set);
+    ck_assert_ptr_null(set.slots);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("keyset");
+    TCase *tc = tcase_create("set");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, matches_a_reference_under_churn);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
