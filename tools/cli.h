@@ -82,6 +82,12 @@ int cli_parse_double_list(const char *cmd, const char *opt, const char *val, dou
 int cli_parse_u32_list(const char *cmd, const char *opt, const char *val, uint32_t min,
                        uint32_t max, uint32_t **out, size_t *n);
 
+/**
+ * Point s->paths at the operands getopt_long() left (argv[optind] on): the PATHs.
+ * @return -1 to go on, or CLI_EXIT_USAGE after "no PATH given" when there is none.
+ */
+int cli_take_paths(const char *cmd, int argc, char **argv, sharc_reader_settings *s);
+
 /** Parse a layout name (auto, shar, nemo, wds); -1 after a usage error. */
 int cli_parse_layout(const char *cmd, const char *val, sharc_layout *out);
 

@@ -123,13 +123,20 @@ static size_t count_list_items(const char *val)
     }
 }
 
+/* Free the previous list and allocate one for the items of val (NULL when it has none). */
+static void *list_begin(void *old, const char *val, size_t item_size, size_t *count, size_t *n)
+{
+    free(old);
+    *count = count_list_items(val);
+    *n = 0;
+    return *count ? malloc(*count * item_size) : NULL;
+}
+
 int cli_parse_double_list(const char *cmd, const char *opt, const char *val, double min, double max,
                           int sorted, double **out, size_t *n)
 {
-    size_t count = count_list_items(val);
-    free(*out);
-    *out = count ? malloc(count * sizeof **out) : NULL;
-    *n = 0;
+    size_t count;
+    *out = list_begin(*out, val, sizeof **out, &count, n);
     const char *p = val;
     for (size_t i = 0; i < count && *out != NULL; i++) {
         char *end = NULL;
@@ -156,10 +163,8 @@ int cli_parse_double_list(const char *cmd, const char *opt, const char *val, dou
 int cli_parse_u32_list(const char *cmd, const char *opt, const char *val, uint32_t min,
                        uint32_t max, uint32_t **out, size_t *n)
 {
-    size_t count = count_list_items(val);
-    free(*out);
-    *out = count ? malloc(count * sizeof **out) : NULL;
-    *n = 0;
+    size_t count;
+    *out = list_begin(*out, val, sizeof **out, &count, n);
     const char *p = val;
     for (size_t i = 0; i < count && *out != NULL; i++) {
         char *end = NULL;
@@ -180,6 +185,15 @@ int cli_parse_u32_list(const char *cmd, const char *opt, const char *val, uint32
     free(*out);
     *out = NULL;
     *n = 0;
+    return -1;
+}
+
+int cli_take_paths(const char *cmd, int argc, char **argv, sharc_reader_settings *s)
+{
+    if (optind >= argc)
+        return cli_usage_error(cmd, "no PATH given");
+    s->paths = (const char *const *)(argv + optind);
+    s->n_paths = (size_t)(argc - optind);
     return -1;
 }
 

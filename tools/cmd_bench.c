@@ -14,6 +14,7 @@
 #include "bench_floor.h"
 #include "cli.h"
 #include "cli_loader.h"
+#include "cli_reader_opts.h"
 
 static const char *const cmd = "bench";
 
@@ -101,8 +102,8 @@ static void print_help(void)
         "  --max-cuts N        cuts per batch (default: no limit)\n"
         "  --num-buckets N     buckets estimated from metadata (default 10)\n"
         "  --bins A,B,...      explicit sorted bucket boundaries in seconds (default: estimate)\n"
-        "  --quadratic-duration Q  a cut counts as d + d*d/Q (default off)\n"
-        "  --buffer-size N     cuts held in the buckets (default 20000)\n"
+        "  --quadratic-duration Q  a cut counts as d + d*d/Q (default "
+        "off)\n" CLI_RO_HELP_BUFFER_SIZE
         "  --no-shuffle        no shuffle inside buckets nor of the shard order\n"
         "\n",
         cli_online_cpus());
@@ -153,48 +154,18 @@ enum {
     OPT_REPEAT,
     OPT_FLOOR,
     OPT_CUTS,
-    OPT_LAYOUT,
-    OPT_EPOCHS,
-    OPT_SEED,
-    OPT_ON_ERROR,
-    OPT_RATE,
-    OPT_CHANNEL,
-    OPT_THREADS,
-    OPT_PREFETCH,
-    OPT_MAX_DURATION,
-    OPT_MAX_CUTS,
-    OPT_NUM_BUCKETS,
-    OPT_BINS,
-    OPT_QUADRATIC,
-    OPT_BUFFER_SIZE,
-    OPT_NO_SHUFFLE,
     OPT_JSON,
     OPT_QUIET,
     OPT_VERBOSE,
 };
 
-static const struct option long_opts[] = {
+static const struct option own_opts[] = {
     {"batches", required_argument, NULL, OPT_BATCHES},
     {"seconds", required_argument, NULL, OPT_SECONDS},
     {"warmup", required_argument, NULL, OPT_WARMUP},
     {"repeat", required_argument, NULL, OPT_REPEAT},
     {"floor", no_argument, NULL, OPT_FLOOR},
     {"cuts", no_argument, NULL, OPT_CUTS},
-    {"layout", required_argument, NULL, OPT_LAYOUT},
-    {"epochs", required_argument, NULL, OPT_EPOCHS},
-    {"seed", required_argument, NULL, OPT_SEED},
-    {"on-error", required_argument, NULL, OPT_ON_ERROR},
-    {"sampling-rate", required_argument, NULL, OPT_RATE},
-    {"channel", required_argument, NULL, OPT_CHANNEL},
-    {"threads", required_argument, NULL, OPT_THREADS},
-    {"prefetch", required_argument, NULL, OPT_PREFETCH},
-    {"max-duration", required_argument, NULL, OPT_MAX_DURATION},
-    {"max-cuts", required_argument, NULL, OPT_MAX_CUTS},
-    {"num-buckets", required_argument, NULL, OPT_NUM_BUCKETS},
-    {"bins", required_argument, NULL, OPT_BINS},
-    {"quadratic-duration", required_argument, NULL, OPT_QUADRATIC},
-    {"buffer-size", required_argument, NULL, OPT_BUFFER_SIZE},
-    {"no-shuffle", no_argument, NULL, OPT_NO_SHUFFLE},
     {"json", no_argument, NULL, OPT_JSON},
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"verbose", no_argument, NULL, OPT_VERBOSE},
@@ -202,6 +173,25 @@ static const struct option long_opts[] = {
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
+
+/* The reader options as 'sharc read' parses them, and the sampler options that bench checks
+ * itself (parse_sampler_opt). */
+static const int shared_opts[] = {CLI_RO_LAYOUT,
+                                  CLI_RO_EPOCHS,
+                                  CLI_RO_SEED,
+                                  CLI_RO_ON_ERROR,
+                                  CLI_RO_SAMPLING_RATE,
+                                  CLI_RO_CHANNEL,
+                                  CLI_RO_THREADS,
+                                  CLI_RO_PREFETCH,
+                                  CLI_RO_MAX_DURATION,
+                                  CLI_RO_MAX_CUTS,
+                                  CLI_RO_NUM_BUCKETS,
+                                  CLI_RO_BINS,
+                                  CLI_RO_QUADRATIC_DURATION,
+                                  CLI_RO_BUFFER_SIZE,
+                                  CLI_RO_NO_SHUFFLE,
+                                  0};
 
 /* A finite number >= min (> min when `strict`); -1 after a usage error. */
 static int parse_double(const char *opt, const char *val, double min, int strict, double *out)
@@ -247,15 +237,17 @@ static int parse_bins(const char *val, bench_opts *o, sharc_sampler_settings *st
     return 0;
 }
 
-static int parse_sampler_opt(int opt, const char *val, bench_opts *o, sharc_sampler_settings *st)
+/* The sampler options, which bench checks in its own words. 1 when `opt` is not one. */
+static int parse_sampler_opt(int opt, const char *val, bench_opts *o, sharc_reader_settings *s)
 {
+    sharc_sampler_settings *st = &s->sampler;
     uint64_t u = 0;
     switch (opt) {
-    case OPT_MAX_DURATION:
+    case CLI_RO_MAX_DURATION:
         return parse_double("--max-duration", val, 0, 1, &st->max_duration);
-    case OPT_QUADRATIC:
+    case CLI_RO_QUADRATIC_DURATION:
         return parse_double("--quadratic-duration", val, 0, 1, &st->quadratic_duration);
-    case OPT_MAX_CUTS:
+    case CLI_RO_MAX_CUTS:
         if (cli_parse_u64(cmd, "--max-cuts", val, &u) < 0)
             return -1;
         if (u == 0 || u > UINT32_MAX) {
@@ -264,24 +256,28 @@ static int parse_sampler_opt(int opt, const char *val, bench_opts *o, sharc_samp
         }
         st->max_cuts = (uint32_t)u;
         return 0;
-    case OPT_NUM_BUCKETS: {
+    case CLI_RO_NUM_BUCKETS: {
         int v;
         if (cli_parse_int(cmd, "--num-buckets", val, 1, 1 << 20, &v) < 0)
             return -1;
         st->num_buckets = (uint32_t)v;
         return 0;
     }
-    case OPT_BUFFER_SIZE: {
+    case CLI_RO_BUFFER_SIZE: {
         int v;
         if (cli_parse_int(cmd, "--buffer-size", val, 1, 1 << 30, &v) < 0)
             return -1;
         st->buffer_size = (uint32_t)v;
         return 0;
     }
-    case OPT_BINS:
+    case CLI_RO_BINS:
         return parse_bins(val, o, st);
+    case CLI_RO_NO_SHUFFLE: /* here also the shard order */
+        s->shuffle_shards = 0;
+        st->shuffle = 0;
+        return 0;
     }
-    return -1;
+    return 1;
 }
 
 static int parse_measure_opt(int opt, const char *val, bench_opts *o)
@@ -297,29 +293,6 @@ static int parse_measure_opt(int opt, const char *val, bench_opts *o)
         return cli_parse_u64(cmd, "--warmup", val, &o->warmup);
     case OPT_REPEAT:
         return cli_parse_int(cmd, "--repeat", val, 1, MAX_REPEAT, &o->repeat);
-    }
-    return -1;
-}
-
-static int parse_reader_opt(int opt, const char *val, sharc_reader_settings *s)
-{
-    switch (opt) {
-    case OPT_LAYOUT:
-        return cli_parse_layout(cmd, val, &s->layout);
-    case OPT_EPOCHS:
-        return cli_parse_u64(cmd, "--epochs", val, &s->epochs);
-    case OPT_SEED:
-        return cli_parse_u64(cmd, "--seed", val, &s->seed);
-    case OPT_ON_ERROR:
-        return cli_parse_on_error(cmd, val, &s->on_error);
-    case OPT_RATE:
-        return cli_parse_int(cmd, "--sampling-rate", val, 1, 1 << 24, &s->sampling_rate);
-    case OPT_CHANNEL:
-        return cli_parse_int(cmd, "--channel", val, 0, 1 << 16, &s->channel);
-    case OPT_THREADS:
-        return cli_parse_int(cmd, "--threads", val, 0, 4096, &s->n_threads);
-    case OPT_PREFETCH:
-        return cli_parse_int(cmd, "--prefetch", val, 0, 1 << 16, &s->prefetch);
     }
     return -1;
 }
@@ -353,76 +326,64 @@ static int finish_args(sharc_reader_settings *s, bench_opts *o, int threads_give
     return -1;
 }
 
+/* The options of bench itself. 1 when `opt` is not one of them. */
+static int parse_own_opt(int opt, const char *val, bench_opts *o)
+{
+    switch (opt) {
+    case OPT_BATCHES:
+    case OPT_SECONDS:
+    case OPT_WARMUP:
+    case OPT_REPEAT:
+        return parse_measure_opt(opt, val, o);
+    case OPT_FLOOR:
+        o->floor = 1;
+        return 0;
+    case OPT_CUTS:
+        o->cuts_mode = 1;
+        return 0;
+    case OPT_JSON:
+        o->json = 1;
+        return 0;
+    case OPT_QUIET:
+        o->quiet = 1;
+        return 0;
+    case OPT_VERBOSE:
+        o->verbose = 1;
+        return 0;
+    case CLI_OPT_TRANSPORT:
+    case CLI_OPT_MESH:
+        return cli_dist_option(cmd, &o->dist, opt, val) < 0 ? -1 : 0;
+    }
+    return 1;
+}
+
 /* Parse argv into settings and options. Returns -1 to continue, else an exit status. */
 static int parse_args(int argc, char **argv, sharc_reader_settings *s, bench_opts *o)
 {
+    struct option long_opts[CLI_MAX_LONG_OPTIONS];
+    if (cli_long_options(long_opts, CLI_MAX_LONG_OPTIONS, own_opts, shared_opts) < 0)
+        return cli_usage_error(cmd, "internal error: too many options");
+    cli_reader_opts ro = {.cmd = cmd}; /* bench parses the list-valued options itself */
     int opt, threads_given = 0, warmup_given = 0;
     while ((opt = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
-        int bad = 0;
-        switch (opt) {
-        case 'h':
+        if (opt == 'h') {
             print_help();
             return CLI_EXIT_OK;
-        case OPT_BATCHES:
-        case OPT_SECONDS:
-        case OPT_WARMUP:
-        case OPT_REPEAT:
-            warmup_given |= opt == OPT_WARMUP;
-            bad = parse_measure_opt(opt, optarg, o);
-            break;
-        case OPT_LAYOUT:
-        case OPT_EPOCHS:
-        case OPT_SEED:
-        case OPT_ON_ERROR:
-        case OPT_RATE:
-        case OPT_CHANNEL:
-        case OPT_THREADS:
-        case OPT_PREFETCH:
-            threads_given |= opt == OPT_THREADS;
-            bad = parse_reader_opt(opt, optarg, s);
-            break;
-        case OPT_MAX_DURATION:
-        case OPT_MAX_CUTS:
-        case OPT_NUM_BUCKETS:
-        case OPT_BINS:
-        case OPT_QUADRATIC:
-        case OPT_BUFFER_SIZE:
-            bad = parse_sampler_opt(opt, optarg, o, &s->sampler);
-            break;
-        case OPT_NO_SHUFFLE:
-            s->shuffle_shards = 0;
-            s->sampler.shuffle = 0;
-            break;
-        case OPT_FLOOR:
-            o->floor = 1;
-            break;
-        case OPT_CUTS:
-            o->cuts_mode = 1;
-            break;
-        case OPT_JSON:
-            o->json = 1;
-            break;
-        case OPT_QUIET:
-            o->quiet = 1;
-            break;
-        case OPT_VERBOSE:
-            o->verbose = 1;
-            break;
-        case CLI_OPT_TRANSPORT:
-        case CLI_OPT_MESH:
-            bad = cli_dist_option(cmd, &o->dist, opt, optarg) < 0;
-            break;
-        default: /* getopt_long printed the reason */
-            return cli_usage_error(cmd, "invalid option");
         }
-        if (bad)
+        if (opt == '?') /* getopt_long printed the reason */
+            return cli_usage_error(cmd, "invalid option");
+        warmup_given |= opt == OPT_WARMUP;
+        threads_given |= opt == CLI_RO_THREADS;
+        int rc = parse_own_opt(opt, optarg, o);
+        if (rc == 1)
+            rc = parse_sampler_opt(opt, optarg, o, s);
+        if (rc == 1)
+            rc = cli_reader_opt_apply(&ro, opt, optarg, s);
+        if (rc != 0)
             return CLI_EXIT_USAGE;
     }
-    if (optind >= argc)
-        return cli_usage_error(cmd, "no PATH given");
-    s->paths = (const char *const *)(argv + optind);
-    s->n_paths = (size_t)(argc - optind);
-    return finish_args(s, o, threads_given, warmup_given);
+    int status = cli_take_paths(cmd, argc, argv, s);
+    return status >= 0 ? status : finish_args(s, o, threads_given, warmup_given);
 }
 
 /* ---- memory and CPU ---- */

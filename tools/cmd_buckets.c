@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_reader_opts.h"
 
 static const char *const cmd = "buckets";
 
@@ -61,19 +62,22 @@ static void print_help(void)
            "  sharc buckets --num-buckets 30 --max-duration 40 data/shar\n");
 }
 
-enum { OPT_NUM_BUCKETS = 256, OPT_NUM_CUTS, OPT_MIN, OPT_MAX, OPT_LAYOUT, OPT_JSON, OPT_QUIET };
+/* --min-duration and --max-duration filter the cuts whose durations are estimated (they are
+ * not the sampler's options of the same names), and --num-buckets has its own range. */
+enum { OPT_NUM_BUCKETS = 256, OPT_NUM_CUTS, OPT_MIN, OPT_MAX, OPT_JSON, OPT_QUIET };
 
-static const struct option long_opts[] = {
+static const struct option own_opts[] = {
     {"num-buckets", required_argument, NULL, OPT_NUM_BUCKETS},
     {"num-cuts", required_argument, NULL, OPT_NUM_CUTS},
     {"min-duration", required_argument, NULL, OPT_MIN},
     {"max-duration", required_argument, NULL, OPT_MAX},
-    {"layout", required_argument, NULL, OPT_LAYOUT},
     {"json", no_argument, NULL, OPT_JSON},
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
+
+static const int shared_opts[] = {CLI_RO_LAYOUT, 0};
 
 static int parse_seconds(const char *opt, const char *val, double *out)
 {
@@ -85,49 +89,52 @@ static int parse_seconds(const char *opt, const char *val, double *out)
     return 0;
 }
 
+/* The options of buckets itself. 1 when `opt` is not one of them. */
+static int parse_own_opt(int opt, const char *val, buckets_opts *o)
+{
+    switch (opt) {
+    case OPT_NUM_BUCKETS:
+        return cli_parse_int(cmd, "--num-buckets", val, 2, 65536, &o->num_buckets);
+    case OPT_NUM_CUTS:
+        return cli_parse_u64(cmd, "--num-cuts", val, &o->num_cuts);
+    case OPT_MIN:
+        return parse_seconds("--min-duration", val, &o->min_duration);
+    case OPT_MAX:
+        return parse_seconds("--max-duration", val, &o->max_duration);
+    case OPT_JSON:
+        o->json = 1;
+        return 0;
+    case OPT_QUIET:
+        o->quiet = 1;
+        return 0;
+    }
+    return 1;
+}
+
 static int parse_args(int argc, char **argv, sharc_reader_settings *s, buckets_opts *o)
 {
+    struct option long_opts[CLI_MAX_LONG_OPTIONS];
+    if (cli_long_options(long_opts, CLI_MAX_LONG_OPTIONS, own_opts, shared_opts) < 0)
+        return cli_usage_error(cmd, "internal error: too many options");
+    cli_reader_opts ro = {.cmd = cmd};
     int opt;
     while ((opt = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
-        int bad = 0;
-        switch (opt) {
-        case 'h':
+        if (opt == 'h') {
             print_help();
             return CLI_EXIT_OK;
-        case OPT_NUM_BUCKETS:
-            bad = cli_parse_int(cmd, "--num-buckets", optarg, 2, 65536, &o->num_buckets);
-            break;
-        case OPT_NUM_CUTS:
-            bad = cli_parse_u64(cmd, "--num-cuts", optarg, &o->num_cuts);
-            break;
-        case OPT_MIN:
-            bad = parse_seconds("--min-duration", optarg, &o->min_duration);
-            break;
-        case OPT_MAX:
-            bad = parse_seconds("--max-duration", optarg, &o->max_duration);
-            break;
-        case OPT_LAYOUT:
-            bad = cli_parse_layout(cmd, optarg, &s->layout);
-            break;
-        case OPT_JSON:
-            o->json = 1;
-            break;
-        case OPT_QUIET:
-            o->quiet = 1;
-            break;
-        default:
-            return cli_usage_error(cmd, "invalid option");
         }
-        if (bad)
+        if (opt == '?') /* getopt_long printed the reason */
+            return cli_usage_error(cmd, "invalid option");
+        int rc = parse_own_opt(opt, optarg, o);
+        if (rc == 1)
+            rc = cli_reader_opt_apply(&ro, opt, optarg, s);
+        if (rc != 0)
             return CLI_EXIT_USAGE;
     }
-    if (optind >= argc)
-        return cli_usage_error(cmd, "no PATH given");
-    if (o->max_duration > 0 && o->max_duration < o->min_duration)
+    int status = cli_take_paths(cmd, argc, argv, s);
+    if (status < 0 && o->max_duration > 0 && o->max_duration < o->min_duration)
         return cli_usage_error(cmd, "--max-duration is below --min-duration");
-    s->paths = (const char *const *)(argv + optind);
-    s->n_paths = (size_t)(argc - optind);
-    return -1;
+    return status;
 }
 
 /* Durations of the cuts kept by the filters, in sorted shard order. Returns 0, or 1 after

@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "cli_loader.h"
+#include "cli_reader_opts.h"
 #include "npy.h"
 
 static const char *const cmd = "read";
@@ -44,11 +45,8 @@ typedef struct read_opts {
     size_t n_saves;
     const char *batch_only; /* the first option given that only batches use */
     const char *cuts_only;  /* the first option given that only --cuts uses */
-    double *bins;
-    size_t n_bins;
-    uint32_t *bucket_batch_size;
-    size_t n_bucket_batch_size;
-    void *state; /* the --resume blob */
+    cli_reader_opts ro;     /* --bins, --bucket-batch-size */
+    void *state;            /* the --resume blob */
     size_t state_size;
     cli_dist dist; /* --transport, --mesh */
 } read_opts;
@@ -65,8 +63,7 @@ static void print_help(void)
            "PATH is a dataset directory, a shard file or a brace pattern\n"
            "(audio_{0..7}.tar, audio__OP_0..7_CL_.tar); several may be given.\n"
            "\n"
-           "Reader (batches and --cuts):\n"
-           "  --layout L          shard layout: auto, shar, nemo or wds (default auto: detect)\n"
+           "Reader (batches and --cuts):\n" CLI_RO_HELP_LAYOUT
            "  --epochs N          epochs to read; 0 reads forever (default 1)\n"
            "  --seed S            seed of the shard order (epoch e uses S + e) and of the\n"
            "                      sampler's bucket choice and in-bucket shuffle (default 0)\n"
@@ -99,8 +96,7 @@ static void print_help(void)
            "                      number per boundary, as NeMo's OOMptimizer writes them);\n"
            "                      excludes --max-duration and --max-cuts; a cut longer than the\n"
            "                      last boundary is an error, so also give --max-cut-duration\n"
-           "                      (default: off)\n"
-           "  --buffer-size N     cuts held in the buckets (default 20000)\n"
+           "                      (default: off)\n" CLI_RO_HELP_BUFFER_SIZE
            "  --max-buffer-bytes N  encoded audio bytes held in the buckets; 0 = no limit\n"
            "                      (default 1073741824)\n"
            "  --shuffle           shuffle the cuts inside each bucket (default)\n"
@@ -280,21 +276,33 @@ static void print_problems_json(FILE *f, const sharc_reader_stats *st)
     fputc('}', f);
 }
 
-static void print_cut_summary_json(const sharc_reader *r, const sharc_reader_stats *st, double wall,
-                                   const char *error)
+/* ,"shards","skipped_cuts","skipped_shards","problems":{...} of the reader's counters. */
+static void print_shards_json(FILE *f, const sharc_reader_stats *st)
 {
-    FILE *f = stdout;
+    fprintf(f, ",\"shards\":%" PRIu64 ",\"skipped_cuts\":%" PRIu64 ",\"skipped_shards\":%" PRIu64,
+            st->shards, st->skipped_cuts, st->skipped_shards);
+    print_problems_json(f, st);
+}
+
+/* {"type":"summary","layout": the start of both summaries. */
+static void print_summary_head(FILE *f, const sharc_reader *r)
+{
     fputc('{', f);
     cli_json_key(f, "type", 1);
     cli_json_str(f, "summary");
     cli_json_key(f, "layout", 0);
     cli_json_str(f, cli_layout_name(sharc_reader_layout(r)));
+}
+
+static void print_cut_summary_json(const sharc_reader *r, const sharc_reader_stats *st, double wall,
+                                   const char *error)
+{
+    FILE *f = stdout;
+    print_summary_head(f, r);
     fprintf(f, ",\"cuts\":%" PRIu64, st->cuts);
     cli_json_key(f, "audio_seconds", 0);
     cli_json_num(f, st->audio_seconds);
-    fprintf(f, ",\"shards\":%" PRIu64 ",\"skipped_cuts\":%" PRIu64 ",\"skipped_shards\":%" PRIu64,
-            st->shards, st->skipped_cuts, st->skipped_shards);
-    print_problems_json(f, st);
+    print_shards_json(f, st);
     cli_json_key(f, "wall_seconds", 0);
     cli_json_num(f, wall);
     cli_json_key(f, "audio_seconds_per_second", 0);
@@ -737,11 +745,9 @@ static void print_reader_stats_json(FILE *f, const sharc_reader_stats *st)
     cli_json_num(f, st->audio_seconds);
     cli_json_key(f, "padded_seconds", 0);
     cli_json_num(f, st->padded_seconds);
-    fprintf(f,
-            ",\"filtered_cuts\":%" PRIu64 ",\"dropped_cuts\":%" PRIu64 ",\"shards\":%" PRIu64
-            ",\"skipped_cuts\":%" PRIu64 ",\"skipped_shards\":%" PRIu64,
-            st->filtered_cuts, st->dropped_cuts, st->shards, st->skipped_cuts, st->skipped_shards);
-    print_problems_json(f, st);
+    fprintf(f, ",\"filtered_cuts\":%" PRIu64 ",\"dropped_cuts\":%" PRIu64, st->filtered_cuts,
+            st->dropped_cuts);
+    print_shards_json(f, st);
     fputc('}', f);
 }
 
@@ -750,11 +756,7 @@ static void print_batch_summary_json(const sharc_reader *r, const batch_run *run
                                      const char *error, const cli_dist *d, const sharc_loader *l)
 {
     FILE *f = stdout;
-    fputc('{', f);
-    cli_json_key(f, "type", 1);
-    cli_json_str(f, "summary");
-    cli_json_key(f, "layout", 0);
-    cli_json_str(f, cli_layout_name(sharc_reader_layout(r)));
+    print_summary_head(f, r);
     fprintf(f, ",\"batches\":%" PRIu64, run->batches);
     cli_json_key(f, "first_step", 0);
     if (run->batches > 0)
@@ -883,34 +885,8 @@ static int run_batches(sharc_reader_settings *s, read_opts *o)
 /* ---- options ---------------------------------------------------------------------------- */
 
 enum {
-    OPT_LAYOUT = 256,
-    OPT_EPOCHS,
-    OPT_SEED,
-    OPT_SHUFFLE_SHARDS,
-    OPT_NO_SHUFFLE_SHARDS,
-    OPT_DP_RANK,
-    OPT_DP_SIZE,
-    OPT_ON_ERROR,
-    OPT_RATE,
-    OPT_CHANNEL,
-    OPT_LIMIT,
-    /* batches only, from here to OPT_CUTS */
-    OPT_MAX_DURATION,
-    OPT_MAX_CUTS,
-    OPT_QUADRATIC,
-    OPT_NUM_BUCKETS,
-    OPT_NUM_CUTS_FOR_BINS,
-    OPT_BINS,
-    OPT_BUCKET_BATCH_SIZE,
-    OPT_BUFFER_SIZE,
-    OPT_MAX_BUFFER_BYTES,
-    OPT_SHUFFLE,
-    OPT_NO_SHUFFLE,
-    OPT_DROP_LAST,
-    OPT_MIN_DURATION,
-    OPT_MAX_CUT_DURATION,
-    OPT_THREADS,
-    OPT_PREFETCH,
+    OPT_LIMIT = 256,
+    /* batches only */
     OPT_SAVE_STATE_AT,
     OPT_RESUME,
     OPT_DUMP_DIR,
@@ -923,34 +899,8 @@ enum {
     OPT_VERBOSE,
 };
 
-static const struct option long_opts[] = {
-    {"layout", required_argument, NULL, OPT_LAYOUT},
-    {"epochs", required_argument, NULL, OPT_EPOCHS},
-    {"seed", required_argument, NULL, OPT_SEED},
-    {"shuffle-shards", no_argument, NULL, OPT_SHUFFLE_SHARDS},
-    {"no-shuffle-shards", no_argument, NULL, OPT_NO_SHUFFLE_SHARDS},
-    {"dp-rank", required_argument, NULL, OPT_DP_RANK},
-    {"dp-size", required_argument, NULL, OPT_DP_SIZE},
-    {"on-error", required_argument, NULL, OPT_ON_ERROR},
-    {"sampling-rate", required_argument, NULL, OPT_RATE},
-    {"channel", required_argument, NULL, OPT_CHANNEL},
+static const struct option own_opts[] = {
     {"limit", required_argument, NULL, OPT_LIMIT},
-    {"max-duration", required_argument, NULL, OPT_MAX_DURATION},
-    {"max-cuts", required_argument, NULL, OPT_MAX_CUTS},
-    {"quadratic-duration", required_argument, NULL, OPT_QUADRATIC},
-    {"num-buckets", required_argument, NULL, OPT_NUM_BUCKETS},
-    {"num-cuts-for-bins", required_argument, NULL, OPT_NUM_CUTS_FOR_BINS},
-    {"bins", required_argument, NULL, OPT_BINS},
-    {"bucket-batch-size", required_argument, NULL, OPT_BUCKET_BATCH_SIZE},
-    {"buffer-size", required_argument, NULL, OPT_BUFFER_SIZE},
-    {"max-buffer-bytes", required_argument, NULL, OPT_MAX_BUFFER_BYTES},
-    {"shuffle", no_argument, NULL, OPT_SHUFFLE},
-    {"no-shuffle", no_argument, NULL, OPT_NO_SHUFFLE},
-    {"drop-last", no_argument, NULL, OPT_DROP_LAST},
-    {"min-duration", required_argument, NULL, OPT_MIN_DURATION},
-    {"max-cut-duration", required_argument, NULL, OPT_MAX_CUT_DURATION},
-    {"threads", required_argument, NULL, OPT_THREADS},
-    {"prefetch", required_argument, NULL, OPT_PREFETCH},
     {"save-state-at", required_argument, NULL, OPT_SAVE_STATE_AT},
     {"resume", required_argument, NULL, OPT_RESUME},
     {"dump-dir", required_argument, NULL, OPT_DUMP_DIR},
@@ -964,54 +914,21 @@ static const struct option long_opts[] = {
     {NULL, 0, NULL, 0},
 };
 
-static const char *option_name(int opt)
-{
-    for (const struct option *lo = long_opts; lo->name; lo++) {
-        if (lo->val == opt)
-            return lo->name;
-    }
-    return "?";
-}
+/* The shared reader options (both modes) and the batching ones (batches only). */
+static const int shared_opts[] = {
+    CLI_RO_LAYOUT, CLI_RO_EPOCHS, CLI_RO_SEED, CLI_RO_SHUFFLE_SHARDS, CLI_RO_NO_SHUFFLE_SHARDS,
+    CLI_RO_DP_RANK, CLI_RO_DP_SIZE, CLI_RO_ON_ERROR, CLI_RO_SAMPLING_RATE, CLI_RO_CHANNEL,
+    /* batches only, from here on */
+    CLI_RO_MAX_DURATION, CLI_RO_MAX_CUTS, CLI_RO_QUADRATIC_DURATION, CLI_RO_NUM_BUCKETS,
+    CLI_RO_NUM_CUTS_FOR_BINS, CLI_RO_BINS, CLI_RO_BUCKET_BATCH_SIZE, CLI_RO_BUFFER_SIZE,
+    CLI_RO_MAX_BUFFER_BYTES, CLI_RO_SHUFFLE, CLI_RO_NO_SHUFFLE, CLI_RO_DROP_LAST,
+    CLI_RO_MIN_DURATION, CLI_RO_MAX_CUT_DURATION, CLI_RO_THREADS, CLI_RO_PREFETCH, 0};
 
-/* Options of the reader itself, used by both modes. 1 when `opt` is not one of them. */
-static int parse_reader_opt(int opt, const char *val, sharc_reader_settings *s, read_opts *o)
+/* Options that only batches use: the sampler's, the decode threads and the state files. */
+static int is_batch_only(int opt)
 {
-    switch (opt) {
-    case OPT_LAYOUT:
-        return cli_parse_layout(cmd, val, &s->layout);
-    case OPT_EPOCHS:
-        return cli_parse_u64(cmd, "--epochs", val, &s->epochs);
-    case OPT_SEED:
-        return cli_parse_u64(cmd, "--seed", val, &s->seed);
-    case OPT_SHUFFLE_SHARDS:
-    case OPT_NO_SHUFFLE_SHARDS:
-        s->shuffle_shards = opt == OPT_SHUFFLE_SHARDS;
-        return 0;
-    case OPT_DP_RANK:
-        return cli_parse_int(cmd, "--dp-rank", val, 0, 1 << 20, &s->dp_rank);
-    case OPT_DP_SIZE:
-        return cli_parse_int(cmd, "--dp-size", val, 1, 1 << 20, &s->dp_size);
-    case OPT_ON_ERROR:
-        return cli_parse_on_error(cmd, val, &s->on_error);
-    case OPT_RATE:
-        return cli_parse_int(cmd, "--sampling-rate", val, 1, 1 << 24, &s->sampling_rate);
-    case OPT_CHANNEL:
-        return cli_parse_int(cmd, "--channel", val, 0, 1 << 16, &s->channel);
-    case OPT_LIMIT:
-        if (cli_parse_u64(cmd, "--limit", val, &o->limit) < 0)
-            return -1;
-        return o->limit == 0 ? (cli_usage_error(cmd, "--limit must be at least 1"), -1) : 0;
-    }
-    return 1;
-}
-
-static int parse_u32(const char *opt, const char *val, uint32_t min, uint32_t max, uint32_t *out)
-{
-    int64_t v;
-    if (cli_parse_i64(cmd, opt, val, min, max, &v) < 0)
-        return -1;
-    *out = (uint32_t)v;
-    return 0;
+    return CLI_RO_IS_SAMPLER(opt) || opt == CLI_RO_THREADS || opt == CLI_RO_PREFETCH ||
+           opt == OPT_SAVE_STATE_AT || opt == OPT_RESUME || opt == OPT_DUMP_DIR;
 }
 
 /* --save-state-at STEP FILE: getopt gives STEP; FILE is the next argument. */
@@ -1034,56 +951,15 @@ static int parse_save_point(int argc, char **argv, const char *val, read_opts *o
     return 0;
 }
 
-/* Options of the batching. 1 when `opt` is not one of them. */
-static int parse_batch_opt(int opt, const char *val, int argc, char **argv,
-                           sharc_reader_settings *s, read_opts *o)
+/* The options of read itself. 1 when `opt` is not one of them. */
+static int parse_own_opt(int opt, const char *val, int argc, char **argv, sharc_reader_settings *s,
+                         read_opts *o)
 {
-    sharc_sampler_settings *st = &s->sampler;
     switch (opt) {
-    case OPT_MAX_DURATION:
-        if (cli_parse_double(cmd, "--max-duration", val, 0, 1e9, &st->max_duration) < 0)
+    case OPT_LIMIT:
+        if (cli_parse_u64(cmd, "--limit", val, &o->limit) < 0)
             return -1;
-        return st->max_duration > 0 ? 0 : (cli_usage_error(cmd, "--max-duration must be > 0"), -1);
-    case OPT_MAX_CUTS:
-        return parse_u32("--max-cuts", val, 1, UINT32_MAX, &st->max_cuts);
-    case OPT_QUADRATIC:
-        if (cli_parse_double(cmd, "--quadratic-duration", val, 0, 1e9, &st->quadratic_duration) < 0)
-            return -1;
-        return st->quadratic_duration > 0
-                   ? 0
-                   : (cli_usage_error(cmd, "--quadratic-duration must be > 0"), -1);
-    case OPT_NUM_BUCKETS:
-        return parse_u32("--num-buckets", val, 1, 65536, &st->num_buckets);
-    case OPT_NUM_CUTS_FOR_BINS:
-        return parse_u32("--num-cuts-for-bins", val, 1, 1u << 24, &st->num_cuts_for_bins_estimate);
-    case OPT_BINS:
-        return cli_parse_double_list(cmd, "--bins", val, 0, 1e9, 1, &o->bins, &o->n_bins);
-    case OPT_BUCKET_BATCH_SIZE:
-        return cli_parse_u32_list(cmd, "--bucket-batch-size", val, 1, UINT32_MAX,
-                                  &o->bucket_batch_size, &o->n_bucket_batch_size);
-    case OPT_BUFFER_SIZE:
-        return parse_u32("--buffer-size", val, 1, 1u << 24, &st->buffer_size);
-    case OPT_MAX_BUFFER_BYTES:
-        return cli_parse_u64(cmd, "--max-buffer-bytes", val, &st->max_buffer_bytes);
-    case OPT_SHUFFLE:
-    case OPT_NO_SHUFFLE:
-        st->shuffle = opt == OPT_SHUFFLE;
-        return 0;
-    case OPT_DROP_LAST:
-        st->drop_last = 1;
-        return 0;
-    case OPT_MIN_DURATION:
-        return cli_parse_double(cmd, "--min-duration", val, 0, 1e9, &st->min_duration);
-    case OPT_MAX_CUT_DURATION:
-        if (cli_parse_double(cmd, "--max-cut-duration", val, 0, 1e9, &st->max_cut_duration) < 0)
-            return -1;
-        return st->max_cut_duration > 0
-                   ? 0
-                   : (cli_usage_error(cmd, "--max-cut-duration must be > 0"), -1);
-    case OPT_THREADS:
-        return cli_parse_int(cmd, "--threads", val, 0, 4096, &s->n_threads);
-    case OPT_PREFETCH:
-        return cli_parse_int(cmd, "--prefetch", val, 0, 1 << 16, &s->prefetch);
+        return o->limit == 0 ? (cli_usage_error(cmd, "--limit must be at least 1"), -1) : 0;
     case OPT_SAVE_STATE_AT:
         return parse_save_point(argc, argv, val, o);
     case OPT_RESUME:
@@ -1092,6 +968,24 @@ static int parse_batch_opt(int opt, const char *val, int argc, char **argv,
     case OPT_DUMP_DIR:
         o->dump_dir = val;
         return 0;
+    case OPT_CUTS:
+        o->cuts_mode = 1;
+        return 0;
+    case OPT_NO_DECODE:
+        s->decode = 0;
+        return 0;
+    case OPT_JSON:
+        o->json = 1;
+        return 0;
+    case OPT_QUIET:
+        o->quiet = 1;
+        return 0;
+    case OPT_VERBOSE:
+        o->verbose = 1;
+        return 0;
+    case CLI_OPT_TRANSPORT:
+    case CLI_OPT_MESH:
+        return cli_dist_option(cmd, &o->dist, opt, val) < 0 ? -1 : 0;
     }
     return 1;
 }
@@ -1117,21 +1011,21 @@ static int finish_args(sharc_reader_settings *s, read_opts *o)
     if (o->cuts_mode)
         return -1;
     sharc_sampler_settings *st = &s->sampler;
-    if (o->bucket_batch_size != NULL) {
-        if (o->bins == NULL)
+    if (o->ro.bucket_batch_size != NULL) {
+        if (o->ro.bins == NULL)
             return cli_usage_error(cmd, "--bucket-batch-size needs --bins");
-        if (o->n_bucket_batch_size != o->n_bins)
+        if (o->ro.n_bucket_batch_size != o->ro.n_bins)
             return cli_usage_error(cmd,
                                    "--bucket-batch-size has %zu numbers but --bins %zu: one per "
                                    "bin is needed",
-                                   o->n_bucket_batch_size, o->n_bins);
+                                   o->ro.n_bucket_batch_size, o->ro.n_bins);
         if (st->max_duration > 0 || st->max_cuts > 0)
             return cli_usage_error(
                 cmd, "--bucket-batch-size cannot be combined with --max-duration or --max-cuts");
-        st->bucket_batch_size = o->bucket_batch_size;
+        st->bucket_batch_size = o->ro.bucket_batch_size;
     }
-    st->bins = o->bins;
-    st->n_bins = o->n_bins;
+    st->bins = o->ro.bins;
+    st->n_bins = o->ro.n_bins;
     if (st->max_cut_duration > 0 && st->max_cut_duration < st->min_duration)
         return cli_usage_error(cmd, "--max-cut-duration %g is less than --min-duration %g",
                                st->max_cut_duration, st->min_duration);
@@ -1143,61 +1037,36 @@ static int finish_args(sharc_reader_settings *s, read_opts *o)
 /* Parse argv into settings and options. Returns -1 to continue, else an exit status. */
 static int parse_args(int argc, char **argv, sharc_reader_settings *s, read_opts *o)
 {
+    struct option long_opts[CLI_MAX_LONG_OPTIONS];
+    if (cli_long_options(long_opts, CLI_MAX_LONG_OPTIONS, own_opts, shared_opts) < 0)
+        return cli_usage_error(cmd, "internal error: too many options");
     int opt;
     while ((opt = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
-        int rc = 0;
-        switch (opt) {
-        case 'h':
+        if (opt == 'h') {
             print_help();
             return CLI_EXIT_OK;
-        case OPT_CUTS:
-            o->cuts_mode = 1;
-            break;
-        case OPT_NO_DECODE:
-            s->decode = 0;
-            o->cuts_only = o->cuts_only ? o->cuts_only : option_name(opt);
-            break;
-        case OPT_JSON:
-            o->json = 1;
-            break;
-        case OPT_QUIET:
-            o->quiet = 1;
-            break;
-        case OPT_VERBOSE:
-            o->verbose = 1;
-            break;
-        case CLI_OPT_TRANSPORT:
-        case CLI_OPT_MESH:
-            rc = cli_dist_option(cmd, &o->dist, opt, optarg) < 0;
-            break;
-        case '?': /* getopt_long printed the reason */
-            return cli_usage_error(cmd, "invalid option");
-        default:
-            rc = parse_reader_opt(opt, optarg, s, o);
-            if (rc == 1) {
-                rc = parse_batch_opt(opt, optarg, argc, argv, s, o);
-                if (o->batch_only == NULL)
-                    o->batch_only = option_name(opt);
-            }
         }
+        if (opt == '?') /* getopt_long printed the reason */
+            return cli_usage_error(cmd, "invalid option");
+        if (is_batch_only(opt) && o->batch_only == NULL)
+            o->batch_only = cli_option_name(long_opts, opt);
+        if (opt == OPT_NO_DECODE && o->cuts_only == NULL)
+            o->cuts_only = cli_option_name(long_opts, opt);
+        int rc = parse_own_opt(opt, optarg, argc, argv, s, o);
+        if (rc == 1)
+            rc = cli_reader_opt_apply(&o->ro, opt, optarg, s);
         if (rc != 0)
             return CLI_EXIT_USAGE;
     }
-    if (optind >= argc)
-        return cli_usage_error(cmd, "no PATH given");
-    int status = finish_args(s, o);
-    if (status >= 0)
-        return status;
-    s->paths = (const char *const *)(argv + optind);
-    s->n_paths = (size_t)(argc - optind);
-    return -1;
+    int status = cli_take_paths(cmd, argc, argv, s);
+    return status >= 0 ? status : finish_args(s, o);
 }
 
 int cmd_read(int argc, char **argv)
 {
     sharc_reader_settings s;
     sharc_reader_default_settings(&s);
-    read_opts o = {0};
+    read_opts o = {.ro = {.cmd = cmd}};
     cli_dist_init(&o.dist);
     int status = parse_args(argc, argv, &s, &o);
     if (status < 0) {
@@ -1208,8 +1077,7 @@ int cmd_read(int argc, char **argv)
         else if ((status = cli_dist_setup(cmd, &o.dist)) == 0) /* MPI, mesh, transport */
             status = run_batches(&s, &o);
     }
-    free(o.bins);
-    free(o.bucket_batch_size);
+    cli_reader_opts_free(&o.ro);
     free(o.state);
     return status;
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_reader_opts.h"
 
 static const char *const cmd = "validate";
 
@@ -31,8 +32,7 @@ static void print_help(void)
         "\n"
         "PATH is a dataset directory, a shard file or a brace pattern; several may be given.\n"
         "\n"
-        "Options:\n"
-        "  --layout L          shard layout: auto, shar, nemo or wds (default auto: detect)\n"
+        "Options:\n" CLI_RO_HELP_LAYOUT
         "  --threads N         readers running in parallel, each on every N-th shard\n"
         "                      (default: the number of online CPUs, at most one per shard)\n"
         "  --sampling-rate HZ  also report every cut whose rate is not HZ (default: any)\n"
@@ -459,21 +459,16 @@ typedef struct validate_opts {
 } validate_opts;
 
 enum {
-    OPT_LAYOUT = 256,
-    OPT_THREADS,
-    OPT_RATE,
-    OPT_MAX_MEMBER,
+    OPT_THREADS = 256,
     OPT_JSON,
     OPT_PER_CUT,
     OPT_NO_PROGRESS,
     OPT_VERBOSE,
 };
 
-static const struct option long_opts[] = {
-    {"layout", required_argument, NULL, OPT_LAYOUT},
+/* --threads counts readers here, not decode threads: validate parses it itself. */
+static const struct option own_opts[] = {
     {"threads", required_argument, NULL, OPT_THREADS},
-    {"sampling-rate", required_argument, NULL, OPT_RATE},
-    {"max-member-bytes", required_argument, NULL, OPT_MAX_MEMBER},
     {"json", no_argument, NULL, OPT_JSON},
     {"per-cut", no_argument, NULL, OPT_PER_CUT},
     {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
@@ -482,53 +477,52 @@ static const struct option long_opts[] = {
     {NULL, 0, NULL, 0},
 };
 
+static const int shared_opts[] = {CLI_RO_LAYOUT, CLI_RO_SAMPLING_RATE, CLI_RO_MAX_MEMBER_BYTES, 0};
+
+/* The options of validate itself. 1 when `opt` is not one of them. */
+static int parse_own_opt(int opt, const char *val, validator *v, validate_opts *o)
+{
+    switch (opt) {
+    case OPT_THREADS:
+        return cli_parse_int(cmd, "--threads", val, 1, 1024, &o->threads);
+    case OPT_JSON:
+        v->json = 1;
+        return 0;
+    case OPT_PER_CUT:
+        v->per_cut = 1;
+        return 0;
+    case OPT_NO_PROGRESS:
+        o->progress = 0;
+        return 0;
+    case OPT_VERBOSE:
+        o->verbose = 1;
+        return 0;
+    }
+    return 1;
+}
+
 static int parse_args(int argc, char **argv, sharc_reader_settings *s, validator *v,
                       validate_opts *o)
 {
+    struct option long_opts[CLI_MAX_LONG_OPTIONS];
+    if (cli_long_options(long_opts, CLI_MAX_LONG_OPTIONS, own_opts, shared_opts) < 0)
+        return cli_usage_error(cmd, "internal error: too many options");
+    cli_reader_opts ro = {.cmd = cmd};
     int opt;
     while ((opt = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
-        int bad = 0;
-        switch (opt) {
-        case 'h':
+        if (opt == 'h') {
             print_help();
             return CLI_EXIT_OK;
-        case OPT_LAYOUT:
-            bad = cli_parse_layout(cmd, optarg, &s->layout);
-            break;
-        case OPT_THREADS:
-            bad = cli_parse_int(cmd, "--threads", optarg, 1, 1024, &o->threads);
-            break;
-        case OPT_RATE:
-            bad = cli_parse_int(cmd, "--sampling-rate", optarg, 1, 1 << 24, &s->sampling_rate);
-            break;
-        case OPT_MAX_MEMBER:
-            bad = cli_parse_u64(cmd, "--max-member-bytes", optarg, &s->max_member_bytes);
-            if (!bad && s->max_member_bytes == 0)
-                return cli_usage_error(cmd, "--max-member-bytes must be at least 1");
-            break;
-        case OPT_JSON:
-            v->json = 1;
-            break;
-        case OPT_PER_CUT:
-            v->per_cut = 1;
-            break;
-        case OPT_NO_PROGRESS:
-            o->progress = 0;
-            break;
-        case OPT_VERBOSE:
-            o->verbose = 1;
-            break;
-        default:
-            return cli_usage_error(cmd, "invalid option");
         }
-        if (bad)
+        if (opt == '?') /* getopt_long printed the reason */
+            return cli_usage_error(cmd, "invalid option");
+        int rc = parse_own_opt(opt, optarg, v, o);
+        if (rc == 1)
+            rc = cli_reader_opt_apply(&ro, opt, optarg, s);
+        if (rc != 0)
             return CLI_EXIT_USAGE;
     }
-    if (optind >= argc)
-        return cli_usage_error(cmd, "no PATH given");
-    s->paths = (const char *const *)(argv + optind);
-    s->n_paths = (size_t)(argc - optind);
-    return -1;
+    return cli_take_paths(cmd, argc, argv, s);
 }
 
 /*
