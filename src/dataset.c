@@ -339,7 +339,7 @@ static int list_dir(sharc__ctx *ctx, const char *dir, strlist *out, int recurse_
         rc = strlist_push(ctx, out, p);
     }
     closedir(d);
-    if (rc == 0)
+    if (rc == 0 && out->n > first)
         qsort(out->items + first, out->n - first, sizeof(char *), cmp_str);
     return rc;
 }

@@ -95,7 +95,8 @@ int sharc__keyset_sorted(sharc__ctx *ctx, sharc__keyset *set, const uint64_t **k
     for (size_t i = 0; i < set->cap; i++)
         if (set->slots[i])
             set->sorted[m++] = set->slots[i] - 1;
-    qsort(set->sorted, m, sizeof *set->sorted, cmp_u64);
+    if (m)
+        qsort(set->sorted, m, sizeof *set->sorted, cmp_u64);
     *keys = set->sorted;
     *n = m;
     return 0;
