@@ -1,4 +1,5 @@
 #include "archive.h"
+#include "bufpool.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -51,6 +52,7 @@ struct sharc__tar {
     uint64_t max_member_bytes;
     uint64_t next_index;
     sharc__buf last_name; ///< the last regular member, to place header errors
+    sharc__bufpool *pool; ///< where member buffers come from, or NULL
     int status;           ///< 0 while readable, then SHARC_END or the (sticky) error
 };
 
@@ -477,6 +479,8 @@ static int read_payload(sharc__tar *t, sharc__member *m, struct archive_entry *e
                                 "%s: member '%s' is %llu bytes, over the cap of %llu bytes",
                                 t->path, name, (unsigned long long)size,
                                 (unsigned long long)t->max_member_bytes);
+    if (t->pool && !sharc__bufpool_fits(m->data.cap, (size_t)size))
+        sharc__bufpool_take(t->pool, (size_t)size, &m->data);
     int rc = sharc__buf_reserve(t->ctx, &m->data, (size_t)size);
     if (rc < 0)
         return sharc__fail(t->ctx, rc, "%s: member '%s': cannot allocate %llu bytes", t->path, name,
@@ -525,6 +529,11 @@ int sharc__tar_next(sharc__tar *t, sharc__member *m)
 int sharc__tar_next_header(sharc__tar *t, sharc__member *m, uint64_t *size)
 {
     return tar_step(t, m, 0, size);
+}
+
+void sharc__tar_set_pool(sharc__tar *t, sharc__bufpool *pool)
+{
+    t->pool = pool;
 }
 
 uint64_t sharc__tar_bytes_read(const sharc__tar *t)

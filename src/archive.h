@@ -69,6 +69,11 @@ int sharc__tar_next(sharc__tar *t, sharc__member *m);
  */
 int sharc__tar_next_header(sharc__tar *t, sharc__member *m, uint64_t *size);
 
+struct sharc__bufpool;
+
+/** Take member buffers from `pool` (sized to fit each member) instead of growing one. */
+void sharc__tar_set_pool(sharc__tar *t, struct sharc__bufpool *pool);
+
 /** Bytes of compressed input consumed so far (for progress and benchmarks). */
 uint64_t sharc__tar_bytes_read(const sharc__tar *t);
 

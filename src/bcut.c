@@ -3,21 +3,6 @@
 #include <errno.h>
 #include <string.h>
 
-void sharc__bcut_pool_init(sharc__bcut_pool *pool, sharc__ctx *ctx)
-{
-    memset(pool, 0, sizeof *pool);
-    pool->ctx = ctx;
-    pthread_mutex_init(&pool->mu, NULL);
-}
-
-void sharc__bcut_pool_destroy(sharc__bcut_pool *pool)
-{
-    for (size_t i = 0; i < pool->n_free; i++)
-        sharc__buf_free(pool->ctx, &pool->free[i]);
-    pool->n_free = 0;
-    pthread_mutex_destroy(&pool->mu);
-}
-
 int sharc__cut_key(sharc__ctx *ctx, const sharc__rawcut *c, uint64_t *key)
 {
     if (c->epoch >= (1u << 16) || c->position >= (1u << SHARC__KEY_POS_BITS))
@@ -46,27 +31,7 @@ static const char *put_str(char **p, const sharc__buf *b, int has)
     return s;
 }
 
-/* Move the member's bytes into b->audio, leaving c->audio with a recycled buffer. */
-static int take_audio(sharc__bcut_pool *pool, sharc__rawcut *c, sharc__bcut *b)
-{
-    memset(&b->audio, 0, sizeof b->audio);
-    if (c->audio.cap > c->audio.len + c->audio.len / 4 + 4096) {
-        int rc = sharc__buf_set(pool->ctx, &b->audio, c->audio.data, c->audio.len);
-        sharc__buf_clear(&c->audio);
-        return rc;
-    }
-    b->audio = c->audio;
-    pthread_mutex_lock(&pool->mu);
-    if (pool->n_free)
-        c->audio = pool->free[--pool->n_free];
-    else
-        memset(&c->audio, 0, sizeof c->audio);
-    pthread_mutex_unlock(&pool->mu);
-    sharc__buf_clear(&c->audio);
-    return 0;
-}
-
-int sharc__bcut_from_raw(sharc__bcut_pool *pool, sharc__rawcut *c, sharc__bcut **out)
+int sharc__bcut_from_raw(sharc__bufpool *pool, sharc__rawcut *c, sharc__bcut **out)
 {
     sharc__ctx *ctx = pool->ctx;
     size_t strings = c->id.len + 1 + c->member.len + 1 + str_room(&c->text, c->has_text) +
@@ -78,8 +43,6 @@ int sharc__bcut_from_raw(sharc__bcut_pool *pool, sharc__rawcut *c, sharc__bcut *
     if (!b)
         return SHARC_ERR(ENOMEM);
     int rc = sharc__cut_key(ctx, c, &b->key);
-    if (rc == 0)
-        rc = take_audio(pool, c, b);
     if (rc < 0) {
         sharc__free(ctx, b);
         return rc;
@@ -92,6 +55,8 @@ int sharc__bcut_from_raw(sharc__bcut_pool *pool, sharc__rawcut *c, sharc__bcut *
     b->text = put_str(&q, &c->text, c->has_text);
     b->speaker = put_str(&q, &c->speaker, c->has_speaker);
     b->language = put_str(&q, &c->language, c->has_language);
+    b->audio = c->audio; /* taken over, not copied */
+    memset(&c->audio, 0, sizeof c->audio);
     b->job.audio = b->audio.data;
     b->job.audio_len = b->audio.len;
     b->job.sampling_rate = c->sampling_rate;
@@ -109,16 +74,10 @@ uint64_t sharc__bcut_bytes(const sharc__bcut *b)
     return b->block_bytes + b->audio.len;
 }
 
-void sharc__bcut_free(sharc__bcut_pool *pool, sharc__bcut *b)
+void sharc__bcut_free(sharc__bufpool *pool, sharc__bcut *b)
 {
     if (!b)
         return;
-    pthread_mutex_lock(&pool->mu);
-    if (pool->n_free < SHARC__FREE_BUFFERS_MAX && b->audio.data) {
-        pool->free[pool->n_free++] = b->audio;
-        b->audio.data = NULL;
-    }
-    pthread_mutex_unlock(&pool->mu);
-    sharc__buf_free(pool->ctx, &b->audio);
+    sharc__bufpool_give(pool, &b->audio);
     sharc__free(pool->ctx, b);
 }

@@ -2,14 +2,14 @@
  * Buffered cuts: what the sampler holds for each cut of the batch pipeline, its metadata
  * and its still-encoded audio, until a decode worker writes the samples into a batch.
  * The audio buffer is taken over from the shard stream without a copy; buffers of freed
- * cuts are recycled to receive the next members.
+ * cuts go back to a sharc__bufpool to receive the next members.
  */
 #ifndef SHARC_SRC_BCUT_H
 #define SHARC_SRC_BCUT_H
 
-#include <pthread.h>
 #include <stdint.h>
 
+#include "bufpool.h"
 #include "reader_impl.h"
 
 /* A cut's key locates it for a resume: epoch (16 bits), shard index, position in shard. */
@@ -38,35 +38,22 @@ typedef struct sharc__bcut {
     sharc__buf audio; ///< the encoded member
 } sharc__bcut;
 
-#define SHARC__FREE_BUFFERS_MAX 64
-
-/** Recycled audio buffers. The planner takes, the thread that frees cuts gives back. */
-typedef struct sharc__bcut_pool {
-    sharc__ctx *ctx;
-    pthread_mutex_t mu;
-    sharc__buf free[SHARC__FREE_BUFFERS_MAX];
-    size_t n_free;
-} sharc__bcut_pool;
-
-void sharc__bcut_pool_init(sharc__bcut_pool *pool, sharc__ctx *ctx);
-void sharc__bcut_pool_destroy(sharc__bcut_pool *pool);
-
 /** The key of a raw cut. @return 0, or SHARC_ERR_TOO_LARGE past 2^16 epochs / 2^24 cuts */
 int sharc__cut_key(sharc__ctx *ctx, const sharc__rawcut *c, uint64_t *key);
 
 /**
  * Make a buffered cut from the reader's raw cut: the metadata is copied, the audio buffer
- * taken (c->audio then holds a recycled buffer, empty). A buffer much larger than its
- * member is not kept: the member is copied out exactly, so buffered memory stays within
- * 1.25x of the bytes counted.
+ * taken over (c->audio is left empty). In batch mode the streams read members into
+ * buffers from `pool` that fit them within 1.25x, so buffered memory stays within 1.25x of
+ * the bytes counted.
  */
-int sharc__bcut_from_raw(sharc__bcut_pool *pool, sharc__rawcut *c, sharc__bcut **out);
+int sharc__bcut_from_raw(sharc__bufpool *pool, sharc__rawcut *c, sharc__bcut **out);
 
 /** Bytes counted against the sampler's budget: lengths, so batches never depend on
  *  how buffers happened to be recycled. */
 uint64_t sharc__bcut_bytes(const sharc__bcut *b);
 
 /** Free a cut, recycling its audio buffer. NULL-safe; any thread. */
-void sharc__bcut_free(sharc__bcut_pool *pool, sharc__bcut *b);
+void sharc__bcut_free(sharc__bufpool *pool, sharc__bcut *b);
 
 #endif /* SHARC_SRC_BCUT_H */

@@ -75,7 +75,7 @@ struct sharc__pipeline {
     uint8_t *last_state;
     size_t last_state_len, last_state_cap;
     sharc__keyset held;     ///< keys of the cuts the sampler holds, for the resume state
-    sharc__bcut_pool bcuts; ///< recycled audio buffers
+    sharc__bufpool bufs;    ///< audio member buffers, recycled
     bcut **preloaded;       ///< restore: cuts re-read for the saved keys, sorted by key
     uint8_t *taken;         ///< preloaded[i] was handed to the sampler
     size_t n_preloaded;
@@ -108,11 +108,11 @@ static int pull_item(void *cookie, sharc__sitem *out)
     if (rc != 0)
         return rc;
     bcut *b;
-    if ((rc = sharc__bcut_from_raw(&p->bcuts, &r->raw, &b)) < 0)
+    if ((rc = sharc__bcut_from_raw(&p->bufs, &r->raw, &b)) < 0)
         return rc;
     p->stage[SHARC_STAGE_SAMPLE] += now_s() - t1;
     if ((rc = sharc__keyset_add(&p->r->ctx, &p->held, b->key)) < 0) {
-        sharc__bcut_free(&p->bcuts, b);
+        sharc__bcut_free(&p->bufs, b);
         return rc;
     }
     out->duration = b->duration;
@@ -130,7 +130,7 @@ static void release_item(void *cookie, sharc__sitem *item, sharc__release_reason
     else if (why == SHARC__RELEASE_DROPPED)
         p->r->stats.dropped_cuts++;
     sharc__keyset_remove(&p->held, item->key);
-    sharc__bcut_free(&p->bcuts, item->payload);
+    sharc__bcut_free(&p->bufs, item->payload);
 }
 
 static int cmp_bcut_key(const void *a, const void *b)
@@ -354,12 +354,12 @@ fail_batch:
     pthread_mutex_unlock(&p->mu);
 fail_cuts:
     for (size_t i = 0; i < n; i++)
-        sharc__bcut_free(&p->bcuts, s->cuts[i]);
+        sharc__bcut_free(&p->bufs, s->cuts[i]);
     s->n = 0;
     return rc;
 fail_items:
     for (size_t i = 0; i < n; i++)
-        sharc__bcut_free(&p->bcuts, items[i].payload);
+        sharc__bcut_free(&p->bufs, items[i].payload);
     return rc;
 }
 
@@ -591,7 +591,7 @@ int sharc__pipeline_next(sharc_reader *r, sharc_batch **out)
         if (rc == 0 && s->n_skipped)
             compact(s);
         for (size_t i = 0; i < s->n; i++)
-            sharc__bcut_free(&p->bcuts, s->cuts[i]);
+            sharc__bcut_free(&p->bufs, s->cuts[i]);
         int empty = rc == 0 && b->tensors[0].shape[0] == 0;
         if (rc == 0 && !empty)
             copy_state(p, s);
@@ -690,7 +690,7 @@ static int preload_cut(void *cookie, sharc__rawcut *c)
     if (!bsearch(&key, j->keys, j->n, sizeof key, cmp_u64))
         return 0;
     bcut *b;
-    if ((rc = sharc__bcut_from_raw(&p->bcuts, c, &b)) < 0)
+    if ((rc = sharc__bcut_from_raw(&p->bufs, c, &b)) < 0)
         return rc;
     p->preloaded[p->n_preloaded++] = b;
     return ++j->found == j->n ? 1 : 0;
@@ -751,7 +751,7 @@ static int restore(sharc__pipeline *p, const sharc__sampler_settings *ss,
         rc = sharc__sampler_restore(&r->ctx, ss, src, st.sampler, st.sampler_len, &p->sampler);
     for (size_t i = 0; i < p->n_preloaded; i++)
         if (!p->taken[i])
-            sharc__bcut_free(&p->bcuts, p->preloaded[i]);
+            sharc__bcut_free(&p->bufs, p->preloaded[i]);
     sharc__free(&r->ctx, p->preloaded);
     sharc__free(&r->ctx, p->taken);
     p->preloaded = NULL;
@@ -804,7 +804,7 @@ void sharc__pipeline_stop(sharc_reader *r)
         if (s->batch)
             sharc_batch_release(s->batch);
         for (size_t i = 0; i < s->n; i++)
-            sharc__bcut_free(&p->bcuts, s->cuts[i]);
+            sharc__bcut_free(&p->bufs, s->cuts[i]);
         sharc__free(&r->ctx, s->cuts);
         sharc__free(&r->ctx, s->skipped);
         sharc__free(&r->ctx, s->state);
@@ -819,7 +819,8 @@ void sharc__pipeline_stop(sharc_reader *r)
     sharc__free(&r->ctx, p->slots);
     sharc__keyset_free(&r->ctx, &p->held);
     sharc__free(&r->ctx, p->last_state);
-    sharc__bcut_pool_destroy(&p->bcuts);
+    r->sopts.pool = NULL;
+    sharc__bufpool_destroy(&p->bufs);
     r->report_lock = NULL;
     pthread_cond_destroy(&p->cv);
     pthread_mutex_destroy(&p->mu);
@@ -841,7 +842,8 @@ int sharc__pipeline_start(sharc_reader *r)
     p->r = r;
     r->pipe = p;
     pthread_mutex_init(&p->mu, NULL);
-    sharc__bcut_pool_init(&p->bcuts, &r->ctx);
+    sharc__bufpool_init(&p->bufs, &r->ctx);
+    r->sopts.pool = &p->bufs;
     pthread_cond_init(&p->cv, NULL);
     r->report_lock = &p->mu;
     p->n_workers = r->s.n_threads > 0 ? r->s.n_threads : online_cores();

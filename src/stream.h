@@ -14,6 +14,7 @@ typedef struct sharc__stream_opts {
     uint64_t max_line_bytes;
     const char *nemo_text_field;
     const char *nemo_lang_field;
+    struct sharc__bufpool *pool; ///< audio member buffers (batch mode), or NULL
 } sharc__stream_opts;
 
 /** Where the last failure of a stream happened, for problem reports. */
