@@ -74,10 +74,10 @@ struct sharc__pipeline {
     double stage[5];                  ///< planner-side stage seconds (planner only)
     uint8_t *last_state;
     size_t last_state_len, last_state_cap;
-    sharc__keyset held;     ///< keys of the cuts the sampler holds, for the resume state
-    sharc__bufpool bufs;    ///< audio member buffers, recycled
-    bcut **preloaded;       ///< restore: cuts re-read for the saved keys, sorted by key
-    uint8_t *taken;         ///< preloaded[i] was handed to the sampler
+    sharc__keyset held;  ///< keys of the cuts the sampler holds, for the resume state
+    sharc__bufpool bufs; ///< audio member buffers, recycled
+    bcut **preloaded;    ///< restore: cuts re-read for the saved keys, sorted by key
+    uint8_t *taken;      ///< preloaded[i] was handed to the sampler
     size_t n_preloaded;
 };
 
