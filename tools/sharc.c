@@ -43,7 +43,8 @@ static void print_help(FILE *f)
                "       sharc help <command>\n"
                "\n"
                "Stream audio shards (Lhotse Shar, NeMo tarred audio, WebDataset-style tars)\n"
-               "into decoded cuts.\n"
+               "into duration-bucketed padded batches; under mpirun, one source rank per\n"
+               "data-parallel slot broadcasts them to its context/tensor-parallel peers.\n"
                "\n"
                "Commands:\n");
     for (const command *c = commands; c->name; c++)
