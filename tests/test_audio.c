@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "sharc/sharc.h"
+#include "testutil.h"
 #include "audio.h"
 #include "buf.h"
 #include "ctx.h"
@@ -709,15 +710,10 @@ static void *limited_alloc(void *cookie, size_t size, size_t align)
         return NULL;
     return malloc(size);
 }
-static void plain_free(void *cookie, void *p)
-{
-    (void)cookie;
-    free(p);
-}
 
 START_TEST(encode_reports_allocation_failure)
 {
-    sharc_allocator a = {NULL, limited_alloc, plain_free};
+    sharc_allocator a = {NULL, limited_alloc, tu_free};
     sharc_logger quiet = {NULL, NULL, SHARC_LOG_ERROR};
     int16_t *pcm = make_pcm(8000, 1, 8000);
     /* Every allocation failure is reported as ENOMEM until the budget suffices. */

@@ -7,27 +7,14 @@
 
 #include "batch.h"
 #include "sharc/sharc.h"
+#include "testutil.h"
 
 static int allocations;
-static void *counting_alloc(void *cookie, size_t size, size_t align)
-{
-    void *p = NULL;
-    (void)cookie;
-    allocations++;
-    if (posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, size ? size : 1))
-        return NULL;
-    return p;
-}
-static void plain_free(void *cookie, void *p)
-{
-    (void)cookie;
-    free(p);
-}
 
 static sharc__ctx make_ctx(void)
 {
     sharc__ctx ctx;
-    sharc_allocator a = {NULL, counting_alloc, plain_free};
+    sharc_allocator a = tu_counting_allocator(&allocations);
     sharc__ctx_init(&ctx, &a, NULL);
     return ctx;
 }

@@ -12,6 +12,7 @@
 #include "batch.h"
 #include "bcast.h"
 #include "sharc/sharc.h"
+#include "testutil.h"
 #include "transport.h"
 
 typedef struct tape_entry {
@@ -48,20 +49,6 @@ static int tape_bcast(sharc_transport *t, void *buf, size_t n, int root, sharc_d
 static const sharc__transport_ops tape_ops = {.name = "tape", .bcast = tape_bcast};
 
 static int allocations;
-static void *counting_alloc(void *cookie, size_t size, size_t align)
-{
-    void *p = NULL;
-    (void)cookie;
-    allocations++;
-    if (posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, size ? size : 1))
-        return NULL;
-    return p;
-}
-static void plain_free(void *cookie, void *p)
-{
-    (void)cookie;
-    free(p);
-}
 
 static sharc_transport *src_t, *peer_t;
 static sharc__bcast *src, *peer;
@@ -70,7 +57,7 @@ static void open_pair(const sharc__bcast_settings *s)
 {
     sharc_transport_settings ts;
     sharc_transport_default_settings(&ts);
-    ts.allocator = (sharc_allocator){NULL, counting_alloc, plain_free};
+    ts.allocator = tu_counting_allocator(&allocations);
     tape_len = tape_pos = 0;
     ck_assert_int_eq(sharc__transport_new(&src_t, &tape_ops, &ts, 0, 2), 0);
     ck_assert_int_eq(sharc__transport_new(&peer_t, &tape_ops, &ts, 1, 2), 0);
@@ -342,7 +329,7 @@ START_TEST(steady_state_allocates_nothing)
 {
     sharc__ctx ctx;
     sharc__batch_pool *pool = NULL;
-    sharc_allocator a = {NULL, counting_alloc, plain_free};
+    sharc_allocator a = tu_counting_allocator(&allocations);
     sharc__ctx_init(&ctx, &a, NULL);
     sharc__batch_pool_create(&pool, &ctx, 2, NULL);
     open_pair(NULL);

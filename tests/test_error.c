@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "sharc/sharc.h"
+#include "testutil.h"
 #include "ctx.h"
 #include "buf.h"
 
@@ -65,16 +66,11 @@ static void *limited_alloc(void *cookie, size_t size, size_t align)
         return NULL;
     return malloc(size);
 }
-static void plain_free(void *cookie, void *p)
-{
-    (void)cookie;
-    free(p);
-}
 
 START_TEST(buf_grows_and_reports_allocation_failure)
 {
     sharc__ctx ctx;
-    sharc_allocator a = {NULL, limited_alloc, plain_free};
+    sharc_allocator a = {NULL, limited_alloc, tu_free};
     sharc__ctx_init(&ctx, &a, NULL);
     sharc__buf b = {0};
     alloc_budget = 100;

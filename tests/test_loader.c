@@ -366,20 +366,6 @@ static int tape_bcast(sharc_transport *t, void *buf, size_t n, int root, sharc_d
 static const sharc__transport_ops tape_ops = {.name = "tape", .bcast = tape_bcast};
 
 static int peer_allocations;
-static void *counting_alloc(void *cookie, size_t size, size_t align)
-{
-    void *p = NULL;
-    if (cookie)
-        (*(int *)cookie)++;
-    if (posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, size ? size : 1))
-        return NULL;
-    return p;
-}
-static void plain_free(void *cookie, void *p)
-{
-    (void)cookie;
-    free(p);
-}
 
 typedef struct pair {
     sharc_transport *st, *pt;
@@ -398,7 +384,7 @@ static void open_pair(pair *p, sharc_loader_settings *s, const char *mesh, int s
     ts.logger.callback = NULL;
     tape_len = tape_pos = 0;
     ck_assert_int_eq(sharc__transport_new(&p->st, &tape_ops, &ts, 0, 2), 0);
-    ts.allocator = (sharc_allocator){&peer_allocations, counting_alloc, plain_free};
+    ts.allocator = tu_counting_allocator(&peer_allocations);
     ck_assert_int_eq(sharc__transport_new(&p->pt, &tape_ops, &ts, 1, 2), 0);
     ck_assert_int_eq(sharc_mesh_parse(&s->mesh, mesh, src_rank, world), 0);
     s->transport = p->st;

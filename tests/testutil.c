@@ -67,3 +67,24 @@ void tu_rm_rf(const char *path)
     if (path && strncmp(path, "/tmp/sharc-test-", 16) == 0)
         tu_sh("rm -rf '%s'", path);
 }
+
+static void *counting_alloc(void *cookie, size_t size, size_t align)
+{
+    void *p = NULL;
+    (*(int *)cookie)++;
+    if (posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, size ? size : 1))
+        return NULL;
+    return p;
+}
+
+void tu_free(void *cookie, void *ptr)
+{
+    (void)cookie;
+    free(ptr);
+}
+
+sharc_allocator tu_counting_allocator(int *counter)
+{
+    sharc_allocator a = {counter, counting_alloc, tu_free};
+    return a;
+}

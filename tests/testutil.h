@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sharc/common.h"
+
 /** Path of a file under testdata/ (from $SHARC_TESTDATA), in a static buffer per call slot. */
 const char *tu_testdata(const char *rel);
 
@@ -19,6 +21,12 @@ uint8_t *tu_read_file(const char *path, size_t *n);
 
 /** Run a shell command (for fixtures made with tar/gzip/zstd); returns its exit status. */
 int tu_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/** An allocator (posix_memalign/free) that counts its allocations in *counter. */
+sharc_allocator tu_counting_allocator(int *counter);
+
+/** free() with the allocator callback's signature, for tests' own allocators. */
+void tu_free(void *cookie, void *ptr);
 
 /** Remove a directory tree. */
 void tu_rm_rf(const char *path);
