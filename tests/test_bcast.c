@@ -13,40 +13,8 @@
 #include "bcast.h"
 #include "sharc/sharc.h"
 #include "testutil.h"
+#include "tape.h"
 #include "transport.h"
-
-typedef struct tape_entry {
-    uint8_t *bytes;
-    size_t n;
-    const void *src; ///< the source's buffer: shows whether a payload was copied first
-} tape_entry;
-
-static tape_entry tape[64];
-static int tape_len, tape_pos;
-
-static int tape_bcast(sharc_transport *t, void *buf, size_t n, int root, sharc_device device)
-{
-    (void)device;
-    if (t->rank == root) {
-        ck_assert_int_lt(tape_len, 64);
-        tape[tape_len].bytes = malloc(n);
-        memcpy(tape[tape_len].bytes, buf, n);
-        tape[tape_len].n = n;
-        tape[tape_len].src = buf;
-        tape_len++;
-        return 0;
-    }
-    if (tape_pos >= tape_len)
-        return sharc__set_error(&t->ctx, SHARC_ERR_MPI, "tape is empty");
-    if (tape[tape_pos].n != n)
-        return sharc__set_error(&t->ctx, SHARC_ERR_MPI, "tape has %zu bytes, asked %zu",
-                                tape[tape_pos].n, n);
-    memcpy(buf, tape[tape_pos].bytes, n);
-    tape_pos++;
-    return 0;
-}
-
-static const sharc__transport_ops tape_ops = {.name = "tape", .bcast = tape_bcast};
 
 static int allocations;
 
@@ -73,9 +41,7 @@ static void close_pair(void)
     sharc__bcast_close(&peer);
     sharc_transport_close(&src_t);
     sharc_transport_close(&peer_t);
-    for (int i = 0; i < tape_len; i++)
-        free(tape[i].bytes);
-    tape_len = tape_pos = 0;
+    tape_clear();
 }
 
 /* A collated batch in a pool: audio [B,T] f32 and a cut_id column, values from `seed`. */

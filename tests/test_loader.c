@@ -15,6 +15,7 @@
 #include <zlib.h>
 
 #include "sharc/sharc.h"
+#include "tape.h"
 #include "testutil.h"
 #include "transport.h"
 
@@ -332,39 +333,6 @@ END_TEST
 
 /* ---- a source and a peer over a tape transport ---- */
 
-enum { TAPE_MAX = 512 };
-typedef struct tape_entry {
-    uint8_t *bytes;
-    size_t n;
-    const void *src; ///< the source's buffer: shows whether a payload was copied first
-} tape_entry;
-static tape_entry tape[TAPE_MAX];
-static int tape_len, tape_pos;
-
-static int tape_bcast(sharc_transport *t, void *buf, size_t n, int root, sharc_device device)
-{
-    (void)device;
-    if (t->rank == root) {
-        ck_assert_int_lt(tape_len, TAPE_MAX);
-        tape[tape_len].bytes = malloc(n);
-        memcpy(tape[tape_len].bytes, buf, n);
-        tape[tape_len].n = n;
-        tape[tape_len].src = buf;
-        tape_len++;
-        return 0;
-    }
-    if (tape_pos >= tape_len)
-        return sharc__set_error(&t->ctx, SHARC_ERR_MPI, "tape is empty");
-    if (tape[tape_pos].n != n)
-        return sharc__set_error(&t->ctx, SHARC_ERR_MPI, "tape has %zu bytes, asked %zu",
-                                tape[tape_pos].n, n);
-    memcpy(buf, tape[tape_pos].bytes, n);
-    tape_pos++;
-    return 0;
-}
-
-static const sharc__transport_ops tape_ops = {.name = "tape", .bcast = tape_bcast};
-
 static int peer_allocations;
 
 typedef struct pair {
@@ -408,9 +376,7 @@ static void close_pair(pair *p)
     sharc_loader_close(&p->peer);
     sharc_transport_close(&p->st);
     sharc_transport_close(&p->pt);
-    for (int i = 0; i < tape_len; i++)
-        free(tape[i].bytes);
-    tape_len = tape_pos = 0;
+    tape_clear();
 }
 
 START_TEST(peer_gets_identical_batches)
