@@ -2,7 +2,9 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
+#include "readahead.h"
 #include "reader_impl.h"
 
 static int copy_array(sharc__ctx *ctx, void **dst, const void *src, size_t n, size_t size)
@@ -50,6 +52,128 @@ static int copy_settings(sharc_reader *r, const sharc_reader_settings *s)
     r->sopts.nemo_text_field = r->nemo_text_field;
     r->sopts.nemo_lang_field = r->nemo_lang_field;
     return 0;
+}
+
+/* ---- the open shard, read here or by a read-ahead lane ------------------------------ */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int walk_is_open(const sharc_reader *r)
+{
+    return r->stream != NULL || r->lane != NULL;
+}
+
+static void walk_close(sharc_reader *r)
+{
+    if (r->lane)
+        sharc__readahead_release(r->ra, r->lane);
+    r->lane = NULL;
+    if (r->stream)
+        r->ops->close(&r->stream);
+}
+
+/* A plan position: the k-th shard of an epoch's order. */
+static uint64_t plan_tag(uint64_t epoch, uint64_t pos)
+{
+    return epoch << 32 | pos;
+}
+
+/* Request the shards after the last one requested, as far as free lanes allow. */
+static void plan_ahead(sharc_reader *r)
+{
+    while (sharc__readahead_has_free_lane(r->ra)) {
+        if (r->ahead_pos == r->n_ahead_order) {
+            if (r->s.epochs && r->ahead_epoch + 1 >= r->s.epochs)
+                return;
+            r->ahead_epoch++;
+            r->n_ahead_order =
+                sharc__dataset_epoch_order(&r->ds, r->s.seed, r->ahead_epoch, r->s.shuffle_shards,
+                                           r->s.dp_rank, r->s.dp_size, r->ahead_order);
+            r->ahead_pos = 0;
+            if (r->n_ahead_order == 0)
+                return;
+        }
+        sharc__readahead_request(r->ra, r->ahead_order[r->ahead_pos],
+                                 plan_tag(r->ahead_epoch, r->ahead_pos));
+        r->ahead_pos++;
+    }
+}
+
+/* Forget the requests made and request again from position `pos` of the current epoch. */
+static void plan_from(sharc_reader *r, uint64_t pos)
+{
+    sharc__readahead_cancel(r->ra);
+    r->ahead_epoch = r->pos.epoch;
+    r->ahead_pos = pos;
+    memcpy(r->ahead_order, r->order, r->n_order * sizeof *r->order);
+    r->n_ahead_order = r->n_order;
+    plan_ahead(r);
+}
+
+static int lane_next(sharc_reader *r)
+{
+    return sharc__readahead_next(r->lane, &r->ctx, &r->raw, &r->err, &r->read_seconds,
+                                 &r->ctx.io_seconds);
+}
+
+/* Open the shard at the walk's position (order_pos - 1), preferably from a lane. */
+static int walk_open(sharc_reader *r)
+{
+    const sharc__shard *shard = &r->ds.shards[r->pos.shard_index];
+    if (!r->ra) {
+        double t0 = now_s();
+        int rc = r->ops->open(&r->stream, &r->ctx, shard, &r->sopts, &r->err);
+        r->read_seconds += now_s() - t0;
+        return rc;
+    }
+    uint64_t tag = plan_tag(r->pos.epoch, r->pos.order_pos - 1);
+    sharc__lane *l = sharc__readahead_take(r->ra, tag);
+    if (!l) {
+        plan_from(r, r->pos.order_pos - 1);
+        l = sharc__readahead_take(r->ra, tag);
+    }
+    plan_ahead(r);
+    if (!l)
+        return sharc__fail(&r->ctx, SHARC_ERR_STATE, "read-ahead lost shard %u (internal error)",
+                           r->pos.shard_index);
+    r->lane = l;
+    int rc = lane_next(r); /* the lane's open */
+    if (rc < 0)
+        walk_close(r);
+    return rc;
+}
+
+static int walk_next(sharc_reader *r)
+{
+    if (r->lane)
+        return lane_next(r);
+    double t0 = now_s();
+    int rc = r->ops->next(r->stream, &r->raw, &r->err);
+    r->read_seconds += now_s() - t0;
+    return rc;
+}
+
+int sharc__reader_readahead_start(sharc_reader *r, int n_lanes, uint64_t lane_bytes)
+{
+    r->ahead_order = sharc__malloc(&r->ctx, r->ds.n_shards * sizeof *r->ahead_order);
+    if (!r->ahead_order)
+        return SHARC_ERR(ENOMEM);
+    return sharc__readahead_create(&r->ra, &r->ctx, r->ops, &r->ds, &r->sopts, n_lanes, lane_bytes);
+}
+
+void sharc__reader_readahead_stop(sharc_reader *r)
+{
+    if (!r->ra)
+        return;
+    if (r->lane)
+        sharc__readahead_release(r->ra, r->lane);
+    r->lane = NULL;
+    sharc__readahead_destroy(&r->ra);
 }
 
 int sharc__reader_open(sharc_reader **out, const sharc_reader_settings *s)
@@ -105,14 +229,14 @@ void sharc__reader_close(sharc_reader **rp)
         return;
     sharc__ctx *ctx = &r->ctx;
     sharc__pipeline_stop(r);
-    if (r->stream)
-        r->ops->close(&r->stream);
+    walk_close(r);
     sharc__dataset_free(&r->ds, ctx);
     sharc__rawcut_free(ctx, &r->raw);
     sharc__buf_free(ctx, &r->err.member);
     sharc__buf_free(ctx, &r->err.cut_id);
     sharc__free(ctx, r->samples);
     sharc__free(ctx, r->order);
+    sharc__free(ctx, r->ahead_order);
     if (r->paths)
         for (size_t i = 0; i < r->s.n_paths; i++)
             sharc__free(ctx, r->paths[i]);
@@ -170,7 +294,7 @@ static int handle_problem(sharc_reader *r, int rc)
     }
     if (e->shard_fatal) {
         r->stats.skipped_shards++;
-        r->ops->close(&r->stream);
+        walk_close(r);
         r->pos.shard_open = 0;
     } else {
         r->stats.skipped_cuts++;
@@ -213,7 +337,7 @@ static int open_next_shard(sharc_reader *r)
     r->pos.shard_open = 1;
     r->stats.shards++;
     reset_err(r);
-    return r->ops->open(&r->stream, &r->ctx, &r->ds.shards[r->pos.shard_index], &r->sopts, &r->err);
+    return walk_open(r);
 }
 
 static int64_t round_half_up(double x)
@@ -261,7 +385,7 @@ int sharc__reader_pull(sharc_reader *r)
     if (r->failed)
         return r->failed;
     for (;;) {
-        if (!r->stream) {
+        if (!walk_is_open(r)) {
             rc = open_next_shard(r);
             if (rc == SHARC_END)
                 return rc;
@@ -272,16 +396,19 @@ int sharc__reader_pull(sharc_reader *r)
             }
         }
         reset_err(r);
-        rc = r->ops->next(r->stream, &r->raw, &r->err);
+        rc = walk_next(r);
         if (rc == SHARC_END) {
-            r->ops->close(&r->stream);
+            walk_close(r);
             r->pos.shard_open = 0;
             continue;
         }
         if (rc == 0 || !r->err.shard_fatal)
             r->pos.consumed++;
-        if (rc == 0)
+        if (rc == 0) {
+            double t0 = now_s();
             rc = describe_cut(r);
+            r->read_seconds += now_s() - t0;
+        }
         if (rc < 0) {
             if (handle_problem(r, rc) < 0)
                 return rc;
@@ -297,10 +424,11 @@ int sharc__reader_pull(sharc_reader *r)
 int sharc__reader_seek(sharc_reader *r, const sharc__walk_pos *pos)
 {
     int rc = 0;
-    if (r->stream)
-        r->ops->close(&r->stream);
+    walk_close(r);
     set_epoch(r, pos->epoch);
     r->pos = *pos;
+    if (r->ra) /* read ahead from the shard after the open one */
+        plan_from(r, pos->order_pos);
     if (!pos->shard_open)
         return 0;
     if (pos->order_pos == 0 || pos->order_pos > r->n_order ||

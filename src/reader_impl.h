@@ -40,8 +40,15 @@ struct sharc_reader {
     uint32_t *order;
     size_t n_order;
     sharc__walk_pos pos;
-    sharc__stream *stream;
-    int quiet; ///< replaying after a restore: problems were reported the first time
+    sharc__stream *stream; ///< the open shard, read on this thread
+    /* Batch mode with read-ahead: the open shard's entries come from a lane instead. */
+    struct sharc__readahead *ra;
+    struct sharc__lane *lane;
+    uint64_t ahead_epoch, ahead_pos; ///< next plan position to request from ra
+    uint32_t *ahead_order;           ///< shard order of ahead_epoch
+    size_t n_ahead_order;
+    double read_seconds; ///< time spent producing stream entries, on whichever thread
+    int quiet;           ///< replaying after a restore: problems were reported the first time
     sharc__rawcut raw;
     sharc__stream_error err;
     float *samples;
@@ -100,6 +107,13 @@ int sharc__reader_seek(sharc_reader *r, const sharc__walk_pos *pos);
  */
 int sharc__reader_scan_shard(sharc_reader *r, uint64_t epoch, uint32_t shard,
                              int (*cb)(void *cookie, sharc__rawcut *c), void *cookie);
+
+/**
+ * Read shards ahead on `n_lanes` threads, each queueing up to `lane_bytes` (readahead.h);
+ * the walk then takes each shard's entries from its lane. Batch mode only.
+ */
+int sharc__reader_readahead_start(sharc_reader *r, int n_lanes, uint64_t lane_bytes);
+void sharc__reader_readahead_stop(sharc_reader *r);
 
 /** Start the batch pipeline (pipeline.c). */
 int sharc__pipeline_start(sharc_reader *r);

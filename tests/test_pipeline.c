@@ -534,6 +534,141 @@ START_TEST(decode_errors_under_both_policies)
 }
 END_TEST
 
+/* Problems seen while reading, in the order they were reported. */
+#define MAX_SEEN 64
+static char seen[MAX_SEEN][600];
+static size_t n_seen;
+static void record_problem(void *cookie, const sharc_problem_report *p)
+{
+    (void)cookie;
+    if (n_seen < MAX_SEEN)
+        snprintf(seen[n_seen], sizeof seen[0], "%s|%s|%s|%s", sharc_problem_name(p->kind),
+                 p->shard ? p->shard : "", p->member ? p->member : "", p->cut_id ? p->cut_id : "");
+    n_seen++;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
+/* The batches and the reading problems (in order; decode problems come from decode
+ * threads in any order, so those are compared as a set) of one run. */
+static size_t run_recording(const sharc_reader_settings *s, print *out, size_t cap,
+                            char (*problems)[600], size_t *n_problems)
+{
+    n_seen = 0;
+    size_t n = run(s, out, cap);
+    ck_assert_uint_le(n_seen, MAX_SEEN);
+    size_t k = 0;
+    for (size_t i = 0; i < n_seen; i++) /* reading problems first, as reported */
+        if (strncmp(seen[i], "decode|", 7) != 0)
+            memcpy(problems[k++], seen[i], sizeof seen[0]);
+    size_t n_read = k;
+    for (size_t i = 0; i < n_seen; i++)
+        if (strncmp(seen[i], "decode|", 7) == 0)
+            memcpy(problems[k++], seen[i], sizeof seen[0]);
+    qsort(problems + n_read, k - n_read, sizeof problems[0], cmp_str);
+    *n_problems = k;
+    return n;
+}
+
+/*
+ * Shards read ahead on other threads give what one thread reading them gives: the same
+ * batches and the same problems in the same order, over damaged shards (bad metadata
+ * line, truncated archive, garbage file, corrupt audio), several epochs, and a
+ * data-parallel slot with a single shard (the same shard every epoch).
+ */
+START_TEST(read_ahead_keeps_order_with_problems)
+{
+    char *dir = tu_mkdtemp();
+    ck_assert_int_eq(tu_sh("'%s' --out '%s' --layout shar --compress gzip --shards 6 "
+                           "--cuts-per-shard 10 --max-duration 4 >/dev/null",
+                           getenv("SHARC_GEN"), dir),
+                     0);
+    char exp[600], line[4096], bad_member[256] = "", bad_meta[256] = "";
+    snprintf(exp, sizeof exp, "%s/shar.expected.jsonl", dir);
+    FILE *f = fopen(exp, "r");
+    for (int i = 0; i < 53 && fgets(line, sizeof line, f); i++) {
+        cJSON *o = cJSON_Parse(line);
+        if (i == 34) /* shard 3, cut 4 */
+            snprintf(bad_member, sizeof bad_member, "%s",
+                     cJSON_GetObjectItem(o, "member")->valuestring);
+        if (i == 52) /* shard 5, cut 2 */
+            snprintf(bad_meta, sizeof bad_meta, "%s.json",
+                     cJSON_GetObjectItem(o, "id")->valuestring);
+        cJSON_Delete(o);
+    }
+    fclose(f);
+    const char *py = "python3 '%s/corrupt.py'";
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s/shar' && %s lines-set cuts.000001.jsonl.gz 3 '{not json' && "
+             "%s truncate recording.000002.tar.gz -3000 && "
+             "%s tar-replace recording.000003.tar.gz '%s' @flac-garbage:2000 && "
+             "head -c 100 /dev/urandom > recording.000004.tar.gz && "
+             "%s tar-replace recording.000005.tar.gz '%s' '{bad'",
+             dir, py, py, py, bad_member, py, bad_meta);
+    const char *src = getenv("SHARC_TESTS_SRC");
+    ck_assert_int_eq(tu_sh(cmd, src, src, src, src), 0);
+    char path[600];
+    snprintf(path, sizeof path, "%s/shar", dir);
+    const char *paths[] = {path};
+    static print ref[256], got[256];
+    static char ref_p[MAX_SEEN][600], got_p[MAX_SEEN][600];
+    for (int dp = 0; dp < 2; dp++) {
+        sharc_reader_settings s;
+        sharc_reader_default_settings(&s);
+        s.paths = paths;
+        s.n_paths = 1;
+        s.seed = 11;
+        s.epochs = 3;
+        s.on_error = SHARC_ON_ERROR_SKIP;
+        s.on_problem = record_problem;
+        s.logger.callback = NULL;
+        s.sampler.max_duration = 10;
+        s.sampler.buffer_size = 12;
+        s.sampler.num_cuts_for_bins_estimate = 20;
+        if (dp) { /* one shard per slot: slot 4 reads the garbage file every epoch */
+            s.dp_size = 6;
+            s.dp_rank = 3;
+        }
+        size_t n_ref_p, n_got_p;
+        s.n_threads = 1;
+        size_t n = run_recording(&s, ref, 256, ref_p, &n_ref_p);
+        ck_assert_uint_gt(n, 2);
+        ck_assert_uint_gt(n_ref_p, dp ? 0 : 4);
+        const int threads[] = {2, 4};
+        for (int t = 0; t < 2; t++) {
+            s.n_threads = threads[t];
+            ck_assert_uint_eq(run_recording(&s, got, 256, got_p, &n_got_p), n);
+            for (size_t i = 0; i < n; i++) {
+                ck_assert_str_eq(got[i].ids, ref[i].ids);
+                ck_assert_uint_eq(got[i].crc, ref[i].crc);
+            }
+            ck_assert_uint_eq(n_got_p, n_ref_p);
+            for (size_t i = 0; i < n_ref_p; i++)
+                ck_assert_str_eq(got_p[i], ref_p[i]);
+        }
+        if (!dp) { /* every kind of damage was met, each epoch */
+            size_t kinds[5] = {0};
+            for (size_t i = 0; i < n_ref_p; i++) {
+                kinds[0] += strstr(ref_p[i], "cuts.000001.jsonl.gz") != NULL;
+                kinds[1] += strstr(ref_p[i], "recording.000002.tar.gz") != NULL;
+                kinds[2] += strstr(ref_p[i], bad_member) != NULL;
+                kinds[3] += strstr(ref_p[i], "recording.000004.tar.gz") != NULL;
+                kinds[4] += strstr(ref_p[i], bad_meta) != NULL; /* only that cut is lost */
+            }
+            for (int k = 0; k < 5; k++)
+                ck_assert_msg(kinds[k] == 3, "damage %d reported %zu times, not once per epoch", k,
+                              kinds[k]);
+        }
+    }
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("pipeline");
@@ -547,6 +682,7 @@ int main(void)
     tcase_add_test(tc, backpressure_and_mode_errors);
     tcase_add_test(tc, decode_errors_under_both_policies);
     tcase_add_test(tc, every_layout_in_batches);
+    tcase_add_test(tc, read_ahead_keeps_order_with_problems);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     /* One corpus for all tests: run them in this process. */
