@@ -145,7 +145,9 @@ typedef struct sharc_reader_settings {
     const char *nemo_text_field;    ///< NeMo manifest key for the transcript (default "text")
     const char *nemo_lang_field;    ///< NeMo manifest key for the language (default "lang")
     sharc_sampler_settings sampler; ///< batching, for sharc_reader_next_batch()
-    int n_threads;                  ///< decode threads for batches; 0 = online cores (default 0)
+    /** Decode threads for batches; 0 = online cores (default 0). With more than one, as
+     *  many threads (at most 4) also read the next shards ahead of the planner. */
+    int n_threads;
     int prefetch; ///< batches prepared ahead; 0 = 2 per decode thread + 2, at most 16 (default 0)
     int max_held_batches;     ///< batches the caller may hold at once (default 4)
     const void *resume_state; ///< a blob from sharc_reader_state_save(), copied; NULL = start
