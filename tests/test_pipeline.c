@@ -669,6 +669,43 @@ START_TEST(read_ahead_keeps_order_with_problems)
 }
 END_TEST
 
+/* Shards longer than a lane's queue (64 entries): lanes wait for room and resume. */
+START_TEST(read_ahead_over_full_queues)
+{
+    char *dir = tu_mkdtemp();
+    ck_assert_int_eq(tu_sh("'%s' --out '%s' --layout shar --compress none --shards 3 "
+                           "--cuts-per-shard 150 --min-duration 0.2 --max-duration 0.6 "
+                           ">/dev/null",
+                           getenv("SHARC_GEN"), dir),
+                     0);
+    char path[600];
+    snprintf(path, sizeof path, "%s/shar", dir);
+    const char *paths[] = {path};
+    static print ref[512], got[512];
+    sharc_reader_settings s;
+    sharc_reader_default_settings(&s);
+    s.paths = paths;
+    s.n_paths = 1;
+    s.seed = 4;
+    s.epochs = 2;
+    s.logger.callback = NULL;
+    s.sampler.max_duration = 6;
+    s.sampler.buffer_size = 40;
+    s.sampler.num_cuts_for_bins_estimate = 100;
+    s.n_threads = 1;
+    size_t n = run(&s, ref, 512);
+    ck_assert_uint_gt(n, 50);
+    s.n_threads = 3;
+    ck_assert_uint_eq(run(&s, got, 512), n);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_str_eq(got[i].ids, ref[i].ids);
+        ck_assert_uint_eq(got[i].crc, ref[i].crc);
+    }
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("pipeline");
@@ -683,6 +720,7 @@ int main(void)
     tcase_add_test(tc, decode_errors_under_both_policies);
     tcase_add_test(tc, every_layout_in_batches);
     tcase_add_test(tc, read_ahead_keeps_order_with_problems);
+    tcase_add_test(tc, read_ahead_over_full_queues);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     /* One corpus for all tests: run them in this process. */
