@@ -45,6 +45,7 @@ void sharc_reader_default_settings(sharc_reader_settings *s)
     s->sampler.world_size = 1;
     s->prefetch = 0;
     s->max_held_batches = 4;
+    s->read_ahead_bytes = (uint64_t)64 << 20;
     sharc_default_logger(&s->logger);
     sharc_default_allocator(&s->allocator);
 }

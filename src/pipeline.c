@@ -22,9 +22,8 @@
 
 typedef sharc__bcut bcut;
 
-/* Read-ahead: at most this many lane threads, each queueing up to this many bytes. */
-#define SHARC__MAX_LANES  4
-#define SHARC__LANE_BYTES (16u << 20)
+/* Read-ahead: at most this many lane threads. */
+#define SHARC__MAX_LANES 8
 
 typedef struct slot {
     sharc_batch *batch;
@@ -866,10 +865,12 @@ int sharc__pipeline_start(sharc_reader *r)
     int rc = (p->slots && p->workers) ? 0 : SHARC_ERR(ENOMEM);
     /* Shards are read ahead when there are threads to spare: the walk alone would cap
      * the pipeline at one core's worth of reading (measured: WAV with 2 threads). */
-    p->n_lanes =
-        p->n_workers > 1 ? (p->n_workers < SHARC__MAX_LANES ? p->n_workers : SHARC__MAX_LANES) : 0;
+    p->n_lanes = p->n_workers < SHARC__MAX_LANES ? p->n_workers : SHARC__MAX_LANES;
+    if (p->n_workers < 2 || r->s.read_ahead_bytes == 0)
+        p->n_lanes = 0;
     if (rc == 0 && p->n_lanes > 0)
-        rc = sharc__reader_readahead_start(r, p->n_lanes, SHARC__LANE_BYTES);
+        rc = sharc__reader_readahead_start(r, p->n_lanes,
+                                           r->s.read_ahead_bytes / (uint64_t)p->n_lanes);
     if (rc == 0)
         rc = sharc__batch_pool_create(&p->pool, &r->ctx, p->n_slots + (size_t)r->s.max_held_batches,
                                       NULL);

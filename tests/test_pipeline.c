@@ -669,7 +669,8 @@ START_TEST(read_ahead_keeps_order_with_problems)
 }
 END_TEST
 
-/* Shards longer than a lane's queue (64 entries): lanes wait for room and resume. */
+/* Shards longer than a lane's queue (64 entries, or its byte budget): lanes wait for room
+ * and go on. */
 START_TEST(read_ahead_over_full_queues)
 {
     char *dir = tu_mkdtemp();
@@ -696,10 +697,15 @@ START_TEST(read_ahead_over_full_queues)
     size_t n = run(&s, ref, 512);
     ck_assert_uint_gt(n, 50);
     s.n_threads = 3;
-    ck_assert_uint_eq(run(&s, got, 512), n);
-    for (size_t i = 0; i < n; i++) {
-        ck_assert_str_eq(got[i].ids, ref[i].ids);
-        ck_assert_uint_eq(got[i].crc, ref[i].crc);
+    /* Default budget (the queue's entry cap binds), one entry per lane, no lanes at all. */
+    const uint64_t budgets[] = {s.read_ahead_bytes, 1, 0};
+    for (int k = 0; k < 3; k++) {
+        s.read_ahead_bytes = budgets[k];
+        ck_assert_uint_eq(run(&s, got, 512), n);
+        for (size_t i = 0; i < n; i++) {
+            ck_assert_str_eq(got[i].ids, ref[i].ids);
+            ck_assert_uint_eq(got[i].crc, ref[i].crc);
+        }
     }
     tu_rm_rf(dir);
     free(dir);

@@ -22,6 +22,7 @@ static const struct option shared_options[CLI_RO_END - CLI_RO_FIRST] = {
     SHARED(CLI_RO_CHANNEL, "channel", required_argument),
     SHARED(CLI_RO_THREADS, "threads", required_argument),
     SHARED(CLI_RO_PREFETCH, "prefetch", required_argument),
+    SHARED(CLI_RO_READ_AHEAD_BYTES, "read-ahead-bytes", required_argument),
     SHARED(CLI_RO_MAX_MEMBER_BYTES, "max-member-bytes", required_argument),
     SHARED(CLI_RO_MAX_DURATION, "max-duration", required_argument),
     SHARED(CLI_RO_MAX_CUTS, "max-cuts", required_argument),
@@ -114,6 +115,8 @@ static int apply_reader(const char *cmd, int opt, const char *val, sharc_reader_
         return cli_parse_int(cmd, "--threads", val, 0, 4096, &s->n_threads);
     case CLI_RO_PREFETCH:
         return cli_parse_int(cmd, "--prefetch", val, 0, 1 << 16, &s->prefetch);
+    case CLI_RO_READ_AHEAD_BYTES:
+        return cli_parse_u64(cmd, "--read-ahead-bytes", val, &s->read_ahead_bytes);
     case CLI_RO_MAX_MEMBER_BYTES:
         if (cli_parse_u64(cmd, "--max-member-bytes", val, &s->max_member_bytes) < 0)
             return -1;

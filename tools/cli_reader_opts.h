@@ -37,6 +37,7 @@ enum {
     CLI_RO_CHANNEL,
     CLI_RO_THREADS,
     CLI_RO_PREFETCH,
+    CLI_RO_READ_AHEAD_BYTES,
     CLI_RO_MAX_MEMBER_BYTES,
     /* sampler (batches) */
     CLI_RO_MAX_DURATION,

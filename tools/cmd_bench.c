@@ -93,9 +93,11 @@ static void print_help(void)
         "  --channel K         keep channel K of multi-channel audio (default: all; batches\n"
         "                      need one channel)\n"
         "  --threads N         decode threads for batches (with N > 1, as many shard read-ahead\n"
-        "                      threads, at most 4); 0 = all %d online cores (default 0)\n"
+        "                      threads, at most 8); 0 = all %d online cores (default 0)\n"
         "  --prefetch N        batches prepared ahead; 0 = 2 per thread + 2, at most 16\n"
         "                      (default 0)\n"
+        "  --read-ahead-bytes N  encoded bytes read ahead by the read-ahead threads, all\n"
+        "                      together; 0 = none (default 67108864)\n"
         "\n"
         "Sampler (batches; Lhotse DynamicBucketingSampler equivalents in docs/sampler.md):\n"
         "  --max-duration S    padded seconds per batch (default 200 here when neither\n"
@@ -185,6 +187,7 @@ static const int shared_opts[] = {CLI_RO_LAYOUT,
                                   CLI_RO_CHANNEL,
                                   CLI_RO_THREADS,
                                   CLI_RO_PREFETCH,
+                                  CLI_RO_READ_AHEAD_BYTES,
                                   CLI_RO_MAX_DURATION,
                                   CLI_RO_MAX_CUTS,
                                   CLI_RO_NUM_BUCKETS,

@@ -107,9 +107,12 @@ static void print_help(void)
            "  --max-cut-duration S  filter out (and count) cuts longer than S seconds\n"
            "                      (default: none)\n"
            "  --threads N         decode threads (with N > 1, as many shard read-ahead threads,\n"
-           "                      at most 4); 0 = all %d online cores (default 0)\n"
+           "                      at most 8); 0 = all %d online cores (default 0)\n"
            "  --prefetch N        batches prepared ahead of the one printed; 0 = 2 per thread\n"
            "                      + 2, at most 16 (default 0)\n"
+           "  --read-ahead-bytes N  encoded bytes read ahead of the sampler by the read-ahead\n"
+           "                      threads, all together; 0 = no read-ahead threads\n"
+           "                      (default 67108864)\n"
            "  --save-state-at STEP FILE  after the batch of step STEP is returned, write the\n"
            "                      reader's state (sharc_reader_state_save) to FILE and go on;\n"
            "                      may be given up to %d times (default: none)\n"
@@ -923,13 +926,15 @@ static const int shared_opts[] = {
     CLI_RO_MAX_DURATION, CLI_RO_MAX_CUTS, CLI_RO_QUADRATIC_DURATION, CLI_RO_NUM_BUCKETS,
     CLI_RO_NUM_CUTS_FOR_BINS, CLI_RO_BINS, CLI_RO_BUCKET_BATCH_SIZE, CLI_RO_BUFFER_SIZE,
     CLI_RO_MAX_BUFFER_BYTES, CLI_RO_SHUFFLE, CLI_RO_NO_SHUFFLE, CLI_RO_DROP_LAST,
-    CLI_RO_MIN_DURATION, CLI_RO_MAX_CUT_DURATION, CLI_RO_THREADS, CLI_RO_PREFETCH, 0};
+    CLI_RO_MIN_DURATION, CLI_RO_MAX_CUT_DURATION, CLI_RO_THREADS, CLI_RO_PREFETCH,
+    CLI_RO_READ_AHEAD_BYTES, 0};
 
 /* Options that only batches use: the sampler's, the decode threads and the state files. */
 static int is_batch_only(int opt)
 {
     return CLI_RO_IS_SAMPLER(opt) || opt == CLI_RO_THREADS || opt == CLI_RO_PREFETCH ||
-           opt == OPT_SAVE_STATE_AT || opt == OPT_RESUME || opt == OPT_DUMP_DIR;
+           opt == CLI_RO_READ_AHEAD_BYTES || opt == OPT_SAVE_STATE_AT || opt == OPT_RESUME ||
+           opt == OPT_DUMP_DIR;
 }
 
 /* --save-state-at STEP FILE: getopt gives STEP; FILE is the next argument. */

@@ -146,7 +146,7 @@ typedef struct sharc_reader_settings {
     const char *nemo_lang_field;    ///< NeMo manifest key for the language (default "lang")
     sharc_sampler_settings sampler; ///< batching, for sharc_reader_next_batch()
     /** Decode threads for batches; 0 = online cores (default 0). With more than one, as
-     *  many threads (at most 4) also read the next shards ahead of the planner. */
+     *  many threads (at most 8) also read the next shards ahead, within read_ahead_bytes. */
     int n_threads;
     int prefetch; ///< batches prepared ahead; 0 = 2 per decode thread + 2, at most 16 (default 0)
     int max_held_batches;     ///< batches the caller may hold at once (default 4)
@@ -158,7 +158,12 @@ typedef struct sharc_reader_settings {
     void *problem_cookie;      ///< passed to on_problem (default NULL)
     sharc_logger logger;       ///< log sink (default: stderr, WARN)
     sharc_allocator allocator; ///< host allocator (default: malloc)
-    uint8_t reserved[16];      ///< must be zero
+    /** Batches: metadata and encoded audio read ahead of the sampler, over all read-ahead
+     *  threads; 0 = read on the planner thread only (default 64 MiB). Reading scales with
+     *  threads only as far as this holds the shards being read ahead: raise it towards
+     *  threads x shard size when reading is the limit (many cores, compressed shards). */
+    uint64_t read_ahead_bytes;
+    uint8_t reserved[8]; ///< must be zero
 } sharc_reader_settings;
 
 /** Counters, cumulative since open. */
