@@ -348,14 +348,13 @@ fail:
 }
 
 /*
- * sharc__audio_decode() for a canonical PCM16 WAV, straight from the member. It mirrors
- * the libsndfile path's decisions and handles only the cases where that path succeeds;
- * for every other one it returns 0 without writing anything, and the libsndfile path
- * then reports the error with its own text. Returns 1 when done.
+ * The direct path mirrors the libsndfile path's decisions and handles only the cases
+ * where that path succeeds; for every other one the libsndfile path runs and reports the
+ * error with its own text.
  */
-static int decode_wav_direct(const uint8_t *data, size_t n, const sharc__decode_spec *spec,
-                             float *out, size_t out_capacity, sharc__audio_info *info,
-                             int64_t *frames)
+int sharc__audio_decode_direct(const uint8_t *data, size_t n, const sharc__decode_spec *spec,
+                               float *out, size_t out_capacity, sharc__audio_info *info,
+                               int64_t *frames)
 {
     sharc__wav_pcm16 wav;
     if (!sharc__wav_parse(data, n, &wav))
@@ -399,7 +398,7 @@ int sharc__audio_decode(sharc__ctx *ctx, const uint8_t *data, size_t n,
                         const sharc__decode_spec *spec, float *out, size_t out_capacity,
                         sharc__audio_info *info, int64_t *frames)
 {
-    if (decode_wav_direct(data, n, spec, out, out_capacity, info, frames))
+    if (sharc__audio_decode_direct(data, n, spec, out, out_capacity, info, frames))
         return 0;
     return sharc__audio_decode_sndfile(ctx, data, n, spec, out, out_capacity, info, frames);
 }

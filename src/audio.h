@@ -81,6 +81,16 @@ int sharc__audio_decode(sharc__ctx *ctx, const uint8_t *data, size_t n,
                         sharc__audio_info *info, int64_t *frames);
 
 /**
+ * sharc__audio_decode()'s direct path alone, for tests: they check that it takes every
+ * successful decode of a canonical PCM16 WAV, and nothing else.
+ * @return 1 decoded, as sharc__audio_decode() does when it returns 0; 0 not handled:
+ *         nothing was written, and the libsndfile path must run (it reports any error)
+ */
+int sharc__audio_decode_direct(const uint8_t *data, size_t n, const sharc__decode_spec *spec,
+                               float *out, size_t out_capacity, sharc__audio_info *info,
+                               int64_t *frames);
+
+/**
  * sharc__audio_decode() without the direct PCM16 WAV path: always libsndfile. For tests
  * and benchmarks, which compare the two paths bit for bit.
  */
