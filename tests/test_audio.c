@@ -872,6 +872,13 @@ static void put_data(bytes *b, int64_t frames, int ch)
     free(d.p);
 }
 
+/* Field by field: a struct's padding bytes are unspecified. */
+static int same_info(const sharc__audio_info *a, const sharc__audio_info *b)
+{
+    return a->codec == b->codec && a->sampling_rate == b->sampling_rate &&
+           a->channels == b->channels && a->frames == b->frames;
+}
+
 /* Whether p[from..to) still holds the 0xA5 fill (one assertion instead of one per float). */
 static int untouched(const float *p, size_t from, size_t to)
 {
@@ -911,7 +918,7 @@ static void same_as_sndfile(const uint8_t *data, size_t n, const sharc__decode_s
     int rb = sharc__audio_decode_sndfile(&cb, data, n, spec, b, cap, &ib, &fb);
     ck_assert_msg(ra == rb, "%s: rc %d, libsndfile %d (%s)", what, ra, rb, cb.error);
     ck_assert_msg(fa == fb, "%s: %lld frames, libsndfile %lld", what, (long long)fa, (long long)fb);
-    ck_assert_msg(!memcmp(&ia, &ib, sizeof ia), "%s: info differs", what);
+    ck_assert_msg(same_info(&ia, &ib), "%s: info differs", what);
     ck_assert_msg(!strcmp(ca.error, cb.error), "%s: '%s' vs '%s'", what, ca.error, cb.error);
     /*
      * Past the frames written the contents are unspecified: libsndfile may zero them
@@ -925,17 +932,18 @@ static void same_as_sndfile(const uint8_t *data, size_t n, const sharc__decode_s
     ck_assert_msg(!memcmp(a, b, cmp * sizeof *a), "%s: samples differ", what);
     ck_assert_msg(untouched(a, cap, cap + 1), "%s: wrote past capacity", what);
     /* The direct path alone takes exactly the successes of canonical files. */
-    sharc__audio_info ic;
+    sharc__audio_info ic, unset;
     memset(&ic, 0x5A, sizeof ic);
+    memset(&unset, 0x5A, sizeof unset);
     memset(b, 0xA5, (cap + 1) * sizeof *b);
     int64_t fc = -7;
     const int taken = sharc__audio_decode_direct(data, n, spec, b, cap, &ic, &fc);
     ck_assert_msg(taken == (direct && rb == 0), "%s: direct path taken %d", what, taken);
     if (taken) {
-        ck_assert_msg(fc == fa && !memcmp(&ic, &ia, sizeof ic) && !memcmp(a, b, cap * sizeof *a),
+        ck_assert_msg(fc == fa && same_info(&ic, &ia) && !memcmp(a, b, cap * sizeof *a),
                       "%s: direct path alone differs", what);
     } else {
-        ck_assert_msg(fc == -7 && ic.channels == 0x5A5A5A5A, "%s: outputs set", what);
+        ck_assert_msg(fc == -7 && same_info(&ic, &unset), "%s: outputs set", what);
         ck_assert_msg(untouched(b, 0, cap + 1), "%s: wrote when not taken", what);
     }
     free(copy);
@@ -963,7 +971,7 @@ static void all_same_as_sndfile(const uint8_t *data, size_t n, const char *what)
     int ri = sharc__audio_info_get(&c, data, n, &info);
     if (ref.channels != 0x5A5A5A5A) { /* libsndfile opened it */
         ck_assert_msg(ri == 0, "%s: info rc %d (%s)", what, ri, c.error);
-        ck_assert_msg(!memcmp(&info, &ref, sizeof info), "%s: info differs", what);
+        ck_assert_msg(same_info(&info, &ref), "%s: info differs", what);
     } else {
         ck_assert_int_eq(ri, rc);
         ck_assert_str_eq(c.error, opened);
