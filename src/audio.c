@@ -6,6 +6,8 @@
 
 #include <sndfile.h>
 
+#include "wav.h"
+
 /*
  * The one place where libsndfile failures become ours (STYLE R8): log libsndfile's own
  * text once, with the sniffed codec and what we were doing, and leave through `label`.
@@ -177,6 +179,13 @@ static void decoder_info(const decoder *d, sharc__audio_info *info)
 
 int sharc__audio_info_get(sharc__ctx *ctx, const uint8_t *data, size_t n, sharc__audio_info *info)
 {
+    sharc__wav_pcm16 wav;
+    if (sharc__wav_parse(data, n, &wav)) {
+        if (info)
+            *info =
+                (sharc__audio_info){SHARC__CODEC_WAV, wav.sampling_rate, wav.channels, wav.frames};
+        return 0;
+    }
     decoder d;
     int rc = decoder_open(ctx, &d, data, n);
     if (rc < 0)
@@ -256,9 +265,9 @@ static int64_t count_rest(decoder *d, int64_t limit)
     return read_frames(d, NULL, limit, 0);
 }
 
-int sharc__audio_decode(sharc__ctx *ctx, const uint8_t *data, size_t n,
-                        const sharc__decode_spec *spec, float *out, size_t out_capacity,
-                        sharc__audio_info *info, int64_t *frames)
+int sharc__audio_decode_sndfile(sharc__ctx *ctx, const uint8_t *data, size_t n,
+                                const sharc__decode_spec *spec, float *out, size_t out_capacity,
+                                sharc__audio_info *info, int64_t *frames)
 {
     const char *cname;
     decoder d;
@@ -336,6 +345,62 @@ done:
 fail:
     sf_close(d.snd);
     return rc;
+}
+
+/*
+ * The direct path mirrors the libsndfile path's decisions and handles only the cases
+ * where that path succeeds; for every other one the libsndfile path runs and reports the
+ * error with its own text.
+ */
+int sharc__audio_decode_direct(const uint8_t *data, size_t n, const sharc__decode_spec *spec,
+                               float *out, size_t out_capacity, sharc__audio_info *info,
+                               int64_t *frames)
+{
+    sharc__wav_pcm16 wav;
+    if (!sharc__wav_parse(data, n, &wav))
+        return 0;
+    const int64_t want = spec->want_frames, tol = spec->tolerance_frames;
+    const int64_t offset = spec->offset_frames;
+    const int out_ch = spec->channel >= 0 ? 1 : wav.channels;
+    const int64_t cap_frames = (int64_t)(out_capacity / (size_t)out_ch);
+    if (spec->channel >= wav.channels || offset < 0 || tol < 0 || want > cap_frames)
+        return 0;
+    /* libsndfile seeks PCM exactly; an offset past the end decodes nothing. */
+    const int64_t rest = offset < wav.frames ? wav.frames - offset : 0;
+    int64_t got;
+    if (want < 0) {
+        got = rest < cap_frames ? rest : cap_frames;
+        if (rest > got)
+            return 0; /* too large */
+    } else {
+        got = rest < want ? rest : want;
+        if (got == want && !spec->allow_longer && rest - got > tol)
+            return 0; /* much longer than the metadata */
+        if (want - got > tol || (got == 0 && want > 0))
+            return 0; /* much shorter */
+    }
+    if (got > 0) {
+        const uint8_t *src = data + wav.data_offset + (size_t)offset * 2 * (size_t)wav.channels;
+        if (spec->channel < 0)
+            sharc__wav_pcm16_to_float(src, (size_t)got * (size_t)wav.channels, out);
+        else
+            sharc__wav_pcm16_channel_to_float(src, (size_t)got, wav.channels, spec->channel, out);
+    }
+    if (want >= 0)
+        pad_reflect(out, got, want, out_ch);
+    if (info)
+        *info = (sharc__audio_info){SHARC__CODEC_WAV, wav.sampling_rate, wav.channels, wav.frames};
+    *frames = want >= 0 ? want : got;
+    return 1;
+}
+
+int sharc__audio_decode(sharc__ctx *ctx, const uint8_t *data, size_t n,
+                        const sharc__decode_spec *spec, float *out, size_t out_capacity,
+                        sharc__audio_info *info, int64_t *frames)
+{
+    if (sharc__audio_decode_direct(data, n, spec, out, out_capacity, info, frames))
+        return 0;
+    return sharc__audio_decode_sndfile(ctx, data, n, spec, out, out_capacity, info, frames);
 }
 
 /* Growable libsndfile virtual file for encoding into a sharc__buf. */

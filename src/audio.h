@@ -1,7 +1,7 @@
 /*
- * Audio decoding from memory with libsndfile virtual I/O. The codec is sniffed from the
- * bytes (RIFF/RIFX/RF64 WAV, fLaC, OggS Opus/Vorbis, ID3 or MPEG sync MP3); the member's
- * extension is never trusted.
+ * Audio decoding from memory with libsndfile virtual I/O, and directly for canonical PCM16
+ * WAV (src/wav.h). The codec is sniffed from the bytes (RIFF/RIFX/RF64 WAV, fLaC, OggS
+ * Opus/Vorbis, ID3 or MPEG sync MP3); the member's extension is never trusted.
  */
 #ifndef SHARC_SRC_AUDIO_H
 #define SHARC_SRC_AUDIO_H
@@ -33,7 +33,8 @@ typedef struct sharc__audio_info {
 } sharc__audio_info;
 
 /**
- * Read the header of an encoded member.
+ * Read the header of an encoded member (canonical PCM16 WAV without libsndfile, with the
+ * values libsndfile reports).
  * @return 0, SHARC_ERR_DECODE (message in ctx->error, without shard/member names:
  *         the caller adds those)
  */
@@ -57,7 +58,10 @@ typedef struct sharc__decode_spec {
 /**
  * Decode `data` into `out`, float32 interleaved, normalised the libsndfile way (a PCM16
  * sample s becomes s / 32768.0f, so 16-bit WAV and FLAC decode exactly as soundfile
- * does). `out` must have room for `out_capacity` floats; nothing is ever written past it.
+ * does). Canonical PCM16 WAV (see sharc__wav_parse()) is converted straight from `data`,
+ * bit-identical to libsndfile; everything else goes through libsndfile. `out` must have
+ * room for `out_capacity` floats; nothing is ever written past it, and what lies past
+ * the frames written is unspecified (libsndfile may zero it).
  * When spec->want_frames >= 0 exactly want_frames frames are written: trimmed, or padded
  * at the end the way Lhotse does (numpy "reflect" padding, which keeps mirroring with
  * period 2 * (decoded - 1) when the pad is longer than the audio, and repeats the frame
@@ -75,6 +79,24 @@ typedef struct sharc__decode_spec {
 int sharc__audio_decode(sharc__ctx *ctx, const uint8_t *data, size_t n,
                         const sharc__decode_spec *spec, float *out, size_t out_capacity,
                         sharc__audio_info *info, int64_t *frames);
+
+/**
+ * sharc__audio_decode()'s direct path alone, for tests: they check that it takes every
+ * successful decode of a canonical PCM16 WAV, and nothing else.
+ * @return 1 decoded, as sharc__audio_decode() does when it returns 0; 0 not handled:
+ *         nothing was written, and the libsndfile path must run (it reports any error)
+ */
+int sharc__audio_decode_direct(const uint8_t *data, size_t n, const sharc__decode_spec *spec,
+                               float *out, size_t out_capacity, sharc__audio_info *info,
+                               int64_t *frames);
+
+/**
+ * sharc__audio_decode() without the direct PCM16 WAV path: always libsndfile. For tests
+ * and benchmarks, which compare the two paths bit for bit.
+ */
+int sharc__audio_decode_sndfile(sharc__ctx *ctx, const uint8_t *data, size_t n,
+                                const sharc__decode_spec *spec, float *out, size_t out_capacity,
+                                sharc__audio_info *info, int64_t *frames);
 
 /** Encodings that sharc__audio_encode() can write. */
 typedef enum sharc__encoding {

@@ -11,6 +11,7 @@
 #include "audio.h"
 #include "buf.h"
 #include "ctx.h"
+#include "wav.h"
 
 static sharc__ctx ctx;
 
@@ -738,6 +739,827 @@ START_TEST(encode_reports_allocation_failure)
 }
 END_TEST
 
+/*
+ * The direct PCM16 WAV path (src/wav.c) against libsndfile: every result, error text and
+ * written sample must be the same, bit for bit.
+ */
+
+/* Full-range PCM16 from a xorshift generator, with both extremes present. */
+static int16_t *random_pcm(int64_t frames, int channels, uint32_t seed)
+{
+    const size_t n = (size_t)(frames * channels);
+    int16_t *p = malloc(n * sizeof *p + 1);
+    uint32_t x = seed | 1;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        p[i] = (int16_t)(x >> 16);
+    }
+    if (n > 4) {
+        p[1] = -32768;
+        p[n - 2] = 32767;
+    }
+    return p;
+}
+
+/* A WAV file built by hand, chunk by chunk. */
+typedef struct bytes {
+    uint8_t *p;
+    size_t n;
+} bytes;
+
+static void put(bytes *b, const void *d, size_t n)
+{
+    b->p = realloc(b->p, b->n + n + 1);
+    if (n)
+        memcpy(b->p + b->n, d, n);
+    b->n += n;
+}
+
+static void put_u16(bytes *b, unsigned v, int big)
+{
+    uint8_t le[2] = {(uint8_t)v, (uint8_t)(v >> 8)}, be[2] = {le[1], le[0]};
+    put(b, big ? be : le, 2);
+}
+
+static void put_u32(bytes *b, uint32_t v, int big)
+{
+    uint8_t le[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    uint8_t be[4] = {le[3], le[2], le[1], le[0]};
+    put(b, big ? be : le, 4);
+}
+
+/* A chunk whose size field says `size`; `body` has `len` bytes, then a pad byte if odd. */
+static void put_chunk(bytes *b, const char *id, uint32_t size, const void *body, size_t len)
+{
+    put(b, id, 4);
+    put_u32(b, size, 0);
+    put(b, body, len);
+    if (len & 1)
+        put(b, "", 1);
+}
+
+static void put_text_chunk(bytes *b, const char *id, const char *text)
+{
+    put_chunk(b, id, (uint32_t)strlen(text), text, strlen(text));
+}
+
+static bytes riff_begin(const char *magic)
+{
+    bytes b = {NULL, 0};
+    put(&b, magic, 4);
+    put_u32(&b, 0, 0);
+    put(&b, "WAVE", 4);
+    return b;
+}
+
+/* The RIFF size is the file length less 8, as writers set it (little-endian). */
+static void riff_end(bytes *b)
+{
+    uint32_t size = (uint32_t)(b->n - 8);
+    for (int i = 0; i < 4; i++)
+        b->p[4 + i] = (uint8_t)(size >> (8 * i));
+}
+
+enum { FMT_PCM = 1, FMT_FLOAT = 3, FMT_EXT = 0xFFFE };
+
+/* A fmt chunk of `size` bytes (16, 18 or 40); EXTENSIBLE carries `sub` as SubFormat tag. */
+static void put_fmt(bytes *b, unsigned tag, int ch, uint32_t rate, int bits, unsigned align,
+                    uint32_t size, unsigned sub)
+{
+    static const uint8_t guid_tail[14] = {0x00, 0x00, 0x00, 0x00, 0x10, 0x00, 0x80,
+                                          0x00, 0x00, 0xaa, 0x00, 0x38, 0x9b, 0x71};
+    bytes f = {NULL, 0};
+    put_u16(&f, tag, 0);
+    put_u16(&f, (unsigned)ch, 0);
+    put_u32(&f, rate, 0);
+    put_u32(&f, rate * align, 0);
+    put_u16(&f, align, 0);
+    put_u16(&f, (unsigned)bits, 0);
+    if (size >= 18)
+        put_u16(&f, size - 18, 0);
+    if (size >= 40) {
+        put_u16(&f, (unsigned)bits, 0);
+        put_u32(&f, ch == 2 ? 3 : 4, 0);
+        put_u16(&f, sub, 0);
+        put(&f, guid_tail, sizeof guid_tail);
+    }
+    put_chunk(b, "fmt ", size, f.p, f.n);
+    free(f.p);
+}
+
+static void put_fmt16(bytes *b, int ch)
+{
+    put_fmt(b, FMT_PCM, ch, 16000, 16, 2 * (unsigned)ch, 16, 0);
+}
+
+/* `frames` frames of deterministic PCM16, little-endian, as a data chunk body. */
+static bytes pcm_body(int64_t frames, int ch)
+{
+    int16_t *pcm = random_pcm(frames, ch, 77);
+    bytes d = {NULL, 0};
+    for (int64_t i = 0; i < frames * ch; i++)
+        put_u16(&d, (uint16_t)pcm[i], 0);
+    free(pcm);
+    return d;
+}
+
+static void put_data(bytes *b, int64_t frames, int ch)
+{
+    bytes d = pcm_body(frames, ch);
+    put_chunk(b, "data", (uint32_t)d.n, d.p, d.n);
+    free(d.p);
+}
+
+/* Field by field: a struct's padding bytes are unspecified. */
+static int same_info(const sharc__audio_info *a, const sharc__audio_info *b)
+{
+    return a->codec == b->codec && a->sampling_rate == b->sampling_rate &&
+           a->channels == b->channels && a->frames == b->frames;
+}
+
+/* Whether p[from..to) still holds the 0xA5 fill (one assertion instead of one per float). */
+static int untouched(const float *p, size_t from, size_t to)
+{
+    for (size_t i = from; i < to; i++) {
+        uint32_t v;
+        memcpy(&v, p + i, sizeof v);
+        if (v != 0xA5A5A5A5u)
+            return 0;
+    }
+    return 1;
+}
+
+/* Decode with both paths from fresh contexts and demand the same outcome, bit for bit. */
+static void same_as_sndfile(const uint8_t *data, size_t n, const sharc__decode_spec *spec,
+                            size_t cap, const char *what)
+{
+    sharc_logger quiet = {NULL, NULL, SHARC_LOG_ERROR};
+    sharc__ctx ca, cb;
+    sharc__ctx_init(&ca, NULL, &quiet);
+    sharc__ctx_init(&cb, NULL, &quiet);
+    float *a = malloc((cap + 1) * sizeof *a), *b = malloc((cap + 1) * sizeof *b);
+    memset(a, 0xA5, (cap + 1) * sizeof *a);
+    memset(b, 0xA5, (cap + 1) * sizeof *b);
+    sharc__audio_info ia, ib;
+    memset(&ia, 0x5A, sizeof ia);
+    memset(&ib, 0x5A, sizeof ib);
+    int64_t fa = -7, fb = -7;
+    /* An exact-size copy (keeping the alignment), so that ASan sees any read past it. */
+    const size_t shift = (uintptr_t)data & 1;
+    uint8_t *copy = malloc(n + shift ? n + shift : 1);
+    if (n)
+        memcpy(copy + shift, data, n);
+    data = copy + shift;
+    sharc__wav_pcm16 wav;
+    const int direct = sharc__wav_parse(data, n, &wav);
+    int ra = sharc__audio_decode(&ca, data, n, spec, a, cap, &ia, &fa);
+    int rb = sharc__audio_decode_sndfile(&cb, data, n, spec, b, cap, &ib, &fb);
+    ck_assert_msg(ra == rb, "%s: rc %d, libsndfile %d (%s)", what, ra, rb, cb.error);
+    ck_assert_msg(fa == fb, "%s: %lld frames, libsndfile %lld", what, (long long)fa, (long long)fb);
+    ck_assert_msg(same_info(&ia, &ib), "%s: info differs", what);
+    ck_assert_msg(!strcmp(ca.error, cb.error), "%s: '%s' vs '%s'", what, ca.error, cb.error);
+    /*
+     * Past the frames written the contents are unspecified: libsndfile may zero them
+     * (see wav_direct_path_is_taken), the direct path leaves them alone.
+     */
+    size_t cmp = cap;
+    if (ra == 0 && direct && spec->want_frames < 0) {
+        cmp = (size_t)fa * (size_t)(spec->channel >= 0 ? 1 : ib.channels);
+        ck_assert_msg(untouched(a, cmp, cap), "%s: wrote past the frames", what);
+    }
+    ck_assert_msg(!memcmp(a, b, cmp * sizeof *a), "%s: samples differ", what);
+    ck_assert_msg(untouched(a, cap, cap + 1), "%s: wrote past capacity", what);
+    /* The direct path alone takes exactly the successes of canonical files. */
+    sharc__audio_info ic, unset;
+    memset(&ic, 0x5A, sizeof ic);
+    memset(&unset, 0x5A, sizeof unset);
+    memset(b, 0xA5, (cap + 1) * sizeof *b);
+    int64_t fc = -7;
+    const int taken = sharc__audio_decode_direct(data, n, spec, b, cap, &ic, &fc);
+    ck_assert_msg(taken == (direct && rb == 0), "%s: direct path taken %d", what, taken);
+    if (taken) {
+        ck_assert_msg(fc == fa && same_info(&ic, &ia) && !memcmp(a, b, cap * sizeof *a),
+                      "%s: direct path alone differs", what);
+    } else {
+        ck_assert_msg(fc == -7 && same_info(&ic, &unset), "%s: outputs set", what);
+        ck_assert_msg(untouched(b, 0, cap + 1), "%s: wrote when not taken", what);
+    }
+    free(copy);
+    free(a);
+    free(b);
+}
+
+/* A few typical decodes of a file, and its header, through both paths. */
+static void all_same_as_sndfile(const uint8_t *data, size_t n, const char *what)
+{
+    sharc__audio_info info, ref;
+    sharc__decode_spec all = {0, -1, 0, -1, 0}, exact = {0, 0, 0, -1, 0};
+    sharc_logger quiet = {NULL, NULL, SHARC_LOG_ERROR};
+    sharc__ctx c;
+    int64_t frames = 0;
+    float *out = malloc(1 << 20);
+    memset(&ref, 0x5A, sizeof ref);
+    memset(&info, 0x5A, sizeof info);
+    sharc__ctx_init(&c, NULL, &quiet);
+    int rc =
+        sharc__audio_decode_sndfile(&c, data, n, &all, out, (1 << 20) / sizeof *out, &ref, &frames);
+    char opened[SHARC__ERRLEN];
+    snprintf(opened, sizeof opened, "%s", c.error);
+    sharc__ctx_init(&c, NULL, &quiet);
+    int ri = sharc__audio_info_get(&c, data, n, &info);
+    if (ref.channels != 0x5A5A5A5A) { /* libsndfile opened it */
+        ck_assert_msg(ri == 0, "%s: info rc %d (%s)", what, ri, c.error);
+        ck_assert_msg(same_info(&info, &ref), "%s: info differs", what);
+    } else {
+        ck_assert_int_eq(ri, rc);
+        ck_assert_str_eq(c.error, opened);
+    }
+    free(out);
+    const int64_t len = rc == 0 ? frames : 8;
+    same_as_sndfile(data, n, &all, 1 << 16, what);
+    same_as_sndfile(data, n, &all, 1, what);
+    exact.want_frames = len;
+    same_as_sndfile(data, n, &exact, (size_t)len * 8, what);
+    exact.offset_frames = len / 2;
+    exact.want_frames = len - len / 2 + 2;
+    exact.tolerance_frames = 2;
+    exact.channel = 0;
+    same_as_sndfile(data, n, &exact, (size_t)len, what);
+    exact.tolerance_frames = 1;
+    same_as_sndfile(data, n, &exact, (size_t)len, what);
+}
+
+START_TEST(wav_parse_finds_the_samples)
+{
+    static const int chans[] = {1, 2, 6};
+    for (int k = 0; k < 3; k++) {
+        int16_t *pcm = random_pcm(1001, chans[k], 5);
+        sharc__buf b = encode(SHARC__ENC_WAV_PCM16, pcm, 1001, chans[k], 22050);
+        sharc__wav_pcm16 w = {0};
+        ck_assert_int_eq(sharc__wav_parse(b.data, b.len, &w), SHARC__WAV_DIRECT);
+        if (SHARC__WAV_DIRECT) {
+            ck_assert_int_eq(w.channels, chans[k]);
+            ck_assert_int_eq(w.sampling_rate, 22050);
+            ck_assert_uint_eq(w.data_offset, 44);
+            ck_assert_int_eq(w.frames, 1001);
+            ck_assert_int_eq(memcmp(b.data + w.data_offset, pcm, 2 * 1001 * (size_t)chans[k]), 0);
+        }
+        free(pcm);
+        sharc__buf_free(&ctx, &b);
+    }
+    if (!SHARC__WAV_DIRECT)
+        return;
+    /* EXTENSIBLE, 6 channels, with chunks around the data: the data follows them. */
+    bytes f = riff_begin("RIFF");
+    put_fmt(&f, FMT_EXT, 6, 48000, 16, 12, 40, FMT_PCM);
+    put_text_chunk(&f, "JUNK", "abc");
+    put_chunk(&f, "fact", 4, "\x10\0\0\0", 4);
+    put_data(&f, 10, 6);
+    put_text_chunk(&f, "id3 ", "tail");
+    riff_end(&f);
+    sharc__wav_pcm16 w = {0};
+    ck_assert_int_eq(sharc__wav_parse(f.p, f.n, &w), 1);
+    ck_assert_int_eq(w.channels, 6);
+    ck_assert_int_eq(w.sampling_rate, 48000);
+    ck_assert_uint_eq(w.data_offset, 12 + 48 + 12 + 12 + 8);
+    ck_assert_int_eq(w.frames, 10);
+    /* Not canonical: the output is left alone. */
+    w.frames = -3;
+    ck_assert_int_eq(sharc__wav_parse(f.p, 30, &w), 0);
+    ck_assert_int_eq(sharc__wav_parse(NULL, 0, &w), 0);
+    ck_assert_int_eq(w.frames, -3);
+    free(f.p);
+}
+END_TEST
+
+/* Every int16 value converts exactly as libsndfile converts it, at any alignment. */
+START_TEST(wav_direct_converts_every_value)
+{
+    int16_t *pcm = malloc(65536 * sizeof *pcm);
+    for (int i = 0; i < 65536; i++)
+        pcm[i] = (int16_t)(i - 32768);
+    sharc__buf b = encode(SHARC__ENC_WAV_PCM16, pcm, 65536, 1, 16000);
+    float *out = malloc(65536 * sizeof *out);
+    for (int i = 0; i < 65536; i++)
+        out[i] = -9.0f;
+    sharc__wav_pcm16_to_float(b.data + 44, 65536, out);
+    for (int i = 0; i < 65536; i++) {
+        float want = (float)pcm[i] / 32768.0f;
+        if (memcmp(&out[i], &want, sizeof want))
+            ck_abort_msg("value %d: got %.9g", pcm[i], out[i]);
+    }
+    ck_assert_float_eq(out[0], -1.0f);
+    same_as_sndfile(b.data, b.len, &(sharc__decode_spec){0, -1, 0, -1, 0}, 65536, "all values");
+    /* The same member one byte off alignment, as tar streams hand members over. */
+    uint8_t *odd = malloc(b.len + 1);
+    memcpy(odd + 1, b.data, b.len);
+    same_as_sndfile(odd + 1, b.len, &(sharc__decode_spec){0, -1, 0, -1, 0}, 65536, "odd address");
+    same_as_sndfile(odd + 1, b.len, &(sharc__decode_spec){1, 65535, 0, 0, 0}, 65535, "odd offset");
+    /* Short runs exercise the tail after the vector blocks. */
+    for (size_t len = 0; len < 40; len++) {
+        float got[40];
+        sharc__wav_pcm16_to_float(odd + 1 + 44 + 2 * 100, len, got);
+        for (size_t i = 0; i < len; i++)
+            if (got[i] != (float)pcm[100 + i] / 32768.0f)
+                ck_abort_msg("%zu samples: sample %zu", len, i);
+    }
+    free(odd);
+    free(out);
+    free(pcm);
+    sharc__buf_free(&ctx, &b);
+}
+END_TEST
+
+/* Random signals, 1/2/6 channels, across offsets, lengths, tolerances, channels, room. */
+START_TEST(wav_direct_matches_libsndfile)
+{
+    static const int chans[] = {1, 2, 6};
+    for (int k = 0; k < 3; k++) {
+        const int ch = chans[k];
+        const int64_t n = 997 + 31 * ch;
+        int16_t *pcm = random_pcm(n, ch, 1234u + (uint32_t)ch);
+        sharc__buf b = encode(SHARC__ENC_WAV_PCM16, pcm, n, ch, 16000);
+        sharc__wav_pcm16 w;
+        ck_assert_int_eq(sharc__wav_parse(b.data, b.len, &w), SHARC__WAV_DIRECT);
+        const int64_t offsets[] = {0, 1, n / 2, n - 1, n, n + 1, n + 3};
+        const int chan_sel[] = {-1, 0, ch - 1, ch}, tols[] = {0, 3, 40};
+        for (size_t o = 0; o < sizeof offsets / sizeof offsets[0]; o++) {
+            const int64_t off = offsets[o], rest = off < n ? n - off : 0;
+            const int64_t wants[] = {-1, 0, 1, rest, rest - 3, rest + 3, rest - 40, rest + 40};
+            for (size_t wi = 0; wi < sizeof wants / sizeof wants[0]; wi++) {
+                if (wants[wi] < -1)
+                    continue;
+                for (int t = 0; t < 3; t++)
+                    for (size_t c = 0; c < sizeof chan_sel / sizeof chan_sel[0]; c++)
+                        for (int longer = 0; longer < 2; longer++) {
+                            const int tol = tols[t]; /* 3 and 40 meet the wants' edges */
+                            sharc__decode_spec spec = {off, wants[wi], tol, chan_sel[c], longer};
+                            const size_t out_ch = chan_sel[c] >= 0 ? 1 : (size_t)ch;
+                            const int64_t room = wants[wi] >= 0 ? wants[wi] : rest;
+                            const size_t caps[] = {(size_t)room * out_ch,
+                                                   room ? (size_t)room * out_ch - 1 : 0,
+                                                   (size_t)(room + 50) * out_ch};
+                            for (int r = 0; r < 3; r++) {
+                                char what[128];
+                                snprintf(what, sizeof what,
+                                         "%d ch, offset %lld, want %lld, tol %d, channel %d, "
+                                         "longer %d, cap %zu",
+                                         ch, (long long)off, (long long)wants[wi], tol, chan_sel[c],
+                                         longer, caps[r]);
+                                same_as_sndfile(b.data, b.len, &spec, caps[r], what);
+                            }
+                        }
+            }
+        }
+        /* A negative offset or tolerance is refused the same way. */
+        same_as_sndfile(b.data, b.len, &(sharc__decode_spec){-1, -1, 0, -1, 0}, 1 << 16, "neg");
+        same_as_sndfile(b.data, b.len, &(sharc__decode_spec){0, 10, -1, -1, 0}, 1 << 16, "neg");
+        free(pcm);
+        sharc__buf_free(&ctx, &b);
+    }
+}
+END_TEST
+
+/* Hand-built WAVs: the direct path takes only the canonical ones, libsndfile the rest. */
+typedef void (*wav_builder)(bytes *b);
+
+static void wav_plain(bytes *b)
+{
+    put_fmt16(b, 1);
+    put_data(b, 500, 1);
+}
+static void wav_fmt18(bytes *b)
+{
+    put_fmt(b, FMT_PCM, 2, 8000, 16, 4, 18, 0);
+    put_data(b, 300, 2);
+}
+static void wav_extensible(bytes *b)
+{
+    put_fmt(b, FMT_EXT, 2, 44100, 16, 4, 40, FMT_PCM);
+    put_data(b, 300, 2);
+}
+static void wav_extensible_short(bytes *b)
+{
+    put_fmt(b, FMT_EXT, 2, 44100, 16, 4, 18, FMT_PCM);
+    put_data(b, 300, 2);
+}
+static void wav_extensible_float(bytes *b)
+{
+    bytes d = pcm_body(300, 2); /* any bytes: read as float32 */
+    put_fmt(b, FMT_EXT, 1, 44100, 32, 4, 40, FMT_FLOAT);
+    put_chunk(b, "data", (uint32_t)d.n, d.p, d.n);
+    free(d.p);
+}
+static void wav_list_before_data(bytes *b)
+{
+    /* As ffmpeg writes it, plus an odd-length string with its pad byte. */
+    bytes l = {NULL, 0};
+    put(&l, "INFO", 4);
+    put_text_chunk(&l, "ISFT", "Lavf58.76.100");
+    put_text_chunk(&l, "INAM", "utt");
+    put_fmt16(b, 2);
+    put_chunk(b, "LIST", (uint32_t)l.n, l.p, l.n);
+    put_data(b, 400, 2);
+    free(l.p);
+}
+static void wav_chunks_around_data(bytes *b)
+{
+    put_text_chunk(b, "JUNK", "odd");
+    put_fmt16(b, 6);
+    put_chunk(b, "fact", 4, "\x2c\1\0\0", 4);
+    put_text_chunk(b, "PAD ", "12345");
+    put_data(b, 300, 6);
+    put_text_chunk(b, "iXML", "<x/>");
+    put_text_chunk(b, "abcd", "odd size");
+    put_text_chunk(b, "efgh", "odd");
+}
+static void wav_trailing_3(bytes *b)
+{
+    wav_plain(b);
+    put(b, "xyz", 3);
+}
+static void wav_trailing_6(bytes *b)
+{
+    wav_plain(b);
+    put(b, "uvwxyz", 6);
+}
+static void wav_trailing_zeros(bytes *b)
+{
+    wav_plain(b);
+    put(b, "\0\0\0\0\0\0\0\0\0\0", 10);
+}
+static void wav_trailing_frame(bytes *b)
+{
+    wav_plain(b);
+    put(b, "ab", 2); /* one frame of bytes after the data */
+}
+static void wav_zero_data(bytes *b)
+{
+    put_fmt16(b, 1);
+    put_chunk(b, "data", 0, "", 0);
+    put_text_chunk(b, "JUNK", "after nothing");
+}
+static void wav_unfinished(bytes *b)
+{
+    /* A writer that never closed the file: RIFF size 8 and data size 0 (set below). */
+    wav_zero_data(b);
+}
+static void wav_id3v1_trailer(bytes *b)
+{
+    /* An ID3v1 tag's 128 bytes end the file; libsndfile stops at "TAG" there. */
+    put_fmt16(b, 1);
+    bytes t = {NULL, 0};
+    put(&t, "TAG+", 4);
+    put_u32(&t, 20, 0);
+    put(&t, "12345678901234567890", 20);
+    bytes d = pcm_body(46, 1);
+    put_chunk(&t, "data", (uint32_t)d.n, d.p, d.n);
+    ck_assert_uint_eq(t.n, 128);
+    put(b, t.p, t.n);
+    free(t.p);
+    free(d.p);
+}
+static void wav_data_too_long(bytes *b)
+{
+    bytes d = pcm_body(500, 1);
+    put_fmt16(b, 1);
+    put_chunk(b, "data", (uint32_t)d.n + 1000, d.p, d.n);
+    free(d.p);
+}
+static void wav_data_size_max(bytes *b)
+{
+    bytes d = pcm_body(500, 1);
+    put_fmt16(b, 1);
+    put_chunk(b, "data", 0xFFFFFFFFu, d.p, d.n);
+    free(d.p);
+}
+static void wav_data_not_whole_frames(bytes *b)
+{
+    bytes d = pcm_body(500, 2);
+    put_fmt16(b, 2);
+    put_chunk(b, "data", (uint32_t)d.n - 2, d.p, d.n - 2);
+    free(d.p);
+}
+static void wav_data_odd(bytes *b)
+{
+    bytes d = pcm_body(500, 1);
+    put_fmt16(b, 1);
+    put_chunk(b, "data", (uint32_t)d.n - 1, d.p, d.n - 1);
+    free(d.p);
+}
+static void wav_pcm8(bytes *b)
+{
+    bytes d = pcm_body(300, 1);
+    put_fmt(b, FMT_PCM, 1, 8000, 8, 1, 16, 0);
+    put_chunk(b, "data", (uint32_t)d.n, d.p, d.n);
+    free(d.p);
+}
+static void wav_pcm24(bytes *b)
+{
+    bytes d = pcm_body(300, 3); /* 1800 bytes: 600 frames of 3 bytes */
+    put_fmt(b, FMT_PCM, 1, 8000, 24, 3, 16, 0);
+    put_chunk(b, "data", (uint32_t)d.n, d.p, d.n);
+    free(d.p);
+}
+static void wav_pcm32(bytes *b)
+{
+    bytes d = pcm_body(300, 2);
+    put_fmt(b, FMT_PCM, 1, 8000, 32, 4, 16, 0);
+    put_chunk(b, "data", (uint32_t)d.n, d.p, d.n);
+    free(d.p);
+}
+static void wav_pcm12(bytes *b)
+{
+    /* libsndfile reads 12-bit PCM as 16-bit; the direct path leaves it alone. */
+    put_fmt(b, FMT_PCM, 1, 8000, 12, 2, 16, 0);
+    put_data(b, 300, 1);
+}
+static void wav_float(bytes *b)
+{
+    float s[256];
+    for (int i = 0; i < 256; i++)
+        s[i] = (float)i / 300.0f - 0.4f;
+    put_fmt(b, FMT_FLOAT, 1, 8000, 32, 4, 16, 0);
+    put_chunk(b, "data", sizeof s, s, sizeof s);
+}
+static void wav_bad_align(bytes *b)
+{
+    put_fmt(b, FMT_PCM, 2, 8000, 16, 2, 16, 0);
+    put_data(b, 300, 2);
+}
+static void wav_no_channels(bytes *b)
+{
+    put_fmt(b, FMT_PCM, 0, 8000, 16, 0, 16, 0);
+    put_data(b, 300, 1);
+}
+static void wav_rate_zero(bytes *b)
+{
+    put_fmt(b, FMT_PCM, 1, 0, 16, 2, 16, 0);
+    put_data(b, 300, 1);
+}
+static void wav_fmt_after_data(bytes *b)
+{
+    put_data(b, 300, 1);
+    put_fmt16(b, 1);
+}
+static void wav_no_fmt(bytes *b)
+{
+    put_data(b, 300, 1);
+}
+static void wav_no_data(bytes *b)
+{
+    put_fmt16(b, 1);
+    put_text_chunk(b, "JUNK", "nothing here");
+}
+static void wav_two_fmt(bytes *b)
+{
+    put_fmt16(b, 1);
+    put_fmt16(b, 2);
+    put_data(b, 300, 1);
+}
+static void wav_two_data(bytes *b)
+{
+    put_fmt16(b, 1);
+    put_data(b, 300, 1);
+    put_data(b, 200, 1);
+}
+static void wav_peak(bytes *b)
+{
+    uint8_t peak[16] = {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x80, 0x3f, 5, 0, 0, 0};
+    put_fmt16(b, 1);
+    put_chunk(b, "PEAK", sizeof peak, peak, sizeof peak);
+    put_data(b, 300, 1);
+}
+static void wav_binary_chunk_id(bytes *b)
+{
+    put_fmt16(b, 1);
+    put_chunk(b, "\x01\x02\x03\x04", 4, "abcd", 4);
+    put_data(b, 300, 1);
+}
+static void wav_list_with_data(bytes *b)
+{
+    bytes l = {NULL, 0};
+    put(&l, "INFO", 4);
+    put_text_chunk(&l, "ISFT", "x");
+    put_text_chunk(&l, "data", "zz");
+    put_fmt16(b, 1);
+    put_chunk(b, "LIST", (uint32_t)l.n, l.p, l.n);
+    put_data(b, 300, 1);
+    free(l.p);
+}
+static void wav_list_tiny(bytes *b)
+{
+    put_fmt16(b, 1);
+    put_chunk(b, "LIST", 4, "INFO", 4);
+    put_data(b, 300, 1);
+}
+static void wav_short_fact(bytes *b)
+{
+    put_fmt16(b, 1);
+    put_chunk(b, "fact", 2, "\1\0", 2);
+    put_data(b, 300, 1);
+}
+static void wav_wavpack_payload(bytes *b)
+{
+    bytes d = pcm_body(300, 1);
+    memcpy(d.p, "wvpk", 4);
+    put_fmt16(b, 1);
+    put_chunk(b, "data", (uint32_t)d.n, d.p, d.n);
+    free(d.p);
+}
+static void wav_big_junk(bytes *b)
+{
+    static uint8_t junk[40000];
+    put_chunk(b, "JUNK", sizeof junk, junk, sizeof junk);
+    put_fmt16(b, 1);
+    put_data(b, 300, 1);
+}
+static void wav_20k_junk(bytes *b)
+{
+    static uint8_t junk[20000];
+    put_fmt16(b, 1);
+    put_chunk(b, "JUNK", sizeof junk, junk, sizeof junk);
+    put_data(b, 300, 1);
+}
+static void wav_one_frame(bytes *b)
+{
+    put_fmt16(b, 1);
+    put_data(b, 1, 1);
+}
+static void wav_header_only(bytes *b)
+{
+    put_fmt16(b, 1);
+    b->n -= 6;
+}
+
+/* RIFX: the same file with every header field and sample big-endian. */
+static bytes build_rifx(void)
+{
+    bytes b = riff_begin("RIFX"), f = {NULL, 0};
+    put_u16(&f, 1, 1);
+    put_u16(&f, 1, 1);
+    put_u32(&f, 8000, 1);
+    put_u32(&f, 16000, 1);
+    put_u16(&f, 2, 1);
+    put_u16(&f, 16, 1);
+    put(&b, "fmt ", 4);
+    put_u32(&b, 16, 1);
+    put(&b, f.p, f.n);
+    bytes d = pcm_body(300, 1);
+    put(&b, "data", 4);
+    put_u32(&b, (uint32_t)d.n, 1);
+    for (size_t i = 0; i < d.n; i += 2)
+        put(&b, (uint8_t[2]){d.p[i + 1], d.p[i]}, 2);
+    uint32_t size = (uint32_t)(b.n - 8);
+    for (int i = 0; i < 4; i++)
+        b.p[4 + i] = (uint8_t)(size >> (24 - 8 * i));
+    free(f.p);
+    free(d.p);
+    return b;
+}
+
+/* RF64 with a ds64 chunk carrying the real sizes. */
+static bytes build_rf64(void)
+{
+    bytes b = riff_begin("RF64"), ds = {NULL, 0}, d = pcm_body(300, 1);
+    b.p[4] = b.p[5] = b.p[6] = b.p[7] = 0xFF;
+    const uint64_t riff = 4 + (8 + 28) + (8 + 16) + 8 + d.n;
+    put_u32(&ds, (uint32_t)riff, 0);
+    put_u32(&ds, 0, 0);
+    put_u32(&ds, (uint32_t)d.n, 0);
+    put_u32(&ds, 0, 0);
+    put_u32(&ds, 300, 0);
+    put_u32(&ds, 0, 0);
+    put_u32(&ds, 0, 0);
+    put_chunk(&b, "ds64", (uint32_t)ds.n, ds.p, ds.n);
+    put_fmt16(&b, 1);
+    put_chunk(&b, "data", 0xFFFFFFFFu, d.p, d.n);
+    free(ds.p);
+    free(d.p);
+    return b;
+}
+
+START_TEST(wav_edge_files_match_libsndfile)
+{
+    static const struct {
+        const char *name;
+        wav_builder build;
+        int canonical;
+    } cases[] = {
+        {"plain", wav_plain, 1},
+        {"fmt of 18 bytes", wav_fmt18, 1},
+        {"extensible PCM", wav_extensible, 1},
+        {"extensible with an 18-byte fmt", wav_extensible_short, 0},
+        {"extensible float", wav_extensible_float, 0},
+        {"LIST INFO before data", wav_list_before_data, 1},
+        {"chunks around data", wav_chunks_around_data, 1},
+        {"3 trailing bytes", wav_trailing_3, 1},
+        {"6 trailing bytes", wav_trailing_6, 0},
+        {"trailing zeros", wav_trailing_zeros, 1},
+        {"one trailing frame", wav_trailing_frame, 1},
+        {"zero-length data", wav_zero_data, 0},
+        {"unfinished file", wav_unfinished, 0},
+        {"ID3v1 trailer hiding the data", wav_id3v1_trailer, 0},
+        {"data longer than the file", wav_data_too_long, 0},
+        {"data size 0xFFFFFFFF", wav_data_size_max, 0},
+        {"data not whole frames", wav_data_not_whole_frames, 0},
+        {"odd data size", wav_data_odd, 0},
+        {"8-bit", wav_pcm8, 0},
+        {"24-bit", wav_pcm24, 0},
+        {"32-bit", wav_pcm32, 0},
+        {"12-bit", wav_pcm12, 0},
+        {"float", wav_float, 0},
+        {"block align wrong", wav_bad_align, 0},
+        {"no channels", wav_no_channels, 0},
+        {"rate 0", wav_rate_zero, 0},
+        {"fmt after data", wav_fmt_after_data, 0},
+        {"no fmt", wav_no_fmt, 0},
+        {"no data", wav_no_data, 0},
+        {"two fmt", wav_two_fmt, 0},
+        {"two data", wav_two_data, 0},
+        {"PEAK", wav_peak, 0},
+        {"binary chunk id", wav_binary_chunk_id, 0},
+        {"LIST holding data", wav_list_with_data, 0},
+        {"LIST of 4 bytes", wav_list_tiny, 0},
+        {"fact of 2 bytes", wav_short_fact, 0},
+        {"WavPack payload", wav_wavpack_payload, 0},
+        {"20 kB JUNK", wav_20k_junk, 1},
+        {"40 kB JUNK", wav_big_junk, 0},
+        {"one frame", wav_one_frame, 0},
+        {"cut in the header", wav_header_only, 0},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        bytes b = riff_begin("RIFF");
+        cases[k].build(&b);
+        riff_end(&b);
+        if (cases[k].build == wav_unfinished)
+            memcpy(b.p + 4, "\x08\0\0\0", 4);
+        sharc__wav_pcm16 w;
+        ck_assert_msg(sharc__wav_parse(b.p, b.n, &w) == (cases[k].canonical && SHARC__WAV_DIRECT),
+                      "%s: parse", cases[k].name);
+        all_same_as_sndfile(b.p, b.n, cases[k].name);
+        free(b.p);
+    }
+    bytes rifx = build_rifx(), rf64 = build_rf64();
+    sharc__wav_pcm16 w;
+    ck_assert_int_eq(sharc__wav_parse(rifx.p, rifx.n, &w), 0);
+    ck_assert_int_eq(sharc__wav_parse(rf64.p, rf64.n, &w), 0);
+    all_same_as_sndfile(rifx.p, rifx.n, "RIFX");
+    all_same_as_sndfile(rf64.p, rf64.n, "RF64");
+    /* Both decode through libsndfile to the samples of the little-endian file. */
+    bytes plain = riff_begin("RIFF");
+    put_fmt(&plain, FMT_PCM, 1, 8000, 16, 2, 16, 0);
+    put_data(&plain, 300, 1);
+    riff_end(&plain);
+    float ref[300], got[300];
+    int64_t frames = 0;
+    sharc__decode_spec spec = {0, 300, 0, -1, 0};
+    ck_assert_int_eq(sharc__audio_decode(&ctx, plain.p, plain.n, &spec, ref, 300, NULL, &frames),
+                     0);
+    ck_assert_int_eq(sharc__audio_decode(&ctx, rifx.p, rifx.n, &spec, got, 300, NULL, &frames), 0);
+    ck_assert_int_eq(memcmp(ref, got, sizeof ref), 0);
+    ck_assert_int_eq(sharc__audio_decode(&ctx, rf64.p, rf64.n, &spec, got, 300, NULL, &frames), 0);
+    ck_assert_int_eq(memcmp(ref, got, sizeof ref), 0);
+    free(plain.p);
+    free(rifx.p);
+    free(rf64.p);
+}
+END_TEST
+
+/*
+ * Proof that sharc__audio_decode() takes the direct path: with a chunk after the data,
+ * libsndfile reads past the samples and zeroes the rest of the buffer, the direct path
+ * writes only the frames.
+ */
+START_TEST(wav_direct_path_is_taken)
+{
+    bytes b = riff_begin("RIFF");
+    put_fmt16(&b, 1);
+    put_data(&b, 100, 1);
+    put_text_chunk(&b, "JUNK", "after the samples");
+    riff_end(&b);
+    float direct[164], lib[164];
+    for (int i = 0; i < 164; i++)
+        direct[i] = lib[i] = 7.0f;
+    int64_t fd = 0, fl = 0;
+    sharc__decode_spec spec = {0, -1, 0, -1, 0};
+    ck_assert_int_eq(sharc__audio_decode(&ctx, b.p, b.n, &spec, direct, 164, NULL, &fd), 0);
+    ck_assert_int_eq(sharc__audio_decode_sndfile(&ctx, b.p, b.n, &spec, lib, 164, NULL, &fl), 0);
+    ck_assert_int_eq(fd, 100);
+    ck_assert_int_eq(fl, 100);
+    ck_assert_int_eq(memcmp(direct, lib, 100 * sizeof *lib), 0);
+    ck_assert_float_eq(lib[100], 0.0f);
+    ck_assert_float_eq(lib[163], 0.0f);
+    if (SHARC__WAV_DIRECT) {
+        ck_assert_float_eq(direct[100], 7.0f);
+        ck_assert_float_eq(direct[163], 7.0f);
+    }
+    free(b.p);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("audio");
@@ -773,6 +1595,16 @@ int main(void)
     tcase_add_test(tc, encode_rejects_bad_arguments);
     tcase_add_test(tc, libsndfile_errors_logged_once);
     tcase_add_test(tc, encode_reports_allocation_failure);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("wav_direct");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, wav_parse_finds_the_samples);
+    tcase_add_test(tc, wav_direct_converts_every_value);
+    tcase_add_test(tc, wav_direct_matches_libsndfile);
+    tcase_add_test(tc, wav_edge_files_match_libsndfile);
+    tcase_add_test(tc, wav_direct_path_is_taken);
     suite_add_tcase(s, tc);
 
     SRunner *sr = srunner_create(s);
