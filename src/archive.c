@@ -485,19 +485,33 @@ static int read_payload(sharc__tar *t, sharc__member *m, struct archive_entry *e
     if (rc < 0)
         return sharc__fail(t->ctx, rc, "%s: member '%s': cannot allocate %llu bytes", t->path, name,
                            (unsigned long long)size);
+    /* Blocks point into the stream's own buffer: one copy, streamed past the cache. */
     size_t got = 0;
-    while (got < size) {
-        la_ssize_t n = archive_read_data(t->a, m->data.data + got, (size_t)size - got);
-        if (n < 0)
+    for (;;) {
+        const void *block;
+        size_t len;
+        la_int64_t at;
+        int r = archive_read_data_block(t->a, &block, &len, &at);
+        if (r == ARCHIVE_EOF)
+            break;
+        if (r != ARCHIVE_OK && r != ARCHIVE_WARN)
             return la_result(t->ctx, t->a, ARCHIVE_FATAL, SHARC_ERR_CORRUPT,
                              "%s: member '%s' (at byte %zu of %llu)", t->path, name, got,
                              (unsigned long long)size);
-        if (n == 0)
+        if (at < (la_int64_t)got || (uint64_t)at > size || len > size - (uint64_t)at)
             return sharc__fail(t->ctx, SHARC_ERR_CORRUPT,
-                               "%s: member '%s' ends after %zu of its %llu bytes", t->path, name,
-                               got, (unsigned long long)size);
-        got += (size_t)n;
+                               "%s: member '%s' has data outside its %llu bytes", t->path, name,
+                               (unsigned long long)size);
+        memset(m->data.data + got, 0, (size_t)at - got); /* a hole of a sparse member */
+        sharc__memcpy_stream(m->data.data + at, block, len);
+        got = (size_t)at + len;
     }
+    if (got < size && archive_entry_sparse_count(e) == 0)
+        return sharc__fail(t->ctx, SHARC_ERR_CORRUPT,
+                           "%s: member '%s' ends after %zu of its %llu bytes", t->path, name, got,
+                           (unsigned long long)size);
+    memset(m->data.data + got, 0, (size_t)size - got); /* a sparse member's trailing hole */
+    got = (size_t)size;
     m->data.len = got;
     m->data.data[got] = 0;
     return 0;

@@ -51,6 +51,42 @@ int sharc__buf_set_str(sharc__ctx *ctx, sharc__buf *b, const char *s)
     return sharc__buf_set(ctx, b, s ? s : "", s ? strlen(s) : 0);
 }
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+/* Below this, a plain memcpy (the destination lines are few and may be reused). */
+#define STREAM_MIN_BYTES (64u << 10)
+
+void sharc__memcpy_stream(void *restrict dst, const void *restrict src, size_t n)
+{
+#if defined(__SSE2__)
+    if (n >= STREAM_MIN_BYTES) {
+        uint8_t *d = dst;
+        const uint8_t *s = src;
+        size_t head = (16 - ((uintptr_t)d & 15)) & 15;
+        memcpy(d, s, head);
+        d += head;
+        s += head;
+        n -= head;
+        for (; n >= 64; n -= 64, d += 64, s += 64) {
+            __m128i a = _mm_loadu_si128((const __m128i *)(const void *)s);
+            __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(s + 16));
+            __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(s + 32));
+            __m128i e = _mm_loadu_si128((const __m128i *)(const void *)(s + 48));
+            _mm_stream_si128((__m128i *)(void *)d, a);
+            _mm_stream_si128((__m128i *)(void *)(d + 16), b);
+            _mm_stream_si128((__m128i *)(void *)(d + 32), c);
+            _mm_stream_si128((__m128i *)(void *)(d + 48), e);
+        }
+        memcpy(d, s, n);
+        _mm_sfence(); /* visible to whichever thread decodes the member */
+        return;
+    }
+#endif
+    memcpy(dst, src, n);
+}
+
 void sharc__buf_free(sharc__ctx *ctx, sharc__buf *b)
 {
     sharc__free(ctx, b->data);

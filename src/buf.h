@@ -35,4 +35,11 @@ static inline const char *sharc__buf_str(const sharc__buf *b)
 }
 void sharc__buf_free(sharc__ctx *ctx, sharc__buf *b);
 
+/**
+ * memcpy for data that will not be read again soon (audio members buffered for the
+ * sampler): large copies use non-temporal stores where the CPU has them, so they neither
+ * evict the cache nor read every destination line first. Same result as memcpy.
+ */
+void sharc__memcpy_stream(void *restrict dst, const void *restrict src, size_t n);
+
 #endif /* SHARC_SRC_BUF_H */

@@ -1065,6 +1065,22 @@ START_TEST(wav_direct_converts_every_value)
             if (got[i] != (float)pcm[100 + i] / 32768.0f)
                 ck_abort_msg("%zu samples: sample %zu", len, i);
     }
+    /* Long runs (streamed stores) into rows at every float alignment, with odd lengths. */
+    static const size_t lens[] = {8191, 8192, 8193, 8199, 10007, 65536 - 8};
+    for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++)
+        for (size_t shift = 0; shift < 4; shift++) {
+            for (int i = 0; i < 65536; i++)
+                out[i] = -9.0f;
+            sharc__wav_pcm16_to_float(odd + 1 + 44 + 2 * 3, lens[l], out + shift);
+            for (size_t i = 0; i < 65536; i++) {
+                float want = i >= shift && i - shift < lens[l]
+                                 ? (float)pcm[3 + i - shift] / 32768.0f
+                                 : -9.0f; /* nothing written outside */
+                if (memcmp(&out[i], &want, sizeof want))
+                    ck_abort_msg("%zu samples at +%zu: float %zu is %.9g", lens[l], shift, i,
+                                 out[i]);
+            }
+        }
     free(odd);
     free(out);
     free(pcm);
