@@ -485,7 +485,7 @@ static int read_payload(sharc__tar *t, sharc__member *m, struct archive_entry *e
     if (rc < 0)
         return sharc__fail(t->ctx, rc, "%s: member '%s': cannot allocate %llu bytes", t->path, name,
                            (unsigned long long)size);
-    /* Blocks point into the stream's own buffer: one copy, streamed past the cache. */
+    /* Blocks point into the stream's own buffer: one copy. */
     size_t got = 0;
     for (;;) {
         const void *block;
@@ -503,7 +503,10 @@ static int read_payload(sharc__tar *t, sharc__member *m, struct archive_entry *e
                                "%s: member '%s' has data outside its %llu bytes", t->path, name,
                                (unsigned long long)size);
         memset(m->data.data + got, 0, (size_t)at - got); /* a hole of a sparse member */
-        sharc__memcpy_stream(m->data.data + at, block, len);
+        if (t->pool) /* batch mode: the member waits in the sampler's buffer */
+            sharc__memcpy_stream(m->data.data + at, block, len);
+        else
+            memcpy(m->data.data + at, block, len);
         got = (size_t)at + len;
     }
     if (got < size && archive_entry_sparse_count(e) == 0)

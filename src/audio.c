@@ -382,7 +382,8 @@ int sharc__audio_decode_direct(const uint8_t *data, size_t n, const sharc__decod
     if (got > 0) {
         const uint8_t *src = data + wav.data_offset + (size_t)offset * 2 * (size_t)wav.channels;
         if (spec->channel < 0)
-            sharc__wav_pcm16_to_float(src, (size_t)got * (size_t)wav.channels, out);
+            sharc__wav_pcm16_to_float(src, (size_t)got * (size_t)wav.channels, out,
+                                      spec->stream_out);
         else
             sharc__wav_pcm16_channel_to_float(src, (size_t)got, wav.channels, spec->channel, out);
     }

@@ -53,6 +53,9 @@ typedef struct sharc__decode_spec {
      * audio past it is cut off silently, as Lhotse does when it reads with a duration.
      */
     int allow_longer;
+    /** Nonzero: the output is read only much later (rows of batches planned ahead), so
+     *  long direct conversions write past the cache (sharc__wav_pcm16_to_float). */
+    int stream_out;
 } sharc__decode_spec;
 
 /**

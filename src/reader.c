@@ -459,9 +459,12 @@ int sharc__reader_seek(sharc_reader *r, const sharc__walk_pos *pos)
 int sharc__reader_decode(const sharc_reader *r, sharc__ctx *ctx, const sharc__decode_job *j,
                          float *out, size_t cap, int *out_channels, sharc__stream_error *err)
 {
-    sharc__decode_spec spec = {round_half_up(j->offset * j->sampling_rate), j->num_samples,
-                               (int64_t)(r->s.length_tolerance * j->sampling_rate), r->s.channel,
-                               j->window};
+    sharc__decode_spec spec = {round_half_up(j->offset * j->sampling_rate),
+                               j->num_samples,
+                               (int64_t)(r->s.length_tolerance * j->sampling_rate),
+                               r->s.channel,
+                               j->window,
+                               r->mode == 2};
     sharc__audio_info info = {0};
     int64_t frames = 0;
     int rc = sharc__audio_decode(ctx, j->audio, j->audio_len, &spec, out, cap, &info, &frames);

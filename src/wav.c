@@ -200,7 +200,7 @@ static float pcm16_at(const uint8_t *src, size_t i)
 #include <emmintrin.h>
 
 /*
- * Long conversions write with non-temporal stores: a batch row is read again only
+ * Long conversions into batch rows write with non-temporal stores: a row is read again only
  * after the batches planned ahead of it are done (tens of MB later), so filling the
  * cache with it, and first reading every destination line into the cache, only costs
  * memory bandwidth. The values are those of pcm16_at(): int16 -> float is exact and so
@@ -226,11 +226,12 @@ static size_t convert_stream(const uint8_t *restrict src, size_t samples, float 
 }
 #endif
 
-void sharc__wav_pcm16_to_float(const uint8_t *restrict src, size_t samples, float *restrict dst)
+void sharc__wav_pcm16_to_float(const uint8_t *restrict src, size_t samples, float *restrict dst,
+                               int stream)
 {
     size_t i = 0;
 #if defined(__SSE2__)
-    if (samples >= STREAM_MIN_SAMPLES)
+    if (stream && samples >= STREAM_MIN_SAMPLES)
         i = convert_stream(src, samples, dst);
 #endif
     for (; i + CONVERT_BLOCK <= samples; i += CONVERT_BLOCK)

@@ -59,8 +59,11 @@ int sharc__wav_parse(const uint8_t *data, size_t n, sharc__wav_pcm16 *wav);
  * Convert `samples` little-endian int16 samples at `src` (any alignment) to float32 at
  * `dst`, as libsndfile's sf_read_float() does by default: (float)s * (1.0f / 0x8000).
  * The buffers must not overlap. Vectorised by the compiler at -O2.
+ * @param stream nonzero when `dst` is read only much later: long runs then use
+ *               non-temporal stores (SSE2), which skip the cache and the reads of `dst`
  */
-void sharc__wav_pcm16_to_float(const uint8_t *restrict src, size_t samples, float *restrict dst);
+void sharc__wav_pcm16_to_float(const uint8_t *restrict src, size_t samples, float *restrict dst,
+                               int stream);
 
 /** The same for one channel of `channels` interleaved ones: `frames` floats at `dst`. */
 void sharc__wav_pcm16_channel_to_float(const uint8_t *restrict src, size_t frames, int channels,

@@ -62,7 +62,7 @@ static sharc__buf encode(sharc__encoding enc, const int16_t *pcm, int64_t frames
 static int decode(const sharc__buf *b, int64_t offset, int64_t want, int64_t tol, int channel,
                   float *out, size_t cap, sharc__audio_info *info, int64_t *frames)
 {
-    sharc__decode_spec spec = {offset, want, tol, channel, 0};
+    sharc__decode_spec spec = {offset, want, tol, channel, 0, 0};
     return sharc__audio_decode(&ctx, b->data, b->len, &spec, out, cap, info, frames);
 }
 
@@ -175,7 +175,7 @@ START_TEST(offset_slices_exactly)
         sharc__buf b = encode(encs[e], pcm, n, 2, 16000);
         int64_t frames = 0;
         /* A window inside longer audio. */
-        sharc__decode_spec win = {4321, 1000, 0, -1, 1};
+        sharc__decode_spec win = {4321, 1000, 0, -1, 1, 0};
         ck_assert_int_eq(sharc__audio_decode(&ctx, b.data, b.len, &win, out, 2000, NULL, &frames),
                          0);
         ck_assert_int_eq(frames, 1000);
@@ -438,7 +438,7 @@ START_TEST(id3_tagged_streams)
     ck_assert_int_eq(sharc__audio_sniff(tagged, len), SHARC__CODEC_FLAC);
     float *out = malloc((size_t)n * sizeof *out);
     int64_t frames = 0;
-    sharc__decode_spec spec = {0, n, 0, -1, 0};
+    sharc__decode_spec spec = {0, n, 0, -1, 0, 0};
     sharc__audio_info info = {0};
     ck_assert_msg(sharc__audio_decode(&ctx, tagged, len, &spec, out, (size_t)n, &info, &frames) ==
                       0,
@@ -513,7 +513,7 @@ START_TEST(garbage_and_empty_input)
     }
     float out[64];
     int64_t frames = 0;
-    sharc__decode_spec spec = {0, -1, 0, -1, 0};
+    sharc__decode_spec spec = {0, -1, 0, -1, 0, 0};
     sharc__audio_info info;
 
     memcpy(junk, "fLaC", 4);
@@ -556,7 +556,7 @@ START_TEST(truncated_flac_is_reported)
     int64_t frames = -1;
     size_t cuts[] = {b.len * 6 / 10, b.len / 2 + 3, b.len - 1, 200, 42};
     for (size_t k = 0; k < sizeof cuts / sizeof cuts[0]; k++) {
-        sharc__decode_spec spec = {0, n, 160, -1, 0};
+        sharc__decode_spec spec = {0, n, 160, -1, 0, 0};
         int rc = sharc__audio_decode(&ctx, b.data, cuts[k], &spec, out, (size_t)n, NULL, &frames);
         ck_assert_msg(rc == SHARC_ERR_AUDIO_MISMATCH || rc == SHARC_ERR_DECODE,
                       "cut at %zu of %zu: rc %d", cuts[k], b.len, rc);
@@ -627,7 +627,7 @@ START_TEST(wav_header_longer_than_data)
     size_t len = b.len - 1000;
     float *out = malloc((size_t)n * sizeof *out);
     int64_t frames = 0;
-    sharc__decode_spec spec = {0, -1, 0, -1, 0};
+    sharc__decode_spec spec = {0, -1, 0, -1, 0, 0};
     ck_assert_int_eq(sharc__audio_decode(&ctx, b.data, len, &spec, out, (size_t)n, NULL, &frames),
                      0);
     ck_assert_int_eq(frames, n - 500);
@@ -683,7 +683,7 @@ START_TEST(libsndfile_errors_logged_once)
     memcpy(junk, "fLaC", 4);
     float out[16];
     int64_t frames = 0;
-    sharc__decode_spec spec = {0, -1, 0, -1, 0};
+    sharc__decode_spec spec = {0, -1, 0, -1, 0, 0};
     logged = 0;
     ck_assert_int_eq(sharc__audio_decode(&ctx, junk, sizeof junk, &spec, out, 16, NULL, &frames),
                      SHARC_ERR_DECODE);
@@ -955,7 +955,7 @@ static void same_as_sndfile(const uint8_t *data, size_t n, const sharc__decode_s
 static void all_same_as_sndfile(const uint8_t *data, size_t n, const char *what)
 {
     sharc__audio_info info, ref;
-    sharc__decode_spec all = {0, -1, 0, -1, 0}, exact = {0, 0, 0, -1, 0};
+    sharc__decode_spec all = {0, -1, 0, -1, 0, 0}, exact = {0, 0, 0, -1, 0, 0};
     sharc_logger quiet = {NULL, NULL, SHARC_LOG_ERROR};
     sharc__ctx c;
     int64_t frames = 0;
@@ -1044,34 +1044,36 @@ START_TEST(wav_direct_converts_every_value)
     float *out = malloc(65536 * sizeof *out);
     for (int i = 0; i < 65536; i++)
         out[i] = -9.0f;
-    sharc__wav_pcm16_to_float(b.data + 44, 65536, out);
+    sharc__wav_pcm16_to_float(b.data + 44, 65536, out, 0);
     for (int i = 0; i < 65536; i++) {
         float want = (float)pcm[i] / 32768.0f;
         if (memcmp(&out[i], &want, sizeof want))
             ck_abort_msg("value %d: got %.9g", pcm[i], out[i]);
     }
     ck_assert_float_eq(out[0], -1.0f);
-    same_as_sndfile(b.data, b.len, &(sharc__decode_spec){0, -1, 0, -1, 0}, 65536, "all values");
+    same_as_sndfile(b.data, b.len, &(sharc__decode_spec){0, -1, 0, -1, 0, 0}, 65536, "all values");
     /* The same member one byte off alignment, as tar streams hand members over. */
     uint8_t *odd = malloc(b.len + 1);
     memcpy(odd + 1, b.data, b.len);
-    same_as_sndfile(odd + 1, b.len, &(sharc__decode_spec){0, -1, 0, -1, 0}, 65536, "odd address");
-    same_as_sndfile(odd + 1, b.len, &(sharc__decode_spec){1, 65535, 0, 0, 0}, 65535, "odd offset");
+    same_as_sndfile(odd + 1, b.len, &(sharc__decode_spec){0, -1, 0, -1, 0, 0}, 65536,
+                    "odd address");
+    same_as_sndfile(odd + 1, b.len, &(sharc__decode_spec){1, 65535, 0, 0, 0, 0}, 65535,
+                    "odd offset");
     /* Short runs exercise the tail after the vector blocks. */
     for (size_t len = 0; len < 40; len++) {
         float got[40];
-        sharc__wav_pcm16_to_float(odd + 1 + 44 + 2 * 100, len, got);
+        sharc__wav_pcm16_to_float(odd + 1 + 44 + 2 * 100, len, got, len & 1);
         for (size_t i = 0; i < len; i++)
             if (got[i] != (float)pcm[100 + i] / 32768.0f)
                 ck_abort_msg("%zu samples: sample %zu", len, i);
     }
-    /* Long runs (streamed stores) into rows at every float alignment, with odd lengths. */
+    /* Long runs with streamed stores (batch rows), at every float alignment, odd lengths. */
     static const size_t lens[] = {8191, 8192, 8193, 8199, 10007, 65536 - 8};
     for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++)
         for (size_t shift = 0; shift < 4; shift++) {
             for (int i = 0; i < 65536; i++)
                 out[i] = -9.0f;
-            sharc__wav_pcm16_to_float(odd + 1 + 44 + 2 * 3, lens[l], out + shift);
+            sharc__wav_pcm16_to_float(odd + 1 + 44 + 2 * 3, lens[l], out + shift, 1);
             for (size_t i = 0; i < 65536; i++) {
                 float want = i >= shift && i - shift < lens[l]
                                  ? (float)pcm[3 + i - shift] / 32768.0f
@@ -1111,7 +1113,8 @@ START_TEST(wav_direct_matches_libsndfile)
                     for (size_t c = 0; c < sizeof chan_sel / sizeof chan_sel[0]; c++)
                         for (int longer = 0; longer < 2; longer++) {
                             const int tol = tols[t]; /* 3 and 40 meet the wants' edges */
-                            sharc__decode_spec spec = {off, wants[wi], tol, chan_sel[c], longer};
+                            sharc__decode_spec spec = {off,         wants[wi], tol,
+                                                       chan_sel[c], longer,    (int)(wi & 1)};
                             const size_t out_ch = chan_sel[c] >= 0 ? 1 : (size_t)ch;
                             const int64_t room = wants[wi] >= 0 ? wants[wi] : rest;
                             const size_t caps[] = {(size_t)room * out_ch,
@@ -1130,8 +1133,8 @@ START_TEST(wav_direct_matches_libsndfile)
             }
         }
         /* A negative offset or tolerance is refused the same way. */
-        same_as_sndfile(b.data, b.len, &(sharc__decode_spec){-1, -1, 0, -1, 0}, 1 << 16, "neg");
-        same_as_sndfile(b.data, b.len, &(sharc__decode_spec){0, 10, -1, -1, 0}, 1 << 16, "neg");
+        same_as_sndfile(b.data, b.len, &(sharc__decode_spec){-1, -1, 0, -1, 0, 0}, 1 << 16, "neg");
+        same_as_sndfile(b.data, b.len, &(sharc__decode_spec){0, 10, -1, -1, 0, 0}, 1 << 16, "neg");
         free(pcm);
         sharc__buf_free(&ctx, &b);
     }
@@ -1531,7 +1534,7 @@ START_TEST(wav_edge_files_match_libsndfile)
     riff_end(&plain);
     float ref[300], got[300];
     int64_t frames = 0;
-    sharc__decode_spec spec = {0, 300, 0, -1, 0};
+    sharc__decode_spec spec = {0, 300, 0, -1, 0, 0};
     ck_assert_int_eq(sharc__audio_decode(&ctx, plain.p, plain.n, &spec, ref, 300, NULL, &frames),
                      0);
     ck_assert_int_eq(sharc__audio_decode(&ctx, rifx.p, rifx.n, &spec, got, 300, NULL, &frames), 0);
@@ -1560,7 +1563,7 @@ START_TEST(wav_direct_path_is_taken)
     for (int i = 0; i < 164; i++)
         direct[i] = lib[i] = 7.0f;
     int64_t fd = 0, fl = 0;
-    sharc__decode_spec spec = {0, -1, 0, -1, 0};
+    sharc__decode_spec spec = {0, -1, 0, -1, 0, 0};
     ck_assert_int_eq(sharc__audio_decode(&ctx, b.p, b.n, &spec, direct, 164, NULL, &fd), 0);
     ck_assert_int_eq(sharc__audio_decode_sndfile(&ctx, b.p, b.n, &spec, lib, 164, NULL, &fl), 0);
     ck_assert_int_eq(fd, 100);

@@ -57,8 +57,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort(); /* the parser promised samples inside the member */
     float *a = malloc((samples + 8) * sizeof *a), *b = malloc((samples + 8) * sizeof *b);
     if (a && b) {
-        sharc__decode_spec all = {0, -1, 0, -1, 0};
-        sharc__decode_spec tail = {w.frames / 2, w.frames - w.frames / 2 + 3, 3, w.channels - 1, 0};
+        sharc__decode_spec all = {0, -1, 0, -1, 0, 0};
+        sharc__decode_spec tail = {
+            w.frames / 2, w.frames - w.frames / 2 + 3, 3, w.channels - 1, 0, 0};
         sharc__audio_info lib, info;
         /* libsndfile must read a canonical file whole, with the header parsed here. */
         if (compare(&ctx, copy, size, &all, a, b, samples + 8, &lib) != 0 ||
