@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -166,15 +165,12 @@ static int src_fill(source *s, struct archive *a)
         memmove(s->in, s->next, s->avail);
     s->next = s->in;
     ssize_t n;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = sharc__now_s();
     do
         n = read(s->fd, s->in + s->avail, READ_BLOCK - s->avail);
     while (n < 0 && errno == EINTR);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
     /* Benchmarks split reading from decompression with this. */
-    s->ctx->io_seconds +=
-        (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    s->ctx->io_seconds += sharc__now_s() - t0;
     if (n < 0) {
         archive_set_error(a, errno, "read error: %s", strerror(errno));
         return ARCHIVE_FATAL;
@@ -514,9 +510,8 @@ static int read_payload(sharc__tar *t, sharc__member *m, struct archive_entry *e
                            "%s: member '%s' ends after %zu of its %llu bytes", t->path, name, got,
                            (unsigned long long)size);
     memset(m->data.data + got, 0, (size_t)size - got); /* a sparse member's trailing hole */
-    got = (size_t)size;
-    m->data.len = got;
-    m->data.data[got] = 0;
+    m->data.len = (size_t)size;
+    m->data.data[size] = 0;
     return 0;
 }
 

@@ -29,6 +29,9 @@ void sharc__free(sharc__ctx *ctx, void *ptr);
 char *sharc__strdup(sharc__ctx *ctx, const char *s);
 char *sharc__strndup(sharc__ctx *ctx, const char *s, size_t n);
 
+/** Monotonic clock in seconds, for stage timings. */
+double sharc__now_s(void);
+
 void sharc__log(sharc__ctx *ctx, sharc_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "batch.h"
@@ -86,13 +85,6 @@ struct sharc__pipeline {
     size_t n_preloaded;
 };
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -105,9 +97,9 @@ static int pull_item(void *cookie, sharc__sitem *out)
 {
     sharc__pipeline *p = cookie;
     sharc_reader *r = p->r;
-    double t0 = now_s(), io0 = r->ctx.io_seconds, read0 = r->read_seconds;
+    double t0 = sharc__now_s(), io0 = r->ctx.io_seconds, read0 = r->read_seconds;
     int rc = sharc__reader_pull(r);
-    double t1 = now_s(), io = r->ctx.io_seconds - io0;
+    double t1 = sharc__now_s(), io = r->ctx.io_seconds - io0;
     /* The reading itself, here or on a read-ahead lane; waiting for a lane is not a stage. */
     p->stage[SHARC_STAGE_READ] += io;
     p->stage[SHARC_STAGE_DECOMPRESS] += (r->read_seconds - read0) - io;
@@ -118,7 +110,7 @@ static int pull_item(void *cookie, sharc__sitem *out)
     bcut *b;
     if ((rc = sharc__bcut_from_raw(&p->bufs, &r->raw, &b)) < 0)
         return rc;
-    double t2 = now_s();
+    double t2 = sharc__now_s();
     p->stage[SHARC_STAGE_SAMPLE] += t2 - t1;
     p->pull_wall += t2 - t0;
     if ((rc = sharc__keyset_add(&p->r->ctx, &p->held, b->key)) < 0) {
@@ -305,9 +297,9 @@ static int plan_one(sharc__pipeline *p, slot *s, uint64_t step)
     sharc_reader *r = p->r;
     sharc__sitem *items;
     size_t n;
-    double t0 = now_s(), pulled_before = p->pull_wall;
+    double t0 = sharc__now_s(), pulled_before = p->pull_wall;
     int rc = sharc__sampler_next(p->sampler, &items, &n);
-    double t1 = now_s();
+    double t1 = sharc__now_s();
     /* The sampler's own time: its call minus the pulls it made (counted by pull_item). */
     p->stage[SHARC_STAGE_SAMPLE] += (t1 - t0) - (p->pull_wall - pulled_before);
     if (rc != 0)
@@ -348,7 +340,7 @@ static int plan_one(sharc__pipeline *p, slot *s, uint64_t step)
     if (s->cuts[0]->job.sampling_rate > 0)
         r->stats.padded_seconds +=
             (double)s->n * (double)s->T / (double)s->cuts[0]->job.sampling_rate;
-    p->stage[SHARC_STAGE_COLLATE] += now_s() - t1;
+    p->stage[SHARC_STAGE_COLLATE] += sharc__now_s() - t1;
     if ((rc = snapshot(p, s, step + 1, &r->stats)) < 0)
         goto fail_batch;
     return 0;
@@ -469,9 +461,9 @@ static void *worker_main(void *arg)
             continue;
         }
         pthread_mutex_unlock(&p->mu);
-        double t0 = now_s();
+        double t0 = sharc__now_s();
         int rc = decode_row(w, s, i);
-        double dt = now_s() - t0;
+        double dt = sharc__now_s() - t0;
         pthread_mutex_lock(&p->mu);
         p->worker_stats.stage_seconds[SHARC_STAGE_DECODE] += dt;
         if (rc < 0 &&

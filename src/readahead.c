@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
-#include <time.h>
 
 /* Entries a lane may queue, whatever their size (the byte budget usually stops it first). */
 #define QUEUE_CAP 64
@@ -51,28 +50,12 @@ struct sharc__readahead {
     int n_lanes;
 };
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static uint64_t entry_bytes(const sharc__rawcut *c)
 {
     uint64_t n = c->audio.len + c->json.len;
     for (size_t i = 0; i < c->n_fields; i++)
         n += c->fields[i].data.len;
     return n;
-}
-
-static void reset_err(sharc__stream_error *e)
-{
-    e->kind = SHARC_PROBLEM_COUNT;
-    e->shard_fatal = 0;
-    e->path = NULL;
-    sharc__buf_clear(&e->member);
-    sharc__buf_clear(&e->cut_id);
 }
 
 static int has_room(const sharc__lane *l)
@@ -96,13 +79,13 @@ static void reset_lane(sharc__lane *l, int state)
 static int produce(sharc__lane *l, sharc__stream **st, uint32_t shard, entry *e)
 {
     sharc__readahead *ra = l->ra;
-    double t0 = now_s(), io0 = l->ctx.io_seconds;
-    reset_err(&e->err);
+    double t0 = sharc__now_s(), io0 = l->ctx.io_seconds;
+    sharc__stream_error_reset(&e->err);
     l->ctx.error[0] = 0;
     e->is_open = *st == NULL;
     e->rc = e->is_open ? ra->ops->open(st, &l->ctx, &ra->ds->shards[shard], ra->opts, &e->err)
                        : ra->ops->next(*st, &e->raw, &e->err);
-    e->read_s = now_s() - t0;
+    e->read_s = sharc__now_s() - t0;
     e->io_s = l->ctx.io_seconds - io0;
     e->bytes = e->rc == 0 && !e->is_open ? entry_bytes(&e->raw) : 0;
     if (e->rc < 0)

@@ -2,7 +2,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "readahead.h"
 #include "reader_impl.h"
@@ -55,13 +54,6 @@ static int copy_settings(sharc_reader *r, const sharc_reader_settings *s)
 }
 
 /* ---- the open shard, read here or by a read-ahead lane ------------------------------ */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int walk_is_open(const sharc_reader *r)
 {
@@ -126,9 +118,9 @@ static int walk_open(sharc_reader *r)
 {
     const sharc__shard *shard = &r->ds.shards[r->pos.shard_index];
     if (!r->ra) {
-        double t0 = now_s();
+        double t0 = sharc__now_s();
         int rc = r->ops->open(&r->stream, &r->ctx, shard, &r->sopts, &r->err);
-        r->read_seconds += now_s() - t0;
+        r->read_seconds += sharc__now_s() - t0;
         return rc;
     }
     uint64_t tag = plan_tag(r->pos.epoch, r->pos.order_pos - 1);
@@ -152,9 +144,9 @@ static int walk_next(sharc_reader *r)
 {
     if (r->lane)
         return lane_next(r);
-    double t0 = now_s();
+    double t0 = sharc__now_s();
     int rc = r->ops->next(r->stream, &r->raw, &r->err);
-    r->read_seconds += now_s() - t0;
+    r->read_seconds += sharc__now_s() - t0;
     return rc;
 }
 
@@ -170,9 +162,7 @@ void sharc__reader_readahead_stop(sharc_reader *r)
 {
     if (!r->ra)
         return;
-    if (r->lane)
-        sharc__readahead_release(r->ra, r->lane);
-    r->lane = NULL;
+    walk_close(r);
     sharc__readahead_destroy(&r->ra);
 }
 
@@ -304,11 +294,7 @@ static int handle_problem(sharc_reader *r, int rc)
 
 static void reset_err(sharc_reader *r)
 {
-    r->err.kind = SHARC_PROBLEM_COUNT;
-    r->err.shard_fatal = 0;
-    r->err.path = NULL;
-    sharc__buf_clear(&r->err.member);
-    sharc__buf_clear(&r->err.cut_id);
+    sharc__stream_error_reset(&r->err);
 }
 
 static void set_epoch(sharc_reader *r, uint64_t epoch)
@@ -405,9 +391,9 @@ int sharc__reader_pull(sharc_reader *r)
         if (rc == 0 || !r->err.shard_fatal)
             r->pos.consumed++;
         if (rc == 0) {
-            double t0 = now_s();
+            double t0 = sharc__now_s();
             rc = describe_cut(r);
-            r->read_seconds += now_s() - t0;
+            r->read_seconds += sharc__now_s() - t0;
         }
         if (rc < 0) {
             if (handle_problem(r, rc) < 0)

@@ -2,6 +2,15 @@
 
 #include <string.h>
 
+void sharc__stream_error_reset(sharc__stream_error *err)
+{
+    err->kind = SHARC_PROBLEM_COUNT;
+    err->shard_fatal = 0;
+    err->path = NULL;
+    sharc__buf_clear(&err->member);
+    sharc__buf_clear(&err->cut_id);
+}
+
 int sharc__stream_fail(sharc__ctx *ctx, sharc__stream_error *err, int code, sharc_problem kind,
                        int shard_fatal, const char *path, const char *member, const char *cut_id)
 {

@@ -40,6 +40,9 @@ extern const sharc__stream_ops sharc__shar_ops;
 extern const sharc__stream_ops sharc__nemo_ops;
 extern const sharc__stream_ops sharc__wds_ops;
 
+/** Forget the last failure (kind SHARC_PROBLEM_COUNT: none), keeping the buffers. */
+void sharc__stream_error_reset(sharc__stream_error *err);
+
 /** Record where a failure happened; returns `code`. */
 int sharc__stream_fail(sharc__ctx *ctx, sharc__stream_error *err, int code, sharc_problem kind,
                        int shard_fatal, const char *path, const char *member, const char *cut_id);
