@@ -3,6 +3,10 @@
 #include <errno.h>
 #include <string.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 int sharc__buf_reserve(sharc__ctx *ctx, sharc__buf *b, size_t cap)
 {
     if (cap == SIZE_MAX)
@@ -50,10 +54,6 @@ int sharc__buf_set_str(sharc__ctx *ctx, sharc__buf *b, const char *s)
 {
     return sharc__buf_set(ctx, b, s ? s : "", s ? strlen(s) : 0);
 }
-
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 /* Below this, a plain memcpy (the destination lines are few and may be reused). */
 #define STREAM_MIN_BYTES (64u << 10)

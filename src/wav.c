@@ -3,6 +3,10 @@
 #include <limits.h>
 #include <string.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 /*
  * The rules below follow libsndfile 1.2.0's wav_read_header() and
  * wavlike_subchunk_parse(): where libsndfile would fail, log-and-fix, or leave its chunk
@@ -197,8 +201,6 @@ static float pcm16_at(const uint8_t *src, size_t i)
 #define CONVERT_BLOCK 16
 
 #if defined(__SSE2__)
-#include <emmintrin.h>
-
 /*
  * Long conversions into batch rows write with non-temporal stores: a row is read again only
  * after the batches planned ahead of it are done (tens of MB later), so filling the
@@ -211,8 +213,8 @@ static float pcm16_at(const uint8_t *src, size_t i)
 static size_t convert_stream(const uint8_t *restrict src, size_t samples, float *restrict dst)
 {
     size_t i = 0;
-    while (i < samples && ((uintptr_t)(dst + i) & 15))
-        dst[i] = pcm16_at(src, i), i++;
+    for (; i < samples && ((uintptr_t)(dst + i) & 15); i++)
+        dst[i] = pcm16_at(src, i);
     const __m128 scale = _mm_set1_ps(1.0f / 0x8000);
     for (; i + 8 <= samples; i += 8) {
         __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(src + 2 * i));

@@ -22,15 +22,20 @@ for layout in shar nemo wds; do
     cp "$tmp/out" "$tmp/$layout.jsonl"
     check batches "$tmp/$layout.jsonl" "$exp" max_duration=12
 
-    # Decoding with 1, 2 or 4 threads and any prefetch gives the same batches, bit for bit.
+    # Decoding with 1, 2 or 4 threads, any prefetch and any read-ahead (4 threads read 4
+    # shards ahead; a 1-byte budget holds one entry per lane) gives the same batches.
     expect_rc 0 "$SHARC" read --json $B --threads 1 "$d"
     cp "$tmp/out" "$tmp/$layout-t1.jsonl"
     expect_rc 0 "$SHARC" read --json $B --threads 2 --prefetch 1 "$d"
     cp "$tmp/out" "$tmp/$layout-t2.jsonl"
     expect_rc 0 "$SHARC" read --json $B --threads 4 --prefetch 4 "$d"
     cp "$tmp/out" "$tmp/$layout-t4.jsonl"
+    expect_rc 0 "$SHARC" read --json $B --threads 3 --read-ahead-bytes 1 "$d"
+    cp "$tmp/out" "$tmp/$layout-ra1.jsonl"
+    expect_rc 0 "$SHARC" read --json $B --threads 2 --read-ahead-bytes 0 "$d"
+    cp "$tmp/out" "$tmp/$layout-ra0.jsonl"
     check same-batches "$tmp/$layout.jsonl" "$tmp/$layout-t1.jsonl" "$tmp/$layout-t2.jsonl" \
-        "$tmp/$layout-t4.jsonl"
+        "$tmp/$layout-t4.jsonl" "$tmp/$layout-ra1.jsonl" "$tmp/$layout-ra0.jsonl"
 done
 
 d=$tmp/c/shar
