@@ -19,16 +19,38 @@ static char *corpus_dir;
 static char corpus_path[600];
 static size_t corpus_cuts;
 
+/* A fresh directory with a corpus written by sharc-gen with `args`. */
+static char *gen_corpus(const char *args)
+{
+    char *dir = tu_mkdtemp();
+    ck_assert_int_eq(tu_sh("'%s' --out '%s' %s >/dev/null", getenv("SHARC_GEN"), dir, args), 0);
+    return dir;
+}
+
+/* Field `key` of cut `index` (0-based, in corpus order) of a generated corpus. */
+static void expected_field(const char *dir, int index, const char *key, char *out, size_t cap)
+{
+    char path[600], line[4096];
+    snprintf(path, sizeof path, "%s/shar.expected.jsonl", dir);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    for (int i = 0; i <= index; i++)
+        ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+    fclose(f);
+    cJSON *o = cJSON_Parse(line);
+    const cJSON *v = cJSON_GetObjectItem(o, key);
+    ck_assert_msg(cJSON_IsString(v), "cut %d has no %s", index, key);
+    snprintf(out, cap, "%s", v->valuestring);
+    cJSON_Delete(o);
+}
+
 /* One corpus for the whole suite: Shar, FLAC, 6 shards of 20 cuts of 0.5-8 s. */
 static void make_corpus(void)
 {
     if (corpus_dir)
         return;
-    corpus_dir = tu_mkdtemp();
-    ck_assert_int_eq(tu_sh("'%s' --out '%s' --layout shar --compress none --shards 6 "
-                           "--cuts-per-shard 20 --max-duration 8 >/dev/null",
-                           getenv("SHARC_GEN"), corpus_dir),
-                     0);
+    corpus_dir =
+        gen_corpus("--layout shar --compress none --shards 6 --cuts-per-shard 20 --max-duration 8");
     snprintf(corpus_path, sizeof corpus_path, "%s/shar", corpus_dir);
     char exp[700];
     snprintf(exp, sizeof exp, "%s/shar.expected.jsonl", corpus_dir);
@@ -362,11 +384,8 @@ END_TEST
 START_TEST(every_layout_in_batches)
 {
     static const char *layouts[] = {"shar", "nemo", "wds"};
-    char *dir = tu_mkdtemp();
-    ck_assert_int_eq(tu_sh("'%s' --out '%s' --layout all --compress gzip --shards 3 "
-                           "--cuts-per-shard 6 --max-duration 5 >/dev/null",
-                           getenv("SHARC_GEN"), dir),
-                     0);
+    char *dir =
+        gen_corpus("--layout all --compress gzip --shards 3 --cuts-per-shard 6 --max-duration 5");
     for (int l = 0; l < 3; l++) {
         char path[600], exp[700];
         snprintf(path, sizeof path, "%s/%s", dir, layouts[l]);
@@ -440,25 +459,12 @@ static void count_problem(void *cookie, const sharc_problem_report *p)
 /* A corrupt member: FAIL stops at its batch naming it; SKIP drops just that row. */
 START_TEST(decode_errors_under_both_policies)
 {
-    char *dir = tu_mkdtemp();
-    ck_assert_int_eq(tu_sh("'%s' --out '%s' --layout shar --compress none --shards 2 "
-                           "--cuts-per-shard 6 --max-duration 4 >/dev/null",
-                           getenv("SHARC_GEN"), dir),
-                     0);
+    char *dir =
+        gen_corpus("--layout shar --compress none --shards 2 --cuts-per-shard 6 --max-duration 4");
     /* The third cut of shard 1 gets a garbage FLAC body. */
-    char bad_member[256] = "", bad_id[256] = "";
-    char exp[600];
-    snprintf(exp, sizeof exp, "%s/shar.expected.jsonl", dir);
-    FILE *f = fopen(exp, "r");
-    char line[4096];
-    for (int i = 0; i < 9 && fgets(line, sizeof line, f); i++) {
-        cJSON *o = cJSON_Parse(line);
-        snprintf(bad_member, sizeof bad_member, "%s",
-                 cJSON_GetObjectItem(o, "member")->valuestring);
-        snprintf(bad_id, sizeof bad_id, "%s", cJSON_GetObjectItem(o, "id")->valuestring);
-        cJSON_Delete(o);
-    }
-    fclose(f);
+    char bad_member[256], bad_id[256];
+    expected_field(dir, 8, "member", bad_member, sizeof bad_member);
+    expected_field(dir, 8, "id", bad_id, sizeof bad_id);
     ck_assert_int_eq(
         tu_sh("cd '%s/shar' && python3 '%s/corrupt.py' tar-replace recording.000001.tar "
               "'%s' @flac-garbage:2000",
@@ -581,25 +587,12 @@ static size_t run_recording(const sharc_reader_settings *s, print *out, size_t c
  */
 START_TEST(read_ahead_keeps_order_with_problems)
 {
-    char *dir = tu_mkdtemp();
-    ck_assert_int_eq(tu_sh("'%s' --out '%s' --layout shar --compress gzip --shards 6 "
-                           "--cuts-per-shard 10 --max-duration 4 >/dev/null",
-                           getenv("SHARC_GEN"), dir),
-                     0);
-    char exp[600], line[4096], bad_member[256] = "", bad_meta[256] = "";
-    snprintf(exp, sizeof exp, "%s/shar.expected.jsonl", dir);
-    FILE *f = fopen(exp, "r");
-    for (int i = 0; i < 53 && fgets(line, sizeof line, f); i++) {
-        cJSON *o = cJSON_Parse(line);
-        if (i == 34) /* shard 3, cut 4 */
-            snprintf(bad_member, sizeof bad_member, "%s",
-                     cJSON_GetObjectItem(o, "member")->valuestring);
-        if (i == 52) /* shard 5, cut 2 */
-            snprintf(bad_meta, sizeof bad_meta, "%s.json",
-                     cJSON_GetObjectItem(o, "id")->valuestring);
-        cJSON_Delete(o);
-    }
-    fclose(f);
+    char *dir =
+        gen_corpus("--layout shar --compress gzip --shards 6 --cuts-per-shard 10 --max-duration 4");
+    char bad_member[256], bad_id[200], bad_meta[256];
+    expected_field(dir, 34, "member", bad_member, sizeof bad_member); /* shard 3, cut 4 */
+    expected_field(dir, 52, "id", bad_id, sizeof bad_id);             /* shard 5, cut 2 */
+    snprintf(bad_meta, sizeof bad_meta, "%s.json", bad_id);
     const char *py = "python3 '%s/corrupt.py'";
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
@@ -673,12 +666,8 @@ END_TEST
  * and go on. */
 START_TEST(read_ahead_over_full_queues)
 {
-    char *dir = tu_mkdtemp();
-    ck_assert_int_eq(tu_sh("'%s' --out '%s' --layout shar --compress none --shards 3 "
-                           "--cuts-per-shard 150 --min-duration 0.2 --max-duration 0.6 "
-                           ">/dev/null",
-                           getenv("SHARC_GEN"), dir),
-                     0);
+    char *dir = gen_corpus("--layout shar --compress none --shards 3 --cuts-per-shard 150 "
+                           "--min-duration 0.2 --max-duration 0.6");
     char path[600];
     snprintf(path, sizeof path, "%s/shar", dir);
     const char *paths[] = {path};
