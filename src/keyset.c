@@ -75,37 +75,21 @@ void sharc__keyset_remove(sharc__keyset *set, uint64_t key)
     }
 }
 
-static int cmp_u64(const void *a, const void *b)
+int sharc__keyset_next(const sharc__keyset *set, size_t *cursor, uint64_t *key)
 {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
-int sharc__keyset_sorted(sharc__ctx *ctx, sharc__keyset *set, const uint64_t **keys, size_t *n)
-{
-    if (set->n > set->sorted_cap) {
-        uint64_t *s = sharc__malloc(ctx, set->n * 2 * sizeof *s);
-        if (!s)
-            return SHARC_ERR(ENOMEM);
-        sharc__free(ctx, set->sorted);
-        set->sorted = s;
-        set->sorted_cap = set->n * 2;
-    }
-    size_t m = 0;
-    for (size_t i = 0; i < set->cap; i++)
-        if (set->slots[i])
-            set->sorted[m++] = set->slots[i] - 1;
-    if (m)
-        qsort(set->sorted, m, sizeof *set->sorted, cmp_u64);
-    *keys = set->sorted;
-    *n = m;
+    for (size_t i = *cursor; i < set->cap; i++)
+        if (set->slots[i]) {
+            *key = set->slots[i] - 1;
+            *cursor = i + 1;
+            return 1;
+        }
+    *cursor = set->cap;
     return 0;
 }
 
 void sharc__keyset_free(sharc__ctx *ctx, sharc__keyset *set)
 {
     sharc__free(ctx, set->slots);
-    sharc__free(ctx, set->sorted);
-    set->slots = set->sorted = NULL;
-    set->cap = set->n = set->sorted_cap = 0;
+    set->slots = NULL;
+    set->cap = set->n = 0;
 }

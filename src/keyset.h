@@ -14,8 +14,6 @@
 typedef struct sharc__keyset {
     uint64_t *slots; ///< key + 1 per used slot, 0 for an empty one
     size_t cap, n;
-    uint64_t *sorted; ///< scratch for sharc__keyset_sorted
-    size_t sorted_cap;
 } sharc__keyset;
 
 /** Add a key (a key already there stays once). @return 0 or SHARC_ERR(ENOMEM) */
@@ -25,10 +23,10 @@ int sharc__keyset_add(sharc__ctx *ctx, sharc__keyset *set, uint64_t key);
 void sharc__keyset_remove(sharc__keyset *set, uint64_t key);
 
 /**
- * The keys in ascending order, in a buffer the set owns until the next call.
- * @return 0 or SHARC_ERR(ENOMEM)
+ * Walk the keys, in no particular order: start with *cursor = 0; each call that returns 1
+ * sets *key to the next one. The set must not change during the walk.
  */
-int sharc__keyset_sorted(sharc__ctx *ctx, sharc__keyset *set, const uint64_t **keys, size_t *n);
+int sharc__keyset_next(const sharc__keyset *set, size_t *cursor, uint64_t *key);
 
 void sharc__keyset_free(sharc__ctx *ctx, sharc__keyset *set);
 

@@ -268,16 +268,11 @@ static int layout_batch(sharc__pipeline *p, slot *s)
     return 0;
 }
 
-/* Write the state after the batch being planned into s->state (planner thread). */
+/* Write the draft state after the batch being planned into s->state (planner thread). */
 static int snapshot(sharc__pipeline *p, slot *s, uint64_t next_step, const sharc_reader_stats *st)
 {
-    const uint64_t *keys;
-    size_t n_keys;
-    int rc = sharc__keyset_sorted(&p->r->ctx, &p->held, &keys, &n_keys);
-    if (rc == 0)
-        rc = sharc__resume_write(p->r, &s->state, &s->state_cap, &s->state_len, next_step, st, keys,
-                                 n_keys, p->sampler);
-    return rc;
+    return sharc__resume_write(p->r, &s->state, &s->state_cap, &s->state_len, next_step, st,
+                               &p->held, p->sampler);
 }
 
 /* ---- threads ------------------------------------------------------------------------- */
@@ -665,7 +660,7 @@ int sharc__pipeline_state_save(sharc_reader *r, void *buf, size_t cap, size_t *s
         return SHARC_ERR(ENOSPC);
     memcpy(buf, p->last_state, *size);
     /* The step field counts batches handed out, which only the caller's side knows. */
-    sharc__resume_set_step(buf, *size, p->step_base + p->handed);
+    sharc__resume_finish(buf, *size, p->step_base + p->handed);
     return 0;
 }
 

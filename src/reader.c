@@ -5,6 +5,7 @@
 
 #include "readahead.h"
 #include "reader_impl.h"
+#include "resume.h"
 
 static int copy_array(sharc__ctx *ctx, void **dst, const void *src, size_t n, size_t size)
 {
@@ -205,6 +206,7 @@ int sharc__reader_open(sharc_reader **out, const sharc_reader_settings *s)
     }
     r->n_order = sharc__dataset_epoch_order(&r->ds, s->seed, 0, s->shuffle_shards, s->dp_rank,
                                             s->dp_size, r->order);
+    r->state_hash = sharc__resume_hash(r); /* O(shards): once, not per saved state */
     *out = r;
     return 0;
 fail:

@@ -35,6 +35,7 @@ struct sharc_reader {
     uint32_t *bucket_batch_size;
     uint8_t *resume;
     sharc__dataset ds;
+    uint64_t state_hash; ///< sharc__resume_hash, fixed once the reader is open
     const sharc__stream_ops *ops;
     sharc__stream_opts sopts;
     uint32_t *order;

@@ -13,10 +13,15 @@ typedef struct wbuf {
     size_t len, cap;
 } wbuf;
 
-static void put_u64(wbuf *w, uint64_t v)
+static void store_u64(uint8_t *p, uint64_t v)
 {
     for (int i = 0; i < 8; i++)
-        w->p[w->len + (size_t)i] = (uint8_t)(v >> (8 * i));
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put_u64(wbuf *w, uint64_t v)
+{
+    store_u64(w->p + w->len, v);
     w->len += 8;
 }
 
@@ -125,11 +130,14 @@ static void get_stats(rbuf *rb, sharc_reader_stats *st)
 
 /* Fixed u64 fields: magic, hash, step, 6 of position, counters, n_keys, sampler_len, CRC. */
 #define FIXED_FIELDS (3 + 6 + N_COUNTERS + SHARC_PROBLEM_COUNT + 2 + 3)
+/* Byte offset of n_keys, which the keys follow. */
+#define KEYS_OFFSET (8 * (3 + 6 + N_COUNTERS + SHARC_PROBLEM_COUNT + 2))
 
 int sharc__resume_write(sharc_reader *r, uint8_t **buf, size_t *cap, size_t *len,
-                        uint64_t next_step, const sharc_reader_stats *stats, const uint64_t *keys,
-                        size_t n_keys, const sharc__sampler *sampler)
+                        uint64_t next_step, const sharc_reader_stats *stats,
+                        const sharc__keyset *held, const sharc__sampler *sampler)
 {
+    size_t n_keys = held->n;
     size_t sampler_len = sharc__sampler_state_size(sampler);
     size_t need = 8 * FIXED_FIELDS + 8 * n_keys + sampler_len;
     if (need > *cap) {
@@ -142,7 +150,7 @@ int sharc__resume_write(sharc_reader *r, uint8_t **buf, size_t *cap, size_t *len
     }
     wbuf w = {*buf, 0, *cap};
     put_u64(&w, ((uint64_t)STATE_VERSION << 32) | STATE_MAGIC);
-    put_u64(&w, sharc__resume_hash(r));
+    put_u64(&w, r->state_hash);
     put_u64(&w, next_step);
     put_u64(&w, r->pos.epoch);
     put_u64(&w, r->pos.order_pos);
@@ -152,14 +160,16 @@ int sharc__resume_write(sharc_reader *r, uint8_t **buf, size_t *cap, size_t *len
     put_u64(&w, r->pos.epoch_cuts);
     put_stats(&w, stats);
     put_u64(&w, n_keys);
-    for (size_t i = 0; i < n_keys; i++)
-        put_u64(&w, keys[i]);
+    size_t cursor = 0;
+    uint64_t key;
+    while (sharc__keyset_next(held, &cursor, &key))
+        put_u64(&w, key);
     put_u64(&w, sampler_len);
     int rc = sharc__sampler_save(sampler, w.p + w.len, sampler_len);
     if (rc < 0)
         return rc;
     w.len += sampler_len;
-    put_u64(&w, (uint32_t)crc32(0L, w.p, (uInt)w.len));
+    put_u64(&w, 0); /* the CRC: sharc__resume_finish */
     *len = w.len;
     return 0;
 }
@@ -179,7 +189,7 @@ int sharc__resume_parse(sharc_reader *r, const uint8_t *blob, size_t len, sharc_
     rbuf rb = {blob, len - 8, 0, 0};
     if (get_u64(&rb) != (((uint64_t)STATE_VERSION << 32) | STATE_MAGIC))
         return bad_state(r, "not a sharc reader state, or an unsupported version");
-    if (get_u64(&rb) != sharc__resume_hash(r))
+    if (get_u64(&rb) != r->state_hash)
         return bad_state(r, "the state was saved with other shards or reader settings");
     out->next_step = get_u64(&rb);
     out->pos.epoch = get_u64(&rb);
@@ -215,11 +225,46 @@ uint64_t sharc__resume_key(const sharc__resume *s, size_t i)
     return load_u64(s->keys + 8 * i);
 }
 
-void sharc__resume_set_step(uint8_t *blob, size_t len, uint64_t step)
+/* Heapsort of n little-endian u64 at p, in place: no allocation, O(n log n). */
+static void sift_down(uint8_t *p, size_t root, size_t n)
 {
-    for (int i = 0; i < 8; i++)
-        blob[STEP_OFFSET + i] = (uint8_t)(step >> (8 * i));
-    uint64_t crc = (uint32_t)crc32(0L, blob, (uInt)(len - 8));
-    for (int i = 0; i < 8; i++)
-        blob[len - 8 + i] = (uint8_t)(crc >> (8 * i));
+    uint64_t v = load_u64(p + 8 * root);
+    for (;;) {
+        size_t child = 2 * root + 1;
+        if (child >= n)
+            break;
+        uint64_t c = load_u64(p + 8 * child);
+        if (child + 1 < n) {
+            uint64_t d = load_u64(p + 8 * (child + 1));
+            if (d > c) {
+                child++;
+                c = d;
+            }
+        }
+        if (c <= v)
+            break;
+        store_u64(p + 8 * root, c);
+        root = child;
+    }
+    store_u64(p + 8 * root, v);
+}
+
+static void sort_u64_le(uint8_t *p, size_t n)
+{
+    for (size_t i = n / 2; i-- > 0;)
+        sift_down(p, i, n);
+    for (size_t end = n; end-- > 1;) {
+        uint64_t top = load_u64(p);
+        store_u64(p, load_u64(p + 8 * end));
+        store_u64(p + 8 * end, top);
+        sift_down(p, 0, end);
+    }
+}
+
+void sharc__resume_finish(uint8_t *blob, size_t len, uint64_t step)
+{
+    store_u64(blob + STEP_OFFSET, step);
+    uint64_t n_keys = load_u64(blob + KEYS_OFFSET);
+    sort_u64_le(blob + KEYS_OFFSET + 8, (size_t)n_keys);
+    store_u64(blob + len - 8, (uint32_t)crc32(0L, blob, (uInt)(len - 8)));
 }

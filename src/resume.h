@@ -3,6 +3,10 @@
  * the shards and settings, the next step, the walk position, the counters, the sorted
  * keys of the cuts the sampler holds, the sampler's own blob, and a CRC-32 (zlib) of all
  * that precedes it.
+ *
+ * The pipeline writes a draft after every batch it plans (keys in any order, no CRC) and
+ * finishes one only when the caller saves it: sorting and checksumming are paid per save,
+ * not per batch.
  */
 #ifndef SHARC_SRC_RESUME_H
 #define SHARC_SRC_RESUME_H
@@ -10,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "keyset.h"
 #include "reader_impl.h"
 #include "sampler.h"
 
@@ -25,16 +30,18 @@ typedef struct sharc__resume {
 } sharc__resume;
 
 /** Hash of what a state depends on: shard names (not their directory), the walk and the
- *  decode settings. The sampler hashes its own settings. */
+ *  decode settings. The sampler hashes its own settings. O(shards): the reader keeps it
+ *  in r->state_hash. */
 uint64_t sharc__resume_hash(const sharc_reader *r);
 
 /**
- * Write a state into *buf, growing it (capacity *cap) with r's allocator.
+ * Write a draft state into *buf, growing it (capacity *cap) with r's allocator: the keys
+ * of `held` in the set's order and no checksum. sharc__resume_finish() makes it a state.
  * @return 0, SHARC_ERR(ENOMEM)
  */
 int sharc__resume_write(sharc_reader *r, uint8_t **buf, size_t *cap, size_t *len,
-                        uint64_t next_step, const sharc_reader_stats *stats, const uint64_t *keys,
-                        size_t n_keys, const sharc__sampler *sampler);
+                        uint64_t next_step, const sharc_reader_stats *stats,
+                        const sharc__keyset *held, const sharc__sampler *sampler);
 
 /**
  * Check and decode a blob for reader `r`.
@@ -44,7 +51,8 @@ int sharc__resume_parse(sharc_reader *r, const uint8_t *blob, size_t len, sharc_
 
 uint64_t sharc__resume_key(const sharc__resume *s, size_t i);
 
-/** Rewrite the next-step field of a blob (and its CRC). */
-void sharc__resume_set_step(uint8_t *blob, size_t len, uint64_t step);
+/** Finish a draft (or rewrite a state) of `len` bytes: set its next step, sort its keys
+ *  and write its CRC. */
+void sharc__resume_finish(uint8_t *blob, size_t len, uint64_t step);
 
 #endif /* SHARC_SRC_RESUME_H */
