@@ -3,6 +3,9 @@
 #
 #   cuts     sharc read's cut-level reader next to the floor (issue 2)
 #   batches  bucketed batches with --threads 1 and 2, each next to the floor (issue 3)
+#   pair     two `--threads 1` batch runs at once, on cores 0 and 1: what two cores give
+#            when nothing at all is shared but the machine (memory, caches), the ceiling
+#            against which to read the 2-thread figure
 #   lhotse   Lhotse's from_shar + DynamicBucketingSampler + collation, one thread (issue 3)
 #
 # For each codec (FLAC, WAV) it generates a Lhotse Shar corpus with sharc-gen (plain tars and
@@ -17,7 +20,8 @@
 #                      (default BUILD/bench-data)
 #   --out DIR          raw results, one JSON object per line (default BUILD/bench-results)
 #   --codec C          flac, wav or all (default all)
-#   --what W           cuts, batches, lhotse or all (default all); comma-separated list works
+#   --what W           cuts, batches, pair, lhotse or all (default all); comma-separated
+#                      list works
 #   --seconds S        timed window of every run (default 10)
 #   --repeat R         repetitions (default 3)
 #   --threads LIST     thread counts for batches, e.g. "1 2" (default "1 2")
@@ -35,7 +39,7 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 
-build="" data="" out="" codecs="flac wav" what="cuts,batches,lhotse" seconds=10 repeat=3
+build="" data="" out="" codecs="flac wav" what="cuts,batches,pair,lhotse" seconds=10 repeat=3
 threads="1 2" shards=16 cps=64 venv="" require_lhotse=0 pin_cores=1
 while [ $# -gt 0 ]; do
     case $1 in
@@ -43,7 +47,7 @@ while [ $# -gt 0 ]; do
     --data) data=$2 ;;
     --out) out=$2 ;;
     --codec) [ "$2" = all ] && codecs="flac wav" || codecs=$2 ;;
-    --what) [ "$2" = all ] && what="cuts,batches,lhotse" || what=$2 ;;
+    --what) [ "$2" = all ] && what="cuts,batches,pair,lhotse" || what=$2 ;;
     --seconds) seconds=$2 ;;
     --repeat) repeat=$2 ;;
     --threads) threads=$2 ;;
@@ -129,6 +133,41 @@ j.update(tag=sys.argv[2], codec=sys.argv[3], nthreads=int(sys.argv[4]), cmd=sys.
 print(json.dumps(j))' "$out/last.json" "$tag" "$codec" "$nthreads" "$*" >>"$results"
 }
 
+# run_pair CODEC CMD...: CMD twice at once, on cores 0 and 1; one JSON line with the sum.
+run_pair() {
+    codec=$1
+    shift
+    echo "  pair $codec: 2 x $*" >&2
+    pids=""
+    for core in 0 1; do
+        if command -v taskset >/dev/null 2>&1 && [ "$pin_cores" = 1 ]; then
+            taskset -c "$core" "$@" >"$out/pair$core.json" 2>"$out/pair$core.err" &
+        else
+            "$@" >"$out/pair$core.json" 2>"$out/pair$core.err" &
+        fi
+        pids="$pids $!"
+    done
+    failed=0
+    for pid in $pids; do wait "$pid" || failed=1; done
+    if [ $failed = 1 ]; then
+        echo "bench/run.sh: failed: $*" >&2
+        cat "$out/pair0.err" "$out/pair1.err" >&2
+        exit 1
+    fi
+    python3 -c 'import json,sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+j = {"tag": "pair", "codec": sys.argv[3], "nthreads": 2, "cmd": sys.argv[4],
+     "load_average": open("/proc/loadavg").read().split()[0], "processes": [a, b]}
+for k in ("audio_seconds_per_second", "cuts_per_second"):
+    j[k] = a[k] + b[k]
+j["cpu_seconds_per_audio_second"] = (
+    a["cpu_seconds_per_audio_second"] * a["audio_seconds_per_second"]
+    + b["cpu_seconds_per_audio_second"] * b["audio_seconds_per_second"]) / j["audio_seconds_per_second"]
+j["time_to_first_batch_s"] = max(a["time_to_first_batch_s"], b["time_to_first_batch_s"])
+j["peak_rss_bytes"] = a["peak_rss_bytes"] + b["peak_rss_bytes"]
+print(json.dumps(j))' "$out/pair0.json" "$out/pair1.json" "$codec" "$*" >>"$results"
+}
+
 # --epochs 0: the corpus repeats, so every window is as long as asked.
 common="--seconds $seconds --seed 0 --epochs 0"
 for codec in $codecs; do
@@ -153,6 +192,10 @@ for codec in $codecs; do
                 run batches "$codec" "$t" "$sharc" bench --floor --repeat 1 --threads "$t" \
                     --json --quiet $common $batching "$d"
             done
+        fi
+        if wants pair; then
+            run_pair "$codec" "$sharc" bench --repeat 1 --threads 1 --json --quiet $common \
+                $batching "$d"
         fi
         if [ -n "$lhotse_py" ]; then
             run lhotse "$codec" 1 "$lhotse_py" "$here/lhotse_bench.py" --in-dir "$d" \

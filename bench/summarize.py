@@ -39,12 +39,13 @@ def main():
     rows = []
     rate = {}
     cpu = {}
-    order = {"cuts": 0, "batches": 1, "lhotse": 2}
+    order = {"cuts": 0, "batches": 1, "pair": 2, "lhotse": 3}
     for (codec, tag, t), rs in sorted(runs.items(), key=lambda kv: (kv[0][0], order.get(
             kv[0][1], 3), kv[0][2])):
         r = {
             "codec": codec,
-            "run": f"{'sharc ' if tag != 'lhotse' else ''}{tag}, {t} thread{'s' if t > 1 else ''}",
+            "run": ("sharc batches, two 1-thread processes at once" if tag == "pair" else
+                    f"{'sharc ' if tag != 'lhotse' else ''}{tag}, {t} thread{'s' if t > 1 else ''}"),
             "n": len(rs),
             "audio": med([x["audio_seconds_per_second"] for x in rs]),
             "floor": med([x.get("floor_audio_seconds_per_second") for x in rs]),
@@ -96,6 +97,13 @@ def main():
         if rate.get((codec, "batches", 1)) and rate.get((codec, "batches", 2)):
             checks.append(("scaling", "sharc 2 threads / 1 thread",
                            rate[(codec, "batches", 2)] / rate[(codec, "batches", 1)]))
+        if rate.get((codec, "batches", 1)) and rate.get((codec, "pair", 2)):
+            # The same scaling with nothing shared but the machine: its ceiling here.
+            checks.append((None, "  two 1-thread processes / one",
+                           rate[(codec, "pair", 2)] / rate[(codec, "batches", 1)]))
+            if rate.get((codec, "batches", 2)):
+                checks.append((None, "  sharc 2 threads / the two processes",
+                               rate[(codec, "batches", 2)] / rate[(codec, "pair", 2)]))
         if rate.get((codec, "batches", 1)) and rate.get((codec, "lhotse", 1)):
             checks.append(("lhotse", "sharc / Lhotse, 1 thread",
                            rate[(codec, "batches", 1)] / rate[(codec, "lhotse", 1)]))
