@@ -129,8 +129,8 @@ run() {
     fi
     python3 -c 'import json,sys; j=json.load(open(sys.argv[1]))
 j.update(tag=sys.argv[2], codec=sys.argv[3], nthreads=int(sys.argv[4]), cmd=sys.argv[5],
-         load_average=open("/proc/loadavg").read().split()[0])
-print(json.dumps(j))' "$out/last.json" "$tag" "$codec" "$nthreads" "$*" >>"$results"
+         rep=int(sys.argv[6]), load_average=open("/proc/loadavg").read().split()[0])
+print(json.dumps(j))' "$out/last.json" "$tag" "$codec" "$nthreads" "$*" "$rep" >>"$results"
 }
 
 # run_pair CODEC CMD...: CMD twice at once, on cores 0 and 1; one JSON line with the sum.
@@ -156,7 +156,7 @@ run_pair() {
     fi
     python3 -c 'import json,sys
 a, b = (json.load(open(f)) for f in sys.argv[1:3])
-j = {"tag": "pair", "codec": sys.argv[3], "nthreads": 2, "cmd": sys.argv[4],
+j = {"tag": "pair", "codec": sys.argv[3], "nthreads": 2, "cmd": sys.argv[4], "rep": int(sys.argv[5]),
      "load_average": open("/proc/loadavg").read().split()[0], "processes": [a, b]}
 for k in ("audio_seconds_per_second", "cuts_per_second"):
     j[k] = a[k] + b[k]
@@ -165,7 +165,7 @@ j["cpu_seconds_per_audio_second"] = (
     + b["cpu_seconds_per_audio_second"] * b["audio_seconds_per_second"]) / j["audio_seconds_per_second"]
 j["time_to_first_batch_s"] = max(a["time_to_first_batch_s"], b["time_to_first_batch_s"])
 j["peak_rss_bytes"] = a["peak_rss_bytes"] + b["peak_rss_bytes"]
-print(json.dumps(j))' "$out/pair0.json" "$out/pair1.json" "$codec" "$*" >>"$results"
+print(json.dumps(j))' "$out/pair0.json" "$out/pair1.json" "$codec" "$*" "$rep" >>"$results"
 }
 
 # --epochs 0: the corpus repeats, so every window is as long as asked.

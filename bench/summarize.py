@@ -24,6 +24,18 @@ def med(xs):
     return statistics.median(xs) if xs else None
 
 
+def paired(runs, codec, a, b):
+    """Median over repetitions of run a's audio s/s over run b's in the same repetition.
+    Runs of one repetition are minutes apart at most, so this follows the machine's drift
+    better than a ratio of medians; None without repetition numbers."""
+    by_rep = defaultdict(dict)
+    for key in (a, b):
+        for x in runs.get((codec,) + key, []):
+            if "rep" in x:
+                by_rep[x["rep"]][key] = x["audio_seconds_per_second"]
+    return med([r[a] / r[b] for r in by_rep.values() if a in r and b in r])
+
+
 def fmt(v, spec):
     return "-" if v is None else format(v, spec)
 
@@ -87,23 +99,29 @@ def main():
                             enumerate(zip(line, w))))
 
     print()
-    print("Targets (issue 3):")
+    print("Targets (issue 3; ratios of runs in the same repetition, medians over them):")
     for codec in sorted({k[0] for k in runs}):
         checks = []
         b1 = next((r for r in rows
                    if r["codec"] == codec and r["run"] == "sharc batches, 1 thread"), None)
         if b1 and b1["ratio"] is not None:
             checks.append(("floor", "sharc batches 1 thread / floor", b1["ratio"]))
-        if rate.get((codec, "batches", 1)) and rate.get((codec, "batches", 2)):
-            checks.append(("scaling", "sharc 2 threads / 1 thread",
-                           rate[(codec, "batches", 2)] / rate[(codec, "batches", 1)]))
-        if rate.get((codec, "batches", 1)) and rate.get((codec, "pair", 2)):
+        # Ratios of runs made in the same repetition (see paired()), else of the medians.
+        def ratio(a, b):
+            p = paired(runs, codec, a, b)
+            if p is not None:
+                return p
+            ra, rb = rate.get((codec,) + a), rate.get((codec,) + b)
+            return ra / rb if ra and rb else None
+
+        one, two, pair = ("batches", 1), ("batches", 2), ("pair", 2)
+        if ratio(two, one) is not None:
+            checks.append(("scaling", "sharc 2 threads / 1 thread", ratio(two, one)))
+        if ratio(pair, one) is not None:
             # The same scaling with nothing shared but the machine: its ceiling here.
-            checks.append((None, "  two 1-thread processes / one",
-                           rate[(codec, "pair", 2)] / rate[(codec, "batches", 1)]))
-            if rate.get((codec, "batches", 2)):
-                checks.append((None, "  sharc 2 threads / the two processes",
-                               rate[(codec, "batches", 2)] / rate[(codec, "pair", 2)]))
+            checks.append((None, "  two 1-thread processes / one", ratio(pair, one)))
+        if ratio(two, pair) is not None:
+            checks.append((None, "  sharc 2 threads / the two processes", ratio(two, pair)))
         if rate.get((codec, "batches", 1)) and rate.get((codec, "lhotse", 1)):
             checks.append(("lhotse", "sharc / Lhotse, 1 thread",
                            rate[(codec, "batches", 1)] / rate[(codec, "lhotse", 1)]))
