@@ -420,12 +420,26 @@ const char *sharc__tar_path(const sharc__tar *t)
     return t->path;
 }
 
+static int is_ascii(const char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s >= 0x80)
+            return 0;
+    return 1;
+}
+
 static const char *entry_name(struct archive_entry *e)
 {
+    /* An ASCII name reads the same in every character set. Asking libarchive for the UTF-8
+     * form of a name it holds in the locale's form converts it, and libarchive 3.6 opens
+     * an iconv descriptor for every such call (measured: 2% of reading WAV shards). */
+    const char *mbs = archive_entry_pathname(e);
+    if (mbs && is_ascii(mbs))
+        return mbs;
     /* PAX names are UTF-8; the locale-dependent form is only a fallback for raw bytes. */
     const char *name = archive_entry_pathname_utf8(e);
     if (!name)
-        name = archive_entry_pathname(e);
+        name = mbs;
     return name ? name : "";
 }
 

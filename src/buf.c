@@ -87,6 +87,30 @@ void sharc__memcpy_stream(void *restrict dst, const void *restrict src, size_t n
     memcpy(dst, src, n);
 }
 
+void sharc__memzero_stream(void *dst, size_t n)
+{
+#if defined(__SSE2__)
+    if (n >= 4096) {
+        uint8_t *d = dst;
+        size_t head = (16 - ((uintptr_t)d & 15)) & 15;
+        memset(d, 0, head);
+        d += head;
+        n -= head;
+        __m128i z = _mm_setzero_si128();
+        for (; n >= 64; n -= 64, d += 64) {
+            _mm_stream_si128((__m128i *)(void *)d, z);
+            _mm_stream_si128((__m128i *)(void *)(d + 16), z);
+            _mm_stream_si128((__m128i *)(void *)(d + 32), z);
+            _mm_stream_si128((__m128i *)(void *)(d + 48), z);
+        }
+        memset(d, 0, n);
+        _mm_sfence();
+        return;
+    }
+#endif
+    memset(dst, 0, n);
+}
+
 void sharc__buf_free(sharc__ctx *ctx, sharc__buf *b)
 {
     sharc__free(ctx, b->data);

@@ -42,4 +42,7 @@ void sharc__buf_free(sharc__ctx *ctx, sharc__buf *b);
  */
 void sharc__memcpy_stream(void *restrict dst, const void *restrict src, size_t n);
 
+/** memset(dst, 0, n) the same way, for the padding of batch rows. */
+void sharc__memzero_stream(void *dst, size_t n);
+
 #endif /* SHARC_SRC_BUF_H */

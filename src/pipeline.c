@@ -15,6 +15,7 @@
 #include "batch.h"
 #include "reader_impl.h"
 #include "bcut.h"
+#include "buf.h"
 #include "keyset.h"
 #include "resume.h"
 #include "sampler.h"
@@ -414,8 +415,9 @@ static int decode_row(worker *w, slot *s, size_t i)
     if (rc < 0)
         return rc;
     size_t len = (size_t)b->job.num_samples;
+    /* The batch is read much later, after the batches planned ahead: stream the zeros. */
     if (len < (size_t)s->T)
-        memset(row + len, 0, ((size_t)s->T - len) * sizeof(float));
+        sharc__memzero_stream(row + len, ((size_t)s->T - len) * sizeof(float));
     return 0;
 }
 

@@ -107,6 +107,34 @@ START_TEST(open_error_is_the_calling_threads)
 }
 END_TEST
 
+/* The streaming copy and zero fill equal memcpy and memset at every size and alignment
+ * around their thresholds, and touch nothing outside the range. */
+START_TEST(stream_copy_and_zero_match_memcpy_and_memset)
+{
+    enum { CAP = (160 << 10) + 256 };
+    uint8_t *src = malloc(CAP), *got = malloc(CAP), *want = malloc(CAP);
+    ck_assert(src && got && want);
+    for (size_t i = 0; i < CAP; i++)
+        src[i] = (uint8_t)(i * 131 + 7);
+    const size_t sizes[] = {0, 1, 15, 63, 64, 4095, 4096, 4097, 65535, 65536, 65601, 160 << 10};
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+        for (size_t off = 0; off < 32; off += 7) {
+            size_t n = sizes[k];
+            memset(got, 0xAB, CAP);
+            memset(want, 0xAB, CAP);
+            sharc__memcpy_stream(got + off, src + 3, n);
+            memcpy(want + off, src + 3, n);
+            ck_assert_msg(memcmp(got, want, CAP) == 0, "copy: n %zu off %zu", n, off);
+            sharc__memzero_stream(got + off, n);
+            memset(want + off, 0, n);
+            ck_assert_msg(memcmp(got, want, CAP) == 0, "zero: n %zu off %zu", n, off);
+        }
+    free(src);
+    free(got);
+    free(want);
+}
+END_TEST
+
 static int alloc_budget;
 static void *limited_alloc(void *cookie, size_t size, size_t align)
 {
@@ -145,6 +173,7 @@ int main(void)
     tcase_add_test(tc, problem_names);
     tcase_add_test(tc, fail_sets_text_and_logs);
     tcase_add_test(tc, open_error_is_the_calling_threads);
+    tcase_add_test(tc, stream_copy_and_zero_match_memcpy_and_memset);
     tcase_add_test(tc, buf_grows_and_reports_allocation_failure);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
