@@ -3,6 +3,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 /* cJSON allocates with malloc; documents are parsed and freed within one call, so it
@@ -12,8 +13,15 @@ static cJSON *parse(sharc__ctx *ctx, const char *text, size_t len, int *rc)
 {
     cJSON *root = cJSON_ParseWithLength(text, len);
     if (!root) {
-        *rc = sharc__set_error(ctx, SHARC_ERR_JSON, "invalid JSON near byte %zu",
-                               cJSON_GetErrorPtr() ? (size_t)(cJSON_GetErrorPtr() - text) : 0);
+        /* cJSON keeps the error position in one global for all threads, and read-ahead
+         * lanes parse at the same time: use it only when it points into this text. */
+        const char *at = cJSON_GetErrorPtr();
+        uintptr_t lo = (uintptr_t)text, p = (uintptr_t)at;
+        if (at && p >= lo && p <= lo + len)
+            *rc = sharc__set_error(ctx, SHARC_ERR_JSON, "invalid JSON near byte %zu",
+                                   (size_t)(p - lo));
+        else
+            *rc = sharc__set_error(ctx, SHARC_ERR_JSON, "invalid JSON");
         return NULL;
     }
     if (!cJSON_IsObject(root)) {
