@@ -11,7 +11,8 @@
 # For each codec (FLAC, WAV) it generates a Lhotse Shar corpus with sharc-gen (plain tars and
 # JSONL, as Lhotse's SharWriter writes them), then runs each measurement --repeat times,
 # alternating the loaders within each repetition (sharc bench alternates with its floor
-# itself), and prints a table of medians and ratios. Raw JSON goes to the --out directory.
+# itself), and prints a table of medians and the target ratios (medians of the ratios within
+# each repetition, whose runs are seconds apart). Raw JSON goes to the --out directory.
 #
 # Usage: bench/run.sh [options]
 #   --build DIR        build directory with tools/sharc and testdata/sharc-gen (default: the
@@ -193,7 +194,7 @@ for codec in $codecs; do
                     --json --quiet $common $batching "$d"
             done
         fi
-        if wants pair; then
+        if wants pair && [ "$(nproc 2>/dev/null || echo 1)" -ge 2 ]; then
             run_pair "$codec" "$sharc" bench --repeat 1 --threads 1 --json --quiet $common \
                 $batching "$d"
         fi
