@@ -165,7 +165,7 @@ int sharc__resume_write(sharc_reader *r, uint8_t **buf, size_t *cap, size_t *len
     while (sharc__keyset_next(held, &cursor, &key))
         put_u64(&w, key);
     put_u64(&w, sampler_len);
-    int rc = sharc__sampler_save(sampler, w.p + w.len, sampler_len);
+    int rc = sharc__sampler_save_draft(sampler, w.p + w.len, sampler_len);
     if (rc < 0)
         return rc;
     w.len += sampler_len;
@@ -265,6 +265,9 @@ void sharc__resume_finish(uint8_t *blob, size_t len, uint64_t step)
 {
     store_u64(blob + STEP_OFFSET, step);
     uint64_t n_keys = load_u64(blob + KEYS_OFFSET);
-    sort_u64_le(blob + KEYS_OFFSET + 8, (size_t)n_keys);
+    uint8_t *keys = blob + KEYS_OFFSET + 8;
+    sort_u64_le(keys, (size_t)n_keys);
+    uint8_t *sampler = keys + 8 * n_keys + 8;
+    sharc__sampler_seal(sampler, (size_t)load_u64(sampler - 8));
     store_u64(blob + len - 8, (uint32_t)crc32(0L, blob, (uInt)(len - 8)));
 }

@@ -51,8 +51,8 @@ int sharc__resume_parse(sharc_reader *r, const uint8_t *blob, size_t len, sharc_
 
 uint64_t sharc__resume_key(const sharc__resume *s, size_t i);
 
-/** Finish a draft (or rewrite a state) of `len` bytes: set its next step, sort its keys
- *  and write its CRC. */
+/** Finish a draft (or rewrite a state) of `len` bytes: set its next step, sort its keys,
+ *  seal the sampler's blob and write the CRC. */
 void sharc__resume_finish(uint8_t *blob, size_t len, uint64_t step);
 
 #endif /* SHARC_SRC_RESUME_H */

@@ -789,16 +789,22 @@ typedef struct wr {
     unsigned char *p;
 } wr;
 
+/* Through a local pointer: stores through w->p itself could alias w->p, which keeps the
+ * compiler from merging the byte stores into one. */
 static void put_u32(wr *w, uint32_t v)
 {
+    unsigned char *p = w->p;
     for (int i = 0; i < 4; i++)
-        *w->p++ = (unsigned char)(v >> (8 * i));
+        p[i] = (unsigned char)(v >> (8 * i));
+    w->p = p + 4;
 }
 
 static void put_u64(wr *w, uint64_t v)
 {
+    unsigned char *p = w->p;
     for (int i = 0; i < 8; i++)
-        *w->p++ = (unsigned char)(v >> (8 * i));
+        p[i] = (unsigned char)(v >> (8 * i));
+    w->p = p + 8;
 }
 
 static uint32_t le32(const unsigned char *p)
@@ -871,6 +877,21 @@ static void put_item(wr *w, const sharc__sitem *it, uint32_t bucket_idx)
 
 int sharc__sampler_save(const sharc__sampler *s, void *buf, size_t cap)
 {
+    int rc = sharc__sampler_save_draft(s, buf, cap);
+    if (rc == 0)
+        sharc__sampler_seal(buf, sharc__sampler_state_size(s));
+    return rc;
+}
+
+void sharc__sampler_seal(void *blob, size_t len)
+{
+    unsigned char *b = blob;
+    wr w = {b + len - 4};
+    put_u32(&w, crc_of(b, len - 4));
+}
+
+int sharc__sampler_save_draft(const sharc__sampler *s, void *buf, size_t cap)
+{
     size_t size = sharc__sampler_state_size(s);
     if (cap < size)
         return sharc__set_error(s->ctx, SHARC_ERR(ENOSPC),
@@ -902,7 +923,7 @@ int sharc__sampler_save(const sharc__sampler *s, void *buf, size_t cap)
             put_item(&w, &s->items[slot], (uint32_t)b);
     if (s->has_pending)
         put_item(&w, &s->pending, NONE);
-    put_u32(&w, crc_of(buf, size - 4));
+    put_u32(&w, 0); /* the CRC: sharc__sampler_seal */
     return 0;
 }
 

@@ -171,6 +171,13 @@ size_t sharc__sampler_state_size(const sharc__sampler *s);
  */
 int sharc__sampler_save(const sharc__sampler *s, void *buf, size_t cap);
 
+/** sharc__sampler_save without the CRC, which sharc__sampler_seal() adds later (the
+ *  pipeline drafts a state per batch and seals only the ones it hands out). */
+int sharc__sampler_save_draft(const sharc__sampler *s, void *buf, size_t cap);
+
+/** Write the CRC of a drafted blob of `len` bytes. */
+void sharc__sampler_seal(void *blob, size_t len);
+
 /**
  * Create a sampler from a saved state, with the same settings as the saved one. Each
  * saved item is re-created through `src->reload` in saved order; then the sampler pulls
