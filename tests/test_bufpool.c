@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "bufpool.h"
+#include "testutil.h"
 
 START_TEST(takes_a_fitting_buffer)
 {
@@ -59,9 +60,5 @@ int main(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, takes_a_fitting_buffer);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tu_run_suite(s);
 }

@@ -176,9 +176,5 @@ int main(void)
     tcase_add_test(tc, stream_copy_and_zero_match_memcpy_and_memset);
     tcase_add_test(tc, buf_grows_and_reports_allocation_failure);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tu_run_suite(s);
 }

@@ -6,6 +6,7 @@
 
 #include "frame.h"
 #include "sharc/sharc.h"
+#include "testutil.h"
 
 #define CONTROL 4096
 
@@ -398,9 +399,5 @@ static Suite *frame_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(frame_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run_suite(frame_suite());
 }

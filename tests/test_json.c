@@ -8,6 +8,7 @@
 
 #include "cut.h"
 #include "json.h"
+#include "testutil.h"
 
 START_TEST(bad_json_names_the_byte)
 {
@@ -73,9 +74,5 @@ int main(void)
     tcase_add_test(tc, bad_json_names_the_byte);
     tcase_add_test(tc, error_positions_with_parsers_on_several_threads);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tu_run_suite(s);
 }

@@ -5,6 +5,7 @@
 
 #include "keyset.h"
 #include "rng.h"
+#include "testutil.h"
 
 START_TEST(matches_a_reference_under_churn)
 {
@@ -63,9 +64,5 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, matches_a_reference_under_churn);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tu_run_suite(s);
 }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "sharc/sharc.h"
+#include "testutil.h"
 
 START_TEST(dp2_cp2_on_four_ranks)
 {
@@ -165,9 +166,5 @@ static Suite *mesh_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(mesh_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run_suite(mesh_suite());
 }

@@ -533,9 +533,5 @@ int main(void)
     tcase_add_test(bad, layout_errors_at_open);
     tcase_add_test(bad, required_rate_and_length_mismatch);
     suite_add_tcase(s, bad);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tu_run_suite(s);
 }

@@ -1241,9 +1241,5 @@ int main(void)
     tcase_add_test(tc, small_and_empty_streams);
     tcase_add_test(tc, bad_settings_are_rejected);
     suite_add_tcase(su, tc);
-    SRunner *sr = srunner_create(su);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tu_run_suite(su);
 }

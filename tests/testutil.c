@@ -88,3 +88,12 @@ sharc_allocator tu_counting_allocator(int *counter)
     sharc_allocator a = {counter, counting_alloc, tu_free};
     return a;
 }
+
+int tu_run_suite(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -2,10 +2,14 @@
 #ifndef SHARC_TESTUTIL_H
 #define SHARC_TESTUTIL_H
 
+#include <check.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "sharc/common.h"
+
+/** Run a suite (each test forked, Check's default) and free it; the exit status for main(). */
+int tu_run_suite(Suite *s);
 
 /** Path of a file under testdata/ (from $SHARC_TESTDATA), in a static buffer per call slot. */
 const char *tu_testdata(const char *rel);
