@@ -131,8 +131,8 @@ int main(int argc, char **argv)
     sharc_loader *l = NULL;
     rc = sharc_loader_open(&l, &s);
     free(state);
-    if (rc < 0) { /* settings that do not fit together (also logged) */
-        fprintf(stderr, "rank %d: cannot open the loader: %s\n", rank, sharc_open_error());
+    if (rc < 0) { /* settings that do not fit together: the reason was logged */
+        fprintf(stderr, "rank %d: cannot open the loader: %s\n", rank, sharc_strerror(rc));
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
 
