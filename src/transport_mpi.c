@@ -158,8 +158,9 @@ int sharc_transport_mpi_split(sharc_transport **out, MPI_Comm parent, const shar
 }
 
 #if !SHARC_HAVE_NCCL
-int sharc__nccl_bootstrap_mpi(sharc_transport **out, MPI_Comm parent, const sharc_mesh *mesh,
-                              int device, const sharc_transport_settings *s)
+static int transport_nccl_bootstrap_mpi_impl(sharc_transport **out, MPI_Comm parent,
+                                             const sharc_mesh *mesh, int device,
+                                             const sharc_transport_settings *s)
 {
     sharc__ctx ctx;
     (void)parent;
@@ -169,13 +170,13 @@ int sharc__nccl_bootstrap_mpi(sharc_transport **out, MPI_Comm parent, const shar
     sharc__ctx_init(&ctx, s ? &s->allocator : NULL, s ? &s->logger : NULL);
     return sharc__fail(&ctx, SHARC_ERR_UNSUPPORTED, "sharc was built without NCCL");
 }
-#endif
 
 int sharc_transport_nccl_bootstrap_mpi(sharc_transport **out, MPI_Comm parent,
                                        const sharc_mesh *mesh, int device,
                                        const sharc_transport_settings *s)
 {
     sharc__open_begin();
-    return sharc__open_end(sharc__nccl_bootstrap_mpi(out, parent, mesh, device, s),
+    return sharc__open_end(transport_nccl_bootstrap_mpi_impl(out, parent, mesh, device, s),
                            "sharc_transport_nccl_bootstrap_mpi");
 }
+#endif

@@ -8,7 +8,6 @@
 
 #include "ctx.h"
 #include "sharc/mesh.h"
-#include "sharc/transport.h"
 
 /** Map an MPI return code to SHARC_ERR_MPI with MPI's own text, naming the call. */
 int sharc__mpi_check(sharc__ctx *ctx, int mpi_rc, const char *call);
@@ -20,12 +19,5 @@ int sharc__mpi_check(sharc__ctx *ctx, int mpi_rc, const char *call);
  * Collective over `parent`. The caller frees *out with MPI_Comm_free.
  */
 int sharc__mpi_split_group(sharc__ctx *ctx, MPI_Comm parent, const sharc_mesh *mesh, MPI_Comm *out);
-
-/**
- * sharc_transport_nccl_bootstrap_mpi without its sharc_open_error() bookkeeping: defined by
- * transport_nccl.c, or by transport_mpi.c as a stub that fails when sharc has no NCCL.
- */
-int sharc__nccl_bootstrap_mpi(sharc_transport **out, MPI_Comm parent, const sharc_mesh *mesh,
-                              int device, const sharc_transport_settings *s);
 
 #endif /* SHARC_SRC_TRANSPORT_MPI_H */

@@ -360,8 +360,9 @@ int sharc_transport_nccl_split(sharc_transport **out, ncclComm_t parent, int dev
 }
 
 #if SHARC_HAVE_MPI
-int sharc__nccl_bootstrap_mpi(sharc_transport **out, MPI_Comm parent, const sharc_mesh *mesh,
-                              int device, const sharc_transport_settings *s)
+static int transport_nccl_bootstrap_mpi_impl(sharc_transport **out, MPI_Comm parent,
+                                             const sharc_mesh *mesh, int device,
+                                             const sharc_transport_settings *s)
 {
     sharc__ctx ctx;
     sharc__ctx_init(&ctx, s ? &s->allocator : NULL, s ? &s->logger : NULL);
@@ -393,5 +394,14 @@ int sharc__nccl_bootstrap_mpi(sharc_transport **out, MPI_Comm parent, const shar
     if (rc < 0)
         return rc;
     return open_comm(out, comm, 1, device, s);
+}
+
+int sharc_transport_nccl_bootstrap_mpi(sharc_transport **out, MPI_Comm parent,
+                                       const sharc_mesh *mesh, int device,
+                                       const sharc_transport_settings *s)
+{
+    sharc__open_begin();
+    return sharc__open_end(transport_nccl_bootstrap_mpi_impl(out, parent, mesh, device, s),
+                           "sharc_transport_nccl_bootstrap_mpi");
 }
 #endif
