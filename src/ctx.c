@@ -126,18 +126,9 @@ static void vlog(sharc__ctx *ctx, sharc_log_level level, const char *fmt, va_lis
         ctx->log.callback(ctx->log.cookie, level, fmt, ap);
 }
 
-/* The last error logged on this thread, and the message of its last open (failed or not). */
-static _Thread_local char thread_failure[SHARC__ERRLEN];
-static _Thread_local char open_error[SHARC__ERRLEN];
-
 void sharc__log(sharc__ctx *ctx, sharc_log_level level, const char *fmt, ...)
 {
     va_list ap;
-    if (level == SHARC_LOG_ERROR) {
-        va_start(ap, fmt);
-        vsnprintf(thread_failure, sizeof thread_failure, fmt, ap);
-        va_end(ap);
-    }
     va_start(ap, fmt);
     vlog(ctx, level, fmt, ap);
     va_end(ap);
@@ -150,27 +141,6 @@ int sharc__set_error(sharc__ctx *ctx, int code, const char *fmt, ...)
     vsnprintf(ctx->error, sizeof ctx->error, fmt, ap);
     va_end(ap);
     return code;
-}
-
-void sharc__open_begin(void)
-{
-    thread_failure[0] = 0;
-}
-
-int sharc__open_end(int rc, const char *what)
-{
-    if (rc >= 0)
-        open_error[0] = 0;
-    else if (thread_failure[0])
-        memcpy(open_error, thread_failure, sizeof open_error);
-    else
-        snprintf(open_error, sizeof open_error, "%s: %s", what, sharc_strerror(rc));
-    return rc;
-}
-
-const char *sharc_open_error(void)
-{
-    return open_error;
 }
 
 int sharc__fail(sharc__ctx *ctx, int code, const char *fmt, ...)

@@ -49,15 +49,6 @@ int sharc__fail(sharc__ctx *ctx, int code, const char *fmt, ...)
 int sharc__fail_wrap(sharc__ctx *ctx, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/**
- * Public functions that create a handle call these around their work (see
- * sharc_open_error): the message of the last error logged on the calling thread (at
- * SHARC_LOG_ERROR, as sharc__fail does) after sharc__open_begin() becomes the open's message;
- * without one it is "`what`: " and the code's description. Returns `rc`.
- */
-void sharc__open_begin(void);
-int sharc__open_end(int rc, const char *what);
-
 /** Like sharc__fail_wrap but only sets the text (no log). */
 int sharc__wrap_error(sharc__ctx *ctx, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -84,7 +84,7 @@ static int check_reader_settings(const sharc_reader_settings *s, const char **wh
     return *why ? SHARC_ERR(EINVAL) : 0;
 }
 
-static int reader_open(sharc_reader **out, const sharc_reader_settings *s)
+int sharc_reader_open(sharc_reader **out, const sharc_reader_settings *s)
 {
     const char *why;
     if (!out)
@@ -98,12 +98,6 @@ static int reader_open(sharc_reader **out, const sharc_reader_settings *s)
         return sharc__fail(&ctx, SHARC_ERR(EINVAL), "invalid reader settings: %s", why);
     }
     return sharc__reader_open(out, s);
-}
-
-int sharc_reader_open(sharc_reader **out, const sharc_reader_settings *s)
-{
-    sharc__open_begin();
-    return sharc__open_end(reader_open(out, s), "sharc_reader_open");
 }
 
 int sharc_reader_next(sharc_reader *r, const sharc_cut **cut)

@@ -124,7 +124,7 @@ static int open_reader(sharc_loader *l, const sharc_loader_settings *s)
     return 0;
 }
 
-static int loader_open(sharc_loader **out, const sharc_loader_settings *s)
+int sharc_loader_open(sharc_loader **out, const sharc_loader_settings *s)
 {
     sharc__ctx boot;
     if (!out || !s) {
@@ -180,12 +180,6 @@ fail:
         sharc__fail(&boot, rc, "out of memory opening the loader");
     sharc_loader_close(&l);
     return rc;
-}
-
-int sharc_loader_open(sharc_loader **out, const sharc_loader_settings *s)
-{
-    sharc__open_begin();
-    return sharc__open_end(loader_open(out, s), "sharc_loader_open");
 }
 
 /* The stream has ended with `code`; the text stays in ctx.error for later calls. */

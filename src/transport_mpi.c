@@ -120,22 +120,15 @@ fail:
     return rc;
 }
 
-static int transport_mpi_open_impl(sharc_transport **out, MPI_Comm comm,
-                                   const sharc_transport_settings *s)
+int sharc_transport_mpi_open(sharc_transport **out, MPI_Comm comm,
+                             const sharc_transport_settings *s)
 {
     *out = NULL;
     return open_comm(out, comm, 0, s);
 }
 
-int sharc_transport_mpi_open(sharc_transport **out, MPI_Comm comm,
-                             const sharc_transport_settings *s)
-{
-    sharc__open_begin();
-    return sharc__open_end(transport_mpi_open_impl(out, comm, s), "sharc_transport_mpi_open");
-}
-
-static int transport_mpi_split_impl(sharc_transport **out, MPI_Comm parent, const sharc_mesh *mesh,
-                                    const sharc_transport_settings *s)
+int sharc_transport_mpi_split(sharc_transport **out, MPI_Comm parent, const sharc_mesh *mesh,
+                              const sharc_transport_settings *s)
 {
     sharc__ctx ctx;
     sharc__ctx_init(&ctx, s ? &s->allocator : NULL, s ? &s->logger : NULL);
@@ -149,18 +142,10 @@ static int transport_mpi_split_impl(sharc_transport **out, MPI_Comm parent, cons
     return open_comm(out, group, 1, s);
 }
 
-int sharc_transport_mpi_split(sharc_transport **out, MPI_Comm parent, const sharc_mesh *mesh,
-                              const sharc_transport_settings *s)
-{
-    sharc__open_begin();
-    return sharc__open_end(transport_mpi_split_impl(out, parent, mesh, s),
-                           "sharc_transport_mpi_split");
-}
-
 #if !SHARC_HAVE_NCCL
-static int transport_nccl_bootstrap_mpi_impl(sharc_transport **out, MPI_Comm parent,
-                                             const sharc_mesh *mesh, int device,
-                                             const sharc_transport_settings *s)
+int sharc_transport_nccl_bootstrap_mpi(sharc_transport **out, MPI_Comm parent,
+                                       const sharc_mesh *mesh, int device,
+                                       const sharc_transport_settings *s)
 {
     sharc__ctx ctx;
     (void)parent;
@@ -169,14 +154,5 @@ static int transport_nccl_bootstrap_mpi_impl(sharc_transport **out, MPI_Comm par
     *out = NULL;
     sharc__ctx_init(&ctx, s ? &s->allocator : NULL, s ? &s->logger : NULL);
     return sharc__fail(&ctx, SHARC_ERR_UNSUPPORTED, "sharc was built without NCCL");
-}
-
-int sharc_transport_nccl_bootstrap_mpi(sharc_transport **out, MPI_Comm parent,
-                                       const sharc_mesh *mesh, int device,
-                                       const sharc_transport_settings *s)
-{
-    sharc__open_begin();
-    return sharc__open_end(transport_nccl_bootstrap_mpi_impl(out, parent, mesh, device, s),
-                           "sharc_transport_nccl_bootstrap_mpi");
 }
 #endif

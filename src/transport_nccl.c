@@ -309,23 +309,15 @@ fail:
     return rc;
 }
 
-static int transport_nccl_open_impl(sharc_transport **out, ncclComm_t comm, int device,
-                                    const sharc_transport_settings *s)
+int sharc_transport_nccl_open(sharc_transport **out, ncclComm_t comm, int device,
+                              const sharc_transport_settings *s)
 {
     *out = NULL;
     return open_comm(out, comm, 0, device, s);
 }
 
-int sharc_transport_nccl_open(sharc_transport **out, ncclComm_t comm, int device,
-                              const sharc_transport_settings *s)
-{
-    sharc__open_begin();
-    return sharc__open_end(transport_nccl_open_impl(out, comm, device, s),
-                           "sharc_transport_nccl_open");
-}
-
-static int transport_nccl_split_impl(sharc_transport **out, ncclComm_t parent, int device,
-                                     const sharc_mesh *mesh, const sharc_transport_settings *s)
+int sharc_transport_nccl_split(sharc_transport **out, ncclComm_t parent, int device,
+                               const sharc_mesh *mesh, const sharc_transport_settings *s)
 {
     sharc__ctx ctx;
     sharc__ctx_init(&ctx, s ? &s->allocator : NULL, s ? &s->logger : NULL);
@@ -351,18 +343,10 @@ static int transport_nccl_split_impl(sharc_transport **out, ncclComm_t parent, i
     return open_comm(out, group, 1, device, s);
 }
 
-int sharc_transport_nccl_split(sharc_transport **out, ncclComm_t parent, int device,
-                               const sharc_mesh *mesh, const sharc_transport_settings *s)
-{
-    sharc__open_begin();
-    return sharc__open_end(transport_nccl_split_impl(out, parent, device, mesh, s),
-                           "sharc_transport_nccl_split");
-}
-
 #if SHARC_HAVE_MPI
-static int transport_nccl_bootstrap_mpi_impl(sharc_transport **out, MPI_Comm parent,
-                                             const sharc_mesh *mesh, int device,
-                                             const sharc_transport_settings *s)
+int sharc_transport_nccl_bootstrap_mpi(sharc_transport **out, MPI_Comm parent,
+                                       const sharc_mesh *mesh, int device,
+                                       const sharc_transport_settings *s)
 {
     sharc__ctx ctx;
     sharc__ctx_init(&ctx, s ? &s->allocator : NULL, s ? &s->logger : NULL);
@@ -394,14 +378,5 @@ static int transport_nccl_bootstrap_mpi_impl(sharc_transport **out, MPI_Comm par
     if (rc < 0)
         return rc;
     return open_comm(out, comm, 1, device, s);
-}
-
-int sharc_transport_nccl_bootstrap_mpi(sharc_transport **out, MPI_Comm parent,
-                                       const sharc_mesh *mesh, int device,
-                                       const sharc_transport_settings *s)
-{
-    sharc__open_begin();
-    return sharc__open_end(transport_nccl_bootstrap_mpi_impl(out, parent, mesh, device, s),
-                           "sharc_transport_nccl_bootstrap_mpi");
 }
 #endif

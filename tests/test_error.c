@@ -1,6 +1,5 @@
 #include <check.h>
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,55 +54,6 @@ START_TEST(fail_sets_text_and_logs)
     ck_assert_str_eq(last_log, "bad member a.flac");
     sharc__log(&ctx, SHARC_LOG_DEBUG, "dropped");
     ck_assert_int_eq(logged, 1);
-}
-END_TEST
-
-/* Open a reader on `path` with the logger off; return its result. */
-static int open_reader_at(const char *path)
-{
-    sharc_reader_settings s;
-    sharc_reader_default_settings(&s);
-    s.paths = &path;
-    s.n_paths = 1;
-    s.logger.callback = NULL;
-    sharc_reader *r = NULL;
-    int rc = sharc_reader_open(&r, &s);
-    sharc_reader_close(&r);
-    return rc;
-}
-
-static void *open_elsewhere(void *arg)
-{
-    char *text = arg;
-    int rc = open_reader_at("/nonexistent/sharc/other-thread");
-    snprintf(text, 1024, "%d %s", rc < 0, sharc_open_error());
-    return NULL;
-}
-
-START_TEST(open_error_is_the_calling_threads)
-{
-    ck_assert_str_eq(sharc_open_error(), "");
-    /* A failed open: its message, with the path, is kept for this thread. */
-    ck_assert_int_eq(open_reader_at("/nonexistent/sharc/this-thread"), SHARC_ERR(ENOENT));
-    char mine[1024];
-    snprintf(mine, sizeof mine, "%s", sharc_open_error());
-    ck_assert_msg(strstr(mine, "/nonexistent/sharc/this-thread"), "message: %s", mine);
-    /* Another thread's failed open has its own text and leaves this thread's alone. */
-    char theirs[1024] = "";
-    pthread_t t;
-    ck_assert_int_eq(pthread_create(&t, NULL, open_elsewhere, theirs), 0);
-    pthread_join(t, NULL);
-    ck_assert_msg(strncmp(theirs, "1 ", 2) == 0 && strstr(theirs, "other-thread"), "%s", theirs);
-    ck_assert_str_eq(sharc_open_error(), mine);
-    /* A failure without a logged message still gets one; a success clears it. */
-    sharc_reader_settings s;
-    sharc_reader_default_settings(&s);
-    ck_assert_int_eq(sharc_reader_open(NULL, &s), SHARC_ERR(EINVAL));
-    ck_assert_str_eq(sharc_open_error(), "sharc_reader_open: Invalid argument");
-    sharc_transport *self = NULL;
-    ck_assert_int_eq(sharc_transport_self_open(&self, NULL), 0);
-    ck_assert_str_eq(sharc_open_error(), "");
-    sharc_transport_close(&self);
 }
 END_TEST
 
@@ -172,7 +122,6 @@ int main(void)
     tcase_add_test(tc, strerror_covers_own_and_errno_codes);
     tcase_add_test(tc, problem_names);
     tcase_add_test(tc, fail_sets_text_and_logs);
-    tcase_add_test(tc, open_error_is_the_calling_threads);
     tcase_add_test(tc, stream_copy_and_zero_match_memcpy_and_memset);
     tcase_add_test(tc, buf_grows_and_reports_allocation_failure);
     suite_add_tcase(s, tc);

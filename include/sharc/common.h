@@ -65,15 +65,6 @@ enum sharc_error {
 SHARC_API const char *sharc_strerror(int code);
 
 /**
- * The message of the last call on the calling thread that creates a handle
- * (sharc_reader_open, sharc_loader_open, and the transports' _open, _split and
- * _bootstrap_mpi functions) if that call failed, or "" if it succeeded or none was made.
- * A failed open has no handle to hold its message; it is also logged.
- * @return the calling thread's own string, valid until its next such call; never NULL
- */
-SHARC_API const char *sharc_open_error(void);
-
-/**
  * The symbolic name of a result code ("SHARC_ERR_CORRUPT", "ENOMEM", "OK").
  * @return a static string; never NULL. Any thread may call it.
  */

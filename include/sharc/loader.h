@@ -105,8 +105,8 @@ SHARC_API void sharc_loader_default_settings(sharc_loader_settings *s);
  * @return 0; SHARC_ERR(EINVAL) when the settings do not fit together (a transport whose
  *         size or rank differs from the mesh's broadcast group, no transport for a group
  *         of several ranks, a dp_rank/dp_size that contradicts the mesh, a bad control
- *         block size or frame cap); SHARC_ERR(ENOMEM). The reason is logged and returned
- *         by sharc_open_error(), since no handle exists to hold it.
+ *         block size or frame cap); SHARC_ERR(ENOMEM). The reason is logged, since no
+ *         handle exists to hold it.
  */
 SHARC_API int sharc_loader_open(sharc_loader **out, const sharc_loader_settings *s);
 

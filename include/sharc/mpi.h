@@ -20,7 +20,7 @@ extern "C" {
  * sharc_transport_close(). Host memory only. MPI errors on `comm` follow the error handler
  * the caller set on it (MPI's default aborts the job); split communicators return errors.
  * @param s settings, or NULL for the defaults
- * @return 0, SHARC_ERR_MPI (text in the log and sharc_open_error()), SHARC_ERR(ENOMEM)
+ * @return 0, SHARC_ERR_MPI (text in the log), SHARC_ERR(ENOMEM)
  */
 SHARC_API int sharc_transport_mpi_open(sharc_transport **out, MPI_Comm comm,
                                        const sharc_transport_settings *s);

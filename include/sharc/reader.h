@@ -203,7 +203,7 @@ SHARC_API void sharc_reader_default_settings(sharc_reader_settings *s);
  * @param out receives the reader; set to NULL on failure
  * @return 0, SHARC_ERR(EINVAL) for bad settings, SHARC_ERR_FORMAT when no shards or an
  *         unknown layout are found, SHARC_ERR(ENOMEM). The message of a failed open is
- *         logged and returned by sharc_open_error(), since there is no handle to hold it.
+ *         logged, since there is no handle to hold it.
  * Settings strings are copied; the caller keeps ownership of `s`.
  */
 SHARC_API int sharc_reader_open(sharc_reader **out, const sharc_reader_settings *s);

@@ -4,8 +4,7 @@
  * A transport spans exactly one broadcast group; its rank 0 is the group's source. The
  * constructors live with their dependency: sharc_transport_self_open() here,
  * sharc_transport_mpi_open()/_split() in sharc/mpi.h, sharc_transport_nccl_open()/_split()
- * in sharc/cuda.h. A constructor that fails logs why; sharc_open_error() returns the same
- * text on the calling thread.
+ * in sharc/cuda.h.
  */
 #ifndef SHARC_TRANSPORT_H
 #define SHARC_TRANSPORT_H
