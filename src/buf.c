@@ -87,10 +87,13 @@ void sharc__memcpy_stream(void *restrict dst, const void *restrict src, size_t n
     memcpy(dst, src, n);
 }
 
+/* Zeros are only ever written into batches read much later: stream all but tiny fills. */
+#define ZERO_STREAM_MIN_BYTES 4096u
+
 void sharc__memzero_stream(void *dst, size_t n)
 {
 #if defined(__SSE2__)
-    if (n >= 4096) {
+    if (n >= ZERO_STREAM_MIN_BYTES) {
         uint8_t *d = dst;
         size_t head = (16 - ((uintptr_t)d & 15)) & 15;
         memset(d, 0, head);

@@ -190,10 +190,7 @@ static int nemo_open(sharc__stream **out, sharc__ctx *ctx, const sharc__shard *s
     s->opts = o;
     if ((rc = load_rows(s, err)) < 0)
         goto fail;
-    rc = sharc__tar_open(&s->tar, ctx, shard->audio_path, o->max_member_bytes);
-    if (rc == 0 && o->pool)
-        sharc__tar_set_pool(s->tar, o->pool);
-    if (rc < 0) {
+    if ((rc = sharc__stream_open_audio_tar(&s->tar, ctx, shard->audio_path, o)) < 0) {
         sharc__stream_fail(ctx, err, rc, sharc__problem_of(rc), 1, shard->audio_path, NULL, NULL);
         goto fail;
     }

@@ -65,7 +65,6 @@ struct sharc__pipeline {
     int planner_started;
     worker *workers;
     int n_workers;
-    int n_lanes; ///< read-ahead threads (0: the planner reads)
     slot *slots;
     size_t n_slots;
     uint64_t planned, consumed;
@@ -854,12 +853,11 @@ int sharc__pipeline_start(sharc_reader *r)
     int rc = (p->slots && p->workers) ? 0 : SHARC_ERR(ENOMEM);
     /* Shards are read ahead when there are threads to spare: the walk alone would cap
      * the pipeline at one core's worth of reading (measured: WAV with 2 threads). */
-    p->n_lanes = p->n_workers < SHARC__MAX_LANES ? p->n_workers : SHARC__MAX_LANES;
+    int n_lanes = p->n_workers < SHARC__MAX_LANES ? p->n_workers : SHARC__MAX_LANES;
     if (p->n_workers < 2 || r->s.read_ahead_bytes == 0)
-        p->n_lanes = 0;
-    if (rc == 0 && p->n_lanes > 0)
-        rc = sharc__reader_readahead_start(r, p->n_lanes,
-                                           r->s.read_ahead_bytes / (uint64_t)p->n_lanes);
+        n_lanes = 0;
+    if (rc == 0 && n_lanes > 0)
+        rc = sharc__reader_readahead_start(r, n_lanes, r->s.read_ahead_bytes / (uint64_t)n_lanes);
     if (rc == 0)
         rc = sharc__batch_pool_create(&p->pool, &r->ctx, p->n_slots + (size_t)r->s.max_held_batches,
                                       NULL);

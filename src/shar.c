@@ -71,10 +71,8 @@ static int shar_open(sharc__stream **out, sharc__ctx *ctx, const sharc__shard *s
     if ((rc = sharc__lines_open(&s->cuts, ctx, path, o->max_line_bytes)) < 0)
         goto fail_path;
     path = shard->audio_path;
-    if ((rc = sharc__tar_open(&s->rec, ctx, path, o->max_member_bytes)) < 0)
+    if ((rc = sharc__stream_open_audio_tar(&s->rec, ctx, path, o)) < 0)
         goto fail_path;
-    if (o->pool)
-        sharc__tar_set_pool(s->rec, o->pool);
     for (size_t i = 0; i < shard->n_fields; i++) {
         shar_field_stream *f = &s->fields[s->n_fields++];
         f->def = &shard->fields[i];

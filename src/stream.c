@@ -2,6 +2,17 @@
 
 #include <string.h>
 
+#include "archive.h"
+
+int sharc__stream_open_audio_tar(sharc__tar **t, sharc__ctx *ctx, const char *path,
+                                 const sharc__stream_opts *o)
+{
+    int rc = sharc__tar_open(t, ctx, path, o->max_member_bytes);
+    if (rc == 0)
+        sharc__tar_set_pool(*t, o->pool);
+    return rc;
+}
+
 void sharc__stream_error_reset(sharc__stream_error *err)
 {
     err->kind = SHARC_PROBLEM_COUNT;

@@ -40,6 +40,13 @@ extern const sharc__stream_ops sharc__shar_ops;
 extern const sharc__stream_ops sharc__nemo_ops;
 extern const sharc__stream_ops sharc__wds_ops;
 
+struct sharc__tar;
+
+/** Open a shard's audio tar as every stream does: with the member cap of `o`, and in batch
+ *  mode reading members into buffers from `o->pool`. @return as sharc__tar_open() */
+int sharc__stream_open_audio_tar(struct sharc__tar **t, sharc__ctx *ctx, const char *path,
+                                 const sharc__stream_opts *o);
+
 /** Forget the last failure (kind SHARC_PROBLEM_COUNT: none), keeping the buffers. */
 void sharc__stream_error_reset(sharc__stream_error *err);
 

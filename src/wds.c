@@ -56,9 +56,7 @@ static int wds_open(sharc__stream **out, sharc__ctx *ctx, const sharc__shard *sh
         return SHARC_ERR(ENOMEM);
     s->ctx = ctx;
     s->shard = shard;
-    int rc = sharc__tar_open(&s->tar, ctx, shard->audio_path, o->max_member_bytes);
-    if (rc == 0 && o->pool)
-        sharc__tar_set_pool(s->tar, o->pool);
+    int rc = sharc__stream_open_audio_tar(&s->tar, ctx, shard->audio_path, o);
     if (rc < 0) {
         sharc__stream_fail(ctx, err, rc, sharc__problem_of(rc), 1, shard->audio_path, NULL, NULL);
         wds_close(&s);
