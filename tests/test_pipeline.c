@@ -58,12 +58,19 @@ static void make_corpus(void)
     corpus_cuts = 120;
 }
 
-static void settings_for(sharc_reader_settings *s, const char **paths, int threads, int prefetch)
+/* Defaults, reading the one directory paths[0], logger off. */
+static void settings_on(sharc_reader_settings *s, const char **paths)
 {
     sharc_reader_default_settings(s);
-    paths[0] = corpus_path;
     s->paths = paths;
     s->n_paths = 1;
+    s->logger.callback = NULL;
+}
+
+static void settings_for(sharc_reader_settings *s, const char **paths, int threads, int prefetch)
+{
+    paths[0] = corpus_path;
+    settings_on(s, paths);
     s->seed = 3;
     s->n_threads = threads;
     s->prefetch = prefetch;
@@ -71,7 +78,6 @@ static void settings_for(sharc_reader_settings *s, const char **paths, int threa
     s->sampler.num_buckets = 4;
     s->sampler.buffer_size = 30;
     s->sampler.num_cuts_for_bins_estimate = 30;
-    s->logger.callback = NULL;
 }
 
 /* A batch's fingerprint: its ids and the CRC-32 of its padded audio. */
@@ -401,12 +407,9 @@ START_TEST(every_layout_in_batches)
         free(text);
         const char *paths[] = {path};
         sharc_reader_settings s;
-        sharc_reader_default_settings(&s);
-        s.paths = paths;
-        s.n_paths = 1;
+        settings_on(&s, paths);
         s.n_threads = 2;
         s.sampler.max_duration = 15;
-        s.logger.callback = NULL;
         sharc_reader *r;
         sharc_batch *b;
         int rc, seen[64] = {0};
@@ -474,12 +477,9 @@ START_TEST(decode_errors_under_both_policies)
     snprintf(path, sizeof path, "%s/shar", dir);
     const char *paths[] = {path};
     sharc_reader_settings s;
-    sharc_reader_default_settings(&s);
-    s.paths = paths;
-    s.n_paths = 1;
+    settings_on(&s, paths);
     s.n_threads = 2;
     s.sampler.max_duration = 12;
-    s.logger.callback = NULL;
     s.on_problem = count_problem;
     sharc_reader *r;
     sharc_batch *b;
@@ -611,14 +611,11 @@ START_TEST(read_ahead_keeps_order_with_problems)
     static char ref_p[MAX_SEEN][600], got_p[MAX_SEEN][600];
     for (int dp = 0; dp < 2; dp++) {
         sharc_reader_settings s;
-        sharc_reader_default_settings(&s);
-        s.paths = paths;
-        s.n_paths = 1;
+        settings_on(&s, paths);
         s.seed = 11;
         s.epochs = 3;
         s.on_error = SHARC_ON_ERROR_SKIP;
         s.on_problem = record_problem;
-        s.logger.callback = NULL;
         s.sampler.max_duration = 10;
         s.sampler.buffer_size = 12;
         s.sampler.num_cuts_for_bins_estimate = 20;
@@ -673,12 +670,9 @@ START_TEST(read_ahead_over_full_queues)
     const char *paths[] = {path};
     static print ref[512], got[512];
     sharc_reader_settings s;
-    sharc_reader_default_settings(&s);
-    s.paths = paths;
-    s.n_paths = 1;
+    settings_on(&s, paths);
     s.seed = 4;
     s.epochs = 2;
-    s.logger.callback = NULL;
     s.sampler.max_duration = 6;
     s.sampler.buffer_size = 40;
     s.sampler.num_cuts_for_bins_estimate = 100;
