@@ -15,6 +15,9 @@
 
 /* libarchive reads the file in blocks of this size; large blocks keep syscalls off the hot path. */
 #define READ_BLOCK (1u << 20)
+/* With payloads left in the file (lazy members), reads are small: they fetch headers and
+ * metadata members, and every byte of a skipped payload they read is a wasted copy. */
+#define LAZY_READ_BLOCK (16u << 10)
 /* First size of the line buffer; it grows (doubling) up to about twice the line cap. */
 #define LINE_BUF_INITIAL (64u << 10)
 #define MEMORY_PATH      "<memory>"
@@ -33,6 +36,8 @@ typedef struct source {
     const char *path;
     int fd;              ///< -1 for memory
     int seekable;        ///< a regular file: payloads of a plain tar are skipped with lseek
+    uint64_t file_size;  ///< when seekable
+    int small_reads;     ///< plain tars are read LAZY_READ_BLOCK bytes at a time
     uint8_t *in;         ///< READ_BLOCK bytes read from fd (NULL for memory)
     uint8_t *out;        ///< READ_BLOCK inflated bytes (gzip only)
     const uint8_t *next; ///< unread input, `avail` bytes
@@ -52,6 +57,7 @@ struct sharc__tar {
     uint64_t next_index;
     sharc__buf last_name; ///< the last regular member, to place header errors
     sharc__bufpool *pool; ///< where member buffers come from, or NULL
+    int lazy;             ///< payloads of a plain tar file are left in the file
     int status;           ///< 0 while readable, then SHARC_END or the (sticky) error
 };
 
@@ -164,10 +170,13 @@ static int src_fill(source *s, struct archive *a)
     if (s->avail && s->next != s->in)
         memmove(s->in, s->next, s->avail);
     s->next = s->in;
+    size_t want = s->small_reads && s->mode == SRC_PLAIN && s->avail < LAZY_READ_BLOCK
+                      ? LAZY_READ_BLOCK
+                      : READ_BLOCK;
     ssize_t n;
     double t0 = sharc__now_s();
     do
-        n = read(s->fd, s->in + s->avail, READ_BLOCK - s->avail);
+        n = read(s->fd, s->in + s->avail, want - s->avail);
     while (n < 0 && errno == EINTR);
     /* Benchmarks split reading from decompression with this. */
     s->ctx->io_seconds += sharc__now_s() - t0;
@@ -384,6 +393,7 @@ int sharc__tar_open(sharc__tar **out, sharc__ctx *ctx, const char *path, uint64_
                          path);
         goto fail;
     }
+    t->src.file_size = size > 0 ? (uint64_t)size : 0;
     LA_TRY(ctx, t->a, src_open(&t->src, t->a, ctx, t->path, fd, size > 0, NULL, 0),
            SHARC_ERR_CORRUPT, "%s: cannot read as a tar archive", path);
     *out = t;
@@ -471,6 +481,8 @@ static int next_regular(sharc__tar *t, sharc__member *m, struct archive_entry **
             (rc = sharc__buf_set_str(t->ctx, &t->last_name, name)) < 0)
             return sharc__fail(t->ctx, rc, "%s: out of memory for member name", t->path);
         m->index = t->next_index++;
+        m->size = 0;
+        m->in_file = 0;
         sharc__buf_clear(&m->data);
         return 0;
     }
@@ -489,6 +501,22 @@ static int read_payload(sharc__tar *t, sharc__member *m, struct archive_entry *e
                                 "%s: member '%s' is %llu bytes, over the cap of %llu bytes",
                                 t->path, name, (unsigned long long)size,
                                 (unsigned long long)t->max_member_bytes);
+    m->size = size;
+    if (t->lazy && t->src.mode == SRC_PLAIN && t->src.seekable &&
+        archive_entry_sparse_count(e) == 0) {
+        /* The payload starts where libarchive stopped consuming: right after the header(s). */
+        la_int64_t at = archive_filter_bytes(t->a, 0);
+        if (at < 0 || (uint64_t)at > t->src.file_size || size > t->src.file_size - (uint64_t)at)
+            return sharc__fail(t->ctx, SHARC_ERR_CORRUPT,
+                               "%s: member '%s' ends after %llu of its %llu bytes", t->path, name,
+                               (unsigned long long)(at < 0 || (uint64_t)at > t->src.file_size
+                                                        ? 0
+                                                        : t->src.file_size - (uint64_t)at),
+                               (unsigned long long)size);
+        m->at = (uint64_t)at;
+        m->in_file = 1;
+        return 0; /* the next header skips the payload (with lseek) */
+    }
     if (t->pool && !sharc__bufpool_fits(m->data.cap, (size_t)size))
         sharc__bufpool_take(t->pool, (size_t)size, &m->data);
     int rc = sharc__buf_reserve(t->ctx, &m->data, (size_t)size);
@@ -552,6 +580,14 @@ int sharc__tar_next(sharc__tar *t, sharc__member *m)
     return tar_step(t, m, 1, NULL);
 }
 
+int sharc__tar_next_lazy(sharc__tar *t, sharc__member *m)
+{
+    t->lazy = 1;
+    int rc = tar_step(t, m, 1, NULL);
+    t->lazy = 0;
+    return rc;
+}
+
 int sharc__tar_next_header(sharc__tar *t, sharc__member *m, uint64_t *size)
 {
     return tar_step(t, m, 0, size);
@@ -560,6 +596,11 @@ int sharc__tar_next_header(sharc__tar *t, sharc__member *m, uint64_t *size)
 void sharc__tar_set_pool(sharc__tar *t, sharc__bufpool *pool)
 {
     t->pool = pool;
+}
+
+void sharc__tar_set_small_reads(sharc__tar *t)
+{
+    t->src.small_reads = 1;
 }
 
 uint64_t sharc__tar_bytes_read(const sharc__tar *t)

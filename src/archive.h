@@ -22,6 +22,9 @@ typedef struct sharc__member {
     sharc__buf name; ///< full member path inside the archive (PAX/GNU long names resolved)
     sharc__buf data; ///< the member's bytes (NUL-terminated past len, for JSON parsing)
     uint64_t index;  ///< 0-based index among the regular members returned so far
+    uint64_t size;   ///< payload bytes
+    int in_file;     ///< the payload was left in the file (sharc__tar_next_lazy), at byte `at`
+    uint64_t at;
 } sharc__member;
 
 /**
@@ -63,6 +66,14 @@ const char *sharc__tar_path(const sharc__tar *t);
 int sharc__tar_next(sharc__tar *t, sharc__member *m);
 
 /**
+ * Like sharc__tar_next, but when the archive is an uncompressed regular file the payload
+ * is left there: m->data is empty, m->in_file is set and m->at, m->size say where it is (read it
+ * later with sharc__fetch). Otherwise (compressed, a pipe, memory, a sparse member) as
+ * sharc__tar_next, with m->in_file = 0. The cap on member size applies either way.
+ */
+int sharc__tar_next_lazy(sharc__tar *t, sharc__member *m);
+
+/**
  * Like sharc__tar_next but only reads the header: m->data is left empty and the payload is
  * skipped by the following call. No cap applies (nothing is allocated).
  * @param size receives the member's declared size when not NULL
@@ -73,6 +84,10 @@ struct sharc__bufpool;
 
 /** Take member buffers from `pool` (sized to fit each member) instead of growing one. */
 void sharc__tar_set_pool(sharc__tar *t, struct sharc__bufpool *pool);
+
+/** Read the file in small blocks: for archives whose big payloads are mostly left in the
+ *  file (sharc__tar_next_lazy), so that skipping them with lseek saves their copy. */
+void sharc__tar_set_small_reads(sharc__tar *t);
 
 /** Bytes of compressed input consumed so far (for progress and benchmarks). */
 uint64_t sharc__tar_bytes_read(const sharc__tar *t);

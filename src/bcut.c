@@ -57,8 +57,10 @@ int sharc__bcut_from_raw(sharc__bufpool *pool, sharc__rawcut *c, sharc__bcut **o
     b->language = put_str(&q, &c->language, c->has_language);
     b->audio = c->audio; /* taken over, not copied */
     memset(&c->audio, 0, sizeof c->audio);
-    b->job.audio = b->audio.data;
-    b->job.audio_len = b->audio.len;
+    b->job.audio = c->audio_in_file ? NULL : b->audio.data;
+    b->job.audio_len = c->audio_in_file ? (size_t)c->audio_size : b->audio.len;
+    b->job.in_file = c->audio_in_file;
+    b->job.at = c->audio_at;
     b->job.sampling_rate = c->sampling_rate;
     b->job.channels = c->channels;
     b->job.num_samples = c->num_samples;
@@ -71,7 +73,7 @@ int sharc__bcut_from_raw(sharc__bufpool *pool, sharc__rawcut *c, sharc__bcut **o
 
 uint64_t sharc__bcut_bytes(const sharc__bcut *b)
 {
-    return b->block_bytes + b->audio.len;
+    return b->block_bytes + b->job.audio_len;
 }
 
 void sharc__bcut_free(sharc__bufpool *pool, sharc__bcut *b)

@@ -9,6 +9,7 @@ void sharc__rawcut_reset(sharc__rawcut *c)
     sharc__buf_clear(&c->json);
     sharc__buf_clear(&c->member);
     sharc__buf_clear(&c->audio);
+    c->audio_in_file = 0;
     c->has_text = c->has_speaker = c->has_language = 0;
     c->duration = 0;
     c->offset = 0;

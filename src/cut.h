@@ -28,10 +28,13 @@ typedef struct sharc__rawcut {
     sharc__buf speaker;  ///< first supervision's speaker
     sharc__buf language; ///< first supervision's language
     int has_text, has_speaker, has_language;
-    sharc__buf json;     ///< raw metadata line
-    sharc__buf member;   ///< audio member name
-    const char *shard;   ///< audio archive path, owned by the dataset
-    sharc__buf audio;    ///< encoded audio bytes
+    sharc__buf json;   ///< raw metadata line
+    sharc__buf member; ///< audio member name
+    const char *shard; ///< audio archive path, owned by the dataset
+    sharc__buf audio;  ///< encoded audio bytes (empty when left in the file)
+    int audio_in_file; ///< the audio was left in `shard` (lazy member): audio_size bytes
+    uint64_t audio_at; ///< at this offset
+    uint64_t audio_size;
     double duration;     ///< seconds, from metadata
     double offset;       ///< seconds into the member where the cut starts
     int window;          ///< duration is a window into a longer member (NeMo offset rows)

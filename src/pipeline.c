@@ -16,6 +16,7 @@
 #include "reader_impl.h"
 #include "bcut.h"
 #include "buf.h"
+#include "fetch.h"
 #include "keyset.h"
 #include "resume.h"
 #include "sampler.h"
@@ -51,6 +52,7 @@ typedef struct worker {
     struct sharc__pipeline *p;
     sharc__ctx ctx; ///< own error text
     sharc__stream_error err;
+    sharc__fetcher fetch; ///< audio left in shard files
     pthread_t thread;
     int started;
 } worker;
@@ -410,7 +412,14 @@ static int decode_row(worker *w, slot *s, size_t i)
         return sharc__stream_fail(&w->ctx, &w->err, rc, SHARC_PROBLEM_AUDIO_FORMAT, 0, b->job.shard,
                                   b->job.member, b->job.id);
     }
-    rc = sharc__reader_decode(p->r, &w->ctx, &b->job, row, (size_t)s->T, &channels, &w->err);
+    sharc__decode_job job = b->job;
+    if (job.in_file &&
+        (rc = sharc__fetch(&w->fetch, &w->ctx, job.shard, job.at, job.audio_len, &job.audio)) < 0) {
+        sharc__wrap_error(&w->ctx, rc, "%s member %s (cut %s)", job.shard, job.member, job.id);
+        return sharc__stream_fail(&w->ctx, &w->err, rc, SHARC_PROBLEM_ARCHIVE, 0, job.shard,
+                                  job.member, job.id);
+    }
+    rc = sharc__reader_decode(p->r, &w->ctx, &job, row, (size_t)s->T, &channels, &w->err);
     if (rc < 0)
         return rc;
     size_t len = (size_t)b->job.num_samples;
@@ -806,15 +815,17 @@ void sharc__pipeline_stop(sharc_reader *r)
     }
     sharc__sampler_close(&p->sampler);
     sharc__batch_pool_destroy(&p->pool);
-    for (int i = 0; i < p->n_workers; i++) {
+    for (int i = 0; p->workers && i < p->n_workers; i++) {
         sharc__buf_free(&r->ctx, &p->workers[i].err.member);
         sharc__buf_free(&r->ctx, &p->workers[i].err.cut_id);
+        sharc__fetcher_free(&p->workers[i].fetch, &r->ctx);
     }
     sharc__free(&r->ctx, p->workers);
     sharc__free(&r->ctx, p->slots);
     sharc__keyset_free(&r->ctx, &p->held);
     sharc__free(&r->ctx, p->last_state);
     r->sopts.pool = NULL;
+    r->sopts.lazy_audio = 0;
     sharc__bufpool_destroy(&p->bufs);
     r->report_lock = NULL;
     pthread_cond_destroy(&p->cv);
@@ -839,6 +850,7 @@ int sharc__pipeline_start(sharc_reader *r)
     pthread_mutex_init(&p->mu, NULL);
     sharc__bufpool_init(&p->bufs, &r->ctx);
     r->sopts.pool = &p->bufs;
+    r->sopts.lazy_audio = 1;
     pthread_cond_init(&p->cv, NULL);
     r->report_lock = &p->mu;
     p->n_workers = r->s.n_threads > 0 ? r->s.n_threads : online_cores();
@@ -851,6 +863,8 @@ int sharc__pipeline_start(sharc_reader *r)
     p->slots = sharc__calloc(&r->ctx, p->n_slots, sizeof *p->slots);
     p->workers = sharc__calloc(&r->ctx, (size_t)p->n_workers, sizeof *p->workers);
     int rc = (p->slots && p->workers) ? 0 : SHARC_ERR(ENOMEM);
+    for (int i = 0; p->workers && i < p->n_workers; i++)
+        sharc__fetcher_init(&p->workers[i].fetch);
     /* Shards are read ahead when there are threads to spare: the walk alone would cap
      * the pipeline at one core's worth of reading (measured: WAV with 2 threads). */
     int n_lanes = p->n_workers < SHARC__MAX_LANES ? p->n_workers : SHARC__MAX_LANES;

@@ -52,7 +52,7 @@ struct sharc__readahead {
 
 static uint64_t entry_bytes(const sharc__rawcut *c)
 {
-    uint64_t n = c->audio.len + c->json.len;
+    uint64_t n = c->audio.len + (c->audio_in_file ? c->audio_size : 0) + c->json.len;
     for (size_t i = 0; i < c->n_fields; i++)
         n += c->fields[i].data.len;
     return n;

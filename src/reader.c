@@ -176,6 +176,7 @@ int sharc__reader_open(sharc_reader **out, const sharc_reader_settings *s)
     if (!r)
         return SHARC_ERR(ENOMEM);
     r->ctx = boot;
+    sharc__fetcher_init(&r->fetch);
     int rc = copy_settings(r, s);
     if (rc < 0)
         goto fail;
@@ -226,6 +227,7 @@ void sharc__reader_close(sharc_reader **rp)
     sharc__rawcut_free(ctx, &r->raw);
     sharc__buf_free(ctx, &r->err.member);
     sharc__buf_free(ctx, &r->err.cut_id);
+    sharc__fetcher_free(&r->fetch, ctx);
     sharc__free(ctx, r->samples);
     sharc__free(ctx, r->order);
     sharc__free(ctx, r->ahead_order);
@@ -346,7 +348,20 @@ static int describe_cut(sharc_reader *r)
     if (c->sampling_rate > 0 && c->num_samples >= 0 && c->duration >= 0 && c->channels > 0)
         return 0;
     sharc__audio_info info;
-    int rc = sharc__audio_info_get(&r->ctx, c->audio.data, c->audio.len, &info);
+    const uint8_t *audio = c->audio.data;
+    size_t len = c->audio.len;
+    int rc = 0;
+    if (c->audio_in_file) {
+        len = (size_t)c->audio_size;
+        rc = sharc__fetch(&r->fetch, &r->ctx, c->shard, c->audio_at, len, &audio);
+        if (rc < 0) {
+            sharc__wrap_error(&r->ctx, rc, "%s member %s (cut %s)", c->shard,
+                              sharc__buf_str(&c->member), sharc__buf_str(&c->id));
+            return cut_problem(&r->ctx, &r->err, rc, SHARC_PROBLEM_ARCHIVE, c->shard,
+                               sharc__buf_str(&c->member), sharc__buf_str(&c->id));
+        }
+    }
+    rc = sharc__audio_info_get(&r->ctx, audio, len, &info);
     if (rc < 0 || info.sampling_rate <= 0 || info.channels <= 0) {
         rc = rc < 0 ? rc : SHARC_ERR_DECODE;
         sharc__wrap_error(&r->ctx, rc, "%s member %s (cut %s)", c->shard,
@@ -510,7 +525,9 @@ static int decode_cut(sharc_reader *r)
                            c->window,
                            c->shard,
                            sharc__buf_str(&c->member),
-                           sharc__buf_str(&c->id)};
+                           sharc__buf_str(&c->id),
+                           0,
+                           0};
     size_t cap = (size_t)(c->num_samples > 0 ? c->num_samples : 1) * (size_t)c->channels;
     int channels, rc = grow_samples(r, cap);
     if (rc < 0)

@@ -11,6 +11,7 @@
 #include "ctx.h"
 #include "cut.h"
 #include "dataset.h"
+#include "fetch.h"
 #include "reader.h"
 #include "stream.h"
 
@@ -52,6 +53,7 @@ struct sharc_reader {
     int quiet;           ///< replaying after a restore: problems were reported the first time
     sharc__rawcut raw;
     sharc__stream_error err;
+    sharc__fetcher fetch; ///< audio left in shard files, read on this thread
     float *samples;
     size_t samples_cap; ///< in floats
     sharc_cut cut;
@@ -67,7 +69,7 @@ struct sharc_reader {
 
 /** What decoding one cut needs, whichever thread does it. */
 typedef struct sharc__decode_job {
-    const uint8_t *audio;
+    const uint8_t *audio; ///< NULL when the audio was left in the shard file (in_file)
     size_t audio_len;
     int sampling_rate; ///< from metadata or header, > 0
     int channels;      ///< stored channels, > 0
@@ -75,6 +77,8 @@ typedef struct sharc__decode_job {
     double offset;
     int window;
     const char *shard, *member, *id;
+    int in_file; ///< audio_len bytes at byte `at` of `shard` (sharc__fetch)
+    uint64_t at;
 } sharc__decode_job;
 
 /**

@@ -10,6 +10,8 @@ int sharc__stream_open_audio_tar(sharc__tar **t, sharc__ctx *ctx, const char *pa
     int rc = sharc__tar_open(t, ctx, path, o->max_member_bytes);
     if (rc == 0)
         sharc__tar_set_pool(*t, o->pool);
+    if (rc == 0 && o->lazy_audio)
+        sharc__tar_set_small_reads(*t);
     return rc;
 }
 

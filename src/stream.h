@@ -15,6 +15,7 @@ typedef struct sharc__stream_opts {
     const char *nemo_text_field;
     const char *nemo_lang_field;
     struct sharc__bufpool *pool; ///< audio member buffers (batch mode), or NULL
+    int lazy_audio; ///< leave audio members of uncompressed tar files there (batch mode)
 } sharc__stream_opts;
 
 /** Where the last failure of a stream happened, for problem reports. */

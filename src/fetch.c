@@ -1,0 +1,78 @@
+#include "fetch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+void sharc__fetcher_init(sharc__fetcher *f)
+{
+    memset(f, 0, sizeof *f);
+    for (size_t i = 0; i < SHARC__FETCH_FILES; i++)
+        f->files[i].fd = -1;
+}
+
+void sharc__fetcher_free(sharc__fetcher *f, sharc__ctx *ctx)
+{
+    for (size_t i = 0; i < SHARC__FETCH_FILES; i++)
+        if (f->files[i].fd >= 0)
+            close(f->files[i].fd);
+    sharc__buf_free(ctx, &f->buf);
+    sharc__fetcher_init(f);
+}
+
+/* The descriptor of `path`, opening it in the least recently used entry when needed. */
+static int file_of(sharc__fetcher *f, sharc__ctx *ctx, const char *path, int *fd)
+{
+    size_t victim = 0;
+    f->clock++;
+    for (size_t i = 0; i < SHARC__FETCH_FILES; i++) {
+        if (f->files[i].path && (f->files[i].path == path || strcmp(f->files[i].path, path) == 0)) {
+            f->files[i].used = f->clock;
+            *fd = f->files[i].fd;
+            return 0;
+        }
+        if (f->files[i].used < f->files[victim].used)
+            victim = i;
+    }
+    int nfd = open(path, O_RDONLY | O_CLOEXEC);
+    if (nfd < 0)
+        return sharc__fail(ctx, SHARC_ERR(errno), "%s: cannot open again to read audio: %s", path,
+                           strerror(errno));
+    if (f->files[victim].fd >= 0)
+        close(f->files[victim].fd);
+    f->files[victim].path = path;
+    f->files[victim].fd = nfd;
+    f->files[victim].used = f->clock;
+    *fd = nfd;
+    return 0;
+}
+
+int sharc__fetch(sharc__fetcher *f, sharc__ctx *ctx, const char *path, uint64_t at, size_t n,
+                 const uint8_t **out)
+{
+    int fd = -1, rc = file_of(f, ctx, path, &fd);
+    if (rc < 0)
+        return rc;
+    if ((rc = sharc__buf_reserve(ctx, &f->buf, n)) < 0)
+        return sharc__fail(ctx, rc, "%s: cannot allocate %zu bytes to read audio", path, n);
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, f->buf.data + got, n - got, (off_t)(at + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return sharc__fail(ctx, SHARC_ERR_IO, "%s: read error at byte %llu: %s", path,
+                               (unsigned long long)(at + got), strerror(errno));
+        if (r == 0)
+            return sharc__fail(ctx, SHARC_ERR_CORRUPT,
+                               "%s: the file ends at byte %llu, inside audio of %zu bytes at byte "
+                               "%llu: it changed after it was read",
+                               path, (unsigned long long)(at + got), n, (unsigned long long)at);
+        got += (size_t)r;
+    }
+    f->buf.len = n;
+    f->buf.data[n] = 0;
+    *out = f->buf.data;
+    return 0;
+}

@@ -1,0 +1,45 @@
+/*
+ * Reading audio members that a shard stream left in their file (lazy members of
+ * uncompressed tars, see sharc__tar_next_lazy). Each thread that decodes keeps one
+ * fetcher: a few open files and one buffer reused for every member, so the bytes go from
+ * the page cache into a buffer that is still in the core's cache when they are decoded.
+ * Not thread-safe: one fetcher per thread.
+ */
+#ifndef SHARC_SRC_FETCH_H
+#define SHARC_SRC_FETCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+
+/* Open files kept per fetcher: a batch's rows come from a few shards. */
+#define SHARC__FETCH_FILES 8
+
+typedef struct sharc__fetcher {
+    struct {
+        const char *path; ///< NULL for a free entry; owned by the dataset
+        int fd;
+        uint64_t used; ///< clock of the last use, for least-recently-used replacement
+    } files[SHARC__FETCH_FILES];
+    uint64_t clock;
+    sharc__buf buf;
+} sharc__fetcher;
+
+void sharc__fetcher_init(sharc__fetcher *f);
+
+/** Close the files and free the buffer; the fetcher can be used again after init. */
+void sharc__fetcher_free(sharc__fetcher *f, sharc__ctx *ctx);
+
+/**
+ * Read `n` bytes at byte `at` of `path` into the fetcher's buffer.
+ * @param out receives the bytes, valid until the next call
+ * @return 0, SHARC_ERR(ENOENT)/SHARC_ERR(EACCES)/... when the file cannot be opened,
+ *         SHARC_ERR_IO on a read error, SHARC_ERR_CORRUPT when the file has become shorter
+ *         than the member (it changed after its headers were read), SHARC_ERR(ENOMEM);
+ *         the message names the path and the byte range.
+ */
+int sharc__fetch(sharc__fetcher *f, sharc__ctx *ctx, const char *path, uint64_t at, size_t n,
+                 const uint8_t **out);
+
+#endif /* SHARC_SRC_FETCH_H */
