@@ -67,11 +67,12 @@ int sharc__tar_next(sharc__tar *t, sharc__member *m);
 
 /**
  * Like sharc__tar_next, but when the archive is an uncompressed regular file the payload
- * is left there: m->data is empty, m->in_file is set and m->at, m->size say where it is (read it
- * later with sharc__fetch). Otherwise (compressed, a pipe, memory, a sparse member) as
- * sharc__tar_next, with m->in_file = 0. The cap on member size applies either way.
+ * of a member that `leave` accepts (any member when `leave` is NULL) is left there: m->data is
+ * empty, m->in_file is set and m->at, m->size say where it is (read it later with sharc__fetch).
+ * Otherwise (compressed, a pipe, memory, a sparse member) as sharc__tar_next, with m->in_file = 0.
+ * The cap on member size applies either way.
  */
-int sharc__tar_next_lazy(sharc__tar *t, sharc__member *m);
+int sharc__tar_next_lazy(sharc__tar *t, sharc__member *m, int (*leave)(const char *name));
 
 /**
  * Like sharc__tar_next but only reads the header: m->data is left empty and the payload is
@@ -84,6 +85,13 @@ struct sharc__bufpool;
 
 /** Take member buffers from `pool` (sized to fit each member) instead of growing one. */
 void sharc__tar_set_pool(sharc__tar *t, struct sharc__bufpool *pool);
+
+/**
+ * Whether `path` is a regular file that does not start like a gzip or zstd stream (so a
+ * plain tar, if a tar at all): the shards whose audio sharc__tar_next_lazy leaves in the file.
+ * 0 when it cannot be read.
+ */
+int sharc__tar_file_is_plain(const char *path);
 
 /** Read the file in small blocks: for archives whose big payloads are mostly left in the
  *  file (sharc__tar_next_lazy), so that skipping them with lseek saves their copy. */

@@ -232,7 +232,14 @@ static int emit_row(sharc__stream *s, nemo_row *r, sharc__rawcut *c, sharc__stre
     c->window = row.duration >= 0;
     c->offset = row.offset;
     if ((rc = sharc__buf_set_str(ctx, &c->id, r->path)) < 0 ||
-        (rc = sharc__buf_set(ctx, &c->member, s->member.name.data, s->member.name.len)) < 0 ||
+        (rc = sharc__buf_set(ctx, &c->member, s->member.name.data, s->member.name.len)) < 0)
+        return rc;
+    /* Rows of one member (windows into a long recording) share it: left in the file, each
+     * row only notes where it is; else each row gets a copy. */
+    c->audio_in_file = s->member.in_file;
+    c->audio_at = s->member.at;
+    c->audio_size = s->member.size;
+    if (!s->member.in_file &&
         (rc = sharc__buf_set(ctx, &c->audio, s->member.data.data, s->member.data.len)) < 0)
         return rc;
     return 0;
@@ -278,7 +285,8 @@ static int nemo_next(sharc__stream *s, sharc__rawcut *c, sharc__stream_error *er
         }
         if (s->tar_done)
             return report_leftovers(s, err);
-        int rc = sharc__tar_next(s->tar, &s->member);
+        int rc = s->opts->lazy_audio ? sharc__tar_next_lazy(s->tar, &s->member, NULL)
+                                     : sharc__tar_next(s->tar, &s->member);
         if (rc == SHARC_END) {
             s->tar_done = 1;
             continue;

@@ -15,6 +15,7 @@
 #include "batch.h"
 #include "reader_impl.h"
 #include "bcut.h"
+#include "archive.h"
 #include "buf.h"
 #include "fetch.h"
 #include "keyset.h"
@@ -23,8 +24,10 @@
 
 typedef sharc__bcut bcut;
 
-/* Read-ahead: at most this many lane threads. */
-#define SHARC__MAX_LANES 8
+/* Read-ahead: at most this many lane threads, one per decode thread, or one per
+ * PLAIN_WORKERS_PER_LANE for plain tars, whose audio the decode threads read themselves. */
+#define SHARC__MAX_LANES       8
+#define PLAIN_WORKERS_PER_LANE 4
 
 typedef struct slot {
     sharc_batch *batch;
@@ -867,7 +870,14 @@ int sharc__pipeline_start(sharc_reader *r)
         sharc__fetcher_init(&p->workers[i].fetch);
     /* Shards are read ahead when there are threads to spare: the walk alone would cap
      * the pipeline at one core's worth of reading (measured: WAV with 2 threads). */
-    int n_lanes = p->n_workers < SHARC__MAX_LANES ? p->n_workers : SHARC__MAX_LANES;
+    /* Audio of plain tars is left in the file and read by the decode threads, so reading
+     * a shard is only headers and metadata: lanes then cost more than they give (measured:
+     * WAV and FLAC with 2 threads). The first shard stands for the dataset. */
+    int n_lanes = p->n_workers;
+    if (r->ds.n_shards > 0 && sharc__tar_file_is_plain(r->ds.shards[0].audio_path))
+        n_lanes = p->n_workers / PLAIN_WORKERS_PER_LANE;
+    if (n_lanes > SHARC__MAX_LANES)
+        n_lanes = SHARC__MAX_LANES;
     if (p->n_workers < 2 || r->s.read_ahead_bytes == 0)
         n_lanes = 0;
     if (rc == 0 && n_lanes > 0)

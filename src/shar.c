@@ -117,7 +117,7 @@ static int read_pair(sharc__stream *s, sharc__tar *tar, const char *path, const 
                      int *present, sharc__stream_error *err)
 {
     sharc__ctx *ctx = s->ctx;
-    int rc = lazy ? sharc__tar_next_lazy(tar, &s->data) : sharc__tar_next(tar, &s->data);
+    int rc = lazy ? sharc__tar_next_lazy(tar, &s->data, NULL) : sharc__tar_next(tar, &s->data);
     if (rc == SHARC_END) {
         rc = sharc__set_error(ctx, SHARC_ERR_MISMATCH, "%s ended before the member of cut %s", path,
                               id);

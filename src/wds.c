@@ -27,6 +27,7 @@ struct sharc__stream {
     sharc__buf txt;  ///< key.txt of the current sample
     int has_json, has_txt;
     uint64_t position;
+    int lazy_audio;
 };
 
 static const char *const audio_exts[] = {"flac", "wav", "opus", "mp3", "ogg"};
@@ -56,6 +57,7 @@ static int wds_open(sharc__stream **out, sharc__ctx *ctx, const sharc__shard *sh
         return SHARC_ERR(ENOMEM);
     s->ctx = ctx;
     s->shard = shard;
+    s->lazy_audio = o->lazy_audio;
     int rc = sharc__stream_open_audio_tar(&s->tar, ctx, shard->audio_path, o);
     if (rc < 0) {
         sharc__stream_fail(ctx, err, rc, sharc__problem_of(rc), 1, shard->audio_path, NULL, NULL);
@@ -84,6 +86,15 @@ static int is_audio_ext(const char *ext)
     return 0;
 }
 
+/* Audio members are left in an uncompressed tar file (batch mode); the others are read. */
+static int is_audio_member(const char *name)
+{
+    size_t key_len;
+    const char *ext;
+    split_key(name, &key_len, &ext);
+    return is_audio_ext(ext);
+}
+
 static void swap_buf(sharc__buf *a, sharc__buf *b)
 {
     sharc__buf t = *a;
@@ -98,6 +109,9 @@ static int take_member(sharc__stream *s, sharc__rawcut *c, const char *ext, int 
     if (is_audio_ext(ext) && !*has_audio) {
         swap_buf(&c->member, &s->next.name);
         swap_buf(&c->audio, &s->next.data);
+        c->audio_in_file = s->next.in_file;
+        c->audio_at = s->next.at;
+        c->audio_size = s->next.size;
         *has_audio = 1;
     } else if (strcmp(ext, "json") == 0) {
         swap_buf(&s->json, &s->next.data);
@@ -169,7 +183,8 @@ static int wds_next(sharc__stream *s, sharc__rawcut *c, sharc__stream_error *err
     sharc__buf_clear(&s->key);
     for (;;) {
         if (!s->have_next && !s->tar_done) {
-            rc = sharc__tar_next(s->tar, &s->next);
+            rc = s->lazy_audio ? sharc__tar_next_lazy(s->tar, &s->next, is_audio_member)
+                               : sharc__tar_next(s->tar, &s->next);
             if (rc == SHARC_END) {
                 s->tar_done = 1;
             } else if (rc < 0) {

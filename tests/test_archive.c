@@ -8,6 +8,7 @@
 #include "archive.h"
 #include "buf.h"
 #include "ctx.h"
+#include "fetch.h"
 #include "testutil.h"
 
 /* Every test gets a fresh temp dir and a context whose logger and allocator it can watch. */
@@ -518,6 +519,160 @@ static const char jsonl[] = "\xEF\xBB\xBF{\"id\":\"a\"}\n\n   \t\n{\"id\":\"b\"}
 static const want_line jsonl_want[] = {
     {"{\"id\":\"a\"}", 1}, {"{\"id\":\"b\"}", 4}, {"{\"id\":\"c\"}", 6}};
 
+/*
+ * Lazy members: tars in the three header formats (ustar, GNU long names, PAX with a
+ * non-ASCII name), members from 0 to 100 KB, so payloads start after one header or after
+ * several, and small reads skip payloads longer than a read with lseek. The payloads left
+ * in the file, read back at m.at, equal what sharc__tar_next reads.
+ */
+static void make_lazy_tars(void)
+{
+    ck_assert_int_eq(
+        tu_sh("cd '%s' && python3 - <<'PY'\n"
+              "import io, random, tarfile\n"
+              "rng = random.Random(7)\n"
+              "names = ['a.bin', 'meta.json', 'd' * 120 + '/long.bin', 'z\\u00e9ro.bin', "
+              "'empty.bin', 'big.bin', 'tail.json']\n"
+              "sizes = [5, 17, 70000, 513, 0, 100000, 3]\n"
+              "for fmt, tag in ((tarfile.USTAR_FORMAT, 'ustar'), (tarfile.GNU_FORMAT, 'gnu'), "
+              "(tarfile.PAX_FORMAT, 'pax')):\n"
+              "    with tarfile.open(tag + '.tar', 'w', format=fmt) as t:\n"
+              "        for n, k in zip(names, sizes):\n"
+              "            if fmt == tarfile.USTAR_FORMAT and (len(n) > 100 or not n.isascii()):\n"
+              "                n = n[-60:].encode('ascii', 'replace').decode()\n"
+              "            data = bytes(rng.randrange(256) for _ in range(k))\n"
+              "            i = tarfile.TarInfo(n); i.size = k\n"
+              "            t.addfile(i, io.BytesIO(data))\n"
+              "PY\n"
+              "gzip -k pax.tar",
+              dir),
+        0);
+}
+
+static int ends_bin(const char *name)
+{
+    size_t n = strlen(name);
+    return n >= 4 && strcmp(name + n - 4, ".bin") == 0;
+}
+
+START_TEST(tar_lazy_members_read_back)
+{
+    static const char *files[] = {"ustar.tar", "gnu.tar", "pax.tar", "pax.tar.gz"};
+    make_lazy_tars();
+    const char *path = tmp(files[_i]);
+    int plain = _i < 3;
+    ck_assert_int_eq(sharc__tar_file_is_plain(path), plain);
+    sharc__tar *eager = NULL, *lazy = NULL;
+    sharc__member e = {0}, m = {0};
+    sharc__fetcher f;
+    sharc__fetcher_init(&f);
+    ck_assert_int_eq(sharc__tar_open(&eager, &ctx, path, 1 << 20), 0);
+    ck_assert_int_eq(sharc__tar_open(&lazy, &ctx, path, 1 << 20), 0);
+    sharc__tar_set_small_reads(lazy);
+    int n = 0, left = 0;
+    for (;; n++) {
+        int rc = sharc__tar_next(eager, &e);
+        ck_assert_int_eq(sharc__tar_next_lazy(lazy, &m, ends_bin), rc);
+        if (rc == SHARC_END)
+            break;
+        ck_assert_int_eq(rc, 0);
+        const char *name = sharc__buf_str(&m.name);
+        ck_assert_str_eq(name, sharc__buf_str(&e.name));
+        ck_assert_uint_eq(m.size, e.data.len);
+        ck_assert_int_eq(m.in_file, plain && ends_bin(name));
+        if (!m.in_file) {
+            ck_assert_uint_eq(m.data.len, e.data.len);
+            ck_assert_int_eq(memcmp(m.data.data, e.data.data, e.data.len), 0);
+            continue;
+        }
+        left++;
+        ck_assert_uint_eq(m.data.len, 0);
+        const uint8_t *bytes = NULL;
+        ck_assert_int_eq(sharc__fetch(&f, &ctx, path, m.at, (size_t)m.size, &bytes), 0);
+        ck_assert_msg(memcmp(bytes, e.data.data, e.data.len) == 0, "%s: %s differs at byte %llu",
+                      path, name, (unsigned long long)m.at);
+    }
+    ck_assert_int_eq(n, 7);
+    ck_assert_int_eq(left, plain ? 5 : 0);
+    sharc__tar_close(&eager);
+    sharc__tar_close(&lazy);
+    sharc__member_free(&ctx, &e);
+    sharc__member_free(&ctx, &m);
+    sharc__fetcher_free(&f, &ctx);
+    ck_assert_int_eq(n_logged, 0);
+}
+END_TEST
+
+START_TEST(tar_lazy_not_from_memory_or_pipes)
+{
+    make_lazy_tars();
+    size_t n;
+    uint8_t *bytes = tu_read_file(tmp("gnu.tar"), &n);
+    sharc__tar *t = NULL;
+    sharc__member m = {0};
+    ck_assert_int_eq(sharc__tar_open_memory(&t, &ctx, bytes, n, 1 << 20), 0);
+    ck_assert_int_eq(sharc__tar_next_lazy(t, &m, NULL), 0);
+    ck_assert_int_eq(m.in_file, 0);
+    ck_assert_uint_eq(m.data.len, 5);
+    sharc__tar_close(&t);
+    free(bytes);
+    /* A pipe is read in order, never left: its bytes cannot be read again. */
+    ck_assert_int_eq(
+        tu_sh("mkfifo '%s' && (cat '%s' > '%s' &)", tmp("fifo"), tmp("gnu.tar"), tmp("fifo")), 0);
+    ck_assert_int_eq(sharc__tar_file_is_plain(tmp("fifo")), 0);
+    ck_assert_int_eq(sharc__tar_open(&t, &ctx, tmp("fifo"), 1 << 20), 0);
+    for (int i = 0; i < 7; i++) {
+        ck_assert_int_eq(sharc__tar_next_lazy(t, &m, NULL), 0);
+        ck_assert_int_eq(m.in_file, 0);
+        ck_assert_uint_eq(m.data.len, m.size);
+    }
+    ck_assert_int_eq(sharc__tar_next_lazy(t, &m, NULL), SHARC_END);
+    sharc__tar_close(&t);
+    sharc__member_free(&ctx, &m);
+    ck_assert_int_eq(sharc__tar_file_is_plain(dir), 0);
+    ck_assert_int_eq(sharc__tar_file_is_plain(tmp("missing.tar")), 0);
+}
+END_TEST
+
+/* A member cut short is an error where it is met, lazy or not; a file that shrinks after
+ * its headers were read fails the fetch, naming the file and the bytes. */
+START_TEST(tar_lazy_truncated_and_changed)
+{
+    make_lazy_tars();
+    const char *path = tmp("pax.tar");
+    sharc__tar *t = NULL;
+    sharc__member m = {0};
+    sharc__fetcher f;
+    sharc__fetcher_init(&f);
+    const uint8_t *bytes;
+    ck_assert_int_eq(sharc__tar_open(&t, &ctx, path, 1 << 20), 0);
+    for (int i = 0; i < 6; i++)
+        ck_assert_int_eq(sharc__tar_next_lazy(t, &m, NULL), 0);
+    ck_assert_str_eq(sharc__buf_str(&m.name), "big.bin");
+    ck_assert_int_eq(m.in_file, 1);
+    ck_assert_int_eq(sharc__fetch(&f, &ctx, path, m.at, (size_t)m.size, &bytes), 0);
+    ck_assert_int_eq(tu_sh("truncate -s %llu '%s'", (unsigned long long)(m.at + 1000), path), 0);
+    ck_assert_int_eq(sharc__fetch(&f, &ctx, path, m.at, (size_t)m.size, &bytes), SHARC_ERR_CORRUPT);
+    contains(ctx.error, path);
+    contains(ctx.error, "inside audio of 100000 bytes");
+    contains(ctx.error, "it changed after it was read");
+    sharc__tar_close(&t);
+    /* Opened now, the archive ends inside big.bin: the member itself is refused. */
+    ck_assert_int_eq(sharc__tar_open(&t, &ctx, path, 1 << 20), 0);
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(sharc__tar_next_lazy(t, &m, NULL), 0);
+    ck_assert_int_eq(sharc__tar_next_lazy(t, &m, NULL), SHARC_ERR_CORRUPT);
+    contains(ctx.error, "member 'big.bin' ends after 1000 of its 100000 bytes");
+    sharc__tar_close(&t);
+    ck_assert_int_eq(tu_sh("rm '%s'", path), 0);
+    sharc__fetcher_free(&f, &ctx); /* closes the open descriptor: the name is looked up again */
+    ck_assert_int_eq(sharc__fetch(&f, &ctx, path, 0, 10, &bytes), SHARC_ERR(ENOENT));
+    contains(ctx.error, "cannot open again to read audio");
+    sharc__member_free(&ctx, &m);
+    sharc__fetcher_free(&f, &ctx);
+}
+END_TEST
+
 START_TEST(lines_plain_gzip_zstd)
 {
     static const char *const files[] = {"cuts.jsonl", "cuts.jsonl.zst", "cuts.jsonl.gz"};
@@ -707,6 +862,9 @@ int main(void)
     tcase_add_test(tar, tar_garbage_and_bad_paths);
     tcase_add_loop_test(tar, tar_huge_declared_size, 0, 3);
     tcase_add_test(tar, tar_empty_archives);
+    tcase_add_loop_test(tar, tar_lazy_members_read_back, 0, 4);
+    tcase_add_test(tar, tar_lazy_not_from_memory_or_pipes);
+    tcase_add_test(tar, tar_lazy_truncated_and_changed);
     suite_add_tcase(s, tar);
 
     TCase *lines = tcase_create("lines");

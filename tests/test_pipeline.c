@@ -387,11 +387,17 @@ START_TEST(backpressure_and_mode_errors)
 END_TEST
 
 /* NeMo (offset rows, -subN) and WebDataset (lengths from headers) in batches, sample-exact. */
+/* Every layout, from gzip tars (audio read into the buffer, on read-ahead lanes) and from
+ * plain tars (audio left in the file and read by the decode threads), FLAC and WAV. */
 START_TEST(every_layout_in_batches)
 {
     static const char *layouts[] = {"shar", "nemo", "wds"};
-    char *dir =
-        gen_corpus("--layout all --compress gzip --shards 3 --cuts-per-shard 6 --max-duration 5");
+    static const char *variants[] = {"--compress gzip", "--compress none",
+                                     "--compress none --codec wav"};
+    char args[200];
+    snprintf(args, sizeof args, "--layout all %s --shards 3 --cuts-per-shard 6 --max-duration 5",
+             variants[_i]);
+    char *dir = gen_corpus(args);
     for (int l = 0; l < 3; l++) {
         char path[600], exp[700];
         snprintf(path, sizeof path, "%s/%s", dir, layouts[l]);
@@ -408,7 +414,7 @@ START_TEST(every_layout_in_batches)
         const char *paths[] = {path};
         sharc_reader_settings s;
         settings_on(&s, paths);
-        s.n_threads = 2;
+        s.n_threads = _i == 2 ? 4 : 2;
         s.sampler.max_duration = 15;
         sharc_reader *r;
         sharc_batch *b;
@@ -663,7 +669,7 @@ END_TEST
  * and go on. */
 START_TEST(read_ahead_over_full_queues)
 {
-    char *dir = gen_corpus("--layout shar --compress none --shards 3 --cuts-per-shard 150 "
+    char *dir = gen_corpus("--layout shar --compress gzip --shards 3 --cuts-per-shard 150 "
                            "--min-duration 0.2 --max-duration 0.6");
     char path[600];
     snprintf(path, sizeof path, "%s/shar", dir);
@@ -707,7 +713,7 @@ int main(void)
     tcase_add_test(tc, corrupt_states_are_rejected);
     tcase_add_test(tc, backpressure_and_mode_errors);
     tcase_add_test(tc, decode_errors_under_both_policies);
-    tcase_add_test(tc, every_layout_in_batches);
+    tcase_add_loop_test(tc, every_layout_in_batches, 0, 3);
     tcase_add_test(tc, read_ahead_keeps_order_with_problems);
     tcase_add_test(tc, read_ahead_over_full_queues);
     suite_add_tcase(s, tc);
