@@ -59,7 +59,7 @@ struct sharc__tar {
     sharc__buf last_name;           ///< the last regular member, to place header errors
     sharc__bufpool *pool;           ///< where member buffers come from, or NULL
     int lazy;                       ///< payloads of a plain tar file are left in the file
-    int (*leave)(const char *name); ///< which ones (NULL: all)
+    int (*leave)(const char *name); ///< which ones (NULL: all); see sharc__tar_set_lazy
     int status;                     ///< 0 while readable, then SHARC_END or the (sticky) error
 };
 
@@ -526,13 +526,13 @@ static int read_payload(sharc__tar *t, sharc__member *m, struct archive_entry *e
         archive_entry_sparse_count(e) == 0 && (!t->leave || t->leave(name))) {
         /* The payload starts where libarchive stopped consuming: right after the header(s). */
         la_int64_t at = archive_filter_bytes(t->a, 0);
-        if (at < 0 || (uint64_t)at > t->src.file_size || size > t->src.file_size - (uint64_t)at)
+        uint64_t left = at >= 0 && (uint64_t)at <= t->src.file_size
+                            ? t->src.file_size - (uint64_t)at
+                            : 0; /* bytes of the file from the payload on */
+        if (size > left)
             return sharc__fail(t->ctx, SHARC_ERR_CORRUPT,
                                "%s: member '%s' ends after %llu of its %llu bytes", t->path, name,
-                               (unsigned long long)(at < 0 || (uint64_t)at > t->src.file_size
-                                                        ? 0
-                                                        : t->src.file_size - (uint64_t)at),
-                               (unsigned long long)size);
+                               (unsigned long long)left, (unsigned long long)size);
         m->at = (uint64_t)at;
         m->in_file = 1;
         prefetch(&t->src, (uint64_t)at, size);
@@ -601,15 +601,6 @@ int sharc__tar_next(sharc__tar *t, sharc__member *m)
     return tar_step(t, m, 1, NULL);
 }
 
-int sharc__tar_next_lazy(sharc__tar *t, sharc__member *m, int (*leave)(const char *name))
-{
-    t->lazy = 1;
-    t->leave = leave;
-    int rc = tar_step(t, m, 1, NULL);
-    t->lazy = 0;
-    return rc;
-}
-
 int sharc__tar_next_header(sharc__tar *t, sharc__member *m, uint64_t *size)
 {
     return tar_step(t, m, 0, size);
@@ -635,8 +626,10 @@ int sharc__tar_file_is_plain(const char *path)
     return plain;
 }
 
-void sharc__tar_set_small_reads(sharc__tar *t)
+void sharc__tar_set_lazy(sharc__tar *t, int (*leave)(const char *name))
 {
+    t->lazy = 1;
+    t->leave = leave;
     t->src.small_reads = 1;
 }
 

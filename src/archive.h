@@ -23,7 +23,7 @@ typedef struct sharc__member {
     sharc__buf data; ///< the member's bytes (NUL-terminated past len, for JSON parsing)
     uint64_t index;  ///< 0-based index among the regular members returned so far
     uint64_t size;   ///< payload bytes
-    int in_file;     ///< the payload was left in the file (sharc__tar_next_lazy), at byte `at`
+    int in_file;     ///< the payload was left in the file (sharc__tar_set_lazy), at byte `at`
     uint64_t at;
 } sharc__member;
 
@@ -66,15 +66,6 @@ const char *sharc__tar_path(const sharc__tar *t);
 int sharc__tar_next(sharc__tar *t, sharc__member *m);
 
 /**
- * Like sharc__tar_next, but when the archive is an uncompressed regular file the payload
- * of a member that `leave` accepts (any member when `leave` is NULL) is left there: m->data is
- * empty, m->in_file is set and m->at, m->size say where it is (read it later with sharc__fetch).
- * Otherwise (compressed, a pipe, memory, a sparse member) as sharc__tar_next, with m->in_file = 0.
- * The cap on member size applies either way.
- */
-int sharc__tar_next_lazy(sharc__tar *t, sharc__member *m, int (*leave)(const char *name));
-
-/**
  * Like sharc__tar_next but only reads the header: m->data is left empty and the payload is
  * skipped by the following call. No cap applies (nothing is allocated).
  * @param size receives the member's declared size when not NULL
@@ -88,14 +79,21 @@ void sharc__tar_set_pool(sharc__tar *t, struct sharc__bufpool *pool);
 
 /**
  * Whether `path` is a regular file that does not start like a gzip or zstd stream (so a
- * plain tar, if a tar at all): the shards whose audio sharc__tar_next_lazy leaves in the file.
+ * plain tar, if a tar at all): the shards whose audio sharc__tar_set_lazy leaves in the file.
  * 0 when it cannot be read.
  */
 int sharc__tar_file_is_plain(const char *path);
 
-/** Read the file in small blocks: for archives whose big payloads are mostly left in the
- *  file (sharc__tar_next_lazy), so that skipping them with lseek saves their copy. */
-void sharc__tar_set_small_reads(sharc__tar *t);
+/**
+ * From now on, when the archive is an uncompressed regular file, sharc__tar_next leaves the
+ * payload of each member that `leave` accepts (every member when `leave` is NULL) in the
+ * file: m->data is empty, m->in_file is set and m->at, m->size say where it is (read it
+ * later with sharc__fetch). The file is then read in small blocks, so that skipping those
+ * payloads with lseek saves their copy. Otherwise (compressed, a pipe, memory, a sparse
+ * member) members are read as always, with m->in_file = 0. The cap on member size applies
+ * either way.
+ */
+void sharc__tar_set_lazy(sharc__tar *t, int (*leave)(const char *name));
 
 /** Bytes of compressed input consumed so far (for progress and benchmarks). */
 uint64_t sharc__tar_bytes_read(const sharc__tar *t);

@@ -1,6 +1,6 @@
 /*
  * Reading audio members that a shard stream left in their file (lazy members of
- * uncompressed tars, see sharc__tar_next_lazy). Each thread that decodes keeps one
+ * uncompressed tars, see sharc__tar_set_lazy). Each thread that decodes keeps one
  * fetcher: a few open files and one buffer reused for every member, so the bytes go from
  * the page cache into a buffer that is still in the core's cache when they are decoded.
  * Not thread-safe: one fetcher per thread.

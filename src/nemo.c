@@ -190,7 +190,7 @@ static int nemo_open(sharc__stream **out, sharc__ctx *ctx, const sharc__shard *s
     s->opts = o;
     if ((rc = load_rows(s, err)) < 0)
         goto fail;
-    if ((rc = sharc__stream_open_audio_tar(&s->tar, ctx, shard->audio_path, o)) < 0) {
+    if ((rc = sharc__stream_open_audio_tar(&s->tar, ctx, shard->audio_path, o, NULL)) < 0) {
         sharc__stream_fail(ctx, err, rc, sharc__problem_of(rc), 1, shard->audio_path, NULL, NULL);
         goto fail;
     }
@@ -285,8 +285,7 @@ static int nemo_next(sharc__stream *s, sharc__rawcut *c, sharc__stream_error *er
         }
         if (s->tar_done)
             return report_leftovers(s, err);
-        int rc = s->opts->lazy_audio ? sharc__tar_next_lazy(s->tar, &s->member, NULL)
-                                     : sharc__tar_next(s->tar, &s->member);
+        int rc = sharc__tar_next(s->tar, &s->member);
         if (rc == SHARC_END) {
             s->tar_done = 1;
             continue;

@@ -415,14 +415,8 @@ static int decode_row(worker *w, slot *s, size_t i)
         return sharc__stream_fail(&w->ctx, &w->err, rc, SHARC_PROBLEM_AUDIO_FORMAT, 0, b->job.shard,
                                   b->job.member, b->job.id);
     }
-    sharc__decode_job job = b->job;
-    if (job.in_file &&
-        (rc = sharc__fetch(&w->fetch, &w->ctx, job.shard, job.at, job.audio_len, &job.audio)) < 0) {
-        sharc__wrap_error(&w->ctx, rc, "%s member %s (cut %s)", job.shard, job.member, job.id);
-        return sharc__stream_fail(&w->ctx, &w->err, rc, SHARC_PROBLEM_ARCHIVE, 0, job.shard,
-                                  job.member, job.id);
-    }
-    rc = sharc__reader_decode(p->r, &w->ctx, &job, row, (size_t)s->T, &channels, &w->err);
+    rc = sharc__reader_decode(p->r, &w->ctx, &w->fetch, &b->job, row, (size_t)s->T, &channels,
+                              &w->err);
     if (rc < 0)
         return rc;
     size_t len = (size_t)b->job.num_samples;

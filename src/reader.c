@@ -341,6 +341,39 @@ static int cut_problem(sharc__ctx *ctx, sharc__stream_error *err, int rc, sharc_
     return sharc__stream_fail(ctx, err, rc, kind, 0, shard, member, id);
 }
 
+/* What decoding the raw cut `c` needs (its strings stay owned by `c`). */
+static sharc__decode_job raw_job(const sharc__rawcut *c)
+{
+    sharc__decode_job j = {c->audio.data,
+                           c->audio_in_file ? (size_t)c->audio_size : c->audio.len,
+                           c->sampling_rate,
+                           c->channels,
+                           c->num_samples,
+                           c->offset,
+                           c->window,
+                           c->shard,
+                           sharc__buf_str(&c->member),
+                           sharc__buf_str(&c->id),
+                           c->audio_in_file,
+                           c->audio_at};
+    return j;
+}
+
+/* The encoded audio of `j`: its bytes, or read with `f` when it was left in the shard file. */
+static int job_audio(sharc__ctx *ctx, sharc__fetcher *f, const sharc__decode_job *j,
+                     const uint8_t **audio, sharc__stream_error *err)
+{
+    *audio = j->audio;
+    if (!j->in_file)
+        return 0;
+    int rc = sharc__fetch(f, ctx, j->shard, j->at, j->audio_len, audio);
+    if (rc < 0) {
+        sharc__wrap_error(ctx, rc, "%s member %s (cut %s)", j->shard, j->member, j->id);
+        return cut_problem(ctx, err, rc, SHARC_PROBLEM_ARCHIVE, j->shard, j->member, j->id);
+    }
+    return 0;
+}
+
 /* Make rate, channels and length known, from the metadata or else the audio header. */
 static int describe_cut(sharc_reader *r)
 {
@@ -348,20 +381,12 @@ static int describe_cut(sharc_reader *r)
     if (c->sampling_rate > 0 && c->num_samples >= 0 && c->duration >= 0 && c->channels > 0)
         return 0;
     sharc__audio_info info;
-    const uint8_t *audio = c->audio.data;
-    size_t len = c->audio.len;
-    int rc = 0;
-    if (c->audio_in_file) {
-        len = (size_t)c->audio_size;
-        rc = sharc__fetch(&r->fetch, &r->ctx, c->shard, c->audio_at, len, &audio);
-        if (rc < 0) {
-            sharc__wrap_error(&r->ctx, rc, "%s member %s (cut %s)", c->shard,
-                              sharc__buf_str(&c->member), sharc__buf_str(&c->id));
-            return cut_problem(&r->ctx, &r->err, rc, SHARC_PROBLEM_ARCHIVE, c->shard,
-                               sharc__buf_str(&c->member), sharc__buf_str(&c->id));
-        }
-    }
-    rc = sharc__audio_info_get(&r->ctx, audio, len, &info);
+    sharc__decode_job j = raw_job(c);
+    const uint8_t *audio;
+    int rc = job_audio(&r->ctx, &r->fetch, &j, &audio, &r->err);
+    if (rc < 0)
+        return rc;
+    rc = sharc__audio_info_get(&r->ctx, audio, j.audio_len, &info);
     if (rc < 0 || info.sampling_rate <= 0 || info.channels <= 0) {
         rc = rc < 0 ? rc : SHARC_ERR_DECODE;
         sharc__wrap_error(&r->ctx, rc, "%s member %s (cut %s)", c->shard,
@@ -459,9 +484,14 @@ int sharc__reader_seek(sharc_reader *r, const sharc__walk_pos *pos)
     return rc;
 }
 
-int sharc__reader_decode(const sharc_reader *r, sharc__ctx *ctx, const sharc__decode_job *j,
-                         float *out, size_t cap, int *out_channels, sharc__stream_error *err)
+int sharc__reader_decode(const sharc_reader *r, sharc__ctx *ctx, sharc__fetcher *f,
+                         const sharc__decode_job *j, float *out, size_t cap, int *out_channels,
+                         sharc__stream_error *err)
 {
+    const uint8_t *audio;
+    int rc = job_audio(ctx, f, j, &audio, err);
+    if (rc < 0)
+        return rc;
     sharc__decode_spec spec = {round_half_up(j->offset * j->sampling_rate),
                                j->num_samples,
                                (int64_t)(r->s.length_tolerance * j->sampling_rate),
@@ -470,7 +500,7 @@ int sharc__reader_decode(const sharc_reader *r, sharc__ctx *ctx, const sharc__de
                                r->mode == 2};
     sharc__audio_info info = {0};
     int64_t frames = 0;
-    int rc = sharc__audio_decode(ctx, j->audio, j->audio_len, &spec, out, cap, &info, &frames);
+    rc = sharc__audio_decode(ctx, audio, j->audio_len, &spec, out, cap, &info, &frames);
     if (rc < 0) {
         sharc__wrap_error(ctx, rc, "%s member %s (cut %s)", j->shard, j->member, j->id);
         return cut_problem(ctx, err, rc,
@@ -516,24 +546,13 @@ static int grow_samples(sharc_reader *r, size_t n)
 static int decode_cut(sharc_reader *r)
 {
     sharc__rawcut *c = &r->raw;
-    sharc__decode_job j = {c->audio.data,
-                           c->audio.len,
-                           c->sampling_rate,
-                           c->channels,
-                           c->num_samples,
-                           c->offset,
-                           c->window,
-                           c->shard,
-                           sharc__buf_str(&c->member),
-                           sharc__buf_str(&c->id),
-                           0,
-                           0};
+    sharc__decode_job j = raw_job(c);
     size_t cap = (size_t)(c->num_samples > 0 ? c->num_samples : 1) * (size_t)c->channels;
     int channels, rc = grow_samples(r, cap);
     if (rc < 0)
         return rc;
     reset_err(r);
-    rc = sharc__reader_decode(r, &r->ctx, &j, r->samples, cap, &channels, &r->err);
+    rc = sharc__reader_decode(r, &r->ctx, &r->fetch, &j, r->samples, cap, &channels, &r->err);
     if (rc < 0)
         return rc;
     c->channels = channels;

@@ -91,11 +91,13 @@ int sharc__reader_pull(sharc_reader *r);
 /**
  * Decode one cut into `out` (room for `cap` floats) with `ctx` for error text. Checks the
  * rate and channel count against the metadata and the settings.
+ * @param f the calling thread's fetcher, for audio left in the shard file (j->in_file)
  * @param out_channels receives the channels written per frame
  * @return 0 or an error described by ctx->error and `err`
  */
-int sharc__reader_decode(const sharc_reader *r, sharc__ctx *ctx, const sharc__decode_job *j,
-                         float *out, size_t cap, int *out_channels, sharc__stream_error *err);
+int sharc__reader_decode(const sharc_reader *r, sharc__ctx *ctx, sharc__fetcher *f,
+                         const sharc__decode_job *j, float *out, size_t cap, int *out_channels,
+                         sharc__stream_error *err);
 
 /** Report a problem (count, callback) without applying the policy. Thread-safe when the
  *  caller holds whatever lock protects r->stats. */

@@ -30,7 +30,6 @@ struct sharc__stream {
     sharc__member rec_meta;   ///< the recording's metadata member, kept while fields are read
     sharc__buf field_id;      ///< scratch for jsonl field ids
     uint64_t position;
-    int lazy_audio;
 };
 
 static void shar_close(sharc__stream **sp)
@@ -52,6 +51,15 @@ static void shar_close(sharc__stream **sp)
     *sp = NULL;
 }
 
+/* The recording tar pairs each audio member with its metadata member (`.json`, or the
+ * `.nometa` placeholder): in batch mode the audio is left in an uncompressed tar file. */
+static int is_audio_member(const char *name)
+{
+    size_t n = strlen(name);
+    return !(n >= 5 && strcmp(name + n - 5, ".json") == 0) &&
+           !(n >= 7 && strcmp(name + n - 7, ".nometa") == 0);
+}
+
 static int shar_open(sharc__stream **out, sharc__ctx *ctx, const sharc__shard *shard,
                      const sharc__stream_opts *o, sharc__stream_error *err)
 {
@@ -62,7 +70,6 @@ static int shar_open(sharc__stream **out, sharc__ctx *ctx, const sharc__shard *s
         return SHARC_ERR(ENOMEM);
     s->ctx = ctx;
     s->shard = shard;
-    s->lazy_audio = o->lazy_audio;
     if (shard->n_fields > SHARC__MAX_FIELDS) {
         rc = sharc__set_error(ctx, SHARC_ERR_FORMAT, "%s: more than %d fields", shard->meta_path,
                               SHARC__MAX_FIELDS);
@@ -73,7 +80,7 @@ static int shar_open(sharc__stream **out, sharc__ctx *ctx, const sharc__shard *s
     if ((rc = sharc__lines_open(&s->cuts, ctx, path, o->max_line_bytes)) < 0)
         goto fail_path;
     path = shard->audio_path;
-    if ((rc = sharc__stream_open_audio_tar(&s->rec, ctx, path, o)) < 0)
+    if ((rc = sharc__stream_open_audio_tar(&s->rec, ctx, path, o, is_audio_member)) < 0)
         goto fail_path;
     for (size_t i = 0; i < shard->n_fields; i++) {
         shar_field_stream *f = &s->fields[s->n_fields++];
@@ -113,11 +120,11 @@ static int is_placeholder(const sharc__member *m, const char *ext)
  * Read the (data, metadata) pair of one tar field for cut `id`. *present is 0 for a
  * .nodata/.nometa pair. Errors are shard-fatal: the pairing is lost.
  */
-static int read_pair(sharc__stream *s, sharc__tar *tar, const char *path, const char *id, int lazy,
+static int read_pair(sharc__stream *s, sharc__tar *tar, const char *path, const char *id,
                      int *present, sharc__stream_error *err)
 {
     sharc__ctx *ctx = s->ctx;
-    int rc = lazy ? sharc__tar_next_lazy(tar, &s->data, NULL) : sharc__tar_next(tar, &s->data);
+    int rc = sharc__tar_next(tar, &s->data);
     if (rc == SHARC_END) {
         rc = sharc__set_error(ctx, SHARC_ERR_MISMATCH, "%s ended before the member of cut %s", path,
                               id);
@@ -167,7 +174,7 @@ static int read_fields(sharc__stream *s, sharc__rawcut *c, const char *id, sharc
         fd->name = f->def->name;
         fd->is_tar = f->def->is_tar;
         if (f->tar) {
-            if ((rc = read_pair(s, f->tar, f->def->path, id, 0, &fd->present, err)) < 0)
+            if ((rc = read_pair(s, f->tar, f->def->path, id, &fd->present, err)) < 0)
                 return rc;
             if (fd->present) {
                 swap_buf(&fd->member, &s->data.name);
@@ -265,7 +272,7 @@ static int shar_next(sharc__stream *s, sharc__rawcut *c, sharc__stream_error *er
     }
     const char *id = sharc__buf_str(&c->id);
     int present;
-    if ((rc = read_pair(s, s->rec, s->shard->audio_path, id, s->lazy_audio, &present, err)) < 0)
+    if ((rc = read_pair(s, s->rec, s->shard->audio_path, id, &present, err)) < 0)
         return rc;
     swap_buf(&c->member, &s->data.name);
     swap_buf(&c->audio, &s->data.data);

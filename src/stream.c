@@ -5,13 +5,13 @@
 #include "archive.h"
 
 int sharc__stream_open_audio_tar(sharc__tar **t, sharc__ctx *ctx, const char *path,
-                                 const sharc__stream_opts *o)
+                                 const sharc__stream_opts *o, int (*is_audio)(const char *name))
 {
     int rc = sharc__tar_open(t, ctx, path, o->max_member_bytes);
     if (rc == 0)
         sharc__tar_set_pool(*t, o->pool);
     if (rc == 0 && o->lazy_audio)
-        sharc__tar_set_small_reads(*t);
+        sharc__tar_set_lazy(*t, is_audio);
     return rc;
 }
 

@@ -44,9 +44,11 @@ extern const sharc__stream_ops sharc__wds_ops;
 struct sharc__tar;
 
 /** Open a shard's audio tar as every stream does: with the member cap of `o`, and in batch
- *  mode reading members into buffers from `o->pool`. @return as sharc__tar_open() */
+ *  mode reading members into buffers from `o->pool`, or, with `o->lazy_audio`, leaving the
+ *  audio members (those `is_audio` accepts; all when NULL) in the file.
+ *  @return as sharc__tar_open() */
 int sharc__stream_open_audio_tar(struct sharc__tar **t, sharc__ctx *ctx, const char *path,
-                                 const sharc__stream_opts *o);
+                                 const sharc__stream_opts *o, int (*is_audio)(const char *name));
 
 /** Forget the last failure (kind SHARC_PROBLEM_COUNT: none), keeping the buffers. */
 void sharc__stream_error_reset(sharc__stream_error *err);

@@ -27,10 +27,36 @@ struct sharc__stream {
     sharc__buf txt;  ///< key.txt of the current sample
     int has_json, has_txt;
     uint64_t position;
-    int lazy_audio;
 };
 
 static const char *const audio_exts[] = {"flac", "wav", "opus", "mp3", "ogg"};
+
+/* Split a member name into key and extension (after the first dot of the basename). */
+static void split_key(const char *name, size_t *key_len, const char **ext)
+{
+    const char *slash = strrchr(name, '/');
+    const char *base = slash ? slash + 1 : name;
+    const char *dot = strchr(base, '.');
+    *key_len = dot ? (size_t)(dot - name) : strlen(name);
+    *ext = dot ? dot + 1 : "";
+}
+
+static int is_audio_ext(const char *ext)
+{
+    for (size_t i = 0; i < sizeof audio_exts / sizeof audio_exts[0]; i++)
+        if (strcmp(ext, audio_exts[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* In batch mode audio members of an uncompressed tar file are left there; the others are read. */
+static int is_audio_member(const char *name)
+{
+    size_t key_len;
+    const char *ext;
+    split_key(name, &key_len, &ext);
+    return is_audio_ext(ext);
+}
 
 static void wds_close(sharc__stream **sp)
 {
@@ -57,8 +83,7 @@ static int wds_open(sharc__stream **out, sharc__ctx *ctx, const sharc__shard *sh
         return SHARC_ERR(ENOMEM);
     s->ctx = ctx;
     s->shard = shard;
-    s->lazy_audio = o->lazy_audio;
-    int rc = sharc__stream_open_audio_tar(&s->tar, ctx, shard->audio_path, o);
+    int rc = sharc__stream_open_audio_tar(&s->tar, ctx, shard->audio_path, o, is_audio_member);
     if (rc < 0) {
         sharc__stream_fail(ctx, err, rc, sharc__problem_of(rc), 1, shard->audio_path, NULL, NULL);
         wds_close(&s);
@@ -66,33 +91,6 @@ static int wds_open(sharc__stream **out, sharc__ctx *ctx, const sharc__shard *sh
     }
     *out = s;
     return 0;
-}
-
-/* Split a member name into key and extension (after the first dot of the basename). */
-static void split_key(const char *name, size_t *key_len, const char **ext)
-{
-    const char *slash = strrchr(name, '/');
-    const char *base = slash ? slash + 1 : name;
-    const char *dot = strchr(base, '.');
-    *key_len = dot ? (size_t)(dot - name) : strlen(name);
-    *ext = dot ? dot + 1 : "";
-}
-
-static int is_audio_ext(const char *ext)
-{
-    for (size_t i = 0; i < sizeof audio_exts / sizeof audio_exts[0]; i++)
-        if (strcmp(ext, audio_exts[i]) == 0)
-            return 1;
-    return 0;
-}
-
-/* Audio members are left in an uncompressed tar file (batch mode); the others are read. */
-static int is_audio_member(const char *name)
-{
-    size_t key_len;
-    const char *ext;
-    split_key(name, &key_len, &ext);
-    return is_audio_ext(ext);
 }
 
 static void swap_buf(sharc__buf *a, sharc__buf *b)
@@ -183,8 +181,7 @@ static int wds_next(sharc__stream *s, sharc__rawcut *c, sharc__stream_error *err
     sharc__buf_clear(&s->key);
     for (;;) {
         if (!s->have_next && !s->tar_done) {
-            rc = s->lazy_audio ? sharc__tar_next_lazy(s->tar, &s->next, is_audio_member)
-                               : sharc__tar_next(s->tar, &s->next);
+            rc = sharc__tar_next(s->tar, &s->next);
             if (rc == SHARC_END) {
                 s->tar_done = 1;
             } else if (rc < 0) {

@@ -568,11 +568,11 @@ START_TEST(tar_lazy_members_read_back)
     sharc__fetcher_init(&f);
     ck_assert_int_eq(sharc__tar_open(&eager, &ctx, path, 1 << 20), 0);
     ck_assert_int_eq(sharc__tar_open(&lazy, &ctx, path, 1 << 20), 0);
-    sharc__tar_set_small_reads(lazy);
+    sharc__tar_set_lazy(lazy, ends_bin);
     int n = 0, left = 0;
     for (;; n++) {
         int rc = sharc__tar_next(eager, &e);
-        ck_assert_int_eq(sharc__tar_next_lazy(lazy, &m, ends_bin), rc);
+        ck_assert_int_eq(sharc__tar_next(lazy, &m), rc);
         if (rc == SHARC_END)
             break;
         ck_assert_int_eq(rc, 0);
@@ -611,7 +611,8 @@ START_TEST(tar_lazy_not_from_memory_or_pipes)
     sharc__tar *t = NULL;
     sharc__member m = {0};
     ck_assert_int_eq(sharc__tar_open_memory(&t, &ctx, bytes, n, 1 << 20), 0);
-    ck_assert_int_eq(sharc__tar_next_lazy(t, &m, NULL), 0);
+    sharc__tar_set_lazy(t, NULL);
+    ck_assert_int_eq(sharc__tar_next(t, &m), 0);
     ck_assert_int_eq(m.in_file, 0);
     ck_assert_uint_eq(m.data.len, 5);
     sharc__tar_close(&t);
@@ -621,12 +622,13 @@ START_TEST(tar_lazy_not_from_memory_or_pipes)
         tu_sh("mkfifo '%s' && (cat '%s' > '%s' &)", tmp("fifo"), tmp("gnu.tar"), tmp("fifo")), 0);
     ck_assert_int_eq(sharc__tar_file_is_plain(tmp("fifo")), 0);
     ck_assert_int_eq(sharc__tar_open(&t, &ctx, tmp("fifo"), 1 << 20), 0);
+    sharc__tar_set_lazy(t, NULL);
     for (int i = 0; i < 7; i++) {
-        ck_assert_int_eq(sharc__tar_next_lazy(t, &m, NULL), 0);
+        ck_assert_int_eq(sharc__tar_next(t, &m), 0);
         ck_assert_int_eq(m.in_file, 0);
         ck_assert_uint_eq(m.data.len, m.size);
     }
-    ck_assert_int_eq(sharc__tar_next_lazy(t, &m, NULL), SHARC_END);
+    ck_assert_int_eq(sharc__tar_next(t, &m), SHARC_END);
     sharc__tar_close(&t);
     sharc__member_free(&ctx, &m);
     ck_assert_int_eq(sharc__tar_file_is_plain(dir), 0);
@@ -646,8 +648,9 @@ START_TEST(tar_lazy_truncated_and_changed)
     sharc__fetcher_init(&f);
     const uint8_t *bytes;
     ck_assert_int_eq(sharc__tar_open(&t, &ctx, path, 1 << 20), 0);
+    sharc__tar_set_lazy(t, NULL);
     for (int i = 0; i < 6; i++)
-        ck_assert_int_eq(sharc__tar_next_lazy(t, &m, NULL), 0);
+        ck_assert_int_eq(sharc__tar_next(t, &m), 0);
     ck_assert_str_eq(sharc__buf_str(&m.name), "big.bin");
     ck_assert_int_eq(m.in_file, 1);
     ck_assert_int_eq(sharc__fetch(&f, &ctx, path, m.at, (size_t)m.size, &bytes), 0);
@@ -659,9 +662,10 @@ START_TEST(tar_lazy_truncated_and_changed)
     sharc__tar_close(&t);
     /* Opened now, the archive ends inside big.bin: the member itself is refused. */
     ck_assert_int_eq(sharc__tar_open(&t, &ctx, path, 1 << 20), 0);
+    sharc__tar_set_lazy(t, NULL);
     for (int i = 0; i < 5; i++)
-        ck_assert_int_eq(sharc__tar_next_lazy(t, &m, NULL), 0);
-    ck_assert_int_eq(sharc__tar_next_lazy(t, &m, NULL), SHARC_ERR_CORRUPT);
+        ck_assert_int_eq(sharc__tar_next(t, &m), 0);
+    ck_assert_int_eq(sharc__tar_next(t, &m), SHARC_ERR_CORRUPT);
     contains(ctx.error, "member 'big.bin' ends after 1000 of its 100000 bytes");
     sharc__tar_close(&t);
     ck_assert_int_eq(tu_sh("rm '%s'", path), 0);
