@@ -7,6 +7,9 @@
 #            when nothing at all is shared but the machine (memory, caches), the ceiling
 #            against which to read the 2-thread figure
 #   lhotse   Lhotse's from_shar + DynamicBucketingSampler + collation, one thread (issue 3)
+#   datapath WAV only: sharc-datapath with 1 and 2 threads, the memory traffic of the batches
+#            and nothing else (pread each member, convert to float32, zero the padding);
+#            its 2-thread / 1-thread ratio bounds the scaling of any loader here
 #
 # For each codec (FLAC, WAV) it generates a Lhotse Shar corpus with sharc-gen (plain tars and
 # JSONL, as Lhotse's SharWriter writes them), then runs each measurement --repeat times,
@@ -15,13 +18,14 @@
 # each repetition, whose runs are seconds apart). Raw JSON goes to the --out directory.
 #
 # Usage: bench/run.sh [options]
-#   --build DIR        build directory with tools/sharc and testdata/sharc-gen (default: the
-#                      SHARC and SHARC_GEN environment variables, else build-bench, else build)
+#   --build DIR        build directory with tools/sharc, testdata/sharc-gen and
+#                      bench/sharc-datapath (default: the SHARC, SHARC_GEN and SHARC_DATAPATH
+#                      environment variables, else build-bench, else build)
 #   --data DIR         where the corpora are generated, reused when present
 #                      (default BUILD/bench-data)
 #   --out DIR          raw results, one JSON object per line (default BUILD/bench-results)
 #   --codec C          flac, wav or all (default all)
-#   --what W           cuts, batches, pair, lhotse or all (default all); comma-separated
+#   --what W           cuts, batches, pair, lhotse, datapath or all (default all); comma-separated
 #                      list works
 #   --seconds S        timed window of every run (default 10)
 #   --repeat R         repetitions (default 3)
@@ -40,7 +44,7 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 
-build="" data="" out="" codecs="flac wav" what="cuts,batches,pair,lhotse" seconds=10 repeat=3
+build="" data="" out="" codecs="flac wav" what="cuts,batches,pair,lhotse,datapath" seconds=10 repeat=3
 threads="1 2" shards=16 cps=64 venv="" require_lhotse=0 pin_cores=1
 while [ $# -gt 0 ]; do
     case $1 in
@@ -48,7 +52,7 @@ while [ $# -gt 0 ]; do
     --data) data=$2 ;;
     --out) out=$2 ;;
     --codec) [ "$2" = all ] && codecs="flac wav" || codecs=$2 ;;
-    --what) [ "$2" = all ] && what="cuts,batches,pair,lhotse" || what=$2 ;;
+    --what) [ "$2" = all ] && what="cuts,batches,pair,lhotse,datapath" || what=$2 ;;
     --seconds) seconds=$2 ;;
     --repeat) repeat=$2 ;;
     --threads) threads=$2 ;;
@@ -81,6 +85,7 @@ fi
 sharc=${SHARC:-$build/tools/sharc}
 gen=${SHARC_GEN:-$build/testdata/sharc-gen}
 build=${build:-$(dirname "$(dirname "$sharc")")}
+datapath=${SHARC_DATAPATH:-$build/bench/sharc-datapath}
 data=${data:-$build/bench-data}
 out=${out:-$build/bench-results}
 venv=${venv:-${LHOTSE_VENV:-$build/lhotse-venv}}
@@ -197,6 +202,11 @@ for codec in $codecs; do
         if wants pair && [ "$(nproc 2>/dev/null || echo 1)" -ge 2 ]; then
             run_pair "$codec" "$sharc" bench --repeat 1 --threads 1 --json --quiet $common \
                 $batching "$d"
+        fi
+        if wants datapath && [ "$codec" = wav ] && [ -x "$datapath" ]; then
+            for t in $threads; do
+                run datapath "$codec" "$t" "$datapath" --threads "$t" --seconds "$seconds" "$d"
+            done
         fi
         if [ -n "$lhotse_py" ]; then
             run lhotse "$codec" 1 "$lhotse_py" "$here/lhotse_bench.py" --in-dir "$d" \

@@ -51,12 +51,13 @@ def main():
     rows = []
     rate = {}
     cpu = {}
-    order = {"cuts": 0, "batches": 1, "pair": 2, "lhotse": 3}
+    order = {"cuts": 0, "batches": 1, "pair": 2, "datapath": 3, "lhotse": 4}
     for (codec, tag, t), rs in sorted(runs.items(), key=lambda kv: (kv[0][0], order.get(
-            kv[0][1], 3), kv[0][2])):
+            kv[0][1], 5), kv[0][2])):
         r = {
             "codec": codec,
             "run": ("sharc batches, two 1-thread processes at once" if tag == "pair" else
+                    f"data path alone, {t} thread{'s' if t > 1 else ''}" if tag == "datapath" else
                     f"{'sharc ' if tag != 'lhotse' else ''}{tag}, {t} thread{'s' if t > 1 else ''}"),
             "n": len(rs),
             "audio": med([x["audio_seconds_per_second"] for x in rs]),
@@ -122,6 +123,13 @@ def main():
             checks.append((None, "  two 1-thread processes / one", ratio(pair, one)))
         if ratio(two, pair) is not None:
             checks.append((None, "  sharc 2 threads / the two processes", ratio(two, pair)))
+        dp1, dp2 = ("datapath", 1), ("datapath", 2)
+        if ratio(dp2, dp1) is not None:
+            # Reading the members and writing the batches, nothing else: the memory system's
+            # scaling for the bytes any loader must move.
+            checks.append((None, "  data path alone, 2 threads / 1", ratio(dp2, dp1)))
+        if ratio(one, dp1) is not None:
+            checks.append((None, "  sharc 1 thread / data path alone", ratio(one, dp1)))
         if rate.get((codec, "batches", 1)) and rate.get((codec, "lhotse", 1)):
             checks.append(("lhotse", "sharc / Lhotse, 1 thread",
                            rate[(codec, "batches", 1)] / rate[(codec, "lhotse", 1)]))

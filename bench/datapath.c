@@ -1,0 +1,265 @@
+/*
+ * sharc-datapath: the memory traffic of sharc's batches on a plain-tar WAV corpus, and
+ * nothing else (bench/run.sh --what datapath; docs/benchmarks.md, "Scaling on WAV").
+ *
+ * For every WAV member of the tars under DIR, in order, spread over N threads as sharc's
+ * decode threads take rows: pread the member into the thread's reused buffer (as
+ * src/fetch.c does), parse its header and convert its PCM16 samples to float32 into the
+ * next row of a ring of batch buffers, then zero the row's padding (as src/batch.c does,
+ * with sharc's own routines: non-temporal stores). No tar parsing, JSON, sampling or
+ * planning is timed: the member list is read before the clock starts. Its rate with 1 and 2
+ * threads is what the memory system allows for the data sharc must move, so the ratio of the
+ * two bounds the scaling any loader can show on this corpus and machine.
+ *
+ * Usage: sharc-datapath [--threads N] [--seconds S] [--padding P] DIR
+ * Prints one JSON object: audio_seconds_per_second, cuts_per_second,
+ * cpu_seconds_per_audio_second, peak_rss_bytes, time_to_first_batch_s (null), members.
+ */
+#include "archive.h"
+#include "buf.h"
+#include "ctx.h"
+#include "wav.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#define MAX_THREADS 64
+/* Like the batch pool of a 200 s max_duration at 16 kHz, 6 batches in flight. */
+#define RING_BYTES ((size_t)6 * 14 * 1024 * 1024)
+
+typedef struct member {
+    int fd;
+    uint64_t at, size;
+} member;
+
+typedef struct job {
+    member *v;
+    size_t n, cap;
+    int fds[4096];
+    size_t n_fds;
+    double padding;
+    double stop_at;
+    float *ring;
+    atomic_size_t next;      /* member sequence number, taken by the threads in turn */
+    atomic_size_t ring_used; /* floats handed out in the ring */
+} job;
+
+typedef struct worker {
+    job *j;
+    pthread_t thread;
+    double audio_s, members;
+    int failed;
+} worker;
+
+static int is_wav(const char *name)
+{
+    size_t n = strlen(name);
+    return n > 4 && strcmp(name + n - 4, ".wav") == 0;
+}
+
+static int add_tar(job *j, sharc__ctx *ctx, const char *path)
+{
+    sharc__tar *t = NULL;
+    if (j->n_fds == sizeof j->fds / sizeof j->fds[0] ||
+        sharc__tar_open(&t, ctx, path, UINT64_MAX) != 0) {
+        fprintf(stderr, "sharc-datapath: %s: %s\n", path, ctx->error);
+        return -1;
+    }
+    sharc__tar_set_lazy(t, is_wav);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) {
+        perror(path);
+        sharc__tar_close(&t);
+        return -1;
+    }
+    j->fds[j->n_fds++] = fd;
+    sharc__member m = {0};
+    int rc;
+    while ((rc = sharc__tar_next(t, &m)) == 0) {
+        if (!m.in_file)
+            continue;
+        if (j->n == j->cap) {
+            j->cap = j->cap ? 2 * j->cap : 1024;
+            j->v = realloc(j->v, j->cap * sizeof *j->v);
+            if (j->v == NULL)
+                abort();
+        }
+        j->v[j->n++] = (member){fd, m.at, m.size};
+    }
+    sharc__member_free(ctx, &m);
+    sharc__tar_close(&t);
+    if (rc != SHARC_END) {
+        fprintf(stderr, "sharc-datapath: %s: %s\n", path, ctx->error);
+        return -1;
+    }
+    return 0;
+}
+
+static int by_name(const struct dirent **a, const struct dirent **b)
+{
+    return strcmp((*a)->d_name, (*b)->d_name);
+}
+
+static int add_dir(job *j, sharc__ctx *ctx, const char *dir)
+{
+    struct dirent **names;
+    int n = scandir(dir, &names, NULL, by_name);
+    if (n < 0) {
+        perror(dir);
+        return -1;
+    }
+    int rc = 0;
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(names[i]->d_name);
+        if (rc == 0 && len > 4 && strcmp(names[i]->d_name + len - 4, ".tar") == 0) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/%s", dir, names[i]->d_name);
+            rc = add_tar(j, ctx, path);
+        }
+        free(names[i]);
+    }
+    free(names);
+    return rc;
+}
+
+static void *work(void *arg)
+{
+    worker *w = arg;
+    job *j = w->j;
+    size_t cap = 0;
+    uint8_t *buf = NULL;
+    const size_t ring_floats = RING_BYTES / sizeof(float);
+    while (sharc__now_s() < j->stop_at) {
+        const member *m = &j->v[atomic_fetch_add(&j->next, 1) % j->n];
+        if (m->size > cap) {
+            free(buf);
+            cap = m->size;
+            buf = malloc(cap);
+            if (buf == NULL)
+                abort();
+        }
+        sharc__wav_pcm16 wav;
+        if (pread(m->fd, buf, m->size, (off_t)m->at) != (ssize_t)m->size ||
+            !sharc__wav_parse(buf, m->size, &wav)) {
+            w->failed = 1;
+            break;
+        }
+        size_t samples = (size_t)wav.frames * (size_t)wav.channels;
+        size_t pad = (size_t)((double)samples * j->padding);
+        size_t row = (samples + pad + 15) & ~(size_t)15;
+        if (row > ring_floats) {
+            w->failed = 1;
+            break;
+        }
+        size_t at = atomic_fetch_add(&j->ring_used, row) % ring_floats;
+        if (at + row > ring_floats)
+            at = 0; /* rows do not straddle the ring's end (they may overlap: only the
+                       traffic matters here) */
+        sharc__wav_pcm16_to_float(buf + wav.data_offset, samples, j->ring + at, 1);
+        sharc__memzero_stream(j->ring + at + samples, pad * sizeof(float));
+        w->audio_s += (double)wav.frames / wav.sampling_rate;
+        w->members += 1;
+    }
+    free(buf);
+    return NULL;
+}
+
+static double cpu_seconds(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+           (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
+}
+
+int main(int argc, char **argv)
+{
+    int threads = 1;
+    double seconds = 10, padding = 0.14;
+    const char *dir = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            printf("usage: sharc-datapath [--threads N] [--seconds S] [--padding P] DIR\n"
+                   "  pread + PCM16-to-float32 + zeroed padding of every WAV member of the\n"
+                   "  tars in DIR, with N threads (1) for S seconds (10), padding P (0.14)\n"
+                   "  of each row; prints one JSON object\n");
+            return 0;
+        } else if (i + 1 < argc && strcmp(argv[i], "--threads") == 0) {
+            threads = atoi(argv[++i]);
+        } else if (i + 1 < argc && strcmp(argv[i], "--seconds") == 0) {
+            seconds = atof(argv[++i]);
+        } else if (i + 1 < argc && strcmp(argv[i], "--padding") == 0) {
+            padding = atof(argv[++i]);
+        } else if (argv[i][0] != '-' && dir == NULL) {
+            dir = argv[i];
+        } else {
+            fprintf(stderr, "sharc-datapath: unexpected '%s' (see --help)\n", argv[i]);
+            return 2;
+        }
+    }
+    if (dir == NULL || threads < 1 || threads > MAX_THREADS || !(seconds > 0) ||
+        !(padding >= 0 && padding < 4)) {
+        fprintf(stderr,
+                "sharc-datapath: need DIR, 1 <= --threads <= %d, --seconds > 0, "
+                "0 <= --padding < 4 (see --help)\n",
+                MAX_THREADS);
+        return 2;
+    }
+    sharc__ctx ctx;
+    sharc__ctx_init(&ctx, NULL, NULL);
+    static job j;
+    j.padding = padding;
+    if (add_dir(&j, &ctx, dir) != 0)
+        return 1;
+    if (j.n == 0) {
+        fprintf(stderr, "sharc-datapath: no .wav members in the .tar files of %s\n", dir);
+        return 1;
+    }
+    j.ring = aligned_alloc(64, RING_BYTES);
+    if (j.ring == NULL)
+        return 1;
+    memset(j.ring, 0, RING_BYTES); /* the pool is allocated and touched before batches */
+
+    worker w[MAX_THREADS] = {0};
+    double cpu0 = cpu_seconds(), t0 = sharc__now_s();
+    j.stop_at = t0 + seconds;
+    for (int i = 0; i < threads; i++) {
+        w[i].j = &j;
+        if (pthread_create(&w[i].thread, NULL, work, &w[i]) != 0)
+            return 1;
+    }
+    double audio = 0, members = 0;
+    int failed = 0;
+    for (int i = 0; i < threads; i++) {
+        pthread_join(w[i].thread, NULL);
+        audio += w[i].audio_s;
+        members += w[i].members;
+        failed |= w[i].failed;
+    }
+    double wall = sharc__now_s() - t0, cpu = cpu_seconds() - cpu0;
+    if (failed) {
+        fprintf(stderr, "sharc-datapath: a member could not be read back or is not "
+                        "canonical PCM16 WAV, or is longer than the batch ring\n");
+        return 1;
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("{\"audio_seconds_per_second\": %.1f, \"cuts_per_second\": %.1f, "
+           "\"cpu_seconds_per_audio_second\": %.9f, \"peak_rss_bytes\": %ld, "
+           "\"time_to_first_batch_s\": null, \"members\": %zu, \"threads\": %d}\n",
+           audio / wall, members / wall, audio > 0 ? cpu / audio : 0.0, ru.ru_maxrss * 1024L, j.n,
+           threads);
+    for (size_t i = 0; i < j.n_fds; i++)
+        close(j.fds[i]);
+    free(j.ring);
+    free(j.v);
+    return 0;
+}
