@@ -111,7 +111,7 @@ static int la_result(sharc__ctx *ctx, struct archive *a, long r, int code, const
         sharc__log(ctx, expected ? SHARC_LOG_DEBUG : SHARC_LOG_WARN, "%s: %s", what, msg);
         return 0;
     }
-    return sharc__fail(ctx, la_code(a, code), "%s: %s", what, msg);
+    return sharc__fail_data(ctx, la_code(a, code), "%s: %s", what, msg);
 }
 
 /*
@@ -132,13 +132,14 @@ static int open_input(sharc__ctx *ctx, const char *path, int *fd, off_t *size)
     int rc = 0;
     *fd = open(path, O_RDONLY | O_CLOEXEC);
     if (*fd < 0)
-        return sharc__fail(ctx, SHARC_ERR(errno), "%s: cannot open: %s", path, strerror(errno));
+        return sharc__fail_data(ctx, SHARC_ERR(errno), "%s: cannot open: %s", path,
+                                strerror(errno));
     if (fstat(*fd, &st) != 0) {
-        rc = sharc__fail(ctx, SHARC_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+        rc = sharc__fail_data(ctx, SHARC_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
         goto fail;
     }
     if (S_ISDIR(st.st_mode)) {
-        rc = sharc__fail(ctx, SHARC_ERR(EISDIR), "%s: is a directory", path);
+        rc = sharc__fail_data(ctx, SHARC_ERR(EISDIR), "%s: is a directory", path);
         goto fail;
     }
     /* Non-regular inputs (pipes) report -1: unknown size, never treated as empty. */
@@ -389,10 +390,10 @@ int sharc__tar_open(sharc__tar **out, sharc__ctx *ctx, const char *path, uint64_
         goto fail;
     if (size == 0) {
         close(fd);
-        rc = sharc__fail(ctx, SHARC_ERR_CORRUPT,
-                         "%s: empty file (0 bytes), not a tar archive (an empty tar has 1024 "
-                         "zero bytes)",
-                         path);
+        rc = sharc__fail_data(ctx, SHARC_ERR_CORRUPT,
+                              "%s: empty file (0 bytes), not a tar archive (an empty tar has 1024 "
+                              "zero bytes)",
+                              path);
         goto fail;
     }
     t->src.file_size = size > 0 ? (uint64_t)size : 0;
@@ -414,8 +415,8 @@ int sharc__tar_open_memory(sharc__tar **out, sharc__ctx *ctx, const void *data, 
     if (rc < 0)
         goto fail;
     if (n == 0) {
-        rc = sharc__fail(ctx, SHARC_ERR_CORRUPT, "%s: empty input (0 bytes), not a tar archive",
-                         MEMORY_PATH);
+        rc = sharc__fail_data(ctx, SHARC_ERR_CORRUPT,
+                              "%s: empty input (0 bytes), not a tar archive", MEMORY_PATH);
         goto fail;
     }
     LA_TRY(ctx, t->a, src_open(&t->src, t->a, ctx, t->path, -1, 0, data, n), SHARC_ERR_CORRUPT,
@@ -513,8 +514,8 @@ static int read_payload(sharc__tar *t, sharc__member *m, struct archive_entry *e
 {
     const char *name = sharc__buf_str(&m->name);
     if (!archive_entry_size_is_set(e) || archive_entry_size(e) < 0)
-        return sharc__fail(t->ctx, SHARC_ERR_CORRUPT, "%s: member '%s' has no valid size", t->path,
-                           name);
+        return sharc__fail_data(t->ctx, SHARC_ERR_CORRUPT, "%s: member '%s' has no valid size",
+                                t->path, name);
     uint64_t size = (uint64_t)archive_entry_size(e);
     if (size > t->max_member_bytes || size >= SIZE_MAX)
         return sharc__set_error(t->ctx, SHARC_ERR_TOO_LARGE,
@@ -530,9 +531,9 @@ static int read_payload(sharc__tar *t, sharc__member *m, struct archive_entry *e
                             ? t->src.file_size - (uint64_t)at
                             : 0; /* bytes of the file from the payload on */
         if (size > left)
-            return sharc__fail(t->ctx, SHARC_ERR_CORRUPT,
-                               "%s: member '%s' ends after %llu of its %llu bytes", t->path, name,
-                               (unsigned long long)left, (unsigned long long)size);
+            return sharc__fail_data(t->ctx, SHARC_ERR_CORRUPT,
+                                    "%s: member '%s' ends after %llu of its %llu bytes", t->path,
+                                    name, (unsigned long long)left, (unsigned long long)size);
         m->at = (uint64_t)at;
         m->in_file = 1;
         prefetch(&t->src, (uint64_t)at, size);
@@ -558,9 +559,9 @@ static int read_payload(sharc__tar *t, sharc__member *m, struct archive_entry *e
                              "%s: member '%s' (at byte %zu of %llu)", t->path, name, got,
                              (unsigned long long)size);
         if (at < (la_int64_t)got || (uint64_t)at > size || len > size - (uint64_t)at)
-            return sharc__fail(t->ctx, SHARC_ERR_CORRUPT,
-                               "%s: member '%s' has data outside its %llu bytes", t->path, name,
-                               (unsigned long long)size);
+            return sharc__fail_data(t->ctx, SHARC_ERR_CORRUPT,
+                                    "%s: member '%s' has data outside its %llu bytes", t->path,
+                                    name, (unsigned long long)size);
         memset(m->data.data + got, 0, (size_t)at - got); /* a hole of a sparse member */
         if (t->pool) /* batch mode: the member waits in the sampler's buffer */
             sharc__memcpy_stream(m->data.data + at, block, len);
@@ -569,9 +570,9 @@ static int read_payload(sharc__tar *t, sharc__member *m, struct archive_entry *e
         got = (size_t)at + len;
     }
     if (got < size && archive_entry_sparse_count(e) == 0)
-        return sharc__fail(t->ctx, SHARC_ERR_CORRUPT,
-                           "%s: member '%s' ends after %zu of its %llu bytes", t->path, name, got,
-                           (unsigned long long)size);
+        return sharc__fail_data(t->ctx, SHARC_ERR_CORRUPT,
+                                "%s: member '%s' ends after %zu of its %llu bytes", t->path, name,
+                                got, (unsigned long long)size);
     memset(m->data.data + got, 0, (size_t)size - got); /* a sparse member's trailing hole */
     m->data.len = (size_t)size;
     m->data.data[size] = 0;
@@ -752,8 +753,9 @@ fail:
 
 static int line_too_long(sharc__lines *l, uint64_t lineno)
 {
-    return sharc__fail(l->ctx, SHARC_ERR_TOO_LARGE, "%s: line %llu is longer than %llu bytes",
-                       l->path, (unsigned long long)lineno, (unsigned long long)l->max_line_bytes);
+    return sharc__fail_data(l->ctx, SHARC_ERR_TOO_LARGE, "%s: line %llu is longer than %llu bytes",
+                            l->path, (unsigned long long)lineno,
+                            (unsigned long long)l->max_line_bytes);
 }
 
 /* Keep the unread tail, make room, and read more decompressed bytes after it. */
@@ -831,8 +833,9 @@ int sharc__lines_next(sharc__lines *l, const char **line, size_t *len, uint64_t 
             break;
         }
         if (memchr(start, 0, n)) {
-            l->status = sharc__fail(l->ctx, SHARC_ERR_CORRUPT, "%s: line %llu contains a NUL byte",
-                                    l->path, (unsigned long long)l->lineno);
+            l->status =
+                sharc__fail_data(l->ctx, SHARC_ERR_CORRUPT, "%s: line %llu contains a NUL byte",
+                                 l->path, (unsigned long long)l->lineno);
             break;
         }
         if (is_blank(start, n))

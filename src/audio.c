@@ -9,8 +9,9 @@
 #include "wav.h"
 
 /*
- * The one place where libsndfile failures become ours (STYLE R8): log libsndfile's own
- * text once, with the sniffed codec and what we were doing, and leave through `label`.
+ * The one place where libsndfile failures become ours (STYLE R8): record libsndfile's own
+ * text once, with the sniffed codec and what we were doing, and leave through `label`. It
+ * is logged at DEBUG here; the reader reports the problem with file, member and cut.
  * After a failed sf_open_virtual() `snd` is NULL and libsndfile reports its process-wide
  * last error; under concurrent failures that text may belong to another thread, which
  * only ever costs the wording, never memory safety.
@@ -18,8 +19,8 @@
 #define SHARC__SF_CHECK(ctx, snd, cond, codec, what, rc, label)                                    \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
-            (rc) = sharc__fail((ctx), SHARC_ERR_DECODE, "%s audio: %s: %s",                        \
-                               sharc__codec_name(codec), (what), sf_strerror(snd));                \
+            (rc) = sharc__fail_data((ctx), SHARC_ERR_DECODE, "%s audio: %s: %s",                   \
+                                    sharc__codec_name(codec), (what), sf_strerror(snd));           \
             goto label;                                                                            \
         }                                                                                          \
     } while (0)
@@ -155,8 +156,8 @@ static int decoder_open(sharc__ctx *ctx, decoder *d, const uint8_t *data, size_t
     d->snd = sf_open_virtual((SF_VIRTUAL_IO *)&vio, SFM_READ, &d->sfi, &d->mem);
     SHARC__SF_CHECK(ctx, d->snd, d->snd != NULL, d->codec, "cannot open", rc, fail);
     if (d->sfi.channels < 1 || d->sfi.channels > CHUNK_FLOATS || d->sfi.samplerate < 1) {
-        rc = sharc__fail(ctx, SHARC_ERR_DECODE, "%s audio: bad header: %d channels at %d Hz",
-                         sharc__codec_name(d->codec), d->sfi.channels, d->sfi.samplerate);
+        rc = sharc__fail_data(ctx, SHARC_ERR_DECODE, "%s audio: bad header: %d channels at %d Hz",
+                              sharc__codec_name(d->codec), d->sfi.channels, d->sfi.samplerate);
         goto fail;
     }
     return 0;

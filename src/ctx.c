@@ -140,6 +140,7 @@ int sharc__set_error(sharc__ctx *ctx, int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(ctx->error, sizeof ctx->error, fmt, ap);
     va_end(ap);
+    ctx->error_logged = 0;
     return code;
 }
 
@@ -149,8 +150,31 @@ int sharc__fail(sharc__ctx *ctx, int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(ctx->error, sizeof ctx->error, fmt, ap);
     va_end(ap);
-    sharc__log(ctx, SHARC_LOG_ERROR, "%s", ctx->error);
+    sharc__log_error(ctx, SHARC_LOG_ERROR);
     return code;
+}
+
+int sharc__fail_data(sharc__ctx *ctx, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->error, sizeof ctx->error, fmt, ap);
+    va_end(ap);
+    ctx->error_logged = 0;
+    sharc__log(ctx, SHARC_LOG_DEBUG, "%s", ctx->error);
+    return code;
+}
+
+void sharc__log_error(sharc__ctx *ctx, sharc_log_level level)
+{
+    sharc__log(ctx, level, "%s", ctx->error);
+    ctx->error_logged = 1;
+}
+
+void sharc__log_error_once(sharc__ctx *ctx)
+{
+    if (!ctx->error_logged && ctx->error[0])
+        sharc__log_error(ctx, SHARC_LOG_ERROR);
 }
 
 static void vwrap(sharc__ctx *ctx, const char *fmt, va_list ap)
@@ -178,7 +202,7 @@ int sharc__fail_wrap(sharc__ctx *ctx, int code, const char *fmt, ...)
     va_start(ap, fmt);
     vwrap(ctx, fmt, ap);
     va_end(ap);
-    sharc__log(ctx, SHARC_LOG_ERROR, "%s", ctx->error);
+    sharc__log_error(ctx, SHARC_LOG_ERROR);
     return code;
 }
 
@@ -188,5 +212,6 @@ int sharc__wrap_error(sharc__ctx *ctx, int code, const char *fmt, ...)
     va_start(ap, fmt);
     vwrap(ctx, fmt, ap);
     va_end(ap);
+    ctx->error_logged = 0;
     return code;
 }

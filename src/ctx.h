@@ -15,6 +15,7 @@ typedef struct sharc__ctx {
     sharc_allocator alloc;
     sharc_logger log;
     char error[SHARC__ERRLEN]; ///< last error message of the owning handle
+    int error_logged;          ///< `error` went to the log at WARN or ERROR
     double io_seconds;         ///< time spent in read() by streams using this context
 } sharc__ctx;
 
@@ -56,5 +57,24 @@ int sharc__wrap_error(sharc__ctx *ctx, int code, const char *fmt, ...)
 /** Like sharc__fail but only sets the text (no log): for errors the caller may handle. */
 int sharc__set_error(sharc__ctx *ctx, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/**
+ * Like sharc__fail for a problem with the data being read (an unreadable, corrupt or
+ * truncated shard, an undecodable member), at the boundary of the dependency that found
+ * it: the text is logged there at DEBUG only. The reader reports it once, with the file,
+ * member and cut, at the level its error policy gives it (ERROR when it stops, WARN when it
+ * skips), so one problem is one line in the log.
+ */
+int sharc__fail_data(sharc__ctx *ctx, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/** Log the current error text at `level` (WARN or ERROR), as the report of a problem. */
+void sharc__log_error(sharc__ctx *ctx, sharc_log_level level);
+
+/**
+ * Log the current error text at ERROR unless it already went to the log at WARN or ERROR:
+ * for errors leaving the library through a call whose handle may not survive (open).
+ */
+void sharc__log_error_once(sharc__ctx *ctx);
 
 #endif /* SHARC_SRC_CTX_H */

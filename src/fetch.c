@@ -37,8 +37,8 @@ static int file_of(sharc__fetcher *f, sharc__ctx *ctx, const char *path, int *fd
     }
     int nfd = open(path, O_RDONLY | O_CLOEXEC);
     if (nfd < 0)
-        return sharc__fail(ctx, SHARC_ERR(errno), "%s: cannot open again to read audio: %s", path,
-                           strerror(errno));
+        return sharc__fail_data(ctx, SHARC_ERR(errno), "%s: cannot open again to read audio: %s",
+                                path, strerror(errno));
     if (f->files[victim].fd >= 0)
         close(f->files[victim].fd);
     f->files[victim].path = path;
@@ -62,13 +62,14 @@ int sharc__fetch(sharc__fetcher *f, sharc__ctx *ctx, const char *path, uint64_t 
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)
-            return sharc__fail(ctx, SHARC_ERR_IO, "%s: read error at byte %llu: %s", path,
-                               (unsigned long long)(at + got), strerror(errno));
+            return sharc__fail_data(ctx, SHARC_ERR_IO, "%s: read error at byte %llu: %s", path,
+                                    (unsigned long long)(at + got), strerror(errno));
         if (r == 0)
-            return sharc__fail(ctx, SHARC_ERR_CORRUPT,
-                               "%s: the file ends at byte %llu, inside audio of %zu bytes at byte "
-                               "%llu: it changed after it was read",
-                               path, (unsigned long long)(at + got), n, (unsigned long long)at);
+            return sharc__fail_data(
+                ctx, SHARC_ERR_CORRUPT,
+                "%s: the file ends at byte %llu, inside audio of %zu bytes at byte "
+                "%llu: it changed after it was read",
+                path, (unsigned long long)(at + got), n, (unsigned long long)at);
         got += (size_t)r;
     }
     f->buf.len = n;

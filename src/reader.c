@@ -182,10 +182,8 @@ int sharc__reader_open(sharc_reader **out, const sharc_reader_settings *s)
         goto fail;
     rc = sharc__dataset_find(&r->ds, &r->ctx, r->s.paths, r->s.n_paths, s->layout,
                              s->max_line_bytes);
-    if (rc < 0) {
-        sharc__log(&r->ctx, SHARC_LOG_ERROR, "%s", r->ctx.error);
+    if (rc < 0)
         goto fail;
-    }
     r->ops = r->ds.layout == SHARC_LAYOUT_SHAR   ? &sharc__shar_ops
              : r->ds.layout == SHARC_LAYOUT_NEMO ? &sharc__nemo_ops
                                                  : &sharc__wds_ops;
@@ -211,6 +209,8 @@ int sharc__reader_open(sharc_reader **out, const sharc_reader_settings *s)
     *out = r;
     return 0;
 fail:
+    /* The handle goes away: the log is the only place left for the message. */
+    sharc__log_error_once(&r->ctx);
     sharc__reader_close(&r);
     return rc;
 }
@@ -273,13 +273,14 @@ static int handle_problem(sharc_reader *r, int rc)
     sharc__stream_error *e = &r->err;
     if (e->kind >= SHARC_PROBLEM_COUNT) {
         /* Not a data problem (out of memory, ...): no policy applies. */
+        sharc__log_error_once(&r->ctx);
         r->failed = rc;
         return rc;
     }
     if (!r->quiet) {
         /* Skipped problems are warnings; under FAIL this is the error that stops. */
-        sharc__log(&r->ctx, r->s.on_error == SHARC_ON_ERROR_SKIP ? SHARC_LOG_WARN : SHARC_LOG_ERROR,
-                   "%s", r->ctx.error);
+        sharc__log_error(&r->ctx,
+                         r->s.on_error == SHARC_ON_ERROR_SKIP ? SHARC_LOG_WARN : SHARC_LOG_ERROR);
         sharc__reader_report(r, rc, e, r->ctx.error);
     }
     if (r->s.on_error == SHARC_ON_ERROR_FAIL) {
@@ -694,6 +695,7 @@ int sharc__reader_next_batch(sharc_reader *r, sharc_batch **batch)
         r->mode = 2;
         int rc = sharc__pipeline_start(r);
         if (rc < 0) {
+            sharc__log_error_once(&r->ctx);
             r->failed = rc;
             return rc;
         }

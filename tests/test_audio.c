@@ -665,15 +665,17 @@ END_TEST
 
 static int logged;
 static char last_log[512];
+static sharc_log_level last_level;
 static void capture(void *cookie, sharc_log_level level, const char *fmt, va_list ap)
 {
     (void)cookie;
-    (void)level;
+    last_level = level;
     logged++;
     vsnprintf(last_log, sizeof last_log, fmt, ap);
 }
 
-/* libsndfile's own text is logged once; mismatches are left to the caller to report. */
+/* libsndfile's own text is logged once, at DEBUG (the reader reports the problem with the
+ * file, member and cut at its policy's level); mismatches are left to the caller. */
 START_TEST(libsndfile_errors_logged_once)
 {
     sharc_logger log = {NULL, capture, SHARC_LOG_DEBUG};
@@ -688,6 +690,7 @@ START_TEST(libsndfile_errors_logged_once)
     ck_assert_int_eq(sharc__audio_decode(&ctx, junk, sizeof junk, &spec, out, 16, NULL, &frames),
                      SHARC_ERR_DECODE);
     ck_assert_int_eq(logged, 1);
+    ck_assert_int_eq(last_level, SHARC_LOG_DEBUG);
     ck_assert_str_eq(last_log, ctx.error);
     /* "flac audio: cannot open: " followed by libsndfile's sentence. */
     ck_assert_uint_gt(strlen(ctx.error), strlen("flac audio: cannot open: ") + 5);

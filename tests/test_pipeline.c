@@ -546,6 +546,98 @@ START_TEST(decode_errors_under_both_policies)
 }
 END_TEST
 
+/* Log lines at WARN and ERROR, to check that one problem is one line. */
+static int log_errors, log_warnings;
+static char last_logged[1024];
+static void capture_log(void *cookie, sharc_log_level level, const char *fmt, va_list ap)
+{
+    (void)cookie;
+    if (level > SHARC_LOG_WARN)
+        return;
+    level == SHARC_LOG_ERROR ? log_errors++ : log_warnings++;
+    vsnprintf(last_logged, sizeof last_logged, fmt, ap);
+}
+
+/*
+ * A problem found by the planner (a truncated tar) and one found by a decode thread (a
+ * corrupt member) are each reported once: one on_problem call, one count, one log line, at
+ * ERROR under FAIL and WARN under SKIP, naming the shard and member (not also libarchive's
+ * or libsndfile's bare text, nor again when the caller takes the failed batch).
+ */
+START_TEST(one_report_per_problem)
+{
+    char *dir =
+        gen_corpus("--layout shar --compress none --shards 2 --cuts-per-shard 6 --max-duration 4");
+    char bad_member[256], cut_member[256];
+    expected_field(dir, 8, "member", bad_member, sizeof bad_member);
+    expected_field(dir, 3, "member", cut_member, sizeof cut_member);
+    /* Shard 1: a corrupt FLAC body. Shard 0: cut off inside its fourth member. */
+    ck_assert_int_eq(
+        tu_sh("cd '%s/shar' && python3 '%s/corrupt.py' tar-replace recording.000001.tar "
+              "'%s' @flac-garbage:2000 && "
+              "n=$(python3 -c \"import tarfile; t=tarfile.open('recording.000000.tar'); "
+              "m=t.getmember('%s'); print(m.offset_data + 100)\") && "
+              "python3 '%s/corrupt.py' truncate recording.000000.tar $n",
+              dir, getenv("SHARC_TESTS_SRC"), bad_member, cut_member, getenv("SHARC_TESTS_SRC")),
+        0);
+    char path[600];
+    snprintf(path, sizeof path, "%s/shar", dir);
+    const char *paths[] = {path};
+    sharc_reader_settings s;
+    settings_on(&s, paths);
+    s.shuffle_shards = 0;
+    s.sampler.shuffle = 0;
+    s.sampler.max_duration = 12;
+    s.logger.callback = capture_log;
+    s.logger.level = SHARC_LOG_DEBUG;
+    s.on_problem = count_problem;
+    for (int threads = 1; threads <= 4; threads += 3) {
+        s.n_threads = threads;
+        /* FAIL: shard 0 comes first; its truncation stops the run. */
+        s.on_error = SHARC_ON_ERROR_FAIL;
+        log_errors = log_warnings = 0;
+        problems_seen = 0;
+        sharc_reader *r;
+        sharc_batch *b;
+        int rc;
+        ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+        while ((rc = sharc_reader_next_batch(r, &b)) == 0)
+            sharc_batch_release(b);
+        ck_assert_int_eq(rc, SHARC_ERR_CORRUPT);
+        ck_assert_int_eq(problems_seen, 1);
+        ck_assert_int_eq(log_errors, 1);
+        ck_assert_int_eq(log_warnings, 0);
+        ck_assert_ptr_nonnull(strstr(last_logged, "recording.000000.tar"));
+        ck_assert_ptr_nonnull(strstr(last_logged, cut_member));
+        sharc_reader_stats st;
+        sharc_reader_get_stats(r, &st);
+        ck_assert_uint_eq(st.problems[SHARC_PROBLEM_ARCHIVE], 1);
+        sharc_reader_close(&r);
+
+        /* SKIP: the rest of shard 0 and the corrupt cut of shard 1 are skipped, each one
+         * warning. */
+        s.on_error = SHARC_ON_ERROR_SKIP;
+        log_errors = log_warnings = 0;
+        problems_seen = 0;
+        ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+        while ((rc = sharc_reader_next_batch(r, &b)) == 0)
+            sharc_batch_release(b);
+        ck_assert_int_eq(rc, SHARC_END);
+        ck_assert_int_eq(problems_seen, 2);
+        ck_assert_int_eq(log_errors, 0);
+        ck_assert_int_eq(log_warnings, 2);
+        sharc_reader_get_stats(r, &st);
+        ck_assert_uint_eq(st.problems[SHARC_PROBLEM_ARCHIVE], 1);
+        ck_assert_uint_eq(st.problems[SHARC_PROBLEM_DECODE], 1);
+        ck_assert_uint_eq(st.skipped_shards, 1);
+        ck_assert_uint_eq(st.skipped_cuts, 1);
+        sharc_reader_close(&r);
+    }
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
 /* Problems seen while reading, in the order they were reported. */
 #define MAX_SEEN 64
 static char seen[MAX_SEEN][600];
@@ -713,6 +805,7 @@ int main(void)
     tcase_add_test(tc, corrupt_states_are_rejected);
     tcase_add_test(tc, backpressure_and_mode_errors);
     tcase_add_test(tc, decode_errors_under_both_policies);
+    tcase_add_test(tc, one_report_per_problem);
     tcase_add_loop_test(tc, every_layout_in_batches, 0, 3);
     tcase_add_test(tc, read_ahead_keeps_order_with_problems);
     tcase_add_test(tc, read_ahead_over_full_queues);
