@@ -616,7 +616,11 @@ int sharc__tar_file_is_plain(const char *path)
 {
     uint8_t magic[4] = {0};
     struct stat st;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* Only regular files are opened: opening a named pipe would block until a writer came,
+     * or take the one that came and lose what it wrote when this closes it. */
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return 0;
     int plain = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
