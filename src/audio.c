@@ -348,26 +348,17 @@ fail:
     return rc;
 }
 
-/*
- * The direct path mirrors the libsndfile path's decisions and handles only the cases
- * where that path succeeds; for every other one the libsndfile path runs and reports the
- * error with its own text.
- */
-int sharc__audio_decode_direct(const uint8_t *data, size_t n, const sharc__decode_spec *spec,
-                               float *out, size_t out_capacity, sharc__audio_info *info,
-                               int64_t *frames)
+int sharc__pcm16_plan(const sharc__wav_pcm16 *wav, const sharc__decode_spec *spec,
+                      size_t out_capacity, int64_t *first, int64_t *count)
 {
-    sharc__wav_pcm16 wav;
-    if (!sharc__wav_parse(data, n, &wav))
-        return 0;
     const int64_t want = spec->want_frames, tol = spec->tolerance_frames;
     const int64_t offset = spec->offset_frames;
-    const int out_ch = spec->channel >= 0 ? 1 : wav.channels;
+    const int out_ch = spec->channel >= 0 ? 1 : wav->channels;
     const int64_t cap_frames = (int64_t)(out_capacity / (size_t)out_ch);
-    if (spec->channel >= wav.channels || offset < 0 || tol < 0 || want > cap_frames)
+    if (spec->channel >= wav->channels || offset < 0 || tol < 0 || want > cap_frames)
         return 0;
     /* libsndfile seeks PCM exactly; an offset past the end decodes nothing. */
-    const int64_t rest = offset < wav.frames ? wav.frames - offset : 0;
+    const int64_t rest = offset < wav->frames ? wav->frames - offset : 0;
     int64_t got;
     if (want < 0) {
         got = rest < cap_frames ? rest : cap_frames;
@@ -380,19 +371,49 @@ int sharc__audio_decode_direct(const uint8_t *data, size_t n, const sharc__decod
         if (want - got > tol || (got == 0 && want > 0))
             return 0; /* much shorter */
     }
-    if (got > 0) {
-        const uint8_t *src = data + wav.data_offset + (size_t)offset * 2 * (size_t)wav.channels;
+    *first = got > 0 ? offset : 0;
+    *count = got;
+    return 1;
+}
+
+void sharc__pcm16_convert(const sharc__wav_pcm16 *wav, const uint8_t *src, int64_t count,
+                          const sharc__decode_spec *spec, float *out, sharc__audio_info *info,
+                          int64_t *frames)
+{
+    const int out_ch = spec->channel >= 0 ? 1 : wav->channels;
+    const int64_t want = spec->want_frames;
+    if (count > 0) {
         if (spec->channel < 0)
-            sharc__wav_pcm16_to_float(src, (size_t)got * (size_t)wav.channels, out,
+            sharc__wav_pcm16_to_float(src, (size_t)count * (size_t)wav->channels, out,
                                       spec->stream_out);
         else
-            sharc__wav_pcm16_channel_to_float(src, (size_t)got, wav.channels, spec->channel, out);
+            sharc__wav_pcm16_channel_to_float(src, (size_t)count, wav->channels, spec->channel,
+                                              out);
     }
     if (want >= 0)
-        pad_reflect(out, got, want, out_ch);
+        pad_reflect(out, count, want, out_ch);
     if (info)
-        *info = (sharc__audio_info){SHARC__CODEC_WAV, wav.sampling_rate, wav.channels, wav.frames};
-    *frames = want >= 0 ? want : got;
+        *info =
+            (sharc__audio_info){SHARC__CODEC_WAV, wav->sampling_rate, wav->channels, wav->frames};
+    *frames = want >= 0 ? want : count;
+}
+
+/*
+ * The direct path mirrors the libsndfile path's decisions and handles only the cases
+ * where that path succeeds; for every other one the libsndfile path runs and reports the
+ * error with its own text.
+ */
+int sharc__audio_decode_direct(const uint8_t *data, size_t n, const sharc__decode_spec *spec,
+                               float *out, size_t out_capacity, sharc__audio_info *info,
+                               int64_t *frames)
+{
+    sharc__wav_pcm16 wav;
+    int64_t first, count;
+    if (!sharc__wav_parse(data, n, &wav) ||
+        !sharc__pcm16_plan(&wav, spec, out_capacity, &first, &count))
+        return 0;
+    const uint8_t *src = data + wav.data_offset + (size_t)first * 2 * (size_t)wav.channels;
+    sharc__pcm16_convert(&wav, src, count, spec, out, info, frames);
     return 1;
 }
 

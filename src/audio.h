@@ -11,6 +11,7 @@
 
 #include "buf.h"
 #include "ctx.h"
+#include "wav.h"
 
 typedef enum sharc__codec {
     SHARC__CODEC_UNKNOWN = 0,
@@ -92,6 +93,24 @@ int sharc__audio_decode(sharc__ctx *ctx, const uint8_t *data, size_t n,
 int sharc__audio_decode_direct(const uint8_t *data, size_t n, const sharc__decode_spec *spec,
                                float *out, size_t out_capacity, sharc__audio_info *info,
                                int64_t *frames);
+
+/**
+ * The direct path's decision for a canonical PCM16 WAV (sharc__wav_parse()) and `spec`:
+ * which frames it converts, so that a caller holding only part of the member (a window
+ * into a long one, read from its file) can read just those.
+ * @return 1 with frames [*first, *first + *count) to convert with sharc__pcm16_convert();
+ *         0 when the direct path does not apply (libsndfile must decode and report)
+ */
+int sharc__pcm16_plan(const sharc__wav_pcm16 *wav, const sharc__decode_spec *spec,
+                      size_t out_capacity, int64_t *first, int64_t *count);
+
+/**
+ * Convert the `count` frames planned by sharc__pcm16_plan(), at `src`, into `out` and fit
+ * them to spec->want_frames, as sharc__audio_decode() does for that member.
+ */
+void sharc__pcm16_convert(const sharc__wav_pcm16 *wav, const uint8_t *src, int64_t count,
+                          const sharc__decode_spec *spec, float *out, sharc__audio_info *info,
+                          int64_t *frames);
 
 /**
  * sharc__audio_decode() without the direct PCM16 WAV path: always libsndfile. For tests

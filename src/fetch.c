@@ -48,17 +48,15 @@ static int file_of(sharc__fetcher *f, sharc__ctx *ctx, const char *path, int *fd
     return 0;
 }
 
-int sharc__fetch(sharc__fetcher *f, sharc__ctx *ctx, const char *path, uint64_t at, size_t n,
-                 const uint8_t **out)
+int sharc__fetch_into(sharc__fetcher *f, sharc__ctx *ctx, const char *path, uint64_t at, size_t n,
+                      uint8_t *dst)
 {
     int fd = -1, rc = file_of(f, ctx, path, &fd);
     if (rc < 0)
         return rc;
-    if ((rc = sharc__buf_reserve(ctx, &f->buf, n)) < 0)
-        return sharc__fail(ctx, rc, "%s: cannot allocate %zu bytes to read audio", path, n);
     size_t got = 0;
     while (got < n) {
-        ssize_t r = pread(fd, f->buf.data + got, n - got, (off_t)(at + got));
+        ssize_t r = pread(fd, dst + got, n - got, (off_t)(at + got));
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)
@@ -72,6 +70,17 @@ int sharc__fetch(sharc__fetcher *f, sharc__ctx *ctx, const char *path, uint64_t 
                 path, (unsigned long long)(at + got), n, (unsigned long long)at);
         got += (size_t)r;
     }
+    return 0;
+}
+
+int sharc__fetch(sharc__fetcher *f, sharc__ctx *ctx, const char *path, uint64_t at, size_t n,
+                 const uint8_t **out)
+{
+    int rc = sharc__buf_reserve(ctx, &f->buf, n);
+    if (rc < 0)
+        return sharc__fail(ctx, rc, "%s: cannot allocate %zu bytes to read audio", path, n);
+    if ((rc = sharc__fetch_into(f, ctx, path, at, n, f->buf.data)) < 0)
+        return rc;
     f->buf.len = n;
     f->buf.data[n] = 0;
     *out = f->buf.data;

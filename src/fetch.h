@@ -16,6 +16,9 @@
 /* Open files kept per fetcher: a batch's rows come from a few shards. */
 #define SHARC__FETCH_FILES 8
 
+/* Room for a member's head or tail when only parts of it are read (see sharc__fetch_into). */
+#define SHARC__FETCH_PIECE 4096
+
 typedef struct sharc__fetcher {
     struct {
         const char *path; ///< NULL for a free entry; owned by the dataset
@@ -24,6 +27,8 @@ typedef struct sharc__fetcher {
     } files[SHARC__FETCH_FILES];
     uint64_t clock;
     sharc__buf buf;
+    /** Scratch for the caller: the head and tail of a member read in parts. */
+    uint8_t head[SHARC__FETCH_PIECE], tail[SHARC__FETCH_PIECE];
 } sharc__fetcher;
 
 void sharc__fetcher_init(sharc__fetcher *f);
@@ -41,5 +46,9 @@ void sharc__fetcher_free(sharc__fetcher *f, sharc__ctx *ctx);
  */
 int sharc__fetch(sharc__fetcher *f, sharc__ctx *ctx, const char *path, uint64_t at, size_t n,
                  const uint8_t **out);
+
+/** sharc__fetch() into `dst` (room for `n` bytes) instead of the fetcher's buffer. */
+int sharc__fetch_into(sharc__fetcher *f, sharc__ctx *ctx, const char *path, uint64_t at, size_t n,
+                      uint8_t *dst);
 
 #endif /* SHARC_SRC_FETCH_H */

@@ -2,6 +2,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "readahead.h"
 #include "reader_impl.h"
@@ -375,6 +376,108 @@ static int job_audio(sharc__ctx *ctx, sharc__fetcher *f, const sharc__decode_job
     return 0;
 }
 
+static int ends_with_wav(const char *name)
+{
+    size_t n = strlen(name);
+    return n >= 4 && strcasecmp(name + n - 4, ".wav") == 0;
+}
+
+/*
+ * The layout of a WAV member left in its file, from its head and, past its samples, its
+ * tail: what parsing the whole member gives (sharc__wav_parse_pieces()), without reading
+ * the samples. For long members, of which a row needs the header or a window only.
+ * @return 1 with `*wav`; 0 when it cannot be done this way (not a .wav member, not
+ *         canonical PCM16 WAV, chunks beyond the pieces); or an error reading the file
+ */
+static int wav_from_pieces(sharc__ctx *ctx, sharc__fetcher *f, const sharc__decode_job *j,
+                           sharc__wav_pcm16 *wav)
+{
+    const size_t n = j->audio_len;
+    size_t data_end;
+    if (!j->in_file || !ends_with_wav(j->member) || n < 4 * SHARC__FETCH_PIECE)
+        return 0;
+    int rc = sharc__fetch_into(f, ctx, j->shard, j->at, SHARC__FETCH_PIECE, f->head);
+    if (rc < 0)
+        return rc;
+    if (!sharc__wav_data_end(f->head, SHARC__FETCH_PIECE, n, &data_end) ||
+        n - data_end > SHARC__FETCH_PIECE)
+        return 0;
+    if (data_end < n &&
+        (rc = sharc__fetch_into(f, ctx, j->shard, j->at + data_end, n - data_end, f->tail)) < 0)
+        return rc;
+    const sharc__wav_pieces pieces = {f->head, SHARC__FETCH_PIECE, f->tail, data_end, n};
+    return sharc__wav_parse_pieces(&pieces, wav);
+}
+
+/*
+ * A window into a WAV member left in its file that covers little of it (NeMo rows cutting
+ * one long recording): read only the window's samples, instead of the whole member for
+ * every row. The result is the one decoding the whole member gives.
+ * @return 1 decoded; 0 not done this way (see wav_from_pieces(), or a window worth reading
+ *         whole), nothing written; or an error reading the file
+ */
+static int decode_wav_window(sharc__ctx *ctx, sharc__fetcher *f, const sharc__decode_job *j,
+                             const sharc__decode_spec *spec, float *out, size_t cap,
+                             sharc__audio_info *info, int64_t *frames)
+{
+    const uint64_t window_bytes = (uint64_t)(j->num_samples > 0 ? j->num_samples : 0) * 2u *
+                                  (uint64_t)(j->channels > 0 ? j->channels : 1);
+    if (!j->window || window_bytes + 4 * SHARC__FETCH_PIECE >= j->audio_len)
+        return 0;
+    sharc__wav_pcm16 wav;
+    int64_t first, count;
+    int rc = wav_from_pieces(ctx, f, j, &wav);
+    if (rc <= 0 || !sharc__pcm16_plan(&wav, spec, cap, &first, &count))
+        return rc;
+    const size_t align = 2 * (size_t)wav.channels;
+    const uint8_t *src = NULL;
+    if (count > 0 &&
+        (rc = sharc__fetch(f, ctx, j->shard, j->at + wav.data_offset + (uint64_t)first * align,
+                           (size_t)count * align, &src)) < 0)
+        return rc;
+    sharc__pcm16_convert(&wav, src, count, spec, out, info, frames);
+    return 1;
+}
+
+/*
+ * The audio header of a cut whose metadata lacks its rate, channels or length. Rows that
+ * cut one member left in the file ask in turn, so the last member described is
+ * remembered; a long WAV member is described from its head and tail.
+ */
+static int job_info(sharc_reader *r, const sharc__decode_job *j, sharc__audio_info *info)
+{
+    if (j->in_file && r->info_shard == j->shard && r->info_at == j->at) {
+        *info = r->info;
+        return 0;
+    }
+    sharc__wav_pcm16 wav;
+    const uint8_t *audio;
+    int rc = wav_from_pieces(&r->ctx, &r->fetch, j, &wav);
+    if (rc < 0) {
+        sharc__wrap_error(&r->ctx, rc, "%s member %s (cut %s)", j->shard, j->member, j->id);
+        return cut_problem(&r->ctx, &r->err, rc, SHARC_PROBLEM_ARCHIVE, j->shard, j->member, j->id);
+    }
+    if (rc > 0) {
+        *info = (sharc__audio_info){SHARC__CODEC_WAV, wav.sampling_rate, wav.channels, wav.frames};
+    } else {
+        if ((rc = job_audio(&r->ctx, &r->fetch, j, &audio, &r->err)) < 0)
+            return rc;
+        rc = sharc__audio_info_get(&r->ctx, audio, j->audio_len, info);
+        if (rc < 0 || info->sampling_rate <= 0 || info->channels <= 0) {
+            rc = rc < 0 ? rc : SHARC_ERR_DECODE;
+            sharc__wrap_error(&r->ctx, rc, "%s member %s (cut %s)", j->shard, j->member, j->id);
+            return cut_problem(&r->ctx, &r->err, rc, SHARC_PROBLEM_DECODE, j->shard, j->member,
+                               j->id);
+        }
+    }
+    if (j->in_file) {
+        r->info_shard = j->shard;
+        r->info_at = j->at;
+        r->info = *info;
+    }
+    return 0;
+}
+
 /* Make rate, channels and length known, from the metadata or else the audio header. */
 static int describe_cut(sharc_reader *r)
 {
@@ -383,18 +486,9 @@ static int describe_cut(sharc_reader *r)
         return 0;
     sharc__audio_info info;
     sharc__decode_job j = raw_job(c);
-    const uint8_t *audio;
-    int rc = job_audio(&r->ctx, &r->fetch, &j, &audio, &r->err);
+    int rc = job_info(r, &j, &info);
     if (rc < 0)
         return rc;
-    rc = sharc__audio_info_get(&r->ctx, audio, j.audio_len, &info);
-    if (rc < 0 || info.sampling_rate <= 0 || info.channels <= 0) {
-        rc = rc < 0 ? rc : SHARC_ERR_DECODE;
-        sharc__wrap_error(&r->ctx, rc, "%s member %s (cut %s)", c->shard,
-                          sharc__buf_str(&c->member), sharc__buf_str(&c->id));
-        return cut_problem(&r->ctx, &r->err, rc, SHARC_PROBLEM_DECODE, c->shard,
-                           sharc__buf_str(&c->member), sharc__buf_str(&c->id));
-    }
     if (c->sampling_rate <= 0)
         c->sampling_rate = info.sampling_rate;
     if (c->channels <= 0)
@@ -489,10 +583,6 @@ int sharc__reader_decode(const sharc_reader *r, sharc__ctx *ctx, sharc__fetcher 
                          const sharc__decode_job *j, float *out, size_t cap, int *out_channels,
                          sharc__stream_error *err)
 {
-    const uint8_t *audio;
-    int rc = job_audio(ctx, f, j, &audio, err);
-    if (rc < 0)
-        return rc;
     sharc__decode_spec spec = {round_half_up(j->offset * j->sampling_rate),
                                j->num_samples,
                                (int64_t)(r->s.length_tolerance * j->sampling_rate),
@@ -501,7 +591,17 @@ int sharc__reader_decode(const sharc_reader *r, sharc__ctx *ctx, sharc__fetcher 
                                r->mode == 2};
     sharc__audio_info info = {0};
     int64_t frames = 0;
-    rc = sharc__audio_decode(ctx, audio, j->audio_len, &spec, out, cap, &info, &frames);
+    int rc = decode_wav_window(ctx, f, j, &spec, out, cap, &info, &frames);
+    if (rc < 0) {
+        sharc__wrap_error(ctx, rc, "%s member %s (cut %s)", j->shard, j->member, j->id);
+        return cut_problem(ctx, err, rc, SHARC_PROBLEM_ARCHIVE, j->shard, j->member, j->id);
+    }
+    if (rc == 0) {
+        const uint8_t *audio;
+        if ((rc = job_audio(ctx, f, j, &audio, err)) < 0)
+            return rc;
+        rc = sharc__audio_decode(ctx, audio, j->audio_len, &spec, out, cap, &info, &frames);
+    }
     if (rc < 0) {
         sharc__wrap_error(ctx, rc, "%s member %s (cut %s)", j->shard, j->member, j->id);
         return cut_problem(ctx, err, rc,

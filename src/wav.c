@@ -138,20 +138,41 @@ static int chunk_is_plain(const uint8_t *id, const uint8_t *body, uint32_t size,
     return id_printable(id) && !id_refused(id);
 }
 
-int sharc__wav_parse(const uint8_t *data, size_t n, sharc__wav_pcm16 *wav)
+/* Bytes [pos, pos + len) of the member, or NULL when they are not in the pieces at hand. */
+static const uint8_t *piece_at(const sharc__wav_pieces *p, size_t pos, size_t len)
+{
+    if (pos > p->n || len > p->n - pos)
+        return NULL;
+    if (len <= p->head_len && pos <= p->head_len - len)
+        return p->head + pos;
+    if (p->tail && pos >= p->tail_at)
+        return p->tail + (pos - p->tail_at);
+    return NULL;
+}
+
+/*
+ * The chunk walk. With `locate`, it stops at the data chunk and reports where that ends
+ * (for sharc__wav_data_end); otherwise it checks the whole member. A byte it needs that
+ * is not in the pieces makes the member not canonical.
+ */
+static int walk(const sharc__wav_pieces *p, sharc__wav_pcm16 *wav, size_t *data_end)
 {
     sharc__wav_pcm16 w = {0};
+    const size_t n = p->n;
     size_t pos = 12, header = 12, data_size = 0;
     int have_fmt = 0, have_data = 0, pad = 0;
-    if (!SHARC__WAV_DIRECT || !data || n < 12 || !id_is(data, "RIFF") || !id_is(data + 8, "WAVE"))
+    const uint8_t *riff = piece_at(p, 0, 12);
+    if (!SHARC__WAV_DIRECT || !riff || !id_is(riff, "RIFF") || !id_is(riff + 8, "WAVE"))
         return 0;
     /* libsndfile stops walking within 4 bytes of the end, and at a zero chunk id. */
     while (n - pos > 4) {
         pos += (size_t)pad;
         if (n - pos < 8)
             return 0;
-        const uint8_t *id = data + pos;
-        const uint32_t size = le32(data + pos + 4);
+        const uint8_t *id = piece_at(p, pos, 8);
+        if (!id)
+            return 0;
+        const uint32_t size = le32(id + 4);
         if (!memcmp(id, "\0\0\0\0", 4))
             break;
         pos += 8;
@@ -166,24 +187,48 @@ int sharc__wav_parse(const uint8_t *data, size_t n, sharc__wav_pcm16 *wav)
             data_size = size;
             pos += size;
             pad = 0;
+            if (data_end) {
+                *data_end = pos;
+                return data_size > 0 && piece_at(p, w.data_offset, 4) != NULL;
+            }
             continue;
         }
         header += (size_t)size + (size & 1);
-        if (size > INT32_MAX || header > SHARC__WAV_MAX_HEADER_BYTES ||
-            !chunk_is_plain(id, data + pos, size, &have_fmt, &w))
+        const uint8_t *body = piece_at(p, pos, size);
+        if (size > INT32_MAX || header > SHARC__WAV_MAX_HEADER_BYTES || !body ||
+            !chunk_is_plain(id, body, size, &have_fmt, &w))
             return 0;
         pos += size;
         pad = size & 1;
     }
-    if (!have_data || data_size == 0 || data_size % (2 * (size_t)w.channels))
+    if (!have_data || data_end || data_size == 0 || data_size % (2 * (size_t)w.channels))
         return 0;
     /* libsndfile refuses WavPack and Ogg payloads inside a WAV. */
-    if (n - w.data_offset < 4 || id_is(data + w.data_offset, "wvpk") ||
-        id_is(data + w.data_offset, "OggS"))
+    const uint8_t *first = piece_at(p, w.data_offset, 4);
+    if (!first || id_is(first, "wvpk") || id_is(first, "OggS"))
         return 0;
     w.frames = (int64_t)(data_size / (2 * (size_t)w.channels));
     *wav = w;
     return 1;
+}
+
+int sharc__wav_parse(const uint8_t *data, size_t n, sharc__wav_pcm16 *wav)
+{
+    if (!data)
+        return 0;
+    const sharc__wav_pieces p = {data, n, NULL, n, n};
+    return walk(&p, wav, NULL);
+}
+
+int sharc__wav_parse_pieces(const sharc__wav_pieces *p, sharc__wav_pcm16 *wav)
+{
+    return walk(p, wav, NULL);
+}
+
+int sharc__wav_data_end(const uint8_t *head, size_t head_len, size_t n, size_t *data_end)
+{
+    const sharc__wav_pieces p = {head, head_len < n ? head_len : n, NULL, n, n};
+    return head ? walk(&p, NULL, data_end) : 0;
 }
 
 static float pcm16_at(const uint8_t *src, size_t i)

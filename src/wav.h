@@ -56,6 +56,33 @@ typedef struct sharc__wav_pcm16 {
 int sharc__wav_parse(const uint8_t *data, size_t n, sharc__wav_pcm16 *wav);
 
 /**
+ * A member of `n` bytes seen through two pieces: its first `head_len` bytes at `head`,
+ * and its bytes from `tail_at` to the end at `tail` (NULL: none). The samples in between
+ * are not needed to parse it, so a window into a long member can be read without them.
+ */
+typedef struct sharc__wav_pieces {
+    const uint8_t *head;
+    size_t head_len;
+    const uint8_t *tail;
+    size_t tail_at;
+    size_t n;
+} sharc__wav_pieces;
+
+/**
+ * sharc__wav_parse() on a member given as pieces; the same answer as on the whole member
+ * whenever every chunk but the samples is inside the pieces, else 0 (not canonical).
+ */
+int sharc__wav_parse_pieces(const sharc__wav_pieces *p, sharc__wav_pcm16 *wav);
+
+/**
+ * Walk the chunks of a member of `n` bytes from its first `head_len` bytes up to its data
+ * chunk. Returns 1 with `*data_end` (the byte after the samples, where the tail to read
+ * for sharc__wav_parse_pieces() starts) when the walk reaches a non-empty data chunk
+ * inside the head, 0 when it cannot tell (the member then needs reading whole).
+ */
+int sharc__wav_data_end(const uint8_t *head, size_t head_len, size_t n, size_t *data_end);
+
+/**
  * Convert `samples` little-endian int16 samples at `src` (any alignment) to float32 at
  * `dst`, as libsndfile's sf_read_float() does by default: (float)s * (1.0f / 0x8000).
  * The buffers must not overlap. Vectorised by the compiler at -O2.

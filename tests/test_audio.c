@@ -1463,6 +1463,63 @@ static bytes build_rf64(void)
     return b;
 }
 
+/*
+ * Parsing a member from its head and tail (a window into a long member read in parts)
+ * agrees with parsing it whole, for any head length: where the walk needs a byte it does
+ * not have, the member is not canonical. Exact-size copies, so ASan sees any read past.
+ */
+static int windows_from_pieces; /* windows checked against the whole member */
+static void pieces_agree(const uint8_t *data, size_t n, const char *what)
+{
+    sharc__wav_pcm16 whole, parts;
+    const int canonical = sharc__wav_parse(data, n, &whole);
+    const size_t heads[] = {4096, 44, 13, n / 2, n};
+    for (size_t k = 0; k < sizeof heads / sizeof heads[0]; k++) {
+        size_t head_len = heads[k] < n ? heads[k] : n, data_end = 0;
+        uint8_t *head = malloc(head_len ? head_len : 1);
+        memcpy(head, data, head_len);
+        if (!sharc__wav_data_end(head, head_len, n, &data_end)) {
+            free(head);
+            continue;
+        }
+        ck_assert_msg(data_end <= n, "%s: data end %zu past %zu", what, data_end, n);
+        uint8_t *tail = malloc(n - data_end ? n - data_end : 1);
+        memcpy(tail, data + data_end, n - data_end);
+        const sharc__wav_pieces p = {head, head_len, tail, data_end, n};
+        memset(&parts, 0x5A, sizeof parts);
+        const int got = sharc__wav_parse_pieces(&p, &parts);
+        /* A head that stops inside a chunk before the data cannot reach it. */
+        ck_assert_msg(got == canonical, "%s: head %zu: pieces %d, whole %d", what, head_len, got,
+                      canonical);
+        if (got) {
+            ck_assert_msg(
+                parts.channels == whole.channels && parts.sampling_rate == whole.sampling_rate &&
+                    parts.data_offset == whole.data_offset && parts.frames == whole.frames,
+                "%s: head %zu: layout differs", what, head_len);
+            /* A window planned on the pieces converts the bytes decoding it whole would. */
+            sharc__decode_spec win = {whole.frames / 3, whole.frames / 3 + 1, 0, -1, 1, 0};
+            int64_t first, count, fa = -1, fb = -1;
+            const size_t cap = (size_t)(whole.frames + 2) * (size_t)whole.channels;
+            float *a = calloc(cap, sizeof *a), *b = calloc(cap, sizeof *b);
+            sharc__audio_info ia, ib;
+            const int direct = sharc__audio_decode_direct(data, n, &win, a, cap, &ia, &fa);
+            ck_assert_int_eq(sharc__pcm16_plan(&parts, &win, cap, &first, &count), direct);
+            if (direct) {
+                sharc__pcm16_convert(
+                    &parts, data + parts.data_offset + (size_t)first * 2 * (size_t)parts.channels,
+                    count, &win, b, &ib, &fb);
+                ck_assert_msg(fa == fb && same_info(&ia, &ib) && !memcmp(a, b, cap * sizeof *a),
+                              "%s: window differs", what);
+                windows_from_pieces++;
+            }
+            free(a);
+            free(b);
+        }
+        free(tail);
+        free(head);
+    }
+}
+
 START_TEST(wav_edge_files_match_libsndfile)
 {
     static const struct {
@@ -1522,8 +1579,11 @@ START_TEST(wav_edge_files_match_libsndfile)
         ck_assert_msg(sharc__wav_parse(b.p, b.n, &w) == (cases[k].canonical && SHARC__WAV_DIRECT),
                       "%s: parse", cases[k].name);
         all_same_as_sndfile(b.p, b.n, cases[k].name);
+        pieces_agree(b.p, b.n, cases[k].name);
         free(b.p);
     }
+    /* Every canonical case, from at least its 4 KiB and whole heads. */
+    ck_assert_int_ge(windows_from_pieces, 2 * 9 * SHARC__WAV_DIRECT);
     bytes rifx = build_rifx(), rf64 = build_rf64();
     sharc__wav_pcm16 w;
     ck_assert_int_eq(sharc__wav_parse(rifx.p, rifx.n, &w), 0);

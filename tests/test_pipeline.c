@@ -546,6 +546,75 @@ START_TEST(decode_errors_under_both_policies)
 }
 END_TEST
 
+/* Bytes this process has read with read() and pread() so far (/proc/self/io). */
+static unsigned long long bytes_read(void)
+{
+    char line[128];
+    unsigned long long n = 0;
+    FILE *f = fopen("/proc/self/io", "r");
+    ck_assert_ptr_nonnull(f);
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "rchar: %llu", &n) == 1)
+            break;
+    fclose(f);
+    return n;
+}
+
+/*
+ * Long-form audio: every manifest row cuts a 2 s window out of one 120 s WAV member (3.8 MB).
+ * Each row's samples are exact, and the member is read about once in all, not once or twice
+ * per row: its header from its first bytes, each window's samples alone.
+ */
+START_TEST(long_member_windows_read_once)
+{
+    char *dir = tu_mkdtemp();
+    enum { SECONDS = 120, ROWS = 60, RATE = 16000 };
+    ck_assert_int_eq(tu_sh("python3 '%s/make_longform.py' '%s' %d %d", getenv("SHARC_TESTS_SRC"),
+                           dir, SECONDS, ROWS),
+                     0);
+    const char *paths[] = {dir};
+    sharc_reader_settings s;
+    settings_on(&s, paths);
+    s.sampler.max_duration = 20;
+    for (int threads = 1; threads <= 3; threads += 2) {
+        s.n_threads = threads;
+        sharc_reader *r;
+        sharc_batch *b;
+        int rc, seen = 0;
+        const unsigned long long before = bytes_read();
+        ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+        while ((rc = sharc_reader_next_batch(r, &b)) == 0) {
+            const sharc_tensor *audio = sharc_batch_tensor(b, "audio");
+            const int32_t *lens = sharc_batch_tensor(b, "audio_lens")->data;
+            for (int64_t i = 0; i < audio->shape[0]; i++) {
+                size_t n;
+                const char *id = sharc_batch_string(b, "cut_id", (size_t)i, &n);
+                int k = 0;
+                ck_assert_int_eq(sscanf(id, "long-sub%d.wav", &k), 1);
+                ck_assert_int_eq(lens[i], 2 * RATE);
+                const float *row = (const float *)audio->data + i * audio->shape[1];
+                const long first = 2L * RATE * (k - 1);
+                for (long t = 0; t < 2 * RATE; t++) {
+                    const long v = (((first + t) * 7919) % 65536) - 32768;
+                    ck_assert_msg(row[t] == (float)v / 32768.0f, "%s sample %ld", id, t);
+                }
+                seen++;
+            }
+            sharc_batch_release(b);
+        }
+        ck_assert_int_eq(rc, SHARC_END);
+        ck_assert_int_eq(seen, ROWS);
+        sharc_reader_close(&r);
+        /* The windows hold 3.84 MB of the member's samples; a whole read per row would be
+         * 230 MB (460 MB with the header reads). */
+        const unsigned long long read = bytes_read() - before;
+        ck_assert_msg(read < 2ull * SECONDS * RATE * 2, "read %llu bytes", read);
+    }
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
 /* Log lines at WARN and ERROR, to check that one problem is one line. */
 static int log_errors, log_warnings;
 static char last_logged[1024];
@@ -806,6 +875,7 @@ int main(void)
     tcase_add_test(tc, backpressure_and_mode_errors);
     tcase_add_test(tc, decode_errors_under_both_policies);
     tcase_add_test(tc, one_report_per_problem);
+    tcase_add_test(tc, long_member_windows_read_once);
     tcase_add_loop_test(tc, every_layout_in_batches, 0, 3);
     tcase_add_test(tc, read_ahead_keeps_order_with_problems);
     tcase_add_test(tc, read_ahead_over_full_queues);

@@ -2,7 +2,8 @@
  * Fuzz target for the canonical PCM16 WAV parser (src/wav.c), differential: any bytes
  * must parse without reading outside them, and whatever the parser accepts must decode
  * through the direct path exactly as libsndfile decodes it (same rc, header, frames and
- * samples, bit for bit), and its header must be what libsndfile reports.
+ * samples, bit for bit), and its header must be what libsndfile reports. Parsing it from a
+ * head and a tail (sharc__wav_parse_pieces) must give the same answer as parsing it whole.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -36,8 +37,37 @@ static int compare(sharc__ctx *ctx, const uint8_t *data, size_t n, const sharc__
     return ra;
 }
 
+/* The pieces parse of a head of `head_len` bytes and the matching tail; abort if it differs. */
+static void pieces_agree(const uint8_t *data, size_t size, size_t head_len)
+{
+    sharc__wav_pcm16 whole = {0}, parts = {0};
+    const int canonical = sharc__wav_parse(data, size, &whole);
+    size_t end = 0;
+    head_len = head_len < size ? head_len : size;
+    uint8_t *head = malloc(head_len ? head_len : 1);
+    if (!head)
+        return;
+    memcpy(head, data, head_len);
+    if (sharc__wav_data_end(head, head_len, size, &end)) {
+        if (end > size)
+            abort();
+        uint8_t *tail = malloc(size - end ? size - end : 1);
+        if (tail) {
+            memcpy(tail, data + end, size - end);
+            const sharc__wav_pieces p = {head, head_len, tail, end, size};
+            if (sharc__wav_parse_pieces(&p, &parts) != canonical ||
+                (canonical && memcmp(&parts, &whole, sizeof whole)))
+                abort();
+            free(tail);
+        }
+    }
+    free(head);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    pieces_agree(data, size, 4096);
+    pieces_agree(data, size, size / 2);
     sharc__ctx ctx;
     sharc_logger quiet = {NULL, NULL, SHARC_LOG_ERROR};
     sharc__wav_pcm16 w;
