@@ -2,7 +2,9 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <sndfile.h>
 
@@ -81,12 +83,44 @@ const char *sharc__codec_name(sharc__codec c)
     return "unknown";
 }
 
-/* Read-only libsndfile virtual file over a caller's buffer. */
+/* Bytes of a file-backed source read at once: libsndfile and its codecs read a little at
+ * a time, and FLAC seeks by bisection. */
+#define FILE_READ_BYTES (32u << 10)
+
+/*
+ * Read-only libsndfile virtual file over a caller's buffer, or over `len` bytes at byte
+ * `base` of an open file (data NULL), read with pread through a small cache: a window
+ * into a long member left in its shard file then reads only what decoding it needs.
+ */
 typedef struct mem_reader {
     const uint8_t *data;
     sf_count_t len;
     sf_count_t pos;
+    int fd;
+    uint64_t base;
+    sf_count_t cache_at, cache_len;
+    int io_error; ///< errno of a failed pread, or -1 when the file ended before `len` bytes
+    uint8_t cache[FILE_READ_BYTES];
 } mem_reader;
+
+/* Fill the cache with the bytes from `pos` on; 0 when none could be read. */
+static sf_count_t file_fill(mem_reader *m, sf_count_t pos)
+{
+    sf_count_t want =
+        m->len - pos < (sf_count_t)FILE_READ_BYTES ? m->len - pos : (sf_count_t)FILE_READ_BYTES;
+    ssize_t got;
+    do
+        got = pread(m->fd, m->cache, (size_t)want, (off_t)(m->base + (uint64_t)pos));
+    while (got < 0 && errno == EINTR);
+    if (got <= 0) {
+        m->io_error = got < 0 ? errno : -1;
+        m->cache_len = 0;
+        return 0;
+    }
+    m->cache_at = pos;
+    m->cache_len = got;
+    return got;
+}
 
 static sf_count_t mem_get_filelen(void *user)
 {
@@ -112,9 +146,23 @@ static sf_count_t mem_read(void *ptr, sf_count_t count, void *user)
         return 0;
     if (count > m->len - m->pos)
         count = m->len - m->pos;
-    memcpy(ptr, m->data + m->pos, (size_t)count);
-    m->pos += count;
-    return count;
+    if (m->data) {
+        memcpy(ptr, m->data + m->pos, (size_t)count);
+        m->pos += count;
+        return count;
+    }
+    sf_count_t done = 0;
+    while (done < count) {
+        sf_count_t at = m->pos + done;
+        if ((at < m->cache_at || at >= m->cache_at + m->cache_len) && file_fill(m, at) == 0)
+            break; /* libsndfile sees a short read; the caller reports io_error */
+        sf_count_t n = m->cache_at + m->cache_len - at;
+        n = n < count - done ? n : count - done;
+        memcpy((uint8_t *)ptr + done, m->cache + (at - m->cache_at), (size_t)n);
+        done += n;
+    }
+    m->pos += done;
+    return done;
 }
 
 static sf_count_t mem_write_none(const void *ptr, sf_count_t count, void *user)
@@ -132,23 +180,24 @@ static sf_count_t mem_tell(void *user)
 
 /* An open decoder; `mem` must stay where it is while `snd` is open. */
 typedef struct decoder {
-    mem_reader mem;
     SNDFILE *snd;
     SF_INFO sfi;
     sharc__codec codec;
+    mem_reader mem; ///< last, its cache last: decoder_clear() leaves the cache alone
 } decoder;
 
-static int decoder_open(sharc__ctx *ctx, decoder *d, const uint8_t *data, size_t n)
+/* Zero everything but the file cache (32 KiB, filled before it is read). */
+static void decoder_clear(decoder *d)
+{
+    memset(d, 0, offsetof(decoder, mem) + offsetof(mem_reader, cache));
+}
+
+/* Open the decoder on d->mem, which is set up, with d->codec sniffed. */
+static int decoder_start(sharc__ctx *ctx, decoder *d)
 {
     static const SF_VIRTUAL_IO vio = {mem_get_filelen, mem_seek, mem_read, mem_write_none,
                                       mem_tell};
     int rc = 0;
-    memset(d, 0, sizeof *d);
-    d->codec = sharc__audio_sniff(data, n);
-    if (!data || n == 0)
-        return sharc__set_error(ctx, SHARC_ERR_DECODE, "empty audio data (0 bytes)");
-    d->mem.data = data;
-    d->mem.len = (sf_count_t)n;
     /*
      * libsndfile guesses the container from the bytes itself (MP3 included since 1.1);
      * a format is only an input for headerless RAW, which we never accept.
@@ -166,6 +215,31 @@ fail:
         sf_close(d->snd);
     d->snd = NULL;
     return rc;
+}
+
+static int decoder_open(sharc__ctx *ctx, decoder *d, const uint8_t *data, size_t n)
+{
+    decoder_clear(d);
+    d->codec = sharc__audio_sniff(data, n);
+    if (!data || n == 0)
+        return sharc__set_error(ctx, SHARC_ERR_DECODE, "empty audio data (0 bytes)");
+    d->mem.data = data;
+    d->mem.len = (sf_count_t)n;
+    return decoder_start(ctx, d);
+}
+
+/* The same over `n` bytes at byte `at` of the open file `fd`. */
+static int decoder_open_file(sharc__ctx *ctx, decoder *d, int fd, uint64_t at, size_t n)
+{
+    decoder_clear(d);
+    if (n == 0)
+        return sharc__set_error(ctx, SHARC_ERR_DECODE, "empty audio data (0 bytes)");
+    d->mem.fd = fd;
+    d->mem.base = at;
+    d->mem.len = (sf_count_t)n;
+    sf_count_t head = file_fill(&d->mem, 0);
+    d->codec = sharc__audio_sniff(d->mem.cache, (size_t)head);
+    return decoder_start(ctx, d);
 }
 
 static void decoder_info(const decoder *d, sharc__audio_info *info)
@@ -266,23 +340,20 @@ static int64_t count_rest(decoder *d, int64_t limit)
     return read_frames(d, NULL, limit, 0);
 }
 
-int sharc__audio_decode_sndfile(sharc__ctx *ctx, const uint8_t *data, size_t n,
-                                const sharc__decode_spec *spec, float *out, size_t out_capacity,
-                                sharc__audio_info *info, int64_t *frames)
+/* Decode with the decoder open on `d` (closed on return), as sharc__audio_decode_sndfile(). */
+static int decode_opened(sharc__ctx *ctx, decoder *d, const sharc__decode_spec *spec, float *out,
+                         size_t out_capacity, sharc__audio_info *info, int64_t *frames)
 {
     const char *cname;
-    decoder d;
-    int rc = decoder_open(ctx, &d, data, n);
-    if (rc < 0)
-        return rc;
-    decoder_info(&d, info);
-    cname = sharc__codec_name(d.codec);
+    int rc = 0;
+    decoder_info(d, info);
+    cname = sharc__codec_name(d->codec);
     const int64_t want = spec->want_frames, tol = spec->tolerance_frames;
-    const int out_ch = spec->channel >= 0 ? 1 : d.sfi.channels;
+    const int out_ch = spec->channel >= 0 ? 1 : d->sfi.channels;
     const int64_t cap_frames = (int64_t)(out_capacity / (size_t)out_ch);
-    if (spec->channel >= d.sfi.channels) {
+    if (spec->channel >= d->sfi.channels) {
         rc = sharc__set_error(ctx, SHARC_ERR_AUDIO_MISMATCH, "channel %d requested, audio has %d",
-                              spec->channel, d.sfi.channels);
+                              spec->channel, d->sfi.channels);
         goto fail;
     }
     if (spec->offset_frames < 0 || tol < 0) {
@@ -296,18 +367,18 @@ int sharc__audio_decode_sndfile(sharc__ctx *ctx, const uint8_t *data, size_t n,
         goto fail;
     }
 
-    int skipped = skip_to(&d, spec->offset_frames);
-    SHARC__SF_CHECK(ctx, d.snd, skipped >= 0, d.codec, "cannot skip to the offset", rc, fail);
+    int skipped = skip_to(d, spec->offset_frames);
+    SHARC__SF_CHECK(ctx, d->snd, skipped >= 0, d->codec, "cannot skip to the offset", rc, fail);
     int64_t got = 0;
     if (!skipped) {
-        got = read_frames(&d, out, want >= 0 ? want : cap_frames, spec->channel);
-        SHARC__SF_CHECK(ctx, d.snd, got >= 0, d.codec, "decode failed", rc, fail);
+        got = read_frames(d, out, want >= 0 ? want : cap_frames, spec->channel);
+        SHARC__SF_CHECK(ctx, d->snd, got >= 0, d->codec, "decode failed", rc, fail);
     }
 
     if (want < 0) {
         if (got == cap_frames && !skipped) {
-            int64_t more = count_rest(&d, 1);
-            SHARC__SF_CHECK(ctx, d.snd, more >= 0, d.codec, "decode failed", rc, fail);
+            int64_t more = count_rest(d, 1);
+            SHARC__SF_CHECK(ctx, d->snd, more >= 0, d->codec, "decode failed", rc, fail);
             if (more > 0) {
                 rc = sharc__set_error(ctx, SHARC_ERR_TOO_LARGE,
                                       "%s audio has more than %" PRId64
@@ -321,8 +392,8 @@ int sharc__audio_decode_sndfile(sharc__ctx *ctx, const uint8_t *data, size_t n,
     }
 
     if (got == want && !spec->allow_longer && !skipped) {
-        int64_t extra = count_rest(&d, tol < INT64_MAX ? tol + 1 : tol);
-        SHARC__SF_CHECK(ctx, d.snd, extra >= 0, d.codec, "decode failed", rc, fail);
+        int64_t extra = count_rest(d, tol < INT64_MAX ? tol + 1 : tol);
+        SHARC__SF_CHECK(ctx, d->snd, extra >= 0, d->codec, "decode failed", rc, fail);
         if (extra > tol) {
             rc = sharc__set_error(ctx, SHARC_ERR_AUDIO_MISMATCH,
                                   "%s audio: decoded more than %" PRId64
@@ -341,11 +412,60 @@ int sharc__audio_decode_sndfile(sharc__ctx *ctx, const uint8_t *data, size_t n,
     pad_reflect(out, got, want, out_ch);
     *frames = want;
 done:
-    sf_close(d.snd);
+    sf_close(d->snd);
     return 0;
 fail:
-    sf_close(d.snd);
+    sf_close(d->snd);
     return rc;
+}
+
+int sharc__audio_decode_sndfile(sharc__ctx *ctx, const uint8_t *data, size_t n,
+                                const sharc__decode_spec *spec, float *out, size_t out_capacity,
+                                sharc__audio_info *info, int64_t *frames)
+{
+    decoder d;
+    int rc = decoder_open(ctx, &d, data, n);
+    if (rc < 0)
+        return rc;
+    return decode_opened(ctx, &d, spec, out, out_capacity, info, frames);
+}
+
+/* A file that ended early or could not be read fails as that, not as the codec's error,
+ * and also where libsndfile took the short read for the end of the audio. */
+static int file_failure(sharc__ctx *ctx, const decoder *d, int rc, uint64_t at, size_t n)
+{
+    if (d->mem.io_error == 0)
+        return rc;
+    if (d->mem.io_error > 0)
+        return sharc__fail_data(ctx, SHARC_ERR_IO,
+                                "read error in audio of %zu bytes at byte %llu: %s", n,
+                                (unsigned long long)at, strerror(d->mem.io_error));
+    return sharc__fail_data(ctx, SHARC_ERR_CORRUPT,
+                            "the file ends inside audio of %zu bytes at byte %llu: it changed "
+                            "after it was read",
+                            n, (unsigned long long)at);
+}
+
+int sharc__audio_decode_at(sharc__ctx *ctx, int fd, uint64_t at, size_t n,
+                           const sharc__decode_spec *spec, float *out, size_t out_capacity,
+                           sharc__audio_info *info, int64_t *frames)
+{
+    decoder d;
+    int rc = decoder_open_file(ctx, &d, fd, at, n);
+    if (rc == 0)
+        rc = decode_opened(ctx, &d, spec, out, out_capacity, info, frames);
+    return file_failure(ctx, &d, rc, at, n);
+}
+
+int sharc__audio_info_at(sharc__ctx *ctx, int fd, uint64_t at, size_t n, sharc__audio_info *info)
+{
+    decoder d;
+    int rc = decoder_open_file(ctx, &d, fd, at, n);
+    if (rc == 0) {
+        decoder_info(&d, info);
+        sf_close(d.snd);
+    }
+    return file_failure(ctx, &d, rc, at, n);
 }
 
 int sharc__pcm16_plan(const sharc__wav_pcm16 *wav, const sharc__decode_spec *spec,

@@ -48,6 +48,11 @@ static int file_of(sharc__fetcher *f, sharc__ctx *ctx, const char *path, int *fd
     return 0;
 }
 
+int sharc__fetch_fd(sharc__fetcher *f, sharc__ctx *ctx, const char *path, int *fd)
+{
+    return file_of(f, ctx, path, fd);
+}
+
 int sharc__fetch_into(sharc__fetcher *f, sharc__ctx *ctx, const char *path, uint64_t at, size_t n,
                       uint8_t *dst)
 {

@@ -47,6 +47,9 @@ void sharc__fetcher_free(sharc__fetcher *f, sharc__ctx *ctx);
 int sharc__fetch(sharc__fetcher *f, sharc__ctx *ctx, const char *path, uint64_t at, size_t n,
                  const uint8_t **out);
 
+/** The fetcher's open descriptor of `path` (opened if needed), valid until the next call. */
+int sharc__fetch_fd(sharc__fetcher *f, sharc__ctx *ctx, const char *path, int *fd);
+
 /** sharc__fetch() into `dst` (room for `n` bytes) instead of the fetcher's buffer. */
 int sharc__fetch_into(sharc__fetcher *f, sharc__ctx *ctx, const char *path, uint64_t at, size_t n,
                       uint8_t *dst);

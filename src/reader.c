@@ -409,21 +409,36 @@ static int wav_from_pieces(sharc__ctx *ctx, sharc__fetcher *f, const sharc__deco
     return sharc__wav_parse_pieces(&pieces, wav);
 }
 
+/* The kind of problem a failed decode is: reading the member from its file failed, the
+ * audio did not decode, or it did not fit its metadata. */
+static sharc_problem decode_problem(int rc)
+{
+    if (rc == SHARC_ERR_DECODE)
+        return SHARC_PROBLEM_DECODE;
+    if (rc == SHARC_ERR_AUDIO_MISMATCH || rc == SHARC_ERR_TOO_LARGE || rc == SHARC_ERR(EINVAL))
+        return SHARC_PROBLEM_LENGTH;
+    return SHARC_PROBLEM_ARCHIVE;
+}
+
+/* A window that covers little of a member left in its file (NeMo rows cutting one long
+ * recording), judged by its size as PCM16: worth reading by itself, not the whole member. */
+static int small_window(const sharc__decode_job *j)
+{
+    const uint64_t window_bytes = (uint64_t)(j->num_samples > 0 ? j->num_samples : 0) * 2u *
+                                  (uint64_t)(j->channels > 0 ? j->channels : 1);
+    return j->in_file && j->window && window_bytes + 4 * SHARC__FETCH_PIECE < j->audio_len;
+}
+
 /*
- * A window into a WAV member left in its file that covers little of it (NeMo rows cutting
- * one long recording): read only the window's samples, instead of the whole member for
- * every row. The result is the one decoding the whole member gives.
- * @return 1 decoded; 0 not done this way (see wav_from_pieces(), or a window worth reading
- *         whole), nothing written; or an error reading the file
+ * A small window into a WAV member: read only the window's samples. The result is the one
+ * decoding the whole member gives.
+ * @return 1 decoded; 0 not done this way (see wav_from_pieces()), nothing written; or an
+ *         error reading the file
  */
 static int decode_wav_window(sharc__ctx *ctx, sharc__fetcher *f, const sharc__decode_job *j,
                              const sharc__decode_spec *spec, float *out, size_t cap,
                              sharc__audio_info *info, int64_t *frames)
 {
-    const uint64_t window_bytes = (uint64_t)(j->num_samples > 0 ? j->num_samples : 0) * 2u *
-                                  (uint64_t)(j->channels > 0 ? j->channels : 1);
-    if (!j->window || window_bytes + 4 * SHARC__FETCH_PIECE >= j->audio_len)
-        return 0;
     sharc__wav_pcm16 wav;
     int64_t first, count;
     int rc = wav_from_pieces(ctx, f, j, &wav);
@@ -460,13 +475,20 @@ static int job_info(sharc_reader *r, const sharc__decode_job *j, sharc__audio_in
     if (rc > 0) {
         *info = (sharc__audio_info){SHARC__CODEC_WAV, wav.sampling_rate, wav.channels, wav.frames};
     } else {
-        if ((rc = job_audio(&r->ctx, &r->fetch, j, &audio, &r->err)) < 0)
-            return rc;
-        rc = sharc__audio_info_get(&r->ctx, audio, j->audio_len, info);
+        int fd;
+        if (j->in_file && j->audio_len >= 4 * SHARC__FETCH_PIECE) {
+            /* libsndfile reads the header from the file, not the whole member. */
+            if ((rc = sharc__fetch_fd(&r->fetch, &r->ctx, j->shard, &fd)) == 0)
+                rc = sharc__audio_info_at(&r->ctx, fd, j->at, j->audio_len, info);
+        } else {
+            if ((rc = job_audio(&r->ctx, &r->fetch, j, &audio, &r->err)) < 0)
+                return rc;
+            rc = sharc__audio_info_get(&r->ctx, audio, j->audio_len, info);
+        }
         if (rc < 0 || info->sampling_rate <= 0 || info->channels <= 0) {
             rc = rc < 0 ? rc : SHARC_ERR_DECODE;
             sharc__wrap_error(&r->ctx, rc, "%s member %s (cut %s)", j->shard, j->member, j->id);
-            return cut_problem(&r->ctx, &r->err, rc, SHARC_PROBLEM_DECODE, j->shard, j->member,
+            return cut_problem(&r->ctx, &r->err, rc, decode_problem(rc), j->shard, j->member,
                                j->id);
         }
     }
@@ -591,10 +613,15 @@ int sharc__reader_decode(const sharc_reader *r, sharc__ctx *ctx, sharc__fetcher 
                                r->mode == 2};
     sharc__audio_info info = {0};
     int64_t frames = 0;
-    int rc = decode_wav_window(ctx, f, j, &spec, out, cap, &info, &frames);
-    if (rc < 0) {
-        sharc__wrap_error(ctx, rc, "%s member %s (cut %s)", j->shard, j->member, j->id);
-        return cut_problem(ctx, err, rc, SHARC_PROBLEM_ARCHIVE, j->shard, j->member, j->id);
+    int fd, rc = 0;
+    if (small_window(j)) {
+        /* Only what the window needs: a WAV window's samples, or what libsndfile reads. */
+        rc = decode_wav_window(ctx, f, j, &spec, out, cap, &info, &frames);
+        if (rc == 0 && (rc = sharc__fetch_fd(f, ctx, j->shard, &fd)) == 0) {
+            rc = sharc__audio_decode_at(ctx, fd, j->at, j->audio_len, &spec, out, cap, &info,
+                                        &frames);
+            rc = rc == 0 ? 1 : rc;
+        }
     }
     if (rc == 0) {
         const uint8_t *audio;
@@ -604,9 +631,7 @@ int sharc__reader_decode(const sharc_reader *r, sharc__ctx *ctx, sharc__fetcher 
     }
     if (rc < 0) {
         sharc__wrap_error(ctx, rc, "%s member %s (cut %s)", j->shard, j->member, j->id);
-        return cut_problem(ctx, err, rc,
-                           rc == SHARC_ERR_DECODE ? SHARC_PROBLEM_DECODE : SHARC_PROBLEM_LENGTH,
-                           j->shard, j->member, j->id);
+        return cut_problem(ctx, err, rc, decode_problem(rc), j->shard, j->member, j->id);
     }
     const char *what = NULL;
     int have = 0, want = 0;

@@ -1,10 +1,12 @@
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sharc/sharc.h"
 #include "testutil.h"
@@ -1520,6 +1522,86 @@ static void pieces_agree(const uint8_t *data, size_t n, const char *what)
     }
 }
 
+/*
+ * Decoding a member at an offset of a file (sharc__audio_decode_at: what a window into a
+ * long member left in its shard file uses) gives what decoding it from memory gives, for
+ * WAV, FLAC and Opus, whole and windowed; a file cut short fails as a changed file, not as
+ * undecodable audio.
+ */
+START_TEST(decode_from_a_file_matches_memory)
+{
+    static const sharc__encoding encs[] = {SHARC__ENC_WAV_PCM16, SHARC__ENC_FLAC_PCM16,
+                                           SHARC__ENC_OPUS};
+    const int64_t frames = 96000; /* 2 s at 48 kHz, 6 s at 16 kHz */
+    int16_t *pcm = random_pcm(frames, 2, 11);
+    char *dir = tu_mkdtemp(), path[600];
+    snprintf(path, sizeof path, "%s/shard.bin", dir);
+    for (size_t e = 0; e < sizeof encs / sizeof encs[0]; e++) {
+        const int rate = encs[e] == SHARC__ENC_OPUS ? 48000 : 16000;
+        sharc__buf b = encode(encs[e], pcm, frames, 2, rate);
+        const uint64_t at = 1234; /* the member starts mid-file, as in a tar */
+        FILE *f = fopen(path, "wb");
+        ck_assert_ptr_nonnull(f);
+        for (uint64_t i = 0; i < at; i++)
+            fputc('x', f);
+        ck_assert_uint_eq(fwrite(b.data, 1, b.len, f), b.len);
+        fputs("trailing bytes of the next member", f);
+        fclose(f);
+        int fd = open(path, O_RDONLY);
+        ck_assert_int_ge(fd, 0);
+        const sharc__decode_spec specs[] = {
+            {0, -1, 0, -1, 0, 0},                  /* everything */
+            {rate, rate / 2, 0, 1, 1, 0},          /* a window, one channel */
+            {frames - 100, 400, 400, -1, 1, 0},    /* past the end, padded */
+            {frames / 3, frames / 3, 0, -1, 0, 0}, /* much longer than wanted */
+        };
+        const size_t cap = (size_t)frames * 2 + 64;
+        float *a = malloc(cap * sizeof *a), *m = malloc(cap * sizeof *m);
+        for (size_t k = 0; k < sizeof specs / sizeof specs[0]; k++) {
+            sharc__audio_info ia, im;
+            int64_t fa = -1, fm = -1;
+            char ea[SHARC__ERRLEN];
+            memset(a, 0, cap * sizeof *a);
+            memset(m, 0, cap * sizeof *m);
+            int ra = sharc__audio_decode_at(&ctx, fd, at, b.len, &specs[k], a, cap, &ia, &fa);
+            snprintf(ea, sizeof ea, "%s", ctx.error);
+            int rm = sharc__audio_decode_sndfile(&ctx, b.data, b.len, &specs[k], m, cap, &im, &fm);
+            ck_assert_msg(ra == rm, "enc %zu spec %zu: rc %d from the file, %d from memory (%s)", e,
+                          k, ra, rm, ea);
+            if (ra == 0) {
+                ck_assert_int_eq(fa, fm);
+                ck_assert_int_eq(ia.sampling_rate, im.sampling_rate);
+                ck_assert_int_eq(ia.channels, im.channels);
+                ck_assert_int_eq(ia.frames, im.frames);
+                ck_assert_msg(!memcmp(a, m, cap * sizeof *a), "enc %zu spec %zu: samples", e, k);
+            } else {
+                ck_assert_str_eq(ea, ctx.error);
+            }
+        }
+        sharc__audio_info ii, ig;
+        ck_assert_int_eq(sharc__audio_info_at(&ctx, fd, at, b.len, &ii), 0);
+        ck_assert_int_eq(sharc__audio_info_get(&ctx, b.data, b.len, &ig), 0);
+        ck_assert(same_info(&ii, &ig));
+        close(fd);
+        /* Cut in the middle of the member: it changed after its headers were read. */
+        ck_assert_int_eq(truncate(path, (off_t)(at + b.len / 2)), 0);
+        fd = open(path, O_RDONLY);
+        int64_t fa;
+        sharc__audio_info ia;
+        ck_assert_int_eq(sharc__audio_decode_at(&ctx, fd, at, b.len, &specs[0], a, cap, &ia, &fa),
+                         SHARC_ERR_CORRUPT);
+        ck_assert_ptr_nonnull(strstr(ctx.error, "changed after it was read"));
+        close(fd);
+        free(a);
+        free(m);
+        sharc__buf_free(&ctx, &b);
+    }
+    free(pcm);
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
 START_TEST(wav_edge_files_match_libsndfile)
 {
     static const struct {
@@ -1687,6 +1769,7 @@ int main(void)
     tcase_add_test(tc, wav_direct_matches_libsndfile);
     tcase_add_test(tc, wav_edge_files_match_libsndfile);
     tcase_add_test(tc, wav_direct_path_is_taken);
+    tcase_add_test(tc, decode_from_a_file_matches_memory);
     suite_add_tcase(s, tc);
 
     return tu_run_suite(s);
