@@ -465,20 +465,27 @@ static void count_problem(void *cookie, const sharc_problem_report *p)
     snprintf(problem_cut, sizeof problem_cut, "%s", p->cut_id ? p->cut_id : "");
 }
 
-/* A corrupt member: FAIL stops at its batch naming it; SKIP drops just that row. */
-START_TEST(decode_errors_under_both_policies)
+/* The corpus of the error tests: 2 Shar shards of 6 cuts in plain tars, where the third cut
+ * of shard 1 has a garbage FLAC body. */
+static char *corpus_with_bad_member(char bad_member[256], char bad_id[256])
 {
     char *dir =
         gen_corpus("--layout shar --compress none --shards 2 --cuts-per-shard 6 --max-duration 4");
-    /* The third cut of shard 1 gets a garbage FLAC body. */
-    char bad_member[256], bad_id[256];
-    expected_field(dir, 8, "member", bad_member, sizeof bad_member);
-    expected_field(dir, 8, "id", bad_id, sizeof bad_id);
+    expected_field(dir, 8, "member", bad_member, 256);
+    expected_field(dir, 8, "id", bad_id, 256);
     ck_assert_int_eq(
         tu_sh("cd '%s/shar' && python3 '%s/corrupt.py' tar-replace recording.000001.tar "
               "'%s' @flac-garbage:2000",
               dir, getenv("SHARC_TESTS_SRC"), bad_member),
         0);
+    return dir;
+}
+
+/* A corrupt member: FAIL stops at its batch naming it; SKIP drops just that row. */
+START_TEST(decode_errors_under_both_policies)
+{
+    char bad_member[256], bad_id[256];
+    char *dir = corpus_with_bad_member(bad_member, bad_id);
     char path[600];
     snprintf(path, sizeof path, "%s/shar", dir);
     const char *paths[] = {path};
@@ -660,20 +667,16 @@ static void capture_log(void *cookie, sharc_log_level level, const char *fmt, va
  */
 START_TEST(one_report_per_problem)
 {
-    char *dir =
-        gen_corpus("--layout shar --compress none --shards 2 --cuts-per-shard 6 --max-duration 4");
-    char bad_member[256], cut_member[256];
-    expected_field(dir, 8, "member", bad_member, sizeof bad_member);
+    char bad_member[256], bad_id[256], cut_member[256];
+    char *dir = corpus_with_bad_member(bad_member, bad_id);
     expected_field(dir, 3, "member", cut_member, sizeof cut_member);
-    /* Shard 1: a corrupt FLAC body. Shard 0: cut off inside its fourth member. */
-    ck_assert_int_eq(
-        tu_sh("cd '%s/shar' && python3 '%s/corrupt.py' tar-replace recording.000001.tar "
-              "'%s' @flac-garbage:2000 && "
-              "n=$(python3 -c \"import tarfile; t=tarfile.open('recording.000000.tar'); "
-              "m=t.getmember('%s'); print(m.offset_data + 100)\") && "
-              "python3 '%s/corrupt.py' truncate recording.000000.tar $n",
-              dir, getenv("SHARC_TESTS_SRC"), bad_member, cut_member, getenv("SHARC_TESTS_SRC")),
-        0);
+    /* Shard 0 also ends inside its fourth member. */
+    ck_assert_int_eq(tu_sh("cd '%s/shar' && n=$(python3 -c \"import tarfile; "
+                           "t=tarfile.open('recording.000000.tar'); m=t.getmember('%s'); "
+                           "print(m.offset_data + 100)\") && "
+                           "python3 '%s/corrupt.py' truncate recording.000000.tar $n",
+                           dir, cut_member, getenv("SHARC_TESTS_SRC")),
+                     0);
     char path[600];
     snprintf(path, sizeof path, "%s/shar", dir);
     const char *paths[] = {path};
