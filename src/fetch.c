@@ -83,7 +83,8 @@ int sharc__fetch(sharc__fetcher *f, sharc__ctx *ctx, const char *path, uint64_t 
 {
     int rc = sharc__buf_reserve(ctx, &f->buf, n);
     if (rc < 0)
-        return sharc__fail(ctx, rc, "%s: cannot allocate %zu bytes to read audio", path, n);
+        return sharc__set_error(ctx, rc, "%s: cannot allocate %zu bytes to read audio", path,
+                                n); /* reported by the caller, with the cut */
     if ((rc = sharc__fetch_into(f, ctx, path, at, n, f->buf.data)) < 0)
         return rc;
     f->buf.len = n;

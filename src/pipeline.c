@@ -388,7 +388,9 @@ static void *planner_main(void *arg)
         } else {
             s->end = rc == SHARC_END;
             s->rc = rc == SHARC_END ? 0 : rc;
-            s->fail_row = SIZE_MAX; /* reported by the reader where it happened */
+            s->fail_row = SIZE_MAX; /* reported by the reader where it happened, */
+            if (rc != SHARC_END)
+                sharc__log_error_once(&p->r->ctx); /* or else now */
             snprintf(s->message, sizeof s->message, "%s", p->r->ctx.error);
             s->pending = 0;
             s->n = 0;

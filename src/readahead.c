@@ -281,8 +281,10 @@ int sharc__readahead_next(sharc__lane *l, sharc__ctx *ctx, sharc__rawcut *c,
         swap_mem(c, &e->raw, &tmp, sizeof *c);
     swap_mem(err, &e->err, &tmp, sizeof *err);
     int rc = e->rc;
-    if (rc < 0)
+    if (rc < 0) {
         memcpy(ctx->error, e->message, sizeof ctx->error);
+        ctx->error_logged = 0; /* the planner reports it (handle_problem) */
+    }
     *read_s += e->read_s;
     *io_s += e->io_s;
     l->head = (l->head + 1) % QUEUE_CAP;

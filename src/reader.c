@@ -442,8 +442,10 @@ static int decode_wav_window(sharc__ctx *ctx, sharc__fetcher *f, const sharc__de
     sharc__wav_pcm16 wav;
     int64_t first, count;
     int rc = wav_from_pieces(ctx, f, j, &wav);
-    if (rc <= 0 || !sharc__pcm16_plan(&wav, spec, cap, &first, &count))
+    if (rc <= 0)
         return rc;
+    if (!sharc__pcm16_plan(&wav, spec, cap, &first, &count))
+        return 0; /* libsndfile decides, and names what does not fit */
     const size_t align = 2 * (size_t)wav.channels;
     const uint8_t *src = NULL;
     if (count > 0 &&

@@ -4,8 +4,9 @@ manifest of shard 0 is rewritten so that ROWS rows cut consecutive windows of SE
 of its first member, as NeMo manifests segment a long recording by offset/duration. The
 other members of the shard are left without rows (orphans, skipped with a problem each).
 
-Usage: nemo_windows.py CORPUS_DIR ROWS SECONDS
-Prints the first member's name.
+Usage: nemo_windows.py CORPUS_DIR ROWS SECONDS [PAST_END_OFFSET]
+With PAST_END_OFFSET, one more row <stem>-sub9999<ext> cuts SECONDS from that offset, running
+past the end of the member. Prints the first member's name.
 """
 import json
 import os
@@ -22,6 +23,10 @@ def main():
         for k in range(1, rows + 1):
             row = dict(first, audio_filepath=f"{stem}-sub{k}{ext}", offset=seconds * (k - 1),
                        duration=seconds, text=f"window {k}")
+            f.write(json.dumps(row) + "\n")
+        if len(sys.argv) > 4:
+            row = dict(first, audio_filepath=f"{stem}-sub9999{ext}", offset=float(sys.argv[4]),
+                       duration=seconds, text="past the end")
             f.write(json.dumps(row) + "\n")
     print(first["audio_filepath"])
 

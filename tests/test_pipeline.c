@@ -567,12 +567,50 @@ static unsigned long long bytes_read(void)
     return n;
 }
 
+/* The report of the row that runs past the end of the long member. */
+static int past_reports;
+static sharc_problem past_kind;
+static char past_message[1024];
+static void record_past(void *cookie, const sharc_problem_report *p)
+{
+    (void)cookie;
+    if (!p->cut_id || !strstr(p->cut_id, "-sub9999"))
+        return;
+    past_reports++;
+    past_kind = p->kind;
+    snprintf(past_message, sizeof past_message, "%s", p->message);
+}
+
+/* The problem reported for the row past the end when the reader decodes whole members
+ * (cut mode reads every member into memory). */
+static void past_end_in_cut_mode(const char *path, char *message, size_t cap)
+{
+    const char *paths[] = {path};
+    sharc_reader_settings s;
+    settings_on(&s, paths);
+    s.on_error = SHARC_ON_ERROR_SKIP;
+    s.on_problem = record_past;
+    past_reports = 0;
+    sharc_reader *r;
+    const sharc_cut *cut;
+    int rc;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    while ((rc = sharc_reader_next(r, &cut)) == 0)
+        ;
+    ck_assert_int_eq(rc, SHARC_END);
+    sharc_reader_close(&r);
+    ck_assert_int_eq(past_reports, 1);
+    ck_assert_int_eq(past_kind, SHARC_PROBLEM_LENGTH);
+    snprintf(message, cap, "%s", past_message);
+}
+
 /*
  * Long-form audio: 60 manifest rows cut consecutive 2 s windows out of one 130 s member (as
  * NeMo manifests segment a long recording), in a plain tar, WAV and FLAC. Every window's
  * samples are exact, and the member is read about once in all, not once or twice per row:
  * its header from its first bytes, each window's samples alone (WAV), or what libsndfile
- * reads to seek to and decode the window (FLAC).
+ * reads to seek to and decode the window (FLAC). A row running past the member's end is the
+ * same problem, with the same text, as when the member is decoded whole.
  */
 START_TEST(long_member_windows_read_once)
 {
@@ -585,7 +623,7 @@ START_TEST(long_member_windows_read_once)
                  "--min-duration 130 --max-duration 130",
                  codecs[c]);
         char *dir = gen_corpus(args);
-        ck_assert_int_eq(tu_sh("python3 '%s/nemo_windows.py' '%s' %d 2 >/dev/null",
+        ck_assert_int_eq(tu_sh("python3 '%s/nemo_windows.py' '%s' %d 2 129 >/dev/null",
                                getenv("SHARC_TESTS_SRC"), dir, ROWS),
                          0);
         char path[600], tar[700], line[4096];
@@ -607,12 +645,16 @@ START_TEST(long_member_windows_read_once)
         settings_on(&s, paths);
         s.sampler.max_duration = 20;
         s.on_error = SHARC_ON_ERROR_SKIP; /* the other members have no rows */
+        s.on_problem = record_past;
+        char whole_message[1024];
+        past_end_in_cut_mode(path, whole_message, sizeof whole_message);
         for (int threads = 1; threads <= 3; threads += 2) {
             s.n_threads = threads;
             sharc_reader *r;
             sharc_batch *b;
             int rc, seen = 0;
             const unsigned long long before = bytes_read();
+            past_reports = 0;
             ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
             while ((rc = sharc_reader_next_batch(r, &b)) == 0) {
                 const sharc_tensor *audio = sharc_batch_tensor(b, "audio");
@@ -636,6 +678,9 @@ START_TEST(long_member_windows_read_once)
             ck_assert_int_eq(rc, SHARC_END);
             ck_assert_int_eq(seen, ROWS);
             sharc_reader_close(&r);
+            ck_assert_int_eq(past_reports, 1);
+            ck_assert_int_eq(past_kind, SHARC_PROBLEM_LENGTH);
+            ck_assert_str_eq(past_message, whole_message);
             /* A whole read of the member per row would be about ROWS x the tar. */
             const unsigned long long read = bytes_read() - before;
             ck_assert_msg(read < 3ull * tar_bytes, "%s: read %llu bytes of a %zu-byte tar",
