@@ -83,14 +83,11 @@ const char *sharc__codec_name(sharc__codec c)
     return "unknown";
 }
 
-/* Bytes of a file-backed source read at once: libsndfile and its codecs read a little at
- * a time, and FLAC seeks by bisection. */
-#define FILE_READ_BYTES (32u << 10)
-
 /*
  * Read-only libsndfile virtual file over a caller's buffer, or over `len` bytes at byte
- * `base` of an open file (data NULL), read with pread through a small cache: a window
- * into a long member left in its shard file then reads only what decoding it needs.
+ * `base` of an open file (data NULL), read with pread through the caller's cache (libsndfile
+ * and its codecs read a little at a time, and FLAC seeks by bisection): a window into a long
+ * member left in its shard file then reads only what decoding it needs.
  */
 typedef struct mem_reader {
     const uint8_t *data;
@@ -100,14 +97,15 @@ typedef struct mem_reader {
     uint64_t base;
     sf_count_t cache_at, cache_len;
     int io_error; ///< errno of a failed pread, or -1 when the file ended before `len` bytes
-    uint8_t cache[FILE_READ_BYTES];
+    uint8_t *cache;
+    size_t cache_cap;
 } mem_reader;
 
 /* Fill the cache with the bytes from `pos` on; 0 when none could be read. */
 static sf_count_t file_fill(mem_reader *m, sf_count_t pos)
 {
     sf_count_t want =
-        m->len - pos < (sf_count_t)FILE_READ_BYTES ? m->len - pos : (sf_count_t)FILE_READ_BYTES;
+        m->len - pos < (sf_count_t)m->cache_cap ? m->len - pos : (sf_count_t)m->cache_cap;
     ssize_t got;
     do
         got = pread(m->fd, m->cache, (size_t)want, (off_t)(m->base + (uint64_t)pos));
@@ -183,14 +181,8 @@ typedef struct decoder {
     SNDFILE *snd;
     SF_INFO sfi;
     sharc__codec codec;
-    mem_reader mem; ///< last, its cache last: decoder_clear() leaves the cache alone
+    mem_reader mem;
 } decoder;
-
-/* Zero everything but the file cache (32 KiB, filled before it is read). */
-static void decoder_clear(decoder *d)
-{
-    memset(d, 0, offsetof(decoder, mem) + offsetof(mem_reader, cache));
-}
 
 /* Open the decoder on d->mem, which is set up, with d->codec sniffed. */
 static int decoder_start(sharc__ctx *ctx, decoder *d)
@@ -219,7 +211,7 @@ fail:
 
 static int decoder_open(sharc__ctx *ctx, decoder *d, const uint8_t *data, size_t n)
 {
-    decoder_clear(d);
+    memset(d, 0, sizeof *d);
     d->codec = sharc__audio_sniff(data, n);
     if (!data || n == 0)
         return sharc__set_error(ctx, SHARC_ERR_DECODE, "empty audio data (0 bytes)");
@@ -228,12 +220,17 @@ static int decoder_open(sharc__ctx *ctx, decoder *d, const uint8_t *data, size_t
     return decoder_start(ctx, d);
 }
 
-/* The same over `n` bytes at byte `at` of the open file `fd`. */
-static int decoder_open_file(sharc__ctx *ctx, decoder *d, int fd, uint64_t at, size_t n)
+/* The same over `n` bytes at byte `at` of the open file `fd`, read through `cache`. */
+static int decoder_open_file(sharc__ctx *ctx, decoder *d, int fd, uint64_t at, size_t n,
+                             uint8_t *cache, size_t cache_cap)
 {
-    decoder_clear(d);
+    memset(d, 0, sizeof *d);
     if (n == 0)
         return sharc__set_error(ctx, SHARC_ERR_DECODE, "empty audio data (0 bytes)");
+    if (!cache || cache_cap < 64)
+        return sharc__set_error(ctx, SHARC_ERR(EINVAL), "no room to read audio from its file");
+    d->mem.cache = cache;
+    d->mem.cache_cap = cache_cap;
     d->mem.fd = fd;
     d->mem.base = at;
     d->mem.len = (sf_count_t)n;
@@ -446,21 +443,22 @@ static int file_failure(sharc__ctx *ctx, const decoder *d, int rc, uint64_t at, 
                             n, (unsigned long long)at);
 }
 
-int sharc__audio_decode_at(sharc__ctx *ctx, int fd, uint64_t at, size_t n,
-                           const sharc__decode_spec *spec, float *out, size_t out_capacity,
-                           sharc__audio_info *info, int64_t *frames)
+int sharc__audio_decode_at(sharc__ctx *ctx, int fd, uint64_t at, size_t n, uint8_t *cache,
+                           size_t cache_cap, const sharc__decode_spec *spec, float *out,
+                           size_t out_capacity, sharc__audio_info *info, int64_t *frames)
 {
     decoder d;
-    int rc = decoder_open_file(ctx, &d, fd, at, n);
+    int rc = decoder_open_file(ctx, &d, fd, at, n, cache, cache_cap);
     if (rc == 0)
         rc = decode_opened(ctx, &d, spec, out, out_capacity, info, frames);
     return file_failure(ctx, &d, rc, at, n);
 }
 
-int sharc__audio_info_at(sharc__ctx *ctx, int fd, uint64_t at, size_t n, sharc__audio_info *info)
+int sharc__audio_info_at(sharc__ctx *ctx, int fd, uint64_t at, size_t n, uint8_t *cache,
+                         size_t cache_cap, sharc__audio_info *info)
 {
     decoder d;
-    int rc = decoder_open_file(ctx, &d, fd, at, n);
+    int rc = decoder_open_file(ctx, &d, fd, at, n, cache, cache_cap);
     if (rc == 0) {
         decoder_info(&d, info);
         sf_close(d.snd);

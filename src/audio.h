@@ -96,17 +96,18 @@ int sharc__audio_decode_direct(const uint8_t *data, size_t n, const sharc__decod
 
 /**
  * sharc__audio_decode_sndfile() on `n` bytes at byte `at` of the open file `fd`, read as
- * libsndfile asks for them (32 KiB at a time): a window into a long member left in its
- * shard file reads what decoding it needs (FLAC seeks), not the whole member. A file that
- * ends early or cannot be read fails with SHARC_ERR_CORRUPT or SHARC_ERR_IO, not as a
- * decode error. Uses 32 KiB of stack more than decoding from memory.
+ * libsndfile asks for them, `cache_cap` bytes at a time through `cache` (the caller's; 32
+ * KiB is a good size): a window into a long member left in its shard file reads what
+ * decoding it needs (FLAC seeks), not the whole member. A file that ends early or cannot be
+ * read fails with SHARC_ERR_CORRUPT or SHARC_ERR_IO, not as a decode error.
  */
-int sharc__audio_decode_at(sharc__ctx *ctx, int fd, uint64_t at, size_t n,
-                           const sharc__decode_spec *spec, float *out, size_t out_capacity,
-                           sharc__audio_info *info, int64_t *frames);
+int sharc__audio_decode_at(sharc__ctx *ctx, int fd, uint64_t at, size_t n, uint8_t *cache,
+                           size_t cache_cap, const sharc__decode_spec *spec, float *out,
+                           size_t out_capacity, sharc__audio_info *info, int64_t *frames);
 
 /** sharc__audio_info_get() the same way: libsndfile reads the header, not the member. */
-int sharc__audio_info_at(sharc__ctx *ctx, int fd, uint64_t at, size_t n, sharc__audio_info *info);
+int sharc__audio_info_at(sharc__ctx *ctx, int fd, uint64_t at, size_t n, uint8_t *cache,
+                         size_t cache_cap, sharc__audio_info *info);
 
 /**
  * The direct path's decision for a canonical PCM16 WAV (sharc__wav_parse()) and `spec`:

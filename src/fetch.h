@@ -19,6 +19,9 @@
 /* Room for a member's head or tail when only parts of it are read (see sharc__fetch_into). */
 #define SHARC__FETCH_PIECE 4096
 
+/* Bytes libsndfile reads at once from a member decoded in its file (sharc__audio_decode_at). */
+#define SHARC__FETCH_IO (32u << 10)
+
 typedef struct sharc__fetcher {
     struct {
         const char *path; ///< NULL for a free entry; owned by the dataset
@@ -29,6 +32,7 @@ typedef struct sharc__fetcher {
     sharc__buf buf;
     /** Scratch for the caller: the head and tail of a member read in parts. */
     uint8_t head[SHARC__FETCH_PIECE], tail[SHARC__FETCH_PIECE];
+    uint8_t io[SHARC__FETCH_IO]; ///< the cache of sharc__audio_decode_at()
 } sharc__fetcher;
 
 void sharc__fetcher_init(sharc__fetcher *f);

@@ -481,7 +481,8 @@ static int job_info(sharc_reader *r, const sharc__decode_job *j, sharc__audio_in
         if (j->in_file && j->audio_len >= 4 * SHARC__FETCH_PIECE) {
             /* libsndfile reads the header from the file, not the whole member. */
             if ((rc = sharc__fetch_fd(&r->fetch, &r->ctx, j->shard, &fd)) == 0)
-                rc = sharc__audio_info_at(&r->ctx, fd, j->at, j->audio_len, info);
+                rc = sharc__audio_info_at(&r->ctx, fd, j->at, j->audio_len, r->fetch.io,
+                                          sizeof r->fetch.io, info);
         } else {
             if ((rc = job_audio(&r->ctx, &r->fetch, j, &audio, &r->err)) < 0)
                 return rc;
@@ -620,8 +621,8 @@ int sharc__reader_decode(const sharc_reader *r, sharc__ctx *ctx, sharc__fetcher 
         /* Only what the window needs: a WAV window's samples, or what libsndfile reads. */
         rc = decode_wav_window(ctx, f, j, &spec, out, cap, &info, &frames);
         if (rc == 0 && (rc = sharc__fetch_fd(f, ctx, j->shard, &fd)) == 0) {
-            rc = sharc__audio_decode_at(ctx, fd, j->at, j->audio_len, &spec, out, cap, &info,
-                                        &frames);
+            rc = sharc__audio_decode_at(ctx, fd, j->at, j->audio_len, f->io, sizeof f->io, &spec,
+                                        out, cap, &info, &frames);
             rc = rc == 0 ? 1 : rc;
         }
     }
