@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stddef.h>
 #include <string.h>
 #include <unistd.h>
 

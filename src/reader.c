@@ -376,6 +376,10 @@ static int job_audio(sharc__ctx *ctx, sharc__fetcher *f, const sharc__decode_job
     return 0;
 }
 
+/* Members left in their file from this size on may be read in parts (header, window);
+ * smaller ones are read whole, their parts would be most of them. */
+#define LONG_MEMBER_BYTES (4 * SHARC__FETCH_PIECE)
+
 static int ends_with_wav(const char *name)
 {
     size_t n = strlen(name);
@@ -394,7 +398,7 @@ static int wav_from_pieces(sharc__ctx *ctx, sharc__fetcher *f, const sharc__deco
 {
     const size_t n = j->audio_len;
     size_t data_end;
-    if (!j->in_file || !ends_with_wav(j->member) || n < 4 * SHARC__FETCH_PIECE)
+    if (!j->in_file || !ends_with_wav(j->member) || n < LONG_MEMBER_BYTES)
         return 0;
     int rc = sharc__fetch_into(f, ctx, j->shard, j->at, SHARC__FETCH_PIECE, f->head);
     if (rc < 0)
@@ -426,7 +430,7 @@ static int small_window(const sharc__decode_job *j)
 {
     const uint64_t window_bytes = (uint64_t)(j->num_samples > 0 ? j->num_samples : 0) * 2u *
                                   (uint64_t)(j->channels > 0 ? j->channels : 1);
-    return j->in_file && j->window && window_bytes + 4 * SHARC__FETCH_PIECE < j->audio_len;
+    return j->in_file && j->window && window_bytes + LONG_MEMBER_BYTES < j->audio_len;
 }
 
 /*
@@ -478,7 +482,7 @@ static int job_info(sharc_reader *r, const sharc__decode_job *j, sharc__audio_in
         *info = (sharc__audio_info){SHARC__CODEC_WAV, wav.sampling_rate, wav.channels, wav.frames};
     } else {
         int fd;
-        if (j->in_file && j->audio_len >= 4 * SHARC__FETCH_PIECE) {
+        if (j->in_file && j->audio_len >= LONG_MEMBER_BYTES) {
             /* libsndfile reads the header from the file, not the whole member. */
             if ((rc = sharc__fetch_fd(&r->fetch, &r->ctx, j->shard, &fd)) == 0)
                 rc = sharc__audio_info_at(&r->ctx, fd, j->at, j->audio_len, r->fetch.io,
