@@ -308,12 +308,8 @@ int bench_bcast_main(int argc, char **argv)
         fprintf(stderr, "sharc bench: out of memory\n");
         goto done;
     }
-    if (sharc_loader_open(&l, &s) < 0) {
-        char why[1024];
-        fprintf(stderr, "sharc bench: cannot open the loader: %s\n",
-                cli_last_logged_error(why, sizeof why));
+    if (cli_open_loader("bench", &s, &l) < 0)
         goto done;
-    }
     if (run_steps(&o, l, &tm) < 0) {
         fprintf(stderr, "sharc bench: rank %d: %s\n", o.dist.rank, tm.error);
         cli_dist_abort(&o.dist); /* the other ranks would wait for this one */

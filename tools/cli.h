@@ -172,6 +172,22 @@ void cli_logger(sharc_logger *log, int show);
 const char *cli_last_logged_error(char *buf, size_t n);
 
 /**
+ * Print "sharc CMD: cannot open the WHAT: <kind of error>: <the library's logged reason>"
+ * for an open that failed with `rc`.
+ */
+void cli_print_open_failure(const char *cmd, const char *what, int rc);
+
+/**
+ * sharc_reader_open() / sharc_loader_open() for command `cmd`. The library's ERROR
+ * message for a failed open is held back and printed once, in the command's line from
+ * cli_print_open_failure(), instead of twice. A loader whose source could not open its
+ * dataset opens without error and reports it through sharc_loader_last_error(); its
+ * ERROR line is held back too, for the command to print.
+ */
+int cli_open_reader(const char *cmd, const sharc_reader_settings *s, sharc_reader **r);
+int cli_open_loader(const char *cmd, const sharc_loader_settings *s, sharc_loader **l);
+
+/**
  * A one-line progress display on stderr, shown only when stderr is a terminal and
  * redrawn at most every 100 ms. Not thread-safe: callers serialise updates.
  */

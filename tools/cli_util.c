@@ -24,8 +24,9 @@
 static struct {
     pthread_mutex_t lock;
     int progress_shown; /* a progress line is on the terminal, without a newline */
+    int hold_errors;    /* ERROR messages are recorded, not printed: the command reports them */
     char last_error[1024];
-} cli_stderr = {PTHREAD_MUTEX_INITIALIZER, 0, ""};
+} cli_stderr = {PTHREAD_MUTEX_INITIALIZER, 0, 0, ""};
 
 void cli_getopt_reset(void)
 {
@@ -423,7 +424,8 @@ static void log_to_stderr(void *cookie, sharc_log_level level, const char *fmt, 
     pthread_mutex_lock(&cli_stderr.lock);
     if (level == SHARC_LOG_ERROR)
         snprintf(cli_stderr.last_error, sizeof cli_stderr.last_error, "%s", text);
-    if ((int)level <= (int)(intptr_t)cookie) {
+    if ((int)level <= (int)(intptr_t)cookie &&
+        !(level == SHARC_LOG_ERROR && cli_stderr.hold_errors)) {
         erase_progress_locked();
         fprintf(stderr, "sharc: %s: %s\n", level_name(level), text);
     }
@@ -445,6 +447,48 @@ const char *cli_last_logged_error(char *buf, size_t n)
     snprintf(buf, n, "%s", cli_stderr.last_error);
     pthread_mutex_unlock(&cli_stderr.lock);
     return buf;
+}
+
+static void hold_errors(int hold)
+{
+    pthread_mutex_lock(&cli_stderr.lock);
+    cli_stderr.hold_errors = hold;
+    if (hold)
+        cli_stderr.last_error[0] = '\0'; /* only this open's reason is reported */
+    pthread_mutex_unlock(&cli_stderr.lock);
+}
+
+void cli_print_open_failure(const char *cmd, const char *what, int rc)
+{
+    char why[1024];
+    const char *kind = sharc_strerror(rc);
+    cli_last_logged_error(why, sizeof why);
+    if (why[0] == '\0')
+        fprintf(stderr, "sharc %s: cannot open the %s: %s\n", cmd, what, kind);
+    else if (strstr(why, kind) != NULL) /* "PATH: No such file or directory" says it all */
+        fprintf(stderr, "sharc %s: cannot open the %s: %s\n", cmd, what, why);
+    else
+        fprintf(stderr, "sharc %s: cannot open the %s: %s: %s\n", cmd, what, kind, why);
+}
+
+int cli_open_reader(const char *cmd, const sharc_reader_settings *s, sharc_reader **r)
+{
+    hold_errors(1);
+    int rc = sharc_reader_open(r, s);
+    hold_errors(0);
+    if (rc < 0)
+        cli_print_open_failure(cmd, "dataset", rc);
+    return rc;
+}
+
+int cli_open_loader(const char *cmd, const sharc_loader_settings *s, sharc_loader **l)
+{
+    hold_errors(1);
+    int rc = sharc_loader_open(l, s);
+    hold_errors(0);
+    if (rc < 0)
+        cli_print_open_failure(cmd, "loader", rc);
+    return rc;
 }
 
 void cli_progress_init(cli_progress *p, int enabled)

@@ -549,15 +549,7 @@ static int take_one(sharc_reader *r, sharc_loader *l, const bench_opts *o, doubl
 
 static int open_reader(const sharc_reader_settings *s, sharc_reader **r)
 {
-    int rc = sharc_reader_open(r, s);
-    if (rc < 0) {
-        char why[1024];
-        cli_last_logged_error(why, sizeof why);
-        fprintf(stderr, "sharc bench: cannot open the dataset: %s%s%s\n", sharc_strerror(rc),
-                why[0] ? ": " : "", why);
-        return -1;
-    }
-    return 0;
+    return cli_open_reader("bench", s, r) < 0 ? -1 : 0;
 }
 
 /*
@@ -571,17 +563,12 @@ static int open_loader(const sharc_reader_settings *s, const bench_opts *o, shar
     sharc_loader_default_settings(&ls);
     ls.reader = *s;
     cli_dist_apply(&o->dist, &ls);
-    int rc = sharc_loader_open(l, &ls);
+    int rc = cli_open_loader("bench", &ls, l);
     if (rc == 0 && sharc_loader_is_source(*l) && sharc_loader_reader(*l) == NULL) {
         sharc_batch *b = NULL;
         rc = sharc_loader_next(*l, &b);
         fprintf(stderr, "sharc bench: %s\n", sharc_loader_last_error(*l));
         sharc_loader_close(l);
-    } else if (rc < 0) {
-        char why[1024];
-        cli_last_logged_error(why, sizeof why);
-        fprintf(stderr, "sharc bench: cannot open the loader: %s%s%s\n", sharc_strerror(rc),
-                why[0] ? ": " : "", why);
     }
     return rc < 0 ? -1 : 0;
 }

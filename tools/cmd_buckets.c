@@ -299,18 +299,12 @@ int cmd_buckets(int argc, char **argv)
     cli_logger(&s.logger, o.quiet ? SHARC_LOG_ERROR : SHARC_LOG_WARN);
 
     sharc_reader *r = NULL;
-    int rc = sharc_reader_open(&r, &s);
-    if (rc < 0) {
-        char why[1024];
-        cli_last_logged_error(why, sizeof why);
-        fprintf(stderr, "sharc buckets: cannot open the dataset: %s%s%s\n", sharc_strerror(rc),
-                why[0] ? ": " : "", why);
+    if (cli_open_reader("buckets", &s, &r) < 0)
         return CLI_EXIT_FAIL;
-    }
     double *d = NULL;
     size_t n = 0;
     uint64_t ignored = 0;
-    rc = collect(r, &o, &d, &n, &ignored);
+    int rc = collect(r, &o, &d, &n, &ignored);
     sharc_reader_close(&r);
     if (rc != 0)
         return CLI_EXIT_FAIL;

@@ -358,14 +358,7 @@ static void print_error_once(const char *error)
 
 static int open_reader(const sharc_reader_settings *s, sharc_reader **r)
 {
-    int rc = sharc_reader_open(r, s);
-    if (rc < 0) {
-        char why[1024];
-        cli_last_logged_error(why, sizeof why);
-        fprintf(stderr, "sharc read: cannot open the dataset: %s%s%s\n", sharc_strerror(rc),
-                why[0] ? ": " : "", why);
-    }
-    return rc;
+    return cli_open_reader("read", s, r);
 }
 
 /*
@@ -387,17 +380,12 @@ static int open_loader(const sharc_reader_settings *s, read_opts *o, sharc_loade
     sharc_loader_default_settings(&ls);
     ls.reader = *s;
     cli_dist_apply(&o->dist, &ls);
-    int rc = sharc_loader_open(l, &ls);
+    int rc = cli_open_loader("read", &ls, l);
     if (rc == 0 && sharc_loader_is_source(*l) && sharc_loader_reader(*l) == NULL) {
         sharc_batch *b = NULL;
         rc = sharc_loader_next(*l, &b); /* sends the reason to the peers */
         fprintf(stderr, "sharc read: %s\n", sharc_loader_last_error(*l));
         sharc_loader_close(l);
-    } else if (rc < 0) {
-        char why[1024];
-        cli_last_logged_error(why, sizeof why);
-        fprintf(stderr, "sharc read: cannot open the loader: %s%s%s\n", sharc_strerror(rc),
-                why[0] ? ": " : "", why);
     }
     if (rc < 0)
         cli_dist_close(&o->dist);

@@ -92,6 +92,13 @@ expect_rc 2 "$SHARC" validate --per-cut --frobnicate "$tmp"
 # A path without shards is a failure (1), not a usage error, and says why.
 expect_rc 1 "$SHARC" read "$tmp/nothing-here"
 expect_in "$tmp/err" "sharc read: cannot open the dataset"
+# Said once, by the command, with the path: not also as the library's own log line.
+for c in "read" "read --cuts" "bench --seconds 1" "buckets"; do
+    # shellcheck disable=SC2086
+    expect_rc 1 "$SHARC" $c "$tmp/nothing-here"
+    [ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "sharc $c: a failed open printed $(cat "$tmp/err")"
+    expect_in "$tmp/err" "sharc ${c%% *}: cannot open the dataset: $tmp/nothing-here: "
+done
 expect_rc 1 "$SHARC" validate --json "$tmp/nothing-here"
 check problem "$tmp/out" "code=layout|archive|error,message=cannot open the dataset"
 echo "ok"
