@@ -10,6 +10,7 @@ void sharc__rawcut_reset(sharc__rawcut *c)
     sharc__buf_clear(&c->member);
     sharc__buf_clear(&c->audio);
     c->audio_in_file = 0;
+    c->audio_lent = NULL;
     c->has_text = c->has_speaker = c->has_language = 0;
     c->duration = 0;
     c->offset = 0;
@@ -25,6 +26,16 @@ void sharc__rawcut_reset(sharc__rawcut *c)
         sharc__buf_clear(&c->fields[i].json);
         sharc__buf_clear(&c->fields[i].data);
     }
+}
+
+const uint8_t *sharc__rawcut_audio(const sharc__rawcut *c, size_t *n)
+{
+    if (c->audio_lent) {
+        *n = (size_t)c->audio_size;
+        return c->audio_lent;
+    }
+    *n = c->audio.len;
+    return c->audio.data;
 }
 
 void sharc__rawcut_free(sharc__ctx *ctx, sharc__rawcut *c)

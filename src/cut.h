@@ -31,7 +31,10 @@ typedef struct sharc__rawcut {
     sharc__buf json;   ///< raw metadata line
     sharc__buf member; ///< audio member name
     const char *shard; ///< audio archive path, owned by the dataset
-    sharc__buf audio;  ///< encoded audio bytes (empty when left in the file)
+    sharc__buf audio;  ///< encoded audio bytes (empty when left in the file or lent)
+    /** Encoded audio lent by the stream (sharc__stream_opts.lend_audio): audio_size bytes,
+     * valid until the stream's next call; `audio` stays empty. */
+    const uint8_t *audio_lent;
     int audio_in_file; ///< the audio was left in `shard` (lazy member): audio_size bytes
     uint64_t audio_at; ///< at this offset
     uint64_t audio_size;
@@ -50,6 +53,8 @@ typedef struct sharc__rawcut {
 
 /** Reset the metadata of `c` for the next cut, keeping its buffers. */
 void sharc__rawcut_reset(sharc__rawcut *c);
+/** The encoded audio bytes of `c` held in memory (its own or lent), or NULL; `*n` their size. */
+const uint8_t *sharc__rawcut_audio(const sharc__rawcut *c, size_t *n);
 void sharc__rawcut_free(sharc__ctx *ctx, sharc__rawcut *c);
 
 #endif /* SHARC_SRC_CUT_H */

@@ -235,14 +235,18 @@ static int emit_row(sharc__stream *s, nemo_row *r, sharc__rawcut *c, sharc__stre
         (rc = sharc__buf_set(ctx, &c->member, s->member.name.data, s->member.name.len)) < 0)
         return rc;
     /* Rows of one member (windows into a long recording) share it: left in the file, each
-     * row only notes where it is; else each row gets a copy. */
+     * row only notes where it is; in cut mode each row borrows it; else (the sampler holds
+     * rows apart) each row gets a copy. */
     c->audio_in_file = s->member.in_file;
     c->audio_at = s->member.at;
-    c->audio_size = s->member.size;
-    if (!s->member.in_file &&
-        (rc = sharc__buf_set(ctx, &c->audio, s->member.data.data, s->member.data.len)) < 0)
-        return rc;
-    return 0;
+    c->audio_size = s->member.in_file ? s->member.size : s->member.data.len;
+    if (s->member.in_file)
+        return 0;
+    if (s->opts->lend_audio) {
+        c->audio_lent = s->member.data.data;
+        return 0;
+    }
+    return sharc__buf_set(ctx, &c->audio, s->member.data.data, s->member.data.len);
 }
 
 /* Rows that never met their member, and rows that did not parse, are reported at the end. */

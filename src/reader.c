@@ -346,8 +346,10 @@ static int cut_problem(sharc__ctx *ctx, sharc__stream_error *err, int rc, sharc_
 /* What decoding the raw cut `c` needs (its strings stay owned by `c`). */
 static sharc__decode_job raw_job(const sharc__rawcut *c)
 {
-    sharc__decode_job j = {c->audio.data,
-                           c->audio_in_file ? (size_t)c->audio_size : c->audio.len,
+    size_t held;
+    const uint8_t *audio = sharc__rawcut_audio(c, &held);
+    sharc__decode_job j = {audio,
+                           c->audio_in_file ? (size_t)c->audio_size : held,
                            c->sampling_rate,
                            c->channels,
                            c->num_samples,
@@ -713,8 +715,7 @@ static void fill_cut(sharc_reader *r)
     o->json = sharc__buf_str(&c->json);
     o->shard = c->shard;
     o->member = sharc__buf_str(&c->member);
-    o->audio = c->audio.data;
-    o->audio_nbytes = c->audio.len;
+    o->audio = sharc__rawcut_audio(c, &o->audio_nbytes);
     o->offset = c->offset;
     o->epoch = c->epoch;
     o->shard_index = c->shard_index;
@@ -744,6 +745,7 @@ int sharc__reader_next(sharc_reader *r, const sharc_cut **cut)
         return sharc__set_error(&r->ctx, SHARC_ERR(EINVAL),
                                 "this reader serves batches: use sharc_reader_next_batch");
     r->mode = 1;
+    r->sopts.lend_audio = 1; /* each cut is the caller's until the next call */
     for (;;) {
         int rc = sharc__reader_pull(r);
         if (rc != 0)

@@ -16,6 +16,10 @@ typedef struct sharc__stream_opts {
     const char *nemo_lang_field;
     struct sharc__bufpool *pool; ///< audio member buffers (batch mode), or NULL
     int lazy_audio; ///< leave audio members of uncompressed tar files there (batch mode)
+    /** Cut mode: each cut is used up before the next call, so a member that several cuts
+     * share (NeMo rows cutting one recording) is lent to each (sharc__rawcut.audio_lent)
+     * instead of copied into each. */
+    int lend_audio;
 } sharc__stream_opts;
 
 /** Where the last failure of a stream happened, for problem reports. */

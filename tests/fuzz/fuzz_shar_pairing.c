@@ -48,7 +48,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(&shard, 0, sizeof shard);
     shard.meta_path = cuts;
     shard.audio_path = rec;
-    sharc__stream_opts opts = {1 << 20, 1 << 16, "text", "lang", NULL, 0};
+    sharc__stream_opts opts = {1 << 20, 1 << 16, "text", "lang", NULL, 0, 0};
     sharc__stream_error err;
     memset(&err, 0, sizeof err);
     sharc__rawcut c;
