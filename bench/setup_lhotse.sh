@@ -4,10 +4,11 @@
 #   bench/setup_lhotse.sh [VENV_DIR]      (default: build-bench/lhotse-venv in the repository)
 #
 # Installs lhotse (and what its Shar reader and DynamicBucketingSampler import: numpy,
-# soundfile, urllib3) from PyPI. torch is NOT installed: PyPI carries only the CUDA build
-# (torch plus nvidia-* wheels, several GB), and none of the code the benchmark times calls it;
-# lhotse_bench.py supplies a minimal stand-in module when `import torch` fails (see its
-# docstring). Install a CPU torch into the venv yourself to use the real one instead.
+# soundfile, urllib3) from PyPI. lhotse requires torch, so pip also installs torch, which on
+# PyPI is the CUDA build (torch plus nvidia-* wheels: the venv is about 5.4 GB); the benchmark
+# uses only the CPU and none of the code it times calls torch. Where torch cannot be imported
+# (installed without it, e.g. `pip install --no-deps`), lhotse_bench.py supplies a minimal
+# stand-in module (see its docstring).
 # LHOTSE_VERSION pins the version (default: the newest on PyPI).
 set -eu
 repo=$(cd "$(dirname "$0")/.." && pwd)
