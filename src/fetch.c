@@ -35,12 +35,26 @@ static int file_of(sharc__fetcher *f, sharc__ctx *ctx, const char *path, int *fd
         if (f->files[i].used < f->files[victim].used)
             victim = i;
     }
+    if (f->files[victim].fd >= 0) {
+        close(f->files[victim].fd);
+        f->files[victim].fd = -1;
+        f->files[victim].path = NULL;
+    }
     int nfd = open(path, O_RDONLY | O_CLOEXEC);
+    if (nfd < 0 && (errno == EMFILE || errno == ENFILE)) {
+        /* Out of descriptors: keep only the one needed now. */
+        for (size_t i = 0; i < SHARC__FETCH_FILES; i++)
+            if (f->files[i].fd >= 0) {
+                close(f->files[i].fd);
+                f->files[i].fd = -1;
+                f->files[i].path = NULL;
+                f->files[i].used = 0;
+            }
+        nfd = open(path, O_RDONLY | O_CLOEXEC);
+    }
     if (nfd < 0)
         return sharc__fail_data(ctx, SHARC_ERR(errno), "%s: cannot open again to read audio: %s",
                                 path, strerror(errno));
-    if (f->files[victim].fd >= 0)
-        close(f->files[victim].fd);
     f->files[victim].path = path;
     f->files[victim].fd = nfd;
     f->files[victim].used = f->clock;

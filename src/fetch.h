@@ -13,8 +13,10 @@
 
 #include "buf.h"
 
-/* Open files kept per fetcher: a batch's rows come from a few shards. */
-#define SHARC__FETCH_FILES 8
+/* Open files kept per fetcher. A batch's rows come from the shards that the sampler's buffer
+ * spans; with 8, a buffer of 1000 cuts over 16 shards reopened a file for a third of the
+ * rows. Past the process's limit on open files, fewer are kept (see file_of()). */
+#define SHARC__FETCH_FILES 32
 
 /* Room for a member's head or tail when only parts of it are read (see sharc__fetch_into). */
 #define SHARC__FETCH_PIECE 4096

@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/resource.h>
 #include <zlib.h>
 
 #include "sharc/sharc.h"
@@ -245,6 +247,47 @@ START_TEST(same_batches_for_any_thread_count)
             ck_assert_str_eq(other[i].ids, ref[i].ids);
             ck_assert_uint_eq(other[i].crc, ref[i].crc);
         }
+    }
+}
+END_TEST
+
+/* Descriptors this process has open now. */
+static int open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n - 1; /* the directory's own */
+}
+
+/*
+ * Near the process's limit on open files, decode threads that keep shard files open for
+ * the audio left there give theirs up instead of failing cuts: the batches are those of
+ * a run without the limit. (Each thread kept 8 files, so 2 threads over 6 shards needed
+ * 12 descriptors besides the planner's.)
+ */
+START_TEST(decode_threads_near_the_open_file_limit)
+{
+    make_corpus();
+    static print ref[256], got[256];
+    sharc_reader_settings s;
+    const char *paths[1];
+    settings_for(&s, paths, 2, 4);
+    const size_t n = run(&s, ref, 256);
+    struct rlimit old;
+    ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+    struct rlimit tight = old;
+    tight.rlim_cur = (rlim_t)open_fds() + 6; /* the planner's shards, and a file per thread */
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &tight), 0);
+    const size_t m = run(&s, got, 256);
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+    ck_assert_uint_eq(m, n);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_str_eq(got[i].ids, ref[i].ids);
+        ck_assert_uint_eq(got[i].crc, ref[i].crc);
     }
 }
 END_TEST
@@ -980,6 +1023,8 @@ int main(void)
     tcase_add_loop_test(tc, every_layout_in_batches, 0, 3);
     tcase_add_test(tc, read_ahead_keeps_order_with_problems);
     tcase_add_test(tc, read_ahead_over_full_queues);
+    /* Last: should it fail, the tight limit on open files stays (no fork). */
+    tcase_add_test(tc, decode_threads_near_the_open_file_limit);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     /* One corpus for all tests: run them in this process. */
