@@ -1,5 +1,6 @@
 #include "bcut.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <string.h>
 
@@ -34,14 +35,9 @@ static const char *put_str(char **p, const sharc__buf *b, int has)
 int sharc__bcut_from_raw(sharc__bufpool *pool, sharc__rawcut *c, sharc__bcut **out)
 {
     sharc__ctx *ctx = pool->ctx;
-    /* The sampler holds cuts apart, so batch mode does not lend audio (lend_audio); a lent
-     * member would be copied here. */
-    if (c->audio_lent) {
-        int rc = sharc__buf_set(ctx, &c->audio, c->audio_lent, (size_t)c->audio_size);
-        if (rc < 0)
-            return rc;
-        c->audio_lent = NULL;
-    }
+    /* Batch mode never lends audio (sharc__stream_opts.lend_audio): the sampler holds cuts
+     * long after the stream has moved on. */
+    assert(c->audio_lent == NULL);
     size_t strings = c->id.len + 1 + c->member.len + 1 + str_room(&c->text, c->has_text) +
                      str_room(&c->speaker, c->has_speaker) +
                      str_room(&c->language, c->has_language);

@@ -3,13 +3,30 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
-void sharc__fetcher_init(sharc__fetcher *f)
+/* A quarter of the limit on open files, shared by `n_fetchers`: 1 to SHARC__FETCH_FILES. */
+static size_t files_per_fetcher(int n_fetchers)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return SHARC__FETCH_FILES;
+    rlim_t share = rl.rlim_cur / 4 / (rlim_t)(n_fetchers > 0 ? n_fetchers : 1);
+    return share < 1 ? 1 : share < SHARC__FETCH_FILES ? (size_t)share : SHARC__FETCH_FILES;
+}
+
+static void reset(sharc__fetcher *f, size_t max_files)
 {
     memset(f, 0, sizeof *f);
     for (size_t i = 0; i < SHARC__FETCH_FILES; i++)
         f->files[i].fd = -1;
+    f->max_files = max_files;
+}
+
+void sharc__fetcher_init(sharc__fetcher *f, int n_fetchers)
+{
+    reset(f, files_per_fetcher(n_fetchers));
 }
 
 void sharc__fetcher_free(sharc__fetcher *f, sharc__ctx *ctx)
@@ -18,7 +35,7 @@ void sharc__fetcher_free(sharc__fetcher *f, sharc__ctx *ctx)
         if (f->files[i].fd >= 0)
             close(f->files[i].fd);
     sharc__buf_free(ctx, &f->buf);
-    sharc__fetcher_init(f);
+    reset(f, f->max_files);
 }
 
 /* The descriptor of `path`, opening it in the least recently used entry when needed. */
@@ -26,7 +43,7 @@ static int file_of(sharc__fetcher *f, sharc__ctx *ctx, const char *path, int *fd
 {
     size_t victim = 0;
     f->clock++;
-    for (size_t i = 0; i < SHARC__FETCH_FILES; i++) {
+    for (size_t i = 0; i < f->max_files; i++) {
         if (f->files[i].path && (f->files[i].path == path || strcmp(f->files[i].path, path) == 0)) {
             f->files[i].used = f->clock;
             *fd = f->files[i].fd;

@@ -13,9 +13,10 @@
 
 #include "buf.h"
 
-/* Open files kept per fetcher. A batch's rows come from the shards that the sampler's buffer
- * spans; with 8, a buffer of 1000 cuts over 16 shards reopened a file for a third of the
- * rows. Past the process's limit on open files, fewer are kept (see file_of()). */
+/* Open files kept per fetcher at most. A batch's rows come from the shards that the
+ * sampler's buffer spans; with 8, a buffer of 1000 cuts over 16 shards reopened a file for a
+ * third of the rows. Fewer are kept where the process's limit on open files is low (see
+ * sharc__fetcher_init()). */
 #define SHARC__FETCH_FILES 32
 
 /* Room for a member's head or tail when only parts of it are read (see sharc__fetch_into). */
@@ -30,6 +31,7 @@ typedef struct sharc__fetcher {
         int fd;
         uint64_t used; ///< clock of the last use, for least-recently-used replacement
     } files[SHARC__FETCH_FILES];
+    size_t max_files; ///< files kept open at most (<= SHARC__FETCH_FILES)
     uint64_t clock;
     sharc__buf buf;
     /** Scratch for the caller: the head and tail of a member read in parts. */
@@ -37,7 +39,13 @@ typedef struct sharc__fetcher {
     uint8_t io[SHARC__FETCH_IO]; ///< the cache of sharc__audio_decode_at()
 } sharc__fetcher;
 
-void sharc__fetcher_init(sharc__fetcher *f);
+/**
+ * A fetcher that is one of `n_fetchers` in the process. Together they keep at most a
+ * quarter of the process's limit on open files (RLIMIT_NOFILE), so that shards can still be
+ * opened by the reader and the application; each keeps 1 to SHARC__FETCH_FILES. Should
+ * descriptors run out anyway, a fetcher closes its others and keeps the one it needs.
+ */
+void sharc__fetcher_init(sharc__fetcher *f, int n_fetchers);
 
 /** Close the files and free the buffer; the fetcher can be used again after init. */
 void sharc__fetcher_free(sharc__fetcher *f, sharc__ctx *ctx);

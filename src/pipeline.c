@@ -879,7 +879,7 @@ int sharc__pipeline_start(sharc_reader *r)
     p->workers = sharc__calloc(&r->ctx, (size_t)p->n_workers, sizeof *p->workers);
     int rc = (p->slots && p->workers) ? 0 : SHARC_ERR(ENOMEM);
     for (int i = 0; p->workers && i < p->n_workers; i++)
-        sharc__fetcher_init(&p->workers[i].fetch);
+        sharc__fetcher_init(&p->workers[i].fetch, p->n_workers);
     /* Shards are read ahead when there are threads to spare: the walk alone would cap
      * the pipeline at one core's worth of reading (measured: WAV with 2 threads). */
     /* Audio of plain tars is left in the file and read by the decode threads, so reading

@@ -177,7 +177,7 @@ int sharc__reader_open(sharc_reader **out, const sharc_reader_settings *s)
     if (!r)
         return SHARC_ERR(ENOMEM);
     r->ctx = boot;
-    sharc__fetcher_init(&r->fetch);
+    sharc__fetcher_init(&r->fetch, 1);
     int rc = copy_settings(r, s);
     if (rc < 0)
         goto fail;

@@ -580,7 +580,7 @@ START_TEST(tar_lazy_members_read_back)
     sharc__tar *eager = NULL, *lazy = NULL;
     sharc__member e = {0}, m = {0};
     sharc__fetcher f;
-    sharc__fetcher_init(&f);
+    sharc__fetcher_init(&f, 1);
     ck_assert_int_eq(sharc__tar_open(&eager, &ctx, path, 1 << 20), 0);
     ck_assert_int_eq(sharc__tar_open(&lazy, &ctx, path, 1 << 20), 0);
     sharc__tar_set_lazy(lazy, ends_bin);
@@ -660,7 +660,7 @@ START_TEST(tar_lazy_truncated_and_changed)
     sharc__tar *t = NULL;
     sharc__member m = {0};
     sharc__fetcher f;
-    sharc__fetcher_init(&f);
+    sharc__fetcher_init(&f, 1);
     const uint8_t *bytes;
     ck_assert_int_eq(sharc__tar_open(&t, &ctx, path, 1 << 20), 0);
     sharc__tar_set_lazy(t, NULL);

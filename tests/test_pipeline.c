@@ -265,9 +265,10 @@ static int open_fds(void)
 
 /*
  * Near the process's limit on open files, decode threads that keep shard files open for
- * the audio left there give theirs up instead of failing cuts: the batches are those of
- * a run without the limit. (Each thread kept 8 files, so 2 threads over 6 shards needed
- * 12 descriptors besides the planner's.)
+ * the audio left there keep fewer, so that the planner can still open shards, and give
+ * theirs up rather than fail a cut: the batches are those of a run without the limit. (Each
+ * thread kept 8 files, so 2 threads over 6 shards took 12 descriptors besides the planner's
+ * 3 per shard.)
  */
 START_TEST(decode_threads_near_the_open_file_limit)
 {
@@ -280,7 +281,7 @@ START_TEST(decode_threads_near_the_open_file_limit)
     struct rlimit old;
     ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
     struct rlimit tight = old;
-    tight.rlim_cur = (rlim_t)open_fds() + 6; /* the planner's shards, and a file per thread */
+    tight.rlim_cur = (rlim_t)open_fds() + 12; /* 3 files per shard for the planner */
     ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &tight), 0);
     const size_t m = run(&s, got, 256);
     ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &old), 0);

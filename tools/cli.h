@@ -172,8 +172,15 @@ void cli_logger(sharc_logger *log, int show);
 const char *cli_last_logged_error(char *buf, size_t n);
 
 /**
- * Print "sharc CMD: cannot open the WHAT: <kind of error>: <the library's logged reason>"
- * for an open that failed with `rc`.
+ * "<kind of error>: <why>" for error `rc` (sharc_strerror()), into buf; only `why` when it
+ * names the kind already ("PATH: No such file or directory"), only the kind without `why`.
+ * Returns buf.
+ */
+const char *cli_error_text(char *buf, size_t n, int rc, const char *why);
+
+/**
+ * Print "sharc CMD: cannot open the WHAT: <cli_error_text() of rc and the library's logged
+ * reason>" for an open that failed with `rc`.
  */
 void cli_print_open_failure(const char *cmd, const char *what, int rc);
 

@@ -458,17 +458,24 @@ static void hold_errors(int hold)
     pthread_mutex_unlock(&cli_stderr.lock);
 }
 
+const char *cli_error_text(char *buf, size_t n, int rc, const char *why)
+{
+    const char *kind = sharc_strerror(rc);
+    if (why == NULL || why[0] == '\0')
+        snprintf(buf, n, "%s", kind);
+    else if (strstr(why, kind) != NULL) /* "PATH: No such file or directory" says it all */
+        snprintf(buf, n, "%s", why);
+    else
+        snprintf(buf, n, "%s: %s", kind, why);
+    return buf;
+}
+
 void cli_print_open_failure(const char *cmd, const char *what, int rc)
 {
-    char why[1024];
-    const char *kind = sharc_strerror(rc);
+    char why[1024], text[1200];
     cli_last_logged_error(why, sizeof why);
-    if (why[0] == '\0')
-        fprintf(stderr, "sharc %s: cannot open the %s: %s\n", cmd, what, kind);
-    else if (strstr(why, kind) != NULL) /* "PATH: No such file or directory" says it all */
-        fprintf(stderr, "sharc %s: cannot open the %s: %s\n", cmd, what, why);
-    else
-        fprintf(stderr, "sharc %s: cannot open the %s: %s: %s\n", cmd, what, kind, why);
+    fprintf(stderr, "sharc %s: cannot open the %s: %s\n", cmd, what,
+            cli_error_text(text, sizeof text, rc, why));
 }
 
 int cli_open_reader(const char *cmd, const sharc_reader_settings *s, sharc_reader **r)

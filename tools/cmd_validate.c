@@ -402,13 +402,12 @@ static void report_stop(worker *w, int rc, const char *why, int opening)
     char logged[1024];
     if (why == NULL || why[0] == '\0')
         why = cli_last_logged_error(logged, sizeof logged);
-    char msg[1400];
+    char msg[1400], text[1200];
+    cli_error_text(text, sizeof text, rc, why);
     if (opening)
-        snprintf(msg, sizeof msg, "cannot open the dataset: %s%s%s", sharc_strerror(rc),
-                 why[0] ? ": " : "", why);
+        snprintf(msg, sizeof msg, "cannot open the dataset: %s", text);
     else
-        snprintf(msg, sizeof msg, "reader %d of %d stopped: %s%s%s", w->rank, v->n_workers,
-                 sharc_strerror(rc), why[0] ? ": " : "", why);
+        snprintf(msg, sizeof msg, "reader %d of %d stopped: %s", w->rank, v->n_workers, text);
     pthread_mutex_lock(&v->lock);
     emit_problem_locked(v, code_of_error(rc), NULL, NULL, NULL, msg);
     pthread_mutex_unlock(&v->lock);
