@@ -48,6 +48,23 @@ static int get_number(const cJSON *o, const char *key, double *out)
     return 1;
 }
 
+/*
+ * Seconds (a duration or an offset) under `key`: 1 with `*out`; 0 when absent, not a number
+ * or negative (the callers' defaults apply); or SHARC_ERR_JSON past SHARC__MAX_SECONDS.
+ */
+static int get_seconds(sharc__ctx *ctx, const cJSON *o, const char *key, double *out)
+{
+    double d;
+    if (!get_number(o, key, &d) || d < 0)
+        return 0;
+    if (d > SHARC__MAX_SECONDS)
+        return sharc__set_error(ctx, SHARC_ERR_JSON,
+                                "\"%s\" is %g s, over the %g s any audio can have", key, d,
+                                SHARC__MAX_SECONDS);
+    *out = d;
+    return 1;
+}
+
 /* Integer metadata (rates, sample counts) must be whole numbers in a sane range. */
 static int get_int64(const cJSON *o, const char *key, int64_t max, int64_t *out)
 {
@@ -97,6 +114,14 @@ static int parse_supervisions(sharc__ctx *ctx, const cJSON *sups, sharc__rawcut 
     return 0;
 }
 
+/* A NeMo row's shard_id: a whole number from 0 on, else -1 (a number that does not fit a
+ * long long is not one, and converting it would be undefined). */
+static long long shard_id_of(const cJSON *row)
+{
+    int64_t v;
+    return get_int64(row, "shard_id", INT64_MAX / 2, &v) ? (long long)v : -1;
+}
+
 static int recording_fields(sharc__ctx *ctx, const cJSON *rec, sharc__rawcut *c)
 {
     int64_t v;
@@ -127,8 +152,11 @@ int sharc__json_lhotse_cut(sharc__ctx *ctx, const char *line, size_t len, sharc_
     }
     if ((rc = sharc__buf_set_str(ctx, &c->id, id)) < 0)
         goto done;
-    if (!get_number(root, "duration", &duration) || duration < 0) {
-        rc = sharc__set_error(ctx, SHARC_ERR_JSON, "cut %s has no valid \"duration\"", id);
+    if ((rc = get_seconds(ctx, root, "duration", &duration)) <= 0) {
+        if (rc == 0)
+            rc = sharc__set_error(ctx, SHARC_ERR_JSON, "cut %s has no valid \"duration\"", id);
+        else
+            sharc__wrap_error(ctx, rc, "cut %s", id);
         goto done;
     }
     c->duration = duration;
@@ -223,13 +251,16 @@ int sharc__json_nemo_row(sharc__ctx *ctx, const char *line, size_t len, const ch
         rc = SHARC_ERR(ENOMEM);
         goto done;
     }
-    if (!get_number(root, "duration", &row->duration) || row->duration < 0)
+    if ((rc = get_seconds(ctx, root, "duration", &row->duration)) <= 0)
         row->duration = -1;
-    if (!get_number(root, "offset", &row->offset) || row->offset < 0)
+    if (rc >= 0 && (rc = get_seconds(ctx, root, "offset", &row->offset)) <= 0)
         row->offset = 0;
+    if (rc < 0) {
+        sharc__wrap_error(ctx, rc, "manifest row %s", path);
+        goto done;
+    }
     row->skipme = truthy(cJSON_GetObjectItemCaseSensitive(root, "_skipme"));
-    double sid;
-    row->shard_id = get_number(root, "shard_id", &sid) ? (long long)sid : -1;
+    row->shard_id = shard_id_of(root);
     if ((rc = set_opt(ctx, &c->text, &c->has_text, get_string(root, text_field))) < 0)
         goto done;
     if ((rc = set_opt(ctx, &c->language, &c->has_language, get_string(root, lang_field))) < 0)
@@ -245,12 +276,10 @@ done:
 int sharc__json_nemo_shard_id(const char *line, size_t len, long long *shard_id)
 {
     cJSON *root = cJSON_ParseWithLength(line, len);
-    double sid;
     *shard_id = -1;
     if (!root)
         return SHARC_ERR_JSON;
-    if (get_number(root, "shard_id", &sid) && sid >= 0)
-        *shard_id = (long long)sid;
+    *shard_id = shard_id_of(root);
     cJSON_Delete(root);
     return 0;
 }
@@ -262,7 +291,9 @@ int sharc__json_wds_meta(sharc__ctx *ctx, const char *text, size_t len, sharc__r
     if (!root)
         return rc;
     double d;
-    if (get_number(root, "duration", &d) && d >= 0)
+    if ((rc = get_seconds(ctx, root, "duration", &d)) < 0)
+        goto done;
+    if (rc > 0)
         c->duration = d;
     const char *t = get_string(root, "text");
     if (t && (rc = set_opt(ctx, &c->text, &c->has_text, t)) < 0)

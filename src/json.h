@@ -10,6 +10,13 @@
 
 #include "cut.h"
 
+/**
+ * Longest duration or offset metadata may give, in seconds (about 116 days): beyond any
+ * recording, so a larger value is corrupt, and sample counts computed from it would not fit
+ * their integers. Parsers reject it with an error naming the key and the value.
+ */
+#define SHARC__MAX_SECONDS 1e7
+
 /** A Lhotse cut line (MonoCut): id, duration, supervisions, recording placeholder. */
 int sharc__json_lhotse_cut(sharc__ctx *ctx, const char *line, size_t len, sharc__rawcut *c);
 

@@ -6,6 +6,7 @@
 
 #include "sharc/sharc.h"
 #include "ctx.h"
+#include "json.h"
 #include "reader.h"
 
 const char *sharc_problem_name(sharc_problem p)
@@ -71,8 +72,8 @@ static int check_reader_settings(const sharc_reader_settings *s, const char **wh
         *why = "unknown error policy";
     else if (s->sampling_rate < 0 || s->channel < -1)
         *why = "sampling_rate must be >= 0 and channel >= -1";
-    else if (!(s->length_tolerance >= 0))
-        *why = "length_tolerance must be >= 0";
+    else if (!(s->length_tolerance >= 0 && s->length_tolerance <= SHARC__MAX_SECONDS))
+        *why = "length_tolerance must be in [0, 1e7] seconds";
     else if (s->max_member_bytes == 0 || s->max_line_bytes == 0)
         *why = "size caps must be > 0";
     else if (s->n_threads < 0 || s->prefetch < 0 || s->max_held_batches < 1)

@@ -22,7 +22,8 @@ typedef struct nemo_row {
     uint64_t lineno;
     int used;
     int skipme;
-    int bad; ///< the line did not parse; reported once
+    int bad;   ///< the line did not parse; reported once
+    char *why; ///< why, when bad
 } nemo_row;
 
 struct sharc__stream {
@@ -50,6 +51,7 @@ static void nemo_close(sharc__stream **sp)
     for (size_t i = 0; i < s->n_rows; i++) {
         sharc__free(s->ctx, s->rows[i].key);
         sharc__free(s->ctx, s->rows[i].path);
+        sharc__free(s->ctx, s->rows[i].why);
     }
     sharc__free(s->ctx, s->rows);
     sharc__free(s->ctx, s->by_key);
@@ -124,6 +126,7 @@ static int add_row(sharc__stream *s, const char *line, size_t len, uint64_t line
         r->bad = 1;
         r->key = sharc__strdup(ctx, "");
         r->path = sharc__strdup(ctx, "");
+        r->why = sharc__strdup(ctx, ctx->error);
     } else {
         r->key = member_key(ctx, row.audio_filepath);
         r->path = row.audio_filepath;
@@ -132,7 +135,7 @@ static int add_row(sharc__stream *s, const char *line, size_t len, uint64_t line
     }
     sharc__free(ctx, row.audio_filepath);
     s->n_rows++;
-    return (r->key && r->path) ? 0 : SHARC_ERR(ENOMEM);
+    return (r->key && r->path && (!r->bad || r->why)) ? 0 : SHARC_ERR(ENOMEM);
 }
 
 static int load_rows(sharc__stream *s, sharc__stream_error *err)
@@ -259,8 +262,8 @@ static int report_leftovers(sharc__stream *s, sharc__stream_error *err)
             continue;
         char where[64];
         snprintf(where, sizeof where, "line %llu", (unsigned long long)r->lineno);
-        int rc = sharc__set_error(ctx, SHARC_ERR_JSON, "%s %s: invalid manifest row",
-                                  s->shard->meta_path, where);
+        int rc = sharc__set_error(ctx, SHARC_ERR_JSON, "%s %s: invalid manifest row: %s",
+                                  s->shard->meta_path, where, r->why);
         return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_JSON, 0, s->shard->meta_path, where,
                                   NULL);
     }

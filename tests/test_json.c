@@ -1,5 +1,6 @@
 /* JSON parsing errors: the byte position is right, and stays sane with parsers on several
- * threads (cJSON keeps the error position in one global). */
+ * threads (cJSON keeps the error position in one global); numbers out of range are errors,
+ * not undefined conversions. */
 #include <check.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -66,6 +67,65 @@ START_TEST(error_positions_with_parsers_on_several_threads)
 }
 END_TEST
 
+/*
+ * Durations and offsets past SHARC__MAX_SECONDS are errors naming the key and the value
+ * (sample counts computed from them would overflow); a shard_id that is not a whole number
+ * fitting a long long is no shard_id. Found by libFuzzer (float-cast-overflow).
+ */
+START_TEST(numbers_out_of_range)
+{
+    sharc__ctx ctx;
+    sharc__ctx_init(&ctx, NULL, NULL);
+    sharc__rawcut c;
+    memset(&c, 0, sizeof c);
+    const char *cut = "{\"id\": \"a\", \"duration\": 1e300}";
+    ck_assert_int_eq(sharc__json_lhotse_cut(&ctx, cut, strlen(cut), &c), SHARC_ERR_JSON);
+    ck_assert_str_eq(ctx.error,
+                     "cut a: \"duration\" is 1e+300 s, over the 1e+07 s any audio can have");
+    const char *ok = "{\"id\": \"a\", \"duration\": 1e7}";
+    ck_assert_int_eq(sharc__json_lhotse_cut(&ctx, ok, strlen(ok), &c), 0);
+    ck_assert(c.duration == 1e7);
+
+    sharc__nemo_row row = {0};
+    const char *rows[] = {"{\"audio_filepath\": \"x.wav\", \"duration\": 2e7}",
+                          "{\"audio_filepath\": \"x.wav\", \"duration\": 1, \"offset\": 1e300}"};
+    const char *why[] = {
+        "manifest row x.wav: \"duration\" is 2e+07 s, over the 1e+07 s any audio can have",
+        "manifest row x.wav: \"offset\" is 1e+300 s, over the 1e+07 s any audio can have"};
+    for (int i = 0; i < 2; i++) {
+        sharc__rawcut_reset(&c);
+        ck_assert_int_eq(
+            sharc__json_nemo_row(&ctx, rows[i], strlen(rows[i]), "text", "lang", &row, &c),
+            SHARC_ERR_JSON);
+        ck_assert_str_eq(ctx.error, why[i]);
+        sharc__free(&ctx, row.audio_filepath);
+        row.audio_filepath = NULL;
+    }
+    const char *wds = "{\"duration\": 1e19}";
+    sharc__rawcut_reset(&c);
+    ck_assert_int_eq(sharc__json_wds_meta(&ctx, wds, strlen(wds), &c), SHARC_ERR_JSON);
+    ck_assert_str_eq(ctx.error, "\"duration\" is 1e+19 s, over the 1e+07 s any audio can have");
+
+    const char *ids[] = {"{\"shard_id\": 1111111111111111111111111111111113}",
+                         "{\"shard_id\": 1.5}", "{\"shard_id\": -3}", "{\"shard_id\": 12}"};
+    const long long want[] = {-1, -1, -1, 12};
+    for (int i = 0; i < 4; i++) {
+        long long sid = 0;
+        ck_assert_int_eq(sharc__json_nemo_shard_id(ids[i], strlen(ids[i]), &sid), 0);
+        ck_assert_int_eq(sid, want[i]);
+        sharc__rawcut_reset(&c);
+        char line[128];
+        snprintf(line, sizeof line, "{\"audio_filepath\": \"x.wav\", %s", ids[i] + 1);
+        ck_assert_int_eq(sharc__json_nemo_row(&ctx, line, strlen(line), "text", "lang", &row, &c),
+                         0);
+        ck_assert_int_eq(row.shard_id, want[i]);
+        sharc__free(&ctx, row.audio_filepath);
+        row.audio_filepath = NULL;
+    }
+    sharc__rawcut_free(&ctx, &c);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("json");
@@ -73,6 +133,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, bad_json_names_the_byte);
     tcase_add_test(tc, error_positions_with_parsers_on_several_threads);
+    tcase_add_test(tc, numbers_out_of_range);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -443,6 +443,38 @@ START_TEST(damaged_shards_are_reported)
 }
 END_TEST
 
+/* The reason a failed open logs (there is no handle to ask). */
+static char open_error[1024];
+static void keep_error(void *cookie, sharc_log_level level, const char *fmt, va_list ap)
+{
+    (void)cookie;
+    if (level == SHARC_LOG_ERROR)
+        vsnprintf(open_error, sizeof open_error, fmt, ap);
+}
+
+/* A length tolerance that is not a number of seconds a recording can have is refused at
+ * open (it is multiplied by the sampling rate into a sample count). */
+START_TEST(length_tolerance_out_of_range)
+{
+    const char *paths[] = {"/nonexistent"};
+    const double bad[] = {-1, 1e300, INFINITY, NAN};
+    for (int i = 0; i < 4; i++) {
+        sharc_reader_settings s;
+        sharc_reader_default_settings(&s);
+        s.paths = paths;
+        s.n_paths = 1;
+        s.logger.callback = keep_error;
+        s.length_tolerance = bad[i];
+        sharc_reader *r = NULL;
+        open_error[0] = 0;
+        ck_assert_int_eq(sharc_reader_open(&r, &s), SHARC_ERR(EINVAL));
+        ck_assert_ptr_null(r);
+        ck_assert_str_eq(open_error,
+                         "invalid reader settings: length_tolerance must be in [0, 1e7] seconds");
+    }
+}
+END_TEST
+
 START_TEST(layout_errors_at_open)
 {
     corpus c = make_corpus("shar", "flac", "none", 3, 2);
@@ -531,6 +563,7 @@ int main(void)
     tcase_add_loop_test(bad, damaged_shards_are_reported, 0,
                         (int)(sizeof damage / sizeof damage[0]));
     tcase_add_test(bad, layout_errors_at_open);
+    tcase_add_test(bad, length_tolerance_out_of_range);
     tcase_add_test(bad, required_rate_and_length_mismatch);
     suite_add_tcase(s, bad);
     return tu_run_suite(s);
