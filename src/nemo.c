@@ -307,6 +307,16 @@ static int nemo_next(sharc__stream *s, sharc__rawcut *c, sharc__stream_error *er
                                       name, NULL);
         }
         size_t first = lower_bound(s, name), end = first;
+        if (first < s->n_rows && strcmp(s->rows[s->by_key[first]].key, name) == 0 &&
+            s->rows[s->by_key[first]].used) {
+            /* Its rows went with its first copy: emitting them again would repeat cuts. */
+            rc = sharc__set_error(ctx, SHARC_ERR_MISMATCH,
+                                  "%s: member %s appears again; its rows in %s were read with "
+                                  "its first copy",
+                                  s->shard->audio_path, name, s->shard->meta_path);
+            return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_ORPHAN_MEMBER, 0,
+                                      s->shard->audio_path, name, NULL);
+        }
         while (end < s->n_rows && strcmp(s->rows[s->by_key[end]].key, name) == 0)
             s->rows[s->by_key[end++]].used = 1;
         if (first == end) {

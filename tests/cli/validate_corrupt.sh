@@ -69,6 +69,17 @@ validate
 check problem "$tmp/v.jsonl" "code=orphan_member,shard=audio_1.tar,member=orphan_extra.flac,count=1"
 check min-cuts "$tmp/v.jsonl" 12
 
+# A NeMo member that appears twice: its rows are read once, the second copy is a problem.
+fresh nemo
+dup=$(python3 -c "import sys, tarfile
+print(next(m.name for m in tarfile.open(sys.argv[1]) if m.name.endswith('.flac')))" \
+    "$tmp/x/audio_1.tar")
+check add-member "$tmp/x/audio_1.tar" "$dup"
+validate
+check problem "$tmp/v.jsonl" "code=orphan_member,shard=audio_1.tar,member=$dup,count=1"
+expect_in "$tmp/v.jsonl" "appears again; its rows in"
+check min-cuts "$tmp/v.jsonl" 12
+
 # An orphan audio member with its metadata appended to a Shar tar: more members than lines.
 fresh shar
 check add-member "$tmp/x/recording.000002.tar" extra-cut.flac extra-cut.json
