@@ -14,22 +14,13 @@
 #include <unistd.h>
 
 #include "dataset.h"
+#include "fuzz_files.h"
 #include "stream.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define MAX_STEPS 20000
 #define MAX_KEPT  4096
-
-static int write_file(const char *path, const void *d, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return -1;
-    size_t w = fwrite(d, 1, n, f);
-    fclose(f);
-    return w == n ? 0 : -1;
-}
 
 static uint64_t mix(uint64_t h, const void *d, size_t n)
 {
@@ -127,20 +118,11 @@ static size_t run_pass(const sharc__shard *shard, int lend, uint64_t *kept)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static char dir[64];
     static uint64_t copied[MAX_KEPT], lent[MAX_KEPT];
-    if (!dir[0]) {
-        snprintf(dir, sizeof dir, "/tmp/sharc-fuzz-nemo-XXXXXX");
-        if (!mkdtemp(dir))
-            return 0;
-    }
-    const uint8_t *split = memchr(data, 0xFF, size);
-    size_t n_manifest = split ? (size_t)(split - data) : size;
-    size_t n_tar = split ? size - n_manifest - 1 : 0;
     char manifest[128], tar[128];
-    snprintf(manifest, sizeof manifest, "%s/manifest_0.json", dir);
-    snprintf(tar, sizeof tar, "%s/audio_0.tar", dir);
-    if (write_file(manifest, data, n_manifest) || write_file(tar, split ? split + 1 : data, n_tar))
+    size_t n_manifest;
+    if (fuzz_split_files(data, size, "manifest_0.json", "audio_0.tar", manifest, tar,
+                         &n_manifest) != 0)
         return 0;
     sharc__shard shard;
     memset(&shard, 0, sizeof shard);

@@ -11,35 +11,17 @@
 #include <unistd.h>
 
 #include "dataset.h"
+#include "fuzz_files.h"
 #include "stream.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static int write_file(const char *path, const void *d, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return -1;
-    size_t w = fwrite(d, 1, n, f);
-    fclose(f);
-    return w == n ? 0 : -1;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static char dir[64];
-    if (!dir[0]) {
-        snprintf(dir, sizeof dir, "/tmp/sharc-fuzz-shar-XXXXXX");
-        if (!mkdtemp(dir))
-            return 0;
-    }
-    const uint8_t *split = memchr(data, 0xFF, size);
-    size_t n_cuts = split ? (size_t)(split - data) : size;
-    size_t n_tar = split ? size - n_cuts - 1 : 0;
     char cuts[128], rec[128];
-    snprintf(cuts, sizeof cuts, "%s/cuts.000000.jsonl", dir);
-    snprintf(rec, sizeof rec, "%s/recording.000000.tar", dir);
-    if (write_file(cuts, data, n_cuts) || write_file(rec, split ? split + 1 : data, n_tar))
+    size_t n_cuts;
+    if (fuzz_split_files(data, size, "cuts.000000.jsonl", "recording.000000.tar", cuts, rec,
+                         &n_cuts) != 0)
         return 0;
     sharc__ctx ctx;
     sharc_logger quiet = {NULL, NULL, SHARC_LOG_ERROR};
