@@ -31,7 +31,10 @@ san="-fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all"
 cflags="-g -O1 -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -pthread -I$repo/include
   $(pkg-config --cflags libarchive sndfile libcjson opus 2>/dev/null || true)"
 
-# The library, once per change of its sources (make-like: objects older than their source).
+# The library, once per change of its sources (make-like: objects older than their source),
+# one build at a time when several campaigns start together.
+exec 9>"$out/.build.lock"
+flock 9
 for f in "$repo"/src/*.c; do
     name=$(basename "$f" .c)
     case $name in transport_mpi | transport_nccl) continue ;; esac
@@ -44,6 +47,8 @@ done
 # shellcheck disable=SC2086
 "$cc" $cflags -I"$repo/src" $san -fsanitize=fuzzer "$src" "$out"/obj/*.o -larchive -lsndfile -lcjson -lzstd -lz \
     -lm -o "$out/$target"
+
+flock -u 9
 
 cp -n "$repo/tests/fuzz/corpus/$target/"* "$out/corpus/$target/" 2>/dev/null || true
 rm -f "$out/crashes/$target/fuzz-"*.log
