@@ -29,11 +29,20 @@ void sharc__fetcher_init(sharc__fetcher *f, int n_fetchers)
     reset(f, files_per_fetcher(n_fetchers));
 }
 
+/* Close entry `i`'s file, if any, and free the entry. */
+static void drop(sharc__fetcher *f, size_t i)
+{
+    if (f->files[i].fd >= 0)
+        close(f->files[i].fd);
+    f->files[i].fd = -1;
+    f->files[i].path = NULL;
+    f->files[i].used = 0;
+}
+
 void sharc__fetcher_free(sharc__fetcher *f, sharc__ctx *ctx)
 {
     for (size_t i = 0; i < SHARC__FETCH_FILES; i++)
-        if (f->files[i].fd >= 0)
-            close(f->files[i].fd);
+        drop(f, i);
     sharc__buf_free(ctx, &f->buf);
     reset(f, f->max_files);
 }
@@ -52,21 +61,12 @@ static int file_of(sharc__fetcher *f, sharc__ctx *ctx, const char *path, int *fd
         if (f->files[i].used < f->files[victim].used)
             victim = i;
     }
-    if (f->files[victim].fd >= 0) {
-        close(f->files[victim].fd);
-        f->files[victim].fd = -1;
-        f->files[victim].path = NULL;
-    }
+    drop(f, victim);
     int nfd = open(path, O_RDONLY | O_CLOEXEC);
     if (nfd < 0 && (errno == EMFILE || errno == ENFILE)) {
         /* Out of descriptors: keep only the one needed now. */
         for (size_t i = 0; i < SHARC__FETCH_FILES; i++)
-            if (f->files[i].fd >= 0) {
-                close(f->files[i].fd);
-                f->files[i].fd = -1;
-                f->files[i].path = NULL;
-                f->files[i].used = 0;
-            }
+            drop(f, i);
         nfd = open(path, O_RDONLY | O_CLOEXEC);
     }
     if (nfd < 0)

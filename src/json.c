@@ -251,11 +251,10 @@ int sharc__json_nemo_row(sharc__ctx *ctx, const char *line, size_t len, const ch
         rc = SHARC_ERR(ENOMEM);
         goto done;
     }
-    if ((rc = get_seconds(ctx, root, "duration", &row->duration)) <= 0)
-        row->duration = -1;
-    if (rc >= 0 && (rc = get_seconds(ctx, root, "offset", &row->offset)) <= 0)
-        row->offset = 0;
-    if (rc < 0) {
+    row->duration = -1; /* the whole member */
+    row->offset = 0;
+    if ((rc = get_seconds(ctx, root, "duration", &row->duration)) < 0 ||
+        (rc = get_seconds(ctx, root, "offset", &row->offset)) < 0) {
         sharc__wrap_error(ctx, rc, "manifest row %s", path);
         goto done;
     }

@@ -106,6 +106,17 @@ static void fingerprint(const sharc_batch *b, print *p)
     }
 }
 
+/* The same n batches: ids and audio CRC, step by step. */
+static void expect_same_batches(const print *got, const print *want, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_msg(strcmp(got[i].ids, want[i].ids) == 0, "step %zu: ids '%s', want '%s'", i,
+                      got[i].ids, want[i].ids);
+        ck_assert_msg(got[i].crc == want[i].crc, "step %zu: audio CRC %08x, want %08x", i,
+                      got[i].crc, want[i].crc);
+    }
+}
+
 static size_t run(const sharc_reader_settings *s, print *out, size_t cap)
 {
     sharc_reader *r;
@@ -243,10 +254,7 @@ START_TEST(same_batches_for_any_thread_count)
     for (int k = 0; k < 3; k++) {
         settings_for(&s, paths, threads[k], prefetch[k]);
         ck_assert_uint_eq(run(&s, other, 256), n);
-        for (size_t i = 0; i < n; i++) {
-            ck_assert_str_eq(other[i].ids, ref[i].ids);
-            ck_assert_uint_eq(other[i].crc, ref[i].crc);
-        }
+        expect_same_batches(other, ref, n);
     }
 }
 END_TEST
@@ -286,10 +294,7 @@ START_TEST(decode_threads_near_the_open_file_limit)
     const size_t m = run(&s, got, 256);
     ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
     ck_assert_uint_eq(m, n);
-    for (size_t i = 0; i < n; i++) {
-        ck_assert_str_eq(got[i].ids, ref[i].ids);
-        ck_assert_uint_eq(got[i].crc, ref[i].crc);
-    }
+    expect_same_batches(got, ref, n);
 }
 END_TEST
 
@@ -944,10 +949,7 @@ START_TEST(read_ahead_keeps_order_with_problems)
         for (int t = 0; t < 2; t++) {
             s.n_threads = threads[t];
             ck_assert_uint_eq(run_recording(&s, got, 256, got_p, &n_got_p), n);
-            for (size_t i = 0; i < n; i++) {
-                ck_assert_str_eq(got[i].ids, ref[i].ids);
-                ck_assert_uint_eq(got[i].crc, ref[i].crc);
-            }
+            expect_same_batches(got, ref, n);
             ck_assert_uint_eq(n_got_p, n_ref_p);
             for (size_t i = 0; i < n_ref_p; i++)
                 ck_assert_str_eq(got_p[i], ref_p[i]);
@@ -997,10 +999,7 @@ START_TEST(read_ahead_over_full_queues)
     for (int k = 0; k < 3; k++) {
         s.read_ahead_bytes = budgets[k];
         ck_assert_uint_eq(run(&s, got, 512), n);
-        for (size_t i = 0; i < n; i++) {
-            ck_assert_str_eq(got[i].ids, ref[i].ids);
-            ck_assert_uint_eq(got[i].crc, ref[i].crc);
-        }
+        expect_same_batches(got, ref, n);
     }
     tu_rm_rf(dir);
     free(dir);

@@ -23,7 +23,8 @@ static int fuzz_write_file(const char *path, const void *d, size_t n)
 
 /*
  * Split `data` at its first 0xFF byte: the bytes before go to file `meta_name`, those after
- * (none without a 0xFF) to `tar_name`, both in one directory per process (/tmp/sharc-fuzz-*).
+ * (none without a 0xFF) to `tar_name`, both in one directory per process (/tmp/sharc-fuzz-*,
+ * removed at exit; the names of the first call stand for the process).
  * Their paths go to `meta` and `tar` (128 bytes each), the first part's size to `*meta_len`.
  * @return 0, or -1 when the files could not be written
  */
@@ -50,12 +51,11 @@ static int fuzz_split_files(const uint8_t *data, size_t size, const char *meta_n
         snprintf(fuzz_tar, sizeof fuzz_tar, "%s/%s", fuzz_dir, tar_name);
         atexit(fuzz_remove_files);
     }
-    const char *dir = fuzz_dir;
     const uint8_t *split = memchr(data, 0xFF, size);
     size_t n_meta = split ? (size_t)(split - data) : size;
     size_t n_tar = split ? size - n_meta - 1 : 0;
-    snprintf(meta, 128, "%s/%s", dir, meta_name);
-    snprintf(tar, 128, "%s/%s", dir, tar_name);
+    memcpy(meta, fuzz_meta, sizeof fuzz_meta);
+    memcpy(tar, fuzz_tar, sizeof fuzz_tar);
     *meta_len = n_meta;
     if (fuzz_write_file(meta, data, n_meta) ||
         fuzz_write_file(tar, split ? split + 1 : data, n_tar))
