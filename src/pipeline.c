@@ -35,6 +35,9 @@ typedef struct slot {
     size_t n, cap;
     size_t dispatched, pending;
     int64_t T;
+    int rate;          ///< the batch's sampling rate: that of most of its cuts
+    size_t rate_first; ///< the first cut at that rate
+    size_t rate_count; ///< cuts at that rate
     uint8_t *skipped;
     size_t n_skipped;
     int rc; ///< error of the batch under FAIL (0: none)
@@ -218,14 +221,47 @@ static int grow_slot(sharc__ctx *ctx, slot *s, size_t n)
     return 0;
 }
 
+/*
+ * The batch's sampling rate: the rate most of its cuts have, on a tie the one met first.
+ * Its rows hold samples at one rate; a cut at another is a problem of its own (see
+ * decode_row()), and does not count towards T.
+ */
+static void choose_rate(slot *s)
+{
+    enum { MAX_RATES = 16 }; /* rates beyond are never the batch's */
+    int rates[MAX_RATES];
+    size_t counts[MAX_RATES], firsts[MAX_RATES], n_rates = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        int rate = s->cuts[i]->job.sampling_rate;
+        size_t k = 0;
+        while (k < n_rates && rates[k] != rate)
+            k++;
+        if (k == n_rates && n_rates < MAX_RATES) {
+            rates[n_rates] = rate;
+            counts[n_rates] = 0;
+            firsts[n_rates++] = i;
+        }
+        if (k < n_rates)
+            counts[k]++;
+    }
+    size_t best = 0;
+    for (size_t k = 1; k < n_rates; k++)
+        if (counts[k] > counts[best])
+            best = k;
+    s->rate = n_rates ? rates[best] : 0;
+    s->rate_first = n_rates ? firsts[best] : 0;
+    s->rate_count = n_rates ? counts[best] : 0;
+}
+
 /* Declare the batch's tensors, then fill everything but the audio samples. */
 static int layout_batch(sharc__pipeline *p, slot *s)
 {
     sharc_batch *b = s->batch;
     int64_t B = (int64_t)s->n, T = 0;
     size_t text_bytes[4] = {0, 0, 0, 0};
+    choose_rate(s);
     for (size_t i = 0; i < s->n; i++) {
-        if (s->cuts[i]->job.num_samples > T)
+        if (s->cuts[i]->job.sampling_rate == s->rate && s->cuts[i]->job.num_samples > T)
             T = s->cuts[i]->job.num_samples;
         for (int c = 0; c < 4; c++) {
             const char *v = column_value(s->cuts[i], c);
@@ -342,9 +378,8 @@ static int plan_one(sharc__pipeline *p, slot *s, uint64_t step)
         r->stats.cuts++;
         r->stats.audio_seconds += s->cuts[i]->duration;
     }
-    if (s->cuts[0]->job.sampling_rate > 0)
-        r->stats.padded_seconds +=
-            (double)s->n * (double)s->T / (double)s->cuts[0]->job.sampling_rate;
+    if (s->rate > 0)
+        r->stats.padded_seconds += (double)s->n * (double)s->T / (double)s->rate;
     p->stage[SHARC_STAGE_COLLATE] += sharc__now_s() - t1;
     if ((rc = snapshot(p, s, step + 1, &r->stats)) < 0)
         goto fail_batch;
@@ -423,6 +458,19 @@ static int decode_row(worker *w, slot *s, size_t i)
                              "%s member %s (cut %s): batches hold one channel and this cut has %d; "
                              "choose one with the channel setting",
                              b->job.shard, b->job.member, b->job.id, b->job.channels);
+        return sharc__stream_fail(&w->ctx, &w->err, rc, SHARC_PROBLEM_AUDIO_FORMAT, 0, b->job.shard,
+                                  b->job.member, b->job.id);
+    }
+    if (b->job.sampling_rate != s->rate) {
+        const bcut *first = s->cuts[s->rate_first];
+        rc = sharc__set_error(
+            &w->ctx, SHARC_ERR_AUDIO_MISMATCH,
+            "%s member %s (cut %s): its audio is at %d Hz, and the batch it was drawn into at "
+            "%d Hz (%zu of its %zu cuts, such as %s): the rows of a batch share one sampling "
+            "rate and sharc does not resample; require a rate with the sampling_rate setting "
+            "(--sampling-rate) to have every cut at another rate reported as it is read",
+            b->job.shard, b->job.member, b->job.id, b->job.sampling_rate, s->rate, s->rate_count,
+            s->n, first->job.id);
         return sharc__stream_fail(&w->ctx, &w->err, rc, SHARC_PROBLEM_AUDIO_FORMAT, 0, b->job.shard,
                                   b->job.member, b->job.id);
     }

@@ -602,6 +602,90 @@ START_TEST(decode_errors_under_both_policies)
 }
 END_TEST
 
+/* Whether cut `id` is in the generated corpus in `dir`. */
+static int corpus_has(const char *dir, const char *id)
+{
+    return tu_sh("grep -q '\"id\": \"%s\"' '%s/shar.expected.jsonl'", id, dir) == 0;
+}
+
+/* Two corpora at 16 and 8 kHz read together: a batch never mixes rates. FAIL stops at the
+ * first cut drawn into a batch of the other rate, naming it and both rates; SKIP drops such
+ * cuts and keeps every other. */
+START_TEST(batches_hold_one_sampling_rate)
+{
+    char *wide = gen_corpus("--layout shar --codec wav --compress none --shards 2 "
+                            "--cuts-per-shard 10 --max-duration 6");
+    char *narrow = gen_corpus("--layout shar --codec wav --compress none --shards 1 "
+                              "--cuts-per-shard 3 --max-duration 6 --seed 7 --sampling-rate 8000");
+    char p0[600], p1[600];
+    snprintf(p0, sizeof p0, "%s/shar", wide);
+    snprintf(p1, sizeof p1, "%s/shar", narrow);
+    const char *paths[] = {p0, p1};
+    sharc_reader_settings s;
+    settings_on(&s, paths);
+    s.n_paths = 2;
+    s.seed = 1;
+    s.n_threads = 2;
+    s.sampler.max_duration = 30;
+    s.on_problem = count_problem;
+    sharc_reader *r;
+    sharc_batch *b;
+    int rc;
+    problems_seen = 0;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    while ((rc = sharc_reader_next_batch(r, &b)) == 0)
+        sharc_batch_release(b);
+    ck_assert_int_eq(rc, SHARC_ERR_AUDIO_MISMATCH);
+    const char *e = sharc_reader_last_error(r);
+    ck_assert_int_eq(problems_seen, 1);
+    ck_assert_msg(corpus_has(narrow, problem_cut), "%s is not an 8 kHz cut", problem_cut);
+    ck_assert_ptr_nonnull(strstr(e, problem_cut));
+    ck_assert_ptr_nonnull(strstr(e, "is at 8000 Hz"));
+    ck_assert_ptr_nonnull(strstr(e, "batch it was drawn into at 16000 Hz"));
+    ck_assert_ptr_nonnull(strstr(e, "sampling_rate"));
+    sharc_reader_close(&r);
+
+    s.on_error = SHARC_ON_ERROR_SKIP;
+    problems_seen = 0;
+    size_t cuts = 0, narrow_cuts = 0;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    while ((rc = sharc_reader_next_batch(r, &b)) == 0) {
+        const sharc_tensor *audio = sharc_batch_tensor(b, "audio");
+        const int32_t *lens = sharc_batch_tensor(b, "audio_lens")->data;
+        const float *dur = sharc_batch_tensor(b, "duration")->data;
+        int64_t T = 0;
+        double batch_rate = 0;
+        for (int64_t i = 0; i < audio->shape[0]; i++) {
+            double rate = lens[i] / (double)dur[i]; /* within a sample of the rate */
+            ck_assert_msg(fabs(rate - 16000) < 1 || fabs(rate - 8000) < 1, "row rate %g", rate);
+            if (i == 0)
+                batch_rate = rate;
+            ck_assert_msg(fabs(rate - batch_rate) < 2, "step %llu mixes %g and %g Hz",
+                          (unsigned long long)b->step, batch_rate, rate);
+            T = lens[i] > T ? lens[i] : T;
+        }
+        ck_assert_int_eq(audio->shape[1], T); /* a skipped cut does not widen the batch */
+        narrow_cuts += fabs(batch_rate - 8000) < 2 ? (size_t)audio->shape[0] : 0;
+        cuts += (size_t)audio->shape[0];
+        sharc_batch_release(b);
+    }
+    ck_assert_msg(rc == SHARC_END, "%s", sharc_reader_last_error(r));
+    sharc_reader_stats st;
+    sharc_reader_get_stats(r, &st);
+    ck_assert_int_ge(problems_seen, 1);
+    ck_assert_uint_eq(st.problems[SHARC_PROBLEM_AUDIO_FORMAT], (uint64_t)problems_seen);
+    ck_assert_uint_eq(st.skipped_cuts, (uint64_t)problems_seen);
+    ck_assert_uint_eq(cuts + (size_t)problems_seen, 23);
+    ck_assert_uint_eq(st.cuts, cuts);
+    ck_assert_uint_lt(narrow_cuts, 3);
+    sharc_reader_close(&r);
+    tu_rm_rf(wide);
+    tu_rm_rf(narrow);
+    free(wide);
+    free(narrow);
+}
+END_TEST
+
 /* Bytes this process has read with read() and pread() so far (/proc/self/io). */
 static unsigned long long bytes_read(void)
 {
@@ -1018,6 +1102,7 @@ int main(void)
     tcase_add_test(tc, corrupt_states_are_rejected);
     tcase_add_test(tc, backpressure_and_mode_errors);
     tcase_add_test(tc, decode_errors_under_both_policies);
+    tcase_add_test(tc, batches_hold_one_sampling_rate);
     tcase_add_test(tc, one_report_per_problem);
     tcase_add_test(tc, long_member_windows_read_once);
     tcase_add_loop_test(tc, every_layout_in_batches, 0, 3);

@@ -89,7 +89,7 @@ static void print_help(void)
         "                      a steady state on a small dataset (default 1)\n"
         "  --seed S            shard order and sampler seed (default 0)\n"
         "  --on-error P        fail or skip (default fail)\n"
-        "  --sampling-rate HZ  required sampling rate (default: any)\n"
+        "  --sampling-rate HZ  required sampling rate (default: any; a batch holds one rate)\n"
         "  --channel K         keep channel K of multi-channel audio (default: all; batches\n"
         "                      need one channel)\n"
         "  --threads N         decode threads for batches (with N > 1, as many shard read-ahead\n"

@@ -53,10 +53,13 @@ static void print_help(void)
         "   \"sampling_rate\",\"channels\",\"peak\",\"rms_dbfs\"}        with --per-cut\n"
         "  {\"type\":\"problem\",\"code\",\"shard\",\"member\",\"cut_id\",\"message\"}\n"
         "  {\"type\":\"summary\",\"shards\",\"cuts\",\"problems\",\"audio_seconds\",\"layout\",\n"
-        "   \"threads\",\"wall_seconds\",\"by_code\":{<code>:count,...}}    last\n"
+        "   \"threads\",\"wall_seconds\",\"sampling_rates\":{<Hz>:cuts,...},\"other_rate_cuts\",\n"
+        "   \"by_code\":{<code>:count,...}}    last\n"
         "peak is the largest absolute decoded sample (float32, full scale 1.0), rms_dbfs is\n"
         "20*log10(RMS) over all samples and channels, null for digital silence. shard, member\n"
-        "and cut_id are null when unknown. cuts counts the cuts read completely.\n"
+        "and cut_id are null when unknown. cuts counts the cuts read completely; sampling_rates\n"
+        "counts them by rate (at most 32 rates, the cuts at others are other_rate_cuts). The\n"
+        "text summary warns when there are several rates: the rows of a batch share one.\n"
         "\n"
         "Exit status: 0 no problems, 1 problems found (or the dataset could not be opened),\n"
         "2 usage error.\n"
@@ -156,6 +159,13 @@ static void set_free(str_set *set)
 
 typedef struct worker worker;
 
+/* A batch holds one sampling rate, so a dataset with several is worth a warning. */
+#define MAX_RATES 32
+typedef struct rate_count {
+    int rate;
+    uint64_t cuts;
+} rate_count;
+
 typedef struct validator {
     pthread_mutex_t lock;
     int json, per_cut;
@@ -166,6 +176,9 @@ typedef struct validator {
     /* Guarded by lock: */
     uint64_t cuts;
     double audio_seconds;
+    rate_count rates[MAX_RATES]; /* sampling rates met, in order of first sight */
+    size_t n_rates;
+    uint64_t other_rate_cuts; /* cuts at rates beyond MAX_RATES */
     uint64_t problems;
     uint64_t by_code[SHARC_PROBLEM_COUNT + 2]; /* + duplicate_id, error */
     str_set ids;
@@ -364,6 +377,38 @@ static void draw_progress_locked(validator *v, int force)
     cli_progress_update(&v->progress, (double)done, (double)v->n_shards, suffix, force);
 }
 
+static void count_rate_locked(validator *v, int rate)
+{
+    for (size_t i = 0; i < v->n_rates; i++) {
+        if (v->rates[i].rate == rate) {
+            v->rates[i].cuts++;
+            return;
+        }
+    }
+    if (v->n_rates == MAX_RATES) {
+        v->other_rate_cuts++;
+        return;
+    }
+    v->rates[v->n_rates++] = (rate_count){rate, 1};
+}
+
+/* Most cuts first, then the lower rate. */
+static int cmp_rate(const void *a, const void *b)
+{
+    const rate_count *x = a, *y = b;
+    if (x->cuts != y->cuts)
+        return x->cuts < y->cuts ? 1 : -1;
+    return (x->rate > y->rate) - (x->rate < y->rate);
+}
+
+/* The rates met, most cuts first, into `out` (MAX_RATES entries); returns how many. */
+static size_t sorted_rates(const validator *v, rate_count *out)
+{
+    memcpy(out, v->rates, v->n_rates * sizeof *out);
+    qsort(out, v->n_rates, sizeof *out, cmp_rate);
+    return v->n_rates;
+}
+
 static void on_cut(worker *w, sharc_reader *r, const sharc_cut *c)
 {
     validator *v = w->v;
@@ -377,6 +422,7 @@ static void on_cut(worker *w, sharc_reader *r, const sharc_cut *c)
     w->shards_opened = rs.shards;
     v->cuts++;
     v->audio_seconds += c->duration;
+    count_rate_locked(v, c->sampling_rate);
     if (v->per_cut)
         emit_cut_locked(v, c, &st);
     if (c->id != NULL) {
@@ -548,6 +594,8 @@ static int probe_dataset(validator *v, const sharc_reader_settings *base)
 
 static void print_summary(validator *v, double wall)
 {
+    rate_count rates[MAX_RATES];
+    size_t n_rates = sorted_rates(v, rates);
     if (v->json) {
         FILE *f = stdout;
         printf("{\"type\":\"summary\",\"shards\":%zu,\"cuts\":%" PRIu64 ",\"problems\":%" PRIu64,
@@ -559,6 +607,12 @@ static void print_summary(validator *v, double wall)
         printf(",\"threads\":%d", v->n_workers);
         cli_json_key(f, "wall_seconds", 0);
         cli_json_num(f, wall);
+        cli_json_key(f, "sampling_rates", 0);
+        fputc('{', f);
+        for (size_t i = 0; i < n_rates; i++)
+            printf("%s\"%d\":%" PRIu64, i ? "," : "", rates[i].rate, rates[i].cuts);
+        fputc('}', f);
+        printf(",\"other_rate_cuts\":%" PRIu64, v->other_rate_cuts);
         cli_json_key(f, "by_code", 0);
         fputc('{', f);
         for (size_t i = 0; i < SHARC_PROBLEM_COUNT + 2; i++) {
@@ -572,6 +626,16 @@ static void print_summary(validator *v, double wall)
     printf("-- %zu shards (%s), %" PRIu64 " cuts, %s of audio, %d threads, %s\n", v->n_shards,
            cli_layout_name(v->layout), v->cuts, cli_fmt_duration(a, sizeof a, v->audio_seconds),
            v->n_workers, cli_fmt_duration(b, sizeof b, wall));
+    if (n_rates + (v->other_rate_cuts > 0) > 1) {
+        printf("-- warning: several sampling rates: ");
+        for (size_t i = 0; i < n_rates; i++)
+            printf("%s%d Hz (%" PRIu64 " cuts)", i ? ", " : "", rates[i].rate, rates[i].cuts);
+        if (v->other_rate_cuts)
+            printf(", and %" PRIu64 " cuts at yet other rates", v->other_rate_cuts);
+        printf(
+            "\n   the rows of a batch share one rate: reading batches fails at a cut drawn into\n"
+            "   a batch of another rate; --sampling-rate HZ lists every cut not at HZ\n");
+    }
     if (v->problems == 0) {
         printf("-- OK: no problems found\n");
         return;

@@ -49,9 +49,9 @@ typedef struct sharc_tensor {
  * A batch: named tensors plus where it came from. Owned by the library until
  * sharc_batch_release(); the caller may read (and write) the tensors meanwhile.
  *
- * Standard tensors: `audio` f32 [B,T] zero-padded, `audio_lens` i32 [B], `duration` f32 [B],
- * and string columns `cut_id`, `text`, `speaker`, `language`, each as `<name>_offsets`
- * i32 [B+1] plus `<name>_bytes` u8 [N] (Arrow style: string i is
+ * Standard tensors: `audio` f32 [B,T] zero-padded, its rows at one sampling rate, `audio_lens` i32
+ * [B], `duration` f32 [B], and string columns `cut_id`, `text`, `speaker`, `language`, each as
+ * `<name>_offsets` i32 [B+1] plus `<name>_bytes` u8 [N] (Arrow style: string i is
  * bytes[offsets[i]..offsets[i+1]), not NUL-terminated).
  */
 typedef struct sharc_batch {

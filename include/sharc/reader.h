@@ -137,7 +137,10 @@ typedef struct sharc_reader_settings {
     int dp_size;                 ///< number of data-parallel slots (default 1)
     sharc_error_policy on_error; ///< error policy (default FAIL)
     int decode;                  ///< decode audio into float samples (default 1)
-    int sampling_rate;           ///< required rate in Hz, mismatch is an error; 0 = any (default 0)
+    /** Required rate in Hz, a cut at another is an error (no resampling); 0 = any, but the
+     *  rows of a batch share one rate: a cut drawn into a batch of another rate is an
+     *  AUDIO_FORMAT problem (default 0) */
+    int sampling_rate;
     int channel;             ///< keep only this channel of the stored audio; -1 = all (default -1)
     double length_tolerance; ///< seconds of decoded-length mismatch fixed by pad/trim (default 0.5)
     uint64_t max_member_bytes;      ///< cap on one archive member (default 1 GiB)

@@ -39,4 +39,17 @@ expect_rc 0 "$SHARC" validate --per-cut "$tmp/w/nemo"
 # A required rate that the corpus does not have: one audio_format problem per cut.
 expect_rc 1 "$SHARC" validate --json --sampling-rate 16000 "$tmp/w/wds"
 check problem "$tmp/out" "code=audio_format,shard=shard-00000,count=6"
+# Cuts by sampling rate in the summary; two rates in one dataset are worth a warning (a batch
+# holds one rate), though not a problem.
+expect_in "$tmp/c/shar.expected.jsonl" '"sampling_rate": 16000'
+expect_rc 0 "$SHARC" validate --json "$tmp/c/shar"
+expect_in "$tmp/out" '"sampling_rates":{"16000":12},"other_rate_cuts":0'
+expect_rc 0 "$SHARC" validate "$tmp/c/shar"
+if grep -q "several sampling rates" "$tmp/out"; then fail "a warning for one rate"; fi
+expect_rc 0 "$SHARC" validate --json "$tmp/c/shar" "$tmp/w/shar"
+expect_in "$tmp/out" '"sampling_rates":{"16000":12,"8000":6},"other_rate_cuts":0'
+expect_rc 0 "$SHARC" validate "$tmp/w/shar" "$tmp/c/shar"
+expect_in "$tmp/out" "-- warning: several sampling rates: 16000 Hz (12 cuts), 8000 Hz (6 cuts)"
+expect_in "$tmp/out" "--sampling-rate HZ lists every cut not at HZ"
+expect_in "$tmp/out" "-- OK: no problems found"
 echo "ok"
