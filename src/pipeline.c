@@ -288,9 +288,20 @@ static int layout_batch(sharc__pipeline *p, slot *s)
             rc = sharc__batch_add_tensor(b, name, SHARC_DTYPE_U8, SHARC_DEVICE_HOST, 0, 1,
                                          shape_bytes);
     }
-    if (rc < 0 || (rc = sharc__batch_finish(b)) < 0)
-        return sharc__fail(&p->r->ctx, rc, "cannot lay out a batch of %lld cuts x %lld samples: %s",
-                           (long long)B, (long long)T, sharc__batch_pool_error(p->pool));
+    if (rc < 0 || (rc = sharc__batch_finish(b)) < 0) {
+        /* Most often one cut's metadata lies about its length: name the longest. */
+        const bcut *longest = s->cuts[s->rate_first];
+        for (size_t i = 0; i < s->n; i++)
+            if (s->cuts[i]->job.sampling_rate == s->rate &&
+                s->cuts[i]->job.num_samples > longest->job.num_samples)
+                longest = s->cuts[i];
+        return sharc__fail(&p->r->ctx, rc,
+                           "cannot lay out a batch of %lld cuts x %lld samples (the longest is "
+                           "cut %s, %s member %s, of %g s by its metadata): %s",
+                           (long long)B, (long long)T, longest->job.id, longest->job.shard,
+                           longest->job.member, longest->duration,
+                           sharc__batch_pool_error(p->pool));
+    }
     int32_t *lens = b->tensors[1].data;
     float *dur = b->tensors[2].data;
     for (size_t i = 0; i < s->n; i++) {

@@ -686,6 +686,80 @@ START_TEST(batches_hold_one_sampling_rate)
 }
 END_TEST
 
+/* Posix memory, refusing any block over 256 MiB. */
+static void *small_alloc(void *cookie, size_t size, size_t align)
+{
+    (void)cookie;
+    void *p = NULL;
+    if (size > ((size_t)256 << 20) ||
+        posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, size))
+        return NULL;
+    return p;
+}
+
+static void small_free(void *cookie, void *p)
+{
+    (void)cookie;
+    free(p);
+}
+
+/* A NeMo row whose duration (1e6 s) no batch can hold: the error names the cut. */
+START_TEST(batch_too_large_names_its_longest_cut)
+{
+    char *dir = gen_corpus("--layout nemo --codec wav --compress none --shards 1 "
+                           "--cuts-per-shard 4 --max-duration 3");
+    ck_assert_int_eq(tu_sh("cd '%s/nemo' && for f in tarred_audio_manifest.json "
+                           "sharded_manifests/*; do sed -i '1s/\"duration\": [0-9.]*/\"duration\": "
+                           "1000000/' \"$f\"; done",
+                           dir),
+                     0);
+    char path[600], member[256];
+    snprintf(path, sizeof path, "%s/nemo", dir);
+    ck_assert_int_eq(tu_sh("head -1 '%s/tarred_audio_manifest.json' | grep -q '\"duration\": "
+                           "1000000,'",
+                           path),
+                     0);
+    const char *paths[] = {path};
+    sharc_reader_settings s;
+    settings_on(&s, paths);
+    s.n_threads = 1;
+    s.shuffle_shards = 0;
+    s.sampler.max_duration = 30;
+    s.sampler.num_buckets = 1;
+    s.allocator.alloc = small_alloc;
+    s.allocator.free = small_free;
+    sharc_reader *r;
+    sharc_batch *b;
+    int rc;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    while ((rc = sharc_reader_next_batch(r, &b)) == 0)
+        sharc_batch_release(b);
+    ck_assert_int_eq(rc, SHARC_ERR(ENOMEM));
+    const char *e = sharc_reader_last_error(r);
+    ck_assert_int_eq(tu_sh("head -1 '%s/nemo/tarred_audio_manifest.json' | "
+                           "grep -o '\"audio_filepath\": \"[^\"]*\"' | cut -d'\"' -f4 > '%s/id'",
+                           dir, dir),
+                     0);
+    char idpath[700];
+    snprintf(idpath, sizeof idpath, "%s/id", dir);
+    FILE *idf = fopen(idpath, "r");
+    ck_assert_ptr_nonnull(idf);
+    ck_assert_ptr_nonnull(fgets(member, sizeof member, idf));
+    fclose(idf);
+    member[strcspn(member, "\n")] = 0;
+    ck_assert_msg(strstr(e, "cannot lay out a batch") && strstr(e, "of 1e+06 s by its metadata"),
+                  "%s", e);
+    char want[400];
+    snprintf(want, sizeof want, "cut %s, ", member);
+    ck_assert_msg(strstr(e, want) != NULL, "'%s' not in: %s", want, e);
+    snprintf(want, sizeof want, "member %s", member);
+    ck_assert_msg(strstr(e, want) != NULL, "'%s' not in: %s", want, e);
+    sharc_reader_close(&r);
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
 /* Bytes this process has read with read() and pread() so far (/proc/self/io). */
 static unsigned long long bytes_read(void)
 {
@@ -1103,6 +1177,7 @@ int main(void)
     tcase_add_test(tc, backpressure_and_mode_errors);
     tcase_add_test(tc, decode_errors_under_both_policies);
     tcase_add_test(tc, batches_hold_one_sampling_rate);
+    tcase_add_test(tc, batch_too_large_names_its_longest_cut);
     tcase_add_test(tc, one_report_per_problem);
     tcase_add_test(tc, long_member_windows_read_once);
     tcase_add_loop_test(tc, every_layout_in_batches, 0, 3);
