@@ -35,9 +35,11 @@ typedef struct slot {
     size_t n, cap;
     size_t dispatched, pending;
     int64_t T;
-    int rate;          ///< the batch's sampling rate: that of most of its cuts
-    size_t rate_first; ///< the first cut at that rate
-    size_t rate_count; ///< cuts at that rate
+    int rate;                 ///< the batch's sampling rate: that of most of its cuts
+    size_t rate_first;        ///< the first cut at that rate
+    size_t rate_count;        ///< cuts at that rate
+    int rate_tie;             ///< as many cuts are at another rate
+    sharc_reader_stats skips; ///< what the rows skipped while decoding take back (under mu)
     uint8_t *skipped;
     size_t n_skipped;
     int rc; ///< error of the batch under FAIL (0: none)
@@ -91,10 +93,11 @@ struct sharc__pipeline {
     double pull_wall;                 ///< wall time of pull_item calls (planner only)
     uint8_t *last_state;
     size_t last_state_len, last_state_cap;
-    sharc__keyset held;  ///< keys of the cuts the sampler holds, for the resume state
-    sharc__bufpool bufs; ///< audio member buffers, recycled
-    bcut **preloaded;    ///< restore: cuts re-read for the saved keys, sorted by key
-    uint8_t *taken;      ///< preloaded[i] was handed to the sampler
+    sharc_reader_stats consumed_skips; ///< the skips of the batches consumed (caller only)
+    sharc__keyset held;                ///< keys of the cuts the sampler holds, for the resume state
+    sharc__bufpool bufs;               ///< audio member buffers, recycled
+    bcut **preloaded;                  ///< restore: cuts re-read for the saved keys, sorted by key
+    uint8_t *taken;                    ///< preloaded[i] was handed to the sampler
     size_t n_preloaded;
 };
 
@@ -222,21 +225,21 @@ static int grow_slot(sharc__ctx *ctx, slot *s, size_t n)
 }
 
 /*
- * The batch's sampling rate: the rate most of its cuts have, on a tie the one met first.
- * Its rows hold samples at one rate; a cut at another is a problem of its own (see
- * decode_row()), and does not count towards T.
+ * The batch's sampling rate: the required one if there is one, else the rate most of its
+ * cuts have, on a tie the one met first. Its rows hold samples at one rate; a cut at
+ * another is a problem of its own (see decode_row()), and does not count towards T.
  */
-static void choose_rate(slot *s)
+static void choose_rate(slot *s, int required)
 {
-    enum { MAX_RATES = 16 }; /* rates beyond are never the batch's */
-    int rates[MAX_RATES];
-    size_t counts[MAX_RATES], firsts[MAX_RATES], n_rates = 0;
+    enum { MAX_BATCH_RATES = 16 }; /* rates beyond are never the batch's */
+    int rates[MAX_BATCH_RATES];
+    size_t counts[MAX_BATCH_RATES], firsts[MAX_BATCH_RATES], n_rates = 0;
     for (size_t i = 0; i < s->n; i++) {
         int rate = s->cuts[i]->job.sampling_rate;
         size_t k = 0;
         while (k < n_rates && rates[k] != rate)
             k++;
-        if (k == n_rates && n_rates < MAX_RATES) {
+        if (k == n_rates && n_rates < MAX_BATCH_RATES) {
             rates[n_rates] = rate;
             counts[n_rates] = 0;
             firsts[n_rates++] = i;
@@ -246,8 +249,17 @@ static void choose_rate(slot *s)
     }
     size_t best = 0;
     for (size_t k = 1; k < n_rates; k++)
-        if (counts[k] > counts[best])
+        if (required ? rates[k] == required : counts[k] > counts[best])
             best = k;
+    s->rate_tie = 0;
+    for (size_t k = 0; k < n_rates; k++)
+        s->rate_tie |= k != best && counts[k] == counts[best];
+    if (required && (n_rates == 0 || rates[best] != required)) {
+        s->rate = required; /* no cut at that rate */
+        s->rate_first = 0;
+        s->rate_count = 0;
+        return;
+    }
     s->rate = n_rates ? rates[best] : 0;
     s->rate_first = n_rates ? firsts[best] : 0;
     s->rate_count = n_rates ? counts[best] : 0;
@@ -259,7 +271,7 @@ static int layout_batch(sharc__pipeline *p, slot *s)
     sharc_batch *b = s->batch;
     int64_t B = (int64_t)s->n, T = 0;
     size_t text_bytes[4] = {0, 0, 0, 0};
-    choose_rate(s);
+    choose_rate(s, p->r->s.sampling_rate);
     for (size_t i = 0; i < s->n; i++) {
         if (s->cuts[i]->job.sampling_rate == s->rate && s->cuts[i]->job.num_samples > T)
             T = s->cuts[i]->job.num_samples;
@@ -365,6 +377,7 @@ static int plan_one(sharc__pipeline *p, slot *s, uint64_t step)
         sharc__keyset_remove(&p->held, items[i].key);
     }
     s->n_skipped = 0;
+    memset(&s->skips, 0, sizeof s->skips);
     s->rc = 0;
     s->fail_row = SIZE_MAX;
     s->end = 0;
@@ -472,16 +485,25 @@ static int decode_row(worker *w, slot *s, size_t i)
         return sharc__stream_fail(&w->ctx, &w->err, rc, SHARC_PROBLEM_AUDIO_FORMAT, 0, b->job.shard,
                                   b->job.member, b->job.id);
     }
+    if (b->job.sampling_rate != s->rate && p->r->s.sampling_rate > 0) {
+        rc =
+            sharc__set_error(&w->ctx, SHARC_ERR_AUDIO_MISMATCH,
+                             "%s member %s (cut %s): %d Hz is required, the audio is %d Hz "
+                             "(sharc does not resample)",
+                             b->job.shard, b->job.member, b->job.id, s->rate, b->job.sampling_rate);
+        return sharc__stream_fail(&w->ctx, &w->err, rc, SHARC_PROBLEM_AUDIO_FORMAT, 0, b->job.shard,
+                                  b->job.member, b->job.id);
+    }
     if (b->job.sampling_rate != s->rate) {
-        const bcut *first = s->cuts[s->rate_first];
         rc = sharc__set_error(
             &w->ctx, SHARC_ERR_AUDIO_MISMATCH,
             "%s member %s (cut %s): its audio is at %d Hz, and the batch it was drawn into at "
-            "%d Hz (%zu of its %zu cuts, such as %s): the rows of a batch share one sampling "
+            "%d Hz (%zu of its %zu cuts, such as %s%s): the rows of a batch share one sampling "
             "rate and sharc does not resample; require a rate with the sampling_rate setting "
-            "(--sampling-rate) to have every cut at another rate reported as it is read",
+            "(--sampling-rate) to have every cut at another rate reported, whatever its batch",
             b->job.shard, b->job.member, b->job.id, b->job.sampling_rate, s->rate, s->rate_count,
-            s->n, first->job.id);
+            s->n, s->cuts[s->rate_first]->job.id,
+            s->rate_tie ? "; a tie, won by the rate met first" : "");
         return sharc__stream_fail(&w->ctx, &w->err, rc, SHARC_PROBLEM_AUDIO_FORMAT, 0, b->job.shard,
                                   b->job.member, b->job.id);
     }
@@ -561,6 +583,14 @@ static void *worker_main(void *arg)
             /* Counted as returned by the planner; taken back here. */
             p->worker_stats.cuts++;
             p->worker_stats.audio_seconds += s->cuts[i]->duration;
+            if (s->rate > 0)
+                p->worker_stats.padded_seconds += (double)s->T / (double)s->rate;
+            s->skips.problems[w->err.kind]++;
+            s->skips.skipped_cuts++;
+            s->skips.cuts++;
+            s->skips.audio_seconds += s->cuts[i]->duration;
+            if (s->rate > 0)
+                s->skips.padded_seconds += (double)s->T / (double)s->rate;
         }
         /* The caller waits for the batches in order: only the oldest one's end concerns it. */
         if (--s->pending == 0 && s == &p->slots[p->consumed % p->n_slots])
@@ -622,6 +652,16 @@ static void compact(slot *s)
     }
 }
 
+static void add_skips(sharc_reader_stats *sum, const sharc_reader_stats *s)
+{
+    sum->cuts += s->cuts;
+    sum->audio_seconds += s->audio_seconds;
+    sum->padded_seconds += s->padded_seconds;
+    sum->skipped_cuts += s->skipped_cuts;
+    for (int i = 0; i < SHARC_PROBLEM_COUNT; i++)
+        sum->problems[i] += s->problems[i];
+}
+
 static void copy_state(sharc__pipeline *p, const slot *s)
 {
     if (s->state_len > p->last_state_cap) {
@@ -636,6 +676,8 @@ static void copy_state(sharc__pipeline *p, const slot *s)
     }
     memcpy(p->last_state, s->state, s->state_len);
     p->last_state_len = s->state_len;
+    /* Written before the rows were decoded: the skips since are known now. */
+    sharc__resume_take_back(p->last_state, p->last_state_len, &p->consumed_skips);
 }
 
 int sharc__pipeline_next(sharc_reader *r, sharc_batch **out)
@@ -664,6 +706,8 @@ int sharc__pipeline_next(sharc_reader *r, sharc_batch **out)
         for (size_t i = 0; i < s->n; i++)
             sharc__bcut_free(&p->bufs, s->cuts[i]);
         int empty = rc == 0 && b->tensors[0].shape[0] == 0;
+        if (rc == 0)
+            add_skips(&p->consumed_skips, &s->skips);
         if (rc == 0 && !empty)
             copy_state(p, s);
         if (rc != 0)
@@ -710,6 +754,7 @@ void sharc__pipeline_stats(const sharc_reader *r, sharc_reader_stats *out)
     const sharc_reader_stats *w = &p->worker_stats;
     out->cuts -= w->cuts;
     out->audio_seconds -= w->audio_seconds;
+    out->padded_seconds -= w->padded_seconds;
     out->skipped_cuts += w->skipped_cuts;
     out->stage_seconds[SHARC_STAGE_DECODE] += w->stage_seconds[SHARC_STAGE_DECODE];
     for (int i = 0; i < SHARC_PROBLEM_COUNT; i++)

@@ -133,6 +133,26 @@ static void get_stats(rbuf *rb, sharc_reader_stats *st)
 /* Byte offset of n_keys, which the keys follow. */
 #define KEYS_OFFSET (8 * (3 + 6 + N_COUNTERS + SHARC_PROBLEM_COUNT + 2))
 
+/* Byte offset of the counters: after magic, hash, step and the 6 fields of the position. */
+#define STATS_OFFSET (8 * (3 + 6))
+
+void sharc__resume_take_back(uint8_t *draft, size_t len, const sharc_reader_stats *skipped)
+{
+    sharc_reader_stats st;
+    rbuf rb = {draft, len, STATS_OFFSET, 0};
+    get_stats(&rb, &st);
+    if (rb.bad)
+        return;
+    st.cuts -= skipped->cuts;
+    st.audio_seconds -= skipped->audio_seconds;
+    st.padded_seconds -= skipped->padded_seconds;
+    st.skipped_cuts += skipped->skipped_cuts;
+    for (int i = 0; i < SHARC_PROBLEM_COUNT; i++)
+        st.problems[i] += skipped->problems[i];
+    wbuf w = {draft, STATS_OFFSET, len};
+    put_stats(&w, &st);
+}
+
 int sharc__resume_write(sharc_reader *r, uint8_t **buf, size_t *cap, size_t *len,
                         uint64_t next_step, const sharc_reader_stats *stats,
                         const sharc__keyset *held, const sharc__sampler *sampler)

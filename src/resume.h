@@ -18,6 +18,14 @@
 #include "reader_impl.h"
 #include "sampler.h"
 
+/**
+ * Take back from a draft state's counters the cuts that its batches, or earlier ones,
+ * skipped while decoding (`skipped`: their cuts, audio_seconds and padded_seconds to take
+ * back, their skipped_cuts and problems to add). The planner writes a state before the
+ * batch's rows are decoded; the caller applies this when the batch is handed out.
+ */
+void sharc__resume_take_back(uint8_t *draft, size_t len, const sharc_reader_stats *skipped);
+
 /** What a state blob says; pointers point into the blob. */
 typedef struct sharc__resume {
     uint64_t next_step;

@@ -647,7 +647,8 @@ START_TEST(batches_hold_one_sampling_rate)
 
     s.on_error = SHARC_ON_ERROR_SKIP;
     problems_seen = 0;
-    size_t cuts = 0, narrow_cuts = 0;
+    size_t cuts = 0, narrow_cuts = 0, steps = 0;
+    double padded = 0;
     ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
     while ((rc = sharc_reader_next_batch(r, &b)) == 0) {
         const sharc_tensor *audio = sharc_batch_tensor(b, "audio");
@@ -665,8 +666,11 @@ START_TEST(batches_hold_one_sampling_rate)
             T = lens[i] > T ? lens[i] : T;
         }
         ck_assert_int_eq(audio->shape[1], T); /* a skipped cut does not widen the batch */
-        narrow_cuts += fabs(batch_rate - 8000) < 2 ? (size_t)audio->shape[0] : 0;
+        int narrow_batch = fabs(batch_rate - 8000) < 2;
+        narrow_cuts += narrow_batch ? (size_t)audio->shape[0] : 0;
+        padded += (double)audio->shape[0] * (double)T / (narrow_batch ? 8000 : 16000);
         cuts += (size_t)audio->shape[0];
+        steps++;
         sharc_batch_release(b);
     }
     ck_assert_msg(rc == SHARC_END, "%s", sharc_reader_last_error(r));
@@ -677,7 +681,65 @@ START_TEST(batches_hold_one_sampling_rate)
     ck_assert_uint_eq(st.skipped_cuts, (uint64_t)problems_seen);
     ck_assert_uint_eq(cuts + (size_t)problems_seen, 23);
     ck_assert_uint_eq(st.cuts, cuts);
+    ck_assert_double_eq_tol(st.padded_seconds, padded, 1e-6); /* skipped rows not counted */
     ck_assert_uint_lt(narrow_cuts, 3);
+    sharc_reader_close(&r);
+
+    /* Saved at any step and resumed, the counters end as the uninterrupted run's: a state
+     * also takes back the rows skipped while decoding the batches before it. */
+    for (size_t k = 1; k < steps; k++) {
+        ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+        for (size_t i = 0; i < k; i++) {
+            ck_assert_int_eq(sharc_reader_next_batch(r, &b), 0);
+            sharc_batch_release(b);
+        }
+        size_t size = 0;
+        ck_assert_int_eq(sharc_reader_state_save(r, NULL, 0, &size), SHARC_ERR(ENOSPC));
+        void *blob = malloc(size);
+        ck_assert_int_eq(sharc_reader_state_save(r, blob, size, &size), 0);
+        sharc_reader_close(&r);
+        sharc_reader_settings s2 = s;
+        s2.resume_state = blob;
+        s2.resume_state_size = size;
+        ck_assert_int_eq(sharc_reader_open(&r, &s2), 0);
+        while ((rc = sharc_reader_next_batch(r, &b)) == 0)
+            sharc_batch_release(b);
+        ck_assert_int_eq(rc, SHARC_END);
+        sharc_reader_stats st2;
+        sharc_reader_get_stats(r, &st2);
+        ck_assert_msg(st2.cuts == st.cuts && st2.skipped_cuts == st.skipped_cuts &&
+                          st2.problems[SHARC_PROBLEM_AUDIO_FORMAT] ==
+                              st.problems[SHARC_PROBLEM_AUDIO_FORMAT],
+                      "resumed at %zu: %llu cuts, %llu skipped; uninterrupted %llu, %llu", k,
+                      (unsigned long long)st2.cuts, (unsigned long long)st2.skipped_cuts,
+                      (unsigned long long)st.cuts, (unsigned long long)st.skipped_cuts);
+        ck_assert_double_eq_tol(st2.audio_seconds, st.audio_seconds, 1e-6);
+        ck_assert_double_eq_tol(st2.padded_seconds, st.padded_seconds, 1e-6);
+        sharc_reader_close(&r);
+        free(blob);
+    }
+
+    /* A required rate is every batch's: all the 16 kHz cuts come through, each 8 kHz cut
+     * is reported as not at the required rate. */
+    s.sampling_rate = 16000;
+    problems_seen = 0;
+    cuts = 0;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    while ((rc = sharc_reader_next_batch(r, &b)) == 0) {
+        cuts += (size_t)sharc_batch_tensor(b, "audio")->shape[0];
+        sharc_batch_release(b);
+    }
+    ck_assert_int_eq(rc, SHARC_END);
+    ck_assert_uint_eq(cuts, 20);
+    ck_assert_int_eq(problems_seen, 3);
+    ck_assert_msg(corpus_has(narrow, problem_cut), "%s is not an 8 kHz cut", problem_cut);
+    s.on_error = SHARC_ON_ERROR_FAIL;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    while ((rc = sharc_reader_next_batch(r, &b)) == 0)
+        sharc_batch_release(b);
+    ck_assert_int_eq(rc, SHARC_ERR_AUDIO_MISMATCH);
+    ck_assert_ptr_nonnull(
+        strstr(sharc_reader_last_error(r), "16000 Hz is required, the audio is 8000 Hz"));
     sharc_reader_close(&r);
     tu_rm_rf(wide);
     tu_rm_rf(narrow);

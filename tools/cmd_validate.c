@@ -634,7 +634,8 @@ static void print_summary(validator *v, double wall)
             printf(", and %" PRIu64 " cuts at yet other rates", v->other_rate_cuts);
         printf(
             "\n   the rows of a batch share one rate: reading batches fails at a cut drawn into\n"
-            "   a batch of another rate; --sampling-rate HZ lists every cut not at HZ\n");
+            "   a batch of another rate (or drops it, with --on-error skip); --sampling-rate HZ\n"
+            "   lists every cut not at HZ\n");
     }
     if (v->problems == 0) {
         printf("-- OK: no problems found\n");
