@@ -1,5 +1,6 @@
 #include "archive.h"
 #include "bufpool.h"
+#include "fetch.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -38,6 +39,7 @@ typedef struct source {
     int fd;              ///< -1 for memory
     int seekable;        ///< a regular file: payloads of a plain tar are skipped with lseek
     uint64_t file_size;  ///< when seekable
+    uint64_t file_id;    ///< sharc__file_id() of a regular file, else 0
     int small_reads;     ///< plain tars are read LAZY_READ_BLOCK bytes at a time
     uint8_t *in;         ///< READ_BLOCK bytes read from fd (NULL for memory)
     uint8_t *out;        ///< READ_BLOCK inflated bytes (gzip only)
@@ -126,7 +128,7 @@ static int la_result(sharc__ctx *ctx, struct archive *a, long r, int code, const
     } while (0)
 
 /* Open `path` ourselves so that a missing file or a directory gets errno's own text. */
-static int open_input(sharc__ctx *ctx, const char *path, int *fd, off_t *size)
+static int open_input(sharc__ctx *ctx, const char *path, int *fd, off_t *size, uint64_t *id)
 {
     struct stat st;
     int rc = 0;
@@ -144,6 +146,7 @@ static int open_input(sharc__ctx *ctx, const char *path, int *fd, off_t *size)
     }
     /* Non-regular inputs (pipes) report -1: unknown size, never treated as empty. */
     *size = S_ISREG(st.st_mode) ? st.st_size : -1;
+    *id = S_ISREG(st.st_mode) ? sharc__file_id(&st) : 0;
     if (S_ISREG(st.st_mode))
         (void)posix_fadvise(*fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     return 0;
@@ -386,7 +389,8 @@ int sharc__tar_open(sharc__tar **out, sharc__ctx *ctx, const char *path, uint64_
     if (rc < 0)
         goto fail;
     int fd = -1;
-    if ((rc = open_input(ctx, path, &fd, &size)) < 0)
+    uint64_t id = 0;
+    if ((rc = open_input(ctx, path, &fd, &size, &id)) < 0)
         goto fail;
     if (size == 0) {
         close(fd);
@@ -397,6 +401,7 @@ int sharc__tar_open(sharc__tar **out, sharc__ctx *ctx, const char *path, uint64_
         goto fail;
     }
     t->src.file_size = size > 0 ? (uint64_t)size : 0;
+    t->src.file_id = id;
     LA_TRY(ctx, t->a, src_open(&t->src, t->a, ctx, t->path, fd, size > 0, NULL, 0),
            SHARC_ERR_CORRUPT, "%s: cannot read as a tar archive", path);
     *out = t;
@@ -536,6 +541,7 @@ static int read_payload(sharc__tar *t, sharc__member *m, struct archive_entry *e
                                     name, (unsigned long long)left, (unsigned long long)size);
         m->at = (uint64_t)at;
         m->in_file = 1;
+        m->file_id = t->src.file_id;
         prefetch(&t->src, (uint64_t)at, size);
         return 0; /* the next header skips the payload (with lseek) */
     }
@@ -712,7 +718,8 @@ int sharc__lines_open(sharc__lines **out, sharc__ctx *ctx, const char *path,
     if (rc < 0)
         goto fail;
     int fd = -1;
-    if ((rc = open_input(ctx, path, &fd, &size)) < 0)
+    uint64_t id;
+    if ((rc = open_input(ctx, path, &fd, &size, &id)) < 0)
         goto fail;
     if (size == 0) {
         close(fd);

@@ -25,6 +25,7 @@ typedef struct sharc__member {
     uint64_t size;   ///< payload bytes
     int in_file;     ///< the payload was left in the file (sharc__tar_set_lazy), at byte `at`
     uint64_t at;
+    uint64_t file_id; ///< with in_file: the file's sharc__file_id() when it was opened
 } sharc__member;
 
 /**

@@ -65,6 +65,7 @@ int sharc__bcut_from_raw(sharc__bufpool *pool, sharc__rawcut *c, sharc__bcut **o
     b->job.audio_len = c->audio_in_file ? (size_t)c->audio_size : b->audio.len;
     b->job.in_file = c->audio_in_file;
     b->job.at = c->audio_at;
+    b->job.file_id = c->audio_file_id;
     b->job.sampling_rate = c->sampling_rate;
     b->job.channels = c->channels;
     b->job.num_samples = c->num_samples;

@@ -10,6 +10,7 @@ void sharc__rawcut_reset(sharc__rawcut *c)
     sharc__buf_clear(&c->member);
     sharc__buf_clear(&c->audio);
     c->audio_in_file = 0;
+    c->audio_file_id = 0;
     c->audio_lent = NULL;
     c->has_text = c->has_speaker = c->has_language = 0;
     c->duration = 0;

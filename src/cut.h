@@ -35,8 +35,9 @@ typedef struct sharc__rawcut {
     /** Encoded audio lent by the stream (sharc__stream_opts.lend_audio): audio_size bytes,
      * valid until the stream's next call; `audio` stays empty. */
     const uint8_t *audio_lent;
-    int audio_in_file; ///< the audio was left in `shard` (lazy member): audio_size bytes
-    uint64_t audio_at; ///< at this offset
+    int audio_in_file;      ///< the audio was left in `shard` (lazy member): audio_size bytes
+    uint64_t audio_at;      ///< at this offset
+    uint64_t audio_file_id; ///< the identity of `shard` when it was opened (sharc__file_id)
     uint64_t audio_size;
     double duration;     ///< seconds, from metadata
     double offset;       ///< seconds into the member where the cut starts

@@ -36,6 +36,7 @@ static void drop(sharc__fetcher *f, size_t i)
         close(f->files[i].fd);
     f->files[i].fd = -1;
     f->files[i].path = NULL;
+    f->files[i].id = 0;
     f->files[i].used = 0;
 }
 
@@ -47,16 +48,22 @@ void sharc__fetcher_free(sharc__fetcher *f, sharc__ctx *ctx)
     reset(f, f->max_files);
 }
 
-/* The descriptor of `path`, opening it in the least recently used entry when needed. */
-static int file_of(sharc__fetcher *f, sharc__ctx *ctx, const char *path, int *fd)
+/* The descriptor of `file`, opening it in the least recently used entry when needed, and
+ * checking that it is still the file its headers were read from. */
+static int file_of(sharc__fetcher *f, sharc__ctx *ctx, const sharc__file_ref *file, int *fd)
 {
+    const char *path = file->path;
     size_t victim = 0;
     f->clock++;
     for (size_t i = 0; i < f->max_files; i++) {
         if (f->files[i].path && (f->files[i].path == path || strcmp(f->files[i].path, path) == 0)) {
-            f->files[i].used = f->clock;
-            *fd = f->files[i].fd;
-            return 0;
+            if (!file->id || f->files[i].id == file->id) {
+                f->files[i].used = f->clock;
+                *fd = f->files[i].fd;
+                return 0;
+            }
+            victim = i; /* opened as another file (replaced between epochs?): open again */
+            break;
         }
         if (f->files[i].used < f->files[victim].used)
             victim = i;
@@ -72,22 +79,36 @@ static int file_of(sharc__fetcher *f, sharc__ctx *ctx, const char *path, int *fd
     if (nfd < 0)
         return sharc__fail_data(ctx, SHARC_ERR(errno), "%s: cannot open again to read audio: %s",
                                 path, strerror(errno));
+    struct stat st;
+    if (fstat(nfd, &st) != 0) {
+        int e = errno;
+        close(nfd);
+        return sharc__fail_data(ctx, SHARC_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
+    }
     f->files[victim].path = path;
+    f->files[victim].id = sharc__file_id(&st);
     f->files[victim].fd = nfd;
     f->files[victim].used = f->clock;
+    if (file->id && f->files[victim].id != file->id)
+        return sharc__fail_data(ctx, SHARC_ERR_CORRUPT,
+                                "%s: the file changed after its headers were read (it was "
+                                "replaced or rewritten: its inode, size or modification time "
+                                "differ), so its members are no longer where they were",
+                                path);
     *fd = nfd;
     return 0;
 }
 
-int sharc__fetch_fd(sharc__fetcher *f, sharc__ctx *ctx, const char *path, int *fd)
+int sharc__fetch_fd(sharc__fetcher *f, sharc__ctx *ctx, const sharc__file_ref *file, int *fd)
 {
-    return file_of(f, ctx, path, fd);
+    return file_of(f, ctx, file, fd);
 }
 
-int sharc__fetch_into(sharc__fetcher *f, sharc__ctx *ctx, const char *path, uint64_t at, size_t n,
-                      uint8_t *dst)
+int sharc__fetch_into(sharc__fetcher *f, sharc__ctx *ctx, const sharc__file_ref *file, uint64_t at,
+                      size_t n, uint8_t *dst)
 {
-    int fd = -1, rc = file_of(f, ctx, path, &fd);
+    const char *path = file->path;
+    int fd = -1, rc = file_of(f, ctx, file, &fd);
     if (rc < 0)
         return rc;
     size_t got = 0;
@@ -109,14 +130,15 @@ int sharc__fetch_into(sharc__fetcher *f, sharc__ctx *ctx, const char *path, uint
     return 0;
 }
 
-int sharc__fetch(sharc__fetcher *f, sharc__ctx *ctx, const char *path, uint64_t at, size_t n,
-                 const uint8_t **out)
+int sharc__fetch(sharc__fetcher *f, sharc__ctx *ctx, const sharc__file_ref *file, uint64_t at,
+                 size_t n, const uint8_t **out)
 {
+    const char *path = file->path;
     int rc = sharc__buf_reserve(ctx, &f->buf, n);
     if (rc < 0)
         return sharc__set_error(ctx, rc, "%s: cannot allocate %zu bytes to read audio", path,
                                 n); /* reported by the caller, with the cut */
-    if ((rc = sharc__fetch_into(f, ctx, path, at, n, f->buf.data)) < 0)
+    if ((rc = sharc__fetch_into(f, ctx, file, at, n, f->buf.data)) < 0)
         return rc;
     f->buf.len = n;
     f->buf.data[n] = 0;

@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "buf.h"
 
@@ -25,9 +26,33 @@
 /* Bytes libsndfile reads at once from a member decoded in its file (sharc__audio_decode_at). */
 #define SHARC__FETCH_IO (32u << 10)
 
+/**
+ * A file's identity as stat() gives it (device, inode, size, modification time), hashed;
+ * never 0. A shard stream records it when it opens a file, and a fetcher checks that the
+ * file it reads a member from is still that one: a shard replaced or rewritten after its
+ * headers were read would otherwise give other bytes than the headers describe.
+ */
+static inline uint64_t sharc__file_id(const struct stat *st)
+{
+    const uint64_t v[5] = {(uint64_t)st->st_dev, (uint64_t)st->st_ino, (uint64_t)st->st_size,
+                           (uint64_t)st->st_mtim.tv_sec, (uint64_t)st->st_mtim.tv_nsec};
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a over the 40 bytes */
+    for (int i = 0; i < 5; i++)
+        for (int b = 0; b < 64; b += 8)
+            h = (h ^ ((v[i] >> b) & 0xff)) * 0x100000001b3ull;
+    return h ? h : 1;
+}
+
+/** Where a member left in its file is: the file and its identity (0: not checked). */
+typedef struct sharc__file_ref {
+    const char *path; ///< owned by the dataset
+    uint64_t id;      ///< sharc__file_id() when the stream opened it, or 0
+} sharc__file_ref;
+
 typedef struct sharc__fetcher {
     struct {
         const char *path; ///< NULL for a free entry; owned by the dataset
+        uint64_t id;      ///< sharc__file_id() of the open file
         int fd;
         uint64_t used; ///< clock of the last use, for least-recently-used replacement
     } files[SHARC__FETCH_FILES];
@@ -51,21 +76,22 @@ void sharc__fetcher_init(sharc__fetcher *f, int n_fetchers);
 void sharc__fetcher_free(sharc__fetcher *f, sharc__ctx *ctx);
 
 /**
- * Read `n` bytes at byte `at` of `path` into the fetcher's buffer.
+ * Read `n` bytes at byte `at` of `file` into the fetcher's buffer.
  * @param out receives the bytes, valid until the next call
  * @return 0, SHARC_ERR(ENOENT)/SHARC_ERR(EACCES)/... when the file cannot be opened,
- *         SHARC_ERR_IO on a read error, SHARC_ERR_CORRUPT when the file has become shorter
- *         than the member (it changed after its headers were read), SHARC_ERR(ENOMEM);
- *         the message names the path and the byte range.
+ *         SHARC_ERR_IO on a read error, SHARC_ERR_CORRUPT when the file is no longer the
+ *         one its headers were read from (file->id) or has become shorter than the member,
+ *         SHARC_ERR(ENOMEM); the message names the path and the byte range.
  */
-int sharc__fetch(sharc__fetcher *f, sharc__ctx *ctx, const char *path, uint64_t at, size_t n,
-                 const uint8_t **out);
+int sharc__fetch(sharc__fetcher *f, sharc__ctx *ctx, const sharc__file_ref *file, uint64_t at,
+                 size_t n, const uint8_t **out);
 
-/** The fetcher's open descriptor of `path` (opened if needed), valid until the next call. */
-int sharc__fetch_fd(sharc__fetcher *f, sharc__ctx *ctx, const char *path, int *fd);
+/** The fetcher's open descriptor of `file` (opened and checked if needed), valid until the
+ *  next call. */
+int sharc__fetch_fd(sharc__fetcher *f, sharc__ctx *ctx, const sharc__file_ref *file, int *fd);
 
 /** sharc__fetch() into `dst` (room for `n` bytes) instead of the fetcher's buffer. */
-int sharc__fetch_into(sharc__fetcher *f, sharc__ctx *ctx, const char *path, uint64_t at, size_t n,
-                      uint8_t *dst);
+int sharc__fetch_into(sharc__fetcher *f, sharc__ctx *ctx, const sharc__file_ref *file, uint64_t at,
+                      size_t n, uint8_t *dst);
 
 #endif /* SHARC_SRC_FETCH_H */

@@ -242,6 +242,7 @@ static int emit_row(sharc__stream *s, nemo_row *r, sharc__rawcut *c, sharc__stre
      * rows apart) each row gets a copy. */
     c->audio_in_file = s->member.in_file;
     c->audio_at = s->member.at;
+    c->audio_file_id = s->member.file_id;
     c->audio_size = s->member.in_file ? s->member.size : s->member.data.len;
     if (s->member.in_file)
         return 0;

@@ -359,18 +359,26 @@ static sharc__decode_job raw_job(const sharc__rawcut *c)
                            sharc__buf_str(&c->member),
                            sharc__buf_str(&c->id),
                            c->audio_in_file,
-                           c->audio_at};
+                           c->audio_at,
+                           c->audio_file_id};
     return j;
+}
+
+/* The file `j`'s audio was left in, with its identity then. */
+static sharc__file_ref job_file(const sharc__decode_job *j)
+{
+    return (sharc__file_ref){j->shard, j->file_id};
 }
 
 /* The encoded audio of `j`: its bytes, or read with `f` when it was left in the shard file. */
 static int job_audio(sharc__ctx *ctx, sharc__fetcher *f, const sharc__decode_job *j,
                      const uint8_t **audio, sharc__stream_error *err)
 {
+    const sharc__file_ref file = job_file(j);
     *audio = j->audio;
     if (!j->in_file)
         return 0;
-    int rc = sharc__fetch(f, ctx, j->shard, j->at, j->audio_len, audio);
+    int rc = sharc__fetch(f, ctx, &file, j->at, j->audio_len, audio);
     if (rc < 0) {
         sharc__wrap_error(ctx, rc, "%s member %s (cut %s)", j->shard, j->member, j->id);
         return cut_problem(ctx, err, rc, SHARC_PROBLEM_ARCHIVE, j->shard, j->member, j->id);
@@ -398,18 +406,19 @@ static int ends_with_wav(const char *name)
 static int wav_from_pieces(sharc__ctx *ctx, sharc__fetcher *f, const sharc__decode_job *j,
                            sharc__wav_pcm16 *wav)
 {
+    const sharc__file_ref file = job_file(j);
     const size_t n = j->audio_len;
     size_t data_end;
     if (!j->in_file || !ends_with_wav(j->member) || n < LONG_MEMBER_BYTES)
         return 0;
-    int rc = sharc__fetch_into(f, ctx, j->shard, j->at, SHARC__FETCH_PIECE, f->head);
+    int rc = sharc__fetch_into(f, ctx, &file, j->at, SHARC__FETCH_PIECE, f->head);
     if (rc < 0)
         return rc;
     if (!sharc__wav_data_end(f->head, SHARC__FETCH_PIECE, n, &data_end) ||
         n - data_end > SHARC__FETCH_PIECE)
         return 0;
     if (data_end < n &&
-        (rc = sharc__fetch_into(f, ctx, j->shard, j->at + data_end, n - data_end, f->tail)) < 0)
+        (rc = sharc__fetch_into(f, ctx, &file, j->at + data_end, n - data_end, f->tail)) < 0)
         return rc;
     const sharc__wav_pieces pieces = {f->head, SHARC__FETCH_PIECE, f->tail, data_end, n};
     return sharc__wav_parse_pieces(&pieces, wav);
@@ -445,6 +454,7 @@ static int decode_wav_window(sharc__ctx *ctx, sharc__fetcher *f, const sharc__de
                              const sharc__decode_spec *spec, float *out, size_t cap,
                              sharc__audio_info *info, int64_t *frames)
 {
+    const sharc__file_ref file = job_file(j);
     sharc__wav_pcm16 wav;
     int64_t first, count;
     int rc = wav_from_pieces(ctx, f, j, &wav);
@@ -455,7 +465,7 @@ static int decode_wav_window(sharc__ctx *ctx, sharc__fetcher *f, const sharc__de
     const size_t align = 2 * (size_t)wav.channels;
     const uint8_t *src = NULL;
     if (count > 0 &&
-        (rc = sharc__fetch(f, ctx, j->shard, j->at + wav.data_offset + (uint64_t)first * align,
+        (rc = sharc__fetch(f, ctx, &file, j->at + wav.data_offset + (uint64_t)first * align,
                            (size_t)count * align, &src)) < 0)
         return rc;
     sharc__pcm16_convert(&wav, src, count, spec, out, info, frames);
@@ -469,6 +479,7 @@ static int decode_wav_window(sharc__ctx *ctx, sharc__fetcher *f, const sharc__de
  */
 static int job_info(sharc_reader *r, const sharc__decode_job *j, sharc__audio_info *info)
 {
+    const sharc__file_ref file = job_file(j);
     if (j->in_file && r->info_shard == j->shard && r->info_at == j->at) {
         *info = r->info;
         return 0;
@@ -486,7 +497,7 @@ static int job_info(sharc_reader *r, const sharc__decode_job *j, sharc__audio_in
         int fd;
         if (j->in_file && j->audio_len >= LONG_MEMBER_BYTES) {
             /* libsndfile reads the header from the file, not the whole member. */
-            if ((rc = sharc__fetch_fd(&r->fetch, &r->ctx, j->shard, &fd)) == 0)
+            if ((rc = sharc__fetch_fd(&r->fetch, &r->ctx, &file, &fd)) == 0)
                 rc = sharc__audio_info_at(&r->ctx, fd, j->at, j->audio_len, r->fetch.io,
                                           sizeof r->fetch.io, info);
         } else {
@@ -614,6 +625,7 @@ int sharc__reader_decode(const sharc_reader *r, sharc__ctx *ctx, sharc__fetcher 
                          const sharc__decode_job *j, float *out, size_t cap, int *out_channels,
                          sharc__stream_error *err)
 {
+    const sharc__file_ref file = job_file(j);
     sharc__decode_spec spec = {round_half_up(j->offset * j->sampling_rate),
                                j->num_samples,
                                (int64_t)(r->s.length_tolerance * j->sampling_rate),
@@ -626,7 +638,7 @@ int sharc__reader_decode(const sharc_reader *r, sharc__ctx *ctx, sharc__fetcher 
     if (small_window(j)) {
         /* Only what the window needs: a WAV window's samples, or what libsndfile reads. */
         rc = decode_wav_window(ctx, f, j, &spec, out, cap, &info, &frames);
-        if (rc == 0 && (rc = sharc__fetch_fd(f, ctx, j->shard, &fd)) == 0) {
+        if (rc == 0 && (rc = sharc__fetch_fd(f, ctx, &file, &fd)) == 0) {
             rc = sharc__audio_decode_at(ctx, fd, j->at, j->audio_len, f->io, sizeof f->io, &spec,
                                         out, cap, &info, &frames);
             rc = rc == 0 ? 1 : rc;

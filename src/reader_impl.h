@@ -83,6 +83,7 @@ typedef struct sharc__decode_job {
     const char *shard, *member, *id;
     int in_file; ///< audio_len bytes at byte `at` of `shard` (sharc__fetch)
     uint64_t at;
+    uint64_t file_id; ///< the identity of `shard` when its headers were read (sharc__file_id)
 } sharc__decode_job;
 
 /**

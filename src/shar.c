@@ -278,6 +278,7 @@ static int shar_next(sharc__stream *s, sharc__rawcut *c, sharc__stream_error *er
     swap_buf(&c->audio, &s->data.data);
     c->audio_in_file = s->data.in_file;
     c->audio_at = s->data.at;
+    c->audio_file_id = s->data.file_id;
     c->audio_size = s->data.size;
     swap_buf(&s->rec_meta.name, &s->meta.name);
     swap_buf(&s->rec_meta.data, &s->meta.data);

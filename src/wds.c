@@ -109,6 +109,7 @@ static int take_member(sharc__stream *s, sharc__rawcut *c, const char *ext, int 
         swap_buf(&c->audio, &s->next.data);
         c->audio_in_file = s->next.in_file;
         c->audio_at = s->next.at;
+        c->audio_file_id = s->next.file_id;
         c->audio_size = s->next.size;
         *has_audio = 1;
     } else if (strcmp(ext, "json") == 0) {

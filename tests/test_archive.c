@@ -603,7 +603,9 @@ START_TEST(tar_lazy_members_read_back)
         left++;
         ck_assert_uint_eq(m.data.len, 0);
         const uint8_t *bytes = NULL;
-        ck_assert_int_eq(sharc__fetch(&f, &ctx, path, m.at, (size_t)m.size, &bytes), 0);
+        ck_assert_int_eq(sharc__fetch(&f, &ctx, &(sharc__file_ref){path, m.file_id}, m.at,
+                                      (size_t)m.size, &bytes),
+                         0);
         ck_assert_msg(memcmp(bytes, e.data.data, e.data.len) == 0, "%s: %s differs at byte %llu",
                       path, name, (unsigned long long)m.at);
     }
@@ -668,9 +670,13 @@ START_TEST(tar_lazy_truncated_and_changed)
         ck_assert_int_eq(sharc__tar_next(t, &m), 0);
     ck_assert_str_eq(sharc__buf_str(&m.name), "big.bin");
     ck_assert_int_eq(m.in_file, 1);
-    ck_assert_int_eq(sharc__fetch(&f, &ctx, path, m.at, (size_t)m.size, &bytes), 0);
+    ck_assert_int_eq(
+        sharc__fetch(&f, &ctx, &(sharc__file_ref){path, m.file_id}, m.at, (size_t)m.size, &bytes),
+        0);
     ck_assert_int_eq(tu_sh("truncate -s %llu '%s'", (unsigned long long)(m.at + 1000), path), 0);
-    ck_assert_int_eq(sharc__fetch(&f, &ctx, path, m.at, (size_t)m.size, &bytes), SHARC_ERR_CORRUPT);
+    ck_assert_int_eq(
+        sharc__fetch(&f, &ctx, &(sharc__file_ref){path, m.file_id}, m.at, (size_t)m.size, &bytes),
+        SHARC_ERR_CORRUPT);
     contains(ctx.error, path);
     contains(ctx.error, "inside audio of 100000 bytes");
     contains(ctx.error, "it changed after it was read");
@@ -685,10 +691,73 @@ START_TEST(tar_lazy_truncated_and_changed)
     sharc__tar_close(&t);
     ck_assert_int_eq(tu_sh("rm '%s'", path), 0);
     sharc__fetcher_free(&f, &ctx); /* closes the open descriptor: the name is looked up again */
-    ck_assert_int_eq(sharc__fetch(&f, &ctx, path, 0, 10, &bytes), SHARC_ERR(ENOENT));
+    ck_assert_int_eq(sharc__fetch(&f, &ctx, &(sharc__file_ref){path, 0}, 0, 10, &bytes),
+                     SHARC_ERR(ENOENT));
     contains(ctx.error, "cannot open again to read audio");
     sharc__member_free(&ctx, &m);
     sharc__fetcher_free(&f, &ctx);
+}
+END_TEST
+
+/* A file replaced (another inode) or rewritten (another modification time) after its
+ * headers were read is refused, even at the same size: its members may be elsewhere. A
+ * descriptor opened before still reads the file the headers came from. */
+START_TEST(tar_lazy_replaced_file)
+{
+    make_lazy_tars();
+    const char *path = tmp("swap.tar");
+    ck_assert_int_eq(tu_sh("cp '%s' '%s'", tmp("pax.tar"), path), 0);
+    sharc__tar *t = NULL;
+    sharc__member m = {0};
+    sharc__fetcher early, late;
+    sharc__fetcher_init(&early, 2);
+    sharc__fetcher_init(&late, 2);
+    const uint8_t *bytes;
+    ck_assert_int_eq(sharc__tar_open(&t, &ctx, path, 1 << 20), 0);
+    sharc__tar_set_lazy(t, NULL);
+    for (int i = 0; i < 6; i++)
+        ck_assert_int_eq(sharc__tar_next(t, &m), 0);
+    ck_assert_int_eq(m.in_file, 1);
+    ck_assert_uint_ne(m.file_id, 0);
+    const sharc__file_ref file = {path, m.file_id};
+    ck_assert_int_eq(sharc__fetch(&early, &ctx, &file, m.at, (size_t)m.size, &bytes), 0);
+    uint8_t first = bytes[0];
+
+    /* Replaced by a file of the same size whose bytes differ: a new inode. */
+    ck_assert_int_eq(tu_sh("cd '%s' && tr '\\000-\\377' '\\001-\\377\\000' < swap.tar > new.tar "
+                           "&& mv new.tar swap.tar",
+                           dir),
+                     0);
+    ck_assert_int_eq(sharc__fetch(&late, &ctx, &file, m.at, (size_t)m.size, &bytes),
+                     SHARC_ERR_CORRUPT);
+    contains(ctx.error, path);
+    contains(ctx.error, "the file changed after its headers were read");
+    ck_assert_int_eq(sharc__fetch(&early, &ctx, &file, m.at, (size_t)m.size, &bytes), 0);
+    ck_assert_uint_eq(bytes[0], first); /* the old file, still open */
+    /* Without an identity (0) nothing is checked: the new bytes are read. */
+    ck_assert_int_eq(
+        sharc__fetch(&late, &ctx, &(sharc__file_ref){path, 0}, m.at, (size_t)m.size, &bytes), 0);
+    ck_assert_uint_eq(bytes[0], (uint8_t)(first + 1));
+
+    /* Rewritten in place at the same size: the same inode, another modification time. */
+    sharc__tar_close(&t);
+    ck_assert_int_eq(tu_sh("cp '%s' '%s'", tmp("pax.tar"), path), 0);
+    ck_assert_int_eq(sharc__tar_open(&t, &ctx, path, 1 << 20), 0);
+    sharc__tar_set_lazy(t, NULL);
+    for (int i = 0; i < 6; i++)
+        ck_assert_int_eq(sharc__tar_next(t, &m), 0);
+    const sharc__file_ref again = {path, m.file_id};
+    sharc__fetcher_free(&late, &ctx);
+    ck_assert_int_eq(sharc__fetch(&late, &ctx, &again, m.at, (size_t)m.size, &bytes), 0);
+    ck_assert_int_eq(tu_sh("touch -d '2001-02-03 04:05:06' '%s'", path), 0);
+    sharc__fetcher_free(&late, &ctx);
+    ck_assert_int_eq(sharc__fetch(&late, &ctx, &again, m.at, (size_t)m.size, &bytes),
+                     SHARC_ERR_CORRUPT);
+    contains(ctx.error, "the file changed after its headers were read");
+    sharc__tar_close(&t);
+    sharc__member_free(&ctx, &m);
+    sharc__fetcher_free(&early, &ctx);
+    sharc__fetcher_free(&late, &ctx);
 }
 END_TEST
 
@@ -884,6 +953,7 @@ int main(void)
     tcase_add_loop_test(tar, tar_lazy_members_read_back, 0, 4);
     tcase_add_test(tar, tar_lazy_not_from_memory_or_pipes);
     tcase_add_test(tar, tar_lazy_truncated_and_changed);
+    tcase_add_test(tar, tar_lazy_replaced_file);
     suite_add_tcase(s, tar);
 
     TCase *lines = tcase_create("lines");
