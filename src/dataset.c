@@ -11,6 +11,7 @@
 #include "archive.h"
 #include "cut.h"
 #include "json.h"
+#include "keyset.h"
 #include "rng.h"
 
 #define MAX_EXPANSION        1000000
@@ -668,29 +669,109 @@ static sharc_layout detect_layout(const strlist *files)
     return tars > 0 ? SHARC_LAYOUT_WDS : SHARC_LAYOUT_AUTO;
 }
 
+static uint64_t hash_path(const char *p)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *p; p++)
+        h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+    return h >> 1; /* a key of the set, which cannot hold UINT64_MAX */
+}
+
+/*
+ * Every path given must give the dataset something: a directory of another layout, or one
+ * with nothing but stray files, would otherwise be left out with at most a warning (mixing
+ * a Shar and a NeMo directory read the Shar one alone). files[ends[i-1]..ends[i]) came
+ * from paths[i].
+ */
+static int check_every_path_used(sharc__ctx *ctx, const sharc__dataset *d, const char *const *paths,
+                                 size_t n_paths, const strlist *files, const size_t *ends)
+{
+    sharc__keyset used = {0};
+    int rc = 0;
+    for (size_t k = 0; k < d->n_shards && rc == 0; k++) {
+        const sharc__shard *s = &d->shards[k];
+        if (s->audio_path)
+            rc = sharc__keyset_add(ctx, &used, hash_path(s->audio_path));
+        if (rc == 0 && s->meta_path)
+            rc = sharc__keyset_add(ctx, &used, hash_path(s->meta_path));
+        for (size_t f = 0; f < s->n_fields && rc == 0; f++)
+            rc = sharc__keyset_add(ctx, &used, hash_path(s->fields[f].path));
+    }
+    for (size_t i = 0, lo = 0; i < n_paths && rc == 0; lo = ends[i++]) {
+        size_t j = lo;
+        while (j < ends[i] && !sharc__keyset_has(&used, hash_path(files->items[j])))
+            j++;
+        if (j < ends[i])
+            continue;
+        strlist own = {files->items + lo, ends[i] - lo, 0};
+        sharc_layout other = detect_layout(&own);
+        if (other != SHARC_LAYOUT_AUTO && other != d->layout)
+            rc = sharc__set_error(ctx, SHARC_ERR_FORMAT,
+                                  "%s holds %s shards, and the dataset is read as %s (from the "
+                                  "other paths): one layout is read at a time",
+                                  paths[i], sharc__layout_name(other),
+                                  sharc__layout_name(d->layout));
+        else
+            rc = sharc__set_error(ctx, SHARC_ERR_FORMAT,
+                                  "%s: none of its files is part of the dataset (read as %s)",
+                                  paths[i], sharc__layout_name(d->layout));
+    }
+    sharc__keyset_free(ctx, &used);
+    return rc;
+}
+
+static int cmp_str_ptr(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* A shard found twice (the same path given twice, or patterns that overlap) would have its
+ * cuts read twice per epoch. */
+static int check_no_repeats(sharc__ctx *ctx, const sharc__dataset *d)
+{
+    const char **names = sharc__calloc(ctx, d->n_shards + 1, sizeof *names);
+    if (!names)
+        return SHARC_ERR(ENOMEM);
+    for (size_t k = 0; k < d->n_shards; k++)
+        names[k] = d->shards[k].audio_path;
+    qsort(names, d->n_shards, sizeof *names, cmp_str_ptr);
+    int rc = 0;
+    for (size_t k = 1; k < d->n_shards && rc == 0; k++)
+        if (strcmp(names[k - 1], names[k]) == 0)
+            rc = sharc__set_error(ctx, SHARC_ERR_FORMAT,
+                                  "%s is found twice (a path given twice, or patterns that "
+                                  "overlap): its cuts would be read twice per epoch",
+                                  names[k]);
+    sharc__free(ctx, names);
+    return rc;
+}
+
 int sharc__dataset_find(sharc__dataset *d, sharc__ctx *ctx, const char *const *paths,
                         size_t n_paths, sharc_layout layout, uint64_t max_line_bytes)
 {
     strlist inputs = {0}, files = {0};
-    int rc = 0;
+    size_t *ends = sharc__calloc(ctx, n_paths ? n_paths : 1, sizeof *ends);
+    int rc = ends ? 0 : SHARC_ERR(ENOMEM);
     memset(d, 0, sizeof *d);
     for (size_t i = 0; i < n_paths && rc == 0; i++) {
         if (!paths[i] || !*paths[i]) {
             rc = sharc__set_error(ctx, SHARC_ERR(EINVAL), "empty path");
             break;
         }
+        size_t first = inputs.n;
         rc = expand_list(ctx, paths[i], &inputs);
-    }
-    for (size_t i = 0; i < inputs.n && rc == 0; i++) {
-        struct stat st;
-        if (stat(inputs.items[i], &st) != 0) {
-            rc = sharc__set_error(ctx, SHARC_ERR(ENOENT), "%s: %s", inputs.items[i],
-                                  strerror(errno));
-        } else if (S_ISDIR(st.st_mode)) {
-            rc = list_dir(ctx, inputs.items[i], &files, 1);
-        } else {
-            rc = strlist_push(ctx, &files, sharc__strdup(ctx, inputs.items[i]));
+        for (size_t j = first; j < inputs.n && rc == 0; j++) {
+            struct stat st;
+            if (stat(inputs.items[j], &st) != 0) {
+                rc = sharc__set_error(ctx, SHARC_ERR(ENOENT), "%s: %s", inputs.items[j],
+                                      strerror(errno));
+            } else if (S_ISDIR(st.st_mode)) {
+                rc = list_dir(ctx, inputs.items[j], &files, 1);
+            } else {
+                rc = strlist_push(ctx, &files, sharc__strdup(ctx, inputs.items[j]));
+            }
         }
+        ends[i] = files.n;
     }
     if (rc < 0)
         goto done;
@@ -713,9 +794,14 @@ int sharc__dataset_find(sharc__dataset *d, sharc__ctx *ctx, const char *const *p
                               "audio_N.tar + manifests, or .tar shards)",
                               n_paths ? paths[0] : "", n_paths > 1 ? " ..." : "");
     }
+    if (rc == 0)
+        rc = check_every_path_used(ctx, d, paths, n_paths, &files, ends);
+    if (rc == 0)
+        rc = check_no_repeats(ctx, d);
 done:
     strlist_free(ctx, &inputs);
     strlist_free(ctx, &files);
+    sharc__free(ctx, ends);
     if (rc < 0)
         sharc__dataset_free(d, ctx);
     return rc;

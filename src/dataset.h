@@ -40,7 +40,9 @@ typedef struct sharc__dataset {
 
 /**
  * Find the shards. Brace patterns ({0..7}, {a,b}, and NeMo's (), [], <>, _OP_/_CL_ forms)
- * are expanded, directories listed. Stray files are ignored with a warning.
+ * are expanded, directories listed. Stray files are ignored with a warning, but every path
+ * must contribute shards (one of another layout, or of stray files only, is an error) and
+ * no shard may be found twice.
  * @return 0, SHARC_ERR_FORMAT (no shards, unknown or mixed layout, unequal Shar field
  *         counts, NeMo ids without manifest), SHARC_ERR(ENOENT), SHARC_ERR(ENOMEM)
  */

@@ -46,6 +46,17 @@ int sharc__keyset_add(sharc__ctx *ctx, sharc__keyset *set, uint64_t key)
     return 0;
 }
 
+int sharc__keyset_has(const sharc__keyset *set, uint64_t key)
+{
+    uint64_t k = key + 1;
+    if (!set->cap)
+        return 0;
+    size_t i = home_of(k, set->cap);
+    while (set->slots[i] && set->slots[i] != k)
+        i = (i + 1) & (set->cap - 1);
+    return set->slots[i] == k;
+}
+
 void sharc__keyset_remove(sharc__keyset *set, uint64_t key)
 {
     uint64_t k = key + 1;

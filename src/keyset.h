@@ -19,6 +19,9 @@ typedef struct sharc__keyset {
 /** Add a key (a key already there stays once). @return 0 or SHARC_ERR(ENOMEM) */
 int sharc__keyset_add(sharc__ctx *ctx, sharc__keyset *set, uint64_t key);
 
+/** Whether the set holds `key`. */
+int sharc__keyset_has(const sharc__keyset *set, uint64_t key);
+
 /** Remove a key if present. */
 void sharc__keyset_remove(sharc__keyset *set, uint64_t key);
 

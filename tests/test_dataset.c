@@ -176,6 +176,59 @@ START_TEST(epoch_order_permutes_and_splits)
 }
 END_TEST
 
+/* Every path given contributes shards: a NeMo directory next to a Shar one is refused, not
+ * left out, as is a directory of stray files; a NeMo dataset given as its tars and its
+ * manifests in two paths is one dataset. */
+START_TEST(every_path_counts)
+{
+    dir = tu_mkdtemp();
+    ck_assert_int_eq(tu_sh("cd '%s' && mkdir shar nemo nemo/sharded_manifests junk", dir), 0);
+    touch("shar/cuts.000000.jsonl");
+    touch("shar/recording.000000.tar");
+    touch("nemo/audio_0.tar");
+    touch("nemo/sharded_manifests/manifest_0.json");
+    touch("junk/notes.txt");
+    char shar[512], nemo[512], junk[512], tars[512], mans[512];
+    snprintf(shar, sizeof shar, "%s/shar", dir);
+    snprintf(nemo, sizeof nemo, "%s/nemo", dir);
+    snprintf(junk, sizeof junk, "%s/junk", dir);
+    snprintf(tars, sizeof tars, "%s/nemo/audio_{0..0}.tar", dir);
+    snprintf(mans, sizeof mans, "%s/nemo/sharded_manifests", dir);
+    sharc__dataset d;
+    const char *mixed[] = {shar, nemo};
+    ck_assert_int_eq(sharc__dataset_find(&d, &ctx, mixed, 2, SHARC_LAYOUT_AUTO, 1 << 20),
+                     SHARC_ERR_FORMAT);
+    char want[700];
+    snprintf(want, sizeof want, "%s holds nemo shards, and the dataset is read as shar", nemo);
+    ck_assert_msg(strstr(ctx.error, want), "%s", ctx.error);
+    const char *swapped[] = {nemo, shar};
+    ck_assert_int_eq(sharc__dataset_find(&d, &ctx, swapped, 2, SHARC_LAYOUT_AUTO, 1 << 20),
+                     SHARC_ERR_FORMAT);
+    ck_assert_msg(strstr(ctx.error, "one layout is read at a time"), "%s", ctx.error);
+    const char *with_junk[] = {shar, junk};
+    ck_assert_int_eq(sharc__dataset_find(&d, &ctx, with_junk, 2, SHARC_LAYOUT_AUTO, 1 << 20),
+                     SHARC_ERR_FORMAT);
+    snprintf(want, sizeof want, "%s: none of its files is part of the dataset (read as shar)",
+             junk);
+    ck_assert_msg(strstr(ctx.error, want), "%s", ctx.error);
+    const char *split[] = {tars, mans};
+    ck_assert_int_eq(sharc__dataset_find(&d, &ctx, split, 2, SHARC_LAYOUT_AUTO, 1 << 20), 0);
+    ck_assert_int_eq(d.layout, SHARC_LAYOUT_NEMO);
+    ck_assert_uint_eq(d.n_shards, 1);
+    sharc__dataset_free(&d, &ctx);
+    /* The same shards twice would be read twice per epoch. */
+    const char *twice[] = {shar, shar};
+    ck_assert_int_eq(sharc__dataset_find(&d, &ctx, twice, 2, SHARC_LAYOUT_AUTO, 1 << 20),
+                     SHARC_ERR_FORMAT);
+    ck_assert_msg(strstr(ctx.error, "recording.000000.tar is found twice"), "%s", ctx.error);
+    snprintf(tars, sizeof tars, "%s/nemo/audio_{0,0}.tar", dir);
+    ck_assert_int_eq(sharc__dataset_find(&d, &ctx, split, 2, SHARC_LAYOUT_AUTO, 1 << 20),
+                     SHARC_ERR_FORMAT);
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
 START_TEST(nothing_found)
 {
     dir = tu_mkdtemp();
@@ -204,6 +257,7 @@ int main(void)
     tcase_add_test(tc, nemo_aggregate_manifest_grouped_by_shard_id);
     tcase_add_test(tc, epoch_order_permutes_and_splits);
     tcase_add_test(tc, nothing_found);
+    tcase_add_test(tc, every_path_counts);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
