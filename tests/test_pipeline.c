@@ -298,6 +298,23 @@ START_TEST(decode_threads_near_the_open_file_limit)
 }
 END_TEST
 
+/* The state after `batches` batches of a run with `s`, in *size bytes (free it). */
+static void *state_after(const sharc_reader_settings *s, size_t batches, size_t *size)
+{
+    sharc_reader *r;
+    sharc_batch *b;
+    ck_assert_int_eq(sharc_reader_open(&r, s), 0);
+    for (size_t i = 0; i < batches; i++) {
+        ck_assert_int_eq(sharc_reader_next_batch(r, &b), 0);
+        sharc_batch_release(b);
+    }
+    ck_assert_int_eq(sharc_reader_state_save(r, NULL, 0, size), SHARC_ERR(ENOSPC));
+    void *blob = malloc(*size);
+    ck_assert_int_eq(sharc_reader_state_save(r, blob, *size, size), 0);
+    sharc_reader_close(&r);
+    return blob;
+}
+
 /* Save after batch k, resume, and compare with the uninterrupted run from k + 1 on. */
 START_TEST(resume_equals_uninterrupted)
 {
@@ -313,17 +330,8 @@ START_TEST(resume_equals_uninterrupted)
         size_t k = ks[t];
         sharc_reader *r;
         sharc_batch *b;
-        ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
-        for (size_t i = 0; i <= k; i++) {
-            ck_assert_int_eq(sharc_reader_next_batch(r, &b), 0);
-            sharc_batch_release(b);
-        }
         size_t size;
-        ck_assert_int_eq(sharc_reader_state_save(r, NULL, 0, &size), SHARC_ERR(ENOSPC));
-        void *blob = malloc(size);
-        ck_assert_int_eq(sharc_reader_state_save(r, blob, size, &size), 0);
-        sharc_reader_close(&r);
-
+        void *blob = state_after(&s, k + 1, &size);
         sharc_reader_settings s2 = s;
         s2.resume_state = blob;
         s2.resume_state_size = size;
@@ -357,16 +365,8 @@ START_TEST(corrupt_states_are_rejected)
     settings_for(&s, paths, 2, 2);
     sharc_reader *r;
     sharc_batch *b;
-    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
-    for (int i = 0; i < 3; i++) {
-        ck_assert_int_eq(sharc_reader_next_batch(r, &b), 0);
-        sharc_batch_release(b);
-    }
     size_t size;
-    sharc_reader_state_save(r, NULL, 0, &size);
-    uint8_t *blob = malloc(size), *bad = malloc(size);
-    ck_assert_int_eq(sharc_reader_state_save(r, blob, size, &size), 0);
-    sharc_reader_close(&r);
+    uint8_t *blob = state_after(&s, 3, &size), *bad = malloc(size);
     /* Every flipped byte, every truncation: rejected at the first batch, never a crash. */
     for (size_t i = 0; i < size; i += (size > 400 ? 7 : 1)) {
         memcpy(bad, blob, size);
@@ -505,6 +505,18 @@ START_TEST(every_layout_in_batches)
 }
 END_TEST
 
+/* Read the rest of the run, counting the cuts of its batches; returns the last status. */
+static int drain(sharc_reader *r, size_t *cuts)
+{
+    sharc_batch *b;
+    int rc;
+    while ((rc = sharc_reader_next_batch(r, &b)) == 0) {
+        *cuts += (size_t)sharc_batch_tensor(b, "audio")->shape[0];
+        sharc_batch_release(b);
+    }
+    return rc;
+}
+
 static int problems_seen;
 static char problem_cut[256];
 static void count_problem(void *cookie, const sharc_problem_report *p)
@@ -549,10 +561,7 @@ START_TEST(decode_errors_under_both_policies)
     size_t cuts = 0;
     problems_seen = 0;
     ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
-    while ((rc = sharc_reader_next_batch(r, &b)) == 0) {
-        cuts += (size_t)sharc_batch_tensor(b, "audio")->shape[0];
-        sharc_batch_release(b);
-    }
+    rc = drain(r, &cuts);
     ck_assert_int_eq(rc, SHARC_ERR_DECODE);
     ck_assert_ptr_nonnull(strstr(sharc_reader_last_error(r), bad_member));
     ck_assert_ptr_nonnull(strstr(sharc_reader_last_error(r), bad_id));
@@ -688,16 +697,8 @@ START_TEST(batches_hold_one_sampling_rate)
     /* Saved at any step and resumed, the counters end as the uninterrupted run's: a state
      * also takes back the rows skipped while decoding the batches before it. */
     for (size_t k = 1; k < steps; k++) {
-        ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
-        for (size_t i = 0; i < k; i++) {
-            ck_assert_int_eq(sharc_reader_next_batch(r, &b), 0);
-            sharc_batch_release(b);
-        }
-        size_t size = 0;
-        ck_assert_int_eq(sharc_reader_state_save(r, NULL, 0, &size), SHARC_ERR(ENOSPC));
-        void *blob = malloc(size);
-        ck_assert_int_eq(sharc_reader_state_save(r, blob, size, &size), 0);
-        sharc_reader_close(&r);
+        size_t size;
+        void *blob = state_after(&s, k, &size);
         sharc_reader_settings s2 = s;
         s2.resume_state = blob;
         s2.resume_state_size = size;
@@ -725,10 +726,7 @@ START_TEST(batches_hold_one_sampling_rate)
     problems_seen = 0;
     cuts = 0;
     ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
-    while ((rc = sharc_reader_next_batch(r, &b)) == 0) {
-        cuts += (size_t)sharc_batch_tensor(b, "audio")->shape[0];
-        sharc_batch_release(b);
-    }
+    rc = drain(r, &cuts);
     ck_assert_int_eq(rc, SHARC_END);
     ck_assert_uint_eq(cuts, 20);
     ck_assert_int_eq(problems_seen, 3);
