@@ -329,7 +329,8 @@ static int list_dir(sharc__ctx *ctx, const char *dir, strlist *out, int recurse_
             rc = SHARC_ERR(ENOMEM);
             break;
         }
-        snprintf(p, n, "%s/%s", dir, e->d_name);
+        size_t len = strlen(dir);
+        snprintf(p, n, "%s%s%s", dir, len && dir[len - 1] == '/' ? "" : "/", e->d_name);
         struct stat st;
         if (stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
             if (recurse_manifests && strcmp(e->d_name, "sharded_manifests") == 0)
@@ -678,13 +679,15 @@ static uint64_t hash_path(const char *p)
 }
 
 /*
- * Every path given must give the dataset something: a directory of another layout, or one
- * with nothing but stray files, would otherwise be left out with at most a warning (mixing
- * a Shar and a NeMo directory read the Shar one alone). files[ends[i-1]..ends[i]) came
- * from paths[i].
+ * Every directory given must give the dataset something, and no path may be of another
+ * layout: a NeMo directory next to a Shar one was left out with at most a warning. A file
+ * given by itself may be a sidecar the layout does not read (a `.idx`, a NeMo manifest for
+ * all shards next to per-shard ones), as a shell glob over a dataset gives them.
+ * files[ends[i-1]..ends[i]) came from paths[i]; is_dir[i] says whether a directory did.
  */
 static int check_every_path_used(sharc__ctx *ctx, const sharc__dataset *d, const char *const *paths,
-                                 size_t n_paths, const strlist *files, const size_t *ends)
+                                 size_t n_paths, const strlist *files, const size_t *ends,
+                                 const uint8_t *is_dir)
 {
     sharc__keyset used = {0};
     int rc = 0;
@@ -711,7 +714,7 @@ static int check_every_path_used(sharc__ctx *ctx, const sharc__dataset *d, const
                                   "other paths): one layout is read at a time",
                                   paths[i], sharc__layout_name(other),
                                   sharc__layout_name(d->layout));
-        else
+        else if (is_dir[i] || lo == ends[i])
             rc = sharc__set_error(ctx, SHARC_ERR_FORMAT,
                                   "%s: none of its files is part of the dataset (read as %s)",
                                   paths[i], sharc__layout_name(d->layout));
@@ -720,29 +723,51 @@ static int check_every_path_used(sharc__ctx *ctx, const sharc__dataset *d, const
     return rc;
 }
 
-static int cmp_str_ptr(const void *a, const void *b)
+typedef struct file_key {
+    dev_t dev;
+    ino_t ino;
+    const char *path;
+} file_key;
+
+static int cmp_file_key(const void *a, const void *b)
 {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
+    const file_key *x = a, *y = b;
+    if (x->dev != y->dev)
+        return x->dev < y->dev ? -1 : 1;
+    return (x->ino > y->ino) - (x->ino < y->ino);
 }
 
-/* A shard found twice (the same path given twice, or patterns that overlap) would have its
- * cuts read twice per epoch. */
+/* A shard found twice (the same path given twice, by other spellings or links, or patterns
+ * that overlap) would have its cuts read twice per epoch. Files are told apart by device
+ * and inode; one that cannot be stat()ed is left to fail when it is opened. */
 static int check_no_repeats(sharc__ctx *ctx, const sharc__dataset *d)
 {
-    const char **names = sharc__calloc(ctx, d->n_shards + 1, sizeof *names);
-    if (!names)
+    file_key *keys = sharc__calloc(ctx, d->n_shards + 1, sizeof *keys);
+    if (!keys)
         return SHARC_ERR(ENOMEM);
-    for (size_t k = 0; k < d->n_shards; k++)
-        names[k] = d->shards[k].audio_path;
-    qsort(names, d->n_shards, sizeof *names, cmp_str_ptr);
+    size_t n = 0;
+    for (size_t k = 0; k < d->n_shards; k++) {
+        struct stat st;
+        if (stat(d->shards[k].audio_path, &st) == 0)
+            keys[n++] = (file_key){st.st_dev, st.st_ino, d->shards[k].audio_path};
+    }
+    qsort(keys, n, sizeof *keys, cmp_file_key);
     int rc = 0;
-    for (size_t k = 1; k < d->n_shards && rc == 0; k++)
-        if (strcmp(names[k - 1], names[k]) == 0)
-            rc = sharc__set_error(ctx, SHARC_ERR_FORMAT,
-                                  "%s is found twice (a path given twice, or patterns that "
-                                  "overlap): its cuts would be read twice per epoch",
-                                  names[k]);
-    sharc__free(ctx, names);
+    for (size_t k = 1; k < n && rc == 0; k++)
+        if (cmp_file_key(&keys[k - 1], &keys[k]) == 0) {
+            const char *a = keys[k - 1].path, *b = keys[k].path;
+            rc = strcmp(a, b) == 0
+                     ? sharc__set_error(ctx, SHARC_ERR_FORMAT,
+                                        "%s is found twice (a path given twice, or patterns "
+                                        "that overlap): its cuts would be read twice per epoch",
+                                        a)
+                     : sharc__set_error(ctx, SHARC_ERR_FORMAT,
+                                        "%s and %s are the same file (a path given twice, or "
+                                        "patterns that overlap): its cuts would be read twice "
+                                        "per epoch",
+                                        a, b);
+        }
+    sharc__free(ctx, keys);
     return rc;
 }
 
@@ -751,7 +776,8 @@ int sharc__dataset_find(sharc__dataset *d, sharc__ctx *ctx, const char *const *p
 {
     strlist inputs = {0}, files = {0};
     size_t *ends = sharc__calloc(ctx, n_paths ? n_paths : 1, sizeof *ends);
-    int rc = ends ? 0 : SHARC_ERR(ENOMEM);
+    uint8_t *is_dir = sharc__calloc(ctx, n_paths ? n_paths : 1, 1);
+    int rc = ends && is_dir ? 0 : SHARC_ERR(ENOMEM);
     memset(d, 0, sizeof *d);
     for (size_t i = 0; i < n_paths && rc == 0; i++) {
         if (!paths[i] || !*paths[i]) {
@@ -766,6 +792,7 @@ int sharc__dataset_find(sharc__dataset *d, sharc__ctx *ctx, const char *const *p
                 rc = sharc__set_error(ctx, SHARC_ERR(ENOENT), "%s: %s", inputs.items[j],
                                       strerror(errno));
             } else if (S_ISDIR(st.st_mode)) {
+                is_dir[i] = 1;
                 rc = list_dir(ctx, inputs.items[j], &files, 1);
             } else {
                 rc = strlist_push(ctx, &files, sharc__strdup(ctx, inputs.items[j]));
@@ -795,13 +822,14 @@ int sharc__dataset_find(sharc__dataset *d, sharc__ctx *ctx, const char *const *p
                               n_paths ? paths[0] : "", n_paths > 1 ? " ..." : "");
     }
     if (rc == 0)
-        rc = check_every_path_used(ctx, d, paths, n_paths, &files, ends);
+        rc = check_every_path_used(ctx, d, paths, n_paths, &files, ends, is_dir);
     if (rc == 0)
         rc = check_no_repeats(ctx, d);
 done:
     strlist_free(ctx, &inputs);
     strlist_free(ctx, &files);
     sharc__free(ctx, ends);
+    sharc__free(ctx, is_dir);
     if (rc < 0)
         sharc__dataset_free(d, ctx);
     return rc;

@@ -48,8 +48,20 @@ void sharc__fetcher_free(sharc__fetcher *f, sharc__ctx *ctx)
     reset(f, f->max_files);
 }
 
-/* The descriptor of `file`, opening it in the least recently used entry when needed, and
- * checking that it is still the file its headers were read from. */
+/* The identity of the file open as `fd` now, or 0 when it cannot be known. */
+static uint64_t id_of_fd(int fd)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 ? sharc__file_id(&st) : 0;
+}
+
+/*
+ * The descriptor of `file`, opening it in the least recently used entry when needed, and
+ * checking that it is still the file its headers were read from. An open descriptor is
+ * checked again at each use (one fstat): a file rewritten in place changes under it. After
+ * a file was replaced by another of its name, the descriptor of the old one stays open
+ * next to the new one, for the cuts read from the old one that are still to be decoded.
+ */
 static int file_of(sharc__fetcher *f, sharc__ctx *ctx, const sharc__file_ref *file, int *fd)
 {
     const char *path = file->path;
@@ -57,13 +69,19 @@ static int file_of(sharc__fetcher *f, sharc__ctx *ctx, const sharc__file_ref *fi
     f->clock++;
     for (size_t i = 0; i < f->max_files; i++) {
         if (f->files[i].path && (f->files[i].path == path || strcmp(f->files[i].path, path) == 0)) {
-            if (!file->id || f->files[i].id == file->id) {
+            if (!file->id) {
                 f->files[i].used = f->clock;
                 *fd = f->files[i].fd;
                 return 0;
             }
-            victim = i; /* opened as another file (replaced between epochs?): open again */
-            break;
+            if (f->files[i].id == file->id) {
+                f->files[i].id = id_of_fd(f->files[i].fd); /* 0 if it cannot be checked */
+                if (f->files[i].id == file->id) {
+                    f->files[i].used = f->clock;
+                    *fd = f->files[i].fd;
+                    return 0;
+                }
+            }
         }
         if (f->files[i].used < f->files[victim].used)
             victim = i;
@@ -79,17 +97,17 @@ static int file_of(sharc__fetcher *f, sharc__ctx *ctx, const sharc__file_ref *fi
     if (nfd < 0)
         return sharc__fail_data(ctx, SHARC_ERR(errno), "%s: cannot open again to read audio: %s",
                                 path, strerror(errno));
-    struct stat st;
-    if (fstat(nfd, &st) != 0) {
+    uint64_t id = id_of_fd(nfd);
+    if (!id) {
         int e = errno;
         close(nfd);
         return sharc__fail_data(ctx, SHARC_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
     }
     f->files[victim].path = path;
-    f->files[victim].id = sharc__file_id(&st);
+    f->files[victim].id = id;
     f->files[victim].fd = nfd;
     f->files[victim].used = f->clock;
-    if (file->id && f->files[victim].id != file->id)
+    if (file->id && id != file->id)
         return sharc__fail_data(ctx, SHARC_ERR_CORRUPT,
                                 "%s: the file changed after its headers were read (it was "
                                 "replaced or rewritten: its inode, size or modification time "

@@ -480,7 +480,8 @@ static int decode_wav_window(sharc__ctx *ctx, sharc__fetcher *f, const sharc__de
 static int job_info(sharc_reader *r, const sharc__decode_job *j, sharc__audio_info *info)
 {
     const sharc__file_ref file = job_file(j);
-    if (j->in_file && r->info_shard == j->shard && r->info_at == j->at) {
+    if (j->in_file && r->info_shard == j->shard && r->info_at == j->at &&
+        r->info_file_id == j->file_id) {
         *info = r->info;
         return 0;
     }
@@ -515,6 +516,7 @@ static int job_info(sharc_reader *r, const sharc__decode_job *j, sharc__audio_in
     if (j->in_file) {
         r->info_shard = j->shard;
         r->info_at = j->at;
+        r->info_file_id = j->file_id;
         r->info = *info;
     }
     return 0;

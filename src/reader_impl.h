@@ -56,7 +56,7 @@ struct sharc_reader {
     sharc__fetcher fetch; ///< audio left in shard files, read on this thread
     /* The header of the last member left in its file that was described (job_info). */
     const char *info_shard;
-    uint64_t info_at;
+    uint64_t info_at, info_file_id;
     sharc__audio_info info;
     float *samples;
     size_t samples_cap; ///< in floats

@@ -221,6 +221,30 @@ START_TEST(every_path_counts)
     ck_assert_int_eq(sharc__dataset_find(&d, &ctx, twice, 2, SHARC_LAYOUT_AUTO, 1 << 20),
                      SHARC_ERR_FORMAT);
     ck_assert_msg(strstr(ctx.error, "recording.000000.tar is found twice"), "%s", ctx.error);
+    /* Also when spelled otherwise, or through a link. */
+    char other[600];
+    snprintf(other, sizeof other, "%s/./shar/", dir);
+    const char *respelled[] = {shar, other};
+    ck_assert_int_eq(sharc__dataset_find(&d, &ctx, respelled, 2, SHARC_LAYOUT_AUTO, 1 << 20),
+                     SHARC_ERR_FORMAT);
+    ck_assert_msg(strstr(ctx.error, "are the same file"), "%s", ctx.error);
+    ck_assert_int_eq(tu_sh("ln -s shar '%s/link'", dir), 0);
+    snprintf(other, sizeof other, "%s/link", dir);
+    ck_assert_int_eq(sharc__dataset_find(&d, &ctx, respelled, 2, SHARC_LAYOUT_AUTO, 1 << 20),
+                     SHARC_ERR_FORMAT);
+    ck_assert_msg(strstr(ctx.error, "are the same file"), "%s", ctx.error);
+    /* A file given by itself may be a sidecar the layout does not read (a shell glob). */
+    touch("shar/cuts.000000.jsonl.idx");
+    touch("shar/README.md");
+    snprintf(other, sizeof other, "%s/shar/cuts.000000.jsonl.idx", dir);
+    char readme[600], cuts[600], rec[600];
+    snprintf(readme, sizeof readme, "%s/shar/README.md", dir);
+    snprintf(cuts, sizeof cuts, "%s/shar/cuts.000000.jsonl", dir);
+    snprintf(rec, sizeof rec, "%s/shar/recording.000000.tar", dir);
+    const char *glob[] = {readme, cuts, other, rec};
+    ck_assert_int_eq(sharc__dataset_find(&d, &ctx, glob, 4, SHARC_LAYOUT_AUTO, 1 << 20), 0);
+    ck_assert_uint_eq(d.n_shards, 1);
+    sharc__dataset_free(&d, &ctx);
     snprintf(tars, sizeof tars, "%s/nemo/audio_{0,0}.tar", dir);
     ck_assert_int_eq(sharc__dataset_find(&d, &ctx, split, 2, SHARC_LAYOUT_AUTO, 1 << 20),
                      SHARC_ERR_FORMAT);
