@@ -415,6 +415,9 @@ static int shar_dir(sharc__ctx *ctx, sharc__dataset *d, char **files, size_t n)
         }
         rc = strlist_push(ctx, &groups[g].files, sharc__strdup(ctx, files[i]));
     }
+    /* Fields pair by index: in name order, also when the files were given one by one. */
+    for (size_t g = 0; g < n_groups; g++)
+        qsort(groups[g].files.items, groups[g].files.n, sizeof(char *), cmp_str);
     shar_group *cuts = NULL, *rec = NULL;
     for (size_t g = 0; g < n_groups; g++) {
         if (strcmp(groups[g].name, "cuts") == 0)

@@ -89,6 +89,25 @@ START_TEST(shar_fields_group_and_count)
     ck_assert_str_eq(d.shards[1].fields[0].name, "lang_id");
     ck_assert_int_eq(d.shards[1].fields[0].is_tar, 0);
     sharc__dataset_free(&d, &ctx);
+    /* Files given one by one, out of order, pair by name all the same. */
+    char given[6][600];
+    const char *order[6];
+    for (int i = 0; i < 3; i++) {
+        snprintf(given[i], sizeof given[i], "%s/recording.%06d.tar", dir, 2 - i);
+        snprintf(given[3 + i], sizeof given[3 + i], "%s/cuts.%06d.jsonl.gz", dir, i);
+    }
+    for (int i = 0; i < 6; i++)
+        order[i] = given[i];
+    ck_assert_int_eq(sharc__dataset_find(&d, &ctx, order, 6, SHARC_LAYOUT_AUTO, 1 << 20), 0);
+    ck_assert_uint_eq(d.n_shards, 3);
+    for (int i = 0; i < 3; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "recording.%06d.tar", i);
+        ck_assert_ptr_nonnull(strstr(d.shards[i].audio_path, want));
+        snprintf(want, sizeof want, "cuts.%06d.jsonl.gz", i);
+        ck_assert_ptr_nonnull(strstr(d.shards[i].meta_path, want));
+    }
+    sharc__dataset_free(&d, &ctx);
     /* One more lang_id shard than cuts shards. */
     touch("lang_id.000003.jsonl.gz");
     ck_assert_int_eq(find(&d, SHARC_LAYOUT_AUTO), SHARC_ERR_FORMAT);
