@@ -99,6 +99,8 @@ struct sharc__pipeline {
     bcut **preloaded;                  ///< restore: cuts re-read for the saved keys, sorted by key
     uint8_t *taken;                    ///< preloaded[i] was handed to the sampler
     size_t n_preloaded;
+    int first_rate;   ///< the rate of the first batch planned (planner only)
+    int rates_warned; ///< a batch at another rate was warned about (planner only)
 };
 
 static int cmp_u64(const void *a, const void *b)
@@ -272,6 +274,17 @@ static int layout_batch(sharc__pipeline *p, slot *s)
     int64_t B = (int64_t)s->n, T = 0;
     size_t text_bytes[4] = {0, 0, 0, 0};
     choose_rate(s, p->r->s.sampling_rate);
+    if (!p->first_rate) {
+        p->first_rate = s->rate;
+    } else if (s->rate != p->first_rate && !p->rates_warned) {
+        p->rates_warned = 1;
+        sharc__log(&p->r->ctx, SHARC_LOG_WARN,
+                   "a batch at %d Hz (such as cut %s) follows batches at %d Hz: each batch "
+                   "holds one rate, but they do not all hold the same; require one with the "
+                   "sampling_rate setting (--sampling-rate) to have each cut at another rate "
+                   "reported (warned once)",
+                   s->rate, s->cuts[s->rate_first]->job.id, p->first_rate);
+    }
     for (size_t i = 0; i < s->n; i++) {
         if (s->cuts[i]->job.sampling_rate == s->rate && s->cuts[i]->job.num_samples > T)
             T = s->cuts[i]->job.num_samples;

@@ -611,6 +611,16 @@ START_TEST(decode_errors_under_both_policies)
 }
 END_TEST
 
+static int rate_warnings;
+static void count_rate_warnings(void *cookie, sharc_log_level level, const char *fmt, va_list ap)
+{
+    (void)cookie;
+    (void)level;
+    char m[1024];
+    vsnprintf(m, sizeof m, fmt, ap);
+    rate_warnings += strstr(m, "follows batches at") != NULL;
+}
+
 /* Whether cut `id` is in the generated corpus in `dir`. */
 static int corpus_has(const char *dir, const char *id)
 {
@@ -719,6 +729,20 @@ START_TEST(batches_hold_one_sampling_rate)
         sharc_reader_close(&r);
         free(blob);
     }
+
+    /* Batches of one rate each, but not all the same rate: warned once. With seed 0 an
+     * 8 kHz batch follows 16 kHz ones, with seed 1 (above) none does. */
+    s.logger.callback = count_rate_warnings;
+    for (uint64_t seed = 0; seed < 2; seed++) {
+        s.seed = seed;
+        rate_warnings = 0;
+        ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+        size_t ignored = 0;
+        ck_assert_int_eq(drain(r, &ignored), SHARC_END);
+        sharc_reader_close(&r);
+        ck_assert_int_eq(rate_warnings, seed == 0 ? 1 : 0);
+    }
+    s.seed = 1;
 
     /* A required rate is every batch's: all the 16 kHz cuts come through, each 8 kHz cut
      * is reported as not at the required rate. */
