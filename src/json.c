@@ -145,7 +145,7 @@ int sharc__json_lhotse_cut(sharc__ctx *ctx, const char *line, size_t len, sharc_
     if (!root)
         return rc;
     const char *id = get_string(root, "id");
-    double duration;
+    double duration = 0; /* gcc -O3 cannot tell that it is set whenever it is read */
     if (!id || !*id) {
         rc = sharc__set_error(ctx, SHARC_ERR_JSON, "cut has no \"id\"");
         goto done;
@@ -289,7 +289,7 @@ int sharc__json_wds_meta(sharc__ctx *ctx, const char *text, size_t len, sharc__r
     cJSON *root = parse(ctx, text, len, &rc);
     if (!root)
         return rc;
-    double d;
+    double d = 0; /* gcc -O3 cannot tell that it is set whenever it is read */
     if ((rc = get_seconds(ctx, root, "duration", &d)) < 0)
         goto done;
     if (rc > 0)
