@@ -368,6 +368,18 @@ static int same_dir(const char *a, const char *b)
     return na == nb && strncmp(a, b, na) == 0;
 }
 
+/* The shard number of a Shar file name (the digits of <field>.NNNNNN.ext), with its length;
+ * NULL when it has none. */
+static const char *shar_number(const char *path, size_t *len)
+{
+    const char *dot = strchr(base_name(path), '.');
+    const char *q = dot ? dot + 1 : NULL;
+    while (q && isdigit((unsigned char)*q))
+        q++;
+    *len = q ? (size_t)(q - dot - 1) : 0;
+    return *len ? dot + 1 : NULL;
+}
+
 typedef struct shar_group {
     char name[128];
     int is_tar;
@@ -437,6 +449,22 @@ static int shar_dir(sharc__ctx *ctx, sharc__dataset *d, char **files, size_t n)
                                   "directory of %s)",
                                   groups[g].name, groups[g].files.n, cuts->files.n,
                                   cuts->files.items[0]);
+    }
+    /* Pairing is by position: numbered files at one position must carry one number, or a
+     * field is missing a shard that another field has (and the cut ids would not pair). */
+    for (size_t g = 0; g < n_groups && rc == 0; g++) {
+        for (size_t k = 0; k < cuts->files.n && rc == 0; k++) {
+            size_t la, lb;
+            const char *a = shar_number(cuts->files.items[k], &la);
+            const char *b = shar_number(groups[g].files.items[k], &lb);
+            if (a && b && (la != lb || memcmp(a, b, la) != 0))
+                rc = sharc__set_error(ctx, SHARC_ERR_FORMAT,
+                                      "%s pairs with %s by position, but their shard numbers "
+                                      "differ: field %s lacks a shard that cuts has, or has one "
+                                      "more",
+                                      groups[g].files.items[k], cuts->files.items[k],
+                                      groups[g].name);
+        }
     }
     for (size_t k = 0; rc == 0 && k < cuts->files.n; k++) {
         sharc__shard *s;
@@ -621,30 +649,72 @@ static int wds_build(sharc__ctx *ctx, sharc__dataset *d, const strlist *files)
     return rc;
 }
 
+typedef struct placed {
+    char *path;
+    size_t pos;   ///< in the order given
+    size_t first; ///< the position of the first file given from its directory
+} placed;
+
+static int cmp_dir_then_pos(const void *a, const void *b)
+{
+    const placed *x = a, *y = b;
+    const char *sx = strrchr(x->path, '/'), *sy = strrchr(y->path, '/');
+    size_t nx = sx ? (size_t)(sx - x->path) : 0, ny = sy ? (size_t)(sy - y->path) : 0;
+    int c = memcmp(x->path, y->path, nx < ny ? nx : ny);
+    if (c == 0 && nx != ny)
+        c = nx < ny ? -1 : 1;
+    return c ? c : (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+static int cmp_first_then_pos(const void *a, const void *b)
+{
+    const placed *x = a, *y = b;
+    if (x->first != y->first)
+        return x->first < y->first ? -1 : 1;
+    return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
 static int shar_build(sharc__ctx *ctx, sharc__dataset *d, const strlist *files)
 {
-    /* Fields pair by position within one directory: group the files by directory. */
+    /* Fields pair by position within one directory: group the files by directory, the
+     * directories in the order they were first given (a shell glob over several Shar
+     * directories interleaves them: a/cuts.0 b/cuts.0 a/recording.0 b/recording.0). */
+    placed *all = sharc__calloc(ctx, files->n + 1, sizeof *all);
+    char **order = sharc__calloc(ctx, files->n + 1, sizeof *order);
+    int rc = all && order ? 0 : SHARC_ERR(ENOMEM);
+    for (size_t i = 0; i < files->n && rc == 0; i++)
+        all[i] = (placed){files->items[i], i, 0};
+    if (rc == 0) {
+        qsort(all, files->n, sizeof *all, cmp_dir_then_pos);
+        for (size_t i = 0; i < files->n; i++)
+            all[i].first =
+                i > 0 && same_dir(all[i - 1].path, all[i].path) ? all[i - 1].first : all[i].pos;
+        qsort(all, files->n, sizeof *all, cmp_first_then_pos);
+        for (size_t i = 0; i < files->n; i++)
+            order[i] = all[i].path;
+    }
     size_t i = 0;
-    int rc = 0;
     while (i < files->n && rc == 0) {
         size_t j = i + 1;
-        while (j < files->n && same_dir(files->items[i], files->items[j]))
+        while (j < files->n && same_dir(order[i], order[j]))
             j++;
         int has_cuts = 0;
         for (size_t k = i; k < j; k++) {
             char field[128];
             int is_tar;
-            if (shar_name(base_name(files->items[k]), field, sizeof field, &is_tar) &&
+            if (shar_name(base_name(order[k]), field, sizeof field, &is_tar) &&
                 strcmp(field, "cuts") == 0)
                 has_cuts = 1;
         }
         if (has_cuts)
-            rc = shar_dir(ctx, d, files->items + i, j - i);
+            rc = shar_dir(ctx, d, order + i, j - i);
         else
             sharc__log(ctx, SHARC_LOG_WARN, "ignoring %zu files next to %s: no cuts shards", j - i,
-                       files->items[i]);
+                       order[i]);
         i = j;
     }
+    sharc__free(ctx, all);
+    sharc__free(ctx, order);
     if (rc == 0 && d->n_shards == 0)
         rc = sharc__set_error(ctx, SHARC_ERR_FORMAT, "no Shar shards found");
     return rc;

@@ -48,6 +48,15 @@ void sharc__fetcher_free(sharc__fetcher *f, sharc__ctx *ctx)
     reset(f, f->max_files);
 }
 
+static int changed(sharc__ctx *ctx, const char *path)
+{
+    return sharc__fail_data(ctx, SHARC_ERR_CORRUPT,
+                            "%s: the file changed after its headers were read (it was replaced "
+                            "or rewritten: its inode, size or modification time differ), so "
+                            "its members are no longer where they were",
+                            path);
+}
+
 /* The identity of the file open as `fd` now, or 0 when it cannot be known. */
 static uint64_t id_of_fd(int fd)
 {
@@ -59,8 +68,9 @@ static uint64_t id_of_fd(int fd)
  * The descriptor of `file`, opening it in the least recently used entry when needed, and
  * checking that it is still the file its headers were read from. An open descriptor is
  * checked again at each use (one fstat): a file rewritten in place changes under it. After
- * a file was replaced by another of its name, the descriptor of the old one stays open
- * next to the new one, for the cuts read from the old one that are still to be decoded.
+ * a file was replaced by another of its name, a descriptor of the old one that is open
+ * stays open next to the new one, for the cuts read from the old one still to be decoded;
+ * a file that is no longer at its path (and not open) is not opened at all.
  */
 static int file_of(sharc__fetcher *f, sharc__ctx *ctx, const sharc__file_ref *file, int *fd)
 {
@@ -86,6 +96,9 @@ static int file_of(sharc__fetcher *f, sharc__ctx *ctx, const sharc__file_ref *fi
         if (f->files[i].used < f->files[victim].used)
             victim = i;
     }
+    struct stat st;
+    if (file->id && stat(path, &st) == 0 && sharc__file_id(&st) != file->id)
+        return changed(ctx, path); /* without taking an entry from the files still good */
     drop(f, victim);
     int nfd = open(path, O_RDONLY | O_CLOEXEC);
     if (nfd < 0 && (errno == EMFILE || errno == ENFILE)) {
@@ -108,11 +121,7 @@ static int file_of(sharc__fetcher *f, sharc__ctx *ctx, const sharc__file_ref *fi
     f->files[victim].fd = nfd;
     f->files[victim].used = f->clock;
     if (file->id && id != file->id)
-        return sharc__fail_data(ctx, SHARC_ERR_CORRUPT,
-                                "%s: the file changed after its headers were read (it was "
-                                "replaced or rewritten: its inode, size or modification time "
-                                "differ), so its members are no longer where they were",
-                                path);
+        return changed(ctx, path); /* changed between the stat and the open */
     *fd = nfd;
     return 0;
 }

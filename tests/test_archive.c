@@ -755,10 +755,15 @@ START_TEST(tar_lazy_replaced_file)
     sharc__fetcher_free(&late, &ctx);
     ck_assert_int_eq(sharc__fetch(&late, &ctx, &again, m.at, (size_t)m.size, &bytes), 0);
     ck_assert_int_eq(tu_sh("touch -d '2001-02-03 04:05:06' '%s'", path), 0);
-    /* The descriptor already open is checked too: it would read the new bytes. */
-    ck_assert_int_eq(sharc__fetch(&late, &ctx, &again, m.at, (size_t)m.size, &bytes),
-                     SHARC_ERR_CORRUPT);
-    contains(ctx.error, "the file changed after its headers were read");
+    /* The descriptor already open is checked too: it would read the new bytes. Cuts of the
+     * old file fail without opening the new one again and again. */
+    int fds = tu_open_fds();
+    for (int i = 0; i < 5; i++) {
+        ck_assert_int_eq(sharc__fetch(&late, &ctx, &again, m.at, (size_t)m.size, &bytes),
+                         SHARC_ERR_CORRUPT);
+        contains(ctx.error, "the file changed after its headers were read");
+    }
+    ck_assert_int_eq(tu_open_fds(), fds);
     sharc__fetcher_free(&late, &ctx);
     ck_assert_int_eq(sharc__fetch(&late, &ctx, &again, m.at, (size_t)m.size, &bytes),
                      SHARC_ERR_CORRUPT);

@@ -108,6 +108,14 @@ START_TEST(shar_fields_group_and_count)
         ck_assert_ptr_nonnull(strstr(d.shards[i].meta_path, want));
     }
     sharc__dataset_free(&d, &ctx);
+    /* A field missing a shard that another has pairs nothing by position. */
+    snprintf(given[0], sizeof given[0], "%s/recording.%06d.tar", dir, 1);
+    const char *skewed[] = {given[0], given[3]}; /* recording 1 with cuts 0 */
+    ck_assert_int_eq(sharc__dataset_find(&d, &ctx, skewed, 2, SHARC_LAYOUT_AUTO, 1 << 20),
+                     SHARC_ERR_FORMAT);
+    ck_assert_msg(strstr(ctx.error, "recording.000001.tar pairs with") &&
+                      strstr(ctx.error, "but their shard numbers differ"),
+                  "%s", ctx.error);
     /* One more lang_id shard than cuts shards. */
     touch("lang_id.000003.jsonl.gz");
     ck_assert_int_eq(find(&d, SHARC_LAYOUT_AUTO), SHARC_ERR_FORMAT);
@@ -263,6 +271,22 @@ START_TEST(every_path_counts)
     const char *glob[] = {readme, cuts, other, rec};
     ck_assert_int_eq(sharc__dataset_find(&d, &ctx, glob, 4, SHARC_LAYOUT_AUTO, 1 << 20), 0);
     ck_assert_uint_eq(d.n_shards, 1);
+    sharc__dataset_free(&d, &ctx);
+    /* A glob over two Shar directories interleaves them: still one directory at a time, in
+     * the order the directories first came. */
+    ck_assert_int_eq(tu_sh("cd '%s' && mkdir shar2 && cp shar/cuts.000000.jsonl "
+                           "shar/recording.000000.tar shar2/",
+                           dir),
+                     0);
+    char cuts2[600], rec2[600];
+    snprintf(cuts2, sizeof cuts2, "%s/shar2/cuts.000000.jsonl", dir);
+    snprintf(rec2, sizeof rec2, "%s/shar2/recording.000000.tar", dir);
+    const char *interleaved[] = {cuts2, cuts, rec2, rec};
+    ck_assert_int_eq(sharc__dataset_find(&d, &ctx, interleaved, 4, SHARC_LAYOUT_AUTO, 1 << 20), 0);
+    ck_assert_uint_eq(d.n_shards, 2);
+    ck_assert_str_eq(d.shards[0].audio_path, rec2);
+    ck_assert_str_eq(d.shards[0].meta_path, cuts2);
+    ck_assert_str_eq(d.shards[1].audio_path, rec);
     sharc__dataset_free(&d, &ctx);
     snprintf(tars, sizeof tars, "%s/nemo/audio_{0,0}.tar", dir);
     ck_assert_int_eq(sharc__dataset_find(&d, &ctx, split, 2, SHARC_LAYOUT_AUTO, 1 << 20),

@@ -260,17 +260,6 @@ START_TEST(same_batches_for_any_thread_count)
 END_TEST
 
 /* Descriptors this process has open now. */
-static int open_fds(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    ck_assert_ptr_nonnull(d);
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d)) != NULL;)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n - 1; /* the directory's own */
-}
-
 /*
  * Near the process's limit on open files, decode threads that keep shard files open for
  * the audio left there keep fewer, so that the planner can still open shards, and give
@@ -289,7 +278,7 @@ START_TEST(decode_threads_near_the_open_file_limit)
     struct rlimit old;
     ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
     struct rlimit tight = old;
-    tight.rlim_cur = (rlim_t)open_fds() + 12; /* 3 files per shard for the planner */
+    tight.rlim_cur = (rlim_t)tu_open_fds() + 12; /* 3 files per shard for the planner */
     ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &tight), 0);
     const size_t m = run(&s, got, 256);
     ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &old), 0);

@@ -1,5 +1,6 @@
 #include "testutil.h"
 
+#include <dirent.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,4 +97,16 @@ int tu_run_suite(Suite *s)
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+int tu_open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n - 1; /* the directory's own */
 }

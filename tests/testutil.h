@@ -26,6 +26,9 @@ uint8_t *tu_read_file(const char *path, size_t *n);
 /** Run a shell command (for fixtures made with tar/gzip/zstd); returns its exit status. */
 int tu_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* How many file descriptors this process has open. */
+int tu_open_fds(void);
+
 /** An allocator (posix_memalign/free) that counts its allocations in *counter. */
 sharc_allocator tu_counting_allocator(int *counter);
 

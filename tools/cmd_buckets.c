@@ -37,7 +37,7 @@ static void print_help(void)
            "\n"
            "Options:\n"
            "  --num-buckets K     buckets wanted, 2 <= K (default 30, as NeMo)\n"
-           "  --num-cuts N        use only the first N cuts in sorted shard order, as Lhotse's\n"
+           "  --num-cuts N        use only the first N cuts in the dataset's shard order, as Lhotse's\n"
            "                      num_cuts_for_bins_estimate (default 0: all cuts)\n"
            "  --min-duration S    ignore cuts shorter than S seconds (default 0)\n"
            "  --max-duration S    ignore cuts longer than S seconds (default: no limit)\n"
