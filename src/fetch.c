@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 /* A quarter of the limit on open files, shared by `n_fetchers`: 1 to SHARC__FETCH_FILES. */
@@ -57,6 +58,13 @@ static int changed(sharc__ctx *ctx, const char *path)
                             path);
 }
 
+static int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
 /* The identity of the file open as `fd` now, or 0 when it cannot be known. */
 static uint64_t id_of_fd(int fd)
 {
@@ -67,7 +75,8 @@ static uint64_t id_of_fd(int fd)
 /*
  * The descriptor of `file`, opening it in the least recently used entry when needed, and
  * checking that it is still the file its headers were read from. An open descriptor is
- * checked again at each use (one fstat): a file rewritten in place changes under it. After
+ * checked again (one fstat) when it is used SHARC__FETCH_RECHECK_NS or more after its last
+ * check: a file rewritten in place changes under it. After
  * a file was replaced by another of its name, a descriptor of the old one that is open
  * stays open next to the new one, for the cuts read from the old one still to be decoded;
  * a file that is no longer at its path (and not open) is not opened at all.
@@ -85,7 +94,11 @@ static int file_of(sharc__fetcher *f, sharc__ctx *ctx, const sharc__file_ref *fi
                 return 0;
             }
             if (f->files[i].id == file->id) {
-                f->files[i].id = id_of_fd(f->files[i].fd); /* 0 if it cannot be checked */
+                int64_t now = now_ns();
+                if (now - f->files[i].checked_ns >= SHARC__FETCH_RECHECK_NS) {
+                    f->files[i].id = id_of_fd(f->files[i].fd); /* 0 if it cannot be checked */
+                    f->files[i].checked_ns = now;
+                }
                 if (f->files[i].id == file->id) {
                     f->files[i].used = f->clock;
                     *fd = f->files[i].fd;
@@ -120,6 +133,7 @@ static int file_of(sharc__fetcher *f, sharc__ctx *ctx, const sharc__file_ref *fi
     f->files[victim].id = id;
     f->files[victim].fd = nfd;
     f->files[victim].used = f->clock;
+    f->files[victim].checked_ns = now_ns();
     if (file->id && id != file->id)
         return changed(ctx, path); /* changed between the stat and the open */
     *fd = nfd;

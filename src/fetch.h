@@ -23,6 +23,11 @@
 /* Room for a member's head or tail when only parts of it are read (see sharc__fetch_into). */
 #define SHARC__FETCH_PIECE 4096
 
+/* An open file's identity is checked again at most this often (an fstat): a metadata
+ * round trip per row would cost on network file systems, and a shard rewritten in place
+ * is caught all the same, a moment later. */
+#define SHARC__FETCH_RECHECK_NS 100000000 /* 0.1 s */
+
 /* Bytes libsndfile reads at once from a member decoded in its file (sharc__audio_decode_at). */
 #define SHARC__FETCH_IO (32u << 10)
 
@@ -54,7 +59,8 @@ typedef struct sharc__fetcher {
         const char *path; ///< NULL for a free entry; owned by the dataset
         uint64_t id;      ///< sharc__file_id() of the open file
         int fd;
-        uint64_t used; ///< clock of the last use, for least-recently-used replacement
+        uint64_t used;      ///< clock of the last use, for least-recently-used replacement
+        int64_t checked_ns; ///< when its identity was last checked (CLOCK_MONOTONIC_COARSE)
     } files[SHARC__FETCH_FILES];
     size_t max_files; ///< files kept open at most (<= SHARC__FETCH_FILES)
     uint64_t clock;
