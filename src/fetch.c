@@ -76,10 +76,10 @@ static uint64_t id_of_fd(int fd)
  * The descriptor of `file`, opening it in the least recently used entry when needed, and
  * checking that it is still the file its headers were read from. An open descriptor is
  * checked again (one fstat) when it is used SHARC__FETCH_RECHECK_NS or more after its last
- * check: a file rewritten in place changes under it. After
- * a file was replaced by another of its name, a descriptor of the old one that is open
- * stays open next to the new one, for the cuts read from the old one still to be decoded;
- * a file that is no longer at its path (and not open) is not opened at all.
+ * check: a file rewritten in place changes under it. After a file was replaced by another
+ * of its name, a descriptor of the old one that is open stays open next to the new one, for
+ * the cuts read from the old one still to be decoded; a file that is no longer at its path
+ * (and not open) is not opened at all.
  */
 static int file_of(sharc__fetcher *f, sharc__ctx *ctx, const sharc__file_ref *file, int *fd)
 {
