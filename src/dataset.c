@@ -10,6 +10,7 @@
 
 #include "archive.h"
 #include "cut.h"
+#include "hash.h"
 #include "json.h"
 #include "keyset.h"
 #include "rng.h"
@@ -745,10 +746,8 @@ static sharc_layout detect_layout(const strlist *files)
 
 static uint64_t hash_path(const char *p)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (; *p; p++)
-        h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
-    return h >> 1; /* a key of the set, which cannot hold UINT64_MAX */
+    /* >> 1: a key of the set, which cannot hold UINT64_MAX */
+    return sharc__fnv1a(SHARC__FNV_OFFSET, p, strlen(p)) >> 1;
 }
 
 /*

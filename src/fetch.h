@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "buf.h"
+#include "hash.h"
 
 /* Open files kept per fetcher at most. A batch's rows come from the shards that the
  * sampler's buffer spans; with 8, a buffer of 1000 cuts over 16 shards reopened a file for a
@@ -41,10 +42,9 @@ static inline uint64_t sharc__file_id(const struct stat *st)
 {
     const uint64_t v[5] = {(uint64_t)st->st_dev, (uint64_t)st->st_ino, (uint64_t)st->st_size,
                            (uint64_t)st->st_mtim.tv_sec, (uint64_t)st->st_mtim.tv_nsec};
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a over the 40 bytes */
+    uint64_t h = SHARC__FNV_OFFSET;
     for (int i = 0; i < 5; i++)
-        for (int b = 0; b < 64; b += 8)
-            h = (h ^ ((v[i] >> b) & 0xff)) * 0x100000001b3ull;
+        h = sharc__fnv1a_u64(h, v[i]);
     return h ? h : 1;
 }
 

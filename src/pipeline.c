@@ -285,9 +285,12 @@ static int layout_batch(sharc__pipeline *p, slot *s)
                    "reported (warned once)",
                    s->rate, s->cuts[s->rate_first]->job.id, p->first_rate);
     }
+    size_t longest = s->rate_first; /* named when the batch cannot be laid out */
     for (size_t i = 0; i < s->n; i++) {
-        if (s->cuts[i]->job.sampling_rate == s->rate && s->cuts[i]->job.num_samples > T)
+        if (s->cuts[i]->job.sampling_rate == s->rate && s->cuts[i]->job.num_samples > T) {
             T = s->cuts[i]->job.num_samples;
+            longest = i;
+        }
         for (int c = 0; c < 4; c++) {
             const char *v = column_value(s->cuts[i], c);
             text_bytes[c] += v ? strlen(v) : 0;
@@ -315,17 +318,12 @@ static int layout_batch(sharc__pipeline *p, slot *s)
     }
     if (rc < 0 || (rc = sharc__batch_finish(b)) < 0) {
         /* Most often one cut's metadata lies about its length: name the longest. */
-        const bcut *longest = s->cuts[s->rate_first];
-        for (size_t i = 0; i < s->n; i++)
-            if (s->cuts[i]->job.sampling_rate == s->rate &&
-                s->cuts[i]->job.num_samples > longest->job.num_samples)
-                longest = s->cuts[i];
+        const bcut *c = s->cuts[longest];
         return sharc__fail(&p->r->ctx, rc,
                            "cannot lay out a batch of %lld cuts x %lld samples (the longest is "
                            "cut %s, %s member %s, of %g s by its metadata): %s",
-                           (long long)B, (long long)T, longest->job.id, longest->job.shard,
-                           longest->job.member, longest->duration,
-                           sharc__batch_pool_error(p->pool));
+                           (long long)B, (long long)T, c->job.id, c->job.shard, c->job.member,
+                           c->duration, sharc__batch_pool_error(p->pool));
     }
     int32_t *lens = b->tensors[1].data;
     float *dur = b->tensors[2].data;
@@ -555,6 +553,17 @@ static slot *find_work(sharc__pipeline *p, size_t *index)
     return NULL;
 }
 
+/* Add the skips `s` (cuts, seconds and problems of rows skipped while decoding) to `sum`. */
+static void add_skips(sharc_reader_stats *sum, const sharc_reader_stats *s)
+{
+    sum->cuts += s->cuts;
+    sum->audio_seconds += s->audio_seconds;
+    sum->padded_seconds += s->padded_seconds;
+    sum->skipped_cuts += s->skipped_cuts;
+    for (int i = 0; i < SHARC_PROBLEM_COUNT; i++)
+        sum->problems[i] += s->problems[i];
+}
+
 static void *worker_main(void *arg)
 {
     worker *w = arg;
@@ -587,23 +596,20 @@ static void *worker_main(void *arg)
             }
         } else if (rc < 0) {
             sharc__log(&w->ctx, SHARC_LOG_WARN, "%s", w->ctx.error);
-            p->worker_stats.problems[w->err.kind]++;
             report(p, rc, w->err.kind, w->err.path, sharc__buf_str(&w->err.member),
                    sharc__buf_str(&w->err.cut_id), w->ctx.error);
             s->skipped[i] = 1;
             s->n_skipped++;
-            p->worker_stats.skipped_cuts++;
-            /* Counted as returned by the planner; taken back here. */
-            p->worker_stats.cuts++;
-            p->worker_stats.audio_seconds += s->cuts[i]->duration;
-            if (s->rate > 0)
-                p->worker_stats.padded_seconds += (double)s->T / (double)s->rate;
-            s->skips.problems[w->err.kind]++;
-            s->skips.skipped_cuts++;
-            s->skips.cuts++;
-            s->skips.audio_seconds += s->cuts[i]->duration;
-            if (s->rate > 0)
-                s->skips.padded_seconds += (double)s->T / (double)s->rate;
+            /* Counted as returned by the planner; taken back here, and from the state of
+             * this batch when it is handed out. */
+            sharc_reader_stats row = {0};
+            row.problems[w->err.kind] = 1;
+            row.skipped_cuts = 1;
+            row.cuts = 1;
+            row.audio_seconds = s->cuts[i]->duration;
+            row.padded_seconds = s->rate > 0 ? (double)s->T / (double)s->rate : 0;
+            add_skips(&p->worker_stats, &row);
+            add_skips(&s->skips, &row);
         }
         /* The caller waits for the batches in order: only the oldest one's end concerns it. */
         if (--s->pending == 0 && s == &p->slots[p->consumed % p->n_slots])
@@ -663,16 +669,6 @@ static void compact(slot *s)
         b->tensors[t].shape[0] = (int64_t)out;
         b->tensors[t].nbytes = out * 4;
     }
-}
-
-static void add_skips(sharc_reader_stats *sum, const sharc_reader_stats *s)
-{
-    sum->cuts += s->cuts;
-    sum->audio_seconds += s->audio_seconds;
-    sum->padded_seconds += s->padded_seconds;
-    sum->skipped_cuts += s->skipped_cuts;
-    for (int i = 0; i < SHARC_PROBLEM_COUNT; i++)
-        sum->problems[i] += s->problems[i];
 }
 
 static void copy_state(sharc__pipeline *p, const slot *s)
@@ -764,14 +760,8 @@ void sharc__pipeline_stats(const sharc_reader *r, sharc_reader_stats *out)
     sharc__pipeline *p = r->pipe;
     pthread_mutex_lock(&p->mu);
     *out = p->planner_stats;
-    const sharc_reader_stats *w = &p->worker_stats;
-    out->cuts -= w->cuts;
-    out->audio_seconds -= w->audio_seconds;
-    out->padded_seconds -= w->padded_seconds;
-    out->skipped_cuts += w->skipped_cuts;
-    out->stage_seconds[SHARC_STAGE_DECODE] += w->stage_seconds[SHARC_STAGE_DECODE];
-    for (int i = 0; i < SHARC_PROBLEM_COUNT; i++)
-        out->problems[i] += w->problems[i];
+    sharc__stats_take_back(out, &p->worker_stats);
+    out->stage_seconds[SHARC_STAGE_DECODE] += p->worker_stats.stage_seconds[SHARC_STAGE_DECODE];
     out->batches = p->step_base + p->handed;
     pthread_mutex_unlock(&p->mu);
 }

@@ -343,6 +343,16 @@ static int cut_problem(sharc__ctx *ctx, sharc__stream_error *err, int rc, sharc_
     return sharc__stream_fail(ctx, err, rc, kind, 0, shard, member, id);
 }
 
+void sharc__stats_take_back(sharc_reader_stats *st, const sharc_reader_stats *skips)
+{
+    st->cuts -= skips->cuts;
+    st->audio_seconds -= skips->audio_seconds;
+    st->padded_seconds -= skips->padded_seconds;
+    st->skipped_cuts += skips->skipped_cuts;
+    for (int i = 0; i < SHARC_PROBLEM_COUNT; i++)
+        st->problems[i] += skips->problems[i];
+}
+
 /* What decoding the raw cut `c` needs (its strings stay owned by `c`). */
 static sharc__decode_job raw_job(const sharc__rawcut *c)
 {

@@ -94,6 +94,13 @@ typedef struct sharc__decode_job {
 int sharc__reader_pull(sharc_reader *r);
 
 /**
+ * Take the cuts skipped while decoding (`skips`: their cuts, audio and padded seconds,
+ * skipped_cuts and problems) out of counters that counted them as returned: the planner
+ * counts a batch's cuts before its rows are decoded.
+ */
+void sharc__stats_take_back(sharc_reader_stats *st, const sharc_reader_stats *skips);
+
+/**
  * Decode one cut into `out` (room for `cap` floats) with `ctx` for error text. Checks the
  * rate and channel count against the metadata and the settings.
  * @param f the calling thread's fetcher, for audio left in the shard file (j->in_file)

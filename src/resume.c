@@ -1,4 +1,5 @@
 #include "resume.h"
+#include "hash.h"
 
 #include <errno.h>
 #include <string.h>
@@ -65,16 +66,6 @@ static double get_f64(rbuf *r)
     return d;
 }
 
-static uint64_t fnv(uint64_t h, const void *d, size_t n)
-{
-    const uint8_t *b = d;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
 static const char *base_of(const char *path)
 {
     const char *s = path ? strrchr(path, '/') : NULL;
@@ -83,20 +74,20 @@ static const char *base_of(const char *path)
 
 uint64_t sharc__resume_hash(const sharc_reader *r)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
+    uint64_t h = SHARC__FNV_OFFSET;
     const sharc_reader_settings *s = &r->s;
     int64_t v[] = {r->ds.layout,       (int64_t)r->ds.n_shards,
                    (int64_t)s->seed,   s->shuffle_shards,
                    (int64_t)s->epochs, s->dp_rank,
                    s->dp_size,         s->on_error,
                    s->sampling_rate,   s->channel};
-    h = fnv(h, v, sizeof v);
-    h = fnv(h, &s->length_tolerance, sizeof s->length_tolerance);
+    h = sharc__fnv1a(h, v, sizeof v);
+    h = sharc__fnv1a(h, &s->length_tolerance, sizeof s->length_tolerance);
     for (size_t i = 0; i < r->ds.n_shards; i++) {
         const char *a = base_of(r->ds.shards[i].audio_path);
         const char *m = base_of(r->ds.shards[i].meta_path);
-        h = fnv(h, a, strlen(a) + 1);
-        h = fnv(h, m, strlen(m) + 1);
+        h = sharc__fnv1a(h, a, strlen(a) + 1);
+        h = sharc__fnv1a(h, m, strlen(m) + 1);
     }
     return h;
 }
@@ -143,12 +134,7 @@ void sharc__resume_take_back(uint8_t *draft, size_t len, const sharc_reader_stat
     get_stats(&rb, &st);
     if (rb.bad)
         return;
-    st.cuts -= skipped->cuts;
-    st.audio_seconds -= skipped->audio_seconds;
-    st.padded_seconds -= skipped->padded_seconds;
-    st.skipped_cuts += skipped->skipped_cuts;
-    for (int i = 0; i < SHARC_PROBLEM_COUNT; i++)
-        st.problems[i] += skipped->problems[i];
+    sharc__stats_take_back(&st, skipped);
     wbuf w = {draft, STATS_OFFSET, len};
     put_stats(&w, &st);
 }

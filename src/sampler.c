@@ -6,6 +6,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "hash.h"
 #include "rng.h"
 #include "sharc/reader.h"
 
@@ -178,22 +179,6 @@ int sharc_estimate_duration_bins(const double *durations, size_t n, int num_buck
 
 /* ---- settings ------------------------------------------------------------------------ */
 
-static uint64_t fnv_bytes(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
-
-static uint64_t fnv_u64(uint64_t h, uint64_t v)
-{
-    unsigned char b[8];
-    for (int i = 0; i < 8; i++)
-        b[i] = (unsigned char)(v >> (8 * i));
-    return fnv_bytes(h, b, 8);
-}
-
 static uint64_t dbits(double d)
 {
     uint64_t u;
@@ -205,30 +190,30 @@ static uint64_t dbits(double d)
 static uint64_t hash_settings(const sharc__sampler *s)
 {
     const sharc__sampler_settings *st = &s->st;
-    uint64_t h = 0xcbf29ce484222325ull;
-    h = fnv_u64(h, dbits(st->max_duration));
-    h = fnv_u64(h, st->max_cuts);
-    h = fnv_u64(h, dbits(st->quadratic_duration));
-    h = fnv_u64(h, (uint64_t)s->estimating);
+    uint64_t h = SHARC__FNV_OFFSET;
+    h = sharc__fnv1a_u64(h, dbits(st->max_duration));
+    h = sharc__fnv1a_u64(h, st->max_cuts);
+    h = sharc__fnv1a_u64(h, dbits(st->quadratic_duration));
+    h = sharc__fnv1a_u64(h, (uint64_t)s->estimating);
     if (s->estimating) {
-        h = fnv_u64(h, st->num_buckets);
-        h = fnv_u64(h, st->num_cuts_for_bins_estimate);
+        h = sharc__fnv1a_u64(h, st->num_buckets);
+        h = sharc__fnv1a_u64(h, st->num_cuts_for_bins_estimate);
     }
-    h = fnv_u64(h, st->n_bins);
+    h = sharc__fnv1a_u64(h, st->n_bins);
     for (size_t i = 0; !s->estimating && i < st->n_bins; i++)
-        h = fnv_u64(h, dbits(st->bins[i]));
-    h = fnv_u64(h, s->bbs != NULL);
+        h = sharc__fnv1a_u64(h, dbits(st->bins[i]));
+    h = sharc__fnv1a_u64(h, s->bbs != NULL);
     for (size_t i = 0; s->bbs && i < st->n_bins; i++)
-        h = fnv_u64(h, s->bbs[i]);
-    h = fnv_u64(h, st->buffer_size);
-    h = fnv_u64(h, st->max_buffer_bytes);
-    h = fnv_u64(h, st->shuffle != 0);
-    h = fnv_u64(h, st->drop_last != 0);
-    h = fnv_u64(h, st->seed);
-    h = fnv_u64(h, st->sync_buckets != 0);
-    h = fnv_u64(h, st->sync_buckets ? st->world_size : 0);
-    h = fnv_u64(h, dbits(st->min_item_duration));
-    h = fnv_u64(h, dbits(st->max_item_duration));
+        h = sharc__fnv1a_u64(h, s->bbs[i]);
+    h = sharc__fnv1a_u64(h, st->buffer_size);
+    h = sharc__fnv1a_u64(h, st->max_buffer_bytes);
+    h = sharc__fnv1a_u64(h, st->shuffle != 0);
+    h = sharc__fnv1a_u64(h, st->drop_last != 0);
+    h = sharc__fnv1a_u64(h, st->seed);
+    h = sharc__fnv1a_u64(h, st->sync_buckets != 0);
+    h = sharc__fnv1a_u64(h, st->sync_buckets ? st->world_size : 0);
+    h = sharc__fnv1a_u64(h, dbits(st->min_item_duration));
+    h = sharc__fnv1a_u64(h, dbits(st->max_item_duration));
     return h;
 }
 

@@ -259,7 +259,6 @@ START_TEST(same_batches_for_any_thread_count)
 }
 END_TEST
 
-/* Descriptors this process has open now. */
 /*
  * Near the process's limit on open files, decode threads that keep shard files open for
  * the audio left there keep fewer, so that the planner can still open shards, and give
