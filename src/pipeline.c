@@ -153,6 +153,13 @@ static void release_item(void *cookie, sharc__sitem *item, sharc__release_reason
     sharc__bcut_free(&p->bufs, item->payload);
 }
 
+static void describe_item(void *cookie, const sharc__sitem *item, char *out, size_t cap)
+{
+    (void)cookie;
+    const bcut *b = item->payload;
+    snprintf(out, cap, "cut %s (%s member %s)", b->job.id, b->job.shard, b->job.member);
+}
+
 static int cmp_bcut_key(const void *a, const void *b)
 {
     uint64_t x = (*(bcut *const *)a)->key, y = (*(bcut *const *)b)->key;
@@ -1006,7 +1013,7 @@ int sharc__pipeline_start(sharc_reader *r)
                                       NULL);
     sharc__sampler_settings ss;
     sampler_settings(r, &ss);
-    sharc__sampler_source src = {p, pull_item, release_item, reload_item};
+    sharc__sampler_source src = {p, pull_item, release_item, reload_item, describe_item};
     if (rc == 0)
         rc = r->resume ? restore(p, &ss, &src)
                        : sharc__sampler_open(&r->ctx, &ss, &src, &p->sampler);

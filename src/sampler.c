@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
@@ -352,6 +353,16 @@ static uint64_t release_all(sharc__sampler *s, sharc__release_reason why)
 
 /* ---- pulling ------------------------------------------------------------------------- */
 
+/* What names `it` in a message: the source's description, else its key. */
+static const char *item_name(const sharc__sampler *s, const sharc__sitem *it, char *out, size_t cap)
+{
+    if (s->src.describe)
+        s->src.describe(s->src.cookie, it, out, cap);
+    else
+        snprintf(out, cap, "item %#llx", (unsigned long long)it->key);
+    return out;
+}
+
 /* Pull one item into `pending`. 0: pending set; FILTERED: item filtered, pull again. */
 static int pull_one(sharc__sampler *s)
 {
@@ -366,11 +377,12 @@ static int pull_one(sharc__sampler *s)
     if (rc != 0)
         return sharc__fail(s->ctx, SHARC_ERR(EINVAL), "sampler: pull returned %d", rc);
     s->stats.pulled++;
-    unsigned long long key = (unsigned long long)it.key;
+    char name[SHARC__ERRLEN / 2];
     if (bad_nonneg(it.duration)) {
+        item_name(s, &it, name, sizeof name);
         give_back(s, &it, SHARC__RELEASE_REJECTED);
         return sharc__fail(s->ctx, SHARC_ERR_FORMAT,
-                           "sampler: item %#llx has duration %g, not a finite value >= 0", key,
+                           "sampler: %s has duration %g, not a finite value >= 0", name,
                            it.duration);
     }
     if (it.duration < s->st.min_item_duration) {
@@ -384,11 +396,13 @@ static int pull_one(sharc__sampler *s)
         return FILTERED;
     }
     if (s->bbs && it.duration > s->bins[s->n_bins - 1]) {
+        item_name(s, &it, name, sizeof name);
         give_back(s, &it, SHARC__RELEASE_REJECTED);
         return sharc__fail(s->ctx, SHARC_ERR_TOO_LARGE,
-                           "sampler: item %#llx lasts %g s, longer than the last bin (%g s) of "
-                           "bucket_batch_size; filter such items with max_item_duration",
-                           key, it.duration, s->bins[s->n_bins - 1]);
+                           "sampler: %s lasts %g s, longer than the last bin (%g s), which "
+                           "bucket_batch_size has no batch size for; filter such cuts with a "
+                           "maximum duration (max_cut_duration, --max-cut-duration)",
+                           name, it.duration, s->bins[s->n_bins - 1]);
     }
     s->pending = it;
     s->has_pending = 1;
@@ -602,11 +616,12 @@ static size_t take_batch(sharc__sampler *s, size_t b)
     s->count -= n;
     rescan_longest(s, b);
     if (n == 1 && s->st.max_duration > 0 && longest > s->st.max_duration) {
+        char name[SHARC__ERRLEN / 2];
         s->stats.oversized++;
         sharc__log(s->ctx, SHARC_LOG_WARN,
-                   "sampler: item %#llx alone (%g s effective) exceeds max_duration %g s; "
-                   "returning it as a 1-item batch",
-                   (unsigned long long)s->batch[0].key, longest, s->st.max_duration);
+                   "sampler: %s alone (%g s effective) exceeds max_duration %g s; returning "
+                   "it as a batch of its own",
+                   item_name(s, &s->batch[0], name, sizeof name), longest, s->st.max_duration);
     }
     return n;
 }
@@ -915,7 +930,7 @@ int sharc__sampler_save_draft(const sharc__sampler *s, void *buf, size_t cap)
 /* Check everything in the blob that does not need the items' payloads. */
 static int check_blob(sharc__sampler *s, const unsigned char *p, size_t n)
 {
-#define BAD(...) sharc__fail(s->ctx, SHARC_ERR_STATE, "sampler state: " __VA_ARGS__)
+#define BAD(...) sharc__fail(s->ctx, SHARC_ERR_STATE, "cannot resume: sampler state: " __VA_ARGS__)
     if (n < HEADER_BYTES + 8)
         return BAD("truncated (%zu bytes, the fixed part alone is %u)", n, HEADER_BYTES + 8);
     if (memcmp(p, STATE_MAGIC, 4) != 0)
@@ -962,7 +977,8 @@ static int check_items(sharc__sampler *s, const unsigned char *bins_p, uint32_t 
         double v = get_f64(&r);
         if (bad_nonneg(v) || (i && v < s->bins[i - 1]) ||
             (!s->estimating && dbits(v) != dbits(s->st.bins[i])))
-            return sharc__fail(s->ctx, SHARC_ERR_STATE, "sampler state: bad bin %u", i);
+            return sharc__fail(s->ctx, SHARC_ERR_STATE, "cannot resume: sampler state: bad bin %u",
+                               i);
         s->bins[i] = v;
     }
     s->n_bins = n_bins;
@@ -983,10 +999,11 @@ static int check_items(sharc__sampler *s, const unsigned char *bins_p, uint32_t 
         ok = ok && !bad_nonneg(d) && !(s->bbs && d > s->bins[n_bins - 1]);
         prev_b = b;
         if (!ok)
-            return sharc__fail(s->ctx, SHARC_ERR_STATE,
-                               "sampler state: buffered item %u (duration %g) is not in "
-                               "bucket %u",
-                               i, d, b);
+            return sharc__fail(
+                s->ctx, SHARC_ERR_STATE,
+                "cannot resume: sampler state: buffered item %u (duration %g) is not in "
+                "bucket %u",
+                i, d, b);
     }
     return 0;
 }
@@ -1005,12 +1022,13 @@ static int reload_items(sharc__sampler *s, const unsigned char *items_p, uint32_
             give_back(s, &it, SHARC__RELEASE_REJECTED);
             double d;
             memcpy(&d, &dur, sizeof d);
-            return sharc__fail(s->ctx, SHARC_ERR_STATE,
-                               "sampler state: item %#llx reloaded as %#llx with %.17g s and "
-                               "%llu bytes, the state has %.17g s and %llu bytes: the data "
-                               "changed since the state was saved",
-                               (unsigned long long)key, (unsigned long long)it.key, it.duration,
-                               (unsigned long long)it.bytes, d, (unsigned long long)bytes);
+            return sharc__fail(
+                s->ctx, SHARC_ERR_STATE,
+                "cannot resume: sampler state: item %#llx reloaded as %#llx with %.17g s and "
+                "%llu bytes, the state has %.17g s and %llu bytes: the data "
+                "changed since the state was saved",
+                (unsigned long long)key, (unsigned long long)it.key, it.duration,
+                (unsigned long long)it.bytes, d, (unsigned long long)bytes);
         }
         if (b == NONE) {
             s->pending = it;

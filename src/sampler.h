@@ -86,6 +86,11 @@ typedef struct sharc__sampler_source {
      * values, else the restore fails with SHARC_ERR_STATE (the data changed).
      */
     int (*reload)(void *cookie, uint64_t key, sharc__sitem *out);
+    /**
+     * Optional: write what names `item` for a person (a cut id and where it is) into
+     * out[cap]; the sampler's messages use it instead of the item's key. NULL: the key.
+     */
+    void (*describe)(void *cookie, const sharc__sitem *item, char *out, size_t cap);
 } sharc__sampler_source;
 
 /** Sampler settings. Fill with sharc__sampler_default_settings() first. */

@@ -381,6 +381,16 @@ START_TEST(corrupt_states_are_rejected)
         ck_assert_int_eq(sharc_reader_next_batch(r, &b), SHARC_ERR_STATE);
         sharc_reader_close(&r);
     }
+    /* Other sampler settings: refused by the sampler, with the same opening words. */
+    sharc_reader_settings s4 = s;
+    s4.sampler.buffer_size = 31;
+    s4.resume_state = blob;
+    s4.resume_state_size = size;
+    ck_assert_int_eq(sharc_reader_open(&r, &s4), 0);
+    ck_assert_int_eq(sharc_reader_next_batch(r, &b), SHARC_ERR_STATE);
+    ck_assert_str_eq(sharc_reader_last_error(r),
+                     "cannot resume: sampler state: saved with different sampler settings");
+    sharc_reader_close(&r);
     /* Other settings: a different seed. */
     sharc_reader_settings s3 = s;
     s3.seed = 4;
@@ -999,6 +1009,63 @@ START_TEST(long_member_windows_read_once)
 }
 END_TEST
 
+static char sampler_warning[1024];
+static void capture_sampler_warning(void *cookie, sharc_log_level level, const char *fmt,
+                                    va_list ap)
+{
+    (void)cookie;
+    char line[1024];
+    vsnprintf(line, sizeof line, fmt, ap);
+    if (level == SHARC_LOG_WARN && strstr(line, "sampler:"))
+        snprintf(sampler_warning, sizeof sampler_warning, "%s", line);
+}
+
+/* The sampler's messages about one cut name it by its id, shard and member, not its key. */
+START_TEST(sampler_messages_name_the_cut)
+{
+    make_corpus();
+    sharc_reader_settings s;
+    const char *paths[1];
+    settings_for(&s, paths, 1, 0);
+    s.sampler.shuffle = 0;
+    s.shuffle_shards = 0;
+    char first[256], want[1400];
+    expected_field(corpus_dir, 0, "id", first, sizeof first);
+    snprintf(want, sizeof want, "cut %s (%s/recording.000000.tar member %s.flac)", first,
+             corpus_path, first);
+    /* Fixed batch sizes for bins that end below the first cut (0.5-8 s): an error. */
+    const double bins[1] = {0.25};
+    const uint32_t sizes[2] = {4, 4};
+    s.sampler.max_duration = 0;
+    s.sampler.bins = bins;
+    s.sampler.n_bins = 1;
+    s.sampler.bucket_batch_size = sizes;
+    sharc_reader *r;
+    sharc_batch *b;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    ck_assert_int_eq(sharc_reader_next_batch(r, &b), SHARC_ERR_TOO_LARGE);
+    const char *e = sharc_reader_last_error(r);
+    ck_assert_msg(strstr(e, want) && strstr(e, "--max-cut-duration"), "%s", e);
+    sharc_reader_close(&r);
+    /* A cut longer than max_duration alone: a batch of its own, with a warning naming it. */
+    settings_for(&s, paths, 1, 0);
+    s.sampler.shuffle = 0;
+    s.shuffle_shards = 0;
+    s.sampler.max_duration = 0.1;
+    s.logger.callback = capture_sampler_warning;
+    s.logger.level = SHARC_LOG_WARN;
+    sampler_warning[0] = 0;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    ck_assert_int_eq(sharc_reader_next_batch(r, &b), 0);
+    ck_assert_int_eq(b->tensors[0].shape[0], 1);
+    sharc_batch_release(b);
+    ck_assert_msg(strstr(sampler_warning, "sampler: cut ") &&
+                      strstr(sampler_warning, "exceeds max_duration 0.1 s"),
+                  "%s", sampler_warning);
+    sharc_reader_close(&r);
+}
+END_TEST
+
 /* Log lines at WARN and ERROR, to check that one problem is one line. */
 static int log_errors, log_warnings;
 static char last_logged[1024];
@@ -1250,6 +1317,7 @@ int main(void)
     tcase_add_test(tc, decode_errors_under_both_policies);
     tcase_add_test(tc, batches_hold_one_sampling_rate);
     tcase_add_test(tc, batch_too_large_names_its_longest_cut);
+    tcase_add_test(tc, sampler_messages_name_the_cut);
     tcase_add_test(tc, one_report_per_problem);
     tcase_add_test(tc, long_member_windows_read_once);
     tcase_add_loop_test(tc, every_layout_in_batches, 0, 3);

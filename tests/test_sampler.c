@@ -95,7 +95,7 @@ static int src_reload(void *cookie, uint64_t key, sharc__sitem *out)
 
 static sharc__sampler_source source_of(src *s)
 {
-    sharc__sampler_source so = {s, src_pull, src_release, src_reload};
+    sharc__sampler_source so = {s, src_pull, src_release, src_reload, NULL};
     return so;
 }
 
