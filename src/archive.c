@@ -639,6 +639,10 @@ int sharc__tar_file_is_plain(const char *path)
 
 void sharc__tar_set_lazy(sharc__tar *t, int (*leave)(const char *name))
 {
+    /* A tar that libarchive decompresses (zstd; gzip is inflated here, in the source) has
+     * its payloads at offsets of the decompressed stream, not of the file: read them. */
+    if (archive_filter_code(t->a, 0) != ARCHIVE_FILTER_NONE)
+        return;
     t->lazy = 1;
     t->leave = leave;
     t->src.small_reads = 1;

@@ -433,14 +433,15 @@ START_TEST(backpressure_and_mode_errors)
 }
 END_TEST
 
-/* NeMo (offset rows, -subN) and WebDataset (lengths from headers) in batches, sample-exact. */
-/* Every layout, from gzip tars (audio read into the buffer, on read-ahead lanes) and from
- * plain tars (audio left in the file and read by the decode threads), FLAC and WAV. */
+/* NeMo (offset rows, -subN) and WebDataset (lengths from headers) in batches, sample-exact.
+ * Every layout, from gzip and zstd tars (audio read into the buffer, on read-ahead lanes)
+ * and from plain tars (audio left in the file and read by the decode threads), FLAC and
+ * WAV. */
 START_TEST(every_layout_in_batches)
 {
     static const char *layouts[] = {"shar", "nemo", "wds"};
     static const char *variants[] = {"--compress gzip", "--compress none",
-                                     "--compress none --codec wav"};
+                                     "--compress none --codec wav", "--compress zstd --codec wav"};
     char args[200];
     snprintf(args, sizeof args, "--layout all %s --shards 3 --cuts-per-shard 6 --max-duration 5",
              variants[_i]);
@@ -461,7 +462,7 @@ START_TEST(every_layout_in_batches)
         const char *paths[] = {path};
         sharc_reader_settings s;
         settings_on(&s, paths);
-        s.n_threads = _i == 2 ? 4 : 2;
+        s.n_threads = _i >= 2 ? 4 : 2;
         s.sampler.max_duration = 15;
         sharc_reader *r;
         sharc_batch *b;
@@ -1320,7 +1321,7 @@ int main(void)
     tcase_add_test(tc, sampler_messages_name_the_cut);
     tcase_add_test(tc, one_report_per_problem);
     tcase_add_test(tc, long_member_windows_read_once);
-    tcase_add_loop_test(tc, every_layout_in_batches, 0, 3);
+    tcase_add_loop_test(tc, every_layout_in_batches, 0, 4);
     tcase_add_test(tc, read_ahead_keeps_order_with_problems);
     tcase_add_test(tc, read_ahead_over_full_queues);
     /* Last: should it fail, the tight limit on open files stays (no fork). */
