@@ -603,6 +603,11 @@ int sharc__reader_seek(sharc_reader *r, const sharc__walk_pos *pos)
     int rc = 0;
     walk_close(r);
     set_epoch(r, pos->epoch);
+    if (pos->order_pos > r->n_order)
+        return sharc__fail(&r->ctx, SHARC_ERR_STATE,
+                           "cannot resume: the state points at position %llu of a shard order "
+                           "of %zu",
+                           (unsigned long long)pos->order_pos, r->n_order);
     r->pos = *pos;
     if (r->ra) /* read ahead from the shard after the open one */
         plan_from(r, pos->order_pos);
@@ -611,7 +616,7 @@ int sharc__reader_seek(sharc_reader *r, const sharc__walk_pos *pos)
     if (pos->order_pos == 0 || pos->order_pos > r->n_order ||
         r->order[pos->order_pos - 1] != pos->shard_index)
         return sharc__fail(&r->ctx, SHARC_ERR_STATE,
-                           "state points at shard %u, which is not "
+                           "cannot resume: the state points at shard %u, which is not "
                            "where this dataset's shard order puts it",
                            pos->shard_index);
     /* Skip what the saved reader had taken from the open shard: bounded by one shard. */

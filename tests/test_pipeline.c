@@ -381,6 +381,23 @@ START_TEST(corrupt_states_are_rejected)
         ck_assert_int_eq(sharc_reader_next_batch(r, &b), SHARC_ERR_STATE);
         sharc_reader_close(&r);
     }
+    /* A forged state whose checksum holds: a walk position past the shard order (the u64 at
+     * byte 32), with no shard open (byte 56), is refused before it is used. */
+    memcpy(bad, blob, size);
+    bad[32] = 100;
+    memset(bad + 33, 0, 7);
+    memset(bad + 56, 0, 8);
+    uint64_t crc = (uint32_t)crc32(0L, bad, (uInt)(size - 8));
+    for (int k = 0; k < 8; k++)
+        bad[size - 8 + (size_t)k] = (uint8_t)(crc >> (8 * k));
+    sharc_reader_settings s5 = s;
+    s5.resume_state = bad;
+    s5.resume_state_size = size;
+    ck_assert_int_eq(sharc_reader_open(&r, &s5), 0);
+    ck_assert_int_eq(sharc_reader_next_batch(r, &b), SHARC_ERR_STATE);
+    ck_assert_str_eq(sharc_reader_last_error(r),
+                     "cannot resume: the state points at position 100 of a shard order of 6");
+    sharc_reader_close(&r);
     /* Other sampler settings: refused by the sampler, with the same opening words. */
     sharc_reader_settings s4 = s;
     s4.sampler.buffer_size = 31;
