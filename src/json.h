@@ -17,6 +17,10 @@
  */
 #define SHARC__MAX_SECONDS 1e7
 
+/* At most this many channels, as libsndfile (SF_MAX_CHANNELS): metadata that give more are a
+ * problem of the cut, not a buffer size. */
+#define SHARC__MAX_CHANNELS 1024
+
 /** A Lhotse cut line (MonoCut): id, duration, supervisions, recording placeholder. */
 int sharc__json_lhotse_cut(sharc__ctx *ctx, const char *line, size_t len, sharc__rawcut *c);
 

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "json.h"
 #include "readahead.h"
 #include "reader_impl.h"
 #include "resume.h"
@@ -532,12 +533,45 @@ static int job_info(sharc_reader *r, const sharc__decode_job *j, sharc__audio_in
     return 0;
 }
 
-/* Make rate, channels and length known, from the metadata or else the audio header. */
+/*
+ * Metadata that contradict themselves are a problem of the cut, found before anything is
+ * allocated for it: more channels than an audio file can have, or a duration and a sample
+ * count further apart than length_tolerance (at least one sample). Lhotse writes both from
+ * the same audio; a sample count that lies would otherwise size the cut's buffers.
+ */
+static int check_metadata(sharc_reader *r)
+{
+    const sharc__rawcut *c = &r->raw;
+    const sharc__decode_job j = raw_job(c);
+    int rc;
+    if (c->channels > SHARC__MAX_CHANNELS) {
+        rc = sharc__set_error(&r->ctx, SHARC_ERR_AUDIO_MISMATCH,
+                              "%s member %s (cut %s): its metadata give %d channels, more than "
+                              "the %d an audio file can have",
+                              j.shard, j.member, j.id, c->channels, SHARC__MAX_CHANNELS);
+        return cut_problem(&r->ctx, &r->err, rc, SHARC_PROBLEM_AUDIO_FORMAT, j.shard, j.member,
+                           j.id);
+    }
+    double want = c->duration * c->sampling_rate;
+    double tolerance = r->s.length_tolerance * c->sampling_rate;
+    if (fabs((double)c->num_samples - want) > (tolerance > 1 ? tolerance : 1)) {
+        rc = sharc__set_error(&r->ctx, SHARC_ERR_AUDIO_MISMATCH,
+                              "%s member %s (cut %s): its metadata disagree: a duration of %g s "
+                              "is %.0f samples at %d Hz, and num_samples says %lld",
+                              j.shard, j.member, j.id, c->duration, want, c->sampling_rate,
+                              (long long)c->num_samples);
+        return cut_problem(&r->ctx, &r->err, rc, SHARC_PROBLEM_LENGTH, j.shard, j.member, j.id);
+    }
+    return 0;
+}
+
+/* Make rate, channels and length known, from the metadata or else the audio header, and
+ * check that they agree. */
 static int describe_cut(sharc_reader *r)
 {
     sharc__rawcut *c = &r->raw;
     if (c->sampling_rate > 0 && c->num_samples >= 0 && c->duration >= 0 && c->channels > 0)
-        return 0;
+        return check_metadata(r);
     sharc__audio_info info;
     sharc__decode_job j = raw_job(c);
     int rc = job_info(r, &j, &info);
@@ -553,7 +587,7 @@ static int describe_cut(sharc_reader *r)
         c->duration = 0;
     if (c->num_samples < 0)
         c->num_samples = round_half_up(c->duration * c->sampling_rate);
-    return 0;
+    return check_metadata(r);
 }
 
 int sharc__reader_pull(sharc_reader *r)
@@ -712,10 +746,14 @@ static int decode_cut(sharc_reader *r)
     sharc__rawcut *c = &r->raw;
     sharc__decode_job j = raw_job(c);
     size_t cap = (size_t)(c->num_samples > 0 ? c->num_samples : 1) * (size_t)c->channels;
-    int channels, rc = grow_samples(r, cap);
-    if (rc < 0)
-        return rc;
     reset_err(r);
+    int channels, rc = grow_samples(r, cap);
+    if (rc < 0) {
+        rc = sharc__set_error(&r->ctx, SHARC_ERR_TOO_LARGE,
+                              "%s member %s (cut %s): cannot allocate %zu samples for its audio",
+                              j.shard, j.member, j.id, cap);
+        return cut_problem(&r->ctx, &r->err, rc, SHARC_PROBLEM_TOO_LARGE, j.shard, j.member, j.id);
+    }
     rc = sharc__reader_decode(r, &r->ctx, &r->fetch, &j, r->samples, cap, &channels, &r->err);
     if (rc < 0)
         return rc;

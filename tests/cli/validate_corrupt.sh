@@ -101,6 +101,44 @@ check nemo-duration "$tmp/x" "$member" 5
 validate
 check problem "$tmp/v.jsonl" "code=length,shard=audio_2.tar,member=$member"
 
+# A Shar recording whose num_samples lies (2^61 samples for well under a second of audio): a
+# length problem naming the cut, found from the metadata before any buffer is sized by it.
+fresh shar
+id=$(ids shar 0 | sed -n 2p)
+"$PYTHON" - "$tmp/x/recording.000000.tar" "$id.json" <<'PY'
+import io, json, sys, tarfile
+path, name = sys.argv[1:]
+src = tarfile.open(path)
+members = [(m, src.extractfile(m).read()) for m in src.getmembers()]
+out = io.BytesIO()
+with tarfile.open(fileobj=out, mode="w:", format=tarfile.PAX_FORMAT) as dst:
+    for m, data in members:
+        if m.name == name:
+            meta = json.loads(data)
+            meta["num_samples"] = 2**61
+            data = json.dumps(meta).encode()
+            m.size = len(data)
+        dst.addfile(m, io.BytesIO(data))
+open(path, "wb").write(out.getvalue())
+PY
+validate
+check problem "$tmp/v.jsonl" "code=length,shard=recording.000000.tar,member=$id.flac,cut_id=$id,count=1,message=num_samples says 2305843009213693952"
+check min-cuts "$tmp/v.jsonl" 11
+
+# A cut line whose duration is 100 s for a cut of at most 2 s: a length problem too.
+fresh shar
+id=$(ids shar 1 | sed -n 1p)
+"$PYTHON" - "$tmp/x/cuts.000001.jsonl" <<'PY'
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+cut = json.loads(lines[0])
+cut["duration"] = 100.0
+lines[0] = json.dumps(cut)
+open(sys.argv[1], "w").write("\n".join(lines) + "\n")
+PY
+validate
+check problem "$tmp/v.jsonl" "code=length,shard=recording.000001.tar,cut_id=$id,count=1,message=a duration of 100 s is 1600000 samples"
+
 # A Shar shard duplicated under another index: every id of it is reported, naming both shards.
 fresh shar
 check duplicate-shard "$tmp/x" 000000 000003
