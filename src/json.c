@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 /* cJSON allocates with malloc; documents are parsed and freed within one call, so it
@@ -160,6 +161,21 @@ int sharc__json_lhotse_cut(sharc__ctx *ctx, const char *line, size_t len, sharc_
         goto done;
     }
     c->duration = duration;
+    /* Lhotse's SharWriter stores each cut's own audio and writes start 0. A cut that starts
+     * elsewhere in its recording would need the recording cut, which sharc does not do. */
+    double start = 0;
+    const cJSON *start_item = cJSON_GetObjectItemCaseSensitive(root, "start");
+    if (start_item && !cJSON_IsNull(start_item) &&
+        (!get_number(root, "start", &start) || start != 0)) {
+        char value[64] = "a value that is not a finite number";
+        if (cJSON_IsNumber(start_item) && isfinite(start))
+            snprintf(value, sizeof value, "%g", start);
+        rc = sharc__set_error(ctx, SHARC_ERR_JSON,
+                              "cut %s has \"start\" %s: Shar cuts start at 0 (Lhotse stores "
+                              "each cut's own audio), and sharc does not cut recordings by start",
+                              id, value);
+        goto done;
+    }
     const char *type = get_string(root, "type");
     if (type && strcmp(type, "MonoCut") != 0 && strcmp(type, "MultiCut") != 0 &&
         strcmp(type, "Cut") != 0) {

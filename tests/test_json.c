@@ -85,6 +85,28 @@ START_TEST(numbers_out_of_range)
     const char *ok = "{\"id\": \"a\", \"duration\": 1e7}";
     ck_assert_int_eq(sharc__json_lhotse_cut(&ctx, ok, strlen(ok), &c), 0);
     ck_assert(c.duration == 1e7);
+    /* A start other than 0 (or null, which is absent) would need the recording cut. */
+    const char *starts[] = {"{\"id\": \"a\", \"start\": 2.5, \"duration\": 1}",
+                            "{\"id\": \"a\", \"start\": \"0\", \"duration\": 1}",
+                            "{\"id\": \"a\", \"start\": 0, \"duration\": 1}",
+                            "{\"id\": \"a\", \"start\": 0.0, \"duration\": 1}",
+                            "{\"id\": \"a\", \"start\": null, \"duration\": 1}"};
+    const char *start_why[] = {"2.5", "a value that is not a finite number"};
+    for (int i = 0; i < 5; i++) {
+        sharc__rawcut_reset(&c);
+        int rc = sharc__json_lhotse_cut(&ctx, starts[i], strlen(starts[i]), &c);
+        if (i >= 2) {
+            ck_assert_int_eq(rc, 0);
+            continue;
+        }
+        ck_assert_int_eq(rc, SHARC_ERR_JSON);
+        char want_text[256];
+        snprintf(want_text, sizeof want_text,
+                 "cut a has \"start\" %s: Shar cuts start at 0 (Lhotse stores each cut's own "
+                 "audio), and sharc does not cut recordings by start",
+                 start_why[i]);
+        ck_assert_str_eq(ctx.error, want_text);
+    }
 
     sharc__nemo_row row = {0};
     const char *rows[] = {"{\"audio_filepath\": \"x.wav\", \"duration\": 2e7}",
