@@ -21,7 +21,7 @@
 #include <mpi.h>
 #endif
 
-static const char *const cmd = "bench";
+static const char *const cmd = "bench --broadcast-only";
 
 #define ROWS     32
 #define ID_BYTES 16
@@ -60,8 +60,13 @@ static void print_help(void)
            "  --bytes N           audio bytes per batch, a multiple of 128 is used\n"
            "                      (default 20480000: 32 x 160000 float32)\n"
            "  --steps N           measured steps of each kind (default 50)\n"
-           "  --warmup N          unmeasured steps first, at least 8 (default 10)\n" CLI_DIST_HELP
-           "                      (here the default mesh is cp=<world size>: one group)\n"
+           "  --warmup N          unmeasured steps first, at least 8 (default 10)\n"
+           "  --transport T       self (default) or mpi, which runs under mpirun, one process\n"
+           "                      per rank, the rank and size from MPI_COMM_WORLD (not nccl:\n"
+           "                      the raw broadcast compared with is MPI_Bcast)\n"
+           "  --mesh SPEC         rank mesh, axes outermost first (\"dp=2,cp=2\"); each cp/tp\n"
+           "                      group broadcasts from its coordinate-0 rank (default:\n"
+           "                      cp=<world size>, one group)\n"
            "  --json              print one JSON object per rank:\n"
            "                      "
            "{\"seconds_per_step\",\"raw_seconds_per_step\",\"ratio\",\"bytes\",\n"

@@ -113,6 +113,12 @@ int cli_dist_setup(const char *cmd, cli_dist *d)
     snprintf(spec, sizeof spec, "%s=%d", d->default_axis, d->world_size);
     if (sharc_mesh_parse(&d->mesh, d->mesh_spec ? d->mesh_spec : spec, d->rank, d->world_size) < 0)
         return cli_usage_error(cmd, "--mesh: %s", d->mesh.error);
+    if (!use_mpi && d->world_size > 1) /* so that a stray RANK never halves a run unnoticed */
+        fprintf(stderr,
+                "sharc %s: rank %d of %d (RANK and WORLD_SIZE from the environment): reading "
+                "data-parallel slot %d of %d\n",
+                cmd, d->rank, d->world_size, sharc_mesh_dp_rank(&d->mesh),
+                sharc_mesh_dp_size(&d->mesh));
     if (sharc_mesh_group_size(&d->mesh) == 1 && strcmp(d->transport, "nccl") != 0)
         return 0; /* a group of one needs no transport at all */
     if (!use_mpi)

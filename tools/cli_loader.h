@@ -26,7 +26,10 @@ enum { CLI_OPT_TRANSPORT = 2000, CLI_OPT_MESH };
 /** Lines for --help describing --transport and --mesh. */
 #define CLI_DIST_HELP                                                                              \
     "  --transport T       self (default), mpi or nccl; mpi and nccl run under mpirun, one\n"      \
-    "                      process per rank, the rank and size from MPI_COMM_WORLD\n"              \
+    "                      process per rank, the rank and size from MPI_COMM_WORLD (nccl:\n"       \
+    "                      the GPU from LOCAL_RANK, else OMPI_COMM_WORLD_LOCAL_RANK, else\n"       \
+    "                      0); with self, from RANK and WORLD_SIZE when set (torchrun's\n"         \
+    "                      variables; default 0 and 1), each process reading its own slot\n"       \
     "  --mesh SPEC         rank mesh, axes outermost first (\"dp=2,cp=2\"); cp and tp are\n"       \
     "                      broadcast axes: their coordinate-0 rank reads, its peers receive\n"     \
     "                      (default: dp=<world size>, every rank reads its own slot)\n"

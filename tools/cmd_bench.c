@@ -92,8 +92,9 @@ static void print_help(void)
         "  --sampling-rate HZ  required sampling rate (default: any; a batch holds one rate)\n"
         "  --channel K         keep channel K of multi-channel audio (default: all; batches\n"
         "                      need one channel)\n"
-        "  --threads N         decode threads for batches (with N > 1, as many shard read-ahead\n"
-        "                      threads, at most 8); 0 = all %d online cores (default 0)\n"
+        "  --threads N         decode threads for batches (with N > 1, shard read-ahead\n"
+        "                      threads too: as many for compressed tars, one per 4 for plain\n"
+        "                      ones, at most 8); 0 = all online cores (default 0)\n"
         "  --prefetch N        batches prepared ahead; 0 = 2 per thread + 2, at most 16\n"
         "                      (default 0)\n"
         "  --read-ahead-bytes N  encoded bytes read ahead by the read-ahead threads, all\n"
@@ -108,8 +109,7 @@ static void print_help(void)
         "  --quadratic-duration Q  a cut counts as d + d*d/Q (default "
         "off)\n" CLI_RO_HELP_BUFFER_SIZE
         "  --no-shuffle        no shuffle inside buckets nor of the shard order\n"
-        "\n",
-        cli_online_cpus());
+        "\n");
     printf(
         "Distributed (batches; every rank prints its own report):\n" CLI_DIST_HELP
         "                      (the window is then --batches N, default 20: ranks stop together)\n"

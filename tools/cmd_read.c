@@ -108,8 +108,9 @@ static void print_help(void)
            "  --min-duration S    filter out (and count) cuts shorter than S seconds (default 0)\n"
            "  --max-cut-duration S  filter out (and count) cuts longer than S seconds\n"
            "                      (default: none)\n"
-           "  --threads N         decode threads (with N > 1, as many shard read-ahead threads,\n"
-           "                      at most 8); 0 = all %d online cores (default 0)\n"
+           "  --threads N         decode threads (with N > 1, shard read-ahead threads too: as\n"
+           "                      many for compressed tars, one per 4 for plain ones, at most\n"
+           "                      8); 0 = all online cores (default 0)\n"
            "  --prefetch N        batches prepared ahead of the one printed; 0 = 2 per thread\n"
            "                      + 2, at most 16 (default 0)\n"
            "  --read-ahead-bytes N  encoded bytes read ahead of the sampler by the read-ahead\n"
@@ -126,7 +127,7 @@ static void print_help(void)
            "                      missing) as DIR/step<k>.<tensor>.npy (NumPy format 1.0)\n"
            "                      (default: none)\n"
            "\n",
-           DEFAULT_MAX_DURATION, cli_online_cpus(), MAX_SAVES);
+           DEFAULT_MAX_DURATION, MAX_SAVES);
     printf("Cuts (--cuts):\n"
            "  --cuts              read single cuts (sharc_reader_next) instead of batches; the\n"
            "                      batching options are then refused\n"

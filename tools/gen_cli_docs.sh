@@ -22,6 +22,12 @@ gen="${1:-build}/testdata/sharc-gen"
     echo '```'
   done
   echo
+  echo "## sharc bench --broadcast-only"
+  echo
+  echo '```'
+  "$sharc" bench --broadcast-only --help
+  echo '```'
+  echo
   echo "## sharc-gen (test corpus generator, built in testdata/)"
   echo
   echo '```'

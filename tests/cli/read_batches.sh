@@ -135,6 +135,10 @@ expect_in "$tmp/out" "$first"
 expect_in "$tmp/out" "-- $n batches (steps 0..$((n - 1)))"
 expect_rc 0 "$SHARC" read --quiet $B "$d"
 [ "$(wc -l <"$tmp/out")" -eq 3 ] || fail "--quiet printed more than the summary"
+# torchrun's RANK and WORLD_SIZE make a plain run read its own slot only, and it says so.
+expect_rc 0 env RANK=1 WORLD_SIZE=2 "$SHARC" read --quiet $B "$d"
+expect_in "$tmp/err" "sharc read: rank 1 of 2 (RANK and WORLD_SIZE from the environment): reading data-parallel slot 1 of 2"
+grep -q -- "-- $n batches" "$tmp/out" && fail "RANK=1 WORLD_SIZE=2 read every batch"
 # A read error is exit 1 with the reader's message; a multi-channel corpus needs --channel.
 gen "$tmp/st" --layout shar --shards 1 --cuts-per-shard 3 --max-duration 2 --channels 2 --codec wav
 expect_rc 1 "$SHARC" read --json "$tmp/st/shar"
