@@ -184,13 +184,14 @@ static void print_help(void)
         "<column>_offsets '<i4' [cuts + 1] and <column>_bytes '|u1' [N]: string i is\n"
         "bytes[offsets[i]:offsets[i+1]] in UTF-8. numpy.load() reads them.\n"
         "\n"
-        "Exit status: 0 success, 1 read error, unreadable or rejected --resume state, or a\n"
-        "file that could not be written (the message is printed on stderr), 2 usage error.\n"
+        "Exit status: 0 success, 1 read error, unreadable or rejected --resume state, a\n"
+        "--save-state-at step the run did not reach, or a file that could not be written (the\n"
+        "message is printed on stderr), 2 usage error.\n"
         "\n"
         "Example:\n"
         "  sharc read --json --max-duration 200 --num-buckets 8 --threads 4 data/shar\n"
         "  mpirun -n 4 sharc read --transport mpi --mesh dp=2,cp=2 --json data/shar\n"
-        "  sharc read --save-state-at 100 state.bin --limit 101 data/shar\n"
+        "  sharc read --save-state-at 5 state.bin --limit 6 data/shar\n"
         "  sharc read --resume state.bin --dump-dir /tmp/batches --limit 5 data/shar\n"
         "  sharc read --cuts --json --epochs 2 --seed 7 --dp-rank 0 --dp-size 4 data/shar\n");
 }
