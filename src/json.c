@@ -10,9 +10,68 @@
 /* cJSON allocates with malloc; documents are parsed and freed within one call, so it
  * never holds memory across calls. */
 
+/*
+ * Where the first byte of `s` that is not well-formed UTF-8 is (as Python's strict decoder
+ * judges: no overlong forms, surrogates or code points past U+10FFFF), or len when none.
+ * Lhotse and NeMo read these files as UTF-8 text and stop at such a byte.
+ */
+static size_t utf8_invalid_at(const uint8_t *s, size_t len)
+{
+    size_t i = 0;
+    while (i < len) {
+        uint8_t c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t n;
+        uint8_t lo = 0x80, hi = 0xBF; /* the range of the second byte */
+        if (c >= 0xC2 && c <= 0xDF) {
+            n = 2;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            n = 3;
+            lo = c == 0xE0 ? 0xA0 : 0x80;
+            hi = c == 0xED ? 0x9F : 0xBF;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            n = 4;
+            lo = c == 0xF0 ? 0x90 : 0x80;
+            hi = c == 0xF4 ? 0x8F : 0xBF;
+        } else {
+            return i;
+        }
+        if (len - i < n || s[i + 1] < lo || s[i + 1] > hi)
+            return i;
+        for (size_t k = 2; k < n; k++)
+            if (s[i + k] < 0x80 || s[i + k] > 0xBF)
+                return i;
+        i += n;
+    }
+    return len;
+}
+
 static cJSON *parse(sharc__ctx *ctx, const char *text, size_t len, int *rc)
 {
-    cJSON *root = cJSON_ParseWithLength(text, len);
+    size_t bad = utf8_invalid_at((const uint8_t *)text, len);
+    if (bad < len) {
+        *rc = sharc__set_error(ctx, SHARC_ERR_JSON, "invalid UTF-8 at byte %zu", bad);
+        return NULL;
+    }
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (root) {
+        /* One value per line, as json.loads() wants: anything but spaces after it is an
+         * error, not ignored. */
+        size_t at = (size_t)(end - text);
+        while (at < len &&
+               (text[at] == ' ' || text[at] == '\t' || text[at] == '\r' || text[at] == '\n'))
+            at++;
+        if (at < len) {
+            cJSON_Delete(root);
+            *rc = sharc__set_error(ctx, SHARC_ERR_JSON,
+                                   "invalid JSON near byte %zu: more after the object", at);
+            return NULL;
+        }
+    }
     if (!root) {
         /* cJSON keeps the error position in one global for all threads, and read-ahead
          * lanes parse at the same time: use it only when it points into this text. */
@@ -34,15 +93,27 @@ static cJSON *parse(sharc__ctx *ctx, const char *text, size_t len, int *rc)
     return root;
 }
 
+/* The value of `key` in object `o`: the last one when the key is repeated, as Python's
+ * json module (and so Lhotse and NeMo) reads it. */
+static const cJSON *member(const cJSON *o, const char *key)
+{
+    const cJSON *found = NULL;
+    if (cJSON_IsObject(o))
+        for (const cJSON *v = o->child; v; v = v->next)
+            if (v->string && strcmp(v->string, key) == 0)
+                found = v;
+    return found;
+}
+
 static const char *get_string(const cJSON *o, const char *key)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    const cJSON *v = member(o, key);
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
 static int get_number(const cJSON *o, const char *key, double *out)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    const cJSON *v = member(o, key);
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
         return 0;
     *out = v->valuedouble;
@@ -133,7 +204,7 @@ static int recording_fields(sharc__ctx *ctx, const cJSON *rec, sharc__rawcut *c)
     }
     if (get_int64(rec, "num_samples", INT64_MAX / 2, &v))
         c->num_samples = v;
-    const cJSON *ch = cJSON_GetObjectItemCaseSensitive(rec, "channel_ids");
+    const cJSON *ch = member(rec, "channel_ids");
     if (cJSON_IsArray(ch))
         c->channels = cJSON_GetArraySize(ch);
     return 0;
@@ -164,7 +235,7 @@ int sharc__json_lhotse_cut(sharc__ctx *ctx, const char *line, size_t len, sharc_
     /* Lhotse's SharWriter stores each cut's own audio and writes start 0. A cut that starts
      * elsewhere in its recording would need the recording cut, which sharc does not do. */
     double start = 0;
-    const cJSON *start_item = cJSON_GetObjectItemCaseSensitive(root, "start");
+    const cJSON *start_item = member(root, "start");
     if (start_item && !cJSON_IsNull(start_item) &&
         (!get_number(root, "start", &start) || start != 0)) {
         char value[64] = "a value that is not a finite number";
@@ -182,10 +253,9 @@ int sharc__json_lhotse_cut(sharc__ctx *ctx, const char *line, size_t len, sharc_
         rc = sharc__set_error(ctx, SHARC_ERR_JSON, "cut %s has unsupported type %s", id, type);
         goto done;
     }
-    if ((rc = parse_supervisions(ctx, cJSON_GetObjectItemCaseSensitive(root, "supervisions"), c)) <
-        0)
+    if ((rc = parse_supervisions(ctx, member(root, "supervisions"), c)) < 0)
         goto done;
-    const cJSON *rec = cJSON_GetObjectItemCaseSensitive(root, "recording");
+    const cJSON *rec = member(root, "recording");
     if (cJSON_IsObject(rec) && (rc = recording_fields(ctx, rec, c)) < 0)
         goto done;
     rc = sharc__buf_set(ctx, &c->json, line, len);
@@ -221,7 +291,7 @@ int sharc__json_lhotse_field(sharc__ctx *ctx, const char *line, size_t len, cons
     }
     if ((rc = sharc__buf_set_str(ctx, cut_id, id)) < 0)
         goto done;
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, field);
+    const cJSON *v = member(root, field);
     if (v) {
         char *s = cJSON_PrintUnformatted(v);
         if (!s) {
@@ -274,7 +344,7 @@ int sharc__json_nemo_row(sharc__ctx *ctx, const char *line, size_t len, const ch
         sharc__wrap_error(ctx, rc, "manifest row %s", path);
         goto done;
     }
-    row->skipme = truthy(cJSON_GetObjectItemCaseSensitive(root, "_skipme"));
+    row->skipme = truthy(member(root, "_skipme"));
     row->shard_id = shard_id_of(root);
     if ((rc = set_opt(ctx, &c->text, &c->has_text, get_string(root, text_field))) < 0)
         goto done;

@@ -20,6 +20,33 @@ START_TEST(bad_json_names_the_byte)
     const char *line = "{\"id\": \"a\", \"duration\": }";
     ck_assert_int_eq(sharc__json_lhotse_cut(&ctx, line, strlen(line), &c), SHARC_ERR_JSON);
     ck_assert_str_eq(ctx.error, "invalid JSON near byte 24");
+    /* One object per line, as json.loads() reads it: spaces may follow, nothing else. */
+    const char *more = "{\"id\": \"a\", \"duration\": 1} x";
+    ck_assert_int_eq(sharc__json_lhotse_cut(&ctx, more, strlen(more), &c), SHARC_ERR_JSON);
+    ck_assert_str_eq(ctx.error, "invalid JSON near byte 27: more after the object");
+    const char *spaces = "{\"id\": \"a\", \"duration\": 1} \t\r\n";
+    ck_assert_int_eq(sharc__json_lhotse_cut(&ctx, spaces, strlen(spaces), &c), 0);
+    /* A repeated key: the last value, as Python's json module (Lhotse, NeMo) takes it. */
+    const char *twice = "{\"id\": \"a\", \"duration\": 1, \"duration\": 2.5}";
+    ck_assert_int_eq(sharc__json_lhotse_cut(&ctx, twice, strlen(twice), &c), 0);
+    ck_assert(c.duration == 2.5);
+    /* Bytes that are not UTF-8 (a stray byte, an overlong form, a surrogate, past U+10FFFF,
+     * a sequence cut short) are an error naming the byte; real multi-byte text is not. */
+    const char *bad_utf8[] = {"{\"id\": \"a\xff\", \"duration\": 1}",
+                              "{\"id\": \"a\xc0\xaf\", \"duration\": 1}",
+                              "{\"id\": \"a\xed\xa0\x80\", \"duration\": 1}",
+                              "{\"id\": \"a\xf4\x90\x80\x80\", \"duration\": 1}",
+                              "{\"id\": \"a\xe2\x82\", \"duration\": 1}"};
+    for (int i = 0; i < 5; i++) {
+        sharc__rawcut_reset(&c);
+        ck_assert_int_eq(sharc__json_lhotse_cut(&ctx, bad_utf8[i], strlen(bad_utf8[i]), &c),
+                         SHARC_ERR_JSON);
+        ck_assert_str_eq(ctx.error, "invalid UTF-8 at byte 9");
+    }
+    const char *good_utf8 = "{\"id\": \"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\", \"duration\": 1}";
+    sharc__rawcut_reset(&c);
+    ck_assert_int_eq(sharc__json_lhotse_cut(&ctx, good_utf8, strlen(good_utf8), &c), 0);
+    ck_assert_str_eq(sharc__buf_str(&c.id), "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80");
     const char *list = "[1, 2]";
     ck_assert_int_eq(sharc__json_lhotse_cut(&ctx, list, strlen(list), &c), SHARC_ERR_JSON);
     ck_assert_str_eq(ctx.error, "expected a JSON object");
