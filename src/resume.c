@@ -2,6 +2,7 @@
 #include "hash.h"
 
 #include <errno.h>
+#include <math.h>
 #include <string.h>
 #include <zlib.h>
 
@@ -218,6 +219,14 @@ int sharc__resume_parse(sharc_reader *r, const uint8_t *blob, size_t len, sharc_
     out->sampler_len = (size_t)sampler_len;
     if (shard >= r->ds.n_shards || open > 1 || (r->s.epochs && out->pos.epoch >= r->s.epochs))
         return bad_state(r, "the state points outside this dataset");
+    /* Values no run writes: steps and counts past 2^62, seconds that are not finite or are
+     * negative. */
+    const uint64_t huge = (uint64_t)1 << 62;
+    if (out->next_step > huge || out->pos.epoch > huge || out->stats.cuts > huge ||
+        out->stats.batches > huge || !(out->stats.audio_seconds >= 0) ||
+        !(out->stats.padded_seconds >= 0) || !isfinite(out->stats.audio_seconds) ||
+        !isfinite(out->stats.padded_seconds))
+        return bad_state(r, "the state's step or counters are out of range");
     out->pos.shard_index = (uint32_t)shard;
     out->pos.shard_open = (int)open;
     for (size_t i = 1; i < out->n_keys; i++)

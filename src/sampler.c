@@ -1061,6 +1061,13 @@ int sharc__sampler_restore(sharc__ctx *ctx, const sharc__sampler_settings *st,
         s->rng.s[i] = get_u64(&r);
     for (int i = 0; i < 4; i++)
         s->brng.s[i] = get_u64(&r);
+    /* xoshiro256** never reaches the all-zero state, and would stay in it. */
+    if ((s->rng.s[0] | s->rng.s[1] | s->rng.s[2] | s->rng.s[3]) == 0 ||
+        (s->brng.s[0] | s->brng.s[1] | s->brng.s[2] | s->brng.s[3]) == 0) {
+        rc = sharc__fail(s->ctx, SHARC_ERR_STATE,
+                         "cannot resume: sampler state: a random generator's state is all zeros");
+        goto fail;
+    }
     uint64_t bidx = get_u64(&r);
     s->usage = get_u64(&r);
     uint32_t flags = get_u32(&r);

@@ -398,6 +398,25 @@ START_TEST(corrupt_states_are_rejected)
     ck_assert_str_eq(sharc_reader_last_error(r),
                      "cannot resume: the state points at position 100 of a shard order of 6");
     sharc_reader_close(&r);
+    /* Forged counters and steps no run writes: NaN seconds, a step past 2^62. */
+    const size_t seconds_at = 8 * (9 + 7 + SHARC_PROBLEM_COUNT);
+    for (int k = 0; k < 2; k++) {
+        memcpy(bad, blob, size);
+        if (k == 0) {
+            double nan_value = NAN;
+            memcpy(bad + seconds_at, &nan_value, 8);
+        } else {
+            bad[16 + 7] = 0x80;
+        }
+        uint64_t c = (uint32_t)crc32(0L, bad, (uInt)(size - 8));
+        for (int j = 0; j < 8; j++)
+            bad[size - 8 + (size_t)j] = (uint8_t)(c >> (8 * j));
+        ck_assert_int_eq(sharc_reader_open(&r, &s5), 0);
+        ck_assert_int_eq(sharc_reader_next_batch(r, &b), SHARC_ERR_STATE);
+        ck_assert_str_eq(sharc_reader_last_error(r),
+                         "cannot resume: the state's step or counters are out of range");
+        sharc_reader_close(&r);
+    }
     /* Other sampler settings: refused by the sampler, with the same opening words. */
     sharc_reader_settings s4 = s;
     s4.sampler.buffer_size = 31;

@@ -1000,6 +1000,16 @@ START_TEST(corrupt_states_are_rejected)
         ck_assert_int_eq(try_restore(&sv, &sv.st, sv.blob, n), SHARC_ERR_STATE);
     ck_assert_ptr_nonnull(strstr(quiet_ctx.error, "sampler state:"));
 
+    /* A forged state with its checksum redone: an all-zero generator (bytes 24..55) would
+     * stay all zeros; it is refused before any item is reloaded. */
+    memcpy(copy, sv.blob, sv.size);
+    memset(copy + 24, 0, 32);
+    sharc__sampler_seal(copy, sv.size);
+    ck_assert_int_eq(try_restore(&sv, &sv.st, copy, sv.size), SHARC_ERR_STATE);
+    ck_assert_str_eq(quiet_ctx.error,
+                     "cannot resume: sampler state: a random generator's state is all zeros");
+    ck_assert_uint_eq(sv.so.reloads, 0);
+
     memcpy(copy, sv.blob, sv.size);
     copy[0] = 'X';
     ck_assert_int_eq(try_restore(&sv, &sv.st, copy, sv.size), SHARC_ERR_STATE);
