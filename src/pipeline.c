@@ -628,13 +628,26 @@ static void *worker_main(void *arg)
 
 /* ---- the caller's side ------------------------------------------------------------- */
 
-/* Drop the rows of cuts skipped under the SKIP policy, in place. */
-static void compact(slot *s)
+/*
+ * Drop the rows of cuts skipped under the SKIP policy, in place, and narrow the batch to
+ * its longest remaining row: a skipped cut does not keep the others padded to its length
+ * (a cut whose metadata overstated it would otherwise size every row). Returns the padded
+ * seconds that narrowing took from the remaining rows.
+ */
+static double compact(slot *s)
 {
     sharc_batch *b = s->batch;
-    size_t T = (size_t)s->T, out = 0;
+    size_t T = (size_t)s->T, out = 0, kept = 0;
     float *audio = b->tensors[0].data;
     int32_t *lens = b->tensors[1].data;
+    int64_t narrow = 0;
+    for (size_t i = 0; i < s->n; i++)
+        if (!s->skipped[i]) {
+            kept++;
+            if (lens[i] > narrow)
+                narrow = lens[i];
+        }
+    size_t T2 = (size_t)narrow; /* <= T: rows are at most T long */
     float *dur = b->tensors[2].data;
     int32_t *offs[4];
     uint8_t *bytes[4];
@@ -651,8 +664,9 @@ static void compact(slot *s)
         }
         if (s->skipped[i])
             continue;
-        if (out != i) {
-            memmove(audio + out * T, audio + i * T, T * sizeof(float));
+        if (out != i || T2 != T) {
+            /* Forward, row by row: row `out` at stride T2 ends before row i at stride T. */
+            memmove(audio + out * T2, audio + i * T, T2 * sizeof(float));
             lens[out] = lens[i];
             dur[out] = dur[i];
         }
@@ -671,11 +685,14 @@ static void compact(slot *s)
         b->tensors[3 + 2 * c].nbytes = (out + 1) * sizeof(int32_t);
     }
     b->tensors[0].shape[0] = (int64_t)out;
-    b->tensors[0].nbytes = out * T * sizeof(float);
+    b->tensors[0].shape[1] = (int64_t)T2;
+    b->tensors[0].nbytes = out * T2 * sizeof(float);
     for (int t = 1; t < 3; t++) {
         b->tensors[t].shape[0] = (int64_t)out;
         b->tensors[t].nbytes = out * 4;
     }
+    s->T = (int64_t)T2;
+    return s->rate > 0 ? (double)kept * (double)(T - T2) / (double)s->rate : 0;
 }
 
 static void copy_state(sharc__pipeline *p, const slot *s)
@@ -717,8 +734,11 @@ int sharc__pipeline_next(sharc_reader *r, sharc_batch **out)
 
         int rc = s->end ? SHARC_END : s->rc;
         sharc_batch *b = s->batch;
-        if (rc == 0 && s->n_skipped)
-            compact(s);
+        double narrowed = 0; /* padded seconds that compacting took from the kept rows */
+        if (rc == 0 && s->n_skipped) {
+            narrowed = compact(s);
+            s->skips.padded_seconds += narrowed;
+        }
         for (size_t i = 0; i < s->n; i++)
             sharc__bcut_free(&p->bufs, s->cuts[i]);
         int empty = rc == 0 && b->tensors[0].shape[0] == 0;
@@ -730,6 +750,7 @@ int sharc__pipeline_next(sharc_reader *r, sharc_batch **out)
             snprintf(r->ctx.error, sizeof r->ctx.error, "%s", s->message);
 
         pthread_mutex_lock(&p->mu);
+        p->worker_stats.padded_seconds += narrowed;
         if (rc < 0 && s->fail_row != SIZE_MAX && s->fail_kind < SHARC_PROBLEM_COUNT) {
             p->worker_stats.problems[s->fail_kind]++;
             sharc__log(&r->ctx, SHARC_LOG_ERROR, "%s", s->message);

@@ -646,6 +646,90 @@ START_TEST(decode_errors_under_both_policies)
 }
 END_TEST
 
+/* Under SKIP, a dropped row that was the batch's longest does not keep the others padded to
+ * it: the batch narrows to its longest remaining row, and the padded seconds follow. */
+START_TEST(skipped_longest_row_narrows_the_batch)
+{
+    char *dir =
+        gen_corpus("--layout shar --compress none --shards 2 --cuts-per-shard 6 --max-duration 4");
+    /* The longest cut of the corpus gets a garbage FLAC body. */
+    char exp[700], line[4096];
+    snprintf(exp, sizeof exp, "%s/shar.expected.jsonl", dir);
+    FILE *f = fopen(exp, "r");
+    ck_assert_ptr_nonnull(f);
+    int longest = -1, second = 0, index = 0;
+    int64_t most = -1;
+    while (fgets(line, sizeof line, f)) {
+        cJSON *o = cJSON_Parse(line);
+        int64_t n = (int64_t)cJSON_GetObjectItem(o, "num_samples")->valuedouble;
+        if (n > most) {
+            second = (int)most;
+            most = n;
+            longest = index;
+        } else if (n > second) {
+            second = (int)n;
+        }
+        cJSON_Delete(o);
+        index++;
+    }
+    fclose(f);
+    ck_assert_int_eq(index, 12);
+    char member[256], id[256], shard[32];
+    expected_field(dir, longest, "member", member, sizeof member);
+    expected_field(dir, longest, "id", id, sizeof id);
+    snprintf(shard, sizeof shard, "recording.%06d.tar", longest / 6);
+    ck_assert_int_eq(tu_sh("cd '%s/shar' && python3 '%s/corrupt.py' tar-replace %s '%s' "
+                           "@flac-garbage:2000",
+                           dir, getenv("SHARC_TESTS_SRC"), shard, member),
+                     0);
+    char path[600];
+    snprintf(path, sizeof path, "%s/shar", dir);
+    const char *paths[] = {path};
+    sharc_reader_settings s;
+    settings_on(&s, paths);
+    s.n_threads = 2;
+    s.on_error = SHARC_ON_ERROR_SKIP;
+    s.sampler.max_cuts = 12; /* one batch of every cut */
+    s.sampler.num_buckets = 2;
+    const double bins[1] = {100};
+    s.sampler.bins = bins;
+    s.sampler.n_bins = 1;
+    sharc_reader *r;
+    sharc_batch *b;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    ck_assert_int_eq(sharc_reader_next_batch(r, &b), 0);
+    const sharc_tensor *audio = sharc_batch_tensor(b, "audio");
+    const sharc_tensor *lens = sharc_batch_tensor(b, "audio_lens");
+    ck_assert_int_eq(audio->shape[0], 11);
+    ck_assert_int_eq(audio->shape[1], second);
+    ck_assert_uint_eq(audio->nbytes, (size_t)(11 * second) * sizeof(float));
+    int32_t widest = 0;
+    for (int64_t i = 0; i < 11; i++) {
+        const float *row = (const float *)audio->data + i * audio->shape[1];
+        int32_t len = ((const int32_t *)lens->data)[i];
+        widest = len > widest ? len : widest;
+        for (int64_t t = len; t < audio->shape[1]; t++)
+            ck_assert_msg(row[t] == 0.0f, "row %lld is not zero at %lld", (long long)i,
+                          (long long)t);
+        float peak = 0;
+        for (int32_t t = 0; t < len; t++)
+            peak = fabsf(row[t]) > peak ? fabsf(row[t]) : peak;
+        ck_assert_float_gt(peak, 0.01f);
+    }
+    ck_assert_int_eq(widest, second);
+    sharc_batch_release(b);
+    ck_assert_int_eq(sharc_reader_next_batch(r, &b), SHARC_END);
+    sharc_reader_stats st;
+    sharc_reader_get_stats(r, &st);
+    ck_assert_uint_eq(st.cuts, 11);
+    ck_assert_uint_eq(st.skipped_cuts, 1);
+    ck_assert_double_eq_tol(st.padded_seconds, 11.0 * second / 16000.0, 1e-6);
+    sharc_reader_close(&r);
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
 static int rate_warnings;
 static void count_rate_warnings(void *cookie, sharc_log_level level, const char *fmt, va_list ap)
 {
@@ -1352,6 +1436,7 @@ int main(void)
     tcase_add_test(tc, corrupt_states_are_rejected);
     tcase_add_test(tc, backpressure_and_mode_errors);
     tcase_add_test(tc, decode_errors_under_both_policies);
+    tcase_add_test(tc, skipped_longest_row_narrows_the_batch);
     tcase_add_test(tc, batches_hold_one_sampling_rate);
     tcase_add_test(tc, batch_too_large_names_its_longest_cut);
     tcase_add_test(tc, sampler_messages_name_the_cut);
