@@ -21,6 +21,11 @@
  * problem of the cut, not a buffer size. */
 #define SHARC__MAX_CHANNELS 1024
 
+/* At most this many samples (all channels together) per byte of encoded audio: FLAC's
+ * constant subframes, the densest coding of any codec read here, stay below 8192. Metadata
+ * that claim more for a member are a problem of the cut, not a buffer size. */
+#define SHARC__MAX_SAMPLES_PER_BYTE 16384
+
 /** A Lhotse cut line (MonoCut): id, duration, supervisions, recording placeholder. */
 int sharc__json_lhotse_cut(sharc__ctx *ctx, const char *line, size_t len, sharc__rawcut *c);
 

@@ -535,9 +535,10 @@ static int job_info(sharc_reader *r, const sharc__decode_job *j, sharc__audio_in
 
 /*
  * Metadata that contradict themselves are a problem of the cut, found before anything is
- * allocated for it: more channels than an audio file can have, or a duration and a sample
- * count further apart than length_tolerance (at least one sample). Lhotse writes both from
- * the same audio; a sample count that lies would otherwise size the cut's buffers.
+ * allocated for it: more channels than an audio file can have, a duration and a sample
+ * count further apart than length_tolerance (at least one sample), or more samples than the
+ * member's bytes can hold. Lhotse writes them all from the same audio; a sample count that
+ * lies would otherwise size the cut's buffers and its batch.
  */
 static int check_metadata(sharc_reader *r)
 {
@@ -560,6 +561,18 @@ static int check_metadata(sharc_reader *r)
                               "is %.0f samples at %d Hz, and num_samples says %lld",
                               j.shard, j.member, j.id, c->duration, want, c->sampling_rate,
                               (long long)c->num_samples);
+        return cut_problem(&r->ctx, &r->err, rc, SHARC_PROBLEM_LENGTH, j.shard, j.member, j.id);
+    }
+    /* No codec packs more than a few thousand samples into a byte (FLAC's constant blocks
+     * are the densest): a member cannot hold more than this, whatever its metadata say. */
+    double most = (double)j.audio_len * SHARC__MAX_SAMPLES_PER_BYTE;
+    if ((double)c->num_samples * c->channels > most) {
+        rc = sharc__set_error(&r->ctx, SHARC_ERR_AUDIO_MISMATCH,
+                              "%s member %s (cut %s): its metadata give %lld samples x %d "
+                              "channels for %zu bytes of audio, more than any codec holds (%d "
+                              "samples per byte)",
+                              j.shard, j.member, j.id, (long long)c->num_samples, c->channels,
+                              j.audio_len, SHARC__MAX_SAMPLES_PER_BYTE);
         return cut_problem(&r->ctx, &r->err, rc, SHARC_PROBLEM_LENGTH, j.shard, j.member, j.id);
     }
     return 0;

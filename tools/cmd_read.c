@@ -159,7 +159,7 @@ static void print_help(void)
            "\"filtered_cuts\",\n"
            "   \"dropped_cuts\",\"shards\",\"skipped_cuts\",\"skipped_shards\",\"problems\":{...}},"
            "\"rank\",\n"
-           "   \"source\",\"error\"}\n"
+           "   \"source\",\"error\"} (layout null on a peer, which reads no shards)\n"
            "where the top-level counts are this run's printed batches, reader holds the\n"
            "library's cumulative counters (they include what a resumed state had counted, and\n"
            "the reader may have planned batches beyond the last one printed; zero on a peer),\n"
@@ -299,7 +299,11 @@ static void print_summary_head(FILE *f, const sharc_reader *r)
     cli_json_key(f, "type", 1);
     cli_json_str(f, "summary");
     cli_json_key(f, "layout", 0);
-    cli_json_str(f, cli_layout_name(sharc_reader_layout(r)));
+    /* A peer never opens the shards: its layout is unknown (null), not "auto". */
+    if (sharc_reader_layout(r) == SHARC_LAYOUT_AUTO)
+        fputs("null", f);
+    else
+        cli_json_str(f, cli_layout_name(sharc_reader_layout(r)));
 }
 
 static void print_cut_summary_json(const sharc_reader *r, const sharc_reader_stats *st, double wall,

@@ -44,6 +44,8 @@ for r in range(4):
     print(f"{r:4}  {role:6}  {r // 2:4}  {len(b):7}  {sum(len(x[1]) for x in b):4}  {', '.join(b[0][1][:2])}")
 for src, peer in ((0, 1), (2, 3)):
     assert ranks[src][-1]["source"] and not ranks[peer][-1]["source"]
+    # A peer never opens the shards: its summary gives no layout.
+    assert ranks[src][-1]["layout"] == "shar" and ranks[peer][-1]["layout"] is None
     assert batches(src) == batches(peer), f"rank {peer} differs from its source {src}"
     print(f"rank {peer} received exactly rank {src}'s {len(batches(src))} batches "
           "(same steps, ids and audio CRC-32)")

@@ -125,6 +125,42 @@ validate
 check problem "$tmp/v.jsonl" "code=length,shard=recording.000000.tar,member=$id.flac,cut_id=$id,count=1,message=num_samples says 2305843009213693952"
 check min-cuts "$tmp/v.jsonl" 11
 
+# A lie that agrees with itself: 9e6 s in the cut line and in the tar .json, for a member of
+# a few kilobytes. The member cannot hold that much audio: a length problem, before anything
+# is allocated for it.
+fresh shar
+id=$(ids shar 0 | sed -n 3p)
+"$PYTHON" - "$tmp/x" "$id" <<'PY'
+import io, json, sys, tarfile
+root, cut_id = sys.argv[1:]
+lines = open(f"{root}/cuts.000000.jsonl").read().splitlines()
+for k, line in enumerate(lines):
+    cut = json.loads(line)
+    if cut["id"] == cut_id:
+        cut["duration"] = 9e6
+        cut["recording"]["duration"] = 9e6
+        cut["recording"]["num_samples"] = int(9e6 * cut["recording"]["sampling_rate"])
+        lines[k] = json.dumps(cut)
+open(f"{root}/cuts.000000.jsonl", "w").write("\n".join(lines) + "\n")
+path = f"{root}/recording.000000.tar"
+src = tarfile.open(path)
+members = [(m, src.extractfile(m).read()) for m in src.getmembers()]
+out = io.BytesIO()
+with tarfile.open(fileobj=out, mode="w:", format=tarfile.PAX_FORMAT) as dst:
+    for m, data in members:
+        if m.name == cut_id + ".json":
+            meta = json.loads(data)
+            meta["duration"] = 9e6
+            meta["num_samples"] = int(9e6 * meta["sampling_rate"])
+            data = json.dumps(meta).encode()
+            m.size = len(data)
+        dst.addfile(m, io.BytesIO(data))
+open(path, "wb").write(out.getvalue())
+PY
+validate
+check problem "$tmp/v.jsonl" "code=length,shard=recording.000000.tar,member=$id.flac,cut_id=$id,count=1,message=more than any codec holds"
+check min-cuts "$tmp/v.jsonl" 11
+
 # A cut line whose duration is 100 s for a cut of at most 2 s: a length problem too.
 fresh shar
 id=$(ids shar 1 | sed -n 1p)
