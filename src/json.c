@@ -19,6 +19,15 @@ static size_t utf8_invalid_at(const uint8_t *s, size_t len)
 {
     size_t i = 0;
     while (i < len) {
+        /* Metadata is mostly ASCII: skip it eight bytes at a time. */
+        if (len - i >= 8) {
+            uint64_t word;
+            memcpy(&word, s + i, 8);
+            if ((word & 0x8080808080808080u) == 0) {
+                i += 8;
+                continue;
+            }
+        }
         uint8_t c = s[i];
         if (c < 0x80) {
             i++;
