@@ -172,6 +172,12 @@ void cli_logger(sharc_logger *log, int show);
 const char *cli_last_logged_error(char *buf, size_t n);
 
 /**
+ * Print "sharc <cmd>: <prefix><text>" on stderr unless the library's last ERROR message,
+ * printed by cli_logger(), was that very text: an error is reported once.
+ */
+void cli_report_error(const char *cmd, const char *prefix, const char *text);
+
+/**
  * "<kind of error>: <why>" for error `rc` (sharc_strerror()), into buf; only `why` when it
  * names the kind already ("PATH: No such file or directory"), only the kind without `why`.
  * Returns buf.

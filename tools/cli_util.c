@@ -23,10 +23,11 @@
  */
 static struct {
     pthread_mutex_t lock;
-    int progress_shown; /* a progress line is on the terminal, without a newline */
-    int hold_errors;    /* ERROR messages are recorded, not printed: the command reports them */
+    int progress_shown;   /* a progress line is on the terminal, without a newline */
+    int hold_errors;      /* ERROR messages are recorded, not printed: the command reports them */
+    int last_error_shown; /* last_error was printed */
     char last_error[1024];
-} cli_stderr = {PTHREAD_MUTEX_INITIALIZER, 0, 0, ""};
+} cli_stderr = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, ""};
 
 void cli_getopt_reset(void)
 {
@@ -422,12 +423,26 @@ static void log_to_stderr(void *cookie, sharc_log_level level, const char *fmt, 
     while (len > 0 && text[len - 1] == '\n')
         text[--len] = '\0';
     pthread_mutex_lock(&cli_stderr.lock);
-    if (level == SHARC_LOG_ERROR)
+    int show = (int)level <= (int)(intptr_t)cookie &&
+               !(level == SHARC_LOG_ERROR && cli_stderr.hold_errors);
+    if (level == SHARC_LOG_ERROR) {
         snprintf(cli_stderr.last_error, sizeof cli_stderr.last_error, "%s", text);
-    if ((int)level <= (int)(intptr_t)cookie &&
-        !(level == SHARC_LOG_ERROR && cli_stderr.hold_errors)) {
+        cli_stderr.last_error_shown = show;
+    }
+    if (show) {
         erase_progress_locked();
         fprintf(stderr, "sharc: %s: %s\n", level_name(level), text);
+    }
+    pthread_mutex_unlock(&cli_stderr.lock);
+}
+
+void cli_report_error(const char *cmd, const char *prefix, const char *text)
+{
+    pthread_mutex_lock(&cli_stderr.lock);
+    int shown = cli_stderr.last_error_shown && strcmp(cli_stderr.last_error, text) == 0;
+    if (!shown) {
+        erase_progress_locked();
+        fprintf(stderr, "sharc %s: %s%s\n", cmd, prefix, text);
     }
     pthread_mutex_unlock(&cli_stderr.lock);
 }

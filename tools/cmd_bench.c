@@ -541,7 +541,7 @@ static int take_one(sharc_reader *r, sharc_loader *l, const bench_opts *o, doubl
         return 0;
     if (rc < 0) {
         const char *why = l != NULL ? sharc_loader_last_error(l) : sharc_reader_last_error(r);
-        fprintf(stderr, "sharc bench: read error: %s\n", why[0] ? why : sharc_strerror(rc));
+        cli_report_error("bench", "read error: ", why[0] ? why : sharc_strerror(rc));
         return -1;
     }
     return 1;

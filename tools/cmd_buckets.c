@@ -172,7 +172,7 @@ static int collect(sharc_reader *r, const buckets_opts *o, double **out, size_t 
         return 1;
     }
     if (rc < 0) {
-        fprintf(stderr, "sharc buckets: %s\n", sharc_reader_last_error(r));
+        cli_report_error("buckets", "", sharc_reader_last_error(r));
         free(d);
         return 1;
     }
