@@ -260,6 +260,22 @@ static la_ssize_t gz_read(source *s, struct archive *a, const void **buf)
     return (la_ssize_t)(READ_BLOCK - s->z.avail_out);
 }
 
+/*
+ * At the end of the archive: inflate what is left of a gzip file (libarchive stops reading at
+ * the end-of-archive blocks), so that its CRC and length are checked and a file cut short
+ * after them is not taken as whole. Later gzip members are checked the same way; bytes that
+ * are not gzip data end it, as with `gzip -d`.
+ */
+static int src_finish(source *s, struct archive *a)
+{
+    while (s->mode == SRC_GZIP) {
+        const void *block;
+        if (gz_read(s, a, &block) < 0)
+            return ARCHIVE_FATAL;
+    }
+    return ARCHIVE_OK;
+}
+
 static la_ssize_t src_read(struct archive *a, void *cookie, const void **buf)
 {
     source *s = cookie;
@@ -467,8 +483,13 @@ static int next_regular(sharc__tar *t, sharc__member *m, struct archive_entry **
     int rc = 0;
     for (;;) {
         int r = archive_read_next_header(t->a, entry);
-        if (r == ARCHIVE_EOF)
+        if (r == ARCHIVE_EOF) {
+            if (src_finish(&t->src, t->a) != ARCHIVE_OK)
+                return la_result(t->ctx, t->a, ARCHIVE_FATAL, SHARC_ERR_CORRUPT,
+                                 "%s: at the end of the gzip data, after the tar's last member",
+                                 t->path);
             return SHARC_END;
+        }
         if (r != ARCHIVE_OK) {
             if (t->last_name.len)
                 rc = la_result(t->ctx, t->a, r, SHARC_ERR_CORRUPT,
