@@ -553,6 +553,14 @@ static int check_metadata(sharc_reader *r)
         return cut_problem(&r->ctx, &r->err, rc, SHARC_PROBLEM_AUDIO_FORMAT, j.shard, j.member,
                            j.id);
     }
+    if (r->s.channel >= c->channels) {
+        rc = sharc__set_error(&r->ctx, SHARC_ERR_AUDIO_MISMATCH,
+                              "%s member %s (cut %s): channel %d is required (the channel "
+                              "setting, --channel), and the cut has %d",
+                              j.shard, j.member, j.id, r->s.channel, c->channels);
+        return cut_problem(&r->ctx, &r->err, rc, SHARC_PROBLEM_AUDIO_FORMAT, j.shard, j.member,
+                           j.id);
+    }
     double want = c->duration * c->sampling_rate;
     double tolerance = r->s.length_tolerance * c->sampling_rate;
     if (fabs((double)c->num_samples - want) > (tolerance > 1 ? tolerance : 1)) {
@@ -713,6 +721,13 @@ int sharc__reader_decode(const sharc_reader *r, sharc__ctx *ctx, sharc__fetcher 
         if ((rc = job_audio(ctx, f, j, &audio, err)) < 0)
             return rc;
         rc = sharc__audio_decode(ctx, audio, j->audio_len, &spec, out, cap, &info, &frames);
+    }
+    if (rc < 0 && info.channels > 0 && info.channels != j->channels) {
+        /* The buffer was sized by the metadata's channels: say why it did not fit. */
+        rc = sharc__set_error(ctx, SHARC_ERR_AUDIO_MISMATCH,
+                              "%s member %s (cut %s): metadata says %d channels, the audio has %d",
+                              j->shard, j->member, j->id, j->channels, info.channels);
+        return cut_problem(ctx, err, rc, SHARC_PROBLEM_AUDIO_FORMAT, j->shard, j->member, j->id);
     }
     if (rc < 0) {
         sharc__wrap_error(ctx, rc, "%s member %s (cut %s)", j->shard, j->member, j->id);

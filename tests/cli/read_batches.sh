@@ -145,4 +145,39 @@ expect_rc 1 "$SHARC" read --json "$tmp/st/shar"
 [ -s "$tmp/err" ] || fail "no message for batches of stereo audio"
 expect_rc 0 "$SHARC" read --json --channel 1 "$tmp/st/shar"
 check batches "$tmp/out" "$tmp/st/shar.expected.jsonl" max_duration=600
+# A channel the cuts do not have is an audio_format problem, found before decoding.
+expect_rc 1 "$SHARC" read --json --channel 2 "$tmp/st/shar"
+expect_in "$tmp/err" "channel 2 is required (the channel setting, --channel), and the cut has 2"
+expect_in "$tmp/out" '"audio_format":1'
+# Metadata that give one channel to stereo audio: said so, in cut mode too (where the
+# buffer sized by the metadata's channels is what fails first).
+gen "$tmp/st2" --layout shar --shards 1 --cuts-per-shard 3 --max-duration 2 --channels 2 \
+    --codec wav --compress none
+"$PYTHON" - "$tmp/st2/shar" <<'PY'
+import io, json, sys, tarfile
+root = sys.argv[1]
+lines = [json.loads(l) for l in open(f"{root}/cuts.000000.jsonl")]
+for cut in lines:
+    cut["channel"] = 0
+    cut["recording"]["channel_ids"] = [0]
+    for src in cut["recording"]["sources"]:
+        src["channels"] = [0]
+open(f"{root}/cuts.000000.jsonl", "w").write("".join(json.dumps(c) + "\n" for c in lines))
+path = f"{root}/recording.000000.tar"
+src = tarfile.open(path)
+members = [(m, src.extractfile(m).read()) for m in src.getmembers()]
+out = io.BytesIO()
+with tarfile.open(fileobj=out, mode="w:", format=tarfile.PAX_FORMAT) as dst:
+    for m, data in members:
+        if m.name.endswith(".json"):
+            meta = json.loads(data)
+            meta["channel_ids"] = [0]
+            data = json.dumps(meta).encode()
+            m.size = len(data)
+        dst.addfile(m, io.BytesIO(data))
+open(path, "wb").write(out.getvalue())
+PY
+expect_rc 1 "$SHARC" read --cuts --json "$tmp/st2/shar"
+expect_in "$tmp/err" "metadata says 1 channels, the audio has 2"
+expect_in "$tmp/out" '"audio_format":1'
 echo "ok"
