@@ -59,6 +59,7 @@ struct sharc__tar {
     uint64_t max_member_bytes;
     uint64_t next_index;
     sharc__buf last_name;           ///< the last regular member, to place header errors
+    int64_t last_end;               ///< where the last entry's data ends (-1: no entry yet)
     sharc__bufpool *pool;           ///< where member buffers come from, or NULL
     int lazy;                       ///< payloads of a plain tar file are left in the file
     int (*leave)(const char *name); ///< which ones (NULL: all); see sharc__tar_set_lazy
@@ -388,6 +389,7 @@ static int tar_new(sharc__tar **out, sharc__ctx *ctx, const char *path, uint64_t
         return sharc__fail(ctx, SHARC_ERR(ENOMEM), "%s: out of memory", path);
     t->ctx = ctx;
     t->src.fd = -1;
+    t->last_end = -1;
     t->max_member_bytes = max_member_bytes;
     t->path = sharc__strdup(ctx, path);
     *out = t;
@@ -488,6 +490,13 @@ static int next_regular(sharc__tar *t, sharc__member *m, struct archive_entry **
                 return la_result(t->ctx, t->a, ARCHIVE_FATAL, SHARC_ERR_CORRUPT,
                                  "%s: at the end of the gzip data, after the tar's last member",
                                  t->path);
+            /* libarchive takes a file that ends right after an entry's data as complete; a
+             * tar ends with zero blocks, so that is a file cut short (a writer stopped). */
+            if (t->last_end >= 0 && archive_filter_bytes(t->a, 0) == t->last_end)
+                return sharc__fail_data(t->ctx, SHARC_ERR_CORRUPT,
+                                        "%s: the file ends right after member '%s', without "
+                                        "the zero blocks that end a tar: it was cut short",
+                                        t->path, sharc__buf_str(&t->last_name));
             return SHARC_END;
         }
         if (r != ARCHIVE_OK) {
@@ -502,6 +511,11 @@ static int next_regular(sharc__tar *t, sharc__member *m, struct archive_entry **
                 return rc;
         }
         struct archive_entry *e = *entry;
+        la_int64_t data_at = archive_filter_bytes(t->a, 0);
+        la_int64_t data_size = archive_entry_size_is_set(e) ? archive_entry_size(e) : 0;
+        t->last_end = data_at >= 0 && data_size >= 0 && data_size <= INT64_MAX - 1024 - data_at
+                          ? data_at + (data_size + 511) / 512 * 512
+                          : -1;
         /* Hard links carry no payload of their own; they are links, so skipped. */
         if (archive_entry_filetype(e) != AE_IFREG || archive_entry_hardlink(e))
             continue;

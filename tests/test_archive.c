@@ -428,6 +428,48 @@ START_TEST(tar_gzip_trailer_checked)
 }
 END_TEST
 
+/*
+ * A tar cut right after a member's data (a writer stopped) has no zero blocks at its end,
+ * which libarchive takes as a complete archive: an error naming the file and the last
+ * member, read header by header or whole, plain or gzip. One zero block is accepted.
+ */
+START_TEST(tar_cut_short_at_a_member_boundary)
+{
+    ck_assert_int_eq(
+        tu_sh("cd %s && python3 -c \"\nimport io, tarfile\nb = io.BytesIO()\n"
+              "with tarfile.open(fileobj=b, mode='w') as t:\n    for i in range(3):\n"
+              "        d = bytes(1000 + i); ti = tarfile.TarInfo('k%%d.bin' %% i); "
+              "ti.size = len(d); t.addfile(ti, io.BytesIO(d))\nend = 3 * 512 + 2 * 1024 + "
+              "1024\nopen('cut.tar', 'wb').write(b.getvalue()[:end])\nopen('one.tar', "
+              "'wb').write(b.getvalue()[:end + 512])\" && gzip -k cut.tar",
+              dir),
+        0);
+    static const char *const files[] = {"cut.tar", "cut.tar.gz", "one.tar"};
+    for (int k = 0; k < 3; k++) {
+        for (int headers = 0; headers < 2; headers++) {
+            sharc__tar *t = NULL;
+            sharc__member m = {0};
+            uint64_t size;
+            ck_assert_int_eq(sharc__tar_open(&t, &ctx, tmp(files[k]), 1 << 20), 0);
+            for (int i = 0; i < 3; i++)
+                ck_assert_int_eq(
+                    headers ? sharc__tar_next_header(t, &m, &size) : sharc__tar_next(t, &m), 0);
+            int rc = headers ? sharc__tar_next_header(t, &m, &size) : sharc__tar_next(t, &m);
+            if (k == 2) {
+                ck_assert_int_eq(rc, SHARC_END);
+            } else {
+                ck_assert_int_eq(rc, SHARC_ERR_CORRUPT);
+                contains(ctx.error, tmp(files[k]));
+                contains(ctx.error, "the file ends right after member 'k2.bin', without the "
+                                    "zero blocks that end a tar: it was cut short");
+            }
+            sharc__tar_close(&t);
+            sharc__member_free(&ctx, &m);
+        }
+    }
+}
+END_TEST
+
 /* A plain tar read header by header skips payloads with lseek; byte counts follow. */
 START_TEST(tar_bytes_read_counts_input)
 {
@@ -990,6 +1032,7 @@ int main(void)
     tcase_add_test(tar, tar_truncated);
     tcase_add_loop_test(tar, tar_corrupt_compressed_stream, 0, 2);
     tcase_add_test(tar, tar_gzip_trailer_checked);
+    tcase_add_test(tar, tar_cut_short_at_a_member_boundary);
     tcase_add_test(tar, tar_bytes_read_counts_input);
     tcase_add_test(tar, tar_garbage_and_bad_paths);
     tcase_add_loop_test(tar, tar_huge_declared_size, 0, 3);
