@@ -421,7 +421,7 @@ int sharc__tar_open(sharc__tar **out, sharc__ctx *ctx, const char *path, uint64_
     t->src.file_size = size > 0 ? (uint64_t)size : 0;
     t->src.file_id = id;
     LA_TRY(ctx, t->a, src_open(&t->src, t->a, ctx, t->path, fd, size > 0, NULL, 0),
-           SHARC_ERR_CORRUPT, "%s: cannot read as a tar archive", path);
+           SHARC_ERR_CORRUPT, "%s: cannot start reading the archive", path);
     *out = t;
     return 0;
 fail:
@@ -443,7 +443,7 @@ int sharc__tar_open_memory(sharc__tar **out, sharc__ctx *ctx, const void *data, 
         goto fail;
     }
     LA_TRY(ctx, t->a, src_open(&t->src, t->a, ctx, t->path, -1, 0, data, n), SHARC_ERR_CORRUPT,
-           "%s: cannot read as a tar archive", MEMORY_PATH);
+           "%s: cannot start reading the archive", MEMORY_PATH);
     *out = t;
     return 0;
 fail:
