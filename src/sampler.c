@@ -1019,16 +1019,22 @@ static int reload_items(sharc__sampler *s, const unsigned char *items_p, uint32_
         if (rc < 0)
             return rc;
         if (it.key != key || dbits(it.duration) != dur || it.bytes != bytes) {
+            char name[SHARC__ERRLEN / 2];
+            item_name(s, &it, name, sizeof name);
             give_back(s, &it, SHARC__RELEASE_REJECTED);
             double d;
             memcpy(&d, &dur, sizeof d);
-            return sharc__fail(
-                s->ctx, SHARC_ERR_STATE,
-                "cannot resume: sampler state: item %#llx reloaded as %#llx with %.17g s and "
-                "%llu bytes, the state has %.17g s and %llu bytes: the data "
-                "changed since the state was saved",
-                (unsigned long long)key, (unsigned long long)it.key, it.duration,
-                (unsigned long long)it.bytes, d, (unsigned long long)bytes);
+            if (it.key != key)
+                return sharc__fail(s->ctx, SHARC_ERR_STATE,
+                                   "cannot resume: the state's item %#llx reads back as %s: "
+                                   "the data changed since the state was saved",
+                                   (unsigned long long)key, name);
+            return sharc__fail(s->ctx, SHARC_ERR_STATE,
+                               "cannot resume: %s now lasts %.9g s in %llu bytes, and lasted "
+                               "%.9g s in %llu bytes when the state was saved: the data changed "
+                               "since",
+                               name, it.duration, (unsigned long long)it.bytes, d,
+                               (unsigned long long)bytes);
         }
         if (b == NONE) {
             s->pending = it;
