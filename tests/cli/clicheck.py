@@ -583,6 +583,49 @@ def corrupt_nemo_duration(d, member, delta):
             write_lines(p, [json.dumps(r) + "\n" for r in rows])
 
 
+def set_keys(obj, assignments):
+    """Apply KEY=JSON assignments to a JSON object; KEY may be a dotted path (a.b.c)."""
+    for a in assignments:
+        key, value = a.split("=", 1)
+        *path, last = key.split(".")
+        target = obj
+        for k in path:
+            target = target[k]
+        target[last] = json.loads(value)
+
+
+def corrupt_json_member(tar_path, member, *assignments):
+    """Set KEY=JSON in the .json member `member` of a plain tar ('*': every .json member)."""
+    members = tar_members(tar_path)
+    hit = 0
+    for i, (m, data) in enumerate(members):
+        if m.name.endswith(".json") and member in ("*", m.name):
+            meta = json.loads(data)
+            set_keys(meta, assignments)
+            members[i] = (m, json.dumps(meta).encode())
+            hit += 1
+    if not hit:
+        fail(f"no member {member} in {tar_path}")
+    write_tar(tar_path, members)
+
+
+def corrupt_cut_line(d, stem, cut_id, *assignments):
+    """Set KEY=JSON (dotted paths: recording.num_samples) in the cut line `cut_id` of the
+    jsonl file `stem` in d ('*': every line)."""
+    p = lines_path(d, stem)
+    lines = read_lines(p)
+    hit = 0
+    for i, line in enumerate(lines):
+        cut = json.loads(line)
+        if cut_id in ("*", cut["id"]):
+            set_keys(cut, assignments)
+            lines[i] = json.dumps(cut) + "\n"
+            hit += 1
+    if not hit:
+        fail(f"no cut {cut_id} in {p}")
+    write_lines(p, lines)
+
+
 def corrupt_duplicate_shard(d, src, dst):
     """Copy every file of Shar shard `src` (cuts.SRC..., recording.SRC...) to index `dst`."""
     n = 0

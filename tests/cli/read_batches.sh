@@ -153,30 +153,8 @@ expect_in "$tmp/out" '"audio_format":1'
 # buffer sized by the metadata's channels is what fails first).
 gen "$tmp/st2" --layout shar --shards 1 --cuts-per-shard 3 --max-duration 2 --channels 2 \
     --codec wav --compress none
-"$PYTHON" - "$tmp/st2/shar" <<'PY'
-import io, json, sys, tarfile
-root = sys.argv[1]
-lines = [json.loads(l) for l in open(f"{root}/cuts.000000.jsonl")]
-for cut in lines:
-    cut["channel"] = 0
-    cut["recording"]["channel_ids"] = [0]
-    for src in cut["recording"]["sources"]:
-        src["channels"] = [0]
-open(f"{root}/cuts.000000.jsonl", "w").write("".join(json.dumps(c) + "\n" for c in lines))
-path = f"{root}/recording.000000.tar"
-src = tarfile.open(path)
-members = [(m, src.extractfile(m).read()) for m in src.getmembers()]
-out = io.BytesIO()
-with tarfile.open(fileobj=out, mode="w:", format=tarfile.PAX_FORMAT) as dst:
-    for m, data in members:
-        if m.name.endswith(".json"):
-            meta = json.loads(data)
-            meta["channel_ids"] = [0]
-            data = json.dumps(meta).encode()
-            m.size = len(data)
-        dst.addfile(m, io.BytesIO(data))
-open(path, "wb").write(out.getvalue())
-PY
+check cut-line "$tmp/st2/shar" cuts.000000.jsonl "*" channel=0 recording.channel_ids=[0]
+check json-member "$tmp/st2/shar/recording.000000.tar" "*" channel_ids=[0]
 expect_rc 1 "$SHARC" read --cuts --json "$tmp/st2/shar"
 expect_in "$tmp/err" "metadata says 1 channels, the audio has 2"
 expect_in "$tmp/out" '"audio_format":1'
