@@ -345,6 +345,35 @@ START_TEST(resume_equals_uninterrupted)
 }
 END_TEST
 
+#define WHY_LEN 1024 /* room for a reader's error text */
+
+/* The status of the first batch of a reader on `s` resumed from blob[size] (opening must
+ * succeed: a state is checked when the pipeline starts), with its error text in why. */
+static int resume_status(const sharc_reader_settings *s, const void *blob, size_t size,
+                         char why[WHY_LEN])
+{
+    sharc_reader_settings s2 = *s;
+    s2.resume_state = blob;
+    s2.resume_state_size = size;
+    sharc_reader *r;
+    sharc_batch *b;
+    ck_assert_int_eq(sharc_reader_open(&r, &s2), 0);
+    int rc = sharc_reader_next_batch(r, &b);
+    if (rc == 0)
+        sharc_batch_release(b);
+    snprintf(why, WHY_LEN, "%s", sharc_reader_last_error(r));
+    sharc_reader_close(&r);
+    return rc;
+}
+
+/* Write a state's checksum again (a CRC-32 in the last 8 bytes), as a forger would. */
+static void reseal(uint8_t *blob, size_t size)
+{
+    uint64_t crc = (uint32_t)crc32(0L, blob, (uInt)(size - 8));
+    for (int k = 0; k < 8; k++)
+        blob[size - 8 + (size_t)k] = (uint8_t)(crc >> (8 * k));
+}
+
 START_TEST(corrupt_states_are_rejected)
 {
     make_corpus();
@@ -352,52 +381,33 @@ START_TEST(corrupt_states_are_rejected)
     const char *paths[1];
     settings_for(&s, paths, 2, 2);
     sharc_reader *r;
-    sharc_batch *b;
     size_t size;
+    char why[WHY_LEN];
     uint8_t *blob = state_after(&s, 3, &size), *bad = malloc(size);
     /* Every flipped byte, every truncation: rejected at the first batch, never a crash. */
     for (size_t i = 0; i < size; i += (size > 400 ? 7 : 1)) {
         memcpy(bad, blob, size);
         bad[i] ^= 0x41;
-        sharc_reader_settings s2 = s;
-        s2.resume_state = bad;
-        s2.resume_state_size = size;
-        ck_assert_int_eq(sharc_reader_open(&r, &s2), 0);
-        int rc = sharc_reader_next_batch(r, &b);
+        int rc = resume_status(&s, bad, size, why);
         ck_assert_msg(rc == SHARC_ERR_STATE, "byte %zu of %zu flipped: %s", i, size,
                       sharc_err_name(rc));
-        ck_assert_ptr_nonnull(strstr(sharc_reader_last_error(r), "cannot resume"));
-        sharc_reader_close(&r);
+        ck_assert_ptr_nonnull(strstr(why, "cannot resume"));
     }
     sharc_reader_settings s0 = s;
     s0.resume_state = blob;
     s0.resume_state_size = 0;
     ck_assert_int_eq(sharc_reader_open(&r, &s0), SHARC_ERR(EINVAL));
-    for (size_t cut = 1; cut < size; cut += 13) {
-        sharc_reader_settings s2 = s;
-        s2.resume_state = blob;
-        s2.resume_state_size = cut;
-        ck_assert_int_eq(sharc_reader_open(&r, &s2), 0);
-        ck_assert_int_eq(sharc_reader_next_batch(r, &b), SHARC_ERR_STATE);
-        sharc_reader_close(&r);
-    }
+    for (size_t cut = 1; cut < size; cut += 13)
+        ck_assert_int_eq(resume_status(&s, blob, cut, why), SHARC_ERR_STATE);
     /* A forged state whose checksum holds: a walk position past the shard order (the u64 at
      * byte 32), with no shard open (byte 56), is refused before it is used. */
     memcpy(bad, blob, size);
     bad[32] = 100;
     memset(bad + 33, 0, 7);
     memset(bad + 56, 0, 8);
-    uint64_t crc = (uint32_t)crc32(0L, bad, (uInt)(size - 8));
-    for (int k = 0; k < 8; k++)
-        bad[size - 8 + (size_t)k] = (uint8_t)(crc >> (8 * k));
-    sharc_reader_settings s5 = s;
-    s5.resume_state = bad;
-    s5.resume_state_size = size;
-    ck_assert_int_eq(sharc_reader_open(&r, &s5), 0);
-    ck_assert_int_eq(sharc_reader_next_batch(r, &b), SHARC_ERR_STATE);
-    ck_assert_str_eq(sharc_reader_last_error(r),
-                     "cannot resume: the state points at position 100 of a shard order of 6");
-    sharc_reader_close(&r);
+    reseal(bad, size);
+    ck_assert_int_eq(resume_status(&s, bad, size, why), SHARC_ERR_STATE);
+    ck_assert_str_eq(why, "cannot resume: the state points at position 100 of a shard order of 6");
     /* Forged counters and steps no run writes: NaN seconds, a step past 2^62. */
     const size_t seconds_at = 8 * (9 + 7 + SHARC_PROBLEM_COUNT);
     for (int k = 0; k < 2; k++) {
@@ -408,34 +418,20 @@ START_TEST(corrupt_states_are_rejected)
         } else {
             bad[16 + 7] = 0x80;
         }
-        uint64_t c = (uint32_t)crc32(0L, bad, (uInt)(size - 8));
-        for (int j = 0; j < 8; j++)
-            bad[size - 8 + (size_t)j] = (uint8_t)(c >> (8 * j));
-        ck_assert_int_eq(sharc_reader_open(&r, &s5), 0);
-        ck_assert_int_eq(sharc_reader_next_batch(r, &b), SHARC_ERR_STATE);
-        ck_assert_str_eq(sharc_reader_last_error(r),
-                         "cannot resume: the state's step or counters are out of range");
-        sharc_reader_close(&r);
+        reseal(bad, size);
+        ck_assert_int_eq(resume_status(&s, bad, size, why), SHARC_ERR_STATE);
+        ck_assert_str_eq(why, "cannot resume: the state's step or counters are out of range");
     }
     /* Other sampler settings: refused by the sampler, with the same opening words. */
     sharc_reader_settings s4 = s;
     s4.sampler.buffer_size = 31;
-    s4.resume_state = blob;
-    s4.resume_state_size = size;
-    ck_assert_int_eq(sharc_reader_open(&r, &s4), 0);
-    ck_assert_int_eq(sharc_reader_next_batch(r, &b), SHARC_ERR_STATE);
-    ck_assert_str_eq(sharc_reader_last_error(r),
-                     "cannot resume: sampler state: saved with different sampler settings");
-    sharc_reader_close(&r);
+    ck_assert_int_eq(resume_status(&s4, blob, size, why), SHARC_ERR_STATE);
+    ck_assert_str_eq(why, "cannot resume: sampler state: saved with different sampler settings");
     /* Other settings: a different seed. */
     sharc_reader_settings s3 = s;
     s3.seed = 4;
-    s3.resume_state = blob;
-    s3.resume_state_size = size;
-    ck_assert_int_eq(sharc_reader_open(&r, &s3), 0);
-    ck_assert_int_eq(sharc_reader_next_batch(r, &b), SHARC_ERR_STATE);
-    ck_assert_ptr_nonnull(strstr(sharc_reader_last_error(r), "other shards or reader settings"));
-    sharc_reader_close(&r);
+    ck_assert_int_eq(resume_status(&s3, blob, size, why), SHARC_ERR_STATE);
+    ck_assert_ptr_nonnull(strstr(why, "other shards or reader settings"));
     free(blob);
     free(bad);
 }
