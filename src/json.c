@@ -243,13 +243,12 @@ int sharc__json_lhotse_cut(sharc__ctx *ctx, const char *line, size_t len, sharc_
     c->duration = duration;
     /* Lhotse's SharWriter stores each cut's own audio and writes start 0. A cut that starts
      * elsewhere in its recording would need the recording cut, which sharc does not do. */
-    double start = 0;
-    const cJSON *start_item = member(root, "start");
-    if (start_item && !cJSON_IsNull(start_item) &&
-        (!get_number(root, "start", &start) || start != 0)) {
+    const cJSON *start = member(root, "start");
+    int start_number = cJSON_IsNumber(start) && isfinite(start->valuedouble);
+    if (start && !cJSON_IsNull(start) && !(start_number && start->valuedouble == 0)) {
         char value[64] = "a value that is not a finite number";
-        if (cJSON_IsNumber(start_item) && isfinite(start))
-            snprintf(value, sizeof value, "%g", start);
+        if (start_number)
+            snprintf(value, sizeof value, "%g", start->valuedouble);
         rc = sharc__set_error(ctx, SHARC_ERR_JSON,
                               "cut %s has \"start\" %s: Shar cuts start at 0 (Lhotse stores "
                               "each cut's own audio), and sharc does not cut recordings by start",

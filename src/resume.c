@@ -181,6 +181,11 @@ int sharc__resume_write(sharc_reader *r, uint8_t **buf, size_t *cap, size_t *len
     return 0;
 }
 
+static int seconds_ok(double s)
+{
+    return isfinite(s) && s >= 0;
+}
+
 static int bad_state(sharc_reader *r, const char *why)
 {
     return sharc__fail(&r->ctx, SHARC_ERR_STATE, "cannot resume: %s", why);
@@ -223,9 +228,8 @@ int sharc__resume_parse(sharc_reader *r, const uint8_t *blob, size_t len, sharc_
      * negative. */
     const uint64_t huge = (uint64_t)1 << 62;
     if (out->next_step > huge || out->pos.epoch > huge || out->stats.cuts > huge ||
-        out->stats.batches > huge || !(out->stats.audio_seconds >= 0) ||
-        !(out->stats.padded_seconds >= 0) || !isfinite(out->stats.audio_seconds) ||
-        !isfinite(out->stats.padded_seconds))
+        out->stats.batches > huge || !seconds_ok(out->stats.audio_seconds) ||
+        !seconds_ok(out->stats.padded_seconds))
         return bad_state(r, "the state's step or counters are out of range");
     out->pos.shard_index = (uint32_t)shard;
     out->pos.shard_open = (int)open;
