@@ -147,7 +147,7 @@ static int open_input(sharc__ctx *ctx, const char *path, int *fd, off_t *size, u
     }
     /* Non-regular inputs (pipes) report -1: unknown size, never treated as empty. */
     *size = S_ISREG(st.st_mode) ? st.st_size : -1;
-    *id = S_ISREG(st.st_mode) ? sharc__file_id(&st) : 0;
+    *id = S_ISREG(st.st_mode) ? sharc__file_id(&st, sharc__inodes_stable(*fd)) : 0;
     if (S_ISREG(st.st_mode))
         (void)posix_fadvise(*fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     return 0;

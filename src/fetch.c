@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -65,11 +66,33 @@ static int64_t now_ns(void)
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* The identity of the file open as `fd` now, or 0 when it cannot be known. */
-static uint64_t id_of_fd(int fd)
+int sharc__inodes_stable(int fd)
+{
+    enum {
+        FUSE_MAGIC = 0x65735546,
+        SMB_MAGIC = 0x517B,
+        CIFS_MAGIC = (int)0xFF534D42,
+        SMB2_MAGIC = (int)0xFE534D42,
+    };
+    struct statfs sf;
+    if (fstatfs(fd, &sf) != 0)
+        return 1;
+    switch ((int)sf.f_type) {
+    case FUSE_MAGIC:
+    case SMB_MAGIC:
+    case CIFS_MAGIC:
+    case SMB2_MAGIC:
+        return 0;
+    default:
+        return 1;
+    }
+}
+
+/* Whether the file open as `fd` still has the identity `id` (0 when it cannot be known). */
+static int fd_is(int fd, uint64_t id)
 {
     struct stat st;
-    return fstat(fd, &st) == 0 ? sharc__file_id(&st) : 0;
+    return fstat(fd, &st) == 0 && sharc__file_is(&st, id);
 }
 
 /*
@@ -96,7 +119,8 @@ static int file_of(sharc__fetcher *f, sharc__ctx *ctx, const sharc__file_ref *fi
             if (f->files[i].id == file->id) {
                 int64_t now = now_ns();
                 if (now - f->files[i].checked_ns >= SHARC__FETCH_RECHECK_NS) {
-                    f->files[i].id = id_of_fd(f->files[i].fd); /* 0 if it cannot be checked */
+                    if (!fd_is(f->files[i].fd, f->files[i].id))
+                        f->files[i].id = 0; /* changed, or it cannot be checked */
                     f->files[i].checked_ns = now;
                 }
                 if (f->files[i].id == file->id) {
@@ -110,7 +134,7 @@ static int file_of(sharc__fetcher *f, sharc__ctx *ctx, const sharc__file_ref *fi
             victim = i;
     }
     struct stat st;
-    if (file->id && stat(path, &st) == 0 && sharc__file_id(&st) != file->id)
+    if (file->id && stat(path, &st) == 0 && !sharc__file_is(&st, file->id))
         return changed(ctx, path); /* without taking an entry from the files still good */
     drop(f, victim);
     int nfd = open(path, O_RDONLY | O_CLOEXEC);
@@ -123,12 +147,12 @@ static int file_of(sharc__fetcher *f, sharc__ctx *ctx, const sharc__file_ref *fi
     if (nfd < 0)
         return sharc__fail_data(ctx, SHARC_ERR(errno), "%s: cannot open again to read audio: %s",
                                 path, strerror(errno));
-    uint64_t id = id_of_fd(nfd);
-    if (!id) {
+    if (fstat(nfd, &st) != 0) {
         int e = errno;
         close(nfd);
         return sharc__fail_data(ctx, SHARC_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
     }
+    uint64_t id = file->id && sharc__file_is(&st, file->id) ? file->id : sharc__file_id(&st, 1);
     f->files[victim].path = path;
     f->files[victim].id = id;
     f->files[victim].fd = nfd;

@@ -37,16 +37,34 @@
  * never 0. A shard stream records it when it opens a file, and a fetcher checks that the
  * file it reads a member from is still that one: a shard replaced or rewritten after its
  * headers were read would otherwise give other bytes than the headers describe.
+ * `with_inode` is 0 for files on a file system whose inode numbers may change between two
+ * opens of one file (sharc__inodes_stable()); their identity leaves the inode out.
  */
-static inline uint64_t sharc__file_id(const struct stat *st)
+static inline uint64_t sharc__file_id(const struct stat *st, int with_inode)
 {
-    const uint64_t v[5] = {(uint64_t)st->st_dev, (uint64_t)st->st_ino, (uint64_t)st->st_size,
-                           (uint64_t)st->st_mtim.tv_sec, (uint64_t)st->st_mtim.tv_nsec};
+    const uint64_t v[5] = {(uint64_t)st->st_dev, with_inode ? (uint64_t)st->st_ino : 0,
+                           (uint64_t)st->st_size, (uint64_t)st->st_mtim.tv_sec,
+                           (uint64_t)st->st_mtim.tv_nsec};
     uint64_t h = SHARC__FNV_OFFSET;
     for (int i = 0; i < 5; i++)
         h = sharc__fnv1a_u64(h, v[i]);
     return h ? h : 1;
 }
+
+/** Whether the file `st` describes has the identity `id`, recorded with or without its inode
+ *  (a real inode is never 0, so the two cannot be confused but by a 64-bit collision). */
+static inline int sharc__file_is(const struct stat *st, uint64_t id)
+{
+    return id == sharc__file_id(st, 1) || id == sharc__file_id(st, 0);
+}
+
+/**
+ * Whether the inode numbers of the file system that `fd` is on stay the same between two
+ * opens of a file. They do not on FUSE mounts (gcsfuse, mountpoint-s3, sshfs without
+ * use_ino, ...: numbers are handed out on lookup and may be handed out anew once the kernel
+ * forgets the file) nor on SMB mounts with noserverino. 1 when it cannot be told.
+ */
+int sharc__inodes_stable(int fd);
 
 /** Where a member left in its file is: the file and its identity (0: not checked). */
 typedef struct sharc__file_ref {
@@ -57,7 +75,7 @@ typedef struct sharc__file_ref {
 typedef struct sharc__fetcher {
     struct {
         const char *path; ///< NULL for a free entry; owned by the dataset
-        uint64_t id;      ///< sharc__file_id() of the open file
+        uint64_t id;      ///< the identity the open file was last found to have (0: changed)
         int fd;
         uint64_t used;      ///< clock of the last use, for least-recently-used replacement
         int64_t checked_ns; ///< when its identity was last checked (CLOCK_MONOTONIC_COARSE)

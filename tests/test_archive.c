@@ -1,10 +1,12 @@
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "archive.h"
 #include "buf.h"
@@ -847,6 +849,86 @@ START_TEST(tar_lazy_replaced_file)
 }
 END_TEST
 
+/* Unmount `mnt` when this process ends, however it ends (an assertion ends a test's process
+ * at once): a child waits for the end of a pipe that only this process holds open. */
+static void unmount_at_exit(const char *mnt)
+{
+    int p[2];
+    ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(p[1]);
+        char c;
+        while (read(p[0], &c, 1) != 0 && errno == EINTR)
+            ;
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0)
+            dup2(null, 2); /* "not mounted" after the test unmounted it */
+        execlp("umount", "umount", "-l", mnt, (char *)NULL);
+        _exit(127);
+    }
+    close(p[0]);
+}
+
+/* On a FUSE mount a file's inode number may change between two opens (gcsfuse,
+ * mountpoint-s3, sshfs without use_ino hand numbers out on lookup), so its identity leaves
+ * the inode out; size and modification time are still compared. bindfs shows the inodes of
+ * the directory it mounts, so a copy with the same bytes, size and modification time put in
+ * the file's place (a new inode) is what such a file system shows once it forgot the file.
+ * Skipped where bindfs cannot mount. */
+START_TEST(tar_lazy_fuse_ignores_the_inode)
+{
+    make_lazy_tars();
+    char src[2048], mnt[2048], path[4096];
+    snprintf(src, sizeof src, "%s", tmp("fuse-src"));
+    snprintf(mnt, sizeof mnt, "%s", tmp("fuse-mnt"));
+    snprintf(path, sizeof path, "%s/swap.tar", mnt);
+    ck_assert_int_eq(
+        tu_sh("mkdir -p '%s' '%s' && cp '%s' '%s/swap.tar'", src, mnt, tmp("pax.tar"), src), 0);
+    if (tu_sh("bindfs --no-allow-other '%s' '%s' 2>/dev/null", src, mnt) != 0) {
+        fprintf(stderr, "tar_lazy_fuse_ignores_the_inode: skipped, bindfs cannot mount here\n");
+        return;
+    }
+    unmount_at_exit(mnt);
+    struct stat before, after;
+    ck_assert_int_eq(stat(path, &before), 0);
+    sharc__tar *t = NULL;
+    sharc__member m = {0};
+    sharc__fetcher f;
+    sharc__fetcher_init(&f, 2);
+    const uint8_t *bytes;
+    ck_assert_int_eq(sharc__tar_open(&t, &ctx, path, 1 << 20), 0);
+    sharc__tar_set_lazy(t, NULL);
+    for (int i = 0; i < 6; i++)
+        ck_assert_int_eq(sharc__tar_next(t, &m), 0);
+    ck_assert_int_eq(m.in_file, 1);
+    const sharc__file_ref file = {path, m.file_id};
+    ck_assert_uint_eq(m.file_id, sharc__file_id(&before, 0));
+    ck_assert_uint_ne(m.file_id, sharc__file_id(&before, 1));
+    sharc__tar_close(&t);
+    ck_assert_int_eq(sharc__fetch(&f, &ctx, &file, m.at, (size_t)m.size, &bytes), 0);
+    uint8_t head[64];
+    memcpy(head, bytes, sizeof head);
+    sharc__fetcher_free(&f, &ctx);
+
+    ck_assert_int_eq(tu_sh("cd '%s' && cp -p swap.tar new.tar && mv new.tar swap.tar", mnt), 0);
+    ck_assert_int_eq(stat(path, &after), 0);
+    ck_assert_uint_ne(after.st_ino, before.st_ino);
+    ck_assert_int_eq(sharc__fetch(&f, &ctx, &file, m.at, (size_t)m.size, &bytes), 0);
+    ck_assert_int_eq(memcmp(bytes, head, sizeof head), 0);
+    /* Another modification time is still a changed file. */
+    sharc__fetcher_free(&f, &ctx);
+    ck_assert_int_eq(tu_sh("touch -d '2001-02-03 04:05:06' '%s'", path), 0);
+    ck_assert_int_eq(sharc__fetch(&f, &ctx, &file, m.at, (size_t)m.size, &bytes),
+                     SHARC_ERR_CORRUPT);
+    contains(ctx.error, "the file changed after its headers were read");
+    sharc__fetcher_free(&f, &ctx);
+    sharc__member_free(&ctx, &m);
+    ck_assert_int_eq(tu_sh("umount '%s'", mnt), 0);
+}
+END_TEST
+
 START_TEST(lines_plain_gzip_zstd)
 {
     static const char *const files[] = {"cuts.jsonl", "cuts.jsonl.zst", "cuts.jsonl.gz"};
@@ -1041,6 +1123,7 @@ int main(void)
     tcase_add_test(tar, tar_lazy_not_from_memory_or_pipes);
     tcase_add_test(tar, tar_lazy_truncated_and_changed);
     tcase_add_test(tar, tar_lazy_replaced_file);
+    tcase_add_test(tar, tar_lazy_fuse_ignores_the_inode);
     suite_add_tcase(s, tar);
 
     TCase *lines = tcase_create("lines");
