@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,6 +217,59 @@ static int expand_list(sharc__ctx *ctx, const char *pattern, strlist *out)
     return rc;
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/*
+ * A path with the shell's wildcards * and ? that does not exist as given: the paths they
+ * match, in byte order (a shell sorts by the locale; shard names sort the same either way).
+ * `[` is not a wildcard: NeMo writes braces as [] (nemo_braces), and they are expanded
+ * before. A pattern that matches nothing is an error, as a missing file is.
+ */
+static int expand_wildcards(sharc__ctx *ctx, const char *path, strlist *out, int *matched)
+{
+    struct stat st;
+    if (!strpbrk(path, "*?") || stat(path, &st) == 0)
+        return strlist_push(ctx, out, sharc__strdup(ctx, path));
+    *matched = 1;
+    glob_t g;
+    int r = glob(path, GLOB_NOSORT, NULL, &g);
+    if (r == GLOB_NOMATCH)
+        return sharc__set_error(ctx, SHARC_ERR(ENOENT), "%s: no file matches the pattern", path);
+    if (r == GLOB_NOSPACE)
+        return sharc__set_error(ctx, SHARC_ERR(ENOMEM), "%s: out of memory matching the pattern",
+                                path);
+    if (r != 0)
+        return sharc__set_error(ctx, SHARC_ERR_IO,
+                                "%s: cannot read a directory to match the "
+                                "pattern",
+                                path);
+    int rc = 0;
+    if (g.gl_pathc > MAX_EXPANSION)
+        rc = sharc__set_error(ctx, SHARC_ERR_TOO_LARGE, "%s: the pattern matches %zu paths", path,
+                              (size_t)g.gl_pathc);
+    else
+        qsort(g.gl_pathv, g.gl_pathc, sizeof *g.gl_pathv, cmp_str);
+    for (size_t i = 0; rc == 0 && i < g.gl_pathc; i++)
+        rc = strlist_push(ctx, out, sharc__strdup(ctx, g.gl_pathv[i]));
+    globfree(&g);
+    return rc;
+}
+
+/* A path as given: its braces expanded, then its wildcards (`*matched` set when a wildcard
+ * was matched). */
+static int expand_path(sharc__ctx *ctx, const char *path, strlist *out, int *matched)
+{
+    strlist braced = {0};
+    int rc = expand_list(ctx, path, &braced);
+    for (size_t i = 0; rc == 0 && i < braced.n; i++)
+        rc = expand_wildcards(ctx, braced.items[i], out, matched);
+    strlist_free(ctx, &braced);
+    return rc;
+}
+
 int sharc__brace_expand(sharc__ctx *ctx, const char *pattern, sharc__buf *out)
 {
     strlist l = {0};
@@ -306,11 +360,6 @@ static int is_tar_name(const char *base)
 {
     return has_suffix(base, ".tar") || has_suffix(base, ".tar.gz") || has_suffix(base, ".tgz") ||
            has_suffix(base, ".tar.zst") || has_suffix(base, ".tar.zstd");
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
 static int list_dir(sharc__ctx *ctx, const char *dir, strlist *out, int recurse_manifests)
@@ -751,15 +800,16 @@ static uint64_t hash_path(const char *p)
 }
 
 /*
- * Every directory given must give the dataset something, and no path may be of another
- * layout: a NeMo directory next to a Shar one was left out with at most a warning. A file
- * given by itself may be a sidecar the layout does not read (a `.idx`, a NeMo manifest for
- * all shards next to per-shard ones), as a shell glob over a dataset gives them.
- * files[ends[i-1]..ends[i]) came from paths[i]; is_dir[i] says whether a directory did.
+ * Every directory and wildcard pattern given must give the dataset something, and no path
+ * may be of another layout: a NeMo directory next to a Shar one was left out with at most a
+ * warning. A file given by itself may be a sidecar the layout does not read (a `.idx`, a
+ * NeMo manifest for all shards next to per-shard ones), as a shell glob over a dataset
+ * gives them. files[ends[i-1]..ends[i]) came from paths[i]; is_group[i] says whether a
+ * directory or wildcards did.
  */
 static int check_every_path_used(sharc__ctx *ctx, const sharc__dataset *d, const char *const *paths,
                                  size_t n_paths, const strlist *files, const size_t *ends,
-                                 const uint8_t *is_dir)
+                                 const uint8_t *is_group)
 {
     sharc__keyset used = {0};
     int rc = 0;
@@ -786,7 +836,7 @@ static int check_every_path_used(sharc__ctx *ctx, const sharc__dataset *d, const
                                   "other paths): one layout is read at a time",
                                   paths[i], sharc__layout_name(other),
                                   sharc__layout_name(d->layout));
-        else if (is_dir[i] || lo == ends[i])
+        else if (is_group[i] || lo == ends[i])
             rc = sharc__set_error(ctx, SHARC_ERR_FORMAT,
                                   "%s: none of its files is part of the dataset (read as %s)",
                                   paths[i], sharc__layout_name(d->layout));
@@ -848,8 +898,8 @@ int sharc__dataset_find(sharc__dataset *d, sharc__ctx *ctx, const char *const *p
 {
     strlist inputs = {0}, files = {0};
     size_t *ends = sharc__calloc(ctx, n_paths ? n_paths : 1, sizeof *ends);
-    uint8_t *is_dir = sharc__calloc(ctx, n_paths ? n_paths : 1, 1);
-    int rc = ends && is_dir ? 0 : SHARC_ERR(ENOMEM);
+    uint8_t *is_group = sharc__calloc(ctx, n_paths ? n_paths : 1, 1); /* a directory or wildcards */
+    int rc = ends && is_group ? 0 : SHARC_ERR(ENOMEM);
     memset(d, 0, sizeof *d);
     for (size_t i = 0; i < n_paths && rc == 0; i++) {
         if (!paths[i] || !*paths[i]) {
@@ -857,14 +907,16 @@ int sharc__dataset_find(sharc__dataset *d, sharc__ctx *ctx, const char *const *p
             break;
         }
         size_t first = inputs.n;
-        rc = expand_list(ctx, paths[i], &inputs);
+        int matched = 0;
+        rc = expand_path(ctx, paths[i], &inputs, &matched);
+        is_group[i] = (uint8_t)matched;
         for (size_t j = first; j < inputs.n && rc == 0; j++) {
             struct stat st;
             if (stat(inputs.items[j], &st) != 0) {
                 rc = sharc__set_error(ctx, SHARC_ERR(ENOENT), "%s: %s", inputs.items[j],
                                       strerror(errno));
             } else if (S_ISDIR(st.st_mode)) {
-                is_dir[i] = 1;
+                is_group[i] = 1;
                 rc = list_dir(ctx, inputs.items[j], &files, 1);
             } else {
                 rc = strlist_push(ctx, &files, sharc__strdup(ctx, inputs.items[j]));
@@ -894,14 +946,14 @@ int sharc__dataset_find(sharc__dataset *d, sharc__ctx *ctx, const char *const *p
                               n_paths ? paths[0] : "", n_paths > 1 ? " ..." : "");
     }
     if (rc == 0)
-        rc = check_every_path_used(ctx, d, paths, n_paths, &files, ends, is_dir);
+        rc = check_every_path_used(ctx, d, paths, n_paths, &files, ends, is_group);
     if (rc == 0)
         rc = check_no_repeats(ctx, d);
 done:
     strlist_free(ctx, &inputs);
     strlist_free(ctx, &files);
     sharc__free(ctx, ends);
-    sharc__free(ctx, is_dir);
+    sharc__free(ctx, is_group);
     if (rc < 0)
         sharc__dataset_free(d, ctx);
     return rc;

@@ -296,6 +296,70 @@ START_TEST(every_path_counts)
 }
 END_TEST
 
+/* Wildcards * and ? in a path that does not exist as given match files, in byte order,
+ * after braces are expanded; a pattern that matches nothing, or nothing of the dataset, is
+ * an error. A path that exists is taken as it is, wildcard characters and all. */
+START_TEST(wildcard_patterns)
+{
+    dir = tu_mkdtemp();
+    ck_assert_int_eq(tu_sh("mkdir '%s/a' '%s/b' '%s/odd*'", dir, dir, dir), 0);
+    static const char *const shards[] = {"a/shard-000010.tar", "a/shard-000002.tar",
+                                         "b/shard-000001.tar", "a/shard-000001.tar", "odd*/x.tar"};
+    for (size_t i = 0; i < sizeof shards / sizeof *shards; i++)
+        touch(shards[i]);
+    touch("a/notes.txt");
+    char pattern[600], other[600];
+    const char *paths[] = {pattern, other};
+    sharc__dataset d;
+    snprintf(pattern, sizeof pattern, "%s/a/shard-*.tar", dir);
+    ck_assert_int_eq(sharc__dataset_find(&d, &ctx, paths, 1, SHARC_LAYOUT_AUTO, 1 << 20), 0);
+    ck_assert_int_eq(d.layout, SHARC_LAYOUT_WDS);
+    ck_assert_uint_eq(d.n_shards, 3);
+    static const char *const want[] = {"/a/shard-000001.tar", "/a/shard-000002.tar",
+                                       "/a/shard-000010.tar"};
+    for (size_t i = 0; i < 3; i++) {
+        ck_assert_uint_gt(strlen(d.shards[i].audio_path), strlen(want[i]));
+        ck_assert_str_eq(d.shards[i].audio_path + strlen(d.shards[i].audio_path) - strlen(want[i]),
+                         want[i]);
+    }
+    sharc__dataset_free(&d, &ctx);
+    /* Braces first, then wildcards; ? is one character. */
+    snprintf(pattern, sizeof pattern, "%s/{a,b}/shard-00000?.tar", dir);
+    ck_assert_int_eq(sharc__dataset_find(&d, &ctx, paths, 1, SHARC_LAYOUT_AUTO, 1 << 20), 0);
+    ck_assert_uint_eq(d.n_shards, 3);
+    ck_assert_ptr_nonnull(strstr(d.shards[0].audio_path, "/a/shard-000001.tar"));
+    ck_assert_ptr_nonnull(strstr(d.shards[1].audio_path, "/a/shard-000002.tar"));
+    ck_assert_ptr_nonnull(strstr(d.shards[2].audio_path, "/b/shard-000001.tar"));
+    sharc__dataset_free(&d, &ctx);
+    /* A directory matched is listed, as when it is given. */
+    snprintf(pattern, sizeof pattern, "%s/?", dir);
+    ck_assert_int_eq(sharc__dataset_find(&d, &ctx, paths, 1, SHARC_LAYOUT_AUTO, 1 << 20), 0);
+    ck_assert_uint_eq(d.n_shards, 4);
+    sharc__dataset_free(&d, &ctx);
+    /* An existing name with a wildcard character in it is that file. */
+    snprintf(pattern, sizeof pattern, "%s/odd*", dir);
+    ck_assert_int_eq(sharc__dataset_find(&d, &ctx, paths, 1, SHARC_LAYOUT_AUTO, 1 << 20), 0);
+    ck_assert_uint_eq(d.n_shards, 1);
+    ck_assert_ptr_nonnull(strstr(d.shards[0].audio_path, "odd*/x.tar"));
+    sharc__dataset_free(&d, &ctx);
+    /* Nothing matched. */
+    snprintf(pattern, sizeof pattern, "%s/a/shard-*.tar.gz", dir);
+    ck_assert_int_eq(sharc__dataset_find(&d, &ctx, paths, 1, SHARC_LAYOUT_AUTO, 1 << 20),
+                     SHARC_ERR(ENOENT));
+    ck_assert_msg(strstr(ctx.error, "shard-*.tar.gz: no file matches the pattern"), "%s",
+                  ctx.error);
+    /* Matched, but none of the files is part of the dataset. */
+    snprintf(pattern, sizeof pattern, "%s/a/shard-00000?.tar", dir);
+    snprintf(other, sizeof other, "%s/a/*.txt", dir);
+    ck_assert_int_eq(sharc__dataset_find(&d, &ctx, paths, 2, SHARC_LAYOUT_AUTO, 1 << 20),
+                     SHARC_ERR_FORMAT);
+    ck_assert_msg(strstr(ctx.error, "*.txt: none of its files is part of the dataset"), "%s",
+                  ctx.error);
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
 START_TEST(nothing_found)
 {
     dir = tu_mkdtemp();
@@ -324,6 +388,7 @@ int main(void)
     tcase_add_test(tc, nemo_aggregate_manifest_grouped_by_shard_id);
     tcase_add_test(tc, epoch_order_permutes_and_splits);
     tcase_add_test(tc, nothing_found);
+    tcase_add_test(tc, wildcard_patterns);
     tcase_add_test(tc, every_path_counts);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);

@@ -7,6 +7,7 @@
 #include <archive_entry.h>
 #include <dirent.h>
 #include <errno.h>
+#include <glob.h>
 #include <pthread.h>
 #include <sndfile.h>
 #include <stdarg.h>
@@ -116,7 +117,8 @@ static int add_dir(path_list *l, const char *dir, char *err, size_t errn)
 
 /*
  * Expand the first numeric range of `pattern` ({A..B} or _OP_A..B_CL_), recursively for the
- * rest. Zero padding follows the width of A as in bash. Returns 1 when a range was found.
+ * rest, then the wildcards * and ? of a path that does not exist as given. Zero padding
+ * follows the width of A as in bash. Returns 1 when a range was found.
  */
 static int expand_braces(path_list *l, const char *pattern, char *err, size_t errn)
 {
@@ -148,6 +150,20 @@ static int expand_braces(path_list *l, const char *pattern, char *err, size_t er
         return 1;
     }
     struct stat st;
+    if (stat(pattern, &st) != 0 && strpbrk(pattern, "*?") != NULL) {
+        /* Wildcards, matched in byte order as the reader matches them. */
+        glob_t g;
+        if (glob(pattern, GLOB_NOSORT, NULL, &g) != 0) {
+            set_err(err, errn, "%s: no file matches the pattern", pattern);
+            return -1;
+        }
+        qsort(g.gl_pathv, g.gl_pathc, sizeof *g.gl_pathv, cmp_str);
+        int rc = 0;
+        for (size_t i = 0; rc == 0 && i < g.gl_pathc; i++)
+            rc = expand_braces(l, g.gl_pathv[i], err, errn) < 0 ? -1 : 0;
+        globfree(&g);
+        return rc;
+    }
     if (stat(pattern, &st) != 0) {
         set_err(err, errn, "%s: %s", pattern, strerror(errno));
         return -1;

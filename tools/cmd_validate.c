@@ -30,7 +30,8 @@ static void print_help(void)
         "missing members, ids duplicated anywhere in the dataset, decoded lengths beyond the\n"
         "tolerance, sampling-rate or channel mismatches. It keeps going after a problem.\n"
         "\n"
-        "PATH is a dataset directory, a shard file or a brace pattern; several may be given.\n"
+        "PATH is a dataset directory, a shard file, a brace or a wildcard pattern, as for\n"
+        "'sharc read'; several may be given.\n"
         "\n"
         "Options:\n" CLI_RO_HELP_LAYOUT
         "  --threads N         readers running in parallel, each on every N-th shard\n"

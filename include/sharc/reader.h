@@ -127,14 +127,14 @@ typedef struct sharc_sampler_settings {
 
 /** Reader settings. Fill with sharc_reader_default_settings() first. */
 typedef struct sharc_reader_settings {
-    const char *const *paths;    ///< directories, shard files or brace patterns (required)
-    size_t n_paths;              ///< number of paths (required, >= 1)
-    sharc_layout layout;         ///< shard layout (default AUTO)
-    uint64_t seed;               ///< shard order seed; epoch e uses seed + e (default 0)
-    int shuffle_shards;          ///< permute shards each epoch (default 1)
-    uint64_t epochs;             ///< epochs to read; 0 = forever (default 1)
-    int dp_rank;                 ///< this data-parallel slot (default 0)
-    int dp_size;                 ///< number of data-parallel slots (default 1)
+    const char *const *paths; ///< directories, shard files, brace or wildcard patterns (required)
+    size_t n_paths;           ///< number of paths (required, >= 1)
+    sharc_layout layout;      ///< shard layout (default AUTO)
+    uint64_t seed;            ///< shard order seed; epoch e uses seed + e (default 0)
+    int shuffle_shards;       ///< permute shards each epoch (default 1)
+    uint64_t epochs;          ///< epochs to read; 0 = forever (default 1)
+    int dp_rank;              ///< this data-parallel slot (default 0)
+    int dp_size;              ///< number of data-parallel slots (default 1)
     sharc_error_policy on_error; ///< error policy (default FAIL)
     int decode;                  ///< decode audio into float samples (default 1)
     /** Required rate in Hz, a cut at another is an error (no resampling); 0 = any, but the

@@ -93,6 +93,14 @@ expect_in "$tmp/out" "padding ratio"
 expect_in "$tmp/out" "batch fill"
 expect_in "$tmp/out" "stages (s)"
 
+# A quoted wildcard pattern reaches the floor too, which finds the same shards.
+expect_rc 0 "$SHARC" bench --cuts --floor --json --repeat 1 --seconds 0.2 --epochs 0 --quiet "$d/*"
+"$PYTHON" - "$tmp/out" <<'PYEOF'
+import json, sys
+j = json.loads(open(sys.argv[1]).read())
+assert j["shards"] == 2 and j["floor_audio_seconds_per_second"] > 0, j
+PYEOF
+
 # The text report.
 expect_rc 0 "$SHARC" bench --cuts --floor --repeat 1 --seconds 0.2 --warmup 2 "$d"
 expect_in "$tmp/out" "ended with the data"

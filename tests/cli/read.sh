@@ -1,7 +1,7 @@
 #!/bin/sh
 # cli_read: `sharc read --json` over generated corpora of every layout returns every cut exactly
 # once per epoch with the right id, text, num_samples and sample_sum; data-parallel ranks
-# partition the cuts; --limit, --no-decode and the text output work.
+# partition the cuts; --limit, --no-decode, wildcard patterns and the text output work.
 . "$(dirname "$0")/lib.sh"
 
 # FLAC in gzip'd tars and WAV in zstd'd tars: lossless, so sample sums are exact.
@@ -42,6 +42,20 @@ for r in 0 1 2; do
     cp "$tmp/out" "$tmp/r$r.jsonl"
 done
 check partition "$exp" "$tmp/r0.jsonl" "$tmp/r1.jsonl" "$tmp/r2.jsonl"
+
+# Quoted wildcard patterns (from a config file, or quoted) read what the shell's expansion
+# reads: the same cuts in the same order; one that matches nothing is an error naming it.
+expect_rc 0 "$SHARC" read --cuts --json --no-shuffle-shards "$tmp/flac/wds"
+head -n -1 "$tmp/out" >"$tmp/dir.jsonl"
+expect_rc 0 "$SHARC" read --cuts --json --no-shuffle-shards "$tmp/flac/wds/shard-*.tar.?z"
+head -n -1 "$tmp/out" >"$tmp/glob.jsonl"
+cmp -s "$tmp/dir.jsonl" "$tmp/glob.jsonl" || fail "a wildcard pattern read other cuts than its directory"
+[ "$(wc -l <"$tmp/glob.jsonl")" -eq 12 ] || fail "a wildcard pattern: not 12 cuts"
+expect_rc 0 "$SHARC" read --cuts --json "$tmp/flac/nemo/audio_*.tar.gz" \
+    "$tmp/flac/nemo/sharded_manifests/manifest_?.json"
+check read "$tmp/out" "$tmp/flac/nemo.expected.jsonl"
+expect_rc 1 "$SHARC" read --cuts "$tmp/flac/wds/*.tar.zst"
+expect_in "$tmp/err" "$tmp/flac/wds/*.tar.zst: no file matches the pattern"
 
 # Text output: one line per cut with its id and shard:member, then the summary.
 expect_rc 0 "$SHARC" read --cuts "$d"
