@@ -177,25 +177,49 @@ static int expand_one(sharc__ctx *ctx, const char *s, strlist *out, int depth)
     return rc;
 }
 
-/* NeMo writes braces as (), [], <> or _OP_/_CL_ so that shells and SLURM leave them alone. */
+/* The length of "(A..B)" when the bracket at p opens a numeric range A..B closed by `close`,
+ * else 0. */
+static size_t bracket_range(const char *p, char close)
+{
+    size_t i = 1;
+    while (isdigit((unsigned char)p[i]))
+        i++;
+    if (i == 1 || strncmp(p + i, "..", 2) != 0)
+        return 0;
+    size_t b = i += 2;
+    while (isdigit((unsigned char)p[i]))
+        i++;
+    return i > b && p[i] == close ? i + 1 : 0;
+}
+
+/*
+ * NeMo writes braces as (), [], <> or _OP_/_CL_ so that shells and SLURM leave them alone.
+ * NeMo maps every such bracket; here (), [] and <> are braces only around a numeric range
+ * (`audio_[0..7].tar`), so that a directory named `q (v2)` or `r[1]` stays what it is.
+ */
 static char *nemo_braces(sharc__ctx *ctx, const char *p)
 {
+    static const char open[] = "([<", close[] = ")]>";
     size_t n = strlen(p);
     char *s = sharc__malloc(ctx, n + 1);
     if (!s)
         return NULL;
     size_t j = 0;
     for (size_t i = 0; i < n; i++) {
+        const char *o = p[i] ? strchr(open, p[i]) : NULL;
+        size_t len = o ? bracket_range(p + i, close[o - open]) : 0;
         if (strncmp(p + i, "_OP_", 4) == 0) {
             s[j++] = '{';
             i += 3;
         } else if (strncmp(p + i, "_CL_", 4) == 0) {
             s[j++] = '}';
             i += 3;
-        } else if (p[i] == '(' || p[i] == '[' || p[i] == '<') {
+        } else if (len) {
             s[j++] = '{';
-        } else if (p[i] == ')' || p[i] == ']' || p[i] == '>') {
+            memcpy(s + j, p + i + 1, len - 2);
+            j += len - 2;
             s[j++] = '}';
+            i += len - 1;
         } else {
             s[j++] = p[i];
         }
@@ -222,11 +246,51 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+static int too_many(sharc__ctx *ctx, const char *path)
+{
+    return sharc__set_error(ctx, SHARC_ERR_TOO_LARGE, "%s stands for more than %d paths", path,
+                            MAX_EXPANSION);
+}
+
+/* The first directory glob() could not read for a reason other than its absence (set by
+ * glob_error, per thread: glob takes no argument for its callback). */
+static _Thread_local struct {
+    char path[1024];
+    int err;
+} glob_failure;
+
+static int glob_error(const char *path, int err)
+{
+    if (err == ENOENT || err == ENOTDIR)
+        return 0; /* a name that is not a directory: nothing under it matches */
+    snprintf(glob_failure.path, sizeof glob_failure.path, "%s", path);
+    glob_failure.err = err;
+    return 1;
+}
+
+/* `path` with glob's special characters other than * and ? escaped: `[` is not a wildcard
+ * here (NeMo's brackets are braces), and a backslash is a character of the name. */
+static char *escape_for_glob(sharc__ctx *ctx, const char *path)
+{
+    size_t n = strlen(path);
+    char *s = sharc__malloc(ctx, 2 * n + 1);
+    if (!s)
+        return NULL;
+    size_t j = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (path[i] == '[' || path[i] == ']' || path[i] == '\\')
+            s[j++] = '\\';
+        s[j++] = path[i];
+    }
+    s[j] = 0;
+    return s;
+}
+
 /*
  * A path with the shell's wildcards * and ? that does not exist as given: the paths they
  * match, in byte order (a shell sorts by the locale; shard names sort the same either way).
- * `[` is not a wildcard: NeMo writes braces as [] (nemo_braces), and they are expanded
- * before. A pattern that matches nothing is an error, as a missing file is.
+ * Other characters stand for themselves. A pattern that matches nothing is an error, as a
+ * missing file is, and so is a directory on the way that cannot be read.
  */
 static int expand_wildcards(sharc__ctx *ctx, const char *path, strlist *out, int *matched)
 {
@@ -234,23 +298,27 @@ static int expand_wildcards(sharc__ctx *ctx, const char *path, strlist *out, int
     if (!strpbrk(path, "*?") || stat(path, &st) == 0)
         return strlist_push(ctx, out, sharc__strdup(ctx, path));
     *matched = 1;
+    char *pattern = escape_for_glob(ctx, path);
+    if (!pattern)
+        return SHARC_ERR(ENOMEM);
     glob_t g;
-    int r = glob(path, GLOB_NOSORT, NULL, &g);
-    if (r == GLOB_NOMATCH)
-        return sharc__set_error(ctx, SHARC_ERR(ENOENT), "%s: no file matches the pattern", path);
-    if (r == GLOB_NOSPACE)
-        return sharc__set_error(ctx, SHARC_ERR(ENOMEM), "%s: out of memory matching the pattern",
-                                path);
-    if (r != 0)
-        return sharc__set_error(ctx, SHARC_ERR_IO,
-                                "%s: cannot read a directory to match the "
-                                "pattern",
-                                path);
+    glob_failure.err = 0;
+    int r = glob(pattern, GLOB_NOSORT, glob_error, &g);
+    sharc__free(ctx, pattern);
     int rc = 0;
-    if (g.gl_pathc > MAX_EXPANSION)
-        rc = sharc__set_error(ctx, SHARC_ERR_TOO_LARGE, "%s: the pattern matches %zu paths", path,
-                              (size_t)g.gl_pathc);
-    else
+    if (r == GLOB_ABORTED || glob_failure.err)
+        rc = sharc__set_error(ctx, SHARC_ERR(glob_failure.err ? glob_failure.err : EIO),
+                              "%s: cannot read %s to match the pattern: %s", path,
+                              glob_failure.err ? glob_failure.path : "a directory",
+                              strerror(glob_failure.err ? glob_failure.err : EIO));
+    else if (r == GLOB_NOMATCH)
+        rc = sharc__set_error(ctx, SHARC_ERR(ENOENT), "%s: no file matches the pattern", path);
+    else if (r != 0)
+        rc = sharc__set_error(ctx, SHARC_ERR(ENOMEM), "%s: out of memory matching the pattern",
+                              path);
+    else if (g.gl_pathc > MAX_EXPANSION)
+        rc = too_many(ctx, path);
+    if (rc == 0)
         qsort(g.gl_pathv, g.gl_pathc, sizeof *g.gl_pathv, cmp_str);
     for (size_t i = 0; rc == 0 && i < g.gl_pathc; i++)
         rc = strlist_push(ctx, out, sharc__strdup(ctx, g.gl_pathv[i]));
@@ -259,13 +327,17 @@ static int expand_wildcards(sharc__ctx *ctx, const char *path, strlist *out, int
 }
 
 /* A path as given: its braces expanded, then its wildcards (`*matched` set when a wildcard
- * was matched). */
+ * was matched); at most MAX_EXPANSION paths. */
 static int expand_path(sharc__ctx *ctx, const char *path, strlist *out, int *matched)
 {
     strlist braced = {0};
+    size_t first = out->n;
     int rc = expand_list(ctx, path, &braced);
-    for (size_t i = 0; rc == 0 && i < braced.n; i++)
+    for (size_t i = 0; rc == 0 && i < braced.n; i++) {
         rc = expand_wildcards(ctx, braced.items[i], out, matched);
+        if (rc == 0 && out->n - first > MAX_EXPANSION)
+            rc = too_many(ctx, path);
+    }
     strlist_free(ctx, &braced);
     return rc;
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/vfs.h>
+#include <linux/magic.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -68,27 +69,28 @@ static int64_t now_ns(void)
 
 int sharc__inodes_stable(int fd)
 {
-    enum {
-        FUSE_MAGIC = 0x65735546,
-        SMB_MAGIC = 0x517B,
-        CIFS_MAGIC = (int)0xFF534D42,
-        SMB2_MAGIC = (int)0xFE534D42,
-    };
     struct statfs sf;
     if (fstatfs(fd, &sf) != 0)
         return 1;
-    switch ((int)sf.f_type) {
-    case FUSE_MAGIC:
-    case SMB_MAGIC:
-    case CIFS_MAGIC:
-    case SMB2_MAGIC:
+    switch ((unsigned long)sf.f_type) {
+    case FUSE_SUPER_MAGIC:
+    case CIFS_SUPER_MAGIC:
+    case SMB2_SUPER_MAGIC:
         return 0;
     default:
         return 1;
     }
 }
 
-/* Whether the file open as `fd` still has the identity `id` (0 when it cannot be known). */
+/* The identity of the file open as `fd` now, as a stream that opened it would record it; 0
+ * when it cannot be known. */
+static uint64_t id_of_fd(int fd)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 ? sharc__file_id(&st, sharc__inodes_stable(fd)) : 0;
+}
+
+/* Whether the file open as `fd` still has the identity `id`. */
 static int fd_is(int fd, uint64_t id)
 {
     struct stat st;
@@ -120,7 +122,7 @@ static int file_of(sharc__fetcher *f, sharc__ctx *ctx, const sharc__file_ref *fi
                 int64_t now = now_ns();
                 if (now - f->files[i].checked_ns >= SHARC__FETCH_RECHECK_NS) {
                     if (!fd_is(f->files[i].fd, f->files[i].id))
-                        f->files[i].id = 0; /* changed, or it cannot be checked */
+                        f->files[i].id = id_of_fd(f->files[i].fd); /* 0: cannot be checked */
                     f->files[i].checked_ns = now;
                 }
                 if (f->files[i].id == file->id) {
@@ -147,12 +149,12 @@ static int file_of(sharc__fetcher *f, sharc__ctx *ctx, const sharc__file_ref *fi
     if (nfd < 0)
         return sharc__fail_data(ctx, SHARC_ERR(errno), "%s: cannot open again to read audio: %s",
                                 path, strerror(errno));
-    if (fstat(nfd, &st) != 0) {
+    uint64_t id = file->id && fd_is(nfd, file->id) ? file->id : id_of_fd(nfd);
+    if (!id) {
         int e = errno;
         close(nfd);
         return sharc__fail_data(ctx, SHARC_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
     }
-    uint64_t id = file->id && sharc__file_is(&st, file->id) ? file->id : sharc__file_id(&st, 1);
     f->files[victim].path = path;
     f->files[victim].id = id;
     f->files[victim].fd = nfd;

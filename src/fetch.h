@@ -59,10 +59,11 @@ static inline int sharc__file_is(const struct stat *st, uint64_t id)
 }
 
 /**
- * Whether the inode numbers of the file system that `fd` is on stay the same between two
- * opens of a file. They do not on FUSE mounts (gcsfuse, mountpoint-s3, sshfs without
- * use_ino, ...: numbers are handed out on lookup and may be handed out anew once the kernel
- * forgets the file) nor on SMB mounts with noserverino. 1 when it cannot be told.
+ * Whether the inode numbers of the file system that `fd` is on can be trusted to stay the
+ * same between two opens of a file: 0 on every FUSE mount (gcsfuse, mountpoint-s3, sshfs
+ * without use_ino, ... hand numbers out on lookup and may hand out new ones once the kernel
+ * forgets the file; which FUSE file systems do cannot be told) and every SMB mount (CIFS
+ * with noserverino does the same), else 1, also when it cannot be told.
  */
 int sharc__inodes_stable(int fd);
 
@@ -75,7 +76,7 @@ typedef struct sharc__file_ref {
 typedef struct sharc__fetcher {
     struct {
         const char *path; ///< NULL for a free entry; owned by the dataset
-        uint64_t id;      ///< the identity the open file was last found to have (0: changed)
+        uint64_t id; ///< its identity when last checked, in the form streams record (0: unknown)
         int fd;
         uint64_t used;      ///< clock of the last use, for least-recently-used replacement
         int64_t checked_ns; ///< when its identity was last checked (CLOCK_MONOTONIC_COARSE)

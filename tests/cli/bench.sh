@@ -98,7 +98,7 @@ expect_rc 0 "$SHARC" bench --cuts --floor --json --repeat 1 --seconds 0.2 --epoc
 "$PYTHON" - "$tmp/out" <<'PYEOF'
 import json, sys
 j = json.loads(open(sys.argv[1]).read())
-assert j["shards"] == 2 and j["floor_audio_seconds_per_second"] > 0, j
+assert j["shards"] == 2 and j["tar_files"] == 2 and j["floor_audio_seconds_per_second"] > 0, j
 PYEOF
 
 # The text report.
