@@ -516,8 +516,19 @@ static int next_regular(sharc__tar *t, sharc__member *m, struct archive_entry **
         t->last_end = data_at >= 0 && data_size >= 0 && data_size <= INT64_MAX - 1024 - data_at
                           ? data_at + (data_size + 511) / 512 * 512
                           : -1;
-        /* Hard links carry no payload of their own; they are links, so skipped. */
-        if (archive_entry_filetype(e) != AE_IFREG || archive_entry_hardlink(e))
+        /* Directories and other entries without data are skipped. Links are too, as
+         * WebDataset skips them (Lhotse fails on them): their data is another member's or
+         * not in the archive. A cut whose audio is a link then has no member, so say why. */
+        const char *target = archive_entry_hardlink(e);
+        int hard = target != NULL;
+        if (!hard && archive_entry_filetype(e) == AE_IFLNK)
+            target = archive_entry_symlink(e);
+        if (target)
+            sharc__log(t->ctx, SHARC_LOG_WARN,
+                       "%s: member '%s' is a %s link to '%s', not a file: skipped (sharc reads "
+                       "the data of regular members only)",
+                       t->path, entry_name(e), hard ? "hard" : "symbolic", target);
+        if (archive_entry_filetype(e) != AE_IFREG || hard)
             continue;
         const char *name = entry_name(e);
         if ((rc = sharc__buf_set_str(t->ctx, &m->name, name)) < 0 ||
