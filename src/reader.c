@@ -544,46 +544,42 @@ static int check_metadata(sharc_reader *r)
 {
     const sharc__rawcut *c = &r->raw;
     const sharc__decode_job j = raw_job(c);
-    int rc;
-    if (c->channels > SHARC__MAX_CHANNELS) {
-        rc = sharc__set_error(&r->ctx, SHARC_ERR_AUDIO_MISMATCH,
-                              "%s member %s (cut %s): its metadata give %d channels, more than "
-                              "the %d an audio file can have",
-                              j.shard, j.member, j.id, c->channels, SHARC__MAX_CHANNELS);
-        return cut_problem(&r->ctx, &r->err, rc, SHARC_PROBLEM_AUDIO_FORMAT, j.shard, j.member,
-                           j.id);
-    }
-    if (r->s.channel >= c->channels) {
-        rc = sharc__set_error(&r->ctx, SHARC_ERR_AUDIO_MISMATCH,
-                              "%s member %s (cut %s): channel %d is required (the channel "
-                              "setting, --channel), and the cut has %d",
-                              j.shard, j.member, j.id, r->s.channel, c->channels);
-        return cut_problem(&r->ctx, &r->err, rc, SHARC_PROBLEM_AUDIO_FORMAT, j.shard, j.member,
-                           j.id);
-    }
+    const int code = SHARC_ERR_AUDIO_MISMATCH;
+    sharc_problem kind = SHARC_PROBLEM_LENGTH;
     double want = c->duration * c->sampling_rate;
     double tolerance = r->s.length_tolerance * c->sampling_rate;
-    if (fabs((double)c->num_samples - want) > (tolerance > 1 ? tolerance : 1)) {
-        rc = sharc__set_error(&r->ctx, SHARC_ERR_AUDIO_MISMATCH,
-                              "%s member %s (cut %s): its metadata disagree: a duration of %g s "
-                              "is %.0f samples at %d Hz, and num_samples says %lld",
-                              j.shard, j.member, j.id, c->duration, want, c->sampling_rate,
-                              (long long)c->num_samples);
-        return cut_problem(&r->ctx, &r->err, rc, SHARC_PROBLEM_LENGTH, j.shard, j.member, j.id);
-    }
     /* No codec packs more than a few thousand samples into a byte (FLAC's constant blocks
      * are the densest): a member cannot hold more than this, whatever its metadata say. */
     double most = (double)j.audio_len * SHARC__MAX_SAMPLES_PER_BYTE;
-    if ((double)c->num_samples * c->channels > most) {
-        rc = sharc__set_error(&r->ctx, SHARC_ERR_AUDIO_MISMATCH,
-                              "%s member %s (cut %s): its metadata give %lld samples x %d "
-                              "channels for %zu bytes of audio, more than any codec holds (%d "
-                              "samples per byte)",
-                              j.shard, j.member, j.id, (long long)c->num_samples, c->channels,
-                              j.audio_len, SHARC__MAX_SAMPLES_PER_BYTE);
-        return cut_problem(&r->ctx, &r->err, rc, SHARC_PROBLEM_LENGTH, j.shard, j.member, j.id);
+    int rc = 0;
+    if (c->channels > SHARC__MAX_CHANNELS) {
+        kind = SHARC_PROBLEM_AUDIO_FORMAT;
+        rc = sharc__set_error(&r->ctx, code,
+                              "its metadata give %d channels, more than the %d an audio file "
+                              "can have",
+                              c->channels, SHARC__MAX_CHANNELS);
+    } else if (r->s.channel >= c->channels) {
+        kind = SHARC_PROBLEM_AUDIO_FORMAT;
+        rc = sharc__set_error(&r->ctx, code,
+                              "channel %d is required (the channel setting, --channel), and the "
+                              "cut has %d",
+                              r->s.channel, c->channels);
+    } else if (fabs((double)c->num_samples - want) > (tolerance > 1 ? tolerance : 1)) {
+        rc = sharc__set_error(&r->ctx, code,
+                              "its metadata disagree: a duration of %g s is %.0f samples at %d "
+                              "Hz, and num_samples says %lld",
+                              c->duration, want, c->sampling_rate, (long long)c->num_samples);
+    } else if ((double)c->num_samples * c->channels > most) {
+        rc = sharc__set_error(&r->ctx, code,
+                              "its metadata give %lld samples x %d channels for %zu bytes of "
+                              "audio, more than any codec holds (%d samples per byte)",
+                              (long long)c->num_samples, c->channels, j.audio_len,
+                              SHARC__MAX_SAMPLES_PER_BYTE);
     }
-    return 0;
+    if (rc == 0)
+        return 0;
+    sharc__wrap_error(&r->ctx, rc, "%s member %s (cut %s)", j.shard, j.member, j.id);
+    return cut_problem(&r->ctx, &r->err, rc, kind, j.shard, j.member, j.id);
 }
 
 /* Make rate, channels and length known, from the metadata or else the audio header, and

@@ -727,6 +727,18 @@ START_TEST(tar_lazy_not_from_memory_or_pipes)
 }
 END_TEST
 
+/* Open `path` with its audio left in the file and read up to its sixth member, big.bin:
+ * in the file (at m->at), with the file's identity (m->file_id). */
+static void open_at_big_member(const char *path, sharc__tar **t, sharc__member *m)
+{
+    ck_assert_int_eq(sharc__tar_open(t, &ctx, path, 1 << 20), 0);
+    sharc__tar_set_lazy(*t, NULL);
+    for (int i = 0; i < 6; i++)
+        ck_assert_int_eq(sharc__tar_next(*t, m), 0);
+    ck_assert_str_eq(sharc__buf_str(&m->name), "big.bin");
+    ck_assert_int_eq(m->in_file, 1);
+}
+
 /* A member cut short is an error where it is met, lazy or not; a file that shrinks after
  * its headers were read fails the fetch, naming the file and the bytes. */
 START_TEST(tar_lazy_truncated_and_changed)
@@ -738,12 +750,7 @@ START_TEST(tar_lazy_truncated_and_changed)
     sharc__fetcher f;
     sharc__fetcher_init(&f, 1);
     const uint8_t *bytes;
-    ck_assert_int_eq(sharc__tar_open(&t, &ctx, path, 1 << 20), 0);
-    sharc__tar_set_lazy(t, NULL);
-    for (int i = 0; i < 6; i++)
-        ck_assert_int_eq(sharc__tar_next(t, &m), 0);
-    ck_assert_str_eq(sharc__buf_str(&m.name), "big.bin");
-    ck_assert_int_eq(m.in_file, 1);
+    open_at_big_member(path, &t, &m);
     ck_assert_int_eq(
         sharc__fetch(&f, &ctx, &(sharc__file_ref){path, m.file_id}, m.at, (size_t)m.size, &bytes),
         0);
@@ -794,11 +801,7 @@ START_TEST(tar_lazy_replaced_file)
     sharc__fetcher_init(&early, 2);
     sharc__fetcher_init(&late, 2);
     const uint8_t *bytes;
-    ck_assert_int_eq(sharc__tar_open(&t, &ctx, path, 1 << 20), 0);
-    sharc__tar_set_lazy(t, NULL);
-    for (int i = 0; i < 6; i++)
-        ck_assert_int_eq(sharc__tar_next(t, &m), 0);
-    ck_assert_int_eq(m.in_file, 1);
+    open_at_big_member(path, &t, &m);
     ck_assert_uint_ne(m.file_id, 0);
     const sharc__file_ref file = {path, m.file_id};
     ck_assert_int_eq(sharc__fetch(&early, &ctx, &file, m.at, (size_t)m.size, &bytes), 0);
@@ -829,10 +832,7 @@ START_TEST(tar_lazy_replaced_file)
     /* Rewritten in place at the same size: the same inode, another modification time. */
     sharc__tar_close(&t);
     ck_assert_int_eq(tu_sh("cp '%s' '%s'", tmp("pax.tar"), path), 0);
-    ck_assert_int_eq(sharc__tar_open(&t, &ctx, path, 1 << 20), 0);
-    sharc__tar_set_lazy(t, NULL);
-    for (int i = 0; i < 6; i++)
-        ck_assert_int_eq(sharc__tar_next(t, &m), 0);
+    open_at_big_member(path, &t, &m);
     const sharc__file_ref again = {path, m.file_id};
     sharc__fetcher_free(&late, &ctx);
     ck_assert_int_eq(sharc__fetch(&late, &ctx, &again, m.at, (size_t)m.size, &bytes), 0);
@@ -908,11 +908,7 @@ START_TEST(tar_lazy_fuse_ignores_the_inode)
     sharc__fetcher f;
     sharc__fetcher_init(&f, 2);
     const uint8_t *bytes;
-    ck_assert_int_eq(sharc__tar_open(&t, &ctx, path, 1 << 20), 0);
-    sharc__tar_set_lazy(t, NULL);
-    for (int i = 0; i < 6; i++)
-        ck_assert_int_eq(sharc__tar_next(t, &m), 0);
-    ck_assert_int_eq(m.in_file, 1);
+    open_at_big_member(path, &t, &m);
     const sharc__file_ref file = {path, m.file_id};
     ck_assert_uint_eq(m.file_id, sharc__file_id(&before, 0));
     ck_assert_uint_ne(m.file_id, sharc__file_id(&before, 1));

@@ -559,17 +559,28 @@ static void count_problem(void *cookie, const sharc_problem_report *p)
 
 /* The corpus of the error tests: 2 Shar shards of 6 cuts in plain tars, where the third cut
  * of shard 1 has a garbage FLAC body. */
+/* 12 cuts of at most 4 s in 2 plain Shar shards of 6. */
+static char *small_corpus(void)
+{
+    return gen_corpus("--layout shar --compress none --shards 2 --cuts-per-shard 6 "
+                      "--max-duration 4");
+}
+
+/* Cut `index` of small_corpus() gets a garbage FLAC body; its member and id are returned. */
+static void spoil_member(const char *dir, int index, char bad_member[256], char bad_id[256])
+{
+    expected_field(dir, index, "member", bad_member, 256);
+    expected_field(dir, index, "id", bad_id, 256);
+    ck_assert_int_eq(tu_sh("cd '%s/shar' && python3 '%s/corrupt.py' tar-replace recording.%06d.tar "
+                           "'%s' @flac-garbage:2000",
+                           dir, getenv("SHARC_TESTS_SRC"), index / 6, bad_member),
+                     0);
+}
+
 static char *corpus_with_bad_member(char bad_member[256], char bad_id[256])
 {
-    char *dir =
-        gen_corpus("--layout shar --compress none --shards 2 --cuts-per-shard 6 --max-duration 4");
-    expected_field(dir, 8, "member", bad_member, 256);
-    expected_field(dir, 8, "id", bad_id, 256);
-    ck_assert_int_eq(
-        tu_sh("cd '%s/shar' && python3 '%s/corrupt.py' tar-replace recording.000001.tar "
-              "'%s' @flac-garbage:2000",
-              dir, getenv("SHARC_TESTS_SRC"), bad_member),
-        0);
+    char *dir = small_corpus();
+    spoil_member(dir, 8, bad_member, bad_id);
     return dir;
 }
 
@@ -646,8 +657,7 @@ END_TEST
  * it: the batch narrows to its longest remaining row, and the padded seconds follow. */
 START_TEST(skipped_longest_row_narrows_the_batch)
 {
-    char *dir =
-        gen_corpus("--layout shar --compress none --shards 2 --cuts-per-shard 6 --max-duration 4");
+    char *dir = small_corpus();
     /* The longest cut of the corpus gets a garbage FLAC body. */
     char exp[700], line[4096];
     snprintf(exp, sizeof exp, "%s/shar.expected.jsonl", dir);
@@ -670,14 +680,8 @@ START_TEST(skipped_longest_row_narrows_the_batch)
     }
     fclose(f);
     ck_assert_int_eq(index, 12);
-    char member[256], id[256], shard[32];
-    expected_field(dir, longest, "member", member, sizeof member);
-    expected_field(dir, longest, "id", id, sizeof id);
-    snprintf(shard, sizeof shard, "recording.%06d.tar", longest / 6);
-    ck_assert_int_eq(tu_sh("cd '%s/shar' && python3 '%s/corrupt.py' tar-replace %s '%s' "
-                           "@flac-garbage:2000",
-                           dir, getenv("SHARC_TESTS_SRC"), shard, member),
-                     0);
+    char member[256], id[256];
+    spoil_member(dir, longest, member, id);
     char path[600];
     snprintf(path, sizeof path, "%s/shar", dir);
     const char *paths[] = {path};
