@@ -3,15 +3,16 @@
  * nothing else (bench/run.sh --what datapath; docs/benchmarks.md, "Scaling on WAV").
  *
  * For every WAV member of the tars under DIR, in order, spread over N threads as sharc's
- * decode threads take rows: pread the member into the thread's reused buffer (as
- * src/fetch.c does), parse its header and convert its PCM16 samples to float32 into the
- * next row of a ring of batch buffers, then zero the row's padding (as src/batch.c does,
- * with sharc's own routines: non-temporal stores). No tar parsing, JSON, sampling or
+ * decode threads take rows: pread the member's header, then its samples 128 KiB at a time
+ * into the thread's reused buffer (as src/reader.c does; --chunk 0 reads each member whole),
+ * converting each part's PCM16 to float32 into the next row of a ring of batch buffers, then
+ * zero the row's padding (as src/batch.c does, with sharc's own routines: non-temporal
+ * stores). No tar parsing, JSON, sampling or
  * planning is timed: the member list is read before the clock starts. Its rate with 1 and 2
  * threads is what the memory system allows for the data sharc must move, so the ratio of the
  * two bounds the scaling any loader can show on this corpus and machine.
  *
- * Usage: sharc-datapath [--threads N] [--seconds S] [--padding P] DIR
+ * Usage: sharc-datapath [--threads N] [--seconds S] [--padding P] [--chunk BYTES] DIR
  * Prints one JSON object: audio_seconds_per_second, cuts_per_second,
  * cpu_seconds_per_audio_second, peak_rss_bytes, time_to_first_batch_s (null), members.
  */
@@ -46,6 +47,7 @@ typedef struct job {
     int fds[4096];
     size_t n_fds;
     double padding;
+    size_t chunk; /* 0: read each member whole; else its samples in reads of this size */
     double stop_at;
     float *ring;
     atomic_size_t next;      /* member sequence number, taken by the threads in turn */
@@ -139,16 +141,22 @@ static void *work(void *arg)
     const size_t ring_floats = RING_BYTES / sizeof(float);
     while (sharc__now_s() < j->stop_at) {
         const member *m = &j->v[atomic_fetch_add(&j->next, 1) % j->n];
-        if (m->size > cap) {
+        const size_t need = j->chunk ? j->chunk + 4096 : m->size;
+        if (need > cap) {
             free(buf);
-            cap = m->size;
+            cap = need;
             buf = malloc(cap);
             if (buf == NULL)
                 abort();
         }
         sharc__wav_pcm16 wav;
-        if (pread(m->fd, buf, m->size, (off_t)m->at) != (ssize_t)m->size ||
-            !sharc__wav_parse(buf, m->size, &wav)) {
+        size_t head = j->chunk && m->size > 4096 ? 4096 : m->size;
+        if (pread(m->fd, buf, head, (off_t)m->at) != (ssize_t)head) {
+            w->failed = 1;
+            break;
+        }
+        const sharc__wav_pieces pieces = {buf, head, NULL, m->size, m->size};
+        if (!sharc__wav_parse_pieces(&pieces, &wav)) {
             w->failed = 1;
             break;
         }
@@ -163,7 +171,26 @@ static void *work(void *arg)
         if (at + row > ring_floats)
             at = 0; /* rows do not straddle the ring's end (they may overlap: only the
                        traffic matters here) */
-        sharc__wav_pcm16_to_float(buf + wav.data_offset, samples, j->ring + at, 1);
+        if (!j->chunk) {
+            if (pread(m->fd, buf, m->size, (off_t)m->at) != (ssize_t)m->size) {
+                w->failed = 1;
+                break;
+            }
+            sharc__wav_pcm16_to_float(buf + wav.data_offset, samples, j->ring + at, 1);
+        } else {
+            size_t done = 0;
+            const size_t per = j->chunk / 2;
+            while (done < samples) {
+                size_t k = samples - done < per ? samples - done : per;
+                if (pread(m->fd, buf, 2 * k, (off_t)(m->at + wav.data_offset + 2 * done)) !=
+                    (ssize_t)(2 * k)) {
+                    w->failed = 1;
+                    break;
+                }
+                sharc__wav_pcm16_to_float(buf, k, j->ring + at + done, 1);
+                done += k;
+            }
+        }
         sharc__memzero_stream(j->ring + at + samples, pad * sizeof(float));
         w->audio_s += (double)wav.frames / wav.sampling_rate;
         w->members += 1;
@@ -184,18 +211,23 @@ int main(int argc, char **argv)
 {
     int threads = 1;
     double seconds = 10, padding = 0.14;
+    size_t chunk = 128 * 1024;
     const char *dir = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            printf("usage: sharc-datapath [--threads N] [--seconds S] [--padding P] DIR\n"
-                   "  pread + PCM16-to-float32 + zeroed padding of every WAV member of the\n"
-                   "  tars in DIR, with N threads (1) for S seconds (10), padding P (0.14)\n"
-                   "  of each row; prints one JSON object\n");
+            printf(
+                "usage: sharc-datapath [--threads N] [--seconds S] [--padding P] [--chunk B] DIR\n"
+                "  pread + PCM16-to-float32 + zeroed padding of every WAV member of the\n"
+                "  tars in DIR, with N threads (1) for S seconds (10), padding P (0.14)\n"
+                "  of each row, the samples read B bytes at a time (131072, as sharc reads\n"
+                "  them; 0: each member whole); prints one JSON object\n");
             return 0;
         } else if (i + 1 < argc && strcmp(argv[i], "--threads") == 0) {
             threads = atoi(argv[++i]);
         } else if (i + 1 < argc && strcmp(argv[i], "--seconds") == 0) {
             seconds = atof(argv[++i]);
+        } else if (i + 1 < argc && strcmp(argv[i], "--chunk") == 0) {
+            chunk = (size_t)atol(argv[++i]);
         } else if (i + 1 < argc && strcmp(argv[i], "--padding") == 0) {
             padding = atof(argv[++i]);
         } else if (argv[i][0] != '-' && dir == NULL) {
@@ -217,6 +249,7 @@ int main(int argc, char **argv)
     sharc__ctx_init(&ctx, NULL, NULL);
     static job j;
     j.padding = padding;
+    j.chunk = chunk;
     if (add_dir(&j, &ctx, dir) != 0)
         return 1;
     if (j.n == 0) {

@@ -121,11 +121,26 @@ int sharc__pcm16_plan(const sharc__wav_pcm16 *wav, const sharc__decode_spec *spe
 
 /**
  * Convert the `count` frames planned by sharc__pcm16_plan(), at `src`, into `out` and fit
- * them to spec->want_frames, as sharc__audio_decode() does for that member.
+ * them to spec->want_frames, as sharc__audio_decode() does for that member:
+ * sharc__pcm16_convert_part() on them all, then sharc__pcm16_finish().
  */
 void sharc__pcm16_convert(const sharc__wav_pcm16 *wav, const uint8_t *src, int64_t count,
                           const sharc__decode_spec *spec, float *out, sharc__audio_info *info,
                           int64_t *frames);
+
+/**
+ * Convert `count` frames at `src`, a run of the planned ones, into `out`, where that run's
+ * output starts. A caller reading the planned frames in parts converts each part so.
+ */
+void sharc__pcm16_convert_part(const sharc__wav_pcm16 *wav, const uint8_t *src, int64_t count,
+                               const sharc__decode_spec *spec, float *out);
+
+/**
+ * After the `count` planned frames were converted into `out`: fit them to
+ * spec->want_frames and report what sharc__audio_decode() reports.
+ */
+void sharc__pcm16_finish(const sharc__wav_pcm16 *wav, int64_t count, const sharc__decode_spec *spec,
+                         float *out, sharc__audio_info *info, int64_t *frames);
 
 /**
  * sharc__audio_decode() without the direct PCM16 WAV path: always libsndfile. For tests

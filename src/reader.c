@@ -456,14 +456,22 @@ static int small_window(const sharc__decode_job *j)
 }
 
 /*
- * A small window into a WAV member: read only the window's samples. The result is the one
- * decoding the whole member gives.
+ * The samples of a WAV member left in its file are read in parts of this size, each
+ * converted while it is still in the core's cache: the buffer stays small whatever the
+ * member's length, and the conversion reads from the cache, not from memory.
+ */
+#define WAV_PART_BYTES ((size_t)128 * 1024)
+
+/*
+ * A WAV member left in its file: read its header, then only the samples the cut needs (a
+ * window's, or all), WAV_PART_BYTES at a time. The result is the one decoding the whole
+ * member gives.
  * @return 1 decoded; 0 not done this way (see wav_from_pieces()), nothing written; or an
  *         error reading the file
  */
-static int decode_wav_window(sharc__ctx *ctx, sharc__fetcher *f, const sharc__decode_job *j,
-                             const sharc__decode_spec *spec, float *out, size_t cap,
-                             sharc__audio_info *info, int64_t *frames)
+static int decode_wav_in_file(sharc__ctx *ctx, sharc__fetcher *f, const sharc__decode_job *j,
+                              const sharc__decode_spec *spec, float *out, size_t cap,
+                              sharc__audio_info *info, int64_t *frames)
 {
     const sharc__file_ref file = job_file(j);
     sharc__wav_pcm16 wav;
@@ -473,13 +481,18 @@ static int decode_wav_window(sharc__ctx *ctx, sharc__fetcher *f, const sharc__de
         return rc;
     if (!sharc__pcm16_plan(&wav, spec, cap, &first, &count))
         return 0; /* libsndfile decides, and names what does not fit */
-    const size_t align = 2 * (size_t)wav.channels;
-    const uint8_t *src = NULL;
-    if (count > 0 &&
-        (rc = sharc__fetch(f, ctx, &file, j->at + wav.data_offset + (uint64_t)first * align,
-                           (size_t)count * align, &src)) < 0)
-        return rc;
-    sharc__pcm16_convert(&wav, src, count, spec, out, info, frames);
+    const size_t frame_bytes = 2 * (size_t)wav.channels;
+    const int64_t part = (int64_t)(WAV_PART_BYTES / frame_bytes);
+    const int out_ch = spec->channel >= 0 ? 1 : wav.channels;
+    for (int64_t done = 0; done < count; done += part) {
+        const int64_t n = count - done < part ? count - done : part;
+        const uint64_t at = j->at + wav.data_offset + (uint64_t)(first + done) * frame_bytes;
+        const uint8_t *src;
+        if ((rc = sharc__fetch(f, ctx, &file, at, (size_t)n * frame_bytes, &src)) < 0)
+            return rc;
+        sharc__pcm16_convert_part(&wav, src, n, spec, out + done * out_ch);
+    }
+    sharc__pcm16_finish(&wav, count, spec, out, info, frames);
     return 1;
 }
 
@@ -702,10 +715,11 @@ int sharc__reader_decode(const sharc_reader *r, sharc__ctx *ctx, sharc__fetcher 
     sharc__audio_info info = {0};
     int64_t frames = 0;
     int fd, rc = 0;
-    if (small_window(j)) {
-        /* Only what the window needs: a WAV window's samples, or what libsndfile reads. */
-        rc = decode_wav_window(ctx, f, j, &spec, out, cap, &info, &frames);
-        if (rc == 0 && (rc = sharc__fetch_fd(f, ctx, &file, &fd)) == 0) {
+    if (j->in_file) {
+        /* Only what the cut needs: a WAV member's samples, or what libsndfile reads of a
+         * small window. */
+        rc = decode_wav_in_file(ctx, f, j, &spec, out, cap, &info, &frames);
+        if (rc == 0 && small_window(j) && (rc = sharc__fetch_fd(f, ctx, &file, &fd)) == 0) {
             rc = sharc__audio_decode_at(ctx, fd, j->at, j->audio_len, f->io, sizeof f->io, &spec,
                                         out, cap, &info, &frames);
             rc = rc == 0 ? 1 : rc;
