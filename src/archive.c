@@ -18,8 +18,11 @@
 /* libarchive reads the file in blocks of this size; large blocks keep syscalls off the hot path. */
 #define READ_BLOCK (1u << 20)
 /* With payloads left in the file (lazy members), reads are small: they fetch headers and
- * metadata members, and every byte of a skipped payload they read is a wasted copy. */
-#define LAZY_READ_BLOCK (16u << 10)
+ * metadata members, and every byte of a skipped payload they read is a wasted copy. The
+ * first read of every file is this small too: it is made before the caller can say that
+ * payloads are to be left in the file, and sniffing and libarchive's format bid need 512
+ * bytes. */
+#define LAZY_READ_BLOCK (4u << 10)
 /* First size of the line buffer; it grows (doubling) up to about twice the line cap. */
 #define LINE_BUF_INITIAL (64u << 10)
 #define MEMORY_PATH      "<memory>"
@@ -45,7 +48,8 @@ typedef struct source {
     uint8_t *out;        ///< READ_BLOCK inflated bytes (gzip only)
     const uint8_t *next; ///< unread input, `avail` bytes
     size_t avail;
-    uint64_t total; ///< input bytes read or skipped so far
+    uint64_t total;     ///< input bytes read or skipped so far
+    uint64_t hinted_to; ///< payloads left in the file up to here are cached or asked for
     int eof, mode;
     z_stream z;
     int z_ready;
@@ -177,9 +181,8 @@ static int src_fill(source *s, struct archive *a)
     if (s->avail && s->next != s->in)
         memmove(s->in, s->next, s->avail);
     s->next = s->in;
-    size_t want = s->small_reads && s->mode == SRC_PLAIN && s->avail < LAZY_READ_BLOCK
-                      ? LAZY_READ_BLOCK
-                      : READ_BLOCK;
+    const int small = s->mode == SRC_SNIFF || (s->small_reads && s->mode == SRC_PLAIN);
+    size_t want = small && s->avail < LAZY_READ_BLOCK ? LAZY_READ_BLOCK : READ_BLOCK;
     ssize_t n;
     double t0 = sharc__now_s();
     do
@@ -542,22 +545,31 @@ static int next_regular(sharc__tar *t, sharc__member *m, struct archive_entry **
     }
 }
 
+/* Payloads left in the file are checked for being cached, or asked for, this many bytes at
+ * a time. */
+#define PREFETCH_SPAN ((uint64_t)4 << 20)
+
 /*
  * Have the kernel read a payload left in the file now, while the shard is read in order, so
  * that the decode thread finds it in the page cache. Asking for pages that are already
- * cached still costs a lookup per page (measured: 10% of WAV batches), so the hint is only
- * given when the payload's last byte is not cached: pages are read in order, and a shard
- * is usually cached whole or not at all.
+ * cached still costs a lookup per page (measured: 10% of WAV batches), and so does asking
+ * whether they are, so this is done for PREFETCH_SPAN bytes from the payload at once: when
+ * the span's last byte is cached, the span is taken as cached (pages are read in order, and
+ * a shard is usually cached whole or not at all); else the kernel is asked to read it.
  */
-static void prefetch(const source *s, uint64_t at, uint64_t size)
+static void prefetch(source *s, uint64_t at, uint64_t size)
 {
-    if (size == 0)
+    if (size == 0 || at + size <= s->hinted_to)
         return;
+    uint64_t span = size > PREFETCH_SPAN ? size : PREFETCH_SPAN;
+    if (span > s->file_size - at)
+        span = s->file_size - at; /* the payload is inside the file: checked by the caller */
+    s->hinted_to = at + span;
     char byte;
     struct iovec v = {&byte, 1};
-    if (preadv2(s->fd, &v, 1, (off_t)(at + size - 1), RWF_NOWAIT) == 1)
+    if (preadv2(s->fd, &v, 1, (off_t)(at + span - 1), RWF_NOWAIT) == 1)
         return;
-    (void)posix_fadvise(s->fd, (off_t)at, (off_t)size, POSIX_FADV_WILLNEED);
+    (void)posix_fadvise(s->fd, (off_t)at, (off_t)span, POSIX_FADV_WILLNEED);
 }
 
 /* The declared size is checked against the cap before any allocation. */

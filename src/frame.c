@@ -1,4 +1,5 @@
 #include "frame.h"
+#include "le.h"
 
 #include <string.h>
 #include <zlib.h>
@@ -15,14 +16,12 @@ static void put16(uint8_t *p, uint16_t v)
 
 static void put32(uint8_t *p, uint32_t v)
 {
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
+    sharc__store_le32(p, v);
 }
 
 static void put64(uint8_t *p, uint64_t v)
 {
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
+    sharc__store_le64(p, v);
 }
 
 static uint16_t get16(const uint8_t *p)
@@ -32,18 +31,12 @@ static uint16_t get16(const uint8_t *p)
 
 static uint32_t get32(const uint8_t *p)
 {
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
+    return sharc__load_le32(p);
 }
 
 static uint64_t get64(const uint8_t *p)
 {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
+    return sharc__load_le64(p);
 }
 
 uint64_t sharc__frame_align(uint64_t n)

@@ -1,5 +1,6 @@
 #include "resume.h"
 #include "hash.h"
+#include "le.h"
 
 #include <errno.h>
 #include <math.h>
@@ -17,8 +18,7 @@ typedef struct wbuf {
 
 static void store_u64(uint8_t *p, uint64_t v)
 {
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
+    sharc__store_le64(p, v);
 }
 
 static void put_u64(wbuf *w, uint64_t v)
@@ -42,10 +42,7 @@ typedef struct rbuf {
 
 static uint64_t load_u64(const uint8_t *p)
 {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
+    return sharc__load_le64(p);
 }
 
 static uint64_t get_u64(rbuf *r)

@@ -8,6 +8,7 @@
 #include <zlib.h>
 
 #include "hash.h"
+#include "le.h"
 #include "rng.h"
 #include "sharc/reader.h"
 
@@ -789,32 +790,26 @@ typedef struct wr {
     unsigned char *p;
 } wr;
 
-/* Through a local pointer: stores through w->p itself could alias w->p, which keeps the
- * compiler from merging the byte stores into one. */
 static void put_u32(wr *w, uint32_t v)
 {
-    unsigned char *p = w->p;
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-    w->p = p + 4;
+    sharc__store_le32(w->p, v);
+    w->p += 4;
 }
 
 static void put_u64(wr *w, uint64_t v)
 {
-    unsigned char *p = w->p;
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-    w->p = p + 8;
+    sharc__store_le64(w->p, v);
+    w->p += 8;
 }
 
 static uint32_t le32(const unsigned char *p)
 {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    return sharc__load_le32(p);
 }
 
 static uint64_t le64(const unsigned char *p)
 {
-    return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
+    return sharc__load_le64(p);
 }
 
 typedef struct rd {

@@ -694,6 +694,51 @@ START_TEST(tar_lazy_members_read_back)
 }
 END_TEST
 
+/*
+ * A plain tar read with its payloads left in the file reads its headers and metadata
+ * members, not the payloads: 30 members of 300 KB with a small JSON member after each (as
+ * Lhotse Shar writes them) cost a few KiB per member, including the first read of the file
+ * (made before the payloads can be left: it used to be 1 MiB).
+ */
+START_TEST(tar_lazy_reads_headers_only)
+{
+    ck_assert_int_eq(
+        tu_sh("cd '%s' && python3 - <<'PY'\n"
+              "import io, tarfile\n"
+              "with tarfile.open('shar.tar', 'w') as t:\n"
+              "    for k in range(30):\n"
+              "        for name, size in (('c%%d.bin' %% k, 300000), ('c%%d.json' %% k, 180)):\n"
+              "            i = tarfile.TarInfo(name); i.size = size\n"
+              "            t.addfile(i, io.BytesIO(bytes([k]) * size))\n"
+              "PY",
+              dir),
+        0);
+    const char *path = tmp("shar.tar");
+    const unsigned long long before = tu_bytes_read();
+    sharc__tar *t = NULL;
+    sharc__member m = {0};
+    ck_assert_int_eq(sharc__tar_open(&t, &ctx, path, 1 << 20), 0);
+    sharc__tar_set_lazy(t, ends_bin);
+    int n = 0, left = 0, rc;
+    while ((rc = sharc__tar_next(t, &m)) == 0) {
+        n++;
+        left += m.in_file;
+        if (!m.in_file)
+            ck_assert_uint_eq(m.data.len, 180);
+    }
+    ck_assert_int_eq(rc, SHARC_END);
+    const unsigned long long read = tu_bytes_read() - before;
+    ck_assert_int_eq(n, 60);
+    ck_assert_int_eq(left, 30);
+    /* One 4 KiB read per pair (a payload is skipped, the JSON member and the next header
+     * follow), the first one and the end. */
+    ck_assert_uint_gt(read, 0); /* /proc/self/io counts */
+    ck_assert_msg(read <= 32 * 4096ull, "read %llu bytes of the headers of 60 members", read);
+    sharc__tar_close(&t);
+    sharc__member_free(&ctx, &m);
+}
+END_TEST
+
 START_TEST(tar_lazy_not_from_memory_or_pipes)
 {
     make_lazy_tars();
@@ -1134,6 +1179,7 @@ int main(void)
     tcase_add_loop_test(tar, tar_huge_declared_size, 0, 3);
     tcase_add_test(tar, tar_empty_archives);
     tcase_add_loop_test(tar, tar_lazy_members_read_back, 0, 5);
+    tcase_add_test(tar, tar_lazy_reads_headers_only);
     tcase_add_test(tar, tar_lazy_not_from_memory_or_pipes);
     tcase_add_test(tar, tar_lazy_truncated_and_changed);
     tcase_add_test(tar, tar_lazy_replaced_file);

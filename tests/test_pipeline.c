@@ -991,20 +991,6 @@ START_TEST(batch_too_large_names_its_longest_cut)
 }
 END_TEST
 
-/* Bytes this process has read with read() and pread() so far (/proc/self/io). */
-static unsigned long long bytes_read(void)
-{
-    char line[128];
-    unsigned long long n = 0;
-    FILE *f = fopen("/proc/self/io", "r");
-    ck_assert_ptr_nonnull(f);
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "rchar: %llu", &n) == 1)
-            break;
-    fclose(f);
-    return n;
-}
-
 /* The report of the row that runs past the end of the long member. */
 static int past_reports;
 static sharc_problem past_kind;
@@ -1119,7 +1105,7 @@ START_TEST(long_member_windows_read_once)
             sharc_reader *r;
             sharc_batch *b;
             int rc, seen = 0;
-            const unsigned long long before = bytes_read();
+            const unsigned long long before = tu_bytes_read();
             past_reports = 0;
             ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
             while ((rc = sharc_reader_next_batch(r, &b)) == 0) {
@@ -1148,7 +1134,7 @@ START_TEST(long_member_windows_read_once)
             ck_assert_int_eq(past_kind, SHARC_PROBLEM_LENGTH);
             ck_assert_str_eq(past_message, whole_message);
             /* A whole read of the member per row would be about ROWS x the tar. */
-            const unsigned long long read = bytes_read() - before;
+            const unsigned long long read = tu_bytes_read() - before;
             ck_assert_msg(read < 3ull * tar_bytes, "%s: read %llu bytes of a %zu-byte tar",
                           codecs[c], read, tar_bytes);
         }

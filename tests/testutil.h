@@ -29,6 +29,10 @@ int tu_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* How many file descriptors this process has open. */
 int tu_open_fds(void);
 
+/* Bytes this process has read with read() and pread() so far (/proc/self/io rchar); 0 when
+ * it cannot be known. */
+unsigned long long tu_bytes_read(void);
+
 /** An allocator (posix_memalign/free) that counts its allocations in *counter. */
 sharc_allocator tu_counting_allocator(int *counter);
 
