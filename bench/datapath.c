@@ -149,14 +149,30 @@ static void *work(void *arg)
             if (buf == NULL)
                 abort();
         }
+        /* In parts: the header from the first 4 KiB, as sharc does; a member whose header
+         * does not fit is read whole, as sharc reads it then. */
+        int whole = !j->chunk || m->size <= 4096;
+        size_t head = whole ? m->size : 4096;
         sharc__wav_pcm16 wav;
-        size_t head = j->chunk && m->size > 4096 ? 4096 : m->size;
         if (pread(m->fd, buf, head, (off_t)m->at) != (ssize_t)head) {
             w->failed = 1;
             break;
         }
         const sharc__wav_pieces pieces = {buf, head, NULL, m->size, m->size};
-        if (!sharc__wav_parse_pieces(&pieces, &wav)) {
+        if (!whole && !sharc__wav_parse_pieces(&pieces, &wav)) {
+            whole = 1;
+            if (m->size > cap) {
+                free(buf);
+                cap = m->size;
+                if ((buf = malloc(cap)) == NULL)
+                    abort();
+            }
+            if (pread(m->fd, buf, m->size, (off_t)m->at) != (ssize_t)m->size) {
+                w->failed = 1;
+                break;
+            }
+        }
+        if (whole && !sharc__wav_parse(buf, m->size, &wav)) {
             w->failed = 1;
             break;
         }
@@ -171,25 +187,21 @@ static void *work(void *arg)
         if (at + row > ring_floats)
             at = 0; /* rows do not straddle the ring's end (they may overlap: only the
                        traffic matters here) */
-        if (!j->chunk) {
-            if (pread(m->fd, buf, m->size, (off_t)m->at) != (ssize_t)m->size) {
-                w->failed = 1;
-                break;
-            }
+        if (whole) {
             sharc__wav_pcm16_to_float(buf + wav.data_offset, samples, j->ring + at, 1);
         } else {
-            size_t done = 0;
             const size_t per = j->chunk / 2;
-            while (done < samples) {
+            for (size_t done = 0; done < samples && !w->failed;) {
                 size_t k = samples - done < per ? samples - done : per;
                 if (pread(m->fd, buf, 2 * k, (off_t)(m->at + wav.data_offset + 2 * done)) !=
-                    (ssize_t)(2 * k)) {
+                    (ssize_t)(2 * k))
                     w->failed = 1;
-                    break;
-                }
-                sharc__wav_pcm16_to_float(buf, k, j->ring + at + done, 1);
+                else
+                    sharc__wav_pcm16_to_float(buf, k, j->ring + at + done, 1);
                 done += k;
             }
+            if (w->failed)
+                break;
         }
         sharc__memzero_stream(j->ring + at + samples, pad * sizeof(float));
         w->audio_s += (double)wav.frames / wav.sampling_rate;
@@ -227,7 +239,12 @@ int main(int argc, char **argv)
         } else if (i + 1 < argc && strcmp(argv[i], "--seconds") == 0) {
             seconds = atof(argv[++i]);
         } else if (i + 1 < argc && strcmp(argv[i], "--chunk") == 0) {
-            chunk = (size_t)atol(argv[++i]);
+            long c = atol(argv[++i]);
+            if (c != 0 && c < 4096) {
+                fprintf(stderr, "sharc-datapath: --chunk must be 0 or at least 4096\n");
+                return 2;
+            }
+            chunk = (size_t)c;
         } else if (i + 1 < argc && strcmp(argv[i], "--padding") == 0) {
             padding = atof(argv[++i]);
         } else if (argv[i][0] != '-' && dir == NULL) {

@@ -554,8 +554,9 @@ static int next_regular(sharc__tar *t, sharc__member *m, struct archive_entry **
  * that the decode thread finds it in the page cache. Asking for pages that are already
  * cached still costs a lookup per page (measured: 10% of WAV batches), and so does asking
  * whether they are, so this is done for PREFETCH_SPAN bytes from the payload at once: when
- * the span's last byte is cached, the span is taken as cached (pages are read in order, and
- * a shard is usually cached whole or not at all); else the kernel is asked to read it.
+ * the span's second page and its last byte are cached, the span is taken as cached (pages
+ * are read in order and evicted oldest first, and a shard is usually cached whole or not at
+ * all; the first page holds the header just read); else the kernel is asked to read it.
  */
 static void prefetch(source *s, uint64_t at, uint64_t size)
 {
@@ -565,11 +566,15 @@ static void prefetch(source *s, uint64_t at, uint64_t size)
     if (span > s->file_size - at)
         span = s->file_size - at; /* the payload is inside the file: checked by the caller */
     s->hinted_to = at + span;
-    char byte;
-    struct iovec v = {&byte, 1};
-    if (preadv2(s->fd, &v, 1, (off_t)(at + span - 1), RWF_NOWAIT) == 1)
-        return;
-    (void)posix_fadvise(s->fd, (off_t)at, (off_t)span, POSIX_FADV_WILLNEED);
+    const uint64_t probes[2] = {span > 4096 ? at + 4096 : at, at + span - 1};
+    for (int i = 0; i < 2; i++) {
+        char byte;
+        struct iovec v = {&byte, 1};
+        if (preadv2(s->fd, &v, 1, (off_t)probes[i], RWF_NOWAIT) != 1) {
+            (void)posix_fadvise(s->fd, (off_t)at, (off_t)span, POSIX_FADV_WILLNEED);
+            return;
+        }
+    }
 }
 
 /* The declared size is checked against the cap before any allocation. */

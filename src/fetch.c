@@ -186,12 +186,16 @@ int sharc__fetch_into(sharc__fetcher *f, sharc__ctx *ctx, const sharc__file_ref 
         if (r < 0)
             return sharc__fail_data(ctx, SHARC_ERR_IO, "%s: read error at byte %llu: %s", path,
                                     (unsigned long long)(at + got), strerror(errno));
-        if (r == 0)
+        if (r == 0) {
+            const int part = file->member_len > 0;
             return sharc__fail_data(
                 ctx, SHARC_ERR_CORRUPT,
-                "%s: the file ends at byte %llu, inside audio of %zu bytes at byte "
+                "%s: the file ends at byte %llu, inside audio of %llu bytes at byte "
                 "%llu: it changed after it was read",
-                path, (unsigned long long)(at + got), n, (unsigned long long)at);
+                path, (unsigned long long)(at + got),
+                (unsigned long long)(part ? file->member_len : n),
+                (unsigned long long)(part ? file->member_at : at));
+        }
         got += (size_t)r;
     }
     return 0;

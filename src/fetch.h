@@ -71,6 +71,9 @@ int sharc__inodes_stable(int fd);
 typedef struct sharc__file_ref {
     const char *path; ///< owned by the dataset
     uint64_t id;      ///< sharc__file_id() when the stream opened it, or 0
+    /** The member's bytes in the file, for messages when only part of it is read (its
+     *  header, a window, a part); member_len 0: the bytes read are the member. */
+    uint64_t member_at, member_len;
 } sharc__file_ref;
 
 typedef struct sharc__fetcher {

@@ -375,10 +375,10 @@ static sharc__decode_job raw_job(const sharc__rawcut *c)
     return j;
 }
 
-/* The file `j`'s audio was left in, with its identity then. */
+/* The file `j`'s audio was left in, with its identity then and where the member is. */
 static sharc__file_ref job_file(const sharc__decode_job *j)
 {
-    return (sharc__file_ref){j->shard, j->file_id};
+    return (sharc__file_ref){j->shard, j->file_id, j->at, j->audio_len};
 }
 
 /* The encoded audio of `j`: its bytes, or read with `f` when it was left in the shard file. */

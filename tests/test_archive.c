@@ -644,12 +644,13 @@ static int ends_bin(const char *name)
     return n >= 4 && strcmp(name + n - 4, ".bin") == 0;
 }
 
-START_TEST(tar_lazy_members_read_back)
+/*
+ * Read `path` lazily (payloads of .bin members left in the file when it is a plain tar) and
+ * normally, side by side: the same members, and the payloads left in the file, read back at
+ * m.at, equal to what sharc__tar_next reads.
+ */
+static void lazy_equals_eager(const char *path, int plain, int want_members, int want_left)
 {
-    static const char *files[] = {"ustar.tar", "gnu.tar", "pax.tar", "pax.tar.gz", "pax.tar.zst"};
-    make_lazy_tars();
-    const char *path = tmp(files[_i]);
-    int plain = _i < 3;
     ck_assert_int_eq(sharc__tar_file_is_plain(path), plain);
     sharc__tar *eager = NULL, *lazy = NULL;
     sharc__member e = {0}, m = {0};
@@ -664,7 +665,7 @@ START_TEST(tar_lazy_members_read_back)
         ck_assert_int_eq(sharc__tar_next(lazy, &m), rc);
         if (rc == SHARC_END)
             break;
-        ck_assert_int_eq(rc, 0);
+        ck_assert_msg(rc == 0, "%s: %s", path, ctx.error);
         const char *name = sharc__buf_str(&m.name);
         ck_assert_str_eq(name, sharc__buf_str(&e.name));
         ck_assert_uint_eq(m.size, e.data.len);
@@ -677,20 +678,60 @@ START_TEST(tar_lazy_members_read_back)
         left++;
         ck_assert_uint_eq(m.data.len, 0);
         const uint8_t *bytes = NULL;
-        ck_assert_int_eq(sharc__fetch(&f, &ctx, &(sharc__file_ref){path, m.file_id}, m.at,
-                                      (size_t)m.size, &bytes),
+        ck_assert_int_eq(sharc__fetch(&f, &ctx, &(sharc__file_ref){.path = path, .id = m.file_id},
+                                      m.at, (size_t)m.size, &bytes),
                          0);
         ck_assert_msg(memcmp(bytes, e.data.data, e.data.len) == 0, "%s: %s differs at byte %llu",
                       path, name, (unsigned long long)m.at);
     }
-    ck_assert_int_eq(n, 7);
-    ck_assert_int_eq(left, plain ? 5 : 0);
+    ck_assert_int_eq(n, want_members);
+    ck_assert_int_eq(left, want_left);
     sharc__tar_close(&eager);
     sharc__tar_close(&lazy);
     sharc__member_free(&ctx, &e);
     sharc__member_free(&ctx, &m);
     sharc__fetcher_free(&f, &ctx);
     ck_assert_int_eq(n_logged, 0);
+}
+
+START_TEST(tar_lazy_members_read_back)
+{
+    static const char *files[] = {"ustar.tar", "gnu.tar", "pax.tar", "pax.tar.gz", "pax.tar.zst"};
+    make_lazy_tars();
+    const int plain = _i < 3;
+    lazy_equals_eager(tmp(files[_i]), plain, 7, plain ? 5 : 0);
+}
+END_TEST
+
+/*
+ * The first read of a file is 4 KiB: first members whose headers are longer (a 20 KB PAX
+ * record with a 9000-character name, a GNU long name of 9000 characters, a 4000-character
+ * PAX name; plain, gzip and zstd) are read whole, lazily and not, all the same.
+ */
+START_TEST(tar_lazy_long_first_headers)
+{
+    static const char *files[] = {"bigpax.tar", "gnulong.tar", "pax4k.tar", "bigpax.tar.gz",
+                                  "bigpax.tar.zst"};
+    ck_assert_int_eq(
+        tu_sh("cd '%s' && python3 - <<'PY'\n"
+              "import io, random, tarfile\n"
+              "rng = random.Random(9)\n"
+              "def w(path, fmt, first, pax):\n"
+              "    with tarfile.open(path, 'w', format=fmt) as t:\n"
+              "        for n, k in ((first, 70000), ('m.json', 30), ('x/' + 'q' * 5000 + '.bin', "
+              "9000), ('b.bin', 200000), ('e.json', 3)):\n"
+              "            i = tarfile.TarInfo(n); i.size = k\n"
+              "            if pax and n == first: i.pax_headers = {'comment': 'c' * 20000}\n"
+              "            t.addfile(i, io.BytesIO(bytes(rng.randrange(256) for _ in range(k))))\n"
+              "w('bigpax.tar', tarfile.PAX_FORMAT, 'p' * 9000 + '.bin', True)\n"
+              "w('gnulong.tar', tarfile.GNU_FORMAT, 'g' * 9000 + '.bin', False)\n"
+              "w('pax4k.tar', tarfile.PAX_FORMAT, 'h' * 4000 + '.bin', False)\n"
+              "PY\n"
+              "gzip -k bigpax.tar && zstd -q -k bigpax.tar",
+              dir),
+        0);
+    const int plain = _i < 3;
+    lazy_equals_eager(tmp(files[_i]), plain, 5, plain ? 3 : 0);
 }
 END_TEST
 
@@ -731,9 +772,10 @@ START_TEST(tar_lazy_reads_headers_only)
     ck_assert_int_eq(n, 60);
     ck_assert_int_eq(left, 30);
     /* One 4 KiB read per pair (a payload is skipped, the JSON member and the next header
-     * follow), the first one and the end. */
+     * follow), the first one and the end: 31 reads and a little (it was 1.48 MB with a first
+     * read of 1 MiB and 16 KiB after; some slack for other libarchive versions). */
     ck_assert_uint_gt(read, 0); /* /proc/self/io counts */
-    ck_assert_msg(read <= 32 * 4096ull, "read %llu bytes of the headers of 60 members", read);
+    ck_assert_msg(read <= 40 * 4096ull, "read %llu bytes of the headers of 60 members", read);
     sharc__tar_close(&t);
     sharc__member_free(&ctx, &m);
 }
@@ -796,17 +838,26 @@ START_TEST(tar_lazy_truncated_and_changed)
     sharc__fetcher_init(&f, 1);
     const uint8_t *bytes;
     open_at_big_member(path, &t, &m);
-    ck_assert_int_eq(
-        sharc__fetch(&f, &ctx, &(sharc__file_ref){path, m.file_id}, m.at, (size_t)m.size, &bytes),
-        0);
+    ck_assert_int_eq(sharc__fetch(&f, &ctx, &(sharc__file_ref){.path = path, .id = m.file_id}, m.at,
+                                  (size_t)m.size, &bytes),
+                     0);
     ck_assert_int_eq(tu_sh("truncate -s %llu '%s'", (unsigned long long)(m.at + 1000), path), 0);
     /* Right away the open descriptor is not checked again yet: the read comes up short. */
-    const sharc__file_ref file = {path, m.file_id};
+    const sharc__file_ref file = {.path = path, .id = m.file_id};
     ck_assert_int_eq(sharc__fetch(&f, &ctx, &file, m.at, (size_t)m.size, &bytes),
                      SHARC_ERR_CORRUPT);
     contains(ctx.error, path);
     contains(ctx.error, "inside audio of 100000 bytes");
     contains(ctx.error, "it changed after it was read");
+    /* Read in parts (as the reader reads WAV members), the message names the member, not
+     * the part. */
+    const sharc__file_ref part = {
+        .path = path, .id = m.file_id, .member_at = m.at, .member_len = m.size};
+    ck_assert_int_eq(sharc__fetch(&f, &ctx, &part, m.at + 512, 4096, &bytes), SHARC_ERR_CORRUPT);
+    char want[128];
+    snprintf(want, sizeof want, "ends at byte %llu, inside audio of 100000 bytes at byte %llu",
+             (unsigned long long)(m.at + 1000), (unsigned long long)m.at);
+    contains(ctx.error, want);
     /* A moment later its identity is checked again: the size differs. */
     nanosleep(&(struct timespec){0, 2 * SHARC__FETCH_RECHECK_NS}, NULL);
     ck_assert_int_eq(sharc__fetch(&f, &ctx, &file, m.at, (size_t)m.size, &bytes),
@@ -824,8 +875,9 @@ START_TEST(tar_lazy_truncated_and_changed)
     sharc__tar_close(&t);
     ck_assert_int_eq(tu_sh("rm '%s'", path), 0);
     sharc__fetcher_free(&f, &ctx); /* closes the open descriptor: the name is looked up again */
-    ck_assert_int_eq(sharc__fetch(&f, &ctx, &(sharc__file_ref){path, 0}, 0, 10, &bytes),
-                     SHARC_ERR(ENOENT));
+    ck_assert_int_eq(
+        sharc__fetch(&f, &ctx, &(sharc__file_ref){.path = path, .id = 0}, 0, 10, &bytes),
+        SHARC_ERR(ENOENT));
     contains(ctx.error, "cannot open again to read audio");
     sharc__member_free(&ctx, &m);
     sharc__fetcher_free(&f, &ctx);
@@ -848,7 +900,7 @@ START_TEST(tar_lazy_replaced_file)
     const uint8_t *bytes;
     open_at_big_member(path, &t, &m);
     ck_assert_uint_ne(m.file_id, 0);
-    const sharc__file_ref file = {path, m.file_id};
+    const sharc__file_ref file = {.path = path, .id = m.file_id};
     ck_assert_int_eq(sharc__fetch(&early, &ctx, &file, m.at, (size_t)m.size, &bytes), 0);
     uint8_t first = bytes[0];
 
@@ -870,15 +922,16 @@ START_TEST(tar_lazy_replaced_file)
                      SHARC_ERR_CORRUPT);
     contains(ctx.error, "the file changed after its headers were read");
     /* Without an identity (0) nothing is checked: the new bytes are read. */
-    ck_assert_int_eq(
-        sharc__fetch(&late, &ctx, &(sharc__file_ref){path, 0}, m.at, (size_t)m.size, &bytes), 0);
+    ck_assert_int_eq(sharc__fetch(&late, &ctx, &(sharc__file_ref){.path = path, .id = 0}, m.at,
+                                  (size_t)m.size, &bytes),
+                     0);
     ck_assert_uint_eq(bytes[0], (uint8_t)(first + 1));
 
     /* Rewritten in place at the same size: the same inode, another modification time. */
     sharc__tar_close(&t);
     ck_assert_int_eq(tu_sh("cp '%s' '%s'", tmp("pax.tar"), path), 0);
     open_at_big_member(path, &t, &m);
-    const sharc__file_ref again = {path, m.file_id};
+    const sharc__file_ref again = {.path = path, .id = m.file_id};
     sharc__fetcher_free(&late, &ctx);
     ck_assert_int_eq(sharc__fetch(&late, &ctx, &again, m.at, (size_t)m.size, &bytes), 0);
     ck_assert_int_eq(tu_sh("touch -d '2001-02-03 04:05:06' '%s'", path), 0);
@@ -954,7 +1007,7 @@ START_TEST(tar_lazy_fuse_ignores_the_inode)
     sharc__fetcher_init(&f, 2);
     const uint8_t *bytes;
     open_at_big_member(path, &t, &m);
-    const sharc__file_ref file = {path, m.file_id};
+    const sharc__file_ref file = {.path = path, .id = m.file_id};
     ck_assert_uint_eq(m.file_id, sharc__file_id(&before, 0));
     ck_assert_uint_ne(m.file_id, sharc__file_id(&before, 1));
     sharc__tar_close(&t);
@@ -1179,6 +1232,7 @@ int main(void)
     tcase_add_loop_test(tar, tar_huge_declared_size, 0, 3);
     tcase_add_test(tar, tar_empty_archives);
     tcase_add_loop_test(tar, tar_lazy_members_read_back, 0, 5);
+    tcase_add_loop_test(tar, tar_lazy_long_first_headers, 0, 5);
     tcase_add_test(tar, tar_lazy_reads_headers_only);
     tcase_add_test(tar, tar_lazy_not_from_memory_or_pipes);
     tcase_add_test(tar, tar_lazy_truncated_and_changed);
