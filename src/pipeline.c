@@ -1050,12 +1050,16 @@ int sharc__pipeline_start(sharc_reader *r)
             goto fail;
         }
         w->started = 1;
+        char name[16];
+        snprintf(name, sizeof name, "sharc-decode%d", i % 100);
+        (void)pthread_setname_np(w->thread, name); /* for top -H, perf, gdb */
     }
     if (pthread_create(&p->planner, NULL, planner_main, p) != 0) {
         rc = sharc__fail(&r->ctx, SHARC_ERR(EAGAIN), "cannot start the planner thread");
         goto fail;
     }
     p->planner_started = 1;
+    (void)pthread_setname_np(p->planner, "sharc-planner");
     return 0;
 fail:
     if (r->ctx.error[0] == 0)

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 /* Entries a lane may queue, whatever their size (the byte budget usually stops it first). */
@@ -196,6 +197,9 @@ int sharc__readahead_create(sharc__readahead **out, sharc__ctx *ctx, const sharc
             return sharc__fail(ctx, SHARC_ERR(EAGAIN), "cannot start read-ahead thread %d", i);
         }
         l->started = 1;
+        char name[16];
+        snprintf(name, sizeof name, "sharc-lane%d", i % 100);
+        (void)pthread_setname_np(l->thread, name); /* for top -H, perf, gdb */
     }
     *out = ra;
     return 0;

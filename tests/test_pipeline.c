@@ -437,6 +437,59 @@ START_TEST(corrupt_states_are_rejected)
 }
 END_TEST
 
+/* How many of this process's threads are named `name` (/proc/self/task/<tid>/comm). */
+static int threads_named(const char *name)
+{
+    DIR *d = opendir("/proc/self/task");
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[300], comm[32] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue; /* the thread ended */
+        if (fgets(comm, sizeof comm, f))
+            comm[strcspn(comm, "\n")] = 0;
+        fclose(f);
+        n += strcmp(comm, name) == 0;
+    }
+    closedir(d);
+    return n;
+}
+
+/* The pipeline's threads carry names, for top -H, perf and gdb. (That they are gone after
+ * sharc_reader_close() cannot be read from /proc right away: a joined thread's entry may
+ * stay a moment.) */
+START_TEST(threads_are_named)
+{
+    make_corpus();
+    sharc_reader_settings s;
+    const char *paths[1];
+    settings_for(&s, paths, 2, 2);
+    sharc_reader *r;
+    sharc_batch *b;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    ck_assert_int_eq(sharc_reader_next_batch(r, &b), 0);
+    ck_assert_int_eq(threads_named("sharc-planner"), 1);
+    ck_assert_int_eq(threads_named("sharc-decode0"), 1);
+    ck_assert_int_eq(threads_named("sharc-decode1"), 1);
+    ck_assert_int_eq(threads_named("sharc-decode2"), 0);
+    sharc_batch_release(b);
+    sharc_reader_close(&r);
+    /* 4 decode threads on plain tars: one read-ahead lane. */
+    settings_for(&s, paths, 4, 2);
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    ck_assert_int_eq(sharc_reader_next_batch(r, &b), 0);
+    ck_assert_int_eq(threads_named("sharc-decode3"), 1);
+    ck_assert_int_eq(threads_named("sharc-lane0"), 1);
+    sharc_batch_release(b);
+    sharc_reader_close(&r);
+}
+END_TEST
+
 START_TEST(backpressure_and_mode_errors)
 {
     make_corpus();
@@ -1454,6 +1507,7 @@ int main(void)
     tcase_add_test(tc, same_batches_for_any_thread_count);
     tcase_add_test(tc, resume_equals_uninterrupted);
     tcase_add_test(tc, corrupt_states_are_rejected);
+    tcase_add_test(tc, threads_are_named);
     tcase_add_test(tc, backpressure_and_mode_errors);
     tcase_add_test(tc, decode_errors_under_both_policies);
     tcase_add_test(tc, skipped_longest_row_narrows_the_batch);
