@@ -143,6 +143,21 @@ def main():
                 f"target >= {target}: {'met' if v >= target else 'MISSED'}")
             print(f"  {codec:5} {what:38} {v:7.3f}  {verdict}")
 
+    # Where sharc's CPU goes, by thread (sharc bench's cpu_us_per_cut, from the threads'
+    # names): steadier than the rates on a noisy machine.
+    lines = []
+    for (codec, tag, t), rs in sorted(runs.items()):
+        per = [x["cpu_us_per_cut"] for x in rs if tag == "batches" and x.get("cpu_us_per_cut")]
+        if per:
+            v = {k: med([p[k] for p in per]) for k in ("planner", "decode", "read_ahead", "other")}
+            lines.append(f"  {codec:5} {t} thread{'s' if t > 1 else ' '}  planner {v['planner']:6.1f}"
+                         f"  decode {v['decode']:6.1f}  read-ahead {v['read_ahead']:6.1f}"
+                         f"  other {v['other']:6.1f}")
+    if lines:
+        print()
+        print("sharc batches, CPU microseconds per cut by thread (medians):")
+        print("\n".join(lines))
+
 
 if __name__ == "__main__":
     main()

@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "bench_bcast.h"
 #include "bench_floor.h"
@@ -27,6 +29,12 @@ static const char *const stage_names[N_STAGES] = {[SHARC_STAGE_READ] = "read",
                                                   [SHARC_STAGE_SAMPLE] = "sample",
                                                   [SHARC_STAGE_DECODE] = "decode",
                                                   [SHARC_STAGE_COLLATE] = "collate"};
+
+/* The threads of the process by role, told by the names the library gives them
+ * (src/pipeline.c, src/readahead.c); "other" is the caller's thread and any thread not
+ * sharc's. */
+enum { ROLE_PLANNER, ROLE_DECODE, ROLE_READ_AHEAD, ROLE_OTHER, N_ROLES };
+static const char *const role_names[N_ROLES] = {"planner", "decode", "read_ahead", "other"};
 
 typedef struct bench_opts {
     int cuts_mode; /* --cuts: sharc_reader_next(), no batching */
@@ -50,6 +58,7 @@ typedef struct run_result {
     double fill_sum;                   /* sum over batches of sum(duration) / max_duration */
     double first;                      /* open to first batch (cut), seconds */
     double stage[N_STAGES];            /* stage seconds over the window */
+    double role_cpu[N_ROLES];          /* CPU seconds of each role's threads over the window */
     uint64_t peak_rss;                 /* bytes */
     size_t shards;                     /* shards the reader found */
     int ended;                         /* the data ended the window */
@@ -134,7 +143,10 @@ static void print_help(void)
         "stage_seconds {read, decompress, sample, decode, collate} (seconds summed over\n"
         "threads in the window: reading files, decompressing and parsing tars, JSON and\n"
         "pairing, sampling, decoding, collating; the reader fills them in batch mode, so\n"
-        "they are null with --cuts), and with --floor floor_audio_seconds_per_second,\n"
+        "they are null with --cuts), cpu_us_per_cut {planner, decode, read_ahead, other}\n"
+        "(CPU microseconds per cut in the window of the library's threads by role, told\n"
+        "by their names, and of all other threads, the caller's among them; 0 where /proc\n"
+        "cannot tell), and with --floor floor_audio_seconds_per_second,\n"
         "floor_cuts_per_second, floor_cpu_seconds_per_audio_second and ratio_to_floor\n"
         "(loader / floor), rank and source (whether this rank read the batches or received\n"
         "them), then runs\n"
@@ -435,11 +447,70 @@ static uint64_t peak_rss_bytes(void)
     return getrusage(RUSAGE_SELF, &ru) == 0 ? (uint64_t)ru.ru_maxrss * 1024 : 0;
 }
 
+/* CPU seconds of thread `tid` of this process: from schedstat (nanoseconds), else from
+ * stat (clock ticks); -1 when it is gone or /proc cannot tell. */
+static double task_cpu_seconds(const char *tid)
+{
+    char path[300], line[512];
+    snprintf(path, sizeof path, "/proc/self/task/%s/schedstat", tid);
+    FILE *f = fopen(path, "r");
+    unsigned long long ns;
+    if (f != NULL) {
+        int ok = fscanf(f, "%llu", &ns) == 1;
+        fclose(f);
+        if (ok)
+            return (double)ns * 1e-9;
+    }
+    snprintf(path, sizeof path, "/proc/self/task/%s/stat", tid);
+    if ((f = fopen(path, "r")) == NULL)
+        return -1;
+    const char *end = fgets(line, sizeof line, f) ? strrchr(line, ')') : NULL;
+    fclose(f);
+    unsigned long long utime, stime;
+    /* After the name: state, then 10 fields up to utime and stime (proc(5)). */
+    if (end == NULL || sscanf(end + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+                              &utime, &stime) != 2)
+        return -1;
+    return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* CPU seconds so far of this process's threads, by role; 0 for all when /proc cannot tell. */
+static void role_cpu_seconds(double out[N_ROLES])
+{
+    for (int k = 0; k < N_ROLES; k++)
+        out[k] = 0;
+    DIR *d = opendir("/proc/self/task");
+    if (d == NULL)
+        return;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[300], comm[32] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+            continue; /* the thread ended */
+        if (fgets(comm, sizeof comm, f) == NULL)
+            comm[0] = 0;
+        fclose(f);
+        double cpu = task_cpu_seconds(e->d_name);
+        if (cpu < 0)
+            continue;
+        int role = strncmp(comm, "sharc-planner", 13) == 0  ? ROLE_PLANNER
+                   : strncmp(comm, "sharc-decode", 12) == 0 ? ROLE_DECODE
+                   : strncmp(comm, "sharc-lane", 10) == 0   ? ROLE_READ_AHEAD
+                                                            : ROLE_OTHER;
+        out[role] += cpu;
+    }
+    closedir(d);
+}
+
 /* ---- the loader runs ---- */
 
 typedef struct window {
     double t0, cpu0;
     double stage0[N_STAGES];
+    double role0[N_ROLES];
     int open; /* the window has started */
 } window;
 
@@ -450,6 +521,7 @@ static void window_start(window *w, sharc_reader *r, double t0)
         sharc_reader_get_stats(r, &st);
     w->t0 = t0;
     w->cpu0 = process_cpu_seconds();
+    role_cpu_seconds(w->role0);
     memcpy(w->stage0, st.stage_seconds, sizeof w->stage0);
     w->open = 1;
 }
@@ -463,6 +535,10 @@ static void window_end(const window *w, sharc_reader *r, run_result *res)
     res->cpu = process_cpu_seconds() - w->cpu0;
     for (int k = 0; k < N_STAGES; k++)
         res->stage[k] = st.stage_seconds[k] - w->stage0[k];
+    double role[N_ROLES];
+    role_cpu_seconds(role);
+    for (int k = 0; k < N_ROLES; k++) /* a thread that ended in the window took its time */
+        res->role_cpu[k] = role[k] > w->role0[k] ? role[k] - w->role0[k] : 0;
 }
 
 /* Whether the window is complete after `n` units in `elapsed` seconds. */
@@ -718,6 +794,19 @@ STAGE_GETTER(4)
 static double (*const stage_getters[N_STAGES])(const run_result *) = {
     get_stage0, get_stage1, get_stage2, get_stage3, get_stage4};
 
+#define ROLE_GETTER(k)                                                                             \
+    static double get_role##k(const run_result *r)                                                 \
+    {                                                                                              \
+        return r->cuts > 0 ? 1e6 * r->role_cpu[k] / r->cuts : NAN;                                 \
+    }
+ROLE_GETTER(0)
+ROLE_GETTER(1)
+ROLE_GETTER(2)
+ROLE_GETTER(3)
+/* CPU microseconds per cut of each role's threads. */
+static double (*const role_getters[N_ROLES])(const run_result *) = {get_role0, get_role1, get_role2,
+                                                                    get_role3};
+
 typedef struct report {
     const bench_opts *o;
     const sharc_reader_settings *s;
@@ -790,6 +879,13 @@ static void print_json(const report *rp)
         cli_json_num(f, batches ? median_of(runs, n, stage_getters[k]) : NAN);
     }
     fputc('}', f);
+    cli_json_key(f, "cpu_us_per_cut", 0);
+    fputc('{', f);
+    for (int k = 0; k < N_ROLES; k++) {
+        cli_json_key(f, role_names[k], k == 0);
+        cli_json_num(f, median_of(runs, n, role_getters[k]));
+    }
+    fputc('}', f);
     if (rp->floors != NULL) {
         double fr = median_of(rp->floors, n, get_audio_rate);
         json_field(f, "floor_audio_seconds_per_second", fr);
@@ -851,6 +947,10 @@ static void print_text(const report *rp)
         printf("  stages (s)     ");
         for (int k = 0; k < N_STAGES; k++)
             printf(" %s %.3f", stage_names[k], median_of(runs, n, stage_getters[k]));
+        printf("\n");
+        printf("  CPU per cut (us)");
+        for (int k = 0; k < N_ROLES; k++)
+            printf(" %s %.1f", role_names[k], median_of(runs, n, role_getters[k]));
         printf("\n");
     }
     int ended = 0;

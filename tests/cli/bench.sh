@@ -33,6 +33,10 @@ assert 0 < j["time_to_first_batch_s"] < 30 and j["peak_rss_bytes"] > 1 << 20, j
 stages = ["read", "decompress", "sample", "decode", "collate"]
 assert sorted(j["stage_seconds"]) == sorted(stages), j
 assert all(v is None for v in j["stage_seconds"].values()), j  # filled in batch mode only
+# CPU per cut by thread role: with --cuts all of it is the caller's thread.
+roles = j["cpu_us_per_cut"]
+assert sorted(roles) == sorted(["planner", "decode", "read_ahead", "other"]), roles
+assert roles["other"] > 0 and roles["planner"] == roles["decode"] == roles["read_ahead"] == 0, j
 assert "floor_audio_seconds_per_second" not in j and len(j["runs"]) == 1, j
 PYEOF
 
@@ -82,6 +86,11 @@ assert 0 < j["batch_fill"] <= 1.0, j
 assert j["audio_seconds"] <= 24 * 8, j
 st = j["stage_seconds"]
 assert st["decode"] > 0 and all(v >= 0 for v in st.values()), st
+# The planner and the decode threads, told by their names; plain tars and 1-2 decode
+# threads: no read-ahead lane.
+roles = j["cpu_us_per_cut"]
+assert roles["planner"] > 0 and roles["decode"] > 0 and roles["read_ahead"] == 0, roles
+assert roles["other"] >= 0, roles
 PYEOF
 done
 
@@ -92,6 +101,7 @@ expect_in "$tmp/out" "batches, 1 thread, 2 shards"
 expect_in "$tmp/out" "padding ratio"
 expect_in "$tmp/out" "batch fill"
 expect_in "$tmp/out" "stages (s)"
+expect_in "$tmp/out" "CPU per cut (us) planner"
 
 # A quoted wildcard pattern reaches the floor too, which finds the same shards.
 expect_rc 0 "$SHARC" bench --cuts --floor --json --repeat 1 --seconds 0.2 --epochs 0 --quiet "$d/*"
