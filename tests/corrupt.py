@@ -9,6 +9,9 @@ Usage: corrupt.py OP FILE ARGS...
   tar-add TAR NAME DATA      append a member
   tar-rename TAR OLD NEW     rename a member
   tar-huge TAR NAME SIZE     append a header that declares SIZE bytes, with a tiny body
+  wav-comment TAR MEMBER WHERE N   give a WAV member a LIST/INFO comment of N bytes of text,
+                             before or after its data chunk (WHERE: before | after); the
+                             samples stay the same
   lines-swap FILE I J        swap lines I and J (0-based)
   lines-drop FILE I          remove line I
   lines-set FILE I TEXT      replace line I
@@ -65,6 +68,24 @@ def rewrite_tar(path, edit):
     write_any(path, out.getvalue(), comp)
 
 
+def wav_comment(wav, where, n):
+    """`wav` with a LIST chunk holding an INFO ICMT comment of `n` bytes (n even), placed
+    before or after its data chunk; RIFF size updated."""
+    assert wav[:4] == b"RIFF" and wav[8:12] == b"WAVE" and n % 2 == 0, wav[:12]
+    text = bytes(65 + i % 26 for i in range(n - 1)) + b"\0"
+    icmt = b"ICMT" + len(text).to_bytes(4, "little") + text
+    chunk = b"LIST" + (4 + len(icmt)).to_bytes(4, "little") + b"INFO" + icmt
+    at = 12
+    while wav[at:at + 4] != b"data":
+        at += 8 + int.from_bytes(wav[at + 4:at + 8], "little")
+        at += at % 2
+    if where == "after":
+        at += 8 + int.from_bytes(wav[at + 4:at + 8], "little")
+        at += at % 2
+    out = wav[:at] + chunk + wav[at:]
+    return out[:4] + (len(out) - 8).to_bytes(4, "little") + out[8:]
+
+
 def info(name, size):
     ti = tarfile.TarInfo(name)
     ti.size = size
@@ -103,6 +124,9 @@ def main(argv):
         ti = info(args[0], int(args[1]))
         header = ti.tobuf(format=tarfile.GNU_FORMAT)
         write_any(path, raw[:end] + header + b"tiny" + b"\0" * 508, comp)
+    elif op == "wav-comment":
+        rewrite_tar(path, lambda ms: [(m, wav_comment(d, args[1], int(args[2]))
+                                       if m.name == args[0] else d) for m, d in ms])
     elif op.startswith("lines-"):
         data, comp = read_any(path)
         lines = data.decode().splitlines()

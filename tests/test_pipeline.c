@@ -519,67 +519,74 @@ START_TEST(backpressure_and_mode_errors)
 END_TEST
 
 /*
- * Every layout of the corpus sharc-gen writes with `args`, read in batches with `threads`
- * decode threads keeping `channel`: every cut once, its samples exact.
+ * The `layout` corpus sharc-gen wrote in `dir`, read in batches with `threads` decode
+ * threads keeping `channel`: every cut once, its samples exact.
  */
+static void batches_exact(const char *dir, const char *layout, int channel, int threads)
+{
+    char path[600], exp[700];
+    snprintf(path, sizeof path, "%s/%s", dir, layout);
+    snprintf(exp, sizeof exp, "%s/%s.expected.jsonl", dir, layout);
+    size_t n;
+    char *text = (char *)tu_read_file(exp, &n);
+    text = realloc(text, n + 1);
+    text[n] = 0;
+    cJSON *want[64];
+    size_t n_want = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        ck_assert_uint_lt(n_want, sizeof want / sizeof want[0]);
+        want[n_want++] = cJSON_Parse(line);
+    }
+    free(text);
+    const char *paths[] = {path};
+    sharc_reader_settings s;
+    settings_on(&s, paths);
+    s.n_threads = threads;
+    s.channel = channel;
+    s.sampler.max_duration = 40;
+    sharc_reader *r;
+    sharc_batch *b;
+    int rc, seen[64] = {0};
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    while ((rc = sharc_reader_next_batch(r, &b)) == 0) {
+        const sharc_tensor *audio = sharc_batch_tensor(b, "audio");
+        const sharc_tensor *lens = sharc_batch_tensor(b, "audio_lens");
+        for (int64_t i = 0; i < audio->shape[0]; i++) {
+            size_t idlen;
+            const char *id = sharc_batch_string(b, "cut_id", (size_t)i, &idlen);
+            size_t k = 0;
+            while (k < n_want &&
+                   !(strlen(cJSON_GetObjectItem(want[k], "id")->valuestring) == idlen &&
+                     memcmp(cJSON_GetObjectItem(want[k], "id")->valuestring, id, idlen) == 0))
+                k++;
+            ck_assert_msg(k < n_want, "%s: unexpected cut %.*s", layout, (int)idlen, id);
+            seen[k]++;
+            int32_t len = ((const int32_t *)lens->data)[i];
+            ck_assert_int_eq(len, cJSON_GetObjectItem(want[k], "num_samples")->valueint);
+            uint64_t seed = (uint64_t)cJSON_GetObjectItem(want[k], "cut_seed")->valuedouble;
+            int64_t off = (int64_t)cJSON_GetObjectItem(want[k], "offset_frames")->valuedouble;
+            const float *row = (const float *)audio->data + i * audio->shape[1];
+            for (int32_t t = 0; t < len; t++)
+                if (row[t] != synth_sample_f32(seed, off + t, channel < 0 ? 0 : channel))
+                    ck_abort_msg("%s cut %.*s frame %d differs", layout, (int)idlen, id, t);
+        }
+        sharc_batch_release(b);
+    }
+    ck_assert_msg(rc == SHARC_END, "%s: %s", layout, sharc_reader_last_error(r));
+    for (size_t k = 0; k < n_want; k++) {
+        ck_assert_int_eq(seen[k], 1);
+        cJSON_Delete(want[k]);
+    }
+    sharc_reader_close(&r);
+}
+
+/* Every layout of the corpus sharc-gen writes with `args`, batches_exact(). */
 static void layouts_in_batches_exact(const char *args, int channel, int threads)
 {
     static const char *layouts[] = {"shar", "nemo", "wds"};
     char *dir = gen_corpus(args);
-    for (int l = 0; l < 3; l++) {
-        char path[600], exp[700];
-        snprintf(path, sizeof path, "%s/%s", dir, layouts[l]);
-        snprintf(exp, sizeof exp, "%s/%s.expected.jsonl", dir, layouts[l]);
-        size_t n;
-        char *text = (char *)tu_read_file(exp, &n);
-        text = realloc(text, n + 1);
-        text[n] = 0;
-        cJSON *want[64];
-        size_t n_want = 0;
-        for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"))
-            want[n_want++] = cJSON_Parse(line);
-        free(text);
-        const char *paths[] = {path};
-        sharc_reader_settings s;
-        settings_on(&s, paths);
-        s.n_threads = threads;
-        s.channel = channel;
-        s.sampler.max_duration = 40;
-        sharc_reader *r;
-        sharc_batch *b;
-        int rc, seen[64] = {0};
-        ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
-        while ((rc = sharc_reader_next_batch(r, &b)) == 0) {
-            const sharc_tensor *audio = sharc_batch_tensor(b, "audio");
-            const sharc_tensor *lens = sharc_batch_tensor(b, "audio_lens");
-            for (int64_t i = 0; i < audio->shape[0]; i++) {
-                size_t idlen;
-                const char *id = sharc_batch_string(b, "cut_id", (size_t)i, &idlen);
-                size_t k = 0;
-                while (k < n_want &&
-                       !(strlen(cJSON_GetObjectItem(want[k], "id")->valuestring) == idlen &&
-                         memcmp(cJSON_GetObjectItem(want[k], "id")->valuestring, id, idlen) == 0))
-                    k++;
-                ck_assert_msg(k < n_want, "%s: unexpected cut %.*s", layouts[l], (int)idlen, id);
-                seen[k]++;
-                int32_t len = ((const int32_t *)lens->data)[i];
-                ck_assert_int_eq(len, cJSON_GetObjectItem(want[k], "num_samples")->valueint);
-                uint64_t seed = (uint64_t)cJSON_GetObjectItem(want[k], "cut_seed")->valuedouble;
-                int64_t off = (int64_t)cJSON_GetObjectItem(want[k], "offset_frames")->valuedouble;
-                const float *row = (const float *)audio->data + i * audio->shape[1];
-                for (int32_t t = 0; t < len; t++)
-                    if (row[t] != synth_sample_f32(seed, off + t, channel < 0 ? 0 : channel))
-                        ck_abort_msg("%s cut %.*s frame %d differs", layouts[l], (int)idlen, id, t);
-            }
-            sharc_batch_release(b);
-        }
-        ck_assert_msg(rc == SHARC_END, "%s: %s", layouts[l], sharc_reader_last_error(r));
-        for (size_t k = 0; k < n_want; k++) {
-            ck_assert_int_eq(seen[k], 1);
-            cJSON_Delete(want[k]);
-        }
-        sharc_reader_close(&r);
-    }
+    for (int l = 0; l < 3; l++)
+        batches_exact(dir, layouts[l], channel, threads);
     tu_rm_rf(dir);
     free(dir);
 }
@@ -618,6 +625,30 @@ START_TEST(long_wav_members_in_parts)
                  cases[i].channels);
         layouts_in_batches_exact(args, cases[i].keep, cases[i].threads);
     }
+}
+END_TEST
+
+/*
+ * WAV members left in their file that cannot be read in parts are read whole, with the
+ * same samples: one with a 6000-byte comment after its samples (past the tail that is
+ * read) and one with a 5000-byte comment before them (the samples start past the head).
+ */
+START_TEST(wav_members_not_in_parts_read_whole)
+{
+    char *dir = gen_corpus("--layout shar --compress none --codec wav --shards 1 "
+                           "--cuts-per-shard 4 --min-duration 2 --max-duration 4");
+    char after[256], before[256];
+    expected_field(dir, 0, "member", after, sizeof after);
+    expected_field(dir, 1, "member", before, sizeof before);
+    const char *src = getenv("SHARC_TESTS_SRC");
+    ck_assert_int_eq(tu_sh("cd '%s/shar' && python3 '%s/corrupt.py' wav-comment "
+                           "recording.000000.tar '%s' after 6000 && python3 '%s/corrupt.py' "
+                           "wav-comment recording.000000.tar '%s' before 5000",
+                           dir, src, after, src, before),
+                     0);
+    batches_exact(dir, "shar", -1, 2);
+    tu_rm_rf(dir);
+    free(dir);
 }
 END_TEST
 
@@ -1518,6 +1549,7 @@ int main(void)
     tcase_add_test(tc, long_member_windows_read_once);
     tcase_add_loop_test(tc, every_layout_in_batches, 0, 4);
     tcase_add_test(tc, long_wav_members_in_parts);
+    tcase_add_test(tc, wav_members_not_in_parts_read_whole);
     tcase_add_test(tc, read_ahead_keeps_order_with_problems);
     tcase_add_test(tc, read_ahead_over_full_queues);
     /* Last: should it fail, the tight limit on open files stays (no fork). */
