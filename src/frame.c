@@ -14,29 +14,9 @@ static void put16(uint8_t *p, uint16_t v)
     p[1] = (uint8_t)(v >> 8);
 }
 
-static void put32(uint8_t *p, uint32_t v)
-{
-    sharc__store_le32(p, v);
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-    sharc__store_le64(p, v);
-}
-
 static uint16_t get16(const uint8_t *p)
 {
     return (uint16_t)(p[0] | (p[1] << 8));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    return sharc__load_le32(p);
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    return sharc__load_le64(p);
 }
 
 uint64_t sharc__frame_align(uint64_t n)
@@ -69,16 +49,16 @@ static void put_header(uint8_t *buf, sharc__frame_kind kind, uint64_t step, uint
     memcpy(buf, frame_magic, 4);
     put16(buf + 4, SHARC__FRAME_VERSION);
     put16(buf + 6, (uint16_t)kind);
-    put64(buf + 8, step);
-    put64(buf + 16, epoch);
-    put32(buf + 24, n_tensors);
-    put32(buf + 28, inline_offset);
-    put64(buf + 32, payload_bytes);
-    put32(buf + 40, (uint32_t)error_code);
-    put32(buf + 44, message_len);
-    put32(buf + 48, SHARC__FRAME_DESC_SIZE);
+    sharc__store_le64(buf + 8, step);
+    sharc__store_le64(buf + 16, epoch);
+    sharc__store_le32(buf + 24, n_tensors);
+    sharc__store_le32(buf + 28, inline_offset);
+    sharc__store_le64(buf + 32, payload_bytes);
+    sharc__store_le32(buf + 40, (uint32_t)error_code);
+    sharc__store_le32(buf + 44, message_len);
+    sharc__store_le32(buf + 48, SHARC__FRAME_DESC_SIZE);
     size_t extra = (size_t)n_tensors * SHARC__FRAME_DESC_SIZE + message_len;
-    put32(buf + 60, header_crc(buf, extra));
+    sharc__store_le32(buf + 60, header_crc(buf, extra));
 }
 
 /* Shared by the sender's check and the receiver's decoder. */
@@ -154,11 +134,11 @@ int sharc__frame_encode_data(uint8_t *buf, size_t cap, uint64_t step, uint64_t e
         d[32] = (uint8_t)t[i].dtype;
         d[33] = (uint8_t)t[i].device;
         d[34] = (uint8_t)t[i].ndim;
-        put32(d + 36, (uint32_t)t[i].device_ordinal);
+        sharc__store_le32(d + 36, (uint32_t)t[i].device_ordinal);
         for (int k = 0; k < t[i].ndim && k < SHARC_TENSOR_MAX_DIMS; k++)
-            put64(d + 40 + 8 * k, (uint64_t)t[i].shape[k]);
-        put64(d + 72, offsets[i]);
-        put64(d + 80, t[i].nbytes);
+            sharc__store_le64(d + 40 + 8 * k, (uint64_t)t[i].shape[k]);
+        sharc__store_le64(d + 72, offsets[i]);
+        sharc__store_le64(d + 80, t[i].nbytes);
     }
     put_header(buf, SHARC__FRAME_DATA, step, epoch, (uint32_t)n, inline_offset, payload_bytes, 0,
                0);
@@ -190,12 +170,12 @@ static int decode_tensor(sharc__ctx *ctx, const uint8_t *d, uint32_t i, sharc_te
         return sharc__set_error(ctx, SHARC_ERR_FRAME,
                                 "frame descriptor %u: name is empty or not NUL-terminated", i);
     memcpy(t->name, d, len);
-    if (d[35] != 0 || get64(d + 88) != 0)
+    if (d[35] != 0 || sharc__load_le64(d + 88) != 0)
         return sharc__set_error(ctx, SHARC_ERR_FRAME, "frame descriptor %u: reserved bytes set", i);
     t->dtype = (sharc_dtype)d[32];
     t->device = (sharc_device)d[33];
     t->ndim = d[34];
-    t->device_ordinal = (int32_t)get32(d + 36);
+    t->device_ordinal = (int32_t)sharc__load_le32(d + 36);
     if (t->device != SHARC_DEVICE_HOST && t->device != SHARC_DEVICE_CUDA)
         return sharc__set_error(ctx, SHARC_ERR_FRAME, "tensor '%s': unknown device %d", t->name,
                                 d[33]);
@@ -206,15 +186,15 @@ static int decode_tensor(sharc__ctx *ctx, const uint8_t *d, uint32_t i, sharc_te
         return sharc__set_error(ctx, SHARC_ERR_FRAME, "tensor '%s': %d dimensions (at most %d)",
                                 t->name, t->ndim, SHARC_TENSOR_MAX_DIMS);
     for (int k = 0; k < SHARC_TENSOR_MAX_DIMS; k++) {
-        uint64_t e = get64(d + 40 + 8 * k);
+        uint64_t e = sharc__load_le64(d + 40 + 8 * k);
         if (k >= t->ndim && e != 0)
             return sharc__set_error(ctx, SHARC_ERR_FRAME, "tensor '%s': extent past ndim", t->name);
         if (e > INT64_MAX)
             return sharc__set_error(ctx, SHARC_ERR_FRAME, "tensor '%s': negative extent", t->name);
         t->shape[k] = (int64_t)e;
     }
-    uint64_t nbytes = get64(d + 80);
-    *offset = get64(d + 72);
+    uint64_t nbytes = sharc__load_le64(d + 80);
+    *offset = sharc__load_le64(d + 72);
     int rc = check_shape(ctx, t->name, d[32], t->ndim, t->shape, nbytes);
     if (rc < 0)
         return rc;
@@ -237,10 +217,11 @@ static int decode_counts(sharc__ctx *ctx, const uint8_t *buf, size_t len,
     if (get16(buf + 4) != SHARC__FRAME_VERSION)
         return sharc__set_error(ctx, SHARC_ERR_FRAME, "unsupported frame version %u (want %d)",
                                 get16(buf + 4), SHARC__FRAME_VERSION);
-    if (get32(buf + 48) != SHARC__FRAME_DESC_SIZE || get32(buf + 52) || get32(buf + 56))
+    if (sharc__load_le32(buf + 48) != SHARC__FRAME_DESC_SIZE || sharc__load_le32(buf + 52) ||
+        sharc__load_le32(buf + 56))
         return sharc__set_error(ctx, SHARC_ERR_FRAME, "bad frame descriptor size or reserved");
-    h->n_tensors = get32(buf + 24);
-    *message_len = get32(buf + 44);
+    h->n_tensors = sharc__load_le32(buf + 24);
+    *message_len = sharc__load_le32(buf + 44);
     if (h->n_tensors > limits->max_tensors)
         return sharc__set_error(ctx, SHARC_ERR_FRAME, "frame has %u tensors (at most %zu)",
                                 h->n_tensors, limits->max_tensors);
@@ -251,7 +232,7 @@ static int decode_counts(sharc__ctx *ctx, const uint8_t *buf, size_t len,
         return sharc__set_error(ctx, SHARC_ERR_FRAME,
                                 "frame truncated: %u descriptors do not fit in %zu bytes",
                                 h->n_tensors, len);
-    uint32_t want = get32(buf + 60);
+    uint32_t want = sharc__load_le32(buf + 60);
     uint32_t got = header_crc(buf, (size_t)h->n_tensors * SHARC__FRAME_DESC_SIZE + *message_len);
     if (want != got)
         return sharc__set_error(ctx, SHARC_ERR_FRAME,
@@ -313,11 +294,11 @@ int sharc__frame_decode(sharc__ctx *ctx, const uint8_t *buf, size_t len,
     if (rc < 0)
         return rc;
     uint16_t kind = get16(buf + 6);
-    h->step = get64(buf + 8);
-    h->epoch = get64(buf + 16);
-    h->inline_offset = get32(buf + 28);
-    h->payload_bytes = get64(buf + 32);
-    h->error_code = (int32_t)get32(buf + 40);
+    h->step = sharc__load_le64(buf + 8);
+    h->epoch = sharc__load_le64(buf + 16);
+    h->inline_offset = sharc__load_le32(buf + 28);
+    h->payload_bytes = sharc__load_le64(buf + 32);
+    h->error_code = (int32_t)sharc__load_le32(buf + 40);
     switch (kind) {
     case SHARC__FRAME_DATA:
         h->kind = SHARC__FRAME_DATA;

@@ -16,14 +16,9 @@ typedef struct wbuf {
     size_t len, cap;
 } wbuf;
 
-static void store_u64(uint8_t *p, uint64_t v)
-{
-    sharc__store_le64(p, v);
-}
-
 static void put_u64(wbuf *w, uint64_t v)
 {
-    store_u64(w->p + w->len, v);
+    sharc__store_le64(w->p + w->len, v);
     w->len += 8;
 }
 
@@ -40,18 +35,13 @@ typedef struct rbuf {
     int bad;
 } rbuf;
 
-static uint64_t load_u64(const uint8_t *p)
-{
-    return sharc__load_le64(p);
-}
-
 static uint64_t get_u64(rbuf *r)
 {
     if (r->at + 8 > r->len) {
         r->bad = 1;
         return 0;
     }
-    uint64_t v = load_u64(r->p + r->at);
+    uint64_t v = sharc__load_le64(r->p + r->at);
     r->at += 8;
     return v;
 }
@@ -193,7 +183,7 @@ int sharc__resume_parse(sharc_reader *r, const uint8_t *blob, size_t len, sharc_
     memset(out, 0, sizeof *out);
     if (len < 8 * FIXED_FIELDS)
         return bad_state(r, "the state blob is truncated");
-    if (load_u64(blob + len - 8) != (uint64_t)(uint32_t)crc32(0L, blob, (uInt)(len - 8)))
+    if (sharc__load_le64(blob + len - 8) != (uint64_t)(uint32_t)crc32(0L, blob, (uInt)(len - 8)))
         return bad_state(r, "the state blob is corrupt (checksum mismatch)");
     rbuf rb = {blob, len - 8, 0, 0};
     if (get_u64(&rb) != (((uint64_t)STATE_VERSION << 32) | STATE_MAGIC))
@@ -238,20 +228,20 @@ int sharc__resume_parse(sharc_reader *r, const uint8_t *blob, size_t len, sharc_
 
 uint64_t sharc__resume_key(const sharc__resume *s, size_t i)
 {
-    return load_u64(s->keys + 8 * i);
+    return sharc__load_le64(s->keys + 8 * i);
 }
 
 /* Heapsort of n little-endian u64 at p, in place: no allocation, O(n log n). */
 static void sift_down(uint8_t *p, size_t root, size_t n)
 {
-    uint64_t v = load_u64(p + 8 * root);
+    uint64_t v = sharc__load_le64(p + 8 * root);
     for (;;) {
         size_t child = 2 * root + 1;
         if (child >= n)
             break;
-        uint64_t c = load_u64(p + 8 * child);
+        uint64_t c = sharc__load_le64(p + 8 * child);
         if (child + 1 < n) {
-            uint64_t d = load_u64(p + 8 * (child + 1));
+            uint64_t d = sharc__load_le64(p + 8 * (child + 1));
             if (d > c) {
                 child++;
                 c = d;
@@ -259,10 +249,10 @@ static void sift_down(uint8_t *p, size_t root, size_t n)
         }
         if (c <= v)
             break;
-        store_u64(p + 8 * root, c);
+        sharc__store_le64(p + 8 * root, c);
         root = child;
     }
-    store_u64(p + 8 * root, v);
+    sharc__store_le64(p + 8 * root, v);
 }
 
 static void sort_u64_le(uint8_t *p, size_t n)
@@ -270,20 +260,20 @@ static void sort_u64_le(uint8_t *p, size_t n)
     for (size_t i = n / 2; i-- > 0;)
         sift_down(p, i, n);
     for (size_t end = n; end-- > 1;) {
-        uint64_t top = load_u64(p);
-        store_u64(p, load_u64(p + 8 * end));
-        store_u64(p + 8 * end, top);
+        uint64_t top = sharc__load_le64(p);
+        sharc__store_le64(p, sharc__load_le64(p + 8 * end));
+        sharc__store_le64(p + 8 * end, top);
         sift_down(p, 0, end);
     }
 }
 
 void sharc__resume_finish(uint8_t *blob, size_t len, uint64_t step)
 {
-    store_u64(blob + STEP_OFFSET, step);
-    uint64_t n_keys = load_u64(blob + KEYS_OFFSET);
+    sharc__store_le64(blob + STEP_OFFSET, step);
+    uint64_t n_keys = sharc__load_le64(blob + KEYS_OFFSET);
     uint8_t *keys = blob + KEYS_OFFSET + 8;
     sort_u64_le(keys, (size_t)n_keys);
     uint8_t *sampler = keys + 8 * n_keys + 8;
-    sharc__sampler_seal(sampler, (size_t)load_u64(sampler - 8));
-    store_u64(blob + len - 8, (uint32_t)crc32(0L, blob, (uInt)(len - 8)));
+    sharc__sampler_seal(sampler, (size_t)sharc__load_le64(sampler - 8));
+    sharc__store_le64(blob + len - 8, (uint32_t)crc32(0L, blob, (uInt)(len - 8)));
 }

@@ -802,30 +802,20 @@ static void put_u64(wr *w, uint64_t v)
     w->p += 8;
 }
 
-static uint32_t le32(const unsigned char *p)
-{
-    return sharc__load_le32(p);
-}
-
-static uint64_t le64(const unsigned char *p)
-{
-    return sharc__load_le64(p);
-}
-
 typedef struct rd {
     const unsigned char *p;
 } rd;
 
 static uint32_t get_u32(rd *r)
 {
-    uint32_t v = le32(r->p);
+    uint32_t v = sharc__load_le32(r->p);
     r->p += 4;
     return v;
 }
 
 static uint64_t get_u64(rd *r)
 {
-    uint64_t v = le64(r->p);
+    uint64_t v = sharc__load_le64(r->p);
     r->p += 8;
     return v;
 }
@@ -930,17 +920,17 @@ static int check_blob(sharc__sampler *s, const unsigned char *p, size_t n)
         return BAD("truncated (%zu bytes, the fixed part alone is %u)", n, HEADER_BYTES + 8);
     if (memcmp(p, STATE_MAGIC, 4) != 0)
         return BAD("bad magic, not a sampler state");
-    if (le32(p + 4) != STATE_VER)
-        return BAD("version %u, this build reads version %u", le32(p + 4), STATE_VER);
-    if (le64(p + 8) != n)
+    if (sharc__load_le32(p + 4) != STATE_VER)
+        return BAD("version %u, this build reads version %u", sharc__load_le32(p + 4), STATE_VER);
+    if (sharc__load_le64(p + 8) != n)
         return BAD("size is %zu bytes but the state says %llu (truncated or padded)", n,
-                   (unsigned long long)le64(p + 8));
-    if (crc_of(p, n - 4) != le32(p + n - 4))
+                   (unsigned long long)sharc__load_le64(p + 8));
+    if (crc_of(p, n - 4) != sharc__load_le32(p + n - 4))
         return BAD("checksum mismatch (corrupted)");
-    if (le64(p + 16) != s->settings_hash)
+    if (sharc__load_le64(p + 16) != s->settings_hash)
         return BAD("saved with different sampler settings");
-    uint32_t flags = le32(p + 104);
-    uint32_t n_bins = le32(p + HEADER_BYTES - 4);
+    uint32_t flags = sharc__load_le32(p + 104);
+    uint32_t n_bins = sharc__load_le32(p + HEADER_BYTES - 4);
     int bins_ready = (flags & F_BINS_READY) != 0;
     if (flags & ~(uint32_t)31)
         return BAD("unknown flags %#x", flags);
@@ -950,14 +940,14 @@ static int check_blob(sharc__sampler *s, const unsigned char *p, size_t n)
     if ((n - HEADER_BYTES - 8) / 8 < n_bins)
         return BAD("truncated in the bins");
     const unsigned char *q = p + HEADER_BYTES + 8 * (size_t)n_bins;
-    uint32_t n_items = le32(q);
+    uint32_t n_items = sharc__load_le32(q);
     int pending = (flags & F_PENDING) != 0;
     if (n_items > (uint64_t)s->cap + (uint64_t)pending || n_items < (uint32_t)pending ||
         ((flags & F_STOPPED) && n_items) ||
         (uint64_t)HEADER_BYTES + 8ull * n_bins + 4 + (uint64_t)ITEM_BYTES * n_items + 4 != n)
         return BAD("%u buffered items do not fit a buffer of %u", n_items, s->cap);
-    if ((flags & F_HAS_BIDX) &&
-        (!bins_ready || le64(p + 88) > n_bins || le64(p + 96) > (uint64_t)s->st.world_size))
+    if ((flags & F_HAS_BIDX) && (!bins_ready || sharc__load_le64(p + 88) > n_bins ||
+                                 sharc__load_le64(p + 96) > (uint64_t)s->st.world_size))
         return BAD("bucket selection state out of range");
     return 0;
 #undef BAD
@@ -1077,7 +1067,7 @@ int sharc__sampler_restore(sharc__ctx *ctx, const sharc__sampler_settings *st,
         *stats_field(&stats, i) = get_u64(&r);
     uint32_t n_bins = get_u32(&r);
     const unsigned char *bins_p = r.p, *items_p = r.p + 8 * (size_t)n_bins + 4;
-    uint32_t n_items = le32(items_p - 4);
+    uint32_t n_items = sharc__load_le32(items_p - 4);
     int pending = (flags & F_PENDING) != 0;
     s->bins_ready = (flags & F_BINS_READY) != 0;
     rc = check_items(s, bins_p, n_bins, s->bins_ready, pending, items_p, n_items);
