@@ -7,8 +7,8 @@
  * into the thread's reused buffer (as src/reader.c does; --chunk 0 reads each member whole),
  * converting each part's PCM16 to float32 into the next row of a ring of batch buffers, then
  * zero the row's padding (as src/batch.c does, with sharc's own routines: non-temporal
- * stores). No tar parsing, JSON, sampling or
- * planning is timed: the member list is read before the clock starts. Its rate with 1 and 2
+ * stores; the ring allocated as batch payloads are, on huge pages). No tar parsing, JSON, sampling
+ * or planning is timed: the member list is read before the clock starts. Its rate with 1 and 2
  * threads is what the memory system allows for the data sharc must move, so the ratio of the
  * two bounds the scaling any loader can show on this corpus and machine.
  *
@@ -273,7 +273,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "sharc-datapath: no .wav members in the .tar files of %s\n", dir);
         return 1;
     }
-    j.ring = aligned_alloc(64, RING_BYTES);
+    j.ring = sharc__malloc_bulk(&ctx, RING_BYTES, 64); /* huge pages, as batch payloads */
     if (j.ring == NULL)
         return 1;
     memset(j.ring, 0, RING_BYTES); /* the pool is allocated and touched before batches */
@@ -309,7 +309,7 @@ int main(int argc, char **argv)
            threads);
     for (size_t i = 0; i < j.n_fds; i++)
         close(j.fds[i]);
-    free(j.ring);
+    sharc__free(&ctx, j.ring);
     free(j.v);
     return 0;
 }

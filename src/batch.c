@@ -334,7 +334,7 @@ int sharc__batch_finish(sharc_batch *b)
         want = sharc__frame_align(want ? want : SHARC__FRAME_ALIGN);
         if (!want || want > SIZE_MAX)
             return sharc__set_error(&pool->ctx, SHARC_ERR(ENOMEM), "batch payload too large");
-        uint8_t *block = sharc__malloc_aligned(&pool->ctx, (size_t)want, SHARC__FRAME_ALIGN);
+        uint8_t *block = sharc__malloc_bulk(&pool->ctx, (size_t)want, SHARC__FRAME_ALIGN);
         if (!block)
             return sharc__set_error(&pool->ctx, SHARC_ERR(ENOMEM),
                                     "out of memory for a batch of %llu bytes",

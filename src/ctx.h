@@ -25,6 +25,15 @@ void sharc__ctx_init(sharc__ctx *ctx, const sharc_allocator *alloc, const sharc_
 void *sharc__malloc(sharc__ctx *ctx, size_t size);
 void *sharc__calloc(sharc__ctx *ctx, size_t n, size_t size);
 void *sharc__malloc_aligned(sharc__ctx *ctx, size_t size, size_t align);
+/**
+ * A large buffer that is written across in long streams (batch payloads). With the default
+ * allocator and at least SHARC__HUGE_PAGE * 2 bytes, it starts on a huge-page boundary and
+ * is marked for transparent huge pages (madvise MADV_HUGEPAGE, Linux) where the system
+ * allows them, so writing rows across it does not miss the TLB at every 4 KiB page.
+ * Otherwise, and with a user's allocator, as sharc__malloc_aligned(). Freed by sharc__free().
+ */
+void *sharc__malloc_bulk(sharc__ctx *ctx, size_t size, size_t align);
+#define SHARC__HUGE_PAGE ((size_t)2 << 20) ///< x86-64's, and arm64's with 4 KiB pages
 void *sharc__realloc(sharc__ctx *ctx, void *ptr, size_t old_size, size_t new_size);
 void sharc__free(sharc__ctx *ctx, void *ptr);
 char *sharc__strdup(sharc__ctx *ctx, const char *s);

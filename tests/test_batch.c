@@ -1,11 +1,14 @@
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "batch.h"
+#include "ctx.h"
+#include "frame.h"
 #include "sharc/sharc.h"
 #include "testutil.h"
 
@@ -204,6 +207,58 @@ START_TEST(rejects_bad_tensors)
 }
 END_TEST
 
+/*
+ * THPeligible of the mapping that holds `addr` in /proc/self/smaps: 1 or 0, or -1 where the
+ * kernel does not say (not Linux, an older kernel) or huge pages are off on this system.
+ */
+static int thp_eligible(const void *addr)
+{
+    char line[512], mode[128] = "";
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (f) {
+        if (!fgets(mode, sizeof mode, f))
+            mode[0] = 0;
+        fclose(f);
+    }
+    if (!strstr(mode, "[always]") && !strstr(mode, "[madvise]"))
+        return -1;
+    if (!(f = fopen("/proc/self/smaps", "r")))
+        return -1;
+    int inside = 0, eligible = -1;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+            inside = (uintptr_t)addr >= lo && (uintptr_t)addr < hi;
+        else if (inside && sscanf(line, "THPeligible: %d", &eligible) == 1)
+            break;
+    }
+    fclose(f);
+    return eligible;
+}
+
+/* Payloads of 2 huge pages or more from the default allocator start on a huge page and are
+ * marked for transparent huge pages; the data are as written. */
+START_TEST(large_payloads_on_huge_pages)
+{
+    sharc__ctx ctx;
+    sharc__ctx_init(&ctx, NULL, NULL);
+    sharc__batch_pool *pool = NULL;
+    sharc_batch *b = NULL;
+    static const char *const ids[] = {"a", "b", "c", "d"};
+    ck_assert_int_eq(sharc__batch_pool_create(&pool, &ctx, 1, NULL), 0);
+    ck_assert_int_eq(sharc__batch_pool_acquire(pool, &b), 0);
+    fill(b, 4, 1 << 20, ids); /* 16 MiB of audio */
+    const float *audio = b->tensors[0].data;
+    ck_assert_uint_eq((uintptr_t)audio % SHARC__HUGE_PAGE, 0);
+    ck_assert_float_eq(audio[(4 << 20) - 1], (float)((4 << 20) - 1) * 0.5f);
+    int eligible = thp_eligible(audio + (2 << 20));
+    if (eligible >= 0)
+        ck_assert_int_eq(eligible, 1);
+    sharc_batch_release(b);
+    sharc__batch_pool_destroy(&pool);
+}
+END_TEST
+
 static Suite *batch_suite(void)
 {
     Suite *s = suite_create("batch");
@@ -214,6 +269,7 @@ static Suite *batch_suite(void)
     tcase_add_test(tc, backpressure_and_reuse_without_allocation);
     tcase_add_test(tc, release_from_another_thread_after_destroy);
     tcase_add_test(tc, rejects_bad_tensors);
+    tcase_add_test(tc, large_payloads_on_huge_pages);
     suite_add_tcase(s, tc);
     return s;
 }
