@@ -1,4 +1,5 @@
 #include "audio.h"
+#include "flac.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -537,8 +538,9 @@ int sharc__audio_decode_direct(const uint8_t *data, size_t n, const sharc__decod
 {
     sharc__wav_pcm16 wav;
     int64_t first, count;
-    if (!sharc__wav_parse(data, n, &wav) ||
-        !sharc__pcm16_plan(&wav, spec, out_capacity, &first, &count))
+    if (!sharc__wav_parse(data, n, &wav))
+        return sharc__flac_decode_direct(data, n, spec, out, out_capacity, info, frames);
+    if (!sharc__pcm16_plan(&wav, spec, out_capacity, &first, &count))
         return 0;
     const uint8_t *src = data + wav.data_offset + (size_t)first * 2 * (size_t)wav.channels;
     sharc__pcm16_convert(&wav, src, count, spec, out, info, frames);

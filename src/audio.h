@@ -63,6 +63,7 @@ typedef struct sharc__decode_spec {
  * Decode `data` into `out`, float32 interleaved, normalised the libsndfile way (a PCM16
  * sample s becomes s / 32768.0f, so 16-bit WAV and FLAC decode exactly as soundfile
  * does). Canonical PCM16 WAV (see sharc__wav_parse()) is converted straight from `data`,
+ * and clean FLAC streams are decoded with libFLAC straight into `out` (see flac.h), both
  * bit-identical to libsndfile; everything else goes through libsndfile. `out` must have
  * room for `out_capacity` floats; nothing is ever written past it, and what lies past
  * the frames written is unspecified (libsndfile may zero it).
@@ -74,7 +75,8 @@ typedef struct sharc__decode_spec {
  * decode and discard up to it, because their seeking is approximate.
  * Errors from libsndfile are logged once (with its own text); mismatch and size errors
  * only set ctx->error, so the caller can add the member name before reporting them.
- * Uses no heap memory; safe to call from several threads with different contexts.
+ * Takes nothing from ctx's allocator (libsndfile and libFLAC allocate their decoders with
+ * malloc); safe to call from several threads with different contexts.
  * @param info receives the header (rate and channels of the stored audio)
  * @param frames receives the frames written per channel
  * @return 0, SHARC_ERR_DECODE (undecodable), SHARC_ERR_AUDIO_MISMATCH (length beyond
@@ -85,10 +87,13 @@ int sharc__audio_decode(sharc__ctx *ctx, const uint8_t *data, size_t n,
                         sharc__audio_info *info, int64_t *frames);
 
 /**
- * sharc__audio_decode()'s direct path alone, for tests: they check that it takes every
- * successful decode of a canonical PCM16 WAV, and nothing else.
+ * sharc__audio_decode()'s direct paths alone, for tests: they check that it takes every
+ * successful decode of a canonical PCM16 WAV, and nothing else, and that what it takes of
+ * FLAC decodes as libsndfile decodes it.
  * @return 1 decoded, as sharc__audio_decode() does when it returns 0; 0 not handled:
- *         nothing was written, and the libsndfile path must run (it reports any error)
+ *         *info and *frames are not set, nothing was written for a WAV (a FLAC stream found
+ *         faulty partway may have been), and the libsndfile path must run (it reports any
+ *         error)
  */
 int sharc__audio_decode_direct(const uint8_t *data, size_t n, const sharc__decode_spec *spec,
                                float *out, size_t out_capacity, sharc__audio_info *info,

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sndfile.h>
+
 #include "sharc/sharc.h"
 #include "testutil.h"
 #include "audio.h"
@@ -918,7 +920,17 @@ static void same_as_sndfile(const uint8_t *data, size_t n, const sharc__decode_s
         memcpy(copy + shift, data, n);
     data = copy + shift;
     sharc__wav_pcm16 wav;
-    const int direct = sharc__wav_parse(data, n, &wav);
+    const int canonical = sharc__wav_parse(data, n, &wav);
+    const int flac = n >= 4 && !memcmp(data, "fLaC", 4);
+    /* The direct paths alone first: which of them takes this decode. */
+    sharc__audio_info ic, unset;
+    memset(&ic, 0x5A, sizeof ic);
+    memset(&unset, 0x5A, sizeof unset);
+    int64_t fc = -7;
+    const int taken = sharc__audio_decode_direct(data, n, spec, b, cap, &ic, &fc);
+    float *direct_out = malloc((cap + 1) * sizeof *direct_out);
+    memcpy(direct_out, b, (cap + 1) * sizeof *b);
+    memset(b, 0xA5, (cap + 1) * sizeof *b);
     int ra = sharc__audio_decode(&ca, data, n, spec, a, cap, &ia, &fa);
     int rb = sharc__audio_decode_sndfile(&cb, data, n, spec, b, cap, &ib, &fb);
     ck_assert_msg(ra == rb, "%s: rc %d, libsndfile %d (%s)", what, ra, rb, cb.error);
@@ -930,27 +942,30 @@ static void same_as_sndfile(const uint8_t *data, size_t n, const sharc__decode_s
      * (see wav_direct_path_is_taken), the direct path leaves them alone.
      */
     size_t cmp = cap;
-    if (ra == 0 && direct && spec->want_frames < 0) {
+    if (ra == 0 && taken && spec->want_frames < 0) {
         cmp = (size_t)fa * (size_t)(spec->channel >= 0 ? 1 : ib.channels);
         ck_assert_msg(untouched(a, cmp, cap), "%s: wrote past the frames", what);
     }
     ck_assert_msg(!memcmp(a, b, cmp * sizeof *a), "%s: samples differ", what);
     ck_assert_msg(untouched(a, cap, cap + 1), "%s: wrote past capacity", what);
-    /* The direct path alone takes exactly the successes of canonical files. */
-    sharc__audio_info ic, unset;
-    memset(&ic, 0x5A, sizeof ic);
-    memset(&unset, 0x5A, sizeof unset);
-    memset(b, 0xA5, (cap + 1) * sizeof *b);
-    int64_t fc = -7;
-    const int taken = sharc__audio_decode_direct(data, n, spec, b, cap, &ic, &fc);
-    ck_assert_msg(taken == (direct && rb == 0), "%s: direct path taken %d", what, taken);
+    /*
+     * The WAV path takes exactly the successes of canonical files; the FLAC path only
+     * successes (a stream it finds faulty goes to libsndfile, which may still decode it).
+     */
+    if (flac)
+        ck_assert_msg(!taken || rb == 0, "%s: FLAC path taken where libsndfile fails", what);
+    else
+        ck_assert_msg(taken == (canonical && rb == 0), "%s: direct path taken %d", what, taken);
     if (taken) {
-        ck_assert_msg(fc == fa && same_info(&ic, &ia) && !memcmp(a, b, cap * sizeof *a),
+        ck_assert_msg(fc == fa && same_info(&ic, &ia) && !memcmp(a, direct_out, cap * sizeof *a),
                       "%s: direct path alone differs", what);
     } else {
         ck_assert_msg(fc == -7 && same_info(&ic, &unset), "%s: outputs set", what);
-        ck_assert_msg(untouched(b, 0, cap + 1), "%s: wrote when not taken", what);
+        if (!flac)
+            ck_assert_msg(untouched(direct_out, 0, cap + 1), "%s: wrote when not taken", what);
     }
+    ck_assert_msg(untouched(direct_out, cap, cap + 1), "%s: direct path wrote past capacity", what);
+    free(direct_out);
     free(copy);
     free(a);
     free(b);
@@ -1727,6 +1742,108 @@ START_TEST(wav_direct_path_is_taken)
 }
 END_TEST
 
+/* A FLAC file written by libsndfile itself: `bits` 8, 16 or 24, noise in every bit. */
+static bytes flac_file(int bits, int channels, int64_t frames)
+{
+    char path[] = "/tmp/sharc-flac-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    SF_INFO info = {0};
+    info.samplerate = 16000;
+    info.channels = channels;
+    info.format = SF_FORMAT_FLAC | (bits == 8    ? SF_FORMAT_PCM_S8
+                                    : bits == 16 ? SF_FORMAT_PCM_16
+                                                 : SF_FORMAT_PCM_24);
+    SNDFILE *f = sf_open_fd(fd, SFM_WRITE, &info, 0);
+    ck_assert_ptr_nonnull(f);
+    int16_t *pcm = make_pcm(frames, channels, 16000);
+    int *wide = malloc((size_t)(frames * channels) * sizeof *wide);
+    uint32_t x = 99;
+    for (int64_t i = 0; i < frames * channels; i++) {
+        x = x * 1664525u + 1013904223u;
+        /* left-aligned, as sf_writef_int takes it: the bits below `bits` are dropped */
+        wide[i] = (int)((uint32_t)(int32_t)pcm[i] << 16 | ((x >> 8) & 0xFF00u));
+    }
+    ck_assert_int_eq(sf_writef_int(f, wide, frames), frames);
+    sf_close(f);
+    bytes b = {0};
+    FILE *in = fdopen(fd, "rb");
+    ck_assert_ptr_nonnull(in);
+    fseek(in, 0, SEEK_END);
+    b.n = (size_t)ftell(in);
+    b.p = malloc(b.n);
+    fseek(in, 0, SEEK_SET);
+    ck_assert_uint_eq(fread(b.p, 1, b.n, in), b.n);
+    fclose(in);
+    unlink(path);
+    free(pcm);
+    free(wide);
+    return b;
+}
+
+/*
+ * Clean FLAC streams of every width libsndfile converts are decoded by libFLAC directly,
+ * bit for bit as libsndfile decodes them, whole, trimmed, padded, by channel; a window at an
+ * offset and a damaged frame go to libsndfile (which then gives the answer).
+ */
+START_TEST(flac_direct_matches_libsndfile)
+{
+    static const int widths[] = {8, 16, 24};
+    for (size_t w = 0; w < 3; w++) {
+        for (int ch = 1; ch <= 2; ch++) {
+            const int64_t frames = 20000 + 37 * ch;
+            bytes b = flac_file(widths[w], ch, frames);
+            char what[64];
+            snprintf(what, sizeof what, "FLAC %d-bit, %d channel(s)", widths[w], ch);
+            float *out = malloc((size_t)(frames * ch) * sizeof *out);
+            float *ref = malloc((size_t)(frames * ch) * sizeof *ref);
+            sharc__decode_spec all = {0, -1, 0, -1, 0, 0};
+            sharc__audio_info info;
+            int64_t got = 0, want = 0;
+            ck_assert_msg(sharc__audio_decode_direct(b.p, b.n, &all, out, (size_t)(frames * ch),
+                                                     &info, &got) == 1,
+                          "%s: not taken", what);
+            ck_assert_int_eq(got, frames);
+            ck_assert_int_eq(info.codec, SHARC__CODEC_FLAC);
+            ck_assert_int_eq(info.channels, ch);
+            ck_assert_int_eq(info.sampling_rate, 16000);
+            ck_assert_int_eq(sharc__audio_decode_sndfile(&ctx, b.p, b.n, &all, ref,
+                                                         (size_t)(frames * ch), NULL, &want),
+                             0);
+            ck_assert_int_eq(want, frames);
+            ck_assert_msg(!memcmp(out, ref, (size_t)(frames * ch) * sizeof *out), "%s: samples",
+                          what);
+            /* Not silence, and every width's low bits are there. */
+            ck_assert_msg(ref[0] < -0.99f, "%s: first sample %g", what, ref[0]);
+            int low_bits = 0;
+            for (int i = 0; i < 100; i++)
+                low_bits |= (int)(ref[i] * 8388608.0f) & 0xFF;
+            ck_assert_int_eq(low_bits != 0, widths[w] == 24);
+            all_same_as_sndfile(b.p, b.n, what);
+            /* A window at an offset is libsndfile's (it seeks). */
+            sharc__decode_spec window = {100, 1000, 0, 0, 1, 0};
+            ck_assert_int_eq(sharc__audio_decode_direct(b.p, b.n, &window, out,
+                                                        (size_t)(frames * ch), &info, &got),
+                             0);
+            /* A damaged frame: libFLAC reports it, so libsndfile decides. */
+            b.p[b.n * 6 / 10] ^= 0x55;
+            ck_assert_int_eq(
+                sharc__audio_decode_direct(b.p, b.n, &all, out, (size_t)(frames * ch), &info, &got),
+                0);
+            same_as_sndfile(b.p, b.n, &all, (size_t)(frames * ch), what);
+            /* Cut short: fewer samples than STREAMINFO promises, libsndfile's too. */
+            ck_assert_int_eq(sharc__audio_decode_direct(b.p, b.n / 2, &all, out,
+                                                        (size_t)(frames * ch), &info, &got),
+                             0);
+            same_as_sndfile(b.p, b.n / 2, &all, (size_t)(frames * ch), what);
+            free(out);
+            free(ref);
+            free(b.p);
+        }
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("audio");
@@ -1772,6 +1889,7 @@ int main(void)
     tcase_add_test(tc, wav_direct_matches_libsndfile);
     tcase_add_test(tc, wav_edge_files_match_libsndfile);
     tcase_add_test(tc, wav_direct_path_is_taken);
+    tcase_add_test(tc, flac_direct_matches_libsndfile);
     tcase_add_test(tc, decode_from_a_file_matches_memory);
     suite_add_tcase(s, tc);
 

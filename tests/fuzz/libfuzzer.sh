@@ -29,7 +29,7 @@ mkdir -p "$out/obj" "$out/corpus/$target" "$out/crashes/$target"
 san="-fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all"
 # Not -I src for the library: its "archive.h" would hide libarchive's <archive.h>.
 cflags="-g -O1 -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -pthread -I$repo/include
-  $(pkg-config --cflags libarchive sndfile libcjson opus 2>/dev/null || true)"
+  $(pkg-config --cflags libarchive sndfile flac libcjson opus 2>/dev/null || true)"
 
 # The library, once per change of its sources (make-like: objects older than their source),
 # one build at a time when several campaigns start together.
@@ -45,7 +45,7 @@ for f in "$repo"/src/*.c; do
     fi
 done
 # shellcheck disable=SC2086
-"$cc" $cflags -I"$repo/src" $san -fsanitize=fuzzer "$src" "$out"/obj/*.o -larchive -lsndfile -lcjson -lzstd -lz \
+"$cc" $cflags -I"$repo/src" $san -fsanitize=fuzzer "$src" "$out"/obj/*.o -larchive -lsndfile -lFLAC -lcjson -lzstd -lz \
     -lm -o "$out/$target"
 
 flock -u 9
