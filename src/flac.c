@@ -133,11 +133,22 @@ int sharc__flac_decode_direct(const uint8_t *data, size_t n, const sharc__decode
     j.out = out;
     j.count = count;
     j.out_ch = spec->channel >= 0 ? 1 : (int)si->channels;
-    /* Every frame, past the ones written too: the stream must decode cleanly to the length
-     * STREAMINFO gives, as the plan assumed. */
-    if (!FLAC__stream_decoder_process_until_end_of_stream(d) || j.failed ||
-        FLAC__stream_decoder_get_state(d) != FLAC__STREAM_DECODER_END_OF_STREAM ||
-        (uint64_t)j.decoded != si->total_samples)
+    int ok = 1;
+    if (spec->allow_longer) {
+        /* A window from the start of longer audio: its frames and no more, as libsndfile
+         * reads them (it reads on neither, so a long recording is not decoded whole). */
+        while (ok && !j.failed && j.decoded < count &&
+               FLAC__stream_decoder_get_state(d) != FLAC__STREAM_DECODER_END_OF_STREAM)
+            ok = FLAC__stream_decoder_process_single(d);
+        ok = ok && !j.failed && j.decoded >= count;
+    } else {
+        /* Every frame, past the ones written too: the stream must decode cleanly to the
+         * length STREAMINFO gives, as the plan assumed. */
+        ok = FLAC__stream_decoder_process_until_end_of_stream(d) && !j.failed &&
+             FLAC__stream_decoder_get_state(d) == FLAC__STREAM_DECODER_END_OF_STREAM &&
+             (uint64_t)j.decoded == si->total_samples;
+    }
+    if (!ok)
         goto out;
     sharc__pcm16_finish(&shape, count, spec, out, info, frames);
     if (info)

@@ -1742,6 +1742,15 @@ START_TEST(wav_direct_path_is_taken)
 }
 END_TEST
 
+/* Channel 0 of the first `frames` (at most 4096) interleaved frames of `ch` channels. */
+static const float *ref_channel0(float *ref, int ch, int64_t frames)
+{
+    static float first[4096];
+    for (int64_t i = 0; i < frames && i < 4096; i++)
+        first[i] = ref[i * ch];
+    return first;
+}
+
 /* A FLAC file written by libsndfile itself: `bits` 8, 16 or 24, noise in every bit. */
 static bytes flac_file(int bits, int channels, int64_t frames)
 {
@@ -1820,6 +1829,19 @@ START_TEST(flac_direct_matches_libsndfile)
                 low_bits |= (int)(ref[i] * 8388608.0f) & 0xFF;
             ck_assert_int_eq(low_bits != 0, widths[w] == 24);
             all_same_as_sndfile(b.p, b.n, what);
+            /* A window from the start of the audio: its frames, bit for bit. */
+            sharc__decode_spec head = {0, 1000, 0, 0, 1, 0};
+            ck_assert_int_eq(sharc__audio_decode_direct(b.p, b.n, &head, out, (size_t)(frames * ch),
+                                                        &info, &got),
+                             1);
+            ck_assert_int_eq(got, 1000);
+            ck_assert_msg(!memcmp(out, ref_channel0(ref, ch, 1000), 1000 * sizeof *out),
+                          "%s: window", what);
+            same_as_sndfile(b.p, b.n, &head, (size_t)frames, what);
+            head.want_frames = frames + 5; /* past the end: libsndfile reports it */
+            same_as_sndfile(b.p, b.n, &head, (size_t)frames + 5, what);
+            head.tolerance_frames = 5;
+            same_as_sndfile(b.p, b.n, &head, (size_t)frames + 5, what);
             /* A window at an offset is libsndfile's (it seeks). */
             sharc__decode_spec window = {100, 1000, 0, 0, 1, 0};
             ck_assert_int_eq(sharc__audio_decode_direct(b.p, b.n, &window, out,

@@ -2,8 +2,9 @@
  * Fuzz target for the canonical PCM16 WAV parser (src/wav.c) and the direct FLAC decoder
  * (src/flac.c), differential: any bytes must parse without reading outside them, and
  * whatever a direct path takes must decode exactly as libsndfile decodes it (same rc,
- * header, frames and samples, bit for bit), and its header must be what libsndfile reports. Parsing it from a
- * head and a tail (sharc__wav_parse_pieces) must give the same answer as parsing it whole.
+ * header, frames and samples, bit for bit), and its header must be what libsndfile reports. Parsing
+ * it from a head and a tail (sharc__wav_parse_pieces) must give the same answer as parsing it
+ * whole.
  */
 #include <stdint.h>
 #include <stdlib.h>
