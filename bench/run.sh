@@ -124,18 +124,36 @@ pin() {
 }
 
 # run TAG CODEC THREADS CMD...: one measurement; its JSON line gets the tag, codec and threads.
+# The machine's "cpu" line of /proc/stat, read around each run: the share of its CPU time
+# that went to other guests (steal) and to waiting for the disk (iowait) while the run
+# lasted lands in the run's JSON as "machine", so a slow repetition can be told apart.
+cpu_line() { head -n 1 /proc/stat 2>/dev/null || echo "cpu 0 0 0 0 0 0 0 0"; }
+machine_py='import os
+def machine():
+    a, b = ([int(x) for x in os.environ[k].split()[1:9]] for k in ("CPU0", "CPU1"))
+    d = [y - x for x, y in zip(a, b)]
+    total = sum(d) or 1
+    return {"steal_fraction": d[7] / total, "iowait_fraction": d[4] / total}
+'
+
 run() {
     tag=$1 codec=$2 nthreads=$3
     shift 3
     echo "  $tag $codec threads=$nthreads: $*" >&2
+    CPU0=$(cpu_line)
+    export CPU0
     if ! pin "$nthreads" "$@" >"$out/last.json" 2>"$out/last.err"; then
         echo "bench/run.sh: failed: $*" >&2
         cat "$out/last.err" >&2
         exit 1
     fi
-    python3 -c 'import json,sys; j=json.load(open(sys.argv[1]))
+    CPU1=$(cpu_line)
+    export CPU1
+    python3 -c "$machine_py"'
+import json,sys; j=json.load(open(sys.argv[1]))
 j.update(tag=sys.argv[2], codec=sys.argv[3], nthreads=int(sys.argv[4]), cmd=sys.argv[5],
-         rep=int(sys.argv[6]), load_average=open("/proc/loadavg").read().split()[0])
+         rep=int(sys.argv[6]), load_average=open("/proc/loadavg").read().split()[0],
+         machine=machine())
 print(json.dumps(j))' "$out/last.json" "$tag" "$codec" "$nthreads" "$*" "$rep" >>"$results"
 }
 
@@ -144,6 +162,8 @@ run_pair() {
     codec=$1
     shift
     echo "  pair $codec: 2 x $*" >&2
+    CPU0=$(cpu_line)
+    export CPU0
     pids=""
     for core in 0 1; do
         if command -v taskset >/dev/null 2>&1 && [ "$pin_cores" = 1 ]; then
@@ -160,10 +180,14 @@ run_pair() {
         cat "$out/pair0.err" "$out/pair1.err" >&2
         exit 1
     fi
-    python3 -c 'import json,sys
+    CPU1=$(cpu_line)
+    export CPU1
+    python3 -c "$machine_py"'
+import json,sys
 a, b = (json.load(open(f)) for f in sys.argv[1:3])
 j = {"tag": "pair", "codec": sys.argv[3], "nthreads": 2, "cmd": sys.argv[4], "rep": int(sys.argv[5]),
-     "load_average": open("/proc/loadavg").read().split()[0], "processes": [a, b]}
+     "load_average": open("/proc/loadavg").read().split()[0], "processes": [a, b],
+     "machine": machine()}
 for k in ("audio_seconds_per_second", "cuts_per_second"):
     j[k] = a[k] + b[k]
 j["cpu_seconds_per_audio_second"] = (

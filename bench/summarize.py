@@ -158,6 +158,24 @@ def main():
         print("sharc batches, CPU microseconds per cut by thread (medians):")
         print("\n".join(lines))
 
+    # The machine while the runs lasted (bench/run.sh records it): time taken by other guests
+    # (steal) or spent waiting for the disk (iowait) slows a run through no fault of its own.
+    worst = []
+    for (codec, tag, t), rs in sorted(runs.items()):
+        for x in rs:
+            m = x.get("machine")
+            if m:
+                worst.append((max(m["steal_fraction"], m["iowait_fraction"]), m, codec, tag, t,
+                              x.get("rep")))
+    if worst:
+        steal = med([w[1]["steal_fraction"] for w in worst])
+        iowait = med([w[1]["iowait_fraction"] for w in worst])
+        v, m, codec, tag, t, rep = max(worst, key=lambda w: w[0])
+        print()
+        print(f"machine during the runs: steal {100 * steal:.1f}%, iowait {100 * iowait:.1f}% of "
+              f"its CPU time (medians); the most: {codec} {tag} {t} thread(s), repetition {rep}: "
+              f"steal {100 * m['steal_fraction']:.1f}%, iowait {100 * m['iowait_fraction']:.1f}%")
+
 
 if __name__ == "__main__":
     main()
