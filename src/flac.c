@@ -47,6 +47,7 @@ static void meta_cb(const FLAC__StreamDecoder *d, const FLAC__StreamMetadata *m,
     (void)d;
     flac_job *j = cookie;
     if (m->type == FLAC__METADATA_TYPE_STREAMINFO) {
+        j->failed |= j->have_info; /* a second one: libsndfile may refuse the stream */
         j->info = m->data.stream_info;
         j->have_info = 1;
     }
@@ -88,7 +89,9 @@ static FLAC__StreamDecoderWriteStatus write_cb(const FLAC__StreamDecoder *d,
     const float norm = (float)(1.0 / (double)(1u << (h->bits_per_sample - 1)));
     int64_t n = j->count - j->decoded;
     n = n < 0 ? 0 : (n > (int64_t)h->blocksize ? (int64_t)h->blocksize : n);
-    if (j->out_ch == 1) {
+    if (n == 0) {
+        /* past the frames written: decoded only to check the stream */
+    } else if (j->out_ch == 1) {
         convert_mono(buffer[j->channel >= 0 ? j->channel : 0], (size_t)n, norm,
                      j->out + j->decoded);
     } else {
@@ -114,6 +117,10 @@ int sharc__flac_decode_direct(const uint8_t *data, size_t n, const sharc__decode
         return 0;
     flac_job j = {.data = data, .n = n, .channel = spec->channel};
     int done = 0;
+    /* Every metadata block parsed, as libsndfile has them: a malformed one is an error
+     * (then libsndfile decides), not a block skipped by its length. */
+    if (!FLAC__stream_decoder_set_metadata_respond_all(d))
+        goto out;
     if (FLAC__stream_decoder_init_stream(d, read_cb, NULL, NULL, NULL, NULL, write_cb, meta_cb,
                                          error_cb, &j) != FLAC__STREAM_DECODER_INIT_STATUS_OK)
         goto out;
@@ -134,9 +141,10 @@ int sharc__flac_decode_direct(const uint8_t *data, size_t n, const sharc__decode
     j.count = count;
     j.out_ch = spec->channel >= 0 ? 1 : (int)si->channels;
     int ok = 1;
-    if (spec->allow_longer) {
+    if (spec->allow_longer && spec->want_frames >= 0 && count == spec->want_frames) {
         /* A window from the start of longer audio: its frames and no more, as libsndfile
-         * reads them (it reads on neither, so a long recording is not decoded whole). */
+         * reads them (it reads no further, so a long recording is not decoded whole). A
+         * window reaching the end, like keeping everything, reads to the end below. */
         while (ok && !j.failed && j.decoded < count &&
                FLAC__stream_decoder_get_state(d) != FLAC__STREAM_DECODER_END_OF_STREAM)
             ok = FLAC__stream_decoder_process_single(d);

@@ -2,8 +2,9 @@
  * Direct decoding of FLAC members with libFLAC, without libsndfile's layer around it (its
  * frame copy and conversion loop take about a fifth of the time libsndfile spends on a
  * FLAC member). Only the cases libsndfile decodes cleanly are taken: a native FLAC stream
- * that starts with its signature, STREAMINFO with 8, 16 or 24 bits per sample and a total
- * sample count, every frame decoded without an error, as many samples as STREAMINFO says,
+ * that starts with its signature, one STREAMINFO with 8, 16 or 24 bits per sample and a
+ * total sample count, well-formed metadata blocks, every frame decoded without an error, as
+ * many samples as STREAMINFO says and nothing after them where libsndfile reads to the end,
  * and no offset to seek to. Anything else is "not done this way" and goes to libsndfile,
  * which then decides, and names what is wrong, as before. audio.c decides which path runs.
  */

@@ -1866,6 +1866,84 @@ START_TEST(flac_direct_matches_libsndfile)
 }
 END_TEST
 
+/* `b` with a metadata block of `type` and `body` put right after STREAMINFO (not last). */
+static bytes flac_with_block(const bytes *b, int type, const uint8_t *body, size_t len)
+{
+    bytes out = {malloc(b->n + 4 + len), b->n + 4 + len};
+    memcpy(out.p, b->p, 42);
+    out.p[42] = (uint8_t)type;
+    out.p[43] = (uint8_t)(len >> 16);
+    out.p[44] = (uint8_t)(len >> 8);
+    out.p[45] = (uint8_t)len;
+    memcpy(out.p + 46, body, len);
+    memcpy(out.p + 46 + len, b->p + 42, b->n - 42);
+    return out;
+}
+
+/*
+ * Streams libsndfile refuses or reads differently, though every audio frame is sound, are
+ * not taken by the direct path: bytes after the last frame (an ID3v1 tag) that libsndfile
+ * reads into when it reads to the end, malformed metadata blocks, a second STREAMINFO.
+ */
+START_TEST(flac_odd_streams_go_to_libsndfile)
+{
+    const int64_t frames = 10000;
+    bytes b = flac_file(16, 1, frames);
+    ck_assert_int_eq(b.p[4] & 0x80, 0); /* STREAMINFO is not the last block */
+    /* An ID3v1 tag after the audio. */
+    bytes tagged = {malloc(b.n + 128), b.n + 128};
+    memcpy(tagged.p, b.p, b.n);
+    memset(tagged.p + b.n, ' ', 128);
+    memcpy(tagged.p + b.n, "TAG", 3);
+    const sharc__decode_spec specs[] = {
+        {0, frames + 5, 5, -1, 1, 0}, /* a window reaching past the end */
+        {0, -1, 0, -1, 1, 0},         /* everything, as a window */
+        {0, -1, 0, -1, 0, 0},         /* everything */
+        {0, frames, 0, -1, 0, 0},     /* exactly */
+        {0, 1000, 0, -1, 1, 0},       /* a window inside: libsndfile reads no further */
+    };
+    for (size_t k = 0; k < sizeof specs / sizeof specs[0]; k++)
+        same_as_sndfile(tagged.p, tagged.n, &specs[k], (size_t)frames + 5, "FLAC + ID3v1");
+    /* Malformed metadata blocks, and a second STREAMINFO that says stereo. */
+    static const uint8_t vorbis[8] = {0xFF, 0xFF, 0, 0, 0, 0, 0, 0};
+    static const uint8_t picture[8] = {0, 0, 0, 3, 0x7F, 0xFF, 0xFF, 0xFF};
+    uint8_t info[34]; /* the true STREAMINFO, put second; the first is made to say stereo */
+    memcpy(info, b.p + 8, 34);
+    const struct {
+        const char *what;
+        int type;
+        const uint8_t *body;
+        size_t len;
+    } blocks[] = {
+        {"VORBIS_COMMENT of a 65535-byte vendor in 8 bytes", 4, vorbis, sizeof vorbis},
+        {"PICTURE of a 2 GiB MIME type in 8 bytes", 6, picture, sizeof picture},
+        {"CUESHEET of 8 bytes", 5, vorbis + 2, 6},
+        {"a second STREAMINFO, after one that says stereo", 0, info, sizeof info},
+    };
+    sharc__decode_spec all = {0, -1, 0, -1, 0, 0};
+    float *out = malloc((size_t)frames * sizeof *out);
+    for (size_t k = 0; k < sizeof blocks / sizeof blocks[0]; k++) {
+        bytes odd = flac_with_block(&b, blocks[k].type, blocks[k].body, blocks[k].len);
+        if (blocks[k].type == 0)
+            odd.p[8 + 12] |= 0x02; /* channels - 1 is bits 3..1 of STREAMINFO's byte 12 */
+        sharc__audio_info ai;
+        int64_t got = 0;
+        ck_assert_msg(
+            sharc__audio_decode_direct(odd.p, odd.n, &all, out, (size_t)frames, &ai, &got) == 0,
+            "%s: taken", blocks[k].what);
+        same_as_sndfile(odd.p, odd.n, &all, (size_t)frames, blocks[k].what);
+        free(odd.p);
+    }
+    /* The same stream without them is taken. */
+    sharc__audio_info ai;
+    int64_t got = 0;
+    ck_assert_int_eq(sharc__audio_decode_direct(b.p, b.n, &all, out, (size_t)frames, &ai, &got), 1);
+    free(out);
+    free(tagged.p);
+    free(b.p);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("audio");
@@ -1912,6 +1990,7 @@ int main(void)
     tcase_add_test(tc, wav_edge_files_match_libsndfile);
     tcase_add_test(tc, wav_direct_path_is_taken);
     tcase_add_test(tc, flac_direct_matches_libsndfile);
+    tcase_add_test(tc, flac_odd_streams_go_to_libsndfile);
     tcase_add_test(tc, decode_from_a_file_matches_memory);
     suite_add_tcase(s, tc);
 

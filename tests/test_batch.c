@@ -249,7 +249,9 @@ START_TEST(large_payloads_on_huge_pages)
     ck_assert_int_eq(sharc__batch_pool_acquire(pool, &b), 0);
     fill(b, 4, 1 << 20, ids); /* 16 MiB of audio */
     const float *audio = b->tensors[0].data;
+#if defined(__linux__)
     ck_assert_uint_eq((uintptr_t)audio % SHARC__HUGE_PAGE, 0);
+#endif
     ck_assert_float_eq(audio[(4 << 20) - 1], (float)((4 << 20) - 1) * 0.5f);
     int eligible = thp_eligible(audio + (2 << 20));
     if (eligible >= 0)
