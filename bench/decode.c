@@ -15,9 +15,12 @@
 #include "audio.h"
 #include "ctx.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -33,17 +36,18 @@ static double median(double *v, int n)
 
 static int bench_file(const char *path, int repeat, int rounds)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "sharc-decode: cannot open %s\n", path);
+    int fd = open(path, O_RDONLY);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || st.st_size <= 0) {
+        fprintf(stderr, "sharc-decode: cannot read %s\n", path);
+        if (fd >= 0)
+            close(fd);
         return 1;
     }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *data = malloc(n > 0 ? (size_t)n : 1);
-    int ok = data && n > 0 && fread(data, 1, (size_t)n, f) == (size_t)n;
-    fclose(f);
+    const size_t n = (size_t)st.st_size;
+    uint8_t *data = malloc(n);
+    int ok = data && pread(fd, data, n, 0) == (ssize_t)n;
+    close(fd);
     const size_t cap = (size_t)1 << 26; /* 64 Mi floats: any member of a shard */
     float *a = malloc(cap * sizeof *a), *b = malloc(cap * sizeof *b);
     double *ta = malloc((size_t)repeat * sizeof *ta), *tb = malloc((size_t)repeat * sizeof *tb);
@@ -55,10 +59,10 @@ static int bench_file(const char *path, int repeat, int rounds)
     for (int r = 0; ok && r < repeat; r++) {
         double t0 = sharc__now_s();
         for (int k = 0; ok && k < rounds; k++)
-            ok = sharc__audio_decode(&ctx, data, (size_t)n, &all, a, cap, &ia, &fa) == 0;
+            ok = sharc__audio_decode(&ctx, data, n, &all, a, cap, &ia, &fa) == 0;
         double t1 = sharc__now_s();
         for (int k = 0; ok && k < rounds; k++)
-            ok = sharc__audio_decode_sndfile(&ctx, data, (size_t)n, &all, b, cap, &ib, &fb) == 0;
+            ok = sharc__audio_decode_sndfile(&ctx, data, n, &all, b, cap, &ib, &fb) == 0;
         double t2 = sharc__now_s();
         ta[r] = (t1 - t0) / rounds;
         tb[r] = (t2 - t1) / rounds;
