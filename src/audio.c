@@ -506,16 +506,16 @@ void sharc__pcm16_convert_part(const sharc__wav_pcm16 *wav, const uint8_t *src, 
         sharc__wav_pcm16_channel_to_float(src, (size_t)count, wav->channels, spec->channel, out);
 }
 
-void sharc__pcm16_finish(const sharc__wav_pcm16 *wav, int64_t count, const sharc__decode_spec *spec,
-                         float *out, sharc__audio_info *info, int64_t *frames)
+void sharc__pcm16_finish(const sharc__wav_pcm16 *wav, sharc__codec codec, int64_t count,
+                         const sharc__decode_spec *spec, float *out, sharc__audio_info *info,
+                         int64_t *frames)
 {
     const int out_ch = spec->channel >= 0 ? 1 : wav->channels;
     const int64_t want = spec->want_frames;
     if (want >= 0)
         pad_reflect(out, count, want, out_ch);
     if (info)
-        *info =
-            (sharc__audio_info){SHARC__CODEC_WAV, wav->sampling_rate, wav->channels, wav->frames};
+        *info = (sharc__audio_info){codec, wav->sampling_rate, wav->channels, wav->frames};
     *frames = want >= 0 ? want : count;
 }
 
@@ -524,7 +524,7 @@ void sharc__pcm16_convert(const sharc__wav_pcm16 *wav, const uint8_t *src, int64
                           int64_t *frames)
 {
     sharc__pcm16_convert_part(wav, src, count, spec, out);
-    sharc__pcm16_finish(wav, count, spec, out, info, frames);
+    sharc__pcm16_finish(wav, SHARC__CODEC_WAV, count, spec, out, info, frames);
 }
 
 /*

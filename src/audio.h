@@ -142,10 +142,13 @@ void sharc__pcm16_convert_part(const sharc__wav_pcm16 *wav, const uint8_t *src, 
 
 /**
  * After the `count` planned frames were converted into `out`: fit them to
- * spec->want_frames and report what sharc__audio_decode() reports.
+ * spec->want_frames and report what sharc__audio_decode() reports, the header as `codec`.
+ * Planning and finishing depend only on the channels, rate and frames of `wav`, so the
+ * direct FLAC path (flac.c) uses them too, with STREAMINFO's.
  */
-void sharc__pcm16_finish(const sharc__wav_pcm16 *wav, int64_t count, const sharc__decode_spec *spec,
-                         float *out, sharc__audio_info *info, int64_t *frames);
+void sharc__pcm16_finish(const sharc__wav_pcm16 *wav, sharc__codec codec, int64_t count,
+                         const sharc__decode_spec *spec, float *out, sharc__audio_info *info,
+                         int64_t *frames);
 
 /**
  * sharc__audio_decode() without the direct PCM16 WAV path: always libsndfile. For tests

@@ -158,9 +158,7 @@ int sharc__flac_decode_direct(const uint8_t *data, size_t n, const sharc__decode
     }
     if (!ok)
         goto out;
-    sharc__pcm16_finish(&shape, count, spec, out, info, frames);
-    if (info)
-        info->codec = SHARC__CODEC_FLAC;
+    sharc__pcm16_finish(&shape, SHARC__CODEC_FLAC, count, spec, out, info, frames);
     done = 1;
 out:
     FLAC__stream_decoder_delete(d);

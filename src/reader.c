@@ -492,7 +492,7 @@ static int decode_wav_in_file(sharc__ctx *ctx, sharc__fetcher *f, const sharc__d
             return rc;
         sharc__pcm16_convert_part(&wav, src, n, spec, out + done * out_ch);
     }
-    sharc__pcm16_finish(&wav, count, spec, out, info, frames);
+    sharc__pcm16_finish(&wav, SHARC__CODEC_WAV, count, spec, out, info, frames);
     return 1;
 }
 
