@@ -132,6 +132,18 @@ static int add_dir(job *j, sharc__ctx *ctx, const char *dir)
     return rc;
 }
 
+/* `buf`, or a new buffer of at least `need` bytes in its place (its bytes are not kept). */
+static uint8_t *room(uint8_t *buf, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return buf;
+    free(buf);
+    *cap = need;
+    if ((buf = malloc(need)) == NULL)
+        abort();
+    return buf;
+}
+
 static void *work(void *arg)
 {
     worker *w = arg;
@@ -141,14 +153,7 @@ static void *work(void *arg)
     const size_t ring_floats = RING_BYTES / sizeof(float);
     while (sharc__now_s() < j->stop_at) {
         const member *m = &j->v[atomic_fetch_add(&j->next, 1) % j->n];
-        const size_t need = j->chunk ? j->chunk + 4096 : m->size;
-        if (need > cap) {
-            free(buf);
-            cap = need;
-            buf = malloc(cap);
-            if (buf == NULL)
-                abort();
-        }
+        buf = room(buf, &cap, j->chunk ? j->chunk + 4096 : m->size);
         /* In parts: the header from the first 4 KiB, as sharc does; a member whose header
          * does not fit is read whole, as sharc reads it then. */
         int whole = !j->chunk || m->size <= 4096;
@@ -161,12 +166,7 @@ static void *work(void *arg)
         const sharc__wav_pieces pieces = {buf, head, NULL, m->size, m->size};
         if (!whole && !sharc__wav_parse_pieces(&pieces, &wav)) {
             whole = 1;
-            if (m->size > cap) {
-                free(buf);
-                cap = m->size;
-                if ((buf = malloc(cap)) == NULL)
-                    abort();
-            }
+            buf = room(buf, &cap, m->size);
             if (pread(m->fd, buf, m->size, (off_t)m->at) != (ssize_t)m->size) {
                 w->failed = 1;
                 break;
