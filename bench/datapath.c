@@ -12,7 +12,13 @@
  * threads is what the memory system allows for the data sharc must move, so the ratio of the
  * two bounds the scaling any loader can show on this corpus and machine.
  *
- * Usage: sharc-datapath [--threads N] [--seconds S] [--padding P] [--chunk BYTES] DIR
+ * --from-memory reads every member into memory before the clock starts and then times the
+ * conversion and padding alone: no system calls and no page cache, only the PCM16 read from
+ * memory and the float32 rows written, the memory system's own 2-thread / 1-thread ratio for
+ * the writes a batch is made of.
+ *
+ * Usage: sharc-datapath [--threads N] [--seconds S] [--padding P] [--chunk BYTES]
+ *                       [--from-memory] DIR
  * Prints one JSON object: audio_seconds_per_second, cuts_per_second,
  * cpu_seconds_per_audio_second, peak_rss_bytes, time_to_first_batch_s (null), members.
  */
@@ -25,6 +31,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +46,7 @@
 typedef struct member {
     int fd;
     uint64_t at, size;
+    const uint8_t *mem; /* --from-memory: the member's bytes, read before the clock */
 } member;
 
 typedef struct job {
@@ -94,7 +102,7 @@ static int add_tar(job *j, sharc__ctx *ctx, const char *path)
             if (j->v == NULL)
                 abort();
         }
-        j->v[j->n++] = (member){fd, m.at, m.size};
+        j->v[j->n++] = (member){fd, m.at, m.size, NULL};
     }
     sharc__member_free(ctx, &m);
     sharc__tar_close(&t);
@@ -144,15 +152,56 @@ static uint8_t *room(uint8_t *buf, size_t *cap, size_t need)
     return buf;
 }
 
+/* The next row of the ring for `samples` samples and `pad` more zeroed after them, or -1. */
+static ptrdiff_t take_row(job *j, size_t samples, size_t pad)
+{
+    const size_t ring_floats = RING_BYTES / sizeof(float);
+    size_t row = (samples + pad + 15) & ~(size_t)15;
+    if (row > ring_floats)
+        return -1;
+    size_t at = atomic_fetch_add(&j->ring_used, row) % ring_floats;
+    if (at + row > ring_floats)
+        at = 0; /* rows do not straddle the ring's end (they may overlap: only the
+                   traffic matters here) */
+    return (ptrdiff_t)at;
+}
+
+/* --from-memory: the conversion and padding alone, from bytes already in memory (no system
+ * calls, no page cache): the memory system's own scaling for the batches' writes. */
+static int convert_from_memory(job *j, const member *m, worker *w)
+{
+    sharc__wav_pcm16 wav;
+    if (!sharc__wav_parse(m->mem, m->size, &wav)) {
+        w->failed = 1;
+        return 0;
+    }
+    size_t samples = (size_t)wav.frames * (size_t)wav.channels;
+    size_t pad = (size_t)((double)samples * j->padding);
+    ptrdiff_t at = take_row(j, samples, pad);
+    if (at < 0) {
+        w->failed = 1;
+        return 0;
+    }
+    sharc__wav_pcm16_to_float(m->mem + wav.data_offset, samples, j->ring + at, 1);
+    sharc__memzero_stream(j->ring + at + samples, pad * sizeof(float));
+    w->audio_s += (double)wav.frames / wav.sampling_rate;
+    w->members += 1;
+    return 1;
+}
+
 static void *work(void *arg)
 {
     worker *w = arg;
     job *j = w->j;
     size_t cap = 0;
     uint8_t *buf = NULL;
-    const size_t ring_floats = RING_BYTES / sizeof(float);
     while (sharc__now_s() < j->stop_at) {
         const member *m = &j->v[atomic_fetch_add(&j->next, 1) % j->n];
+        if (m->mem) {
+            if (!convert_from_memory(j, m, w))
+                break;
+            continue;
+        }
         buf = room(buf, &cap, j->chunk ? j->chunk + 4096 : m->size);
         /* In parts: the header from the first 4 KiB, as sharc does; a member whose header
          * does not fit is read whole, as sharc reads it then. */
@@ -178,15 +227,11 @@ static void *work(void *arg)
         }
         size_t samples = (size_t)wav.frames * (size_t)wav.channels;
         size_t pad = (size_t)((double)samples * j->padding);
-        size_t row = (samples + pad + 15) & ~(size_t)15;
-        if (row > ring_floats) {
+        ptrdiff_t at = take_row(j, samples, pad);
+        if (at < 0) {
             w->failed = 1;
             break;
         }
-        size_t at = atomic_fetch_add(&j->ring_used, row) % ring_floats;
-        if (at + row > ring_floats)
-            at = 0; /* rows do not straddle the ring's end (they may overlap: only the
-                       traffic matters here) */
         if (whole) {
             sharc__wav_pcm16_to_float(buf + wav.data_offset, samples, j->ring + at, 1);
         } else {
@@ -211,6 +256,31 @@ static void *work(void *arg)
     return NULL;
 }
 
+/* --from-memory: every member's bytes read into one block, before the clock starts. */
+static uint8_t *load_members(job *j)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < j->n; i++)
+        total += j->v[i].size;
+    uint8_t *all = malloc(total ? total : 1);
+    if (all == NULL) {
+        fprintf(stderr, "sharc-datapath: --from-memory: no memory for %zu bytes\n", total);
+        return NULL;
+    }
+    uint8_t *at = all;
+    for (size_t i = 0; i < j->n; i++) {
+        member *m = &j->v[i];
+        if (pread(m->fd, at, m->size, (off_t)m->at) != (ssize_t)m->size) {
+            fprintf(stderr, "sharc-datapath: --from-memory: a member could not be read\n");
+            free(all);
+            return NULL;
+        }
+        m->mem = at;
+        at += m->size;
+    }
+    return all;
+}
+
 static double cpu_seconds(void)
 {
     struct rusage ru;
@@ -224,15 +294,18 @@ int main(int argc, char **argv)
     int threads = 1;
     double seconds = 10, padding = 0.14;
     size_t chunk = 128 * 1024;
+    int from_memory = 0;
     const char *dir = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            printf(
-                "usage: sharc-datapath [--threads N] [--seconds S] [--padding P] [--chunk B] DIR\n"
-                "  pread + PCM16-to-float32 + zeroed padding of every WAV member of the\n"
-                "  tars in DIR, with N threads (1) for S seconds (10), padding P (0.14)\n"
-                "  of each row, the samples read B bytes at a time (131072, as sharc reads\n"
-                "  them; 0: each member whole); prints one JSON object\n");
+            printf("usage: sharc-datapath [--threads N] [--seconds S] [--padding P] [--chunk B]\n"
+                   "                      [--from-memory] DIR\n"
+                   "  pread + PCM16-to-float32 + zeroed padding of every WAV member of the\n"
+                   "  tars in DIR, with N threads (1) for S seconds (10), padding P (0.14)\n"
+                   "  of each row, the samples read B bytes at a time (131072, as sharc reads\n"
+                   "  them; 0: each member whole); prints one JSON object.\n"
+                   "  --from-memory: read every member into memory first (untimed), then time\n"
+                   "  the conversion and padding alone, without system calls\n");
             return 0;
         } else if (i + 1 < argc && strcmp(argv[i], "--threads") == 0) {
             threads = atoi(argv[++i]);
@@ -245,6 +318,8 @@ int main(int argc, char **argv)
                 return 2;
             }
             chunk = (size_t)c;
+        } else if (strcmp(argv[i], "--from-memory") == 0) {
+            from_memory = 1;
         } else if (i + 1 < argc && strcmp(argv[i], "--padding") == 0) {
             padding = atof(argv[++i]);
         } else if (argv[i][0] != '-' && dir == NULL) {
@@ -273,6 +348,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "sharc-datapath: no .wav members in the .tar files of %s\n", dir);
         return 1;
     }
+    uint8_t *members_in_memory = NULL;
+    if (from_memory && (members_in_memory = load_members(&j)) == NULL)
+        return 1;
     j.ring = sharc__malloc_bulk(&ctx, RING_BYTES, 64); /* huge pages, as batch payloads */
     if (j.ring == NULL)
         return 1;
@@ -304,12 +382,14 @@ int main(int argc, char **argv)
     getrusage(RUSAGE_SELF, &ru);
     printf("{\"audio_seconds_per_second\": %.1f, \"cuts_per_second\": %.1f, "
            "\"cpu_seconds_per_audio_second\": %.9f, \"peak_rss_bytes\": %ld, "
-           "\"time_to_first_batch_s\": null, \"members\": %zu, \"threads\": %d}\n",
+           "\"time_to_first_batch_s\": null, \"members\": %zu, \"threads\": %d, "
+           "\"from_memory\": %s}\n",
            audio / wall, members / wall, audio > 0 ? cpu / audio : 0.0, ru.ru_maxrss * 1024L, j.n,
-           threads);
+           threads, from_memory ? "true" : "false");
     for (size_t i = 0; i < j.n_fds; i++)
         close(j.fds[i]);
     sharc__free(&ctx, j.ring);
+    free(members_in_memory);
     free(j.v);
     return 0;
 }

@@ -9,7 +9,9 @@
 #   lhotse   Lhotse's from_shar + DynamicBucketingSampler + collation, one thread (issue 3)
 #   datapath WAV only: sharc-datapath with 1 and 2 threads, the memory traffic of the batches
 #            and nothing else (pread each member, convert to float32, zero the padding);
-#            its 2-thread / 1-thread ratio bounds the scaling of any loader here
+#            its 2-thread / 1-thread ratio bounds the scaling of any loader here; then
+#            the same with --from-memory (tag "convert"): the members read into memory
+#            first, the conversion and padding alone timed, the memory system's own scaling
 #
 # For each codec (FLAC, WAV) it generates a Lhotse Shar corpus with sharc-gen (plain tars and
 # JSONL, as Lhotse's SharWriter writes them), then runs each measurement --repeat times,
@@ -243,6 +245,10 @@ for name in sorted(os.listdir(sys.argv[1])):
         if wants datapath && [ "$codec" = wav ] && [ -x "$datapath" ]; then
             for t in $threads; do
                 run datapath "$codec" "$t" "$datapath" --threads "$t" --seconds "$seconds" "$d"
+            done
+            for t in $threads; do
+                run convert "$codec" "$t" "$datapath" --from-memory --threads "$t" \
+                    --seconds "$seconds" "$d"
             done
         fi
         if [ -n "$lhotse_py" ]; then

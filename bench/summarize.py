@@ -51,13 +51,15 @@ def main():
     rows = []
     rate = {}
     cpu = {}
-    order = {"cuts": 0, "batches": 1, "pair": 2, "datapath": 3, "lhotse": 4}
+    order = {"cuts": 0, "batches": 1, "pair": 2, "datapath": 3, "convert": 4, "lhotse": 5}
     for (codec, tag, t), rs in sorted(runs.items(), key=lambda kv: (kv[0][0], order.get(
-            kv[0][1], 5), kv[0][2])):
+            kv[0][1], 6), kv[0][2])):
         r = {
             "codec": codec,
             "run": ("sharc batches, two 1-thread processes at once" if tag == "pair" else
                     f"data path alone, {t} thread{'s' if t > 1 else ''}" if tag == "datapath" else
+                    f"conversion from memory, {t} thread{'s' if t > 1 else ''}" if tag == "convert"
+                    else
                     f"{'sharc ' if tag != 'lhotse' else ''}{tag}, {t} thread{'s' if t > 1 else ''}"),
             "n": len(rs),
             "audio": med([x["audio_seconds_per_second"] for x in rs]),
@@ -128,6 +130,11 @@ def main():
             # Reading the members and writing the batches, nothing else: the memory system's
             # scaling for the bytes any loader must move.
             checks.append((None, "  data path alone, 2 threads / 1", ratio(dp2, dp1)))
+        cv1, cv2 = ("convert", 1), ("convert", 2)
+        if ratio(cv2, cv1) is not None:
+            # The same conversion and padding from memory, no system calls: the memory
+            # system's own scaling for the batches' writes.
+            checks.append((None, "  conversion from memory, 2 threads / 1", ratio(cv2, cv1)))
         if ratio(one, dp1) is not None:
             checks.append((None, "  sharc 1 thread / data path alone", ratio(one, dp1)))
         if rate.get((codec, "batches", 1)) and rate.get((codec, "lhotse", 1)):
