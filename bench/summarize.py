@@ -148,7 +148,7 @@ def main():
             target = TARGETS.get((key, codec))
             verdict = "" if target is None else (
                 f"target >= {target}: {'met' if v >= target else 'MISSED'}")
-            print(f"  {codec:5} {what:38} {v:7.3f}  {verdict}")
+            print(f"  {codec:5} {what:40} {v:7.3f}  {verdict}")
 
     # Where sharc's CPU goes, by thread (sharc bench's cpu_us_per_cut, from the threads'
     # names): steadier than the rates on a noisy machine.
