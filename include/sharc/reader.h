@@ -85,8 +85,8 @@ typedef struct sharc_cut {
     int64_t num_samples;       ///< frames per channel in `samples` (= metadata num_samples)
     const float *samples;      ///< interleaved [num_samples * channels]; NULL when decode is off
     const char *text;          ///< supervision texts joined by a space; NULL when none
-    const char *speaker;       ///< first supervision's speaker; NULL when none
-    const char *language;      ///< first supervision's language; NULL when none
+    const char *speaker;       ///< first speaker among the supervisions; NULL when none
+    const char *language;      ///< first language among the supervisions; NULL when none
     const char *json;          ///< the raw metadata: cut line, manifest row or key.json
     const char *shard;         ///< path of the archive that held the audio
     const char *member;        ///< audio member name in that archive
@@ -116,7 +116,7 @@ typedef struct sharc_sampler_settings {
                             ///< OOMptimizer); excludes max_duration/max_cuts (default NULL)
     uint32_t num_cuts_for_bins_estimate; ///< cuts whose durations estimate the bins (default 10000)
     uint32_t buffer_size;                ///< cuts held in the buckets (default 20000)
-    uint64_t max_buffer_bytes; ///< encoded audio bytes held in the buckets (default 1 GiB)
+    uint64_t max_buffer_bytes; ///< encoded audio in the buckets; 0 = no limit (default 1 GiB)
     int shuffle;               ///< random order inside a bucket (default 1)
     int drop_last;             ///< drop the partial batches at the end (default 0)
     int sync_buckets;          ///< synchronized bucket choice across `world_size` (default 1)
@@ -130,7 +130,7 @@ typedef struct sharc_reader_settings {
     const char *const *paths; ///< directories, shard files, brace or wildcard patterns (required)
     size_t n_paths;           ///< number of paths (required, >= 1)
     sharc_layout layout;      ///< shard layout (default AUTO)
-    uint64_t seed;            ///< shard order seed; epoch e uses seed + e (default 0)
+    uint64_t seed;            ///< shard order (epoch e: seed + e) and sampler seed (default 0)
     int shuffle_shards;       ///< permute shards each epoch (default 1)
     uint64_t epochs;          ///< epochs to read; 0 = forever (default 1)
     int dp_rank;              ///< this data-parallel slot (default 0)
@@ -148,8 +148,10 @@ typedef struct sharc_reader_settings {
     const char *nemo_text_field;    ///< NeMo manifest key for the transcript (default "text")
     const char *nemo_lang_field;    ///< NeMo manifest key for the language (default "lang")
     sharc_sampler_settings sampler; ///< batching, for sharc_reader_next_batch()
-    /** Decode threads for batches; 0 = online cores (default 0). With more than one, as
-     *  many threads (at most 8) also read the next shards ahead, within read_ahead_bytes. */
+    /** Decode threads for batches; 0 = online cores (default 0). With more than one, lane
+     *  threads also read the next shards ahead, within read_ahead_bytes: one per decode
+     *  thread for compressed tars, one per 4 when the first shard is a plain tar (none
+     *  below 4), at most 8; none when read_ahead_bytes is 0. */
     int n_threads;
     int prefetch; ///< batches prepared ahead; 0 = 2 per decode thread + 2, at most 16 (default 0)
     int max_held_batches;     ///< batches the caller may hold at once (default 4)
@@ -205,7 +207,8 @@ SHARC_API void sharc_reader_default_settings(sharc_reader_settings *s);
  * Open a reader. Finds the shards (no audio is read yet) and validates settings.
  * @param out receives the reader; set to NULL on failure
  * @return 0, SHARC_ERR(EINVAL) for bad settings, SHARC_ERR_FORMAT when no shards or an
- *         unknown layout are found, SHARC_ERR(ENOMEM). The message of a failed open is
+ *         unknown layout are found, SHARC_ERR(ENOMEM), or the errno of a path that cannot
+ *         be read (SHARC_ERR(ENOENT), SHARC_ERR(EACCES), ...). The message of a failed open is
  *         logged, since there is no handle to hold it.
  * Settings strings are copied; the caller keeps ownership of `s`.
  */
@@ -244,7 +247,8 @@ SHARC_API int sharc_reader_next_batch(sharc_reader *r, sharc_batch **batch);
  * @param buf receives the blob; may be NULL to ask for the size
  * @param size receives the blob's size
  * @return 0, SHARC_ERR(ENOSPC) when cap is too small (*size tells how much is needed),
- *         SHARC_ERR(EINVAL) when the reader is not serving batches
+ *         SHARC_ERR(EINVAL) when the reader is not serving batches or has returned no batch
+ *         yet (a resumed reader returns the state it was resumed from until then)
  */
 SHARC_API int sharc_reader_state_save(sharc_reader *r, void *buf, size_t cap, size_t *size);
 
