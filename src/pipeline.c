@@ -145,9 +145,14 @@ static int pull_item(void *cookie, sharc__sitem *out)
 static void release_item(void *cookie, sharc__sitem *item, sharc__release_reason why)
 {
     sharc__pipeline *p = cookie;
-    if (why == SHARC__RELEASE_TOO_SHORT || why == SHARC__RELEASE_TOO_LONG)
+    if (why == SHARC__RELEASE_TOO_SHORT || why == SHARC__RELEASE_TOO_LONG) {
         p->r->stats.filtered_cuts++;
-    else if (why == SHARC__RELEASE_DROPPED)
+        /* Filtered as it was pulled, so it is a cut of the epoch being read: it does not
+         * count as one the epoch produced (an epoch of filtered cuts must not repeat
+         * forever, see open_next_shard). */
+        if (p->r->pos.epoch_cuts > 0)
+            p->r->pos.epoch_cuts--;
+    } else if (why == SHARC__RELEASE_DROPPED)
         p->r->stats.dropped_cuts++;
     sharc__keyset_remove(&p->held, item->key);
     sharc__bcut_free(&p->bufs, item->payload);

@@ -315,10 +315,15 @@ static void set_epoch(sharc_reader *r, uint64_t epoch)
 static int open_next_shard(sharc_reader *r)
 {
     while (r->pos.order_pos == r->n_order) {
-        if (r->pos.epoch_cuts == 0 && r->s.epochs == 0 && r->stats.shards > 0)
+        if (r->pos.epoch_cuts == 0 && r->s.epochs == 0 && r->stats.shards > 0) {
+            /* Not a problem of one shard or cut, so no policy applies: it stops the reader
+             * (under SKIP it would otherwise be skipped, and the next epoch tried, forever). */
+            reset_err(r);
             return sharc__fail(&r->ctx, SHARC_ERR_FORMAT,
-                               "a whole epoch produced no cuts; stopping instead of looping "
-                               "forever");
+                               "a whole epoch produced no usable cuts (each was skipped after a "
+                               "problem or filtered out by the duration limits); stopping "
+                               "instead of looping forever");
+        }
         if (r->s.epochs && r->pos.epoch + 1 >= r->s.epochs)
             return SHARC_END;
         set_epoch(r, r->pos.epoch + 1);

@@ -24,7 +24,7 @@ typedef struct sharc__walk_pos {
     uint32_t shard_index; ///< the open shard (valid when order_pos > 0)
     uint64_t consumed;    ///< stream entries (cuts and cut-level problems) taken from it
     int shard_open;       ///< a stream is open on shard_index
-    uint64_t epoch_cuts;  ///< cuts produced in this epoch
+    uint64_t epoch_cuts;  ///< cuts produced in this epoch, less those the sampler filtered out
 } sharc__walk_pos;
 
 struct sharc_reader {

@@ -769,6 +769,63 @@ START_TEST(decode_errors_under_both_policies)
 }
 END_TEST
 
+/* Endless epochs that produce nothing stop with one error instead of looping: every cut
+ * filtered out (batches), and every shard skipped under SKIP (cuts and batches). */
+START_TEST(endless_epochs_of_nothing_stop)
+{
+    char *dir = small_corpus();
+    char path[600];
+    snprintf(path, sizeof path, "%s/shar", dir);
+    const char *paths[] = {path};
+    const char *want = "a whole epoch produced no usable cuts";
+    sharc_reader_settings s;
+    sharc_reader *r;
+    sharc_batch *b;
+    const sharc_cut *cut;
+    sharc_reader_stats st;
+
+    settings_on(&s, paths);
+    s.epochs = 0;
+    s.n_threads = 2;
+    s.sampler.max_duration = 12;
+    s.sampler.min_duration = 1000; /* every cut is shorter */
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    ck_assert_int_eq(sharc_reader_next_batch(r, &b), SHARC_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(sharc_reader_last_error(r), want));
+    ck_assert_int_eq(sharc_reader_next_batch(r, &b), SHARC_ERR_FORMAT); /* sticks */
+    sharc_reader_get_stats(r, &st);
+    ck_assert_uint_eq(st.filtered_cuts, 12); /* one epoch, then the stop */
+    ck_assert_uint_eq(st.batches, 0);
+    sharc_reader_close(&r);
+
+    /* Both shards cut short inside their first member: each is skipped, every epoch. */
+    ck_assert_int_eq(tu_sh("cd '%s/shar' && truncate -s 3000 recording.000000.tar "
+                           "recording.000001.tar",
+                           dir),
+                     0);
+    settings_on(&s, paths);
+    s.epochs = 0;
+    s.on_error = SHARC_ON_ERROR_SKIP;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    ck_assert_int_eq(sharc_reader_next(r, &cut), SHARC_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(sharc_reader_last_error(r), want));
+    ck_assert_int_eq(sharc_reader_next(r, &cut), SHARC_ERR_FORMAT);
+    sharc_reader_get_stats(r, &st);
+    ck_assert_uint_eq(st.skipped_shards, 2);
+    ck_assert_uint_eq(st.cuts, 0);
+    sharc_reader_close(&r);
+
+    s.n_threads = 2;
+    s.sampler.max_duration = 12;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    ck_assert_int_eq(sharc_reader_next_batch(r, &b), SHARC_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(sharc_reader_last_error(r), want));
+    sharc_reader_close(&r);
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
 /* Under SKIP, a dropped row that was the batch's longest does not keep the others padded to
  * it: the batch narrows to its longest remaining row, and the padded seconds follow. */
 START_TEST(skipped_longest_row_narrows_the_batch)
@@ -1552,6 +1609,7 @@ int main(void)
     tcase_add_test(tc, wav_members_not_in_parts_read_whole);
     tcase_add_test(tc, read_ahead_keeps_order_with_problems);
     tcase_add_test(tc, read_ahead_over_full_queues);
+    tcase_add_test(tc, endless_epochs_of_nothing_stop);
     /* Last: should it fail, the tight limit on open files stays (no fork). */
     tcase_add_test(tc, decode_threads_near_the_open_file_limit);
     suite_add_tcase(s, tc);
