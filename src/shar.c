@@ -246,6 +246,38 @@ static int check_all_ended(sharc__stream *s, sharc__stream_error *err)
     return SHARC_END;
 }
 
+/*
+ * Step over the members (and field lines) of the cut at this position, whose line could not
+ * be used, so that the cuts after it are read, their pairing checked by id as usual. `id` is
+ * the line's cut id when it has one: its recording must then be that cut's. Returns 0, or
+ * -1 when the pairing is lost (the streams end, fail, or hold another cut here); ctx->error
+ * is left as it was.
+ */
+static int step_over(sharc__stream *s, const char *id)
+{
+    char saved[SHARC__ERRLEN];
+    memcpy(saved, s->ctx->error, sizeof saved);
+    int ok = 1;
+    for (size_t i = 0; ok && i <= s->n_fields; i++) {
+        sharc__tar *tar = i == 0 ? s->rec : s->fields[i - 1].tar;
+        if (tar) {
+            for (int k = 0; ok && k < 2; k++) {
+                sharc__member *m = k == 0 ? &s->data : &s->meta;
+                ok = sharc__tar_next_header(tar, m, NULL) == 0 &&
+                     (i > 0 || !*id || member_matches(sharc__buf_str(&m->name), id) ||
+                      is_placeholder(m, k == 0 ? ".nodata" : ".nometa"));
+            }
+        } else {
+            const char *line;
+            size_t len;
+            uint64_t lineno;
+            ok = sharc__lines_next(s->fields[i - 1].lines, &line, &len, &lineno) == 0;
+        }
+    }
+    memcpy(s->ctx->error, saved, sizeof saved);
+    return ok ? 0 : -1;
+}
+
 static int shar_next(sharc__stream *s, sharc__rawcut *c, sharc__stream_error *err)
 {
     sharc__ctx *ctx = s->ctx;
@@ -265,10 +297,13 @@ static int shar_next(sharc__stream *s, sharc__rawcut *c, sharc__stream_error *er
     c->position = s->position++;
     rc = sharc__json_lhotse_cut(ctx, line, len, c);
     if (rc < 0) {
-        /* Without an id the pairing cannot be checked: the rest of the shard is lost. */
+        /* Only this cut is lost: its members are stepped over, and the pairing of the cuts
+         * after it is checked by their ids as always. */
+        const char *id = sharc__buf_str(&c->id);
         sharc__wrap_error(ctx, rc, "%s %s", s->shard->meta_path, where);
-        return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_JSON, 1, s->shard->meta_path, where,
-                                  NULL);
+        int lost = step_over(s, id) < 0;
+        return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_JSON, lost, s->shard->meta_path,
+                                  where, *id ? id : NULL);
     }
     const char *id = sharc__buf_str(&c->id);
     int present;

@@ -15,10 +15,12 @@ Usage: corrupt.py OP FILE ARGS...
   lines-swap FILE I J        swap lines I and J (0-based)
   lines-drop FILE I          remove line I
   lines-set FILE I TEXT      replace line I
+  lines-key FILE I KEY TEXT  set KEY of the JSON object on line I to the string TEXT
 Compression (gzip, zstd) is detected from the bytes and kept.
 """
 import gzip
 import io
+import json
 import os
 import subprocess
 import sys
@@ -138,6 +140,10 @@ def main(argv):
             del lines[i]
         elif op == "lines-set":
             lines[i] = args[1]
+        elif op == "lines-key":
+            obj = json.loads(lines[i])
+            obj[args[1]] = args[2]
+            lines[i] = json.dumps(obj)
         write_any(path, ("\n".join(lines) + "\n").encode(), comp)
     else:
         sys.exit("unknown op " + op)

@@ -389,8 +389,12 @@ static const damage_case damage[] = {
      SHARC_PROBLEM_DECODE, "", 1, 0},
     {"shar", "none", "lines-swap cuts.000000.jsonl 0 1", 0, SHARC_ERR_MISMATCH,
      SHARC_PROBLEM_ID_MISMATCH, "does not belong to cut", -1, 0},
+    /* A bad cut line costs that cut only: its members are stepped over. */
     {"shar", "gzip", "lines-set cuts.000001.jsonl.gz 2 {not-json", 0, SHARC_ERR_JSON,
-     SHARC_PROBLEM_JSON, "cuts.000001.jsonl.gz line 3", -1, 0},
+     SHARC_PROBLEM_JSON, "cuts.000001.jsonl.gz line 3", 1, 0},
+    /* The same for a cut line whose id is known and whose duration is not a number. */
+    {"shar", "none", "lines-key cuts.000001.jsonl 3 duration abc", 0, SHARC_ERR_JSON,
+     SHARC_PROBLEM_JSON, "has no valid \"duration\"", 1, 0},
     {"shar", "none", "lines-drop cuts.000002.jsonl 4", 0, SHARC_ERR_MISMATCH,
      SHARC_PROBLEM_ORPHAN_MEMBER, "more entries than", 1, 0},
     {"wds", "none", "tar-huge shard-000000.tar huge.flac 99999999999", 0, SHARC_ERR_TOO_LARGE,
