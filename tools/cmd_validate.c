@@ -28,7 +28,10 @@ static void print_help(void)
         "problem with its shard, member and cut id: unreadable or truncated archives, corrupt\n"
         "compressed streams, invalid metadata, undecodable audio, id mismatches, orphan and\n"
         "missing members, ids duplicated anywhere in the dataset, decoded lengths beyond the\n"
-        "tolerance, sampling-rate or channel mismatches. It keeps going after a problem.\n"
+        "tolerance, sampling-rate or channel mismatches. It keeps going after a problem: with\n"
+        "the next cut, or with the next shard when the shard can no longer be read (a damaged\n"
+        "archive, members that no longer pair with the cuts, a member over the size cap); the\n"
+        "summary counts the shards whose rest was not checked (shards_cut_short).\n"
         "\n"
         "PATH is a dataset directory, a shard file, a brace or a wildcard pattern, as for\n"
         "'sharc read'; several may be given.\n"
@@ -55,7 +58,7 @@ static void print_help(void)
         "  {\"type\":\"problem\",\"code\",\"shard\",\"member\",\"cut_id\",\"message\"}\n"
         "  {\"type\":\"summary\",\"shards\",\"cuts\",\"problems\",\"audio_seconds\",\"layout\",\n"
         "   \"threads\",\"wall_seconds\",\"sampling_rates\":{<Hz>:cuts,...},\"other_rate_cuts\",\n"
-        "   \"by_code\":{<code>:count,...}}    last\n"
+        "   \"shards_cut_short\",\"by_code\":{<code>:count,...}}    last\n"
         "peak is the largest absolute decoded sample (float32, full scale 1.0), rms_dbfs is\n"
         "20*log10(RMS) over all samples and channels, null for digital silence. shard, member\n"
         "and cut_id are null when unknown. cuts counts the cuts read completely; sampling_rates\n"
@@ -181,6 +184,7 @@ typedef struct validator {
     size_t n_rates;
     uint64_t other_rate_cuts; /* cuts at rates beyond MAX_RATES */
     uint64_t problems;
+    uint64_t shards_cut_short;                 /* shards whose rest was not read after a problem */
     uint64_t by_code[SHARC_PROBLEM_COUNT + 2]; /* + duplicate_id, error */
     str_set ids;
     str_set open_problems; /* problems reported while opening, once for all workers */
@@ -486,6 +490,7 @@ static void *run_worker(void *arg)
     sharc_reader_get_stats(r, &rs);
     pthread_mutex_lock(&w->v->lock);
     w->shards_opened = rs.shards;
+    w->v->shards_cut_short += rs.skipped_shards;
     pthread_mutex_unlock(&w->v->lock);
 done:
     sharc_reader_close(&r);
@@ -614,6 +619,7 @@ static void print_summary(validator *v, double wall)
             printf("%s\"%d\":%" PRIu64, i ? "," : "", rates[i].rate, rates[i].cuts);
         fputc('}', f);
         printf(",\"other_rate_cuts\":%" PRIu64, v->other_rate_cuts);
+        printf(",\"shards_cut_short\":%" PRIu64, v->shards_cut_short);
         cli_json_key(f, "by_code", 0);
         fputc('{', f);
         for (size_t i = 0; i < SHARC_PROBLEM_COUNT + 2; i++) {
@@ -648,6 +654,12 @@ static void print_summary(validator *v, double wall)
             printf(" %s %" PRIu64, code_name(i), v->by_code[i]);
     }
     putchar('\n');
+    if (v->shards_cut_short)
+        printf("-- %" PRIu64 " shard%s not checked to the end: the problem reported for %s\n"
+               "   stops reading a shard (a damaged archive, members that no longer pair with\n"
+               "   the cuts, a member over the size cap); fix it and validate again\n",
+               v->shards_cut_short, v->shards_cut_short == 1 ? "" : "s",
+               v->shards_cut_short == 1 ? "it" : "each");
 }
 
 static void validator_free(validator *v)

@@ -26,6 +26,24 @@ check truncate "$tmp/x/recording.000001.tar"
 validate
 check problem "$tmp/v.jsonl" "code=archive,shard=recording.000001.tar"
 check min-cuts "$tmp/v.jsonl" 8
+summary_field() { # the summary's value of field $1
+    "$PYTHON" -c 'import json,sys
+print([r for r in map(json.loads, open(sys.argv[1])) if r["type"] == "summary"][0][sys.argv[2]])' \
+        "$tmp/v.jsonl" "$1"
+}
+[ "$(summary_field shards_cut_short)" = 1 ] || fail "shards_cut_short is not 1 after a truncated tar"
+
+# A cut line that is not JSON: that cut only; the cuts after it in its shard are checked.
+fresh shar
+"$PYTHON" -c 'import sys
+p = sys.argv[1]
+lines = open(p).read().splitlines()
+lines[1] = "{not json"
+open(p, "w").write("\n".join(lines) + "\n")' "$tmp/x/cuts.000000.jsonl"
+validate
+check problem "$tmp/v.jsonl" "code=json,shard=cuts.000000.jsonl,member=line 2,count=1"
+check min-cuts "$tmp/v.jsonl" 11
+[ "$(summary_field shards_cut_short)" = 0 ] || fail "a bad cut line cut its shard short"
 
 # Garbage at the start of a FLAC member: a decode problem naming member and cut.
 fresh shar
