@@ -255,8 +255,11 @@ static void print_json(const double *bins, size_t n_bins, const bucket_stats *b,
 static void print_text(const double *bins, size_t n_bins, const bucket_stats *b, size_t n,
                        double total, uint64_t ignored, int quiet)
 {
-    for (size_t i = 0; i < n_bins; i++)
-        printf("%s%.17g", i ? "," : "", bins[i]);
+    for (size_t i = 0; i < n_bins; i++) {
+        /* As --json prints them: the shortest text that reads back as the same double. */
+        fputs(i ? "," : "", stdout);
+        cli_json_num(stdout, bins[i]);
+    }
     printf("\n");
     if (quiet)
         return;

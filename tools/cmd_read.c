@@ -948,6 +948,14 @@ static int parse_save_point(int argc, char **argv, const char *val, read_opts *o
         cli_usage_error(cmd, "--save-state-at needs a STEP and a FILE");
         return -1;
     }
+    if (argv[optind][0] == '-') {
+        /* Most likely the next option, not a file: write ./-name for such a file. */
+        cli_usage_error(cmd,
+                        "--save-state-at %s needs a FILE after the step, not '%s' (a file "
+                        "whose name starts with '-' is given as ./%s)",
+                        val, argv[optind], argv[optind]);
+        return -1;
+    }
     sp->file = argv[optind++];
     sp->done = 0;
     o->n_saves++;

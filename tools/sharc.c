@@ -90,7 +90,9 @@ int main(int argc, char **argv)
             return CLI_EXIT_USAGE;
         }
         char help_flag[] = "--help";
-        char *help_argv[] = {argv[2], help_flag, NULL};
+        char program[64];
+        snprintf(program, sizeof program, "sharc %s", c->name);
+        char *help_argv[] = {program, help_flag, NULL};
         cli_getopt_reset();
         return c->run(2, help_argv);
     }
@@ -100,6 +102,10 @@ int main(int argc, char **argv)
                 name[0] == '-' ? "option" : "command", name);
         return CLI_EXIT_USAGE;
     }
+    /* getopt names the program by argv[0] in its messages: "sharc read: ...". */
+    char program[64];
+    snprintf(program, sizeof program, "sharc %s", c->name);
+    argv[1] = program;
     cli_getopt_reset();
     return c->run(argc - 1, argv + 1);
 }

@@ -74,6 +74,10 @@ expect_rc 2 "$SHARC" read --bins 2 --bucket-batch-size 8 --max-duration 10 "$tmp
 expect_rc 2 "$SHARC" read --min-duration 3 --max-cut-duration 2 "$tmp"
 expect_rc 2 "$SHARC" read --save-state-at 3
 expect_in "$tmp/err" "--save-state-at needs a STEP and a FILE"
+expect_rc 2 "$SHARC" read --save-state-at 1 --json "$tmp"
+expect_in "$tmp/err" "needs a FILE after the step, not '--json'"
+expect_rc 2 "$SHARC" read --bogus "$tmp"
+expect_in "$tmp/err" "sharc read: unrecognized option '--bogus'"
 expect_rc 2 "$SHARC" read --save-state-at x f "$tmp"
 expect_rc 2 "$SHARC" read --cuts --max-duration 10 "$tmp"
 expect_in "$tmp/err" "--max-duration applies to batches"
