@@ -550,8 +550,15 @@ static int shar_dir(sharc__ctx *ctx, sharc__dataset *d, char **files, size_t n)
         rc = strlist_push(ctx, &groups[g].files, sharc__strdup(ctx, files[i]));
     }
     /* Fields pair by index: in name order, also when the files were given one by one. */
-    for (size_t g = 0; g < n_groups; g++)
+    for (size_t g = 0; g < n_groups; g++) {
         qsort(groups[g].files.items, groups[g].files.n, sizeof(char *), cmp_str);
+        for (size_t i = 1; rc == 0 && i < groups[g].files.n; i++)
+            if (strcmp(groups[g].files.items[i - 1], groups[g].files.items[i]) == 0)
+                rc = sharc__set_error(ctx, SHARC_ERR_FORMAT,
+                                      "%s is found twice (a path given twice, or patterns that "
+                                      "overlap): its cuts would be read twice per epoch",
+                                      groups[g].files.items[i]);
+    }
     shar_group *cuts = NULL, *rec = NULL;
     for (size_t g = 0; g < n_groups; g++) {
         if (strcmp(groups[g].name, "cuts") == 0)
@@ -560,9 +567,14 @@ static int shar_dir(sharc__ctx *ctx, sharc__dataset *d, char **files, size_t n)
             rec = &groups[g];
     }
     if (rc == 0 && !cuts)
-        rc = sharc__set_error(ctx, SHARC_ERR_FORMAT, "no cuts.*.jsonl shards next to %s", files[0]);
+        rc = sharc__set_error(ctx, SHARC_ERR_FORMAT,
+                              "no cuts.*.jsonl shards to go with %s: give the Shar directory, or "
+                              "its cuts files too",
+                              files[0]);
     if (rc == 0 && (!rec || !rec->is_tar))
-        rc = sharc__set_error(ctx, SHARC_ERR_FORMAT, "no recording.*.tar shards next to %s",
+        rc = sharc__set_error(ctx, SHARC_ERR_FORMAT,
+                              "no recording.*.tar shards to go with %s: give the Shar directory, "
+                              "or its recording files too",
                               cuts->files.items[0]);
     for (size_t g = 0; g < n_groups && rc == 0; g++) {
         if (groups[g].files.n != cuts->files.n)

@@ -580,8 +580,8 @@ static int check_metadata(sharc_reader *r)
         kind = SHARC_PROBLEM_AUDIO_FORMAT;
         rc = sharc__set_error(&r->ctx, code,
                               "channel %d is required (the channel setting, --channel), and the "
-                              "cut has %d",
-                              r->s.channel, c->channels);
+                              "cut has only %d (channels 0..%d)",
+                              r->s.channel, c->channels, c->channels - 1);
     } else if (fabs((double)c->num_samples - want) > (tolerance > 1 ? tolerance : 1)) {
         rc = sharc__set_error(&r->ctx, code,
                               "its metadata disagree: a duration of %g s is %.0f samples at %d "

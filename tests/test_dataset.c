@@ -247,7 +247,22 @@ START_TEST(every_path_counts)
     const char *twice[] = {shar, shar};
     ck_assert_int_eq(sharc__dataset_find(&d, &ctx, twice, 2, SHARC_LAYOUT_AUTO, 1 << 20),
                      SHARC_ERR_FORMAT);
-    ck_assert_msg(strstr(ctx.error, "recording.000000.tar is found twice"), "%s", ctx.error);
+    ck_assert_msg(strstr(ctx.error, "000000.") && strstr(ctx.error, " is found twice"), "%s",
+                  ctx.error);
+    /* A Shar file given with its directory: the same, not a count of shards that differ. */
+    char one[700];
+    snprintf(one, sizeof one, "%s/cuts.000000.jsonl", shar);
+    const char *file_and_dir[] = {shar, one};
+    ck_assert_int_eq(sharc__dataset_find(&d, &ctx, file_and_dir, 2, SHARC_LAYOUT_AUTO, 1 << 20),
+                     SHARC_ERR_FORMAT);
+    ck_assert_msg(strstr(ctx.error, "cuts.000000.jsonl is found twice"), "%s", ctx.error);
+    /* A cuts file alone: its recording files are asked for. */
+    const char *cuts_alone[] = {one};
+    ck_assert_int_eq(sharc__dataset_find(&d, &ctx, cuts_alone, 1, SHARC_LAYOUT_AUTO, 1 << 20),
+                     SHARC_ERR_FORMAT);
+    ck_assert_msg(strstr(ctx.error, "no recording.*.tar shards to go with") &&
+                      strstr(ctx.error, "give the Shar directory"),
+                  "%s", ctx.error);
     /* Also when spelled otherwise, or through a link. */
     char other[600];
     snprintf(other, sizeof other, "%s/./shar/", dir);

@@ -282,11 +282,13 @@ static void print_result(const bcast_opts *o, const sharc_loader *l, double step
         printf("}\n");
         return;
     }
+    char ratio[48] = "- (no raw broadcast to compare with)";
+    if (raw > 0)
+        snprintf(ratio, sizeof ratio, "%.3f", step / raw);
     printf("rank %d (%s) %s, %d ranks, %" PRIu64 " bytes per step, %" PRIu64
-           " steps: loader %.3f ms, raw %.3f ms, ratio %.3f\n",
+           " steps: loader %.3f ms, raw %.3f ms, ratio %s\n",
            o->dist.rank, sharc_loader_is_source(l) ? "source" : "peer",
-           sharc_loader_transport_name(l), ranks, bytes, o->steps, step * 1e3, raw * 1e3,
-           raw > 0 ? step / raw : 0.0);
+           sharc_loader_transport_name(l), ranks, bytes, o->steps, step * 1e3, raw * 1e3, ratio);
 }
 
 int bench_bcast_main(int argc, char **argv)

@@ -42,7 +42,7 @@ static void print_help(void)
            "Lhotse's\n"
            "                      num_cuts_for_bins_estimate (default 0: all cuts)\n"
            "  --min-duration S    ignore cuts shorter than S seconds (default 0)\n"
-           "  --max-duration S    ignore cuts longer than S seconds (default: no limit)\n"
+           "  --max-duration S    ignore cuts longer than S seconds (default 0: no limit)\n"
            "  --layout L          shard layout: auto, shar, nemo or wds (default auto)\n"
            "  --json              print one JSON object instead of text (see below)\n"
            "  --quiet             print only the bins\n"

@@ -584,6 +584,7 @@ static int probe_dataset(validator *v, const sharc_reader_settings *base)
 {
     sharc_reader_settings s = *base;
     s.decode = 0;
+    v->layout = s.layout; /* the one asked for, until the dataset says which it is */
     sharc_reader *r = NULL;
     int rc = sharc_reader_open(&r, &s);
     if (rc < 0) {

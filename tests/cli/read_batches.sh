@@ -147,7 +147,7 @@ expect_rc 0 "$SHARC" read --json --channel 1 "$tmp/st/shar"
 check batches "$tmp/out" "$tmp/st/shar.expected.jsonl" max_duration=600
 # A channel the cuts do not have is an audio_format problem, found before decoding.
 expect_rc 1 "$SHARC" read --json --channel 2 "$tmp/st/shar"
-expect_in "$tmp/err" "channel 2 is required (the channel setting, --channel), and the cut has 2"
+expect_in "$tmp/err" "channel 2 is required (the channel setting, --channel), and the cut has only 2 (channels 0..1)"
 expect_in "$tmp/out" '"audio_format":1'
 # Metadata that give one channel to stereo audio: said so, in cut mode too (where the
 # buffer sized by the metadata's channels is what fails first).
