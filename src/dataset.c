@@ -854,8 +854,12 @@ static int shar_build(sharc__ctx *ctx, sharc__dataset *d, const strlist *files)
     return rc;
 }
 
-static sharc_layout detect_layout(const strlist *files)
+/* The layout of `files`. *nemo_tars_alone is set when every tar is named as NeMo tarred audio
+ * (audio_N.tar) and no manifest is among the files: not read as WebDataset then, since the
+ * transcripts are in the manifests. */
+static sharc_layout detect_layout(const strlist *files, int *nemo_tars_alone)
 {
+    *nemo_tars_alone = 0;
     int tars = 0, nemo_tars = 0;
     for (size_t i = 0; i < files->n; i++) {
         const char *b = base_name(files->items[i]);
@@ -873,6 +877,10 @@ static sharc_layout detect_layout(const strlist *files)
         for (size_t i = 0; i < files->n; i++)
             if (has_suffix(files->items[i], ".json"))
                 return SHARC_LAYOUT_NEMO;
+        if (nemo_tars == tars) {
+            *nemo_tars_alone = 1;
+            return SHARC_LAYOUT_AUTO;
+        }
     }
     return tars > 0 ? SHARC_LAYOUT_WDS : SHARC_LAYOUT_AUTO;
 }
@@ -913,7 +921,10 @@ static int check_every_path_used(sharc__ctx *ctx, const sharc__dataset *d, const
         if (j < ends[i])
             continue;
         strlist own = {files->items + lo, ends[i] - lo, 0};
-        sharc_layout other = detect_layout(&own);
+        int alone;
+        sharc_layout other = detect_layout(&own, &alone);
+        if (alone)
+            other = SHARC_LAYOUT_WDS; /* as such tars read with --layout wds */
         if (other != SHARC_LAYOUT_AUTO && other != d->layout)
             rc = sharc__set_error(ctx, SHARC_ERR_FORMAT,
                                   "%s holds %s shards, and the dataset is read as %s (from the "
@@ -1010,8 +1021,9 @@ int sharc__dataset_find(sharc__dataset *d, sharc__ctx *ctx, const char *const *p
     }
     if (rc < 0)
         goto done;
+    int nemo_tars_alone = 0;
     if (layout == SHARC_LAYOUT_AUTO)
-        layout = detect_layout(&files);
+        layout = detect_layout(&files, &nemo_tars_alone);
     d->layout = layout;
     switch (layout) {
     case SHARC_LAYOUT_SHAR:
@@ -1024,10 +1036,19 @@ int sharc__dataset_find(sharc__dataset *d, sharc__ctx *ctx, const char *const *p
         rc = wds_build(ctx, d, &files);
         break;
     default:
-        rc = sharc__set_error(ctx, SHARC_ERR_FORMAT,
-                              "no shards found in %s%s (expected Lhotse Shar cuts.*.jsonl, NeMo "
-                              "audio_N.tar + manifests, or .tar shards)",
-                              n_paths ? paths[0] : "", n_paths > 1 ? " ..." : "");
+        if (nemo_tars_alone)
+            rc = sharc__set_error(ctx, SHARC_ERR_FORMAT,
+                                  "%s%s: the tars are named as NeMo tarred audio (audio_N.tar) "
+                                  "and no NeMo manifest is given with them, so their transcripts "
+                                  "would be missing: give the manifests too (manifest_N.json, or "
+                                  "one for all shards), or read the tars as WebDataset shards "
+                                  "with the wds layout (--layout wds)",
+                                  n_paths ? paths[0] : "", n_paths > 1 ? " ..." : "");
+        else
+            rc = sharc__set_error(ctx, SHARC_ERR_FORMAT,
+                                  "no shards found in %s%s (expected Lhotse Shar cuts.*.jsonl, "
+                                  "NeMo audio_N.tar + manifests, or .tar shards)",
+                                  n_paths ? paths[0] : "", n_paths > 1 ? " ..." : "");
     }
     if (rc == 0)
         rc = check_every_path_used(ctx, d, paths, n_paths, &files, ends, is_group);

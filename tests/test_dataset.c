@@ -238,6 +238,17 @@ START_TEST(every_path_counts)
     snprintf(want, sizeof want, "%s: none of its files is part of the dataset (read as shar)",
              junk);
     ck_assert_msg(strstr(ctx.error, want), "%s", ctx.error);
+    /* NeMo's tars without their manifests are not taken for WebDataset (no transcripts),
+     * unless asked for. */
+    const char *tars_alone[] = {tars};
+    ck_assert_int_eq(sharc__dataset_find(&d, &ctx, tars_alone, 1, SHARC_LAYOUT_AUTO, 1 << 20),
+                     SHARC_ERR_FORMAT);
+    ck_assert_msg(strstr(ctx.error, "no NeMo manifest is given with them") &&
+                      strstr(ctx.error, "--layout wds"),
+                  "%s", ctx.error);
+    ck_assert_int_eq(sharc__dataset_find(&d, &ctx, tars_alone, 1, SHARC_LAYOUT_WDS, 1 << 20), 0);
+    ck_assert_int_eq(d.layout, SHARC_LAYOUT_WDS);
+    sharc__dataset_free(&d, &ctx);
     const char *split[] = {tars, mans};
     ck_assert_int_eq(sharc__dataset_find(&d, &ctx, split, 2, SHARC_LAYOUT_AUTO, 1 << 20), 0);
     ck_assert_int_eq(d.layout, SHARC_LAYOUT_NEMO);
