@@ -75,6 +75,27 @@ expect_rc 0 "$SHARC" read --json $B --resume "$tmp/s2.bin" "$d"
 cp "$tmp/out" "$tmp/resumed-again.jsonl"
 check resume "$full" "$tmp/resumed-again.jsonl" "$mid"
 
+# Under --on-error skip, a bad cut line in the middle of a shard costs that cut, and a run
+# resumed from a state saved before or after it yields the uninterrupted run's batches.
+cp -r "$d" "$tmp/badline"
+cuts1=$(cd "$tmp/badline" && ls cuts.000001.jsonl*)
+(cd "$tmp/badline" &&
+    "$PYTHON" "$(dirname "$CLI_CHECK")/../corrupt.py" lines-key "$cuts1" 2 duration abc)
+expect_rc 0 "$SHARC" read --json $B --on-error skip --save-state-at 1 "$tmp/b1.bin" \
+    --save-state-at "$mid" "$tmp/bmid.bin" "$tmp/badline"
+cp "$tmp/out" "$tmp/badline.jsonl"
+"$PYTHON" -c 'import json,sys
+s = json.loads(open(sys.argv[1]).readlines()[-1])["reader"]
+assert s["skipped_cuts"] == 1 and s["skipped_shards"] == 0 and s["problems"]["json"] == 1, s' \
+    "$tmp/badline.jsonl"
+for k in 1 "$mid"; do
+    f=$tmp/b1.bin
+    [ "$k" = "$mid" ] && f=$tmp/bmid.bin
+    expect_rc 0 "$SHARC" read --json $B --on-error skip --threads 2 --resume "$f" "$tmp/badline"
+    cp "$tmp/out" "$tmp/badline-resumed-$k.jsonl"
+    check resume "$tmp/badline.jsonl" "$tmp/badline-resumed-$k.jsonl" "$k"
+done
+
 # Bad states: exit 1, a message naming the reason and the file.
 cp "$tmp/smid.bin" "$tmp/flipped.bin"
 check flip-byte "$tmp/flipped.bin" 40
