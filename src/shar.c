@@ -30,6 +30,7 @@ struct sharc__stream {
     sharc__member rec_meta;   ///< the recording's metadata member, kept while fields are read
     sharc__buf field_id;      ///< scratch for jsonl field ids
     uint64_t position;
+    int data_too_large; ///< read_pair: its data member was over the size cap (and skipped)
 };
 
 static void shar_close(sharc__stream **sp)
@@ -125,6 +126,7 @@ static int read_pair(sharc__stream *s, sharc__tar *tar, const char *path, const 
 {
     sharc__ctx *ctx = s->ctx;
     int rc = sharc__tar_next(tar, &s->data);
+    s->data_too_large = rc == SHARC_ERR_TOO_LARGE;
     if (rc == SHARC_END) {
         rc = sharc__set_error(ctx, SHARC_ERR_MISMATCH, "%s ended before the member of cut %s", path,
                               id);
@@ -247,13 +249,15 @@ static int check_all_ended(sharc__stream *s, sharc__stream_error *err)
 }
 
 /*
- * Step over the members (and field lines) of the cut at this position, whose line could not
- * be used, so that the cuts after it are read, their pairing checked by id as usual. `id` is
- * the line's cut id when it has one: its recording must then be that cut's. Returns 0, or
+ * Step over the members (and field lines) of the cut at this position, whose line or audio
+ * could not be used, so that the cuts after it are read, their pairing checked by id as
+ * usual. `id` is the line's cut id when it has one: its recording must then be that cut's.
+ * With `rec_data_taken` the recording's data member was already taken (an oversized one,
+ * which the next header skips). Returns 0, or
  * -1 when the pairing is lost (the streams end, fail, or hold another cut here); ctx->error
  * is left as it was.
  */
-static int step_over(sharc__stream *s, const char *id)
+static int step_over(sharc__stream *s, const char *id, int rec_data_taken)
 {
     char saved[SHARC__ERRLEN];
     memcpy(saved, s->ctx->error, sizeof saved);
@@ -261,7 +265,7 @@ static int step_over(sharc__stream *s, const char *id)
     for (size_t i = 0; ok && i <= s->n_fields; i++) {
         sharc__tar *tar = i == 0 ? s->rec : s->fields[i - 1].tar;
         if (tar) {
-            for (int k = 0; ok && k < 2; k++) {
+            for (int k = i == 0 && rec_data_taken ? 1 : 0; ok && k < 2; k++) {
                 sharc__member *m = k == 0 ? &s->data : &s->meta;
                 ok = sharc__tar_next_header(tar, m, NULL) == 0 &&
                      (i > 0 || !*id || member_matches(sharc__buf_str(&m->name), id) ||
@@ -301,14 +305,18 @@ static int shar_next(sharc__stream *s, sharc__rawcut *c, sharc__stream_error *er
          * after it is checked by their ids as always. */
         const char *id = sharc__buf_str(&c->id);
         sharc__wrap_error(ctx, rc, "%s %s", s->shard->meta_path, where);
-        int lost = step_over(s, id) < 0;
+        int lost = step_over(s, id, 0) < 0;
         return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_JSON, lost, s->shard->meta_path,
                                   where, *id ? id : NULL);
     }
     const char *id = sharc__buf_str(&c->id);
     int present;
-    if ((rc = read_pair(s, s->rec, s->shard->audio_path, id, &present, err)) < 0)
+    if ((rc = read_pair(s, s->rec, s->shard->audio_path, id, &present, err)) < 0) {
+        /* An audio member over the size cap costs its cut only: it is skipped unread. */
+        if (s->data_too_large && step_over(s, id, 1) == 0)
+            err->shard_fatal = 0;
         return rc;
+    }
     swap_buf(&c->member, &s->data.name);
     swap_buf(&c->audio, &s->data.data);
     c->audio_in_file = s->data.in_file;

@@ -30,8 +30,8 @@ static void print_help(void)
         "missing members, ids duplicated anywhere in the dataset, decoded lengths beyond the\n"
         "tolerance, sampling-rate or channel mismatches. It keeps going after a problem: with\n"
         "the next cut, or with the next shard when the shard can no longer be read (a damaged\n"
-        "archive, members that no longer pair with the cuts, a member over the size cap); the\n"
-        "summary counts the shards whose rest was not checked (shards_cut_short).\n"
+        "archive, members that no longer pair with the cuts); the summary counts the shards\n"
+        "whose rest was not checked (shards_cut_short).\n"
         "\n"
         "PATH is a dataset directory, a shard file, a brace or a wildcard pattern, as for\n"
         "'sharc read'; several may be given.\n"
@@ -658,7 +658,7 @@ static void print_summary(validator *v, double wall)
     if (v->shards_cut_short)
         printf("-- %" PRIu64 " shard%s not checked to the end: the problem reported for %s\n"
                "   stops reading a shard (a damaged archive, members that no longer pair with\n"
-               "   the cuts, a member over the size cap); fix it and validate again\n",
+               "   the cuts); fix it and validate again\n",
                v->shards_cut_short, v->shards_cut_short == 1 ? "" : "s",
                v->shards_cut_short == 1 ? "it" : "each");
 }

@@ -45,6 +45,21 @@ check problem "$tmp/v.jsonl" "code=json,shard=cuts.000000.jsonl,member=line 2,co
 check min-cuts "$tmp/v.jsonl" 11
 [ "$(summary_field shards_cut_short)" = 0 ] || fail "a bad cut line cut its shard short"
 
+# Audio members over --max-member-bytes: a too_large problem each, the other cuts all checked.
+fresh shar
+cap=$("$PYTHON" -c 'import glob,sys,tarfile
+sizes = sorted(m.size for p in glob.glob(sys.argv[1] + "/recording.*.tar")
+               for m in tarfile.open(p) if not m.name.endswith(".json"))
+print(sizes[len(sizes) // 2])' "$tmp/x")
+big=$("$PYTHON" -c 'import glob,sys,tarfile
+print(sum(m.size > int(sys.argv[2]) for p in glob.glob(sys.argv[1] + "/recording.*.tar")
+          for m in tarfile.open(p) if not m.name.endswith(".json")))' "$tmp/x" "$cap")
+expect_rc 1 "$SHARC" validate --json --per-cut --max-member-bytes "$cap" "$tmp/x"
+cp "$tmp/out" "$tmp/v.jsonl"
+check problem "$tmp/v.jsonl" "code=too_large,shard=recording.,count=$big"
+check min-cuts "$tmp/v.jsonl" $((12 - big))
+[ "$(summary_field shards_cut_short)" = 0 ] || fail "an oversized member cut its shard short"
+
 # Garbage at the start of a FLAC member: a decode problem naming member and cut.
 fresh shar
 id=$(ids shar 0 | sed -n 3p)
