@@ -299,6 +299,15 @@ static int nemo_next(sharc__stream *s, sharc__rawcut *c, sharc__stream_error *er
             continue;
         }
         const char *name = sharc__buf_str(&s->member.name);
+        if (rc == SHARC_ERR_TOO_LARGE) {
+            /* Over the size cap: skipped unread by the next call, so the shard goes on and
+             * only this member's rows are lost (not reported again as missing). */
+            size_t first = lower_bound(s, name), end = first;
+            while (end < s->n_rows && strcmp(s->rows[s->by_key[end]].key, name) == 0)
+                s->rows[s->by_key[end++]].used = 1;
+            return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_TOO_LARGE, 0,
+                                      s->shard->audio_path, name, NULL);
+        }
         if (rc < 0) {
             /* A broken archive loses the rest of the shard; its rows are not reported
              * one by one as missing. */

@@ -60,6 +60,16 @@ check problem "$tmp/v.jsonl" "code=too_large,shard=recording.,count=$big"
 check min-cuts "$tmp/v.jsonl" $((12 - big))
 [ "$(summary_field shards_cut_short)" = 0 ] || fail "an oversized member cut its shard short"
 
+# The same for NeMo: the rows of an oversized member are lost, the rest of its shard is read.
+fresh nemo
+big=$("$PYTHON" -c 'import glob,sys,tarfile
+print(sum(m.size > int(sys.argv[2]) for p in glob.glob(sys.argv[1] + "/audio_*.tar")
+          for m in tarfile.open(p)))' "$tmp/x" "$cap")
+expect_rc 1 "$SHARC" validate --json --max-member-bytes "$cap" "$tmp/x"
+cp "$tmp/out" "$tmp/v.jsonl"
+check problem "$tmp/v.jsonl" "code=too_large,shard=audio_,count=$big"
+[ "$(summary_field shards_cut_short)" = 0 ] || fail "an oversized NeMo member cut its shard short"
+
 # Garbage at the start of a FLAC member: a decode problem naming member and cut.
 fresh shar
 id=$(ids shar 0 | sed -n 3p)
