@@ -59,11 +59,20 @@ static int reserved_zero(const uint8_t *p, size_t n)
     return 1;
 }
 
+/* Upper bounds on counts that size arrays and thread pools (far above any machine's need). */
+#define SHARC__MAX_THREADS  4096
+#define SHARC__MAX_PREFETCH 1024
+
 static int check_reader_settings(const sharc_reader_settings *s, const char **why)
 {
     *why = NULL;
+    int null_path = 0;
+    for (size_t i = 0; s->paths && i < s->n_paths; i++)
+        null_path |= s->paths[i] == NULL;
     if (!s->paths || s->n_paths == 0)
         *why = "no paths given";
+    else if (null_path)
+        *why = "a path is NULL";
     else if (s->layout < SHARC_LAYOUT_AUTO || s->layout > SHARC_LAYOUT_WDS)
         *why = "unknown layout";
     else if (s->dp_size < 1 || s->dp_rank < 0 || s->dp_rank >= s->dp_size)
@@ -76,8 +85,11 @@ static int check_reader_settings(const sharc_reader_settings *s, const char **wh
         *why = "length_tolerance must be in [0, 1e7] seconds";
     else if (s->max_member_bytes == 0 || s->max_line_bytes == 0)
         *why = "size caps must be > 0";
-    else if (s->n_threads < 0 || s->prefetch < 0 || s->max_held_batches < 1)
-        *why = "n_threads and prefetch must be >= 0, max_held_batches >= 1";
+    else if (s->n_threads < 0 || s->n_threads > SHARC__MAX_THREADS || s->prefetch < 0 ||
+             s->prefetch > SHARC__MAX_PREFETCH || s->max_held_batches < 1 ||
+             s->max_held_batches > SHARC__MAX_PREFETCH)
+        *why = "n_threads must be in 0..4096, prefetch in 0..1024 and max_held_batches in "
+               "1..1024";
     else if (!s->resume_state != !s->resume_state_size)
         *why = "resume_state and resume_state_size must be given together";
     else if (!reserved_zero(s->reserved, sizeof s->reserved))

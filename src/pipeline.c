@@ -937,6 +937,17 @@ static void sampler_settings(const sharc_reader *r, sharc__sampler_settings *o)
     o->max_item_duration = s->max_cut_duration;
 }
 
+int sharc__pipeline_check_settings(sharc_reader *r)
+{
+    sharc__sampler_settings o;
+    sampler_settings(r, &o);
+    /* A batch size is needed by batches only (the defaults leave it to be chosen): when none
+     * is given, that is reported at the first batch, and the rest is checked here. */
+    if (o.max_duration == 0 && o.max_cuts == 0 && !o.bucket_batch_size)
+        o.max_cuts = 1;
+    return sharc__sampler_check_settings(&r->ctx, &o);
+}
+
 void sharc__pipeline_stop(sharc_reader *r)
 {
     sharc__pipeline *p = r->pipe;
@@ -951,10 +962,11 @@ void sharc__pipeline_stop(sharc_reader *r)
     if (p->planner_started)
         pthread_join(p->planner, NULL);
     sharc__reader_readahead_stop(r);
-    for (int i = 0; i < p->n_workers; i++)
+    /* Either array may be missing when starting ran out of memory. */
+    for (int i = 0; p->workers && i < p->n_workers; i++)
         if (p->workers[i].started)
             pthread_join(p->workers[i].thread, NULL);
-    for (size_t k = 0; k < p->n_slots; k++) {
+    for (size_t k = 0; p->slots && k < p->n_slots; k++) {
         slot *s = &p->slots[k];
         if (s->batch)
             sharc_batch_release(s->batch);

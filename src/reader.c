@@ -194,6 +194,10 @@ int sharc__reader_open(sharc_reader **out, const sharc_reader_settings *s)
                          r->ds.n_shards);
         goto fail;
     }
+    /* The batching settings too, though only batches use them: a mistake there is reported
+     * here, as for every other setting, not at the first batch. */
+    if ((rc = sharc__pipeline_check_settings(r)) < 0)
+        goto fail;
     if ((size_t)s->dp_size > r->ds.n_shards) {
         rc = sharc__fail(&r->ctx, SHARC_ERR_FORMAT,
                          "%zu shards cannot feed %d data-parallel slots: slot %d would get none",

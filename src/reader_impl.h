@@ -134,6 +134,8 @@ int sharc__reader_scan_shard(sharc_reader *r, uint64_t epoch, uint32_t shard,
 int sharc__reader_readahead_start(sharc_reader *r, int n_lanes, uint64_t lane_bytes);
 void sharc__reader_readahead_stop(sharc_reader *r);
 
+/** Check the batching settings at open, as starting the pipeline would (pipeline.c). */
+int sharc__pipeline_check_settings(sharc_reader *r);
 /** Start the batch pipeline (pipeline.c). */
 int sharc__pipeline_start(sharc_reader *r);
 int sharc__pipeline_next(sharc_reader *r, sharc_batch **out);

@@ -224,7 +224,7 @@ static int bad_nonneg(double x)
     return !isfinite(x) || x < 0;
 }
 
-static int check_settings(sharc__ctx *ctx, const sharc__sampler_settings *st)
+int sharc__sampler_check_settings(sharc__ctx *ctx, const sharc__sampler_settings *st)
 {
 #define BAD(...) sharc__fail(ctx, SHARC_ERR(EINVAL), "sampler settings: " __VA_ARGS__)
     if (st->buffer_size < 1 || st->buffer_size > MAX_BUFFER)
@@ -699,7 +699,7 @@ int sharc__sampler_open(sharc__ctx *ctx, const sharc__sampler_settings *st,
         return sharc__fail(ctx, SHARC_ERR(EINVAL),
                            "sampler: settings and a pull callback "
                            "are required");
-    int rc = check_settings(ctx, st);
+    int rc = sharc__sampler_check_settings(ctx, st);
     if (rc < 0)
         return rc;
     sharc__sampler *s = sharc__calloc(ctx, 1, sizeof *s);

@@ -137,6 +137,10 @@ typedef struct sharc__sampler sharc__sampler;
 
 void sharc__sampler_default_settings(sharc__sampler_settings *s);
 
+/** Check settings as sharc__sampler_open() does: 0, or SHARC_ERR(EINVAL) with the reason in
+ * ctx. */
+int sharc__sampler_check_settings(sharc__ctx *ctx, const sharc__sampler_settings *st);
+
 /**
  * Create a sampler. Nothing is pulled until the first sharc__sampler_next().
  * `ctx` (allocation, logging, error text) and the source callbacks must outlive it.

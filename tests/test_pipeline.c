@@ -518,6 +518,69 @@ START_TEST(backpressure_and_mode_errors)
 }
 END_TEST
 
+/* An allocator that refuses blocks over 8 MiB. */
+static void *alloc_under_8mib(void *cookie, size_t size, size_t align)
+{
+    (void)cookie;
+    void *p = NULL;
+    if (size > ((size_t)8 << 20) ||
+        posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, size) != 0)
+        return NULL;
+    return p;
+}
+
+static void free_under_8mib(void *cookie, void *p)
+{
+    (void)cookie;
+    free(p);
+}
+
+/* Settings are checked at open, the batching ones included (a batch size is asked for only
+ * by batches); a pipeline that cannot be allocated fails its first batch, without a crash. */
+START_TEST(settings_at_open_and_no_memory_at_start)
+{
+    make_corpus();
+    sharc_reader_settings s;
+    const char *paths[1];
+    sharc_reader *r = NULL;
+    settings_for(&s, paths, 2, 2);
+    s.n_threads = 5000;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), SHARC_ERR(EINVAL));
+    ck_assert_ptr_null(r);
+    settings_for(&s, paths, 2, 5000);
+    ck_assert_int_eq(sharc_reader_open(&r, &s), SHARC_ERR(EINVAL));
+    settings_for(&s, paths, 2, 2);
+    s.max_held_batches = 5000;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), SHARC_ERR(EINVAL));
+    const char *null_path[1] = {NULL};
+    settings_for(&s, paths, 2, 2);
+    s.paths = null_path;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), SHARC_ERR(EINVAL));
+    settings_for(&s, paths, 2, 2);
+    s.sampler.num_buckets = 0;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), SHARC_ERR(EINVAL));
+    settings_for(&s, paths, 2, 2);
+    s.sampler.world_size = 0;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), SHARC_ERR(EINVAL));
+    /* The defaults leave the batch size unset: a cut reader opens, a batch asks for it. */
+    settings_for(&s, paths, 2, 2);
+    s.sampler.max_duration = 0;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    sharc_batch *b = NULL;
+    ck_assert_int_eq(sharc_reader_next_batch(r, &b), SHARC_ERR(EINVAL));
+    ck_assert_ptr_nonnull(strstr(sharc_reader_last_error(r), "max_duration, max_cuts"));
+    sharc_reader_close(&r);
+
+    settings_for(&s, paths, 4000, 2);
+    s.allocator.alloc = alloc_under_8mib;
+    s.allocator.free = free_under_8mib;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    ck_assert_int_eq(sharc_reader_next_batch(r, &b), SHARC_ERR(ENOMEM));
+    ck_assert_ptr_null(b);
+    sharc_reader_close(&r);
+}
+END_TEST
+
 /*
  * The `layout` corpus sharc-gen wrote in `dir`, read in batches with `threads` decode
  * threads keeping `channel`: every cut once, its samples exact.
@@ -1610,6 +1673,7 @@ int main(void)
     tcase_add_test(tc, read_ahead_keeps_order_with_problems);
     tcase_add_test(tc, read_ahead_over_full_queues);
     tcase_add_test(tc, endless_epochs_of_nothing_stop);
+    tcase_add_test(tc, settings_at_open_and_no_memory_at_start);
     /* Last: should it fail, the tight limit on open files stays (no fork). */
     tcase_add_test(tc, decode_threads_near_the_open_file_limit);
     suite_add_tcase(s, tc);

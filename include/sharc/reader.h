@@ -148,13 +148,13 @@ typedef struct sharc_reader_settings {
     const char *nemo_text_field;    ///< NeMo manifest key for the transcript (default "text")
     const char *nemo_lang_field;    ///< NeMo manifest key for the language (default "lang")
     sharc_sampler_settings sampler; ///< batching, for sharc_reader_next_batch()
-    /** Decode threads for batches; 0 = online cores (default 0). With more than one, lane
-     *  threads also read the next shards ahead, within read_ahead_bytes: one per decode
-     *  thread for compressed tars, one per 4 when the first shard is a plain tar (none
-     *  below 4), at most 8; none when read_ahead_bytes is 0. */
+    /** Decode threads for batches, 0..4096; 0 = online cores (default 0). With more than
+     *  one, lane threads also read the next shards ahead, within read_ahead_bytes: one per
+     *  decode thread for compressed tars, one per 4 when the first shard is a plain tar
+     *  (none below 4), at most 8; none when read_ahead_bytes is 0. */
     int n_threads;
-    int prefetch; ///< batches prepared ahead; 0 = 2 per decode thread + 2, at most 16 (default 0)
-    int max_held_batches;     ///< batches the caller may hold at once (default 4)
+    int prefetch; ///< batches prepared ahead, 0..1024; 0 = 2 per thread + 2, at most 16 (default 0)
+    int max_held_batches;     ///< batches the caller may hold at once, 1..1024 (default 4)
     const void *resume_state; ///< a blob from sharc_reader_state_save(), copied; NULL = start
     size_t resume_state_size; ///< size of resume_state
     /** Problem sink (default NULL). In batch mode it is called from the library's threads,
