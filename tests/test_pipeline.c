@@ -325,6 +325,14 @@ START_TEST(resume_equals_uninterrupted)
         s2.resume_state_size = size;
         s2.n_threads = 3; /* a different thread count must not matter */
         ck_assert_int_eq(sharc_reader_open(&r, &s2), 0);
+        /* Saved before its first batch, a resumed reader's state is the one it came from. */
+        size_t again_size = 0;
+        ck_assert_int_eq(sharc_reader_state_save(r, NULL, 0, &again_size), SHARC_ERR(ENOSPC));
+        ck_assert_uint_eq(again_size, size);
+        void *again = malloc(size);
+        ck_assert_int_eq(sharc_reader_state_save(r, again, size, &again_size), 0);
+        ck_assert_int_eq(memcmp(again, blob, size), 0);
+        free(again);
         size_t m = 0;
         int rc;
         while ((rc = sharc_reader_next_batch(r, &b)) == 0) {
