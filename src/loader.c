@@ -13,12 +13,13 @@ struct sharc_loader {
     sharc__ctx ctx;
     sharc_mesh mesh;
     int source;
-    sharc_transport *t;      ///< the caller's transport, or own_t
-    sharc_transport *own_t;  ///< a self transport made for a group of one
-    sharc__bcast *bc;        ///< the framed protocol over t
-    sharc_reader *reader;    ///< source with paths: the reader (NULL if it failed to open)
-    int open_rc;             ///< source: why the reader could not be opened (0 if it was)
-    sharc__batch_pool *pool; ///< source with a produce callback: its batches
+    sharc_transport *t;             ///< the caller's transport, or own_t
+    sharc_transport *own_t;         ///< a self transport made for a group of one
+    sharc__bcast *bc;               ///< the framed protocol over t
+    sharc_reader *reader;           ///< source with paths: the reader (NULL if it failed to open)
+    int open_rc;                    ///< source: why the reader could not be opened (0 if it was)
+    char open_error[SHARC__ERRLEN]; ///< source: its message, sent at the first step
+    sharc__batch_pool *pool;        ///< source with a produce callback: its batches
     sharc_loader_produce_fn produce;
     void *produce_cookie;
     char produce_error[SHARC__ERRLEN]; ///< text for the producer's next error
@@ -120,6 +121,8 @@ static int open_reader(sharc_loader *l, const sharc_loader_settings *s)
         l->open_rc = rc;
         sharc__set_error(&l->ctx, rc, "cannot open the dataset: %s",
                          l->captured[0] ? l->captured : sharc_strerror(rc));
+        /* Kept apart: calls before the first step (state_save, ...) set errors of their own. */
+        snprintf(l->open_error, sizeof l->open_error, "%s", l->ctx.error);
     }
     return 0;
 }
@@ -223,7 +226,7 @@ static int source_next(sharc_loader *l, sharc_batch **out)
 {
     sharc_batch *b = NULL;
     if (l->open_rc < 0)
-        return send_failure(l, l->open_rc, l->ctx.error);
+        return send_failure(l, l->open_rc, l->open_error);
     int rc = l->produce ? produce_next(l, &b) : sharc_reader_next_batch(l->reader, &b);
     const char *why = l->produce ? l->produce_error : sharc_reader_last_error(l->reader);
     if (rc == SHARC_ERR_BACKPRESSURE) /* local and retryable: nothing is sent */

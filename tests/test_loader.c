@@ -464,6 +464,9 @@ START_TEST(source_fails_to_open)
     pair p;
     open_pair(&p, &s, "dp=2,cp=2", 2, 3, 4); /* slot 1: its source is global rank 2 */
     sharc_batch *b = NULL;
+    /* A call that fails before the first step does not change what the peers are told. */
+    size_t early = 0;
+    ck_assert_int_eq(sharc_loader_state_save(p.src, NULL, 0, &early), SHARC_ERR(EINVAL));
     int rc = sharc_loader_next(p.src, &b);
     ck_assert_int_lt(rc, 0);
     ck_assert_int_ne(rc, SHARC_ERR_REMOTE);
