@@ -171,10 +171,14 @@ typedef struct sharc_reader_settings {
     uint8_t reserved[8]; ///< must be zero
 } sharc_reader_settings;
 
-/** Counters, cumulative since open. */
+/**
+ * Counters, cumulative since open. In batch mode `cuts` and `audio_seconds` count the cuts
+ * read for batches so far, those still in the sampler's buffer and in batches prepared ahead
+ * included; `batches` and `padded_seconds` count the batches returned.
+ */
 typedef struct sharc_reader_stats {
-    uint64_t cuts;                          ///< cuts returned
-    double audio_seconds;                   ///< sum of returned cuts' durations
+    uint64_t cuts;                          ///< cuts returned (batch mode: read, see above)
+    double audio_seconds;                   ///< sum of those cuts' durations
     uint64_t shards;                        ///< shards opened
     uint64_t skipped_cuts;                  ///< cuts skipped under the SKIP policy
     uint64_t skipped_shards;                ///< shards (or shard rests) skipped
