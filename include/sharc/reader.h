@@ -172,9 +172,10 @@ typedef struct sharc_reader_settings {
 } sharc_reader_settings;
 
 /**
- * Counters, cumulative since open. In batch mode `cuts` and `audio_seconds` count the cuts
- * read for batches so far, those still in the sampler's buffer and in batches prepared ahead
- * included; `batches` and `padded_seconds` count the batches returned.
+ * Counters, cumulative since open. In batch mode `batches` counts the batches returned, and
+ * the others what was read and planned so far: `cuts` and `audio_seconds` include the cuts
+ * still in the sampler's buffer and in batches prepared ahead, `padded_seconds` those
+ * batches.
  */
 typedef struct sharc_reader_stats {
     uint64_t cuts;                          ///< cuts returned (batch mode: read, see above)
