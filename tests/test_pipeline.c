@@ -526,18 +526,17 @@ START_TEST(backpressure_and_mode_errors)
 }
 END_TEST
 
-/* An allocator that refuses blocks over 8 MiB. */
-static void *alloc_under_8mib(void *cookie, size_t size, size_t align)
+/* Posix memory, refusing any block over the size_t its cookie points at. */
+static void *capped_alloc(void *cookie, size_t size, size_t align)
 {
-    (void)cookie;
     void *p = NULL;
-    if (size > ((size_t)8 << 20) ||
+    if (size > *(const size_t *)cookie ||
         posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, size) != 0)
         return NULL;
     return p;
 }
 
-static void free_under_8mib(void *cookie, void *p)
+static void capped_free(void *cookie, void *p)
 {
     (void)cookie;
     free(p);
@@ -580,8 +579,10 @@ START_TEST(settings_at_open_and_no_memory_at_start)
     sharc_reader_close(&r);
 
     settings_for(&s, paths, 4000, 2);
-    s.allocator.alloc = alloc_under_8mib;
-    s.allocator.free = free_under_8mib;
+    static size_t cap_8mib = (size_t)8 << 20;
+    s.allocator.alloc = capped_alloc;
+    s.allocator.free = capped_free;
+    s.allocator.cookie = &cap_8mib;
     ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
     ck_assert_int_eq(sharc_reader_next_batch(r, &b), SHARC_ERR(ENOMEM));
     ck_assert_ptr_null(b);
@@ -1133,23 +1134,6 @@ START_TEST(batches_hold_one_sampling_rate)
 }
 END_TEST
 
-/* Posix memory, refusing any block over 256 MiB. */
-static void *small_alloc(void *cookie, size_t size, size_t align)
-{
-    (void)cookie;
-    void *p = NULL;
-    if (size > ((size_t)256 << 20) ||
-        posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, size))
-        return NULL;
-    return p;
-}
-
-static void small_free(void *cookie, void *p)
-{
-    (void)cookie;
-    free(p);
-}
-
 /* A NeMo row whose duration (5000 s: within what its member could hold) no batch can hold
  * under this allocator: the error names the cut. */
 START_TEST(batch_too_large_names_its_longest_cut)
@@ -1174,8 +1158,10 @@ START_TEST(batch_too_large_names_its_longest_cut)
     s.shuffle_shards = 0;
     s.sampler.max_duration = 30;
     s.sampler.num_buckets = 1;
-    s.allocator.alloc = small_alloc;
-    s.allocator.free = small_free;
+    static size_t cap_256mib = (size_t)256 << 20;
+    s.allocator.alloc = capped_alloc;
+    s.allocator.free = capped_free;
+    s.allocator.cookie = &cap_256mib;
     sharc_reader *r;
     sharc_batch *b;
     int rc;
