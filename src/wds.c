@@ -22,6 +22,10 @@ struct sharc__stream {
     int pending_rc; ///< a read error met while the previous sample was complete
     sharc_problem pending_kind;
     sharc__buf pending_member, pending_message;
+    int next_too_large;       ///< the lookahead is a member over the size cap (not read)
+    int sample_too_large;     ///< the sample being built has such a member
+    sharc__buf next_large[2]; ///< the lookahead's message and name, kept when it was met
+    sharc__buf large[2];      ///< the sample's first such member: reported when it is complete
     sharc__buf key;
     sharc__buf json; ///< key.json of the current sample
     sharc__buf txt;  ///< key.txt of the current sample
@@ -70,6 +74,10 @@ static void wds_close(sharc__stream **sp)
     sharc__buf_free(s->ctx, &s->txt);
     sharc__buf_free(s->ctx, &s->pending_member);
     sharc__buf_free(s->ctx, &s->pending_message);
+    for (int i = 0; i < 2; i++) {
+        sharc__buf_free(s->ctx, &s->next_large[i]);
+        sharc__buf_free(s->ctx, &s->large[i]);
+    }
     sharc__free(s->ctx, s);
     *sp = NULL;
 }
@@ -179,12 +187,21 @@ static int wds_next(sharc__stream *s, sharc__rawcut *c, sharc__stream_error *err
     c->n_fields = 0;
     c->shard = s->shard->audio_path;
     s->has_json = s->has_txt = 0;
+    s->sample_too_large = 0;
     sharc__buf_clear(&s->key);
     for (;;) {
         if (!s->have_next && !s->tar_done) {
             rc = sharc__tar_next(s->tar, &s->next);
+            s->next_too_large = rc == SHARC_ERR_TOO_LARGE;
             if (rc == SHARC_END) {
                 s->tar_done = 1;
+            } else if (s->next_too_large) {
+                /* Skipped unread by the next call: it stands in the sample it belongs to,
+                 * which is reported (and only it lost) once its other members are read. */
+                if (sharc__buf_set_str(ctx, &s->next_large[0], ctx->error) < 0 ||
+                    sharc__buf_set_str(ctx, &s->next_large[1], sharc__buf_str(&s->next.name)) < 0)
+                    return SHARC_ERR(ENOMEM);
+                s->have_next = 1;
             } else if (rc < 0) {
                 s->tar_done = 1;
                 rc = sharc__stream_fail(ctx, err, rc, sharc__problem_of(rc), 1,
@@ -216,6 +233,14 @@ static int wds_next(sharc__stream *s, sharc__rawcut *c, sharc__stream_error *err
         char ext_copy[32];
         snprintf(ext_copy, sizeof ext_copy, "%s", ext);
         s->have_next = 0;
+        if (s->next_too_large) {
+            if (!s->sample_too_large)
+                for (int i = 0; i < 2; i++)
+                    swap_buf(&s->large[i], &s->next_large[i]);
+            s->sample_too_large = 1;
+            s->next_too_large = 0;
+            continue;
+        }
         if ((rc = take_member(s, c, ext_copy, &has_audio)) < 0)
             return rc;
     }
@@ -224,6 +249,12 @@ static int wds_next(sharc__stream *s, sharc__rawcut *c, sharc__stream_error *err
     if ((rc = sharc__buf_set(ctx, &c->id, s->key.data, s->key.len)) < 0)
         return rc;
     c->position = s->position++;
+    if (s->sample_too_large) {
+        const char *id = sharc__buf_str(&c->id);
+        snprintf(ctx->error, sizeof ctx->error, "%s (sample %s)", sharc__buf_str(&s->large[0]), id);
+        return sharc__stream_fail(ctx, err, SHARC_ERR_TOO_LARGE, SHARC_PROBLEM_TOO_LARGE, 0,
+                                  s->shard->audio_path, sharc__buf_str(&s->large[1]), id);
+    }
     return finish_sample(s, c, has_audio, err);
 }
 

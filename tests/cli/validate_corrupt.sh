@@ -70,6 +70,17 @@ cp "$tmp/out" "$tmp/v.jsonl"
 check problem "$tmp/v.jsonl" "code=too_large,shard=audio_,count=$big"
 [ "$(summary_field shards_cut_short)" = 0 ] || fail "an oversized NeMo member cut its shard short"
 
+# And WebDataset: the sample of an oversized member is lost, named with the member.
+fresh wds
+big=$("$PYTHON" -c 'import glob,sys,tarfile
+print(sum(m.size > int(sys.argv[2]) for p in glob.glob(sys.argv[1] + "/*.tar")
+          for m in tarfile.open(p)))' "$tmp/x" "$cap")
+expect_rc 1 "$SHARC" validate --json --per-cut --max-member-bytes "$cap" "$tmp/x"
+cp "$tmp/out" "$tmp/v.jsonl"
+check problem "$tmp/v.jsonl" "code=too_large,shard=shard-,count=$big,message=over the cap"
+check min-cuts "$tmp/v.jsonl" $((12 - big))
+[ "$(summary_field shards_cut_short)" = 0 ] || fail "an oversized WebDataset member cut its shard short"
+
 # Garbage at the start of a FLAC member: a decode problem naming member and cut.
 fresh shar
 id=$(ids shar 0 | sed -n 3p)
