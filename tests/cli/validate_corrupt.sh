@@ -51,35 +51,25 @@ cap=$("$PYTHON" -c 'import glob,sys,tarfile
 sizes = sorted(m.size for p in glob.glob(sys.argv[1] + "/recording.*.tar")
                for m in tarfile.open(p) if not m.name.endswith(".json"))
 print(sizes[len(sizes) // 2])' "$tmp/x")
-big=$("$PYTHON" -c 'import glob,sys,tarfile
-print(sum(m.size > int(sys.argv[2]) for p in glob.glob(sys.argv[1] + "/recording.*.tar")
-          for m in tarfile.open(p) if not m.name.endswith(".json")))' "$tmp/x" "$cap")
-expect_rc 1 "$SHARC" validate --json --per-cut --max-member-bytes "$cap" "$tmp/x"
-cp "$tmp/out" "$tmp/v.jsonl"
-check problem "$tmp/v.jsonl" "code=too_large,shard=recording.,count=$big"
+# over_cap LAYOUT TARS CHECK...: validate a fresh copy of LAYOUT with the cap; each member of
+# the tars matching TARS over it is one too_large problem, and no shard is cut short.
+over_cap() {
+    fresh "$1"
+    big=$("$PYTHON" -c 'import glob,sys,tarfile
+print(sum(m.size > int(sys.argv[3]) for p in glob.glob(sys.argv[1] + "/" + sys.argv[2])
+          for m in tarfile.open(p) if not m.name.endswith(".json")))' "$tmp/x" "$2" "$cap")
+    expect_rc 1 "$SHARC" validate --json --per-cut --max-member-bytes "$cap" "$tmp/x"
+    cp "$tmp/out" "$tmp/v.jsonl"
+    check problem "$tmp/v.jsonl" "code=too_large,count=$big,message=over the cap"
+    [ "$(summary_field shards_cut_short)" = 0 ] || fail "$1: an oversized member cut its shard short"
+}
+over_cap shar "recording.*.tar"
 check min-cuts "$tmp/v.jsonl" $((12 - big))
-[ "$(summary_field shards_cut_short)" = 0 ] || fail "an oversized member cut its shard short"
-
-# The same for NeMo: the rows of an oversized member are lost, the rest of its shard is read.
-fresh nemo
-big=$("$PYTHON" -c 'import glob,sys,tarfile
-print(sum(m.size > int(sys.argv[2]) for p in glob.glob(sys.argv[1] + "/audio_*.tar")
-          for m in tarfile.open(p)))' "$tmp/x" "$cap")
-expect_rc 1 "$SHARC" validate --json --max-member-bytes "$cap" "$tmp/x"
-cp "$tmp/out" "$tmp/v.jsonl"
-check problem "$tmp/v.jsonl" "code=too_large,shard=audio_,count=$big"
-[ "$(summary_field shards_cut_short)" = 0 ] || fail "an oversized NeMo member cut its shard short"
-
-# And WebDataset: the sample of an oversized member is lost, named with the member.
-fresh wds
-big=$("$PYTHON" -c 'import glob,sys,tarfile
-print(sum(m.size > int(sys.argv[2]) for p in glob.glob(sys.argv[1] + "/*.tar")
-          for m in tarfile.open(p)))' "$tmp/x" "$cap")
-expect_rc 1 "$SHARC" validate --json --per-cut --max-member-bytes "$cap" "$tmp/x"
-cp "$tmp/out" "$tmp/v.jsonl"
-check problem "$tmp/v.jsonl" "code=too_large,shard=shard-,count=$big,message=over the cap"
+# NeMo: the rows of an oversized member are lost, the rest of its shard is read.
+over_cap nemo "audio_*.tar"
+# WebDataset: the sample of an oversized member is lost, named with the member.
+over_cap wds "*.tar"
 check min-cuts "$tmp/v.jsonl" $((12 - big))
-[ "$(summary_field shards_cut_short)" = 0 ] || fail "an oversized WebDataset member cut its shard short"
 
 # Garbage at the start of a FLAC member: a decode problem naming member and cut.
 fresh shar
