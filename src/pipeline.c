@@ -802,18 +802,8 @@ void sharc__pipeline_stats(const sharc_reader *r, sharc_reader_stats *out)
 int sharc__pipeline_state_save(sharc_reader *r, void *buf, size_t cap, size_t *size)
 {
     sharc__pipeline *p = r->pipe;
-    if (!p->last_state_len) {
-        if (p->handed == 0 && r->resume) {
-            /* Nothing new since the restore: the state is the one we started from. */
-            *size = r->s.resume_state_size;
-            if (!buf || cap < *size)
-                return SHARC_ERR(ENOSPC);
-            memcpy(buf, r->resume, *size);
-            return 0;
-        }
-        return sharc__set_error(&r->ctx, SHARC_ERR(EINVAL),
-                                "no batch has been returned yet: there is no state to save");
-    }
+    if (!p->last_state_len)
+        return 1; /* no batch returned yet: the reader answers (sharc__reader_state_save) */
     *size = p->last_state_len;
     if (!buf || cap < *size)
         return SHARC_ERR(ENOSPC);

@@ -948,16 +948,19 @@ int sharc__reader_next_batch(sharc_reader *r, sharc_batch **batch)
 int sharc__reader_state_save(sharc_reader *r, void *buf, size_t cap, size_t *size)
 {
     *size = 0;
-    if (!r->pipe && r->mode != 1 && r->resume) {
-        /* Resumed, no batch yet: the state is the one it was resumed from. */
+    int rc = r->mode == 2 && r->pipe ? sharc__pipeline_state_save(r, buf, cap, size) : 1;
+    if (rc != 1)
+        return rc;
+    if (r->mode != 1 && r->resume) {
+        /* Resumed, and no batch returned since: the state is the one it was resumed from. */
         *size = r->s.resume_state_size;
         if (!buf || cap < *size)
             return SHARC_ERR(ENOSPC);
         memcpy(buf, r->resume, *size);
         return 0;
     }
-    if (r->mode != 2 || !r->pipe)
-        return sharc__set_error(&r->ctx, SHARC_ERR(EINVAL),
-                                "only a reader serving batches has a state to save");
-    return sharc__pipeline_state_save(r, buf, cap, size);
+    return sharc__set_error(&r->ctx, SHARC_ERR(EINVAL),
+                            r->mode == 2
+                                ? "no batch has been returned yet: there is no state to save"
+                                : "only a reader serving batches has a state to save");
 }

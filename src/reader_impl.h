@@ -139,6 +139,7 @@ int sharc__pipeline_check_settings(sharc_reader *r);
 /** Start the batch pipeline (pipeline.c). */
 int sharc__pipeline_start(sharc_reader *r);
 int sharc__pipeline_next(sharc_reader *r, sharc_batch **out);
+/** The state after the last batch returned: 0, SHARC_ERR(ENOSPC), or 1 when none was. */
 int sharc__pipeline_state_save(sharc_reader *r, void *buf, size_t cap, size_t *size);
 void sharc__pipeline_stats(const sharc_reader *r, sharc_reader_stats *out);
 void sharc__pipeline_stop(sharc_reader *r);

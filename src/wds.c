@@ -12,6 +12,11 @@
 #include "json.h"
 #include "stream.h"
 
+/* A member over the size cap: what to report for its sample. */
+typedef struct oversized {
+    sharc__buf message, member;
+} oversized;
+
 struct sharc__stream {
     sharc__ctx *ctx;
     const sharc__shard *shard;
@@ -22,10 +27,10 @@ struct sharc__stream {
     int pending_rc; ///< a read error met while the previous sample was complete
     sharc_problem pending_kind;
     sharc__buf pending_member, pending_message;
-    int next_too_large;       ///< the lookahead is a member over the size cap (not read)
-    int sample_too_large;     ///< the sample being built has such a member
-    sharc__buf next_large[2]; ///< the lookahead's message and name, kept when it was met
-    sharc__buf large[2];      ///< the sample's first such member: reported when it is complete
+    int next_too_large;   ///< the lookahead is a member over the size cap (not read)
+    int sample_too_large; ///< the sample being built has such a member
+    oversized next_large; ///< the lookahead's, kept when it was met
+    oversized large;      ///< the sample's first: reported when the sample is complete
     sharc__buf key;
     sharc__buf json; ///< key.json of the current sample
     sharc__buf txt;  ///< key.txt of the current sample
@@ -74,10 +79,10 @@ static void wds_close(sharc__stream **sp)
     sharc__buf_free(s->ctx, &s->txt);
     sharc__buf_free(s->ctx, &s->pending_member);
     sharc__buf_free(s->ctx, &s->pending_message);
-    for (int i = 0; i < 2; i++) {
-        sharc__buf_free(s->ctx, &s->next_large[i]);
-        sharc__buf_free(s->ctx, &s->large[i]);
-    }
+    sharc__buf_free(s->ctx, &s->next_large.message);
+    sharc__buf_free(s->ctx, &s->next_large.member);
+    sharc__buf_free(s->ctx, &s->large.message);
+    sharc__buf_free(s->ctx, &s->large.member);
     sharc__free(s->ctx, s);
     *sp = NULL;
 }
@@ -198,8 +203,9 @@ static int wds_next(sharc__stream *s, sharc__rawcut *c, sharc__stream_error *err
             } else if (s->next_too_large) {
                 /* Skipped unread by the next call: it stands in the sample it belongs to,
                  * which is reported (and only it lost) once its other members are read. */
-                if (sharc__buf_set_str(ctx, &s->next_large[0], ctx->error) < 0 ||
-                    sharc__buf_set_str(ctx, &s->next_large[1], sharc__buf_str(&s->next.name)) < 0)
+                const char *name = sharc__buf_str(&s->next.name);
+                if (sharc__buf_set_str(ctx, &s->next_large.message, ctx->error) < 0 ||
+                    sharc__buf_set_str(ctx, &s->next_large.member, name) < 0)
                     return SHARC_ERR(ENOMEM);
                 s->have_next = 1;
             } else if (rc < 0) {
@@ -234,9 +240,11 @@ static int wds_next(sharc__stream *s, sharc__rawcut *c, sharc__stream_error *err
         snprintf(ext_copy, sizeof ext_copy, "%s", ext);
         s->have_next = 0;
         if (s->next_too_large) {
-            if (!s->sample_too_large)
-                for (int i = 0; i < 2; i++)
-                    swap_buf(&s->large[i], &s->next_large[i]);
+            if (!s->sample_too_large) {
+                oversized t = s->large;
+                s->large = s->next_large;
+                s->next_large = t;
+            }
             s->sample_too_large = 1;
             s->next_too_large = 0;
             continue;
@@ -251,9 +259,10 @@ static int wds_next(sharc__stream *s, sharc__rawcut *c, sharc__stream_error *err
     c->position = s->position++;
     if (s->sample_too_large) {
         const char *id = sharc__buf_str(&c->id);
-        snprintf(ctx->error, sizeof ctx->error, "%s (sample %s)", sharc__buf_str(&s->large[0]), id);
+        snprintf(ctx->error, sizeof ctx->error, "%s (sample %s)", sharc__buf_str(&s->large.message),
+                 id);
         return sharc__stream_fail(ctx, err, SHARC_ERR_TOO_LARGE, SHARC_PROBLEM_TOO_LARGE, 0,
-                                  s->shard->audio_path, sharc__buf_str(&s->large[1]), id);
+                                  s->shard->audio_path, sharc__buf_str(&s->large.member), id);
     }
     return finish_sample(s, c, has_audio, err);
 }
