@@ -542,6 +542,29 @@ static void capped_free(void *cookie, void *p)
     free(p);
 }
 
+/* Log lines at WARN and ERROR, to check that one problem is one line. */
+static int log_errors, log_warnings;
+static char last_logged[1024];
+static void capture_log(void *cookie, sharc_log_level level, const char *fmt, va_list ap)
+{
+    (void)cookie;
+    if (level > SHARC_LOG_WARN)
+        return;
+    level == SHARC_LOG_ERROR ? log_errors++ : log_warnings++;
+    vsnprintf(last_logged, sizeof last_logged, fmt, ap);
+}
+
+/* Opening with `s` fails with EINVAL, no reader, and the logged reason holding `why`. */
+static void open_refused(sharc_reader_settings *s, const char *why)
+{
+    sharc_reader *r = NULL;
+    s->logger.callback = capture_log;
+    last_logged[0] = 0;
+    ck_assert_int_eq(sharc_reader_open(&r, s), SHARC_ERR(EINVAL));
+    ck_assert_ptr_null(r);
+    ck_assert_msg(strstr(last_logged, why), "'%s' not in '%s'", why, last_logged);
+}
+
 /* Settings are checked at open, the batching ones included (a batch size is asked for only
  * by batches); a pipeline that cannot be allocated fails its first batch, without a crash. */
 START_TEST(settings_at_open_and_no_memory_at_start)
@@ -550,25 +573,25 @@ START_TEST(settings_at_open_and_no_memory_at_start)
     sharc_reader_settings s;
     const char *paths[1];
     sharc_reader *r = NULL;
+    const char *counts = "n_threads must be in 0..4096, prefetch in 0..1024";
     settings_for(&s, paths, 2, 2);
     s.n_threads = 5000;
-    ck_assert_int_eq(sharc_reader_open(&r, &s), SHARC_ERR(EINVAL));
-    ck_assert_ptr_null(r);
+    open_refused(&s, counts);
     settings_for(&s, paths, 2, 5000);
-    ck_assert_int_eq(sharc_reader_open(&r, &s), SHARC_ERR(EINVAL));
+    open_refused(&s, counts);
     settings_for(&s, paths, 2, 2);
     s.max_held_batches = 5000;
-    ck_assert_int_eq(sharc_reader_open(&r, &s), SHARC_ERR(EINVAL));
+    open_refused(&s, counts);
     const char *null_path[1] = {NULL};
     settings_for(&s, paths, 2, 2);
     s.paths = null_path;
-    ck_assert_int_eq(sharc_reader_open(&r, &s), SHARC_ERR(EINVAL));
+    open_refused(&s, "a path is NULL");
     settings_for(&s, paths, 2, 2);
     s.sampler.num_buckets = 0;
-    ck_assert_int_eq(sharc_reader_open(&r, &s), SHARC_ERR(EINVAL));
+    open_refused(&s, "sampler settings: num_buckets 0 must be in 1..");
     settings_for(&s, paths, 2, 2);
     s.sampler.world_size = 0;
-    ck_assert_int_eq(sharc_reader_open(&r, &s), SHARC_ERR(EINVAL));
+    open_refused(&s, "sampler settings: world_size must be >= 1");
     /* The defaults leave the batch size unset: a cut reader opens, a batch asks for it. */
     settings_for(&s, paths, 2, 2);
     s.sampler.max_duration = 0;
@@ -586,6 +609,8 @@ START_TEST(settings_at_open_and_no_memory_at_start)
     ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
     ck_assert_int_eq(sharc_reader_next_batch(r, &b), SHARC_ERR(ENOMEM));
     ck_assert_ptr_null(b);
+    ck_assert_str_eq(sharc_reader_last_error(r),
+                     "cannot start the batch pipeline: Cannot allocate memory");
     sharc_reader_close(&r);
 }
 END_TEST
@@ -1404,18 +1429,6 @@ START_TEST(sampler_messages_name_the_cut)
     sharc_reader_close(&r);
 }
 END_TEST
-
-/* Log lines at WARN and ERROR, to check that one problem is one line. */
-static int log_errors, log_warnings;
-static char last_logged[1024];
-static void capture_log(void *cookie, sharc_log_level level, const char *fmt, va_list ap)
-{
-    (void)cookie;
-    if (level > SHARC_LOG_WARN)
-        return;
-    level == SHARC_LOG_ERROR ? log_errors++ : log_warnings++;
-    vsnprintf(last_logged, sizeof last_logged, fmt, ap);
-}
 
 /*
  * A problem found by the planner (a truncated tar) and one found by a decode thread (a
