@@ -160,6 +160,15 @@ sharc_layout sharc_reader_layout(const sharc_reader *r)
     return r ? sharc__reader_layout(r) : SHARC_LAYOUT_AUTO;
 }
 
+const double *sharc_reader_bins(const sharc_reader *r, size_t *n)
+{
+    size_t ignored;
+    if (!n)
+        n = &ignored;
+    *n = 0;
+    return r ? sharc__reader_bins(r, n) : NULL;
+}
+
 void sharc_reader_close(sharc_reader **r)
 {
     if (r)

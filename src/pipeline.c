@@ -158,6 +158,37 @@ static void release_item(void *cookie, sharc__sitem *item, sharc__release_reason
     sharc__bcut_free(&p->bufs, item->payload);
 }
 
+/*
+ * The durations of the cuts pull_item would produce next (sharc__sampler_source.peek): read
+ * on as pull_item would, quietly, then go back. Problems met on the way are not reported
+ * (they are when the cuts are pulled) and the counters are put back; a problem that would
+ * stop the reader ends the peek instead, and stops it when it is pulled. Going back re-reads
+ * the open shard up to where it was, as a resume does.
+ */
+static int peek_durations(void *cookie, int (*visit)(void *vcookie, double duration), void *vc)
+{
+    sharc__pipeline *p = cookie;
+    sharc_reader *r = p->r;
+    const sharc__walk_pos at = r->pos;
+    const sharc_reader_stats stats = r->stats;
+    int rc;
+    r->quiet = 1;
+    while ((rc = sharc__reader_pull(r)) == 0) {
+        int v = visit(vc, r->raw.duration);
+        if (v == SHARC__PEEK_FILTERED && r->pos.epoch_cuts > 0)
+            r->pos.epoch_cuts--; /* as release_item: an epoch of filtered cuts ends */
+        if (v == SHARC__PEEK_STOP)
+            break;
+    }
+    r->quiet = 0;
+    r->failed = 0;
+    r->stats = stats;
+    if (rc == SHARC_ERR(ENOMEM))
+        return rc;
+    r->ctx.error[0] = 0;
+    return sharc__reader_seek(r, &at);
+}
+
 static void describe_item(void *cookie, const sharc__sitem *item, char *out, size_t cap)
 {
     (void)cookie;
@@ -799,6 +830,14 @@ void sharc__pipeline_stats(const sharc_reader *r, sharc_reader_stats *out)
     pthread_mutex_unlock(&p->mu);
 }
 
+const double *sharc__pipeline_bins(const sharc_reader *r, size_t *n)
+{
+    const sharc__pipeline *p = r->pipe;
+    *n = 0;
+    /* The planner estimates them before it plans the first batch and never changes them. */
+    return p->handed > 0 ? sharc__sampler_bins(p->sampler, n) : NULL;
+}
+
 int sharc__pipeline_state_save(sharc_reader *r, void *buf, size_t cap, size_t *size)
 {
     sharc__pipeline *p = r->pipe;
@@ -1041,7 +1080,8 @@ int sharc__pipeline_start(sharc_reader *r)
                                       NULL);
     sharc__sampler_settings ss;
     sampler_settings(r, &ss);
-    sharc__sampler_source src = {p, pull_item, release_item, reload_item, describe_item};
+    sharc__sampler_source src = {p,           pull_item,     release_item,
+                                 reload_item, describe_item, peek_durations};
     if (rc == 0)
         rc = r->resume ? restore(p, &ss, &src)
                        : sharc__sampler_open(&r->ctx, &ss, &src, &p->sampler);

@@ -894,6 +894,11 @@ sharc_layout sharc__reader_layout(const sharc_reader *r)
     return r->ds.layout;
 }
 
+const double *sharc__reader_bins(const sharc_reader *r, size_t *n)
+{
+    return r->pipe ? sharc__pipeline_bins(r, n) : NULL;
+}
+
 int sharc__reader_scan_shard(sharc_reader *r, uint64_t epoch, uint32_t shard,
                              int (*cb)(void *cookie, sharc__rawcut *c), void *cookie)
 {

@@ -142,6 +142,9 @@ int sharc__pipeline_next(sharc_reader *r, sharc_batch **out);
 /** The state after the last batch returned: 0, SHARC_ERR(ENOSPC), or 1 when none was. */
 int sharc__pipeline_state_save(sharc_reader *r, void *buf, size_t cap, size_t *size);
 void sharc__pipeline_stats(const sharc_reader *r, sharc_reader_stats *out);
+/** The sampler's bins once a batch was handed out (the planner has estimated them then),
+ *  else NULL with *n = 0. Caller's thread. */
+const double *sharc__pipeline_bins(const sharc_reader *r, size_t *n);
 void sharc__pipeline_stop(sharc_reader *r);
 
 #endif /* SHARC_SRC_READER_IMPL_H */

@@ -16,7 +16,7 @@
 #define MAX_BUFFER   (1u << 24)
 #define MAX_BINS     65536u
 #define STATE_MAGIC  "SHSM"
-#define STATE_VER    1u
+#define STATE_VER    2u /* 2: the buffer holds buffer_size items while estimating */
 #define HEADER_BYTES 176u /* fixed part of the blob before the bins */
 #define ITEM_BYTES   28u  /* key u64, duration f64, bytes u64, bucket u32 */
 
@@ -439,24 +439,59 @@ static int top_up(sharc__sampler *s, size_t target)
     return 0;
 }
 
-/* Estimate the bins from the staged items (all in bucket 0, in arrival order), then move
- * every item to its bucket, keeping arrival order inside each bucket. */
+/* The durations the bins are estimated from, gathered by a peek. */
+typedef struct peek_into {
+    const sharc__sampler *s;
+    double *d;
+    size_t n, want;
+} peek_into;
+
+static int take_peeked(void *cookie, double duration)
+{
+    peek_into *p = cookie;
+    const sharc__sampler_settings *st = &p->s->st;
+    if (bad_nonneg(duration))
+        return SHARC__PEEK_STOP; /* pull reports it when it gets there */
+    if (duration < st->min_item_duration ||
+        (st->max_item_duration > 0 && duration > st->max_item_duration))
+        return SHARC__PEEK_FILTERED;
+    p->d[p->n++] = duration;
+    return p->n == p->want ? SHARC__PEEK_STOP : SHARC__PEEK_TAKEN;
+}
+
+/* The durations of the first num_cuts_for_bins_estimate items into d (room for that many):
+ * the staged ones (bucket 0, in arrival order), the pending one, and, when the buffer's size
+ * or byte budget stopped the staging first, those the source peeks at after them. */
+static int estimate_durations(sharc__sampler *s, double *d, size_t *n)
+{
+    peek_into p = {s, d, 0, s->st.num_cuts_for_bins_estimate};
+    for (uint32_t slot = s->buckets[0].head; slot != NONE && p.n < p.want; slot = s->next[slot])
+        d[p.n++] = s->items[slot].duration;
+    if (s->has_pending && p.n < p.want)
+        d[p.n++] = s->pending.duration;
+    int rc = 0;
+    if (!s->exhausted && p.n < p.want && s->src.peek)
+        rc = s->src.peek(s->src.cookie, take_peeked, &p);
+    *n = p.n;
+    return rc;
+}
+
+/* Estimate the bins from the first num_cuts_for_bins_estimate items, then move every staged
+ * item (all in bucket 0, in arrival order) to its bucket, keeping arrival order inside each
+ * bucket. */
 static int estimate_and_assign(sharc__sampler *s)
 {
-    size_t n = s->count;
+    double *d = sharc__malloc(s->ctx, s->st.num_cuts_for_bins_estimate * sizeof *d);
+    if (!d)
+        return sharc__fail(s->ctx, SHARC_ERR(ENOMEM), "sampler: out of memory for bins");
+    size_t n = 0;
+    int rc = estimate_durations(s, d, &n);
     uint32_t k = s->st.num_buckets < n ? s->st.num_buckets : (uint32_t)n;
-    if (k >= 2) {
-        double *d = sharc__malloc(s->ctx, n * sizeof *d);
-        if (!d)
-            return sharc__fail(s->ctx, SHARC_ERR(ENOMEM), "sampler: out of memory for bins");
-        size_t i = 0;
-        for (uint32_t slot = s->buckets[0].head; slot != NONE; slot = s->next[slot])
-            d[i++] = s->items[slot].duration;
-        int rc = sharc__estimate_bins(s->ctx, d, n, k, s->bins, &s->n_bins);
-        sharc__free(s->ctx, d);
-        if (rc < 0)
-            return rc;
-    }
+    if (rc == 0 && k >= 2)
+        rc = sharc__estimate_bins(s->ctx, d, n, k, s->bins, &s->n_bins);
+    sharc__free(s->ctx, d);
+    if (rc < 0)
+        return rc;
     s->bins_ready = 1;
     s->nb = s->n_bins + 1;
     uint32_t slot = s->buckets[0].head;
@@ -640,7 +675,12 @@ int sharc__sampler_next(sharc__sampler *s, sharc__sitem **items, size_t *n)
         return SHARC_END;
     int rc;
     if (!s->bins_ready) {
-        if ((rc = top_up(s, s->st.num_cuts_for_bins_estimate)) < 0)
+        /* The buffer holds buffer_size items at most, as always; the estimate reads the
+         * durations of the rest of the first N ahead (estimate_durations). */
+        size_t stage = s->st.num_cuts_for_bins_estimate < s->st.buffer_size
+                           ? s->st.num_cuts_for_bins_estimate
+                           : s->st.buffer_size;
+        if ((rc = top_up(s, stage)) < 0)
             return rc;
         if ((rc = estimate_and_assign(s)) < 0)
             return rc;
@@ -710,8 +750,6 @@ int sharc__sampler_open(sharc__ctx *ctx, const sharc__sampler_settings *st,
     s->src = *src;
     s->estimating = st->bins == NULL;
     s->cap = st->buffer_size;
-    if (s->estimating && st->num_cuts_for_bins_estimate > s->cap)
-        s->cap = st->num_cuts_for_bins_estimate;
     s->max_buckets = s->estimating ? st->num_buckets : st->n_bins + 1;
     size_t c = s->cap;
     s->items = sharc__malloc(ctx, c * sizeof *s->items);

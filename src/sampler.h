@@ -7,7 +7,10 @@
  * buckets, and hands out batches:
  *
  * - Bins: given, or estimated like Lhotse's `estimate_duration_buckets` from the first
- *   `num_cuts_for_bins_estimate` items. Those items are kept in the buffer, not consumed.
+ *   `num_cuts_for_bins_estimate` items. The buffer holds what it can of them (at most
+ *   `buffer_size` items and `max_buffer_bytes`), which are batched as usual, not consumed;
+ *   the durations of the rest come from the source's `peek` (the items themselves are
+ *   pulled later). Without a peek callback the bins come from the items the buffer holds.
  *   An item goes to bucket `bisect_left(bins, duration)`: a duration equal to a boundary
  *   goes to the lower bucket; bucket `n_bins` holds everything above the last boundary.
  * - Batch rule (Lhotse TimeConstraint.close_to_exceeding): with d' = d + d*d/q when a
@@ -91,7 +94,24 @@ typedef struct sharc__sampler_source {
      * out[cap]; the sampler's messages use it instead of the item's key. NULL: the key.
      */
     void (*describe)(void *cookie, const sharc__sitem *item, char *out, size_t cap);
+    /**
+     * Optional: the durations of the items `pull` would produce next, without producing
+     * them. Call `visit(vcookie, duration)` for each, in order, until it returns
+     * SHARC__PEEK_STOP or the items end, then leave `pull` exactly where it was. An item
+     * the source cannot produce (a problem `pull` would report) may end the peek early.
+     * Used when the byte budget stops the buffer before it holds the items the bins are
+     * estimated from. NULL: the bins are estimated from the items the buffer holds.
+     * @return 0 or a negative error (the sampler returns it unchanged)
+     */
+    int (*peek)(void *cookie, int (*visit)(void *vcookie, double duration), void *vcookie);
 } sharc__sampler_source;
+
+/** What a peek's `visit` returns (sharc__sampler_source.peek). */
+enum {
+    SHARC__PEEK_TAKEN = 0,    ///< the duration counts; go on
+    SHARC__PEEK_FILTERED = 1, ///< outside the duration limits, not counted; go on
+    SHARC__PEEK_STOP = 2,     ///< no more are needed: stop
+};
 
 /** Sampler settings. Fill with sharc__sampler_default_settings() first. */
 typedef struct sharc__sampler_settings {

@@ -303,6 +303,140 @@ static void *state_after(const sharc_reader_settings *s, size_t batches, size_t 
     return blob;
 }
 
+/* The bucket of duration d: the first bin >= d (bisect_left). */
+static size_t bucket_of(const double *bins, size_t n, double d)
+{
+    size_t i = 0;
+    while (i < n && bins[i] < d)
+        i++;
+    return i;
+}
+
+/*
+ * Bins estimated when the byte budget holds far fewer cuts than the estimate needs: they are
+ * those of the first num_cuts_for_bins_estimate cuts all the same (their durations are read
+ * ahead, then the walk goes back), every cut comes once (checked by id), nothing is counted
+ * twice, and a
+ * resumed run equals the uninterrupted one. On `path` with `threads` decode threads (with 2
+ * and compressed shards, the shards are read ahead on lanes).
+ */
+static void bins_past_the_budget(const char *path, size_t n_cuts, int threads)
+{
+    enum { N = 100, K = 5 };
+    const char *paths[] = {path};
+    sharc_reader_settings s;
+    settings_on(&s, paths);
+    s.seed = 5;
+    s.n_threads = threads;
+    s.sampler.max_duration = 40;
+    s.sampler.num_buckets = K;
+    s.sampler.num_cuts_for_bins_estimate = N;
+    s.sampler.buffer_size = 30;
+    s.sampler.max_buffer_bytes = 200 * 1000; /* a few FLAC cuts of 0.5-8 s */
+    /* Every cut's id and duration in the reader's order, from a cut reader. */
+    sharc_reader_settings cs = s;
+    cs.decode = 0;
+    sharc_reader *r;
+    const sharc_cut *c;
+    static char ids[256][128];
+    static double d[256];
+    static uint8_t used[256];
+    double want[K];
+    size_t n = 0, n_want = 0;
+    ck_assert_int_eq(sharc_reader_open(&r, &cs), 0);
+    while (sharc_reader_next(r, &c) == 0) {
+        ck_assert_uint_lt(n, 256);
+        snprintf(ids[n], sizeof ids[n], "%s", c->id);
+        d[n++] = c->duration;
+    }
+    ck_assert_uint_eq(n, n_cuts);
+    sharc_reader_close(&r);
+    memset(used, 0, sizeof used);
+    ck_assert_int_eq(sharc_estimate_duration_bins(d, N, K, want, &n_want), 0);
+    ck_assert_uint_eq(n_want, K - 1);
+
+    static print ref[256];
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    size_t nb = 1;
+    ck_assert_ptr_null(sharc_reader_bins(r, &nb));
+    ck_assert_uint_eq(nb, 0);
+    sharc_batch *b;
+    int rc;
+    size_t steps = 0, cuts = 0;
+    while ((rc = sharc_reader_next_batch(r, &b)) == 0) {
+        const double *bins = sharc_reader_bins(r, &nb);
+        ck_assert_ptr_nonnull(bins);
+        ck_assert_uint_eq(nb, n_want);
+        for (size_t i = 0; i < nb; i++)
+            ck_assert_msg(bins[i] == want[i], "threads %d: bin %zu is %.17g, want %.17g", threads,
+                          i, bins[i], want[i]);
+        /* Every cut of a batch in one bucket of these bins. */
+        const int64_t B = sharc_batch_tensor(b, "audio")->shape[0];
+        size_t bucket = 0;
+        for (int64_t i = 0; i < B; i++) {
+            size_t len, k = 0;
+            const char *id = sharc_batch_string(b, "cut_id", (size_t)i, &len);
+            while (k < n && (strlen(ids[k]) != len || memcmp(ids[k], id, len) != 0))
+                k++;
+            ck_assert_uint_lt(k, n);
+            ck_assert_msg(!used[k], "cut %s twice", ids[k]);
+            used[k] = 1;
+            if (i == 0)
+                bucket = bucket_of(want, nb, d[k]);
+            ck_assert_uint_eq(bucket_of(want, nb, d[k]), bucket);
+        }
+        ck_assert_uint_lt(steps, 256);
+        fingerprint(b, &ref[steps++]);
+        cuts += (size_t)B;
+        sharc_batch_release(b);
+    }
+    ck_assert_msg(rc == SHARC_END, "%s", sharc_reader_last_error(r));
+    ck_assert_uint_eq(cuts, n_cuts);
+    sharc_reader_stats st;
+    sharc_reader_get_stats(r, &st);
+    ck_assert_uint_eq(st.cuts, n_cuts); /* the cuts read ahead are not counted twice */
+    ck_assert_uint_eq(st.shards, 6);
+    sharc_reader_close(&r);
+
+    /* Resumed after the second batch: the rest of the run, and the same bins. */
+    static print got[256];
+    size_t size;
+    void *blob = state_after(&s, 2, &size);
+    sharc_reader_settings s2 = s;
+    s2.resume_state = blob;
+    s2.resume_state_size = size;
+    ck_assert_int_eq(sharc_reader_open(&r, &s2), 0);
+    size_t m = 0;
+    while ((rc = sharc_reader_next_batch(r, &b)) == 0) {
+        ck_assert_uint_lt(2 + m, steps);
+        fingerprint(b, &got[m++]);
+        sharc_batch_release(b);
+    }
+    ck_assert_msg(rc == SHARC_END, "%s", sharc_reader_last_error(r));
+    ck_assert_uint_eq(2 + m, steps);
+    expect_same_batches(got, ref + 2, m);
+    const double *bins = sharc_reader_bins(r, &nb);
+    ck_assert_uint_eq(nb, n_want);
+    ck_assert_int_eq(memcmp(bins, want, nb * sizeof *bins), 0);
+    sharc_reader_close(&r);
+    free(blob);
+}
+
+START_TEST(bins_estimated_past_the_byte_budget)
+{
+    make_corpus();
+    bins_past_the_budget(corpus_path, corpus_cuts, 1);
+    bins_past_the_budget(corpus_path, corpus_cuts, 2);
+    char *dir =
+        gen_corpus("--layout shar --compress gzip --shards 6 --cuts-per-shard 20 --max-duration 8");
+    char path[600];
+    snprintf(path, sizeof path, "%s/shar", dir);
+    bins_past_the_budget(path, 120, 2);
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
 /* Save after batch k, resume, and compare with the uninterrupted run from k + 1 on. */
 START_TEST(resume_equals_uninterrupted)
 {
@@ -1459,8 +1593,13 @@ START_TEST(one_report_per_problem)
     s.logger.callback = capture_log;
     s.logger.level = SHARC_LOG_DEBUG;
     s.on_problem = count_problem;
-    for (int threads = 1; threads <= 4; threads += 3) {
+    /* With a byte budget of one cut, the bins' estimate reads ahead over both problems
+     * before they are pulled: they are still reported once, when pulled. */
+    const uint64_t budget = s.sampler.max_buffer_bytes;
+    for (int run = 0; run < 4; run++) {
+        const int threads = run % 2 ? 4 : 1;
         s.n_threads = threads;
+        s.sampler.max_buffer_bytes = run < 2 ? budget : 1;
         /* FAIL: shard 0 comes first; its truncation stops the run. */
         s.on_error = SHARC_ON_ERROR_FAIL;
         log_errors = log_warnings = 0;
@@ -1664,6 +1803,7 @@ int main(void)
     tcase_add_test(tc, batch_samples_exact);
     tcase_add_test(tc, same_batches_for_any_thread_count);
     tcase_add_test(tc, resume_equals_uninterrupted);
+    tcase_add_test(tc, bins_estimated_past_the_byte_budget);
     tcase_add_test(tc, corrupt_states_are_rejected);
     tcase_add_test(tc, threads_are_named);
     tcase_add_test(tc, backpressure_and_mode_errors);

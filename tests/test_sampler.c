@@ -27,7 +27,9 @@ typedef struct src {
     long fail_at; /* pull of this position fails once with fail_rc */
     int fail_rc;
     size_t reloads;
-    double reload_bias; /* added to reloaded durations, to fake changed data */
+    double reload_bias;   /* added to reloaded durations, to fake changed data */
+    int no_peek;          /* offer no peek callback */
+    size_t peeks, peeked; /* peek calls, durations visited */
     uint64_t released[5];
 } src;
 
@@ -93,9 +95,24 @@ static int src_reload(void *cookie, uint64_t key, sharc__sitem *out)
     return 0;
 }
 
+/* The durations after the last pulled item; pulling goes on from there afterwards. */
+static int src_peek(void *cookie, int (*visit)(void *vcookie, double duration), void *vc)
+{
+    src *s = cookie;
+    s->peeks++;
+    for (size_t i = s->pos; i < s->n; i++) {
+        s->peeked++;
+        if (visit(vc, s->dur[i]) == SHARC__PEEK_STOP)
+            break;
+    }
+    return 0;
+}
+
 static sharc__sampler_source source_of(src *s)
 {
-    sharc__sampler_source so = {s, src_pull, src_release, src_reload, NULL};
+    sharc__sampler_source so = {s, src_pull, src_release, src_reload, NULL, src_peek};
+    if (s->no_peek)
+        so.peek = NULL;
     return so;
 }
 
@@ -285,7 +302,8 @@ START_TEST(bins_equal_lhotse)
             ck_assert_msg(out[i] == c.bins[i], "%s: bin %zu is %.17g, lhotse %.17g", e->d_name, i,
                           out[i], c.bins[i]);
 
-        /* The sampler estimates the same bins from the same stream, without consuming it. */
+        /* The sampler estimates the same bins from the same stream, without consuming it:
+         * its buffer holds 1000 items, and it peeks at the durations of the rest. */
         src so;
         src_init(&so, c.n);
         memcpy(so.dur, c.dur, c.n * sizeof *c.dur);
@@ -302,8 +320,11 @@ START_TEST(bins_equal_lhotse)
         const double *bins = sharc__sampler_bins(s, &nb);
         ck_assert_uint_eq(nb, c.n_bins);
         ck_assert_int_eq(memcmp(bins, c.bins, nb * sizeof *bins), 0);
+        ck_assert_uint_eq(so.peeks, c.n > st.buffer_size);
+        ck_assert_uint_le(sharc__sampler_buffered(s), st.buffer_size);
         sharc__sampler_close(&s);
-        ck_assert_uint_eq(so.released[SHARC__RELEASE_CLOSE] + n, c.n);
+        ck_assert_uint_eq(so.released[SHARC__RELEASE_CLOSE] + n, so.pos);
+        ck_assert_uint_eq(so.pos, c.n < st.buffer_size + n ? c.n : st.buffer_size + n);
         src_free(&so);
         free(c.dur);
         free(c.bins);
@@ -341,7 +362,7 @@ START_TEST(bins_from_first_n_items)
     st.max_duration = 60;
     st.num_buckets = 6;
     st.num_cuts_for_bins_estimate = 120;
-    st.buffer_size = 50; /* smaller than N: the first fill holds N anyway */
+    st.buffer_size = 50; /* smaller than N: the rest of the N durations are peeked at */
     double want[8];
     size_t n_want;
     ck_assert_int_eq(sharc_estimate_duration_bins(so.dur, 120, 6, want, &n_want), 0);
@@ -359,6 +380,64 @@ START_TEST(bins_from_first_n_items)
     sharc__sampler_close(&s);
     seq_free(&q);
     src_free(&so);
+}
+END_TEST
+
+/* The byte budget stops the buffer before it holds the N items the bins are estimated
+ * from: their durations are peeked at, so the bins are those of the first N items that pass
+ * the filters, as without a budget; the buffer stays within the budget; nothing is lost.
+ * Without a peek callback the bins come from the items the buffer could hold. */
+START_TEST(bins_from_first_n_items_under_byte_budget)
+{
+    for (int peek = 0; peek < 2; peek++) {
+        src so;
+        src_init(&so, 500);
+        random_durations(&so, 5, 0.5, 20);
+        so.bytes_each = 1000;
+        so.no_peek = !peek;
+        sharc__sampler_settings st;
+        sharc__sampler_default_settings(&st);
+        st.max_duration = 60;
+        st.num_buckets = 6;
+        st.num_cuts_for_bins_estimate = 120;
+        st.buffer_size = 50;
+        st.max_buffer_bytes = 30 * 1000; /* 30 items, and one waiting */
+        st.min_item_duration = 2;        /* filtered items are not counted */
+        /* The first N items that pass the filter, by an independent count. */
+        double first[120];
+        size_t n_first = 0, want_n = peek ? 120 : 31;
+        for (size_t i = 0; i < so.n && n_first < want_n; i++)
+            if (so.dur[i] >= st.min_item_duration)
+                first[n_first++] = so.dur[i];
+        ck_assert_uint_eq(n_first, want_n);
+        double want[8];
+        size_t n_want;
+        ck_assert_int_eq(sharc_estimate_duration_bins(first, n_first, 6, want, &n_want), 0);
+        sharc__sampler *s = open_ok(&st, &so);
+        seq q;
+        seq_init(&q, so.n);
+        ck_assert_int_eq(drain(s, &st, &so, &q, 1), 0);
+        size_t nb;
+        const double *bins = sharc__sampler_bins(s, &nb);
+        ck_assert_uint_eq(nb, n_want);
+        ck_assert_int_eq(memcmp(bins, want, nb * sizeof *bins), 0);
+        ck_assert_uint_eq(so.peeks, (size_t)peek);
+        /* The peek stopped at the 120th counted item, not at the end of the stream. */
+        ck_assert_uint_lt(so.peeked, so.n - so.pos);
+        ck_assert_uint_le(sharc__sampler_buffered(s), 31);
+        ck_assert_int_eq(drain(s, &st, &so, &q, SIZE_MAX), SHARC_END);
+        size_t filtered = 0;
+        for (size_t i = 0; i < so.n; i++) {
+            filtered += so.dur[i] < st.min_item_duration;
+            ck_assert_int_eq(so.state[i],
+                             so.dur[i] < st.min_item_duration ? ST_RELEASED : ST_BATCHED);
+        }
+        ck_assert_uint_eq(q.nk, so.n - filtered);
+        ck_assert_uint_eq(so.peeks, (size_t)peek); /* bins are estimated once */
+        sharc__sampler_close(&s);
+        seq_free(&q);
+        src_free(&so);
+    }
 }
 END_TEST
 
@@ -1228,6 +1307,7 @@ int main(void)
     tcase_add_test(tc, bins_equal_lhotse);
     tcase_add_test(tc, bins_reject_bad_input);
     tcase_add_test(tc, bins_from_first_n_items);
+    tcase_add_test(tc, bins_from_first_n_items_under_byte_budget);
     suite_add_tcase(su, tc);
     tc = tcase_create("batches");
     tcase_set_timeout(tc, 60);

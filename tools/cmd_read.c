@@ -155,7 +155,8 @@ static void print_help(void)
            "included), so that two runs can be compared bit for bit. Then a last object\n"
            "  {\"type\":\"summary\",\"layout\",\"batches\",\"first_step\",\"cuts\","
            "\"audio_seconds\",\n"
-           "   \"padded_seconds\",\"wall_seconds\",\"audio_seconds_per_second\",\"saved_states\",\n"
+           "   \"padded_seconds\",\"wall_seconds\",\"audio_seconds_per_second\",\"saved_states\","
+           "\"bins\",\n"
            "   \"reader\":{\"batches\",\"cuts\",\"audio_seconds\",\"padded_seconds\","
            "\"filtered_cuts\",\n"
            "   \"dropped_cuts\",\"shards\",\"skipped_cuts\",\"skipped_shards\",\"problems\":{...}},"
@@ -164,7 +165,9 @@ static void print_help(void)
            "where the top-level counts are this run's printed batches, reader holds the\n"
            "library's cumulative counters (they include what a resumed state had counted, and\n"
            "the reader may have planned batches beyond the last one printed; zero on a peer),\n"
-           "saved_states lists {\"step\",\"file\",\"bytes\"}, rank is this process's rank,\n"
+           "saved_states lists {\"step\",\"file\",\"bytes\"}, bins the duration bins the\n"
+           "batches' buckets use (given, resumed or estimated; [] with one bucket, null on a\n"
+           "peer or before a batch), rank is this process's rank,\n"
            "source says whether it read the batches (a peer received them from its group's\n"
            "source) and error is null or the error message.\n"
            "\n");
@@ -774,6 +777,20 @@ static void print_batch_summary_json(const sharc_reader *r, const batch_run *run
     cli_json_key(f, "audio_seconds_per_second", 0);
     cli_json_num(f, wall > 0 ? run->audio_seconds / wall : 0.0);
     fprintf(f, ",\"saved_states\":[%s]", saved);
+    size_t n_bins = 0;
+    const double *bins = r ? sharc_reader_bins(r, &n_bins) : NULL;
+    cli_json_key(f, "bins", 0);
+    if (bins) {
+        fputc('[', f);
+        for (size_t i = 0; i < n_bins; i++) {
+            if (i)
+                fputc(',', f);
+            cli_json_num(f, bins[i]);
+        }
+        fputc(']', f);
+    } else {
+        fputs("null", f);
+    }
     print_reader_stats_json(f, st);
     cli_dist_json(f, d, l);
     cli_json_key(f, "error", 0);

@@ -114,8 +114,10 @@ typedef struct sharc_sampler_settings {
     const uint32_t
         *bucket_batch_size; ///< fixed cuts per bucket, n_bins of them (NeMo
                             ///< OOMptimizer); excludes max_duration/max_cuts (default NULL)
-    uint32_t num_cuts_for_bins_estimate; ///< cuts whose durations estimate the bins (default 10000)
-    uint32_t buffer_size;                ///< cuts held in the buckets (default 20000)
+    /** The first N cuts (that pass the duration filters) whose durations estimate the bins;
+     *  those the buffer cannot hold are read ahead for their durations only (default 10000) */
+    uint32_t num_cuts_for_bins_estimate;
+    uint32_t buffer_size;      ///< cuts held in the buckets, at most (default 20000)
     uint64_t max_buffer_bytes; ///< encoded audio in the buckets; 0 = no limit (default 1 GiB)
     int shuffle;               ///< random order inside a bucket (default 1)
     int drop_last;             ///< drop the partial batches at the end (default 0)
@@ -268,6 +270,16 @@ SHARC_API size_t sharc_reader_num_shards(const sharc_reader *r);
 
 /** The layout in use (after detection). */
 SHARC_API sharc_layout sharc_reader_layout(const sharc_reader *r);
+
+/**
+ * The duration bins a batch reader's buckets use: those of the settings, those saved in the
+ * state it resumed from, or those estimated from the first num_cuts_for_bins_estimate cuts.
+ * Known once sharc_reader_next_batch() has returned a batch.
+ * @param n receives the number of bins (0 with one bucket, or when not known)
+ * @return the bins, owned by the reader and valid until it is closed; NULL when not known
+ *         (no batch returned yet, or a cut reader)
+ */
+SHARC_API const double *sharc_reader_bins(const sharc_reader *r, size_t *n);
 
 /** Close a reader and free everything it owns. NULL-safe; sets *r to NULL. */
 SHARC_API void sharc_reader_close(sharc_reader **r);

@@ -126,8 +126,23 @@ check batches "$tmp/out" "$exp" max_duration=14 quadratic=6
 expect_rc 0 "$SHARC" read --json --bins 1.5,3 --bucket-batch-size 4,2 --max-cut-duration 3 \
     --min-duration 0.75 --buffer-size 10 "$d"
 check batches "$tmp/out" "$exp" bins=1.5,3 bbs=4,2 max_cut_duration=3 min_duration=0.75
-expect_rc 0 "$SHARC" read --json --max-duration 12 --drop-last --buffer-size 10 "$d"
+"$PYTHON" -c 'import json,sys; s=json.loads(open(sys.argv[1]).readlines()[-1]); assert s["bins"] == [1.5, 3], s["bins"]' "$tmp/out"
+# (A buffer of 10 cuts over the default 10 buckets would have no bucket ready: Lhotse, and
+# sharc, then stop at once and drop all 10.)
+expect_rc 0 "$SHARC" read --json --max-duration 12 --drop-last --buffer-size 10 --num-buckets 2 "$d"
 check batches "$tmp/out" "$exp" max_duration=12 drop_last=1
+# The summary's bins: those of the first --num-cuts-for-bins cuts (sorted shard order here),
+# as `sharc buckets --num-cuts` estimates them, though the buffer (5 cuts, 100 kB) holds
+# fewer: the durations of the rest are read ahead, and those cuts are not lost.
+expect_rc 0 "$SHARC" buckets --json --num-buckets 4 --num-cuts 20 "$d"
+cp "$tmp/out" "$tmp/buckets.json"
+expect_rc 0 "$SHARC" read --json --no-shuffle-shards --num-buckets 4 --num-cuts-for-bins 20 \
+    --buffer-size 5 --max-buffer-bytes 100000 --max-duration 12 "$d"
+check batches "$tmp/out" "$exp" max_duration=12
+"$PYTHON" -c 'import json,sys
+want = json.load(open(sys.argv[1]))["bins"]
+got = json.loads(open(sys.argv[2]).readlines()[-1])["bins"]
+assert len(want) == 3 and got == want, (got, want)' "$tmp/buckets.json" "$tmp/out"
 # Without a size, batches are 600 s: this whole corpus fits in a few.
 expect_rc 0 "$SHARC" read --json --num-buckets 1 "$d"
 check batches "$tmp/out" "$exp" max_duration=600
@@ -152,7 +167,7 @@ expect_in "$tmp/err" "cannot create the dump directory $tmp/a-file"
 expect_rc 0 "$SHARC" read $B "$d"
 [ "$(grep -c '^step ' "$tmp/out")" -eq "$n" ] || fail "text output: not $n batch lines"
 first=$("$PYTHON" -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["ids"][0])' "$full")
-expect_in "$tmp/out" "$first"
+expect_in "$tmp/out" "$(printf %.30s "$first")" # long ids are shortened with "..."
 expect_in "$tmp/out" "-- $n batches (steps 0..$((n - 1)))"
 expect_rc 0 "$SHARC" read --quiet $B "$d"
 [ "$(wc -l <"$tmp/out")" -eq 3 ] || fail "--quiet printed more than the summary"
