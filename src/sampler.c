@@ -16,7 +16,7 @@
 #define MAX_BUFFER   (1u << 24)
 #define MAX_BINS     65536u
 #define STATE_MAGIC  "SHSM"
-#define STATE_VER    2u /* 2: the buffer holds buffer_size items while estimating */
+#define STATE_VER    2u   /* 2: the buffer holds buffer_size items while estimating */
 #define HEADER_BYTES 176u /* fixed part of the blob before the bins */
 #define ITEM_BYTES   28u  /* key u64, duration f64, bytes u64, bucket u32 */
 
