@@ -857,17 +857,27 @@ static int shar_build(sharc__ctx *ctx, sharc__dataset *d, const strlist *files)
 /* The layout of `files`. *nemo_tars_alone is set when every tar is named as NeMo tarred audio
  * (audio_N.tar) and no manifest is among the files: not read as WebDataset then, since the
  * transcripts are in the manifests. */
-static sharc_layout detect_layout(const strlist *files, int *nemo_tars_alone)
+/* Tars given without the files that say what is in them (detect_layout). */
+typedef enum tars_alone {
+    TARS_NOT_ALONE = 0,
+    NEMO_TARS_ALONE,      ///< audio_N.tar without a manifest
+    SHAR_RECORDINGS_ALONE ///< recording.NNNNNN.tar without cuts files
+} tars_alone;
+
+static sharc_layout detect_layout(const strlist *files, tars_alone *alone)
 {
-    *nemo_tars_alone = 0;
-    int tars = 0, nemo_tars = 0;
+    *alone = TARS_NOT_ALONE;
+    int tars = 0, nemo_tars = 0, shar_recordings = 0;
     for (size_t i = 0; i < files->n; i++) {
         const char *b = base_name(files->items[i]);
         char field[128];
         int is_tar;
         long long id;
-        if (shar_name(b, field, sizeof field, &is_tar) && !is_tar && strcmp(field, "cuts") == 0)
+        int shar = shar_name(b, field, sizeof field, &is_tar);
+        if (shar && !is_tar && strcmp(field, "cuts") == 0)
             return SHARC_LAYOUT_SHAR;
+        /* The name Lhotse's Shar writer gives the audio field's shards. */
+        shar_recordings += shar && is_tar && strcmp(field, "recording") == 0;
         if (nemo_id(b, "audio", ".tar", &id))
             nemo_tars++;
         if (is_tar_name(b))
@@ -878,9 +888,13 @@ static sharc_layout detect_layout(const strlist *files, int *nemo_tars_alone)
             if (has_suffix(files->items[i], ".json"))
                 return SHARC_LAYOUT_NEMO;
         if (nemo_tars == tars) {
-            *nemo_tars_alone = 1;
+            *alone = NEMO_TARS_ALONE;
             return SHARC_LAYOUT_AUTO;
         }
+    }
+    if (tars > 0 && shar_recordings == tars) {
+        *alone = SHAR_RECORDINGS_ALONE;
+        return SHARC_LAYOUT_AUTO;
     }
     return tars > 0 ? SHARC_LAYOUT_WDS : SHARC_LAYOUT_AUTO;
 }
@@ -921,9 +935,9 @@ static int check_every_path_used(sharc__ctx *ctx, const sharc__dataset *d, const
         if (j < ends[i])
             continue;
         strlist own = {files->items + lo, ends[i] - lo, 0};
-        int alone;
+        tars_alone alone;
         sharc_layout other = detect_layout(&own, &alone);
-        if (alone)
+        if (alone != TARS_NOT_ALONE)
             other = SHARC_LAYOUT_WDS; /* as such tars read with --layout wds */
         if (other != SHARC_LAYOUT_AUTO && other != d->layout)
             rc = sharc__set_error(ctx, SHARC_ERR_FORMAT,
@@ -1021,9 +1035,9 @@ int sharc__dataset_find(sharc__dataset *d, sharc__ctx *ctx, const char *const *p
     }
     if (rc < 0)
         goto done;
-    int nemo_tars_alone = 0;
+    tars_alone alone = TARS_NOT_ALONE;
     if (layout == SHARC_LAYOUT_AUTO)
-        layout = detect_layout(&files, &nemo_tars_alone);
+        layout = detect_layout(&files, &alone);
     d->layout = layout;
     switch (layout) {
     case SHARC_LAYOUT_SHAR:
@@ -1036,7 +1050,15 @@ int sharc__dataset_find(sharc__dataset *d, sharc__ctx *ctx, const char *const *p
         rc = wds_build(ctx, d, &files);
         break;
     default:
-        if (nemo_tars_alone)
+        if (alone == SHAR_RECORDINGS_ALONE)
+            rc = sharc__set_error(ctx, SHARC_ERR_FORMAT,
+                                  "%s%s: the tars are named as Lhotse Shar recording shards "
+                                  "(recording.NNNNNN.tar) and no cuts.NNNNNN.jsonl[.gz] is given "
+                                  "with them: give the Shar directory, or its cuts files too; or "
+                                  "read the tars as WebDataset shards with the wds layout "
+                                  "(--layout wds)",
+                                  n_paths ? paths[0] : "", n_paths > 1 ? " ..." : "");
+        else if (alone == NEMO_TARS_ALONE)
             rc = sharc__set_error(ctx, SHARC_ERR_FORMAT,
                                   "%s%s: the tars are named as NeMo tarred audio (audio_N.tar) "
                                   "and no NeMo manifest is given with them, so their transcripts "

@@ -298,6 +298,27 @@ START_TEST(every_path_counts)
     ck_assert_int_eq(sharc__dataset_find(&d, &ctx, glob, 4, SHARC_LAYOUT_AUTO, 1 << 20), 0);
     ck_assert_uint_eq(d.n_shards, 1);
     sharc__dataset_free(&d, &ctx);
+    /* A Shar recording tar alone is not taken for a WebDataset shard (its recording
+     * manifests would pass for the samples' metadata), unless asked for; a WebDataset shard
+     * named like a Shar field other than recording is read as one. */
+    const char *rec_alone[] = {rec};
+    ck_assert_int_eq(sharc__dataset_find(&d, &ctx, rec_alone, 1, SHARC_LAYOUT_AUTO, 1 << 20),
+                     SHARC_ERR_FORMAT);
+    ck_assert_msg(strstr(ctx.error, "recording.000000.tar: the tars are named as Lhotse Shar "
+                                    "recording shards") &&
+                      strstr(ctx.error, "no cuts.NNNNNN.jsonl[.gz] is given") &&
+                      strstr(ctx.error, "--layout wds"),
+                  "%s", ctx.error);
+    ck_assert_int_eq(sharc__dataset_find(&d, &ctx, rec_alone, 1, SHARC_LAYOUT_WDS, 1 << 20), 0);
+    ck_assert_int_eq(d.layout, SHARC_LAYOUT_WDS);
+    sharc__dataset_free(&d, &ctx);
+    touch("junk/train.000000.tar");
+    char wds[600];
+    snprintf(wds, sizeof wds, "%s/junk/train.000000.tar", dir);
+    const char *wds_alone[] = {wds};
+    ck_assert_int_eq(sharc__dataset_find(&d, &ctx, wds_alone, 1, SHARC_LAYOUT_AUTO, 1 << 20), 0);
+    ck_assert_int_eq(d.layout, SHARC_LAYOUT_WDS);
+    sharc__dataset_free(&d, &ctx);
     /* A glob over two Shar directories interleaves them: still one directory at a time, in
      * the order the directories first came. */
     ck_assert_int_eq(tu_sh("cd '%s' && mkdir shar2 && cp shar/cuts.000000.jsonl "
