@@ -7,6 +7,11 @@
 #            when nothing at all is shared but the machine (memory, caches), the ceiling
 #            against which to read the 2-thread figure
 #   lhotse   Lhotse's from_shar + DynamicBucketingSampler + collation, one thread (issue 3)
+#   alternate  after the repetitions: --alternations 2-thread batch runs (no floor), each
+#            between two 1-thread runs (1, 2, 1, 2, ..., 1); each 2-thread run is divided by
+#            the mean of the 1-thread runs on either side of it, which cancels a drift of
+#            the machine's speed that is steady over the three runs (tag "alternate", the
+#            position in the sequence as "rep")
 #   datapath WAV only: sharc-datapath with 1 and 2 threads, the memory traffic of the batches
 #            and nothing else (pread each member, convert to float32, zero the padding);
 #            its 2-thread / 1-thread ratio bounds the scaling of any loader here; then
@@ -27,8 +32,9 @@
 #                      (default BUILD/bench-data)
 #   --out DIR          raw results, one JSON object per line (default BUILD/bench-results)
 #   --codec C          flac, wav or all (default all)
-#   --what W           cuts, batches, pair, lhotse, datapath or all (default all); comma-separated
-#                      list works
+#   --what W           cuts, batches, pair, lhotse, datapath, alternate or all (default all);
+#                      a comma-separated list works
+#   --alternations N   2-thread runs in the alternated sequence (default 8)
 #   --seconds S        timed window of every run (default 10)
 #   --repeat R         repetitions (default 3)
 #   --threads LIST     thread counts for batches, e.g. "1 2" (default "1 2")
@@ -46,18 +52,19 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 
-build="" data="" out="" codecs="flac wav" what="cuts,batches,pair,lhotse,datapath" seconds=10 repeat=3
-threads="1 2" shards=16 cps=64 venv="" require_lhotse=0 pin_cores=1
+build="" data="" out="" codecs="flac wav" what="cuts,batches,pair,lhotse,datapath,alternate" seconds=10 repeat=3
+threads="1 2" shards=16 cps=64 venv="" require_lhotse=0 pin_cores=1 alternations=8
 while [ $# -gt 0 ]; do
     case $1 in
     --build) build=$2 ;;
     --data) data=$2 ;;
     --out) out=$2 ;;
     --codec) [ "$2" = all ] && codecs="flac wav" || codecs=$2 ;;
-    --what) [ "$2" = all ] && what="cuts,batches,pair,lhotse,datapath" || what=$2 ;;
+    --what) [ "$2" = all ] && what="cuts,batches,pair,lhotse,datapath,alternate" || what=$2 ;;
     --seconds) seconds=$2 ;;
     --repeat) repeat=$2 ;;
     --threads) threads=$2 ;;
+    --alternations) alternations=$2 ;;
     --shards) shards=$2 ;;
     --cuts-per-shard) cps=$2 ;;
     --venv) venv=$2 ;;
@@ -256,6 +263,18 @@ for name in sorted(os.listdir(sys.argv[1])):
                 --repeat 1 $common $batching
         fi
     done
+    if wants alternate && [ "$(nproc 2>/dev/null || echo 1)" -ge 2 ]; then
+        echo "alternated 1- and 2-thread runs ($alternations of 2 threads)" >&2
+        rep=0
+        run alternate "$codec" 1 "$sharc" bench --repeat 1 --threads 1 --json --quiet $common \
+            $batching "$d"
+        for rep in $(seq "$alternations"); do
+            run alternate "$codec" 2 "$sharc" bench --repeat 1 --threads 2 --json --quiet \
+                $common $batching "$d"
+            run alternate "$codec" 1 "$sharc" bench --repeat 1 --threads 1 --json --quiet \
+                $common $batching "$d"
+        done
+    fi
 done
 
 echo "results: $results" >&2

@@ -36,6 +36,16 @@ def paired(runs, codec, a, b):
     return med([r[a] / r[b] for r in by_rep.values() if a in r and b in r])
 
 
+def alternated(runs, codec):
+    """The alternated sequence of bench/run.sh (1, 2, 1, ..., 2, 1 threads; "rep" is the
+    position): each 2-thread run over the mean of the 1-thread runs just before and after it.
+    Returns (median, lowest, highest, count) or None."""
+    one = {x["rep"]: x["audio_seconds_per_second"] for x in runs.get((codec, "alternate", 1), [])}
+    two = {x["rep"]: x["audio_seconds_per_second"] for x in runs.get((codec, "alternate", 2), [])}
+    r = [v / ((one[k - 1] + one[k]) / 2) for k, v in two.items() if k - 1 in one and k in one]
+    return (statistics.median(r), min(r), max(r), len(r)) if r else None
+
+
 def fmt(v, spec):
     return "-" if v is None else format(v, spec)
 
@@ -51,7 +61,8 @@ def main():
     rows = []
     rate = {}
     cpu = {}
-    order = {"cuts": 0, "batches": 1, "pair": 2, "datapath": 3, "convert": 4, "lhotse": 5}
+    order = {"cuts": 0, "batches": 1, "alternate": 2, "pair": 3, "datapath": 4, "convert": 5,
+             "lhotse": 6}
     for (codec, tag, t), rs in sorted(runs.items(), key=lambda kv: (kv[0][0], order.get(
             kv[0][1], 6), kv[0][2])):
         r = {
@@ -60,6 +71,8 @@ def main():
                     f"data path alone, {t} thread{'s' if t > 1 else ''}" if tag == "datapath" else
                     f"conversion from memory, {t} thread{'s' if t > 1 else ''}" if tag == "convert"
                     else
+                    f"sharc batches alternated, {t} thread{'s' if t > 1 else ''}"
+                    if tag == "alternate" else
                     f"{'sharc ' if tag != 'lhotse' else ''}{tag}, {t} thread{'s' if t > 1 else ''}"),
             "n": len(rs),
             "audio": med([x["audio_seconds_per_second"] for x in rs]),
@@ -120,6 +133,12 @@ def main():
         one, two, pair = ("batches", 1), ("batches", 2), ("pair", 2)
         if ratio(two, one) is not None:
             checks.append(("scaling", "sharc 2 threads / 1 thread", ratio(two, one)))
+        alt = alternated(runs, codec)
+        if alt is not None:
+            # The same ratio from runs in alternation, each 2-thread run next to the 1-thread
+            # runs on either side: steadier on a machine whose speed drifts.
+            checks.append(("scaling", f"  same, alternated (median of {alt[3]}; "
+                                      f"{alt[1]:.2f}-{alt[2]:.2f})", alt[0]))
         if ratio(pair, one) is not None:
             # The same scaling with nothing shared but the machine: its ceiling here.
             checks.append((None, "  two 1-thread processes / one", ratio(pair, one)))
@@ -148,7 +167,7 @@ def main():
             target = TARGETS.get((key, codec))
             verdict = "" if target is None else (
                 f"target >= {target}: {'met' if v >= target else 'MISSED'}")
-            print(f"  {codec:5} {what:40} {v:7.3f}  {verdict}")
+            print(f"  {codec:5} {what:44} {v:7.3f}  {verdict}")
 
     # Where sharc's CPU goes, by thread (sharc bench's cpu_us_per_cut, from the threads'
     # names): steadier than the rates on a noisy machine.

@@ -731,22 +731,23 @@ static double compact(slot *s)
     return s->rate > 0 ? (double)kept * (double)(T - T2) / (double)s->rate : 0;
 }
 
-static void copy_state(sharc__pipeline *p, const slot *s)
+/* The slot's draft becomes the state of the last batch handed out, and the slot takes the
+ * previous one's buffer to write a later draft into: a swap, not a copy of the draft (tens
+ * of kB with a large buffer, written on the planner's core) per batch. A draft that could not
+ * be written (len 0) makes state_save report ENOMEM. */
+static void take_state(sharc__pipeline *p, slot *s)
 {
-    if (s->state_len > p->last_state_cap) {
-        uint8_t *n = sharc__malloc(&p->r->ctx, s->state_len * 2);
-        if (!n) {
-            p->last_state_len = 0; /* state_save then reports ENOMEM */
-            return;
-        }
-        sharc__free(&p->r->ctx, p->last_state);
-        p->last_state = n;
-        p->last_state_cap = s->state_len * 2;
-    }
-    memcpy(p->last_state, s->state, s->state_len);
+    uint8_t *buf = p->last_state;
+    size_t cap = p->last_state_cap;
+    p->last_state = s->state;
+    p->last_state_cap = s->state_cap;
     p->last_state_len = s->state_len;
+    s->state = buf;
+    s->state_cap = cap;
+    s->state_len = 0;
     /* Written before the rows were decoded: the skips since are known now. */
-    sharc__resume_take_back(p->last_state, p->last_state_len, &p->consumed_skips);
+    if (p->last_state_len)
+        sharc__resume_take_back(p->last_state, p->last_state_len, &p->consumed_skips);
 }
 
 int sharc__pipeline_next(sharc_reader *r, sharc_batch **out)
@@ -781,7 +782,7 @@ int sharc__pipeline_next(sharc_reader *r, sharc_batch **out)
         if (rc == 0)
             add_skips(&p->consumed_skips, &s->skips);
         if (rc == 0 && !empty)
-            copy_state(p, s);
+            take_state(p, s);
         if (rc != 0)
             snprintf(r->ctx.error, sizeof r->ctx.error, "%s", s->message);
 
