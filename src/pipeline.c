@@ -807,7 +807,7 @@ int sharc__pipeline_next(sharc_reader *r, sharc_batch **out)
             if (b)
                 sharc_batch_release(b);
             if (rc != SHARC_END)
-                r->failed = rc; /* logged where it happened */
+                r->batch_failed = rc; /* logged where it happened */
             return rc;
         }
         if (empty) {

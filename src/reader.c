@@ -278,8 +278,10 @@ static int handle_problem(sharc_reader *r, int rc)
 {
     sharc__stream_error *e = &r->err;
     if (e->kind >= SHARC_PROBLEM_COUNT) {
-        /* Not a data problem (out of memory, ...): no policy applies. */
-        sharc__log_error_once(&r->ctx);
+        /* Not a data problem (out of memory, ...): no policy applies. Logged once, when
+         * it stops the reader (not while the bins' estimate reads ahead, quietly). */
+        if (!r->quiet)
+            sharc__log_error_once(&r->ctx);
         r->failed = rc;
         return rc;
     }
@@ -322,11 +324,12 @@ static int open_next_shard(sharc_reader *r)
         if (r->pos.epoch_cuts == 0 && r->s.epochs == 0 && r->stats.shards > 0) {
             /* Not a problem of one shard or cut, so no policy applies: it stops the reader
              * (under SKIP it would otherwise be skipped, and the next epoch tried, forever). */
+            /* Logged by handle_problem, unless the bins' estimate is reading ahead. */
             reset_err(r);
-            return sharc__fail(&r->ctx, SHARC_ERR_FORMAT,
-                               "a whole epoch produced no usable cuts (each was skipped after a "
-                               "problem or filtered out by the duration limits); stopping "
-                               "instead of looping forever");
+            return sharc__set_error(&r->ctx, SHARC_ERR_FORMAT,
+                                    "a whole epoch produced no usable cuts (each was skipped "
+                                    "after a problem or filtered out by the duration limits); "
+                                    "stopping instead of looping forever");
         }
         if (r->s.epochs && r->pos.epoch + 1 >= r->s.epochs)
             return SHARC_END;
@@ -936,14 +939,14 @@ int sharc__reader_next_batch(sharc_reader *r, sharc_batch **batch)
     if (r->mode == 1)
         return sharc__set_error(&r->ctx, SHARC_ERR(EINVAL),
                                 "this reader serves cuts: use sharc_reader_next");
-    if (r->failed)
-        return r->failed;
+    if (r->batch_failed)
+        return r->batch_failed;
     if (r->mode == 0) {
         r->mode = 2;
         int rc = sharc__pipeline_start(r);
         if (rc < 0) {
             sharc__log_error_once(&r->ctx);
-            r->failed = rc;
+            r->batch_failed = rc;
             return rc;
         }
     }

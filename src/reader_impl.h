@@ -63,8 +63,12 @@ struct sharc_reader {
     sharc_cut cut;
     sharc_field fields[SHARC__MAX_FIELDS];
     sharc_reader_stats stats;
-    int mode; ///< 0 unused, 1 cuts, 2 batches
-    int failed;
+    int mode;   ///< 0 unused, 1 cuts, 2 batches
+    int failed; ///< the walk's error that stopped it (planner's thread in batch mode)
+    /** Batch mode, caller's thread: the error sharc_reader_next_batch returns from now on,
+     *  set when the caller reaches it in step order (the planner's `failed` comes earlier,
+     *  while it plans ahead, and must not cut the batches planned before it short). */
+    int batch_failed;
     sharc__pipeline *pipe;
     /** Held around on_problem calls once worker threads exist, so the callback is never
      *  entered by two threads at once. */

@@ -485,7 +485,8 @@ static int estimate_and_assign(sharc__sampler *s)
     if (!d)
         return sharc__fail(s->ctx, SHARC_ERR(ENOMEM), "sampler: out of memory for bins");
     size_t n = 0;
-    int rc = estimate_durations(s, d, &n);
+    /* One bucket needs no bins, nor the durations to read ahead for them. */
+    int rc = s->st.num_buckets >= 2 ? estimate_durations(s, d, &n) : 0;
     uint32_t k = s->st.num_buckets < n ? s->st.num_buckets : (uint32_t)n;
     if (rc == 0 && k >= 2)
         rc = sharc__estimate_bins(s->ctx, d, n, k, s->bins, &s->n_bins);
@@ -958,8 +959,11 @@ static int check_blob(sharc__sampler *s, const unsigned char *p, size_t n)
         return BAD("truncated (%zu bytes, the fixed part alone is %u)", n, HEADER_BYTES + 8);
     if (memcmp(p, STATE_MAGIC, 4) != 0)
         return BAD("bad magic, not a sampler state");
-    if (sharc__load_le32(p + 4) != STATE_VER)
-        return BAD("version %u, this build reads version %u", sharc__load_le32(p + 4), STATE_VER);
+    /* Version 1 held the estimate's items beyond buffer_size while estimating; its states
+     * (always saved with the bins known) resume the same when they fit the buffer. */
+    uint32_t ver = sharc__load_le32(p + 4);
+    if (ver != STATE_VER && ver != 1)
+        return BAD("version %u, this build reads versions 1 and %u", ver, STATE_VER);
     if (sharc__load_le64(p + 8) != n)
         return BAD("size is %zu bytes but the state says %llu (truncated or padded)", n,
                    (unsigned long long)sharc__load_le64(p + 8));
@@ -972,6 +976,8 @@ static int check_blob(sharc__sampler *s, const unsigned char *p, size_t n)
     int bins_ready = (flags & F_BINS_READY) != 0;
     if (flags & ~(uint32_t)31)
         return BAD("unknown flags %#x", flags);
+    if (ver == 1 && !bins_ready)
+        return BAD("version 1, saved before its bins were estimated");
     if (n_bins > s->max_buckets - 1 || (!bins_ready && n_bins) ||
         (!s->estimating && (!bins_ready || n_bins != s->n_bins)))
         return BAD("%u bins do not fit these settings", n_bins);

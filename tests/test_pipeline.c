@@ -11,6 +11,7 @@
 #include <string.h>
 #include <dirent.h>
 #include <sys/resource.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "sharc/sharc.h"
@@ -1054,6 +1055,107 @@ START_TEST(endless_epochs_of_nothing_stop)
     sharc_reader_close(&r);
     tu_rm_rf(dir);
     free(dir);
+
+    /* Three shards of four cut short, two data-parallel slots: slot 0's shards change each
+     * epoch, and the first epoch in which both of its are bad stops it, after batches. The
+     * bins' estimate reads that far ahead (a buffer of 5, 300 cuts to estimate from): the
+     * stop is still logged once, when the reader gets there. */
+    dir = gen_corpus("--layout shar --compress none --shards 4 --cuts-per-shard 6 "
+                     "--max-duration 4");
+    snprintf(path, sizeof path, "%s/shar", dir);
+    ck_assert_int_eq(tu_sh("cd '%s/shar' && truncate -s 3000 recording.000001.tar "
+                           "recording.000002.tar recording.000003.tar",
+                           dir),
+                     0);
+    settings_on(&s, paths);
+    s.epochs = 0;
+    s.seed = 4; /* the first epochs give slot 0 cuts: the stop comes after 5 batches */
+    s.dp_size = 2;
+    s.on_error = SHARC_ON_ERROR_SKIP;
+    s.n_threads = 2;
+    s.sampler.max_duration = 8;
+    s.sampler.buffer_size = 5;
+    s.sampler.num_cuts_for_bins_estimate = 300;
+    s.logger.callback = capture_log;
+    s.logger.level = SHARC_LOG_DEBUG;
+    log_errors = log_warnings = 0;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    int rc;
+    size_t batches = 0;
+    while ((rc = sharc_reader_next_batch(r, &b)) == 0) {
+        batches++;
+        sharc_batch_release(b);
+    }
+    ck_assert_int_eq(rc, SHARC_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(sharc_reader_last_error(r), want));
+    ck_assert_uint_gt(batches, 0);
+    ck_assert_int_eq(log_errors, 1);
+    ck_assert_ptr_nonnull(strstr(last_logged, want));
+    sharc_reader_get_stats(r, &st);
+    /* One per shard skipped, and the sampler's about a buffer too small for its buckets. */
+    ck_assert_uint_eq(log_warnings, st.skipped_shards + 1);
+    sharc_reader_close(&r);
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
+/* Under FAIL, the batches before the error are the same whatever the threads, the prefetch
+ * and the caller's pace: the planner meets the error while planning ahead, and the batches
+ * it planned before it are still handed out. */
+START_TEST(fail_stops_at_the_same_batch)
+{
+    char *dir = gen_corpus("--layout shar --compress none --shards 3 --cuts-per-shard 8 "
+                           "--max-duration 4");
+    char path[600];
+    snprintf(path, sizeof path, "%s/shar", dir);
+    const char *paths[] = {path};
+    /* The last shard in order is cut short inside its third member. */
+    ck_assert_int_eq(tu_sh("cd '%s/shar' && n=$(python3 -c \"import tarfile; "
+                           "t=tarfile.open('recording.000002.tar'); "
+                           "m=t.getmembers()[4]; print(m.offset_data + 100)\") && "
+                           "python3 '%s/corrupt.py' truncate recording.000002.tar $n",
+                           dir, getenv("SHARC_TESTS_SRC")),
+                     0);
+    sharc_reader_settings s;
+    settings_on(&s, paths);
+    s.shuffle_shards = 0;
+    s.sampler.max_duration = 8;
+    s.sampler.buffer_size = 4;
+    s.sampler.num_buckets = 2;
+    s.on_error = SHARC_ON_ERROR_FAIL;
+    static print ref[64], got[64];
+    size_t n_ref = 0;
+    for (int run = 0; run < 6; run++) {
+        s.n_threads = 1 + run % 3;
+        s.prefetch = run < 3 ? 16 : 1;
+        sharc_reader *r;
+        sharc_batch *b;
+        int rc;
+        size_t n = 0;
+        ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+        while ((rc = sharc_reader_next_batch(r, &b)) == 0) {
+            ck_assert_uint_lt(n, 64);
+            fingerprint(b, &got[n++]);
+            sharc_batch_release(b);
+            if (run < 3)
+                usleep(20000); /* the planner runs ahead, into the error */
+        }
+        ck_assert_int_eq(rc, SHARC_ERR_CORRUPT);
+        ck_assert_ptr_nonnull(strstr(sharc_reader_last_error(r), "recording.000002.tar"));
+        ck_assert_int_eq(sharc_reader_next_batch(r, &b), SHARC_ERR_CORRUPT); /* sticks */
+        sharc_reader_close(&r);
+        if (run == 0) {
+            n_ref = n;
+            memcpy(ref, got, n * sizeof *got);
+            ck_assert_uint_gt(n, 2);
+        }
+        ck_assert_msg(n == n_ref, "run %d (%d threads, prefetch %d): %zu batches, want %zu", run,
+                      s.n_threads, s.prefetch, n, n_ref);
+        expect_same_batches(got, ref, n);
+    }
+    tu_rm_rf(dir);
+    free(dir);
 }
 END_TEST
 
@@ -1820,6 +1922,7 @@ int main(void)
     tcase_add_test(tc, read_ahead_keeps_order_with_problems);
     tcase_add_test(tc, read_ahead_over_full_queues);
     tcase_add_test(tc, endless_epochs_of_nothing_stop);
+    tcase_add_test(tc, fail_stops_at_the_same_batch);
     tcase_add_test(tc, settings_at_open_and_no_memory_at_start);
     /* Last: should it fail, the tight limit on open files stays (no fork). */
     tcase_add_test(tc, decode_threads_near_the_open_file_limit);
