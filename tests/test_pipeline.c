@@ -1110,7 +1110,7 @@ START_TEST(fail_stops_at_the_same_batch)
     char path[600];
     snprintf(path, sizeof path, "%s/shar", dir);
     const char *paths[] = {path};
-    /* The last shard in order is cut short inside its third member. */
+    /* The last shard in order is cut short inside its third cut's audio member. */
     ck_assert_int_eq(tu_sh("cd '%s/shar' && n=$(python3 -c \"import tarfile; "
                            "t=tarfile.open('recording.000002.tar'); "
                            "m=t.getmembers()[4]; print(m.offset_data + 100)\") && "
