@@ -854,9 +854,6 @@ static int shar_build(sharc__ctx *ctx, sharc__dataset *d, const strlist *files)
     return rc;
 }
 
-/* The layout of `files`. *nemo_tars_alone is set when every tar is named as NeMo tarred audio
- * (audio_N.tar) and no manifest is among the files: not read as WebDataset then, since the
- * transcripts are in the manifests. */
 /* Tars given without the files that say what is in them (detect_layout). */
 typedef enum tars_alone {
     TARS_NOT_ALONE = 0,
@@ -864,6 +861,9 @@ typedef enum tars_alone {
     SHAR_RECORDINGS_ALONE ///< recording.NNNNNN.tar without cuts files
 } tars_alone;
 
+/* The layout of `files`. When every tar is named as NeMo tarred audio (audio_N.tar) with no
+ * manifest among the files, or as Shar recording shards with no cuts file, *alone says so and
+ * the layout is AUTO: read as WebDataset, their transcripts or cuts would be missing. */
 static sharc_layout detect_layout(const strlist *files, tars_alone *alone)
 {
     *alone = TARS_NOT_ALONE;

@@ -323,8 +323,8 @@ static int open_next_shard(sharc_reader *r)
     while (r->pos.order_pos == r->n_order) {
         if (r->pos.epoch_cuts == 0 && r->s.epochs == 0 && r->stats.shards > 0) {
             /* Not a problem of one shard or cut, so no policy applies: it stops the reader
-             * (under SKIP it would otherwise be skipped, and the next epoch tried, forever). */
-            /* Logged by handle_problem, unless the bins' estimate is reading ahead. */
+             * (under SKIP it would otherwise be skipped, and the next epoch tried, forever).
+             * Logged by handle_problem, unless the bins' estimate is reading ahead. */
             reset_err(r);
             return sharc__set_error(&r->ctx, SHARC_ERR_FORMAT,
                                     "a whole epoch produced no usable cuts (each was skipped "

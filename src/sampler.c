@@ -364,6 +364,17 @@ static const char *item_name(const sharc__sampler *s, const sharc__sitem *it, ch
     return out;
 }
 
+/* Whether the duration limits filter out an item of `duration`: SHARC__RELEASE_TOO_SHORT,
+ * SHARC__RELEASE_TOO_LONG, or -1 when it passes. */
+static int filter_of(const sharc__sampler_settings *st, double duration)
+{
+    if (duration < st->min_item_duration)
+        return SHARC__RELEASE_TOO_SHORT;
+    if (st->max_item_duration > 0 && duration > st->max_item_duration)
+        return SHARC__RELEASE_TOO_LONG;
+    return -1;
+}
+
 /* Pull one item into `pending`. 0: pending set; FILTERED: item filtered, pull again. */
 static int pull_one(sharc__sampler *s)
 {
@@ -386,14 +397,13 @@ static int pull_one(sharc__sampler *s)
                            "sampler: %s has duration %g, not a finite value >= 0", name,
                            it.duration);
     }
-    if (it.duration < s->st.min_item_duration) {
-        s->stats.too_short++;
-        give_back(s, &it, SHARC__RELEASE_TOO_SHORT);
-        return FILTERED;
-    }
-    if (s->st.max_item_duration > 0 && it.duration > s->st.max_item_duration) {
-        s->stats.too_long++;
-        give_back(s, &it, SHARC__RELEASE_TOO_LONG);
+    int filter = filter_of(&s->st, it.duration);
+    if (filter >= 0) {
+        if (filter == SHARC__RELEASE_TOO_SHORT)
+            s->stats.too_short++;
+        else
+            s->stats.too_long++;
+        give_back(s, &it, (sharc__release_reason)filter);
         return FILTERED;
     }
     if (s->bbs && it.duration > s->bins[s->n_bins - 1]) {
@@ -449,11 +459,9 @@ typedef struct peek_into {
 static int take_peeked(void *cookie, double duration)
 {
     peek_into *p = cookie;
-    const sharc__sampler_settings *st = &p->s->st;
     if (bad_nonneg(duration))
         return SHARC__PEEK_STOP; /* pull reports it when it gets there */
-    if (duration < st->min_item_duration ||
-        (st->max_item_duration > 0 && duration > st->max_item_duration))
+    if (filter_of(&p->s->st, duration) >= 0)
         return SHARC__PEEK_FILTERED;
     p->d[p->n++] = duration;
     return p->n == p->want ? SHARC__PEEK_STOP : SHARC__PEEK_TAKEN;
@@ -481,18 +489,20 @@ static int estimate_durations(sharc__sampler *s, double *d, size_t *n)
  * bucket. */
 static int estimate_and_assign(sharc__sampler *s)
 {
-    double *d = sharc__malloc(s->ctx, s->st.num_cuts_for_bins_estimate * sizeof *d);
-    if (!d)
-        return sharc__fail(s->ctx, SHARC_ERR(ENOMEM), "sampler: out of memory for bins");
-    size_t n = 0;
     /* One bucket needs no bins, nor the durations to read ahead for them. */
-    int rc = s->st.num_buckets >= 2 ? estimate_durations(s, d, &n) : 0;
-    uint32_t k = s->st.num_buckets < n ? s->st.num_buckets : (uint32_t)n;
-    if (rc == 0 && k >= 2)
-        rc = sharc__estimate_bins(s->ctx, d, n, k, s->bins, &s->n_bins);
-    sharc__free(s->ctx, d);
-    if (rc < 0)
-        return rc;
+    if (s->st.num_buckets >= 2) {
+        double *d = sharc__malloc(s->ctx, s->st.num_cuts_for_bins_estimate * sizeof *d);
+        if (!d)
+            return sharc__fail(s->ctx, SHARC_ERR(ENOMEM), "sampler: out of memory for bins");
+        size_t n = 0;
+        int rc = estimate_durations(s, d, &n);
+        uint32_t k = s->st.num_buckets < n ? s->st.num_buckets : (uint32_t)n;
+        if (rc == 0 && k >= 2)
+            rc = sharc__estimate_bins(s->ctx, d, n, k, s->bins, &s->n_bins);
+        sharc__free(s->ctx, d);
+        if (rc < 0)
+            return rc;
+    }
     s->bins_ready = 1;
     s->nb = s->n_bins + 1;
     uint32_t slot = s->buckets[0].head;

@@ -99,8 +99,9 @@ typedef struct sharc__sampler_source {
      * them. Call `visit(vcookie, duration)` for each, in order, until it returns
      * SHARC__PEEK_STOP or the items end, then leave `pull` exactly where it was. An item
      * the source cannot produce (a problem `pull` would report) may end the peek early.
-     * Used when the byte budget stops the buffer before it holds the items the bins are
-     * estimated from. NULL: the bins are estimated from the items the buffer holds.
+     * Used when the buffer (buffer_size or max_buffer_bytes) is full before it holds the
+     * items the bins are estimated from. NULL: the bins are estimated from the items the
+     * buffer holds.
      * @return 0 or a negative error (the sampler returns it unchanged)
      */
     int (*peek)(void *cookie, int (*visit)(void *vcookie, double duration), void *vcookie);

@@ -147,6 +147,8 @@ void cli_json_strn(FILE *f, const char *s, size_t n);
 
 /** Write a number with round-trip precision, or `null` when it is not finite. */
 void cli_json_num(FILE *f, double v);
+/** v[0..n) as a JSON array of cli_json_num values. */
+void cli_json_nums(FILE *f, const double *v, size_t n);
 
 /** Write `"key":` (the key as a JSON string) preceded by a comma unless `first`. */
 void cli_json_key(FILE *f, const char *key, int first);

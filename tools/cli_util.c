@@ -385,6 +385,17 @@ void cli_json_num(FILE *f, double v)
     fputs(buf, f);
 }
 
+void cli_json_nums(FILE *f, const double *v, size_t n)
+{
+    fputc('[', f);
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            fputc(',', f);
+        cli_json_num(f, v[i]);
+    }
+    fputc(']', f);
+}
+
 void cli_json_key(FILE *f, const char *key, int first)
 {
     if (!first)

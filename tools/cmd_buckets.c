@@ -233,13 +233,7 @@ static void print_json(const double *bins, size_t n_bins, const bucket_stats *b,
     size_t nb = n_bins + 1;
     fputc('{', stdout);
     cli_json_key(stdout, "bins", 1);
-    putchar('[');
-    for (size_t i = 0; i < n_bins; i++) {
-        if (i)
-            putchar(',');
-        cli_json_num(stdout, bins[i]);
-    }
-    putchar(']');
+    cli_json_nums(stdout, bins, n_bins);
     json_array("counts", b, nb, 0);
     json_array("seconds", b, nb, 1);
     json_array("min", b, nb, 2);

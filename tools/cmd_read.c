@@ -780,17 +780,10 @@ static void print_batch_summary_json(const sharc_reader *r, const batch_run *run
     size_t n_bins = 0;
     const double *bins = r ? sharc_reader_bins(r, &n_bins) : NULL;
     cli_json_key(f, "bins", 0);
-    if (bins) {
-        fputc('[', f);
-        for (size_t i = 0; i < n_bins; i++) {
-            if (i)
-                fputc(',', f);
-            cli_json_num(f, bins[i]);
-        }
-        fputc(']', f);
-    } else {
+    if (bins)
+        cli_json_nums(f, bins, n_bins);
+    else
         fputs("null", f);
-    }
     print_reader_stats_json(f, st);
     cli_dist_json(f, d, l);
     cli_json_key(f, "error", 0);
