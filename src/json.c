@@ -130,14 +130,20 @@ static int get_number(const cJSON *o, const char *key, double *out)
 }
 
 /*
- * Seconds (a duration or an offset) under `key`: 1 with `*out`; 0 when absent, not a number
- * or negative (the callers' defaults apply); or SHARC_ERR_JSON past SHARC__MAX_SECONDS.
+ * Seconds (a duration or an offset) under `key`: 1 with `*out`; 0 when absent or null (the
+ * callers' defaults apply); SHARC_ERR_JSON when it is there but not a number of seconds from
+ * 0 to SHARC__MAX_SECONDS (a string, a negative number), which is not taken as absent.
  */
 static int get_seconds(sharc__ctx *ctx, const cJSON *o, const char *key, double *out)
 {
-    double d;
-    if (!get_number(o, key, &d) || d < 0)
+    const cJSON *v = member(o, key);
+    if (!v || cJSON_IsNull(v))
         return 0;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+        return sharc__set_error(ctx, SHARC_ERR_JSON, "\"%s\" is not a number of seconds", key);
+    double d = v->valuedouble;
+    if (d < 0)
+        return sharc__set_error(ctx, SHARC_ERR_JSON, "\"%s\" is %g s, below 0", key, d);
     if (d > SHARC__MAX_SECONDS)
         return sharc__set_error(ctx, SHARC_ERR_JSON,
                                 "\"%s\" is %g s, over the %g s any audio can have", key, d,
@@ -235,7 +241,7 @@ int sharc__json_lhotse_cut(sharc__ctx *ctx, const char *line, size_t len, sharc_
         goto done;
     if ((rc = get_seconds(ctx, root, "duration", &duration)) <= 0) {
         if (rc == 0)
-            rc = sharc__set_error(ctx, SHARC_ERR_JSON, "cut %s has no valid \"duration\"", id);
+            rc = sharc__set_error(ctx, SHARC_ERR_JSON, "cut %s has no \"duration\"", id);
         else
             sharc__wrap_error(ctx, rc, "cut %s", id);
         goto done;
@@ -345,6 +351,8 @@ int sharc__json_nemo_row(sharc__ctx *ctx, const char *line, size_t len, const ch
         rc = SHARC_ERR(ENOMEM);
         goto done;
     }
+    row->skipme = truthy(member(root, "_skipme"));
+    row->shard_id = shard_id_of(root);
     row->duration = -1; /* the whole member */
     row->offset = 0;
     if ((rc = get_seconds(ctx, root, "duration", &row->duration)) < 0 ||
@@ -352,8 +360,6 @@ int sharc__json_nemo_row(sharc__ctx *ctx, const char *line, size_t len, const ch
         sharc__wrap_error(ctx, rc, "manifest row %s", path);
         goto done;
     }
-    row->skipme = truthy(member(root, "_skipme"));
-    row->shard_id = shard_id_of(root);
     if ((rc = set_opt(ctx, &c->text, &c->has_text, get_string(root, text_field))) < 0)
         goto done;
     if ((rc = set_opt(ctx, &c->language, &c->has_language, get_string(root, lang_field))) < 0)

@@ -121,8 +121,11 @@ static int add_row(sharc__stream *s, const char *line, size_t len, uint64_t line
         rc = sharc__buf_append(ctx, &s->lines, "", 1);
     if (rc < 0)
         return rc;
+    /* A row that names its member but has a bad value elsewhere (a negative duration, say)
+     * still pairs with its member: emit_row then reports it as that cut's problem. */
     sharc__nemo_row row = {0};
-    if (sharc__json_nemo_row(ctx, line, len, "text", "lang", &row, scratch) < 0) {
+    if (sharc__json_nemo_row(ctx, line, len, "text", "lang", &row, scratch) < 0 &&
+        !row.audio_filepath) {
         r->bad = 1;
         r->key = sharc__strdup(ctx, "");
         r->path = sharc__strdup(ctx, "");

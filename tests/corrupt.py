@@ -16,6 +16,7 @@ Usage: corrupt.py OP FILE ARGS...
   lines-drop FILE I          remove line I
   lines-set FILE I TEXT      replace line I
   lines-key FILE I KEY TEXT  set KEY of the JSON object on line I to the string TEXT
+  lines-json FILE I KEY JSON set KEY of the JSON object on line I to the value JSON
 Compression (gzip, zstd) is detected from the bytes and kept.
 """
 import gzip
@@ -143,6 +144,10 @@ def main(argv):
         elif op == "lines-key":
             obj = json.loads(lines[i])
             obj[args[1]] = args[2]
+            lines[i] = json.dumps(obj)
+        elif op == "lines-json":
+            obj = json.loads(lines[i])
+            obj[args[1]] = json.loads(args[2])
             lines[i] = json.dumps(obj)
         write_any(path, ("\n".join(lines) + "\n").encode(), comp)
     else:

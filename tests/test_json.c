@@ -136,17 +136,27 @@ START_TEST(numbers_out_of_range)
     }
 
     sharc__nemo_row row = {0};
+    /* So are values that are there but not seconds: not taken as absent. The row still
+     * names its member and says whether it is skipped. */
     const char *rows[] = {"{\"audio_filepath\": \"x.wav\", \"duration\": 2e7}",
-                          "{\"audio_filepath\": \"x.wav\", \"duration\": 1, \"offset\": 1e300}"};
+                          "{\"audio_filepath\": \"x.wav\", \"duration\": 1, \"offset\": 1e300}",
+                          "{\"audio_filepath\": \"x.wav\", \"duration\": -0.5, \"_skipme\": 1}",
+                          "{\"audio_filepath\": \"x.wav\", \"duration\": 1, \"offset\": \"2\"}",
+                          "{\"audio_filepath\": \"x.wav\", \"duration\": [1]}"};
     const char *why[] = {
         "manifest row x.wav: \"duration\" is 2e+07 s, over the 1e+07 s any audio can have",
-        "manifest row x.wav: \"offset\" is 1e+300 s, over the 1e+07 s any audio can have"};
-    for (int i = 0; i < 2; i++) {
+        "manifest row x.wav: \"offset\" is 1e+300 s, over the 1e+07 s any audio can have",
+        "manifest row x.wav: \"duration\" is -0.5 s, below 0",
+        "manifest row x.wav: \"offset\" is not a number of seconds",
+        "manifest row x.wav: \"duration\" is not a number of seconds"};
+    for (int i = 0; i < 5; i++) {
         sharc__rawcut_reset(&c);
         ck_assert_int_eq(
             sharc__json_nemo_row(&ctx, rows[i], strlen(rows[i]), "text", "lang", &row, &c),
             SHARC_ERR_JSON);
         ck_assert_str_eq(ctx.error, why[i]);
+        ck_assert_str_eq(row.audio_filepath, "x.wav");
+        ck_assert_int_eq(row.skipme, i == 2);
         sharc__free(&ctx, row.audio_filepath);
         row.audio_filepath = NULL;
     }
@@ -154,6 +164,22 @@ START_TEST(numbers_out_of_range)
     sharc__rawcut_reset(&c);
     ck_assert_int_eq(sharc__json_wds_meta(&ctx, wds, strlen(wds), &c), SHARC_ERR_JSON);
     ck_assert_str_eq(ctx.error, "\"duration\" is 1e+19 s, over the 1e+07 s any audio can have");
+    const char *wds_bad = "{\"duration\": \"3.5\"}";
+    sharc__rawcut_reset(&c);
+    ck_assert_int_eq(sharc__json_wds_meta(&ctx, wds_bad, strlen(wds_bad), &c), SHARC_ERR_JSON);
+    ck_assert_str_eq(ctx.error, "\"duration\" is not a number of seconds");
+    const char *wds_null = "{\"duration\": null, \"text\": \"hi\"}";
+    sharc__rawcut_reset(&c);
+    ck_assert_int_eq(sharc__json_wds_meta(&ctx, wds_null, strlen(wds_null), &c), 0);
+    ck_assert_str_eq(sharc__buf_str(&c.text), "hi");
+    const char *shar_bad = "{\"id\": \"a\", \"duration\": -1}";
+    sharc__rawcut_reset(&c);
+    ck_assert_int_eq(sharc__json_lhotse_cut(&ctx, shar_bad, strlen(shar_bad), &c), SHARC_ERR_JSON);
+    ck_assert_str_eq(ctx.error, "cut a: \"duration\" is -1 s, below 0");
+    const char *shar_none = "{\"id\": \"a\", \"duration\": null}";
+    ck_assert_int_eq(sharc__json_lhotse_cut(&ctx, shar_none, strlen(shar_none), &c),
+                     SHARC_ERR_JSON);
+    ck_assert_str_eq(ctx.error, "cut a has no \"duration\"");
 
     const char *ids[] = {"{\"shard_id\": 1111111111111111111111111111111113}",
                          "{\"shard_id\": 1.5}", "{\"shard_id\": -3}", "{\"shard_id\": 12}"};

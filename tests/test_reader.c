@@ -394,7 +394,13 @@ static const damage_case damage[] = {
      SHARC_PROBLEM_JSON, "cuts.000001.jsonl.gz line 3", 1, 0},
     /* The same for a cut line whose id is known and whose duration is not a number. */
     {"shar", "none", "lines-key cuts.000001.jsonl 3 duration abc", 0, SHARC_ERR_JSON,
-     SHARC_PROBLEM_JSON, "has no valid \"duration\"", 1, 0},
+     SHARC_PROBLEM_JSON, "\"duration\" is not a number of seconds", 1, 0},
+    /* A NeMo row whose duration or offset is there but not seconds costs that row: it is
+     * not read as the whole member or from its start. */
+    {"nemo", "none", "lines-json sharded_manifests/manifest_1.json 1 duration -2.5", 0,
+     SHARC_ERR_JSON, SHARC_PROBLEM_JSON, "\"duration\" is -2.5 s, below 0", 1, 0},
+    {"nemo", "gzip", "lines-key sharded_manifests/manifest_0.json 0 offset 1.5", 0, SHARC_ERR_JSON,
+     SHARC_PROBLEM_JSON, "\"offset\" is not a number of seconds", 1, 0},
     {"shar", "none", "lines-drop cuts.000002.jsonl 4", 0, SHARC_ERR_MISMATCH,
      SHARC_PROBLEM_ORPHAN_MEMBER, "more entries than", 1, 0},
     {"wds", "none", "tar-huge shard-000000.tar huge.flac 99999999999", 0, SHARC_ERR_TOO_LARGE,
