@@ -94,10 +94,15 @@ struct sharc__pipeline {
     uint8_t *last_state;
     size_t last_state_len, last_state_cap;
     sharc_reader_stats consumed_skips; ///< the skips of the batches consumed (caller only)
-    sharc__keyset held;                ///< keys of the cuts the sampler holds, for the resume state
-    sharc__bufpool bufs;               ///< audio member buffers, recycled
-    bcut **preloaded;                  ///< restore: cuts re-read for the saved keys, sorted by key
-    uint8_t *taken;                    ///< preloaded[i] was handed to the sampler
+    /** The counters as of the last batch handed out (its state's), which do not depend on
+     *  how far ahead the planner is; and whether the caller has met the end or an error,
+     *  after which the totals are final (both under mu: a loader's other thread asks). */
+    sharc_reader_stats handed_stats;
+    int caller_done;
+    sharc__keyset held;  ///< keys of the cuts the sampler holds, for the resume state
+    sharc__bufpool bufs; ///< audio member buffers, recycled
+    bcut **preloaded;    ///< restore: cuts re-read for the saved keys, sorted by key
+    uint8_t *taken;      ///< preloaded[i] was handed to the sampler
     size_t n_preloaded;
     int first_rate;   ///< the rate of the first batch planned (planner only)
     int rates_warned; ///< a batch at another rate was warned about (planner only)
@@ -788,6 +793,10 @@ int sharc__pipeline_next(sharc_reader *r, sharc_batch **out)
 
         pthread_mutex_lock(&p->mu);
         p->worker_stats.padded_seconds += narrowed;
+        if (rc == 0 && !empty)
+            sharc__resume_draft_stats(p->last_state, p->last_state_len, &p->handed_stats);
+        if (rc != 0)
+            p->caller_done = 1;
         if (rc < 0 && s->fail_row != SIZE_MAX && s->fail_kind < SHARC_PROBLEM_COUNT) {
             p->worker_stats.problems[s->fail_kind]++;
             sharc__log(&r->ctx, SHARC_LOG_ERROR, "%s", s->message);
@@ -820,6 +829,9 @@ int sharc__pipeline_next(sharc_reader *r, sharc_batch **out)
     }
 }
 
+/* Until the end or an error, the counters of the last batch handed out: the same at that
+ * step whatever the threads and their timing, and what a state saved now restores. Then
+ * the totals. Stage seconds are always the time spent so far. */
 void sharc__pipeline_stats(const sharc_reader *r, sharc_reader_stats *out)
 {
     sharc__pipeline *p = r->pipe;
@@ -827,6 +839,12 @@ void sharc__pipeline_stats(const sharc_reader *r, sharc_reader_stats *out)
     *out = p->planner_stats;
     sharc__stats_take_back(out, &p->worker_stats);
     out->stage_seconds[SHARC_STAGE_DECODE] += p->worker_stats.stage_seconds[SHARC_STAGE_DECODE];
+    if (!p->caller_done) {
+        double stages[5];
+        memcpy(stages, out->stage_seconds, sizeof stages);
+        *out = p->handed_stats;
+        memcpy(out->stage_seconds, stages, sizeof stages);
+    }
     out->batches = p->step_base + p->handed;
     pthread_mutex_unlock(&p->mu);
 }
@@ -920,6 +938,7 @@ static int restore(sharc__pipeline *p, const sharc__sampler_settings *ss,
         return rc;
     p->step_base = st.next_step;
     r->stats = st.stats;
+    p->handed_stats = st.stats;
     uint64_t *keys = sharc__malloc(&r->ctx, (st.n_keys ? st.n_keys : 1) * sizeof *keys);
     if (!keys)
         return SHARC_ERR(ENOMEM);

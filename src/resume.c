@@ -127,6 +127,15 @@ void sharc__resume_take_back(uint8_t *draft, size_t len, const sharc_reader_stat
     put_stats(&w, &st);
 }
 
+void sharc__resume_draft_stats(const uint8_t *draft, size_t len, sharc_reader_stats *out)
+{
+    sharc_reader_stats st = {0};
+    rbuf rb = {draft, len, STATS_OFFSET, 0};
+    get_stats(&rb, &st);
+    if (!rb.bad)
+        *out = st;
+}
+
 int sharc__resume_write(sharc_reader *r, uint8_t **buf, size_t *cap, size_t *len,
                         uint64_t next_step, const sharc_reader_stats *stats,
                         const sharc__keyset *held, const sharc__sampler *sampler)

@@ -26,6 +26,10 @@
  */
 void sharc__resume_take_back(uint8_t *draft, size_t len, const sharc_reader_stats *skipped);
 
+/** The counters of a draft state (or a state), for sharc_reader_get_stats; `out` is left
+ *  as it is when the blob is too short. */
+void sharc__resume_draft_stats(const uint8_t *draft, size_t len, sharc_reader_stats *out);
+
 /** What a state blob says; pointers point into the blob. */
 typedef struct sharc__resume {
     uint64_t next_step;

@@ -1001,6 +1001,133 @@ START_TEST(decode_errors_under_both_policies)
 }
 END_TEST
 
+/*
+ * The counters a batch reader reports are those of the last batch returned: the same at each
+ * step for any thread count, prefetch and caller speed, equal to the sums over the batches
+ * returned, restored with a state, and the totals after the end. Under SKIP a cut whose
+ * audio does not decode counts with the batch that held it.
+ */
+typedef struct step_stats {
+    uint64_t cuts, shards, skipped, decode_problems, batches;
+    double audio, padded;
+} step_stats;
+
+static step_stats stats_now(sharc_reader *r)
+{
+    sharc_reader_stats st;
+    sharc_reader_get_stats(r, &st);
+    return (step_stats){
+        st.cuts,    st.shards,        st.skipped_cuts,  st.problems[SHARC_PROBLEM_DECODE],
+        st.batches, st.audio_seconds, st.padded_seconds};
+}
+
+static void expect_same_stats(const step_stats *got, const step_stats *want, size_t step)
+{
+    ck_assert_msg(
+        got->cuts == want->cuts && got->shards == want->shards && got->skipped == want->skipped &&
+            got->decode_problems == want->decode_problems && got->batches == want->batches &&
+            fabs(got->audio - want->audio) < 1e-6 && fabs(got->padded - want->padded) < 1e-6,
+        "step %zu: cuts %llu shards %llu skipped %llu decode %llu batches %llu audio "
+        "%.6f padded %.6f; want %llu %llu %llu %llu %llu %.6f %.6f",
+        step, (unsigned long long)got->cuts, (unsigned long long)got->shards,
+        (unsigned long long)got->skipped, (unsigned long long)got->decode_problems,
+        (unsigned long long)got->batches, got->audio, got->padded, (unsigned long long)want->cuts,
+        (unsigned long long)want->shards, (unsigned long long)want->skipped,
+        (unsigned long long)want->decode_problems, (unsigned long long)want->batches, want->audio,
+        want->padded);
+}
+
+START_TEST(stats_are_those_of_the_batch_returned)
+{
+    char *dir = gen_corpus("--layout shar --compress none --shards 4 --cuts-per-shard 6 "
+                           "--max-duration 4");
+    char bad_member[256], bad_id[256];
+    spoil_member(dir, 8, bad_member, bad_id);
+    char path[600];
+    snprintf(path, sizeof path, "%s/shar", dir);
+    const char *paths[] = {path};
+    sharc_reader_settings s;
+    settings_on(&s, paths);
+    s.seed = 5;
+    s.sampler.max_duration = 8;
+    s.sampler.buffer_size = 4;
+    s.sampler.num_buckets = 2;
+    s.on_error = SHARC_ON_ERROR_SKIP;
+    enum { CAP = 64 };
+    static step_stats ref[CAP], got[CAP];
+    static uint8_t state[1 << 16];
+    size_t state_len = 0, n_ref = 0;
+    const size_t save_at = 3;
+    step_stats total = {0};
+    for (int run = 0; run < 4; run++) {
+        s.n_threads = 1 + run % 3;
+        s.prefetch = run == 0 ? 1 : 8;
+        sharc_reader *r;
+        sharc_batch *b;
+        int rc;
+        size_t n = 0;
+        step_stats sum = {0};
+        ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+        while ((rc = sharc_reader_next_batch(r, &b)) == 0) {
+            ck_assert_uint_lt(n, CAP);
+            if (run > 0)
+                usleep(20000); /* the planner and the decoders run ahead */
+            got[n] = stats_now(r);
+            const sharc_tensor *audio = sharc_batch_tensor(b, "audio");
+            const sharc_tensor *dur = sharc_batch_tensor(b, "duration");
+            sum.cuts += (uint64_t)audio->shape[0];
+            sum.padded += (double)(audio->shape[0] * audio->shape[1]) / 16000.0;
+            for (int64_t i = 0; i < audio->shape[0]; i++)
+                sum.audio += ((const float *)dur->data)[i];
+            ck_assert_uint_eq(got[n].cuts, sum.cuts);
+            ck_assert_uint_eq(got[n].batches, n + 1);
+            ck_assert_double_eq_tol(got[n].audio, sum.audio, 1e-3);
+            ck_assert_double_eq_tol(got[n].padded, sum.padded, 1e-3);
+            if (run == 0 && n + 1 == save_at)
+                ck_assert_int_eq(sharc_reader_state_save(r, state, sizeof state, &state_len), 0);
+            sharc_batch_release(b);
+            n++;
+        }
+        ck_assert_msg(rc == SHARC_END, "%s", sharc_reader_last_error(r));
+        step_stats end = stats_now(r);
+        sharc_reader_close(&r);
+        if (run == 0) {
+            n_ref = n;
+            memcpy(ref, got, n * sizeof *got);
+            total = end;
+            ck_assert_uint_gt(n, save_at + 2);
+            ck_assert_uint_eq(total.cuts, 23);
+            ck_assert_uint_eq(total.skipped, 1);
+            ck_assert_uint_eq(total.decode_problems, 1);
+            ck_assert_uint_eq(total.shards, 4);
+            /* The first batches were planned before the last shard was opened. */
+            ck_assert_uint_lt(ref[0].shards, 4);
+        }
+        ck_assert_uint_eq(n, n_ref);
+        for (size_t i = 0; i < n; i++)
+            expect_same_stats(&got[i], &ref[i], i);
+        expect_same_stats(&end, &total, n);
+    }
+    /* A reader resumed at step save_at reports that step's counters, then goes on. */
+    s.resume_state = state;
+    s.resume_state_size = state_len;
+    s.n_threads = 2;
+    sharc_reader *r;
+    sharc_batch *b;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    for (size_t i = save_at; i < n_ref; i++) {
+        ck_assert_int_eq(sharc_reader_next_batch(r, &b), 0);
+        sharc_batch_release(b);
+        step_stats now = stats_now(r);
+        expect_same_stats(&now, &ref[i], i);
+    }
+    ck_assert_int_eq(sharc_reader_next_batch(r, &b), SHARC_END);
+    sharc_reader_close(&r);
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
 /* Endless epochs that produce nothing stop with one error instead of looping: every cut
  * filtered out (batches), and every shard skipped under SKIP (cuts and batches). */
 START_TEST(endless_epochs_of_nothing_stop)
@@ -1910,6 +2037,7 @@ int main(void)
     tcase_add_test(tc, threads_are_named);
     tcase_add_test(tc, backpressure_and_mode_errors);
     tcase_add_test(tc, decode_errors_under_both_policies);
+    tcase_add_test(tc, stats_are_those_of_the_batch_returned);
     tcase_add_test(tc, skipped_longest_row_narrows_the_batch);
     tcase_add_test(tc, batches_hold_one_sampling_rate);
     tcase_add_test(tc, batch_too_large_names_its_longest_cut);

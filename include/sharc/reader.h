@@ -174,10 +174,15 @@ typedef struct sharc_reader_settings {
 } sharc_reader_settings;
 
 /**
- * Counters, cumulative since open. In batch mode `batches` counts the batches returned, and
- * the others what was read and planned so far: `cuts` and `audio_seconds` include the cuts
- * still in the sampler's buffer and in batches prepared ahead, `padded_seconds` those
- * batches.
+ * Counters, cumulative since open (a resumed reader starts from those of its state). In
+ * batch mode they are those of the last batch returned, the same at a given step whatever
+ * n_threads, prefetch and timing are, and what a state saved then holds: `batches` counts
+ * the batches returned, `cuts` and `audio_seconds` the cuts planned into batches up to that
+ * one, the other counters what the reader had read and met when it planned it (problems
+ * found while decoding count with the batch that holds the cut). Batches prepared ahead do
+ * not count yet, though the problem callback may already have reported what was found in
+ * them. After SHARC_END or an error they are the totals. `stage_seconds` is always the time
+ * spent so far.
  */
 typedef struct sharc_reader_stats {
     uint64_t cuts;                          ///< cuts returned (batch mode: read, see above)
