@@ -231,9 +231,12 @@ static int emit_row(sharc__stream *s, nemo_row *r, sharc__rawcut *c, sharc__stre
     int rc = sharc__json_nemo_row(ctx, sharc__buf_str(&s->lines) + r->line_off, r->line_len,
                                   s->opts->nemo_text_field, s->opts->nemo_lang_field, &row, c);
     sharc__free(ctx, row.audio_filepath);
-    if (rc < 0)
+    if (rc < 0) {
+        sharc__wrap_error(ctx, rc, "%s line %llu", s->shard->meta_path,
+                          (unsigned long long)r->lineno);
         return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_JSON, 0, s->shard->meta_path, NULL,
                                   r->path);
+    }
     c->duration = row.duration; /* < 0: the whole member, known after decoding */
     c->window = row.duration >= 0;
     c->offset = row.offset;
