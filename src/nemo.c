@@ -124,8 +124,12 @@ static int add_row(sharc__stream *s, const char *line, size_t len, uint64_t line
     /* A row that names its member but has a bad value elsewhere (a negative duration, say)
      * still pairs with its member: emit_row then reports it as that cut's problem. */
     sharc__nemo_row row = {0};
-    if (sharc__json_nemo_row(ctx, line, len, "text", "lang", &row, scratch) < 0 &&
-        !row.audio_filepath) {
+    int jrc = sharc__json_nemo_row(ctx, line, len, "text", "lang", &row, scratch);
+    if (jrc < 0 && jrc != SHARC_ERR_JSON) { /* out of memory: not the row's fault */
+        sharc__free(ctx, row.audio_filepath);
+        return jrc;
+    }
+    if (jrc < 0 && !row.audio_filepath) {
         r->bad = 1;
         r->key = sharc__strdup(ctx, "");
         r->path = sharc__strdup(ctx, "");
@@ -234,8 +238,8 @@ static int emit_row(sharc__stream *s, nemo_row *r, sharc__rawcut *c, sharc__stre
     if (rc < 0) {
         sharc__wrap_error(ctx, rc, "%s line %llu", s->shard->meta_path,
                           (unsigned long long)r->lineno);
-        return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_JSON, 0, s->shard->meta_path, NULL,
-                                  r->path);
+        return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_JSON, 0, s->shard->meta_path,
+                                  sharc__buf_str(&s->member.name), r->path);
     }
     c->duration = row.duration; /* < 0: the whole member, known after decoding */
     c->window = row.duration >= 0;

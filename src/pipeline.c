@@ -793,10 +793,24 @@ int sharc__pipeline_next(sharc_reader *r, sharc_batch **out)
 
         pthread_mutex_lock(&p->mu);
         p->worker_stats.padded_seconds += narrowed;
-        if (rc == 0 && !empty)
+        uint64_t step = 0;
+        if (rc == 0 && !empty) {
             sharc__resume_draft_stats(p->last_state, p->last_state_len, &p->handed_stats);
-        if (rc != 0)
+            step = p->step_base + p->handed++;
+        }
+        if (rc == SHARC_END || (rc < 0 && s->fail_row == SIZE_MAX)) {
+            /* The planner stopped there: every batch it planned has been handed out. */
             p->caller_done = 1;
+        } else if (rc < 0) {
+            /* A row failed to decode: later batches may be planned and decoded already, so
+             * the counters stay those of the last batch handed out, with this batch's
+             * problems added. */
+            for (int k = 0; k < SHARC_PROBLEM_COUNT; k++)
+                p->handed_stats.problems[k] += s->skips.problems[k];
+            p->handed_stats.skipped_cuts += s->skips.skipped_cuts;
+            if (s->fail_kind < SHARC_PROBLEM_COUNT)
+                p->handed_stats.problems[s->fail_kind]++;
+        }
         if (rc < 0 && s->fail_row != SIZE_MAX && s->fail_kind < SHARC_PROBLEM_COUNT) {
             p->worker_stats.problems[s->fail_kind]++;
             sharc__log(&r->ctx, SHARC_LOG_ERROR, "%s", s->message);
@@ -823,15 +837,16 @@ int sharc__pipeline_next(sharc_reader *r, sharc_batch **out)
             sharc_batch_release(b);
             continue;
         }
-        b->step = p->step_base + p->handed++;
+        b->step = step;
         *out = b;
         return 0;
     }
 }
 
-/* Until the end or an error, the counters of the last batch handed out: the same at that
- * step whatever the threads and their timing, and what a state saved now restores. Then
- * the totals. Stage seconds are always the time spent so far. */
+/* Until the end or the planner's error, the counters of the last batch handed out (and the
+ * problems of a batch that failed to decode): the same at that step whatever the threads
+ * and their timing, and what a state saved now restores. Then the totals. Stage seconds
+ * are always the time spent so far. */
 void sharc__pipeline_stats(const sharc_reader *r, sharc_reader_stats *out)
 {
     sharc__pipeline *p = r->pipe;

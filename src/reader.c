@@ -881,10 +881,14 @@ const char *sharc__reader_last_error(const sharc_reader *r)
 
 void sharc__reader_get_stats(const sharc_reader *r, sharc_reader_stats *out)
 {
-    if (r->pipe)
+    if (r->pipe) {
         sharc__pipeline_stats(r, out);
-    else
-        *out = r->stats;
+        return;
+    }
+    *out = r->stats;
+    /* Resumed, and no batch asked for yet: the counters are the state's. */
+    if (r->mode != 1 && r->resume)
+        sharc__resume_saved_stats(r->resume, r->s.resume_state_size, r->state_hash, out);
 }
 
 size_t sharc__reader_num_shards(const sharc_reader *r)

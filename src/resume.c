@@ -136,6 +136,26 @@ void sharc__resume_draft_stats(const uint8_t *draft, size_t len, sharc_reader_st
         *out = st;
 }
 
+void sharc__resume_saved_stats(const uint8_t *blob, size_t len, uint64_t state_hash,
+                               sharc_reader_stats *out)
+{
+    if (len < 8 * FIXED_FIELDS ||
+        sharc__load_le64(blob + len - 8) != (uint64_t)(uint32_t)crc32(0L, blob, (uInt)(len - 8)))
+        return;
+    rbuf rb = {blob, len - 8, 0, 0};
+    if (get_u64(&rb) != (((uint64_t)STATE_VERSION << 32) | STATE_MAGIC) ||
+        get_u64(&rb) != state_hash)
+        return;
+    uint64_t step = get_u64(&rb);
+    sharc_reader_stats st = {0};
+    rb.at = STATS_OFFSET;
+    get_stats(&rb, &st);
+    if (rb.bad)
+        return;
+    st.batches = step;
+    *out = st;
+}
+
 int sharc__resume_write(sharc_reader *r, uint8_t **buf, size_t *cap, size_t *len,
                         uint64_t next_step, const sharc_reader_stats *stats,
                         const sharc__keyset *held, const sharc__sampler *sampler)

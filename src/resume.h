@@ -30,6 +30,11 @@ void sharc__resume_take_back(uint8_t *draft, size_t len, const sharc_reader_stat
  *  as it is when the blob is too short. */
 void sharc__resume_draft_stats(const uint8_t *draft, size_t len, sharc_reader_stats *out);
 
+/** The counters of a state the caller passed to resume, with `batches` its step, when its
+ *  checksum, version and hash `state_hash` are right; else `out` is left as it is. */
+void sharc__resume_saved_stats(const uint8_t *blob, size_t len, uint64_t state_hash,
+                               sharc_reader_stats *out);
+
 /** What a state blob says; pointers point into the blob. */
 typedef struct sharc__resume {
     uint64_t next_step;

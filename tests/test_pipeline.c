@@ -1115,6 +1115,8 @@ START_TEST(stats_are_those_of_the_batch_returned)
     sharc_reader *r;
     sharc_batch *b;
     ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    step_stats before = stats_now(r); /* no batch asked for yet */
+    expect_same_stats(&before, &ref[save_at - 1], save_at - 1);
     for (size_t i = save_at; i < n_ref; i++) {
         ck_assert_int_eq(sharc_reader_next_batch(r, &b), 0);
         sharc_batch_release(b);
@@ -1123,6 +1125,36 @@ START_TEST(stats_are_those_of_the_batch_returned)
     }
     ck_assert_int_eq(sharc_reader_next_batch(r, &b), SHARC_END);
     sharc_reader_close(&r);
+
+    /* Under FAIL, after the batch that fails to decode: the counters of the batch before
+     * it and the one problem, however far the planner and the decoders had gone. */
+    s.resume_state = NULL;
+    s.resume_state_size = 0;
+    s.on_error = SHARC_ON_ERROR_FAIL;
+    step_stats failed_ref = {0};
+    for (int run = 0; run < 4; run++) {
+        s.n_threads = 1 + run % 3;
+        s.prefetch = run == 0 ? 1 : 16;
+        size_t n = 0;
+        int rc;
+        ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+        while ((rc = sharc_reader_next_batch(r, &b)) == 0) {
+            sharc_batch_release(b);
+            if (run > 0)
+                usleep(20000);
+            n++;
+        }
+        ck_assert_int_eq(rc, SHARC_ERR_DECODE);
+        step_stats after = stats_now(r);
+        sharc_reader_close(&r);
+        ck_assert_uint_gt(n, 0);
+        step_stats want = ref[n - 1]; /* the same batches as under SKIP up to there */
+        want.decode_problems++;
+        expect_same_stats(&after, &want, n);
+        if (run == 0)
+            failed_ref = after;
+        expect_same_stats(&after, &failed_ref, n);
+    }
     tu_rm_rf(dir);
     free(dir);
 }

@@ -177,15 +177,16 @@ typedef struct sharc_reader_settings {
  * Counters, cumulative since open (a resumed reader starts from those of its state). In
  * batch mode they are those of the last batch returned, the same at a given step whatever
  * n_threads, prefetch and timing are, and what a state saved then holds: `batches` counts
- * the batches returned, `cuts` and `audio_seconds` the cuts planned into batches up to that
- * one, the other counters what the reader had read and met when it planned it (problems
- * found while decoding count with the batch that holds the cut). Batches prepared ahead do
- * not count yet, though the problem callback may already have reported what was found in
- * them. After SHARC_END or an error they are the totals. `stage_seconds` is always the time
- * spent so far.
+ * the batches returned, `cuts` and `audio_seconds` the cuts in them, the other counters
+ * what the reader had read and met when it planned the last one (a cut that fails to decode
+ * under SKIP counts with the batch that held it, or with the next one returned when no row
+ * of its batch was left). Batches prepared ahead do not count yet, though the problem
+ * callback may already have reported what was found in them. After a batch that fails to
+ * decode, its problems are added; after SHARC_END or any other error the counters are the
+ * totals. `stage_seconds` is always the time spent so far.
  */
 typedef struct sharc_reader_stats {
-    uint64_t cuts;                          ///< cuts returned (batch mode: read, see above)
+    uint64_t cuts;                          ///< cuts returned (batch mode: see above)
     double audio_seconds;                   ///< sum of those cuts' durations
     uint64_t shards;                        ///< shards opened
     uint64_t skipped_cuts;                  ///< cuts skipped under the SKIP policy
