@@ -176,6 +176,7 @@ static int peek_durations(void *cookie, int (*visit)(void *vcookie, double durat
     sharc_reader *r = p->r;
     const sharc__walk_pos at = r->pos;
     const sharc_reader_stats stats = r->stats;
+    const double io0 = r->ctx.io_seconds, read0 = r->read_seconds;
     int rc;
     r->quiet = 1;
     while ((rc = sharc__reader_pull(r)) == 0) {
@@ -191,7 +192,12 @@ static int peek_durations(void *cookie, int (*visit)(void *vcookie, double durat
     if (rc == SHARC_ERR(ENOMEM))
         return rc;
     r->ctx.error[0] = 0;
-    return sharc__reader_seek(r, &at);
+    rc = sharc__reader_seek(r, &at);
+    /* The reading ahead and back is startup time spent reading, counted as pull_item does. */
+    const double io = r->ctx.io_seconds - io0;
+    p->stage[SHARC_STAGE_READ] += io;
+    p->stage[SHARC_STAGE_DECOMPRESS] += (r->read_seconds - read0) - io;
+    return rc;
 }
 
 static void describe_item(void *cookie, const sharc__sitem *item, char *out, size_t cap)
