@@ -34,7 +34,7 @@ struct sharc__stream {
     sharc__buf lines; ///< all rows of the shard, each followed by a NUL
     nemo_row *rows;
     size_t n_rows;
-    uint32_t *by_key; ///< row indices sorted by (key, path)
+    uint32_t *by_key; ///< row indices sorted by key, then manifest order
     sharc__member member;
     size_t pending_first, pending_end; ///< range in by_key of the current member's rows
     size_t bad_cursor, missing_cursor;
@@ -91,12 +91,12 @@ static char *member_key(sharc__ctx *ctx, const char *path)
     return key;
 }
 
+/* By member, and the rows of one member in manifest order, as NeMo yields them. */
 static int cmp_rows(const void *a, const void *b, void *rows)
 {
-    const nemo_row *x = &((const nemo_row *)rows)[*(const uint32_t *)a];
-    const nemo_row *y = &((const nemo_row *)rows)[*(const uint32_t *)b];
-    int c = strcmp(x->key, y->key);
-    return c ? c : strcmp(x->path, y->path);
+    uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
+    int c = strcmp(((const nemo_row *)rows)[i].key, ((const nemo_row *)rows)[j].key);
+    return c ? c : (i > j) - (i < j);
 }
 
 static int add_row(sharc__stream *s, const char *line, size_t len, uint64_t lineno, size_t *cap,

@@ -180,6 +180,36 @@ START_TEST(every_layout_wav_opus_mp3)
 }
 END_TEST
 
+/* NeMo rows that cut one member come in manifest order, as NeMo yields them, not sorted by
+ * their audio_filepath ("x-sub1.flac" sorts before "x.flac"). */
+START_TEST(nemo_rows_in_manifest_order)
+{
+    corpus c = make_corpus("nemo", "flac", "none", 3, 6);
+    sharc_reader_settings s;
+    sharc_reader_default_settings(&s);
+    const char *paths[] = {c.path};
+    s.paths = paths;
+    s.n_paths = 1;
+    s.shuffle_shards = 0;
+    s.logger.callback = NULL;
+    sharc_reader *r;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    const sharc_cut *cut;
+    size_t n = 0, subs = 0;
+    while (sharc_reader_next(r, &cut) == 0) {
+        ck_assert_uint_lt(n, c.n);
+        ck_assert_msg(strcmp(cut->id, c.cuts[n].id) == 0, "cut %zu: %s, want %s", n, cut->id,
+                      c.cuts[n].id);
+        subs += strstr(cut->id, "-sub") != NULL;
+        n++;
+    }
+    ck_assert_uint_eq(n, c.n);
+    ck_assert_uint_gt(subs, 0); /* the corpus has rows that share a member */
+    sharc_reader_close(&r);
+    free_corpus(&c);
+}
+END_TEST
+
 START_TEST(epochs_shuffle_and_dp_split)
 {
     corpus c = make_corpus("shar", "flac", "gzip", 4, 3);
@@ -566,6 +596,7 @@ int main(void)
     tcase_add_loop_test(tc, every_layout_and_compression_flac, 0, 9);
     tcase_add_loop_test(tc, every_layout_wav_opus_mp3, 0, 9);
     tcase_add_test(tc, epochs_shuffle_and_dp_split);
+    tcase_add_test(tc, nemo_rows_in_manifest_order);
     tcase_add_loop_test(tc, lhotse_written_fixture, 0, 4);
     suite_add_tcase(s, tc);
     TCase *bad = tcase_create("damaged");

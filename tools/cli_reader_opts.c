@@ -114,7 +114,7 @@ static int apply_reader(const char *cmd, int opt, const char *val, sharc_reader_
     case CLI_RO_THREADS:
         return cli_parse_int(cmd, "--threads", val, 0, 4096, &s->n_threads);
     case CLI_RO_PREFETCH:
-        return cli_parse_int(cmd, "--prefetch", val, 0, 1 << 16, &s->prefetch);
+        return cli_parse_int(cmd, "--prefetch", val, 0, 1024, &s->prefetch); /* as the library */
     case CLI_RO_READ_AHEAD_BYTES:
         return cli_parse_u64(cmd, "--read-ahead-bytes", val, &s->read_ahead_bytes);
     case CLI_RO_MAX_MEMBER_BYTES:

@@ -128,6 +128,8 @@ expect_in "$tmp/err" "--threads applies to batches"
 expect_rc 2 "$SHARC" bench --bins 3,1 "$d"
 expect_in "$tmp/err" "--bins needs sorted positive numbers"
 expect_rc 2 "$SHARC" bench --repeat 0 "$d"
+expect_rc 2 "$SHARC" bench --prefetch 1025 "$d"
+expect_in "$tmp/err" "an integer from 0 to 1024 is expected"
 
 # A dataset that ends during the warm-up is an error, not a report of nothing.
 expect_rc 1 "$SHARC" bench --cuts --warmup 100 "$d"
