@@ -186,6 +186,9 @@ void cli_report_error(const char *cmd, const char *prefix, const char *text);
  */
 const char *cli_error_text(char *buf, size_t n, int rc, const char *why);
 
+/** "cannot open the WHAT: <why>", as cli_print_open_failure() prints it after a failed open. */
+const char *cli_open_failure_text(char *buf, size_t n, const char *what, int rc);
+
 /**
  * Print "sharc CMD: cannot open the WHAT: <cli_error_text() of rc and the library's logged
  * reason>" for an open that failed with `rc`.

@@ -496,12 +496,18 @@ const char *cli_error_text(char *buf, size_t n, int rc, const char *why)
     return buf;
 }
 
-void cli_print_open_failure(const char *cmd, const char *what, int rc)
+const char *cli_open_failure_text(char *buf, size_t n, const char *what, int rc)
 {
     char why[1024], text[1200];
     cli_last_logged_error(why, sizeof why);
-    fprintf(stderr, "sharc %s: cannot open the %s: %s\n", cmd, what,
-            cli_error_text(text, sizeof text, rc, why));
+    snprintf(buf, n, "cannot open the %s: %s", what, cli_error_text(text, sizeof text, rc, why));
+    return buf;
+}
+
+void cli_print_open_failure(const char *cmd, const char *what, int rc)
+{
+    char text[1400];
+    fprintf(stderr, "sharc %s: %s\n", cmd, cli_open_failure_text(text, sizeof text, what, rc));
 }
 
 int cli_open_reader(const char *cmd, const sharc_reader_settings *s, sharc_reader **r)

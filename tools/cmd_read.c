@@ -387,17 +387,21 @@ static const char *loader_error(const sharc_loader *l, int rc)
     return error[0] ? error : sharc_strerror(rc);
 }
 
-static int open_loader(const sharc_reader_settings *s, read_opts *o, sharc_loader **l)
+static int open_loader(const sharc_reader_settings *s, read_opts *o, sharc_loader **l, char *error,
+                       size_t cap)
 {
     sharc_loader_settings ls;
     sharc_loader_default_settings(&ls);
     ls.reader = *s;
     cli_dist_apply(&o->dist, &ls);
     int rc = cli_open_loader("read", &ls, l);
+    if (rc < 0)
+        cli_open_failure_text(error, cap, "loader", rc);
     if (rc == 0 && sharc_loader_is_source(*l) && sharc_loader_reader(*l) == NULL) {
         sharc_batch *b = NULL;
         rc = sharc_loader_next(*l, &b); /* sends the reason to the peers */
-        fprintf(stderr, "sharc read: %s\n", sharc_loader_last_error(*l));
+        snprintf(error, cap, "%s", sharc_loader_last_error(*l));
+        fprintf(stderr, "sharc read: %s\n", error);
         sharc_loader_close(l);
     }
     if (rc < 0)
@@ -409,8 +413,16 @@ static int run_cuts(const sharc_reader_settings *s, const read_opts *o)
 {
     double t0 = cli_now();
     sharc_reader *r = NULL;
-    if (open_reader(s, &r) < 0)
+    int orc = open_reader(s, &r);
+    if (orc < 0) {
+        if (o->json) { /* the summary line scripts wait for, with the reason */
+            char error[1400];
+            sharc_reader_stats none = {0};
+            print_cut_summary_json(NULL, &none, cli_now() - t0,
+                                   cli_open_failure_text(error, sizeof error, "dataset", orc));
+        }
         return CLI_EXIT_FAIL;
+    }
     uint64_t n = 0;
     const sharc_cut *c = NULL;
     int rc = 0;
@@ -677,7 +689,7 @@ static int save_state(sharc_loader *l, save_point *sp, batch_run *run, size_t *b
     return 0;
 }
 
-static int read_state_file(read_opts *o)
+static int read_state_file(read_opts *o, char *error, size_t cap)
 {
     const char *path = o->resume_file;
     FILE *f = fopen(path, "rb");
@@ -698,7 +710,8 @@ static int read_state_file(read_opts *o)
     if (f != NULL)
         fclose(f);
     if (why != NULL) {
-        fprintf(stderr, "sharc read: cannot read the state file %s: %s\n", path, why);
+        snprintf(error, cap, "cannot read the state file %s: %s", path, why);
+        fprintf(stderr, "sharc read: %s\n", error);
         return -1;
     }
     o->state_size = (size_t)sb.st_size;
@@ -830,18 +843,31 @@ static int check_saves_done(const read_opts *o, batch_run *run)
     return 0;
 }
 
+/* A run that could not start still ends with its summary line under --json, with the reason. */
+static int fail_to_start(const read_opts *o, const char *error, double t0)
+{
+    if (o->json) {
+        batch_run none = {0};
+        sharc_reader_stats zero = {0};
+        print_batch_summary_json(NULL, &none, &zero, cli_now() - t0, "", error, &o->dist, NULL);
+    }
+    return CLI_EXIT_FAIL;
+}
+
 static int run_batches(sharc_reader_settings *s, read_opts *o)
 {
+    char why[1400]; /* of a run that could not start */
+    double t0 = cli_now();
     if (o->resume_file != NULL) {
-        if (read_state_file(o) < 0)
-            return CLI_EXIT_FAIL;
+        if (read_state_file(o, why, sizeof why) < 0)
+            return fail_to_start(o, why, t0);
         s->resume_state = o->state;
         s->resume_state_size = o->state_size;
     }
     batch_run run = {0};
     if (o->dump_dir != NULL && make_dir(o->dump_dir, &run) < 0) {
         fprintf(stderr, "sharc read: %s\n", run.error);
-        return CLI_EXIT_FAIL;
+        return fail_to_start(o, run.error, t0);
     }
     char *saved = NULL;
     size_t saved_len = 0;
@@ -850,12 +876,11 @@ static int run_batches(sharc_reader_settings *s, read_opts *o)
         fprintf(stderr, "sharc read: out of memory\n");
         return CLI_EXIT_FAIL;
     }
-    double t0 = cli_now();
     sharc_loader *l = NULL;
-    if (open_loader(s, o, &l) < 0) {
+    if (open_loader(s, o, &l, why, sizeof why) < 0) {
         fclose(saved_f);
         free(saved);
-        return CLI_EXIT_FAIL;
+        return fail_to_start(o, why, t0);
     }
     const sharc_reader *r = sharc_loader_reader(l); /* NULL on peers */
     int rc = 0, failed = 0;

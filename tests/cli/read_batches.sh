@@ -113,6 +113,13 @@ expect_rc 1 "$SHARC" read $B --resume "$tmp/empty.bin" "$d"
 expect_in "$tmp/err" "cannot read the state file $tmp/empty.bin: the file is empty"
 expect_rc 1 "$SHARC" read $B --resume "$tmp/missing.bin" "$d"
 expect_in "$tmp/err" "cannot read the state file $tmp/missing.bin"
+# A run that cannot start still ends --json output with its summary and the reason.
+expect_rc 1 "$SHARC" read --json $B --resume "$tmp/missing.bin" "$d"
+"$PYTHON" -c 'import json,sys; s=json.loads(open(sys.argv[1]).read()); assert s["type"] == "summary" and s["batches"] == 0 and s["error"].startswith("cannot read the state file "), s' "$tmp/out"
+expect_rc 1 "$SHARC" read --json "$tmp/no-such-dataset"
+"$PYTHON" -c 'import json,sys; s=json.loads(open(sys.argv[1]).read()); assert s["type"] == "summary" and s["layout"] is None and s["error"] == "cannot open the dataset: " + sys.argv[2] + ": No such file or directory", s' "$tmp/out" "$tmp/no-such-dataset"
+expect_rc 1 "$SHARC" read --json --cuts "$tmp/no-such-dataset"
+"$PYTHON" -c 'import json,sys; s=json.loads(open(sys.argv[1]).read()); assert s["type"] == "summary" and s["cuts"] == 0 and "No such file" in s["error"], s' "$tmp/out"
 expect_rc 1 "$SHARC" read $B --save-state-at 1 "$tmp/no/such/dir/s.bin" "$d"
 expect_in "$tmp/err" "cannot write the state of step 1 to $tmp/no/such/dir/s.bin"
 
