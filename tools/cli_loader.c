@@ -113,6 +113,13 @@ int cli_dist_setup(const char *cmd, cli_dist *d)
     snprintf(spec, sizeof spec, "%s=%d", d->default_axis, d->world_size);
     if (sharc_mesh_parse(&d->mesh, d->mesh_spec ? d->mesh_spec : spec, d->rank, d->world_size) < 0)
         return cli_usage_error(cmd, "--mesh: %s", d->mesh.error);
+    if (d->reader_dp_given && sharc_mesh_dp_size(&d->mesh) > 1)
+        return cli_usage_error(cmd,
+                               "--dp-rank/--dp-size cannot be used when the %s gives this process "
+                               "its data-parallel slot (%d of %d): give one or the other",
+                               use_mpi ? "MPI world and --mesh"
+                                       : (d->mesh_spec ? "--mesh" : "RANK/WORLD_SIZE environment"),
+                               sharc_mesh_dp_rank(&d->mesh), sharc_mesh_dp_size(&d->mesh));
     if (!use_mpi && d->world_size > 1) /* so that a stray RANK never halves a run unnoticed */
         fprintf(stderr,
                 "sharc %s: rank %d of %d (RANK and WORLD_SIZE from the environment): reading "

@@ -43,6 +43,7 @@ typedef struct cli_dist {
     sharc_mesh mesh;          ///< filled by cli_dist_setup
     sharc_transport *t;       ///< filled by cli_dist_setup (NULL for a group of one)
     void *comm;               ///< MPI: the split communicator (owned by t)
+    int reader_dp_given;      ///< --dp-rank/--dp-size given: refused with a mesh's own dp
 } cli_dist;
 
 /** Defaults: self transport, no mesh. */

@@ -171,6 +171,7 @@ int cli_reader_opt_apply(cli_reader_opts *ro, int opt, const char *val, sharc_re
 {
     if (CLI_RO_IS_SAMPLER(opt))
         return apply_sampler(ro, opt, val, &s->sampler);
+    ro->dp_given |= opt == CLI_RO_DP_RANK || opt == CLI_RO_DP_SIZE;
     return apply_reader(ro->cmd, opt, val, s);
 }
 

@@ -81,6 +81,7 @@ typedef struct cli_reader_opts {
     size_t n_bins;               ///< number of --bins
     uint32_t *bucket_batch_size; ///< --bucket-batch-size, malloc'ed
     size_t n_bucket_batch_size;  ///< number of --bucket-batch-size
+    int dp_given;                ///< --dp-rank or --dp-size was given
 } cli_reader_opts;
 
 /**

@@ -73,7 +73,8 @@ static void print_help(void)
            "                      paths' order, by name within a directory; NeMo: by shard id)\n"
            "  --dp-rank R         this data-parallel slot, 0 <= R < N (default 0)\n"
            "  --dp-size N         number of data-parallel slots; shard i of the epoch's order\n"
-           "                      goes to slot i %% N (default 1)\n"
+           "                      goes to slot i %% N (default 1). For batches, not with RANK and\n"
+           "                      WORLD_SIZE or a --mesh that set the slot themselves\n"
            "  --on-error P        fail: stop at the first bad cut or shard (default);\n"
            "                      skip: skip it, count it by reason and go on\n"
            "  --sampling-rate HZ  require this sampling rate; a cut at another rate is an error\n"
@@ -1119,10 +1120,13 @@ int cmd_read(int argc, char **argv)
     if (status < 0) {
         cli_logger(&s.logger,
                    o.quiet ? SHARC_LOG_ERROR : (o.verbose ? SHARC_LOG_INFO : SHARC_LOG_WARN));
-        if (o.cuts_mode)
+        if (o.cuts_mode) {
             status = run_cuts(&s, &o);
-        else if ((status = cli_dist_setup(cmd, &o.dist)) == 0) /* MPI, mesh, transport */
-            status = run_batches(&s, &o);
+        } else {
+            o.dist.reader_dp_given = o.ro.dp_given;
+            if ((status = cli_dist_setup(cmd, &o.dist)) == 0) /* MPI, mesh, transport */
+                status = run_batches(&s, &o);
+        }
     }
     cli_reader_opts_free(&o.ro);
     free(o.state);

@@ -182,6 +182,10 @@ expect_rc 0 "$SHARC" read --quiet $B "$d"
 expect_rc 0 env RANK=1 WORLD_SIZE=2 "$SHARC" read --quiet $B "$d"
 expect_in "$tmp/err" "sharc read: rank 1 of 2 (RANK and WORLD_SIZE from the environment): reading data-parallel slot 1 of 2"
 grep -q -- "-- $n batches" "$tmp/out" && fail "RANK=1 WORLD_SIZE=2 read every batch"
+# --dp-rank/--dp-size do not silently lose to the environment's slot, even at their defaults.
+expect_rc 2 env RANK=1 WORLD_SIZE=2 "$SHARC" read --quiet --dp-rank 0 --dp-size 1 $B "$d"
+expect_in "$tmp/err" "--dp-rank/--dp-size cannot be used when the RANK/WORLD_SIZE environment gives this process its data-parallel slot (1 of 2)"
+expect_rc 0 env RANK=0 WORLD_SIZE=1 "$SHARC" read --quiet --dp-rank 1 --dp-size 2 $B "$d"
 # A read error is exit 1 with the reader's message; a multi-channel corpus needs --channel.
 gen "$tmp/st" --layout shar --shards 1 --cuts-per-shard 3 --max-duration 2 --channels 2 --codec wav
 expect_rc 1 "$SHARC" read --json "$tmp/st/shar"
