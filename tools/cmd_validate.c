@@ -58,12 +58,14 @@ static void print_help(void)
         "  {\"type\":\"problem\",\"code\",\"shard\",\"member\",\"cut_id\",\"message\"}\n"
         "  {\"type\":\"summary\",\"shards\",\"cuts\",\"problems\",\"audio_seconds\",\"layout\",\n"
         "   \"threads\",\"wall_seconds\",\"sampling_rates\":{<Hz>:cuts,...},\"other_rate_cuts\",\n"
-        "   \"shards_cut_short\",\"by_code\":{<code>:count,...}}    last\n"
+        "   \"multichannel_cuts\",\"shards_cut_short\",\"by_code\":{<code>:count,...}}    last\n"
         "peak is the largest absolute decoded sample (float32, full scale 1.0), rms_dbfs is\n"
         "20*log10(RMS) over all samples and channels, null for digital silence. shard, member\n"
         "and cut_id are null when unknown. cuts counts the cuts read completely; sampling_rates\n"
-        "counts them by rate (at most 32 rates, the cuts at others are other_rate_cuts). The\n"
-        "text summary warns when there are several rates: the rows of a batch share one.\n"
+        "counts them by rate (at most 32 rates, the cuts at others are other_rate_cuts) and\n"
+        "multichannel_cuts those with more than one channel. The text summary warns when there\n"
+        "are several rates (the rows of a batch share one) and when cuts have several channels\n"
+        "(batches hold one: 'sharc read' needs --channel).\n"
         "\n"
         "Exit status: 0 no problems, 1 problems found (or the dataset could not be opened),\n"
         "2 usage error.\n"
@@ -182,7 +184,9 @@ typedef struct validator {
     double audio_seconds;
     rate_count rates[MAX_RATES]; /* sampling rates met, in order of first sight */
     size_t n_rates;
-    uint64_t other_rate_cuts; /* cuts at rates beyond MAX_RATES */
+    uint64_t other_rate_cuts;   /* cuts at rates beyond MAX_RATES */
+    uint64_t multichannel_cuts; /* batches hold one channel: these need --channel */
+    int max_channels;
     uint64_t problems;
     uint64_t shards_cut_short;                 /* shards whose rest was not read after a problem */
     uint64_t by_code[SHARC_PROBLEM_COUNT + 2]; /* + duplicate_id, error */
@@ -428,6 +432,10 @@ static void on_cut(worker *w, sharc_reader *r, const sharc_cut *c)
     v->cuts++;
     v->audio_seconds += c->duration;
     count_rate_locked(v, c->sampling_rate);
+    if (c->channels > 1) {
+        v->multichannel_cuts++;
+        v->max_channels = c->channels > v->max_channels ? c->channels : v->max_channels;
+    }
     if (v->per_cut)
         emit_cut_locked(v, c, &st);
     if (c->id != NULL) {
@@ -620,6 +628,7 @@ static void print_summary(validator *v, double wall)
             printf("%s\"%d\":%" PRIu64, i ? "," : "", rates[i].rate, rates[i].cuts);
         fputc('}', f);
         printf(",\"other_rate_cuts\":%" PRIu64, v->other_rate_cuts);
+        printf(",\"multichannel_cuts\":%" PRIu64, v->multichannel_cuts);
         printf(",\"shards_cut_short\":%" PRIu64, v->shards_cut_short);
         cli_json_key(f, "by_code", 0);
         fputc('{', f);
@@ -645,6 +654,10 @@ static void print_summary(validator *v, double wall)
             "   a batch of another rate (or drops it, with --on-error skip); --sampling-rate HZ\n"
             "   lists every cut not at HZ\n");
     }
+    if (v->multichannel_cuts > 0)
+        printf("-- warning: %" PRIu64 " cuts have more than one channel (up to %d): the rows of a\n"
+               "   batch hold one channel, so reading batches needs --channel C (0..%d)\n",
+               v->multichannel_cuts, v->max_channels, v->max_channels - 1);
     if (v->problems == 0) {
         printf("-- OK: no problems found\n");
         return;

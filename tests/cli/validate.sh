@@ -43,15 +43,24 @@ check problem "$tmp/out" "code=audio_format,shard=shard-00000,count=6"
 # holds one rate), though not a problem.
 expect_in "$tmp/c/shar.expected.jsonl" '"sampling_rate": 16000'
 expect_rc 0 "$SHARC" validate --json "$tmp/c/shar"
-expect_in "$tmp/out" '"sampling_rates":{"16000":12},"other_rate_cuts":0'
+expect_in "$tmp/out" '"sampling_rates":{"16000":12},"other_rate_cuts":0,"multichannel_cuts":0'
 expect_rc 0 "$SHARC" validate "$tmp/c/shar"
 if grep -q "several sampling rates" "$tmp/out"; then fail "a warning for one rate"; fi
+if grep -q "more than one channel" "$tmp/out"; then fail "a channel warning for mono cuts"; fi
 expect_rc 0 "$SHARC" validate --json "$tmp/c/shar" "$tmp/w/shar"
 expect_in "$tmp/out" '"sampling_rates":{"16000":12,"8000":6},"other_rate_cuts":0'
 expect_rc 0 "$SHARC" validate "$tmp/w/shar" "$tmp/c/shar"
 expect_in "$tmp/out" "-- warning: several sampling rates: 16000 Hz (12 cuts), 8000 Hz (6 cuts)"
 expect_in "$tmp/out" "(or drops it, with --on-error skip); --sampling-rate HZ"
 expect_in "$tmp/out" "-- OK: no problems found"
+expect_in "$tmp/out" "-- warning: 6 cuts have more than one channel (up to 2)"
+# Stereo cuts are not a problem either, but batches need --channel: said so.
+gen "$tmp/st" --layout shar --shards 1 --cuts-per-shard 3 --max-duration 2 --channels 2 --codec wav
+expect_rc 0 "$SHARC" validate "$tmp/st/shar"
+expect_in "$tmp/out" "-- warning: 3 cuts have more than one channel (up to 2): the rows of a"
+expect_in "$tmp/out" "batch hold one channel, so reading batches needs --channel C (0..1)"
+expect_rc 0 "$SHARC" validate --json "$tmp/st/shar"
+expect_in "$tmp/out" '"other_rate_cuts":0,"multichannel_cuts":3,'
 # A path of another layout is not left out: the dataset does not open, naming it.
 expect_rc 1 "$SHARC" validate "$tmp/c/shar" "$tmp/c/nemo"
 expect_in "$tmp/out" "$tmp/c/nemo holds nemo shards, and the dataset is read as shar"
