@@ -887,7 +887,7 @@ void sharc__reader_get_stats(const sharc_reader *r, sharc_reader_stats *out)
     }
     *out = r->stats;
     /* Resumed, and no batch asked for yet: the counters are the state's. */
-    if (r->mode != 1 && r->resume)
+    if (r->mode != 1 && r->resume && !r->batch_failed)
         sharc__resume_saved_stats(r->resume, r->s.resume_state_size, r->state_hash, out);
 }
 
@@ -951,6 +951,8 @@ int sharc__reader_next_batch(sharc_reader *r, sharc_batch **batch)
         if (rc < 0) {
             sharc__log_error_once(&r->ctx);
             r->batch_failed = rc;
+            if (r->resume) /* a refused state's counters are not this reader's */
+                memset(&r->stats, 0, sizeof r->stats);
             return rc;
         }
     }

@@ -570,6 +570,21 @@ START_TEST(corrupt_states_are_rejected)
     s4.sampler.buffer_size = 31;
     ck_assert_int_eq(resume_status(&s4, blob, size, why), SHARC_ERR_STATE);
     ck_assert_str_eq(why, "cannot resume: sampler state: saved with different sampler settings");
+    /* Before the first batch such a reader reports the state's counters; once the state is
+     * refused, none: they were never this reader's. */
+    s4.resume_state = blob;
+    s4.resume_state_size = size;
+    ck_assert_int_eq(sharc_reader_open(&r, &s4), 0);
+    sharc_reader_stats st;
+    sharc_reader_get_stats(r, &st);
+    ck_assert_uint_eq(st.batches, 3);
+    ck_assert_uint_gt(st.cuts, 3);
+    sharc_batch *b;
+    ck_assert_int_eq(sharc_reader_next_batch(r, &b), SHARC_ERR_STATE);
+    sharc_reader_get_stats(r, &st);
+    ck_assert_uint_eq(st.batches, 0);
+    ck_assert_uint_eq(st.cuts, 0);
+    sharc_reader_close(&r);
     /* Other settings: a different seed. */
     sharc_reader_settings s3 = s;
     s3.seed = 4;
