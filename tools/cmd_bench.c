@@ -88,7 +88,8 @@ static void print_help(void)
         "                      (default 2, or 20 with --cuts)\n"
         "  --repeat R          repetitions; medians are reported (default 1, or 3 with --floor)\n"
         "  --floor             also measure the floor, alternating with the loader; the floor\n"
-        "                      runs as long as the loader's window of the same repetition\n"
+        "                      runs as long as the loader's window of the same repetition,\n"
+        "                      and at least 1 s (a rate from a few members would mean little)\n"
         "  --cuts              cut-level reader (sharc_reader_next): no sampler, no collation,\n"
         "                      one thread; the floor then uses one thread too\n"
         "\n");
@@ -698,6 +699,10 @@ static int run_loader(const sharc_reader_settings *s, const bench_opts *o, int r
     return rc < 0 ? -1 : 0;
 }
 
+/* The floor's shortest window: a window of a few batches would time a member or two, or only
+ * the metadata members before the first audio one. */
+#define MIN_FLOOR_SECONDS 1.0
+
 static int run_floor(char *const *shards, size_t n_shards, int threads, double seconds,
                      run_result *res)
 {
@@ -980,8 +985,9 @@ static int run_all(const sharc_reader_settings *s, const bench_opts *o, char **s
         char suffix[64];
         snprintf(suffix, sizeof suffix, "rep %d/%d floor", i + 1, o->repeat);
         cli_progress_update(&p, 0, 0, suffix, 1);
-        if (run_floor(shards, n_shards, o->cuts_mode ? 1 : s->n_threads, runs[i].wall, &floors[i]) <
-            0)
+        double floor_seconds = runs[i].wall > MIN_FLOOR_SECONDS ? runs[i].wall : MIN_FLOOR_SECONDS;
+        if (run_floor(shards, n_shards, o->cuts_mode ? 1 : s->n_threads, floor_seconds,
+                      &floors[i]) < 0)
             return cli_progress_clear(&p), -1;
     }
     cli_progress_clear(&p);

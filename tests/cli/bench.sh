@@ -111,6 +111,14 @@ j = json.loads(open(sys.argv[1]).read())
 assert j["shards"] == 2 and j["tar_files"] == 2 and j["floor_audio_seconds_per_second"] > 0, j
 PYEOF
 
+# A window of a few batches still gets a floor timed over at least a second: a rate, not 0.
+expect_rc 0 "$SHARC" bench --floor --batches 2 --repeat 1 --json --quiet "$d"
+"$PYTHON" - "$tmp/out" <<'PYEOF'
+import json, sys
+j = json.loads(open(sys.argv[1]).read())
+assert j["floor_audio_seconds_per_second"] > 0 and j["ratio_to_floor"] > 0, j
+PYEOF
+
 # The text report.
 expect_rc 0 "$SHARC" bench --cuts --floor --repeat 1 --seconds 0.2 --warmup 2 "$d"
 expect_in "$tmp/out" "ended with the data"
