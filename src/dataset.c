@@ -457,6 +457,11 @@ static int list_dir(sharc__ctx *ctx, const char *dir, strlist *out, int recurse_
         if (stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
             if (recurse_manifests && strcmp(e->d_name, "sharded_manifests") == 0)
                 rc = list_dir(ctx, p, out, 0);
+            else /* not searched: said, so that a dataset of subdirectories is not read as none */
+                sharc__log(ctx, SHARC_LOG_WARN,
+                           "ignoring directory %s: shards are read from the directories given, "
+                           "not from their subdirectories (give it, or a pattern, as a path)",
+                           p);
             sharc__free(ctx, p);
             continue;
         }

@@ -89,4 +89,11 @@ s = rows[-1]
 assert len(rows) == 1 and s["cuts"] == 0, rows[:3]
 assert s["skipped_cuts"] == int(sys.argv[2]) and s["problems"]["audio_format"] == int(sys.argv[2]), s
 PYEOF
+
+# A subdirectory is not searched, and says so: a dataset of subdirectories is not read as less.
+mkdir -p "$tmp/nested/more"
+cp "$tmp/flac/wds/"* "$tmp/nested/more/"
+cp "$tmp/flac/wds/shard-000000.tar.gz" "$tmp/nested/"
+expect_rc 0 "$SHARC" read --cuts --json "$tmp/nested"
+expect_in "$tmp/err" "ignoring directory $tmp/nested/more: shards are read from the directories given, not from their subdirectories"
 echo "ok"
