@@ -3,6 +3,7 @@
  */
 #include "cli_reader_opts.h"
 
+#include <errno.h>
 #include <stdlib.h>
 
 #include "cli.h"
@@ -77,15 +78,20 @@ static int parse_u32(const char *cmd, const char *opt, const char *val, uint32_t
     return 0;
 }
 
-/* A number of seconds in (0, 1e9]: "must be > 0" when it is 0. */
+/* A number of seconds in (0, 1e9]. */
 static int parse_positive(const char *cmd, const char *opt, const char *val, double *out)
 {
-    if (cli_parse_double(cmd, opt, val, 0, 1e9, out) < 0)
+    char *end;
+    errno = 0;
+    double d = strtod(val, &end);
+    if (end == val || *end != '\0' || errno != 0 || !(d > 0) || d > 1e9) {
+        cli_usage_error(cmd,
+                        "invalid value '%s' for %s (a number above 0, up to 1e+09, is expected)",
+                        val, opt);
         return -1;
-    if (*out > 0)
-        return 0;
-    cli_usage_error(cmd, "%s must be > 0", opt);
-    return -1;
+    }
+    *out = d;
+    return 0;
 }
 
 static int apply_reader(const char *cmd, int opt, const char *val, sharc_reader_settings *s)
