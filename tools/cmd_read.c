@@ -814,11 +814,14 @@ static void print_batch_summary_text(const sharc_reader *r, const batch_run *run
     if (run->batches > 0)
         printf(" (steps %" PRIu64 "..%" PRIu64 ")", run->first_step,
                run->first_step + run->batches - 1);
+    /* Durations and frame counts differ by rounding: no padding is 0%, not -0.0%. */
+    double padding =
+        run->padded_seconds > 0 ? 100.0 * (1.0 - run->audio_seconds / run->padded_seconds) : 0.0;
     printf(", %" PRIu64 " cuts, %.3f s of audio (%s), %.3f s padded (%.1f%% padding), layout %s\n",
            run->cuts, run->audio_seconds, cli_fmt_duration(a, sizeof a, run->audio_seconds),
-           run->padded_seconds,
-           run->padded_seconds > 0 ? 100.0 * (1.0 - run->audio_seconds / run->padded_seconds) : 0.0,
-           cli_layout_name(sharc_reader_layout(r)));
+           run->padded_seconds, padding > 0 ? padding : 0.0,
+           r != NULL ? cli_layout_name(sharc_reader_layout(r))
+                     : "unknown (a peer reads no shards)");
     printf("-- filtered %" PRIu64 " cuts, dropped %" PRIu64 " (drop-last), %" PRIu64
            " shards opened; ",
            st->filtered_cuts, st->dropped_cuts, st->shards);
