@@ -809,13 +809,22 @@ int sharc__pipeline_next(sharc_reader *r, sharc_batch **out)
             p->caller_done = 1;
         } else if (rc < 0) {
             /* A row failed to decode: later batches may be planned and decoded already, so
-             * the counters stay those of the last batch handed out, with this batch's
-             * problems added. */
+             * the counters are those this batch's state holds (what was read to plan it),
+             * with the cuts of the batches handed out and this batch's problems. */
+            sharc_reader_stats at = p->handed_stats;
+            if (s->state_len) {
+                sharc__resume_draft_stats(s->state, s->state_len, &at);
+                sharc__stats_take_back(&at, &p->consumed_skips);
+                at.cuts = p->handed_stats.cuts;
+                at.audio_seconds = p->handed_stats.audio_seconds;
+                at.padded_seconds = p->handed_stats.padded_seconds;
+            }
             for (int k = 0; k < SHARC_PROBLEM_COUNT; k++)
-                p->handed_stats.problems[k] += s->skips.problems[k];
-            p->handed_stats.skipped_cuts += s->skips.skipped_cuts;
+                at.problems[k] += s->skips.problems[k];
+            at.skipped_cuts += s->skips.skipped_cuts;
             if (s->fail_kind < SHARC_PROBLEM_COUNT)
-                p->handed_stats.problems[s->fail_kind]++;
+                at.problems[s->fail_kind]++;
+            p->handed_stats = at;
         }
         if (rc < 0 && s->fail_row != SIZE_MAX && s->fail_kind < SHARC_PROBLEM_COUNT) {
             p->worker_stats.problems[s->fail_kind]++;

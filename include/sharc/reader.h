@@ -182,8 +182,9 @@ typedef struct sharc_reader_settings {
  * under SKIP counts with the batch that held it, or with the next one returned when no row
  * of its batch was left). Batches prepared ahead do not count yet, though the problem
  * callback may already have reported what was found in them. After a batch that fails to
- * decode, its problems are added; after SHARC_END or any other error the counters are the
- * totals. `stage_seconds` is always the time spent so far.
+ * decode, they are what was read to plan it, with the cuts of the batches returned and its
+ * problems; after SHARC_END or any other error, the totals. `stage_seconds` is always the
+ * time spent so far.
  */
 typedef struct sharc_reader_stats {
     uint64_t cuts;                          ///< cuts returned (batch mode: see above)
