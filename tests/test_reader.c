@@ -99,16 +99,23 @@ static expected_cut *find(corpus *c, const char *id)
     return NULL;
 }
 
+/* Defaults, reading `paths[0]` = path, without a logger. */
+static void settings_on(sharc_reader_settings *s, const char **paths, const char *path)
+{
+    sharc_reader_default_settings(s);
+    paths[0] = path;
+    s->paths = paths;
+    s->n_paths = 1;
+    s->logger.callback = NULL;
+}
+
 static sharc_reader *open_reader(const char *path, sharc_error_policy policy, uint64_t epochs)
 {
     sharc_reader_settings s;
-    sharc_reader_default_settings(&s);
-    const char *paths[] = {path};
-    s.paths = paths;
-    s.n_paths = 1;
+    const char *paths[1];
+    settings_on(&s, paths, path);
     s.on_error = policy;
     s.epochs = epochs;
-    s.logger.callback = NULL;
     sharc_reader *r = NULL;
     int rc = sharc_reader_open(&r, &s);
     ck_assert_msg(rc == 0, "open %s: %s", path, sharc_strerror(rc));
@@ -186,12 +193,9 @@ START_TEST(nemo_rows_in_manifest_order)
 {
     corpus c = make_corpus("nemo", "flac", "none", 3, 6);
     sharc_reader_settings s;
-    sharc_reader_default_settings(&s);
-    const char *paths[] = {c.path};
-    s.paths = paths;
-    s.n_paths = 1;
+    const char *paths[1];
+    settings_on(&s, paths, c.path);
     s.shuffle_shards = 0;
-    s.logger.callback = NULL;
     sharc_reader *r;
     ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
     const sharc_cut *cut;
@@ -240,10 +244,8 @@ START_TEST(epochs_shuffle_and_dp_split)
         c.cuts[i].seen = 0;
     for (int slot = 0; slot < 2; slot++) {
         sharc_reader_settings s;
-        sharc_reader_default_settings(&s);
-        const char *paths[] = {c.path};
-        s.paths = paths;
-        s.n_paths = 1;
+        const char *paths[1];
+        settings_on(&s, paths, c.path);
         s.dp_rank = slot;
         s.dp_size = 2;
         s.seed = 7;
@@ -278,10 +280,8 @@ START_TEST(lhotse_written_fixture)
     snprintf(path, sizeof path, "%s", tu_testdata("lhotse-shar-edge"));
     snprintf(path + strlen(path), sizeof path - strlen(path), "/%s", fmt);
     sharc_reader_settings s;
-    sharc_reader_default_settings(&s);
-    const char *paths[] = {path};
-    s.paths = paths;
-    s.n_paths = 1;
+    const char *paths[1];
+    settings_on(&s, paths, path);
     s.shuffle_shards = 0;
     sharc_reader *r;
     ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
@@ -362,14 +362,11 @@ static int read_with(const char *path, sharc_error_policy policy, size_t *cuts, 
                      char *error, size_t error_cap, uint64_t max_member)
 {
     sharc_reader_settings s;
-    sharc_reader_default_settings(&s);
-    const char *paths[] = {path};
-    s.paths = paths;
-    s.n_paths = 1;
+    const char *paths[1];
+    settings_on(&s, paths, path);
     s.on_error = policy;
     s.on_problem = on_problem;
     s.problem_cookie = log;
-    s.logger.callback = NULL;
     if (max_member)
         s.max_member_bytes = max_member;
     memset(log, 0, sizeof *log);
@@ -553,12 +550,9 @@ START_TEST(required_rate_and_length_mismatch)
 {
     corpus c = make_corpus("shar", "flac", "none", 1, 3);
     sharc_reader_settings s;
-    sharc_reader_default_settings(&s);
-    const char *paths[] = {c.path};
-    s.paths = paths;
-    s.n_paths = 1;
+    const char *paths[1];
+    settings_on(&s, paths, c.path);
     s.sampling_rate = 8000;
-    s.logger.callback = NULL;
     sharc_reader *r;
     const sharc_cut *cut;
     ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
