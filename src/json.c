@@ -234,7 +234,9 @@ int sharc__json_lhotse_cut(sharc__ctx *ctx, const char *line, size_t len, sharc_
     const char *id = get_string(root, "id");
     double duration = 0; /* gcc -O3 cannot tell that it is set whenever it is read */
     if (!id || !*id) {
-        rc = sharc__set_error(ctx, SHARC_ERR_JSON, "cut has no \"id\"");
+        rc = sharc__set_error(ctx, SHARC_ERR_JSON,
+                              member(root, "id") ? "cut's \"id\" is not a non-empty string"
+                                                 : "cut has no \"id\"");
         goto done;
     }
     if ((rc = sharc__buf_set_str(ctx, &c->id, id)) < 0)

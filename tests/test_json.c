@@ -176,6 +176,16 @@ START_TEST(numbers_out_of_range)
     sharc__rawcut_reset(&c);
     ck_assert_int_eq(sharc__json_lhotse_cut(&ctx, shar_bad, strlen(shar_bad), &c), SHARC_ERR_JSON);
     ck_assert_str_eq(ctx.error, "cut a: \"duration\" is -1 s, below 0");
+    const char *cut_ids[] = {"{\"id\": 5, \"duration\": 1}", "{\"id\": \"\", \"duration\": 1}",
+                             "{\"duration\": 1}"};
+    const char *id_why[] = {"cut's \"id\" is not a non-empty string",
+                            "cut's \"id\" is not a non-empty string", "cut has no \"id\""};
+    for (int i = 0; i < 3; i++) {
+        sharc__rawcut_reset(&c);
+        ck_assert_int_eq(sharc__json_lhotse_cut(&ctx, cut_ids[i], strlen(cut_ids[i]), &c),
+                         SHARC_ERR_JSON);
+        ck_assert_str_eq(ctx.error, id_why[i]);
+    }
     const char *shar_none = "{\"id\": \"a\", \"duration\": null}";
     ck_assert_int_eq(sharc__json_lhotse_cut(&ctx, shar_none, strlen(shar_none), &c),
                      SHARC_ERR_JSON);
