@@ -308,7 +308,10 @@ int cmd_buckets(int argc, char **argv)
     if (rc != 0)
         return CLI_EXIT_FAIL;
     if (n < (size_t)o.num_buckets) {
-        fprintf(stderr, "sharc buckets: %zu cuts are too few for %d buckets\n", n, o.num_buckets);
+        fprintf(stderr,
+                "sharc buckets: %zu cuts are too few for %d buckets (Lhotse's estimation needs at "
+                "least one cut per bucket; a batch reader would use %zu buckets)\n",
+                n, o.num_buckets, n);
         free(d);
         return CLI_EXIT_FAIL;
     }
