@@ -304,7 +304,10 @@ static int shar_next(sharc__stream *s, sharc__rawcut *c, sharc__stream_error *er
         /* Only this cut is lost: its members are stepped over, and the pairing of the cuts
          * after it is checked by their ids as always. */
         const char *id = sharc__buf_str(&c->id);
-        sharc__wrap_error(ctx, rc, "%s %s", s->shard->meta_path, where);
+        if (*id && !strstr(ctx->error, id)) /* the message names the cut when its id is known */
+            sharc__wrap_error(ctx, rc, "%s %s (cut %s)", s->shard->meta_path, where, id);
+        else
+            sharc__wrap_error(ctx, rc, "%s %s", s->shard->meta_path, where);
         int lost = step_over(s, id, 0) < 0;
         return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_JSON, lost, s->shard->meta_path,
                                   where, *id ? id : NULL);

@@ -428,6 +428,9 @@ static const damage_case damage[] = {
      SHARC_ERR_JSON, SHARC_PROBLEM_JSON, "\"duration\" is -2.5 s, below 0", 1, 0},
     {"nemo", "gzip", "lines-key sharded_manifests/manifest_0.json 0 offset 1.5", 0, SHARC_ERR_JSON,
      SHARC_PROBLEM_JSON, "\"offset\" is not a number of seconds", 1, 0},
+    /* A bad value in a cut line whose id is known: the message names the cut. */
+    {"shar", "none", "lines-key cuts.000001.jsonl 1 supervisions x", 0, SHARC_ERR_JSON,
+     SHARC_PROBLEM_JSON, "cuts.000001.jsonl line 2 (cut ", 1, 0},
     {"shar", "none", "lines-drop cuts.000002.jsonl 4", 0, SHARC_ERR_MISMATCH,
      SHARC_PROBLEM_ORPHAN_MEMBER, "more entries than", 1, 0},
     {"wds", "none", "tar-huge shard-000000.tar huge.flac 99999999999", 0, SHARC_ERR_TOO_LARGE,
