@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,19 @@ typedef struct bench_opts {
     double *bins;  /* --bins, owned */
     cli_dist dist; /* --transport, --mesh: batches come from a sharc_loader */
 } bench_opts;
+
+/* Why the run failed, for the --json object that ends it; printed to stderr when set. */
+static char bench_error[1400];
+
+static void fail_with(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void fail_with(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(bench_error, sizeof bench_error, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "sharc bench: %s\n", bench_error);
+}
 
 /* One measured run of the loader or of the floor. */
 typedef struct run_result {
@@ -153,7 +167,8 @@ static void print_help(void)
         "them), then runs\n"
         "(one object per repetition, end_of_data telling whether the data ended its window). Rates "
         "are medians over the repetitions, the peak RSS is\n"
-        "the maximum; values a mode does not define (batches with --cuts) are null.\n"
+        "the maximum; values a mode does not define (batches with --cuts) are null. A run that\n"
+        "fails (exit status 1) prints {\"error\",\"rank\",\"source\"} instead, error saying why.\n"
         "\n"
         "Exit status: 0 success, 1 read or floor error, 2 usage error.\n"
         "\n"
@@ -570,10 +585,9 @@ static int count_batch(const sharc_batch *b, double max_duration, run_result *re
     if (audio == NULL || lens == NULL || dur == NULL || audio->ndim != 2 ||
         lens->dtype != SHARC_DTYPE_I32 || dur->dtype != SHARC_DTYPE_F32 ||
         lens->shape[0] != audio->shape[0] || dur->shape[0] != audio->shape[0]) {
-        fprintf(stderr,
-                "sharc bench: batch %" PRIu64 " lacks the audio, audio_lens or duration "
-                "tensor of the documented shape\n",
-                b->step);
+        fail_with("batch %" PRIu64 " lacks the audio, audio_lens or duration tensor of the "
+                  "documented shape",
+                  b->step);
         return -1;
     }
     int64_t n = audio->shape[0];
@@ -619,6 +633,8 @@ static int take_one(sharc_reader *r, sharc_loader *l, const bench_opts *o, doubl
         return 0;
     if (rc < 0) {
         const char *why = l != NULL ? sharc_loader_last_error(l) : sharc_reader_last_error(r);
+        snprintf(bench_error, sizeof bench_error, "read error: %s",
+                 why[0] ? why : sharc_strerror(rc));
         cli_report_error("bench", "read error: ", why[0] ? why : sharc_strerror(rc));
         return -1;
     }
@@ -627,7 +643,10 @@ static int take_one(sharc_reader *r, sharc_loader *l, const bench_opts *o, doubl
 
 static int open_reader(const sharc_reader_settings *s, sharc_reader **r)
 {
-    return cli_open_reader("bench", s, r) < 0 ? -1 : 0;
+    int rc = cli_open_reader("bench", s, r);
+    if (rc < 0)
+        cli_open_failure_text(bench_error, sizeof bench_error, "dataset", rc);
+    return rc < 0 ? -1 : 0;
 }
 
 /*
@@ -642,10 +661,12 @@ static int open_loader(const sharc_reader_settings *s, const bench_opts *o, shar
     ls.reader = *s;
     cli_dist_apply(&o->dist, &ls);
     int rc = cli_open_loader("bench", &ls, l);
+    if (rc < 0)
+        cli_open_failure_text(bench_error, sizeof bench_error, "loader", rc);
     if (rc == 0 && sharc_loader_is_source(*l) && sharc_loader_reader(*l) == NULL) {
         sharc_batch *b = NULL;
         rc = sharc_loader_next(*l, &b);
-        fprintf(stderr, "sharc bench: %s\n", sharc_loader_last_error(*l));
+        fail_with("%s", sharc_loader_last_error(*l));
         sharc_loader_close(l);
     }
     return rc < 0 ? -1 : 0;
@@ -683,10 +704,9 @@ static int run_loader(const sharc_reader_settings *s, const bench_opts *o, int r
             break;
     }
     if (rc == 0 && !w.open) {
-        fprintf(stderr,
-                "sharc bench: the dataset ended after %" PRIu64 " %s, during the "
-                "warm-up; use --epochs 0 or a smaller --warmup\n",
-                taken, o->cuts_mode ? "cuts" : "batches");
+        fail_with("the dataset ended after %" PRIu64 " %s, during the warm-up; use --epochs 0 "
+                  "or a smaller --warmup",
+                  taken, o->cuts_mode ? "cuts" : "batches");
         rc = -1;
     }
     res->ended = rc == 0;
@@ -710,7 +730,7 @@ static int run_floor(char *const *shards, size_t n_shards, int threads, double s
     bench_floor_result f;
     char err[1024] = "";
     if (bench_floor_run(shards, n_shards, threads, seconds, &f, err, sizeof err) < 0) {
-        fprintf(stderr, "sharc bench: floor: %s\n", err);
+        fail_with("floor: %s", err);
         return -1;
     }
     res->wall = f.wall_seconds;
@@ -1005,6 +1025,7 @@ int cmd_bench(int argc, char **argv)
     char **shards = NULL;
     size_t n_shards = 0;
     run_result *runs = NULL, *floors = NULL;
+    int reported = 0; /* the report was printed: a failure after it is only stdout's */
     int status = parse_args(argc, argv, &s, &o);
     if (status >= 0)
         goto done;
@@ -1013,7 +1034,7 @@ int cmd_bench(int argc, char **argv)
     char err[1024];
     if (bench_floor_find_shards(s.paths, s.n_paths, &shards, &n_shards, err, sizeof err) < 0) {
         if (o.floor) {
-            fprintf(stderr, "sharc bench: floor: %s\n", err);
+            fail_with("floor: %s", err);
             goto done;
         }
         n_shards = 0; /* the tar count is only reported without --floor */
@@ -1021,7 +1042,7 @@ int cmd_bench(int argc, char **argv)
     runs = calloc((size_t)o.repeat, sizeof *runs);
     floors = o.floor ? calloc((size_t)o.repeat, sizeof *floors) : NULL;
     if (runs == NULL || (o.floor && floors == NULL)) {
-        fprintf(stderr, "sharc bench: out of memory\n");
+        fail_with("out of memory");
         goto done;
     }
     if (!o.cuts_mode && (status = cli_dist_setup(cmd, &o.dist)) != 0)
@@ -1031,12 +1052,23 @@ int cmd_bench(int argc, char **argv)
     if (run_all(&s, &o, shards, n_shards, runs, floors, &scope_run) < 0)
         goto done;
     report rp = {&o, &s, runs, floors, n_shards, scope_run};
+    reported = 1;
     if (o.json)
         print_json(&rp);
     else
         print_text(&rp);
     status = cli_finish_output(cmd, CLI_EXIT_OK);
 done:
+    if (status == CLI_EXIT_FAIL && o.json &&
+        !reported) { /* the one object scripts wait for, with why */
+        FILE *f = stdout;
+        fputc('{', f);
+        cli_json_key(f, "error", 1);
+        cli_json_str(f, bench_error[0] ? bench_error : "the run failed (see stderr)");
+        cli_dist_json(f, &o.dist, NULL);
+        fputs("}\n", f);
+        fflush(f);
+    }
     free(runs);
     free(floors);
     bench_floor_free_shards(shards, n_shards);

@@ -142,6 +142,11 @@ expect_in "$tmp/err" "an integer from 0 to 1024 is expected"
 # A dataset that ends during the warm-up is an error, not a report of nothing.
 expect_rc 1 "$SHARC" bench --cuts --warmup 100 "$d"
 expect_in "$tmp/err" "during the warm-up"
+# With --json a failed run still ends with one object, saying why.
+expect_rc 1 "$SHARC" bench --json --warmup 100 "$d"
+"$PYTHON" -c 'import json,sys; j=json.loads(open(sys.argv[1]).read()); assert "during the warm-up" in j["error"] and j["rank"] == 0, j' "$tmp/out"
+expect_rc 1 "$SHARC" bench --json "$tmp/no-such-dataset"
+"$PYTHON" -c 'import json,sys; j=json.loads(open(sys.argv[1]).read()); assert j["error"] == "cannot open the dataset: " + sys.argv[2] + ": No such file or directory", j' "$tmp/out" "$tmp/no-such-dataset"
 
 # A truncated tar: the loader skips what it cannot read, the floor fails naming the file.
 mkdir "$tmp/broken"
