@@ -745,8 +745,8 @@ static double compact(slot *s)
 /* The slot's draft becomes the state of the last batch handed out, and the slot takes the
  * previous one's buffer to write a later draft into: a swap, not a copy of the draft (tens
  * of kB with a large buffer, written on the planner's core) per batch. A draft that could not
- * be written (len 0) makes state_save report ENOMEM. */
-static void take_state(sharc__pipeline *p, slot *s)
+ * be written (len 0) makes state_save report ENOMEM. *counters receives the state's. */
+static void take_state(sharc__pipeline *p, slot *s, sharc_reader_stats *counters)
 {
     uint8_t *buf = p->last_state;
     size_t cap = p->last_state_cap;
@@ -758,7 +758,7 @@ static void take_state(sharc__pipeline *p, slot *s)
     s->state_len = 0;
     /* Written before the rows were decoded: the skips since are known now. */
     if (p->last_state_len)
-        sharc__resume_take_back(p->last_state, p->last_state_len, &p->consumed_skips);
+        sharc__resume_take_back(p->last_state, p->last_state_len, &p->consumed_skips, counters);
 }
 
 int sharc__pipeline_next(sharc_reader *r, sharc_batch **out)
@@ -792,8 +792,9 @@ int sharc__pipeline_next(sharc_reader *r, sharc_batch **out)
         int empty = rc == 0 && b->tensors[0].shape[0] == 0;
         if (rc == 0)
             add_skips(&p->consumed_skips, &s->skips);
+        sharc_reader_stats handed = p->handed_stats; /* written by this thread only */
         if (rc == 0 && !empty)
-            take_state(p, s);
+            take_state(p, s, &handed);
         if (rc != 0)
             snprintf(r->ctx.error, sizeof r->ctx.error, "%s", s->message);
 
@@ -801,7 +802,7 @@ int sharc__pipeline_next(sharc_reader *r, sharc_batch **out)
         p->worker_stats.padded_seconds += narrowed;
         uint64_t step = 0;
         if (rc == 0 && !empty) {
-            sharc__resume_draft_stats(p->last_state, p->last_state_len, &p->handed_stats);
+            p->handed_stats = handed;
             step = p->step_base + p->handed++;
         }
         if (rc == SHARC_END || (rc < 0 && s->fail_row == SIZE_MAX)) {
@@ -811,13 +812,11 @@ int sharc__pipeline_next(sharc_reader *r, sharc_batch **out)
             /* A row failed to decode: later batches may be planned and decoded already, so
              * the counters are those this batch's state holds (what was read to plan it),
              * with the cuts of the batches handed out and this batch's problems. */
-            sharc_reader_stats at = p->handed_stats;
-            if (s->state_len) {
-                sharc__resume_draft_stats(s->state, s->state_len, &at);
-                sharc__stats_take_back(&at, &p->consumed_skips);
-                at.cuts = p->handed_stats.cuts;
-                at.audio_seconds = p->handed_stats.audio_seconds;
-                at.padded_seconds = p->handed_stats.padded_seconds;
+            sharc_reader_stats at = handed;
+            if (sharc__resume_draft_stats(s->state, s->state_len, &p->consumed_skips, &at) == 0) {
+                at.cuts = handed.cuts;
+                at.audio_seconds = handed.audio_seconds;
+                at.padded_seconds = handed.padded_seconds;
             }
             for (int k = 0; k < SHARC_PROBLEM_COUNT; k++)
                 at.problems[k] += s->skips.problems[k];
@@ -866,15 +865,14 @@ void sharc__pipeline_stats(const sharc_reader *r, sharc_reader_stats *out)
 {
     sharc__pipeline *p = r->pipe;
     pthread_mutex_lock(&p->mu);
-    *out = p->planner_stats;
-    sharc__stats_take_back(out, &p->worker_stats);
-    out->stage_seconds[SHARC_STAGE_DECODE] += p->worker_stats.stage_seconds[SHARC_STAGE_DECODE];
-    if (!p->caller_done) {
-        double stages[5];
-        memcpy(stages, out->stage_seconds, sizeof stages);
+    if (p->caller_done) {
+        *out = p->planner_stats;
+        sharc__stats_take_back(out, &p->worker_stats);
+    } else {
         *out = p->handed_stats;
-        memcpy(out->stage_seconds, stages, sizeof stages);
     }
+    memcpy(out->stage_seconds, p->planner_stats.stage_seconds, sizeof out->stage_seconds);
+    out->stage_seconds[SHARC_STAGE_DECODE] += p->worker_stats.stage_seconds[SHARC_STAGE_DECODE];
     out->batches = p->step_base + p->handed;
     pthread_mutex_unlock(&p->mu);
 }

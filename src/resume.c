@@ -115,36 +115,51 @@ static void get_stats(rbuf *rb, sharc_reader_stats *st)
 /* Byte offset of the counters: after magic, hash, step and the 6 fields of the position. */
 #define STATS_OFFSET (8 * (3 + 6))
 
-void sharc__resume_take_back(uint8_t *draft, size_t len, const sharc_reader_stats *skipped)
-{
-    sharc_reader_stats st;
-    rbuf rb = {draft, len, STATS_OFFSET, 0};
-    get_stats(&rb, &st);
-    if (rb.bad)
-        return;
-    sharc__stats_take_back(&st, skipped);
-    wbuf w = {draft, STATS_OFFSET, len};
-    put_stats(&w, &st);
-}
-
-void sharc__resume_draft_stats(const uint8_t *draft, size_t len, sharc_reader_stats *out)
+int sharc__resume_draft_stats(const uint8_t *draft, size_t len, const sharc_reader_stats *skipped,
+                              sharc_reader_stats *out)
 {
     sharc_reader_stats st = {0};
     rbuf rb = {draft, len, STATS_OFFSET, 0};
     get_stats(&rb, &st);
-    if (!rb.bad)
-        *out = st;
+    if (rb.bad)
+        return -1;
+    sharc__stats_take_back(&st, skipped);
+    *out = st;
+    return 0;
+}
+
+void sharc__resume_take_back(uint8_t *draft, size_t len, const sharc_reader_stats *skipped,
+                             sharc_reader_stats *out)
+{
+    sharc_reader_stats st;
+    if (sharc__resume_draft_stats(draft, len, skipped, &st) < 0)
+        return;
+    wbuf w = {draft, STATS_OFFSET, len};
+    put_stats(&w, &st);
+    *out = st;
+}
+
+/* Why a blob is not a state of this build for shards and settings hashing to `state_hash`
+ * (size, checksum, magic and version, hash), or NULL; *rb then reads it from the step on. */
+static const char *header_problem(const uint8_t *blob, size_t len, uint64_t state_hash, rbuf *rb)
+{
+    if (len < 8 * FIXED_FIELDS)
+        return "the state blob is truncated";
+    if (sharc__load_le64(blob + len - 8) != (uint64_t)(uint32_t)crc32(0L, blob, (uInt)(len - 8)))
+        return "the state blob is corrupt (checksum mismatch)";
+    *rb = (rbuf){blob, len - 8, 0, 0};
+    if (get_u64(rb) != (((uint64_t)STATE_VERSION << 32) | STATE_MAGIC))
+        return "not a sharc reader state, or an unsupported version";
+    if (get_u64(rb) != state_hash)
+        return "the state was saved with other shards or reader settings";
+    return NULL;
 }
 
 void sharc__resume_saved_stats(const uint8_t *blob, size_t len, uint64_t state_hash,
                                sharc_reader_stats *out)
 {
-    if (len < 8 * FIXED_FIELDS ||
-        sharc__load_le64(blob + len - 8) != (uint64_t)(uint32_t)crc32(0L, blob, (uInt)(len - 8)))
-        return;
-    rbuf rb = {blob, len - 8, 0, 0};
-    if (get_u64(&rb) != (((uint64_t)STATE_VERSION << 32) | STATE_MAGIC) ||
-        get_u64(&rb) != state_hash)
+    rbuf rb;
+    if (header_problem(blob, len, state_hash, &rb))
         return;
     uint64_t step = get_u64(&rb);
     sharc_reader_stats st = {0};
@@ -210,15 +225,10 @@ static int bad_state(sharc_reader *r, const char *why)
 int sharc__resume_parse(sharc_reader *r, const uint8_t *blob, size_t len, sharc__resume *out)
 {
     memset(out, 0, sizeof *out);
-    if (len < 8 * FIXED_FIELDS)
-        return bad_state(r, "the state blob is truncated");
-    if (sharc__load_le64(blob + len - 8) != (uint64_t)(uint32_t)crc32(0L, blob, (uInt)(len - 8)))
-        return bad_state(r, "the state blob is corrupt (checksum mismatch)");
-    rbuf rb = {blob, len - 8, 0, 0};
-    if (get_u64(&rb) != (((uint64_t)STATE_VERSION << 32) | STATE_MAGIC))
-        return bad_state(r, "not a sharc reader state, or an unsupported version");
-    if (get_u64(&rb) != r->state_hash)
-        return bad_state(r, "the state was saved with other shards or reader settings");
+    rbuf rb;
+    const char *why = header_problem(blob, len, r->state_hash, &rb);
+    if (why)
+        return bad_state(r, why);
     out->next_step = get_u64(&rb);
     out->pos.epoch = get_u64(&rb);
     out->pos.order_pos = get_u64(&rb);

@@ -19,16 +19,20 @@
 #include "sampler.h"
 
 /**
- * Take back from a draft state's counters the cuts that its batches, or earlier ones,
- * skipped while decoding (`skipped`: their cuts, audio_seconds and padded_seconds to take
- * back, their skipped_cuts and problems to add). The planner writes a state before the
+ * The counters of a draft state with `skipped` taken back: the cuts that its batches, or
+ * earlier ones, skipped while decoding (their cuts, audio_seconds and padded_seconds taken
+ * back, their skipped_cuts and problems added).
+ * @return 0 with *out, or -1 (out untouched) when the draft is too short
+ */
+int sharc__resume_draft_stats(const uint8_t *draft, size_t len, const sharc_reader_stats *skipped,
+                              sharc_reader_stats *out);
+
+/**
+ * Write those counters into the draft, and into *out. The planner writes a state before the
  * batch's rows are decoded; the caller applies this when the batch is handed out.
  */
-void sharc__resume_take_back(uint8_t *draft, size_t len, const sharc_reader_stats *skipped);
-
-/** The counters of a draft state (or a state), for sharc_reader_get_stats; `out` is left
- *  as it is when the blob is too short. */
-void sharc__resume_draft_stats(const uint8_t *draft, size_t len, sharc_reader_stats *out);
+void sharc__resume_take_back(uint8_t *draft, size_t len, const sharc_reader_stats *skipped,
+                             sharc_reader_stats *out);
 
 /** The counters of a state the caller passed to resume, with `batches` its step, when its
  *  checksum, version and hash `state_hash` are right; else `out` is left as it is. */
