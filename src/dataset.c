@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "archive.h"
+#include "braces.h"
 #include "cut.h"
 #include "hash.h"
 #include "json.h"
@@ -33,212 +34,14 @@ const char *sharc__layout_name(sharc_layout l)
     }
 }
 
-/* ---- brace expansion ------------------------------------------------------------- */
+/* ---- path expansion -------------------------------------------------------------- */
 
-typedef struct strlist {
-    char **items;
-    size_t n, cap;
-} strlist;
-
-static int strlist_push(sharc__ctx *ctx, strlist *l, char *s)
-{
-    if (!s)
-        return SHARC_ERR(ENOMEM);
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        char **p = sharc__realloc(ctx, l->items, l->cap * sizeof *p, cap * sizeof *p);
-        if (!p) {
-            sharc__free(ctx, s);
-            return SHARC_ERR(ENOMEM);
-        }
-        l->items = p;
-        l->cap = cap;
-    }
-    l->items[l->n++] = s;
-    return 0;
-}
-
-static void strlist_free(sharc__ctx *ctx, strlist *l)
-{
-    for (size_t i = 0; i < l->n; i++)
-        sharc__free(ctx, l->items[i]);
-    sharc__free(ctx, l->items);
-    memset(l, 0, sizeof *l);
-}
-
-static char *concat3(sharc__ctx *ctx, const char *a, size_t na, const char *b, size_t nb,
-                     const char *c)
-{
-    size_t nc = strlen(c);
-    char *s = sharc__malloc(ctx, na + nb + nc + 1);
-    if (!s)
-        return NULL;
-    memcpy(s, a, na);
-    memcpy(s + na, b, nb);
-    memcpy(s + na + nb, c, nc + 1);
-    return s;
-}
-
-/* Find the first top-level {...} group; returns 1 and its bounds when found. */
-static int find_group(const char *s, size_t *open, size_t *close)
-{
-    for (size_t i = 0; s[i]; i++) {
-        if (s[i] != '{')
-            continue;
-        int depth = 0;
-        for (size_t j = i; s[j]; j++) {
-            if (s[j] == '{')
-                depth++;
-            else if (s[j] == '}' && --depth == 0) {
-                *open = i;
-                *close = j;
-                return 1;
-            }
-        }
-        return -1; /* unbalanced */
-    }
-    return 0;
-}
-
-static int parse_range(const char *body, size_t n, long long *lo, long long *hi, int *width)
-{
-    char tmp[64];
-    if (n >= sizeof tmp)
-        return 0;
-    memcpy(tmp, body, n);
-    tmp[n] = 0;
-    char *dots = strstr(tmp, "..");
-    if (!dots)
-        return 0;
-    *dots = 0;
-    char *a = tmp, *b = dots + 2, *end;
-    if (!*a || !*b)
-        return 0;
-    for (char *p = a; *p; p++)
-        if (!isdigit((unsigned char)*p))
-            return 0;
-    *lo = strtoll(a, &end, 10);
-    *hi = strtoll(b, &end, 10);
-    if (*end || *hi < *lo || *hi - *lo >= MAX_EXPANSION)
-        return 0;
-    *width = (a[0] == '0' && a[1]) ? (int)strlen(a) : 0;
-    return 1;
-}
-
-static int expand_one(sharc__ctx *ctx, const char *s, strlist *out, int depth)
-{
-    size_t open, close;
-    int found = find_group(s, &open, &close);
-    if (found < 0)
-        return sharc__set_error(ctx, SHARC_ERR(EINVAL), "unbalanced braces in %s", s);
-    if (found == 0)
-        return strlist_push(ctx, out, sharc__strdup(ctx, s));
-    if (depth > 16 || out->n > MAX_EXPANSION)
-        return sharc__set_error(ctx, SHARC_ERR_TOO_LARGE, "pattern %s expands too far", s);
-    const char *body = s + open + 1;
-    size_t blen = close - open - 1;
-    const char *suffix = s + close + 1;
-    long long lo, hi;
-    int width, rc = 0;
-    if (parse_range(body, blen, &lo, &hi, &width)) {
-        for (long long v = lo; v <= hi && rc == 0; v++) {
-            char num[32];
-            int nn = snprintf(num, sizeof num, "%0*lld", width, v);
-            char *item = concat3(ctx, s, open, num, (size_t)nn, suffix);
-            if (!item)
-                return SHARC_ERR(ENOMEM);
-            rc = expand_one(ctx, item, out, depth + 1);
-            sharc__free(ctx, item);
-        }
-        return rc;
-    }
-    /* Comma list at the top level of the group. */
-    size_t start = 0;
-    int level = 0, alternatives = 0;
-    for (size_t i = 0; i <= blen && rc == 0; i++) {
-        char ch = i < blen ? body[i] : ',';
-        if (ch == '{')
-            level++;
-        else if (ch == '}')
-            level--;
-        if (ch != ',' || level != 0)
-            continue;
-        char *item = concat3(ctx, s, open, body + start, i - start, suffix);
-        if (!item)
-            return SHARC_ERR(ENOMEM);
-        rc = expand_one(ctx, item, out, depth + 1);
-        sharc__free(ctx, item);
-        start = i + 1;
-        alternatives++;
-    }
-    if (rc == 0 && alternatives < 2)
-        return sharc__set_error(ctx, SHARC_ERR(EINVAL),
-                                "brace group in %s is neither a range a..b nor a list a,b", s);
-    return rc;
-}
-
-/* The length of "(A..B)" when the bracket at p opens a numeric range A..B closed by `close`,
- * else 0. */
-static size_t bracket_range(const char *p, char close)
-{
-    size_t i = 1;
-    while (isdigit((unsigned char)p[i]))
-        i++;
-    if (i == 1 || strncmp(p + i, "..", 2) != 0)
-        return 0;
-    size_t b = i += 2;
-    while (isdigit((unsigned char)p[i]))
-        i++;
-    return i > b && p[i] == close ? i + 1 : 0;
-}
-
-/*
- * NeMo writes braces as (), [], <> or _OP_/_CL_ so that shells and SLURM leave them alone.
- * NeMo maps every such bracket; here (), [] and <> are braces only around a numeric range
- * (`audio_[0..7].tar`), so that a directory named `q (v2)` or `r[1]` stays what it is.
- */
-static char *nemo_braces(sharc__ctx *ctx, const char *p)
-{
-    static const char open[] = "([<", close[] = ")]>";
-    size_t n = strlen(p);
-    char *s = sharc__malloc(ctx, n + 1);
-    if (!s)
-        return NULL;
-    size_t j = 0;
-    for (size_t i = 0; i < n; i++) {
-        const char *o = p[i] ? strchr(open, p[i]) : NULL;
-        size_t len = o ? bracket_range(p + i, close[o - open]) : 0;
-        if (strncmp(p + i, "_OP_", 4) == 0) {
-            s[j++] = '{';
-            i += 3;
-        } else if (strncmp(p + i, "_CL_", 4) == 0) {
-            s[j++] = '}';
-            i += 3;
-        } else if (len) {
-            s[j++] = '{';
-            memcpy(s + j, p + i + 1, len - 2);
-            j += len - 2;
-            s[j++] = '}';
-            i += len - 1;
-        } else {
-            s[j++] = p[i];
-        }
-    }
-    s[j] = 0;
-    return s;
-}
-
-static int expand_list(sharc__ctx *ctx, const char *pattern, strlist *out)
+static int expand_list(sharc__ctx *ctx, const char *pattern, sharc__strs *out)
 {
     struct stat st;
     if (stat(pattern, &st) == 0)
-        return strlist_push(ctx, out, sharc__strdup(ctx, pattern));
-    char *mapped = nemo_braces(ctx, pattern);
-    if (!mapped)
-        return SHARC_ERR(ENOMEM);
-    int rc = expand_one(ctx, mapped, out, 0);
-    sharc__free(ctx, mapped);
-    return rc;
+        return sharc__strs_push(ctx, out, sharc__strdup(ctx, pattern));
+    return sharc__braces_expand(ctx, pattern, MAX_EXPANSION, out);
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -292,11 +95,11 @@ static char *escape_for_glob(sharc__ctx *ctx, const char *path)
  * Other characters stand for themselves. A pattern that matches nothing is an error, as a
  * missing file is, and so is a directory on the way that cannot be read.
  */
-static int expand_wildcards(sharc__ctx *ctx, const char *path, strlist *out, int *matched)
+static int expand_wildcards(sharc__ctx *ctx, const char *path, sharc__strs *out, int *matched)
 {
     struct stat st;
     if (!strpbrk(path, "*?") || stat(path, &st) == 0)
-        return strlist_push(ctx, out, sharc__strdup(ctx, path));
+        return sharc__strs_push(ctx, out, sharc__strdup(ctx, path));
     *matched = 1;
     char *pattern = escape_for_glob(ctx, path);
     if (!pattern)
@@ -321,16 +124,16 @@ static int expand_wildcards(sharc__ctx *ctx, const char *path, strlist *out, int
     if (rc == 0)
         qsort(g.gl_pathv, g.gl_pathc, sizeof *g.gl_pathv, cmp_str);
     for (size_t i = 0; rc == 0 && i < g.gl_pathc; i++)
-        rc = strlist_push(ctx, out, sharc__strdup(ctx, g.gl_pathv[i]));
+        rc = sharc__strs_push(ctx, out, sharc__strdup(ctx, g.gl_pathv[i]));
     globfree(&g);
     return rc;
 }
 
 /* A path as given: its braces expanded, then its wildcards (`*matched` set when a wildcard
  * was matched); at most MAX_EXPANSION paths. */
-static int expand_path(sharc__ctx *ctx, const char *path, strlist *out, int *matched)
+static int expand_path(sharc__ctx *ctx, const char *path, sharc__strs *out, int *matched)
 {
-    strlist braced = {0};
+    sharc__strs braced = {0};
     size_t first = out->n;
     int rc = expand_list(ctx, path, &braced);
     for (size_t i = 0; rc == 0 && i < braced.n; i++) {
@@ -338,21 +141,45 @@ static int expand_path(sharc__ctx *ctx, const char *path, strlist *out, int *mat
         if (rc == 0 && out->n - first > MAX_EXPANSION)
             rc = too_many(ctx, path);
     }
-    strlist_free(ctx, &braced);
+    sharc__strs_free(ctx, &braced);
     return rc;
 }
 
-int sharc__brace_expand(sharc__ctx *ctx, const char *pattern, sharc__buf *out)
+/* `l` as one malloc'd block (caller's free()): the pointers, then the strings. */
+static char **pack_paths(const sharc__strs *l)
 {
-    strlist l = {0};
-    int rc = expand_list(ctx, pattern, &l);
-    sharc__buf_clear(out);
-    for (size_t i = 0; rc == 0 && i < l.n; i++) {
-        rc = sharc__buf_append(ctx, out, l.items[i], strlen(l.items[i]));
-        if (rc == 0 && i + 1 < l.n)
-            rc = sharc__buf_append(ctx, out, "\n", 1);
+    size_t bytes = l->n * sizeof(char *);
+    for (size_t i = 0; i < l->n; i++)
+        bytes += strlen(l->items[i]) + 1;
+    char **v = malloc(bytes ? bytes : 1);
+    if (!v)
+        return NULL;
+    char *w = (char *)(v + l->n);
+    for (size_t i = 0; i < l->n; i++) {
+        v[i] = w;
+        w = stpcpy(w, l->items[i]) + 1;
     }
-    strlist_free(ctx, &l);
+    return v;
+}
+
+int sharc_expand_path(const char *path, char ***out, size_t *n, char *err, size_t err_size)
+{
+    sharc_logger silent = {NULL, NULL, SHARC_LOG_ERROR};
+    sharc__ctx ctx;
+    sharc__ctx_init(&ctx, NULL, &silent);
+    sharc__strs l = {0};
+    int matched = 0, rc;
+    if (!path || !out || !n)
+        rc = sharc__set_error(&ctx, SHARC_ERR(EINVAL), "expand path: NULL argument");
+    else if ((rc = expand_path(&ctx, path, &l, &matched)) == 0 && !(*out = pack_paths(&l)))
+        rc = sharc__set_error(&ctx, SHARC_ERR(ENOMEM), "%s: out of memory", path);
+    if (n)
+        *n = rc == 0 ? l.n : 0;
+    if (rc != 0 && out)
+        *out = NULL;
+    if (rc != 0 && err && err_size)
+        snprintf(err, err_size, "%s", ctx.error[0] ? ctx.error : sharc_strerror(rc));
+    sharc__strs_free(&ctx, &l);
     return rc;
 }
 
@@ -434,7 +261,7 @@ static int is_tar_name(const char *base)
            has_suffix(base, ".tar.zst") || has_suffix(base, ".tar.zstd");
 }
 
-static int list_dir(sharc__ctx *ctx, const char *dir, strlist *out, int recurse_manifests)
+static int list_dir(sharc__ctx *ctx, const char *dir, sharc__strs *out, int recurse_manifests)
 {
     DIR *d = opendir(dir);
     if (!d)
@@ -465,7 +292,7 @@ static int list_dir(sharc__ctx *ctx, const char *dir, strlist *out, int recurse_
             sharc__free(ctx, p);
             continue;
         }
-        rc = strlist_push(ctx, out, p);
+        rc = sharc__strs_push(ctx, out, p);
     }
     closedir(d);
     if (rc == 0 && out->n > first)
@@ -510,7 +337,7 @@ static const char *shar_number(const char *path, size_t *len)
 typedef struct shar_group {
     char name[128];
     int is_tar;
-    strlist files;
+    sharc__strs files;
 } shar_group;
 
 /* Build the Shar shards of the files in one directory (files sorted by name). */
@@ -552,7 +379,7 @@ static int shar_dir(sharc__ctx *ctx, sharc__dataset *d, char **files, size_t n)
                                   files[i]);
             break;
         }
-        rc = strlist_push(ctx, &groups[g].files, sharc__strdup(ctx, files[i]));
+        rc = sharc__strs_push(ctx, &groups[g].files, sharc__strdup(ctx, files[i]));
     }
     /* Fields pair by index: in name order, also when the files were given one by one. */
     for (size_t g = 0; g < n_groups; g++) {
@@ -630,7 +457,7 @@ static int shar_dir(sharc__ctx *ctx, sharc__dataset *d, char **files, size_t n)
         }
     }
     for (size_t g = 0; g < SHARC__MAX_FIELDS_DS; g++)
-        strlist_free(ctx, &groups[g].files);
+        sharc__strs_free(ctx, &groups[g].files);
     return rc;
 }
 
@@ -687,7 +514,7 @@ static int nemo_load_aggregate(sharc__ctx *ctx, sharc__dataset *d, const char *p
     return rc;
 }
 
-static int nemo_build(sharc__ctx *ctx, sharc__dataset *d, const strlist *files,
+static int nemo_build(sharc__ctx *ctx, sharc__dataset *d, const sharc__strs *files,
                       uint64_t max_line_bytes)
 {
     nemo_item *tars = sharc__calloc(ctx, files->n + 1, sizeof *tars);
@@ -767,7 +594,7 @@ done:
     return rc;
 }
 
-static int wds_build(sharc__ctx *ctx, sharc__dataset *d, const strlist *files)
+static int wds_build(sharc__ctx *ctx, sharc__dataset *d, const sharc__strs *files)
 {
     int rc = 0;
     for (size_t i = 0; i < files->n && rc == 0; i++) {
@@ -813,7 +640,7 @@ static int cmp_first_then_pos(const void *a, const void *b)
     return (x->pos > y->pos) - (x->pos < y->pos);
 }
 
-static int shar_build(sharc__ctx *ctx, sharc__dataset *d, const strlist *files)
+static int shar_build(sharc__ctx *ctx, sharc__dataset *d, const sharc__strs *files)
 {
     /* Fields pair by position within one directory: group the files by directory, the
      * directories in the order they were first given (a shell glob over several Shar
@@ -869,7 +696,7 @@ typedef enum tars_alone {
 /* The layout of `files`. When every tar is named as NeMo tarred audio (audio_N.tar) with no
  * manifest among the files, or as Shar recording shards with no cuts file, *alone says so and
  * the layout is AUTO: read as WebDataset, their transcripts or cuts would be missing. */
-static sharc_layout detect_layout(const strlist *files, tars_alone *alone)
+static sharc_layout detect_layout(const sharc__strs *files, tars_alone *alone)
 {
     *alone = TARS_NOT_ALONE;
     int tars = 0, nemo_tars = 0, shar_recordings = 0;
@@ -919,7 +746,7 @@ static uint64_t hash_path(const char *p)
  * directory or wildcards did.
  */
 static int check_every_path_used(sharc__ctx *ctx, const sharc__dataset *d, const char *const *paths,
-                                 size_t n_paths, const strlist *files, const size_t *ends,
+                                 size_t n_paths, const sharc__strs *files, const size_t *ends,
                                  const uint8_t *is_group)
 {
     sharc__keyset used = {0};
@@ -939,7 +766,7 @@ static int check_every_path_used(sharc__ctx *ctx, const sharc__dataset *d, const
             j++;
         if (j < ends[i])
             continue;
-        strlist own = {files->items + lo, ends[i] - lo, 0};
+        sharc__strs own = {files->items + lo, ends[i] - lo, 0};
         tars_alone alone;
         sharc_layout other = detect_layout(&own, &alone);
         if (alone != TARS_NOT_ALONE)
@@ -1010,7 +837,7 @@ static int check_no_repeats(sharc__ctx *ctx, const sharc__dataset *d)
 int sharc__dataset_find(sharc__dataset *d, sharc__ctx *ctx, const char *const *paths,
                         size_t n_paths, sharc_layout layout, uint64_t max_line_bytes)
 {
-    strlist inputs = {0}, files = {0};
+    sharc__strs inputs = {0}, files = {0};
     size_t *ends = sharc__calloc(ctx, n_paths ? n_paths : 1, sizeof *ends);
     uint8_t *is_group = sharc__calloc(ctx, n_paths ? n_paths : 1, 1); /* a directory or wildcards */
     int rc = ends && is_group ? 0 : SHARC_ERR(ENOMEM);
@@ -1033,7 +860,7 @@ int sharc__dataset_find(sharc__dataset *d, sharc__ctx *ctx, const char *const *p
                 is_group[i] = 1;
                 rc = list_dir(ctx, inputs.items[j], &files, 1);
             } else {
-                rc = strlist_push(ctx, &files, sharc__strdup(ctx, inputs.items[j]));
+                rc = sharc__strs_push(ctx, &files, sharc__strdup(ctx, inputs.items[j]));
             }
         }
         ends[i] = files.n;
@@ -1082,8 +909,8 @@ int sharc__dataset_find(sharc__dataset *d, sharc__ctx *ctx, const char *const *p
     if (rc == 0)
         rc = check_no_repeats(ctx, d);
 done:
-    strlist_free(ctx, &inputs);
-    strlist_free(ctx, &files);
+    sharc__strs_free(ctx, &inputs);
+    sharc__strs_free(ctx, &files);
     sharc__free(ctx, ends);
     sharc__free(ctx, is_group);
     if (rc < 0)

@@ -60,13 +60,6 @@ void sharc__dataset_free(sharc__dataset *d, sharc__ctx *ctx);
 size_t sharc__dataset_epoch_order(const sharc__dataset *d, uint64_t seed, uint64_t epoch,
                                   int shuffle, int dp_rank, int dp_size, uint32_t *order);
 
-/**
- * Expand brace patterns in `pattern` into a newline-separated list in `out`. NeMo's
- * alternative brackets are mapped to braces first. Ranges keep zero padding.
- * @return 0, SHARC_ERR(EINVAL) for a malformed pattern, SHARC_ERR_TOO_LARGE past 10^6 items
- */
-int sharc__brace_expand(sharc__ctx *ctx, const char *pattern, sharc__buf *out);
-
 const char *sharc__layout_name(sharc_layout l);
 
 #endif /* SHARC_SRC_DATASET_H */

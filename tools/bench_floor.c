@@ -7,7 +7,6 @@
 #include <archive_entry.h>
 #include <dirent.h>
 #include <errno.h>
-#include <glob.h>
 #include <pthread.h>
 #include <sndfile.h>
 #include <stdarg.h>
@@ -18,6 +17,8 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
+
+#include "sharc/sharc.h"
 
 /* Large reads keep libarchive's syscalls off the hot path, as in the reader. */
 #define FLOOR_BLOCK_BYTES (1u << 20)
@@ -131,99 +132,20 @@ static int add_path(path_list *l, const char *path, char *err, size_t errn)
     return 0;
 }
 
-static char glob_failed[1024];
-static int glob_errno;
-
-static int glob_error(const char *path, int e)
-{
-    if (e == ENOENT || e == ENOTDIR)
-        return 0;
-    snprintf(glob_failed, sizeof glob_failed, "%s", path);
-    glob_errno = e;
-    return 1;
-}
-
-/* The wildcards * and ? of a path that does not exist as given, matched as the reader
- * matches them: in byte order, other characters ([, ], \) standing for themselves. */
-static int expand_wildcards(path_list *l, const char *pattern, char *err, size_t errn)
-{
-    char escaped[8192];
-    size_t j = 0;
-    for (size_t i = 0; pattern[i] && j + 2 < sizeof escaped; i++) {
-        if (strchr("[]\\", pattern[i]))
-            escaped[j++] = '\\';
-        escaped[j++] = pattern[i];
-    }
-    escaped[j] = 0;
-    glob_t g;
-    glob_errno = 0;
-    int r = glob(escaped, GLOB_NOSORT, glob_error, &g);
-    int rc = 0;
-    if (r == GLOB_ABORTED || glob_errno) {
-        set_err(err, errn, "%s: cannot read %s to match the pattern: %s", pattern,
-                glob_errno ? glob_failed : "a directory", strerror(glob_errno ? glob_errno : EIO));
-        rc = -1;
-    } else if (r != 0) {
-        set_err(err, errn,
-                r == GLOB_NOMATCH ? "%s: no file matches the pattern"
-                                  : "%s: out of memory matching the pattern",
-                pattern);
-        rc = -1;
-    } else {
-        qsort(g.gl_pathv, g.gl_pathc, sizeof *g.gl_pathv, cmp_str);
-    }
-    for (size_t i = 0; rc == 0 && i < g.gl_pathc; i++)
-        rc = add_path(l, g.gl_pathv[i], err, errn);
-    globfree(&g);
-    return rc;
-}
-
-/*
- * Expand the first numeric range of `pattern` ({A..B}, or NeMo's _OP_A..B_CL_, (A..B),
- * [A..B], <A..B>), recursively for the rest, then the wildcards * and ? of a path that does not
- * exist as given. Zero padding follows the width of A as in bash. Returns 1 when a range was found.
- */
-static int expand_braces(path_list *l, const char *pattern, char *err, size_t errn)
-{
-    static const struct {
-        const char *open, *close;
-    } forms[] = {{"{", "}"}, {"_OP_", "_CL_"}, {"(", ")"}, {"[", "]"}, {"<", ">"}};
-    for (size_t f = 0; f < sizeof forms / sizeof *forms; f++) {
-        for (const char *o = strstr(pattern, forms[f].open); o != NULL;
-             o = strstr(o + 1, forms[f].open)) {
-            const char *num = o + strlen(forms[f].open);
-            char *end;
-            long a = strtol(num, &end, 10);
-            if (end == num || strncmp(end, "..", 2) != 0)
-                continue;
-            int width = (int)(end - num);
-            const char *num2 = end + 2;
-            long b = strtol(num2, &end, 10);
-            if (end == num2 || strncmp(end, forms[f].close, strlen(forms[f].close)) != 0 || b < a)
-                continue;
-            const char *rest = end + strlen(forms[f].close);
-            for (long i = a; i <= b; i++) {
-                char path[4096];
-                snprintf(path, sizeof path, "%.*s%0*ld%s", (int)(o - pattern), pattern,
-                         num[0] == '0' ? width : 1, i, rest);
-                if (expand_braces(l, path, err, errn) < 0)
-                    return -1;
-            }
-            return 1;
-        }
-    }
-    struct stat st;
-    if (stat(pattern, &st) != 0 && strpbrk(pattern, "*?") != NULL)
-        return expand_wildcards(l, pattern, err, errn);
-    return add_path(l, pattern, err, errn);
-}
-
 int bench_floor_find_shards(const char *const *paths, size_t n_paths, char ***out, size_t *n_out,
                             char *err, size_t err_size)
 {
     path_list l = {0};
-    for (size_t i = 0; i < n_paths; i++) {
-        if (expand_braces(&l, paths[i], err, err_size) < 0)
+    for (size_t i = 0; i < n_paths; i++) { /* the files the reader finds for this path */
+        char **found = NULL;
+        size_t n_found = 0;
+        if (sharc_expand_path(paths[i], &found, &n_found, err, err_size) != 0)
+            goto fail;
+        int rc = 0;
+        for (size_t j = 0; j < n_found && rc == 0; j++)
+            rc = add_path(&l, found[j], err, err_size);
+        free(found);
+        if (rc < 0)
             goto fail;
     }
     if (l.n == 0) {

@@ -23,8 +23,8 @@ typedef struct bench_floor_result {
 
 /**
  * Find the tar files under `paths`: a directory gives every `*.tar`, `*.tar.gz`, `*.tgz` and
- * `*.tar.zst` file in it (sorted; `.idx` sidecars are not tars); a file is taken as it is; a
- * brace pattern (`audio_{0..7}.tar`, `audio__OP_0..7_CL_.tar`) is expanded. Non-tar files
+ * `*.tar.zst` file in it (sorted; `.idx` sidecars are not tars); a file is taken as it is;
+ * patterns are expanded by sharc_expand_path(), as the reader expands them. Non-tar files
  * (manifests, cut lists) are skipped, so the same PATH arguments as `sharc read` work.
  * @param out receives a malloc'ed array of malloc'ed paths; free with bench_floor_free_shards()
  * @param err receives a message on failure

@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,7 +57,7 @@ static void print_help(void)
            "  \"max\":[...],\"padding_seconds\":[...],\"padding_ratio\":[...],\"cuts\",\n"
            "  \"total_seconds\",\"ignored_cuts\",\"num_buckets\"}, one entry per bucket\n"
            "(len(bins) + 1 of them); padding_ratio = padding / (cuts * longest); min and max\n"
-           "are null for an empty bucket.\n"
+           "are null for an empty bucket. A run that fails prints {\"error\"} with why.\n"
            "\n"
            "Exit status: 0 success, 1 read error or too few cuts, 2 usage error.\n"
            "\n"
@@ -139,8 +140,21 @@ static int parse_args(int argc, char **argv, sharc_reader_settings *s, buckets_o
     return status;
 }
 
+/* Why the command failed, for the JSON object that --json ends with; "" while it has not. */
+static char buckets_error[1400];
+
+static void fail_with(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void fail_with(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buckets_error, sizeof buckets_error, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "sharc buckets: %s\n", buckets_error);
+}
+
 /* Durations of the cuts kept by the filters, in sorted shard order. Returns 0, or 1 after
- * printing why (a read error or out of memory). */
+ * saying why (a read error or out of memory). */
 static int collect(sharc_reader *r, const buckets_opts *o, double **out, size_t *n,
                    uint64_t *ignored)
 {
@@ -169,11 +183,12 @@ static int collect(sharc_reader *r, const buckets_opts *o, double **out, size_t 
         d[(*n)++] = c->duration;
     }
     if (!d) {
-        fprintf(stderr, "sharc buckets: out of memory after %zu cuts\n", *n);
+        fail_with("out of memory after %zu cuts", *n);
         return 1;
     }
     if (rc < 0) {
-        cli_report_error("buckets", "", sharc_reader_last_error(r));
+        snprintf(buckets_error, sizeof buckets_error, "%s", sharc_reader_last_error(r));
+        cli_report_error("buckets", "", buckets_error);
         free(d);
         return 1;
     }
@@ -297,33 +312,33 @@ int cmd_buckets(int argc, char **argv)
         return status;
     cli_logger(&s.logger, o.quiet ? SHARC_LOG_ERROR : SHARC_LOG_WARN);
 
+    status = CLI_EXIT_FAIL;
     sharc_reader *r = NULL;
-    if (cli_open_reader("buckets", &s, &r) < 0)
-        return CLI_EXIT_FAIL;
-    double *d = NULL;
-    size_t n = 0;
+    double *d = NULL, *bins = NULL;
+    bucket_stats *b = NULL;
+    size_t n = 0, n_bins = 0;
     uint64_t ignored = 0;
-    int rc = collect(r, &o, &d, &n, &ignored);
+    int reported = 0;
+    int rc = cli_open_reader("buckets", &s, &r);
+    if (rc < 0) {
+        cli_open_failure_text(buckets_error, sizeof buckets_error, "dataset", rc);
+        goto done;
+    }
+    rc = collect(r, &o, &d, &n, &ignored);
     sharc_reader_close(&r);
     if (rc != 0)
-        return CLI_EXIT_FAIL;
+        goto done;
     if (n < (size_t)o.num_buckets) {
-        fprintf(stderr,
-                "sharc buckets: %zu cuts are too few for %d buckets (Lhotse's estimation needs at "
-                "least one cut per bucket; a batch reader would use %zu buckets)\n",
-                n, o.num_buckets, n);
-        free(d);
-        return CLI_EXIT_FAIL;
+        fail_with("%zu cuts are too few for %d buckets (Lhotse's estimation needs at least one "
+                  "cut per bucket; a batch reader would use %zu buckets)",
+                  n, o.num_buckets, n);
+        goto done;
     }
-    double *bins = malloc((size_t)o.num_buckets * sizeof *bins);
-    bucket_stats *b = calloc((size_t)o.num_buckets + 1, sizeof *b);
-    size_t n_bins = 0;
+    bins = malloc((size_t)o.num_buckets * sizeof *bins);
+    b = calloc((size_t)o.num_buckets + 1, sizeof *b);
     if (!bins || !b || sharc_estimate_duration_bins(d, n, o.num_buckets, bins, &n_bins) != 0) {
-        fprintf(stderr, "sharc buckets: estimation failed\n");
-        free(bins);
-        free(b);
-        free(d);
-        return CLI_EXIT_FAIL;
+        fail_with("the estimation of the bins failed (out of memory)");
+        goto done;
     }
     double total = 0;
     for (size_t i = 0; i < n; i++) {
@@ -338,8 +353,19 @@ int cmd_buckets(int argc, char **argv)
         print_json(bins, n_bins, b, n, total, ignored, o.num_buckets);
     else
         print_text(bins, n_bins, b, n, total, ignored, o.quiet);
+    reported = 1; /* a failure after this is only stdout's */
+    status = cli_finish_output(cmd, CLI_EXIT_OK);
+done:
+    if (status == CLI_EXIT_FAIL && o.json &&
+        !reported) { /* the one object scripts wait for, with why */
+        fputc('{', stdout);
+        cli_json_key(stdout, "error", 1);
+        cli_json_str(stdout, buckets_error[0] ? buckets_error : "the run failed (see stderr)");
+        fputs("}\n", stdout);
+        fflush(stdout);
+    }
     free(bins);
     free(b);
     free(d);
-    return cli_finish_output(cmd, CLI_EXIT_OK);
+    return status;
 }

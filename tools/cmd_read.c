@@ -60,9 +60,10 @@ static void print_help(void)
            "DynamicBucketingSampler), decoded and zero-padded into batches by worker threads.\n"
            "Prints one line per batch and a summary. With --cuts, reads single cuts instead.\n"
            "\n"
-           "PATH is a dataset directory, a shard file, a brace pattern (audio_{0..7}.tar,\n"
-           "audio__OP_0..7_CL_.tar) or a quoted wildcard pattern ('shards/*.tar', matched\n"
-           "in byte order); several may be given.\n"
+           "PATH is a dataset directory, a shard file, a brace pattern expanded as NeMo\n"
+           "expands tarred_audio_filepaths (audio_{0..7}.tar, audio__OP_0..7_CL_.tar,\n"
+           "{a,b}, {7..0}, {00..10..2}) or a quoted wildcard pattern ('shards/*.tar',\n"
+           "matched in byte order); several may be given.\n"
            "\n"
            "Reader (batches and --cuts):\n" CLI_RO_HELP_LAYOUT
            "  --epochs N          epochs to read; 0 reads forever (default 1)\n"

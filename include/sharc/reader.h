@@ -292,6 +292,33 @@ SHARC_API const double *sharc_reader_bins(const sharc_reader *r, size_t *n);
 SHARC_API void sharc_reader_close(sharc_reader **r);
 
 /**
+ * The paths one entry of sharc_reader_settings.paths stands for, as the reader expands it
+ * (docs/formats.md), for tools that must find the same files:
+ * - a path that exists is itself;
+ * - otherwise its braces are expanded as NeMo expands `tarred_audio_filepaths`: NeMo's
+ *   `_OP_`/`_CL_` are braces, and so are (), [] and <> around a range (`audio_(0..7).tar`);
+ *   then Python's `braceexpand` with escape=False: ranges of integers or letters, up or down,
+ *   with an optional step (`{0..10..2}`), zero-padded when an endpoint has a leading zero,
+ *   lists (`{a,b}`), nesting; any other group stands for itself;
+ * - then each result that does not exist and holds `*` or `?` is matched as a shell would,
+ *   in byte order (`[`, `]` and `\` stand for themselves).
+ * A directory comes back as its path, not listed; a path with no pattern comes back as
+ * given whether or not it exists.
+ * @param path     the path or pattern
+ * @param out      receives `*n` NUL-terminated paths in one block, which the caller frees
+ *                 with free(); NULL on failure
+ * @param n        receives the number of paths (>= 1 on success, 0 on failure)
+ * @param err      receives the message on failure, naming the path (may be NULL)
+ * @param err_size the capacity of `err`
+ * @return 0; SHARC_ERR(EINVAL) for unbalanced braces or braces nested over 64 deep;
+ *         SHARC_ERR(ENOENT) when a wildcard matches nothing; an errno of a directory that
+ *         cannot be read; SHARC_ERR_TOO_LARGE past 1,000,000 paths; SHARC_ERR(ENOMEM).
+ *         Any thread.
+ */
+SHARC_API int sharc_expand_path(const char *path, char ***out, size_t *n, char *err,
+                                size_t err_size);
+
+/**
  * Estimate duration bucket boundaries exactly as Lhotse's `estimate_duration_buckets`:
  * sort the durations, and start a new bucket at the first duration after the running
  * total exceeds sum/num_buckets (the sum taken as numpy does). Metadata only: given the

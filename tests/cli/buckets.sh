@@ -113,6 +113,17 @@ expect_in "$tmp/err" "--min-duration"
 expect_rc 2 "$SHARC" buckets
 expect_in "$tmp/err" "no PATH"
 expect_rc 1 "$SHARC" buckets "$tmp/nothing-here"
+# With --json, a failure still ends with one object that says why.
+expect_rc 1 "$SHARC" buckets --json "$tmp/nothing-here"
+"$PYTHON" -c 'import json,sys
+o = json.loads(open(sys.argv[1]).read())
+assert list(o) == ["error"] and "nothing-here" in o["error"], o' "$tmp/out" ||
+    fail "buckets --json on a missing path: $(cat "$tmp/out")"
+expect_rc 1 "$SHARC" buckets --json --num-buckets 100 "$d"
+"$PYTHON" -c 'import json,sys
+o = json.loads(open(sys.argv[1]).read())
+assert "60 cuts are too few for 100 buckets" in o["error"], o' "$tmp/out" ||
+    fail "buckets --json with too few cuts: $(cat "$tmp/out")"
 # A read error is reported once (the library's line), by buckets and by bench; bench --quiet,
 # whose library log is silent, reports it itself.
 gen "$tmp/bad" --layout shar --shards 1 --cuts-per-shard 3 --max-duration 2 --compress none
@@ -122,4 +133,9 @@ for cmd in "buckets" "bench --seconds 1" "bench --quiet --seconds 1"; do
     [ "$(grep -c 'num_samples says 1000000000' "$tmp/err")" -eq 1 ] ||
         fail "sharc $cmd: the error is not printed exactly once: $(cat "$tmp/err")"
 done
+expect_rc 1 "$SHARC" buckets --json "$tmp/bad/shar"
+expect_in "$tmp/out" '{"error":"'
+expect_in "$tmp/out" 'num_samples says 1000000000'
+[ "$(grep -c 'num_samples says 1000000000' "$tmp/err")" -eq 1 ] ||
+    fail "buckets --json: the error is not printed exactly once on stderr: $(cat "$tmp/err")"
 echo ok
