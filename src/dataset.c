@@ -487,7 +487,7 @@ static int nemo_load_aggregate(sharc__ctx *ctx, sharc__dataset *d, const char *p
                path);
     while (rc == 0 && (rc = sharc__lines_next(l, &line, &len, &lineno)) == 0) {
         long long sid;
-        if (sharc__json_nemo_shard_id(line, len, &sid) < 0 || sid < 0) {
+        if (sharc__json_nemo_shard_id(ctx, line, len, &sid) < 0 || sid < 0) {
             rc = sharc__set_error(ctx, SHARC_ERR_FORMAT,
                                   "%s line %llu: no valid shard_id in a manifest shared by "
                                   "several shards",

@@ -58,6 +58,79 @@ static size_t utf8_invalid_at(const uint8_t *s, size_t len)
     return len;
 }
 
+/*
+ * Python's json module also reads NaN, Infinity and -Infinity, which its json.dumps writes
+ * for float('nan') and float('inf'), so Lhotse and NeMo read manifests that hold them; cJSON
+ * does not. This writes `text` to `out` (when not NULL) with each of them outside strings
+ * spelled as a number that overflows to an infinity (NaN too: no value sharc reads may be
+ * either), and returns the length written. `Infinity` keeps its length; `NaN` grows by two
+ * bytes, so with `copy_at` set it stops there and returns the offset in `text` instead.
+ */
+#define OVERFLOW_INF "1e999999" /* as long as "Infinity" */
+#define OVERFLOW_NAN "1e999"
+static size_t spell_constants(const char *text, size_t len, char *out, size_t copy_at)
+{
+    size_t j = 0;
+    int in_string = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (copy_at != SIZE_MAX && j >= copy_at)
+            return i;
+        const char *as = NULL;
+        size_t skip = 0;
+        char c = text[i];
+        if (in_string) {
+            if (c == '\\' && i + 1 < len) {
+                if (out)
+                    out[j] = c;
+                j++;
+                c = text[++i];
+            } else if (c == '"') {
+                in_string = 0;
+            }
+        } else if (c == '"') {
+            in_string = 1;
+        } else if (c == 'I' && len - i >= 8 && memcmp(text + i, "Infinity", 8) == 0) {
+            as = OVERFLOW_INF;
+            skip = 8;
+        } else if (c == 'N' && len - i >= 3 && memcmp(text + i, "NaN", 3) == 0 &&
+                   (i == 0 || text[i - 1] != '-')) { /* Python has no -NaN */
+            as = OVERFLOW_NAN;
+            skip = 3;
+        }
+        if (as) {
+            size_t n = strlen(as);
+            if (out)
+                memcpy(out + j, as, n);
+            j += n;
+            i += skip - 1;
+            continue;
+        }
+        if (out)
+            out[j] = c;
+        j++;
+    }
+    return copy_at != SIZE_MAX ? len : j;
+}
+
+/* `text` with its constants spelled as numbers (*n bytes, NUL-terminated), or NULL with *n =
+ * len when it holds none (or, with *rc = SHARC_ERR(ENOMEM), when memory runs out). */
+static char *spelled_copy(sharc__ctx *ctx, const char *text, size_t len, size_t *n, int *rc)
+{
+    *n = len;
+    *rc = 0;
+    if (!memmem(text, len, "NaN", 3) && !memmem(text, len, "Infinity", 8))
+        return NULL;
+    *n = spell_constants(text, len, NULL, SIZE_MAX);
+    char *s = sharc__malloc(ctx, *n + 1);
+    if (!s) {
+        *rc = SHARC_ERR(ENOMEM);
+        return NULL;
+    }
+    spell_constants(text, len, s, SIZE_MAX);
+    s[*n] = 0;
+    return s;
+}
+
 static cJSON *parse(sharc__ctx *ctx, const char *text, size_t len, int *rc)
 {
     size_t bad = utf8_invalid_at((const uint8_t *)text, len);
@@ -65,30 +138,44 @@ static cJSON *parse(sharc__ctx *ctx, const char *text, size_t len, int *rc)
         *rc = sharc__set_error(ctx, SHARC_ERR_JSON, "invalid UTF-8 at byte %zu", bad);
         return NULL;
     }
+    size_t src_len;
+    char *spelled = spelled_copy(ctx, text, len, &src_len, rc);
+    if (*rc < 0)
+        return NULL;
+    const char *src = spelled ? spelled : text;
     const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    cJSON *root = cJSON_ParseWithLengthOpts(src, src_len, &end, 0);
+    size_t at = SIZE_MAX; /* where the error is in `src`, when known */
+    int trailing = 0;
     if (root) {
         /* One value per line, as json.loads() wants: anything but spaces after it is an
          * error, not ignored. */
-        size_t at = (size_t)(end - text);
-        while (at < len &&
-               (text[at] == ' ' || text[at] == '\t' || text[at] == '\r' || text[at] == '\n'))
+        at = (size_t)(end - src);
+        while (at < src_len &&
+               (src[at] == ' ' || src[at] == '\t' || src[at] == '\r' || src[at] == '\n'))
             at++;
-        if (at < len) {
+        trailing = at < src_len;
+        if (trailing) {
             cJSON_Delete(root);
-            *rc = sharc__set_error(ctx, SHARC_ERR_JSON,
-                                   "invalid JSON near byte %zu: more after the object", at);
-            return NULL;
+            root = NULL;
         }
-    }
-    if (!root) {
+    } else {
         /* cJSON keeps the error position in one global for all threads, and read-ahead
          * lanes parse at the same time: use it only when it points into this text. */
-        const char *at = cJSON_GetErrorPtr();
-        uintptr_t lo = (uintptr_t)text, p = (uintptr_t)at;
-        if (at && p >= lo && p <= lo + len)
-            *rc = sharc__set_error(ctx, SHARC_ERR_JSON, "invalid JSON near byte %zu",
-                                   (size_t)(p - lo));
+        const char *err = cJSON_GetErrorPtr();
+        uintptr_t lo = (uintptr_t)src, p = (uintptr_t)err;
+        if (err && p >= lo && p <= lo + src_len)
+            at = (size_t)(p - lo);
+    }
+    if (!root && spelled && at != SIZE_MAX)
+        at = spell_constants(text, len, NULL, at); /* the byte in the text as given */
+    sharc__free(ctx, spelled);
+    if (!root) {
+        if (trailing)
+            *rc = sharc__set_error(ctx, SHARC_ERR_JSON,
+                                   "invalid JSON near byte %zu: more after the object", at);
+        else if (at != SIZE_MAX)
+            *rc = sharc__set_error(ctx, SHARC_ERR_JSON, "invalid JSON near byte %zu", at);
         else
             *rc = sharc__set_error(ctx, SHARC_ERR_JSON, "invalid JSON");
         return NULL;
@@ -374,12 +461,20 @@ done:
     return rc;
 }
 
-int sharc__json_nemo_shard_id(const char *line, size_t len, long long *shard_id)
+int sharc__json_nemo_shard_id(sharc__ctx *ctx, const char *line, size_t len, long long *shard_id)
 {
-    cJSON *root = cJSON_ParseWithLength(line, len);
+    /* Leniently: a row that is only bad in ways that parse() refuses (bytes that are not
+     * UTF-8, more after the object) is grouped, then reported as its cut's problem. */
     *shard_id = -1;
+    size_t n;
+    int rc;
+    char *spelled = spelled_copy(ctx, line, len, &n, &rc);
+    if (rc < 0)
+        return rc;
+    cJSON *root = cJSON_ParseWithLength(spelled ? spelled : line, n);
+    sharc__free(ctx, spelled);
     if (!root)
-        return SHARC_ERR_JSON;
+        return sharc__set_error(ctx, SHARC_ERR_JSON, "invalid JSON");
     *shard_id = shard_id_of(root);
     cJSON_Delete(root);
     return 0;

@@ -58,8 +58,11 @@ typedef struct sharc__nemo_row {
 int sharc__json_nemo_row(sharc__ctx *ctx, const char *line, size_t len, const char *text_field,
                          const char *lang_field, sharc__nemo_row *row, sharc__rawcut *c);
 
-/** Only the shard_id of a NeMo row (for grouping an aggregate manifest); -1 when absent. */
-int sharc__json_nemo_shard_id(const char *line, size_t len, long long *shard_id);
+/**
+ * Only the shard_id of a NeMo row (for grouping an aggregate manifest); -1 when absent.
+ * @return 0, or SHARC_ERR_JSON when the row is not a JSON object (the message in ctx)
+ */
+int sharc__json_nemo_shard_id(sharc__ctx *ctx, const char *line, size_t len, long long *shard_id);
 
 /** A WebDataset key.json member: duration, text, speaker, language, sampling_rate, num_samples. */
 int sharc__json_wds_meta(sharc__ctx *ctx, const char *text, size_t len, sharc__rawcut *c);

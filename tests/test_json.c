@@ -196,7 +196,7 @@ START_TEST(numbers_out_of_range)
     const long long want[] = {-1, -1, -1, 12};
     for (int i = 0; i < 4; i++) {
         long long sid = 0;
-        ck_assert_int_eq(sharc__json_nemo_shard_id(ids[i], strlen(ids[i]), &sid), 0);
+        ck_assert_int_eq(sharc__json_nemo_shard_id(&ctx, ids[i], strlen(ids[i]), &sid), 0);
         ck_assert_int_eq(sid, want[i]);
         sharc__rawcut_reset(&c);
         char line[128];
@@ -211,6 +211,73 @@ START_TEST(numbers_out_of_range)
 }
 END_TEST
 
+/*
+ * NaN, Infinity and -Infinity are read as Python's json module reads them (json.dumps writes
+ * them for float('nan') and float('inf')): a cut line that holds one in a value sharc does
+ * not use is a good line, one where seconds are wanted is a json problem, and the same words
+ * inside strings are text. Errors still name the byte of the line as given.
+ */
+START_TEST(python_constants)
+{
+    sharc__ctx ctx;
+    sharc__ctx_init(&ctx, NULL, NULL);
+    sharc__rawcut c;
+    memset(&c, 0, sizeof c);
+    const char *line = "{\"id\": \"a\", \"duration\": 1.5, \"custom\": {\"snr\": NaN, \"hi\": "
+                       "Infinity, \"lo\": -Infinity}, \"supervisions\": [{\"text\": \"NaN \\\" "
+                       "Infinity\"}]}";
+    ck_assert_int_eq(sharc__json_lhotse_cut(&ctx, line, strlen(line), &c), 0);
+    ck_assert(c.duration == 1.5);
+    ck_assert_str_eq(sharc__buf_str(&c.text), "NaN \" Infinity");
+    ck_assert_str_eq(sharc__buf_str(&c.json), line); /* the line as given */
+    const char *nan_duration[] = {"{\"id\": \"a\", \"duration\": NaN}",
+                                  "{\"id\": \"a\", \"duration\": Infinity}",
+                                  "{\"id\": \"a\", \"duration\": -Infinity}"};
+    for (int i = 0; i < 3; i++) {
+        sharc__rawcut_reset(&c);
+        ck_assert_int_eq(sharc__json_lhotse_cut(&ctx, nan_duration[i], strlen(nan_duration[i]), &c),
+                         SHARC_ERR_JSON);
+        ck_assert_str_eq(ctx.error, "cut a: \"duration\" is not a number of seconds");
+    }
+    /* Python has no -NaN, and a constant inside a word is no constant. */
+    const char *bad[] = {"{\"id\": \"a\", \"x\": -NaN, \"duration\": 1}",
+                         "{\"id\": \"a\", \"x\": NaNa, \"duration\": 1}"};
+    for (int i = 0; i < 2; i++) {
+        sharc__rawcut_reset(&c);
+        ck_assert_int_eq(sharc__json_lhotse_cut(&ctx, bad[i], strlen(bad[i]), &c), SHARC_ERR_JSON);
+        ck_assert_msg(strncmp(ctx.error, "invalid JSON near byte ", 23) == 0, "%s", ctx.error);
+    }
+    /* The byte named is the one in the line as given, after a NaN (spelled longer) too: the
+     * same as with a value of NaN's length in its place. */
+    const char *after_nan = "{\"id\": \"a\", \"x\": NaN, \"y\": NaN, \"duration\": }";
+    const char *after_num = "{\"id\": \"a\", \"x\": 0.0, \"y\": 0.0, \"duration\": }";
+    char want[SHARC__ERRLEN];
+    ck_assert_int_eq(sharc__json_lhotse_cut(&ctx, after_num, strlen(after_num), &c),
+                     SHARC_ERR_JSON);
+    snprintf(want, sizeof want, "%s", ctx.error);
+    ck_assert_str_eq(want, "invalid JSON near byte 44");
+    ck_assert_int_eq(sharc__json_lhotse_cut(&ctx, after_nan, strlen(after_nan), &c),
+                     SHARC_ERR_JSON);
+    ck_assert_str_eq(ctx.error, want);
+    const char *more = "{\"id\": \"a\", \"x\": NaN, \"duration\": 1} x";
+    ck_assert_int_eq(sharc__json_lhotse_cut(&ctx, more, strlen(more), &c), SHARC_ERR_JSON);
+    ck_assert_str_eq(ctx.error, "invalid JSON near byte 37: more after the object");
+    /* NeMo rows: an offset of -Infinity is no offset; a shard_id is found past a NaN. */
+    sharc__nemo_row row = {0};
+    const char *nemo = "{\"audio_filepath\": \"x.wav\", \"duration\": 1, \"offset\": -Infinity}";
+    sharc__rawcut_reset(&c);
+    ck_assert_int_eq(sharc__json_nemo_row(&ctx, nemo, strlen(nemo), "text", "lang", &row, &c),
+                     SHARC_ERR_JSON);
+    ck_assert_str_eq(ctx.error, "manifest row x.wav: \"offset\" is not a number of seconds");
+    sharc__free(&ctx, row.audio_filepath);
+    long long sid = 0;
+    const char *agg = "{\"wer\": NaN, \"shard_id\": 3}";
+    ck_assert_int_eq(sharc__json_nemo_shard_id(&ctx, agg, strlen(agg), &sid), 0);
+    ck_assert_int_eq(sid, 3);
+    sharc__rawcut_free(&ctx, &c);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("json");
@@ -219,6 +286,7 @@ int main(void)
     tcase_add_test(tc, bad_json_names_the_byte);
     tcase_add_test(tc, error_positions_with_parsers_on_several_threads);
     tcase_add_test(tc, numbers_out_of_range);
+    tcase_add_test(tc, python_constants);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -39,7 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         __builtin_trap();
     sharc__free(&ctx, row.audio_filepath);
     long long sid;
-    (void)sharc__json_nemo_shard_id(text, size, &sid);
+    (void)sharc__json_nemo_shard_id(&ctx, text, size, &sid);
     sharc__rawcut_reset(&c);
     (void)sharc__json_wds_meta(&ctx, text, size, &c);
     sharc__buf_free(&ctx, &id);
