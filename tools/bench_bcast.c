@@ -98,7 +98,7 @@ static int parse_args(int argc, char **argv, bcast_opts *o)
 {
     int opt;
     cli_getopt_reset();
-    while ((opt = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, CLI_SHORT_OPTS, long_opts, NULL)) != -1) {
         int bad = 0;
         switch (opt) {
         case 'h':
@@ -129,8 +129,11 @@ static int parse_args(int argc, char **argv, bcast_opts *o)
         case CLI_OPT_MESH:
             bad = cli_dist_option(cmd, &o->dist, opt, optarg) < 0;
             break;
-        default: /* getopt_long printed the reason */
-            return cli_usage_error(cmd, "invalid option");
+        case '?':
+        case ':':
+            return cli_option_error(cmd, opt, argv, long_opts);
+        default:
+            return cli_usage_error(cmd, "internal error: option %d is not handled", opt);
         }
         if (bad)
             return CLI_EXIT_USAGE;

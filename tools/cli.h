@@ -43,8 +43,22 @@ int cmd_gen(int argc, char **argv);
 
 /* ---- Options and usage errors ---- */
 
-/** Reset getopt_long()'s global state so that a command can parse its own argv. */
+/**
+ * Reset getopt_long()'s global state so that a command can parse its own argv. getopt's own
+ * messages are off: parse with the short options CLI_SHORT_OPTS and hand what it returns
+ * for a bad option ('?' or ':') to cli_option_error().
+ */
 void cli_getopt_reset(void);
+#define CLI_SHORT_OPTS ":h"
+
+struct option;
+/**
+ * The usage error for the option getopt_long() just refused (`opt` is '?' or ':'), saying
+ * which and why in one line: unknown, ambiguous (with its candidates), missing its value,
+ * or given a value it does not take.
+ * @return CLI_EXIT_USAGE
+ */
+int cli_option_error(const char *cmd, int opt, char *const *argv, const struct option *opts);
 
 /**
  * Print "sharc <cmd>: <message>" and "Try 'sharc <cmd> --help'." to stderr.

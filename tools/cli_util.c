@@ -33,7 +33,43 @@ void cli_getopt_reset(void)
 {
     /* glibc re-initialises getopt completely when optind is 0. */
     optind = 0;
-    opterr = 1;
+    opterr = 0;
+}
+
+int cli_option_error(const char *cmd, int opt, char *const *argv, const struct option *opts)
+{
+    const char *arg = optind > 0 ? argv[optind - 1] : "";
+    if (strncmp(arg, "--", 2) != 0) { /* a short option: -h is the only one */
+        if (opt == ':')
+            return cli_usage_error(cmd, "option '-%c' requires a value", optopt);
+        return cli_usage_error(cmd, "unknown option '-%c'", optopt ? optopt : '?');
+    }
+    const char *name = arg + 2, *eq = strchr(name, '=');
+    size_t len = eq ? (size_t)(eq - name) : strlen(name);
+    if (opt == ':')
+        return cli_usage_error(cmd, "option '--%.*s' requires a value", (int)len, name);
+    char candidates[512] = "";
+    size_t n = 0, used = 0;
+    const char *match = NULL;
+    for (const struct option *o = opts; o->name; o++) {
+        if (strncmp(o->name, name, len) != 0)
+            continue;
+        if (o->name[len] == 0) { /* exactly this option */
+            n = 1;
+            match = o->name;
+            break;
+        }
+        match = o->name;
+        n++;
+        int w = snprintf(candidates + used, sizeof candidates - used, "%s--%s", n > 1 ? ", " : "",
+                         o->name);
+        used = w > 0 && used + (size_t)w < sizeof candidates ? used + (size_t)w : used;
+    }
+    if (n > 1)
+        return cli_usage_error(cmd, "option '--%.*s' is ambiguous: %s", (int)len, name, candidates);
+    if (n == 1) /* it, or the one option it abbreviates, was refused for its value */
+        return cli_usage_error(cmd, "option '--%s' takes no value", match);
+    return cli_usage_error(cmd, "unknown option '--%.*s'", (int)len, name);
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)

@@ -398,13 +398,13 @@ static int parse_args(int argc, char **argv, sharc_reader_settings *s, bench_opt
         return cli_usage_error(cmd, "internal error: too many options");
     cli_reader_opts ro = {.cmd = cmd}; /* bench parses the list-valued options itself */
     int opt, threads_given = 0, warmup_given = 0;
-    while ((opt = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, CLI_SHORT_OPTS, long_opts, NULL)) != -1) {
         if (opt == 'h') {
             print_help();
             return CLI_EXIT_OK;
         }
-        if (opt == '?') /* getopt_long printed the reason */
-            return cli_usage_error(cmd, "invalid option");
+        if (opt == '?' || opt == ':')
+            return cli_option_error(cmd, opt, argv, long_opts);
         warmup_given |= opt == OPT_WARMUP;
         threads_given |= opt == CLI_RO_THREADS;
         int rc = parse_own_opt(opt, optarg, o);

@@ -1093,13 +1093,13 @@ static int parse_args(int argc, char **argv, sharc_reader_settings *s, read_opts
     if (cli_long_options(long_opts, CLI_MAX_LONG_OPTIONS, own_opts, shared_opts) < 0)
         return cli_usage_error(cmd, "internal error: too many options");
     int opt;
-    while ((opt = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, CLI_SHORT_OPTS, long_opts, NULL)) != -1) {
         if (opt == 'h') {
             print_help();
             return CLI_EXIT_OK;
         }
-        if (opt == '?') /* getopt_long printed the reason */
-            return cli_usage_error(cmd, "invalid option");
+        if (opt == '?' || opt == ':')
+            return cli_option_error(cmd, opt, argv, long_opts);
         if (is_batch_only(opt) && o->batch_only == NULL)
             o->batch_only = cli_option_name(long_opts, opt);
         if (opt == OPT_NO_DECODE && o->cuts_only == NULL)

@@ -568,13 +568,13 @@ static int parse_args(int argc, char **argv, sharc_reader_settings *s, validator
         return cli_usage_error(cmd, "internal error: too many options");
     cli_reader_opts ro = {.cmd = cmd};
     int opt;
-    while ((opt = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, CLI_SHORT_OPTS, long_opts, NULL)) != -1) {
         if (opt == 'h') {
             print_help();
             return CLI_EXIT_OK;
         }
-        if (opt == '?') /* getopt_long printed the reason */
-            return cli_usage_error(cmd, "invalid option");
+        if (opt == '?' || opt == ':')
+            return cli_option_error(cmd, opt, argv, long_opts);
         int rc = parse_own_opt(opt, optarg, v, o);
         if (rc == 1)
             rc = cli_reader_opt_apply(&ro, opt, optarg, s);
