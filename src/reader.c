@@ -299,8 +299,8 @@ static int handle_problem(sharc_reader *r, int rc)
         r->stats.skipped_shards++;
         walk_close(r);
         r->pos.shard_open = 0;
-    } else {
-        r->stats.skipped_cuts++;
+    } else if (e->kind != SHARC_PROBLEM_ORPHAN_MEMBER) {
+        r->stats.skipped_cuts++; /* a member without a row is no cut: a problem only */
     }
     return 0;
 }

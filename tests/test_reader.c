@@ -4,6 +4,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -359,7 +360,7 @@ static void on_problem(void *cookie, const sharc_problem_report *p)
 
 /* Read `path` under a policy; returns the final code, the cut count and the problems. */
 static int read_with(const char *path, sharc_error_policy policy, size_t *cuts, problem_log *log,
-                     char *error, size_t error_cap, uint64_t max_member)
+                     char *error, size_t error_cap, uint64_t max_member, sharc_reader_stats *stats)
 {
     sharc_reader_settings s;
     const char *paths[1];
@@ -379,6 +380,8 @@ static int read_with(const char *path, sharc_error_policy policy, size_t *cuts, 
     while ((rc = sharc_reader_next(r, &cut)) == 0)
         (*cuts)++;
     snprintf(error, error_cap, "%s", sharc_reader_last_error(r));
+    if (stats)
+        sharc_reader_get_stats(r, stats);
     sharc_reader_close(&r);
     return rc;
 }
@@ -462,8 +465,8 @@ START_TEST(damaged_shards_are_reported)
     size_t cuts;
     problem_log log;
     char error[1024];
-    int rc =
-        read_with(c.path, SHARC_ON_ERROR_FAIL, &cuts, &log, error, sizeof error, d->max_member);
+    int rc = read_with(c.path, SHARC_ON_ERROR_FAIL, &cuts, &log, error, sizeof error, d->max_member,
+                       NULL);
     ck_assert_msg(rc == d->fail_code, "case %d: got %s (%s), want %s", _i, sharc_err_name(rc),
                   error, sharc_err_name(d->fail_code));
     ck_assert_msg(strstr(error, expect) != NULL, "case %d: '%s' not in '%s'", _i, expect, error);
@@ -471,8 +474,18 @@ START_TEST(damaged_shards_are_reported)
     ck_assert_int_eq(log.kinds[0], d->kind);
     ck_assert_str_eq(log.last_message, error);
 
-    rc = read_with(c.path, SHARC_ON_ERROR_SKIP, &cuts, &log, error, sizeof error, d->max_member);
+    sharc_reader_stats st;
+    rc = read_with(c.path, SHARC_ON_ERROR_SKIP, &cuts, &log, error, sizeof error, d->max_member,
+                   &st);
     ck_assert_msg(rc == SHARC_END, "case %d under skip: %s", _i, error);
+    ck_assert_uint_ge(st.problems[d->kind], 1);
+    if (d->kind == SHARC_PROBLEM_ORPHAN_MEMBER && strcmp(d->layout, "nemo") == 0)
+        /* A member without a row is no cut: nothing was skipped but the member. */
+        ck_assert_msg(st.skipped_cuts == 0 && st.skipped_shards == 0,
+                      "case %d: %" PRIu64 " cuts and %" PRIu64 " shards skipped", _i,
+                      st.skipped_cuts, st.skipped_shards);
+    else
+        ck_assert_uint_ge(st.skipped_cuts + st.skipped_shards, 1);
     ck_assert_int_ge(log.count, 1);
     ck_assert_int_eq(log.kinds[0], d->kind);
     if (d->lost >= 0)
@@ -523,13 +536,13 @@ START_TEST(layout_errors_at_open)
     char error[1024];
     /* A stray file is ignored. */
     ck_assert_int_eq(tu_sh("echo hello > '%s/README.md'", c.path), 0);
-    ck_assert_int_eq(read_with(c.path, SHARC_ON_ERROR_FAIL, &cuts, &log, error, 1024, 0),
+    ck_assert_int_eq(read_with(c.path, SHARC_ON_ERROR_FAIL, &cuts, &log, error, 1024, 0, NULL),
                      SHARC_END);
     ck_assert_uint_eq(cuts, 6);
     /* An extra recording shard without cuts: unequal counts. */
     ck_assert_int_eq(
         tu_sh("cp '%s/recording.000002.tar' '%s/recording.000003.tar'", c.path, c.path), 0);
-    ck_assert_int_eq(read_with(c.path, SHARC_ON_ERROR_FAIL, &cuts, &log, error, 1024, 0),
+    ck_assert_int_eq(read_with(c.path, SHARC_ON_ERROR_FAIL, &cuts, &log, error, 1024, 0, NULL),
                      SHARC_ERR_FORMAT);
     ck_assert_int_eq(tu_sh("rm '%s/recording.000003.tar'", c.path), 0);
     /* An empty shard (no cuts, an empty tar) yields nothing and is not an error. */
@@ -537,13 +550,13 @@ START_TEST(layout_errors_at_open)
                            "tar cf recording.000003.tar --files-from /dev/null",
                            c.path),
                      0);
-    ck_assert_int_eq(read_with(c.path, SHARC_ON_ERROR_FAIL, &cuts, &log, error, 1024, 0),
+    ck_assert_int_eq(read_with(c.path, SHARC_ON_ERROR_FAIL, &cuts, &log, error, 1024, 0, NULL),
                      SHARC_END);
     ck_assert_uint_eq(cuts, 6);
     /* Nothing there at all. */
     char missing[700];
     snprintf(missing, sizeof missing, "%s/nope", c.dir);
-    ck_assert_int_eq(read_with(missing, SHARC_ON_ERROR_FAIL, &cuts, &log, error, 1024, 0),
+    ck_assert_int_eq(read_with(missing, SHARC_ON_ERROR_FAIL, &cuts, &log, error, 1024, 0, NULL),
                      SHARC_ERR(ENOENT));
     free_corpus(&c);
 }
@@ -577,7 +590,7 @@ START_TEST(required_rate_and_length_mismatch)
     size_t cuts;
     problem_log log;
     char error[1024];
-    ck_assert_int_eq(read_with(c.path, SHARC_ON_ERROR_FAIL, &cuts, &log, error, 1024, 0),
+    ck_assert_int_eq(read_with(c.path, SHARC_ON_ERROR_FAIL, &cuts, &log, error, 1024, 0, NULL),
                      SHARC_ERR_AUDIO_MISMATCH);
     ck_assert_int_eq(log.kinds[0], SHARC_PROBLEM_LENGTH);
     ck_assert_str_eq(log.last_cut, c.cuts[0].id);

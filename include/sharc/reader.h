@@ -190,7 +190,8 @@ typedef struct sharc_reader_stats {
     uint64_t cuts;                          ///< cuts returned (batch mode: see above)
     double audio_seconds;                   ///< sum of those cuts' durations
     uint64_t shards;                        ///< shards opened
-    uint64_t skipped_cuts;                  ///< cuts skipped under the SKIP policy
+    uint64_t skipped_cuts;                  ///< cuts skipped under the SKIP policy (a member
+                                            ///< without a row is a problem, not a cut)
     uint64_t skipped_shards;                ///< shards (or shard rests) skipped
     uint64_t problems[SHARC_PROBLEM_COUNT]; ///< problems seen, by kind
     uint64_t batches;                       ///< batches returned
