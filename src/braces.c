@@ -8,8 +8,8 @@
 
 /* Deeper nesting is refused rather than recursed into (Python gives up near 1000 levels). */
 #define MAX_NESTING 64
-/* Endpoints and steps of more digits saturate: such a range is too large or one item. */
-#define MAX_DIGITS 18
+/* A pattern in a message: its first 200 bytes, then "..." when there is more. */
+#define SHOWN(p) 200, (p), strlen(p) > 200 ? "..." : ""
 
 int sharc__strs_push(sharc__ctx *ctx, sharc__strs *l, char *s)
 {
@@ -56,11 +56,16 @@ static size_t scan_int(const char *s, size_t n, long long *value, int *huge)
     size_t i = n > 0 && s[0] == '-';
     size_t first = i;
     unsigned long long v = 0;
-    for (; i < n && isdigit((unsigned char)s[i]); i++)
-        v = i - first < MAX_DIGITS ? v * 10 + (unsigned)(s[i] - '0') : v;
+    *huge = 0;
+    for (; i < n && isdigit((unsigned char)s[i]); i++) {
+        unsigned d = (unsigned)(s[i] - '0');
+        if (v > ((unsigned long long)LLONG_MAX - d) / 10)
+            *huge = 1; /* past a long long: Python's ints go on, but no range this long fits */
+        else
+            v = v * 10 + d;
+    }
     if (i == first)
         return 0;
-    *huge = i - first > MAX_DIGITS;
     *value = first ? -(long long)v : (long long)v;
     return i;
 }
@@ -127,8 +132,8 @@ static int parse_range(const char *s, size_t n, brace_range *r)
 
 static char *range_item(sharc__ctx *ctx, const brace_range *r, unsigned long long k)
 {
-    unsigned long long off = k * r->step;
-    long long v = r->from <= r->to ? r->from + (long long)off : r->from - (long long)off;
+    unsigned long long off = k * r->step, from = (unsigned long long)r->from;
+    long long v = (long long)(r->from <= r->to ? from + off : from - off); /* two's complement */
     if (r->letters) {
         char c[2] = {alphabet[v], 0};
         return sharc__strdup(ctx, c);
@@ -144,13 +149,14 @@ typedef struct expansion {
     sharc__ctx *ctx;
     const char *pattern; ///< as given, for messages
     size_t max;
-    int depth;
+    size_t bytes, max_bytes; ///< the bytes of the paths made so far, and their cap
 } expansion;
 
 static int too_large(expansion *e)
 {
     return sharc__set_error(e->ctx, SHARC_ERR_TOO_LARGE,
-                            "pattern %s stands for more than %zu paths", e->pattern, e->max);
+                            "pattern %.*s%s stands for more than %zu paths", SHOWN(e->pattern),
+                            e->max);
 }
 
 static int expand_pattern(expansion *e, const char *s, size_t n, sharc__strs *out);
@@ -220,6 +226,19 @@ static int product(expansion *e, const sharc__strs *parts, size_t n_parts, sharc
     }
     if (total > e->max - out->n)
         return too_large(e);
+    /* Each item of part p is in total / n_p of the paths. */
+    double bytes = (double)total;
+    for (size_t p = 0; p < n_parts; p++) {
+        size_t sum = 0;
+        for (size_t k = 0; k < parts[p].n; k++)
+            sum += strlen(parts[p].items[k]);
+        bytes += (double)sum * (double)(total / parts[p].n);
+    }
+    if (bytes > (double)(e->max_bytes - e->bytes))
+        return sharc__set_error(e->ctx, SHARC_ERR_TOO_LARGE,
+                                "pattern %.*s%s stands for more than %zu MiB of paths",
+                                SHOWN(e->pattern), e->max_bytes >> 20);
+    e->bytes += (size_t)bytes;
     size_t *idx = sharc__calloc(e->ctx, n_parts + 1, sizeof *idx);
     if (!idx)
         return SHARC_ERR(ENOMEM);
@@ -265,11 +284,6 @@ static sharc__strs *new_part(sharc__ctx *ctx, sharc__strs **parts, size_t *n, si
 /* braceexpand's parse_pattern: literal runs and top-level groups, each a part of a product. */
 static int expand_pattern(expansion *e, const char *s, size_t n, sharc__strs *out)
 {
-    if (e->depth >= MAX_NESTING)
-        return sharc__set_error(e->ctx, SHARC_ERR(EINVAL),
-                                "pattern %s nests braces more than %d deep", e->pattern,
-                                MAX_NESTING);
-    e->depth++;
     sharc__strs *parts = NULL, *part;
     size_t n_parts = 0, cap = 0, start = 0;
     int level = 0, rc = 0;
@@ -290,7 +304,8 @@ static int expand_pattern(expansion *e, const char *s, size_t n, sharc__strs *ou
         }
     }
     if (rc == 0 && level != 0)
-        rc = sharc__set_error(e->ctx, SHARC_ERR(EINVAL), "unbalanced braces in %s", e->pattern);
+        rc = sharc__set_error(e->ctx, SHARC_ERR(EINVAL), "unbalanced braces in %.*s%s",
+                              SHOWN(e->pattern));
     if (rc == 0 && start < n) {
         part = new_part(e->ctx, &parts, &n_parts, &cap);
         rc = part ? sharc__strs_push(e->ctx, part, sharc__strndup(e->ctx, s + start, n - start))
@@ -301,21 +316,40 @@ static int expand_pattern(expansion *e, const char *s, size_t n, sharc__strs *ou
     for (size_t p = 0; p < n_parts; p++)
         sharc__strs_free(e->ctx, &parts[p]);
     sharc__free(e->ctx, parts);
-    e->depth--;
     return rc;
 }
 
 /* ---- NeMo's spellings ------------------------------------------------------------ */
 
-/* The length of "(R)" when the bracket at p opens a range R closed by `close`, else 0. */
+/* The length of "(R)" when the bracket at p opens a range R closed by `close`, else 0. A
+ * range is short and made of digits, letters, dots and minus signs only: the scan stops at
+ * the first other byte. */
 static size_t bracket_range(const char *p, char close)
 {
-    const char *end = strchr(p + 1, close);
+    size_t n = 1;
+    while (n < 128 && (isalnum((unsigned char)p[n]) || p[n] == '.' || p[n] == '-'))
+        n++;
     brace_range r;
-    return end && parse_range(p + 1, (size_t)(end - p - 1), &r) ? (size_t)(end - p) + 1 : 0;
+    return p[n] == close && parse_range(p + 1, n - 1, &r) ? n + 1 : 0;
 }
 
-/* `p` with _OP_/_CL_ as braces, and (), [] and <> as braces around a range. */
+/* Every `word` in `s` (left to right, not overlapping, as Python's str.replace) as `c`. */
+static void replace_all(char *s, const char *word, char c)
+{
+    size_t n = strlen(word), j = 0;
+    for (size_t i = 0; s[i];) {
+        if (strncmp(s + i, word, n) == 0) {
+            s[j++] = c;
+            i += n;
+        } else {
+            s[j++] = s[i++];
+        }
+    }
+    s[j] = 0;
+}
+
+/* `p` with NeMo's spellings of braces as braces, in NeMo's order: every _OP_, then every
+ * _CL_; (), [] and <> only around a range. */
 static char *nemo_braces(sharc__ctx *ctx, const char *p)
 {
     static const char open[] = "([<", close[] = ")]>";
@@ -327,10 +361,7 @@ static char *nemo_braces(sharc__ctx *ctx, const char *p)
     for (size_t i = 0; i < n; i++) {
         const char *o = strchr(open, p[i]);
         size_t len = o ? bracket_range(p + i, close[o - open]) : 0;
-        if (strncmp(p + i, "_OP_", 4) == 0 || strncmp(p + i, "_CL_", 4) == 0) {
-            s[j++] = p[i + 1] == 'O' ? '{' : '}';
-            i += 3;
-        } else if (len) {
+        if (len) {
             s[j++] = '{';
             memcpy(s + j, p + i + 1, len - 2);
             j += len - 2;
@@ -341,7 +372,20 @@ static char *nemo_braces(sharc__ctx *ctx, const char *p)
         }
     }
     s[j] = 0;
+    replace_all(s, "_OP_", '{');
+    replace_all(s, "_CL_", '}');
     return s;
+}
+
+/* How deep braces nest in `s`. */
+static int nesting(const char *s)
+{
+    int level = 0, deepest = 0;
+    for (; *s; s++) {
+        level += *s == '{' ? 1 : *s == '}' ? -1 : 0;
+        deepest = level > deepest ? level : deepest;
+    }
+    return deepest;
 }
 
 int sharc__braces_expand(sharc__ctx *ctx, const char *pattern, size_t max, sharc__strs *out)
@@ -349,8 +393,12 @@ int sharc__braces_expand(sharc__ctx *ctx, const char *pattern, size_t max, sharc
     char *mapped = nemo_braces(ctx, pattern);
     if (!mapped)
         return SHARC_ERR(ENOMEM);
-    expansion e = {ctx, pattern, max, 0};
-    int rc = expand_pattern(&e, mapped, strlen(mapped), out);
+    expansion e = {ctx, pattern, max, 0, SHARC__BRACES_MAX_BYTES};
+    int rc = nesting(mapped) > MAX_NESTING
+                 ? sharc__set_error(ctx, SHARC_ERR(EINVAL),
+                                    "pattern %.*s%s nests braces more than %d deep", SHOWN(pattern),
+                                    MAX_NESTING)
+                 : expand_pattern(&e, mapped, strlen(mapped), out);
     sharc__free(ctx, mapped);
     return rc;
 }

@@ -21,6 +21,9 @@ int sharc__strs_push(sharc__ctx *ctx, sharc__strs *l, char *s);
 /** Free the strings and the list; the list is empty afterwards. */
 void sharc__strs_free(sharc__ctx *ctx, sharc__strs *l);
 
+/** The most bytes the paths of one pattern may take (with their terminating NULs). */
+#define SHARC__BRACES_MAX_BYTES ((size_t)256 << 20)
+
 /**
  * Append to `out` the paths `pattern` stands for, in the order Python's
  * `braceexpand(pattern, escape=False)` yields them (the first group varies slowest):
@@ -31,9 +34,12 @@ void sharc__strs_free(sharc__ctx *ctx, sharc__strs *l);
  * - any other group `{x}` stands for itself with its inside expanded;
  * - NeMo writes braces as `_OP_`/`_CL_`, and as (), [] or <> around a range (`(0..7)`);
  *   here brackets are braces only around a range, so that `q (v2)` and `r[1]` stay names.
- * A backslash is a character like any other (escape=False).
- * @return 0; SHARC_ERR(EINVAL) for unbalanced braces; SHARC_ERR_TOO_LARGE when the pattern
- *         stands for more than `max` paths; SHARC_ERR(ENOMEM). The message names the pattern.
+ * A backslash is a character like any other (escape=False). Python reads `\d` as any
+ * Unicode digit and lets a range end with a newline; here digits are ASCII and a newline is
+ * not part of a range.
+ * @return 0; SHARC_ERR(EINVAL) for unbalanced braces or braces nested more than 64 deep;
+ *         SHARC_ERR_TOO_LARGE when the pattern stands for more than `max` paths or
+ *         SHARC__BRACES_MAX_BYTES of them; SHARC_ERR(ENOMEM). The message names the pattern.
  */
 int sharc__braces_expand(sharc__ctx *ctx, const char *pattern, size_t max, sharc__strs *out);
 

@@ -162,7 +162,7 @@ static char **pack_paths(const sharc__strs *l)
     return v;
 }
 
-int sharc_expand_path(const char *path, char ***out, size_t *n, char *err, size_t err_size)
+int sharc_reader_expand_path(const char *path, char ***out, size_t *n, char *err, size_t err_size)
 {
     sharc_logger silent = {NULL, NULL, SHARC_LOG_ERROR};
     sharc__ctx ctx;

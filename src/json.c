@@ -68,6 +68,35 @@ static size_t utf8_invalid_at(const uint8_t *s, size_t len)
  */
 #define OVERFLOW_INF "1e999999" /* as long as "Infinity" */
 #define OVERFLOW_NAN "1e999"
+
+static int word_byte(char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_' ||
+           c == '.' || c == '+' || c == '-';
+}
+
+/* The length of the constant at text[i] (outside strings) where Python's json reads one as a
+ * value: after a delimiter (or `-` for -Infinity) and before one; 0 when there is none. */
+static size_t constant_at(const char *text, size_t len, size_t i, const char **as)
+{
+    static const struct {
+        const char *word, *spelled;
+        size_t n;
+    } constants[] = {{"Infinity", OVERFLOW_INF, 8}, {"NaN", OVERFLOW_NAN, 3}};
+    for (size_t k = 0; k < 2; k++) {
+        size_t n = constants[k].n;
+        if (len - i < n || memcmp(text + i, constants[k].word, n) != 0)
+            continue;
+        char before = i ? text[i - 1] : ' ', after = i + n < len ? text[i + n] : ' ';
+        int minus = before == '-' && k == 0 && (i < 2 || !word_byte(text[i - 2]));
+        if ((word_byte(before) && !minus) || word_byte(after))
+            return 0;
+        *as = constants[k].spelled;
+        return n;
+    }
+    return 0;
+}
+
 static size_t spell_constants(const char *text, size_t len, char *out, size_t copy_at)
 {
     size_t j = 0;
@@ -89,16 +118,10 @@ static size_t spell_constants(const char *text, size_t len, char *out, size_t co
             }
         } else if (c == '"') {
             in_string = 1;
-        } else if (c == 'I' && len - i >= 8 && memcmp(text + i, "Infinity", 8) == 0) {
-            as = OVERFLOW_INF;
-            skip = 8;
-        } else if (c == 'N' && len - i >= 3 && memcmp(text + i, "NaN", 3) == 0 &&
-                   (i == 0 || text[i - 1] != '-')) { /* Python has no -NaN */
-            as = OVERFLOW_NAN;
-            skip = 3;
-        }
-        if (as) {
+        } else if ((c == 'I' || c == 'N') && (skip = constant_at(text, len, i, &as)) > 0) {
             size_t n = strlen(as);
+            if (copy_at != SIZE_MAX && copy_at < j + n) /* a byte of the token */
+                return i + (copy_at - j < skip ? copy_at - j : skip - 1);
             if (out)
                 memcpy(out + j, as, n);
             j += n;
@@ -378,6 +401,87 @@ int sharc__json_lhotse_recording(sharc__ctx *ctx, const char *text, size_t len, 
     return rc;
 }
 
+static size_t skip_space(const char *t, size_t len, size_t i)
+{
+    while (i < len && (t[i] == ' ' || t[i] == '\t' || t[i] == '\r' || t[i] == '\n'))
+        i++;
+    return i;
+}
+
+/* The index after the JSON string that opens at t[i]. */
+static size_t skip_string(const char *t, size_t len, size_t i)
+{
+    for (i++; i < len; i++) {
+        if (t[i] == '\\')
+            i++;
+        else if (t[i] == '"')
+            return i + 1;
+    }
+    return len;
+}
+
+/* Whether the raw key t[0..n) (between its quotes, escapes as written) is `key`. */
+static int key_is(const char *t, size_t n, const char *key)
+{
+    if (!memchr(t, '\\', n))
+        return strlen(key) == n && memcmp(t, key, n) == 0;
+    char quoted[256];
+    if (n + 3 > sizeof quoted)
+        return 0;
+    quoted[0] = '"';
+    memcpy(quoted + 1, t, n);
+    memcpy(quoted + 1 + n, "\"", 2);
+    cJSON *k = cJSON_ParseWithLength(quoted, n + 2);
+    int same = cJSON_IsString(k) && strcmp(k->valuestring, key) == 0;
+    cJSON_Delete(k);
+    return same;
+}
+
+/*
+ * The value of `key` in the JSON object `t` as it is written there (the last one when the key
+ * repeats, as member() takes it): 1 with its span. `t` has parsed as an object already.
+ */
+static int raw_member(const char *t, size_t len, const char *key, size_t *at, size_t *n)
+{
+    int found = 0;
+    size_t i = skip_space(t, len, 0);
+    if (i >= len || t[i] != '{')
+        return 0;
+    i = skip_space(t, len, i + 1);
+    while (i < len && t[i] == '"') {
+        size_t k1 = skip_string(t, len, i);
+        int match = k1 > i + 1 && key_is(t + i + 1, k1 - i - 2, key);
+        i = skip_space(t, len, k1);
+        if (i >= len || t[i] != ':')
+            break;
+        size_t v0 = i = skip_space(t, len, i + 1);
+        for (int depth = 0; i < len; i++) {
+            char c = t[i];
+            if (c == '"')
+                i = skip_string(t, len, i) - 1;
+            else if (c == '{' || c == '[')
+                depth++;
+            else if ((c == '}' || c == ']') && depth-- == 0)
+                break;
+            else if (c == ',' && depth == 0)
+                break;
+        }
+        size_t v1 = i;
+        while (v1 > v0 &&
+               (t[v1 - 1] == ' ' || t[v1 - 1] == '\t' || t[v1 - 1] == '\r' || t[v1 - 1] == '\n'))
+            v1--;
+        if (match) {
+            *at = v0;
+            *n = v1 - v0;
+            found = 1;
+        }
+        if (i >= len || t[i] != ',')
+            break;
+        i = skip_space(t, len, i + 1);
+    }
+    return found;
+}
+
 int sharc__json_lhotse_field(sharc__ctx *ctx, const char *line, size_t len, const char *field,
                              sharc__buf *cut_id, sharc__buf *value, int *present)
 {
@@ -394,16 +498,15 @@ int sharc__json_lhotse_field(sharc__ctx *ctx, const char *line, size_t len, cons
     }
     if ((rc = sharc__buf_set_str(ctx, cut_id, id)) < 0)
         goto done;
-    const cJSON *v = member(root, field);
-    if (v) {
-        char *s = cJSON_PrintUnformatted(v);
-        if (!s) {
-            rc = SHARC_ERR(ENOMEM);
-            goto done;
-        }
-        rc = sharc__buf_set_str(ctx, value, s);
-        cJSON_free(s);
-        *present = 1;
+    /* The value as written: NaN and Infinity stay what they are (cJSON prints them as null). */
+    size_t at, n;
+    if (member(root, field)) {
+        if (raw_member(line, len, field, &at, &n))
+            rc = sharc__buf_set(ctx, value, line + at, n);
+        else
+            rc = sharc__set_error(ctx, SHARC_ERR_JSON, "%s line: cannot find the value of %s",
+                                  field, field);
+        *present = rc == 0;
     }
 done:
     cJSON_Delete(root);

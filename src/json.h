@@ -37,7 +37,7 @@ int sharc__json_lhotse_recording(sharc__ctx *ctx, const char *text, size_t len, 
 
 /**
  * A Lhotse custom jsonl field line {"cut_id": ..., "<field>": value}. `value` receives the
- * value as compact JSON (empty and *present = 0 for a placeholder line).
+ * value as it is written in the line (empty and *present = 0 for a placeholder line).
  */
 int sharc__json_lhotse_field(sharc__ctx *ctx, const char *line, size_t len, const char *field,
                              sharc__buf *cut_id, sharc__buf *value, int *present);

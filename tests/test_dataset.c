@@ -19,13 +19,13 @@ static void setup(void)
     sharc__ctx_init(&ctx, NULL, &quiet);
 }
 
-/* `pattern` expands, as sharc_expand_path() does, to the paths `want` lists one per line. */
+/* `pattern` expands, as sharc_reader_expand_path() does, to the paths `want` lists one per line. */
 static void expect_expansion(const char *pattern, const char *want)
 {
     char **paths = NULL, err[256] = "";
     size_t n = 0;
-    ck_assert_msg(sharc_expand_path(pattern, &paths, &n, err, sizeof err) == 0, "%s: %s", pattern,
-                  err);
+    ck_assert_msg(sharc_reader_expand_path(pattern, &paths, &n, err, sizeof err) == 0, "%s: %s",
+                  pattern, err);
     sharc__buf got = {0};
     for (size_t i = 0; i < n; i++) {
         if (i)
@@ -40,9 +40,9 @@ static void expect_expansion(const char *pattern, const char *want)
 /* `pattern` is refused with `code` and a message that holds `text`. */
 static void expect_refusal(const char *pattern, int code, const char *text)
 {
-    char **paths = (char **)&ctx, err[256] = "";
+    char **paths = (char **)&ctx, err[1024] = "";
     size_t n = 7;
-    ck_assert_int_eq(sharc_expand_path(pattern, &paths, &n, err, sizeof err), code);
+    ck_assert_int_eq(sharc_reader_expand_path(pattern, &paths, &n, err, sizeof err), code);
     ck_assert_ptr_null(paths);
     ck_assert_uint_eq(n, 0);
     ck_assert_msg(strstr(err, text) != NULL, "%s: %s", pattern, err);
@@ -96,12 +96,38 @@ START_TEST(brace_patterns)
     expect_refusal("{0..1000000}", SHARC_ERR_TOO_LARGE, "more than 1000000 paths");
     expect_refusal("{1..99999999999999999999}", SHARC_ERR_TOO_LARGE, "more than");
     expect_expansion("{5..5..99999999999999999999}", "5");
+    /* Leading zeros count for the padding only; numbers up to a long long's. */
+    expect_expansion("{0000000000000000000001..3}",
+                     "0000000000000000000001\n0000000000000000000002\n0000000000000000000003");
+    expect_expansion("{1..5..0000000000000000000002}", "1\n3\n5");
+    expect_expansion("{1000000000000000000..1000000000000000001}",
+                     "1000000000000000000\n1000000000000000001");
+    expect_expansion("{-9223372036854775807..-9223372036854775806}",
+                     "-9223372036854775807\n-9223372036854775806");
+    /* NeMo replaces every _OP_, then every _CL_. */
+    expect_expansion("O,_CL_OP_L,_CL_", "O,_CLL\nO,_CL");
+    /* 64 levels of braces are expanded, 65 refused. */
     char deep[200];
-    memset(deep, '{', 70);
-    deep[70] = 'a';
-    memset(deep + 71, '}', 70);
-    deep[141] = 0;
+    memset(deep, '{', 64);
+    deep[64] = 'a';
+    memset(deep + 65, '}', 64);
+    deep[129] = 0;
+    char want_deep[200];
+    snprintf(want_deep, sizeof want_deep, "%s", deep);
+    expect_expansion(deep, want_deep);
+    memset(deep, '{', 65);
+    deep[65] = 'a';
+    memset(deep + 66, '}', 65);
+    deep[131] = 0;
     expect_refusal(deep, SHARC_ERR(EINVAL), "nests braces more than 64 deep");
+    /* Paths are capped in bytes too: 1000 x 300000 bytes is over 256 MiB. */
+    char *wide = malloc(300100);
+    ck_assert_ptr_nonnull(wide);
+    memcpy(wide, "{1..1000}", 9);
+    memset(wide + 9, 'x', 300000);
+    wide[300009] = 0;
+    expect_refusal(wide, SHARC_ERR_TOO_LARGE, "MiB of paths");
+    free(wide);
     expect_refusal(NULL, SHARC_ERR(EINVAL), "NULL");
 }
 END_TEST

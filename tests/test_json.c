@@ -239,10 +239,17 @@ START_TEST(python_constants)
                          SHARC_ERR_JSON);
         ck_assert_str_eq(ctx.error, "cut a: \"duration\" is not a number of seconds");
     }
-    /* Python has no -NaN, and a constant inside a word is no constant. */
+    /* Python has no -NaN, and a constant run together with a number or a word is none. */
     const char *bad[] = {"{\"id\": \"a\", \"x\": -NaN, \"duration\": 1}",
-                         "{\"id\": \"a\", \"x\": NaNa, \"duration\": 1}"};
-    for (int i = 0; i < 2; i++) {
+                         "{\"id\": \"a\", \"x\": NaNa, \"duration\": 1}",
+                         "{\"id\": \"a\", \"x\": 1NaN, \"duration\": 1}",
+                         "{\"id\": \"a\", \"x\": NaN0, \"duration\": 1}",
+                         "{\"id\": \"a\", \"x\": Infinity1, \"duration\": 1}",
+                         "{\"id\": \"a\", \"x\": 0Infinity, \"duration\": 1}",
+                         "{\"id\": \"a\", \"x\": 1.NaN, \"duration\": 1}",
+                         "{\"id\": \"a\", \"x\": -Infinity0, \"duration\": 1}",
+                         "{\"id\": \"a\", \"x\": 1-Infinity, \"duration\": 1}"};
+    for (int i = 0; i < 9; i++) {
         sharc__rawcut_reset(&c);
         ck_assert_int_eq(sharc__json_lhotse_cut(&ctx, bad[i], strlen(bad[i]), &c), SHARC_ERR_JSON);
         ck_assert_msg(strncmp(ctx.error, "invalid JSON near byte ", 23) == 0, "%s", ctx.error);
@@ -259,6 +266,15 @@ START_TEST(python_constants)
     ck_assert_int_eq(sharc__json_lhotse_cut(&ctx, after_nan, strlen(after_nan), &c),
                      SHARC_ERR_JSON);
     ck_assert_str_eq(ctx.error, want);
+    /* cJSON stops inside the spelled token: the byte named is still one of the line. */
+    const char *cut_nan = "{\"id\": \"a\", \"duration\": 1, \"x\": NaN";
+    const char *cut_num = "{\"id\": \"a\", \"duration\": 1, \"x\": 0.0";
+    ck_assert_int_eq(sharc__json_lhotse_cut(&ctx, cut_num, strlen(cut_num), &c), SHARC_ERR_JSON);
+    snprintf(want, sizeof want, "%s", ctx.error);
+    ck_assert_int_eq(sharc__json_lhotse_cut(&ctx, cut_nan, strlen(cut_nan), &c), SHARC_ERR_JSON);
+    ck_assert_str_eq(ctx.error, want);
+    const char *list = "{\"id\": \"a\", \"x\": [NaN,Infinity,-Infinity], \"duration\": 1}";
+    ck_assert_int_eq(sharc__json_lhotse_cut(&ctx, list, strlen(list), &c), 0);
     const char *more = "{\"id\": \"a\", \"x\": NaN, \"duration\": 1} x";
     ck_assert_int_eq(sharc__json_lhotse_cut(&ctx, more, strlen(more), &c), SHARC_ERR_JSON);
     ck_assert_str_eq(ctx.error, "invalid JSON near byte 37: more after the object");
@@ -274,6 +290,25 @@ START_TEST(python_constants)
     const char *agg = "{\"wer\": NaN, \"shard_id\": 3}";
     ck_assert_int_eq(sharc__json_nemo_shard_id(&ctx, agg, strlen(agg), &sid), 0);
     ck_assert_int_eq(sid, 3);
+    /* A custom field's value comes as written: NaN stays NaN (cJSON would print null). */
+    sharc__buf id = {0}, value = {0};
+    int present = 0;
+    const char *fields[] = {"{\"cut_id\": \"a\", \"snr\": NaN}",
+                            "{\"cut_id\": \"a\", \"snr\": {\"x\": [1, -Infinity] }, \"y\": 2}",
+                            "{\"snr\": 1, \"cut_id\": \"a\", \"snr\" : \"b,}\\\"\" }",
+                            "{\"cut_id\": \"a\", \"s\\u006er\": 1.50}",
+                            "{\"cut_id\": \"a\", \"snr\": null}"};
+    const char *values[] = {"NaN", "{\"x\": [1, -Infinity] }", "\"b,}\\\"\"", "1.50", "null"};
+    for (int i = 0; i < 5; i++) {
+        ck_assert_int_eq(sharc__json_lhotse_field(&ctx, fields[i], strlen(fields[i]), "snr", &id,
+                                                  &value, &present),
+                         0);
+        ck_assert_int_eq(present, 1);
+        ck_assert_str_eq(sharc__buf_str(&id), "a");
+        ck_assert_str_eq(sharc__buf_str(&value), values[i]);
+    }
+    sharc__buf_free(&ctx, &id);
+    sharc__buf_free(&ctx, &value);
     sharc__rawcut_free(&ctx, &c);
 }
 END_TEST

@@ -139,7 +139,7 @@ int bench_floor_find_shards(const char *const *paths, size_t n_paths, char ***ou
     for (size_t i = 0; i < n_paths; i++) { /* the files the reader finds for this path */
         char **found = NULL;
         size_t n_found = 0;
-        if (sharc_expand_path(paths[i], &found, &n_found, err, err_size) != 0)
+        if (sharc_reader_expand_path(paths[i], &found, &n_found, err, err_size) != 0)
             goto fail;
         int rc = 0;
         for (size_t j = 0; j < n_found && rc == 0; j++)

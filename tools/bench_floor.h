@@ -24,7 +24,7 @@ typedef struct bench_floor_result {
 /**
  * Find the tar files under `paths`: a directory gives every `*.tar`, `*.tar.gz`, `*.tgz` and
  * `*.tar.zst` file in it (sorted; `.idx` sidecars are not tars); a file is taken as it is;
- * patterns are expanded by sharc_expand_path(), as the reader expands them. Non-tar files
+ * patterns are expanded by sharc_reader_expand_path(), as the reader expands them. Non-tar files
  * (manifests, cut lists) are skipped, so the same PATH arguments as `sharc read` work.
  * @param out receives a malloc'ed array of malloc'ed paths; free with bench_floor_free_shards()
  * @param err receives a message on failure

@@ -39,11 +39,16 @@ void cli_getopt_reset(void)
 int cli_option_error(const char *cmd, int opt, char *const *argv, const struct option *opts)
 {
     const char *arg = optind > 0 ? argv[optind - 1] : "";
-    if (strncmp(arg, "--", 2) != 0) { /* a short option: -h is the only one */
+    int is_long = strncmp(arg, "--", 2) == 0;
+    /* Long options have codes from 256 (--help's is 'h'); getopt sets optopt to a short
+     * option's letter, and argv[optind - 1] may then be the argument before its group. */
+    if (optopt > 0 && optopt < 256 && !(is_long && optopt == 'h')) {
         if (opt == ':')
             return cli_usage_error(cmd, "option '-%c' requires a value", optopt);
-        return cli_usage_error(cmd, "unknown option '-%c'", optopt ? optopt : '?');
+        return cli_usage_error(cmd, "unknown option '-%c'", optopt);
     }
+    if (!is_long)
+        return cli_usage_error(cmd, "invalid option '%s'", arg);
     const char *name = arg + 2, *eq = strchr(name, '=');
     size_t len = eq ? (size_t)(eq - name) : strlen(name);
     if (opt == ':')
@@ -51,6 +56,7 @@ int cli_option_error(const char *cmd, int opt, char *const *argv, const struct o
     char candidates[512] = "";
     size_t n = 0, used = 0;
     const char *match = NULL;
+    int full = 0;
     for (const struct option *o = opts; o->name; o++) {
         if (strncmp(o->name, name, len) != 0)
             continue;
@@ -61,9 +67,16 @@ int cli_option_error(const char *cmd, int opt, char *const *argv, const struct o
         }
         match = o->name;
         n++;
+        if (full)
+            continue;
         int w = snprintf(candidates + used, sizeof candidates - used, "%s--%s", n > 1 ? ", " : "",
                          o->name);
-        used = w > 0 && used + (size_t)w < sizeof candidates ? used + (size_t)w : used;
+        if (w > 0 && used + (size_t)w + 5 < sizeof candidates) {
+            used += (size_t)w;
+        } else { /* no room for this one: an ellipsis instead, and no more */
+            snprintf(candidates + used, sizeof candidates - used, ", ...");
+            full = 1;
+        }
     }
     if (n > 1)
         return cli_usage_error(cmd, "option '--%.*s' is ambiguous: %s", (int)len, name, candidates);

@@ -316,8 +316,8 @@ SHARC_API void sharc_reader_close(sharc_reader **r);
  *         cannot be read; SHARC_ERR_TOO_LARGE past 1,000,000 paths; SHARC_ERR(ENOMEM).
  *         Any thread.
  */
-SHARC_API int sharc_expand_path(const char *path, char ***out, size_t *n, char *err,
-                                size_t err_size);
+SHARC_API int sharc_reader_expand_path(const char *path, char ***out, size_t *n, char *err,
+                                       size_t err_size);
 
 /**
  * Estimate duration bucket boundaries exactly as Lhotse's `estimate_duration_buckets`:

@@ -88,6 +88,8 @@ expect_rc 2 "$SHARC" validate --jso=1 "$tmp"
 expect_in "$tmp/err" "sharc validate: option '--json' takes no value"
 expect_rc 2 "$SHARC" buckets -x "$tmp"
 expect_in "$tmp/err" "sharc buckets: unknown option '-x'"
+expect_rc 2 "$SHARC" buckets --json -xy "$tmp"
+expect_in "$tmp/err" "sharc buckets: unknown option '-x'"
 expect_rc 2 "$SHARC" bench --broadcast-only --steps
 expect_in "$tmp/err" "sharc bench --broadcast-only: option '--steps' requires a value"
 expect_rc 2 "$SHARC" read --save-state-at x f "$tmp"
