@@ -228,25 +228,33 @@ static int shar_name(const char *base, char *field, size_t fcap, int *is_tar)
     return 1;
 }
 
-/* NeMo: audio[^/]*_(\d+)[^/]*\.tar... and manifest[^/]*_(\d+)[^/]*\.json */
-static int nemo_id(const char *base, const char *prefix, const char *ext, long long *id)
+static int is_tar_name(const char *base)
 {
-    if (strncmp(base, prefix, strlen(prefix)) != 0)
+    return has_suffix(base, ".tar") || has_suffix(base, ".tar.gz") || has_suffix(base, ".tgz") ||
+           has_suffix(base, ".tar.zst") || has_suffix(base, ".tar.zstd");
+}
+
+/*
+ * The shard id NeMo finds in a file name with re.search(r"audio[^/]*_(\d+)[^/]*\.tar") or
+ * re.search(r"manifest[^/]*_(\d+)[^/]*\.json"): `word` anywhere in the name (en_audio_0.tar,
+ * train_manifest_3.jsonl.gz), then the last "_<digits>" before the last `ext`, as the greedy
+ * pattern finds it. 1 with the id, 0 when the name has none.
+ */
+static int nemo_id(const char *base, const char *word, const char *ext, long long *id)
+{
+    const char *w = strstr(base, word), *e = NULL;
+    if (!w)
         return 0;
-    const char *e = strstr(base, ext);
-    if (!e)
-        return 0;
-    const char *tail = e + strlen(ext);
-    if (!is_compression_suffix(tail))
-        return 0;
-    /* The last "_<digits>" before the extension, as the greedy regex finds it. */
+    for (const char *p = strstr(w + strlen(word), ext); p; p = strstr(p + 1, ext))
+        e = p;
     long long found = -1;
-    for (const char *p = base + strlen(prefix); p < e; p++) {
+    for (const char *p = w + strlen(word); e && p < e; p++) {
         if (*p != '_' || !isdigit((unsigned char)p[1]))
             continue;
         char *end;
+        errno = 0;
         long long v = strtoll(p + 1, &end, 10);
-        if (end <= e)
+        if (end <= e && errno == 0)
             found = v;
     }
     if (found < 0)
@@ -255,10 +263,25 @@ static int nemo_id(const char *base, const char *prefix, const char *ext, long l
     return 1;
 }
 
-static int is_tar_name(const char *base)
+/* NeMo's audio_N.tar, named so that the id is known: a tar name NeMo's pattern finds an id in. */
+static int nemo_tar_id(const char *base, long long *id)
 {
-    return has_suffix(base, ".tar") || has_suffix(base, ".tar.gz") || has_suffix(base, ".tgz") ||
-           has_suffix(base, ".tar.zst") || has_suffix(base, ".tar.zstd");
+    return is_tar_name(base) && nemo_id(base, "audio", ".tar", id);
+}
+
+/* A JSON-lines name (.json or .jsonl, plain or compressed), as NeMo's manifests are. */
+static int json_lines_name(const char *base)
+{
+    const char *e = strstr(base, ".json");
+    for (const char *p = e; p; p = strstr(p + 1, ".json"))
+        e = p;
+    return e && (is_compression_suffix(e + 5) || (e[5] == 'l' && is_compression_suffix(e + 6)));
+}
+
+/* NeMo's manifest_N.json for shard N. */
+static int nemo_manifest_id(const char *base, long long *id)
+{
+    return json_lines_name(base) && nemo_id(base, "manifest", ".json", id);
 }
 
 static int list_dir(sharc__ctx *ctx, const char *dir, sharc__strs *out, int recurse_manifests)
@@ -529,11 +552,11 @@ static int nemo_build(sharc__ctx *ctx, sharc__dataset *d, const sharc__strs *fil
     for (size_t i = 0; i < files->n; i++) {
         const char *b = base_name(files->items[i]);
         long long id;
-        if (nemo_id(b, "audio", ".tar", &id))
+        if (nemo_tar_id(b, &id))
             tars[nt++] = (nemo_item){id, files->items[i]};
-        else if (nemo_id(b, "manifest", ".json", &id))
+        else if (nemo_manifest_id(b, &id))
             mans[nm++] = (nemo_item){id, files->items[i]};
-        else if (has_suffix(b, ".json") || has_suffix(b, ".jsonl"))
+        else if (json_lines_name(b))
             aggregate = aggregate ? aggregate : files->items[i];
         else if (!has_suffix(b, ".idx") && !has_suffix(b, ".yaml"))
             sharc__log(ctx, SHARC_LOG_WARN, "ignoring %s: not a NeMo shard or manifest",
@@ -699,7 +722,7 @@ typedef enum tars_alone {
 static sharc_layout detect_layout(const sharc__strs *files, tars_alone *alone)
 {
     *alone = TARS_NOT_ALONE;
-    int tars = 0, nemo_tars = 0, shar_recordings = 0;
+    int tars = 0, nemo_tars = 0, named_tars = 0, nemo_manifests = 0, json = 0, shar_recordings = 0;
     for (size_t i = 0; i < files->n; i++) {
         const char *b = base_name(files->items[i]);
         char field[128];
@@ -710,19 +733,23 @@ static sharc_layout detect_layout(const sharc__strs *files, tars_alone *alone)
             return SHARC_LAYOUT_SHAR;
         /* The name Lhotse's Shar writer gives the audio field's shards. */
         shar_recordings += shar && is_tar && strcmp(field, "recording") == 0;
-        if (nemo_id(b, "audio", ".tar", &id))
+        /* NeMo's own names (audio_N.tar), and names it finds an id in (en_audio_N.tar). */
+        if (nemo_tar_id(b, &id)) {
             nemo_tars++;
+            named_tars += strncmp(b, "audio", 5) == 0;
+        }
+        nemo_manifests += nemo_manifest_id(b, &id);
+        json += json_lines_name(b);
         if (is_tar_name(b))
             tars++;
     }
-    if (nemo_tars > 0) {
-        for (size_t i = 0; i < files->n; i++)
-            if (has_suffix(files->items[i], ".json"))
-                return SHARC_LAYOUT_NEMO;
-        if (nemo_tars == tars) {
-            *alone = NEMO_TARS_ALONE;
-            return SHARC_LAYOUT_AUTO;
-        }
+    /* Tars named audio_N with any JSON lines, or tars and manifests both with ids: NeMo. A
+     * WebDataset shard may be named x_audio_N.tar, but not next to a manifest_N.json. */
+    if ((named_tars > 0 && json > 0) || (nemo_tars > 0 && nemo_manifests > 0))
+        return SHARC_LAYOUT_NEMO;
+    if (named_tars > 0 && named_tars == tars) {
+        *alone = NEMO_TARS_ALONE;
+        return SHARC_LAYOUT_AUTO;
     }
     if (tars > 0 && shar_recordings == tars) {
         *alone = SHAR_RECORDINGS_ALONE;

@@ -521,6 +521,8 @@ static int truthy(const cJSON *v)
         return v->valuedouble != 0;
     if (cJSON_IsString(v))
         return v->valuestring[0] != 0;
+    if (cJSON_IsArray(v) || cJSON_IsObject(v)) /* Python: an empty list or dict is false */
+        return v->child != NULL;
     return 1;
 }
 

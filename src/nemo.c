@@ -5,6 +5,7 @@
  * member by offset/duration; rows with a truthy _skipme are dropped silently, as NeMo
  * does. Members without a row and rows without a member are reported.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,41 +62,54 @@ static void nemo_close(sharc__stream **sp)
     *sp = NULL;
 }
 
-/* basename(audio_filepath) with a trailing -subN (before the extension) removed. */
+/* Python's \w, for ASCII; a byte of a multi-byte UTF-8 character counts as one (most are
+ * letters). */
+static int word_char(unsigned char c)
+{
+    return isalnum(c) || c == '_' || c >= 0x80;
+}
+
+/*
+ * The tar member a row's audio_filepath names, as NeMo's LazyNeMoTarredIterator finds it:
+ * the whole path, with a -subN before the extension removed, by the regular expression
+ * ^(?P<stem>.+)(?P<sub>-sub\d+)(?P<ext>\.\w+)?$ (several rows cutting one member are
+ * written as x-sub1.wav, x-sub2.wav, ...). The member's name must then equal it: no
+ * directory is taken off.
+ */
 static char *member_key(sharc__ctx *ctx, const char *path)
 {
-    const char *slash = strrchr(path, '/');
-    const char *base = slash ? slash + 1 : path;
-    const char *ext = strrchr(base, '.');
-    size_t stem_len = ext && ext != base ? (size_t)(ext - base) : strlen(base);
-    const char *sub = NULL;
-    for (const char *p = base; p + 4 <= base + stem_len; p++)
-        if (strncmp(p, "-sub", 4) == 0)
-            sub = p;
-    if (sub && sub > base) {
-        const char *q = sub + 4;
-        while (q < base + stem_len && *q >= '0' && *q <= '9')
+    size_t n = strlen(path), end = n;
+    const char *dot = strrchr(path, '.');
+    if (dot && dot[1]) { /* an extension: a dot and word characters to the end */
+        const char *q = dot + 1;
+        while (*q && word_char((unsigned char)*q))
             q++;
-        if (q == base + stem_len && q > sub + 4)
-            stem_len = (size_t)(sub - base);
-        else
-            sub = NULL;
+        if (!*q)
+            end = (size_t)(dot - path);
     }
-    size_t ext_len = ext && ext != base ? strlen(ext) : 0;
-    char *key = sharc__malloc(ctx, stem_len + ext_len + 1);
+    size_t d = end;
+    while (d > 0 && isdigit((unsigned char)path[d - 1]))
+        d--;
+    size_t stem = d >= 4 && d < end && strncmp(path + d - 4, "-sub", 4) == 0 ? d - 4 : n;
+    if (stem == 0 || stem == n) /* no -subN there, or nothing before it */
+        return sharc__strdup(ctx, path);
+    char *key = sharc__malloc(ctx, stem + (n - end) + 1);
     if (!key)
         return NULL;
-    memcpy(key, base, stem_len);
-    memcpy(key + stem_len, ext_len ? ext : "", ext_len);
-    key[stem_len + ext_len] = 0;
+    memcpy(key, path, stem);
+    memcpy(key + stem, path + end, n - end + 1);
     return key;
 }
 
-/* By member, and the rows of one member in manifest order, as NeMo yields them. */
+/* By member, then the rows of one member by audio_filepath, as NeMo sorts them (and in
+ * manifest order when two are equal: Python's sort is stable). */
 static int cmp_rows(const void *a, const void *b, void *rows)
 {
     uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
-    int c = strcmp(((const nemo_row *)rows)[i].key, ((const nemo_row *)rows)[j].key);
+    const nemo_row *r = rows;
+    int c = strcmp(r[i].key, r[j].key);
+    if (c == 0)
+        c = strcmp(r[i].path, r[j].path);
     return c ? c : (i > j) - (i < j);
 }
 
@@ -291,6 +305,20 @@ static int report_leftovers(sharc__stream *s, sharc__stream_error *err)
     return SHARC_END;
 }
 
+/* A row whose audio_filepath is `name` in some directory, for the message of a member that
+ * has no row: the manifest named it by a longer path than the tar does. */
+static const nemo_row *row_in_a_directory(const sharc__stream *s, const char *name)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; i < s->n_rows; i++) {
+        const char *k = s->rows[i].key;
+        size_t m = strlen(k);
+        if (m > n && k[m - n - 1] == '/' && strcmp(k + m - n, name) == 0)
+            return &s->rows[i];
+    }
+    return NULL;
+}
+
 static int nemo_next(sharc__stream *s, sharc__rawcut *c, sharc__stream_error *err)
 {
     sharc__ctx *ctx = s->ctx;
@@ -340,8 +368,12 @@ static int nemo_next(sharc__stream *s, sharc__rawcut *c, sharc__stream_error *er
         while (end < s->n_rows && strcmp(s->rows[s->by_key[end]].key, name) == 0)
             s->rows[s->by_key[end++]].used = 1;
         if (first == end) {
-            rc = sharc__set_error(ctx, SHARC_ERR_MISMATCH, "%s: member %s has no row in %s",
-                                  s->shard->audio_path, name, s->shard->meta_path);
+            const nemo_row *other = row_in_a_directory(s, name);
+            rc = sharc__set_error(
+                ctx, SHARC_ERR_MISMATCH, "%s: member %s has no row in %s%s%s%s",
+                s->shard->audio_path, name, s->shard->meta_path, other ? " (its row names it " : "",
+                other ? other->path : "",
+                other ? ": rows name members by their whole audio_filepath, as NeMo does)" : "");
             return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_ORPHAN_MEMBER, 0,
                                       s->shard->audio_path, name, NULL);
         }

@@ -234,6 +234,49 @@ START_TEST(nemo_ids_must_match)
 }
 END_TEST
 
+/* Shard ids are found where NeMo's patterns find them (re.search of audio[^/]*_(\d+)[^/]*\.tar
+ * and manifest[^/]*_(\d+)[^/]*\.json): prefixed names, and manifests as .jsonl or
+ * compressed. Such tars next to such manifests are NeMo's, not WebDataset shards. */
+START_TEST(nemo_names_as_nemo_finds_them)
+{
+    static const char *const sets[][4] = {
+        {"en_audio_0.tar", "en_audio_1.tar", "en_manifest_0.json", "en_manifest_1.json"},
+        {"audio_0.tar", "audio_1.tar", "manifest_0.jsonl", "manifest_1.jsonl"},
+        {"audio_0.tar", "audio_1.tar", "manifest_0.json.gz", "manifest_1.jsonl.gz"},
+        {"train_audio_0.tar.gz", "train_audio_1.tar.gz", "train_manifest_0.json",
+         "train_manifest_1.json"},
+    };
+    for (size_t k = 0; k < sizeof sets / sizeof sets[0]; k++) {
+        dir = tu_mkdtemp();
+        for (int i = 0; i < 4; i++)
+            touch(sets[k][i]);
+        sharc__dataset d;
+        ck_assert_msg(find(&d, SHARC_LAYOUT_AUTO) == 0, "set %zu: %s", k, ctx.error);
+        ck_assert_int_eq(d.layout, SHARC_LAYOUT_NEMO);
+        ck_assert_uint_eq(d.n_shards, 2);
+        for (int i = 0; i < 2; i++) {
+            ck_assert_int_eq(d.shards[i].nemo_shard_id, i);
+            ck_assert_int_eq(d.shards[i].nemo_in_memory, 0);
+            ck_assert_ptr_nonnull(strstr(d.shards[i].audio_path, sets[k][i]));
+            ck_assert_ptr_nonnull(strstr(d.shards[i].meta_path, sets[k][2 + i]));
+        }
+        sharc__dataset_free(&d, &ctx);
+        tu_rm_rf(dir);
+        free(dir);
+    }
+    /* Tars that only NeMo's pattern finds an id in, with no manifest: WebDataset shards. */
+    dir = tu_mkdtemp();
+    touch("speech_audio_0.tar");
+    touch("speech_audio_1.tar");
+    sharc__dataset d;
+    ck_assert_int_eq(find(&d, SHARC_LAYOUT_AUTO), 0);
+    ck_assert_int_eq(d.layout, SHARC_LAYOUT_WDS);
+    sharc__dataset_free(&d, &ctx);
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
 START_TEST(nemo_aggregate_manifest_grouped_by_shard_id)
 {
     dir = tu_mkdtemp();
@@ -541,6 +584,7 @@ int main(void)
     tcase_add_test(tc, brace_patterns);
     tcase_add_test(tc, shar_fields_group_and_count);
     tcase_add_test(tc, nemo_ids_must_match);
+    tcase_add_test(tc, nemo_names_as_nemo_finds_them);
     tcase_add_test(tc, nemo_aggregate_manifest_grouped_by_shard_id);
     tcase_add_test(tc, epoch_order_permutes_and_splits);
     tcase_add_test(tc, nothing_found);

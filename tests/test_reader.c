@@ -190,9 +190,22 @@ END_TEST
 
 /* NeMo rows that cut one member come in manifest order, as NeMo yields them, not sorted by
  * their audio_filepath ("x-sub1.flac" sorts before "x.flac"). */
-START_TEST(nemo_rows_in_manifest_order)
+static int cmp_expected_id(const void *a, const void *b)
+{
+    return strcmp(((const expected_cut *)a)->id, ((const expected_cut *)b)->id);
+}
+
+/* The rows of one member come sorted by audio_filepath, as NeMo's LazyNeMoTarredIterator
+ * yields them: x-sub1.flac, x-sub2.flac, then x.flac ('-' sorts before '.'). */
+START_TEST(nemo_rows_sorted_by_path)
 {
     corpus c = make_corpus("nemo", "flac", "none", 3, 6);
+    /* The generator lists rows in manifest order; NeMo's is by member, then by path. */
+    for (size_t i = 0, j; i < c.n; i = j) {
+        for (j = i + 1; j < c.n && strcmp(c.cuts[j].member, c.cuts[i].member) == 0; j++)
+            ;
+        qsort(c.cuts + i, j - i, sizeof *c.cuts, cmp_expected_id);
+    }
     sharc_reader_settings s;
     const char *paths[1];
     settings_on(&s, paths, c.path);
@@ -200,18 +213,95 @@ START_TEST(nemo_rows_in_manifest_order)
     sharc_reader *r;
     ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
     const sharc_cut *cut;
-    size_t n = 0, subs = 0;
+    size_t n = 0, subs = 0, after_subs = 0;
     while (sharc_reader_next(r, &cut) == 0) {
         ck_assert_uint_lt(n, c.n);
         ck_assert_msg(strcmp(cut->id, c.cuts[n].id) == 0, "cut %zu: %s, want %s", n, cut->id,
                       c.cuts[n].id);
-        subs += strstr(cut->id, "-sub") != NULL;
+        int sub = strstr(cut->id, "-sub") != NULL;
+        subs += sub;
+        after_subs += !sub && n > 0 && strstr(c.cuts[n - 1].id, "-sub") &&
+                      strcmp(c.cuts[n - 1].member, c.cuts[n].member) == 0;
         n++;
     }
     ck_assert_uint_eq(n, c.n);
-    ck_assert_uint_gt(subs, 0); /* the corpus has rows that share a member */
+    ck_assert_uint_gt(subs, 0);       /* the corpus has rows that share a member */
+    ck_assert_uint_gt(after_subs, 0); /* and x.flac comes after its x-subN.flac */
     sharc_reader_close(&r);
     free_corpus(&c);
+}
+END_TEST
+
+/* A NeMo dataset written by Python's tarfile: one tar of 0.1 s WAV members named by
+ * `members` (spaces between), and the manifest `rows`. */
+static char *nemo_by_hand(const char *members, const char *rows)
+{
+    char *dir = tu_mkdtemp();
+    char path[700];
+    snprintf(path, sizeof path, "%s/manifest_0.json", dir);
+    ck_assert_int_eq(tu_write_file(path, rows, strlen(rows)), 0);
+    ck_assert_int_eq(
+        tu_sh("cd '%s' && python3 -c \"\n"
+              "import io, struct, sys, tarfile, wave\n"
+              "with tarfile.open('audio_0.tar', 'w', format=tarfile.USTAR_FORMAT) as t:\n"
+              "    for name in sys.argv[1:]:\n"
+              "        b = io.BytesIO(); w = wave.open(b, 'wb'); w.setnchannels(1)\n"
+              "        w.setsampwidth(2); w.setframerate(16000)\n"
+              "        w.writeframes(struct.pack('<1600h', *range(1600))); w.close()\n"
+              "        i = tarfile.TarInfo(name); i.size = len(b.getvalue())\n"
+              "        t.addfile(i, io.BytesIO(b.getvalue()))\n"
+              "\" %s",
+              dir, members),
+        0);
+    return dir;
+}
+
+/* Rows name their member by the whole audio_filepath, as NeMo matches them (tar_info.name ==
+ * the path, -subN removed): members in directories pair, and a row that names its member by
+ * another path does not pair with it (NeMo stops with "Mismatched entry"). An empty list or
+ * object as _skipme is false, as in Python. */
+START_TEST(nemo_rows_match_members_by_whole_path)
+{
+    char *dir = nemo_by_hand(
+        "a/x.wav b/x.wav c.wav d.wav",
+        "{\"audio_filepath\": \"b/x.wav\", \"duration\": 0.1, \"text\": \"B\", \"shard_id\": 0}\n"
+        "{\"audio_filepath\": \"a/x.wav\", \"duration\": 0.1, \"text\": \"A\", \"shard_id\": 0}\n"
+        "{\"audio_filepath\": \"c.wav\", \"duration\": 0.1, \"_skipme\": {}, \"shard_id\": 0}\n"
+        "{\"audio_filepath\": \"d.wav\", \"duration\": 0.1, \"_skipme\": [0], \"shard_id\": 0}\n");
+    sharc_reader_settings s;
+    const char *paths[1];
+    settings_on(&s, paths, dir);
+    s.shuffle_shards = 0;
+    sharc_reader *r;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    const sharc_cut *cut;
+    const char *ids[] = {"a/x.wav", "b/x.wav", "c.wav"}, *texts[] = {"A", "B", ""};
+    size_t n = 0;
+    int rc;
+    while ((rc = sharc_reader_next(r, &cut)) == 0) {
+        ck_assert_uint_lt(n, 3);
+        ck_assert_str_eq(cut->id, ids[n]);
+        ck_assert_str_eq(cut->text ? cut->text : "", texts[n]);
+        ck_assert_int_eq(cut->num_samples, 1600);
+        n++;
+    }
+    ck_assert_msg(rc == SHARC_END, "%s", sharc_reader_last_error(r));
+    ck_assert_uint_eq(n, 3);
+    sharc_reader_close(&r);
+    tu_rm_rf(dir);
+    free(dir);
+
+    dir = nemo_by_hand(
+        "x.wav", "{\"audio_filepath\": \"/data/a/x.wav\", \"duration\": 0.1, \"shard_id\": 0}\n"
+                 "{\"audio_filepath\": \"/data/b/x.wav\", \"duration\": 0.1, \"shard_id\": 0}\n");
+    settings_on(&s, paths, dir);
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    ck_assert_int_eq(sharc_reader_next(r, &cut), SHARC_ERR_MISMATCH);
+    ck_assert_msg(strstr(sharc_reader_last_error(r), "member x.wav has no row") != NULL, "%s",
+                  sharc_reader_last_error(r));
+    sharc_reader_close(&r);
+    tu_rm_rf(dir);
+    free(dir);
 }
 END_TEST
 
@@ -606,7 +696,8 @@ int main(void)
     tcase_add_loop_test(tc, every_layout_and_compression_flac, 0, 9);
     tcase_add_loop_test(tc, every_layout_wav_opus_mp3, 0, 9);
     tcase_add_test(tc, epochs_shuffle_and_dp_split);
-    tcase_add_test(tc, nemo_rows_in_manifest_order);
+    tcase_add_test(tc, nemo_rows_sorted_by_path);
+    tcase_add_test(tc, nemo_rows_match_members_by_whole_path);
     tcase_add_loop_test(tc, lhotse_written_fixture, 0, 4);
     suite_add_tcase(s, tc);
     TCase *bad = tcase_create("damaged");
