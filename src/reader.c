@@ -607,6 +607,9 @@ static int check_metadata(sharc_reader *r)
     return cut_problem(&r->ctx, &r->err, rc, kind, j.shard, j.member, j.id);
 }
 
+/* A NeMo row is its whole member when its duration is within this of the member's. */
+#define NEMO_WHOLE_MEMBER_SECONDS 0.2
+
 /* Make rate, channels and length known, from the metadata or else the audio header, and
  * check that they agree. */
 static int describe_cut(sharc_reader *r)
@@ -623,6 +626,16 @@ static int describe_cut(sharc_reader *r)
         c->sampling_rate = info.sampling_rate;
     if (c->channels <= 0)
         c->channels = info.channels;
+    if (c->window && info.frames > 0 && info.sampling_rate > 0 &&
+        fabs(c->duration - (double)info.frames / info.sampling_rate) < NEMO_WHOLE_MEMBER_SECONDS) {
+        /* NeMo (make_cut_with_subset_inmemory_recording) takes the whole member, from its
+         * start, for a row whose duration is this close to the member's, whatever its
+         * offset: the row's duration was measured before the audio was re-encoded. */
+        c->window = 0;
+        c->offset = 0;
+        c->duration = (double)info.frames / info.sampling_rate;
+        c->num_samples = info.frames;
+    }
     if (c->duration < 0)
         c->duration = (double)info.frames / info.sampling_rate - c->offset;
     if (c->duration < 0)

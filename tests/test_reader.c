@@ -232,7 +232,7 @@ START_TEST(nemo_rows_sorted_by_path)
 }
 END_TEST
 
-/* A NeMo dataset written by Python's tarfile: one tar of 0.1 s WAV members named by
+/* A NeMo dataset written by Python's tarfile: one tar of 1 s WAV members named by
  * `members` (spaces between), and the manifest `rows`. */
 static char *nemo_by_hand(const char *members, const char *rows)
 {
@@ -247,7 +247,7 @@ static char *nemo_by_hand(const char *members, const char *rows)
               "    for name in sys.argv[1:]:\n"
               "        b = io.BytesIO(); w = wave.open(b, 'wb'); w.setnchannels(1)\n"
               "        w.setsampwidth(2); w.setframerate(16000)\n"
-              "        w.writeframes(struct.pack('<1600h', *range(1600))); w.close()\n"
+              "        w.writeframes(struct.pack('<16000h', *range(16000))); w.close()\n"
               "        i = tarfile.TarInfo(name); i.size = len(b.getvalue())\n"
               "        t.addfile(i, io.BytesIO(b.getvalue()))\n"
               "\" %s",
@@ -299,6 +299,37 @@ START_TEST(nemo_rows_match_members_by_whole_path)
     ck_assert_int_eq(sharc_reader_next(r, &cut), SHARC_ERR_MISMATCH);
     ck_assert_msg(strstr(sharc_reader_last_error(r), "member x.wav has no row") != NULL, "%s",
                   sharc_reader_last_error(r));
+    sharc_reader_close(&r);
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
+/* A row whose duration is within 0.2 s of its member's is the whole member from its start,
+ * whatever its offset, as NeMo's make_cut_with_subset_inmemory_recording makes it; other
+ * rows are their window. Members here are 1 s (16000 samples of 0, 1, 2, ...). */
+START_TEST(nemo_rows_near_the_member_length_are_the_member)
+{
+    char *dir = nemo_by_hand(
+        "a.wav b.wav c.wav",
+        "{\"audio_filepath\": \"a.wav\", \"duration\": 1.15, \"shard_id\": 0}\n"
+        "{\"audio_filepath\": \"b.wav\", \"offset\": 0.02, \"duration\": 0.05, \"shard_id\": 0}\n"
+        "{\"audio_filepath\": \"c.wav\", \"offset\": 0.5, \"duration\": 0.85, \"shard_id\": 0}\n");
+    sharc_reader_settings s;
+    const char *paths[1];
+    settings_on(&s, paths, dir);
+    s.shuffle_shards = 0;
+    sharc_reader *r;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    const sharc_cut *cut;
+    const int64_t want_n[] = {16000, 800, 16000}, want_first[] = {0, 320, 0};
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(sharc_reader_next(r, &cut), 0);
+        ck_assert_int_eq(cut->num_samples, want_n[i]);
+        ck_assert_double_eq_tol(cut->duration, (double)want_n[i] / 16000, 1e-9);
+        ck_assert_float_eq_tol(cut->samples[0] * 32768.0f, (float)want_first[i], 1e-3f);
+    }
+    ck_assert_int_eq(sharc_reader_next(r, &cut), SHARC_END);
     sharc_reader_close(&r);
     tu_rm_rf(dir);
     free(dir);
@@ -698,6 +729,7 @@ int main(void)
     tcase_add_test(tc, epochs_shuffle_and_dp_split);
     tcase_add_test(tc, nemo_rows_sorted_by_path);
     tcase_add_test(tc, nemo_rows_match_members_by_whole_path);
+    tcase_add_test(tc, nemo_rows_near_the_member_length_are_the_member);
     tcase_add_loop_test(tc, lhotse_written_fixture, 0, 4);
     suite_add_tcase(s, tc);
     TCase *bad = tcase_create("damaged");
