@@ -277,6 +277,65 @@ START_TEST(nemo_names_as_nemo_finds_them)
 }
 END_TEST
 
+/* NeMo's bucketing datasets repeat shard ids (bucket1/audio_0.tar, bucket2/audio_0.tar): then
+ * each directory is a dataset of its own, its manifests beside its tars, under its
+ * sharded_manifests/, or one for all its shards. Unique ids pair across directories. */
+START_TEST(nemo_buckets_repeat_shard_ids)
+{
+    dir = tu_mkdtemp();
+    ck_assert_int_eq(tu_sh("cd '%s' && mkdir -p b1/sharded_manifests b2 b3 m", dir), 0);
+    touch("b1/audio_0.tar");
+    touch("b1/audio_1.tar");
+    touch("b1/sharded_manifests/manifest_0.json");
+    touch("b1/sharded_manifests/manifest_1.json");
+    touch("b2/audio_0.tar");
+    touch("b2/manifest_0.json");
+    touch("b3/audio_0.tar");
+    char path[700], b[4][600];
+    snprintf(path, sizeof path, "%s/b3/tarred_audio_manifest.json", dir);
+    const char *rows = "{\"audio_filepath\": \"x.flac\", \"duration\": 1, \"shard_id\": 0}\n";
+    ck_assert_int_eq(tu_write_file(path, rows, strlen(rows)), 0);
+    for (int i = 0; i < 3; i++)
+        snprintf(b[i], sizeof b[i], "%s/b%d", dir, i + 1);
+    const char *paths[] = {b[0], b[1], b[2]};
+    sharc__dataset d;
+    ck_assert_msg(sharc__dataset_find(&d, &ctx, paths, 3, SHARC_LAYOUT_AUTO, 1 << 20) == 0, "%s",
+                  ctx.error);
+    ck_assert_int_eq(d.layout, SHARC_LAYOUT_NEMO);
+    ck_assert_uint_eq(d.n_shards, 4);
+    const char *tars[] = {"b1/audio_0.tar", "b1/audio_1.tar", "b2/audio_0.tar", "b3/audio_0.tar"};
+    const char *mans[] = {"b1/sharded_manifests/manifest_0.json",
+                          "b1/sharded_manifests/manifest_1.json", "b2/manifest_0.json",
+                          "b3/tarred_audio_manifest.json"};
+    for (int i = 0; i < 4; i++) {
+        ck_assert_ptr_nonnull(strstr(d.shards[i].audio_path, tars[i]));
+        ck_assert_ptr_nonnull(strstr(d.shards[i].meta_path, mans[i]));
+    }
+    ck_assert_int_eq(d.shards[3].nemo_in_memory, 1);
+    ck_assert_ptr_nonnull(strstr(sharc__buf_str(&d.shards[3].nemo_rows), "x.flac"));
+    sharc__dataset_free(&d, &ctx);
+    /* A directory of manifests without tars is a dataset without shards. */
+    touch("m/manifest_0.json");
+    snprintf(b[3], sizeof b[3], "%s/m/manifest_0.json", dir);
+    const char *more[] = {b[0], b[1], b[3]};
+    ck_assert_int_eq(sharc__dataset_find(&d, &ctx, more, 3, SHARC_LAYOUT_AUTO, 1 << 20),
+                     SHARC_ERR_FORMAT);
+    ck_assert_msg(strstr(ctx.error, "m/manifest_0.json has no audio_N.tar") != NULL, "%s",
+                  ctx.error);
+    /* Tars in one directory and their manifests in another pair by id when ids are unique. */
+    char tar[700];
+    snprintf(tar, sizeof tar, "%s/b3/audio_0.tar", dir);
+    const char *split[] = {tar, b[3]};
+    ck_assert_msg(sharc__dataset_find(&d, &ctx, split, 2, SHARC_LAYOUT_AUTO, 1 << 20) == 0, "%s",
+                  ctx.error);
+    ck_assert_uint_eq(d.n_shards, 1);
+    ck_assert_str_eq(d.shards[0].meta_path, b[3]);
+    sharc__dataset_free(&d, &ctx);
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
 START_TEST(nemo_aggregate_manifest_grouped_by_shard_id)
 {
     dir = tu_mkdtemp();
@@ -585,6 +644,7 @@ int main(void)
     tcase_add_test(tc, shar_fields_group_and_count);
     tcase_add_test(tc, nemo_ids_must_match);
     tcase_add_test(tc, nemo_names_as_nemo_finds_them);
+    tcase_add_test(tc, nemo_buckets_repeat_shard_ids);
     tcase_add_test(tc, nemo_aggregate_manifest_grouped_by_shard_id);
     tcase_add_test(tc, epoch_order_permutes_and_splits);
     tcase_add_test(tc, nothing_found);
