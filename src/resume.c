@@ -71,6 +71,12 @@ uint64_t sharc__resume_hash(const sharc_reader *r)
                    s->sampling_rate,   s->channel};
     h = sharc__fnv1a(h, v, sizeof v);
     h = sharc__fnv1a(h, &s->length_tolerance, sizeof s->length_tolerance);
+    if (r->ds.layout == SHARC_LAYOUT_NEMO) {
+        /* How rows become cuts (their order, pairing and windows) changed on 2026-12-04 to
+         * follow NeMo's reader: a state saved before points at other cuts, so it is refused. */
+        static const char rows_revision[] = "nemo-rows-2";
+        h = sharc__fnv1a(h, rows_revision, sizeof rows_revision);
+    }
     for (size_t i = 0; i < r->ds.n_shards; i++) {
         const char *a = base_of(r->ds.shards[i].audio_path);
         const char *m = base_of(r->ds.shards[i].meta_path);
