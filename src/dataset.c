@@ -563,9 +563,10 @@ static char *nemo_group(sharc__ctx *ctx, const char *path)
 {
     const char *slash = strrchr(path, '/');
     size_t n = slash ? (size_t)(slash - path) : 0;
-    static const char sub[] = "/sharded_manifests";
-    if (n >= sizeof sub - 1 && strncmp(path + n - (sizeof sub - 1), sub, sizeof sub - 1) == 0)
-        n -= sizeof sub - 1;
+    static const char sub[] = "sharded_manifests";
+    const size_t m = sizeof sub - 1;
+    if (n >= m && strncmp(path + n - m, sub, m) == 0 && (n == m || path[n - m - 1] == '/'))
+        n = n == m ? 0 : n - m - 1;
     return sharc__strndup(ctx, path, n);
 }
 
@@ -600,9 +601,21 @@ static int nemo_add_group(sharc__ctx *ctx, sharc__dataset *d, const nemo_item *t
         if (tars[i].id == tars[i - 1].id)
             return sharc__set_error(ctx, SHARC_ERR_FORMAT, "shard id %lld appears twice: %s, %s",
                                     tars[i].id, tars[i - 1].path, tars[i].path);
+    /* NeMo takes a lone manifest as the one for all shards, grouped by shard_id, whatever its
+     * name: tarred_audio_manifest_16k.json has a "_16" but is not shard 16's. Only when it is
+     * the manifest of the only tar is it read as that shard's (the same rows either way). */
+    if (nm == 1 && !aggregate && (nt > 1 || mans[0].id != tars[0].id)) {
+        aggregate = mans[0].path;
+        nm = 0;
+    }
     if (nm == 0 && !aggregate)
         return sharc__set_error(ctx, SHARC_ERR_FORMAT, "no NeMo manifest found for %s",
                                 tars[0].path);
+    for (size_t j = 1; j < nm; j++)
+        if (mans[j].id == mans[j - 1].id)
+            return sharc__set_error(ctx, SHARC_ERR_FORMAT,
+                                    "two manifests for shard %lld: %s and %s", mans[j].id,
+                                    mans[j - 1].path, mans[j].path);
     /* Per-shard manifests: the two id sets must be equal, as NeMo asserts. */
     for (size_t i = 0, j = 0; nm > 0 && (i < nt || j < nm); i++, j++) {
         if (j == nm || (i < nt && tars[i].id < mans[j].id))
@@ -825,9 +838,11 @@ static sharc_layout detect_layout(const sharc__strs *files, tars_alone *alone)
         if (is_tar_name(b))
             tars++;
     }
-    /* Tars named audio_N with any JSON lines, or tars and manifests both with ids: NeMo. A
-     * WebDataset shard may be named x_audio_N.tar, but not next to a manifest_N.json. */
-    if ((named_tars > 0 && json > 0) || (nemo_tars > 0 && nemo_manifests > 0))
+    /* Tars named audio_N with any JSON lines, tars and manifests both with ids, or only tars
+     * with ids next to JSON lines: NeMo. A WebDataset shard may be named x_audio_N.tar, but
+     * not next to a manifest. */
+    if ((named_tars > 0 && json > 0) || (nemo_tars > 0 && nemo_manifests > 0) ||
+        (nemo_tars > 0 && nemo_tars == tars && json > 0))
         return SHARC_LAYOUT_NEMO;
     if (named_tars > 0 && named_tars == tars) {
         *alone = NEMO_TARS_ALONE;

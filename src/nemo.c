@@ -29,6 +29,7 @@ typedef struct nemo_row {
 
 struct sharc__stream {
     sharc__ctx *ctx;
+    int hinted; ///< a member without a row was looked for under another path
     const sharc__shard *shard;
     const sharc__stream_opts *opts;
     sharc__tar *tar;
@@ -368,7 +369,8 @@ static int nemo_next(sharc__stream *s, sharc__rawcut *c, sharc__stream_error *er
         while (end < s->n_rows && strcmp(s->rows[s->by_key[end]].key, name) == 0)
             s->rows[s->by_key[end++]].used = 1;
         if (first == end) {
-            const nemo_row *other = row_in_a_directory(s, name);
+            /* The hint costs a pass over the rows: for the first such member only. */
+            const nemo_row *other = s->hinted++ ? NULL : row_in_a_directory(s, name);
             rc = sharc__set_error(
                 ctx, SHARC_ERR_MISMATCH, "%s: member %s has no row in %s%s%s%s",
                 s->shard->audio_path, name, s->shard->meta_path, other ? " (its row names it " : "",

@@ -636,6 +636,12 @@ static int describe_cut(sharc_reader *r)
         c->duration = (double)info.frames / info.sampling_rate;
         c->num_samples = info.frames;
     }
+    if (c->window && info.frames > 0 && info.sampling_rate > 0) {
+        /* Past the member's end, NeMo's cut (Lhotse's truncate) stops at the end. */
+        double left = (double)info.frames / info.sampling_rate - c->offset;
+        if (left > 0 && c->duration > left)
+            c->duration = left;
+    }
     if (c->duration < 0)
         c->duration = (double)info.frames / info.sampling_rate - c->offset;
     if (c->duration < 0)

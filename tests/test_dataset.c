@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dataset.h"
 #include "testutil.h"
@@ -264,6 +265,28 @@ START_TEST(nemo_names_as_nemo_finds_them)
         tu_rm_rf(dir);
         free(dir);
     }
+    /* One manifest for all shards, whatever its name holds (NeMo groups a lone manifest by
+     * shard_id), also next to tars that only NeMo's pattern finds an id in. */
+    static const char *const aggregated[][3] = {
+        {"audio_0.tar", "audio_1.tar", "tarred_audio_manifest_16k.json"},
+        {"en_audio_0.tar", "en_audio_1.tar", "tarred_audio_manifest.json"},
+    };
+    for (size_t k = 0; k < 2; k++) {
+        dir = tu_mkdtemp();
+        for (int i = 0; i < 3; i++)
+            touch(aggregated[k][i]);
+        sharc__dataset d;
+        ck_assert_msg(find(&d, SHARC_LAYOUT_AUTO) == 0, "aggregated %zu: %s", k, ctx.error);
+        ck_assert_int_eq(d.layout, SHARC_LAYOUT_NEMO);
+        ck_assert_uint_eq(d.n_shards, 2);
+        for (int i = 0; i < 2; i++) {
+            ck_assert_int_eq(d.shards[i].nemo_in_memory, 1);
+            ck_assert_ptr_nonnull(strstr(d.shards[i].meta_path, aggregated[k][2]));
+        }
+        sharc__dataset_free(&d, &ctx);
+        tu_rm_rf(dir);
+        free(dir);
+    }
     /* Tars that only NeMo's pattern finds an id in, with no manifest: WebDataset shards. */
     dir = tu_mkdtemp();
     touch("speech_audio_0.tar");
@@ -322,6 +345,23 @@ START_TEST(nemo_buckets_repeat_shard_ids)
                      SHARC_ERR_FORMAT);
     ck_assert_msg(strstr(ctx.error, "m/manifest_0.json has no audio_N.tar") != NULL, "%s",
                   ctx.error);
+    /* Paths relative to a bucket's directory: its sharded_manifests/ is its own. */
+    char here[1024], b2[600];
+    ck_assert_ptr_nonnull(getcwd(here, sizeof here));
+    ck_assert_int_eq(chdir(b[0]), 0);
+    snprintf(b2, sizeof b2, "%s", "../b2/audio_0.tar");
+    const char *relative[] = {"audio_0.tar",
+                              "audio_1.tar",
+                              "sharded_manifests/manifest_0.json",
+                              "sharded_manifests/manifest_1.json",
+                              b2,
+                              "../b2/manifest_0.json"};
+    ck_assert_msg(sharc__dataset_find(&d, &ctx, relative, 6, SHARC_LAYOUT_AUTO, 1 << 20) == 0, "%s",
+                  ctx.error);
+    ck_assert_uint_eq(d.n_shards, 3);
+    ck_assert_str_eq(d.shards[2].meta_path, "../b2/manifest_0.json");
+    sharc__dataset_free(&d, &ctx);
+    ck_assert_int_eq(chdir(here), 0);
     /* Tars in one directory and their manifests in another pair by id when ids are unique. */
     char tar[700];
     snprintf(tar, sizeof tar, "%s/b3/audio_0.tar", dir);

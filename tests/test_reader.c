@@ -333,6 +333,25 @@ START_TEST(nemo_rows_near_the_member_length_are_the_member)
     sharc_reader_close(&r);
     tu_rm_rf(dir);
     free(dir);
+
+    /* A window past the member's end stops at the end, as Lhotse's truncate makes NeMo's. */
+    dir = nemo_by_hand(
+        "d.wav e.wav",
+        "{\"audio_filepath\": \"d.wav\", \"offset\": 0.5, \"duration\": 0.75, \"shard_id\": 0}\n"
+        "{\"audio_filepath\": \"e.wav\", \"duration\": 1.5, \"shard_id\": 0}\n");
+    settings_on(&s, paths, dir);
+    s.shuffle_shards = 0;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    const int64_t past_n[] = {8000, 16000}, past_first[] = {8000, 0};
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(sharc_reader_next(r, &cut), 0);
+        ck_assert_int_eq(cut->num_samples, past_n[i]);
+        ck_assert_float_eq_tol(cut->samples[0] * 32768.0f, (float)past_first[i], 1e-3f);
+    }
+    ck_assert_int_eq(sharc_reader_next(r, &cut), SHARC_END);
+    sharc_reader_close(&r);
+    tu_rm_rf(dir);
+    free(dir);
 }
 END_TEST
 
