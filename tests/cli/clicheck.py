@@ -583,6 +583,29 @@ def corrupt_nemo_duration(d, member, delta):
             write_lines(p, [json.dumps(r) + "\n" for r in rows])
 
 
+def corrupt_nemo_set(d, member, *assignments):
+    """Set KEY=JSON in the manifest rows of `member` in every NeMo manifest in d."""
+    for root, _, files in os.walk(d):
+        for f in files:
+            if not f.endswith(".json"):
+                continue
+            p = os.path.join(root, f)
+            rows = [json.loads(l) for l in read_lines(p)]
+            for r in rows:
+                if r.get("audio_filepath") == member:
+                    set_keys(r, assignments)
+            write_lines(p, [json.dumps(r) + "\n" for r in rows])
+
+
+def check_cut_samples(out, cut_id, num_samples):
+    """The --per-cut line of `cut_id` in `out` has `num_samples`."""
+    cuts = [json.loads(l) for l in open(out, encoding="utf-8") if '"type":"cut"' in l]
+    got = [c["num_samples"] for c in cuts if c["id"] == cut_id]
+    if got != [int(num_samples)]:
+        fail(f"{out}: cut {cut_id}: num_samples {got}, expected [{num_samples}]")
+    print(f"ok {out}: cut {cut_id} has {num_samples} samples")
+
+
 def set_keys(obj, assignments):
     """Apply KEY=JSON assignments to a JSON object; KEY may be a dotted path (a.b.c)."""
     for a in assignments:

@@ -136,12 +136,19 @@ removed=$(check remove-member "$tmp/x/audio_0.tar" 0)
 validate
 check problem "$tmp/v.jsonl" "code=missing_member,shard=audio_0.tar,member=$removed"
 
-# A manifest duration 5 s longer than the audio: a length problem for that cut.
+# A manifest duration 5 s longer than the audio: the cut stops at the member's end, as
+# NeMo's (Lhotse's truncate), with all its samples and no problem. A row that starts past
+# the end is a length problem for that cut (NeMo's truncate fails on it).
 fresh nemo
-member=$("$PYTHON" -c 'import json,sys
+set -- $("$PYTHON" -c 'import json,sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-print([r for r in rows if r["shard_index"] == 2][1]["member"])' "$tmp/g/nemo.expected.jsonl")
+r = [r for r in rows if r["shard_index"] == 2][1]
+print(r["member"], r["num_samples"])' "$tmp/g/nemo.expected.jsonl")
+member=$1
 check nemo-duration "$tmp/x" "$member" 5
+expect_rc 0 "$SHARC" validate --json --per-cut --threads 2 "$tmp/x"
+check cut-samples "$tmp/out" "$member" "$2"
+check nemo-set "$tmp/x" "$member" offset=60
 validate
 check problem "$tmp/v.jsonl" "code=length,shard=audio_2.tar,member=$member"
 
