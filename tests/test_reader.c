@@ -268,12 +268,7 @@ START_TEST(nemo_rows_match_members_by_whole_path)
         "{\"audio_filepath\": \"a/x.wav\", \"duration\": 0.1, \"text\": \"A\", \"shard_id\": 0}\n"
         "{\"audio_filepath\": \"c.wav\", \"duration\": 0.1, \"_skipme\": {}, \"shard_id\": 0}\n"
         "{\"audio_filepath\": \"d.wav\", \"duration\": 0.1, \"_skipme\": [0], \"shard_id\": 0}\n");
-    sharc_reader_settings s;
-    const char *paths[1];
-    settings_on(&s, paths, dir);
-    s.shuffle_shards = 0;
-    sharc_reader *r;
-    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    sharc_reader *r = open_reader(dir, SHARC_ON_ERROR_FAIL, 1); /* one shard: in order */
     const sharc_cut *cut;
     const char *ids[] = {"a/x.wav", "b/x.wav", "c.wav"}, *texts[] = {"A", "B", ""};
     size_t n = 0;
@@ -294,8 +289,7 @@ START_TEST(nemo_rows_match_members_by_whole_path)
     dir = nemo_by_hand(
         "x.wav", "{\"audio_filepath\": \"/data/a/x.wav\", \"duration\": 0.1, \"shard_id\": 0}\n"
                  "{\"audio_filepath\": \"/data/b/x.wav\", \"duration\": 0.1, \"shard_id\": 0}\n");
-    settings_on(&s, paths, dir);
-    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    r = open_reader(dir, SHARC_ON_ERROR_FAIL, 1);
     ck_assert_int_eq(sharc_reader_next(r, &cut), SHARC_ERR_MISMATCH);
     ck_assert_msg(strstr(sharc_reader_last_error(r), "member x.wav has no row") != NULL, "%s",
                   sharc_reader_last_error(r));
@@ -315,12 +309,7 @@ START_TEST(nemo_rows_near_the_member_length_are_the_member)
         "{\"audio_filepath\": \"a.wav\", \"duration\": 1.15, \"shard_id\": 0}\n"
         "{\"audio_filepath\": \"b.wav\", \"offset\": 0.02, \"duration\": 0.05, \"shard_id\": 0}\n"
         "{\"audio_filepath\": \"c.wav\", \"offset\": 0.5, \"duration\": 0.85, \"shard_id\": 0}\n");
-    sharc_reader_settings s;
-    const char *paths[1];
-    settings_on(&s, paths, dir);
-    s.shuffle_shards = 0;
-    sharc_reader *r;
-    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    sharc_reader *r = open_reader(dir, SHARC_ON_ERROR_FAIL, 1); /* one shard: in order */
     const sharc_cut *cut;
     const int64_t want_n[] = {16000, 800, 16000}, want_first[] = {0, 320, 0};
     for (int i = 0; i < 3; i++) {
@@ -339,9 +328,7 @@ START_TEST(nemo_rows_near_the_member_length_are_the_member)
         "d.wav e.wav",
         "{\"audio_filepath\": \"d.wav\", \"offset\": 0.5, \"duration\": 0.75, \"shard_id\": 0}\n"
         "{\"audio_filepath\": \"e.wav\", \"duration\": 1.5, \"shard_id\": 0}\n");
-    settings_on(&s, paths, dir);
-    s.shuffle_shards = 0;
-    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    r = open_reader(dir, SHARC_ON_ERROR_FAIL, 1);
     const int64_t past_n[] = {8000, 16000}, past_first[] = {8000, 0};
     for (int i = 0; i < 2; i++) {
         ck_assert_int_eq(sharc_reader_next(r, &cut), 0);

@@ -569,8 +569,8 @@ def corrupt_remove_member(tar_path, index):
     print(m.name)
 
 
-def corrupt_nemo_duration(d, member, delta):
-    """Change `duration` of the manifest rows of `member` in every NeMo manifest in d."""
+def edit_nemo_rows(d, member, edit):
+    """Apply `edit` to the manifest rows of `member` in every NeMo manifest in d."""
     for root, _, files in os.walk(d):
         for f in files:
             if not f.endswith(".json"):
@@ -579,22 +579,18 @@ def corrupt_nemo_duration(d, member, delta):
             rows = [json.loads(l) for l in read_lines(p)]
             for r in rows:
                 if r.get("audio_filepath") == member:
-                    r["duration"] += float(delta)
+                    edit(r)
             write_lines(p, [json.dumps(r) + "\n" for r in rows])
+
+
+def corrupt_nemo_duration(d, member, delta):
+    """Add `delta` seconds to `duration` of the manifest rows of `member`."""
+    edit_nemo_rows(d, member, lambda r: r.update(duration=r["duration"] + float(delta)))
 
 
 def corrupt_nemo_set(d, member, *assignments):
-    """Set KEY=JSON in the manifest rows of `member` in every NeMo manifest in d."""
-    for root, _, files in os.walk(d):
-        for f in files:
-            if not f.endswith(".json"):
-                continue
-            p = os.path.join(root, f)
-            rows = [json.loads(l) for l in read_lines(p)]
-            for r in rows:
-                if r.get("audio_filepath") == member:
-                    set_keys(r, assignments)
-            write_lines(p, [json.dumps(r) + "\n" for r in rows])
+    """Set KEY=JSON in the manifest rows of `member`."""
+    edit_nemo_rows(d, member, lambda r: set_keys(r, assignments))
 
 
 def check_cut_samples(out, cut_id, num_samples):
