@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
 
@@ -150,7 +151,13 @@ static int apply_sampler(cli_reader_opts *ro, int opt, const char *val, sharc_sa
         return parse_u32(cmd, "--num-cuts-for-bins", val, 1, 1u << 24,
                          &st->num_cuts_for_bins_estimate);
     case CLI_RO_BINS:
-        return cli_parse_double_list(cmd, "--bins", val, 0, 1e9, 1, &ro->bins, &ro->n_bins);
+        ro->bins_linspace = strcmp(val, "linspace") == 0;
+        free(ro->bins);
+        ro->bins = NULL;
+        ro->n_bins = 0;
+        return ro->bins_linspace
+                   ? 0
+                   : cli_parse_double_list(cmd, "--bins", val, 0, 1e9, 1, &ro->bins, &ro->n_bins);
     case CLI_RO_BUCKET_BATCH_SIZE:
         return cli_parse_u32_list(cmd, "--bucket-batch-size", val, 1, UINT32_MAX,
                                   &ro->bucket_batch_size, &ro->n_bucket_batch_size);
@@ -179,6 +186,30 @@ int cli_reader_opt_apply(cli_reader_opts *ro, int opt, const char *val, sharc_re
         return apply_sampler(ro, opt, val, &s->sampler);
     ro->dp_given |= opt == CLI_RO_DP_RANK || opt == CLI_RO_DP_SIZE;
     return apply_reader(ro->cmd, opt, val, s);
+}
+
+int cli_linspace_bins(const char *cmd, const sharc_sampler_settings *st, double **bins,
+                      size_t *n_bins)
+{
+    const double begin = st->min_duration > 0 ? st->min_duration : 0.0, end = st->max_cut_duration;
+    if (!(end > begin))
+        return cli_usage_error(cmd,
+                               "--bins linspace needs --max-cut-duration (NeMo's max_duration) "
+                               "above --min-duration"),
+               -1;
+    if (st->num_buckets < 2)
+        return cli_usage_error(cmd, "--bins linspace needs --num-buckets of at least 2"), -1;
+    const size_t n = st->num_buckets - 1;
+    double *v = malloc(n * sizeof *v);
+    if (!v)
+        return cli_usage_error(cmd, "out of memory"), -1;
+    /* numpy: step = (stop - start) / (num - 1), then arange(num) * step + start. */
+    const double step = (end - begin) / (double)st->num_buckets;
+    for (size_t i = 0; i < n; i++)
+        v[i] = (double)(i + 1) * step + begin;
+    *bins = v;
+    *n_bins = n;
+    return 0;
 }
 
 void cli_reader_opts_free(cli_reader_opts *ro)

@@ -79,6 +79,7 @@ typedef struct cli_reader_opts {
     const char *cmd;             ///< the command, for messages ("read")
     double *bins;                ///< --bins, malloc'ed
     size_t n_bins;               ///< number of --bins
+    int bins_linspace;           ///< --bins linspace: NeMo's bins, made by cli_linspace_bins()
     uint32_t *bucket_batch_size; ///< --bucket-batch-size, malloc'ed
     size_t n_bucket_batch_size;  ///< number of --bucket-batch-size
     int dp_given;                ///< --dp-rank or --dp-size was given
@@ -92,6 +93,18 @@ typedef struct cli_reader_opts {
  *         error for ro->cmd.
  */
 int cli_reader_opt_apply(cli_reader_opts *ro, int opt, const char *val, sharc_reader_settings *s);
+
+/**
+ * The bins NeMo uses when a config gives no bucket_duration_bins but a max_duration
+ * (determine_bucket_duration_bins): np.linspace(min_duration if > 0 else 0, max_duration,
+ * num_buckets + 1)[1:-1], computed as numpy does, from st->min_duration,
+ * st->max_cut_duration (NeMo's max_duration) and st->num_buckets.
+ * @param bins receives num_buckets - 1 values, malloc'ed (freed with free())
+ * @return 0, or -1 after printing a usage error for `cmd` (no --max-cut-duration, or one
+ *         not above --min-duration; fewer than 2 buckets)
+ */
+int cli_linspace_bins(const char *cmd, const sharc_sampler_settings *st, double **bins,
+                      size_t *n_bins);
 
 /** Free the lists held by `ro`. */
 void cli_reader_opts_free(cli_reader_opts *ro);

@@ -45,8 +45,9 @@ typedef struct bench_opts {
     uint64_t count;  /* --batches: window length in batches (cuts); 0 = by time */
     double seconds;  /* --seconds: window length in seconds; 0 = by count */
     int repeat;
-    double *bins;  /* --bins, owned */
-    cli_dist dist; /* --transport, --mesh: batches come from a sharc_loader */
+    double *bins;      /* --bins, owned */
+    int bins_linspace; /* --bins linspace: NeMo's evenly spaced bins, made at the end */
+    cli_dist dist;     /* --transport, --mesh: batches come from a sharc_loader */
 } bench_opts;
 
 /* Why the run failed, for the --json object that ends it; printed to stderr when set. */
@@ -130,7 +131,12 @@ static void print_help(void)
         "                      --max-duration nor --max-cuts is given)\n"
         "  --max-cuts N        cuts per batch (default: no limit)\n"
         "  --num-buckets N     buckets estimated from metadata (default 10)\n"
-        "  --bins A,B,...      explicit sorted bucket boundaries in seconds (default: estimate)\n"
+        "  --bins A,B,...      explicit sorted bucket boundaries in seconds (default: estimate);\n"
+        "                      'linspace': NeMo's default when its config sets max_duration,\n"
+        "                      evenly spaced from --min-duration to --max-cut-duration\n"
+        "  --min-duration S    filter out (and count) cuts shorter than S seconds (default 0)\n"
+        "  --max-cut-duration S  filter out (and count) cuts longer than S seconds\n"
+        "                      (default: none)\n"
         "  --quadratic-duration Q  a cut counts as d + d*d/Q (default "
         "off)\n" CLI_RO_HELP_BUFFER_SIZE
         "  --no-shuffle        no shuffle inside buckets nor of the shard order\n"
@@ -224,6 +230,8 @@ static const int shared_opts[] = {CLI_RO_LAYOUT,
                                   CLI_RO_QUADRATIC_DURATION,
                                   CLI_RO_BUFFER_SIZE,
                                   CLI_RO_NO_SHUFFLE,
+                                  CLI_RO_MIN_DURATION,
+                                  CLI_RO_MAX_CUT_DURATION,
                                   0};
 
 /* A finite number >= min (> min when `strict`); -1 after a usage error. */
@@ -243,6 +251,9 @@ static int parse_double(const char *opt, const char *val, double min, int strict
 /* "1.5,3,7.25": sorted (non-decreasing) positive boundaries. */
 static int parse_bins(const char *val, bench_opts *o, sharc_sampler_settings *st)
 {
+    o->bins_linspace = strcmp(val, "linspace") == 0;
+    if (o->bins_linspace)
+        return 0;
     size_t n = 1;
     for (const char *p = val; *p; p++)
         n += *p == ',';
@@ -352,6 +363,13 @@ static int finish_args(sharc_reader_settings *s, bench_opts *o, int threads_give
     if (o->repeat == 0)
         o->repeat = o->floor ? 3 : 1;
     sharc_sampler_settings *st = &s->sampler;
+    if (o->bins_linspace) {
+        free(o->bins);
+        o->bins = NULL;
+        if (cli_linspace_bins(cmd, st, &o->bins, &st->n_bins) < 0)
+            return CLI_EXIT_USAGE;
+        st->bins = o->bins;
+    }
     if (!(st->max_duration > 0) && st->max_cuts == 0 && st->bucket_batch_size == NULL)
         st->max_duration = 200;
     if (s->n_threads == 0)

@@ -96,7 +96,9 @@ static void print_help(void)
            "  --num-cuts-for-bins N  cuts whose durations estimate the bins (default 10000)\n"
            "  --bins A,B,...      sorted bucket boundaries in seconds instead of the estimate:\n"
            "                      N boundaries make N + 1 buckets, and a cut of d seconds goes\n"
-           "                      to the first bucket whose boundary is >= d (default: estimate)\n"
+           "                      to the first bucket whose boundary is >= d (default: estimate);\n"
+           "                      'linspace': NeMo's default when its config sets max_duration,\n"
+           "                      evenly spaced from --min-duration to --max-cut-duration\n"
            "  --bucket-batch-size A,B,...  fixed cuts per batch for each boundary of --bins (one\n"
            "                      number per boundary, as NeMo's OOMptimizer writes them);\n"
            "                      excludes --max-duration and --max-cuts; a cut longer than the\n"
@@ -1063,6 +1065,8 @@ static int finish_args(sharc_reader_settings *s, read_opts *o)
     if (o->cuts_mode)
         return -1;
     sharc_sampler_settings *st = &s->sampler;
+    if (o->ro.bins_linspace && cli_linspace_bins(cmd, st, &o->ro.bins, &o->ro.n_bins) < 0)
+        return CLI_EXIT_USAGE;
     if (o->ro.bucket_batch_size != NULL) {
         if (o->ro.bins == NULL)
             return cli_usage_error(cmd, "--bucket-batch-size needs --bins");

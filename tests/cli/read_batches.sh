@@ -134,6 +134,17 @@ expect_rc 0 "$SHARC" read --json --bins 1.5,3 --bucket-batch-size 4,2 --max-cut-
     --min-duration 0.75 --buffer-size 10 "$d"
 check batches "$tmp/out" "$exp" bins=1.5,3 bbs=4,2 max_cut_duration=3 min_duration=0.75
 "$PYTHON" -c 'import json,sys; s=json.loads(open(sys.argv[1]).readlines()[-1]); assert s["bins"] == [1.5, 3], s["bins"]' "$tmp/out"
+# --bins linspace: NeMo's bins for a config with max_duration and no bucket_duration_bins,
+# np.linspace(0.3, 40, 31)[1:-1] (these values are numpy 2's, bit for bit).
+expect_rc 0 "$SHARC" read --json --bins linspace --num-buckets 30 --min-duration 0.3 \
+    --max-cut-duration 40 --max-duration 30 "$d"
+check batches "$tmp/out" "$exp" max_duration=30 max_cut_duration=40 min_duration=0.3
+"$PYTHON" -c 'import json,sys
+want = [1.6233333333333335, 2.9466666666666668, 4.2700000000000005, 5.593333333333334, 6.916666666666667, 8.240000000000002, 9.563333333333334, 10.886666666666668, 12.210000000000003, 13.533333333333335, 14.85666666666667, 16.180000000000003, 17.503333333333337, 18.826666666666668, 20.150000000000002, 21.473333333333336, 22.79666666666667, 24.120000000000005, 25.443333333333335, 26.76666666666667, 28.090000000000003, 29.413333333333338, 30.73666666666667, 32.06, 33.38333333333333, 34.70666666666667, 36.03, 37.35333333333333, 38.67666666666667]
+got = json.loads(open(sys.argv[1]).readlines()[-1])["bins"]
+assert got == want, got' "$tmp/out" || fail "--bins linspace is not numpy's linspace"
+expect_rc 2 "$SHARC" read --bins linspace "$d"
+expect_in "$tmp/err" "--bins linspace needs --max-cut-duration"
 # (A buffer of 10 cuts over the default 10 buckets would have no bucket ready: Lhotse, and
 # sharc, then stop at once and drop all 10.)
 expect_rc 0 "$SHARC" read --json --max-duration 12 --drop-last --buffer-size 10 --num-buckets 2 "$d"
