@@ -1,12 +1,15 @@
 /*
  * WebDataset-style tars: consecutive members sharing a key (the path up to the first dot
- * of the basename) form one sample. Audio is key.flac|wav|opus|mp3|ogg, metadata key.json
- * (duration, text, speaker, language, ...) and/or key.txt (the transcript); any other
- * member becomes an extra field named by its extension.
+ * of the basename, as webdataset's base_plus_ext splits it) form one sample. Audio is
+ * key.flac|wav|opus|mp3|ogg, metadata key.json (duration, text, speaker, language, ...)
+ * and/or key.txt (the transcript), extensions in any case; any other member becomes an
+ * extra field named by its extension.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "archive.h"
 #include "json.h"
@@ -32,28 +35,55 @@ struct sharc__stream {
     oversized next_large; ///< the lookahead's, kept when it was met
     oversized large;      ///< the sample's first: reported when the sample is complete
     sharc__buf key;
-    sharc__buf json; ///< key.json of the current sample
-    sharc__buf txt;  ///< key.txt of the current sample
+    char exts[SHARC__MAX_FIELDS + 3][32]; ///< extensions of the sample's members so far
+    size_t n_exts;
+    sharc__buf duplicate; ///< a member whose extension the sample already had
+    int warned_audio;     ///< a sample with several audio members was reported
+    sharc__buf json;      ///< key.json of the current sample
+    sharc__buf txt;       ///< key.txt of the current sample
     int has_json, has_txt;
     uint64_t position;
 };
 
 static const char *const audio_exts[] = {"flac", "wav", "opus", "mp3", "ogg"};
 
-/* Split a member name into key and extension (after the first dot of the basename). */
-static void split_key(const char *name, size_t *key_len, const char **ext)
+/*
+ * Split a member name into key and extension as webdataset's base_plus_ext does, with
+ * re.match(r"^((?:.*\/|)[^.]+)[.]([^/]*)$") (a backslash added here, to keep the comment
+ * open): the key runs to the first dot of the basename, which must not start it (then only
+ * a directory whose last part has no dot is a key: "d/.wav" is key "d/"). 0 for a name with
+ * no key (".wav", "README", "a.b/.wav"), and for webdataset's meta files (__x__ at the top),
+ * which belong to no sample.
+ */
+static int split_key(const char *name, size_t *key_len, const char **ext)
 {
     const char *slash = strrchr(name, '/');
     const char *base = slash ? slash + 1 : name;
-    const char *dot = strchr(base, '.');
-    *key_len = dot ? (size_t)(dot - name) : strlen(name);
-    *ext = dot ? dot + 1 : "";
+    size_t n = strlen(name);
+    if (!slash && n >= 4 && strncmp(name, "__", 2) == 0 && strcmp(name + n - 2, "__") == 0)
+        return 0;
+    if (*base != '.') {
+        const char *dot = strchr(base, '.');
+        if (!dot)
+            return 0;
+        *key_len = (size_t)(dot - name);
+        *ext = dot + 1;
+        return 1;
+    }
+    const char *seg = base - 1; /* the last directory's part, with its '/' */
+    while (seg > name && seg[-1] != '/')
+        seg--;
+    if (!slash || memchr(seg, '.', (size_t)(base - seg)))
+        return 0;
+    *key_len = (size_t)(base - name);
+    *ext = base + 1;
+    return 1;
 }
 
 static int is_audio_ext(const char *ext)
 {
     for (size_t i = 0; i < sizeof audio_exts / sizeof audio_exts[0]; i++)
-        if (strcmp(ext, audio_exts[i]) == 0)
+        if (strcasecmp(ext, audio_exts[i]) == 0)
             return 1;
     return 0;
 }
@@ -63,8 +93,7 @@ static int is_audio_member(const char *name)
 {
     size_t key_len;
     const char *ext;
-    split_key(name, &key_len, &ext);
-    return is_audio_ext(ext);
+    return split_key(name, &key_len, &ext) && is_audio_ext(ext);
 }
 
 static void wds_close(sharc__stream **sp)
@@ -75,6 +104,7 @@ static void wds_close(sharc__stream **sp)
     sharc__tar_close(&s->tar);
     sharc__member_free(s->ctx, &s->next);
     sharc__buf_free(s->ctx, &s->key);
+    sharc__buf_free(s->ctx, &s->duplicate);
     sharc__buf_free(s->ctx, &s->json);
     sharc__buf_free(s->ctx, &s->txt);
     sharc__buf_free(s->ctx, &s->pending_member);
@@ -125,13 +155,19 @@ static int take_member(sharc__stream *s, sharc__rawcut *c, const char *ext, int 
         c->audio_file_id = s->next.file_id;
         c->audio_size = s->next.size;
         *has_audio = 1;
-    } else if (strcmp(ext, "json") == 0) {
+    } else if (strcasecmp(ext, "json") == 0) {
         swap_buf(&s->json, &s->next.data);
         s->has_json = 1;
-    } else if (strcmp(ext, "txt") == 0) {
+    } else if (strcasecmp(ext, "txt") == 0) {
         swap_buf(&s->txt, &s->next.data);
         s->has_txt = 1;
     } else if (c->n_fields < SHARC__MAX_FIELDS) {
+        if (is_audio_ext(ext) && !s->duplicate.len && !s->warned_audio++)
+            sharc__log(ctx, SHARC_LOG_WARN,
+                       "%s: sample %.*s has several audio members: the first, %s, is read and "
+                       "%s is an extra field (said once per shard)",
+                       s->shard->audio_path, (int)s->key.len, (const char *)s->key.data,
+                       sharc__buf_str(&c->member), sharc__buf_str(&s->next.name));
         sharc__field_data *f = &c->fields[c->n_fields++];
         f->name = NULL; /* set from the member name by the reader */
         f->present = 1;
@@ -146,12 +182,34 @@ static int take_member(sharc__stream *s, sharc__rawcut *c, const char *ext, int 
     return 0;
 }
 
+/* Record the lookahead's extension in the sample; a second member with it is noted. */
+static int note_extension(sharc__stream *s, const char *ext)
+{
+    for (size_t i = 0; i < s->n_exts; i++)
+        if (strcmp(s->exts[i], ext) == 0)
+            return s->duplicate.len
+                       ? 0
+                       : sharc__buf_set(s->ctx, &s->duplicate, s->next.name.data, s->next.name.len);
+    if (s->n_exts < sizeof s->exts / sizeof s->exts[0])
+        snprintf(s->exts[s->n_exts++], sizeof s->exts[0], "%s", ext);
+    return 0;
+}
+
 static int finish_sample(sharc__stream *s, sharc__rawcut *c, int has_audio,
                          sharc__stream_error *err)
 {
     sharc__ctx *ctx = s->ctx;
     const char *id = sharc__buf_str(&c->id);
     int rc;
+    if (s->duplicate.len) {
+        rc = sharc__set_error(ctx, SHARC_ERR_MISMATCH,
+                              "%s: sample %s has member %s twice (webdataset stops on it: "
+                              "\"duplicate file name\"), so which one pairs with the rest is "
+                              "not known",
+                              s->shard->audio_path, id, sharc__buf_str(&s->duplicate));
+        return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_ORPHAN_MEMBER, 0,
+                                  s->shard->audio_path, sharc__buf_str(&s->duplicate), id);
+    }
     if (!has_audio) {
         rc = sharc__set_error(ctx, SHARC_ERR_FORMAT, "%s: sample %s has no audio member (%s)",
                               s->shard->audio_path, id, "flac, wav, opus, mp3 or ogg");
@@ -193,6 +251,8 @@ static int wds_next(sharc__stream *s, sharc__rawcut *c, sharc__stream_error *err
     c->shard = s->shard->audio_path;
     s->has_json = s->has_txt = 0;
     s->sample_too_large = 0;
+    s->n_exts = 0;
+    sharc__buf_clear(&s->duplicate);
     sharc__buf_clear(&s->key);
     for (;;) {
         if (!s->have_next && !s->tar_done) {
@@ -229,15 +289,28 @@ static int wds_next(sharc__stream *s, sharc__rawcut *c, sharc__stream_error *err
             break;
         size_t key_len;
         const char *ext;
-        split_key(sharc__buf_str(&s->next.name), &key_len, &ext);
+        if (!split_key(sharc__buf_str(&s->next.name), &key_len, &ext)) {
+            sharc__log(ctx, SHARC_LOG_WARN,
+                       "%s: skipping member %s: its name has no sample key (no dot in its "
+                       "file name, or one that starts it), and webdataset skips it too",
+                       s->shard->audio_path, sharc__buf_str(&s->next.name));
+            s->have_next = 0;
+            s->next_too_large = 0;
+            continue;
+        }
         if (s->key.len == 0) {
             if ((rc = sharc__buf_set(ctx, &s->key, s->next.name.data, key_len)) < 0)
                 return rc;
         } else if (key_len != s->key.len || memcmp(s->key.data, s->next.name.data, key_len) != 0) {
             break; /* the lookahead starts the next sample */
         }
+        /* Extensions in lower case, as webdataset keys the sample's fields. */
         char ext_copy[32];
         snprintf(ext_copy, sizeof ext_copy, "%s", ext);
+        for (char *q = ext_copy; *q; q++)
+            *q = (char)tolower((unsigned char)*q);
+        if ((rc = note_extension(s, ext_copy)) < 0)
+            return rc;
         s->have_next = 0;
         if (s->next_too_large) {
             if (!s->sample_too_large) {

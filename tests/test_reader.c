@@ -342,6 +342,71 @@ START_TEST(nemo_rows_near_the_member_length_are_the_member)
 }
 END_TEST
 
+/* A WebDataset tar written by Python's tarfile in a new directory: `entries` are NAME:WHAT
+ * words, WHAT being WAV (0.1 s of 16 kHz PCM16) or the member's text. */
+static char *wds_by_hand(const char *entries)
+{
+    char *dir = tu_mkdtemp();
+    ck_assert_int_eq(
+        tu_sh("cd '%s' && python3 -c \"\n"
+              "import io, struct, sys, tarfile, wave\n"
+              "def wav():\n"
+              "    b = io.BytesIO(); w = wave.open(b, 'wb'); w.setnchannels(1)\n"
+              "    w.setsampwidth(2); w.setframerate(16000)\n"
+              "    w.writeframes(struct.pack('<1600h', *range(1600))); w.close()\n"
+              "    return b.getvalue()\n"
+              "with tarfile.open('shard-000000.tar', 'w', format=tarfile.USTAR_FORMAT) as t:\n"
+              "    for e in sys.argv[1:]:\n"
+              "        name, what = e.split(':', 1)\n"
+              "        d = wav() if what == 'WAV' else what.encode()\n"
+              "        i = tarfile.TarInfo(name); i.size = len(d); t.addfile(i, io.BytesIO(d))\n"
+              "\" %s",
+              dir, entries),
+        0);
+    return dir;
+}
+
+/* Samples as webdataset makes them: names with no key (".wav", "README", webdataset's
+ * "__meta__") belong to no sample and are skipped, not taken into the next one; extensions
+ * in any case; of several audio members the first is read. A sample with one extension twice
+ * (webdataset stops on it) is a problem, and only it is lost under SKIP. */
+START_TEST(wds_samples_as_webdataset_makes_them)
+{
+    char *dir = wds_by_hand(".wav:WAV .txt:orphan a.WAV:WAV a.TXT:alpha README:x __meta__:x "
+                            "c.wav:WAV c.flac:WAV c.Json:{\\\"speaker\\\":\\\"s\\\"}");
+    sharc_reader *r = open_reader(dir, SHARC_ON_ERROR_FAIL, 1);
+    const sharc_cut *cut;
+    ck_assert_int_eq(sharc_reader_next(r, &cut), 0);
+    ck_assert_str_eq(cut->id, "a");
+    ck_assert_str_eq(cut->member, "a.WAV");
+    ck_assert_str_eq(cut->text, "alpha");
+    ck_assert_int_eq(sharc_reader_next(r, &cut), 0);
+    ck_assert_str_eq(cut->id, "c");
+    ck_assert_str_eq(cut->member, "c.wav");
+    ck_assert_str_eq(cut->speaker, "s");
+    ck_assert_uint_eq(cut->n_fields, 1);
+    ck_assert_str_eq(cut->fields[0].member, "c.flac");
+    ck_assert_int_eq(sharc_reader_next(r, &cut), SHARC_END);
+    sharc_reader_close(&r);
+    tu_rm_rf(dir);
+    free(dir);
+
+    dir = wds_by_hand("d.wav:WAV d.txt:old d.wav:WAV d.txt:new e.wav:WAV");
+    r = open_reader(dir, SHARC_ON_ERROR_FAIL, 1);
+    ck_assert_int_eq(sharc_reader_next(r, &cut), SHARC_ERR_MISMATCH);
+    ck_assert_msg(strstr(sharc_reader_last_error(r), "sample d has member d.wav twice") != NULL,
+                  "%s", sharc_reader_last_error(r));
+    sharc_reader_close(&r);
+    r = open_reader(dir, SHARC_ON_ERROR_SKIP, 1);
+    ck_assert_int_eq(sharc_reader_next(r, &cut), 0);
+    ck_assert_str_eq(cut->id, "e");
+    ck_assert_int_eq(sharc_reader_next(r, &cut), SHARC_END);
+    sharc_reader_close(&r);
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
 START_TEST(epochs_shuffle_and_dp_split)
 {
     corpus c = make_corpus("shar", "flac", "gzip", 4, 3);
@@ -736,6 +801,7 @@ int main(void)
     tcase_add_test(tc, nemo_rows_sorted_by_path);
     tcase_add_test(tc, nemo_rows_match_members_by_whole_path);
     tcase_add_test(tc, nemo_rows_near_the_member_length_are_the_member);
+    tcase_add_test(tc, wds_samples_as_webdataset_makes_them);
     tcase_add_loop_test(tc, lhotse_written_fixture, 0, 4);
     suite_add_tcase(s, tc);
     TCase *bad = tcase_create("damaged");

@@ -387,10 +387,38 @@ void cli_json_str(FILE *f, const char *s)
         cli_json_strn(f, s, strlen(s));
 }
 
+/* The length of the well-formed UTF-8 sequence at p (end at `end`), 0 when there is none. */
+static size_t utf8_sequence(const unsigned char *p, const unsigned char *end)
+{
+    size_t n = *p >= 0xF0 && *p <= 0xF4 ? 4 : *p >= 0xE0 ? 3 : *p >= 0xC2 && *p <= 0xDF ? 2 : 0;
+    if (n == 0 || *p > 0xF4 || (size_t)(end - p) < n)
+        return 0;
+    unsigned lo = *p == 0xE0 ? 0xA0 : *p == 0xF0 ? 0x90 : 0x80;
+    unsigned hi = *p == 0xED ? 0x9F : *p == 0xF4 ? 0x8F : 0xBF;
+    if (p[1] < lo || p[1] > hi)
+        return 0;
+    for (size_t k = 2; k < n; k++)
+        if (p[k] < 0x80 || p[k] > 0xBF)
+            return 0;
+    return n;
+}
+
 void cli_json_strn(FILE *f, const char *s, size_t n)
 {
     fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; p < (const unsigned char *)s + n; p++) {
+    const unsigned char *end = (const unsigned char *)s + n;
+    for (const unsigned char *p = (const unsigned char *)s; p < end; p++) {
+        if (*p >= 0x80) {
+            /* UTF-8 as it is; a byte that is not (a name in Latin-1, say) as Python's
+             * surrogateescape decodes it, so that the line stays valid JSON. */
+            size_t k = utf8_sequence(p, end);
+            if (k)
+                fwrite(p, 1, k, f);
+            else
+                fprintf(f, "\\udc%02x", *p);
+            p += k ? k - 1 : 0;
+            continue;
+        }
         switch (*p) {
         case '"':
             fputs("\\\"", f);
@@ -408,7 +436,7 @@ void cli_json_strn(FILE *f, const char *s, size_t n)
             fputs("\\t", f);
             break;
         default:
-            /* Other control characters need \u escapes; bytes >= 0x80 pass through as UTF-8. */
+            /* Other control characters need \u escapes. */
             if (*p < 0x20 || *p == 0x7f)
                 fprintf(f, "\\u%04x", *p);
             else

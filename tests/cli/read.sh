@@ -96,4 +96,22 @@ cp "$tmp/flac/wds/"* "$tmp/nested/more/"
 cp "$tmp/flac/wds/shard-000000.tar.gz" "$tmp/nested/"
 expect_rc 0 "$SHARC" read --cuts --json "$tmp/nested"
 expect_in "$tmp/err" "ignoring directory $tmp/nested/more: shards are read from the directories given, not from their subdirectories"
+
+# A member name that is not UTF-8 (Latin-1, from an old tar) still gives valid JSON lines:
+# its bytes as Python's surrogateescape decodes them, as webdataset gives the key.
+mkdir -p "$tmp/latin1"
+"$PYTHON" - "$tmp/latin1/shard-000000.tar" "$tmp/flac/wds/shard-000000.tar.gz" <<'PYEOF'
+import gzip, io, sys, tarfile
+src = tarfile.open(fileobj=io.BytesIO(gzip.decompress(open(sys.argv[2], "rb").read())))
+audio = next(m for m in src.getmembers() if m.name.endswith(".flac"))
+data = src.extractfile(audio).read()
+with tarfile.open(sys.argv[1], "w", format=tarfile.GNU_FORMAT, encoding="latin-1") as t:
+    for name, body in (("caf\xe9.flac", data), ("caf\xe9.txt", b"latin")):
+        i = tarfile.TarInfo(name); i.size = len(body); t.addfile(i, io.BytesIO(body))
+PYEOF
+expect_rc 0 "$SHARC" read --cuts --json --no-decode "$tmp/latin1"
+"$PYTHON" -c 'import json,sys
+rows = [json.loads(l) for l in open(sys.argv[1], "rb")]
+assert rows[0]["id"] == "caf\udce9" and rows[0]["text"] == "latin", rows[0]' "$tmp/out" ||
+    fail "a Latin-1 member name does not give valid JSON: $(head -c 300 "$tmp/out")"
 echo "ok"
