@@ -4,14 +4,15 @@
 #   tests/fuzz/libfuzzer.sh TARGET [SECONDS] [JOBS]     (from the repository root)
 #
 # TARGET is a tests/fuzz/<TARGET>.c (fuzz_tar, fuzz_wav, fuzz_cut_json, fuzz_frame,
-# fuzz_shar_pairing, fuzz_nemo_pairing, fuzz_braces); SECONDS defaults to 600, JOBS (parallel
-# fuzzing processes) to 1. `meson test` only replays the corpora in tests/fuzz/corpus with the
-# GCC build; this script searches for new inputs. The library is compiled with clang and
-# coverage instrumentation into build-fuzz/ (the MPI and NCCL transports are left out: no
-# target needs them). The corpus grows in build-fuzz/corpus/TARGET, seeded from
-# tests/fuzz/corpus/TARGET; crashes, hangs (10 s) and leaks land in build-fuzz/crashes/TARGET
-# with libFuzzer's report on stderr. Replay one with `build-fuzz/TARGET FILE`. Add an input
-# worth keeping (small, new coverage, handled cleanly once fixed) to tests/fuzz/corpus/TARGET.
+# fuzz_shar_pairing, fuzz_nemo_pairing, fuzz_wds_pairing, fuzz_braces); SECONDS defaults to
+# 600, JOBS (parallel fuzzing processes) to 1. `meson test` only replays the corpora in
+# tests/fuzz/corpus with the GCC build; this script searches for new inputs. The library is
+# compiled with clang and coverage instrumentation into build-fuzz/ (the MPI and NCCL
+# transports are left out: no target needs them). The corpus grows in
+# build-fuzz/corpus/TARGET, seeded from tests/fuzz/corpus/TARGET; crashes, hangs (10 s) and
+# leaks land in build-fuzz/crashes/TARGET with libFuzzer's report on stderr. Replay one with
+# `build-fuzz/TARGET FILE`. Add an input worth keeping (small, new coverage, handled cleanly
+# once fixed) to tests/fuzz/corpus/TARGET.
 # Needs clang and its libFuzzer runtime (Debian: clang).
 set -eu
 [ $# -ge 1 ] || { sed -n '2,/^set -eu/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 2; }
