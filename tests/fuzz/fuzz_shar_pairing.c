@@ -10,11 +10,17 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dataset.h"
 #include "fuzz_files.h"
-#include "stream.h"
+#include "fuzz_stream.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* A cut comes from the shard's recording tar. */
+static void check_cut(const sharc__rawcut *c, const sharc__shard *shard)
+{
+    if (strcmp(c->shard, shard->audio_path) != 0)
+        __builtin_trap();
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -23,31 +29,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (fuzz_split_files(data, size, "cuts.000000.jsonl", "recording.000000.tar", cuts, rec,
                          &n_cuts) != 0)
         return 0;
-    sharc__ctx ctx;
-    sharc_logger quiet = {NULL, NULL, SHARC_LOG_ERROR};
-    sharc__ctx_init(&ctx, NULL, &quiet);
     sharc__shard shard;
     memset(&shard, 0, sizeof shard);
     shard.meta_path = cuts;
     shard.audio_path = rec;
-    sharc__stream_opts opts = {1 << 20, 1 << 16, "text", "lang", NULL, 0, 0};
-    sharc__stream_error err;
-    memset(&err, 0, sizeof err);
-    sharc__rawcut c;
-    memset(&c, 0, sizeof c);
-    sharc__stream *st = NULL;
-    if (sharc__shar_ops.open(&st, &ctx, &shard, &opts, &err) == 0) {
-        for (int i = 0; i < 10000; i++) {
-            int rc = sharc__shar_ops.next(st, &c, &err);
-            if (rc == SHARC_END || (rc < 0 && err.shard_fatal))
-                break;
-            if (rc == 0 && strcmp(c.shard, rec) != 0)
-                __builtin_trap();
-        }
-        sharc__shar_ops.close(&st);
-    }
-    sharc__rawcut_free(&ctx, &c);
-    sharc__buf_free(&ctx, &err.member);
-    sharc__buf_free(&ctx, &err.cut_id);
+    fuzz_read_stream(&sharc__shar_ops, &shard, check_cut);
     return 0;
 }
