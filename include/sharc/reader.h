@@ -95,7 +95,8 @@ typedef struct sharc_cut {
     double offset;             ///< start of the cut inside the member, seconds (NeMo offset)
     uint64_t epoch;            ///< epoch this cut belongs to (0-based)
     uint32_t shard_index;      ///< index of the shard in the dataset's sorted shard list
-    uint64_t position;         ///< 0-based position of the cut within its shard
+    uint64_t position;         ///< 0-based position of the cut within its shard (cuts that
+                               ///< failed count too: positions only grow)
     size_t n_fields;           ///< number of extra fields present on this cut
     const sharc_field *fields; ///< extra fields, absent ones (.nodata, placeholders) omitted
 } sharc_cut;
