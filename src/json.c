@@ -154,6 +154,12 @@ static char *spelled_copy(sharc__ctx *ctx, const char *text, size_t len, size_t 
     return s;
 }
 
+/* The whitespace JSON allows between tokens (and json.loads() after the value). */
+static int is_json_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
 static cJSON *parse(sharc__ctx *ctx, const char *text, size_t len, int *rc)
 {
     size_t bad = utf8_invalid_at((const uint8_t *)text, len);
@@ -174,8 +180,7 @@ static cJSON *parse(sharc__ctx *ctx, const char *text, size_t len, int *rc)
         /* One value per line, as json.loads() wants: anything but spaces after it is an
          * error, not ignored. */
         at = (size_t)(end - src);
-        while (at < src_len &&
-               (src[at] == ' ' || src[at] == '\t' || src[at] == '\r' || src[at] == '\n'))
+        while (at < src_len && is_json_space(src[at]))
             at++;
         trailing = at < src_len;
         if (trailing) {
@@ -403,7 +408,7 @@ int sharc__json_lhotse_recording(sharc__ctx *ctx, const char *text, size_t len, 
 
 static size_t skip_space(const char *t, size_t len, size_t i)
 {
-    while (i < len && (t[i] == ' ' || t[i] == '\t' || t[i] == '\r' || t[i] == '\n'))
+    while (i < len && is_json_space(t[i]))
         i++;
     return i;
 }
@@ -467,8 +472,7 @@ static int raw_member(const char *t, size_t len, const char *key, size_t *at, si
                 break;
         }
         size_t v1 = i;
-        while (v1 > v0 &&
-               (t[v1 - 1] == ' ' || t[v1 - 1] == '\t' || t[v1 - 1] == '\r' || t[v1 - 1] == '\n'))
+        while (v1 > v0 && is_json_space(t[v1 - 1]))
             v1--;
         if (match) {
             *at = v0;

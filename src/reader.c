@@ -626,21 +626,20 @@ static int describe_cut(sharc_reader *r)
         c->sampling_rate = info.sampling_rate;
     if (c->channels <= 0)
         c->channels = info.channels;
-    if (c->window && info.frames > 0 && info.sampling_rate > 0 &&
-        fabs(c->duration - (double)info.frames / info.sampling_rate) < NEMO_WHOLE_MEMBER_SECONDS) {
-        /* NeMo (make_cut_with_subset_inmemory_recording) takes the whole member, from its
-         * start, for a row whose duration is this close to the member's, whatever its
-         * offset: the row's duration was measured before the audio was re-encoded. */
-        c->window = 0;
-        c->offset = 0;
-        c->duration = (double)info.frames / info.sampling_rate;
-        c->num_samples = info.frames;
-    }
     if (c->window && info.frames > 0 && info.sampling_rate > 0) {
-        /* Past the member's end, NeMo's cut (Lhotse's truncate) stops at the end. */
-        double left = (double)info.frames / info.sampling_rate - c->offset;
-        if (left > 0 && c->duration > left)
-            c->duration = left;
+        const double member_s = (double)info.frames / info.sampling_rate;
+        if (fabs(c->duration - member_s) < NEMO_WHOLE_MEMBER_SECONDS) {
+            /* NeMo (make_cut_with_subset_inmemory_recording) takes the whole member, from
+             * its start, for a row whose duration is this close to the member's, whatever
+             * its offset: the row's duration was measured before the audio was re-encoded. */
+            c->window = 0;
+            c->offset = 0;
+            c->duration = member_s;
+            c->num_samples = info.frames;
+        } else if (member_s > c->offset && c->duration > member_s - c->offset) {
+            /* Past the member's end, NeMo's cut (Lhotse's truncate) stops at the end. */
+            c->duration = member_s - c->offset;
+        }
     }
     if (c->duration < 0)
         c->duration = (double)info.frames / info.sampling_rate - c->offset;
