@@ -304,7 +304,8 @@ static int list_dir(sharc__ctx *ctx, const char *dir, sharc__strs *out, int recu
         size_t len = strlen(dir);
         snprintf(p, n, "%s%s%s", dir, len && dir[len - 1] == '/' ? "" : "/", e->d_name);
         struct stat st;
-        if (stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
+        const int known = stat(p, &st) == 0; /* if not, opening it names the error */
+        if (known && S_ISDIR(st.st_mode)) {
             if (recurse_manifests && strcmp(e->d_name, "sharded_manifests") == 0)
                 rc = list_dir(ctx, p, out, 0);
             else /* not searched: said, so that a dataset of subdirectories is not read as none */
@@ -312,6 +313,15 @@ static int list_dir(sharc__ctx *ctx, const char *dir, sharc__strs *out, int recu
                            "ignoring directory %s: shards are read from the directories given, "
                            "not from their subdirectories (give it, or a pattern, as a path)",
                            p);
+            sharc__free(ctx, p);
+            continue;
+        }
+        if (known && !S_ISREG(st.st_mode)) {
+            /* opening a FIFO nobody writes to would wait forever */
+            sharc__log(ctx, SHARC_LOG_WARN,
+                       "ignoring %s: not a regular file (a FIFO, socket or device; give it as a "
+                       "path to read it)",
+                       p);
             sharc__free(ctx, p);
             continue;
         }

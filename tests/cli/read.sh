@@ -97,6 +97,14 @@ cp "$tmp/flac/wds/shard-000000.tar.gz" "$tmp/nested/"
 expect_rc 0 "$SHARC" read --cuts --json "$tmp/nested"
 expect_in "$tmp/err" "ignoring directory $tmp/nested/more: shards are read from the directories given, not from their subdirectories"
 
+# A FIFO in a dataset directory is not opened (nobody may ever write to it): a warning, and the
+# shards beside it are read.
+mkfifo "$tmp/nested/shard-000001.tar"
+expect_rc 0 timeout 60 "$SHARC" read --cuts --json "$tmp/nested"
+expect_in "$tmp/err" "ignoring $tmp/nested/shard-000001.tar: not a regular file (a FIFO, socket or device; give it as a path to read it)"
+[ "$(grep -c '"id"' "$tmp/out")" -eq "$(tar -tzf "$tmp/nested/shard-000000.tar.gz" | grep -c '\.json$')" ] || fail "the shard beside the FIFO was not read whole"
+rm "$tmp/nested/shard-000001.tar"
+
 # A member name that is not UTF-8 (Latin-1, from an old tar) still gives valid JSON lines:
 # its bytes as Python's surrogateescape decodes them, as webdataset gives the key.
 mkdir -p "$tmp/latin1"
