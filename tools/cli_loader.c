@@ -107,12 +107,23 @@ int cli_dist_setup(const char *cmd, cli_dist *d)
         return CLI_EXIT_FAIL;
     }
 #endif
-    if (!use_mpi && env_rank(d) < 0)
-        return cli_usage_error(cmd, "RANK/WORLD_SIZE are not a valid rank and size");
+    if (!use_mpi && env_rank(d) < 0) {
+        const char *rank = getenv("RANK"), *size = getenv("WORLD_SIZE");
+        return cli_usage_error(cmd,
+                               "RANK=%s and WORLD_SIZE=%s are not a valid rank and size (integers, "
+                               "0 <= RANK < WORLD_SIZE <= %d)",
+                               rank ? rank : "(unset)", size ? size : "(unset)", 1 << 20);
+    }
     char spec[64];
     snprintf(spec, sizeof spec, "%s=%d", d->default_axis, d->world_size);
     if (sharc_mesh_parse(&d->mesh, d->mesh_spec ? d->mesh_spec : spec, d->rank, d->world_size) < 0)
         return cli_usage_error(cmd, "--mesh: %s", d->mesh.error);
+    for (int i = 0; d->mesh_spec && d->rank == 0 && i < d->mesh.n_axes; i++)
+        if (!(d->mesh.broadcast_mask & (1u << i)) && strcmp(d->mesh.names[i], "dp") != 0)
+            fprintf(stderr, /* a typo of cp or tp would split the data instead */
+                    "sharc %s: note: --mesh axis %s is a data-parallel axis (its ranks read "
+                    "different data); only cp and tp are broadcast axes\n",
+                    cmd, d->mesh.names[i]);
     if (d->reader_dp_given && sharc_mesh_dp_size(&d->mesh) > 1)
         return cli_usage_error(cmd,
                                "--dp-rank/--dp-size cannot be used when the %s gives this process "

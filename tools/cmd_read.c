@@ -48,7 +48,9 @@ typedef struct read_opts {
     cli_reader_opts ro;     /* --bins, --bucket-batch-size */
     void *state;            /* the --resume blob */
     size_t state_size;
-    cli_dist dist; /* --transport, --mesh */
+    cli_dist dist;                   /* --transport, --mesh */
+    char *slot_names[MAX_SAVES + 2]; /* file names made for this slot (name_files_by_slot) */
+    size_t n_slot_names;
 } read_opts;
 
 static void print_help(void)
@@ -123,14 +125,19 @@ static void print_help(void)
            "                      (default 67108864)\n"
            "  --save-state-at STEP FILE  after the batch of step STEP is returned, write the\n"
            "                      reader's state (sharc_reader_state_save) to FILE and go on;\n"
-           "                      may be given up to %d times (default: none)\n"
+           "                      may be given up to %d times, for different steps and files;\n"
+           "                      with several data-parallel slots in one job (mpirun,\n"
+           "                      RANK/WORLD_SIZE) each slot's source writes FILE.dp<slot>\n"
+           "                      (default: none)\n"
            "  --resume FILE       start from a state written by --save-state-at: the batches\n"
            "                      are those an uninterrupted run yields after that step; the\n"
            "                      data and the reader/batching options must be the same\n"
-           "                      (--threads and --prefetch may differ) (default: start)\n"
+           "                      (--threads and --prefetch may differ); with several\n"
+           "                      data-parallel slots each reads FILE.dp<slot> (default: start)\n"
            "  --dump-dir DIR      also write every tensor of every batch to DIR (created if\n"
-           "                      missing) as DIR/step<k>.<tensor>.npy (NumPy format 1.0)\n"
-           "                      (default: none)\n"
+           "                      missing) as DIR/step<k>.<tensor>.npy (NumPy format 1.0),\n"
+           "                      written by the source rank only; with several data-parallel\n"
+           "                      slots as DIR/dp<slot>/step<k>.<tensor>.npy (default: none)\n"
            "\n",
            DEFAULT_MAX_DURATION, MAX_SAVES);
     printf("Cuts (--cuts):\n"
@@ -739,7 +746,8 @@ static int handle_batch(sharc_loader *l, const sharc_batch *b, read_opts *o, int
         print_batch_json(b, &bi, &o->dist, l);
     else if (!o->quiet)
         print_batch_text(b, &bi);
-    if (o->dump_dir != NULL && dump_batch(o->dump_dir, b, run) < 0)
+    /* A slot's peers receive the batch its source wrote: only the source writes it. */
+    if (o->dump_dir != NULL && sharc_loader_is_source(l) && dump_batch(o->dump_dir, b, run) < 0)
         return -1;
     for (size_t i = 0; i < o->n_saves; i++) {
         save_point *sp = &o->saves[i];
@@ -839,6 +847,14 @@ static void print_batch_summary_text(const sharc_reader *r, const batch_run *run
 static int check_saves_done(const read_opts *o, batch_run *run)
 {
     for (size_t i = 0; i < o->n_saves; i++) {
+        if (!o->saves[i].done && run->batches > 0 && o->saves[i].step < run->first_step) {
+            snprintf(run->error, sizeof run->error,
+                     "no state saved to %s: step %" PRIu64
+                     " came before this run's first step, %" PRIu64
+                     " (a resumed run starts after the step its state was saved at)",
+                     o->saves[i].file, o->saves[i].step, run->first_step);
+            return -1;
+        }
         if (!o->saves[i].done) {
             snprintf(run->error, sizeof run->error,
                      "no state saved to %s: the run ended before step %" PRIu64 " (%" PRIu64
@@ -861,7 +877,47 @@ static int fail_to_start(const read_opts *o, const char *error, double t0)
     return CLI_EXIT_FAIL;
 }
 
-static int run_batches(sharc_reader_settings *s, read_opts *o)
+/* `fmt` with `path` and `slot`, kept in o->slot_names; NULL when out of memory. */
+static const char *slot_name(read_opts *o, const char *fmt, const char *path, int slot)
+{
+    int n = snprintf(NULL, 0, fmt, path, slot);
+    char *s = n > 0 ? malloc((size_t)n + 1) : NULL;
+    if (s == NULL)
+        return NULL;
+    snprintf(s, (size_t)n + 1, fmt, path, slot);
+    o->slot_names[o->n_slot_names++] = s;
+    return s;
+}
+
+/*
+ * With several data-parallel slots in one job (mpirun, or RANK and WORLD_SIZE), every rank
+ * runs the same command line, and each slot's source writes and reads files of its own:
+ * FILE.dp<k> for --save-state-at and --resume, DIR/dp<k>/ for --dump-dir.
+ */
+static int name_files_by_slot(read_opts *o)
+{
+    if (sharc_mesh_dp_size(&o->dist.mesh) <= 1)
+        return 0;
+    const int slot = sharc_mesh_dp_rank(&o->dist.mesh);
+    for (size_t i = 0; i < o->n_saves; i++)
+        if ((o->saves[i].file = slot_name(o, "%s.dp%d", o->saves[i].file, slot)) == NULL)
+            return -1;
+    if (o->resume_file != NULL &&
+        (o->resume_file = slot_name(o, "%s.dp%d", o->resume_file, slot)) == NULL)
+        return -1;
+    if (o->dump_dir != NULL && (o->dump_dir = slot_name(o, "%s/dp%d", o->dump_dir, slot)) == NULL)
+        return -1;
+    return 0;
+}
+
+static void free_slot_names(read_opts *o)
+{
+    for (size_t i = 0; i < o->n_slot_names; i++)
+        free(o->slot_names[i]);
+    o->n_slot_names = 0;
+}
+
+static int run_batches_named(sharc_reader_settings *s, read_opts *o, const char *dump_parent)
 {
     char why[1400]; /* of a run that could not start */
     double t0 = cli_now();
@@ -872,7 +928,8 @@ static int run_batches(sharc_reader_settings *s, read_opts *o)
         s->resume_state_size = o->state_size;
     }
     batch_run run = {0};
-    if (o->dump_dir != NULL && make_dir(o->dump_dir, &run) < 0) {
+    if (o->dump_dir != NULL && ((dump_parent != o->dump_dir && make_dir(dump_parent, &run) < 0) ||
+                                make_dir(o->dump_dir, &run) < 0)) {
         fprintf(stderr, "sharc read: %s\n", run.error);
         return fail_to_start(o, run.error, t0);
     }
@@ -924,6 +981,18 @@ static int run_batches(sharc_reader_settings *s, read_opts *o)
     sharc_loader_close(&l);
     cli_dist_close(&o->dist);
     return cli_finish_output(cmd, failed || rc < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK);
+}
+
+static int run_batches(sharc_reader_settings *s, read_opts *o)
+{
+    const char *dump_parent = o->dump_dir; /* DIR of DIR/dp<k> */
+    if (name_files_by_slot(o) < 0) {
+        fprintf(stderr, "sharc read: out of memory\n");
+        return CLI_EXIT_FAIL;
+    }
+    int status = run_batches_named(s, o, dump_parent);
+    free_slot_names(o);
+    return status;
 }
 
 /* ---- options ---------------------------------------------------------------------------- */
@@ -1001,6 +1070,15 @@ static int parse_save_point(int argc, char **argv, const char *val, read_opts *o
     }
     sp->file = argv[optind++];
     sp->done = 0;
+    for (size_t i = 0; i < o->n_saves; i++) { /* the later save would overwrite the earlier */
+        if (o->saves[i].step == sp->step || strcmp(o->saves[i].file, sp->file) == 0) {
+            cli_usage_error(cmd,
+                            "--save-state-at %" PRIu64 " %s: step %" PRIu64
+                            " to %s is given already: each save needs a step and a file of its own",
+                            sp->step, sp->file, o->saves[i].step, o->saves[i].file);
+            return -1;
+        }
+    }
     o->n_saves++;
     return 0;
 }

@@ -64,4 +64,37 @@ rows = [json.loads(l) for l in open(sys.argv[1])]
 assert all(r["rank"] == 1 and r["source"] for r in rows), rows[-1]
 assert rows[-1]["reader"]["shards"] == 2, rows[-1]  # its slot's half of the 4 shards
 PY
+
+# Several slots in one job: each slot's source saves FILE.dp<slot> and dumps into DIR/dp<slot>/,
+# peers write nothing, and resuming reads each slot's own state: the resumed runs equal the
+# rest of the uninterrupted ones, slot by slot.
+read_args=(read --transport mpi --mesh dp=2,cp=2 --json --max-duration 30 --threads 1)
+mpirun --oversubscribe -n 4 "$sharc" "${read_args[@]}" "$tmp/data/shar" >"$tmp/full.jsonl"
+mpirun --oversubscribe -n 4 "$sharc" "${read_args[@]}" --save-state-at 1 "$tmp/st" \
+  --dump-dir "$tmp/dump" --limit 2 "$tmp/data/shar" >"$tmp/saved.jsonl"
+[ -s "$tmp/st.dp0" ] && [ -s "$tmp/st.dp1" ] && [ ! -e "$tmp/st" ]
+mpirun --oversubscribe -n 4 "$sharc" "${read_args[@]}" --resume "$tmp/st" "$tmp/data/shar" \
+  >"$tmp/resumed.jsonl"
+python3 - "$tmp" "$src/tests/cli" <<'PY'
+import json, os, sys, zlib
+sys.path.insert(0, sys.argv[2])
+from clicheck import read_npy  # the .npy parser of the CLI tests (no numpy needed)
+tmp = sys.argv[1]
+def batches(name):
+    rows = [json.loads(l) for l in open(os.path.join(tmp, name))]
+    return {(r["rank"], r["step"]): r for r in rows if "step" in r and "ids" in r}
+full, saved, resumed = batches("full.jsonl"), batches("saved.jsonl"), batches("resumed.jsonl")
+assert saved and resumed
+for (rank, step), r in resumed.items():
+    assert step >= 2, (rank, step)
+    f = full[(rank, step)]
+    assert (r["ids"], r["audio_crc32"]) == (f["ids"], f["audio_crc32"]), (rank, step)
+assert {k for k in full if k[1] >= 2} == set(resumed), (sorted(full), sorted(resumed))
+for slot, source in ((0, 0), (1, 2)):  # ranks 0 and 2 are the sources of slots 0 and 1
+    for step in (0, 1):
+        _, _, audio = read_npy(os.path.join(tmp, "dump", f"dp{slot}", f"step{step}.audio.npy"))
+        assert zlib.crc32(audio) == saved[(source, step)]["audio_crc32"], (slot, step)
+assert sorted(os.listdir(os.path.join(tmp, "dump"))) == ["dp0", "dp1"]
+assert saved[(0, 0)]["ids"] != saved[(2, 0)]["ids"]  # the slots read different data
+PY
 echo ok
