@@ -96,8 +96,10 @@ static void print_help(void)
         "'sharc read'.\n"
         "\n"
         "Measurement:\n"
-        "  --batches N         time N batches (N cuts with --cuts) (default: by --seconds)\n"
-        "  --seconds S         time S seconds (default 10 when --batches is not given)\n"
+        "  --batches N         time N batches (N cuts with --cuts); not with --seconds\n"
+        "                      (default: by --seconds)\n"
+        "  --seconds S         time S seconds; not with --batches (default 10 when --batches\n"
+        "                      is not given)\n"
         "  --warmup N          untimed batches (cuts with --cuts) first; they include opening\n"
         "                      and the first buffer fill, see time_to_first_batch_s\n"
         "                      (default 2, or 20 with --cuts)\n"
@@ -106,7 +108,9 @@ static void print_help(void)
         "                      runs as long as the loader's window of the same repetition,\n"
         "                      and at least 1 s (a rate from a few members would mean little)\n"
         "  --cuts              cut-level reader (sharc_reader_next): no sampler, no collation,\n"
-        "                      one thread; the floor then uses one thread too\n"
+        "                      one thread, so the batching, --threads, --prefetch and\n"
+        "                      --read-ahead-bytes options are refused; the floor then uses\n"
+        "                      one thread too\n"
         "\n");
     printf(
         "Reader (defaults as 'sharc read' unless said):\n"
@@ -342,10 +346,15 @@ static int parse_measure_opt(int opt, const char *val, bench_opts *o)
 }
 
 /* Check the combination of options and fill in the defaults that depend on others. */
-static int finish_args(sharc_reader_settings *s, bench_opts *o, int threads_given, int warmup_given)
+static int finish_args(sharc_reader_settings *s, bench_opts *o, const char *batch_only,
+                       int warmup_given)
 {
-    if (o->cuts_mode && threads_given)
-        return cli_usage_error(cmd, "--threads applies to batches; --cuts reads on one thread");
+    if (o->cuts_mode && batch_only != NULL)
+        return cli_usage_error(
+            cmd, "--%s applies to batches; it cannot be used with --cuts%s", batch_only,
+            strcmp(batch_only, "threads") == 0 ? " (which reads on one thread)" : "");
+    if (o->count > 0 && o->seconds > 0)
+        return cli_usage_error(cmd, "--batches and --seconds both set the window: give one");
     if (cli_dist_active(&o->dist)) {
         /* Every rank of a group must take the same number of steps: no timed windows. */
         if (o->cuts_mode)
@@ -415,7 +424,8 @@ static int parse_args(int argc, char **argv, sharc_reader_settings *s, bench_opt
     if (cli_long_options(long_opts, CLI_MAX_LONG_OPTIONS, own_opts, shared_opts) < 0)
         return cli_usage_error(cmd, "internal error: too many options");
     cli_reader_opts ro = {.cmd = cmd}; /* bench parses the list-valued options itself */
-    int opt, threads_given = 0, warmup_given = 0;
+    int opt, warmup_given = 0;
+    const char *batch_only = NULL; /* the first option given that only batches use */
     while ((opt = getopt_long(argc, argv, CLI_SHORT_OPTS, long_opts, NULL)) != -1) {
         if (opt == 'h') {
             print_help();
@@ -424,7 +434,11 @@ static int parse_args(int argc, char **argv, sharc_reader_settings *s, bench_opt
         if (opt == '?' || opt == ':')
             return cli_option_error(cmd, opt, argv, long_opts);
         warmup_given |= opt == OPT_WARMUP;
-        threads_given |= opt == CLI_RO_THREADS;
+        /* --no-shuffle also fixes the shard order, which --cuts has */
+        if (batch_only == NULL &&
+            ((CLI_RO_IS_SAMPLER(opt) && opt != CLI_RO_NO_SHUFFLE) || opt == CLI_RO_THREADS ||
+             opt == CLI_RO_PREFETCH || opt == CLI_RO_READ_AHEAD_BYTES))
+            batch_only = cli_option_name(long_opts, opt);
         int rc = parse_own_opt(opt, optarg, o);
         if (rc == 1)
             rc = parse_sampler_opt(opt, optarg, o, s);
@@ -434,7 +448,7 @@ static int parse_args(int argc, char **argv, sharc_reader_settings *s, bench_opt
             return CLI_EXIT_USAGE;
     }
     int status = cli_take_paths(cmd, argc, argv, s);
-    return status >= 0 ? status : finish_args(s, o, threads_given, warmup_given);
+    return status >= 0 ? status : finish_args(s, o, batch_only, warmup_given);
 }
 
 /* ---- memory and CPU ---- */
