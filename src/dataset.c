@@ -284,7 +284,8 @@ static int nemo_manifest_id(const char *base, long long *id)
     return json_lines_name(base) && nemo_id(base, "manifest", ".json", id);
 }
 
-static int list_dir(sharc__ctx *ctx, const char *dir, sharc__strs *out, int recurse_manifests)
+static int list_dir(sharc__ctx *ctx, const char *dir, sharc__strs *out, int recurse_manifests,
+                    size_t *ignored)
 {
     DIR *d = opendir(dir);
     if (!d)
@@ -306,13 +307,16 @@ static int list_dir(sharc__ctx *ctx, const char *dir, sharc__strs *out, int recu
         struct stat st;
         const int known = stat(p, &st) == 0; /* if not, opening it names the error */
         if (known && S_ISDIR(st.st_mode)) {
-            if (recurse_manifests && strcmp(e->d_name, "sharded_manifests") == 0)
-                rc = list_dir(ctx, p, out, 0);
-            else /* not searched: said, so that a dataset of subdirectories is not read as none */
+            if (recurse_manifests && strcmp(e->d_name, "sharded_manifests") == 0) {
+                rc = list_dir(ctx, p, out, 0, ignored);
+            } else { /* not searched: said, so that a dataset of subdirectories is not read as none
+                      */
                 sharc__log(ctx, SHARC_LOG_WARN,
                            "ignoring directory %s: shards are read from the directories given, "
                            "not from their subdirectories (give it, or a pattern, as a path)",
                            p);
+                (*ignored)++;
+            }
             sharc__free(ctx, p);
             continue;
         }
@@ -322,6 +326,7 @@ static int list_dir(sharc__ctx *ctx, const char *dir, sharc__strs *out, int recu
                        "ignoring %s: not a regular file (a FIFO, socket or device; give it as a "
                        "path to read it)",
                        p);
+            (*ignored)++;
             sharc__free(ctx, p);
             continue;
         }
@@ -388,10 +393,12 @@ static int shar_dir(sharc__ctx *ctx, sharc__dataset *d, char **files, size_t n)
             continue; /* Lhotse's index sidecars */
         if (!shar_name(b, field, sizeof field, &is_tar)) {
             sharc__log(ctx, SHARC_LOG_WARN, "ignoring %s: not a Shar field file", files[i]);
+            d->n_ignored++;
             continue;
         }
         if (strcmp(field, "cuts") == 0 && is_tar) {
             sharc__log(ctx, SHARC_LOG_WARN, "ignoring %s: cuts must be JSON lines", files[i]);
+            d->n_ignored++;
             continue;
         }
         size_t g = 0;
@@ -685,9 +692,11 @@ static int nemo_build(sharc__ctx *ctx, sharc__dataset *d, const sharc__strs *fil
             items[1][n[1]++] = (nemo_item){id, files->items[i], NULL};
         else if (json_lines_name(b)) /* in the order given: the first one is used */
             items[2][n[2]++] = (nemo_item){(long long)n[2], files->items[i], NULL};
-        else if (!has_suffix(b, ".idx") && !has_suffix(b, ".yaml"))
+        else if (!has_suffix(b, ".idx") && !has_suffix(b, ".yaml")) {
             sharc__log(ctx, SHARC_LOG_WARN, "ignoring %s: not a NeMo shard or manifest",
                        files->items[i]);
+            d->n_ignored++;
+        }
     }
     if (n[0] == 0) {
         rc = sharc__set_error(ctx, SHARC_ERR_FORMAT, "no audio_N.tar shards found");
@@ -727,8 +736,10 @@ static int wds_build(sharc__ctx *ctx, sharc__dataset *d, const sharc__strs *file
     int rc = 0;
     for (size_t i = 0; i < files->n && rc == 0; i++) {
         if (!is_tar_name(base_name(files->items[i]))) {
-            if (!has_suffix(files->items[i], ".idx"))
+            if (!has_suffix(files->items[i], ".idx")) {
                 sharc__log(ctx, SHARC_LOG_WARN, "ignoring %s: not a tar shard", files->items[i]);
+                d->n_ignored++;
+            }
             continue;
         }
         sharc__shard *s;
@@ -802,9 +813,11 @@ static int shar_build(sharc__ctx *ctx, sharc__dataset *d, const sharc__strs *fil
         }
         if (has_cuts)
             rc = shar_dir(ctx, d, order + i, j - i);
-        else
+        else {
             sharc__log(ctx, SHARC_LOG_WARN, "ignoring %zu files next to %s: no cuts shards", j - i,
                        order[i]);
+            d->n_ignored += j - i;
+        }
         i = j;
     }
     sharc__free(ctx, all);
@@ -992,7 +1005,7 @@ int sharc__dataset_find(sharc__dataset *d, sharc__ctx *ctx, const char *const *p
                                       strerror(errno));
             } else if (S_ISDIR(st.st_mode)) {
                 is_group[i] = 1;
-                rc = list_dir(ctx, inputs.items[j], &files, 1);
+                rc = list_dir(ctx, inputs.items[j], &files, 1, &d->n_ignored);
             } else {
                 rc = sharc__strs_push(ctx, &files, sharc__strdup(ctx, inputs.items[j]));
             }

@@ -36,6 +36,7 @@ typedef struct sharc__dataset {
     sharc_layout layout;
     size_t n_shards;
     sharc__shard *shards;
+    size_t n_ignored; ///< files and subdirectories found but not read, each named in a warning
 } sharc__dataset;
 
 /**

@@ -155,6 +155,11 @@ size_t sharc_reader_num_shards(const sharc_reader *r)
     return r ? sharc__reader_num_shards(r) : 0;
 }
 
+size_t sharc_reader_num_ignored_paths(const sharc_reader *r)
+{
+    return r ? sharc__reader_num_ignored(r) : 0;
+}
+
 sharc_layout sharc_reader_layout(const sharc_reader *r)
 {
     return r ? sharc__reader_layout(r) : SHARC_LAYOUT_AUTO;

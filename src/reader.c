@@ -914,6 +914,11 @@ size_t sharc__reader_num_shards(const sharc_reader *r)
     return r->ds.n_shards;
 }
 
+size_t sharc__reader_num_ignored(const sharc_reader *r)
+{
+    return r->ds.n_ignored;
+}
+
 sharc_layout sharc__reader_layout(const sharc_reader *r)
 {
     return r->ds.layout;

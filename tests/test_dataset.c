@@ -163,10 +163,13 @@ START_TEST(shar_fields_group_and_count)
         touch(name);
     }
     touch("README.md");
+    ck_assert_int_eq(tu_sh("mkdir '%s/old' && mkfifo '%s/pipe'", dir, dir), 0);
     sharc__dataset d;
     ck_assert_int_eq(find(&d, SHARC_LAYOUT_AUTO), 0);
     ck_assert_int_eq(d.layout, SHARC_LAYOUT_SHAR);
     ck_assert_uint_eq(d.n_shards, 3);
+    ck_assert_uint_eq(d.n_ignored,
+                      3); /* README.md, old/ and pipe; the .idx sidecars are Lhotse's */
     ck_assert_ptr_nonnull(strstr(d.shards[2].meta_path, "cuts.000002.jsonl.gz"));
     ck_assert_ptr_nonnull(strstr(d.shards[2].audio_path, "recording.000002.tar"));
     ck_assert_uint_eq(d.shards[1].n_fields, 1);
@@ -402,7 +405,7 @@ END_TEST
 
 START_TEST(epoch_order_permutes_and_splits)
 {
-    sharc__dataset d = {SHARC_LAYOUT_WDS, 10, NULL};
+    sharc__dataset d = {.layout = SHARC_LAYOUT_WDS, .n_shards = 10};
     uint32_t a[10], b[10], c[10], s0[10], s1[10];
     ck_assert_uint_eq(sharc__dataset_epoch_order(&d, 5, 0, 0, 0, 1, a), 10);
     for (uint32_t i = 0; i < 10; i++)

@@ -21,13 +21,18 @@
  * the progress line; one lock keeps each write whole and lets a log message erase the
  * progress line first. The process has one stderr, so this state is process-wide.
  */
+/* Distinct warnings remembered, so that each is printed once (a hash table, half full at most). */
+#define WARNED_SLOTS 1024
+
 static struct {
     pthread_mutex_t lock;
     int progress_shown;   /* a progress line is on the terminal, without a newline */
     int hold_errors;      /* ERROR messages are recorded, not printed: the command reports them */
     int last_error_shown; /* last_error was printed */
     char last_error[1024];
-} cli_stderr = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, ""};
+    uint64_t warned[WARNED_SLOTS]; /* hashes of the warnings printed (0: free slot) */
+    size_t n_warned;
+} cli_stderr = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, "", {0}, 0};
 
 void cli_getopt_reset(void)
 {
@@ -503,6 +508,29 @@ static const char *level_name(sharc_log_level level)
     }
 }
 
+/*
+ * 1 when the warning `text` was printed already. Several readers over one dataset (validate's
+ * threads, bench's repetitions, the epochs of a run) would each repeat what they found.
+ */
+static int warned_before_locked(const char *text)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (const char *p = text; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    h |= 1;
+    size_t i = (size_t)(h % WARNED_SLOTS);
+    while (cli_stderr.warned[i] != 0) {
+        if (cli_stderr.warned[i] == h)
+            return 1;
+        i = (i + 1) % WARNED_SLOTS;
+    }
+    if (cli_stderr.n_warned < WARNED_SLOTS / 2) { /* full: print the rest every time */
+        cli_stderr.warned[i] = h;
+        cli_stderr.n_warned++;
+    }
+    return 0;
+}
+
 static void log_to_stderr(void *cookie, sharc_log_level level, const char *fmt, va_list ap)
 {
     char text[1024];
@@ -512,7 +540,8 @@ static void log_to_stderr(void *cookie, sharc_log_level level, const char *fmt, 
         text[--len] = '\0';
     pthread_mutex_lock(&cli_stderr.lock);
     int show = (int)level <= (int)(intptr_t)cookie &&
-               !(level == SHARC_LOG_ERROR && cli_stderr.hold_errors);
+               !(level == SHARC_LOG_ERROR && cli_stderr.hold_errors) &&
+               !(level == SHARC_LOG_WARN && warned_before_locked(text));
     if (level == SHARC_LOG_ERROR) {
         snprintf(cli_stderr.last_error, sizeof cli_stderr.last_error, "%s", text);
         cli_stderr.last_error_shown = show;

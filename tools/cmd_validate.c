@@ -31,7 +31,9 @@ static void print_help(void)
         "tolerance, sampling-rate or channel mismatches. It keeps going after a problem: with\n"
         "the next cut, or with the next shard when the shard can no longer be read (a damaged\n"
         "archive, members that no longer pair with the cuts); the summary counts the shards\n"
-        "whose rest was not checked (shards_cut_short).\n"
+        "whose rest was not checked (shards_cut_short), and the files beside the shards that\n"
+        "are not read (ignored_paths: stray files, another layout's shards, subdirectories;\n"
+        "--verbose names them).\n"
         "\n"
         "PATH is a dataset directory, a shard file, a brace or a wildcard pattern, as for\n"
         "'sharc read'; several may be given.\n"
@@ -58,7 +60,8 @@ static void print_help(void)
         "  {\"type\":\"problem\",\"code\",\"shard\",\"member\",\"cut_id\",\"message\"}\n"
         "  {\"type\":\"summary\",\"shards\",\"cuts\",\"problems\",\"audio_seconds\",\"layout\",\n"
         "   \"threads\",\"wall_seconds\",\"sampling_rates\":{<Hz>:cuts,...},\"other_rate_cuts\",\n"
-        "   \"multichannel_cuts\",\"shards_cut_short\",\"by_code\":{<code>:count,...}}    last\n"
+        "   \"multichannel_cuts\",\"shards_cut_short\",\"ignored_paths\",\n"
+        "   \"by_code\":{<code>:count,...}}                                    last\n"
         "peak is the largest absolute decoded sample (float32, full scale 1.0), rms_dbfs is\n"
         "20*log10(RMS) over all samples and channels, null for digital silence. shard, member\n"
         "and cut_id are null when unknown. cuts counts the cuts read completely; sampling_rates\n"
@@ -176,6 +179,7 @@ typedef struct validator {
     pthread_mutex_t lock;
     int json, per_cut;
     size_t n_shards;
+    size_t n_ignored; /* paths found but not read (sharc_reader_num_ignored_paths) */
     sharc_layout layout;
     int n_workers;
     worker *workers;
@@ -602,6 +606,7 @@ static int probe_dataset(validator *v, const sharc_reader_settings *base)
         return rc;
     }
     v->n_shards = sharc_reader_num_shards(r);
+    v->n_ignored = sharc_reader_num_ignored_paths(r);
     v->layout = sharc_reader_layout(r);
     sharc_reader_close(&r);
     return 0;
@@ -630,6 +635,7 @@ static void print_summary(validator *v, double wall)
         printf(",\"other_rate_cuts\":%" PRIu64, v->other_rate_cuts);
         printf(",\"multichannel_cuts\":%" PRIu64, v->multichannel_cuts);
         printf(",\"shards_cut_short\":%" PRIu64, v->shards_cut_short);
+        printf(",\"ignored_paths\":%zu", v->n_ignored);
         cli_json_key(f, "by_code", 0);
         fputc('{', f);
         for (size_t i = 0; i < SHARC_PROBLEM_COUNT + 2; i++) {
@@ -654,6 +660,11 @@ static void print_summary(validator *v, double wall)
             "   a batch of another rate (or drops it, with --on-error skip); --sampling-rate HZ\n"
             "   lists every cut not at HZ\n");
     }
+    if (v->n_ignored > 0)
+        printf("-- note: %zu file%s or director%s beside the shards %s not read (stray files,\n"
+               "   another layout's shards, subdirectories); --verbose names them\n",
+               v->n_ignored, v->n_ignored == 1 ? "" : "s", v->n_ignored == 1 ? "y" : "ies",
+               v->n_ignored == 1 ? "was" : "were");
     if (v->multichannel_cuts > 0)
         printf("-- warning: %" PRIu64 " cuts have more than one channel (up to %d): the rows of a\n"
                "   batch hold one channel, so reading batches needs --channel C (0..%d)\n",

@@ -277,6 +277,13 @@ SHARC_API void sharc_reader_get_stats(const sharc_reader *r, sharc_reader_stats 
 /** The number of shards found (before the data-parallel split). */
 SHARC_API size_t sharc_reader_num_shards(const sharc_reader *r);
 
+/**
+ * The number of files and subdirectories found under the paths given that are not read:
+ * stray files beside the shards, files of another layout, subdirectories, FIFOs. Each was
+ * named in a warning when the reader was opened.
+ */
+SHARC_API size_t sharc_reader_num_ignored_paths(const sharc_reader *r);
+
 /** The layout in use (after detection). */
 SHARC_API sharc_layout sharc_reader_layout(const sharc_reader *r);
 

@@ -32,6 +32,17 @@ expect_in "$tmp/out" '"problems":0'
 expect_rc 0 "$SHARC" validate "$tmp/c/wds"
 expect_in "$tmp/out" "-- OK: no problems found"
 expect_in "$tmp/out" "12 cuts"
+# Files beside the shards that are not read are counted in the summary, and each is named
+# once with --verbose, whatever the number of threads (each opens the dataset).
+mkdir "$tmp/mixed"
+cp -r "$tmp/c/nemo/"* "$tmp/mixed/"
+cp "$tmp/c/wds/"* "$tmp/mixed/"
+expect_rc 0 "$SHARC" validate --verbose --threads 3 "$tmp/mixed"
+expect_in "$tmp/out" "-- note: 3 files or directories beside the shards were not read"
+[ "$(grep -c 'ignoring .*shard-000000.tar.gz: not a NeMo shard or manifest' "$tmp/err")" -eq 1 ] ||
+    fail "the warning for an ignored file is not printed once: $(cat "$tmp/err")"
+expect_rc 0 "$SHARC" validate --json "$tmp/mixed"
+expect_in "$tmp/out" '"ignored_paths":3'
 expect_rc 0 "$SHARC" validate --per-cut "$tmp/w/nemo"
 [ "$(grep -c '^cut .* 8000Hz 2ch ' "$tmp/out")" -eq "$(wc -l <"$tmp/w/nemo.expected.jsonl")" ] ||
     fail "text --per-cut: wrong cut lines: $(head -3 "$tmp/out")"
