@@ -146,16 +146,18 @@ void sharc__resume_take_back(uint8_t *draft, size_t len, const sharc_reader_stat
 }
 
 /* Why a blob is not a state of this build for shards and settings hashing to `state_hash`
- * (size, checksum, magic and version, hash), or NULL; *rb then reads it from the step on. */
+ * (magic, size, checksum, version, hash), or NULL; *rb then reads it from the step on. */
 static const char *header_problem(const uint8_t *blob, size_t len, uint64_t state_hash, rbuf *rb)
 {
+    if (len < 4 || sharc__load_le32(blob) != STATE_MAGIC)
+        return "not a sharc reader state (it does not start as one)";
     if (len < 8 * FIXED_FIELDS)
         return "the state blob is truncated";
     if (sharc__load_le64(blob + len - 8) != (uint64_t)(uint32_t)crc32(0L, blob, (uInt)(len - 8)))
         return "the state blob is corrupt (checksum mismatch)";
     *rb = (rbuf){blob, len - 8, 0, 0};
     if (get_u64(rb) != (((uint64_t)STATE_VERSION << 32) | STATE_MAGIC))
-        return "not a sharc reader state, or an unsupported version";
+        return "the state was saved by another version of sharc, whose states this one cannot read";
     if (get_u64(rb) != state_hash)
         return "the state was saved with other shards or reader settings";
     return NULL;

@@ -542,6 +542,16 @@ START_TEST(corrupt_states_are_rejected)
     ck_assert_int_eq(sharc_reader_open(&r, &s0), SHARC_ERR(EINVAL));
     for (size_t cut = 1; cut < size; cut += 13)
         ck_assert_int_eq(resume_status(&s, blob, cut, why), SHARC_ERR_STATE);
+    /* Some other file, and a state of another version (sealed as that version would). */
+    memset(bad, 'x', size);
+    ck_assert_int_eq(resume_status(&s, bad, size, why), SHARC_ERR_STATE);
+    ck_assert_str_eq(why, "cannot resume: not a sharc reader state (it does not start as one)");
+    memcpy(bad, blob, size);
+    bad[4] ^= 0x7f;
+    reseal(bad, size);
+    ck_assert_int_eq(resume_status(&s, bad, size, why), SHARC_ERR_STATE);
+    ck_assert_str_eq(why, "cannot resume: the state was saved by another version of sharc, whose "
+                          "states this one cannot read");
     /* A forged state whose checksum holds: a walk position past the shard order (the u64 at
      * byte 32), with no shard open (byte 56), is refused before it is used. */
     memcpy(bad, blob, size);
