@@ -138,7 +138,12 @@ int cli_parse_u64(const char *cmd, const char *opt, const char *val, uint64_t *o
         return -1;
     }
     unsigned long long v = strtoull(val, &end, 10);
-    if (*end != '\0' || errno == ERANGE) {
+    if (*end == '\0' && errno == ERANGE) {
+        cli_usage_error(cmd, "invalid value '%s' for %s (out of range: at most %" PRIu64 ")", val,
+                        opt, UINT64_MAX);
+        return -1;
+    }
+    if (*end != '\0') {
         cli_usage_error(cmd, "invalid value '%s' for %s (a non-negative integer is expected)", val,
                         opt);
         return -1;

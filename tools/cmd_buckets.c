@@ -329,9 +329,13 @@ int cmd_buckets(int argc, char **argv)
     if (rc != 0)
         goto done;
     if (n < (size_t)o.num_buckets) {
+        char filtered[96] = "";
+        if (ignored > 0)
+            snprintf(filtered, sizeof filtered,
+                     "; %" PRIu64 " more were outside --min-duration/--max-cut-duration", ignored);
         fail_with("%zu cuts are too few for %d buckets (Lhotse's estimation needs at least one "
-                  "cut per bucket; a batch reader would use %zu buckets)",
-                  n, o.num_buckets, n);
+                  "cut per bucket; a batch reader would use %zu buckets)%s",
+                  n, o.num_buckets, n, filtered);
         goto done;
     }
     bins = malloc((size_t)o.num_buckets * sizeof *bins);
