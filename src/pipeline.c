@@ -545,7 +545,7 @@ static int decode_row(worker *w, slot *s, size_t i)
         rc =
             sharc__set_error(&w->ctx, SHARC_ERR_AUDIO_MISMATCH,
                              "%s member %s (cut %s): batches hold one channel and this cut has %d; "
-                             "choose one with the channel setting",
+                             "choose one with the channel setting (--channel)",
                              b->job.shard, b->job.member, b->job.id, b->job.channels);
         return sharc__stream_fail(&w->ctx, &w->err, rc, SHARC_PROBLEM_AUDIO_FORMAT, 0, b->job.shard,
                                   b->job.member, b->job.id);

@@ -205,10 +205,15 @@ grep -q -- "-- $n batches" "$tmp/out" && fail "RANK=1 WORLD_SIZE=2 read every ba
 expect_rc 2 env RANK=1 WORLD_SIZE=2 "$SHARC" read --quiet --dp-rank 0 --dp-size 1 $B "$d"
 expect_in "$tmp/err" "--dp-rank/--dp-size cannot be used when the RANK/WORLD_SIZE environment gives this process its data-parallel slot (1 of 2)"
 expect_rc 0 env RANK=0 WORLD_SIZE=1 "$SHARC" read --quiet --dp-rank 1 --dp-size 2 $B "$d"
+expect_rc 2 env RANK=3 WORLD_SIZE=2 "$SHARC" read --quiet $B "$d"
+expect_in "$tmp/err" "RANK=3 and WORLD_SIZE=2 are not a valid rank and size"
+# A mesh axis that is not dp, cp or tp splits the data, and rank 0 says so (a misspelt cp).
+expect_rc 0 "$SHARC" read --quiet --mesh pc=1 $B "$d"
+expect_in "$tmp/err" "note: --mesh axis pc is a data-parallel axis (its ranks read different data); only cp and tp are broadcast axes"
 # A read error is exit 1 with the reader's message; a multi-channel corpus needs --channel.
 gen "$tmp/st" --layout shar --shards 1 --cuts-per-shard 3 --max-duration 2 --channels 2 --codec wav
 expect_rc 1 "$SHARC" read --json "$tmp/st/shar"
-[ -s "$tmp/err" ] || fail "no message for batches of stereo audio"
+expect_in "$tmp/err" "batches hold one channel and this cut has 2; choose one with the channel setting (--channel)"
 expect_rc 0 "$SHARC" read --json --channel 1 "$tmp/st/shar"
 check batches "$tmp/out" "$tmp/st/shar.expected.jsonl" max_duration=600
 # A channel the cuts do not have is an audio_format problem, found before decoding.
