@@ -483,6 +483,53 @@ static const char *entry_name(struct archive_entry *e)
 }
 
 /* Advance to the next regular member; its name goes to m->name (and t->last_name). */
+/* How far past a plain tar's end-of-archive blocks the bytes are checked to be zeros. */
+#define TAIL_CHECK_BYTES ((uint64_t)64 << 20)
+
+/*
+ * The zero blocks that end a tar are also what a zeroed or damaged header, or a second tar
+ * appended with cat, looks like to a reader, which then stops (libarchive, Python's tarfile
+ * and GNU tar without --ignore-zeros alike): the members after them would be lost without a
+ * word. A plain tar file is therefore checked to hold only zeros after its end, the padding
+ * of its last record. Compressed tars are left alone (their end is inside the decompressor).
+ * @return 0, or SHARC_ERR_CORRUPT naming where the data resumes
+ */
+static int check_after_end(sharc__tar *t)
+{
+    source *s = &t->src;
+    la_int64_t end = archive_filter_bytes(t->a, 0);
+    if (s->mode != SRC_PLAIN || !s->seekable || archive_filter_count(t->a) != 1 || end < 0 ||
+        (uint64_t)end >= s->file_size)
+        return 0;
+    uint8_t *buf = s->in; /* libarchive is done with the last block it was given */
+    uint64_t at = (uint64_t)end;
+    uint64_t stop = s->file_size - at > TAIL_CHECK_BYTES ? at + TAIL_CHECK_BYTES : s->file_size;
+    while (at < stop) {
+        size_t want = stop - at < READ_BLOCK ? (size_t)(stop - at) : READ_BLOCK;
+        ssize_t got = pread(s->fd, buf, want, (off_t)at);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            return 0; /* the file shrank or cannot be read: nothing more to check */
+        for (ssize_t i = 0; i < got; i++) {
+            if (buf[i] == 0)
+                continue;
+            char after[600] = "";
+            if (t->last_name.len)
+                snprintf(after, sizeof after, " after member '%s'", sharc__buf_str(&t->last_name));
+            return sharc__fail_data(t->ctx, SHARC_ERR_CORRUPT,
+                                    "%s: the tar ends at byte %lld%s, but data follows (a non-zero "
+                                    "byte at %llu of %llu): the members after it cannot be read (a "
+                                    "zeroed or damaged header, or tars joined with cat)",
+                                    t->path, (long long)end, after,
+                                    (unsigned long long)(at + (uint64_t)i),
+                                    (unsigned long long)s->file_size);
+        }
+        at += (uint64_t)got;
+    }
+    return 0;
+}
+
 static int next_regular(sharc__tar *t, sharc__member *m, struct archive_entry **entry)
 {
     int rc = 0;
@@ -500,6 +547,8 @@ static int next_regular(sharc__tar *t, sharc__member *m, struct archive_entry **
                                         "%s: the file ends right after member '%s', without "
                                         "the zero blocks that end a tar: it was cut short",
                                         t->path, sharc__buf_str(&t->last_name));
+            if ((rc = check_after_end(t)) < 0)
+                return rc;
             return SHARC_END;
         }
         if (r != ARCHIVE_OK) {

@@ -475,6 +475,64 @@ START_TEST(tar_cut_short_at_a_member_boundary)
 }
 END_TEST
 
+/*
+ * Zero blocks in the middle of a plain tar file (a zeroed header, or two tars joined with
+ * cat) end it for every reader; the data after them is reported, not dropped. Zero padding
+ * of any length after the end is a tar's own, and so is an end at the very end of the file.
+ */
+START_TEST(tar_data_after_the_end_is_reported)
+{
+    ck_assert_int_eq(
+        tu_sh("cd %s && python3 -c \"\nimport io, tarfile\ndef tar(names):\n"
+              "    b = io.BytesIO()\n    with tarfile.open(fileobj=b, mode='w') as t:\n"
+              "        for n in names:\n            d = bytes(700); ti = tarfile.TarInfo(n); "
+              "ti.size = len(d); t.addfile(ti, io.BytesIO(d))\n    return b.getvalue()\n"
+              "a = tar(['a0.bin', 'a1.bin', 'a2.bin'])\nopen('ok.tar', 'wb').write(a + "
+              "bytes(50000))\nopen('joined.tar', 'wb').write(a + tar(['b0.bin']))\n"
+              "z = bytearray(a); z[1536:2048] = bytes(512)\nopen('zeroed.tar', 'wb').write(z)\n"
+              "open('exact.tar', 'wb').write(a[:3 * 1536 + 1024])\" && gzip -k joined.tar",
+              dir),
+        0);
+    static const struct {
+        const char *file;
+        int members;      /* read before the end */
+        const char *more; /* the error after them, NULL: a clean end */
+    } cases[] = {
+        {"ok.tar", 3, NULL},
+        {"exact.tar", 3, NULL},
+        {"joined.tar.gz", 3, NULL}, /* compressed: the end is the decompressor's */
+        {"joined.tar", 3,
+         "the tar ends at byte 5632 after member 'a2.bin', but data follows (a non-zero byte at "
+         "10240 of 20480): the members after it cannot be read (a zeroed or damaged header, or "
+         "tars joined with cat)"},
+        {"zeroed.tar", 1,
+         "the tar ends at byte 2560 after member 'a0.bin', but data follows (a non-zero byte at "
+         "3072 of 10240)"}, /* a1's data, 1024 zero bytes, taken as the second block */
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        for (int headers = 0; headers < 2; headers++) {
+            sharc__tar *t = NULL;
+            sharc__member m = {0};
+            uint64_t size;
+            ck_assert_int_eq(sharc__tar_open(&t, &ctx, tmp(cases[k].file), 1 << 20), 0);
+            for (int i = 0; i < cases[k].members; i++)
+                ck_assert_int_eq(
+                    headers ? sharc__tar_next_header(t, &m, &size) : sharc__tar_next(t, &m), 0);
+            int rc = headers ? sharc__tar_next_header(t, &m, &size) : sharc__tar_next(t, &m);
+            if (cases[k].more == NULL) {
+                ck_assert_msg(rc == SHARC_END, "%s: %s", cases[k].file, ctx.error);
+            } else {
+                ck_assert_int_eq(rc, SHARC_ERR_CORRUPT);
+                contains(ctx.error, tmp(cases[k].file));
+                contains(ctx.error, cases[k].more);
+            }
+            sharc__tar_close(&t);
+            sharc__member_free(&ctx, &m);
+        }
+    }
+}
+END_TEST
+
 /* A plain tar read header by header skips payloads with lseek; byte counts follow. */
 START_TEST(tar_bytes_read_counts_input)
 {
@@ -1227,6 +1285,7 @@ int main(void)
     tcase_add_loop_test(tar, tar_corrupt_compressed_stream, 0, 2);
     tcase_add_test(tar, tar_gzip_trailer_checked);
     tcase_add_test(tar, tar_cut_short_at_a_member_boundary);
+    tcase_add_test(tar, tar_data_after_the_end_is_reported);
     tcase_add_test(tar, tar_bytes_read_counts_input);
     tcase_add_test(tar, tar_garbage_and_bad_paths);
     tcase_add_loop_test(tar, tar_huge_declared_size, 0, 3);
