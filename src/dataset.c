@@ -378,6 +378,42 @@ typedef struct shar_group {
     sharc__strs files;
 } shar_group;
 
+/*
+ * Next to numbered cuts files (cuts.000000.jsonl.gz), a "field" none of whose files carries
+ * a shard number is no Shar field but another layout's shards (NeMo's audio_0.tar,
+ * WebDataset's shard-000000.tar): ignored with a warning, not paired as a field.
+ */
+static void drop_unnumbered_fields(sharc__ctx *ctx, sharc__dataset *d, shar_group *groups,
+                                   size_t *n_groups)
+{
+    size_t len, kept = 0;
+    const shar_group *cuts = NULL;
+    for (size_t g = 0; g < *n_groups; g++)
+        if (strcmp(groups[g].name, "cuts") == 0)
+            cuts = &groups[g];
+    if (!cuts || cuts->files.n == 0 || !shar_number(cuts->files.items[0], &len))
+        return;
+    for (size_t g = 0; g < *n_groups; g++) {
+        int numbered = 0;
+        for (size_t i = 0; i < groups[g].files.n && !numbered; i++)
+            numbered = shar_number(groups[g].files.items[i], &len) != NULL;
+        if (numbered) {
+            groups[kept++] = groups[g];
+            continue;
+        }
+        for (size_t i = 0; i < groups[g].files.n; i++)
+            sharc__log(ctx, SHARC_LOG_WARN,
+                       "ignoring %s: not a Shar field file (no shard number in its name, unlike "
+                       "the cuts files beside it: a shard of another layout?)",
+                       groups[g].files.items[i]);
+        d->n_ignored += groups[g].files.n;
+        sharc__strs_free(ctx, &groups[g].files);
+    }
+    for (size_t g = kept; g < *n_groups; g++) /* moved or freed: nothing of theirs to free */
+        memset(&groups[g], 0, sizeof groups[g]);
+    *n_groups = kept;
+}
+
 /* Build the Shar shards of the files in one directory (files sorted by name). */
 static int shar_dir(sharc__ctx *ctx, sharc__dataset *d, char **files, size_t n)
 {
@@ -431,6 +467,8 @@ static int shar_dir(sharc__ctx *ctx, sharc__dataset *d, char **files, size_t n)
                                       "overlap): its cuts would be read twice per epoch",
                                       groups[g].files.items[i]);
     }
+    if (rc == 0)
+        drop_unnumbered_fields(ctx, d, groups, &n_groups);
     shar_group *cuts = NULL, *rec = NULL;
     for (size_t g = 0; g < n_groups; g++) {
         if (strcmp(groups[g].name, "cuts") == 0)

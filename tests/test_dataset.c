@@ -168,14 +168,28 @@ START_TEST(shar_fields_group_and_count)
     ck_assert_int_eq(find(&d, SHARC_LAYOUT_AUTO), 0);
     ck_assert_int_eq(d.layout, SHARC_LAYOUT_SHAR);
     ck_assert_uint_eq(d.n_shards, 3);
-    ck_assert_uint_eq(d.n_ignored,
-                      3); /* README.md, old/ and pipe; the .idx sidecars are Lhotse's */
+    /* README.md, old/ and pipe; the .idx sidecars are Lhotse's */
+    ck_assert_uint_eq(d.n_ignored, 3);
     ck_assert_ptr_nonnull(strstr(d.shards[2].meta_path, "cuts.000002.jsonl.gz"));
     ck_assert_ptr_nonnull(strstr(d.shards[2].audio_path, "recording.000002.tar"));
     ck_assert_uint_eq(d.shards[1].n_fields, 1);
     ck_assert_str_eq(d.shards[1].fields[0].name, "lang_id");
     ck_assert_int_eq(d.shards[1].fields[0].is_tar, 0);
     sharc__dataset_free(&d, &ctx);
+    /* Shards of other layouts beside numbered cuts files are no Shar fields (audio_0 would
+     * pair with cuts.000000 by position): ignored, each named in a warning. */
+    touch("audio_0.tar");
+    touch("shard-000000.tar.gz");
+    ck_assert_int_eq(find(&d, SHARC_LAYOUT_AUTO), 0);
+    ck_assert_int_eq(d.layout, SHARC_LAYOUT_SHAR);
+    ck_assert_uint_eq(d.n_shards, 3);
+    ck_assert_uint_eq(d.n_ignored, 5);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_uint_eq(d.shards[i].n_fields, 1);
+        ck_assert_str_eq(d.shards[i].fields[0].name, "lang_id");
+    }
+    sharc__dataset_free(&d, &ctx);
+    ck_assert_int_eq(tu_sh("rm '%s/audio_0.tar' '%s/shard-000000.tar.gz'", dir, dir), 0);
     /* Files given one by one, out of order, pair by name all the same. */
     char given[6][600];
     const char *order[6];
