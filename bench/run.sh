@@ -31,36 +31,54 @@
 #   --data DIR         where the corpora are generated, reused when present
 #                      (default BUILD/bench-data)
 #   --out DIR          raw results, one JSON object per line (default BUILD/bench-results)
-#   --codec C          flac, wav or all (default all)
+#   --codec C          flac, wav or all (default all); a comma-separated list works
 #   --what W           cuts, batches, pair, lhotse, datapath, alternate or all (default all);
 #                      a comma-separated list works
 #   --alternations N   2-thread runs in the alternated sequence (default 8)
 #   --seconds S        timed window of every run (default 10)
 #   --repeat R         repetitions (default 3)
-#   --threads LIST     thread counts for batches, e.g. "1 2" (default "1 2")
+#   --threads LIST     thread counts for batches, e.g. "1 2" or 1,2 (default "1 2")
 #   --shards N         shards per corpus (default 16)
 #   --cuts-per-shard N (default 64)
 #   --venv DIR         Python venv with lhotse, from bench/setup_lhotse.sh
 #                      (default BUILD/lhotse-venv); without it the Lhotse runs are skipped
 #   --require-lhotse   exit 77 (skipped) instead when there is no such venv
 #   --no-pin           do not pin a run with N threads to cores 0..N-1 (taskset)
-# Batching settings are the same for both loaders: --max-duration 200, 10 buckets with the
-# bins that `sharc buckets` estimates (equal to Lhotse's), buffer of 1000 cuts, seed 0.
+# Batching settings are the same for both loaders: --max-duration 200, 10 buckets (one per
+# cut on a corpus of fewer than 10 cuts; the batch runs need 2) with the bins that
+# `sharc buckets` estimates (equal to Lhotse's), buffer of 1000 cuts, seed 0.
 # Exit status: 0, 1 when a run fails, 2 on usage errors, 77 when nothing could run (no
-# sharc-gen, or Lhotse was required and is not installed).
+# sharc-gen, Lhotse was required and is not installed, or no run applied: pair and alternate
+# need 2 cores, datapath a WAV corpus and sharc-datapath).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 
-build="" data="" out="" codecs="flac wav" what="cuts,batches,pair,lhotse,datapath,alternate" seconds=10 repeat=3
+all_what="cuts,batches,pair,lhotse,datapath,alternate"
+build="" data="" out="" codecs="flac wav" what=$all_what seconds=10 repeat=3
 threads="1 2" shards=16 cps=64 venv="" require_lhotse=0 pin_cores=1 alternations=8
+
+# usage MESSAGE: a usage error, exit 2.
+usage() {
+    echo "bench/run.sh: $*" >&2
+    echo "Try 'bench/run.sh --help'." >&2
+    exit 2
+}
+
 while [ $# -gt 0 ]; do
+    # Every option with a value: check there is one before reading $2 (set -u).
+    case $1 in
+    --build | --data | --out | --codec | --what | --seconds | --repeat | --threads | \
+        --alternations | --shards | --cuts-per-shard | --venv)
+        [ $# -ge 2 ] || usage "$1 needs a value"
+        ;;
+    esac
     case $1 in
     --build) build=$2 ;;
     --data) data=$2 ;;
     --out) out=$2 ;;
-    --codec) [ "$2" = all ] && codecs="flac wav" || codecs=$2 ;;
-    --what) [ "$2" = all ] && what="cuts,batches,pair,lhotse,datapath,alternate" || what=$2 ;;
+    --codec) codecs=$2 ;;
+    --what) what=$2 ;;
     --seconds) seconds=$2 ;;
     --repeat) repeat=$2 ;;
     --threads) threads=$2 ;;
@@ -78,13 +96,79 @@ while [ $# -gt 0 ]; do
         exit 0
         ;;
     *)
-        echo "bench/run.sh: unknown option '$1' (see --help)" >&2
-        exit 2
+        usage "unknown option '$1'"
         ;;
     esac
-    [ $# -ge 2 ] || { echo "bench/run.sh: $1 needs a value" >&2; exit 2; }
     shift 2
 done
+
+# The values, checked before anything runs. positive OPTION VALUE: an integer >= 1 (no
+# leading zeros: they would name a second corpus, and $((...)) reads them as octal).
+positive() {
+    case $2 in
+    '' | *[!0-9]* | 0*) usage "$1: a positive integer is expected, not '$2'" ;;
+    esac
+}
+positive --repeat "$repeat"
+positive --alternations "$alternations"
+positive --shards "$shards"
+positive --cuts-per-shard "$cps"
+# --seconds: a number > 0, decimals allowed (sharc bench and sharc-datapath take them).
+case $seconds in
+'' | *[!0-9.]* | *.*.* | .) usage "--seconds: a number > 0 is expected, not '$seconds'" ;;
+*[1-9]*) ;;
+*) usage "--seconds: a number > 0 is expected, not '$seconds'" ;;
+esac
+# --threads: a list of positive integers, separated by spaces or commas.
+threads=$(printf "%s\n" "$threads" | tr ',' ' ')
+list=""
+for t in $threads; do
+    positive --threads "$t"
+    list="$list $t"
+done
+[ -n "$list" ] || usage "--threads: a list of positive integers is expected, not '$threads'"
+# --codec: flac, wav or all, or a comma-separated list of them.
+list=""
+for c in $(printf "%s\n" "$codecs" | tr ',' ' '); do
+    case $c in
+    all) list="$list flac wav" ;;
+    flac | wav) list="$list $c" ;;
+    *) usage "--codec: unknown codec '$c' (flac, wav or all; a comma-separated list works)" ;;
+    esac
+done
+[ -n "$list" ] || usage "--codec: flac, wav or all is expected, not '$codecs'"
+codecs=""
+for c in flac wav; do
+    case " $list " in *" $c "*) codecs="$codecs $c" ;; esac
+done
+codecs=${codecs# }
+# --what: the names above, or all, or a comma-separated list of them.
+list=""
+for w in $(printf "%s\n" "$what" | tr ',' ' '); do
+    case $w in
+    all) list="$list,$all_what" ;;
+    cuts | batches | pair | lhotse | datapath | alternate) list="$list,$w" ;;
+    *) usage "--what: unknown measurement '$w' (cuts, batches, pair, lhotse, datapath," \
+        "alternate or all; a comma-separated list works)" ;;
+    esac
+done
+[ -n "$list" ] || usage "--what: cuts, batches, pair, lhotse, datapath, alternate or all" \
+    "is expected, not '$what'"
+what=${list#,}
+
+wants() { case ",$what," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+
+# The batch runs (batches, pair, lhotse, alternate) use 10 buckets, or one per cut on a
+# corpus of fewer than 10 cuts: `sharc buckets` wants at least one cut per bucket, and at
+# least 2 buckets. None are estimated when no batch run is wanted.
+buckets=0
+if wants batches || wants pair || wants lhotse || wants alternate; then
+    ncuts=$((shards * cps))
+    [ "$ncuts" -ge 2 ] || usage "the batch runs (batches, pair, lhotse, alternate) need at" \
+        "least 2 cuts to estimate buckets; --shards $shards --cuts-per-shard $cps make $ncuts"
+    buckets=$((ncuts < 10 ? ncuts : 10))
+    [ "$buckets" = 10 ] || echo "bench/run.sh: $ncuts cuts: $buckets buckets, not 10" >&2
+fi
 
 if [ -z "$build" ]; then
     for b in "$repo/build-bench" "$repo/build"; do
@@ -100,8 +184,6 @@ out=${out:-$build/bench-results}
 venv=${venv:-${LHOTSE_VENV:-$build/lhotse-venv}}
 [ -x "$sharc" ] || { echo "bench/run.sh: no sharc program at $sharc (build first)" >&2; exit 2; }
 [ -x "$gen" ] || { echo "bench/run.sh: no sharc-gen at $gen; skipping" >&2; exit 77; }
-
-wants() { case ",$what," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 
 lhotse_py=""
 if wants lhotse; then
@@ -217,10 +299,18 @@ for codec in $codecs; do
             --cuts-per-shard "$cps" --seed 1 >/dev/null
     fi
     d=$corpus/shar
-    bins=$("$sharc" buckets --num-buckets 10 --json "$d" |
-        python3 -c 'import json,sys; print(",".join(map(repr, json.load(sys.stdin)["bins"])))')
-    batching="--max-duration 200 --bins $bins --buffer-size 1000"
-    echo "$codec: $d ($(du -sh "$d" | cut -f1)), bins $bins" >&2
+    bins="" batching=""
+    if [ "$buckets" -gt 0 ]; then
+        # The bins of $buckets buckets; `sharc buckets` says why when it cannot estimate them.
+        json=$("$sharc" buckets --num-buckets "$buckets" --json "$d") || {
+            echo "bench/run.sh: no bucket bins for $d (sharc buckets failed)" >&2
+            exit 1
+        }
+        bins=$(printf "%s\n" "$json" |
+            python3 -c 'import json,sys; print(",".join(map(repr, json.load(sys.stdin)["bins"])))')
+        batching="--max-duration 200 --bins $bins --buffer-size 1000"
+    fi
+    echo "$codec: $d ($(du -sh "$d" | cut -f1)), bins ${bins:-none (not needed)}" >&2
     # How the page cache holds the corpus changes how fast it is read: on a WAV corpus cached
     # for hours, 1 thread went from 80k to 130k s/s once it was evicted and read again (the
     # kernel's page-cache lookups fell from 10% to 4% of the time). Each codec's runs start
@@ -277,5 +367,12 @@ for name in sorted(os.listdir(sys.argv[1])):
     fi
 done
 
+# Nothing ran (pair and alternate need 2 cores, datapath a WAV corpus and sharc-datapath):
+# nothing to summarise.
+if [ ! -s "$results" ]; then
+    echo "bench/run.sh: nothing could run for --what $what --codec $codecs; skipping" >&2
+    rm -f "$results"
+    exit 77
+fi
 echo "results: $results" >&2
 python3 "$here/summarize.py" "$results"
