@@ -536,10 +536,13 @@ static int next_regular(sharc__tar *t, sharc__member *m, struct archive_entry **
     for (;;) {
         int r = archive_read_next_header(t->a, entry);
         if (r == ARCHIVE_EOF) {
-            if (src_finish(&t->src, t->a) != ARCHIVE_OK)
+            if (src_finish(&t->src, t->a) != ARCHIVE_OK) {
+                /* The damage may be anywhere in the compressed data: no member is named. */
+                sharc__buf_clear(&t->last_name);
                 return la_result(t->ctx, t->a, ARCHIVE_FATAL, SHARC_ERR_CORRUPT,
                                  "%s: at the end of the gzip data, after the tar's last member",
                                  t->path);
+            }
             /* libarchive takes a file that ends right after an entry's data as complete; a
              * tar ends with zero blocks, so that is a file cut short (a writer stopped). */
             if (t->last_end >= 0 && archive_filter_bytes(t->a, 0) == t->last_end)
@@ -697,10 +700,19 @@ static int read_payload(sharc__tar *t, sharc__member *m, struct archive_entry *e
     return 0;
 }
 
+/* After a failure, m->name is the member it concerns (as the message names it): the one
+ * being read, or the last one read when the archive broke right after it; empty for none. */
+static int name_failure(sharc__tar *t, sharc__member *m, int rc)
+{
+    if (sharc__buf_set_str(t->ctx, &m->name, sharc__buf_str(&t->last_name)) < 0)
+        sharc__buf_clear(&m->name); /* the error itself still stands */
+    return rc;
+}
+
 static int tar_step(sharc__tar *t, sharc__member *m, int with_data, uint64_t *size)
 {
     if (t->status)
-        return t->status;
+        return t->status < 0 ? name_failure(t, m, t->status) : t->status;
     struct archive_entry *e = NULL;
     int rc = next_regular(t, m, &e);
     if (rc == 0 && size)
@@ -712,7 +724,7 @@ static int tar_step(sharc__tar *t, sharc__member *m, int with_data, uint64_t *si
     /* An oversized member is skipped by the next call; every other outcome is final. */
     if (rc != 0 && rc != SHARC_ERR_TOO_LARGE)
         t->status = rc;
-    return rc;
+    return rc < 0 ? name_failure(t, m, rc) : rc;
 }
 
 int sharc__tar_next(sharc__tar *t, sharc__member *m)

@@ -62,7 +62,9 @@ const char *sharc__tar_path(const sharc__tar *t);
  *         is checked before anything is allocated or read). Messages name the archive path
  *         and member, and carry libarchive's own text. SHARC_ERR_TOO_LARGE is not final: the
  *         next call skips that member's payload and goes on. Any other error, and SHARC_END,
- *         are final: later calls return the same code.
+ *         are final: later calls return the same code. After any error m->name is the member
+ *         the message names: the one being read, or the last one read when the archive
+ *         broke right after it (a bad header, a file cut short); empty when it names none.
  */
 int sharc__tar_next(sharc__tar *t, sharc__member *m);
 

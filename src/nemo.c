@@ -240,6 +240,20 @@ static size_t lower_bound(const sharc__stream *s, const char *key)
     return lo;
 }
 
+/* The cut id of member `name`: its first row's audio_filepath, in the order rows are read
+ * (rows dropped by _skipme and rows that did not parse aside); NULL when it has none. */
+static const char *member_cut(const sharc__stream *s, const char *name)
+{
+    for (size_t i = *name ? lower_bound(s, name) : s->n_rows; i < s->n_rows; i++) {
+        const nemo_row *r = &s->rows[s->by_key[i]];
+        if (strcmp(r->key, name) != 0)
+            break;
+        if (!r->bad && !r->skipme)
+            return r->path;
+    }
+    return NULL;
+}
+
 static int emit_row(sharc__stream *s, nemo_row *r, sharc__rawcut *c, sharc__stream_error *err)
 {
     sharc__ctx *ctx = s->ctx;
@@ -349,11 +363,11 @@ static int nemo_next(sharc__stream *s, sharc__rawcut *c, sharc__stream_error *er
         }
         if (rc < 0) {
             /* A broken archive loses the rest of the shard; its rows are not reported
-             * one by one as missing. */
+             * one by one as missing. sharc__tar_next names the member it broke at. */
             s->tar_done = 1;
             s->missing_cursor = s->n_rows;
             return sharc__stream_fail(ctx, err, rc, sharc__problem_of(rc), 1, s->shard->audio_path,
-                                      name, NULL);
+                                      name, member_cut(s, name));
         }
         size_t first = lower_bound(s, name), end = first;
         if (first < s->n_rows && strcmp(s->rows[s->by_key[first]].key, name) == 0 &&

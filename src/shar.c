@@ -29,6 +29,7 @@ struct sharc__stream {
     sharc__member data, meta; ///< scratch members, buffers reused
     sharc__member rec_meta;   ///< the recording's metadata member, kept while fields are read
     sharc__buf field_id;      ///< scratch for jsonl field ids
+    sharc__buf member_cut;    ///< scratch: the cut id a member's name gives
     uint64_t position;
     int data_too_large; ///< read_pair: its data member was over the size cap (and skipped)
 };
@@ -48,6 +49,7 @@ static void shar_close(sharc__stream **sp)
     sharc__member_free(s->ctx, &s->meta);
     sharc__member_free(s->ctx, &s->rec_meta);
     sharc__buf_free(s->ctx, &s->field_id);
+    sharc__buf_free(s->ctx, &s->member_cut);
     sharc__free(s->ctx, s);
     *sp = NULL;
 }
@@ -101,14 +103,37 @@ fail:
     return rc;
 }
 
-/* Lhotse's check: str(Path(member).parent / Path(member).stem) == cut id. */
-static int member_matches(const char *member, const char *id)
+/* The length of the cut id a member's name gives: str(Path(member).parent / Path(member).stem). */
+static size_t stem_len(const char *member)
 {
     const char *slash = strrchr(member, '/');
     const char *base = slash ? slash + 1 : member;
     const char *dot = strrchr(base, '.');
-    size_t n = (dot && dot != base) ? (size_t)(dot - member) : strlen(member);
+    return (dot && dot != base) ? (size_t)(dot - member) : strlen(member);
+}
+
+/* Lhotse's check: the member's name gives the cut id. */
+static int member_matches(const char *member, const char *id)
+{
+    size_t n = stem_len(member);
     return strlen(id) == n && strncmp(member, id, n) == 0;
+}
+
+/*
+ * A failure reading the tar at `path` into `m` (shard-fatal): reported with the member the
+ * archive broke at (sharc__tar_next names it in m->name; none when empty) and the cut it
+ * belongs to, which its name gives. That is `id`, the cut being read, unless the archive
+ * broke right after the previous cut's last member; with no member named, `id` (may be NULL).
+ */
+static int tar_failed(sharc__stream *s, sharc__stream_error *err, int rc, const char *path,
+                      const sharc__member *m, const char *id)
+{
+    const char *name = sharc__buf_str(&m->name), *cut = id;
+    if (*name && !(id && member_matches(name, id)))
+        cut = sharc__buf_set(s->ctx, &s->member_cut, name, stem_len(name)) < 0
+                  ? NULL
+                  : sharc__buf_str(&s->member_cut);
+    return sharc__stream_fail(s->ctx, err, rc, sharc__problem_of(rc), 1, path, name, cut);
 }
 
 static int is_placeholder(const sharc__member *m, const char *ext)
@@ -133,8 +158,7 @@ static int read_pair(sharc__stream *s, sharc__tar *tar, const char *path, const 
         return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_MISSING_MEMBER, 1, path, NULL, id);
     }
     if (rc < 0)
-        return sharc__stream_fail(ctx, err, rc, sharc__problem_of(rc), 1, path,
-                                  sharc__buf_str(&s->data.name), id);
+        return tar_failed(s, err, rc, path, &s->data, id);
     rc = sharc__tar_next(tar, &s->meta);
     if (rc == SHARC_END) {
         rc = sharc__set_error(ctx, SHARC_ERR_MISMATCH,
@@ -144,8 +168,7 @@ static int read_pair(sharc__stream *s, sharc__tar *tar, const char *path, const 
                                   sharc__buf_str(&s->data.name), id);
     }
     if (rc < 0)
-        return sharc__stream_fail(ctx, err, rc, sharc__problem_of(rc), 1, path,
-                                  sharc__buf_str(&s->meta.name), id);
+        return tar_failed(s, err, rc, path, &s->meta, id);
     *present = !(is_placeholder(&s->data, ".nodata") && is_placeholder(&s->meta, ".nometa"));
     const char *dname = sharc__buf_str(&s->data.name), *mname = sharc__buf_str(&s->meta.name);
     if (*present && (!member_matches(dname, id) || !member_matches(mname, id))) {
@@ -236,6 +259,8 @@ static int check_all_ended(sharc__stream *s, sharc__stream_error *err)
         }
         if (rc == SHARC_END)
             continue;
+        if (rc < 0 && tar)
+            return tar_failed(s, err, rc, path, &s->data, NULL);
         if (rc < 0)
             return sharc__stream_fail(ctx, err, rc, sharc__problem_of(rc), 1, path, NULL, NULL);
         rc = sharc__set_error(ctx, SHARC_ERR_MISMATCH,

@@ -30,10 +30,11 @@ struct sharc__stream {
     int pending_rc; ///< a read error met while the previous sample was complete
     sharc_problem pending_kind;
     sharc__buf pending_member, pending_message;
-    int next_too_large;   ///< the lookahead is a member over the size cap (not read)
-    int sample_too_large; ///< the sample being built has such a member
-    oversized next_large; ///< the lookahead's, kept when it was met
-    oversized large;      ///< the sample's first: reported when the sample is complete
+    sharc__buf pending_cut; ///< the sample of the tar's failure (its member's key), if any
+    int next_too_large;     ///< the lookahead is a member over the size cap (not read)
+    int sample_too_large;   ///< the sample being built has such a member
+    oversized next_large;   ///< the lookahead's, kept when it was met
+    oversized large;        ///< the sample's first: reported when the sample is complete
     sharc__buf key;
     char exts[SHARC__MAX_FIELDS + 3][32]; ///< extensions of the sample's members so far
     size_t n_exts;
@@ -108,6 +109,7 @@ static void wds_close(sharc__stream **sp)
     sharc__buf_free(s->ctx, &s->json);
     sharc__buf_free(s->ctx, &s->txt);
     sharc__buf_free(s->ctx, &s->pending_member);
+    sharc__buf_free(s->ctx, &s->pending_cut);
     sharc__buf_free(s->ctx, &s->pending_message);
     sharc__buf_free(s->ctx, &s->next_large.message);
     sharc__buf_free(s->ctx, &s->next_large.member);
@@ -235,6 +237,20 @@ static int finish_sample(sharc__stream *s, sharc__rawcut *c, int has_audio,
     return 0;
 }
 
+/* A failure of the tar (shard-fatal), reported with the member sharc__tar_next names in
+ * s->next.name and the sample its key gives (kept in s->pending_cut), when it names one. */
+static int tar_failed(sharc__stream *s, sharc__stream_error *err, int rc)
+{
+    const char *name = sharc__buf_str(&s->next.name), *ext;
+    size_t key_len;
+    sharc__buf_clear(&s->pending_cut);
+    if (*name && split_key(name, &key_len, &ext) &&
+        sharc__buf_set(s->ctx, &s->pending_cut, name, key_len) < 0)
+        sharc__buf_clear(&s->pending_cut); /* reported without it */
+    return sharc__stream_fail(s->ctx, err, rc, sharc__problem_of(rc), 1, s->shard->audio_path, name,
+                              s->pending_cut.len ? sharc__buf_str(&s->pending_cut) : NULL);
+}
+
 static int wds_next(sharc__stream *s, sharc__rawcut *c, sharc__stream_error *err)
 {
     sharc__ctx *ctx = s->ctx;
@@ -244,7 +260,8 @@ static int wds_next(sharc__stream *s, sharc__rawcut *c, sharc__stream_error *err
         s->pending_rc = 0;
         snprintf(ctx->error, sizeof ctx->error, "%s", sharc__buf_str(&s->pending_message));
         return sharc__stream_fail(ctx, err, rc, s->pending_kind, 1, s->shard->audio_path,
-                                  sharc__buf_str(&s->pending_member), NULL);
+                                  sharc__buf_str(&s->pending_member),
+                                  s->pending_cut.len ? sharc__buf_str(&s->pending_cut) : NULL);
     }
     sharc__rawcut_reset(c);
     c->n_fields = 0;
@@ -270,8 +287,7 @@ static int wds_next(sharc__stream *s, sharc__rawcut *c, sharc__stream_error *err
                 s->have_next = 1;
             } else if (rc < 0) {
                 s->tar_done = 1;
-                rc = sharc__stream_fail(ctx, err, rc, sharc__problem_of(rc), 1,
-                                        s->shard->audio_path, sharc__buf_str(&s->next.name), NULL);
+                rc = tar_failed(s, err, rc);
                 if (s->key.len == 0)
                     return rc;
                 /* The sample read so far is whole: hand it out, report the error next. */

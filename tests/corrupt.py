@@ -4,6 +4,8 @@
 Usage: corrupt.py OP FILE ARGS...
   truncate FILE N            keep the first N bytes (N < 0: drop the last -N bytes)
   flip FILE OFFSET           invert the byte at OFFSET (negative: from the end)
+  tar-cut TAR MEMBER WHERE   cut an uncompressed tar short in MEMBER's data (WHERE: mid) or
+                             right after it (WHERE: end), as a writer that stopped leaves it
   tar-replace TAR MEMBER DATA   replace a member's bytes (DATA: text, or @garbage:N)
   tar-drop TAR MEMBER        remove a member
   tar-add TAR NAME DATA      append a member
@@ -106,6 +108,10 @@ def main(argv):
         data = bytearray(open(path, "rb").read())
         data[int(args[0])] ^= 0xFF
         open(path, "wb").write(bytes(data))
+    elif op == "tar-cut":
+        with tarfile.open(path) as t:
+            m = t.getmember(args[0])
+        os.truncate(path, m.offset_data + (m.size // 2 if args[1] == "mid" else m.size))
     elif op == "tar-replace":
         rewrite_tar(path, lambda ms: [(m, payload(args[1]) if m.name == args[0] else d) for m, d in ms])
     elif op == "tar-drop":

@@ -600,45 +600,60 @@ typedef struct damage_case {
     const char *message; /* a substring of the message ("" = the member name) */
     int lost;            /* cuts lost under SKIP (-1: more than one, the rest of a shard) */
     uint64_t max_member;
+    int names; /* the problem names the member %s stands for and its cut (member_index's) */
 } damage_case;
 
 static const damage_case damage[] = {
-    {"shar", "none", "truncate recording.000001.tar 3000", 0, SHARC_ERR_CORRUPT,
-     SHARC_PROBLEM_ARCHIVE, "recording.000001.tar", -1, 0},
+    {"shar", "none", "truncate recording.000001.tar 3000", 5, SHARC_ERR_CORRUPT,
+     SHARC_PROBLEM_ARCHIVE, "recording.000001.tar", -1, 0, 1},
+    /* A tar cut short in or right after a member: the problem names that member and its cut
+     * (Shar: the cut the member's name gives; WebDataset: the member's key; NeMo: its row). */
+    {"shar", "none", "tar-cut recording.000001.tar %s end", 9, SHARC_ERR_CORRUPT,
+     SHARC_PROBLEM_ARCHIVE, "", 1, 0, 1},
+    {"shar", "none", "tar-cut recording.000001.tar %s.json end", 7, SHARC_ERR_CORRUPT,
+     SHARC_PROBLEM_ARCHIVE, "", 2, 0, 1},
+    {"wds", "none", "tar-cut shard-000001.tar %s mid", 7, SHARC_ERR_CORRUPT, SHARC_PROBLEM_ARCHIVE,
+     "", 3, 0, 1},
+    {"wds", "none", "tar-cut shard-000001.tar %s end", 7, SHARC_ERR_CORRUPT, SHARC_PROBLEM_ARCHIVE,
+     "", 2, 0, 1},
+    {"nemo", "none", "tar-cut audio_1.tar %s mid", 8, SHARC_ERR_CORRUPT, SHARC_PROBLEM_ARCHIVE, "",
+     2, 0, 1},
+    {"nemo", "none", "tar-cut audio_1.tar %s end", 8, SHARC_ERR_CORRUPT, SHARC_PROBLEM_ARCHIVE, "",
+     1, 0, 1},
     {"shar", "zstd", "flip recording.000000.tar.zst 6", 0, SHARC_ERR_CORRUPT, SHARC_PROBLEM_ARCHIVE,
-     "recording.000000.tar.zst", -1, 0},
+     "recording.000000.tar.zst", -1, 0, 0},
     {"shar", "none", "tar-replace recording.000000.tar %s @flac-garbage:3000", 1, SHARC_ERR_DECODE,
-     SHARC_PROBLEM_DECODE, "", 1, 0},
+     SHARC_PROBLEM_DECODE, "", 1, 0, 0},
     {"shar", "none", "lines-swap cuts.000000.jsonl 0 1", 0, SHARC_ERR_MISMATCH,
-     SHARC_PROBLEM_ID_MISMATCH, "does not belong to cut", -1, 0},
+     SHARC_PROBLEM_ID_MISMATCH, "does not belong to cut", -1, 0, 0},
     /* A bad cut line costs that cut only: its members are stepped over. */
     {"shar", "gzip", "lines-set cuts.000001.jsonl.gz 2 {not-json", 0, SHARC_ERR_JSON,
-     SHARC_PROBLEM_JSON, "cuts.000001.jsonl.gz line 3", 1, 0},
+     SHARC_PROBLEM_JSON, "cuts.000001.jsonl.gz line 3", 1, 0, 0},
     /* The same for a cut line whose id is known and whose duration is not a number. */
     {"shar", "none", "lines-key cuts.000001.jsonl 3 duration abc", 0, SHARC_ERR_JSON,
-     SHARC_PROBLEM_JSON, "\"duration\" is not a number of seconds", 1, 0},
+     SHARC_PROBLEM_JSON, "\"duration\" is not a number of seconds", 1, 0, 0},
     /* A NeMo row whose duration or offset is there but not seconds costs that row: it is
      * not read as the whole member or from its start. */
     {"nemo", "none", "lines-json sharded_manifests/manifest_1.json 1 duration -2.5", 0,
-     SHARC_ERR_JSON, SHARC_PROBLEM_JSON, "\"duration\" is -2.5 s, below 0", 1, 0},
+     SHARC_ERR_JSON, SHARC_PROBLEM_JSON, "\"duration\" is -2.5 s, below 0", 1, 0, 0},
     {"nemo", "gzip", "lines-key sharded_manifests/manifest_0.json 0 offset 1.5", 0, SHARC_ERR_JSON,
-     SHARC_PROBLEM_JSON, "\"offset\" is not a number of seconds", 1, 0},
+     SHARC_PROBLEM_JSON, "\"offset\" is not a number of seconds", 1, 0, 0},
     /* A bad value in a cut line whose id is known: the message names the cut. */
     {"shar", "none", "lines-key cuts.000001.jsonl 1 supervisions x", 0, SHARC_ERR_JSON,
-     SHARC_PROBLEM_JSON, "cuts.000001.jsonl line 2 (cut ", 1, 0},
+     SHARC_PROBLEM_JSON, "cuts.000001.jsonl line 2 (cut ", 1, 0, 0},
     {"shar", "none", "lines-drop cuts.000002.jsonl 4", 0, SHARC_ERR_MISMATCH,
-     SHARC_PROBLEM_ORPHAN_MEMBER, "more entries than", 1, 0},
+     SHARC_PROBLEM_ORPHAN_MEMBER, "more entries than", 1, 0, 0},
     {"wds", "none", "tar-huge shard-000000.tar huge.flac 99999999999", 0, SHARC_ERR_TOO_LARGE,
-     SHARC_PROBLEM_TOO_LARGE, "huge.flac", 0, 1 << 20},
+     SHARC_PROBLEM_TOO_LARGE, "huge.flac", 0, 1 << 20, 0},
     {"nemo", "none", "lines-drop sharded_manifests/manifest_1.json 0", 0, SHARC_ERR_MISMATCH,
-     SHARC_PROBLEM_ORPHAN_MEMBER, "has no row", 1, 0},
+     SHARC_PROBLEM_ORPHAN_MEMBER, "has no row", 1, 0, 0},
     {"nemo", "none", "tar-drop audio_0.tar %s", 0, SHARC_ERR_MISMATCH, SHARC_PROBLEM_MISSING_MEMBER,
-     "has no member", 1, 0},
+     "has no member", 1, 0, 0},
     /* Odd member count: the last cut's metadata member is missing ("%s" -> its .json). */
     {"shar", "none", "tar-drop recording.000001.tar %s.json", 9, SHARC_ERR_MISMATCH,
-     SHARC_PROBLEM_MISSING_MEMBER, "odd number of members", 1, 0},
+     SHARC_PROBLEM_MISSING_MEMBER, "odd number of members", 1, 0, 0},
     {"wds", "none", "tar-replace shard-000001.tar %s @garbage:500", 7, SHARC_ERR_DECODE,
-     SHARC_PROBLEM_DECODE, "", 1, 0},
+     SHARC_PROBLEM_DECODE, "", 1, 0, 0},
 };
 
 START_TEST(damaged_shards_are_reported)
@@ -652,7 +667,9 @@ START_TEST(damaged_shards_are_reported)
         *strrchr(stem, '.') = 0; /* the command names the metadata member */
     snprintf(cmd, sizeof cmd, d->command, stem);
     corrupt(&c, "%s", cmd);
-    const char *expect = d->message[0] ? d->message : member;
+    char named[520];
+    snprintf(named, sizeof named, "%s%s", stem, strstr(d->command, "%s.json") ? ".json" : "");
+    const char *expect = d->message[0] ? d->message : named;
 
     size_t cuts;
     problem_log log;
@@ -665,6 +682,10 @@ START_TEST(damaged_shards_are_reported)
     ck_assert_int_eq(log.count, 1);
     ck_assert_int_eq(log.kinds[0], d->kind);
     ck_assert_str_eq(log.last_message, error);
+    if (d->names) {
+        ck_assert_str_eq(log.last_member, named);
+        ck_assert_str_eq(log.last_cut, c.cuts[d->member_index].id);
+    }
 
     sharc_reader_stats st;
     rc = read_with(c.path, SHARC_ON_ERROR_SKIP, &cuts, &log, error, sizeof error, d->max_member,

@@ -502,8 +502,17 @@ def write_lines(p, lines):
 
 
 def corrupt_truncate(path):
+    """Keep the first half (and 100 bytes); of a plain tar, print the member the archive then
+    breaks at: the last one whose header is whole."""
     size = os.path.getsize(path)
-    os.truncate(path, size // 2 + 100)
+    cut = size // 2 + 100
+    member = None
+    if path.endswith(".tar"):
+        with tarfile.open(path) as t:
+            member = ([m.name for m in t.getmembers() if m.offset_data <= cut] or [None])[-1]
+    os.truncate(path, cut)
+    if member:
+        print(member)
 
 
 def corrupt_flac_header(tar_path, index):

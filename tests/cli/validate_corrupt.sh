@@ -20,11 +20,12 @@ validate() { # run validate on $tmp/x, expect exit 1, keep the output in $tmp/v.
     cp "$tmp/out" "$tmp/v.jsonl"
 }
 
-# Truncated tar: an archive problem on that shard; the other shards are still checked.
+# Truncated tar: an archive problem on that shard, naming the member it broke at and its cut;
+# the other shards are still checked.
 fresh shar
-check truncate "$tmp/x/recording.000001.tar"
+member=$(check truncate "$tmp/x/recording.000001.tar")
 validate
-check problem "$tmp/v.jsonl" "code=archive,shard=recording.000001.tar"
+check problem "$tmp/v.jsonl" "code=archive,shard=recording.000001.tar,member=$member,cut_id=${member%.*}"
 check min-cuts "$tmp/v.jsonl" 8
 summary_field() { # the summary's value of field $1
     "$PYTHON" -c 'import json,sys
