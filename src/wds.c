@@ -288,9 +288,16 @@ static int wds_next(sharc__stream *s, sharc__rawcut *c, sharc__stream_error *err
             } else if (rc < 0) {
                 s->tar_done = 1;
                 rc = tar_failed(s, err, rc);
-                if (s->key.len == 0)
+                /* The archive broke inside the sample being read, or right after one of its
+                 * members: what was read of it may be part of it only (its transcript still
+                 * to come), so it is the sample reported, not handed out (webdataset does
+                 * not yield it either). One with a member over the size cap is reported as
+                 * such first, and never handed out. */
+                if (s->key.len == 0 || (!s->sample_too_large && s->pending_cut.len == s->key.len &&
+                                        memcmp(s->pending_cut.data, s->key.data, s->key.len) == 0))
                     return rc;
-                /* The sample read so far is whole: hand it out, report the error next. */
+                /* It broke at the next sample's member: the sample read so far is whole; hand
+                 * it out, report the error next. */
                 s->pending_rc = rc;
                 s->pending_kind = err->kind;
                 if (sharc__buf_set_str(ctx, &s->pending_member, sharc__buf_str(&err->member)) < 0 ||

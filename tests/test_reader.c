@@ -614,8 +614,10 @@ static const damage_case damage[] = {
      SHARC_PROBLEM_ARCHIVE, "", 2, 0, 1},
     {"wds", "none", "tar-cut shard-000001.tar %s mid", 7, SHARC_ERR_CORRUPT, SHARC_PROBLEM_ARCHIVE,
      "", 3, 0, 1},
+    /* Cut right after the sample's audio: the sample is lost with the rest, not read without
+     * its transcript. */
     {"wds", "none", "tar-cut shard-000001.tar %s end", 7, SHARC_ERR_CORRUPT, SHARC_PROBLEM_ARCHIVE,
-     "", 2, 0, 1},
+     "", 3, 0, 1},
     {"nemo", "none", "tar-cut audio_1.tar %s mid", 8, SHARC_ERR_CORRUPT, SHARC_PROBLEM_ARCHIVE, "",
      2, 0, 1},
     {"nemo", "none", "tar-cut audio_1.tar %s end", 8, SHARC_ERR_CORRUPT, SHARC_PROBLEM_ARCHIVE, "",
