@@ -359,7 +359,7 @@ static int nemo_next(sharc__stream *s, sharc__rawcut *c, sharc__stream_error *er
             while (end < s->n_rows && strcmp(s->rows[s->by_key[end]].key, name) == 0)
                 s->rows[s->by_key[end++]].used = 1;
             return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_TOO_LARGE, 0,
-                                      s->shard->audio_path, name, NULL);
+                                      s->shard->audio_path, name, member_cut(s, name));
         }
         if (rc < 0) {
             /* A broken archive loses the rest of the shard; its rows are not reported

@@ -645,6 +645,9 @@ static const damage_case damage[] = {
      SHARC_PROBLEM_JSON, "cuts.000001.jsonl line 2 (cut ", 1, 0, 0},
     {"shar", "none", "lines-drop cuts.000002.jsonl 4", 0, SHARC_ERR_MISMATCH,
      SHARC_PROBLEM_ORPHAN_MEMBER, "more entries than", 1, 0, 0},
+    /* A NeMo member over the size cap: its row's cut is named, only it is lost. */
+    {"nemo", "none", "tar-replace audio_1.tar %s @garbage:2000000", 8, SHARC_ERR_TOO_LARGE,
+     SHARC_PROBLEM_TOO_LARGE, "", 1, 1 << 20, 1},
     {"wds", "none", "tar-huge shard-000000.tar huge.flac 99999999999", 0, SHARC_ERR_TOO_LARGE,
      SHARC_PROBLEM_TOO_LARGE, "huge.flac", 0, 1 << 20, 0},
     {"nemo", "none", "lines-drop sharded_manifests/manifest_1.json 0", 0, SHARC_ERR_MISMATCH,
