@@ -68,6 +68,7 @@ struct sharc__tar {
     int lazy;                       ///< payloads of a plain tar file are left in the file
     int (*leave)(const char *name); ///< which ones (NULL: all); see sharc__tar_set_lazy
     int status;                     ///< 0 while readable, then SHARC_END or the (sticky) error
+    int broke_inside;               ///< with an error status: inside member last_name, not after
 };
 
 struct sharc__lines {
@@ -701,11 +702,13 @@ static int read_payload(sharc__tar *t, sharc__member *m, struct archive_entry *e
 }
 
 /* After a failure, m->name is the member it concerns (as the message names it): the one
- * being read, or the last one read when the archive broke right after it; empty for none. */
+ * being read (t->broke_inside), or the last one read when the archive broke right after it;
+ * empty for none. */
 static int name_failure(sharc__tar *t, sharc__member *m, int rc)
 {
     if (sharc__buf_set_str(t->ctx, &m->name, sharc__buf_str(&t->last_name)) < 0)
         sharc__buf_clear(&m->name); /* the error itself still stands */
+    m->broke_inside = t->broke_inside;
     return rc;
 }
 
@@ -719,6 +722,8 @@ static int tar_step(sharc__tar *t, sharc__member *m, int with_data, uint64_t *si
         *size = archive_entry_size_is_set(e) && archive_entry_size(e) > 0
                     ? (uint64_t)archive_entry_size(e)
                     : 0;
+    /* A header read, the payload is all that can fail: inside that member. */
+    t->broke_inside = rc == 0 && with_data;
     if (rc == 0 && with_data)
         rc = read_payload(t, m, e);
     /* An oversized member is skipped by the next call; every other outcome is final. */

@@ -26,6 +26,8 @@ typedef struct sharc__member {
     int in_file;     ///< the payload was left in the file (sharc__tar_set_lazy), at byte `at`
     uint64_t at;
     uint64_t file_id; ///< with in_file: the file's sharc__file_id() when it was opened
+    int broke_inside; ///< after an error: 1 when it is inside the member `name` names (its
+                      ///< header was read), 0 when after it (the next header, the file's end)
 } sharc__member;
 
 /**
@@ -64,7 +66,8 @@ const char *sharc__tar_path(const sharc__tar *t);
  *         next call skips that member's payload and goes on. Any other error, and SHARC_END,
  *         are final: later calls return the same code. After any error m->name is the member
  *         the message names: the one being read, or the last one read when the archive
- *         broke right after it (a bad header, a file cut short); empty when it names none.
+ *         broke right after it (a bad header, a file cut short); empty when it names none;
+ *         m->broke_inside tells the two apart.
  */
 int sharc__tar_next(sharc__tar *t, sharc__member *m);
 

@@ -367,7 +367,7 @@ static int nemo_next(sharc__stream *s, sharc__rawcut *c, sharc__stream_error *er
             s->tar_done = 1;
             s->missing_cursor = s->n_rows;
             return sharc__stream_fail(ctx, err, rc, sharc__problem_of(rc), 1, s->shard->audio_path,
-                                      name, member_cut(s, name));
+                                      name, s->member.broke_inside ? member_cut(s, name) : NULL);
         }
         size_t first = lower_bound(s, name), end = first;
         if (first < s->n_rows && strcmp(s->rows[s->by_key[first]].key, name) == 0 &&

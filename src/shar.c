@@ -121,15 +121,15 @@ static int member_matches(const char *member, const char *id)
 
 /*
  * A failure reading the tar at `path` into `m` (shard-fatal): reported with the member the
- * archive broke at (sharc__tar_next names it in m->name; none when empty) and the cut it
- * belongs to, which its name gives. That is `id`, the cut being read, unless the archive
- * broke right after the previous cut's last member; with no member named, `id` (may be NULL).
+ * archive broke at (sharc__tar_next names it in m->name; none when empty) and the cut lost
+ * with it: the one that member's name gives when it broke inside it, else `id`, the cut being
+ * read (NULL: none), not the cut of a member read whole before the break.
  */
 static int tar_failed(sharc__stream *s, sharc__stream_error *err, int rc, const char *path,
                       const sharc__member *m, const char *id)
 {
     const char *name = sharc__buf_str(&m->name), *cut = id;
-    if (*name && !(id && member_matches(name, id)))
+    if (m->broke_inside && *name && !(id && member_matches(name, id)))
         cut = sharc__buf_set(s->ctx, &s->member_cut, name, stem_len(name)) < 0
                   ? NULL
                   : sharc__buf_str(&s->member_cut);

@@ -238,14 +238,17 @@ static int finish_sample(sharc__stream *s, sharc__rawcut *c, int has_audio,
 }
 
 /* A failure of the tar (shard-fatal), reported with the member sharc__tar_next names in
- * s->next.name and the sample its key gives (kept in s->pending_cut), when it names one. */
+ * s->next.name and the sample its key gives (kept in s->pending_cut), when it names one. A
+ * member without a key that it broke inside sits in the sample being read: that one. */
 static int tar_failed(sharc__stream *s, sharc__stream_error *err, int rc)
 {
     const char *name = sharc__buf_str(&s->next.name), *ext;
     size_t key_len;
+    int keyed = *name && split_key(name, &key_len, &ext);
     sharc__buf_clear(&s->pending_cut);
-    if (*name && split_key(name, &key_len, &ext) &&
-        sharc__buf_set(s->ctx, &s->pending_cut, name, key_len) < 0)
+    if ((keyed && sharc__buf_set(s->ctx, &s->pending_cut, name, key_len) < 0) ||
+        (!keyed && *name && s->next.broke_inside &&
+         sharc__buf_set(s->ctx, &s->pending_cut, s->key.data, s->key.len) < 0))
         sharc__buf_clear(&s->pending_cut); /* reported without it */
     return sharc__stream_fail(s->ctx, err, rc, sharc__problem_of(rc), 1, s->shard->audio_path, name,
                               s->pending_cut.len ? sharc__buf_str(&s->pending_cut) : NULL);

@@ -600,28 +600,33 @@ typedef struct damage_case {
     const char *message; /* a substring of the message ("" = the member name) */
     int lost;            /* cuts lost under SKIP (-1: more than one, the rest of a shard) */
     uint64_t max_member;
-    int names; /* the problem names the member %s stands for and its cut (member_index's) */
+    /* 0: names not checked; else the problem names the member %s stands for and a cut:
+     * NAMES_ITS (member_index's), NAMES_NEXT (the one after, lost with the tar broken right
+     * after the member) or NAMES_NONE (no cut: the rest of the shard is lost) */
+    int names;
 } damage_case;
+
+enum { NAMES_ITS = 1, NAMES_NEXT, NAMES_NONE };
 
 static const damage_case damage[] = {
     {"shar", "none", "truncate recording.000001.tar 3000", 5, SHARC_ERR_CORRUPT,
-     SHARC_PROBLEM_ARCHIVE, "recording.000001.tar", -1, 0, 1},
+     SHARC_PROBLEM_ARCHIVE, "recording.000001.tar", -1, 0, NAMES_ITS},
     /* A tar cut short in or right after a member: the problem names that member and its cut
      * (Shar: the cut the member's name gives; WebDataset: the member's key; NeMo: its row). */
     {"shar", "none", "tar-cut recording.000001.tar %s end", 9, SHARC_ERR_CORRUPT,
-     SHARC_PROBLEM_ARCHIVE, "", 1, 0, 1},
+     SHARC_PROBLEM_ARCHIVE, "", 1, 0, NAMES_ITS},
     {"shar", "none", "tar-cut recording.000001.tar %s.json end", 7, SHARC_ERR_CORRUPT,
-     SHARC_PROBLEM_ARCHIVE, "", 2, 0, 1},
+     SHARC_PROBLEM_ARCHIVE, "", 2, 0, NAMES_NEXT},
     {"wds", "none", "tar-cut shard-000001.tar %s mid", 7, SHARC_ERR_CORRUPT, SHARC_PROBLEM_ARCHIVE,
-     "", 3, 0, 1},
+     "", 3, 0, NAMES_ITS},
     /* Cut right after the sample's audio: the sample is lost with the rest, not read without
      * its transcript. */
     {"wds", "none", "tar-cut shard-000001.tar %s end", 7, SHARC_ERR_CORRUPT, SHARC_PROBLEM_ARCHIVE,
-     "", 3, 0, 1},
+     "", 3, 0, NAMES_ITS},
     {"nemo", "none", "tar-cut audio_1.tar %s mid", 8, SHARC_ERR_CORRUPT, SHARC_PROBLEM_ARCHIVE, "",
-     2, 0, 1},
+     2, 0, NAMES_ITS},
     {"nemo", "none", "tar-cut audio_1.tar %s end", 8, SHARC_ERR_CORRUPT, SHARC_PROBLEM_ARCHIVE, "",
-     1, 0, 1},
+     1, 0, NAMES_NONE},
     {"shar", "zstd", "flip recording.000000.tar.zst 6", 0, SHARC_ERR_CORRUPT, SHARC_PROBLEM_ARCHIVE,
      "recording.000000.tar.zst", -1, 0, 0},
     {"shar", "none", "tar-replace recording.000000.tar %s @flac-garbage:3000", 1, SHARC_ERR_DECODE,
@@ -647,7 +652,7 @@ static const damage_case damage[] = {
      SHARC_PROBLEM_ORPHAN_MEMBER, "more entries than", 1, 0, 0},
     /* A NeMo member over the size cap: its row's cut is named, only it is lost. */
     {"nemo", "none", "tar-replace audio_1.tar %s @garbage:2000000", 8, SHARC_ERR_TOO_LARGE,
-     SHARC_PROBLEM_TOO_LARGE, "", 1, 1 << 20, 1},
+     SHARC_PROBLEM_TOO_LARGE, "", 1, 1 << 20, NAMES_ITS},
     {"wds", "none", "tar-huge shard-000000.tar huge.flac 99999999999", 0, SHARC_ERR_TOO_LARGE,
      SHARC_PROBLEM_TOO_LARGE, "huge.flac", 0, 1 << 20, 0},
     {"nemo", "none", "lines-drop sharded_manifests/manifest_1.json 0", 0, SHARC_ERR_MISMATCH,
@@ -689,7 +694,9 @@ START_TEST(damaged_shards_are_reported)
     ck_assert_str_eq(log.last_message, error);
     if (d->names) {
         ck_assert_str_eq(log.last_member, named);
-        ck_assert_str_eq(log.last_cut, c.cuts[d->member_index].id);
+        const char *cut =
+            d->names == NAMES_NONE ? "" : c.cuts[d->member_index + (d->names == NAMES_NEXT)].id;
+        ck_assert_str_eq(log.last_cut, cut);
     }
 
     sharc_reader_stats st;

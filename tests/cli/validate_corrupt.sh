@@ -20,12 +20,16 @@ validate() { # run validate on $tmp/x, expect exit 1, keep the output in $tmp/v.
     cp "$tmp/out" "$tmp/v.jsonl"
 }
 
-# Truncated tar: an archive problem on that shard, naming the member it broke at and its cut;
-# the other shards are still checked.
+# Truncated tar: an archive problem on that shard, naming the member it broke at and the cut
+# lost with it; the other shards are still checked. The tar is cut right after a cut's .json
+# member, so that cut was read whole and the next one is lost.
 fresh shar
 member=$(check truncate "$tmp/x/recording.000001.tar")
+case $member in *.json) ;; *) fail "check truncate cut after $member, not after a .json" ;; esac
+lost=$(ids shar 1 | grep -A1 -x -F -e "${member%.*}" | sed -n 2p)
+[ -n "$lost" ] || fail "no cut follows ${member%.*} in shard 1"
 validate
-check problem "$tmp/v.jsonl" "code=archive,shard=recording.000001.tar,member=$member,cut_id=${member%.*}"
+check problem "$tmp/v.jsonl" "code=archive,shard=recording.000001.tar,member=$member,cut_id=$lost"
 check min-cuts "$tmp/v.jsonl" 8
 summary_field() { # the summary's value of field $1
     "$PYTHON" -c 'import json,sys
