@@ -502,6 +502,11 @@ static int check_after_end(sharc__tar *t)
     if (s->mode != SRC_PLAIN || !s->seekable || archive_filter_count(t->a) != 1 || end < 0 ||
         (uint64_t)end >= s->file_size)
         return 0;
+    /* A file appended to while it was read (tar -rf writes over the end blocks) is no
+     * longer the one whose end was seen: nothing to say about it. */
+    struct stat st;
+    if (fstat(s->fd, &st) != 0 || !sharc__file_is(&st, s->file_id))
+        return 0;
     uint8_t *buf = s->in; /* libarchive is done with the last block it was given */
     uint64_t at = (uint64_t)end;
     uint64_t stop = s->file_size - at > TAIL_CHECK_BYTES ? at + TAIL_CHECK_BYTES : s->file_size;

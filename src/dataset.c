@@ -307,10 +307,11 @@ static int list_dir(sharc__ctx *ctx, const char *dir, sharc__strs *out, int recu
         struct stat st;
         const int known = stat(p, &st) == 0; /* if not, opening it names the error */
         if (known && S_ISDIR(st.st_mode)) {
+            /* Other subdirectories are not searched, and said so, so that a dataset of
+             * subdirectories is not read as none. */
             if (recurse_manifests && strcmp(e->d_name, "sharded_manifests") == 0) {
                 rc = list_dir(ctx, p, out, 0, ignored);
-            } else { /* not searched: said, so that a dataset of subdirectories is not read as none
-                      */
+            } else {
                 sharc__log(ctx, SHARC_LOG_WARN,
                            "ignoring directory %s: shards are read from the directories given, "
                            "not from their subdirectories (give it, or a pattern, as a path)",

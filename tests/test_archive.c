@@ -530,6 +530,21 @@ START_TEST(tar_data_after_the_end_is_reported)
             sharc__member_free(&ctx, &m);
         }
     }
+    /* A tar appended to while it is read (tarfile's 'a' mode writes over the end blocks):
+     * the end that was read was the file's end then, and is not reported. */
+    sharc__tar *t = NULL;
+    sharc__member m = {0};
+    ck_assert_int_eq(sharc__tar_open(&t, &ctx, tmp("ok.tar"), 1 << 20), 0);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(sharc__tar_next(t, &m), 0);
+    ck_assert_int_eq(tu_sh("cd %s && python3 -c \"\nimport io, tarfile\nwith tarfile.open("
+                           "'ok.tar', 'a') as t:\n    ti = tarfile.TarInfo('a3.bin'); "
+                           "ti.size = 5000; t.addfile(ti, io.BytesIO(b'1' * 5000))\"",
+                           dir),
+                     0);
+    ck_assert_msg(sharc__tar_next(t, &m) == SHARC_END, "%s", ctx.error);
+    sharc__tar_close(&t);
+    sharc__member_free(&ctx, &m);
 }
 END_TEST
 

@@ -847,7 +847,9 @@ static void print_batch_summary_text(const sharc_reader *r, const batch_run *run
 static int check_saves_done(const read_opts *o, batch_run *run)
 {
     for (size_t i = 0; i < o->n_saves; i++) {
-        if (!o->saves[i].done && run->batches > 0 && o->saves[i].step < run->first_step) {
+        if (o->saves[i].done)
+            continue;
+        if (run->batches > 0 && o->saves[i].step < run->first_step) {
             snprintf(run->error, sizeof run->error,
                      "no state saved to %s: step %" PRIu64
                      " came before this run's first step, %" PRIu64
@@ -855,13 +857,11 @@ static int check_saves_done(const read_opts *o, batch_run *run)
                      o->saves[i].file, o->saves[i].step, run->first_step);
             return -1;
         }
-        if (!o->saves[i].done) {
-            snprintf(run->error, sizeof run->error,
-                     "no state saved to %s: the run ended before step %" PRIu64 " (%" PRIu64
-                     " batches read)",
-                     o->saves[i].file, o->saves[i].step, run->batches);
-            return -1;
-        }
+        snprintf(run->error, sizeof run->error,
+                 "no state saved to %s: the run ended before step %" PRIu64 " (%" PRIu64
+                 " batches read)",
+                 o->saves[i].file, o->saves[i].step, run->batches);
+        return -1;
     }
     return 0;
 }
@@ -928,8 +928,9 @@ static int run_batches_named(sharc_reader_settings *s, read_opts *o, const char 
         s->resume_state_size = o->state_size;
     }
     batch_run run = {0};
-    if (o->dump_dir != NULL && ((dump_parent != o->dump_dir && make_dir(dump_parent, &run) < 0) ||
-                                make_dir(o->dump_dir, &run) < 0)) {
+    /* DIR, then DIR/dp<k> when the slot names it (the same directory otherwise). */
+    if (o->dump_dir != NULL &&
+        (make_dir(dump_parent, &run) < 0 || make_dir(o->dump_dir, &run) < 0)) {
         fprintf(stderr, "sharc read: %s\n", run.error);
         return fail_to_start(o, run.error, t0);
     }
