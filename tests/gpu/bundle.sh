@@ -1,0 +1,43 @@
+#!/bin/sh
+# Pack the GPU tests, the CLI and the benchmark tools of a CUDA+NCCL build, with the shared
+# libraries they need, into one archive for a GPU machine that has the NVIDIA driver, NCCL
+# and Python but none of our build dependencies (libarchive, libsndfile, ...).
+# tests/gpu/device_check.sh unpacks and runs it there.
+#   Usage: tests/gpu/bundle.sh [build-dir] [out-dir]
+#   (defaults build-gpu and .gpu; the build is made, without MPI, when the directory is new)
+# The bundle keeps the build directory's layout (tools/sharc, testdata/sharc-gen,
+# bench/sharc-datapath, tests/gpu/*) so that bench/run.sh --build works on it, and puts the
+# libraries in lib/. glibc and NCCL (over 200 MB) are not packed: the machine's own are used.
+set -eu
+src=$(cd "$(dirname "$0")/../.." && pwd)
+build=${1:-"$src/build-gpu"}
+out=${2:-"$src/.gpu"}
+if [ ! -d "$build" ]; then
+    meson setup "$build" "$src" -Dcuda=enabled -Dnccl=enabled -Dmpi=disabled \
+        -Dbuildtype=release
+fi
+ninja -C "$build" -j "${NINJA_JOBS:-2}"
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/sharc/lib" "$stage/sharc/tools" "$stage/sharc/testdata" "$stage/sharc/bench" \
+    "$stage/sharc/tests/gpu"
+cp "$build/tools/sharc" "$stage/sharc/tools/"
+cp "$build/testdata/sharc-gen" "$stage/sharc/testdata/"
+cp "$build/bench/sharc-datapath" "$stage/sharc/bench/"
+cp "$build"/tests/gpu/gpu_* "$stage/sharc/tests/gpu/" 2>/dev/null || true
+rm -rf "$stage"/sharc/tests/gpu/*.p
+# ldd on the build's own executables, whose run paths find libsharc in the build tree.
+for exe in "$build/tools/sharc" "$build/testdata/sharc-gen" "$build/bench/sharc-datapath" \
+    "$build"/tests/gpu/gpu_*; do
+    [ -f "$exe" ] || continue
+    ldd "$exe" | awk '/=> \//{print $3}'
+done | sort -u | while read -r lib; do
+    case $(basename "$lib") in
+    libc.so.* | libm.so.* | libdl.so.* | libpthread.so.* | librt.so.* | ld-linux* | \
+        libgcc_s.so.* | libstdc++.so.* | libnccl.so.*) ;;
+    *) cp -L "$lib" "$stage/sharc/lib/" ;;
+    esac
+done
+mkdir -p "$out"
+tar -C "$stage" -cJf "$out/bundle.tar.xz" sharc
+ls -la "$out/bundle.tar.xz"

@@ -1,0 +1,36 @@
+#!/bin/sh
+# On a lent GPU machine (which has the driver, NCCL and Python but not our build
+# dependencies): unpack the bundle that tests/gpu/bundle.sh made here, run the GPU suite,
+# then the CPU benchmarks on that machine's cores. Run from the repository root with .gpu
+# carried; results go to $OUT (default ./gpu-out).
+#   Usage: tests/gpu/device_check.sh [--no-bench]
+set -u
+repo=$(pwd)
+out=${OUT:-"$repo/gpu-out"}
+mkdir -p "$out"
+root=/tmp/sharc-bundle
+rm -rf "$root" && mkdir -p "$root"
+python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+    "$repo/.gpu/bundle.tar.xz" "$root" || exit 1
+b=$root/sharc
+nccl=$(find /opt /usr/local /usr/lib /usr/lib64 -name 'libnccl.so.2' 2>/dev/null | head -n 1)
+echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
+nvidia-smi -L
+echo "== NCCL: ${nccl:-not found}"
+export LD_LIBRARY_PATH="$b/lib${nccl:+:$(dirname "$nccl")}"
+export SHARC_GEN="$b/testdata/sharc-gen"
+status=0
+for t in "$b"/tests/gpu/gpu_*; do
+    echo "== $(basename "$t")"
+    log=$out/$(basename "$t").log
+    NCCL_DEBUG=WARN timeout 240 "$t" >"$log" 2>&1 && rc=0 || rc=$?
+    cat "$log"
+    echo "== $(basename "$t"): exit $rc"
+    [ "$rc" = 0 ] || status=1
+done
+[ "${1:-}" = --no-bench ] && exit $status
+echo "== CPU benchmarks on this machine's cores"
+timeout 200 sh "$repo/bench/run.sh" --build "$b" --data /tmp/sharc-bench-data --out "$out/bench" \
+    --codec wav,flac --what batches,datapath --threads "1 2 16" --seconds 3 --repeat 1 \
+    2>&1 | tee "$out/bench.log"
+exit $status
