@@ -3,7 +3,9 @@
 # dependencies): unpack the bundle that tests/gpu/bundle.sh made here, run the GPU suite,
 # then the CPU benchmarks on that machine's cores. Run from the repository root with .gpu
 # carried; results go to $OUT (default ./gpu-out).
-#   Usage: tests/gpu/device_check.sh [--no-bench]
+#   Usage: tests/gpu/device_check.sh [--no-bench | bench/run.sh options]
+#   (default benchmark: --codec wav,flac --what batches,datapath --threads "1 2 16"
+#   --seconds 3 --repeat 1)
 set -u
 repo=$(pwd)
 out=${OUT:-"$repo/gpu-out"}
@@ -30,7 +32,8 @@ for t in "$b"/tests/gpu/gpu_*; do
 done
 [ "${1:-}" = --no-bench ] && exit $status
 echo "== CPU benchmarks on this machine's cores"
-timeout 200 sh "$repo/bench/run.sh" --build "$b" --data /tmp/sharc-bench-data --out "$out/bench" \
-    --codec wav,flac --what batches,datapath --threads "1 2 16" --seconds 3 --repeat 1 \
-    2>&1 | tee "$out/bench.log"
+[ $# -gt 0 ] || set -- --codec wav,flac --what batches,datapath --threads "1 2 16" --seconds 3 \
+    --repeat 1
+timeout 400 sh "$repo/bench/run.sh" --build "$b" --data /tmp/sharc-bench-data --out "$out/bench" \
+    "$@" 2>&1 | tee "$out/bench.log"
 exit $status
