@@ -76,6 +76,12 @@ expect_rc 1 "$SHARC" read --json $B --resume "$tmp/smid.bin" --save-state-at 0 "
 expect_in "$tmp/err" "no state saved to $tmp/s00.bin: step 0 came before this run's first step, $((mid + 1))"
 expect_rc 2 "$SHARC" read $B --save-state-at 1 "$tmp/x.bin" --save-state-at 2 "$tmp/x.bin" "$d"
 expect_in "$tmp/err" "--save-state-at 2 $tmp/x.bin: step 1 to $tmp/x.bin is given already"
+expect_rc 2 "$SHARC" read $B --save-state-at 1 "$tmp/x.bin" --save-state-at 2 "$tmp/./x.bin" "$d"
+expect_in "$tmp/err" "--save-state-at 2 $tmp/./x.bin: step 1 to $tmp/x.bin is given already"
+mkdir -p "$tmp/sub"
+(cd "$tmp/sub" && expect_rc 2 "$SHARC" read $B --save-state-at 1 ../x.bin --save-state-at 2 \
+    "$tmp/x.bin" "$d")
+expect_in "$tmp/err" "--save-state-at 2 $tmp/x.bin: step 1 to ../x.bin is given already"
 expect_rc 2 "$SHARC" read $B --save-state-at 1 "$tmp/x.bin" --save-state-at 1 "$tmp/y.bin" "$d"
 expect_in "$tmp/err" "--save-state-at 1 $tmp/y.bin: step 1 to $tmp/x.bin is given already"
 expect_rc 0 "$SHARC" read --json $B --resume "$tmp/s0.bin" --save-state-at "$mid" "$tmp/s2.bin" "$d"
