@@ -721,6 +721,34 @@ START_TEST(damaged_shards_are_reported)
 }
 END_TEST
 
+/* A WebDataset tar that breaks inside a member with no key ("README") between a sample's
+ * members: the problem names that member and the sample being read, which is lost with the
+ * rest of the shard. */
+START_TEST(wds_tar_broken_inside_a_keyless_member)
+{
+    corpus c = make_corpus("wds", "flac", "none", 3, 5);
+    char stem[512];
+    snprintf(stem, sizeof stem, "%s", c.cuts[7].member);
+    *strrchr(stem, '.') = 0;
+    corrupt(&c, "tar-rename shard-000001.tar %s.json README", stem);
+    corrupt(&c, "tar-cut shard-000001.tar README mid");
+    size_t cuts;
+    problem_log log;
+    char error[1024];
+    int rc = read_with(c.path, SHARC_ON_ERROR_FAIL, &cuts, &log, error, sizeof error, 0, NULL);
+    ck_assert_msg(rc == SHARC_ERR_CORRUPT, "got %s (%s)", sharc_err_name(rc), error);
+    ck_assert_int_eq(log.count, 1);
+    ck_assert_int_eq(log.kinds[0], SHARC_PROBLEM_ARCHIVE);
+    ck_assert_str_eq(log.last_member, "README");
+    ck_assert_str_eq(log.last_cut, c.cuts[7].id);
+    ck_assert_msg(strstr(error, "README") != NULL, "%s", error);
+    rc = read_with(c.path, SHARC_ON_ERROR_SKIP, &cuts, &log, error, sizeof error, 0, NULL);
+    ck_assert_msg(rc == SHARC_END, "under skip: %s", error);
+    ck_assert_uint_eq(cuts, c.n - 3); /* the sample being read and the two after it */
+    free_corpus(&c);
+}
+END_TEST
+
 /* The reason a failed open logs (there is no handle to ask). */
 static char open_error[1024];
 static void keep_error(void *cookie, sharc_log_level level, const char *fmt, va_list ap)
@@ -839,6 +867,7 @@ int main(void)
     suite_add_tcase(s, tc);
     TCase *bad = tcase_create("damaged");
     tcase_set_timeout(bad, 120);
+    tcase_add_test(bad, wds_tar_broken_inside_a_keyless_member);
     tcase_add_loop_test(bad, damaged_shards_are_reported, 0,
                         (int)(sizeof damage / sizeof damage[0]));
     tcase_add_test(bad, layout_errors_at_open);
