@@ -873,6 +873,10 @@ int sharc__reader_next(sharc_reader *r, const sharc_cut **cut)
     if (r->mode == 2)
         return sharc__set_error(&r->ctx, SHARC_ERR(EINVAL),
                                 "this reader serves batches: use sharc_reader_next_batch");
+    if (r->resume) /* reading cuts from the start would silently ignore the state */
+        return sharc__set_error(&r->ctx, SHARC_ERR(EINVAL),
+                                "a resumed reader serves batches: resume_state is a batch "
+                                "reader's state, use sharc_reader_next_batch");
     r->mode = 1;
     r->sopts.lend_audio = 1; /* each cut is the caller's until the next call */
     for (;;) {
@@ -997,7 +1001,7 @@ int sharc__reader_state_save(sharc_reader *r, void *buf, size_t cap, size_t *siz
         return 0;
     }
     return sharc__set_error(&r->ctx, SHARC_ERR(EINVAL),
-                            r->mode == 2
+                            r->mode != 1
                                 ? "no batch has been returned yet: there is no state to save"
                                 : "only a reader serving batches has a state to save");
 }

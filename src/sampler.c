@@ -231,10 +231,10 @@ int sharc__sampler_check_settings(sharc__ctx *ctx, const sharc__sampler_settings
         return BAD("buffer_size %u is not in 1..%u", st->buffer_size, MAX_BUFFER);
     if (bad_nonneg(st->max_duration) || bad_nonneg(st->quadratic_duration) ||
         bad_nonneg(st->min_item_duration) || bad_nonneg(st->max_item_duration))
-        return BAD("max_duration, quadratic_duration and the item duration limits must be "
-                   "finite and >= 0");
+        return BAD("max_duration, quadratic_duration, min_duration and max_cut_duration must "
+                   "be finite and >= 0");
     if (st->max_item_duration > 0 && st->max_item_duration < st->min_item_duration)
-        return BAD("max_item_duration %g < min_item_duration %g", st->max_item_duration,
+        return BAD("max_cut_duration %g < min_duration %g", st->max_item_duration,
                    st->min_item_duration);
     if (st->sync_buckets && st->world_size < 1)
         return BAD("world_size must be >= 1 with sync_buckets");

@@ -595,6 +595,20 @@ START_TEST(corrupt_states_are_rejected)
     ck_assert_uint_eq(st.batches, 0);
     ck_assert_uint_eq(st.cuts, 0);
     sharc_reader_close(&r);
+    /* A state is a batch reader's: a cut reader given one refuses to read rather than start
+     * from the beginning as if there were none, and can still serve the batches. */
+    sharc_reader_settings s5 = s;
+    s5.resume_state = blob;
+    s5.resume_state_size = size;
+    ck_assert_int_eq(sharc_reader_open(&r, &s5), 0);
+    const sharc_cut *cut = NULL;
+    ck_assert_int_eq(sharc_reader_next(r, &cut), SHARC_ERR(EINVAL));
+    ck_assert_ptr_null(cut);
+    ck_assert_ptr_nonnull(strstr(sharc_reader_last_error(r), "use sharc_reader_next_batch"));
+    ck_assert_int_eq(sharc_reader_next_batch(r, &b), 0);
+    ck_assert_uint_eq(b->step, 3);
+    sharc_batch_release(b);
+    sharc_reader_close(&r);
     /* Other settings: a different seed. */
     sharc_reader_settings s3 = s;
     s3.seed = 4;
@@ -669,6 +683,11 @@ START_TEST(backpressure_and_mode_errors)
     sharc_batch *b[3];
     const sharc_cut *cut;
     ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    size_t size = 1;
+    ck_assert_int_eq(sharc_reader_state_save(r, NULL, 0, &size), SHARC_ERR(EINVAL));
+    ck_assert_uint_eq(size, 0);
+    ck_assert_str_eq(sharc_reader_last_error(r),
+                     "no batch has been returned yet: there is no state to save");
     ck_assert_int_eq(sharc_reader_next_batch(r, &b[0]), 0);
     ck_assert_int_eq(sharc_reader_next(r, &cut), SHARC_ERR(EINVAL));
     ck_assert_int_eq(sharc_reader_next_batch(r, &b[1]), 0);
@@ -752,6 +771,14 @@ START_TEST(settings_at_open_and_no_memory_at_start)
     settings_for(&s, paths, 2, 2);
     s.sampler.world_size = 0;
     open_refused(&s, "sampler settings: world_size must be >= 1");
+    /* The reasons name the public fields, not the sampler's own. */
+    settings_for(&s, paths, 2, 2);
+    s.sampler.min_duration = 5;
+    s.sampler.max_cut_duration = 2;
+    open_refused(&s, "sampler settings: max_cut_duration 2 < min_duration 5");
+    settings_for(&s, paths, 2, 2);
+    s.sampler.max_cut_duration = -1;
+    open_refused(&s, "min_duration and max_cut_duration must be finite and >= 0");
     /* The defaults leave the batch size unset: a cut reader opens, a batch asks for it. */
     settings_for(&s, paths, 2, 2);
     s.sampler.max_duration = 0;

@@ -1283,10 +1283,13 @@ START_TEST(bad_settings_are_rejected)
     static const struct {
         const char *text;
         int what;
-    } cases[] = {{"one of max_duration, max_cuts", 0}, {"buffer_size 0", 1},
-                 {"bins must be finite", 2},           {"bucket_batch_size excludes", 3},
-                 {"bucket_batch_size[1] is 0", 4},     {"needs explicit bins", 5},
-                 {"max_item_duration 1 < min", 6}};
+    } cases[] = {{"one of max_duration, max_cuts", 0},
+                 {"buffer_size 0", 1},
+                 {"bins must be finite", 2},
+                 {"bucket_batch_size excludes", 3},
+                 {"bucket_batch_size[1] is 0", 4},
+                 {"needs explicit bins", 5},
+                 {"max_cut_duration 1 < min_duration 2", 6}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         sharc__sampler_default_settings(&st);
         st.max_duration = cases[i].what == 0 || cases[i].what >= 4 ? 0 : 10;

@@ -52,7 +52,8 @@ typedef struct sharc_tensor {
  * Standard tensors: `audio` f32 [B,T] zero-padded, its rows at one sampling rate, `audio_lens` i32
  * [B], `duration` f32 [B], and string columns `cut_id`, `text`, `speaker`, `language`, each as
  * `<name>_offsets` i32 [B+1] plus `<name>_bytes` u8 [N] (Arrow style: string i is
- * bytes[offsets[i]..offsets[i+1]), not NUL-terminated).
+ * bytes[offsets[i]..offsets[i+1]), not NUL-terminated). A cut without a text, speaker or
+ * language has an empty string there (length 0), not a missing row.
  */
 typedef struct sharc_batch {
     uint64_t step;         ///< 0-based step number since the start of the run

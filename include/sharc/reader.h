@@ -157,8 +157,12 @@ typedef struct sharc_reader_settings {
      *  (none below 4), at most 8; none when read_ahead_bytes is 0. */
     int n_threads;
     int prefetch; ///< batches prepared ahead, 0..1024; 0 = 2 per thread + 2, at most 16 (default 0)
-    int max_held_batches;     ///< batches the caller may hold at once, 1..1024 (default 4)
-    const void *resume_state; ///< a blob from sharc_reader_state_save(), copied; NULL = start
+    int max_held_batches; ///< batches the caller may hold at once, 1..1024 (default 4)
+    /** A blob from sharc_reader_state_save(), copied; NULL = start. Checked by the first
+     *  sharc_reader_next_batch(), not by open: a corrupt one, or one saved with other shards,
+     *  seed or settings, fails that call with SHARC_ERR_STATE ("cannot resume: ..."). Batches
+     *  only: sharc_reader_next() refuses it with SHARC_ERR(EINVAL). */
+    const void *resume_state;
     size_t resume_state_size; ///< size of resume_state
     /** Problem sink (default NULL). In batch mode it is called from the library's threads,
      *  never from two at once. */
@@ -222,10 +226,11 @@ SHARC_API void sharc_reader_default_settings(sharc_reader_settings *s);
 /**
  * Open a reader. Finds the shards (no audio is read yet) and validates settings.
  * @param out receives the reader; set to NULL on failure
- * @return 0, SHARC_ERR(EINVAL) for bad settings, SHARC_ERR_FORMAT when no shards or an
- *         unknown layout are found, SHARC_ERR(ENOMEM), or the errno of a path that cannot
- *         be read (SHARC_ERR(ENOENT), SHARC_ERR(EACCES), ...). The message of a failed open is
- *         logged, since there is no handle to hold it.
+ * @return 0, SHARC_ERR(EINVAL) for bad settings (the sampler's too, except a missing batch
+ *         size: see sharc_reader_next_batch), SHARC_ERR_FORMAT when no shards or an unknown
+ *         layout are found or there are fewer shards than dp_size, SHARC_ERR(ENOMEM), or the
+ *         errno of a path that cannot be read (SHARC_ERR(ENOENT), SHARC_ERR(EACCES), ...).
+ *         The message of a failed open is logged, since there is no handle to hold it.
  * Settings strings are copied; the caller keeps ownership of `s`.
  */
 SHARC_API int sharc_reader_open(sharc_reader **out, const sharc_reader_settings *s);
@@ -233,7 +238,8 @@ SHARC_API int sharc_reader_open(sharc_reader **out, const sharc_reader_settings 
 /**
  * Return the next cut.
  * @param cut receives a pointer owned by the reader, valid until the next call
- * @return 0 with a cut, SHARC_END after the last epoch, or a negative error (details in
+ * @return 0 with a cut, SHARC_END after the last epoch, SHARC_ERR(EINVAL) on a batch
+ *         reader or one opened with a resume_state, or a negative error (details in
  *         sharc_reader_last_error()). After an error under the FAIL policy the reader
  *         stays failed and returns the same error.
  */
@@ -247,7 +253,9 @@ SHARC_API int sharc_reader_next(sharc_reader *r, const sharc_cut **cut);
  * Multi-channel audio must be reduced to one channel with settings.channel.
  * @param batch receives a batch owned by the reader until sharc_batch_release()
  * @return 0 with a batch, SHARC_END after the last one, SHARC_ERR_BACKPRESSURE when the
- *         caller already holds max_held_batches, or a negative error (details in
+ *         caller already holds max_held_batches, SHARC_ERR(EINVAL) on a cut reader or when
+ *         none of max_duration, max_cuts and bucket_batch_size is set, SHARC_ERR_STATE (first
+ *         call) for a resume_state that is refused, or a negative error (details in
  *         sharc_reader_last_error()); errors under the FAIL policy stick.
  * The sequence of batches depends only on the data, the seed and the settings, never on
  * n_threads, prefetch or timing.
