@@ -45,15 +45,22 @@ int sharc__bcast_open(sharc__bcast **out, sharc_transport *t, const sharc__bcast
         s = &defaults;
     }
     if (s->control_bytes < SHARC__FRAME_MIN_CONTROL || s->control_bytes > ((size_t)1 << 30) ||
-        s->control_bytes % SHARC__FRAME_ALIGN || s->max_tensors < 1 ||
-        s->max_tensors > SHARC__BATCH_MAX_TENSORS || s->max_held < 1 || s->root < 0 ||
-        s->root >= t->size || s->max_frame_bytes < s->control_bytes)
+        s->control_bytes % SHARC__FRAME_ALIGN)
         return sharc__fail(&t->ctx, SHARC_ERR(EINVAL),
-                           "invalid broadcast settings (control block %zu bytes, a multiple of "
-                           "%d from %d; 1..%d tensors; root %d of %d; frame cap %llu)",
-                           s->control_bytes, SHARC__FRAME_ALIGN, SHARC__FRAME_MIN_CONTROL,
-                           SHARC__BATCH_MAX_TENSORS, s->root, t->size,
-                           (unsigned long long)s->max_frame_bytes);
+                           "invalid broadcast settings: control_bytes %zu is not a multiple of "
+                           "%d from %d to 1 GiB",
+                           s->control_bytes, SHARC__FRAME_ALIGN, SHARC__FRAME_MIN_CONTROL);
+    if (s->max_frame_bytes < s->control_bytes)
+        return sharc__fail(&t->ctx, SHARC_ERR(EINVAL),
+                           "invalid broadcast settings: max_frame_bytes %llu is below "
+                           "control_bytes %zu",
+                           (unsigned long long)s->max_frame_bytes, s->control_bytes);
+    if (s->max_tensors < 1 || s->max_tensors > SHARC__BATCH_MAX_TENSORS || s->max_held < 1 ||
+        s->root < 0 || s->root >= t->size)
+        return sharc__fail(&t->ctx, SHARC_ERR(EINVAL),
+                           "invalid broadcast settings (1..%d tensors, not %zu; %zu held "
+                           "batches; root %d of %d)",
+                           SHARC__BATCH_MAX_TENSORS, s->max_tensors, s->max_held, s->root, t->size);
     sharc__bcast *bc = sharc__calloc(&t->ctx, 1, sizeof *bc);
     if (!bc)
         return SHARC_ERR(ENOMEM);

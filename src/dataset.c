@@ -711,7 +711,7 @@ static size_t take_group(const nemo_item *v, size_t n, size_t *at, const char *g
 }
 
 static int nemo_build(sharc__ctx *ctx, sharc__dataset *d, const sharc__strs *files,
-                      uint64_t max_line_bytes)
+                      uint64_t max_line_bytes, const char *where)
 {
     nemo_item *items[3]; /* tars, per-shard manifests, aggregate manifests */
     size_t n[3] = {0, 0, 0};
@@ -738,7 +738,8 @@ static int nemo_build(sharc__ctx *ctx, sharc__dataset *d, const sharc__strs *fil
         }
     }
     if (n[0] == 0) {
-        rc = sharc__set_error(ctx, SHARC_ERR_FORMAT, "no audio_N.tar shards found");
+        rc = sharc__set_error(ctx, SHARC_ERR_FORMAT, "no NeMo audio_N.tar shards found in %s",
+                              where);
         goto done;
     }
     if ((rc = nemo_set_groups(ctx, items, n)) < 0)
@@ -770,7 +771,9 @@ done:
     return rc;
 }
 
-static int wds_build(sharc__ctx *ctx, sharc__dataset *d, const sharc__strs *files)
+/* `where`: the paths given, for the error when none of them holds a shard. */
+static int wds_build(sharc__ctx *ctx, sharc__dataset *d, const sharc__strs *files,
+                     const char *where)
 {
     int rc = 0;
     for (size_t i = 0; i < files->n && rc == 0; i++) {
@@ -789,7 +792,7 @@ static int wds_build(sharc__ctx *ctx, sharc__dataset *d, const sharc__strs *file
             rc = SHARC_ERR(ENOMEM);
     }
     if (rc == 0 && d->n_shards == 0)
-        rc = sharc__set_error(ctx, SHARC_ERR_FORMAT, "no tar shards found");
+        rc = sharc__set_error(ctx, SHARC_ERR_FORMAT, "no tar shards found in %s", where);
     return rc;
 }
 
@@ -818,7 +821,8 @@ static int cmp_first_then_pos(const void *a, const void *b)
     return (x->pos > y->pos) - (x->pos < y->pos);
 }
 
-static int shar_build(sharc__ctx *ctx, sharc__dataset *d, const sharc__strs *files)
+static int shar_build(sharc__ctx *ctx, sharc__dataset *d, const sharc__strs *files,
+                      const char *where)
 {
     /* Fields pair by position within one directory: group the files by directory, the
      * directories in the order they were first given (a shell glob over several Shar
@@ -862,7 +866,8 @@ static int shar_build(sharc__ctx *ctx, sharc__dataset *d, const sharc__strs *fil
     sharc__free(ctx, all);
     sharc__free(ctx, order);
     if (rc == 0 && d->n_shards == 0)
-        rc = sharc__set_error(ctx, SHARC_ERR_FORMAT, "no Shar shards found");
+        rc = sharc__set_error(ctx, SHARC_ERR_FORMAT,
+                              "no Shar shards (cuts.NNNNNN.jsonl) found in %s", where);
     return rc;
 }
 
@@ -1053,19 +1058,21 @@ int sharc__dataset_find(sharc__dataset *d, sharc__ctx *ctx, const char *const *p
     }
     if (rc < 0)
         goto done;
+    char where[1100];
+    snprintf(where, sizeof where, "%.1024s%s", n_paths ? paths[0] : "", n_paths > 1 ? " ..." : "");
     tars_alone alone = TARS_NOT_ALONE;
     if (layout == SHARC_LAYOUT_AUTO)
         layout = detect_layout(&files, &alone);
     d->layout = layout;
     switch (layout) {
     case SHARC_LAYOUT_SHAR:
-        rc = shar_build(ctx, d, &files);
+        rc = shar_build(ctx, d, &files, where);
         break;
     case SHARC_LAYOUT_NEMO:
-        rc = nemo_build(ctx, d, &files, max_line_bytes);
+        rc = nemo_build(ctx, d, &files, max_line_bytes, where);
         break;
     case SHARC_LAYOUT_WDS:
-        rc = wds_build(ctx, d, &files);
+        rc = wds_build(ctx, d, &files, where);
         break;
     default:
         if (alone == SHAR_RECORDINGS_ALONE)

@@ -682,6 +682,17 @@ START_TEST(nothing_found)
     sharc__dataset d;
     ck_assert_int_eq(find(&d, SHARC_LAYOUT_AUTO), SHARC_ERR_FORMAT);
     ck_assert_ptr_nonnull(strstr(ctx.error, "no shards found"));
+    /* A layout given that the files do not have: the error names where it looked. */
+    char want[700];
+    ck_assert_int_eq(find(&d, SHARC_LAYOUT_NEMO), SHARC_ERR_FORMAT);
+    snprintf(want, sizeof want, "no NeMo audio_N.tar shards found in %s", dir);
+    ck_assert_str_eq(ctx.error, want);
+    ck_assert_int_eq(find(&d, SHARC_LAYOUT_SHAR), SHARC_ERR_FORMAT);
+    snprintf(want, sizeof want, "no Shar shards (cuts.NNNNNN.jsonl) found in %s", dir);
+    ck_assert_str_eq(ctx.error, want);
+    ck_assert_int_eq(find(&d, SHARC_LAYOUT_WDS), SHARC_ERR_FORMAT);
+    snprintf(want, sizeof want, "no tar shards found in %s", dir);
+    ck_assert_str_eq(ctx.error, want);
     const char *missing[] = {"/nonexistent/sharc/path"};
     ck_assert_int_eq(sharc__dataset_find(&d, &ctx, missing, 1, SHARC_LAYOUT_AUTO, 1 << 20),
                      SHARC_ERR(ENOENT));

@@ -322,7 +322,13 @@ START_TEST(open_rejects_bad_settings)
 
     loader_settings(&s, NULL, 0, 1);
     s.control_bytes = 1000;
-    expect_rejected(&s, "invalid broadcast settings (control block 1000 bytes");
+    expect_rejected(&s, "invalid broadcast settings: control_bytes 1000 is not a multiple of 256 "
+                        "from 4096 to 1 GiB");
+
+    loader_settings(&s, NULL, 0, 1);
+    s.max_frame_bytes = 100;
+    expect_rejected(&s, "invalid broadcast settings: max_frame_bytes 100 is below control_bytes "
+                        "65536");
 
     loader_settings(&s, NULL, 0, 1);
     s.reserved[3] = 1;
