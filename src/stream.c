@@ -1,5 +1,6 @@
 #include "stream.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "archive.h"
@@ -35,6 +36,11 @@ int sharc__stream_fail(sharc__ctx *ctx, sharc__stream_error *err, int code, shar
         /* The report loses its details but the error itself still stands. */
         sharc__buf_clear(&err->member);
         sharc__buf_clear(&err->cut_id);
+    }
+    /* The archive's own text names the file and member; say which cut was being read. */
+    if (kind == SHARC_PROBLEM_ARCHIVE && cut_id && *cut_id && !strstr(ctx->error, cut_id)) {
+        size_t n = strlen(ctx->error);
+        snprintf(ctx->error + n, sizeof ctx->error - n, " (reading cut %s)", cut_id);
     }
     return code;
 }

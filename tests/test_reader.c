@@ -697,6 +697,8 @@ START_TEST(damaged_shards_are_reported)
         const char *cut =
             d->names == NAMES_NONE ? "" : c.cuts[d->member_index + (d->names == NAMES_NEXT)].id;
         ck_assert_str_eq(log.last_cut, cut);
+        /* The text names the cut being read too (in the member's name, or appended). */
+        ck_assert_msg(strstr(error, cut) != NULL, "case %d: cut '%s' not in '%s'", _i, cut, error);
     }
 
     sharc_reader_stats st;
