@@ -276,7 +276,12 @@ SHARC_API int sharc_reader_next_batch(sharc_reader *r, sharc_batch **batch);
  */
 SHARC_API int sharc_reader_state_save(sharc_reader *r, void *buf, size_t cap, size_t *size);
 
-/** The last error message of this reader ("" when none). Valid until the next call. */
+/**
+ * The message of the error the last call on this reader returned ("" when none). Valid until
+ * the next call. After a call that returned 0 or SHARC_END it is either "" or the text of a
+ * problem skipped under SHARC_ON_ERROR_SKIP: read skipped problems from the problem callback
+ * and sharc_reader_get_stats(), not from here.
+ */
 SHARC_API const char *sharc_reader_last_error(const sharc_reader *r);
 
 /** Copy the reader's counters into `out`. */
