@@ -13,35 +13,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_check.h"
+#include "hash.h"
 #include "sharc/cuda.h"
 #include "sharc/sharc.h"
 
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-/* FNV-1a over a batch's cut ids and every tensor's name, shape and host bytes. */
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 1099511628211ull;
-    return h;
-}
-
+/* FNV-1a over a batch's step and every tensor's name, shape and host bytes. */
 static uint64_t fingerprint(const sharc_batch *b)
 {
-    uint64_t h = fnv(1469598103934665603ull, &b->step, sizeof b->step);
+    uint64_t h = sharc__fnv1a(SHARC__FNV_OFFSET, &b->step, sizeof b->step);
     for (size_t i = 0; i < b->n_tensors; i++) {
         const sharc_tensor *t = &b->tensors[i];
         CHECK(t->device == SHARC_DEVICE_HOST);
-        h = fnv(h, t->name, strlen(t->name));
-        h = fnv(h, t->shape, sizeof t->shape[0] * (size_t)t->ndim);
-        h = fnv(h, t->data, t->nbytes);
+        h = sharc__fnv1a(h, t->name, strlen(t->name));
+        h = sharc__fnv1a(h, t->shape, sizeof t->shape[0] * (size_t)t->ndim);
+        h = sharc__fnv1a(h, t->data, t->nbytes);
     }
     return h;
 }
@@ -245,11 +231,7 @@ static void split_from_parent(int dev)
 
 int main(void)
 {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-        printf("no CUDA device: skipped\n");
-        return 77;
-    }
+    gpu_devices_or_skip();
     const char *gen = getenv("SHARC_GEN");
     CHECK(gen != NULL);
     char dir[] = "/tmp/sharc-gpu-XXXXXX";

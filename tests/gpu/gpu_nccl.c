@@ -10,17 +10,10 @@
 
 #include "batch.h"
 #include "bcast.h"
+#include "gpu_check.h"
 #include "sharc/cuda.h"
 #include "sharc/sharc.h"
 #include "transport.h"
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
 
 static void run_on_device(int dev, int n_devices)
 {
@@ -101,11 +94,7 @@ static void run_on_device(int dev, int n_devices)
 
 int main(void)
 {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-        printf("no CUDA device: skipped\n");
-        return 77;
-    }
+    int n = gpu_devices_or_skip();
     for (int dev = 0; dev < n; dev++)
         run_on_device(dev, n);
     return 0;
