@@ -4,6 +4,7 @@
 # then the CPU benchmarks on that machine's cores. Run from the repository root with .gpu
 # carried; results go to $OUT (default ./gpu-out).
 #   Usage: tests/gpu/device_check.sh [--no-bench | bench/run.sh options]
+#   Exit status: 0 when every GPU test passed, 77 when they were skipped (no GPU), else 1.
 #   (default benchmark: --codec wav,flac --what batches,datapath --threads "1 2 16"
 #   --seconds 3 --repeat 1)
 set -u
@@ -17,7 +18,7 @@ python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2
 b=$root/sharc
 nccl=$(find /opt /usr/local /usr/lib /usr/lib64 -name 'libnccl.so.2' 2>/dev/null | head -n 1)
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
-nvidia-smi -L
+nvidia-smi -L 2>/dev/null || echo "nvidia-smi: not found"
 echo "== NCCL: ${nccl:-not found}"
 export LD_LIBRARY_PATH="$b/lib${nccl:+:$(dirname "$nccl")}"
 export SHARC_GEN="$b/testdata/sharc-gen"
@@ -27,8 +28,11 @@ for t in "$b"/tests/gpu/gpu_*; do
     log=$out/$(basename "$t").log
     NCCL_DEBUG=WARN timeout 240 "$t" >"$log" 2>&1 && rc=0 || rc=$?
     cat "$log"
-    echo "== $(basename "$t"): exit $rc"
-    [ "$rc" = 0 ] || status=1
+    case $rc in
+    0) echo "== $(basename "$t"): passed" ;;
+    77) echo "== $(basename "$t"): skipped (no GPU visible)"; [ "$status" = 1 ] || status=77 ;;
+    *) echo "== $(basename "$t"): FAILED (exit $rc)"; status=1 ;;
+    esac
 done
 [ "${1:-}" = --no-bench ] && exit $status
 echo "== CPU benchmarks on this machine's cores"
