@@ -1,0 +1,144 @@
+#!/bin/sh
+# cli_pack: `sharc pack` writes Lhotse Shar and NeMo tarred shards from manifests of loose WAV,
+# FLAC and Ogg files: every cut comes back from `sharc read` with its id, text, speaker,
+# language, duration and the source's samples; the members are the files byte for byte;
+# shards split at --cuts-per-shard; every error names the manifest line and file, exits 1 and
+# leaves nothing behind. With SHARC_LHOTSE_PYTHON (or the build's lhotse-venv), Lhotse's
+# CutSet.from_shar loads the output with the same ids, durations, texts and samples.
+. "$(dirname "$0")/lib.sh"
+
+pc=$(dirname "$0")/packcheck.py
+py=$PYTHON
+if ! "$py" -c 'import soundfile, numpy' 2>/dev/null; then
+    if /usr/bin/python3 -c 'import soundfile, numpy' 2>/dev/null; then
+        py=/usr/bin/python3
+    else
+        echo "python3-soundfile and numpy are not installed; skipping"
+        exit 77
+    fi
+fi
+pcheck() {
+    "$py" "$pc" "$@"
+}
+
+src=$tmp/src
+pcheck make "$src"
+m1=$src/a/m1.jsonl
+m2=$src/b/m2.jsonl
+exp=$src/expected.json
+
+# Shar, 7 cuts at 3 per shard: 3 shards of 3, 3 and 1 cuts, plain, gzip'd and zstd'd tars.
+for z in none gzip zstd; do
+    sfx=
+    [ "$z" = gzip ] && sfx=.gz
+    [ "$z" = zstd ] && sfx=.zst
+    out=$tmp/shar-$z
+    expect_rc 0 "$SHARC" pack --manifest "$m1" --manifest "$m2" --out "$out" \
+        --cuts-per-shard 3 --compress "$z" --json
+    [ "$(pcheck summary "$tmp/out" "$out" "$exp" 3)" = shar ] || fail "summary layout"
+    pcheck shar "$out" "$exp" 3 "$sfx"
+    expect_rc 0 "$SHARC" read --cuts --json --no-shuffle-shards "$out"
+    pcheck read "$tmp/out" "$exp" shar 3 "$sfx"
+    expect_rc 0 "$SHARC" validate --json "$out"
+    pcheck validate "$tmp/out" "$exp"
+done
+
+# The default: 1000 cuts per shard (one shard), the summary line on stdout.
+expect_rc 0 "$SHARC" pack --manifest "$m1" --manifest "$m2" --out "$tmp/one"
+expect_in "$tmp/out" "-- packed 7 cuts (6.9s of audio) into 1 shar shard in $tmp/one"
+pcheck shar "$tmp/one" "$exp" 1000
+expect_rc 0 "$SHARC" pack --manifest "$m1" --manifest "$m2" --out "$tmp/quiet" --quiet
+[ ! -s "$tmp/out" ] || fail "--quiet printed $(cat "$tmp/out")"
+# An existing empty folder is fine.
+mkdir "$tmp/empty"
+expect_rc 0 "$SHARC" pack --manifest "$m1" --manifest "$m2" --out "$tmp/empty" --cuts-per-shard 7
+pcheck shar "$tmp/empty" "$exp" 7
+
+# NeMo tarred audio, 2 per shard: 4 shards.
+for z in none zstd; do
+    sfx=
+    [ "$z" = zstd ] && sfx=.zst
+    out=$tmp/nemo-$z
+    expect_rc 0 "$SHARC" pack --manifest "$m1" --manifest "$m2" --out "$out" --layout nemo \
+        --cuts-per-shard 2 --compress "$z" --json
+    [ "$(pcheck summary "$tmp/out" "$out" "$exp" 4)" = nemo ] || fail "summary layout"
+    pcheck nemo "$out" "$exp" 2 "$sfx"
+    expect_rc 0 "$SHARC" read --cuts --json --no-shuffle-shards "$out"
+    pcheck read "$tmp/out" "$exp" nemo 2 "$sfx"
+    expect_rc 0 "$SHARC" validate --json "$out"
+    pcheck validate "$tmp/out" "$exp"
+done
+
+# Lhotse reads what pack wrote (plain and gzip'd tars).
+lp=${SHARC_LHOTSE_PYTHON:-${SHARC_LHOTSE_VENV:-/nonexistent}/bin/python}
+if [ -x "$lp" ] && "$lp" -c 'import lhotse' 2>/dev/null; then
+    "$lp" "$pc" lhotse "$tmp/shar-none" "$exp"
+    "$lp" "$pc" lhotse "$tmp/shar-gzip" "$exp"
+else
+    echo "no Lhotse (set SHARC_LHOTSE_PYTHON); the Lhotse check is skipped"
+fi
+
+# Errors: exit 1, one line naming the manifest, line and file, and no output folder left.
+e=$tmp/err-case
+mkdir "$e"
+cp "$src/a/wav/one.wav" "$e/a.wav"
+printf 'RIFF but not audio' >"$e/bad.wav"
+pack_fails() { # MANIFEST-CONTENT EXPECTED-STDERR
+    printf '%s\n' "$1" >"$e/m.jsonl"
+    expect_rc 1 "$SHARC" pack --manifest "$e/m.jsonl" --out "$e/out"
+    [ "$(cat "$tmp/err")" = "sharc pack: $2" ] || fail "stderr '$(cat "$tmp/err")', expected 'sharc pack: $2'"
+    [ ! -e "$e/out" ] || fail "a failed pack left $e/out"
+}
+pack_fails '{"audio_filepath": "a.wav"}
+{"audio_filepath": "missing.wav"}' \
+    "$e/m.jsonl:2: $e/missing.wav: cannot open: No such file or directory"
+pack_fails '{"audio_filepath": "a.wav"}
+
+{"audio_filepath": "bad.wav", "text": "x"}' \
+    "$e/m.jsonl:3: $e/bad.wav: not audio libsndfile can read: Format not recognised."
+pack_fails '{"audio_filepath": "a.wav"' "$e/m.jsonl:1: not valid JSON"
+pack_fails '["a.wav"]' "$e/m.jsonl:1: not a JSON object"
+pack_fails '{"text": "no file"}' "$e/m.jsonl:1: no \"audio_filepath\""
+pack_fails '{"audio_filepath": 3}' "$e/m.jsonl:1: \"audio_filepath\" is not a string"
+pack_fails '{"audio_filepath": "a.wav", "text": 5}' "$e/m.jsonl:1: a.wav: \"text\" is not a string"
+pack_fails '{"audio_filepath": "a.wav", "duration": 0.65}' \
+    "$e/m.jsonl:1: $e/a.wav: the manifest's duration 0.65 s differs from the audio's 0.5 s by more than 0.1 s"
+pack_fails '{"audio_filepath": "a.wav", "duration": "long"}' \
+    "$e/m.jsonl:1: a.wav: \"duration\" is not a number of seconds"
+pack_fails '{"audio_filepath": "a.wav", "offset": 0.25, "duration": 0.25}' \
+    "$e/m.jsonl:1: a.wav: \"offset\" other than 0 is not supported: sharc pack packs whole files"
+pack_fails '{"audio_filepath": "a.wav"}
+{"audio_filepath": "a.wav", "id": "b"}
+{"audio_filepath": "bad.wav", "id": "a"}' \
+    "$e/m.jsonl:3: duplicate id 'a': already used at $e/m.jsonl:1"
+pack_fails '' "the manifests list no audio files"
+
+# A duplicate across manifests names both; --json ends with {"error"}.
+printf '{"audio_filepath": "%s"}\n' "$e/a.wav" >"$e/m2.jsonl"
+printf '{"audio_filepath": "a.wav"}\n' >"$e/m.jsonl"
+expect_rc 1 "$SHARC" pack --manifest "$e/m.jsonl" --manifest "$e/m2.jsonl" --out "$e/out" --json
+expect_in "$tmp/err" "sharc pack: $e/m2.jsonl:1: duplicate id 'a': already used at $e/m.jsonl:1"
+expect_in "$tmp/out" "{\"error\":\"$e/m2.jsonl:1: duplicate id 'a': already used at $e/m.jsonl:1\"}"
+expect_rc 1 "$SHARC" pack --manifest "$e/missing.jsonl" --out "$e/out"
+expect_in "$tmp/err" "sharc pack: cannot open the manifest $e/missing.jsonl: No such file or directory"
+
+# A folder that is not empty is refused and left as it was.
+expect_rc 1 "$SHARC" pack --manifest "$m1" --out "$tmp/one"
+expect_in "$tmp/err" "sharc pack: $tmp/one is not empty; pack writes only into an empty or new folder"
+pcheck shar "$tmp/one" "$exp" 1000
+
+# Usage errors exit 2.
+expect_rc 2 "$SHARC" pack --out "$e/out"
+expect_in "$tmp/err" "sharc pack: no --manifest given"
+expect_rc 2 "$SHARC" pack --manifest "$m1"
+expect_in "$tmp/err" "sharc pack: no --out DIR given"
+expect_rc 2 "$SHARC" pack --manifest "$m1" --out "$e/out" --layout wds
+expect_in "$tmp/err" "sharc pack: --layout wants shar or nemo, not 'wds'"
+expect_rc 2 "$SHARC" pack --manifest "$m1" --out "$e/out" --compress xz
+expect_in "$tmp/err" "sharc pack: --compress wants none, gzip or zstd, not 'xz'"
+expect_rc 2 "$SHARC" pack --manifest "$m1" --out "$e/out" --cuts-per-shard 0
+expect_in "$tmp/err" "--cuts-per-shard"
+expect_rc 2 "$SHARC" pack --manifest "$m1" --out "$e/out" extra
+expect_in "$tmp/err" "sharc pack: unexpected operand 'extra'"
+[ ! -e "$e/out" ] || fail "a usage error created $e/out"
+echo "cli_pack: ok"
