@@ -141,4 +141,16 @@ expect_in "$tmp/err" "--cuts-per-shard"
 expect_rc 2 "$SHARC" pack --manifest "$m1" --out "$e/out" extra
 expect_in "$tmp/err" "sharc pack: unexpected operand 'extra'"
 [ ! -e "$e/out" ] || fail "a usage error created $e/out"
+
+# The help names every flag, the exit codes and an example; `sharc help pack` is the same.
+expect_rc 0 "$SHARC" pack --help
+cp "$tmp/out" "$tmp/help"
+for f in --manifest --out --layout --cuts-per-shard --compress --json --quiet --help \
+    audio_filepath offset "Exit status:" "Example:" "  sharc pack --manifest "; do
+    expect_in "$tmp/help" "$f"
+done
+expect_rc 0 "$SHARC" help pack
+cmp -s "$tmp/out" "$tmp/help" || fail "'sharc help pack' differs from 'sharc pack --help'"
+expect_rc 0 "$SHARC" --help
+expect_in "$tmp/out" "  pack "
 echo "cli_pack: ok"
