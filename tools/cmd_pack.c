@@ -990,6 +990,15 @@ static void print_result(const pack_opts *o, int shards, size_t cuts, double sec
     }
 }
 
+/* Whether `id` ends in "-sub" and digits: NeMo pairs a row "x-sub1.wav" with member "x.wav". */
+static int nemo_sub_suffix(const char *id)
+{
+    size_t n = strlen(id), k = n;
+    while (k > 0 && id[k - 1] >= '0' && id[k - 1] <= '9')
+        k--;
+    return k < n && k >= 4 && memcmp(id + k - 4, "-sub", 4) == 0;
+}
+
 /* Read and check every manifest line and every file's header. */
 static int load_entries(const pack_opts *o, pack_list *l)
 {
@@ -1002,6 +1011,13 @@ static int load_entries(const pack_opts *o, pack_list *l)
     }
     if (check_unique_ids(o, l) != 0)
         return -1;
+    for (size_t i = 0; o->layout == PACK_NEMO && i < l->n; i++)
+        if (nemo_sub_suffix(l->v[i].id)) {
+            fail_with("%s:%ld: id '%s' ends in -subN, which NeMo's reader takes for a part of "
+                      "another member: give the line another \"id\"",
+                      o->manifests[l->v[i].manifest], l->v[i].line, l->v[i].id);
+            return -1;
+        }
     for (size_t i = 0; i < l->n; i++)
         if (probe_audio(o, &l->v[i]) != 0)
             return -1;

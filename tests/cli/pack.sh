@@ -113,6 +113,11 @@ pack_fails '{"audio_filepath": "a.wav"}
     "$e/m.jsonl:3: duplicate id 'a': already used at $e/m.jsonl:1"
 pack_fails '' "the manifests list no audio files"
 
+printf '{"audio_filepath": "a.wav", "id": "x-sub12"}\n' >"$e/m.jsonl"
+expect_rc 1 "$SHARC" pack --manifest "$e/m.jsonl" --out "$e/out" --layout nemo
+expect_in "$tmp/err" "sharc pack: $e/m.jsonl:1: id 'x-sub12' ends in -subN"
+[ ! -e "$e/out" ] || fail "a failed pack left $e/out"
+
 # A duplicate across manifests names both; --json ends with {"error"}.
 printf '{"audio_filepath": "%s"}\n' "$e/a.wav" >"$e/m2.jsonl"
 printf '{"audio_filepath": "a.wav"}\n' >"$e/m.jsonl"
