@@ -86,7 +86,8 @@ static void print_help(void)
         "  audio_filepath   required; a relative path is relative to the manifest's folder\n"
         "  duration         optional; more than 0.1 s away from the audio's is an error\n"
         "  id               optional cut id (default: the file name without its extension);\n"
-        "                   ids must be unique across all manifests\n"
+        "                   ids must be unique across all manifests and usable as relative\n"
+        "                   paths (no control characters, leading '/', '.' or '..' parts)\n"
         "  text, speaker, lang (or language)   optional; become the cut's supervision\n"
         "  offset           only 0 is accepted: whole files are packed (no windows)\n"
         "Blank lines are ignored; any other line that is not such an object is an error.\n"
@@ -264,6 +265,23 @@ static char *default_id(const char *audio)
     return strndup(base, n);
 }
 
+/* Why `id` cannot name tar members ("<id>.<ext>", unpacked by tar as a relative path), or
+ * NULL when it can: not absolute, no empty, "." or ".." part (control characters are
+ * refused before, without printing the id). */
+static const char *bad_id(const char *id)
+{
+    if (id[0] == '/')
+        return "it starts with '/'";
+    for (const char *part = id; part;) {
+        const char *slash = strchr(part, '/');
+        size_t n = slash ? (size_t)(slash - part) : strlen(part);
+        if (n == 0 || (n == 1 && part[0] == '.') || (n == 2 && part[0] == '.' && part[1] == '.'))
+            return "a part between its slashes is empty, '.' or '..'";
+        part = slash ? slash + 1 : NULL;
+    }
+    return NULL;
+}
+
 /* One manifest line into `e`. Returns 0, or -1 after a message. */
 static int parse_line(const char *manifest, long line, const char *text, pack_entry *e)
 {
@@ -315,6 +333,18 @@ static int parse_line(const char *manifest, long line, const char *text, pack_en
     if (!e->path || !e->id || (txt && !e->text) || (spk && !e->speaker) ||
         ((lang || language) && !e->lang)) {
         fail_with("%s: out of memory", where);
+        goto done;
+    }
+    for (const unsigned char *c = (const unsigned char *)e->id; *c; c++) {
+        if (*c < 0x20 || *c == 0x7f) {
+            fail_with("%s: the id holds a control character (0x%02x): it cannot name a tar member",
+                      where, *c);
+            goto done;
+        }
+    }
+    const char *why = bad_id(e->id);
+    if (why) {
+        fail_with("%s: id '%s' cannot name a tar member: %s", where, e->id, why);
         goto done;
     }
     rc = 0;

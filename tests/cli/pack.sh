@@ -112,6 +112,12 @@ pack_fails '{"audio_filepath": "a.wav"}
 {"audio_filepath": "bad.wav", "id": "a"}' \
     "$e/m.jsonl:3: duplicate id 'a': already used at $e/m.jsonl:1"
 pack_fails '' "the manifests list no audio files"
+pack_fails '{"audio_filepath": "a.wav", "id": "../up"}' \
+    "$e/m.jsonl:1: a.wav: id '../up' cannot name a tar member: a part between its slashes is empty, '.' or '..'"
+pack_fails '{"audio_filepath": "a.wav", "id": "/abs"}' \
+    "$e/m.jsonl:1: a.wav: id '/abs' cannot name a tar member: it starts with '/'"
+pack_fails '{"audio_filepath": "a.wav", "id": "a\u0001b"}' \
+    "$e/m.jsonl:1: a.wav: the id holds a control character (0x01): it cannot name a tar member"
 
 printf '{"audio_filepath": "a.wav", "id": "x-sub12"}\n' >"$e/m.jsonl"
 expect_rc 1 "$SHARC" pack --manifest "$e/m.jsonl" --out "$e/out" --layout nemo
