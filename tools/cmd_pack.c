@@ -1048,10 +1048,15 @@ static int load_entries(const pack_opts *o, pack_list *l)
                       o->manifests[l->v[i].manifest], l->v[i].line, l->v[i].id);
             return -1;
         }
-    for (size_t i = 0; i < l->n; i++)
-        if (probe_audio(o, &l->v[i]) != 0)
-            return -1;
-    return 0;
+    cli_progress progress; /* reading every file's header can take a while */
+    cli_progress_init(&progress, !o->quiet);
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < l->n; i++) {
+        rc = probe_audio(o, &l->v[i]);
+        cli_progress_update(&progress, (double)(i + 1), (double)l->n, "files checked", 0);
+    }
+    cli_progress_clear(&progress);
+    return rc;
 }
 
 int cmd_pack(int argc, char **argv)
