@@ -155,6 +155,11 @@ size_t sharc_reader_num_shards(const sharc_reader *r)
     return r ? sharc__reader_num_shards(r) : 0;
 }
 
+const char *sharc_reader_shard_path(const sharc_reader *r, size_t i)
+{
+    return r ? sharc__reader_shard_path(r, i) : NULL;
+}
+
 size_t sharc_reader_num_ignored_paths(const sharc_reader *r)
 {
     return r ? sharc__reader_num_ignored(r) : 0;

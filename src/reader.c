@@ -918,6 +918,11 @@ size_t sharc__reader_num_shards(const sharc_reader *r)
     return r->ds.n_shards;
 }
 
+const char *sharc__reader_shard_path(const sharc_reader *r, size_t i)
+{
+    return i < r->ds.n_shards ? r->ds.shards[i].audio_path : NULL;
+}
+
 size_t sharc__reader_num_ignored(const sharc_reader *r)
 {
     return r->ds.n_ignored;

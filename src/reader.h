@@ -14,6 +14,7 @@ int sharc__reader_state_save(sharc_reader *r, void *buf, size_t cap, size_t *siz
 const char *sharc__reader_last_error(const sharc_reader *r);
 void sharc__reader_get_stats(const sharc_reader *r, sharc_reader_stats *out);
 size_t sharc__reader_num_shards(const sharc_reader *r);
+const char *sharc__reader_shard_path(const sharc_reader *r, size_t i);
 size_t sharc__reader_num_ignored(const sharc_reader *r);
 sharc_layout sharc__reader_layout(const sharc_reader *r);
 const double *sharc__reader_bins(const sharc_reader *r, size_t *n);

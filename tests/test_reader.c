@@ -155,10 +155,17 @@ static void read_all_and_check(const char *layout, const char *codec, const char
     int rc;
     size_t n = 0;
     int lossless = strcmp(codec, "flac") == 0 || strcmp(codec, "wav") == 0;
+    ck_assert_uint_eq(sharc_reader_num_shards(r), 3);
     while ((rc = sharc_reader_next(r, &cut)) == 0) {
         check_cut(&c, cut, lossless);
+        /* The shard list the index refers to names the same file. */
+        const char *path = sharc_reader_shard_path(r, cut->shard_index);
+        ck_assert_msg(path && strcmp(path, cut->shard) == 0, "shard %u: %s, cut says %s",
+                      cut->shard_index, path ? path : "NULL", cut->shard);
         n++;
     }
+    ck_assert_ptr_null(sharc_reader_shard_path(r, 3));
+    ck_assert_ptr_null(sharc_reader_shard_path(NULL, 0));
     ck_assert_msg(rc == SHARC_END, "%s: %s", sharc_strerror(rc), sharc_reader_last_error(r));
     ck_assert_uint_eq(n, c.n);
     for (size_t i = 0; i < c.n; i++)

@@ -291,6 +291,14 @@ SHARC_API void sharc_reader_get_stats(const sharc_reader *r, sharc_reader_stats 
 SHARC_API size_t sharc_reader_num_shards(const sharc_reader *r);
 
 /**
+ * The path of shard `i` (0 <= i < sharc_reader_num_shards) in the sorted shard list that
+ * sharc_cut.shard_index refers to: its audio archive (the recording tar of a Shar shard,
+ * audio_N.tar of a NeMo one, the tar of a WebDataset one), as in sharc_cut.shard and in
+ * problem reports. NULL when i is out of range. Owned by the reader.
+ */
+SHARC_API const char *sharc_reader_shard_path(const sharc_reader *r, size_t i);
+
+/**
  * The number of files and subdirectories found under the paths given that are not read:
  * stray files beside the shards, files of another layout, subdirectories, FIFOs. Each was
  * named in a warning when the reader was opened.
