@@ -8,8 +8,10 @@
 #include <archive_entry.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <locale.h>
 #include <math.h>
 #include <sndfile.h>
 #include <stdarg.h>
@@ -49,6 +51,7 @@ typedef struct pack_entry {
     int rate, channels;
     int64_t frames;
     const char *ext;
+    struct stat st; /* the file when its header was checked, to notice a change before the copy */
 } pack_entry;
 
 typedef struct pack_list {
@@ -90,7 +93,10 @@ static void print_help(void)
         "                   paths (no control characters, leading '/', '.' or '..' parts)\n"
         "  text, speaker, lang (or language)   optional; become the cut's supervision\n"
         "  offset           only 0 is accepted: whole files are packed (no windows)\n"
-        "Blank lines are ignored; any other line that is not such an object is an error.\n"
+        "Blank lines are ignored; any other line that is not one such object (UTF-8, no\n"
+        "NUL, each key once, nothing after it) is an error. Files must be regular files;\n"
+        "a WAV cut shorter than its header says, or a file that changes after its check,\n"
+        "is an error.\n"
         "Every line and every file is checked before anything is written.\n"
         "\n"
         "Options:\n"
@@ -282,16 +288,98 @@ static const char *bad_id(const char *id)
     return NULL;
 }
 
-/* One manifest line into `e`. Returns 0, or -1 after a message. */
-static int parse_line(const char *manifest, long line, const char *text, pack_entry *e)
+static int is_blank(const char *s)
+{
+    for (; *s; s++)
+        if (*s != ' ' && *s != '\t' && *s != '\r' && *s != '\n')
+            return 0;
+    return 1;
+}
+
+/* The offset of the first byte of `s` (n bytes) that is not well-formed UTF-8, or n. */
+static size_t utf8_invalid_at(const unsigned char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        unsigned char c = s[i];
+        size_t k = c < 0x80                 ? 1
+                   : c >= 0xC2 && c <= 0xDF ? 2
+                   : c >= 0xE0 && c <= 0xEF ? 3
+                   : c >= 0xF0 && c <= 0xF4 ? 4
+                                            : 0;
+        if (k == 0 || n - i < k)
+            return i;
+        unsigned lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
+        unsigned hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+        if (k > 1 && (s[i + 1] < lo || s[i + 1] > hi))
+            return i;
+        for (size_t j = 2; j < k; j++)
+            if (s[i + j] < 0x80 || s[i + j] > 0xBF)
+                return i;
+        i += k;
+    }
+    return n;
+}
+
+/* Whether a JSON string in `text` holds the escape \u0000, which cJSON would end the string
+ * at (silently cutting the rest of it off). */
+static int has_nul_escape(const char *text)
+{
+    int in_string = 0;
+    for (const char *p = text; *p; p++) {
+        if (*p == '"') {
+            in_string = !in_string;
+        } else if (in_string && *p == '\\') {
+            if (p[1] == 'u' && strncmp(p + 2, "0000", 4) == 0)
+                return 1;
+            if (p[1])
+                p++;
+        }
+    }
+    return 0;
+}
+
+static const char *const known_keys[] = {"audio_filepath", "duration", "text",     "id",
+                                         "speaker",        "lang",     "language", "offset"};
+
+/* One manifest line (`len` bytes) into `e`. Returns 0, or -1 after a message. */
+static int parse_line(const char *manifest, long line, const char *text, size_t len, pack_entry *e)
 {
     char where[1200];
     snprintf(where, sizeof where, "%s:%ld", manifest, line);
-    cJSON *obj = cJSON_Parse(text);
+    cJSON *obj = NULL;
     int rc = -1;
+    size_t bad;
+    if (memchr(text, '\0', len)) {
+        fail_with("%s: the line holds a NUL byte", where);
+        goto done;
+    }
+    if ((bad = utf8_invalid_at((const unsigned char *)text, len)) < len) {
+        fail_with("%s: not valid UTF-8 (byte %zu of the line, 0x%02x)", where, bad + 1,
+                  (unsigned char)text[bad]);
+        goto done;
+    }
+    const char *end = NULL;
+    obj = cJSON_ParseWithOpts(text, &end, 0);
     if (!obj || !cJSON_IsObject(obj)) {
         fail_with("%s: %s", where, obj ? "not a JSON object" : "not valid JSON");
         goto done;
+    }
+    if (!is_blank(end)) {
+        fail_with("%s: more after the JSON object (one object a line)", where);
+        goto done;
+    }
+    if (has_nul_escape(text)) {
+        fail_with("%s: a string holds \"\\u0000\" (NUL), which cannot be kept", where);
+        goto done;
+    }
+    for (size_t k = 0; k < sizeof known_keys / sizeof *known_keys; k++) {
+        int uses = 0;
+        for (const cJSON *c = obj->child; c; c = c->next)
+            uses += c->string && strcmp(c->string, known_keys[k]) == 0;
+        if (uses > 1) {
+            fail_with("%s: \"%s\" is given %d times", where, known_keys[k], uses);
+            goto done;
+        }
     }
     const char *audio, *id, *txt, *spk, *lang, *language;
     if (opt_string(obj, "audio_filepath", where, &audio) != 0)
@@ -353,14 +441,6 @@ done:
     return rc;
 }
 
-static int is_blank(const char *s)
-{
-    for (; *s; s++)
-        if (*s != ' ' && *s != '\t' && *s != '\r' && *s != '\n')
-            return 0;
-    return 1;
-}
-
 static int read_manifest(const pack_opts *o, size_t m, pack_list *l)
 {
     const char *path = o->manifests[m];
@@ -373,9 +453,10 @@ static int read_manifest(const pack_opts *o, size_t m, pack_list *l)
     size_t cap = 0;
     long line = 0;
     int rc = 0;
-    while (rc == 0 && getline(&buf, &cap, f) >= 0) {
+    ssize_t len;
+    while (rc == 0 && (len = getline(&buf, &cap, f)) >= 0) {
         line++;
-        if (is_blank(buf))
+        if ((size_t)len == strlen(buf) && is_blank(buf))
             continue;
         if (l->n == l->cap) {
             size_t ncap = l->cap ? 2 * l->cap : 256;
@@ -391,7 +472,7 @@ static int read_manifest(const pack_opts *o, size_t m, pack_list *l)
         pack_entry *e = &l->v[l->n];
         memset(e, 0, sizeof *e);
         e->manifest = m;
-        rc = parse_line(path, line, buf, e);
+        rc = parse_line(path, line, buf, (size_t)len, e);
         if (rc != 0)
             entry_free(e);
         else
@@ -459,15 +540,50 @@ static const char *format_ext(int format)
     return NULL;
 }
 
+/* Open e's file for reading, as a stream, when it is a regular file: never waits on a FIFO
+ * (O_NONBLOCK) nor reads a device or a folder. NULL after a message; *st gets its status. */
+static FILE *open_audio(const char *man, const pack_entry *e, struct stat *st)
+{
+    int fd = open(e->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, st) != 0) {
+        fail_with("%s:%ld: %s: cannot open: %s", man, e->line, e->path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    if (!S_ISREG(st->st_mode)) {
+        fail_with("%s:%ld: %s: not a regular file (%s)", man, e->line, e->path,
+                  S_ISDIR(st->st_mode)                           ? "a folder"
+                  : S_ISFIFO(st->st_mode)                        ? "a FIFO"
+                  : S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode) ? "a device"
+                                                                 : "a socket or other");
+        close(fd);
+        return NULL;
+    }
+    int flags = fcntl(fd, F_GETFL);
+    FILE *f = flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0 ? NULL : fdopen(fd, "rb");
+    if (!f) {
+        fail_with("%s:%ld: %s: cannot open: %s", man, e->line, e->path, strerror(errno));
+        close(fd);
+    }
+    return f;
+}
+
+/* Whether the file's status `now` is not what it was when its header was checked. */
+static int file_changed(const struct stat *then, const struct stat *now)
+{
+    return then->st_dev != now->st_dev || then->st_ino != now->st_ino ||
+           then->st_size != now->st_size || then->st_mtim.tv_sec != now->st_mtim.tv_sec ||
+           then->st_mtim.tv_nsec != now->st_mtim.tv_nsec;
+}
+
 /* Read the header of e's file and check it against the manifest line. */
 static int probe_audio(const pack_opts *o, pack_entry *e)
 {
     const char *man = o->manifests[e->manifest];
-    FILE *f = fopen(e->path, "rb");
-    if (!f) {
-        fail_with("%s:%ld: %s: cannot open: %s", man, e->line, e->path, strerror(errno));
+    FILE *f = open_audio(man, e, &e->st);
+    if (!f)
         return -1;
-    }
     SF_INFO info = {0};
     SNDFILE *sf = sf_open_fd(fileno(f), SFM_READ, &info, 0);
     if (!sf) {
@@ -476,8 +592,25 @@ static int probe_audio(const pack_opts *o, pack_entry *e)
         fclose(f);
         return -1;
     }
+    /* A WAV whose data chunk claims more bytes than the file holds was cut short: libsndfile
+     * (and so every reader) quietly gives only what is there. Its log says "data : N (should
+     * be M)"; N of 0 or 0xFFFFFFFF is a streamed WAV's unknown length, not a truncation. */
+    static char sf_log[16384];
+    sf_log[0] = 0;
+    sf_command(sf, SFC_GET_LOG_INFO, sf_log, (int)sizeof sf_log);
+    unsigned long long said = 0, held = 0;
+    const char *data = strstr(sf_log, "\ndata : ");
+    int cut_short = (info.format & SF_FORMAT_TYPEMASK) != SF_FORMAT_FLAC && data &&
+                    sscanf(data, "\ndata : %llu (should be %llu)", &said, &held) == 2 &&
+                    said > held && said != 0xFFFFFFFFull;
     sf_close(sf);
     fclose(f);
+    if (cut_short) {
+        fail_with("%s:%ld: %s: truncated: its header says %llu bytes of audio, the file holds "
+                  "%llu",
+                  man, e->line, e->path, said, held);
+        return -1;
+    }
     e->ext = format_ext(info.format);
     if (!e->ext) {
         fail_with("%s:%ld: %s: a format sharc does not read (WAV, FLAC, Ogg Opus/Vorbis and MP3 "
@@ -495,7 +628,9 @@ static int probe_audio(const pack_opts *o, pack_entry *e)
     e->channels = info.channels;
     e->frames = info.frames;
     double d = (double)e->frames / e->rate;
-    if (!isnan(e->manifest_duration) && fabs(e->manifest_duration - d) > PACK_DURATION_TOLERANCE) {
+    /* Exactly the tolerance apart is within it, whatever the rounding of the difference. */
+    if (!isnan(e->manifest_duration) &&
+        fabs(e->manifest_duration - d) > PACK_DURATION_TOLERANCE * (1 + 1e-9)) {
         fail_with("%s:%ld: %s: the manifest's duration %g s differs from the audio's %g s by "
                   "more than %g s",
                   man, e->line, e->path, e->manifest_duration, d, PACK_DURATION_TOLERANCE);
@@ -600,7 +735,7 @@ static int tar_header(pack_writer *w, const char *name, int64_t size)
         fail_with("out of memory");
         return -1;
     }
-    archive_entry_set_pathname_utf8(e, name);
+    archive_entry_set_pathname_utf8(e, name); /* in a UTF-8 LC_CTYPE: see cmd_pack */
     archive_entry_set_filetype(e, AE_IFREG);
     archive_entry_set_perm(e, 0644);
     archive_entry_set_size(e, (la_int64_t)size);
@@ -629,12 +764,14 @@ static int tar_data(pack_writer *w, const char *name, const void *p, size_t n)
 static int tar_add_file(pack_writer *w, const pack_entry *e, const char *name)
 {
     const char *man = w->o->manifests[e->manifest];
-    FILE *f = fopen(e->path, "rb");
     struct stat st;
-    if (!f || fstat(fileno(f), &st) != 0) {
-        fail_with("%s:%ld: %s: cannot open: %s", man, e->line, e->path, strerror(errno));
-        if (f)
-            fclose(f);
+    FILE *f = open_audio(man, e, &st);
+    if (!f)
+        return -1;
+    if (file_changed(&e->st, &st)) {
+        fail_with("%s:%ld: %s: the file changed after its header was checked", man, e->line,
+                  e->path);
+        fclose(f);
         return -1;
     }
     int rc = tar_header(w, name, (int64_t)st.st_size);
@@ -650,6 +787,11 @@ static int tar_add_file(pack_writer *w, const pack_entry *e, const char *name)
         }
         rc = tar_data(w, name, w->copy_buf, got);
         left -= (int64_t)got;
+    }
+    /* A change while it was copied: what the tar holds may not be what was checked. */
+    if (rc == 0 && (fstat(fileno(f), &st) != 0 || file_changed(&e->st, &st))) {
+        fail_with("%s:%ld: %s: the file changed while it was copied", man, e->line, e->path);
+        rc = -1;
     }
     fclose(f);
     return rc;
@@ -898,13 +1040,14 @@ static void remove_output(pack_writer *w, int made_dir)
 {
     for (size_t i = 0; i < w->n_files; i++)
         unlink(w->files[i]);
-    if (made_dir) {
+    if (w->o->layout == PACK_NEMO) { /* made by pack: --out was empty or absent */
         char *sub = path_fmt("%s/sharded_manifests", w->o->out);
         if (sub)
             rmdir(sub);
         free(sub);
-        rmdir(w->o->out);
     }
+    if (made_dir)
+        rmdir(w->o->out);
 }
 
 static int write_all(pack_writer *w, const pack_list *l, double *seconds)
@@ -1029,6 +1172,20 @@ static int nemo_sub_suffix(const char *id)
     return k < n && k >= 4 && memcmp(id + k - 4, "-sub", 4) == 0;
 }
 
+/* Whether an id has a non-ASCII character; with a message naming the first. */
+static int non_ascii_id(const pack_opts *o, const pack_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        for (const unsigned char *c = (const unsigned char *)l->v[i].id; *c; c++)
+            if (*c >= 0x80) {
+                fail_with("%s:%ld: id '%s' is not ASCII, and this system has no C.UTF-8 locale "
+                          "to write it into a tar with",
+                          o->manifests[l->v[i].manifest], l->v[i].line, l->v[i].id);
+                return 1;
+            }
+    return 0;
+}
+
 /* Read and check every manifest line and every file's header. */
 static int load_entries(const pack_opts *o, pack_list *l)
 {
@@ -1071,7 +1228,9 @@ int cmd_pack(int argc, char **argv)
     pack_list l = {0};
     pack_writer w = {.o = &o, .shard = -1};
     int made_dir = 0, reported = 0;
-    if (load_entries(&o, &l) != 0 || prepare_out(&o, &made_dir) != 0)
+    locale_t utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
+    if (load_entries(&o, &l) != 0 || (!utf8 && non_ascii_id(&o, &l)) ||
+        prepare_out(&o, &made_dir) != 0)
         goto done;
     w.copy_buf = malloc(PACK_COPY_CHUNK);
     double seconds = 0;
@@ -1079,7 +1238,15 @@ int cmd_pack(int argc, char **argv)
         fail_with("out of memory");
         goto done;
     }
-    if (write_all(&w, &l, &seconds) != 0) {
+    /* libarchive converts a member name from UTF-8 through the locale's character set, which
+     * in the C locale has no non-ASCII characters (it then fails, in 3.6 with a crash): the
+     * tars are written with a UTF-8 LC_CTYPE for this thread, so that a non-ASCII id is a
+     * UTF-8 pax "path" as Python's tarfile writes it. */
+    locale_t old = utf8 ? uselocale(utf8) : (locale_t)0;
+    int wrote = write_all(&w, &l, &seconds);
+    if (utf8)
+        uselocale(old);
+    if (wrote != 0) {
         remove_output(&w, made_dir);
         fprintf(stderr, "sharc pack: removed the %zu file%s written to %s\n", w.n_files,
                 w.n_files == 1 ? "" : "s", o.out);
@@ -1101,6 +1268,8 @@ done:
         free(w.files[i]);
     free(w.files);
     free(w.copy_buf);
+    if (utf8)
+        freelocale(utf8);
     list_free(&l);
     free(o.manifests);
     return status;

@@ -69,11 +69,69 @@ for z in none zstd; do
     pcheck validate "$tmp/out" "$exp"
 done
 
+# Ids with spaces, dots and non-ASCII characters (which used to crash libarchive in the C
+# locale) come back as they were, from sharc and Lhotse.
+u=$tmp/uni
+mkdir "$u"
+cp "$src/a/wav/one.wav" "$u/a.wav"
+printf '%s\n' '{"audio_filepath": "a.wav", "id": "ünï/cödé", "text": "é"}' \
+    '{"audio_filepath": "a.wav", "id": "a.b.c", "text": null, "speaker": null}' \
+    '{"audio_filepath": "a.wav", "id": "with space"}' >"$u/m.jsonl"
+for l in shar nemo; do
+    expect_rc 0 "$SHARC" pack --manifest "$u/m.jsonl" --out "$u/$l" --layout "$l" --quiet
+    expect_rc 0 "$SHARC" validate "$u/$l"
+    expect_rc 0 "$SHARC" read --cuts --json "$u/$l"
+    expect_in "$tmp/out" '"id":"ünï/cödé'
+    expect_in "$tmp/out" '"text":"é"'
+    expect_in "$tmp/out" '"id":"a.b.c'
+    expect_in "$tmp/out" '"id":"with space'
+done
+
+# A file that changes after its header was checked is not copied with the old metadata:
+# pack fails (or, when the change came only after the copy, packed the file as checked).
+# A failed NeMo pack into an existing empty folder leaves it empty.
+c=$tmp/chg
+mkdir "$c" "$c/out"
+cp "$src/a/wav/one.wav" "$c/a.wav"
+cp "$src/a/wav/one.wav" "$c/last.wav"
+i=0
+while [ $i -lt 300 ]; do
+    printf '{"audio_filepath": "a.wav", "id": "c%d"}\n' $i
+    i=$((i + 1))
+done >"$c/m.jsonl"
+printf '{"audio_filepath": "last.wav"}\n' >>"$c/m.jsonl"
+(
+    while [ ! -e "$c/out/tarred_audio_manifest.json" ]; do :; done
+    head -c 3000 "$src/a/wav/one.wav" >"$c/last.new"
+    mv "$c/last.new" "$c/last.wav"
+) &
+set +e
+"$SHARC" pack --manifest "$c/m.jsonl" --out "$c/out" --layout nemo --cuts-per-shard 1 \
+    --quiet >"$tmp/out" 2>"$tmp/err"
+rc=$?
+set -e
+wait
+if [ $rc -eq 1 ]; then
+    expect_in "$tmp/err" "sharc pack: $c/m.jsonl:301: $c/last.wav: the file changed"
+    [ -z "$(ls -A "$c/out")" ] || fail "a failed pack left $(ls -A "$c/out" | head -3) in $c/out"
+else
+    [ $rc -eq 0 ] || fail "pack exited with $rc: $(cat "$tmp/err")"
+    expect_rc 0 "$SHARC" validate "$c/out"
+    tar -xOf "$c/out/audio_300.tar" last.wav | cmp -s - "$src/a/wav/one.wav" ||
+        fail "pack copied a file that changed after its header was checked"
+fi
+
 # Lhotse reads what pack wrote (plain and gzip'd tars).
 lp=${SHARC_LHOTSE_PYTHON:-${SHARC_LHOTSE_VENV:-/nonexistent}/bin/python}
 if [ -x "$lp" ] && "$lp" -c 'import lhotse' 2>/dev/null; then
     "$lp" "$pc" lhotse "$tmp/shar-none" "$exp"
     "$lp" "$pc" lhotse "$tmp/shar-gzip" "$exp"
+    "$lp" -c 'import sys
+from lhotse import CutSet
+cuts = list(CutSet.from_shar(in_dir=sys.argv[1]))
+ids = [c.id for c in cuts if c.load_audio().shape[1] == c.num_samples]
+assert ids == ["ünï/cödé", "a.b.c", "with space"], ids
+assert cuts[0].supervisions[0].text == "é"' "$u/shar"
 else
     echo "no Lhotse (set SHARC_LHOTSE_PYTHON); the Lhotse check is skipped"
 fi
@@ -118,6 +176,37 @@ pack_fails '{"audio_filepath": "a.wav", "id": "/abs"}' \
     "$e/m.jsonl:1: a.wav: id '/abs' cannot name a tar member: it starts with '/'"
 pack_fails '{"audio_filepath": "a.wav", "id": "a\u0001b"}' \
     "$e/m.jsonl:1: a.wav: the id holds a control character (0x01): it cannot name a tar member"
+# A line is one JSON object of UTF-8 text, its strings whole, each key once: nothing after
+# the object (a second object would be dropped), no NUL (escaped or not: cJSON would cut the
+# string there), no invalid UTF-8 (a non-UTF-8 id used to crash libarchive).
+pack_fails '{"audio_filepath": "a.wav"}{"audio_filepath": "a.wav", "id": "b"}' \
+    "$e/m.jsonl:1: more after the JSON object (one object a line)"
+pack_fails '{"audio_filepath": "a.wav", "text": "a\u0000b"}' \
+    "$e/m.jsonl:1: a string holds \"\\u0000\" (NUL), which cannot be kept"
+pack_fails '{"audio_filepath": "a.wav", "text": "one", "text": "two"}' \
+    "$e/m.jsonl:1: \"text\" is given 2 times"
+pack_fails "$(printf '{"audio_filepath": "a.wav", "id": "x\303"}')" \
+    "$e/m.jsonl:1: not valid UTF-8 (byte 37 of the line, 0xc3)"
+printf '{"audio_filepath": "a.wav"}\000{"audio_filepath": "a.wav", "id": "b"}\n' >"$e/nul.jsonl"
+expect_rc 1 "$SHARC" pack --manifest "$e/nul.jsonl" --out "$e/out"
+expect_in "$tmp/err" "sharc pack: $e/nul.jsonl:1: the line holds a NUL byte"
+# Only regular files: a FIFO used to hang pack, a folder or a device is named as such.
+mkfifo "$e/fifo.wav"
+mkdir "$e/dir.wav"
+printf '{"audio_filepath": "fifo.wav"}\n' >"$e/m.jsonl"
+expect_rc 1 timeout 60 "$SHARC" pack --manifest "$e/m.jsonl" --out "$e/out"
+expect_in "$tmp/err" "sharc pack: $e/m.jsonl:1: $e/fifo.wav: not a regular file (a FIFO)"
+pack_fails '{"audio_filepath": "dir.wav"}' "$e/m.jsonl:1: $e/dir.wav: not a regular file (a folder)"
+pack_fails '{"audio_filepath": "/dev/zero"}' "$e/m.jsonl:1: /dev/zero: not a regular file (a device)"
+# A WAV cut short (its data chunk longer than the file) is refused, not packed shorter.
+head -c 4000 "$e/a.wav" >"$e/cut.wav"
+pack_fails '{"audio_filepath": "cut.wav"}' \
+    "$e/m.jsonl:1: $e/cut.wav: truncated: its header says 16000 bytes of audio, the file holds 3956"
+# A duration exactly 0.1 s away is within the tolerance (1.1 - 1.0 rounds to just above 0.1).
+"$py" -c 'import sys, numpy, soundfile; soundfile.write(sys.argv[1], numpy.zeros(16000), 16000)' \
+    "$e/one_s.wav"
+printf '{"audio_filepath": "one_s.wav", "duration": 1.1}\n' >"$e/m.jsonl"
+expect_rc 0 "$SHARC" pack --manifest "$e/m.jsonl" --out "$e/tol" --quiet
 
 printf '{"audio_filepath": "a.wav", "id": "x-sub12"}\n' >"$e/m.jsonl"
 expect_rc 1 "$SHARC" pack --manifest "$e/m.jsonl" --out "$e/out" --layout nemo
