@@ -3,6 +3,7 @@
  * problem (with shard, member and cut id), including ids duplicated across shards.
  */
 #include <getopt.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
@@ -61,14 +62,16 @@ static void print_help(void)
         "  {\"type\":\"summary\",\"shards\",\"cuts\",\"problems\",\"audio_seconds\",\"layout\",\n"
         "   \"threads\",\"wall_seconds\",\"sampling_rates\":{<Hz>:cuts,...},\"other_rate_cuts\",\n"
         "   \"multichannel_cuts\",\"shards_cut_short\",\"ignored_paths\",\n"
-        "   \"by_code\":{<code>:count,...}}                                    last\n"
+        "   \"empty_shards\":[<path>,...],\"by_code\":{<code>:count,...}}          last\n"
         "peak is the largest absolute decoded sample (float32, full scale 1.0), rms_dbfs is\n"
         "20*log10(RMS) over all samples and channels, null for digital silence. shard, member\n"
         "and cut_id are null when unknown. cuts counts the cuts read completely; sampling_rates\n"
         "counts them by rate (at most 32 rates, the cuts at others are other_rate_cuts) and\n"
         "multichannel_cuts those with more than one channel. The text summary warns when there\n"
         "are several rates (the rows of a batch share one) and when cuts have several channels\n"
-        "(batches hold one: 'sharc read' needs --channel).\n"
+        "(batches hold one: 'sharc read' needs --channel). empty_shards lists the shards that\n"
+        "gave no cut and no problem (a tar with no members, an empty cuts file): a format\n"
+        "allows them, but a writer that stopped early leaves them; the text summary warns.\n"
         "\n"
         "Exit status: 0 no problems, 1 problems found (or the dataset could not be opened),\n"
         "2 usage error.\n"
@@ -195,9 +198,11 @@ typedef struct validator {
     uint64_t shards_cut_short;                 /* shards whose rest was not read after a problem */
     uint64_t by_code[SHARC_PROBLEM_COUNT + 2]; /* + duplicate_id, error */
     str_set ids;
-    str_set open_problems; /* problems reported while opening, once for all workers */
-    char **shard_names;    /* interned shard paths by shard_index */
-    str_set other_shards;  /* interned shard paths without a usable index */
+    str_set open_problems;  /* problems reported while opening, once for all workers */
+    char **shard_names;     /* interned shard paths by shard_index */
+    uint64_t *shard_cuts;   /* cuts read, by shard_index */
+    str_set problem_shards; /* shard paths named by a problem */
+    str_set other_shards;   /* interned shard paths without a usable index */
     int oom;
     cli_progress progress;
 } validator;
@@ -271,6 +276,8 @@ static void emit_problem_locked(validator *v, const char *code, const char *shar
 {
     v->problems++;
     v->by_code[code_index(code)]++;
+    if (shard != NULL)
+        set_insert(&v->problem_shards, shard, NULL, NULL, &v->oom);
     cli_progress_clear(&v->progress);
     if (v->json) {
         FILE *f = stdout;
@@ -434,6 +441,8 @@ static void on_cut(worker *w, sharc_reader *r, const sharc_cut *c)
     pthread_mutex_lock(&v->lock);
     w->shards_opened = rs.shards;
     v->cuts++;
+    if (c->shard_index < v->n_shards)
+        v->shard_cuts[c->shard_index]++;
     v->audio_seconds += c->duration;
     count_rate_locked(v, c->sampling_rate);
     if (c->channels > 1) {
@@ -608,8 +617,35 @@ static int probe_dataset(validator *v, const sharc_reader_settings *base)
     v->n_shards = sharc_reader_num_shards(r);
     v->n_ignored = sharc_reader_num_ignored_paths(r);
     v->layout = sharc_reader_layout(r);
+    v->shard_names = calloc(v->n_shards ? v->n_shards : 1, sizeof *v->shard_names);
+    v->shard_cuts = calloc(v->n_shards ? v->n_shards : 1, sizeof *v->shard_cuts);
+    for (size_t i = 0; v->shard_names && i < v->n_shards; i++)
+        if ((v->shard_names[i] = strdup(sharc_reader_shard_path(r, i))) == NULL)
+            v->oom = 1;
     sharc_reader_close(&r);
+    if (v->shard_names == NULL || v->shard_cuts == NULL || v->oom) {
+        fprintf(stderr, "sharc validate: out of memory\n");
+        return SHARC_ERR(ENOMEM);
+    }
     return 0;
+}
+
+/* A shard that gave no cut and no problem (a tar with no members, an empty cuts file): not
+ * an error in any format, but most likely a writer that stopped early. */
+static int empty_shard(const validator *v, size_t i)
+{
+    if (v->shard_cuts[i] > 0 || v->shard_names[i] == NULL)
+        return 0;
+    const str_set *p = &v->problem_shards;
+    return p->cap == 0 || set_find_slot(p->slots, p->cap, v->shard_names[i])->key == NULL;
+}
+
+static size_t count_empty_shards(const validator *v)
+{
+    size_t n = 0;
+    for (size_t i = 0; v->shard_cuts && i < v->n_shards; i++)
+        n += (size_t)empty_shard(v, i);
+    return n;
 }
 
 static void print_summary(validator *v, double wall)
@@ -636,6 +672,15 @@ static void print_summary(validator *v, double wall)
         printf(",\"multichannel_cuts\":%" PRIu64, v->multichannel_cuts);
         printf(",\"shards_cut_short\":%" PRIu64, v->shards_cut_short);
         printf(",\"ignored_paths\":%zu", v->n_ignored);
+        cli_json_key(f, "empty_shards", 0);
+        fputc('[', f);
+        for (size_t i = 0, k = 0; v->shard_cuts && i < v->n_shards; i++)
+            if (empty_shard(v, i)) {
+                if (k++)
+                    fputc(',', f);
+                cli_json_str(f, v->shard_names[i]);
+            }
+        fputc(']', f);
         cli_json_key(f, "by_code", 0);
         fputc('{', f);
         for (size_t i = 0; i < SHARC_PROBLEM_COUNT + 2; i++) {
@@ -665,6 +710,21 @@ static void print_summary(validator *v, double wall)
                "   another layout's shards, subdirectories); --verbose names them\n",
                v->n_ignored, v->n_ignored == 1 ? "" : "s", v->n_ignored == 1 ? "y" : "ies",
                v->n_ignored == 1 ? "was" : "were");
+    size_t n_empty = count_empty_shards(v);
+    if (n_empty > 0) {
+        printf("-- warning: %zu shard%s gave no cut (and no problem): ", n_empty,
+               n_empty == 1 ? "" : "s");
+        for (size_t i = 0, k = 0; i < v->n_shards; i++) {
+            if (!empty_shard(v, i))
+                continue;
+            if (k++ == 3) {
+                printf(", ...");
+                break;
+            }
+            printf("%s%s", k > 1 ? ", " : "", v->shard_names[i]);
+        }
+        printf("\n   a format allows an empty shard, but a writer that stopped early leaves one\n");
+    }
     if (v->multichannel_cuts > 0)
         printf("-- warning: %" PRIu64 " cuts have more than one channel (up to %d): the rows of a\n"
                "   batch hold one channel, so reading batches needs --channel C (0..%d)\n",
@@ -692,6 +752,8 @@ static void validator_free(validator *v)
     set_free(&v->ids);
     set_free(&v->open_problems);
     set_free(&v->other_shards);
+    set_free(&v->problem_shards);
+    free(v->shard_cuts);
     if (v->shard_names != NULL) {
         for (size_t i = 0; i < v->n_shards; i++)
             free(v->shard_names[i]);
@@ -751,8 +813,7 @@ int cmd_validate(int argc, char **argv)
     if (v.n_workers < 1)
         v.n_workers = 1;
     v.workers = calloc((size_t)v.n_workers, sizeof *v.workers);
-    v.shard_names = calloc(v.n_shards ? v.n_shards : 1, sizeof *v.shard_names);
-    if (v.workers == NULL || v.shard_names == NULL) {
+    if (v.workers == NULL) {
         fprintf(stderr, "sharc validate: out of memory\n");
         goto done;
     }

@@ -29,6 +29,25 @@ done
 expect_rc 0 "$SHARC" validate --json "$tmp/c/shar"
 [ "$(wc -l <"$tmp/out")" -eq 1 ] || fail "validate --json printed more than a summary"
 expect_in "$tmp/out" '"problems":0'
+expect_in "$tmp/out" '"empty_shards":[]'
+# A shard that gives no cut and no problem (a tar of zero blocks, an empty cuts file) is legal
+# but most likely a writer that stopped early: named in a warning and in empty_shards.
+mkdir "$tmp/empty"
+cp "$tmp/c/wds/"* "$tmp/empty/"
+head -c 10240 /dev/zero >"$tmp/empty/shard-000003.tar.gz"
+mkdir "$tmp/empty-shar"
+cp "$tmp/c/shar/"* "$tmp/empty-shar/"
+: | gzip >"$tmp/empty-shar/cuts.000003.jsonl.gz"
+: | gzip >"$tmp/empty-shar/lang_id.000003.jsonl.gz"
+head -c 10240 /dev/zero | gzip >"$tmp/empty-shar/recording.000003.tar.gz"
+for d in "$tmp/empty/shard-000003.tar.gz" "$tmp/empty-shar/recording.000003.tar.gz"; do
+    expect_rc 0 "$SHARC" validate "$(dirname "$d")"
+    expect_in "$tmp/out" "-- warning: 1 shard gave no cut (and no problem): $d"
+    expect_in "$tmp/out" "-- OK: no problems found"
+    expect_rc 0 "$SHARC" validate --json --threads 2 "$(dirname "$d")"
+    expect_in "$tmp/out" "\"cuts\":12,"
+    expect_in "$tmp/out" "\"empty_shards\":[\"$d\"]"
+done
 expect_rc 0 "$SHARC" validate "$tmp/c/wds"
 expect_in "$tmp/out" "-- OK: no problems found"
 expect_in "$tmp/out" "12 cuts"
