@@ -200,6 +200,18 @@ void cli_report_error(const char *cmd, const char *prefix, const char *text);
  */
 const char *cli_error_text(char *buf, size_t n, int rc, const char *why);
 
+/*
+ * Why a command failed, kept for the {"error": ...} object its --json output ends with (one
+ * command runs per process). cli_fail() keeps "<text>" and prints "sharc CMD: <text>" on
+ * stderr; cli_failure_buf() is the buffer itself, for text written there directly (not
+ * printed); cli_print_json_failure() prints {"error": <the text, or that stderr says why>}
+ * and, when `extra` is given, calls it to add fields before the closing brace.
+ */
+#define CLI_FAILURE_BYTES 2048
+void cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+char *cli_failure_buf(void);
+void cli_print_json_failure(FILE *f, void (*extra)(FILE *f, const void *arg), const void *arg);
+
 /** "cannot open the WHAT: <why>", as cli_print_open_failure() prints it after a failed open. */
 const char *cli_open_failure_text(char *buf, size_t n, const char *what, int rc);
 

@@ -607,6 +607,33 @@ const char *cli_error_text(char *buf, size_t n, int rc, const char *why)
     return buf;
 }
 
+static char failure[CLI_FAILURE_BYTES];
+
+void cli_fail(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(failure, sizeof failure, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "sharc %s: %s\n", cmd, failure);
+}
+
+char *cli_failure_buf(void)
+{
+    return failure;
+}
+
+void cli_print_json_failure(FILE *f, void (*extra)(FILE *f, const void *arg), const void *arg)
+{
+    fputc('{', f);
+    cli_json_key(f, "error", 1);
+    cli_json_str(f, failure[0] ? failure : "the run failed (see stderr)");
+    if (extra)
+        extra(f, arg);
+    fputs("}\n", f);
+    fflush(f);
+}
+
 const char *cli_open_failure_text(char *buf, size_t n, const char *what, int rc)
 {
     char why[1024], text[1200];

@@ -50,17 +50,13 @@ typedef struct bench_opts {
     cli_dist dist;     /* --transport, --mesh: batches come from a sharc_loader */
 } bench_opts;
 
-/* Why the run failed, for the --json object that ends it; printed to stderr when set. */
-static char bench_error[1400];
+/* Every failure is recorded for the {"error"} object --json ends with (cli_fail). */
+#define fail_with(...) cli_fail(cmd, __VA_ARGS__)
 
-static void fail_with(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail_with(const char *fmt, ...)
+/* The transport and mesh fields of the {"error"} object (cli_print_json_failure). */
+static void dist_json(FILE *f, const void *dist)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(bench_error, sizeof bench_error, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "sharc bench: %s\n", bench_error);
+    cli_dist_json(f, dist, NULL);
 }
 
 /* One measured run of the loader or of the floor. */
@@ -665,7 +661,7 @@ static int take_one(sharc_reader *r, sharc_loader *l, const bench_opts *o, doubl
         return 0;
     if (rc < 0) {
         const char *why = l != NULL ? sharc_loader_last_error(l) : sharc_reader_last_error(r);
-        snprintf(bench_error, sizeof bench_error, "read error: %s",
+        snprintf(cli_failure_buf(), CLI_FAILURE_BYTES, "read error: %s",
                  why[0] ? why : sharc_strerror(rc));
         cli_report_error("bench", "read error: ", why[0] ? why : sharc_strerror(rc));
         return -1;
@@ -677,7 +673,7 @@ static int open_reader(const sharc_reader_settings *s, sharc_reader **r)
 {
     int rc = cli_open_reader("bench", s, r);
     if (rc < 0)
-        cli_open_failure_text(bench_error, sizeof bench_error, "dataset", rc);
+        cli_open_failure_text(cli_failure_buf(), CLI_FAILURE_BYTES, "dataset", rc);
     return rc < 0 ? -1 : 0;
 }
 
@@ -694,7 +690,7 @@ static int open_loader(const sharc_reader_settings *s, const bench_opts *o, shar
     cli_dist_apply(&o->dist, &ls);
     int rc = cli_open_loader("bench", &ls, l);
     if (rc < 0)
-        cli_open_failure_text(bench_error, sizeof bench_error, "loader", rc);
+        cli_open_failure_text(cli_failure_buf(), CLI_FAILURE_BYTES, "loader", rc);
     if (rc == 0 && sharc_loader_is_source(*l) && sharc_loader_reader(*l) == NULL) {
         sharc_batch *b = NULL;
         rc = sharc_loader_next(*l, &b);
@@ -1091,16 +1087,8 @@ int cmd_bench(int argc, char **argv)
         print_text(&rp);
     status = cli_finish_output(cmd, CLI_EXIT_OK);
 done:
-    if (status == CLI_EXIT_FAIL && o.json &&
-        !reported) { /* the one object scripts wait for, with why */
-        FILE *f = stdout;
-        fputc('{', f);
-        cli_json_key(f, "error", 1);
-        cli_json_str(f, bench_error[0] ? bench_error : "the run failed (see stderr)");
-        cli_dist_json(f, &o.dist, NULL);
-        fputs("}\n", f);
-        fflush(f);
-    }
+    if (status == CLI_EXIT_FAIL && o.json && !reported) /* the one object scripts wait for */
+        cli_print_json_failure(stdout, dist_json, &o.dist);
     free(runs);
     free(floors);
     bench_floor_free_shards(shards, n_shards);

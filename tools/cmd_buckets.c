@@ -140,18 +140,8 @@ static int parse_args(int argc, char **argv, sharc_reader_settings *s, buckets_o
     return status;
 }
 
-/* Why the command failed, for the JSON object that --json ends with; "" while it has not. */
-static char buckets_error[1400];
-
-static void fail_with(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail_with(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buckets_error, sizeof buckets_error, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "sharc buckets: %s\n", buckets_error);
-}
+/* Every failure is recorded for the {"error"} object --json ends with (cli_fail). */
+#define fail_with(...) cli_fail("buckets", __VA_ARGS__)
 
 /* Durations of the cuts kept by the filters, in sorted shard order. Returns 0, or 1 after
  * saying why (a read error or out of memory). */
@@ -187,8 +177,8 @@ static int collect(sharc_reader *r, const buckets_opts *o, double **out, size_t 
         return 1;
     }
     if (rc < 0) {
-        snprintf(buckets_error, sizeof buckets_error, "%s", sharc_reader_last_error(r));
-        cli_report_error("buckets", "", buckets_error);
+        snprintf(cli_failure_buf(), CLI_FAILURE_BYTES, "%s", sharc_reader_last_error(r));
+        cli_report_error("buckets", "", cli_failure_buf());
         free(d);
         return 1;
     }
@@ -321,7 +311,7 @@ int cmd_buckets(int argc, char **argv)
     int reported = 0;
     int rc = cli_open_reader("buckets", &s, &r);
     if (rc < 0) {
-        cli_open_failure_text(buckets_error, sizeof buckets_error, "dataset", rc);
+        cli_open_failure_text(cli_failure_buf(), CLI_FAILURE_BYTES, "dataset", rc);
         goto done;
     }
     rc = collect(r, &o, &d, &n, &ignored);
@@ -360,14 +350,8 @@ int cmd_buckets(int argc, char **argv)
     reported = 1; /* a failure after this is only stdout's */
     status = cli_finish_output(cmd, CLI_EXIT_OK);
 done:
-    if (status == CLI_EXIT_FAIL && o.json &&
-        !reported) { /* the one object scripts wait for, with why */
-        fputc('{', stdout);
-        cli_json_key(stdout, "error", 1);
-        cli_json_str(stdout, buckets_error[0] ? buckets_error : "the run failed (see stderr)");
-        fputs("}\n", stdout);
-        fflush(stdout);
-    }
+    if (status == CLI_EXIT_FAIL && o.json && !reported) /* the one object scripts wait for */
+        cli_print_json_failure(stdout, NULL, NULL);
     free(bins);
     free(b);
     free(d);

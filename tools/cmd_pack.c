@@ -59,18 +59,8 @@ typedef struct pack_list {
     size_t n, cap;
 } pack_list;
 
-/* Why the command failed, for the JSON object that --json ends with; "" while it has not. */
-static char pack_error[2048];
-
-static void fail_with(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail_with(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(pack_error, sizeof pack_error, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "sharc pack: %s\n", pack_error);
-}
+/* Every failure is recorded for the {"error"} object --json ends with (cli_fail). */
+#define fail_with(...) cli_fail(cmd, __VA_ARGS__)
 
 static void print_help(void)
 {
@@ -1257,13 +1247,8 @@ int cmd_pack(int argc, char **argv)
     reported = 1;
     status = cli_finish_output(cmd, CLI_EXIT_OK);
 done:
-    if (status == CLI_EXIT_FAIL && o.json && !reported) {
-        fputc('{', stdout);
-        cli_json_key(stdout, "error", 1);
-        cli_json_str(stdout, pack_error[0] ? pack_error : "the run failed (see stderr)");
-        fputs("}\n", stdout);
-        fflush(stdout);
-    }
+    if (status == CLI_EXIT_FAIL && o.json && !reported)
+        cli_print_json_failure(stdout, NULL, NULL);
     for (size_t i = 0; i < w.n_files; i++)
         free(w.files[i]);
     free(w.files);
