@@ -639,7 +639,8 @@ typedef struct pack_writer {
     FILE *all;    /* NeMo: the manifest of all shards */
     char **files; /* every file written, to report its size or remove it on failure */
     size_t n_files, cap_files;
-    int shard; /* the open shard, -1 when none */
+    int shard;       /* the open shard, -1 when none */
+    size_t tar_file; /* the open tar: its index in files */
     unsigned char *copy_buf;
 } pack_writer;
 
@@ -682,6 +683,12 @@ static const char *last_file(const pack_writer *w)
     return w->files[w->n_files - 1];
 }
 
+/* The open tar's path: not last_file() once the shard's cuts file or manifest is noted. */
+static const char *tar_file(const pack_writer *w)
+{
+    return w->files[w->tar_file];
+}
+
 static const char *const tar_suffix[] = {"", ".gz", ".zst"};
 
 static int tar_begin(pack_writer *w, const char *name_fmt)
@@ -690,6 +697,7 @@ static int tar_begin(pack_writer *w, const char *name_fmt)
     char *path = path_fmt(name_fmt, o->out, w->shard, tar_suffix[o->compress]);
     if (note_file(w, path) != 0)
         return -1;
+    w->tar_file = w->n_files - 1;
     /* A plain tar ends padded to tarfile's 10240-byte records, as Lhotse's are; a compressed
      * stream is not padded after its end (zstd refuses trailing zeros). */
     struct archive *a = archive_write_new();
@@ -733,7 +741,7 @@ static int tar_header(pack_writer *w, const char *name, int64_t size)
     int rc = archive_write_header(w->tar, e) == ARCHIVE_OK ? 0 : -1;
     archive_entry_free(e);
     if (rc)
-        fail_with("cannot write %s: member %s: %s", last_file(w), name,
+        fail_with("cannot write %s: member %s: %s", tar_file(w), name,
                   archive_error_string(w->tar));
     return rc;
 }
@@ -741,7 +749,7 @@ static int tar_header(pack_writer *w, const char *name, int64_t size)
 static int tar_data(pack_writer *w, const char *name, const void *p, size_t n)
 {
     if (n && archive_write_data(w->tar, p, n) != (la_ssize_t)n) {
-        fail_with("cannot write %s: member %s: %s", last_file(w), name,
+        fail_with("cannot write %s: member %s: %s", tar_file(w), name,
                   archive_error_string(w->tar));
         return -1;
     }
@@ -949,7 +957,7 @@ static int shard_end(pack_writer *w, int ok)
     int rc = 0;
     if (w->tar) {
         if (ok && archive_write_close(w->tar) != ARCHIVE_OK) {
-            fail_with("cannot write the shard's tar: %s", archive_error_string(w->tar));
+            fail_with("cannot write %s: %s", tar_file(w), archive_error_string(w->tar));
             rc = -1;
         }
         archive_write_free(w->tar);

@@ -222,6 +222,24 @@ expect_in "$tmp/out" "{\"error\":\"$e/m2.jsonl:1: duplicate id 'a': already used
 expect_rc 1 "$SHARC" pack --manifest "$e/missing.jsonl" --out "$e/out"
 expect_in "$tmp/err" "sharc pack: cannot open the manifest $e/missing.jsonl: No such file or directory"
 
+# A write error (the file size limit: 20 KiB) names the tar being written, not the shard's
+# cuts file or manifest noted after it, and leaves nothing behind.
+for l in shar nemo; do
+    tar0=$e/out/recording.000000.tar
+    [ "$l" = nemo ] && tar0=$e/out/audio_0.tar
+    set +e
+    (
+        trap '' XFSZ
+        ulimit -f 40
+        exec "$SHARC" pack --manifest "$m1" --out "$e/out" --layout "$l" --quiet
+    ) >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    set -e
+    [ $rc -eq 1 ] || fail "pack under a 20 KiB file size limit exited with $rc"
+    expect_in "$tmp/err" "sharc pack: cannot write $tar0: "
+    [ ! -e "$e/out" ] || fail "a failed pack left $e/out"
+done
+
 # A folder that is not empty is refused and left as it was.
 expect_rc 1 "$SHARC" pack --manifest "$m1" --out "$tmp/one"
 expect_in "$tmp/err" "sharc pack: $tmp/one is not empty; pack writes only into an empty or new folder"
