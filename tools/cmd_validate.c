@@ -630,14 +630,63 @@ static int probe_dataset(validator *v, const sharc_reader_settings *base)
     return 0;
 }
 
+/* The folder (without a NeMo "/sharded_manifests") and the number of a Shar or NeMo shard
+ * file: "d/cuts.000001.jsonl.gz", "d/recording.000001.tar" and "d/lang_id.000001.jsonl.gz"
+ * give ("d", 1), as do "d/audio_1.tar" and "d/sharded_manifests/manifest_1.json". 0 when
+ * the file name holds no number. */
+static int shard_key(const char *path, size_t *dir_len, unsigned long long *num)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    size_t n = slash ? (size_t)(slash - path) : 0;
+    static const char sub[] = "sharded_manifests";
+    size_t k = sizeof sub - 1;
+    if (n >= k && memcmp(path + n - k, sub, k) == 0 && (n == k || path[n - k - 1] == '/'))
+        n = n > k ? n - k - 1 : 0;
+    const char *end = base + strlen(base);
+    while (end > base && (end[-1] < '0' || end[-1] > '9'))
+        end--;
+    if (end == base)
+        return 0;
+    const char *start = end;
+    while (start > base && start[-1] >= '0' && start[-1] <= '9')
+        start--;
+    *num = strtoull(start, NULL, 10);
+    *dir_len = n;
+    return 1;
+}
+
+/* Whether a problem named shard i: its audio archive, or (Shar, NeMo) another file of the
+ * shard, such as its cuts file or manifest, which problems found there name instead. */
+static int shard_had_problem(const validator *v, size_t i)
+{
+    const str_set *p = &v->problem_shards;
+    const char *name = v->shard_names[i];
+    if (p->cap == 0)
+        return 0;
+    if (set_find_slot(p->slots, p->cap, name)->key != NULL)
+        return 1;
+    size_t dir_len, pdir_len;
+    unsigned long long num, pnum;
+    if ((v->layout != SHARC_LAYOUT_SHAR && v->layout != SHARC_LAYOUT_NEMO) ||
+        !shard_key(name, &dir_len, &num))
+        return 0;
+    for (size_t k = 0; k < p->cap; k++) {
+        const char *key = p->slots[k].key;
+        if (key != NULL && shard_key(key, &pdir_len, &pnum) && pnum == num && pdir_len == dir_len &&
+            memcmp(key, name, dir_len) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 /* A shard that gave no cut and no problem (a tar with no members, an empty cuts file): not
  * an error in any format, but most likely a writer that stopped early. */
 static int empty_shard(const validator *v, size_t i)
 {
     if (v->shard_cuts[i] > 0 || v->shard_names[i] == NULL)
         return 0;
-    const str_set *p = &v->problem_shards;
-    return p->cap == 0 || set_find_slot(p->slots, p->cap, v->shard_names[i])->key == NULL;
+    return !shard_had_problem(v, i);
 }
 
 static size_t count_empty_shards(const validator *v)

@@ -48,6 +48,20 @@ for d in "$tmp/empty/shard-000003.tar.gz" "$tmp/empty-shar/recording.000003.tar.
     expect_in "$tmp/out" "\"cuts\":12,"
     expect_in "$tmp/out" "\"empty_shards\":[\"$d\"]"
 done
+# A shard with no cut whose problem names its cuts file or manifest (not its tar) had a
+# problem: it is not listed as empty.
+mkdir "$tmp/bad-shar" "$tmp/bad-nemo"
+cp "$tmp/c/shar/"* "$tmp/bad-shar/"
+echo garbage | gzip >"$tmp/bad-shar/cuts.000001.jsonl.gz"
+head -c 10240 /dev/zero | gzip >"$tmp/bad-shar/recording.000001.tar.gz"
+cp -r "$tmp/c/nemo/"* "$tmp/bad-nemo/"
+echo garbage >"$tmp/bad-nemo/sharded_manifests/manifest_1.json"
+head -c 10240 /dev/zero | gzip >"$tmp/bad-nemo/audio_1.tar.gz"
+for d in "$tmp/bad-shar" "$tmp/bad-nemo"; do
+    expect_rc 1 "$SHARC" validate --json "$d"
+    expect_in "$tmp/out" '"code":"json"'
+    expect_in "$tmp/out" '"empty_shards":[]'
+done
 expect_rc 0 "$SHARC" validate "$tmp/c/wds"
 expect_in "$tmp/out" "-- OK: no problems found"
 expect_in "$tmp/out" "12 cuts"
