@@ -84,9 +84,9 @@ static void print_help(void)
         "  text, speaker, lang (or language)   optional; become the cut's supervision\n"
         "  offset           only 0 is accepted: whole files are packed (no windows)\n"
         "Blank lines are ignored; any other line that is not one such object (UTF-8, no\n"
-        "NUL, each key once, nothing after it) is an error. Files must be regular files;\n"
-        "a WAV cut shorter than its header says, or a file that changes after its check,\n"
-        "is an error.\n"
+        "NUL, each of the keys above once, nothing after it) is an error. Files must be\n"
+        "regular files; a WAV cut shorter than its header says, or a file that changes\n"
+        "after its check, is an error.\n"
         "Every line and every file is checked before anything is written.\n"
         "\n"
         "Options:\n"
@@ -192,6 +192,15 @@ static int parse_args(int argc, char **argv, pack_opts *o)
         return cli_usage_error(cmd, "no --manifest given");
     if (!o->out)
         return cli_usage_error(cmd, "no --out DIR given");
+    for (size_t i = 0; i < o->n_manifests; i++) { /* every line would be a duplicate id */
+        struct stat a, b;
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(o->manifests[i], o->manifests[j]) == 0 ||
+                (stat(o->manifests[i], &a) == 0 && stat(o->manifests[j], &b) == 0 &&
+                 a.st_dev == b.st_dev && a.st_ino == b.st_ino))
+                return cli_usage_error(cmd, "--manifest %s is given twice (as %s before)",
+                                       o->manifests[i], o->manifests[j]);
+    }
     return -1;
 }
 

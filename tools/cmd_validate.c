@@ -70,8 +70,9 @@ static void print_help(void)
         "multichannel_cuts those with more than one channel. The text summary warns when there\n"
         "are several rates (the rows of a batch share one) and when cuts have several channels\n"
         "(batches hold one: 'sharc read' needs --channel). empty_shards lists the shards that\n"
-        "gave no cut and no problem (a tar with no members, an empty cuts file): a format\n"
-        "allows them, but a writer that stopped early leaves them; the text summary warns.\n"
+        "gave no cut and no problem (a tar with no members, an empty cuts file; none when a\n"
+        "reader stopped early): a format allows them, but a writer that stopped early\n"
+        "leaves them; the text summary warns.\n"
         "\n"
         "Exit status: 0 no problems, 1 problems found (or the dataset could not be opened),\n"
         "2 usage error.\n"
@@ -201,6 +202,7 @@ typedef struct validator {
     str_set open_problems;  /* problems reported while opening, once for all workers */
     char **shard_names;     /* interned shard paths by shard_index */
     uint64_t *shard_cuts;   /* cuts read, by shard_index */
+    int reader_stopped;     /* a worker stopped before its last shard: no shard is "empty" */
     str_set problem_shards; /* shard paths named by a problem */
     str_set other_shards;   /* interned shard paths without a usable index */
     int oom;
@@ -482,6 +484,7 @@ static void report_stop(worker *w, int rc, const char *why, int opening)
         snprintf(msg, sizeof msg, "reader %d of %d stopped: %s", w->rank, v->n_workers, text);
     pthread_mutex_lock(&v->lock);
     emit_problem_locked(v, code_of_error(rc), NULL, NULL, NULL, msg);
+    v->reader_stopped = 1;
     pthread_mutex_unlock(&v->lock);
 }
 
@@ -684,7 +687,7 @@ static int shard_had_problem(const validator *v, size_t i)
  * an error in any format, but most likely a writer that stopped early. */
 static int empty_shard(const validator *v, size_t i)
 {
-    if (v->shard_cuts[i] > 0 || v->shard_names[i] == NULL)
+    if (v->reader_stopped || v->shard_cuts[i] > 0 || v->shard_names[i] == NULL)
         return 0;
     return !shard_had_problem(v, i);
 }

@@ -219,6 +219,9 @@ printf '{"audio_filepath": "a.wav"}\n' >"$e/m.jsonl"
 expect_rc 1 "$SHARC" pack --manifest "$e/m.jsonl" --manifest "$e/m2.jsonl" --out "$e/out" --json
 expect_in "$tmp/err" "sharc pack: $e/m2.jsonl:1: duplicate id 'a': already used at $e/m.jsonl:1"
 expect_in "$tmp/out" "{\"error\":\"$e/m2.jsonl:1: duplicate id 'a': already used at $e/m.jsonl:1\"}"
+expect_rc 2 "$SHARC" pack --manifest "$e/m.jsonl" --manifest "$e/./m.jsonl" --out "$e/out"
+expect_in "$tmp/err" "sharc pack: --manifest $e/./m.jsonl is given twice (as $e/m.jsonl before)"
+[ ! -e "$e/out" ] || fail "a refused pack left $e/out"
 expect_rc 1 "$SHARC" pack --manifest "$e/missing.jsonl" --out "$e/out"
 expect_in "$tmp/err" "sharc pack: cannot open the manifest $e/missing.jsonl: No such file or directory"
 
