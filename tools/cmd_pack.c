@@ -39,7 +39,7 @@ typedef struct pack_opts {
     enum pack_layout layout;
     enum pack_compress compress;
     int cuts_per_shard;
-    int json, quiet;
+    int json, quiet, dry_run;
 } pack_opts;
 
 /* One audio file to pack: what its manifest line says and what its header says. */
@@ -100,6 +100,10 @@ static void print_help(void)
         "                        not .tar.zst; sharc reads all three.\n"
         "  --json                print one JSON object at the end instead of the summary line\n"
         "  --quiet               no progress line and no summary line\n"
+        "  --dry-run             check every line, every file and --out as a real run does,\n"
+        "                        then write nothing: the summary says what would be written\n"
+        "                        (JSON: the same object with \"dry_run\":true, bytes = the\n"
+        "                        audio files' bytes)\n"
         "  -h, --help            show this help\n"
         "\n"
         "A progress line is shown on stderr when it is a terminal. The summary line says\n"
@@ -116,7 +120,16 @@ static void print_help(void)
         "  sharc pack --manifest train.jsonl --out data/nemo --layout nemo --compress zstd\n");
 }
 
-enum { OPT_MANIFEST = 256, OPT_OUT, OPT_LAYOUT, OPT_CUTS, OPT_COMPRESS, OPT_JSON, OPT_QUIET };
+enum {
+    OPT_MANIFEST = 256,
+    OPT_OUT,
+    OPT_LAYOUT,
+    OPT_CUTS,
+    OPT_COMPRESS,
+    OPT_JSON,
+    OPT_QUIET,
+    OPT_DRY_RUN
+};
 
 static const struct option long_opts[] = {
     {"manifest", required_argument, NULL, OPT_MANIFEST},
@@ -126,6 +139,7 @@ static const struct option long_opts[] = {
     {"compress", required_argument, NULL, OPT_COMPRESS},
     {"json", no_argument, NULL, OPT_JSON},
     {"quiet", no_argument, NULL, OPT_QUIET},
+    {"dry-run", no_argument, NULL, OPT_DRY_RUN},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -167,6 +181,9 @@ static int parse_opt(int opt, const char *val, pack_opts *o)
         return 0;
     case OPT_QUIET:
         o->quiet = 1;
+        return 0;
+    case OPT_DRY_RUN:
+        o->dry_run = 1;
         return 0;
     }
     return -1;
@@ -1121,13 +1138,15 @@ static int prepare_out(const pack_opts *o, int *made)
             fail_with("%s is not empty; pack writes only into an empty or new folder", o->out);
             return -1;
         }
+    } else if (o->dry_run) {
+        return 0; /* absent: it would be created */
     } else if (mkdir(o->out, 0777) != 0) {
         fail_with("cannot create %s: %s", o->out, strerror(errno));
         return -1;
     } else {
         *made = 1;
     }
-    if (o->layout == PACK_NEMO) {
+    if (o->layout == PACK_NEMO && !o->dry_run) {
         char *sub = path_fmt("%s/sharded_manifests", o->out);
         int rc = sub && mkdir(sub, 0777) == 0 ? 0 : -1;
         if (rc)
@@ -1161,7 +1180,13 @@ static void print_result(const pack_opts *o, int shards, size_t cuts, double sec
         printf(",\"shards\":%d,\"cuts\":%zu", shards, cuts);
         cli_json_key(stdout, "audio_seconds", 0);
         cli_json_num(stdout, seconds);
-        printf(",\"bytes\":%" PRIu64 "}\n", bytes);
+        printf(",\"bytes\":%" PRIu64 "%s}\n", bytes, o->dry_run ? ",\"dry_run\":true" : "");
+    } else if (!o->quiet && o->dry_run) {
+        char dur[32], size[32];
+        printf("-- checked %zu cuts (%s of audio): pack would write %d %s shard%s in %s, with\n"
+               "   %sB of audio files; nothing was written (--dry-run)\n",
+               cuts, cli_fmt_duration(dur, sizeof dur, seconds), shards, layout,
+               shards == 1 ? "" : "s", o->out, cli_fmt_count(size, sizeof size, (double)bytes));
     } else if (!o->quiet) {
         char dur[32], size[32];
         printf("-- packed %zu cuts (%s of audio) into %d %s shard%s in %s, %sB written\n", cuts,
@@ -1239,6 +1264,19 @@ int cmd_pack(int argc, char **argv)
     if (load_entries(&o, &l) != 0 || (!utf8 && non_ascii_id(&o, &l)) ||
         prepare_out(&o, &made_dir) != 0)
         goto done;
+    int shards = (int)((l.n + (size_t)o.cuts_per_shard - 1) / (size_t)o.cuts_per_shard);
+    if (o.dry_run) {
+        double seconds = 0;
+        uint64_t bytes = 0;
+        for (size_t i = 0; i < l.n; i++) {
+            seconds += entry_duration(&l.v[i]);
+            bytes += (uint64_t)l.v[i].st.st_size;
+        }
+        print_result(&o, shards, l.n, seconds, bytes);
+        reported = 1;
+        status = cli_finish_output(cmd, CLI_EXIT_OK);
+        goto done;
+    }
     w.copy_buf = malloc(PACK_COPY_CHUNK);
     double seconds = 0;
     if (!w.copy_buf) {
@@ -1259,7 +1297,6 @@ int cmd_pack(int argc, char **argv)
                 w.n_files == 1 ? "" : "s", o.out);
         goto done;
     }
-    int shards = (int)((l.n + (size_t)o.cuts_per_shard - 1) / (size_t)o.cuts_per_shard);
     print_result(&o, shards, l.n, seconds, written_bytes(&w));
     reported = 1;
     status = cli_finish_output(cmd, CLI_EXIT_OK);

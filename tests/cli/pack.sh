@@ -49,6 +49,21 @@ expect_in "$tmp/out" "-- packed 7 cuts (6.9s of audio) into 1 shar shard in $tmp
 pcheck shar "$tmp/one" "$exp" 1000
 expect_rc 0 "$SHARC" pack --manifest "$m1" --manifest "$m2" --out "$tmp/quiet" --quiet
 [ ! -s "$tmp/out" ] || fail "--quiet printed $(cat "$tmp/out")"
+# --dry-run checks everything and writes nothing; its JSON says so, with the audio's bytes.
+expect_rc 0 "$SHARC" pack --manifest "$m1" --manifest "$m2" --out "$tmp/dry" --dry-run \
+    --cuts-per-shard 3
+expect_in "$tmp/out" "-- checked 7 cuts (6.9s of audio): pack would write 3 shar shards in $tmp/dry"
+expect_in "$tmp/out" "nothing was written (--dry-run)"
+[ ! -e "$tmp/dry" ] || fail "--dry-run made $tmp/dry"
+expect_rc 0 "$SHARC" pack --manifest "$m1" --manifest "$m2" --out "$tmp/dry" --dry-run --json \
+    --layout nemo
+audio_bytes=$(cat $(sed -n 's/.*"audio_filepath": *"\([^"]*\)".*/\1/p' "$m1" | sed "s|^\([^/]\)|$src/a/\1|") \
+    $(sed -n 's/.*"audio_filepath": *"\([^"]*\)".*/\1/p' "$m2" | sed "s|^\([^/]\)|$src/b/\1|") | wc -c)
+expect_in "$tmp/out" "\"layout\":\"nemo\",\"shards\":1,\"cuts\":7,"
+expect_in "$tmp/out" "\"bytes\":$audio_bytes,\"dry_run\":true}"
+[ ! -e "$tmp/dry" ] || fail "--dry-run made $tmp/dry"
+expect_rc 1 "$SHARC" pack --manifest "$m1" --out "$tmp/one" --dry-run
+expect_in "$tmp/err" "sharc pack: $tmp/one is not empty"
 # An existing empty folder is fine.
 mkdir "$tmp/empty"
 expect_rc 0 "$SHARC" pack --manifest "$m1" --manifest "$m2" --out "$tmp/empty" --cuts-per-shard 7
