@@ -69,10 +69,10 @@ static void print_help(void)
         "counts them by rate (at most 32 rates, the cuts at others are other_rate_cuts) and\n"
         "multichannel_cuts those with more than one channel. The text summary warns when there\n"
         "are several rates (the rows of a batch share one) and when cuts have several channels\n"
-        "(batches hold one: 'sharc read' needs --channel). empty_shards lists the shards that\n"
-        "gave no cut and no problem (a tar with no members, an empty cuts file; none when a\n"
-        "reader stopped early): a format allows them, but a writer that stopped early\n"
-        "leaves them; the text summary warns.\n"
+        "(batches hold one: 'sharc read' needs --channel). empty_shards lists, when no problem\n"
+        "was found, the shards that gave no cut (a tar with no members, an empty cuts file):\n"
+        "a format allows them, but a writer that stopped early leaves them; the text summary\n"
+        "warns.\n"
         "\n"
         "Exit status: 0 no problems, 1 problems found (or the dataset could not be opened),\n"
         "2 usage error.\n"
@@ -199,12 +199,10 @@ typedef struct validator {
     uint64_t shards_cut_short;                 /* shards whose rest was not read after a problem */
     uint64_t by_code[SHARC_PROBLEM_COUNT + 2]; /* + duplicate_id, error */
     str_set ids;
-    str_set open_problems;  /* problems reported while opening, once for all workers */
-    char **shard_names;     /* interned shard paths by shard_index */
-    uint64_t *shard_cuts;   /* cuts read, by shard_index */
-    int reader_stopped;     /* a worker stopped before its last shard: no shard is "empty" */
-    str_set problem_shards; /* shard paths named by a problem */
-    str_set other_shards;   /* interned shard paths without a usable index */
+    str_set open_problems; /* problems reported while opening, once for all workers */
+    char **shard_names;    /* shard paths by shard_index, from the probe's reader */
+    uint64_t *shard_cuts;  /* cuts read, by shard_index */
+    str_set other_shards;  /* interned shard paths without a usable index */
     int oom;
     cli_progress progress;
 } validator;
@@ -278,8 +276,6 @@ static void emit_problem_locked(validator *v, const char *code, const char *shar
 {
     v->problems++;
     v->by_code[code_index(code)]++;
-    if (shard != NULL)
-        set_insert(&v->problem_shards, shard, NULL, NULL, &v->oom);
     cli_progress_clear(&v->progress);
     if (v->json) {
         FILE *f = stdout;
@@ -333,15 +329,8 @@ static const char *intern_shard_locked(validator *v, const char *shard, uint32_t
 {
     if (shard == NULL)
         return NULL;
-    if (index < v->n_shards && v->shard_names[index] != NULL &&
-        strcmp(v->shard_names[index], shard) == 0)
+    if (index < v->n_shards && strcmp(v->shard_names[index], shard) == 0)
         return v->shard_names[index];
-    if (index < v->n_shards && v->shard_names[index] == NULL) {
-        v->shard_names[index] = strdup(shard);
-        if (v->shard_names[index] == NULL)
-            v->oom = 1;
-        return v->shard_names[index];
-    }
     /* A shard index that names several files (or none): keep one copy per path. */
     const entry *e = set_insert(&v->other_shards, shard, NULL, NULL, &v->oom);
     if (e != NULL)
@@ -484,7 +473,6 @@ static void report_stop(worker *w, int rc, const char *why, int opening)
         snprintf(msg, sizeof msg, "reader %d of %d stopped: %s", w->rank, v->n_workers, text);
     pthread_mutex_lock(&v->lock);
     emit_problem_locked(v, code_of_error(rc), NULL, NULL, NULL, msg);
-    v->reader_stopped = 1;
     pthread_mutex_unlock(&v->lock);
 }
 
@@ -633,63 +621,13 @@ static int probe_dataset(validator *v, const sharc_reader_settings *base)
     return 0;
 }
 
-/* The folder (without a NeMo "/sharded_manifests") and the number of a Shar or NeMo shard
- * file: "d/cuts.000001.jsonl.gz", "d/recording.000001.tar" and "d/lang_id.000001.jsonl.gz"
- * give ("d", 1), as do "d/audio_1.tar" and "d/sharded_manifests/manifest_1.json". 0 when
- * the file name holds no number. */
-static int shard_key(const char *path, size_t *dir_len, unsigned long long *num)
-{
-    const char *slash = strrchr(path, '/');
-    const char *base = slash ? slash + 1 : path;
-    size_t n = slash ? (size_t)(slash - path) : 0;
-    static const char sub[] = "sharded_manifests";
-    size_t k = sizeof sub - 1;
-    if (n >= k && memcmp(path + n - k, sub, k) == 0 && (n == k || path[n - k - 1] == '/'))
-        n = n > k ? n - k - 1 : 0;
-    const char *end = base + strlen(base);
-    while (end > base && (end[-1] < '0' || end[-1] > '9'))
-        end--;
-    if (end == base)
-        return 0;
-    const char *start = end;
-    while (start > base && start[-1] >= '0' && start[-1] <= '9')
-        start--;
-    *num = strtoull(start, NULL, 10);
-    *dir_len = n;
-    return 1;
-}
-
-/* Whether a problem named shard i: its audio archive, or (Shar, NeMo) another file of the
- * shard, such as its cuts file or manifest, which problems found there name instead. */
-static int shard_had_problem(const validator *v, size_t i)
-{
-    const str_set *p = &v->problem_shards;
-    const char *name = v->shard_names[i];
-    if (p->cap == 0)
-        return 0;
-    if (set_find_slot(p->slots, p->cap, name)->key != NULL)
-        return 1;
-    size_t dir_len, pdir_len;
-    unsigned long long num, pnum;
-    if ((v->layout != SHARC_LAYOUT_SHAR && v->layout != SHARC_LAYOUT_NEMO) ||
-        !shard_key(name, &dir_len, &num))
-        return 0;
-    for (size_t k = 0; k < p->cap; k++) {
-        const char *key = p->slots[k].key;
-        if (key != NULL && shard_key(key, &pdir_len, &pnum) && pnum == num && pdir_len == dir_len &&
-            memcmp(key, name, dir_len) == 0)
-            return 1;
-    }
-    return 0;
-}
-
-/* A shard that gave no cut and no problem (a tar with no members, an empty cuts file): not
- * an error in any format, but most likely a writer that stopped early. */
+/* A shard that gave no cut in a run that found no problem (a tar with no members, an empty
+ * cuts file): not an error in any format, but most likely a writer that stopped early. Where
+ * there are problems, a shard without cuts is one of them, or one a stopped reader never
+ * reached, and the problems say more. */
 static int empty_shard(const validator *v, size_t i)
 {
-    if (v->reader_stopped || v->shard_cuts[i] > 0 || v->shard_names[i] == NULL)
-        return 0;
-    return !shard_had_problem(v, i);
+    return v->problems == 0 && v->shard_cuts[i] == 0;
 }
 
 static size_t count_empty_shards(const validator *v)
@@ -804,7 +742,6 @@ static void validator_free(validator *v)
     set_free(&v->ids);
     set_free(&v->open_problems);
     set_free(&v->other_shards);
-    set_free(&v->problem_shards);
     free(v->shard_cuts);
     if (v->shard_names != NULL) {
         for (size_t i = 0; i < v->n_shards; i++)
