@@ -312,30 +312,6 @@ static int is_blank(const char *s)
     return 1;
 }
 
-/* The offset of the first byte of `s` (n bytes) that is not well-formed UTF-8, or n. */
-static size_t utf8_invalid_at(const unsigned char *s, size_t n)
-{
-    for (size_t i = 0; i < n;) {
-        unsigned char c = s[i];
-        size_t k = c < 0x80                 ? 1
-                   : c >= 0xC2 && c <= 0xDF ? 2
-                   : c >= 0xE0 && c <= 0xEF ? 3
-                   : c >= 0xF0 && c <= 0xF4 ? 4
-                                            : 0;
-        if (k == 0 || n - i < k)
-            return i;
-        unsigned lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
-        unsigned hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
-        if (k > 1 && (s[i + 1] < lo || s[i + 1] > hi))
-            return i;
-        for (size_t j = 2; j < k; j++)
-            if (s[i + j] < 0x80 || s[i + j] > 0xBF)
-                return i;
-        i += k;
-    }
-    return n;
-}
-
 /* Whether a JSON string in `text` holds the escape \u0000, which cJSON would end the string
  * at (silently cutting the rest of it off). */
 static int has_nul_escape(const char *text)
@@ -369,7 +345,7 @@ static int parse_line(const char *manifest, long line, const char *text, size_t 
         fail_with("%s: the line holds a NUL byte", where);
         goto done;
     }
-    if ((bad = utf8_invalid_at((const unsigned char *)text, len)) < len) {
+    if ((bad = cli_utf8_invalid_at(text, len)) < len) {
         fail_with("%s: not valid UTF-8 (byte %zu of the line, 0x%02x)", where, bad + 1,
                   (unsigned char)text[bad]);
         goto done;
@@ -1074,13 +1050,12 @@ static void remove_output(pack_writer *w, int made_dir)
         rmdir(w->o->out);
 }
 
-static int write_all(pack_writer *w, const pack_list *l, double *seconds)
+static int write_all(pack_writer *w, const pack_list *l)
 {
     const pack_opts *o = w->o;
     cli_progress progress;
     cli_progress_init(&progress, !o->quiet);
     int rc = 0;
-    *seconds = 0;
     if (o->layout == PACK_NEMO) {
         char *path = path_fmt("%s/tarred_audio_manifest.json", o->out);
         if (note_file(w, path) != 0)
@@ -1101,7 +1076,6 @@ static int write_all(pack_writer *w, const pack_list *l, double *seconds)
         }
         if (rc == 0)
             rc = o->layout == PACK_SHAR ? add_shar(w, &l->v[i]) : add_nemo(w, &l->v[i]);
-        *seconds += entry_duration(&l->v[i]);
         char suffix[64];
         snprintf(suffix, sizeof suffix, "cuts, shard %d", w->shard);
         cli_progress_update(&progress, (double)(i + 1), (double)l->n, suffix, 0);
@@ -1265,20 +1239,19 @@ int cmd_pack(int argc, char **argv)
         prepare_out(&o, &made_dir) != 0)
         goto done;
     int shards = (int)((l.n + (size_t)o.cuts_per_shard - 1) / (size_t)o.cuts_per_shard);
+    double seconds = 0;
+    uint64_t audio_bytes = 0;
+    for (size_t i = 0; i < l.n; i++) {
+        seconds += entry_duration(&l.v[i]);
+        audio_bytes += (uint64_t)l.v[i].st.st_size;
+    }
     if (o.dry_run) {
-        double seconds = 0;
-        uint64_t bytes = 0;
-        for (size_t i = 0; i < l.n; i++) {
-            seconds += entry_duration(&l.v[i]);
-            bytes += (uint64_t)l.v[i].st.st_size;
-        }
-        print_result(&o, shards, l.n, seconds, bytes);
+        print_result(&o, shards, l.n, seconds, audio_bytes);
         reported = 1;
         status = cli_finish_output(cmd, CLI_EXIT_OK);
         goto done;
     }
     w.copy_buf = malloc(PACK_COPY_CHUNK);
-    double seconds = 0;
     if (!w.copy_buf) {
         fail_with("out of memory");
         goto done;
@@ -1288,7 +1261,7 @@ int cmd_pack(int argc, char **argv)
      * tars are written with a UTF-8 LC_CTYPE for this thread, so that a non-ASCII id is a
      * UTF-8 pax "path" as Python's tarfile writes it. */
     locale_t old = utf8 ? uselocale(utf8) : (locale_t)0;
-    int wrote = write_all(&w, &l, &seconds);
+    int wrote = write_all(&w, &l);
     if (utf8)
         uselocale(old);
     if (wrote != 0) {
