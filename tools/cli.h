@@ -159,6 +159,13 @@ void cli_json_str(FILE *f, const char *s);
 /** Write the `n` bytes at `s` (not NUL-terminated; a NUL byte becomes \u0000) as a JSON string. */
 void cli_json_strn(FILE *f, const char *s, size_t n);
 
+/**
+ * Whether two paths name one file: the same text, the same existing file (device and inode:
+ * a link), or the same resolved folder and name ("a", "./a" and "d/../a"; for files that do
+ * not exist yet).
+ */
+int cli_same_file(const char *a, const char *b);
+
 /** Where the first byte of `s` (n bytes) that is not well-formed UTF-8 is, or n. */
 size_t cli_utf8_invalid_at(const char *s, size_t n);
 

@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -411,6 +412,38 @@ static size_t utf8_sequence(const unsigned char *p, const unsigned char *end)
         if (p[k] < 0x80 || p[k] > 0xBF)
             return 0;
     return n;
+}
+
+/* The directory part of `path` resolved (realpath), then its last component: "a", "./a" and
+ * "d/../a" give the same. NULL when the directory cannot be resolved. Freed by the caller. */
+static char *resolved_path(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    char *real = dir ? realpath(dir, NULL) : NULL;
+    free(dir);
+    if (!real)
+        return NULL;
+    char *out = malloc(strlen(real) + strlen(base) + 2);
+    if (out)
+        sprintf(out, "%s/%s", strcmp(real, "/") == 0 ? "" : real, base);
+    free(real);
+    return out;
+}
+
+int cli_same_file(const char *a, const char *b)
+{
+    if (strcmp(a, b) == 0)
+        return 1;
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    char *ra = resolved_path(a), *rb = resolved_path(b);
+    int same = ra && rb && strcmp(ra, rb) == 0;
+    free(ra);
+    free(rb);
+    return same;
 }
 
 size_t cli_utf8_invalid_at(const char *s, size_t n)

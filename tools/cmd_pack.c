@@ -210,11 +210,8 @@ static int parse_args(int argc, char **argv, pack_opts *o)
     if (!o->out)
         return cli_usage_error(cmd, "no --out DIR given");
     for (size_t i = 0; i < o->n_manifests; i++) { /* every line would be a duplicate id */
-        struct stat a, b;
         for (size_t j = 0; j < i; j++)
-            if (strcmp(o->manifests[i], o->manifests[j]) == 0 ||
-                (stat(o->manifests[i], &a) == 0 && stat(o->manifests[j], &b) == 0 &&
-                 a.st_dev == b.st_dev && a.st_ino == b.st_ino))
+            if (cli_same_file(o->manifests[i], o->manifests[j]))
                 return cli_usage_error(cmd, "--manifest %s is given twice (as %s before)",
                                        o->manifests[i], o->manifests[j]);
     }

@@ -1047,40 +1047,6 @@ static int is_batch_only(int opt)
            opt == OPT_DUMP_DIR;
 }
 
-/* The directory part of `path` resolved (realpath), then its last component: "a", "./a" and
- * "d/../a" give the same. NULL when the directory cannot be resolved. Freed by the caller. */
-static char *resolved_path(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    const char *base = slash ? slash + 1 : path;
-    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
-    char *real = dir ? realpath(dir, NULL) : NULL;
-    free(dir);
-    if (!real)
-        return NULL;
-    char *out = malloc(strlen(real) + strlen(base) + 2);
-    if (out)
-        sprintf(out, "%s/%s", strcmp(real, "/") == 0 ? "" : real, base);
-    free(real);
-    return out;
-}
-
-/* Whether two save files name the same file: the same resolved path, or the same existing
- * file (device and inode: a link). */
-static int same_file(const char *a, const char *b)
-{
-    if (strcmp(a, b) == 0)
-        return 1;
-    struct stat sa, sb;
-    if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
-        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-    char *ra = resolved_path(a), *rb = resolved_path(b);
-    int same = ra && rb && strcmp(ra, rb) == 0;
-    free(ra);
-    free(rb);
-    return same;
-}
-
 /* --save-state-at STEP FILE: getopt gives STEP; FILE is the next argument. */
 static int parse_save_point(int argc, char **argv, const char *val, read_opts *o)
 {
@@ -1106,7 +1072,7 @@ static int parse_save_point(int argc, char **argv, const char *val, read_opts *o
     sp->file = argv[optind++];
     sp->done = 0;
     for (size_t i = 0; i < o->n_saves; i++) { /* the later save would overwrite the earlier */
-        if (o->saves[i].step == sp->step || same_file(o->saves[i].file, sp->file)) {
+        if (o->saves[i].step == sp->step || cli_same_file(o->saves[i].file, sp->file)) {
             cli_usage_error(cmd,
                             "--save-state-at %" PRIu64 " %s: step %" PRIu64
                             " to %s is given already: each save needs a step and a file of its own",
