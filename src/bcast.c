@@ -6,6 +6,7 @@
 
 #include "batch.h"
 #include "frame.h"
+#include "handshake.h"
 
 struct sharc__bcast {
     sharc__ctx ctx;
@@ -23,6 +24,11 @@ struct sharc__bcast {
     uint64_t collectives;
     int remote_code;
     char remote_message[SHARC__FRAME_MESSAGE_MAX + 1];
+    sharc_mesh mesh;       ///< names global ranks in messages (n_axes 0: none given)
+    sharc__handshake mine; ///< what this rank must share with the group
+    int handshaken;
+    int pending_code; ///< a local failure carried by the next step (0: none)
+    char pending[SHARC__FRAME_MESSAGE_MAX + 1];
 };
 
 void sharc__bcast_default_settings(sharc__bcast_settings *s)
@@ -34,6 +40,20 @@ void sharc__bcast_default_settings(sharc__bcast_settings *s)
     s->max_held = 4;
     s->root = 0;
     s->source_rank = -1;
+}
+
+/* The protocol's own fields of the handshake, then the caller's. */
+static void describe_self(sharc__bcast *bc, const sharc__handshake *extra)
+{
+    sharc__handshake *h = &bc->mine;
+    sharc__handshake_add(h, "protocol version", "%d", SHARC__FRAME_VERSION);
+    sharc__handshake_add(h, "broadcast group size", "%d", bc->t->size);
+    sharc__handshake_add(h, "transport", "%s", bc->t->ops->name);
+    sharc__handshake_add(h, "control_bytes", "%zu", bc->s.control_bytes);
+    sharc__handshake_add(h, "max_frame_bytes", "%llu", (unsigned long long)bc->s.max_frame_bytes);
+    sharc__handshake_add(h, "max_tensors", "%zu", bc->s.max_tensors);
+    for (size_t i = 0; extra && i < extra->n; i++)
+        sharc__handshake_add(h, extra->fields[i].name, "%s", extra->fields[i].value);
 }
 
 int sharc__bcast_open(sharc__bcast **out, sharc_transport *t, const sharc__bcast_settings *s)
@@ -70,6 +90,9 @@ int sharc__bcast_open(sharc__bcast **out, sharc_transport *t, const sharc__bcast
     bc->s = *s;
     if (bc->s.source_rank < 0)
         bc->s.source_rank = s->root;
+    if (s->mesh)
+        bc->mesh = *s->mesh;
+    describe_self(bc, s->handshake);
     bc->control = sharc__malloc_aligned(&bc->ctx, s->control_bytes, SHARC__FRAME_ALIGN);
     if (!bc->control)
         goto fail;
@@ -128,11 +151,24 @@ uint64_t sharc__bcast_collectives(const sharc__bcast *bc)
 }
 
 /* A transport failure ends the stream: the group's collectives are no longer in step. */
+/* A transport failure ends the stream: the group's collectives are no longer in step. */
 static int transport_failed(sharc__bcast *bc, int rc)
 {
     bc->ended = rc;
-    return sharc__fail(&bc->ctx, rc, "broadcast over %s failed: %s", bc->t->ops->name,
-                       bc->t->ctx.error);
+    return sharc__fail(&bc->ctx, rc, "step %llu: broadcast over %s failed: %s",
+                       (unsigned long long)bc->frames, bc->t->ops->name, bc->t->ctx.error);
+}
+
+static int end_with(sharc__bcast *bc, int code)
+{
+    bc->ended = code;
+    return code;
+}
+
+/* Global rank of group rank `g`, for messages. */
+static int global_rank(const sharc__bcast *bc, int g)
+{
+    return bc->mesh.n_axes > 0 ? sharc_mesh_group_member(&bc->mesh, g) : g;
 }
 
 static int check_running(sharc__bcast *bc, int want_source)
@@ -158,28 +194,156 @@ static int bcast_control(sharc__bcast *bc)
     return rc < 0 ? transport_failed(bc, rc) : 0;
 }
 
+/* Bytes of the message round: an ERROR frame with the longest message. */
+static size_t message_round_bytes(void)
+{
+    return (size_t)sharc__frame_align(SHARC__FRAME_HEADER_SIZE + SHARC__FRAME_MESSAGE_MAX);
+}
+
+/*
+ * The status round, joined by every rank after every control block (and after the
+ * handshake): an all-reduce of one word saying whether any rank has failed, locally, since
+ * the control block was announced (`code` < 0 with `text`) or since the last step (a
+ * pending failure). When one has, the highest such rank broadcasts its message in an ERROR
+ * frame and every rank ends the stream at this step: each failing rank with its own code,
+ * the others with SHARC_ERR_REMOTE (SHARC_ERR_SETTINGS for a handshake mismatch, on every
+ * rank) and "rank R: <message>". No payload follows a failed round, so nobody waits.
+ * @return 0 when every rank is fine
+ */
+static int status_round(sharc__bcast *bc, int code, const char *text)
+{
+    if (code == 0 && bc->pending_code) {
+        code = bc->pending_code;
+        text = bc->pending;
+    }
+    if (bc->t->size == 1)
+        return code < 0 ? end_with(bc, sharc__fail(&bc->ctx, code, "%s", text)) : 0;
+    uint32_t word = code < 0 ? (uint32_t)bc->t->rank + 1 : 0;
+    bc->collectives++;
+    int rc = sharc__transport_allreduce_max(bc->t, &word);
+    if (rc < 0)
+        return transport_failed(bc, rc);
+    if (word == 0)
+        return 0;
+    int failed = (int)word - 1;
+    size_t n = message_round_bytes();
+    if (failed == bc->t->rank)
+        sharc__frame_encode_error(bc->control, n, bc->frames, code, text);
+    bc->collectives++;
+    rc = sharc__transport_bcast(bc->t, bc->control, n, failed, SHARC_DEVICE_HOST);
+    if (rc < 0)
+        return transport_failed(bc, rc);
+    if (code < 0) /* this rank failed too: it reports its own failure */
+        return end_with(bc, sharc__fail(&bc->ctx, code, "%s", text));
+    sharc__frame_header h;
+    sharc__frame_limits limits = {0, bc->s.max_frame_bytes};
+    rc = sharc__frame_decode(&bc->ctx, bc->control, n, &limits, &h, NULL, NULL);
+    if (rc < 0 || h.kind != SHARC__FRAME_ERROR)
+        return end_with(bc, sharc__fail(&bc->ctx, SHARC_ERR_FRAME,
+                                        "rank %d failed, and its message is malformed",
+                                        global_rank(bc, failed)));
+    bc->remote_code = h.error_code;
+    snprintf(bc->remote_message, sizeof bc->remote_message, "%s", h.message);
+    if (h.error_code == SHARC_ERR_SETTINGS)
+        return end_with(bc, sharc__fail(&bc->ctx, SHARC_ERR_SETTINGS, "%s", h.message));
+    return end_with(bc, sharc__fail(&bc->ctx, SHARC_ERR_REMOTE, "rank %d: %s",
+                                    global_rank(bc, failed), h.message));
+}
+
+/*
+ * Before the first step: the source broadcasts its handshake, each peer compares it with
+ * its own, and a status round fails every rank on a mismatch.
+ */
+static int handshake(sharc__bcast *bc)
+{
+    if (bc->handshaken)
+        return 0;
+    bc->handshaken = 1;
+    if (bc->t->size == 1)
+        return 0;
+    int source = sharc__bcast_is_source(bc);
+    if (source)
+        sharc__handshake_encode(&bc->mine, bc->control);
+    bc->collectives++;
+    int rc = sharc__transport_bcast(bc->t, bc->control, SHARC__HANDSHAKE_BYTES, bc->s.root,
+                                    SHARC_DEVICE_HOST);
+    if (rc < 0)
+        return transport_failed(bc, rc);
+    char diff[SHARC__ERRLEN], why[SHARC__FRAME_MESSAGE_MAX + 1] = "";
+    int code = 0;
+    sharc__handshake theirs;
+    if (!source &&
+        sharc__handshake_decode(&bc->ctx, bc->control, SHARC__HANDSHAKE_BYTES, &theirs) < 0) {
+        code = SHARC_ERR_FRAME;
+        snprintf(why, sizeof why, "handshake from source rank %d: %.900s", bc->s.source_rank,
+                 bc->ctx.error);
+    } else if (!source &&
+               sharc__handshake_compare(&theirs, &bc->mine, bc->s.source_rank,
+                                        global_rank(bc, bc->t->rank), diff, sizeof diff)) {
+        code = SHARC_ERR_SETTINGS;
+        snprintf(why, sizeof why, "settings differ in the broadcast group: %.900s", diff);
+    }
+    return status_round(bc, code, why);
+}
+
+/* Source: send the pending local failure, if any, as this step's ERROR frame. */
+static int send_pending(sharc__bcast *bc)
+{
+    if (!bc->pending_code)
+        return 0;
+    int code = bc->pending_code;
+    bc->pending_code = 0;
+    char text[sizeof bc->pending];
+    snprintf(text, sizeof text, "%s", bc->pending);
+    int rc = sharc__bcast_send_error(bc, code, text);
+    return rc < 0 ? rc : sharc__fail(&bc->ctx, code, "%s", text);
+}
+
+/* Source: start a step (handshake, pending failure). */
+static int begin_step(sharc__bcast *bc)
+{
+    int rc = check_running(bc, 1);
+    if (rc == 0)
+        rc = handshake(bc);
+    if (rc == 0)
+        rc = send_pending(bc);
+    return rc;
+}
+
 int sharc__bcast_send_error(sharc__bcast *bc, int code, const char *message)
 {
     int rc = check_running(bc, 1);
+    if (rc == 0)
+        rc = handshake(bc);
     if (rc < 0)
         return rc;
+    if (code >= 0)
+        code = SHARC_ERR_REMOTE;
     sharc__frame_encode_error(bc->control, bc->s.control_bytes, bc->frames, code, message);
     bc->frames++;
     rc = bcast_control(bc);
     if (rc < 0)
         return rc;
-    bc->ended = code < 0 ? code : SHARC_ERR_REMOTE;
+    /* Peers that failed too still end with the source's error, which came first. */
+    bc->pending_code = 0;
+    rc = status_round(bc, 0, "");
+    if (rc < 0 && bc->ended != SHARC_ERR_REMOTE && bc->ended != SHARC_ERR_SETTINGS)
+        return rc; /* a transport failure */
+    bc->ended = code;
+    sharc__fail(&bc->ctx, code, "%s", message);
     return 0;
 }
 
 int sharc__bcast_send_stop(sharc__bcast *bc)
 {
-    int rc = check_running(bc, 1);
+    int rc = begin_step(bc);
     if (rc < 0)
         return rc;
     sharc__frame_encode_stop(bc->control, bc->s.control_bytes, bc->frames);
     bc->frames++;
     rc = bcast_control(bc);
+    if (rc == 0)
+        rc = status_round(bc, 0, "");
     if (rc < 0)
         return rc;
     bc->ended = SHARC_END;
@@ -311,7 +475,7 @@ static int bcast_payload(sharc__bcast *bc, void *payload, uint64_t payload_bytes
 
 int sharc__bcast_send(sharc__bcast *bc, const sharc_batch *b)
 {
-    int rc = check_running(bc, 1);
+    int rc = begin_step(bc);
     if (rc < 0)
         return rc;
     const uint8_t *payload = NULL;
@@ -328,32 +492,52 @@ int sharc__bcast_send(sharc__bcast *bc, const sharc_batch *b)
     }
     bc->frames++;
     rc = bcast_control(bc);
+    if (rc == 0)
+        rc = status_round(bc, 0, "");
     if (rc < 0 || bc->t->size == 1 || (payload == NULL && n_device == 0))
         return rc;
     return bcast_payload(bc, (void *)payload, payload_bytes, b->tensors, b->n_tensors);
 }
 
-static int end_with(sharc__bcast *bc, int code)
+int sharc__bcast_fail(sharc__bcast *bc, int code, const char *message)
 {
-    bc->ended = code;
-    return code;
+    if (bc->ended)
+        return bc->ended;
+    if (code >= 0)
+        code = SHARC_ERR(EINVAL);
+    if (!bc->pending_code) {
+        bc->pending_code = code;
+        snprintf(bc->pending, sizeof bc->pending, "%s", message);
+    }
+    return 0;
 }
 
-static int receive_data(sharc__bcast *bc, sharc_batch *b)
+int sharc__bcast_has_pending(const sharc__bcast *bc)
+{
+    return bc->pending_code != 0;
+}
+
+/*
+ * Peer: make `b` ready for the DATA frame just decoded. A failure is this rank's to report
+ * in the status round, which then ends every rank before the payload collective.
+ */
+static int prepare_receive(sharc__bcast *bc, sharc_batch *b, char *why, size_t cap)
 {
     const sharc__frame_header *h = &bc->header;
     int rc = sharc__batch_set_layout(b, bc->tensors, bc->offsets, h->n_tensors, h->payload_bytes);
     if (rc == 0)
         rc = sharc__batch_finish(b);
-    if (rc < 0) {
-        /* The source goes on to the payload collective, which this rank cannot join. */
-        sharc__fail(&bc->ctx, rc, "cannot receive step %llu: %s", (unsigned long long)h->step,
-                    sharc__batch_pool_error(bc->pool));
-        sharc__transport_abort(bc->t);
-        return end_with(bc, rc);
-    }
+    if (rc < 0)
+        snprintf(why, cap, "cannot receive step %llu: %s", (unsigned long long)h->step,
+                 sharc__batch_pool_error(bc->pool));
     b->step = h->step;
     b->epoch = h->epoch;
+    return rc;
+}
+
+static int receive_payload(sharc__bcast *bc, sharc_batch *b)
+{
+    const sharc__frame_header *h = &bc->header;
     uint8_t *block = NULL;
     uint64_t len = 0;
     sharc__batch_payload(b, &block, &len);
@@ -369,11 +553,26 @@ static int receive_data(sharc__bcast *bc, sharc_batch *b)
     return bcast_payload(bc, block, h->payload_bytes, b->tensors, b->n_tensors);
 }
 
+/* Peer: decode the control block and prepare for its payload; `why` says what failed. */
+static int take_control(sharc__bcast *bc, sharc_batch *b, char *why, size_t cap)
+{
+    sharc__frame_limits limits = {bc->s.max_tensors, bc->s.max_frame_bytes};
+    int rc = sharc__frame_decode(&bc->ctx, bc->control, bc->s.control_bytes, &limits, &bc->header,
+                                 bc->tensors, bc->offsets);
+    if (rc < 0) {
+        snprintf(why, cap, "frame from source rank %d: %.900s", bc->s.source_rank, bc->ctx.error);
+        return rc;
+    }
+    return bc->header.kind == SHARC__FRAME_DATA ? prepare_receive(bc, b, why, cap) : 0;
+}
+
 int sharc__bcast_recv(sharc__bcast *bc, sharc_batch **out)
 {
     sharc_batch *b = NULL;
     *out = NULL;
     int rc = check_running(bc, 0);
+    if (rc == 0)
+        rc = handshake(bc);
     if (rc != 0)
         return rc;
     /* Take a receive buffer before the collective, so back-pressure starts none. */
@@ -384,23 +583,19 @@ int sharc__bcast_recv(sharc__bcast *bc, sharc_batch **out)
     if (rc < 0)
         goto fail;
     bc->frames++;
-    sharc__frame_limits limits = {bc->s.max_tensors, bc->s.max_frame_bytes};
-    rc = sharc__frame_decode(&bc->ctx, bc->control, bc->s.control_bytes, &limits, &bc->header,
-                             bc->tensors, bc->offsets);
-    if (rc < 0) {
-        char why[SHARC__ERRLEN];
-        snprintf(why, sizeof why, "%s", bc->ctx.error);
-        sharc__fail(&bc->ctx, rc, "frame from source rank %d: %s", bc->s.source_rank, why);
-        sharc__transport_abort(bc->t);
-        rc = end_with(bc, rc);
+    char why[SHARC__FRAME_MESSAGE_MAX + 1] = "";
+    int local = take_control(bc, b, why, sizeof why);
+    int source_error = local == 0 && bc->header.kind == SHARC__FRAME_ERROR;
+    rc = status_round(bc, source_error ? 0 : local, why);
+    if (rc < 0 && !source_error)
         goto fail;
-    }
     switch (bc->header.kind) {
     case SHARC__FRAME_STOP:
         sharc__set_error(&bc->ctx, SHARC_END, "end of stream");
         rc = end_with(bc, SHARC_END);
         goto fail;
     case SHARC__FRAME_ERROR:
+        /* The source's error came first, whatever a peer reported in the same round. */
         bc->remote_code = bc->header.error_code;
         snprintf(bc->remote_message, sizeof bc->remote_message, "%s", bc->header.message);
         sharc__set_error(&bc->ctx, SHARC_ERR_REMOTE, "source rank %d: %s", bc->s.source_rank,
@@ -410,7 +605,7 @@ int sharc__bcast_recv(sharc__bcast *bc, sharc_batch **out)
     default:
         break;
     }
-    rc = receive_data(bc, b);
+    rc = receive_payload(bc, b);
     if (rc < 0)
         goto fail;
     *out = b;

@@ -1,18 +1,29 @@
 /*
  * The broadcast protocol: one framed message per step from a group's source to its peers.
  *
- * Every step is one DATA, STOP or ERROR frame. The frame's control block (a fixed size, a
- * setting) is always the first collective; it holds the header, the descriptors and, when
- * they fit, the host tensors. Otherwise a second collective (a group under NCCL) carries
- * the host payload and the device tensors. So a step costs one collective when the batch
- * fits the control block and two otherwise.
+ * Before the first step the source broadcasts a handshake (handshake.h): protocol version,
+ * group size, transport, control block size, frame cap, and the caller's fields (the mesh,
+ * the limit, epochs, batching). Every peer compares it with its own; a mismatch fails every
+ * rank at step 0 with SHARC_ERR_SETTINGS and a text naming the field and both values.
  *
- * Everything that can fail on the source (a bad tensor, a frame over the cap) is found
- * before the first collective and sent as ERROR instead, so peers never wait on a
- * collective the source will not join. After STOP or ERROR the stream has ended: further
- * calls return the same result without communicating. A synchronized early break (every
- * rank stops calling at the same step) leaves nothing pending because each call completes
- * its collectives before returning.
+ * Every step then is, on every rank, in this order:
+ *   1. the control block (a fixed size, a setting) from the source: a DATA, STOP or ERROR
+ *      frame with the header, the descriptors and, when they fit, the host tensors;
+ *   2. the status round: an all-reduce of one word saying whether any rank has failed
+ *      since the control block was announced (a frame it cannot decode or make room for)
+ *      or since the previous step (a failure the caller reported with sharc__bcast_fail:
+ *      a checkpoint or output file that could not be written). If one has, it broadcasts
+ *      its message and the stream ends on every rank at this step;
+ *   3. for DATA whose payload did not fit the control block: one more collective (a group
+ *      under NCCL) with the host payload and the device tensors.
+ * So no rank ever joins a collective that another rank will not join: everything the
+ * source can fail on is found before step 1 and sent as ERROR instead; everything a peer
+ * can fail on after step 1 is said in step 2, before the payload; and a local failure after
+ * a step has returned is carried by the next step. Every collective waits at most the
+ * transport's timeout_ms. After STOP or ERROR the stream has ended: further calls return
+ * the same result without communicating. A synchronized early break (every rank stops
+ * calling at the same step) leaves nothing pending because each call completes its
+ * collectives before returning.
  *
  * Drive it from a loop: the source calls sharc__bcast_send per batch and then
  * sharc__bcast_send_stop (or sharc__bcast_send_error); peers call sharc__bcast_recv until
@@ -25,6 +36,7 @@
 #include <stdint.h>
 
 #include "sharc/batch.h"
+#include "sharc/mesh.h"
 #include "transport.h"
 
 typedef struct sharc__bcast sharc__bcast;
@@ -36,6 +48,10 @@ typedef struct sharc__bcast_settings {
     size_t max_held;          ///< received batches the caller may hold at once (default 4)
     int root;                 ///< group rank of the source (default 0)
     int source_rank;          ///< rank named in peers' error texts (default -1: root)
+    const sharc_mesh *mesh;   ///< copied; names the global ranks in texts (default NULL:
+                              ///< group ranks are named)
+    const struct sharc__handshake *handshake; ///< the caller's fields every rank of the
+                                              ///< group must share (default NULL: none)
 } sharc__bcast_settings;
 
 void sharc__bcast_default_settings(sharc__bcast_settings *s);
@@ -61,12 +77,30 @@ int sharc__bcast_is_source(const sharc__bcast *bc);
  * tensors are packed into a reusable send buffer.
  * @return 0; or, when the frame cannot be built (bad tensor, over the cap), the reason
  *         (SHARC_ERR_FRAME, SHARC_ERR_UNSUPPORTED, SHARC_ERR_TOO_LARGE) after an ERROR
- *         frame with that text has gone to the peers (the stream has then ended); or a
- *         transport error
+ *         frame with that text has gone to the peers (the stream has then ended); or the
+ *         pending failure of sharc__bcast_fail, likewise sent; or SHARC_ERR_SETTINGS when
+ *         the handshake failed; or SHARC_ERR_REMOTE when a peer reported a failure in the
+ *         status round; or a transport error (SHARC_ERR_TIMEOUT, SHARC_ERR_MPI, ...)
  */
 int sharc__bcast_send(sharc__bcast *bc, const sharc_batch *b);
 
-/** Source: broadcast STOP; the stream ends. @return 0 or a transport error */
+/**
+ * Record a failure of this rank's own, found after a step returned (a checkpoint or output
+ * that could not be written), to end the stream on every rank at the next step: on the
+ * source the next send goes out as ERROR with `message`; on a peer the next recv's status
+ * round names this rank and `message`. The first failure recorded is kept.
+ * @return 0, or the stream's result when it has already ended (nothing is recorded)
+ */
+int sharc__bcast_fail(sharc__bcast *bc, int code, const char *message);
+
+/** 1 when a failure recorded by sharc__bcast_fail waits for the next step. */
+int sharc__bcast_has_pending(const sharc__bcast *bc);
+
+/**
+ * Source: broadcast STOP; the stream ends.
+ * @return 0, or the failure a peer reported in the status round (SHARC_ERR_REMOTE), or a
+ *         transport error
+ */
 int sharc__bcast_send_stop(sharc__bcast *bc);
 
 /**
@@ -80,9 +114,13 @@ int sharc__bcast_send_error(sharc__bcast *bc, int code, const char *message);
  * Peer: receive the next frame.
  * @param out receives a batch (release with sharc_batch_release) on 0, NULL otherwise
  * @return 0 with a batch; SHARC_END on STOP; SHARC_ERR_REMOTE on ERROR (text:
- *         "source rank R: <message>", see sharc__bcast_error); SHARC_ERR_BACKPRESSURE
+ *         "source rank R: <message>", see sharc__bcast_error) or when another peer
+ *         failed ("rank R: <message>"); this rank's own failure (SHARC_ERR_FRAME for a
+ *         malformed frame, SHARC_ERR(ENOMEM), the code given to sharc__bcast_fail), after
+ *         it was reported to the group; SHARC_ERR_SETTINGS when the handshake failed;
+ *         SHARC_ERR_BACKPRESSURE
  *         when max_held batches are held (no collective was started; release one and call
- *         again); SHARC_ERR_FRAME for a malformed frame; a transport error
+ *         again); a transport error (SHARC_ERR_TIMEOUT, ...)
  */
 int sharc__bcast_recv(sharc__bcast *bc, sharc_batch **out);
 

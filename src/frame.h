@@ -4,7 +4,7 @@
  * Wire layout (all integers little-endian), inside a fixed-size control block:
  *
  *   header, 64 bytes
- *     0  magic "SHRC"            4  u16 version (1)        6  u16 kind (DATA, STOP, ERROR)
+ *     0  magic "SHRC"            4  u16 version (2)        6  u16 kind (DATA, STOP, ERROR)
  *     8  u64 step               16  u64 epoch             24  u32 n_tensors
  *    28  u32 inline_offset (0: the payload follows in its own collective)
  *    32  u64 payload_bytes      40  i32 error_code        44  u32 message_len
@@ -29,7 +29,7 @@
 #include "ctx.h"
 #include "sharc/batch.h"
 
-#define SHARC__FRAME_VERSION     1
+#define SHARC__FRAME_VERSION     2
 #define SHARC__FRAME_HEADER_SIZE 64
 #define SHARC__FRAME_DESC_SIZE   96
 #define SHARC__FRAME_ALIGN       256

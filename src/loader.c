@@ -7,6 +7,8 @@
 #include "batch.h"
 #include "bcast.h"
 #include "ctx.h"
+#include "handshake.h"
+#include "hash.h"
 #include "transport.h"
 
 struct sharc_loader {
@@ -27,6 +29,8 @@ struct sharc_loader {
     int capturing;                     ///< capture_log records ERROR texts (during open only)
     char captured[SHARC__ERRLEN];
     int ended; ///< 0 while the stream runs; then what every later next returns
+    uint64_t max_steps;
+    uint64_t steps; ///< batches returned so far
 };
 
 void sharc_loader_default_settings(sharc_loader_settings *s)
@@ -127,6 +131,40 @@ static int open_reader(sharc_loader *l, const sharc_loader_settings *s)
     return 0;
 }
 
+/* The settings that decide the batch sequence, which every rank of the group must share. */
+static void describe_settings(sharc__handshake *h, const sharc_loader_settings *s)
+{
+    const sharc_reader_settings *r = &s->reader;
+    const sharc_sampler_settings *p = &r->sampler;
+    char mesh[SHARC__HANDSHAKE_VALUE_MAX];
+    sharc_mesh_format(&s->mesh, mesh, sizeof mesh);
+    uint64_t bins = 0xcbf29ce484222325ull;
+    for (size_t i = 0; p->bins && i < p->n_bins; i++)
+        bins = sharc__fnv1a(bins, &p->bins[i], sizeof p->bins[i]);
+    sharc__handshake_add(h, "mesh", "%s", mesh);
+    sharc__handshake_add(h, "max_steps", "%llu", (unsigned long long)s->max_steps);
+    sharc__handshake_add(h, "reader.epochs", "%llu", (unsigned long long)r->epochs);
+    sharc__handshake_add(h, "reader.seed", "%llu", (unsigned long long)r->seed);
+    sharc__handshake_add(h, "reader.shuffle_shards", "%d", r->shuffle_shards);
+    sharc__handshake_add(h, "sampler.max_duration", "%.17g", p->max_duration);
+    sharc__handshake_add(h, "sampler.max_cuts", "%u", (unsigned)p->max_cuts);
+    sharc__handshake_add(h, "sampler.quadratic_duration", "%.17g", p->quadratic_duration);
+    sharc__handshake_add(h, "sampler.num_buckets", "%u", (unsigned)p->num_buckets);
+    sharc__handshake_add(h, "sampler.bins", "%zu bins, hash %016llx", p->bins ? p->n_bins : 0,
+                         (unsigned long long)bins);
+    sharc__handshake_add(h, "sampler.num_cuts_for_bins_estimate", "%u",
+                         (unsigned)p->num_cuts_for_bins_estimate);
+    sharc__handshake_add(h, "sampler.buffer_size", "%u", (unsigned)p->buffer_size);
+    sharc__handshake_add(h, "sampler.max_buffer_bytes", "%llu",
+                         (unsigned long long)p->max_buffer_bytes);
+    sharc__handshake_add(h, "sampler.shuffle", "%d", p->shuffle);
+    sharc__handshake_add(h, "sampler.drop_last", "%d", p->drop_last);
+    sharc__handshake_add(h, "sampler.sync_buckets", "%d", p->sync_buckets);
+    sharc__handshake_add(h, "sampler.world_size", "%u", (unsigned)p->world_size);
+    sharc__handshake_add(h, "sampler.min_duration", "%.17g", p->min_duration);
+    sharc__handshake_add(h, "sampler.max_cut_duration", "%.17g", p->max_cut_duration);
+}
+
 int sharc_loader_open(sharc_loader **out, const sharc_loader_settings *s)
 {
     sharc__ctx boot;
@@ -149,6 +187,7 @@ int sharc_loader_open(sharc_loader **out, const sharc_loader_settings *s)
     l->source = sharc_mesh_is_source(&s->mesh);
     l->produce = s->produce;
     l->produce_cookie = s->produce_cookie;
+    l->max_steps = s->max_steps;
     l->t = s->transport;
     if (!l->t) {
         sharc_transport_settings ts;
@@ -166,6 +205,10 @@ int sharc_loader_open(sharc_loader **out, const sharc_loader_settings *s)
     bs.max_frame_bytes = s->max_frame_bytes;
     bs.max_held = (size_t)s->reader.max_held_batches;
     bs.source_rank = sharc_mesh_group_member(&s->mesh, 0);
+    bs.mesh = &s->mesh;
+    sharc__handshake fields = {0};
+    describe_settings(&fields, s);
+    bs.handshake = &fields;
     rc = sharc__bcast_open(&l->bc, l->t, &bs); /* logs its reason */
     if (rc < 0)
         goto fail;
@@ -222,22 +265,29 @@ static int produce_next(sharc_loader *l, sharc_batch **b)
     return rc;
 }
 
+/* Source: the stream ends with STOP (0) unless a failure recorded since is sent instead. */
+static int send_stop(sharc_loader *l)
+{
+    int rc = sharc__bcast_send_stop(l->bc);
+    if (rc < 0)
+        return end_with(l, sharc__set_error(&l->ctx, rc, "%s", sharc__bcast_error(l->bc)));
+    sharc__set_error(&l->ctx, SHARC_END, "end of stream");
+    return end_with(l, SHARC_END);
+}
+
 static int source_next(sharc_loader *l, sharc_batch **out)
 {
     sharc_batch *b = NULL;
-    if (l->open_rc < 0)
+    if (l->open_rc < 0 && !sharc__bcast_has_pending(l->bc))
         return send_failure(l, l->open_rc, l->open_error);
+    if (sharc__bcast_has_pending(l->bc) || (l->max_steps && l->steps >= l->max_steps))
+        return send_stop(l); /* a pending failure goes out as ERROR in its place */
     int rc = l->produce ? produce_next(l, &b) : sharc_reader_next_batch(l->reader, &b);
     const char *why = l->produce ? l->produce_error : sharc_reader_last_error(l->reader);
     if (rc == SHARC_ERR_BACKPRESSURE) /* local and retryable: nothing is sent */
         return sharc__set_error(&l->ctx, rc, "%s", why[0] ? why : sharc_strerror(rc));
-    if (rc == SHARC_END) {
-        rc = sharc__bcast_send_stop(l->bc);
-        if (rc < 0)
-            return end_with(l, sharc__set_error(&l->ctx, rc, "%s", sharc__bcast_error(l->bc)));
-        sharc__set_error(&l->ctx, SHARC_END, "end of stream");
-        return end_with(l, SHARC_END);
-    }
+    if (rc == SHARC_END)
+        return send_stop(l);
     if (rc < 0)
         return send_failure(l, rc, why);
     rc = sharc__bcast_send(l->bc, b); /* a frame that cannot be built goes out as ERROR */
@@ -246,14 +296,17 @@ static int source_next(sharc_loader *l, sharc_batch **out)
         return end_with(l, sharc__set_error(&l->ctx, rc, "%s", sharc__bcast_error(l->bc)));
     }
     *out = b;
+    l->steps++;
     return 0;
 }
 
 static int peer_next(sharc_loader *l, sharc_batch **out)
 {
     int rc = sharc__bcast_recv(l->bc, out);
-    if (rc == 0)
+    if (rc == 0) {
+        l->steps++;
         return 0;
+    }
     sharc__set_error(&l->ctx, rc, "%s", sharc__bcast_error(l->bc));
     return rc == SHARC_ERR_BACKPRESSURE ? rc : end_with(l, rc);
 }
@@ -317,6 +370,15 @@ void sharc_loader_set_source_error(sharc_loader *l, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(l->produce_error, sizeof l->produce_error, fmt, ap);
     va_end(ap);
+}
+
+int sharc_loader_fail(sharc_loader *l, int code, const char *message)
+{
+    if (!l)
+        return SHARC_ERR(EINVAL);
+    if (l->ended)
+        return l->ended;
+    return sharc__bcast_fail(l->bc, code, message ? message : "");
 }
 
 int sharc_loader_state_save(sharc_loader *l, void *buf, size_t cap, size_t *size)

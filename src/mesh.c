@@ -206,3 +206,21 @@ int sharc_mesh_group_member(const sharc_mesh *m, int group_rank)
         global = global * m->sizes[i] + coords[i];
     return global;
 }
+
+int sharc_mesh_format(const sharc_mesh *m, char *buf, size_t cap)
+{
+    char text[SHARC_MESH_MAX_AXES * (SHARC_MESH_AXIS_NAME_MAX + 16) * 2 + 16];
+    size_t n = 0;
+    text[0] = 0;
+    for (int i = 0; i < m->n_axes; i++)
+        n += (size_t)snprintf(text + n, sizeof text - n, "%s%s=%d", i ? "," : "", m->names[i],
+                              m->sizes[i]);
+    n += (size_t)snprintf(text + n, sizeof text - n, " broadcast=");
+    int any = 0;
+    for (int i = 0; i < m->n_axes; i++)
+        if ((m->broadcast_mask >> i) & 1u)
+            n += (size_t)snprintf(text + n, sizeof text - n, "%s%s", any++ ? "," : "", m->names[i]);
+    if (!any)
+        snprintf(text + n, sizeof text - n, "-");
+    return snprintf(buf, cap, "%s", text);
+}

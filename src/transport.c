@@ -96,6 +96,14 @@ int sharc__transport_bcast(sharc_transport *t, void *buf, size_t nbytes, int roo
     return t->ops->bcast(t, buf, nbytes, root, device);
 }
 
+int sharc__transport_allreduce_max(sharc_transport *t, uint32_t *value)
+{
+    int rc = check_usable(t);
+    if (rc < 0 || t->size == 1 || !t->ops->allreduce_max)
+        return rc;
+    return t->ops->allreduce_max(t, value);
+}
+
 int sharc__transport_group_begin(sharc_transport *t)
 {
     int rc = check_usable(t);

@@ -8,6 +8,7 @@
 #define SHARC_SRC_TRANSPORT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "batch.h"
 #include "ctx.h"
@@ -22,6 +23,11 @@ typedef struct sharc__transport_ops {
      * device support (NCCL) accept SHARC_DEVICE_CUDA. Errors are set in t->ctx.
      */
     int (*bcast)(sharc_transport *t, void *buf, size_t nbytes, int root, sharc_device device);
+    /**
+     * Replace *value by the maximum of every rank's *value (a u32 all-reduce), blocking
+     * until done. Used for each step's status word: which rank, if any, has failed.
+     */
+    int (*allreduce_max)(sharc_transport *t, uint32_t *value);
     /** Start a group: broadcasts up to group_end may be issued together. */
     int (*group_begin)(sharc_transport *t);
     /** End a group: returns once every broadcast of the group has completed here. */
@@ -53,6 +59,7 @@ const sharc__device_allocator *sharc__transport_device_allocator(const sharc_tra
 /** Wrappers that check `broken` and arguments before calling the ops. */
 int sharc__transport_bcast(sharc_transport *t, void *buf, size_t nbytes, int root,
                            sharc_device device);
+int sharc__transport_allreduce_max(sharc_transport *t, uint32_t *value);
 int sharc__transport_group_begin(sharc_transport *t);
 int sharc__transport_group_end(sharc_transport *t);
 void sharc__transport_abort(sharc_transport *t);

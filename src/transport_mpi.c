@@ -6,6 +6,8 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdint.h>
+#include <time.h>
 
 #include "config.h"
 #include "sharc/mpi.h"
@@ -56,6 +58,45 @@ int sharc__mpi_split_group(sharc__ctx *ctx, MPI_Comm parent, const sharc_mesh *m
     return rc;
 }
 
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/*
+ * Complete a non-blocking collective within the transport's timeout. The first moments are
+ * spent polling without pause, because a transfer in progress needs MPI_Test to move its
+ * fragments along; a rank still waiting after that is waiting for another rank (a source
+ * reading its next batch), and checks back every 50 us instead of spinning a core.
+ */
+static int wait_request(sharc_transport *t, MPI_Request *req, const char *what, size_t nbytes)
+{
+    double start = now_ms();
+    for (unsigned long spins = 0;; spins++) {
+        int done = 0;
+        int rc = SHARC__MPI_CHECK(&t->ctx, MPI_Test(req, &done, MPI_STATUS_IGNORE));
+        if (rc < 0 || done)
+            return rc;
+        if (spins % 64)
+            continue;
+        double waited = now_ms() - start;
+        if (t->timeout_ms > 0 && waited > t->timeout_ms) {
+            sharc__transport_abort(t);
+            return sharc__fail(&t->ctx, SHARC_ERR_TIMEOUT,
+                               "%s of %zu bytes did not complete within %d ms on rank %d of a "
+                               "broadcast group of %d: another rank of the group stopped, "
+                               "died or is stuck; the transport is aborted",
+                               what, nbytes, t->timeout_ms, t->rank, t->size);
+        }
+        if (waited > 20) {
+            struct timespec pause = {0, 50000};
+            nanosleep(&pause, NULL);
+        }
+    }
+}
+
 static int mpi_bcast(sharc_transport *t, void *buf, size_t nbytes, int root, sharc_device device)
 {
     mpi_impl *m = t->impl;
@@ -63,13 +104,36 @@ static int mpi_bcast(sharc_transport *t, void *buf, size_t nbytes, int root, sha
     /* MPI counts are int: send large buffers in chunks of 1 GiB. */
     for (size_t done = 0; done < nbytes;) {
         size_t n = nbytes - done < ((size_t)1 << 30) ? nbytes - done : ((size_t)1 << 30);
-        int rc = SHARC__MPI_CHECK(&t->ctx,
-                                  MPI_Bcast((char *)buf + done, (int)n, MPI_BYTE, root, m->comm));
+        MPI_Request req = MPI_REQUEST_NULL;
+        int rc = SHARC__MPI_CHECK(
+            &t->ctx, MPI_Ibcast((char *)buf + done, (int)n, MPI_BYTE, root, m->comm, &req));
+        if (rc == 0)
+            rc = wait_request(t, &req, "MPI_Ibcast", n);
         if (rc < 0)
             return rc;
         done += n;
     }
     return 0;
+}
+
+static int mpi_allreduce_max(sharc_transport *t, uint32_t *value)
+{
+    mpi_impl *m = t->impl;
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc = SHARC__MPI_CHECK(
+        &t->ctx, MPI_Iallreduce(MPI_IN_PLACE, value, 1, MPI_UINT32_T, MPI_MAX, m->comm, &req));
+    return rc < 0 ? rc : wait_request(t, &req, "MPI_Iallreduce", sizeof *value);
+}
+
+/*
+ * MPI has no way to cancel a collective or to revoke a communicator short of ending the
+ * processes (MPI_Abort), which a library must not do. The transport is marked broken by
+ * sharc__transport_abort; the pending request is left to MPI_Finalize or to the program's
+ * exit, and every other rank times out on its own bounded wait.
+ */
+static void mpi_abort(sharc_transport *t)
+{
+    (void)t;
 }
 
 static void mpi_close(sharc_transport *t)
@@ -86,6 +150,8 @@ static void mpi_close(sharc_transport *t)
 static const sharc__transport_ops mpi_ops = {
     .name = "mpi",
     .bcast = mpi_bcast,
+    .allreduce_max = mpi_allreduce_max,
+    .abort = mpi_abort,
     .close = mpi_close,
 };
 

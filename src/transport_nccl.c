@@ -25,6 +25,8 @@ typedef struct nccl_impl {
     uint8_t *pinned; ///< host staging (cudaHostAlloc)
     uint8_t *staged; ///< device staging for host buffers
     size_t stage_cap;
+    uint32_t *word_host; ///< pinned: the status word of allreduce_max
+    uint32_t *word_dev;
     int in_group;
     void *pending_host; ///< host buffer to fill from the staging after the group (peers)
     size_t pending_n;
@@ -85,16 +87,19 @@ static int wait_stream(sharc_transport *t)
         ncclResult_t async = ncclSuccess;
         int rc = NCCL_CHECK(&t->ctx, n->comm, ncclCommGetAsyncError(n->comm, &async));
         if (rc == 0 && async != ncclSuccess && async != ncclInProgress)
-            rc = nccl_check(&t->ctx, n->comm, async, "NCCL broadcast (asynchronous error)");
+            rc = nccl_check(&t->ctx, n->comm, async, "NCCL collective (asynchronous error)");
         if (rc < 0) {
             sharc__transport_abort(t);
             return rc;
         }
         if (t->timeout_ms > 0 && now_ms() - start > t->timeout_ms) {
             sharc__transport_abort(t);
-            return sharc__fail(&t->ctx, SHARC_ERR_TIMEOUT,
-                               "NCCL broadcast did not finish within %d ms; communicator aborted",
-                               t->timeout_ms);
+            return sharc__fail(
+                &t->ctx, SHARC_ERR_TIMEOUT,
+                "NCCL collective did not finish within %d ms on rank %d of a broadcast group "
+                "of %d: another rank of the group stopped, died or is stuck; "
+                "communicator aborted",
+                t->timeout_ms, t->rank, t->size);
         }
         if (spins > 1000) {
             struct timespec pause = {0, 20000};
@@ -204,6 +209,37 @@ static int nccl_bcast(sharc_transport *t, void *buf, size_t nbytes, int root, sh
     return rc;
 }
 
+static int nccl_allreduce_max(sharc_transport *t, uint32_t *value)
+{
+    nccl_impl *n = t->impl;
+    int prev = -1;
+    int rc = enter_device(&t->ctx, n->device, &prev);
+    if (rc == 0 && !n->word_dev) {
+        rc = CUDA_CHECK(&t->ctx, cudaHostAlloc((void **)&n->word_host, sizeof *n->word_host,
+                                               cudaHostAllocDefault));
+        if (rc == 0)
+            rc = CUDA_CHECK(&t->ctx, cudaMalloc((void **)&n->word_dev, sizeof *n->word_dev));
+    }
+    if (rc == 0) {
+        *n->word_host = *value;
+        rc = CUDA_CHECK(&t->ctx, cudaMemcpyAsync(n->word_dev, n->word_host, sizeof *value,
+                                                 cudaMemcpyHostToDevice, n->stream));
+    }
+    if (rc == 0)
+        rc = NCCL_CHECK(
+            &t->ctx, n->comm,
+            ncclAllReduce(n->word_dev, n->word_dev, 1, ncclUint32, ncclMax, n->comm, n->stream));
+    if (rc == 0)
+        rc = CUDA_CHECK(&t->ctx, cudaMemcpyAsync(n->word_host, n->word_dev, sizeof *value,
+                                                 cudaMemcpyDeviceToHost, n->stream));
+    if (rc == 0)
+        rc = wait_stream(t);
+    if (rc == 0)
+        *value = *n->word_host;
+    leave_device(n->device, prev);
+    return rc;
+}
+
 static void nccl_abort(sharc_transport *t)
 {
     nccl_impl *n = t->impl;
@@ -225,6 +261,8 @@ static void nccl_close(sharc_transport *t)
         ncclCommDestroy(n->comm);
     cudaFreeHost(n->pinned);
     cudaFree(n->staged);
+    cudaFreeHost(n->word_host);
+    cudaFree(n->word_dev);
     if (n->stream)
         cudaStreamDestroy(n->stream);
     if (entered)
@@ -257,6 +295,7 @@ static void device_free(void *cookie, void *ptr, int ordinal)
 static const sharc__transport_ops nccl_ops = {
     .name = "nccl",
     .bcast = nccl_bcast,
+    .allreduce_max = nccl_allreduce_max,
     .group_begin = nccl_group_begin,
     .group_end = nccl_group_end,
     .abort = nccl_abort,

@@ -29,7 +29,22 @@ static int tape_bcast(sharc_transport *t, void *buf, size_t n, int root, sharc_d
     return 0;
 }
 
-const sharc__transport_ops tape_ops = {.name = "tape", .bcast = tape_bcast};
+/* The source records its word; a peer takes the maximum of the source's and its own (the
+ * source, having run first, never learns a peer's: peer failures are tested under MPI). */
+static int tape_allreduce_max(sharc_transport *t, uint32_t *value)
+{
+    uint8_t word[4];
+    memcpy(word, value, sizeof word);
+    int rc = tape_bcast(t, word, sizeof word, 0, SHARC_DEVICE_HOST);
+    uint32_t theirs;
+    memcpy(&theirs, word, sizeof theirs);
+    if (rc == 0 && theirs > *value)
+        *value = theirs;
+    return rc;
+}
+
+const sharc__transport_ops tape_ops = {
+    .name = "tape", .bcast = tape_bcast, .allreduce_max = tape_allreduce_max};
 
 void tape_clear(void)
 {

@@ -89,7 +89,7 @@ static void check_same(const sharc_batch *a, const sharc_batch *b)
     }
 }
 
-START_TEST(small_batch_is_one_collective)
+START_TEST(small_batch_is_one_data_collective)
 {
     sharc__ctx ctx;
     sharc__batch_pool *pool = NULL;
@@ -98,13 +98,17 @@ START_TEST(small_batch_is_one_collective)
     open_pair(NULL);
     sharc_batch *b = pooled_batch(pool, 4, 1000, 3), *got = NULL; /* 16 KB */
     ck_assert_int_eq(sharc__bcast_send(src, b), 0);
-    ck_assert_int_eq(tape_len, 1);
-    ck_assert_uint_eq(tape[0].n, 65536);
+    /* the handshake and its status word, then the control block and its status word */
+    ck_assert_int_eq(tape_len, 4);
+    ck_assert_uint_eq(tape[0].n, 4096);
+    ck_assert_uint_eq(tape[1].n, 4);
+    ck_assert_uint_eq(tape[2].n, 65536);
+    ck_assert_uint_eq(tape[3].n, 4);
     ck_assert_int_eq(sharc__bcast_recv(peer, &got), 0);
     check_same(b, got);
     size_t n;
     ck_assert(memcmp(sharc_batch_string(got, "cut_id", 3, &n), "c03-03", 6) == 0);
-    ck_assert_uint_eq(sharc__bcast_collectives(peer), 1);
+    ck_assert_uint_eq(sharc__bcast_collectives(peer), 4);
     sharc_batch_release(got);
     sharc_batch_release(b);
     close_pair();
@@ -124,12 +128,12 @@ START_TEST(large_pooled_batch_is_sent_without_copy)
     uint64_t len;
     ck_assert(sharc__batch_payload(b, &base, &len));
     ck_assert_int_eq(sharc__bcast_send(src, b), 0);
-    ck_assert_int_eq(tape_len, 2);
-    ck_assert_ptr_eq(tape[1].src, base); /* straight from the pool block */
-    ck_assert_uint_eq(tape[1].n, len);
+    ck_assert_int_eq(tape_len, 5);
+    ck_assert_ptr_eq(tape[4].src, base); /* straight from the pool block */
+    ck_assert_uint_eq(tape[4].n, len);
     ck_assert_int_eq(sharc__bcast_recv(peer, &got), 0);
     check_same(b, got);
-    ck_assert_uint_eq(sharc__bcast_collectives(peer), 2);
+    ck_assert_uint_eq(sharc__bcast_collectives(peer), 5);
     sharc_batch_release(got);
     sharc_batch_release(b);
     close_pair();
@@ -150,8 +154,8 @@ START_TEST(hand_built_batch_is_packed)
     sharc_batch b = {9, 0, 2, t, NULL}, *got = NULL;
     open_pair(NULL);
     ck_assert_int_eq(sharc__bcast_send(src, &b), 0);
-    ck_assert_int_eq(tape_len, 2);
-    ck_assert_ptr_ne(tape[1].src, audio);
+    ck_assert_int_eq(tape_len, 5);
+    ck_assert_ptr_ne(tape[4].src, audio);
     ck_assert_int_eq(sharc__bcast_recv(peer, &got), 0);
     check_same(&b, got);
     ck_assert_uint_eq(got->step, 9);
@@ -168,9 +172,9 @@ START_TEST(stop_ends_in_lockstep_and_stays_ended)
     ck_assert_int_eq(sharc__bcast_recv(peer, &got), SHARC_END);
     ck_assert_ptr_null(got);
     ck_assert_int_eq(sharc__bcast_recv(peer, &got), SHARC_END);
-    ck_assert_int_eq(tape_pos, 1);
+    ck_assert_int_eq(tape_pos, 4);
     ck_assert_int_eq(sharc__bcast_send_stop(src), SHARC_ERR(EINVAL));
-    ck_assert_int_eq(tape_len, 1);
+    ck_assert_int_eq(tape_len, 4);
     close_pair();
 }
 END_TEST
@@ -217,7 +221,7 @@ START_TEST(frame_over_cap_is_sent_as_error)
     open_pair(&s);
     sharc_batch *b = pooled_batch(pool, 8, 40000, 1), *got = NULL;
     ck_assert_int_eq(sharc__bcast_send(src, b), SHARC_ERR_TOO_LARGE);
-    ck_assert_int_eq(tape_len, 1); /* only the ERROR control block, no payload */
+    ck_assert_int_eq(tape_len, 4); /* handshake, the ERROR control block, status: no payload */
     ck_assert_ptr_nonnull(strstr(sharc__bcast_error(src), "over the cap of 1048576 bytes"));
     ck_assert_int_eq(sharc__bcast_recv(peer, &got), SHARC_ERR_REMOTE);
     ck_assert_ptr_nonnull(strstr(sharc__bcast_error(peer), "source rank 4: frame for step 1 is"));
@@ -259,7 +263,7 @@ START_TEST(backpressure_starts_no_collective)
     ck_assert_int_eq(sharc__bcast_send(src, b), 0);
     ck_assert_int_eq(sharc__bcast_recv(peer, &first), 0);
     ck_assert_int_eq(sharc__bcast_recv(peer, &second), SHARC_ERR_BACKPRESSURE);
-    ck_assert_int_eq(tape_pos, 1);
+    ck_assert_int_eq(tape_pos, 4);
     ck_assert_ptr_nonnull(strstr(sharc__bcast_error(peer), "held"));
     sharc_batch_release(first);
     ck_assert_int_eq(sharc__bcast_recv(peer, &second), 0);
@@ -280,11 +284,87 @@ START_TEST(corrupt_control_block_is_rejected)
     open_pair(NULL);
     sharc_batch *b = pooled_batch(pool, 2, 10, 0), *got = NULL;
     ck_assert_int_eq(sharc__bcast_send(src, b), 0);
-    tape[0].bytes[70] ^= 0x10; /* inside the first descriptor's name */
+    tape[2].bytes[70] ^= 0x10; /* inside the first descriptor's name */
     ck_assert_int_eq(sharc__bcast_recv(peer, &got), SHARC_ERR_FRAME);
     ck_assert_ptr_nonnull(strstr(sharc__bcast_error(peer), "frame from source rank 0"));
     ck_assert_ptr_nonnull(strstr(sharc__bcast_error(peer), "checksum"));
     ck_assert_ptr_null(got);
+    sharc_batch_release(b);
+    close_pair();
+    sharc__batch_pool_destroy(&pool);
+}
+END_TEST
+
+START_TEST(handshake_mismatch_fails_at_step_0)
+{
+    sharc__bcast_settings a, b;
+    sharc__bcast_default_settings(&a);
+    sharc__bcast_default_settings(&b);
+    b.max_frame_bytes = 1 << 20;
+    sharc_transport_settings ts;
+    sharc_transport_default_settings(&ts);
+    tape_len = tape_pos = 0;
+    ck_assert_int_eq(sharc__transport_new(&src_t, &tape_ops, &ts, 0, 2), 0);
+    ck_assert_int_eq(sharc__transport_new(&peer_t, &tape_ops, &ts, 1, 2), 0);
+    ck_assert_int_eq(sharc__bcast_open(&src, src_t, &a), 0);
+    ck_assert_int_eq(sharc__bcast_open(&peer, peer_t, &b), 0);
+    ck_assert_int_eq(sharc__bcast_send_stop(src), 0); /* the tape cannot tell the source */
+    sharc_batch *got = NULL;
+    ck_assert_int_eq(sharc__bcast_recv(peer, &got), SHARC_ERR_SETTINGS);
+    ck_assert_str_eq(sharc__bcast_error(peer), "settings differ in the broadcast group: "
+                                               "max_frame_bytes is 4294967296 on source rank 0 "
+                                               "but 1048576 on rank 1");
+    ck_assert_int_eq(tape_pos, 2); /* handshake and status word: no step was started */
+    ck_assert_int_eq(sharc__bcast_recv(peer, &got), SHARC_ERR_SETTINGS);
+    close_pair();
+}
+END_TEST
+
+START_TEST(source_failure_after_a_step_goes_out_with_the_next)
+{
+    sharc__ctx ctx;
+    sharc__batch_pool *pool = NULL;
+    sharc__ctx_init(&ctx, NULL, NULL);
+    sharc__batch_pool_create(&pool, &ctx, 2, NULL);
+    open_pair(NULL);
+    sharc_batch *b = pooled_batch(pool, 2, 10, 0), *got = NULL;
+    ck_assert_int_eq(sharc__bcast_send(src, b), 0);
+    ck_assert_int_eq(sharc__bcast_fail(src, SHARC_ERR_IO, "cannot write state.bin: No space"), 0);
+    ck_assert(sharc__bcast_has_pending(src));
+    ck_assert_int_eq(sharc__bcast_send(src, b), SHARC_ERR_IO);
+    ck_assert_str_eq(sharc__bcast_error(src), "cannot write state.bin: No space");
+    ck_assert_int_eq(sharc__bcast_send(src, b), SHARC_ERR(EINVAL)); /* ended */
+    ck_assert_int_eq(sharc__bcast_recv(peer, &got), 0);
+    sharc_batch_release(got);
+    ck_assert_int_eq(sharc__bcast_recv(peer, &got), SHARC_ERR_REMOTE);
+    ck_assert_str_eq(sharc__bcast_error(peer), "source rank 0: cannot write state.bin: No space");
+    ck_assert_int_eq(sharc__bcast_remote_code(peer), SHARC_ERR_IO);
+    sharc_batch_release(b);
+    close_pair();
+    sharc__batch_pool_destroy(&pool);
+}
+END_TEST
+
+START_TEST(peer_failure_is_reported_before_the_payload)
+{
+    sharc__ctx ctx;
+    sharc__batch_pool *pool = NULL;
+    sharc__ctx_init(&ctx, NULL, NULL);
+    sharc__batch_pool_create(&pool, &ctx, 2, NULL);
+    open_pair(NULL);
+    sharc_batch *b = pooled_batch(pool, 8, 40000, 5), *got = NULL; /* 1.28 MB: a payload */
+    ck_assert_int_eq(sharc__bcast_send(src, b), 0);
+    ck_assert_int_eq(sharc__bcast_send(src, b), 0);
+    ck_assert_int_eq(sharc__bcast_recv(peer, &got), 0);
+    sharc_batch_release(got);
+    ck_assert_int_eq(sharc__bcast_fail(peer, SHARC_ERR_IO, "cannot write dump.npy"), 0);
+    int before = tape_pos;
+    ck_assert_int_eq(sharc__bcast_recv(peer, &got), SHARC_ERR_IO);
+    ck_assert_str_eq(sharc__bcast_error(peer), "cannot write dump.npy");
+    /* control block and status word read; the payload collective was never joined */
+    ck_assert_int_eq(tape_pos, before + 2);
+    ck_assert_ptr_null(got);
+    ck_assert_int_eq(sharc__bcast_fail(peer, SHARC_ERR_IO, "again"), SHARC_ERR_IO);
     sharc_batch_release(b);
     close_pair();
     sharc__batch_pool_destroy(&pool);
@@ -344,7 +424,7 @@ static Suite *bcast_suite(void)
     Suite *s = suite_create("bcast");
     TCase *tc = tcase_create("protocol");
     tcase_set_timeout(tc, 30);
-    tcase_add_test(tc, small_batch_is_one_collective);
+    tcase_add_test(tc, small_batch_is_one_data_collective);
     tcase_add_test(tc, large_pooled_batch_is_sent_without_copy);
     tcase_add_test(tc, hand_built_batch_is_packed);
     tcase_add_test(tc, stop_ends_in_lockstep_and_stays_ended);
@@ -353,6 +433,9 @@ static Suite *bcast_suite(void)
     tcase_add_test(tc, bad_tensor_is_sent_as_error);
     tcase_add_test(tc, backpressure_starts_no_collective);
     tcase_add_test(tc, corrupt_control_block_is_rejected);
+    tcase_add_test(tc, handshake_mismatch_fails_at_step_0);
+    tcase_add_test(tc, source_failure_after_a_step_goes_out_with_the_next);
+    tcase_add_test(tc, peer_failure_is_reported_before_the_payload);
     tcase_add_test(tc, steady_state_allocates_nothing);
     tcase_add_test(tc, self_transport_sends_nothing);
     suite_add_tcase(s, tc);

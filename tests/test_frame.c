@@ -193,7 +193,7 @@ START_TEST(rejects_bad_header_fields)
     expect_reject(used, "magic");
 
     encode_sample(&payload);
-    block[4] = 2;
+    block[4] = 9;
     recrc(block);
     expect_reject(used, "version");
 

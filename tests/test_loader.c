@@ -340,6 +340,7 @@ END_TEST
 /* ---- a source and a peer over a tape transport ---- */
 
 static int peer_allocations;
+static void (*peer_tweak)(sharc_loader_settings *s); /* a peer started with other settings */
 
 typedef struct pair {
     sharc_transport *st, *pt;
@@ -369,6 +370,8 @@ static void open_pair(pair *p, sharc_loader_settings *s, const char *mesh, int s
     ps.reader.paths = paths_none;
     ps.reader.resume_state = "junk"; /* peers ignore the resume state */
     ps.reader.resume_state_size = 4;
+    if (peer_tweak)
+        peer_tweak(&ps);
     ck_assert_int_eq(sharc_loader_open(&p->peer, &ps), 0);
     ck_assert_int_eq(sharc_loader_is_source(p->src), 1);
     ck_assert_int_eq(sharc_loader_is_source(p->peer), 0);
@@ -488,7 +491,7 @@ START_TEST(source_fails_to_open)
     char expect[1200];
     snprintf(expect, sizeof expect, "source rank 2: %s", src_text);
     ck_assert_str_eq(sharc_loader_last_error(p.peer), expect);
-    ck_assert_int_eq(tape_len, 1); /* one ERROR control block, nothing else */
+    ck_assert_int_eq(tape_len, 4); /* handshake, ERROR control block, their status words */
     close_pair(&p);
 }
 END_TEST
@@ -508,6 +511,98 @@ START_TEST(frame_over_the_cap)
     ck_assert_ptr_nonnull(
         strstr(sharc_loader_last_error(p.peer), "source rank 0: frame for step 0"));
     ck_assert_ptr_nonnull(strstr(sharc_loader_last_error(p.peer), "over the cap of 69632 bytes"));
+    close_pair(&p);
+}
+END_TEST
+
+static void other_max_duration(sharc_loader_settings *s)
+{
+    s->reader.sampler.max_duration = 30;
+}
+
+static void other_limit(sharc_loader_settings *s)
+{
+    s->max_steps = 3;
+}
+
+/* Ranks started with other batching or another limit fail together at step 0. */
+START_TEST(settings_mismatch_fails_every_rank_at_step_0)
+{
+    static const struct {
+        void (*tweak)(sharc_loader_settings *);
+        const char *text;
+    } cases[] = {
+        {other_max_duration, "settings differ in the broadcast group: sampler.max_duration is "
+                             "%.17g on source rank 0 but 30 on rank 1"},
+        {other_limit, "settings differ in the broadcast group: max_steps is 0 on source rank 0 "
+                      "but 3 on rank 1"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        sharc_loader_settings s;
+        loader_settings(&s, NULL, 0, 1);
+        pair p;
+        peer_tweak = cases[c].tweak;
+        open_pair(&p, &s, "cp=2", 0, 1, 2);
+        peer_tweak = NULL;
+        sharc_batch *b = NULL;
+        ck_assert_int_eq(sharc_loader_next(p.src, &b), 0); /* the tape cannot tell the source */
+        sharc_batch_release(b);
+        char want[512];
+        snprintf(want, sizeof want, cases[c].text, s.reader.sampler.max_duration);
+        ck_assert_int_eq(sharc_loader_next(p.peer, &b), SHARC_ERR_SETTINGS);
+        ck_assert_ptr_null(b);
+        ck_assert_str_eq(sharc_loader_last_error(p.peer), want);
+        ck_assert_int_eq(tape_pos, 2); /* the handshake and its status word only */
+        close_pair(&p);
+    }
+}
+END_TEST
+
+/* max_steps ends the stream on every rank with STOP. */
+START_TEST(max_steps_stops_every_rank)
+{
+    sharc_loader_settings s;
+    loader_settings(&s, NULL, 0, 1);
+    s.max_steps = 2;
+    pair p;
+    open_pair(&p, &s, "cp=2", 0, 1, 2);
+    sharc_batch *b = NULL;
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(sharc_loader_next(p.src, &b), 0);
+        sharc_batch_release(b);
+    }
+    ck_assert_int_eq(sharc_loader_next(p.src, &b), SHARC_END);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(sharc_loader_next(p.peer, &b), 0);
+        ck_assert_uint_eq(b->step, (uint64_t)i);
+        sharc_batch_release(b);
+    }
+    ck_assert_int_eq(sharc_loader_next(p.peer, &b), SHARC_END);
+    close_pair(&p);
+}
+END_TEST
+
+/* A failure of the source's own after a step (a checkpoint it could not write) ends every
+ * rank at the next step with its text. */
+START_TEST(source_own_failure_reaches_peers)
+{
+    sharc_loader_settings s;
+    loader_settings(&s, NULL, 0, 1);
+    pair p;
+    open_pair(&p, &s, "cp=2", 0, 1, 2);
+    sharc_batch *b = NULL;
+    ck_assert_int_eq(sharc_loader_next(p.src, &b), 0);
+    sharc_batch_release(b);
+    ck_assert_int_eq(sharc_loader_fail(p.src, SHARC_ERR_IO, "cannot write state.bin: disk full"),
+                     0);
+    ck_assert_int_eq(sharc_loader_next(p.src, &b), SHARC_ERR_IO);
+    ck_assert_str_eq(sharc_loader_last_error(p.src), "cannot write state.bin: disk full");
+    ck_assert_int_eq(sharc_loader_fail(p.src, SHARC_ERR_IO, "later"), SHARC_ERR_IO);
+    ck_assert_int_eq(sharc_loader_next(p.peer, &b), 0);
+    sharc_batch_release(b);
+    ck_assert_int_eq(sharc_loader_next(p.peer, &b), SHARC_ERR_REMOTE);
+    ck_assert_str_eq(sharc_loader_last_error(p.peer),
+                     "source rank 0: cannot write state.bin: disk full");
     close_pair(&p);
 }
 END_TEST
@@ -642,6 +737,9 @@ int main(void)
     tcase_add_test(tc, source_fails_mid_stream);
     tcase_add_test(tc, source_fails_to_open);
     tcase_add_test(tc, frame_over_the_cap);
+    tcase_add_test(tc, settings_mismatch_fails_every_rank_at_step_0);
+    tcase_add_test(tc, max_steps_stops_every_rank);
+    tcase_add_test(tc, source_own_failure_reaches_peers);
     tcase_add_test(tc, backpressure_is_local);
     tcase_add_test(tc, produced_batches_and_their_error);
     suite_add_tcase(s, tc);

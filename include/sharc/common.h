@@ -38,7 +38,7 @@ extern "C" {
     X(AUDIO_MISMATCH, -1005, "decoded audio does not match its metadata")                          \
     X(TOO_LARGE, -1006, "size exceeds the configured cap")                                         \
     X(JSON, -1007, "invalid JSON")                                                                 \
-    X(REMOTE, -1008, "error reported by the source rank")                                          \
+    X(REMOTE, -1008, "error reported by another rank")                                             \
     X(STATE, -1009, "invalid or incompatible reader state")                                        \
     X(FRAME, -1010, "malformed frame")                                                             \
     X(MPI, -1011, "MPI error")                                                                     \
@@ -47,7 +47,8 @@ extern "C" {
     X(TIMEOUT, -1014, "operation timed out")                                                       \
     X(BACKPRESSURE, -1015, "too many batches held by the caller")                                  \
     X(UNSUPPORTED, -1016, "unsupported feature or input")                                          \
-    X(IO, -1017, "I/O error")
+    X(IO, -1017, "I/O error")                                                                      \
+    X(SETTINGS, -1018, "settings differ between the ranks of a broadcast group")
 
 enum sharc_error {
 #define SHARC_X_(name, value, msg) SHARC_ERR_##name = value,

@@ -82,7 +82,9 @@ typedef struct sharc_loader_settings {
     sharc_loader_produce_fn produce; ///< source: make batches with this instead of a
                                      ///< reader; reader.paths are then unused (default NULL)
     void *produce_cookie;            ///< passed to produce (default NULL)
-    uint8_t reserved[16];            ///< must be zero
+    uint64_t max_steps;  ///< end the stream (STOP on every rank) after this many batches;
+                         ///< 0 = no limit (default 0)
+    uint8_t reserved[8]; ///< must be zero
 } sharc_loader_settings;
 
 /**
@@ -93,7 +95,11 @@ SHARC_API void sharc_loader_default_settings(sharc_loader_settings *s);
 
 /**
  * Open a loader on this rank. Not collective: nothing is communicated before the first
- * sharc_loader_next().
+ * sharc_loader_next(), which starts with a handshake: the source sends the settings every
+ * rank of the group must share (mesh, max_steps, control_bytes, max_frame_bytes, the
+ * reader's epochs, seed, shuffle_shards and sampler settings), and a difference fails every
+ * rank with SHARC_ERR_SETTINGS and a text naming the field and both values. Peers therefore
+ * pass the same reader settings as their source, except paths and resume state.
  *
  * On the source rank the reader is opened here. A reader that cannot be opened (no shards,
  * bad reader settings, a path that does not exist) does not fail this call: the first
@@ -122,7 +128,12 @@ SHARC_API int sharc_loader_open(sharc_loader **out, const sharc_loader_settings 
  *         SHARC_ERR_UNSUPPORTED), each after it was sent to the peers; on peers,
  *         SHARC_ERR_REMOTE for any source error, with sharc_loader_last_error() =
  *         "source rank R: <the source's message>", or SHARC_ERR_FRAME for a malformed
- *         frame; a transport error (SHARC_ERR_MPI, SHARC_ERR_NCCL, SHARC_ERR_TIMEOUT).
+ *         frame; SHARC_ERR_SETTINGS at the first step when the ranks' settings differ;
+ *         after sharc_loader_fail() on any rank of the group, that failure (its code on
+ *         that rank, SHARC_ERR_REMOTE with "rank R: <message>" on the others); a transport
+ *         error (SHARC_ERR_MPI, SHARC_ERR_NCCL, SHARC_ERR_TIMEOUT: a collective did not
+ *         complete within the transport's timeout_ms, because another rank stopped, died
+ *         or hangs).
  *         After SHARC_END or an error (other than back-pressure) the stream has ended:
  *         later calls return the same result without communicating.
  */
@@ -142,6 +153,19 @@ SHARC_API int sharc_loader_next(sharc_loader *l, sharc_batch **batch);
  */
 SHARC_API int sharc_loader_batch_new(sharc_loader *l, size_t n_tensors, const sharc_tensor *desc,
                                      sharc_batch **batch);
+
+/**
+ * Report a failure of this rank's own that must end the stream on every rank of the group:
+ * a checkpoint or output that could not be written, an exception in the training step.
+ * The next sharc_loader_next() fails on every rank at the same step, this rank's with
+ * `code` and the others with SHARC_ERR_REMOTE and "rank R: <message>" ("source rank R:"
+ * when this rank is the source). So one rank's failure never leaves the others waiting in
+ * the next step's collectives. Any rank; the first failure reported is kept.
+ * @param code    a negative result code (anything else is taken as SHARC_ERR(EINVAL))
+ * @param message plain text, cut to 1024 bytes
+ * @return 0; or, when the stream has already ended, its result (nothing is sent)
+ */
+SHARC_API int sharc_loader_fail(sharc_loader *l, int code, const char *message);
 
 /**
  * Set the text sent to the peers with the next error a produce callback returns (the

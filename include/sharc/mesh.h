@@ -5,6 +5,8 @@
 #ifndef SHARC_MESH_H
 #define SHARC_MESH_H
 
+#include <stddef.h>
+
 #include "sharc/common.h"
 
 #ifdef __cplusplus
@@ -87,6 +89,15 @@ SHARC_API int sharc_mesh_group_size(const sharc_mesh *m);
  * @return the global rank, or -1 when group_rank is out of range.
  */
 SHARC_API int sharc_mesh_group_member(const sharc_mesh *m, int group_rank);
+
+/**
+ * Describe the mesh's shape, the same on every rank of a job: "dp=2,cp=2 broadcast=cp"
+ * (axes outermost first, then the broadcast axes present, "-" when none). Used to check
+ * that every rank was started with the same mesh. Any thread.
+ * @param buf receives the text, cut to fit and NUL-terminated (cap >= 1)
+ * @return the length of the full text (as snprintf)
+ */
+SHARC_API int sharc_mesh_format(const sharc_mesh *m, char *buf, size_t cap);
 
 #ifdef __cplusplus
 }

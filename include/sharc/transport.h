@@ -22,8 +22,13 @@ typedef struct sharc_transport sharc_transport;
 typedef struct sharc_transport_settings {
     sharc_allocator allocator; ///< host allocations (default: sharc_default_allocator)
     sharc_logger logger;       ///< log sink (default: sharc_default_logger)
-    int timeout_ms; ///< NCCL: abort a broadcast that has not finished after this (default
-                    ///< 600000; 0 waits forever). MPI and self ignore it.
+    /**
+     * Every collective (MPI and NCCL) that has not completed after this many milliseconds
+     * fails with SHARC_ERR_TIMEOUT and leaves the transport aborted (NCCL: the communicator
+     * is aborted; MPI, which cannot cancel a collective without ending processes: every
+     * later call fails, and the program should exit). 0 waits forever (default 600000).
+     */
+    int timeout_ms;
 } sharc_transport_settings;
 
 /** Fill `s` with the defaults documented on each field. */
