@@ -217,7 +217,7 @@ static int status_round(sharc__bcast *bc, int code, const char *text)
         text = bc->pending;
     }
     if (bc->t->size == 1)
-        return code < 0 ? end_with(bc, sharc__fail(&bc->ctx, code, "%s", text)) : 0;
+        return code < 0 ? end_with(bc, sharc__set_error(&bc->ctx, code, "%s", text)) : 0;
     uint32_t word = code < 0 ? (uint32_t)bc->t->rank + 1 : 0;
     bc->collectives++;
     int rc = sharc__transport_allreduce_max(bc->t, &word);
@@ -234,7 +234,7 @@ static int status_round(sharc__bcast *bc, int code, const char *text)
     if (rc < 0)
         return transport_failed(bc, rc);
     if (code < 0) /* this rank failed too: it reports its own failure */
-        return end_with(bc, sharc__fail(&bc->ctx, code, "%s", text));
+        return end_with(bc, sharc__set_error(&bc->ctx, code, "%s", text));
     sharc__frame_header h;
     sharc__frame_limits limits = {0, bc->s.max_frame_bytes};
     rc = sharc__frame_decode(&bc->ctx, bc->control, n, &limits, &h, NULL, NULL);
@@ -245,9 +245,9 @@ static int status_round(sharc__bcast *bc, int code, const char *text)
     bc->remote_code = h.error_code;
     snprintf(bc->remote_message, sizeof bc->remote_message, "%s", h.message);
     if (h.error_code == SHARC_ERR_SETTINGS)
-        return end_with(bc, sharc__fail(&bc->ctx, SHARC_ERR_SETTINGS, "%s", h.message));
-    return end_with(bc, sharc__fail(&bc->ctx, SHARC_ERR_REMOTE, "rank %d: %s",
-                                    global_rank(bc, failed), h.message));
+        return end_with(bc, sharc__set_error(&bc->ctx, SHARC_ERR_SETTINGS, "%s", h.message));
+    return end_with(bc, sharc__set_error(&bc->ctx, SHARC_ERR_REMOTE, "rank %d: %s",
+                                         global_rank(bc, failed), h.message));
 }
 
 /*
@@ -296,7 +296,7 @@ static int send_pending(sharc__bcast *bc)
     char text[sizeof bc->pending];
     snprintf(text, sizeof text, "%s", bc->pending);
     int rc = sharc__bcast_send_error(bc, code, text);
-    return rc < 0 ? rc : sharc__fail(&bc->ctx, code, "%s", text);
+    return rc < 0 ? rc : sharc__set_error(&bc->ctx, code, "%s", text);
 }
 
 /* Source: start a step (handshake, pending failure). */
@@ -330,7 +330,7 @@ int sharc__bcast_send_error(sharc__bcast *bc, int code, const char *message)
     if (rc < 0 && bc->ended != SHARC_ERR_REMOTE && bc->ended != SHARC_ERR_SETTINGS)
         return rc; /* a transport failure */
     bc->ended = code;
-    sharc__fail(&bc->ctx, code, "%s", message);
+    sharc__set_error(&bc->ctx, code, "%s", message);
     return 0;
 }
 
@@ -585,6 +585,8 @@ int sharc__bcast_recv(sharc__bcast *bc, sharc_batch **out)
     bc->frames++;
     char why[SHARC__FRAME_MESSAGE_MAX + 1] = "";
     int local = take_control(bc, b, why, sizeof why);
+    if (local < 0) /* logged here, where it was found; the group learns it next */
+        sharc__fail(&bc->ctx, local, "%s", why);
     int source_error = local == 0 && bc->header.kind == SHARC__FRAME_ERROR;
     rc = status_round(bc, source_error ? 0 : local, why);
     if (rc < 0 && !source_error)
