@@ -16,8 +16,12 @@ int sharc__mpi_check(sharc__ctx *ctx, int mpi_rc, const char *call);
 /**
  * Split this rank's broadcast group from `parent` by `mesh` (color = data-parallel slot,
  * key = group rank) and check that the new communicator's rank is the mesh's group rank.
- * Collective over `parent`. The caller frees *out with MPI_Comm_free.
+ * Every rank's mesh is compared first: a difference fails every rank with
+ * SHARC_ERR_SETTINGS naming both meshes; a rank that does not join within `timeout_ms`
+ * (0: no limit) gives SHARC_ERR_TIMEOUT. Collective over `parent`. The caller frees *out
+ * with MPI_Comm_free.
  */
-int sharc__mpi_split_group(sharc__ctx *ctx, MPI_Comm parent, const sharc_mesh *mesh, MPI_Comm *out);
+int sharc__mpi_split_group(sharc__ctx *ctx, MPI_Comm parent, const sharc_mesh *mesh, int timeout_ms,
+                           MPI_Comm *out);
 
 #endif /* SHARC_SRC_TRANSPORT_MPI_H */

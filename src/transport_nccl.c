@@ -395,7 +395,7 @@ int sharc_transport_nccl_bootstrap_mpi(sharc_transport **out, MPI_Comm parent,
     int rank = 0, size = 0, prev = -1;
     *out = NULL;
     memset(&id, 0, sizeof id);
-    int rc = sharc__mpi_split_group(&ctx, parent, mesh, &group);
+    int rc = sharc__mpi_split_group(&ctx, parent, mesh, s ? s->timeout_ms : 600000, &group);
     if (rc < 0)
         return rc;
     rc = SHARC__MPI_CHECK(&ctx, MPI_Comm_rank(group, &rank));

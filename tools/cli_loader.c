@@ -78,20 +78,17 @@ static int mpi_transport(const char *cmd, cli_dist *d)
             cli_env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0, 1 << 16, &device);
         return sharc_transport_nccl_bootstrap_mpi(&d->t, MPI_COMM_WORLD, &d->mesh, device, NULL);
     }
-    /* Split here rather than with sharc_transport_mpi_split, so that `sharc bench` can run a
-     * raw MPI_Bcast on the very communicator the loader uses. */
+    /* The split compares every rank's mesh first, so ranks started with different --mesh
+     * all fail here instead of waiting on groups that do not match. */
+    int rc = sharc_transport_mpi_split(&d->t, MPI_COMM_WORLD, &d->mesh, NULL);
+    if (rc < 0)
+        return rc;
     MPI_Comm *comm = malloc(sizeof *comm);
     if (comm == NULL)
         return SHARC_ERR(ENOMEM);
-    if (MPI_Comm_split(MPI_COMM_WORLD, sharc_mesh_dp_rank(&d->mesh),
-                       sharc_mesh_group_rank(&d->mesh), comm) != MPI_SUCCESS) {
-        free(comm);
-        fprintf(stderr, "sharc %s: MPI_Comm_split failed\n", cmd);
-        return SHARC_ERR_MPI;
-    }
-    MPI_Comm_set_errhandler(*comm, MPI_ERRORS_RETURN);
+    sharc_transport_mpi_comm(d->t, comm); /* `sharc bench` times a raw MPI_Bcast on it */
     d->comm = comm;
-    return sharc_transport_mpi_open(&d->t, *comm, NULL);
+    return 0;
 }
 #endif
 
@@ -137,8 +134,10 @@ int cli_dist_setup(const char *cmd, cli_dist *d)
                 "data-parallel slot %d of %d\n",
                 cmd, d->rank, d->world_size, sharc_mesh_dp_rank(&d->mesh),
                 sharc_mesh_dp_size(&d->mesh));
-    if (sharc_mesh_group_size(&d->mesh) == 1 && strcmp(d->transport, "nccl") != 0)
-        return 0; /* a group of one needs no transport at all */
+    /* A group of one needs no transport at all; under MPI it still splits, which compares
+     * every rank's mesh, so that a rank started with another --mesh cannot go unnoticed. */
+    if (sharc_mesh_group_size(&d->mesh) == 1 && !use_mpi)
+        return 0;
     if (!use_mpi)
         return cli_usage_error(cmd,
                                "--mesh %s puts %d ranks in a broadcast group: use --transport mpi "
@@ -188,11 +187,8 @@ void cli_dist_close(cli_dist *d)
 {
     sharc_transport_close(&d->t);
 #if SHARC_CLI_HAVE_MPI
-    if (d->comm != NULL) {
-        MPI_Comm_free((MPI_Comm *)d->comm);
-        free(d->comm);
-        d->comm = NULL;
-    }
+    free(d->comm); /* the transport's communicator, freed with it */
+    d->comm = NULL;
     if (d->mpi_initialized)
         MPI_Finalize();
 #endif

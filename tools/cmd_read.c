@@ -404,6 +404,7 @@ static int open_loader(const sharc_reader_settings *s, read_opts *o, sharc_loade
     sharc_loader_settings ls;
     sharc_loader_default_settings(&ls);
     ls.reader = *s;
+    ls.max_steps = o->limit; /* the same on every rank: checked by the loader's handshake */
     cli_dist_apply(&o->dist, &ls);
     int rc = cli_open_loader("read", &ls, l);
     if (rc < 0)
@@ -949,13 +950,17 @@ static int run_batches_named(sharc_reader_settings *s, read_opts *o, const char 
     }
     const sharc_reader *r = sharc_loader_reader(l); /* NULL on peers */
     int rc = 0, failed = 0;
-    while (!failed && (o->limit == 0 || run.batches < o->limit)) {
+    while (!failed) { /* until STOP: the loader ends the stream after --limit batches */
         sharc_batch *b = NULL;
         rc = sharc_loader_next(l, &b);
         if (rc != 0)
             break;
         failed = handle_batch(l, b, o, s->sampling_rate, &run, saved_f) < 0;
         sharc_batch_release(b);
+        if (failed) { /* an output of this rank failed: the next step ends every rank */
+            sharc_loader_fail(l, SHARC_ERR_IO, run.error);
+            rc = sharc_loader_next(l, &b);
+        }
     }
     double wall = cli_now() - t0;
     if (!failed && rc >= 0)

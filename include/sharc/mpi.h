@@ -31,12 +31,24 @@ SHARC_API int sharc_transport_mpi_open(sharc_transport **out, MPI_Comm comm,
  * `parent`. The split communicator is owned by the transport and freed by
  * sharc_transport_close() (collective over the group). Each call splits afresh: two meshes
  * never share a group by accident.
+ * Every rank's mesh is compared first (sharc_mesh_format), so ranks started with
+ * different meshes all fail here instead of splitting into groups that wait on each other.
  * @param mesh this rank's mesh; its rank and size must equal parent's
  * @return 0, SHARC_ERR(EINVAL) when the mesh does not match `parent` (the text is logged),
- *         SHARC_ERR_MPI, SHARC_ERR(ENOMEM)
+ *         SHARC_ERR_SETTINGS on every rank when the ranks' meshes differ (logged: "the ranks
+ *         were started with different meshes: rank 0 has ... but rank R has ..."),
+ *         SHARC_ERR_TIMEOUT when a rank of `parent` does not join within the settings'
+ *         timeout_ms, SHARC_ERR_MPI, SHARC_ERR(ENOMEM)
  */
 SHARC_API int sharc_transport_mpi_split(sharc_transport **out, MPI_Comm parent,
                                         const sharc_mesh *mesh, const sharc_transport_settings *s);
+
+/**
+ * The communicator of an MPI transport (borrowed: valid until sharc_transport_close), for
+ * a program's own collectives over the same group.
+ * @return 0, or SHARC_ERR(EINVAL) when `t` is not an MPI transport
+ */
+SHARC_API int sharc_transport_mpi_comm(const sharc_transport *t, MPI_Comm *comm);
 
 /**
  * An NCCL transport for this rank's broadcast group, bootstrapped over MPI: the group is
