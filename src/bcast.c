@@ -286,6 +286,13 @@ static int handshake(sharc__bcast *bc)
     return status_round(bc, code, why);
 }
 
+int sharc__bcast_start(sharc__bcast *bc)
+{
+    if (bc->ended)
+        return bc->ended;
+    return handshake(bc);
+}
+
 /* Source: send the pending local failure, if any, as this step's ERROR frame. */
 static int send_pending(sharc__bcast *bc)
 {

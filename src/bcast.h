@@ -68,6 +68,14 @@ int sharc__bcast_open(sharc__bcast **out, sharc_transport *t, const sharc__bcast
  */
 void sharc__bcast_close(sharc__bcast **bc);
 
+/**
+ * Run the handshake now if it has not run yet (every send and recv starts with it), so
+ * that a source learns of a mismatch before it reads a batch. Every rank of the group.
+ * @return 0, or the stream's result when it has ended (SHARC_ERR_SETTINGS, a transport
+ *         error, ...)
+ */
+int sharc__bcast_start(sharc__bcast *bc);
+
 /** 1 on the group's source rank. */
 int sharc__bcast_is_source(const sharc__bcast *bc);
 

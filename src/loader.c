@@ -278,11 +278,14 @@ static int send_stop(sharc_loader *l)
 static int source_next(sharc_loader *l, sharc_batch **out)
 {
     sharc_batch *b = NULL;
+    int rc = sharc__bcast_start(l->bc); /* the handshake, before anything is read */
+    if (rc < 0)
+        return end_with(l, sharc__set_error(&l->ctx, rc, "%s", sharc__bcast_error(l->bc)));
     if (l->open_rc < 0 && !sharc__bcast_has_pending(l->bc))
         return send_failure(l, l->open_rc, l->open_error);
     if (sharc__bcast_has_pending(l->bc) || (l->max_steps && l->steps >= l->max_steps))
         return send_stop(l); /* a pending failure goes out as ERROR in its place */
-    int rc = l->produce ? produce_next(l, &b) : sharc_reader_next_batch(l->reader, &b);
+    rc = l->produce ? produce_next(l, &b) : sharc_reader_next_batch(l->reader, &b);
     const char *why = l->produce ? l->produce_error : sharc_reader_last_error(l->reader);
     if (rc == SHARC_ERR_BACKPRESSURE) /* local and retryable: nothing is sent */
         return sharc__set_error(&l->ctx, rc, "%s", why[0] ? why : sharc_strerror(rc));

@@ -21,41 +21,14 @@
 #include <zlib.h>
 
 #include "frame.h"
+#include "mpi_check.h"
 #include "transport.h"
 #include "sharc/mpi.h"
 #include "sharc/sharc.h"
 
-static int world_rank, world_size;
+int world_rank, world_size;
 static char corpus[512], damaged[512], damaged_member[256];
 static const char *missing = "/nonexistent/sharc/peer/data";
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "rank %d: %s:%d: check failed: %s\n", world_rank, __FILE__, __LINE__,  \
-                    #cond);                                                                        \
-            MPI_Abort(MPI_COMM_WORLD, 1);                                                          \
-        }                                                                                          \
-    } while (0)
-
-#define CHECK_RC(call, want)                                                                       \
-    do {                                                                                           \
-        int rc_ = (call);                                                                          \
-        if (rc_ != (want)) {                                                                       \
-            fprintf(stderr, "rank %d: %s:%d: %s returned %d (%s), want %d\n", world_rank,          \
-                    __FILE__, __LINE__, #call, rc_, sharc_err_name(rc_), (want));                  \
-            MPI_Abort(MPI_COMM_WORLD, 1);                                                          \
-        }                                                                                          \
-    } while (0)
-
-#define CHECK_TEXT(text, want)                                                                     \
-    do {                                                                                           \
-        if (!strstr((text), (want))) {                                                             \
-            fprintf(stderr, "rank %d: %s:%d: '%s' lacks '%s'\n", world_rank, __FILE__, __LINE__,   \
-                    (text), (want));                                                               \
-            MPI_Abort(MPI_COMM_WORLD, 1);                                                          \
-        }                                                                                          \
-    } while (0)
 
 /* Rank 0 generates the corpora; everyone else learns the paths. */
 static void make_corpora(const char *gen, const char *corrupt_py)
