@@ -419,8 +419,8 @@ int cli_exit(const char *cmd, int status)
     if (err == 0)
         return status;
     if (!stdout_failure_reported)
-        fprintf(stderr, "sharc%s%s: cannot write the output: %s\n", cmd ? " " : "",
-                cmd ? cmd : "", strerror(err));
+        fprintf(stderr, "sharc%s%s: cannot write the output: %s\n", cmd ? " " : "", cmd ? cmd : "",
+                strerror(err));
     stdout_failure_reported = 1;
     return status == CLI_EXIT_OK ? CLI_EXIT_FAIL : status;
 }
@@ -525,8 +525,8 @@ int cli_make_tmp(const char *path, char **tmp)
     *tmp = NULL;
     for (int attempt = 0; attempt < 1000; attempt++) {
         char *name = NULL;
-        if (asprintf(&name, "%.*s.%s.%ld.%lu.tmp", dir_len, path, base, (long)getpid(),
-                     counter++) < 0)
+        if (asprintf(&name, "%.*s.%s.%ld.%lu.tmp", dir_len, path, base, (long)getpid(), counter++) <
+            0)
             return ENOMEM;
         int fd = open(name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (fd >= 0) {

@@ -111,7 +111,10 @@ static void print_help(void)
         "how many shards, cuts, seconds of audio and bytes were written. JSON output:\n"
         "{\"layout\",\"shards\",\"cuts\",\"audio_seconds\",\"bytes\"} (bytes: all files written);\n"
         "a run that fails prints {\"error\"} with why. On failure every file written so far\n"
-        "is removed again (and DIR, when pack created it).\n"
+        "is removed again (and DIR, when pack created it). Files are written under hidden\n"
+        "temporary names (.NAME.PID.N.tmp) and get their names only once all are complete;\n"
+        "SIGINT, SIGTERM or SIGHUP removes every file written as a failure does, then ends\n"
+        "pack by that signal (a shell shows 128 + signal).\n"
         "\n"
         "Exit status: 0 success, 1 failure (a bad manifest line, an unreadable file, a\n"
         "duration mismatch, a duplicate id, DIR not empty, a write error), 2 usage error.\n"
@@ -634,9 +637,9 @@ static int probe_audio(const pack_opts *o, pack_entry *e)
 typedef struct pack_writer {
     const pack_opts *o;
     struct archive *tar;
-    gzFile cuts;  /* Shar: this shard's cuts file */
-    FILE *rows;   /* NeMo: this shard's manifest */
-    FILE *all;    /* NeMo: the manifest of all shards */
+    gzFile cuts; /* Shar: this shard's cuts file */
+    FILE *rows;  /* NeMo: this shard's manifest */
+    FILE *all;   /* NeMo: the manifest of all shards */
     /* Every file written (its final path) and the temporary name it is written under until
      * the run is complete, to report its size or remove it on failure. Files [0, n_renamed)
      * have their final names already. */
@@ -669,7 +672,8 @@ static int note_file(pack_writer *w, char *path, const char **tmp)
     }
     if (w->n_files == w->cap_files) {
         size_t cap = w->cap_files ? 2 * w->cap_files : 16;
-        char **v = realloc(w->files, cap * sizeof *v), **t = v ? realloc(w->tmps, cap * sizeof *t) : NULL;
+        char **v = realloc(w->files, cap * sizeof *v),
+             **t = v ? realloc(w->tmps, cap * sizeof *t) : NULL;
         if (v)
             w->files = v;
         if (t)

@@ -124,12 +124,16 @@ static void print_help(void)
            "                      + 2, at most 16 (default 0)\n"
            "  --read-ahead-bytes N  encoded bytes read ahead of the sampler by the read-ahead\n"
            "                      threads, all together; 0 = no read-ahead threads\n"
-           "                      (default 67108864)\n"
-           "  --save-state-at STEP FILE  after the batch of step STEP is returned, write the\n"
+           "                      (default 67108864)\n",
+           DEFAULT_MAX_DURATION);
+    printf("  --save-state-at STEP FILE  after the batch of step STEP is returned, write the\n"
            "                      reader's state (sharc_reader_state_save) to FILE and go on;\n"
            "                      may be given up to %d times, for different steps and files;\n"
            "                      with several data-parallel slots in one job (mpirun,\n"
-           "                      RANK/WORLD_SIZE) each slot's source writes FILE.dp<slot>\n"
+           "                      RANK/WORLD_SIZE) each slot's source writes FILE.dp<slot>.\n"
+           "                      FILE is written whole under a temporary name beside it, then\n"
+           "                      renamed; it may not be a file the run reads (a shard, cuts\n"
+           "                      file, manifest or the --resume state, or a link to one)\n"
            "                      (default: none)\n"
            "  --resume FILE       start from a state written by --save-state-at: the batches\n"
            "                      are those an uninterrupted run yields after that step; the\n"
@@ -139,9 +143,10 @@ static void print_help(void)
            "  --dump-dir DIR      also write every tensor of every batch to DIR (created if\n"
            "                      missing) as DIR/step<k>.<tensor>.npy (NumPy format 1.0),\n"
            "                      written by the source rank only; with several data-parallel\n"
-           "                      slots as DIR/dp<slot>/step<k>.<tensor>.npy (default: none)\n"
+           "                      slots as DIR/dp<slot>/step<k>.<tensor>.npy (default: none);\n"
+           "                      each file is written whole or not at all, never over an input\n"
            "\n",
-           DEFAULT_MAX_DURATION, MAX_SAVES);
+           MAX_SAVES);
     printf("Cuts (--cuts):\n"
            "  --cuts              read single cuts (sharc_reader_next) instead of batches; the\n"
            "                      batching options are then refused\n"
@@ -204,7 +209,8 @@ static void print_help(void)
         "\n"
         "Exit status: 0 success, 1 read error, unreadable or rejected --resume state, a\n"
         "--save-state-at step the run did not reach, or a file that could not be written (the\n"
-        "message is printed on stderr), 2 usage error.\n"
+        "message is printed on stderr), 2 usage error (an output that would replace an input\n"
+        "included).\n"
         "\n"
         "Example:\n"
         "  sharc read --json --max-duration 200 --num-buckets 8 --threads 4 data/shar\n"
@@ -622,7 +628,8 @@ static void print_batch_text(const sharc_batch *b, const batch_info *bi)
  * state file) is reported here and nowhere else, so that one place decides what the run
  * does about it: the batch loop stops, and the message is printed and ends the JSON summary.
  */
-static void output_failure(batch_run *run, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void output_failure(batch_run *run, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static void output_failure(batch_run *run, const char *fmt, ...)
 {
     va_list ap;

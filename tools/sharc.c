@@ -52,7 +52,9 @@ static void print_help(FILE *f)
     fprintf(f, "\n"
                "Run 'sharc <command> --help' for the options of a command.\n"
                "\n"
-               "Exit status: 0 success, 1 failure (or problems found), 2 usage error.\n");
+               "Exit status: 0 success, 1 failure (or problems found), 2 usage error. Output\n"
+               "that cannot be written (a full disk) is a failure; a pipe whose reader left\n"
+               "(sharc read --json | head -1) ends sharc quietly, as SIGPIPE does (141).\n");
 }
 
 static const command *find_command(const char *name)
