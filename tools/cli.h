@@ -189,22 +189,23 @@ void cli_inputs_free(cli_inputs *in);
 
 /**
  * Create a new, empty file beside `path` for its content, under a hidden temporary name
- * (".<name>.<pid>.<n>.tmp" in the same folder, created with O_EXCL: never an existing file),
- * so that `path` is replaced only by a complete file (cli_rename_tmp()) and a failed write
- * leaves nothing behind (unlink the temporary). *tmp is malloc'ed; the caller frees it.
+ * (".<name>.<pid>.<n>.tmp" in the same folder, the name cut at 200 bytes, created with O_EXCL:
+ * never an existing file), so that `path` is replaced only by a complete file (cli_rename_tmp())
+ * and a failed write leaves nothing behind (unlink the temporary). *tmp is malloc'ed; the caller
+ * frees it.
  * @return 0, or an errno value
  */
 int cli_make_tmp(const char *path, char **tmp);
 
 /**
- * Write `n` bytes of `data` (or, with `write`, what it writes to the FILE) to `path` through
+ * Write `n` bytes of `data` (or, with `fill`, what it writes to the FILE) to `path` through
  * a temporary file (cli_make_tmp()), renamed to `path` once complete and closed; on any
  * failure the temporary is removed and `path` is left as it was.
- * @param write when not NULL, writes the content to f and returns 0 or an errno value
+ * @param fill  when not NULL, writes the content to f and returns 0 or an errno value
  * @return 0, or an errno value (EFBIG, ENOSPC, EACCES, ...)
  */
 int cli_write_file(const char *path, const void *data, size_t n,
-                   int (*write)(FILE *f, const void *arg), const void *arg);
+                   int (*fill)(FILE *f, const void *arg), const void *arg);
 
 /* ---- Time and numbers ---- */
 

@@ -525,8 +525,9 @@ int cli_make_tmp(const char *path, char **tmp)
     *tmp = NULL;
     for (int attempt = 0; attempt < 1000; attempt++) {
         char *name = NULL;
-        if (asprintf(&name, "%.*s.%s.%ld.%lu.tmp", dir_len, path, base, (long)getpid(), counter++) <
-            0)
+        /* The name shortened so that the temporary's fits in NAME_MAX where the name does. */
+        if (asprintf(&name, "%.*s.%.200s.%ld.%lu.tmp", dir_len, path, base, (long)getpid(),
+                     counter++) < 0)
             return ENOMEM;
         int fd = open(name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (fd >= 0) {
@@ -543,7 +544,7 @@ int cli_make_tmp(const char *path, char **tmp)
 }
 
 int cli_write_file(const char *path, const void *data, size_t n,
-                   int (*write)(FILE *f, const void *arg), const void *arg)
+                   int (*fill)(FILE *f, const void *arg), const void *arg)
 {
     char *tmp = NULL;
     int err = cli_make_tmp(path, &tmp);
@@ -554,8 +555,8 @@ int cli_write_file(const char *path, const void *data, size_t n,
         err = errno;
     } else {
         errno = 0;
-        if (write != NULL)
-            err = write(f, arg);
+        if (fill != NULL)
+            err = fill(f, arg);
         else if (fwrite(data, 1, n, f) != n)
             err = errno ? errno : EIO;
         errno = 0;

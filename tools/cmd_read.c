@@ -704,7 +704,7 @@ static int save_state(sharc_loader *l, const read_opts *o, save_point *sp, batch
         free(buf);
         return -1;
     }
-    /* Checked before the run too; a file made an input's link since is refused all the same. */
+    /* Checked before the run as well; a link to an input made since then is refused here. */
     const char *input = cli_inputs_find(&o->inputs, sp->file);
     int err = input ? 0 : cli_write_file(sp->file, buf, size, NULL, NULL);
     free(buf);
@@ -948,9 +948,11 @@ static int is_dump_file_of(const char *path, const char *dir)
 {
     const char *slash = strrchr(path, '/');
     const char *base = slash ? slash + 1 : path;
-    size_t len = strlen(base), digits = strspn(base + 4, "0123456789");
-    if (strncmp(base, "step", 4) != 0 || digits == 0 || base[4 + digits] != '.' || len < 9 ||
-        strcmp(base + len - 4, ".npy") != 0)
+    size_t len = strlen(base);
+    if (strncmp(base, "step", 4) != 0)
+        return 0;
+    size_t digits = strspn(base + 4, "0123456789");
+    if (digits == 0 || base[4 + digits] != '.' || len < 9 || strcmp(base + len - 4, ".npy") != 0)
         return 0;
     char *parent = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
     struct stat a, b;
@@ -967,6 +969,8 @@ static int is_dump_file_of(const char *path, const char *dir)
  */
 static int refuse_outputs_over_inputs(const sharc_reader_settings *s, read_opts *o)
 {
+    if (o->n_saves == 0 && o->dump_dir == NULL)
+        return -1; /* nothing is written but stdout */
     if (cli_inputs_add_dataset(&o->inputs, s->paths, s->n_paths) != 0 ||
         (o->resume_file != NULL && cli_inputs_add(&o->inputs, o->resume_file) != 0)) {
         fprintf(stderr, "sharc read: out of memory\n");
