@@ -26,6 +26,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include <sharc/sharc.h>
 
@@ -123,9 +124,88 @@ int cli_online_cpus(void);
 
 /**
  * Flush stdout and check that everything was written (a full disk or closed pipe).
- * @return `status` when it was, else CLI_EXIT_FAIL after a message naming `cmd`.
+ * @return `status` when it was, else CLI_EXIT_FAIL after a message naming `cmd`; `status`
+ *         without a message when the reader of a pipe has gone (cli_stdout_gone()): the
+ *         program then ends as if by SIGPIPE in cli_exit().
  */
 int cli_finish_output(const char *cmd, int status);
+
+/**
+ * Route stdout through a stream that records why a write failed, for the messages of
+ * cli_finish_output() and cli_exit(). Called first thing in main().
+ */
+void cli_stdout_init(void);
+
+/**
+ * Whether writing stdout failed because its reader went away (`sharc read | head -1`): a
+ * pipe or socket with nothing at the other end. Such an end is quiet, as SIGPIPE's is.
+ */
+int cli_stdout_gone(void);
+
+/**
+ * The end of the program, for main(): flush and close stdout, and when that fails print
+ * "sharc CMD: cannot write the output: <why>" (once: not again after cli_finish_output()
+ * said it) and return CLI_EXIT_FAIL instead of a success. When the reader of a pipe went
+ * away, the process ends by SIGPIPE, quietly, whether SIGPIPE was ignored or not (a shell
+ * shows 141). `cmd` is NULL for sharc itself.
+ */
+int cli_exit(const char *cmd, int status);
+
+/* ---- Output files ---- */
+
+/**
+ * The files a run reads, by identity (device and inode), so that no output replaces one:
+ * an output that is one of them (the same path, a hard or symbolic link to it) is refused.
+ */
+typedef struct cli_input {
+    dev_t dev;
+    ino_t ino;
+    char *path; /* as it was added */
+} cli_input;
+
+typedef struct cli_inputs {
+    cli_input *v;
+    size_t n, cap;
+} cli_inputs;
+
+/**
+ * Add the file at `path`; one that does not exist (yet) is no input and is not added.
+ * @return 0, or -1 when out of memory
+ */
+int cli_inputs_add(cli_inputs *in, const char *path);
+
+/**
+ * Add the files behind the reader's PATHs as the reader finds them: each PATH expanded
+ * (sharc_reader_expand_path()), a folder's files and those of its sharded_manifests/. A
+ * PATH that cannot be expanded adds nothing: opening the reader then says why.
+ * @return 0, or -1 when out of memory
+ */
+int cli_inputs_add_dataset(cli_inputs *in, const char *const *paths, size_t n);
+
+/** The input that `path` names (as it was added), or NULL when it names none. */
+const char *cli_inputs_find(const cli_inputs *in, const char *path);
+
+void cli_inputs_free(cli_inputs *in);
+
+/**
+ * Create a new, empty file beside `path` for its content, under a hidden temporary name
+ * (".<name>.<pid>.<n>.tmp" in the same folder, the name cut at 200 bytes, created with O_EXCL:
+ * never an existing file), so that `path` is replaced only by a complete file (cli_rename_tmp())
+ * and a failed write leaves nothing behind (unlink the temporary). *tmp is malloc'ed; the caller
+ * frees it.
+ * @return 0, or an errno value
+ */
+int cli_make_tmp(const char *path, char **tmp);
+
+/**
+ * Write `n` bytes of `data` (or, with `fill`, what it writes to the FILE) to `path` through
+ * a temporary file (cli_make_tmp()), renamed to `path` once complete and closed; on any
+ * failure the temporary is removed and `path` is left as it was.
+ * @param fill  when not NULL, writes the content to f and returns 0 or an errno value
+ * @return 0, or an errno value (EFBIG, ENOSPC, EACCES, ...)
+ */
+int cli_write_file(const char *path, const void *data, size_t n,
+                   int (*fill)(FILE *f, const void *arg), const void *arg);
 
 /* ---- Time and numbers ---- */
 

@@ -2,12 +2,16 @@
  * Helpers shared by the sharc subcommands: option values, JSON output, numbers, logging
  * and the progress line.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -321,13 +325,253 @@ int cli_env_int(const char *name, int min, int max, int *out)
     return 1;
 }
 
+/* stdout's failure was reported (cli_finish_output), so that cli_exit() does not repeat it. */
+static int stdout_failure_reported;
+
+int cli_stdout_gone(void)
+{
+    /* A pipe whose reader closed it, or a socket whose peer did, polls as an error or a
+     * hang-up for the writer. */
+    struct pollfd p = {.fd = STDOUT_FILENO, .events = POLLOUT};
+    return poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP)) != 0;
+}
+
+/* Why the last write to stdout failed (0: none did). stdio keeps no such record: a large
+ * write that fails is not buffered, so a later fflush() has nothing to say. */
+static int stdout_errno;
+
+static ssize_t stdout_write(void *cookie, const char *buf, size_t n)
+{
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = write(STDOUT_FILENO, buf + done, n - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            stdout_errno = w < 0 ? errno : EIO;
+            errno = stdout_errno;
+            return -1;
+        }
+        done += (size_t)w;
+    }
+    return (ssize_t)n;
+}
+
+static int stdout_close(void *cookie)
+{
+    /* Some file systems (NFS) report a failed write only when the file is closed. */
+    if (close(STDOUT_FILENO) != 0 && errno != EINTR) {
+        stdout_errno = errno;
+        return -1;
+    }
+    return 0;
+}
+
+void cli_stdout_init(void)
+{
+    FILE *f = fopencookie(NULL, "w",
+                          (cookie_io_functions_t){.write = stdout_write, .close = stdout_close});
+    if (f == NULL)
+        return; /* stdio's own stdout: a failure is still seen, with a vaguer reason */
+    /* As stdio buffers a stdout of its own: by line on a terminal, else by block. */
+    setvbuf(f, NULL, isatty(STDOUT_FILENO) ? _IOLBF : _IOFBF, BUFSIZ);
+    stdout = f;
+}
+
+/* 0 when everything written to stdout so far has reached it, else an errno value. */
+static int flush_stdout(void)
+{
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout))
+        return 0;
+    return stdout_errno ? stdout_errno : errno ? errno : EIO;
+}
+
 int cli_finish_output(const char *cmd, int status)
 {
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "sharc %s: cannot write the output: %s\n", cmd, strerror(errno));
-        return CLI_EXIT_FAIL;
+    int err = flush_stdout();
+    if (err == 0 || stdout_failure_reported)
+        return err == 0 ? status : CLI_EXIT_FAIL;
+    if (err == EPIPE || cli_stdout_gone())
+        return status; /* the reader went away: cli_exit() ends the program as SIGPIPE does */
+    fprintf(stderr, "sharc %s: cannot write the output: %s\n", cmd, strerror(err));
+    stdout_failure_reported = 1;
+    return CLI_EXIT_FAIL;
+}
+
+int cli_exit(const char *cmd, int status)
+{
+    int err = flush_stdout();
+    if (err != 0 && (err == EPIPE || cli_stdout_gone())) {
+        /* Quietly, as a program that did not ignore SIGPIPE ends (an MPI launcher or a parent
+         * process may have ignored it for us). */
+        signal(SIGPIPE, SIG_DFL);
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, SIGPIPE);
+        pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+        raise(SIGPIPE);
+        return 128 + SIGPIPE;
     }
-    return status;
+    errno = 0;
+    if (fclose(stdout) != 0 && err == 0)
+        err = stdout_errno ? stdout_errno : errno ? errno : EIO;
+    if (err == 0)
+        return status;
+    if (!stdout_failure_reported)
+        fprintf(stderr, "sharc%s%s: cannot write the output: %s\n", cmd ? " " : "", cmd ? cmd : "",
+                strerror(err));
+    stdout_failure_reported = 1;
+    return status == CLI_EXIT_OK ? CLI_EXIT_FAIL : status;
+}
+
+int cli_inputs_add(cli_inputs *in, const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || S_ISDIR(st.st_mode))
+        return 0;
+    if (in->n == in->cap) {
+        size_t cap = in->cap ? 2 * in->cap : 64;
+        cli_input *v = realloc(in->v, cap * sizeof *v);
+        if (!v)
+            return -1;
+        in->v = v;
+        in->cap = cap;
+    }
+    if ((in->v[in->n].path = strdup(path)) == NULL)
+        return -1;
+    in->v[in->n].dev = st.st_dev;
+    in->v[in->n].ino = st.st_ino;
+    in->n++;
+    return 0;
+}
+
+/* The files of folder `dir` that the reader lists: not hidden, and with `sub` (NULL for
+ * none) those of that subfolder too. */
+static int inputs_add_dir(cli_inputs *in, const char *dir, const char *sub)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0; /* the reader says why */
+    int rc = 0;
+    struct dirent *e;
+    while (rc == 0 && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char *p = malloc(strlen(dir) + strlen(e->d_name) + 2);
+        if (!p) {
+            rc = -1;
+            break;
+        }
+        sprintf(p, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (sub && strcmp(e->d_name, sub) == 0 && stat(p, &st) == 0 && S_ISDIR(st.st_mode))
+            rc = inputs_add_dir(in, p, NULL);
+        else
+            rc = cli_inputs_add(in, p);
+        free(p);
+    }
+    closedir(d);
+    return rc;
+}
+
+int cli_inputs_add_dataset(cli_inputs *in, const char *const *paths, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char **found = NULL;
+        size_t n_found = 0;
+        if (sharc_reader_expand_path(paths[i], &found, &n_found, NULL, 0) != 0)
+            continue; /* the reader says why when it is opened */
+        int rc = 0;
+        for (size_t k = 0; rc == 0 && k < n_found; k++) {
+            struct stat st;
+            if (stat(found[k], &st) == 0 && S_ISDIR(st.st_mode))
+                rc = inputs_add_dir(in, found[k], "sharded_manifests");
+            else
+                rc = cli_inputs_add(in, found[k]);
+        }
+        free(found);
+        if (rc != 0)
+            return -1;
+    }
+    return 0;
+}
+
+const char *cli_inputs_find(const cli_inputs *in, const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return NULL; /* not there (yet): no input */
+    for (size_t i = 0; i < in->n; i++)
+        if (in->v[i].dev == st.st_dev && in->v[i].ino == st.st_ino)
+            return in->v[i].path;
+    return NULL;
+}
+
+void cli_inputs_free(cli_inputs *in)
+{
+    for (size_t i = 0; i < in->n; i++)
+        free(in->v[i].path);
+    free(in->v);
+    memset(in, 0, sizeof *in);
+}
+
+int cli_make_tmp(const char *path, char **tmp)
+{
+    static unsigned long counter;
+    const char *slash = strrchr(path, '/');
+    int dir_len = slash ? (int)(slash - path + 1) : 0;
+    const char *base = slash ? slash + 1 : path;
+    *tmp = NULL;
+    for (int attempt = 0; attempt < 1000; attempt++) {
+        char *name = NULL;
+        /* The name shortened so that the temporary's fits in NAME_MAX where the name does. */
+        if (asprintf(&name, "%.*s.%.200s.%ld.%lu.tmp", dir_len, path, base, (long)getpid(),
+                     counter++) < 0)
+            return ENOMEM;
+        int fd = open(name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd >= 0) {
+            close(fd);
+            *tmp = name;
+            return 0;
+        }
+        int err = errno;
+        free(name);
+        if (err != EEXIST)
+            return err;
+    }
+    return EEXIST;
+}
+
+int cli_write_file(const char *path, const void *data, size_t n,
+                   int (*fill)(FILE *f, const void *arg), const void *arg)
+{
+    char *tmp = NULL;
+    int err = cli_make_tmp(path, &tmp);
+    if (err != 0)
+        return err;
+    FILE *f = fopen(tmp, "wb");
+    if (f == NULL) {
+        err = errno;
+    } else {
+        errno = 0;
+        if (fill != NULL)
+            err = fill(f, arg);
+        else if (fwrite(data, 1, n, f) != n)
+            err = errno ? errno : EIO;
+        errno = 0;
+        if (fflush(f) != 0 && err == 0)
+            err = errno ? errno : EIO;
+        errno = 0;
+        if (fclose(f) != 0 && err == 0)
+            err = errno ? errno : EIO;
+    }
+    if (err == 0 && rename(tmp, path) != 0)
+        err = errno;
+    if (err != 0)
+        unlink(tmp);
+    free(tmp);
+    return err;
 }
 
 int cli_online_cpus(void)

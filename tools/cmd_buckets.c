@@ -322,7 +322,7 @@ int cmd_buckets(int argc, char **argv)
         char filtered[96] = "";
         if (ignored > 0)
             snprintf(filtered, sizeof filtered,
-                     "; %" PRIu64 " more were outside --min-duration/--max-cut-duration", ignored);
+                     "; %" PRIu64 " more were outside --min-duration/--max-duration", ignored);
         fail_with("%zu cuts are too few for %d buckets (Lhotse's estimation needs at least one "
                   "cut per bucket; a batch reader would use %zu buckets)%s",
                   n, o.num_buckets, n, filtered);

@@ -13,6 +13,7 @@
 #include <inttypes.h>
 #include <locale.h>
 #include <math.h>
+#include <signal.h>
 #include <sndfile.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -110,7 +111,10 @@ static void print_help(void)
         "how many shards, cuts, seconds of audio and bytes were written. JSON output:\n"
         "{\"layout\",\"shards\",\"cuts\",\"audio_seconds\",\"bytes\"} (bytes: all files written);\n"
         "a run that fails prints {\"error\"} with why. On failure every file written so far\n"
-        "is removed again (and DIR, when pack created it).\n"
+        "is removed again (and DIR, when pack created it). Files are written under hidden\n"
+        "temporary names (.NAME.PID.N.tmp) and get their names only once all are complete;\n"
+        "SIGINT, SIGTERM or SIGHUP removes every file written as a failure does, then ends\n"
+        "pack by that signal (a shell shows 128 + signal).\n"
         "\n"
         "Exit status: 0 success, 1 failure (a bad manifest line, an unreadable file, a\n"
         "duration mismatch, a duplicate id, DIR not empty, a write error), 2 usage error.\n"
@@ -633,11 +637,14 @@ static int probe_audio(const pack_opts *o, pack_entry *e)
 typedef struct pack_writer {
     const pack_opts *o;
     struct archive *tar;
-    gzFile cuts;  /* Shar: this shard's cuts file */
-    FILE *rows;   /* NeMo: this shard's manifest */
-    FILE *all;    /* NeMo: the manifest of all shards */
-    char **files; /* every file written, to report its size or remove it on failure */
-    size_t n_files, cap_files;
+    gzFile cuts; /* Shar: this shard's cuts file */
+    FILE *rows;  /* NeMo: this shard's manifest */
+    FILE *all;   /* NeMo: the manifest of all shards */
+    /* Every file written (its final path) and the temporary name it is written under until
+     * the run is complete, to report its size or remove it on failure. Files [0, n_renamed)
+     * have their final names already. */
+    char **files, **tmps;
+    size_t n_files, cap_files, n_renamed;
     int shard;       /* the open shard, -1 when none */
     size_t tar_file; /* the open tar: its index in files */
     unsigned char *copy_buf;
@@ -655,8 +662,9 @@ static char *path_fmt(const char *fmt, ...)
     return s;
 }
 
-/* Record `path` (taken) as written. */
-static int note_file(pack_writer *w, char *path)
+/* Record `path` (taken) as written and create its temporary file (cli_make_tmp()), which
+ * *tmp names: the file is written there and renamed to `path` once the whole run is done. */
+static int note_file(pack_writer *w, char *path, const char **tmp)
 {
     if (!path) {
         fail_with("out of memory");
@@ -664,17 +672,75 @@ static int note_file(pack_writer *w, char *path)
     }
     if (w->n_files == w->cap_files) {
         size_t cap = w->cap_files ? 2 * w->cap_files : 16;
-        char **v = realloc(w->files, cap * sizeof *v);
-        if (!v) {
+        char **v = realloc(w->files, cap * sizeof *v),
+             **t = v ? realloc(w->tmps, cap * sizeof *t) : NULL;
+        if (v)
+            w->files = v;
+        if (t)
+            w->tmps = t;
+        if (!v || !t) {
             free(path);
             fail_with("out of memory");
             return -1;
         }
-        w->files = v;
         w->cap_files = cap;
     }
-    w->files[w->n_files++] = path;
+    char *name = NULL;
+    int err = cli_make_tmp(path, &name);
+    if (err != 0) {
+        fail_with("cannot write %s: %s", path, strerror(err));
+        free(path);
+        return -1;
+    }
+    w->files[w->n_files] = path;
+    w->tmps[w->n_files++] = name;
+    *tmp = name;
     return 0;
+}
+
+/*
+ * SIGINT, SIGTERM and SIGHUP end a run as a failure does: what was written is removed, then
+ * the process ends by the signal. The handler only records it; the writing loops look.
+ */
+static volatile sig_atomic_t caught_signal;
+
+static void on_signal(int sig)
+{
+    caught_signal = sig;
+}
+
+static const int cleanup_signals[] = {SIGINT, SIGTERM, SIGHUP};
+#define N_CLEANUP_SIGNALS (sizeof cleanup_signals / sizeof *cleanup_signals)
+
+/* Catch the signals (save the old actions in `old`); one ignored when pack started (nohup)
+ * stays ignored. */
+static void catch_signals(struct sigaction old[N_CLEANUP_SIGNALS])
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART; /* writes go on; the loops stop at the next check */
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < N_CLEANUP_SIGNALS; i++) {
+        sigaction(cleanup_signals[i], NULL, &old[i]);
+        if (old[i].sa_handler != SIG_IGN)
+            sigaction(cleanup_signals[i], &sa, NULL);
+    }
+}
+
+static void restore_signals(const struct sigaction old[N_CLEANUP_SIGNALS])
+{
+    for (size_t i = 0; i < N_CLEANUP_SIGNALS; i++)
+        sigaction(cleanup_signals[i], &old[i], NULL);
+}
+
+/* -1 after a message when a signal came: the run stops. */
+static int check_signal(void)
+{
+    if (caught_signal == 0)
+        return 0;
+    fail_with("interrupted by SIG%s", sigabbrev_np(caught_signal));
+    return -1;
 }
 
 static const char *last_file(const pack_writer *w)
@@ -694,7 +760,8 @@ static int tar_begin(pack_writer *w, const char *name_fmt)
 {
     const pack_opts *o = w->o;
     char *path = path_fmt(name_fmt, o->out, w->shard, tar_suffix[o->compress]);
-    if (note_file(w, path) != 0)
+    const char *tmp;
+    if (note_file(w, path, &tmp) != 0)
         return -1;
     w->tar_file = w->n_files - 1;
     /* A plain tar ends padded to tarfile's 10240-byte records, as Lhotse's are; a compressed
@@ -716,7 +783,7 @@ static int tar_begin(pack_writer *w, const char *name_fmt)
         if (ok)
             (void)archive_write_set_filter_option(a, "zstd", "threads", threads);
     }
-    if (!ok || archive_write_open_filename(a, path) != ARCHIVE_OK) {
+    if (!ok || archive_write_open_filename(a, tmp) != ARCHIVE_OK) {
         fail_with("cannot write %s: %s", path,
                   a ? archive_error_string(a) ? archive_error_string(a) : "libarchive error"
                     : "out of memory");
@@ -773,7 +840,7 @@ static int tar_add_file(pack_writer *w, const pack_entry *e, const char *name)
     }
     int rc = tar_header(w, name, (int64_t)st.st_size);
     int64_t left = (int64_t)st.st_size;
-    while (rc == 0 && left > 0) {
+    while (rc == 0 && left > 0 && (rc = check_signal()) == 0) {
         size_t want = left < PACK_COPY_CHUNK ? (size_t)left : PACK_COPY_CHUNK;
         size_t got = fread(w->copy_buf, 1, want, f);
         if (got != want) {
@@ -928,9 +995,10 @@ static int shard_begin(pack_writer *w)
         if (tar_begin(w, "%s/recording.%06d.tar%s") != 0)
             return -1;
         char *path = path_fmt("%s/cuts.%06d.jsonl.gz", o->out, w->shard);
-        if (note_file(w, path) != 0)
+        const char *tmp;
+        if (note_file(w, path, &tmp) != 0)
             return -1;
-        w->cuts = gzopen(path, "wb");
+        w->cuts = gzopen(tmp, "wb");
         if (!w->cuts) {
             fail_with("cannot write %s: %s", path, strerror(errno));
             return -1;
@@ -940,9 +1008,10 @@ static int shard_begin(pack_writer *w)
     if (tar_begin(w, "%s/audio_%d.tar%s") != 0)
         return -1;
     char *path = path_fmt("%s/sharded_manifests/manifest_%d.json", o->out, w->shard);
-    if (note_file(w, path) != 0)
+    const char *tmp;
+    if (note_file(w, path, &tmp) != 0)
         return -1;
-    w->rows = fopen(path, "w");
+    w->rows = fopen(tmp, "w");
     if (!w->rows) {
         fail_with("cannot write %s: %s", path, strerror(errno));
         return -1;
@@ -1032,11 +1101,28 @@ static int add_nemo(pack_writer *w, const pack_entry *e)
     return rc;
 }
 
-/* Remove what was written (files, the folders pack made). */
+/* Give every file written its final name, once all are complete. */
+static int rename_all(pack_writer *w)
+{
+    while (w->n_renamed < w->n_files) {
+        if (check_signal() != 0)
+            return -1;
+        size_t i = w->n_renamed;
+        if (rename(w->tmps[i], w->files[i]) != 0) {
+            fail_with("cannot write %s: %s", w->files[i], strerror(errno));
+            return -1;
+        }
+        w->n_renamed++;
+    }
+    return 0;
+}
+
+/* Remove what was written (files under their temporary or final names, the folders pack
+ * made). */
 static void remove_output(pack_writer *w, int made_dir)
 {
     for (size_t i = 0; i < w->n_files; i++)
-        unlink(w->files[i]);
+        unlink(i < w->n_renamed ? w->files[i] : w->tmps[i]);
     if (w->o->layout == PACK_NEMO) { /* made by pack: --out was empty or absent */
         char *sub = path_fmt("%s/sharded_manifests", w->o->out);
         if (sub)
@@ -1055,15 +1141,16 @@ static int write_all(pack_writer *w, const pack_list *l)
     int rc = 0;
     if (o->layout == PACK_NEMO) {
         char *path = path_fmt("%s/tarred_audio_manifest.json", o->out);
-        if (note_file(w, path) != 0)
+        const char *tmp;
+        if (note_file(w, path, &tmp) != 0)
             return -1;
-        w->all = fopen(path, "w");
+        w->all = fopen(tmp, "w");
         if (!w->all) {
             fail_with("cannot write %s: %s", path, strerror(errno));
             return -1;
         }
     }
-    for (size_t i = 0; rc == 0 && i < l->n; i++) {
+    for (size_t i = 0; rc == 0 && i < l->n && (rc = check_signal()) == 0; i++) {
         if (i % (size_t)o->cuts_per_shard == 0) {
             if (i > 0)
                 rc = shard_end(w, 1);
@@ -1230,11 +1317,22 @@ int cmd_pack(int argc, char **argv)
     status = CLI_EXIT_FAIL;
     pack_list l = {0};
     pack_writer w = {.o = &o, .shard = -1};
-    int made_dir = 0, reported = 0;
+    int made_dir = 0, reported = 0, catching = 0;
+    struct sigaction old_actions[N_CLEANUP_SIGNALS];
     locale_t utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
-    if (load_entries(&o, &l) != 0 || (!utf8 && non_ascii_id(&o, &l)) ||
-        prepare_out(&o, &made_dir) != 0)
+    if (load_entries(&o, &l) != 0 || (!utf8 && non_ascii_id(&o, &l)))
         goto done;
+    /* From the first folder made to the last file renamed, a signal removes them again. */
+    if (!o.dry_run) {
+        catch_signals(old_actions);
+        catching = 1;
+    }
+    if (prepare_out(&o, &made_dir) != 0)
+        goto done;
+    if (check_signal() != 0) {
+        remove_output(&w, made_dir);
+        goto done;
+    }
     int shards = (int)((l.n + (size_t)o.cuts_per_shard - 1) / (size_t)o.cuts_per_shard);
     double seconds = 0;
     uint64_t audio_bytes = 0;
@@ -1261,6 +1359,12 @@ int cmd_pack(int argc, char **argv)
     int wrote = write_all(&w, &l);
     if (utf8)
         uselocale(old);
+    if (wrote == 0)
+        wrote = rename_all(&w);
+    /* A signal after the last rename finds the shards complete: it ends pack as it would any
+     * program, with the output in place. */
+    restore_signals(old_actions);
+    catching = 0;
     if (wrote != 0) {
         remove_output(&w, made_dir);
         fprintf(stderr, "sharc pack: removed the %zu file%s written to %s\n", w.n_files,
@@ -1271,15 +1375,27 @@ int cmd_pack(int argc, char **argv)
     reported = 1;
     status = cli_finish_output(cmd, CLI_EXIT_OK);
 done:
+    if (catching)
+        restore_signals(old_actions);
     if (status == CLI_EXIT_FAIL && o.json && !reported)
         cli_print_json_failure(stdout, NULL, NULL);
-    for (size_t i = 0; i < w.n_files; i++)
+    for (size_t i = 0; i < w.n_files; i++) {
         free(w.files[i]);
+        free(w.tmps[i]);
+    }
     free(w.files);
+    free(w.tmps);
     free(w.copy_buf);
     if (utf8)
         freelocale(utf8);
     list_free(&l);
     free(o.manifests);
+    if (caught_signal != 0 && status != CLI_EXIT_OK) {
+        /* End as the signal would have ended pack, now that its files are removed. */
+        fflush(stdout);
+        signal(caught_signal, SIG_DFL);
+        raise(caught_signal);
+        return 128 + caught_signal;
+    }
     return status;
 }

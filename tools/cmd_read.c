@@ -6,6 +6,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,7 @@ typedef struct read_opts {
     cli_dist dist;                   /* --transport, --mesh */
     char *slot_names[MAX_SAVES + 2]; /* file names made for this slot (name_files_by_slot) */
     size_t n_slot_names;
+    cli_inputs inputs; /* the files the run reads, which no output may replace */
 } read_opts;
 
 static void print_help(void)
@@ -122,12 +124,16 @@ static void print_help(void)
            "                      + 2, at most 16 (default 0)\n"
            "  --read-ahead-bytes N  encoded bytes read ahead of the sampler by the read-ahead\n"
            "                      threads, all together; 0 = no read-ahead threads\n"
-           "                      (default 67108864)\n"
-           "  --save-state-at STEP FILE  after the batch of step STEP is returned, write the\n"
+           "                      (default 67108864)\n",
+           DEFAULT_MAX_DURATION);
+    printf("  --save-state-at STEP FILE  after the batch of step STEP is returned, write the\n"
            "                      reader's state (sharc_reader_state_save) to FILE and go on;\n"
            "                      may be given up to %d times, for different steps and files;\n"
            "                      with several data-parallel slots in one job (mpirun,\n"
-           "                      RANK/WORLD_SIZE) each slot's source writes FILE.dp<slot>\n"
+           "                      RANK/WORLD_SIZE) each slot's source writes FILE.dp<slot>.\n"
+           "                      FILE is written whole under a temporary name beside it, then\n"
+           "                      renamed; it may not be a file the run reads (a shard, cuts\n"
+           "                      file, manifest or the --resume state, or a link to one)\n"
            "                      (default: none)\n"
            "  --resume FILE       start from a state written by --save-state-at: the batches\n"
            "                      are those an uninterrupted run yields after that step; the\n"
@@ -137,9 +143,10 @@ static void print_help(void)
            "  --dump-dir DIR      also write every tensor of every batch to DIR (created if\n"
            "                      missing) as DIR/step<k>.<tensor>.npy (NumPy format 1.0),\n"
            "                      written by the source rank only; with several data-parallel\n"
-           "                      slots as DIR/dp<slot>/step<k>.<tensor>.npy (default: none)\n"
+           "                      slots as DIR/dp<slot>/step<k>.<tensor>.npy (default: none);\n"
+           "                      each file is written whole or not at all, never over an input\n"
            "\n",
-           DEFAULT_MAX_DURATION, MAX_SAVES);
+           MAX_SAVES);
     printf("Cuts (--cuts):\n"
            "  --cuts              read single cuts (sharc_reader_next) instead of batches; the\n"
            "                      batching options are then refused\n"
@@ -202,7 +209,8 @@ static void print_help(void)
         "\n"
         "Exit status: 0 success, 1 read error, unreadable or rejected --resume state, a\n"
         "--save-state-at step the run did not reach, or a file that could not be written (the\n"
-        "message is printed on stderr), 2 usage error.\n"
+        "message is printed on stderr), 2 usage error (an output that would replace an input\n"
+        "included).\n"
         "\n"
         "Example:\n"
         "  sharc read --json --max-duration 200 --num-buckets 8 --threads 4 data/shar\n"
@@ -438,7 +446,8 @@ static int run_cuts(const sharc_reader_settings *s, const read_opts *o)
     uint64_t n = 0;
     const sharc_cut *c = NULL;
     int rc = 0;
-    while (o->limit == 0 || n < o->limit) {
+    /* Output that cannot be written (a full disk, a reader that left the pipe) ends the run. */
+    while ((o->limit == 0 || n < o->limit) && !ferror(stdout)) {
         rc = sharc_reader_next(r, &c);
         if (rc != 0)
             break;
@@ -615,61 +624,69 @@ static void print_batch_text(const sharc_batch *b, const batch_info *bi)
     putchar('\n');
 }
 
+/*
+ * Every output of the command that could not be written (the dump folder, a dump file, a
+ * state file) is reported here and nowhere else, so that one place decides what the run
+ * does about it: the batch loop stops, and the message is printed and ends the JSON summary.
+ */
+static void output_failure(batch_run *run, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void output_failure(batch_run *run, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(run->error, sizeof run->error, fmt, ap);
+    va_end(ap);
+}
+
 static int make_dir(const char *dir, batch_run *run)
 {
     struct stat sb;
     if (mkdir(dir, 0777) == 0 || (errno == EEXIST && stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)))
         return 0;
-    snprintf(run->error, sizeof run->error, "cannot create the dump directory %s: %s", dir,
-             strerror(errno == EEXIST ? ENOTDIR : errno));
+    output_failure(run, "cannot create the dump directory %s: %s", dir,
+                   strerror(errno == EEXIST ? ENOTDIR : errno));
     return -1;
 }
 
-/* Write every tensor of the batch as DIR/step<k>.<name>.npy. */
-static int dump_batch(const char *dir, const sharc_batch *b, batch_run *run)
+static int write_tensor(FILE *f, const void *t)
 {
+    return -npy_write_tensor(f, t);
+}
+
+/* Write every tensor of the batch as DIR/step<k>.<name>.npy, each complete or not at all. */
+static int dump_batch(const read_opts *o, const sharc_batch *b, batch_run *run)
+{
+    const char *dir = o->dump_dir;
     for (size_t i = 0; i < b->n_tensors; i++) {
         const sharc_tensor *t = &b->tensors[i];
         char name[SHARC_TENSOR_NAME_MAX], path[4096];
         memcpy(name, t->name, sizeof name);
         name[sizeof name - 1] = '\0';
         int n = snprintf(path, sizeof path, "%s/step%" PRIu64 ".%s.npy", dir, b->step, name);
-        int rc = -ENAMETOOLONG;
-        if (n > 0 && (size_t)n < sizeof path && strchr(name, '/') == NULL)
-            rc = npy_write_tensor(path, t);
-        if (rc < 0) {
-            snprintf(run->error, sizeof run->error,
-                     "cannot write tensor %s of step %" PRIu64 " to %s: %s", name, b->step, dir,
-                     strerror(-rc));
+        int err = ENAMETOOLONG;
+        const char *input = NULL;
+        if (n > 0 && (size_t)n < sizeof path && strchr(name, '/') == NULL &&
+            (input = cli_inputs_find(&o->inputs, path)) == NULL)
+            err = cli_write_file(path, NULL, 0, write_tensor, t);
+        if (input != NULL) {
+            output_failure(run,
+                           "cannot write tensor %s of step %" PRIu64 " to %s: it is the input "
+                           "file %s, which an output never replaces",
+                           name, b->step, path, input);
+            return -1;
+        }
+        if (err != 0) {
+            output_failure(run, "cannot write tensor %s of step %" PRIu64 " to %s: %s", name,
+                           b->step, dir, strerror(err));
             return -1;
         }
     }
     return 0;
 }
 
-/* Write the whole buffer to `path` through a temporary file, so a reader of `path` never
- * sees half a state. Returns 0 or an errno value. */
-static int write_file_atomic(const char *path, const void *data, size_t n)
-{
-    char tmp[4096];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp)
-        return ENAMETOOLONG;
-    FILE *f = fopen(tmp, "wb");
-    if (f == NULL)
-        return errno;
-    errno = 0;
-    int err = fwrite(data, 1, n, f) == n ? 0 : (errno ? errno : EIO);
-    errno = 0;
-    if (fclose(f) != 0 && err == 0)
-        err = errno ? errno : EIO;
-    if (err == 0 && rename(tmp, path) != 0)
-        err = errno;
-    if (err != 0)
-        remove(tmp);
-    return err;
-}
-
-static int save_state(sharc_loader *l, save_point *sp, batch_run *run, size_t *bytes)
+static int save_state(sharc_loader *l, const read_opts *o, save_point *sp, batch_run *run,
+                      size_t *bytes)
 {
     size_t size = 0;
     void *buf = NULL;
@@ -688,12 +705,20 @@ static int save_state(sharc_loader *l, save_point *sp, batch_run *run, size_t *b
         free(buf);
         return -1;
     }
-    int err = write_file_atomic(sp->file, buf, size);
+    /* Checked before the run as well; a link to an input made since then is refused here. */
+    const char *input = cli_inputs_find(&o->inputs, sp->file);
+    int err = input ? 0 : cli_write_file(sp->file, buf, size, NULL, NULL);
     free(buf);
+    if (input != NULL) {
+        output_failure(run,
+                       "cannot write the state of step %" PRIu64 " to %s: it is the input file "
+                       "%s, which an output never replaces",
+                       sp->step, sp->file, input);
+        return -1;
+    }
     if (err != 0) {
-        snprintf(run->error, sizeof run->error,
-                 "cannot write the state of step %" PRIu64 " to %s: %s", sp->step, sp->file,
-                 strerror(err));
+        output_failure(run, "cannot write the state of step %" PRIu64 " to %s: %s", sp->step,
+                       sp->file, strerror(err));
         return -1;
     }
     sp->done = 1;
@@ -748,14 +773,14 @@ static int handle_batch(sharc_loader *l, const sharc_batch *b, read_opts *o, int
     else if (!o->quiet)
         print_batch_text(b, &bi);
     /* A slot's peers receive the batch its source wrote: only the source writes it. */
-    if (o->dump_dir != NULL && sharc_loader_is_source(l) && dump_batch(o->dump_dir, b, run) < 0)
+    if (o->dump_dir != NULL && sharc_loader_is_source(l) && dump_batch(o, b, run) < 0)
         return -1;
     for (size_t i = 0; i < o->n_saves; i++) {
         save_point *sp = &o->saves[i];
         size_t bytes = 0;
         if (sp->step != b->step)
             continue;
-        if (save_state(l, sp, run, &bytes) < 0)
+        if (save_state(l, o, sp, run, &bytes) < 0)
             return -1;
         /* Listed in the summary: keep the entries as JSON text until then. */
         fprintf(saved, "%s{\"step\":%" PRIu64 ",\"file\":", ftell(saved) > 0 ? "," : "", sp->step);
@@ -918,6 +943,60 @@ static void free_slot_names(read_opts *o)
     o->n_slot_names = 0;
 }
 
+/* Whether `path` is a dump file's name, step<k>.<tensor>.npy, in folder `dir` (both may be
+ * links): such an input would be replaced by a batch's tensor. */
+static int is_dump_file_of(const char *path, const char *dir)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    size_t len = strlen(base);
+    if (strncmp(base, "step", 4) != 0)
+        return 0;
+    size_t digits = strspn(base + 4, "0123456789");
+    if (digits == 0 || base[4 + digits] != '.' || len < 9 || strcmp(base + len - 4, ".npy") != 0)
+        return 0;
+    char *parent = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    struct stat a, b;
+    int same = parent && stat(parent, &a) == 0 && stat(dir, &b) == 0 && a.st_dev == b.st_dev &&
+               a.st_ino == b.st_ino;
+    free(parent);
+    return same;
+}
+
+/*
+ * No output may replace a file the run reads (a shard, a cuts file or manifest, the --resume
+ * state): a state file or dump file that is one of them is refused before anything is read.
+ * Returns -1 to go on, else the exit status after the message.
+ */
+static int refuse_outputs_over_inputs(const sharc_reader_settings *s, read_opts *o)
+{
+    if (o->n_saves == 0 && o->dump_dir == NULL)
+        return -1; /* nothing is written but stdout */
+    if (cli_inputs_add_dataset(&o->inputs, s->paths, s->n_paths) != 0 ||
+        (o->resume_file != NULL && cli_inputs_add(&o->inputs, o->resume_file) != 0)) {
+        fprintf(stderr, "sharc read: out of memory\n");
+        return CLI_EXIT_FAIL;
+    }
+    for (size_t i = 0; i < o->n_saves; i++) {
+        const char *input = cli_inputs_find(&o->inputs, o->saves[i].file);
+        if (input != NULL)
+            return cli_usage_error(cmd,
+                                   "--save-state-at %" PRIu64 " %s would overwrite %s, an input "
+                                   "of this run: outputs never replace inputs",
+                                   o->saves[i].step, o->saves[i].file, input);
+    }
+    for (size_t i = 0; o->dump_dir != NULL && i < o->inputs.n; i++) {
+        const char *input = o->inputs.v[i].path;
+        if (is_dump_file_of(input, o->dump_dir))
+            return cli_usage_error(cmd,
+                                   "--dump-dir %s would overwrite %s, an input of this run "
+                                   "(dump files are named step<k>.<tensor>.npy): outputs never "
+                                   "replace inputs",
+                                   o->dump_dir, input);
+    }
+    return -1;
+}
+
 static int run_batches_named(sharc_reader_settings *s, read_opts *o, const char *dump_parent)
 {
     char why[1400]; /* of a run that could not start */
@@ -950,20 +1029,22 @@ static int run_batches_named(sharc_reader_settings *s, read_opts *o, const char 
     }
     const sharc_reader *r = sharc_loader_reader(l); /* NULL on peers */
     int rc = 0, failed = 0;
-    while (!failed) { /* until STOP: the loader ends the stream after --limit batches */
+    while (!failed && !ferror(stdout)) { /* until STOP: the loader stops after --limit */
         sharc_batch *b = NULL;
         rc = sharc_loader_next(l, &b);
         if (rc != 0)
             break;
         failed = handle_batch(l, b, o, s->sampling_rate, &run, saved_f) < 0;
         sharc_batch_release(b);
-        if (failed) { /* an output of this rank failed: the next step ends every rank */
+        if (failed) /* an output of this rank failed: the next step ends every rank */
             sharc_loader_fail(l, SHARC_ERR_IO, run.error);
+        else if (ferror(stdout)) /* likewise; the reason is printed at exit */
+            sharc_loader_fail(l, SHARC_ERR_IO, "its standard output failed");
+        if (failed || ferror(stdout))
             rc = sharc_loader_next(l, &b);
-        }
     }
     double wall = cli_now() - t0;
-    if (!failed && rc >= 0)
+    if (!failed && rc >= 0 && !ferror(stdout)) /* else the output's failure is the reason */
         failed = check_saves_done(o, &run) < 0;
     fclose(saved_f);
     const char *error = failed ? run.error : loader_error(l, rc);
@@ -996,7 +1077,11 @@ static int run_batches(sharc_reader_settings *s, read_opts *o)
         fprintf(stderr, "sharc read: out of memory\n");
         return CLI_EXIT_FAIL;
     }
-    int status = run_batches_named(s, o, dump_parent);
+    int status = refuse_outputs_over_inputs(s, o);
+    if (status >= 0)
+        cli_dist_close(&o->dist);
+    else
+        status = run_batches_named(s, o, dump_parent);
     free_slot_names(o);
     return status;
 }
@@ -1221,6 +1306,7 @@ int cmd_read(int argc, char **argv)
         }
     }
     cli_reader_opts_free(&o.ro);
+    cli_inputs_free(&o.inputs);
     free(o.state);
     return status;
 }

@@ -692,8 +692,8 @@ static void print_summary(validator *v, double wall)
             printf(", and %" PRIu64 " cuts at yet other rates", v->other_rate_cuts);
         printf(
             "\n   the rows of a batch share one rate: reading batches fails at a cut drawn into\n"
-            "   a batch of another rate (or drops it, with --on-error skip); --sampling-rate HZ\n"
-            "   lists every cut not at HZ\n");
+            "   a batch of another rate (or drops it, with sharc read --on-error skip);\n"
+            "   --sampling-rate HZ lists every cut not at HZ\n");
     }
     if (v->n_ignored > 0)
         printf("-- note: %zu file%s or director%s beside the shards %s not read (stray files,\n"

@@ -104,27 +104,20 @@ size_t npy_header(char *buf, size_t cap, const char *descr, int ndim, const int6
     return total;
 }
 
-int npy_write(const char *path, const char *descr, int ndim, const int64_t *shape, const void *data,
+int npy_write(FILE *f, const char *descr, int ndim, const int64_t *shape, const void *data,
               size_t nbytes)
 {
     char header[NPY_ALIGN * 4];
     size_t hlen = npy_header(header, sizeof header, descr, ndim, shape);
     if (hlen == 0)
         return -EINVAL;
-    FILE *f = fopen(path, "wb");
-    if (f == NULL)
-        return -errno;
-    int err = 0;
     errno = 0;
     if (fwrite(header, 1, hlen, f) != hlen || (nbytes > 0 && fwrite(data, 1, nbytes, f) != nbytes))
-        err = errno ? errno : EIO;
-    errno = 0;
-    if (fclose(f) != 0 && err == 0)
-        err = errno ? errno : EIO;
-    return -err;
+        return errno ? -errno : -EIO;
+    return 0;
 }
 
-int npy_write_tensor(const char *path, const sharc_tensor *t)
+int npy_write_tensor(FILE *f, const sharc_tensor *t)
 {
     const char *descr = npy_descr(t->dtype);
     if (descr == NULL || t->device != SHARC_DEVICE_HOST)
@@ -142,5 +135,5 @@ int npy_write_tensor(const char *path, const sharc_tensor *t)
     if (__builtin_mul_overflow(elems, (uint64_t)sharc_dtype_size(t->dtype), &bytes) ||
         bytes != t->nbytes)
         return -EINVAL;
-    return npy_write(path, descr, t->ndim, t->shape, t->data, t->nbytes);
+    return npy_write(f, descr, t->ndim, t->shape, t->data, t->nbytes);
 }

@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <sharc/sharc.h>
 
@@ -43,20 +44,19 @@ const char *npy_descr(sharc_dtype dtype);
 size_t npy_header(char *buf, size_t cap, const char *descr, int ndim, const int64_t *shape);
 
 /**
- * Write an array to `path` (created or truncated).
+ * Write an array to `f` (the caller opens and closes it, and checks that closing it worked).
  * @param data  nbytes of C-order elements; nbytes must equal product(shape) * itemsize,
  *              which the caller guarantees
- * @return 0, -EINVAL for a bad descr/ndim/shape, or -errno of the failed open/write/close
- *         (a partial file may remain)
+ * @return 0, -EINVAL for a bad descr/ndim/shape, or -errno of the failed write
  */
-int npy_write(const char *path, const char *descr, int ndim, const int64_t *shape, const void *data,
+int npy_write(FILE *f, const char *descr, int ndim, const int64_t *shape, const void *data,
               size_t nbytes);
 
 /**
- * Write a host tensor to `path` with its dtype and shape.
+ * Write a host tensor to `f` with its dtype and shape.
  * @return 0, -ENOTSUP for a dtype NumPy lacks or a tensor not in host memory, -EINVAL when
  *         nbytes does not match the shape, or npy_write()'s error
  */
-int npy_write_tensor(const char *path, const sharc_tensor *t);
+int npy_write_tensor(FILE *f, const sharc_tensor *t);
 
 #endif /* SHARC_TOOLS_NPY_H */

@@ -52,7 +52,9 @@ static void print_help(FILE *f)
     fprintf(f, "\n"
                "Run 'sharc <command> --help' for the options of a command.\n"
                "\n"
-               "Exit status: 0 success, 1 failure (or problems found), 2 usage error.\n");
+               "Exit status: 0 success, 1 failure (or problems found), 2 usage error. Output\n"
+               "that cannot be written (a full disk) is a failure; a pipe whose reader left\n"
+               "(sharc read --json | head -1) ends sharc quietly, as SIGPIPE does (141).\n");
 }
 
 static const command *find_command(const char *name)
@@ -66,6 +68,7 @@ static const command *find_command(const char *name)
 
 int main(int argc, char **argv)
 {
+    cli_stdout_init();
     if (argc < 2) {
         print_help(stderr);
         return CLI_EXIT_USAGE;
@@ -73,16 +76,16 @@ int main(int argc, char **argv)
     const char *name = argv[1];
     if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
         print_help(stdout);
-        return CLI_EXIT_OK;
+        return cli_exit(NULL, CLI_EXIT_OK);
     }
     if (strcmp(name, "--version") == 0 || strcmp(name, "-V") == 0) {
         printf("sharc %s\n", SHARC_VERSION_STRING);
-        return CLI_EXIT_OK;
+        return cli_exit(NULL, CLI_EXIT_OK);
     }
     if (strcmp(name, "help") == 0) {
         if (argc < 3) {
             print_help(stdout);
-            return CLI_EXIT_OK;
+            return cli_exit(NULL, CLI_EXIT_OK);
         }
         const command *c = find_command(argv[2]);
         if (c == NULL) {
@@ -94,7 +97,7 @@ int main(int argc, char **argv)
         snprintf(program, sizeof program, "sharc %s", c->name);
         char *help_argv[] = {program, help_flag, NULL};
         cli_getopt_reset();
-        return c->run(2, help_argv);
+        return cli_exit(c->name, c->run(2, help_argv));
     }
     const command *c = find_command(name);
     if (c == NULL) {
@@ -107,5 +110,7 @@ int main(int argc, char **argv)
     snprintf(program, sizeof program, "sharc %s", c->name);
     argv[1] = program;
     cli_getopt_reset();
-    return c->run(argc - 1, argv + 1);
+    /* Every command's output, --help's too, is checked once more at the end: a write that
+     * failed (a full disk) is an error, and a pipe whose reader left ends the program. */
+    return cli_exit(c->name, c->run(argc - 1, argv + 1));
 }

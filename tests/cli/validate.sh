@@ -95,7 +95,9 @@ expect_rc 0 "$SHARC" validate --json "$tmp/c/shar" "$tmp/w/shar"
 expect_in "$tmp/out" '"sampling_rates":{"16000":12,"8000":6},"other_rate_cuts":0'
 expect_rc 0 "$SHARC" validate "$tmp/w/shar" "$tmp/c/shar"
 expect_in "$tmp/out" "-- warning: several sampling rates: 16000 Hz (12 cuts), 8000 Hz (6 cuts)"
-expect_in "$tmp/out" "(or drops it, with --on-error skip); --sampling-rate HZ"
+# --on-error is a flag of sharc read, not of validate: the hint says whose.
+expect_in "$tmp/out" "(or drops it, with sharc read --on-error skip);"
+expect_in "$tmp/out" "   --sampling-rate HZ lists every cut not at HZ"
 expect_in "$tmp/out" "-- OK: no problems found"
 expect_in "$tmp/out" "-- warning: 6 cuts have more than one channel (up to 2)"
 # Stereo cuts are not a problem either, but batches need --channel: said so.

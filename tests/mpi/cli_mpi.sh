@@ -97,4 +97,15 @@ for slot, source in ((0, 0), (1, 2)):  # ranks 0 and 2 are the sources of slots 
 assert sorted(os.listdir(os.path.join(tmp, "dump"))) == ["dp0", "dp1"]
 assert saved[(0, 0)]["ids"] != saved[(2, 0)]["ids"]  # the slots read different data
 PY
+
+# A state file that would replace a shard is refused by every rank of the group, before
+# anything is read: no rank waits for another, and the shard is intact.
+cp "$tmp/data/shar/recording.000000.tar.gz" "$tmp/shard.orig"
+ln -s "$tmp/data/shar/recording.000000.tar.gz" "$tmp/link"
+rc=0
+mpirun --oversubscribe -n 2 "$sharc" read --transport mpi --mesh dp=1,cp=2 --save-state-at 0 \
+  "$tmp/link" "$tmp/data/shar" >"$tmp/out" 2>"$tmp/err" || rc=$?
+[ "$rc" = 2 ] && [ ! -s "$tmp/out" ]
+[ "$(grep -c "sharc read: --save-state-at 0 $tmp/link would overwrite $tmp/data/shar/recording.000000.tar.gz, an input of this run" "$tmp/err")" = 2 ]
+cmp "$tmp/shard.orig" "$tmp/data/shar/recording.000000.tar.gz"
 echo ok
