@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -184,6 +185,34 @@ typedef struct decoder {
     mem_reader mem;
 } decoder;
 
+/*
+ * A WAV member whose data chunk claims more bytes than the member holds was cut short:
+ * libsndfile would read the bytes there are as if they were all, and the cut would be
+ * padded or shortened. `head` holds the member's first `head_len` bytes.
+ */
+static int check_wav_extent(sharc__ctx *ctx, const uint8_t *head, size_t head_len, size_t n)
+{
+    sharc__wav_extent e;
+    if (!sharc__wav_extent_get(head, head_len, n, &e) || e.data_bytes <= e.present_bytes)
+        return 0;
+    if (e.block_align == 0)
+        return sharc__set_error(ctx, SHARC_ERR_DECODE,
+                                "wav audio is cut short: its header says %" PRIu64
+                                " bytes of samples, the member holds %" PRIu64,
+                                e.data_bytes, e.present_bytes);
+    return sharc__set_error(ctx, SHARC_ERR_DECODE,
+                            "wav audio is cut short: its header says %" PRIu64 " samples (%" PRIu64
+                            " bytes), the member holds %" PRIu64 " (%" PRIu64 " bytes)",
+                            e.data_bytes / e.block_align, e.data_bytes,
+                            e.present_bytes / e.block_align, e.present_bytes);
+}
+
+/* libsndfile's "unknown" length (SF_COUNT_MAX), or a negative one. */
+static int length_unknown(sf_count_t frames)
+{
+    return frames < 0 || frames == SF_COUNT_MAX;
+}
+
 /* Open the decoder on d->mem, which is set up, with d->codec sniffed. */
 static int decoder_start(sharc__ctx *ctx, decoder *d)
 {
@@ -199,6 +228,17 @@ static int decoder_start(sharc__ctx *ctx, decoder *d)
     if (d->sfi.channels < 1 || d->sfi.channels > CHUNK_FLOATS || d->sfi.samplerate < 1) {
         rc = sharc__fail_data(ctx, SHARC_ERR_DECODE, "%s audio: bad header: %d channels at %d Hz",
                               sharc__codec_name(d->codec), d->sfi.channels, d->sfi.samplerate);
+        goto fail;
+    }
+    /*
+     * libsndfile takes an Ogg stream's length from the granule position of its last page,
+     * which every complete stream has: without one, the end of the stream is missing or
+     * damaged (a page failing its CRC), and decoding would quietly stop short of it.
+     */
+    if (d->codec == SHARC__CODEC_OGG && length_unknown(d->sfi.frames)) {
+        rc = sharc__set_error(ctx, SHARC_ERR_DECODE,
+                              "ogg audio: no length in its last page: the end of the stream is "
+                              "missing or damaged");
         goto fail;
     }
     return 0;
@@ -217,7 +257,8 @@ static int decoder_open(sharc__ctx *ctx, decoder *d, const uint8_t *data, size_t
         return sharc__set_error(ctx, SHARC_ERR_DECODE, "empty audio data (0 bytes)");
     d->mem.data = data;
     d->mem.len = (sf_count_t)n;
-    return decoder_start(ctx, d);
+    int rc = d->codec == SHARC__CODEC_WAV ? check_wav_extent(ctx, data, n, n) : 0;
+    return rc < 0 ? rc : decoder_start(ctx, d);
 }
 
 /* The same over `n` bytes at byte `at` of the open file `fd`, read through `cache`. */
@@ -236,7 +277,9 @@ static int decoder_open_file(sharc__ctx *ctx, decoder *d, int fd, uint64_t at, s
     d->mem.len = (sf_count_t)n;
     sf_count_t head = file_fill(&d->mem, 0);
     d->codec = sharc__audio_sniff(d->mem.cache, (size_t)head);
-    return decoder_start(ctx, d);
+    int rc =
+        d->codec == SHARC__CODEC_WAV ? check_wav_extent(ctx, d->mem.cache, (size_t)head, n) : 0;
+    return rc < 0 ? rc : decoder_start(ctx, d);
 }
 
 static void decoder_info(const decoder *d, sharc__audio_info *info)
@@ -247,24 +290,7 @@ static void decoder_info(const decoder *d, sharc__audio_info *info)
     info->sampling_rate = d->sfi.samplerate;
     info->channels = d->sfi.channels;
     info->frames = d->sfi.frames;
-}
-
-int sharc__audio_info_get(sharc__ctx *ctx, const uint8_t *data, size_t n, sharc__audio_info *info)
-{
-    sharc__wav_pcm16 wav;
-    if (sharc__wav_parse(data, n, &wav)) {
-        if (info)
-            *info =
-                (sharc__audio_info){SHARC__CODEC_WAV, wav.sampling_rate, wav.channels, wav.frames};
-        return 0;
-    }
-    decoder d;
-    int rc = decoder_open(ctx, &d, data, n);
-    if (rc < 0)
-        return rc;
-    decoder_info(&d, info);
-    sf_close(d.snd);
-    return 0;
+    info->non_finite = 0;
 }
 
 /*
@@ -298,21 +324,108 @@ static int64_t read_frames(decoder *d, float *out, int64_t max, int channel)
     return sf_error(d->snd) != SF_ERR_NO_ERROR ? -1 : done;
 }
 
-/* Position the decoder at `offset` frames; returns 0, 1 (audio ends before it), or -1. */
-static int skip_to(decoder *d, int64_t offset)
+/*
+ * Report the header of the open decoder `d` and close it. A length libsndfile does not know
+ * (a FLAC stream whose STREAMINFO gives 0 samples, which the format allows) is counted by
+ * decoding: a cut's length comes from here when its metadata lack one.
+ */
+static int decoder_header(sharc__ctx *ctx, decoder *d, sharc__audio_info *info)
 {
+    int rc = 0;
+    if (length_unknown(d->sfi.frames)) {
+        int64_t n = read_frames(d, NULL, INT64_MAX, 0);
+        SHARC__SF_CHECK(ctx, d->snd, n >= 0, d->codec, "decode failed while counting its samples",
+                        rc, done);
+        d->sfi.frames = n;
+    }
+    decoder_info(d, info);
+done:
+    sf_close(d->snd);
+    return rc;
+}
+
+int sharc__audio_info_get(sharc__ctx *ctx, const uint8_t *data, size_t n, sharc__audio_info *info)
+{
+    sharc__wav_pcm16 wav;
+    if (sharc__wav_parse(data, n, &wav)) {
+        if (info)
+            *info = (sharc__audio_info){SHARC__CODEC_WAV, wav.sampling_rate, wav.channels,
+                                        wav.frames, 0};
+        return 0;
+    }
+    decoder d;
+    int rc = decoder_open(ctx, &d, data, n);
+    if (rc < 0)
+        return rc;
+    return decoder_header(ctx, &d, info);
+}
+
+/*
+ * Position the decoder at `offset` frames; returns 0, 1 (audio ends before it, at frame
+ * *reached), or -1.
+ */
+static int skip_to(decoder *d, int64_t offset, int64_t *reached)
+{
+    *reached = offset;
     if (offset == 0)
         return 0;
     if ((d->codec == SHARC__CODEC_WAV || d->codec == SHARC__CODEC_FLAC) && d->sfi.seekable) {
         /* PCM and FLAC seek sample-exactly; past the end libsndfile refuses. */
-        if (offset > d->sfi.frames)
+        if (offset > d->sfi.frames) {
+            *reached = d->sfi.frames;
             return 1;
+        }
         return sf_seek(d->snd, offset, SEEK_SET) == offset ? 0 : -1;
     }
     int64_t got = read_frames(d, NULL, offset, 0);
     if (got < 0)
         return -1;
+    *reached = got;
     return got < offset ? 1 : 0;
+}
+
+/*
+ * The length the header gives where decoding must reach it: FLAC's STREAMINFO count and an
+ * Ogg stream's last granule position are exact. -1 for the others (a WAV cut short is found
+ * from its chunks, an MP3's length may be an estimate) and when it is unknown.
+ */
+static int64_t exact_length(const decoder *d)
+{
+    if ((d->codec != SHARC__CODEC_FLAC && d->codec != SHARC__CODEC_OGG) ||
+        length_unknown(d->sfi.frames))
+        return -1;
+    return d->sfi.frames;
+}
+
+/*
+ * Samples stored as floats may be NaN or infinite, which no batch should hold: the first
+ * such one of the `count` frames decoded into `out` (out_ch channels each, from frame
+ * `offset` of the member) is an error naming where it is. Integer samples, the other codecs'
+ * output, are always finite, so only float sources are scanned.
+ */
+static int check_finite(sharc__ctx *ctx, const decoder *d, const float *out, int64_t count,
+                        int out_ch, const sharc__decode_spec *spec, sharc__audio_info *info)
+{
+    const int sub = d->sfi.format & SF_FORMAT_SUBMASK;
+    if (sub != SF_FORMAT_FLOAT && sub != SF_FORMAT_DOUBLE)
+        return 0;
+    const size_t n = (size_t)count * (size_t)out_ch;
+    size_t i = 0;
+    while (i < n && isfinite(out[i]))
+        i++;
+    if (i == n)
+        return 0;
+    if (info)
+        info->non_finite = 1;
+    return sharc__set_error(ctx, SHARC_ERR_DECODE,
+                            "%s audio holds a non-finite sample: %s at sample %" PRId64
+                            " (channel %d)",
+                            sharc__codec_name(d->codec),
+                            isnan(out[i]) ? "NaN"
+                            : out[i] > 0  ? "+Inf"
+                                          : "-Inf",
+                            spec->offset_frames + (int64_t)(i / (size_t)out_ch),
+                            spec->channel >= 0 ? spec->channel : (int)(i % (size_t)out_ch));
 }
 
 /*
@@ -364,12 +477,25 @@ static int decode_opened(sharc__ctx *ctx, decoder *d, const sharc__decode_spec *
         goto fail;
     }
 
-    int skipped = skip_to(d, spec->offset_frames);
+    int64_t got = 0, reached;
+    int skipped = skip_to(d, spec->offset_frames, &reached);
     SHARC__SF_CHECK(ctx, d->snd, skipped >= 0, d->codec, "cannot skip to the offset", rc, fail);
-    int64_t got = 0;
     if (!skipped) {
         got = read_frames(d, out, want >= 0 ? want : cap_frames, spec->channel);
         SHARC__SF_CHECK(ctx, d->snd, got >= 0, d->codec, "decode failed", rc, fail);
+        reached = spec->offset_frames + got;
+        if ((rc = check_finite(ctx, d, out, got, out_ch, spec, info)) < 0)
+            goto fail;
+    }
+    /* A decoder that ends before the length its header gives has lost part of the stream
+     * (a damaged frame or page): an error, never a shorter or padded cut. */
+    const int64_t length = exact_length(d);
+    if ((skipped || got < (want >= 0 ? want : cap_frames)) && length >= 0 && reached < length) {
+        rc = sharc__set_error(ctx, SHARC_ERR_DECODE,
+                              "%s audio: decoding gave %" PRId64 " samples of the %" PRId64
+                              " its header gives: part of the stream is missing or damaged",
+                              cname, reached, length);
+        goto fail;
     }
 
     if (want < 0) {
@@ -459,10 +585,8 @@ int sharc__audio_info_at(sharc__ctx *ctx, int fd, uint64_t at, size_t n, uint8_t
 {
     decoder d;
     int rc = decoder_open_file(ctx, &d, fd, at, n, cache, cache_cap);
-    if (rc == 0) {
-        decoder_info(&d, info);
-        sf_close(d.snd);
-    }
+    if (rc == 0)
+        rc = decoder_header(ctx, &d, info);
     return file_failure(ctx, &d, rc, at, n);
 }
 
@@ -515,7 +639,7 @@ void sharc__pcm16_finish(const sharc__wav_pcm16 *wav, sharc__codec codec, int64_
     if (want >= 0)
         pad_reflect(out, count, want, out_ch);
     if (info)
-        *info = (sharc__audio_info){codec, wav->sampling_rate, wav->channels, wav->frames};
+        *info = (sharc__audio_info){codec, wav->sampling_rate, wav->channels, wav->frames, 0};
     *frames = want >= 0 ? want : count;
 }
 

@@ -31,6 +31,7 @@ typedef struct sharc__audio_info {
     int sampling_rate;
     int channels;
     int64_t frames; ///< as reported by libsndfile (may be approximate for MP3)
+    int non_finite; ///< sharc__audio_decode() failed on a NaN or infinite sample
 } sharc__audio_info;
 
 /**

@@ -529,7 +529,8 @@ static int job_info(sharc_reader *r, const sharc__decode_job *j, sharc__audio_in
         return cut_problem(&r->ctx, &r->err, rc, SHARC_PROBLEM_ARCHIVE, j->shard, j->member, j->id);
     }
     if (rc > 0) {
-        *info = (sharc__audio_info){SHARC__CODEC_WAV, wav.sampling_rate, wav.channels, wav.frames};
+        *info =
+            (sharc__audio_info){SHARC__CODEC_WAV, wav.sampling_rate, wav.channels, wav.frames, 0};
     } else {
         int fd;
         if (j->in_file && j->audio_len >= LONG_MEMBER_BYTES) {
@@ -765,7 +766,9 @@ int sharc__reader_decode(const sharc_reader *r, sharc__ctx *ctx, sharc__fetcher 
      * (the buffer was sized by the metadata): reported below as the mismatch it is. */
     if (rc < 0 && !(info.channels > 0 && info.channels != j->channels)) {
         sharc__wrap_error(ctx, rc, "%s member %s (cut %s)", j->shard, j->member, j->id);
-        return cut_problem(ctx, err, rc, decode_problem(rc), j->shard, j->member, j->id);
+        return cut_problem(ctx, err, rc,
+                           info.non_finite ? SHARC_PROBLEM_NON_FINITE : decode_problem(rc),
+                           j->shard, j->member, j->id);
     }
     const char *what = NULL;
     int have = 0, want = 0;

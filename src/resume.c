@@ -8,8 +8,8 @@
 #include <zlib.h>
 
 #define STATE_MAGIC   0x53485253u /* "SRHS" little-endian */
-#define STATE_VERSION 1u
-#define STEP_OFFSET   16 /* byte offset of next_step */
+#define STATE_VERSION 2u          /* 2: a counter for the non_finite problem kind */
+#define STEP_OFFSET   16          /* byte offset of next_step */
 
 typedef struct wbuf {
     uint8_t *p;

@@ -231,6 +231,52 @@ int sharc__wav_data_end(const uint8_t *head, size_t head_len, size_t n, size_t *
     return head ? walk(&p, NULL, data_end) : 0;
 }
 
+static uint32_t be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+static uint64_t le64(const uint8_t *p)
+{
+    return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
+}
+
+int sharc__wav_extent_get(const uint8_t *head, size_t head_len, size_t n, sharc__wav_extent *e)
+{
+    if (!head || head_len < 12)
+        return 0;
+    head_len = head_len < n ? head_len : n;
+    const int big = id_is(head, "RIFX"), rf64 = id_is(head, "RF64") || id_is(head, "BW64");
+    if ((!big && !rf64 && !id_is(head, "RIFF")) || !id_is(head + 8, "WAVE"))
+        return 0;
+    uint64_t ds64_data = 0;
+    int have_ds64 = 0;
+    unsigned align = 0;
+    size_t pos = 12;
+    while (pos <= head_len && head_len - pos >= 8) {
+        const uint8_t *chunk = head + pos;
+        const uint32_t size = big ? be32(chunk + 4) : le32(chunk + 4);
+        pos += 8;
+        if (id_is(chunk, "data")) {
+            /* RF64 keeps the real size in ds64 and writes 0xFFFFFFFF here. */
+            e->data_bytes = rf64 && have_ds64 && size == 0xFFFFFFFFu ? ds64_data : size;
+            e->present_bytes = n - pos;
+            e->block_align = align;
+            return 1;
+        }
+        if (size > head_len - pos)
+            return 0;
+        if (id_is(chunk, "fmt ") && size >= 16)
+            align = big ? (unsigned)chunk[20] << 8 | chunk[21] : le16(chunk + 20);
+        if (rf64 && id_is(chunk, "ds64") && size >= 16) {
+            ds64_data = le64(chunk + 16); /* after the RIFF size; ds64 is little-endian */
+            have_ds64 = 1;
+        }
+        pos += (size_t)size + (size & 1);
+    }
+    return 0;
+}
+
 static float pcm16_at(const uint8_t *src, size_t i)
 {
     int16_t s;

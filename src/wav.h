@@ -82,6 +82,24 @@ int sharc__wav_parse_pieces(const sharc__wav_pieces *p, sharc__wav_pcm16 *wav);
  */
 int sharc__wav_data_end(const uint8_t *head, size_t head_len, size_t n, size_t *data_end);
 
+/** Where a WAV member's samples end by its header, against what the member holds. */
+typedef struct sharc__wav_extent {
+    uint64_t data_bytes;    ///< the data chunk's size in its header (RF64: its ds64 chunk's)
+    uint64_t present_bytes; ///< bytes of the member from the data chunk's first sample on
+    unsigned block_align;   ///< bytes per frame in the fmt chunk before it; 0 when unknown
+} sharc__wav_extent;
+
+/**
+ * Read the size of the data chunk of a RIFF, RIFX or RF64 WAVE member of `n` bytes from its
+ * first `head_len` bytes, walking its chunks as far as that chunk, for any format of
+ * samples. A member whose data_bytes exceed present_bytes was cut short after it was
+ * written (libsndfile then quietly reads only the bytes there are). Every read is
+ * bounds-checked: any bytes may be passed.
+ * @return 1 with `*e` when the walk reached the data chunk's header inside the head; 0 when
+ *         it cannot tell (not WAVE, a chunk running past the head, no data chunk)
+ */
+int sharc__wav_extent_get(const uint8_t *head, size_t head_len, size_t n, sharc__wav_extent *e);
+
 /**
  * Convert `samples` little-endian int16 samples at `src` (any alignment) to float32 at
  * `dst`, as libsndfile's sf_read_float() does by default: (float)s * (1.0f / 0x8000).

@@ -14,6 +14,13 @@ Usage: corrupt.py OP FILE ARGS...
   wav-comment TAR MEMBER WHERE N   give a WAV member a LIST/INFO comment of N bytes of text,
                              before or after its data chunk (WHERE: before | after); the
                              samples stay the same
+  audio-edit TAR MEMBER HOW  damage an audio member so that only its decoding can tell:
+                             wav-short:N (drop its last N bytes: shorter than its data chunk),
+                             wav-data-size:N (write N as its data chunk's size),
+                             wav-float:I:VALUE (the same samples as a float32 WAV, sample I
+                             set to VALUE: nan, inf or -inf), ogg-last-page (flip a byte of
+                             its last Ogg page: that page fails its CRC), flac-no-length
+                             (STREAMINFO's total sample count 0: unknown, as the format allows)
   lines-swap FILE I J        swap lines I and J (0-based)
   lines-drop FILE I          remove line I
   lines-set FILE I TEXT      replace line I
@@ -25,6 +32,7 @@ import gzip
 import io
 import json
 import os
+import struct
 import subprocess
 import sys
 import tarfile
@@ -91,6 +99,57 @@ def wav_comment(wav, where, n):
     return out[:4] + (len(out) - 8).to_bytes(4, "little") + out[8:]
 
 
+def wav_chunks(wav):
+    """(id, offset of the size field, body offset, size) of each chunk of a RIFF WAVE."""
+    assert wav[:4] == b"RIFF" and wav[8:12] == b"WAVE", wav[:12]
+    pos, out = 12, []
+    while pos + 8 <= len(wav):
+        cid, size = wav[pos:pos + 4], struct.unpack("<I", wav[pos + 4:pos + 8])[0]
+        out.append((cid, pos + 4, pos + 8, size))
+        pos += 8 + size + (size & 1)
+    return out
+
+
+def wav_as_float(wav, index, value):
+    """The PCM16 WAV `wav` as float32, with sample `index` set to `value`."""
+    chunks = {c[0]: c for c in wav_chunks(wav)}
+    _, _, fmt_at, _ = chunks[b"fmt "]
+    channels, rate = struct.unpack("<HI", wav[fmt_at + 2:fmt_at + 8])
+    _, _, data_at, size = chunks[b"data"]
+    pcm = struct.unpack("<%dh" % (size // 2), wav[data_at:data_at + size])
+    samples = [s / 32768.0 for s in pcm]
+    samples[index] = float(value)
+    body = struct.pack("<%df" % len(samples), *samples)
+    fmt = struct.pack("<HHIIHH", 3, channels, rate, rate * 4 * channels, 4 * channels, 32)
+    riff = b"WAVE" + b"fmt " + struct.pack("<I", len(fmt)) + fmt + b"data" + \
+        struct.pack("<I", len(body)) + body
+    return b"RIFF" + struct.pack("<I", len(riff)) + riff
+
+
+def audio_edit(data, how):
+    kind, _, arg = how.partition(":")
+    if kind == "wav-short":
+        return data[:len(data) - int(arg)]
+    if kind == "wav-data-size":
+        _, size_at, _, _ = [c for c in wav_chunks(data) if c[0] == b"data"][0]
+        return data[:size_at] + struct.pack("<I", int(arg)) + data[size_at + 4:]
+    if kind == "wav-float":
+        index, value = arg.split(":")
+        return wav_as_float(data, int(index), value)
+    if kind == "ogg-last-page":
+        at = data.rfind(b"OggS")
+        body = at + 27 + data[at + 26]  # after the header and its segment table
+        assert body < len(data), "the last page has no payload"
+        return data[:body] + bytes([data[body] ^ 0x55]) + data[body + 1:]
+    if kind == "flac-no-length":
+        assert data[:4] == b"fLaC" and data[4] & 0x7F == 0, "no STREAMINFO first"
+        b = bytearray(data)
+        b[8 + 13] &= 0xF0  # the 36-bit count: the low nibble of byte 13 and bytes 14..17
+        b[8 + 14:8 + 18] = b"\0\0\0\0"
+        return bytes(b)
+    sys.exit("unknown audio edit " + how)
+
+
 def info(name, size):
     ti = tarfile.TarInfo(name)
     ti.size = size
@@ -136,6 +195,9 @@ def main(argv):
     elif op == "wav-comment":
         rewrite_tar(path, lambda ms: [(m, wav_comment(d, args[1], int(args[2]))
                                        if m.name == args[0] else d) for m, d in ms])
+    elif op == "audio-edit":
+        rewrite_tar(path, lambda ms: [(m, audio_edit(d, args[1]) if m.name == args[0] else d)
+                                      for m, d in ms])
     elif op.startswith("lines-"):
         data, comp = read_any(path)
         lines = data.decode().splitlines()

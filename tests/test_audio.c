@@ -565,12 +565,10 @@ START_TEST(truncated_flac_is_reported)
         ck_assert_msg(rc == SHARC_ERR_AUDIO_MISMATCH || rc == SHARC_ERR_DECODE,
                       "cut at %zu of %zu: rc %d", cuts[k], b.len, rc);
         ck_assert_ptr_nonnull(strstr(ctx.error, "flac audio: "));
-        /* Keeping everything never returns the full length of the intact stream. */
+        /* Keeping everything is no shorter cut either: STREAMINFO gives the length. */
         spec.want_frames = -1;
         rc = sharc__audio_decode(&ctx, b.data, cuts[k], &spec, out, (size_t)n, NULL, &frames);
-        ck_assert(rc == SHARC_ERR_DECODE || (rc == 0 && frames < n));
-        if (rc == 0)
-            assert_exact(out, pcm, frames);
+        ck_assert_msg(rc == SHARC_ERR_DECODE, "cut at %zu of %zu: rc %d", cuts[k], b.len, rc);
         /* Seeking into the missing part fails cleanly too. */
         spec.offset_frames = n / 2;
         spec.want_frames = n / 2;
@@ -622,7 +620,11 @@ START_TEST(capacity_is_never_exceeded)
 }
 END_TEST
 
-/* A WAV whose data chunk claims 1000 bytes more than the member holds. */
+/*
+ * A WAV whose data chunk claims 1000 bytes more than the member holds was cut short: an
+ * error however it is read (all of it, a length within tolerance, a window, its header),
+ * never a shorter or padded cut.
+ */
 START_TEST(wav_header_longer_than_data)
 {
     const int64_t n = 4000;
@@ -631,20 +633,220 @@ START_TEST(wav_header_longer_than_data)
     size_t len = b.len - 1000;
     float *out = malloc((size_t)n * sizeof *out);
     int64_t frames = 0;
+    const char *cut_short = "wav audio is cut short: its header says 4000 samples (8000 bytes), "
+                            "the member holds 3500 (7000 bytes)";
     sharc__decode_spec spec = {0, -1, 0, -1, 0, 0};
     ck_assert_int_eq(sharc__audio_decode(&ctx, b.data, len, &spec, out, (size_t)n, NULL, &frames),
-                     0);
-    ck_assert_int_eq(frames, n - 500);
-    assert_exact(out, pcm, n - 500);
+                     SHARC_ERR_DECODE);
+    ck_assert_str_eq(ctx.error, cut_short);
     spec.want_frames = n;
-    spec.tolerance_frames = 100;
+    spec.tolerance_frames = n;
     ck_assert_int_eq(sharc__audio_decode(&ctx, b.data, len, &spec, out, (size_t)n, NULL, &frames),
-                     SHARC_ERR_AUDIO_MISMATCH);
+                     SHARC_ERR_DECODE);
+    ck_assert_str_eq(ctx.error, cut_short);
+    /* A window inside the samples there are still comes from a member cut short. */
+    spec = (sharc__decode_spec){100, 1000, 0, -1, 1, 0};
+    ck_assert_int_eq(sharc__audio_decode(&ctx, b.data, len, &spec, out, (size_t)n, NULL, &frames),
+                     SHARC_ERR_DECODE);
+    ck_assert_str_eq(ctx.error, cut_short);
+    sharc__audio_info info;
+    ck_assert_int_eq(sharc__audio_info_get(&ctx, b.data, len, &info), SHARC_ERR_DECODE);
+    ck_assert_str_eq(ctx.error, cut_short);
+    /* A data chunk size of 0xFFFFFFFF, as a writer that could not seek back leaves it. */
+    sharc__buf whole = encode(SHARC__ENC_WAV_PCM16, pcm, n, 1, 16000);
+    sharc__wav_pcm16 w;
+    ck_assert_int_eq(sharc__wav_parse(whole.data, whole.len, &w), 1);
+    memset(whole.data + w.data_offset - 4, 0xFF, 4);
+    spec = (sharc__decode_spec){0, n, 0, -1, 0, 0};
+    ck_assert_int_eq(
+        sharc__audio_decode(&ctx, whole.data, whole.len, &spec, out, (size_t)n, NULL, &frames),
+        SHARC_ERR_DECODE);
+    ck_assert_str_eq(ctx.error, "wav audio is cut short: its header says 2147483647 samples "
+                                "(4294967295 bytes), the member holds 4000 (8000 bytes)");
+    /* A data chunk of no samples is no cut of 4000. */
+    memset(whole.data + w.data_offset - 4, 0, 4);
+    ck_assert_int_eq(
+        sharc__audio_decode(&ctx, whole.data, whole.len, &spec, out, (size_t)n, NULL, &frames),
+        SHARC_ERR_AUDIO_MISMATCH);
     ck_assert_str_eq(ctx.error,
-                     "wav audio: decoded 3500 frames, expected 4000 (tolerance 100, offset 0)");
+                     "wav audio: decoded 0 frames, expected 4000 (tolerance 0, offset 0)");
+    sharc__buf_free(&ctx, &whole);
     /* Cut inside the header itself. */
     ck_assert_int_eq(sharc__audio_decode(&ctx, b.data, 30, &spec, out, (size_t)n, NULL, &frames),
                      SHARC_ERR_DECODE);
+    free(out);
+    free(pcm);
+    sharc__buf_free(&ctx, &b);
+}
+END_TEST
+
+/* The Ogg pages of `b`: the byte offsets of their "OggS", at most `max`. */
+static size_t ogg_pages(const sharc__buf *b, size_t *at, size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i + 27 <= b->len && n < max; i++)
+        if (memcmp(b->data + i, "OggS", 4) == 0)
+            at[n++] = i;
+    return n;
+}
+
+/* Flip a byte of the payload of the Ogg page at `at`: the page then fails its CRC. */
+static void damage_page(sharc__buf *b, size_t at)
+{
+    size_t body = at + 27 + b->data[at + 26];
+    ck_assert_uint_lt(body + 3, b->len);
+    b->data[body + 3] ^= 0x55;
+}
+
+/*
+ * An Opus stream whose last page fails its CRC has no length (libsndfile finds none) and
+ * decodes short; one with a damaged page inside decodes less than its length. Both are
+ * decode errors, not cuts padded back to their metadata's length.
+ */
+START_TEST(damaged_ogg_pages_are_errors)
+{
+    const int64_t n = 5 * 48000;
+    int16_t *pcm = make_tone(n, 1, 48000);
+    sharc__buf b = encode(SHARC__ENC_OPUS, pcm, n, 1, 48000);
+    size_t pages[256];
+    size_t np = ogg_pages(&b, pages, 256);
+    ck_assert_uint_ge(np, 6);
+    float *out = malloc((size_t)n * sizeof *out);
+    int64_t frames;
+    sharc__audio_info info;
+    sharc__decode_spec spec = {0, n, n, -1, 0, 0};
+    /* Intact, it decodes whole. */
+    ck_assert_int_eq(sharc__audio_decode(&ctx, b.data, b.len, &spec, out, (size_t)n, NULL, &frames),
+                     0);
+    ck_assert_int_eq(sharc__audio_info_get(&ctx, b.data, b.len, &info), 0);
+    ck_assert_int_eq(info.frames, n);
+
+    damage_page(&b, pages[np - 1]);
+    const char *no_end =
+        "ogg audio: no length in its last page: the end of the stream is missing or damaged";
+    ck_assert_int_eq(sharc__audio_decode(&ctx, b.data, b.len, &spec, out, (size_t)n, NULL, &frames),
+                     SHARC_ERR_DECODE);
+    ck_assert_str_eq(ctx.error, no_end);
+    spec.want_frames = -1;
+    ck_assert_int_eq(sharc__audio_decode(&ctx, b.data, b.len, &spec, out, (size_t)n, NULL, &frames),
+                     SHARC_ERR_DECODE);
+    ck_assert_str_eq(ctx.error, no_end);
+    ck_assert_int_eq(sharc__audio_info_get(&ctx, b.data, b.len, &info), SHARC_ERR_DECODE);
+    ck_assert_str_eq(ctx.error, no_end);
+    damage_page(&b, pages[np - 1]); /* repaired */
+
+    damage_page(&b, pages[np / 2]);
+    spec.want_frames = n;
+    ck_assert_int_eq(sharc__audio_decode(&ctx, b.data, b.len, &spec, out, (size_t)n, NULL, &frames),
+                     SHARC_ERR_DECODE);
+    ck_assert_msg(strstr(ctx.error, "ogg audio: decoding gave ") == ctx.error &&
+                      strstr(ctx.error, " samples of the 240000 its header gives: part of the "
+                                        "stream is missing or damaged") != NULL,
+                  "%s", ctx.error);
+    free(out);
+    free(pcm);
+    sharc__buf_free(&ctx, &b);
+}
+END_TEST
+
+/* A float32 WAV of `frames` x `channels` samples. */
+static sharc__buf float_wav(const float *samples, int64_t frames, int channels, int rate)
+{
+    const uint32_t data = (uint32_t)(frames * channels * 4), align = 4u * (uint32_t)channels;
+    uint8_t h[44];
+    memcpy(h, "RIFF", 4);
+    const uint32_t riff = 36 + data, fmt_size = 16, byte_rate = (uint32_t)rate * align;
+    const uint16_t tag = 3, ch = (uint16_t)channels, blk = (uint16_t)align, bits = 32;
+    memcpy(h + 4, &riff, 4);
+    memcpy(h + 8, "WAVEfmt ", 8);
+    memcpy(h + 16, &fmt_size, 4);
+    memcpy(h + 20, &tag, 2);
+    memcpy(h + 22, &ch, 2);
+    memcpy(h + 24, &rate, 4);
+    memcpy(h + 28, &byte_rate, 4);
+    memcpy(h + 32, &blk, 2);
+    memcpy(h + 34, &bits, 2);
+    memcpy(h + 36, "data", 4);
+    memcpy(h + 40, &data, 4);
+    sharc__buf b = {0};
+    ck_assert_int_eq(sharc__buf_append(&ctx, &b, h, sizeof h), 0);
+    ck_assert_int_eq(sharc__buf_append(&ctx, &b, samples, data), 0);
+    return b;
+}
+
+/*
+ * NaN and infinite samples of a float WAV are an error naming the first one (its sample
+ * index and channel), where they are among the samples kept; finite ones decode exactly.
+ */
+START_TEST(non_finite_samples_are_errors)
+{
+    enum { N = 64 };
+    float s[2 * N];
+    for (int i = 0; i < 2 * N; i++)
+        s[i] = (float)(i % 17) / 32.0f - 0.25f;
+    float out[2 * N];
+    int64_t frames;
+    sharc__audio_info info = {0};
+    sharc__buf b = float_wav(s, N, 2, 16000);
+    ck_assert_int_eq(decode(&b, 0, N, 0, -1, out, 2 * N, &info, &frames), 0);
+    ck_assert_int_eq(frames, N);
+    ck_assert_int_eq(info.non_finite, 0);
+    ck_assert_int_eq(memcmp(out, s, sizeof s), 0);
+    sharc__buf_free(&ctx, &b);
+
+    s[2 * 10 + 1] = INFINITY; /* frame 10, channel 1 */
+    s[2 * 20] = NAN;          /* frame 20, channel 0 */
+    b = float_wav(s, N, 2, 16000);
+    ck_assert_int_eq(decode(&b, 0, N, 0, -1, out, 2 * N, &info, &frames), SHARC_ERR_DECODE);
+    ck_assert_int_eq(info.non_finite, 1);
+    ck_assert_str_eq(ctx.error,
+                     "wav audio holds a non-finite sample: +Inf at sample 10 (channel 1)");
+    ck_assert_int_eq(decode(&b, 0, -1, 0, 0, out, 2 * N, &info, &frames), SHARC_ERR_DECODE);
+    ck_assert_str_eq(ctx.error,
+                     "wav audio holds a non-finite sample: NaN at sample 20 (channel 0)");
+    /* A window: indices count from the member's start. */
+    ck_assert_int_eq(decode(&b, 15, 10, 0, -1, out, 2 * N, &info, &frames), SHARC_ERR_DECODE);
+    ck_assert_str_eq(ctx.error,
+                     "wav audio holds a non-finite sample: NaN at sample 20 (channel 0)");
+    /* Samples not kept are not looked at: frames 0..9, or channel 1 past frame 10. */
+    sharc__decode_spec spec = {0, 10, 0, -1, 1, 0};
+    info.non_finite = 7;
+    ck_assert_int_eq(sharc__audio_decode(&ctx, b.data, b.len, &spec, out, 2 * N, &info, &frames),
+                     0);
+    ck_assert_int_eq(info.non_finite, 0);
+    ck_assert_int_eq(memcmp(out, s, 20 * sizeof *s), 0);
+    spec = (sharc__decode_spec){21, 30, 0, 1, 1, 0};
+    ck_assert_int_eq(sharc__audio_decode(&ctx, b.data, b.len, &spec, out, 2 * N, &info, &frames),
+                     0);
+    for (int i = 0; i < 30; i++)
+        ck_assert_float_eq(out[i], s[2 * (21 + i) + 1]);
+    sharc__buf_free(&ctx, &b);
+}
+END_TEST
+
+/*
+ * A FLAC stream whose STREAMINFO gives 0 samples (unknown, which the format allows): its
+ * header reports the length decoding finds, and it decodes exactly.
+ */
+START_TEST(flac_of_unknown_length)
+{
+    const int64_t n = 20000;
+    int16_t *pcm = make_pcm(n, 1, 16000);
+    sharc__buf b = encode(SHARC__ENC_FLAC_PCM16, pcm, n, 1, 16000);
+    ck_assert_int_eq(memcmp(b.data, "fLaC", 4), 0);
+    b.data[8 + 13] &= 0xF0;
+    memset(b.data + 8 + 14, 0, 4);
+    sharc__audio_info info;
+    ck_assert_int_eq(sharc__audio_info_get(&ctx, b.data, b.len, &info), 0);
+    ck_assert_int_eq(info.frames, n);
+    ck_assert_int_eq(info.sampling_rate, 16000);
+    float *out = malloc((size_t)n * sizeof *out);
+    int64_t frames;
+    ck_assert_int_eq(decode(&b, 0, -1, 0, -1, out, (size_t)n, NULL, &frames), 0);
+    ck_assert_int_eq(frames, n);
+    assert_exact(out, pcm, n);
+    ck_assert_int_eq(decode(&b, 0, n, 0, -1, out, (size_t)n, NULL, &frames), 0);
+    assert_exact(out, pcm, n);
     free(out);
     free(pcm);
     sharc__buf_free(&ctx, &b);
@@ -1976,6 +2178,9 @@ int main(void)
     tcase_add_test(tc, truncated_flac_is_reported);
     tcase_add_test(tc, capacity_is_never_exceeded);
     tcase_add_test(tc, wav_header_longer_than_data);
+    tcase_add_test(tc, damaged_ogg_pages_are_errors);
+    tcase_add_test(tc, non_finite_samples_are_errors);
+    tcase_add_test(tc, flac_of_unknown_length);
     tcase_add_test(tc, encode_rejects_bad_arguments);
     tcase_add_test(tc, libsndfile_errors_logged_once);
     tcase_add_test(tc, encode_reports_allocation_failure);

@@ -860,6 +860,156 @@ START_TEST(required_rate_and_length_mismatch)
 }
 END_TEST
 
+/*
+ * Audio that decodes to less than its own header says, or to samples no batch may hold, is
+ * an error of its cut naming shard, member and cut, never a shorter or padded cut. Each case
+ * edits member 1 of a one-shard corpus with corrupt.py's audio-edit.
+ */
+typedef struct bad_audio_case {
+    const char *layout;
+    const char *codec;
+    const char *edit;   /* audio-edit HOW */
+    int drop_json;      /* WebDataset: no .json, so the cut's length comes from the header */
+    int no_decode;      /* read with decode off: the header gives the length */
+    int fail_code;      /* sharc_reader_next's error under FAIL */
+    sharc_problem kind; /* the problem reported */
+    /* The text after "member M (cut C): ", a format given the member's samples n, 2n, n - 500
+     * and 2n - 1000, in this order (printf ignores those it does not use). */
+    const char *message;
+} bad_audio_case;
+
+#define CUT_SHORT_1000                                                                             \
+    "wav audio is cut short: its header says %lld samples (%lld bytes), the member holds %lld "    \
+    "(%lld bytes)"
+
+static const bad_audio_case bad_audio[] = {
+    /* A member 1000 bytes (500 samples) shorter than its data chunk: within the length
+     * tolerance of its metadata, and read whatever the path to its length. */
+    {"wds", "wav", "wav-short:1000", 0, 0, SHARC_ERR_DECODE, SHARC_PROBLEM_DECODE, CUT_SHORT_1000},
+    {"wds", "wav", "wav-short:1000", 1, 0, SHARC_ERR_DECODE, SHARC_PROBLEM_DECODE, CUT_SHORT_1000},
+    {"wds", "wav", "wav-short:1000", 1, 1, SHARC_ERR_DECODE, SHARC_PROBLEM_DECODE, CUT_SHORT_1000},
+    {"shar", "wav", "wav-short:1000", 0, 0, SHARC_ERR_DECODE, SHARC_PROBLEM_DECODE, CUT_SHORT_1000},
+    /* A data chunk size of 0xFFFFFFFF, far more than the member holds. */
+    {"shar", "wav", "wav-data-size:4294967295", 0, 0, SHARC_ERR_DECODE, SHARC_PROBLEM_DECODE,
+     "wav audio is cut short: its header says 2147483647 samples (4294967295 bytes), the member "
+     "holds %lld (%lld bytes)"},
+    /* A data chunk of no samples, while the metadata give some. */
+    {"shar", "wav", "wav-data-size:0", 0, 0, SHARC_ERR_AUDIO_MISMATCH, SHARC_PROBLEM_LENGTH,
+     "wav audio: decoded 0 frames, expected %lld"},
+    {"shar", "wav", "wav-float:5:nan", 0, 0, SHARC_ERR_DECODE, SHARC_PROBLEM_NON_FINITE,
+     "wav audio holds a non-finite sample: NaN at sample 5 (channel 0)"},
+    {"wds", "wav", "wav-float:7:-inf", 0, 0, SHARC_ERR_DECODE, SHARC_PROBLEM_NON_FINITE,
+     "wav audio holds a non-finite sample: -Inf at sample 7 (channel 0)"},
+    /* The last Ogg page fails its CRC: decoding would stop short of the stream's end. */
+    {"shar", "opus", "ogg-last-page", 0, 0, SHARC_ERR_DECODE, SHARC_PROBLEM_DECODE,
+     "ogg audio: no length in its last page: the end of the stream is missing or damaged"},
+    {"wds", "opus", "ogg-last-page", 1, 1, SHARC_ERR_DECODE, SHARC_PROBLEM_DECODE,
+     "ogg audio: no length in its last page: the end of the stream is missing or damaged"},
+};
+
+/* Read `path` (decode on or off) under a policy; as read_with() otherwise. */
+static int read_bad_audio(const char *path, const bad_audio_case *b, sharc_error_policy policy,
+                          size_t *cuts, problem_log *log, char *error, size_t error_cap,
+                          sharc_reader_stats *stats)
+{
+    sharc_reader_settings s;
+    const char *paths[1];
+    settings_on(&s, paths, path);
+    s.on_error = policy;
+    s.on_problem = on_problem;
+    s.problem_cookie = log;
+    s.decode = !b->no_decode;
+    memset(log, 0, sizeof *log);
+    sharc_reader *r;
+    int rc = sharc_reader_open(&r, &s);
+    ck_assert_int_eq(rc, 0);
+    const sharc_cut *cut;
+    *cuts = 0;
+    while ((rc = sharc_reader_next(r, &cut)) == 0)
+        (*cuts)++;
+    snprintf(error, error_cap, "%s", sharc_reader_last_error(r));
+    sharc_reader_get_stats(r, stats);
+    sharc_reader_close(&r);
+    return rc;
+}
+
+START_TEST(bad_audio_is_an_error)
+{
+    const bad_audio_case *b = &bad_audio[_i];
+    corpus c = make_corpus(b->layout, b->codec, "none", 1, 3);
+    const expected_cut *e = &c.cuts[1];
+    const char *tar = strcmp(b->layout, "wds") == 0 ? "shard-000000.tar" : "recording.000000.tar";
+    corrupt(&c, "audio-edit %s '%s' %s", tar, e->member, b->edit);
+    if (b->drop_json) {
+        char stem[512];
+        snprintf(stem, sizeof stem, "%s", e->member);
+        *strrchr(stem, '.') = 0;
+        corrupt(&c, "tar-drop %s '%s.json'", tar, stem);
+    }
+    const long long n = e->num_samples;
+    char detail[512], want[4096], error[1024];
+    snprintf(detail, sizeof detail, b->message, n, 2 * n, n - 500, 2 * n - 1000);
+    snprintf(want, sizeof want, "%s/%s member %s (cut %s): %s", c.path, tar, e->member, e->id,
+             detail);
+
+    size_t cuts;
+    problem_log log;
+    sharc_reader_stats st;
+    int rc = read_bad_audio(c.path, b, SHARC_ON_ERROR_FAIL, &cuts, &log, error, sizeof error, &st);
+    ck_assert_msg(rc == b->fail_code, "case %d: got %s (%s), want %s", _i, sharc_err_name(rc),
+                  error, sharc_err_name(b->fail_code));
+    ck_assert_msg(strncmp(error, want, strlen(want)) == 0, "case %d:\n got '%s'\nwant '%s'", _i,
+                  error, want);
+    ck_assert_uint_eq(cuts, 1);
+    ck_assert_int_eq(log.count, 1);
+    ck_assert_int_eq(log.kinds[0], b->kind);
+    ck_assert_str_eq(log.last_member, e->member);
+    ck_assert_str_eq(log.last_cut, e->id);
+
+    rc = read_bad_audio(c.path, b, SHARC_ON_ERROR_SKIP, &cuts, &log, error, sizeof error, &st);
+    ck_assert_msg(rc == SHARC_END, "case %d under skip: %s", _i, error);
+    ck_assert_uint_eq(cuts, 2);
+    ck_assert_uint_eq(st.problems[b->kind], 1);
+    ck_assert_uint_eq(st.skipped_cuts, 1);
+    free_corpus(&c);
+}
+END_TEST
+
+/*
+ * A FLAC member whose STREAMINFO gives 0 samples (unknown, which the format allows), in a
+ * WebDataset sample without metadata: its length is learned by decoding it, and it is read
+ * whole, sample for sample.
+ */
+START_TEST(flac_of_unknown_length_is_counted)
+{
+    corpus c = make_corpus("wds", "flac", "none", 1, 3);
+    for (size_t i = 0; i < c.n; i++) {
+        char stem[512];
+        snprintf(stem, sizeof stem, "%s", c.cuts[i].member);
+        *strrchr(stem, '.') = 0;
+        corrupt(&c, "audio-edit shard-000000.tar '%s' flac-no-length", c.cuts[i].member);
+        corrupt(&c, "tar-drop shard-000000.tar '%s.json'", stem);
+        c.cuts[i].text[0] = 0; /* the transcript is in the .txt member, which stays */
+    }
+    sharc_reader *r = open_reader(c.path, SHARC_ON_ERROR_FAIL, 1);
+    const sharc_cut *cut;
+    int rc;
+    size_t n = 0;
+    while ((rc = sharc_reader_next(r, &cut)) == 0) {
+        expected_cut *e = find(&c, cut->id);
+        ck_assert_ptr_nonnull(e);
+        ck_assert_double_eq_tol(cut->duration, (double)e->num_samples / e->sampling_rate, 1e-9);
+        snprintf(e->text, sizeof e->text, "%s", cut->text ? cut->text : "");
+        check_cut(&c, cut, 1);
+        n++;
+    }
+    ck_assert_msg(rc == SHARC_END, "%s", sharc_reader_last_error(r));
+    ck_assert_uint_eq(n, c.n);
+    sharc_reader_close(&r);
+    free_corpus(&c);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("reader");
@@ -882,6 +1032,9 @@ int main(void)
     tcase_add_test(bad, layout_errors_at_open);
     tcase_add_test(bad, length_tolerance_out_of_range);
     tcase_add_test(bad, required_rate_and_length_mismatch);
+    tcase_add_loop_test(bad, bad_audio_is_an_error, 0,
+                        (int)(sizeof bad_audio / sizeof bad_audio[0]));
+    tcase_add_test(bad, flac_of_unknown_length_is_counted);
     suite_add_tcase(s, bad);
     return tu_run_suite(s);
 }

@@ -39,7 +39,8 @@ typedef enum sharc_error_policy {
     X(LENGTH, "length", "decoded length differs from metadata beyond tolerance")                   \
     X(AUDIO_FORMAT, "audio_format", "sampling rate or channel count differs from expected")        \
     X(TOO_LARGE, "too_large", "member or line larger than the configured cap")                     \
-    X(LAYOUT, "layout", "shard files missing, unequal or unpaired")
+    X(LAYOUT, "layout", "shard files missing, unequal or unpaired")                                \
+    X(NON_FINITE, "non_finite", "decoded audio holds a NaN or infinite sample")
 
 typedef enum sharc_problem {
 #define SHARC_X_(name, str, desc) SHARC_PROBLEM_##name,

@@ -4,7 +4,8 @@
  * whatever a direct path takes must decode exactly as libsndfile decodes it (same rc,
  * header, frames and samples, bit for bit), and its header must be what libsndfile reports. Parsing
  * it from a head and a tail (sharc__wav_parse_pieces) must give the same answer as parsing it
- * whole.
+ * whole. The data chunk's extent (sharc__wav_extent_get) is read without reading outside the
+ * bytes, and a canonical file's is its whole data chunk.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -78,10 +79,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!copy)
         return 0;
     memcpy(copy, data, size);
+    sharc__wav_extent e;
+    const int extent_known = sharc__wav_extent_get(copy, size, size, &e);
+    if (extent_known && e.present_bytes > size)
+        abort();
     if (!sharc__wav_parse(copy, size, &w)) {
         free(copy);
         return 0;
     }
+    /* A canonical file holds its whole data chunk: it is never one cut short. */
+    if (!extent_known || e.data_bytes != (uint64_t)w.frames * 2u * (uint64_t)w.channels ||
+        e.data_bytes > e.present_bytes || e.block_align != 2u * (unsigned)w.channels)
+        abort();
     const size_t samples = (size_t)w.frames * (size_t)w.channels;
     if (w.channels < 1 || w.channels > SHARC__WAV_MAX_CHANNELS || w.sampling_rate < 1 ||
         w.frames < 1 || w.data_offset > size || samples > (size - w.data_offset) / 2)
