@@ -127,6 +127,7 @@ static int parse_args(int argc, char **argv, bcast_opts *o)
             break;
         case CLI_OPT_TRANSPORT:
         case CLI_OPT_MESH:
+        case CLI_OPT_TIMEOUT:
             bad = cli_dist_option(cmd, &o->dist, opt, optarg) < 0;
             break;
         case '?':

@@ -19,6 +19,7 @@ void cli_dist_init(cli_dist *d)
     d->transport = "self";
     d->default_axis = "dp";
     d->world_size = 1;
+    d->timeout_ms = 600000;
 }
 
 int cli_dist_option(const char *cmd, cli_dist *d, int opt, const char *arg)
@@ -34,6 +35,18 @@ int cli_dist_option(const char *cmd, cli_dist *d, int opt, const char *arg)
     case CLI_OPT_MESH:
         d->mesh_spec = arg;
         return 1;
+    case CLI_OPT_TIMEOUT: {
+        char *end = NULL;
+        errno = 0;
+        double sec = strtod(arg, &end);
+        if (errno || end == arg || *end || !(sec >= 0) || sec > 86400 * 7) {
+            cli_usage_error(cmd, "--timeout must be a number of seconds from 0 to 604800, not '%s'",
+                            arg);
+            return -1;
+        }
+        d->timeout_ms = sec > 0 && sec < 0.001 ? 1 : (int)(sec * 1000);
+        return 1;
+    }
     default:
         return 0;
     }
@@ -54,6 +67,14 @@ static int env_rank(cli_dist *d)
 }
 
 #if SHARC_CLI_HAVE_MPI
+static const sharc_transport_settings *transport_settings(const cli_dist *d)
+{
+    static sharc_transport_settings ts; /* one transport per process */
+    sharc_transport_default_settings(&ts);
+    ts.timeout_ms = d->timeout_ms;
+    return &ts;
+}
+
 static int mpi_setup(const char *cmd, cli_dist *d)
 {
     int inited = 0;
@@ -76,11 +97,12 @@ static int mpi_transport(const char *cmd, cli_dist *d)
         int device = 0;
         if (cli_env_int("LOCAL_RANK", 0, 1 << 16, &device) == 0)
             cli_env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0, 1 << 16, &device);
-        return sharc_transport_nccl_bootstrap_mpi(&d->t, MPI_COMM_WORLD, &d->mesh, device, NULL);
+        return sharc_transport_nccl_bootstrap_mpi(&d->t, MPI_COMM_WORLD, &d->mesh, device,
+                                                  transport_settings(d));
     }
     /* The split compares every rank's mesh first, so ranks started with different --mesh
      * all fail here instead of waiting on groups that do not match. */
-    int rc = sharc_transport_mpi_split(&d->t, MPI_COMM_WORLD, &d->mesh, NULL);
+    int rc = sharc_transport_mpi_split(&d->t, MPI_COMM_WORLD, &d->mesh, transport_settings(d));
     if (rc < 0)
         return rc;
     MPI_Comm *comm = malloc(sizeof *comm);

@@ -15,12 +15,13 @@
 
 #include <sharc/sharc.h>
 
-enum { CLI_OPT_TRANSPORT = 2000, CLI_OPT_MESH };
+enum { CLI_OPT_TRANSPORT = 2000, CLI_OPT_MESH, CLI_OPT_TIMEOUT };
 
 #define CLI_DIST_LONG_OPTIONS                                                                      \
     {"transport", required_argument, NULL, CLI_OPT_TRANSPORT},                                     \
+        {"mesh", required_argument, NULL, CLI_OPT_MESH},                                           \
     {                                                                                              \
-        "mesh", required_argument, NULL, CLI_OPT_MESH                                              \
+        "timeout", required_argument, NULL, CLI_OPT_TIMEOUT                                        \
     }
 
 /** Lines for --help describing --transport and --mesh. */
@@ -32,11 +33,15 @@ enum { CLI_OPT_TRANSPORT = 2000, CLI_OPT_MESH };
     "                      variables; default 0 and 1), each process reading its own slot\n"       \
     "  --mesh SPEC         rank mesh, axes outermost first (\"dp=2,cp=2\"); cp and tp are\n"       \
     "                      broadcast axes: their coordinate-0 rank reads, its peers receive\n"     \
-    "                      (default: dp=<world size>, every rank reads its own slot)\n"
+    "                      (default: dp=<world size>, every rank reads its own slot)\n"            \
+    "  --timeout S         seconds a rank waits in one collective for the others before\n"         \
+    "                      every rank of its group fails with a timeout (a rank that died,\n"      \
+    "                      stopped or hangs); 0 waits forever (default 600)\n"
 
 typedef struct cli_dist {
     const char *transport;    ///< "self", "mpi", "nccl"
     const char *mesh_spec;    ///< NULL: <default_axis>=<world size>
+    int timeout_ms;           ///< --timeout, for the transport (default 600000)
     const char *default_axis; ///< axis of the default mesh ("dp")
     int rank, world_size;     ///< from MPI, else RANK/WORLD_SIZE (default 0 and 1)
     int mpi_initialized;      ///< cli_dist_setup called MPI_Init

@@ -408,6 +408,7 @@ static int parse_own_opt(int opt, const char *val, bench_opts *o)
         return 0;
     case CLI_OPT_TRANSPORT:
     case CLI_OPT_MESH:
+    case CLI_OPT_TIMEOUT:
         return cli_dist_option(cmd, &o->dist, opt, val) < 0 ? -1 : 0;
     }
     return 1;

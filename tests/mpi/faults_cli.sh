@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Failures of `sharc read` under mpirun, on 2 and 4 ranks: every rank must end, non-zero,
+# within the timeout (plus a margin), with a message naming the failing rank and the cause.
+#   - the source cannot write --save-state-at (its peers are told) or --dump-dir (every rank
+#     checks it before the first step);
+#   - ranks started with a different --limit or a different --mesh;
+#   - the source, or a peer, is killed with SIGKILL mid-run.
+#   faults_cli.sh BUILD_ROOT SHARC_GEN
+set -euo pipefail
+build=$1 gen=$2
+sharc=$build/tools/sharc
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+"$gen" --out "$tmp/data" --layout shar --shards 4 --cuts-per-shard 10 --max-duration 6 >/dev/null
+data=$tmp/data/shar
+mpi=(mpirun --oversubscribe)
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+# run_all NAME SECONDS MPIRUN-ARGS...: the job must fail within SECONDS; output in $tmp/NAME.
+run_all() {
+  local name=$1 limit=$2 start rc=0
+  shift 2
+  start=$(date +%s.%N)
+  timeout 120 "${mpi[@]}" "$@" >"$tmp/$name.out" 2>&1 || rc=$?
+  local took
+  took=$(python3 -c "import sys; print(round($(date +%s.%N) - $start, 1))")
+  [ "$rc" != 0 ] || fail "$name: the job exited 0"
+  [ "$rc" != 124 ] || fail "$name: the job hung (killed by timeout after 120 s)"
+  python3 -c "import sys; sys.exit(0 if $took <= $limit else 1)" ||
+    fail "$name: took $took s, over $limit s"
+  echo "$name: every rank ended in $took s (exit $rc)"
+}
+
+# expect NAME N TEXT: TEXT appears on N lines of the output (one per rank that prints it).
+expect() {
+  local n
+  n=$(grep -cF -- "$3" "$tmp/$1.out" || true)
+  [ "$n" = "$2" ] || { cat "$tmp/$1.out" >&2; fail "$1: '$3' on $n lines, want $2"; }
+}
+
+for n in 2 4; do
+  mesh=cp=$n
+  # The source cannot write its state: every peer is told at the next step.
+  run_all "state$n" 30 -n $n "$sharc" read --transport mpi --mesh $mesh --quiet --timeout 20 \
+    --save-state-at 2 /nonexistent/dir/state.bin "$data"
+  expect "state$n" 1 "sharc read: cannot write the state of step 2 to /nonexistent/dir/state.bin"
+  expect "state$n" $((n - 1)) \
+    "sharc read: error: source rank 0: cannot write the state of step 2 to /nonexistent/dir/state.bin"
+
+  # The source cannot write its dump files.
+  touch "$tmp/a-file"
+  run_all "dump$n" 30 -n $n "$sharc" read --transport mpi --mesh $mesh --quiet --timeout 20 \
+    --dump-dir "$tmp/a-file/dumps" "$data"
+  expect "dump$n" $n "sharc read: cannot create the dump directory $tmp/a-file/dumps: Not a directory"
+
+  # The last rank was started with another --limit.
+  run_all "limit$n" 30 -n $((n - 1)) "$sharc" read --transport mpi --mesh $mesh --quiet \
+    --limit 3 "$data" : -n 1 "$sharc" read --transport mpi --mesh $mesh --quiet "$data"
+  expect "limit$n" $n "settings differ in the broadcast group: max_steps is 3 on source rank 0 but 0 on rank $((n - 1))"
+
+  # The last rank was started with another --mesh.
+  run_all "mesh$n" 30 -n $((n - 1)) "$sharc" read --transport mpi --mesh $mesh --quiet "$data" \
+    : -n 1 "$sharc" read --transport mpi --mesh dp=$n --quiet "$data"
+  expect "mesh$n" $n "the ranks were started with different meshes: rank 0 has $mesh broadcast=cp but rank $((n - 1)) has dp=$n broadcast=-"
+done
+
+# kill_rank N RANK: SIGKILL global rank RANK of an endless read on N ranks, once it runs.
+kill_rank() {
+  local n=$1 rank=$2 name=kill$1-$2 pid="" start rc=0
+  "${mpi[@]}" -n "$n" "$sharc" read --transport mpi --mesh cp="$n" --quiet --epochs 0 \
+    --timeout 5 "$data" >"$tmp/$name.out" 2>&1 &
+  local job=$!
+  for _ in $(seq 100); do
+    for p in $(pgrep -f "$sharc read --transport mpi" || true); do
+      if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$rank"; then
+        pid=$p
+      fi
+    done
+    [ -n "$pid" ] && break
+    sleep 0.1
+  done
+  [ -n "$pid" ] || fail "$name: rank $rank never started"
+  sleep 1 # well into the endless read
+  start=$(date +%s.%N)
+  kill -9 "$pid"
+  wait "$job" || rc=$?
+  local took
+  took=$(python3 -c "print(round($(date +%s.%N) - $start, 1))")
+  [ "$rc" != 0 ] || fail "$name: the job exited 0"
+  python3 -c "import sys; sys.exit(0 if $took <= 5 + 5 else 1)" ||
+    fail "$name: the other ranks took $took s to end, over the 5 s timeout + 5 s"
+  # Whoever notices first says so: mpirun (the rank and its signal) or a rank's timeout.
+  grep -qE "exited on signal 9|did not complete within 5000 ms" "$tmp/$name.out" ||
+    { cat "$tmp/$name.out" >&2; fail "$name: no message names the killed rank or the timeout"; }
+  echo "$name: the other ranks ended $took s after rank $rank was killed (exit $rc)"
+}
+kill_rank 2 0
+kill_rank 2 1
+kill_rank 4 0
+kill_rank 4 3
+echo "faults_cli: passed"
