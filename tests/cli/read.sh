@@ -122,4 +122,27 @@ expect_rc 0 "$SHARC" read --cuts --json --no-decode "$tmp/latin1"
 rows = [json.loads(l) for l in open(sys.argv[1], "rb")]
 assert rows[0]["id"] == "caf\udce9" and rows[0]["text"] == "latin", rows[0]' "$tmp/out" ||
     fail "a Latin-1 member name does not give valid JSON: $(head -c 300 "$tmp/out")"
+# A transcript holding the escape \u0000 (Python's json keeps the character) is refused with
+# a problem naming the field, the cut and the file, in every mode, never cut short there.
+gen "$tmp/nul" --layout shar --shards 1 --cuts-per-shard 2 --max-duration 1 --compress none --seed 7
+"$PYTHON" - "$tmp/nul/shar/cuts.000000.jsonl" <<'PYEOF'
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+cut = json.loads(lines[0])
+cut["supervisions"][0]["text"] = "keep this\x00 and this too"
+lines[0] = json.dumps(cut)
+assert "\\u0000" in lines[0]
+open(sys.argv[1], "w").write("\n".join(lines) + "\n")
+PYEOF
+nul_id=$("$PYTHON" -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["id"])' \
+    "$tmp/nul/shar/cuts.000000.jsonl")
+nul_why="$tmp/nul/shar/cuts.000000.jsonl line 1 (cut $nul_id): supervision \"text\" holds the character U+0000 (\\u0000), which sharc refuses rather than cut the string there"
+expect_rc 1 "$SHARC" read --cuts --json "$tmp/nul/shar"
+expect_in "$tmp/err" "$nul_why"
+grep -q 'keep this' "$tmp/out" && fail "a text holding \\u0000 was read cut short"
+expect_rc 1 "$SHARC" read --json --max-cuts 2 "$tmp/nul/shar"
+expect_in "$tmp/err" "$nul_why"
+expect_rc 1 "$SHARC" validate "$tmp/nul/shar"
+expect_in "$tmp/out" "problem json: $nul_why"
+
 echo "ok"
