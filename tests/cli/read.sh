@@ -122,6 +122,20 @@ expect_rc 0 "$SHARC" read --cuts --json --no-decode "$tmp/latin1"
 rows = [json.loads(l) for l in open(sys.argv[1], "rb")]
 assert rows[0]["id"] == "caf\udce9" and rows[0]["text"] == "latin", rows[0]' "$tmp/out" ||
     fail "a Latin-1 member name does not give valid JSON: $(head -c 300 "$tmp/out")"
+# A quoted pattern whose matches are folders of two layouts is what the folders given one by
+# one are: an error naming the folder of the other layout, not that layout left out.
+mkdir "$tmp/mix"
+cp -r "$tmp/flac/shar" "$tmp/flac/wds" "$tmp/mix/"
+expect_rc 1 "$SHARC" read --cuts "$tmp/mix/shar" "$tmp/mix/wds"
+expect_in "$tmp/err" "$tmp/mix/wds holds wds shards, and the dataset is read as shar (from the other paths): one layout is read at a time"
+for pattern in "$tmp/mix/*" "$tmp/mix/{shar,wds}" "$tmp/mix/*/*"; do
+    expect_rc 1 "$SHARC" read --cuts "$pattern"
+    expect_in "$tmp/err" "(matched by $pattern) holds wds shards, and the dataset is read as shar (from the other paths): one layout is read at a time"
+    [ -s "$tmp/out" ] && fail "$pattern: cuts were read from one layout of two"
+    expect_rc 1 "$SHARC" validate "$pattern"
+    expect_in "$tmp/out" "problem layout: cannot open the dataset: invalid shard layout or metadata: $tmp/mix/wds"
+done
+
 # A transcript holding the escape \u0000 (Python's json keeps the character) is refused with
 # a problem naming the field, the cut and the file, in every mode, never cut short there.
 gen "$tmp/nul" --layout shar --shards 1 --cuts-per-shard 2 --max-duration 1 --compress none --seed 7
