@@ -321,12 +321,31 @@ static void choose_rate(slot *s, int required)
     s->rate_count = n_rates ? counts[best] : 0;
 }
 
+int sharc__pipeline_check_i32(sharc__ctx *ctx, uint64_t step, size_t n_cuts, int64_t most_samples,
+                              const char *most_id, const uint64_t column_bytes[4])
+{
+    if (most_samples > INT32_MAX)
+        return sharc__fail(ctx, SHARC_ERR_TOO_LARGE,
+                           "step %llu: cannot lay out the batch: audio_lens is int32, and cut %s "
+                           "has %lld samples, over %d",
+                           (unsigned long long)step, most_id, (long long)most_samples, INT32_MAX);
+    for (int c = 0; c < 4; c++)
+        if (column_bytes[c] > INT32_MAX)
+            return sharc__fail(ctx, SHARC_ERR_TOO_LARGE,
+                               "step %llu: cannot lay out the batch: %s_offsets is int32, and its "
+                               "%zu cuts hold %llu bytes of %s, over %d",
+                               (unsigned long long)step, string_columns[c], n_cuts,
+                               (unsigned long long)column_bytes[c], string_columns[c], INT32_MAX);
+    return 0;
+}
+
 /* Declare the batch's tensors, then fill everything but the audio samples. */
-static int layout_batch(sharc__pipeline *p, slot *s)
+static int layout_batch(sharc__pipeline *p, slot *s, uint64_t step)
 {
     sharc_batch *b = s->batch;
-    int64_t B = (int64_t)s->n, T = 0;
-    size_t text_bytes[4] = {0, 0, 0, 0};
+    int64_t B = (int64_t)s->n, T = 0, most = 0;
+    size_t most_at = 0;
+    uint64_t text_bytes[4] = {0, 0, 0, 0};
     choose_rate(s, p->r->s.sampling_rate);
     if (!p->first_rate) {
         p->first_rate = s->rate;
@@ -345,15 +364,23 @@ static int layout_batch(sharc__pipeline *p, slot *s)
             T = s->cuts[i]->job.num_samples;
             longest = i;
         }
+        /* audio_lens holds every row's length, at the batch's rate or not. */
+        if (s->cuts[i]->job.num_samples > most) {
+            most = s->cuts[i]->job.num_samples;
+            most_at = i;
+        }
         for (int c = 0; c < 4; c++) {
             const char *v = column_value(s->cuts[i], c);
             text_bytes[c] += v ? strlen(v) : 0;
         }
     }
+    int rc = sharc__pipeline_check_i32(&p->r->ctx, step, s->n, most, s->cuts[most_at]->job.id,
+                                       text_bytes);
+    if (rc < 0)
+        return rc;
     s->T = T;
     int64_t shape_audio[2] = {B, T}, shape_b[1] = {B}, shape_off[1] = {B + 1};
-    int rc =
-        sharc__batch_add_tensor(b, "audio", SHARC_DTYPE_F32, SHARC_DEVICE_HOST, 0, 2, shape_audio);
+    rc = sharc__batch_add_tensor(b, "audio", SHARC_DTYPE_F32, SHARC_DEVICE_HOST, 0, 2, shape_audio);
     if (rc >= 0)
         rc = sharc__batch_add_tensor(b, "audio_lens", SHARC_DTYPE_I32, SHARC_DEVICE_HOST, 0, 1,
                                      shape_b);
@@ -458,7 +485,7 @@ static int plan_one(sharc__pipeline *p, slot *s, uint64_t step)
         sharc__fail(&r->ctx, rc, "no free batch buffer: %s", sharc__batch_pool_error(p->pool));
         goto fail_cuts;
     }
-    if ((rc = layout_batch(p, s)) < 0)
+    if ((rc = layout_batch(p, s, step)) < 0)
         goto fail_batch;
     s->batch->step = step;
     s->batch->epoch = sharc__key_epoch(s->cuts[0]->key);

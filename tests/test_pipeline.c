@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "reader_impl.h"
 #include "sharc/sharc.h"
 #include "synth.h"
 #include "testutil.h"
@@ -2108,12 +2109,46 @@ START_TEST(read_ahead_over_full_queues)
 }
 END_TEST
 
+/*
+ * audio_lens and the string offsets are int32: a batch whose row lengths or string bytes pass
+ * INT32_MAX is an error naming the step and the tensor, never a wrapped value. Checked with
+ * numbers at the boundary (no 2 GiB batch is allocated).
+ */
+START_TEST(int32_tensors_are_bounded)
+{
+    sharc__ctx ctx;
+    sharc_logger quiet = {NULL, NULL, SHARC_LOG_ERROR};
+    sharc__ctx_init(&ctx, NULL, &quiet);
+    uint64_t bytes[4] = {INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX};
+    ck_assert_int_eq(sharc__pipeline_check_i32(&ctx, 7, 3, INT32_MAX, "a", bytes), 0);
+    ck_assert_int_eq(sharc__pipeline_check_i32(&ctx, 7, 3, (int64_t)INT32_MAX + 1, "a", bytes),
+                     SHARC_ERR_TOO_LARGE);
+    ck_assert_str_eq(ctx.error, "step 7: cannot lay out the batch: audio_lens is int32, and cut a "
+                                "has 2147483648 samples, over 2147483647");
+    static const char *const columns[] = {"cut_id", "text", "speaker", "language"};
+    for (int c = 0; c < 4; c++) {
+        bytes[c] = (uint64_t)INT32_MAX + 1;
+        ck_assert_int_eq(sharc__pipeline_check_i32(&ctx, 12, 5, 16000, "b", bytes),
+                         SHARC_ERR_TOO_LARGE);
+        char want[256];
+        snprintf(want, sizeof want,
+                 "step 12: cannot lay out the batch: %s_offsets is int32, and its 5 cuts hold "
+                 "2147483648 bytes of %s, over 2147483647",
+                 columns[c], columns[c]);
+        ck_assert_str_eq(ctx.error, want);
+        bytes[c] = INT32_MAX;
+    }
+    ck_assert_int_eq(sharc__pipeline_check_i32(&ctx, 12, 5, 16000, "b", bytes), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("pipeline");
     TCase *tc = tcase_create("batches");
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, every_cut_once_and_padding_rule);
+    tcase_add_test(tc, int32_tensors_are_bounded);
     tcase_add_test(tc, batch_samples_exact);
     tcase_add_test(tc, same_batches_for_any_thread_count);
     tcase_add_test(tc, resume_equals_uninterrupted);
