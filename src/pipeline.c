@@ -131,7 +131,7 @@ static int pull_item(void *cookie, sharc__sitem *out)
         return rc;
     }
     bcut *b;
-    if ((rc = sharc__bcut_from_raw(&p->bufs, &r->raw, &b)) < 0)
+    if ((rc = sharc__bcut_from_raw(&p->bufs, &r->raw, r->ds.n_shards, &b)) < 0)
         return rc;
     double t2 = sharc__now_s();
     p->stage[SHARC_STAGE_SAMPLE] += t2 - t1;
@@ -229,7 +229,7 @@ static int reload_item(void *cookie, uint64_t key, sharc__sitem *out)
         return sharc__fail(&p->r->ctx, SHARC_ERR_STATE,
                            "the state's buffered cut at shard %llu position %llu could not be "
                            "read again: the data changed",
-                           (unsigned long long)sharc__key_shard(key),
+                           (unsigned long long)sharc__key_shard(key, p->r->ds.n_shards),
                            (unsigned long long)sharc__key_position(key));
     int rc = sharc__keyset_add(&p->r->ctx, &p->held, key);
     if (rc < 0)
@@ -488,7 +488,7 @@ static int plan_one(sharc__pipeline *p, slot *s, uint64_t step)
     if ((rc = layout_batch(p, s, step)) < 0)
         goto fail_batch;
     s->batch->step = step;
-    s->batch->epoch = sharc__key_epoch(s->cuts[0]->key);
+    s->batch->epoch = sharc__key_epoch(s->cuts[0]->key, p->r->ds.n_shards);
     r->stats.batches++;
     for (size_t i = 0; i < n; i++) {
         r->stats.cuts++;
@@ -939,13 +939,13 @@ static int preload_cut(void *cookie, sharc__rawcut *c)
     preload_job *j = cookie;
     sharc__pipeline *p = j->p;
     uint64_t key = 0;
-    int rc = sharc__cut_key(&p->r->ctx, c, &key);
+    int rc = sharc__cut_key(&p->r->ctx, c, p->r->ds.n_shards, &key);
     if (rc < 0)
         return rc;
     if (!bsearch(&key, j->keys, j->n, sizeof key, cmp_u64))
         return 0;
     bcut *b;
-    if ((rc = sharc__bcut_from_raw(&p->bufs, c, &b)) < 0)
+    if ((rc = sharc__bcut_from_raw(&p->bufs, c, p->r->ds.n_shards, &b)) < 0)
         return rc;
     p->preloaded[p->n_preloaded++] = b;
     return ++j->found == j->n ? 1 : 0;
@@ -961,13 +961,14 @@ static int preload(sharc__pipeline *p, const uint64_t *keys, size_t n)
         return SHARC_ERR(ENOMEM);
     size_t i = 0;
     while (i < n) {
-        uint64_t group = keys[i] >> SHARC__KEY_POS_BITS; /* epoch and shard */
+        uint64_t visit = sharc__key_visit(keys[i]); /* epoch and shard */
         size_t j = i;
-        while (j < n && keys[j] >> SHARC__KEY_POS_BITS == group)
+        while (j < n && sharc__key_visit(keys[j]) == visit)
             j++;
         preload_job job = {p, keys + i, j - i, 0};
+        uint32_t shard = sharc__key_shard(keys[i], r->ds.n_shards);
         r->quiet = 1;
-        int rc = sharc__reader_scan_shard(r, sharc__key_epoch(keys[i]), sharc__key_shard(keys[i]),
+        int rc = sharc__reader_scan_shard(r, sharc__key_epoch(keys[i], r->ds.n_shards), shard,
                                           preload_cut, &job);
         r->quiet = 0;
         if (rc < 0)
@@ -976,7 +977,7 @@ static int preload(sharc__pipeline *p, const uint64_t *keys, size_t n)
             return sharc__fail(&r->ctx, SHARC_ERR_STATE,
                                "%zu cuts the state holds were not found again in shard %llu: "
                                "the data changed",
-                               job.n - job.found, (unsigned long long)(group & 0xffffff));
+                               job.n - job.found, (unsigned long long)shard);
         i = j;
     }
     qsort(p->preloaded, p->n_preloaded, sizeof *p->preloaded, cmp_bcut_key);

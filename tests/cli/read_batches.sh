@@ -265,4 +265,23 @@ check read "$tmp/out" "$tmp/names/shar.expected.jsonl"
 expect_rc 0 "$SHARC" validate "$tmp/names/renamed"
 expect_in "$tmp/out" "OK: no problems found"
 
+# A small set repeated for a long run passes epoch 65535 (where a resume state's cut keys
+# ended the run, with or without a save): a state saved past it, holding cuts of those epochs,
+# resumes to the uninterrupted run.
+gen "$tmp/long" --layout shar --shards 1 --cuts-per-shard 1 --min-duration 0.05 \
+    --max-duration 0.1 --compress none --seed 13
+expect_rc 0 "$SHARC" read --json --max-cuts 1000 --buffer-size 2000 --epochs 68000 \
+    --save-state-at 66 "$tmp/long.bin" "$tmp/long/shar"
+cp "$tmp/out" "$tmp/long.jsonl"
+"$PYTHON" - "$tmp/long.jsonl" <<'PYEOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+s = rows[-1]
+assert s["type"] == "summary" and s["error"] is None and s["cuts"] == 68000, s
+assert max(r["epoch"] for r in rows[:-1]) > 65536, "no batch past epoch 65536"
+PYEOF
+expect_rc 0 "$SHARC" read --json --max-cuts 1000 --buffer-size 2000 --epochs 68000 \
+    --resume "$tmp/long.bin" "$tmp/long/shar"
+check resume "$tmp/long.jsonl" "$tmp/out" 66
+
 echo "ok"
