@@ -158,5 +158,23 @@ expect_rc 1 "$SHARC" read --json --max-cuts 2 "$tmp/nul/shar"
 expect_in "$tmp/err" "$nul_why"
 expect_rc 1 "$SHARC" validate "$tmp/nul/shar"
 expect_in "$tmp/out" "problem json: $nul_why"
+# So is a WebDataset .txt transcript holding a NUL byte.
+mkdir -p "$tmp/nultxt"
+"$PYTHON" - "$tmp/nultxt/shard-000000.tar" "$tmp/flac/wds/shard-000000.tar.gz" <<'PYEOF'
+import gzip, io, sys, tarfile
+src = tarfile.open(fileobj=io.BytesIO(gzip.decompress(open(sys.argv[2], "rb").read())))
+audio = next(m for m in src.getmembers() if m.name.endswith(".flac"))
+data = src.extractfile(audio).read()
+with tarfile.open(sys.argv[1], "w") as t:
+    for name, body in (("u1.flac", data), ("u1.txt", b"keep this\0 and this too\n")):
+        i = tarfile.TarInfo(name); i.size = len(body); t.addfile(i, io.BytesIO(body))
+PYEOF
+txt_why="$tmp/nultxt/shard-000000.tar: sample u1: its .txt transcript holds the character U+0000 (a NUL byte), which sharc refuses rather than cut the string there"
+expect_rc 1 "$SHARC" read --cuts --json "$tmp/nultxt"
+expect_in "$tmp/err" "$txt_why"
+expect_rc 1 "$SHARC" read --json "$tmp/nultxt"
+expect_in "$tmp/err" "$txt_why"
+expect_rc 1 "$SHARC" validate "$tmp/nultxt"
+expect_in "$tmp/out" "problem json: $txt_why"
 
 echo "ok"
