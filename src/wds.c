@@ -232,7 +232,7 @@ static int finish_sample(sharc__stream *s, sharc__rawcut *c, int has_audio,
             n--;
         /* Python reads the NUL byte as a character of the text; the cut API hands texts out
          * NUL-terminated, which would cut it there: refused, as the JSON escape \u0000 is. */
-        if (memchr(s->txt.data, 0, n)) {
+        if (n && memchr(s->txt.data, 0, n)) {
             rc = sharc__set_error(ctx, SHARC_ERR_JSON,
                                   "%s: sample %s: its .txt transcript holds the character U+0000 "
                                   "(a NUL byte), which sharc refuses rather than cut the string "
