@@ -67,6 +67,7 @@ struct sharc__tar {
     sharc__bufpool *pool;           ///< where member buffers come from, or NULL
     int lazy;                       ///< payloads of a plain tar file are left in the file
     int (*leave)(const char *name); ///< which ones (NULL: all); see sharc__tar_set_lazy
+    int read_next;                  ///< sharc__tar_next_read: this member's payload is read
     int status;                     ///< 0 while readable, then SHARC_END or the (sticky) error
     int broke_inside;               ///< with an error status: inside member last_name, not after
 };
@@ -650,7 +651,7 @@ static int read_payload(sharc__tar *t, sharc__member *m, struct archive_entry *e
                                 (unsigned long long)t->max_member_bytes);
     m->size = size;
     if (t->lazy && t->src.mode == SRC_PLAIN && t->src.seekable &&
-        archive_entry_sparse_count(e) == 0 && (!t->leave || t->leave(name))) {
+        archive_entry_sparse_count(e) == 0 && !t->read_next && (!t->leave || t->leave(name))) {
         /* The payload starts where libarchive stopped consuming: right after the header(s). */
         la_int64_t at = archive_filter_bytes(t->a, 0);
         uint64_t left = at >= 0 && (uint64_t)at <= t->src.file_size
@@ -740,6 +741,14 @@ static int tar_step(sharc__tar *t, sharc__member *m, int with_data, uint64_t *si
 int sharc__tar_next(sharc__tar *t, sharc__member *m)
 {
     return tar_step(t, m, 1, NULL);
+}
+
+int sharc__tar_next_read(sharc__tar *t, sharc__member *m)
+{
+    t->read_next = 1;
+    int rc = tar_step(t, m, 1, NULL);
+    t->read_next = 0;
+    return rc;
 }
 
 int sharc__tar_next_header(sharc__tar *t, sharc__member *m, uint64_t *size)

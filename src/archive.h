@@ -72,6 +72,13 @@ const char *sharc__tar_path(const sharc__tar *t);
 int sharc__tar_next(sharc__tar *t, sharc__member *m);
 
 /**
+ * Like sharc__tar_next, but the payload is read into m->data even when payloads are left in
+ * the file (sharc__tar_set_lazy): for a member the caller parses, whatever its name (the
+ * metadata member of a Shar pair is the second of the pair, not the one named `.json`).
+ */
+int sharc__tar_next_read(sharc__tar *t, sharc__member *m);
+
+/**
  * Like sharc__tar_next but only reads the header: m->data is left empty and the payload is
  * skipped by the following call. No cap applies (nothing is allocated).
  * @param size receives the member's declared size when not NULL

@@ -4,16 +4,21 @@
 #include <errno.h>
 #include <string.h>
 
-int sharc__cut_key(sharc__ctx *ctx, const sharc__rawcut *c, uint64_t *key)
+int sharc__cut_key(sharc__ctx *ctx, const sharc__rawcut *c, size_t n_shards, uint64_t *key)
 {
-    if (c->epoch >= (1u << 16) || c->position >= (1u << SHARC__KEY_POS_BITS))
+    if (c->position >= (UINT64_C(1) << SHARC__KEY_POS_BITS))
         return sharc__fail(ctx, SHARC_ERR_TOO_LARGE,
-                           "cut %s: epoch %llu or position %llu is past what a resume state "
-                           "can locate (2^16 epochs, 2^24 cuts per shard)",
-                           sharc__buf_str(&c->id), (unsigned long long)c->epoch,
-                           (unsigned long long)c->position);
-    *key = (c->epoch << (SHARC__KEY_SHARD_BITS + SHARC__KEY_POS_BITS)) |
-           ((uint64_t)c->shard_index << SHARC__KEY_POS_BITS) | c->position;
+                           "cut %s: position %llu in its shard is past what a resume state can "
+                           "locate (2^24 cuts per shard)",
+                           sharc__buf_str(&c->id), (unsigned long long)c->position);
+    /* Without overflow: epoch * n_shards + shard <= SHARC__KEY_MAX_VISIT. */
+    if (c->epoch > (SHARC__KEY_MAX_VISIT - c->shard_index) / n_shards)
+        return sharc__fail(ctx, SHARC_ERR_TOO_LARGE,
+                           "cut %s: epoch %llu of %zu shards is past what a resume state can "
+                           "locate (2^40 - 2 shard visits)",
+                           sharc__buf_str(&c->id), (unsigned long long)c->epoch, n_shards);
+    uint64_t visit = c->epoch * n_shards + c->shard_index;
+    *key = (visit << SHARC__KEY_POS_BITS) | c->position;
     return 0;
 }
 
@@ -32,7 +37,7 @@ static const char *put_str(char **p, const sharc__buf *b, int has)
     return s;
 }
 
-int sharc__bcut_from_raw(sharc__bufpool *pool, sharc__rawcut *c, sharc__bcut **out)
+int sharc__bcut_from_raw(sharc__bufpool *pool, sharc__rawcut *c, size_t n_shards, sharc__bcut **out)
 {
     sharc__ctx *ctx = pool->ctx;
     /* Batch mode never lends audio (sharc__stream_opts.lend_audio): the sampler holds cuts
@@ -46,7 +51,7 @@ int sharc__bcut_from_raw(sharc__bufpool *pool, sharc__rawcut *c, sharc__bcut **o
     *out = NULL;
     if (!b)
         return SHARC_ERR(ENOMEM);
-    int rc = sharc__cut_key(ctx, c, &b->key);
+    int rc = sharc__cut_key(ctx, c, n_shards, &b->key);
     if (rc < 0) {
         sharc__free(ctx, b);
         return rc;

@@ -934,10 +934,12 @@ static uint64_t hash_path(const char *p)
  * warning. A file given by itself may be a sidecar the layout does not read (a `.idx`, a
  * NeMo manifest for all shards next to per-shard ones), as a shell glob over a dataset
  * gives them. files[ends[i-1]..ends[i]) came from paths[i]; is_group[i] says whether a
- * directory or wildcards did.
+ * directory or wildcards did. With `patterns`, paths[i] is a match of patterns[i] (NULL when
+ * it was given as it is), which the messages name.
  */
 static int check_every_path_used(sharc__ctx *ctx, const sharc__dataset *d, const char *const *paths,
-                                 size_t n_paths, const sharc__strs *files, const size_t *ends,
+                                 const char *const *patterns, size_t n_paths,
+                                 const sharc__strs *files, const size_t *ends,
                                  const uint8_t *is_group)
 {
     sharc__keyset used = {0};
@@ -957,6 +959,11 @@ static int check_every_path_used(sharc__ctx *ctx, const sharc__dataset *d, const
             j++;
         if (j < ends[i])
             continue;
+        char label[2200];
+        if (patterns && patterns[i])
+            snprintf(label, sizeof label, "%.1024s (matched by %.1024s)", paths[i], patterns[i]);
+        else
+            snprintf(label, sizeof label, "%.2048s", paths[i]);
         sharc__strs own = {files->items + lo, ends[i] - lo, 0};
         tars_alone alone;
         sharc_layout other = detect_layout(&own, &alone);
@@ -966,12 +973,11 @@ static int check_every_path_used(sharc__ctx *ctx, const sharc__dataset *d, const
             rc = sharc__set_error(ctx, SHARC_ERR_FORMAT,
                                   "%s holds %s shards, and the dataset is read as %s (from the "
                                   "other paths): one layout is read at a time",
-                                  paths[i], sharc__layout_name(other),
-                                  sharc__layout_name(d->layout));
+                                  label, sharc__layout_name(other), sharc__layout_name(d->layout));
         else if (is_group[i] || lo == ends[i])
             rc = sharc__set_error(ctx, SHARC_ERR_FORMAT,
                                   "%s: none of its files is part of the dataset (read as %s)",
-                                  paths[i], sharc__layout_name(d->layout));
+                                  label, sharc__layout_name(d->layout));
     }
     sharc__keyset_free(ctx, &used);
     return rc;
@@ -1031,6 +1037,12 @@ int sharc__dataset_find(sharc__dataset *d, sharc__ctx *ctx, const char *const *p
     sharc__strs inputs = {0}, files = {0};
     size_t *ends = sharc__calloc(ctx, n_paths ? n_paths : 1, sizeof *ends);
     uint8_t *is_group = sharc__calloc(ctx, n_paths ? n_paths : 1, 1); /* a directory or wildcards */
+    /* Per path its braces and wildcards gave: where its files end, whether it is a directory,
+     * and the pattern it matched (NULL for a path given as it is). */
+    size_t *in_ends = NULL;
+    uint8_t *in_dir = NULL;
+    const char **in_pattern = NULL;
+    size_t in_cap = 0;
     int rc = ends && is_group ? 0 : SHARC_ERR(ENOMEM);
     memset(d, 0, sizeof *d);
     for (size_t i = 0; i < n_paths && rc == 0; i++) {
@@ -1042,17 +1054,33 @@ int sharc__dataset_find(sharc__dataset *d, sharc__ctx *ctx, const char *const *p
         int matched = 0;
         rc = expand_path(ctx, paths[i], &inputs, &matched);
         is_group[i] = (uint8_t)matched;
+        if (rc == 0 && inputs.n > in_cap) {
+            size_t cap = inputs.n * 2;
+            size_t *e = sharc__realloc(ctx, in_ends, in_cap * sizeof *e, cap * sizeof *e);
+            in_ends = e ? e : in_ends;
+            uint8_t *g = e ? sharc__realloc(ctx, in_dir, in_cap, cap) : NULL;
+            in_dir = g ? g : in_dir;
+            const char **p =
+                g ? sharc__realloc(ctx, in_pattern, in_cap * sizeof *p, cap * sizeof *p) : NULL;
+            in_pattern = p ? p : in_pattern;
+            rc = p ? 0 : SHARC_ERR(ENOMEM);
+            in_cap = p ? cap : in_cap;
+        }
         for (size_t j = first; j < inputs.n && rc == 0; j++) {
+            in_pattern[j] = strcmp(inputs.items[j], paths[i]) != 0 ? paths[i] : NULL;
+            in_dir[j] = 0;
             struct stat st;
             if (stat(inputs.items[j], &st) != 0) {
                 rc = sharc__set_error(ctx, SHARC_ERR(ENOENT), "%s: %s", inputs.items[j],
                                       strerror(errno));
             } else if (S_ISDIR(st.st_mode)) {
                 is_group[i] = 1;
+                in_dir[j] = 1;
                 rc = list_dir(ctx, inputs.items[j], &files, 1, &d->n_ignored);
             } else {
                 rc = sharc__strs_push(ctx, &files, sharc__strdup(ctx, inputs.items[j]));
             }
+            in_ends[j] = files.n;
         }
         ends[i] = files.n;
     }
@@ -1097,8 +1125,14 @@ int sharc__dataset_find(sharc__dataset *d, sharc__ctx *ctx, const char *const *p
                                   "NeMo audio_N.tar + manifests, or .tar shards)",
                                   n_paths ? paths[0] : "", n_paths > 1 ? " ..." : "");
     }
+    /* Each match of a pattern is checked as if it had been given by itself (a directory of
+     * another layout among the matches is an error, as it is when given), then each path as
+     * given: a pattern whose matches give the dataset nothing is an error too. */
     if (rc == 0)
-        rc = check_every_path_used(ctx, d, paths, n_paths, &files, ends, is_group);
+        rc = check_every_path_used(ctx, d, (const char *const *)inputs.items, in_pattern, inputs.n,
+                                   &files, in_ends, in_dir);
+    if (rc == 0)
+        rc = check_every_path_used(ctx, d, paths, NULL, n_paths, &files, ends, is_group);
     if (rc == 0)
         rc = check_no_repeats(ctx, d);
 done:
@@ -1106,6 +1140,9 @@ done:
     sharc__strs_free(ctx, &files);
     sharc__free(ctx, ends);
     sharc__free(ctx, is_group);
+    sharc__free(ctx, in_ends);
+    sharc__free(ctx, in_dir);
+    sharc__free(ctx, (void *)in_pattern);
     if (rc < 0)
         sharc__dataset_free(d, ctx);
     return rc;

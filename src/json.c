@@ -135,22 +135,112 @@ static size_t spell_constants(const char *text, size_t len, char *out, size_t co
     return copy_at != SIZE_MAX ? len : j;
 }
 
-/* `text` with its constants spelled as numbers (*n bytes, NUL-terminated), or NULL with *n =
- * len when it holds none (or, with *rc = SHARC_ERR(ENOMEM), when memory runs out). */
-static char *spelled_copy(sharc__ctx *ctx, const char *text, size_t len, size_t *n, int *rc)
+/*
+ * cJSON decodes the escape \u0000 into a NUL byte, which ends its C string: a string holding
+ * one would silently lose the rest of it. Before parsing, each such escape is marked as six
+ * NUL_MARK bytes (the escape's own length, so error positions stay those of the text as
+ * given). No decoded string can hold that byte otherwise: the text was checked to be UTF-8,
+ * and cJSON writes only UTF-8. A key holding the mark matches no key sharc reads (as in
+ * Python, where "text\x00" is not "text"), and a value sharc reads that holds it is refused
+ * with a message naming its field, as the cut API hands strings out NUL-terminated.
+ */
+#define NUL_MARK       ((char)0xFF)
+#define NUL_ESCAPE_LEN 6 /* \u0000 */
+
+/* Whether the string content t[0..n) (escapes as written, no quotes) has the escape \u0000 at
+ * t[i], which the caller found to be a backslash that starts an escape. */
+static int nul_escape_at(const char *t, size_t n, size_t i)
+{
+    return n - i >= NUL_ESCAPE_LEN && t[i + 1] == 'u' && memcmp(t + i + 2, "0000", 4) == 0;
+}
+
+/* Whether the string content t[0..n) (between its quotes) holds the escape \u0000. */
+static int holds_nul_escape(const char *t, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (t[i] == '\\') {
+            if (nul_escape_at(t, n, i))
+                return 1;
+            i++; /* the escaped character */
+        }
+    return 0;
+}
+
+/* Mark each \u0000 escape inside the strings of s[0..n) in place (see NUL_MARK). */
+static void mark_nul_escapes(char *s, size_t n)
+{
+    int in_string = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '"') {
+            in_string = !in_string;
+        } else if (in_string && s[i] == '\\') {
+            if (nul_escape_at(s, n, i)) {
+                memset(s + i, NUL_MARK, NUL_ESCAPE_LEN);
+                i += NUL_ESCAPE_LEN - 1;
+            } else {
+                i++;
+            }
+        }
+    }
+}
+
+/* Whether a decoded string holds the mark of a \u0000 escape. */
+static int holds_nul(const char *s)
+{
+    return s && strchr(s, NUL_MARK) != NULL;
+}
+
+/* `s`, a decoded string, as it was written: each mark spelled \u0000 again (same length). */
+static void unmark(const char *s, char *out, size_t cap)
+{
+    size_t n = strlen(s);
+    if (n >= cap)
+        n = cap - 1;
+    for (size_t i = 0; i < n;) {
+        if (s[i] == NUL_MARK && n - i >= NUL_ESCAPE_LEN) {
+            memcpy(out + i, "\\u0000", NUL_ESCAPE_LEN);
+            i += NUL_ESCAPE_LEN;
+        } else {
+            out[i] = s[i];
+            i++;
+        }
+    }
+    out[n] = 0;
+}
+
+/* The error for a string value under `key` that holds \u0000 (`what` says whose it is). */
+static int nul_refused(sharc__ctx *ctx, const char *what, const char *key)
+{
+    return sharc__set_error(ctx, SHARC_ERR_JSON,
+                            "%s\"%s\" holds the character U+0000 (\\u0000), which sharc refuses "
+                            "rather than cut the string there",
+                            what, key);
+}
+
+/* `text` ready for cJSON, NUL-terminated, in *n bytes: its constants spelled as numbers and
+ * its \u0000 escapes marked. NULL with *n = len when it needs neither (or, with *rc =
+ * SHARC_ERR(ENOMEM), when memory runs out). */
+static char *prepared_copy(sharc__ctx *ctx, const char *text, size_t len, size_t *n, int *rc)
 {
     *n = len;
     *rc = 0;
-    if (!memmem(text, len, "NaN", 3) && !memmem(text, len, "Infinity", 8))
+    int constants = memmem(text, len, "NaN", 3) || memmem(text, len, "Infinity", 8);
+    int nuls = memmem(text, len, "\\u0000", NUL_ESCAPE_LEN) != NULL;
+    if (!constants && !nuls)
         return NULL;
-    *n = spell_constants(text, len, NULL, SIZE_MAX);
+    *n = constants ? spell_constants(text, len, NULL, SIZE_MAX) : len;
     char *s = sharc__malloc(ctx, *n + 1);
     if (!s) {
         *rc = SHARC_ERR(ENOMEM);
         return NULL;
     }
-    spell_constants(text, len, s, SIZE_MAX);
+    if (constants)
+        spell_constants(text, len, s, SIZE_MAX);
+    else
+        memcpy(s, text, len);
     s[*n] = 0;
+    if (nuls)
+        mark_nul_escapes(s, *n);
     return s;
 }
 
@@ -162,13 +252,15 @@ static int is_json_space(char c)
 
 static cJSON *parse(sharc__ctx *ctx, const char *text, size_t len, int *rc)
 {
+    if (!text) /* an empty member has no buffer; memmem() and the rest want one */
+        text = "";
     size_t bad = utf8_invalid_at((const uint8_t *)text, len);
     if (bad < len) {
         *rc = sharc__set_error(ctx, SHARC_ERR_JSON, "invalid UTF-8 at byte %zu", bad);
         return NULL;
     }
     size_t src_len;
-    char *spelled = spelled_copy(ctx, text, len, &src_len, rc);
+    char *spelled = prepared_copy(ctx, text, len, &src_len, rc);
     if (*rc < 0)
         return NULL;
     const char *src = spelled ? spelled : text;
@@ -298,6 +390,14 @@ static int parse_supervisions(sharc__ctx *ctx, const cJSON *sups, sharc__rawcut 
         if (!cJSON_IsObject(s))
             return sharc__set_error(ctx, SHARC_ERR_JSON, "a supervision is not an object");
         const char *text = get_string(s, "text");
+        const char *spk = get_string(s, "speaker");
+        const char *lang = get_string(s, "language");
+        const char *nul = holds_nul(text)   ? "text"
+                          : holds_nul(spk)  ? "speaker"
+                          : holds_nul(lang) ? "language"
+                                            : NULL;
+        if (nul)
+            return nul_refused(ctx, "supervision ", nul);
         if (text) {
             if (c->has_text && (rc = sharc__buf_append(ctx, &c->text, " ", 1)) < 0)
                 return rc;
@@ -305,10 +405,8 @@ static int parse_supervisions(sharc__ctx *ctx, const cJSON *sups, sharc__rawcut 
                 return rc;
             c->has_text = 1;
         }
-        const char *spk = get_string(s, "speaker");
         if (spk && !c->has_speaker && (rc = set_opt(ctx, &c->speaker, &c->has_speaker, spk)) < 0)
             return rc;
-        const char *lang = get_string(s, "language");
         if (lang && !c->has_language &&
             (rc = set_opt(ctx, &c->language, &c->has_language, lang)) < 0)
             return rc;
@@ -354,6 +452,14 @@ int sharc__json_lhotse_cut(sharc__ctx *ctx, const char *line, size_t len, sharc_
                                                  : "cut has no \"id\"");
         goto done;
     }
+    if (holds_nul(id)) {
+        char shown[256];
+        unmark(id, shown, sizeof shown);
+        char what[300];
+        snprintf(what, sizeof what, "cut %s: ", shown);
+        rc = nul_refused(ctx, what, "id");
+        goto done;
+    }
     if ((rc = sharc__buf_set_str(ctx, &c->id, id)) < 0)
         goto done;
     if ((rc = get_seconds(ctx, root, "duration", &duration)) <= 0) {
@@ -379,6 +485,11 @@ int sharc__json_lhotse_cut(sharc__ctx *ctx, const char *line, size_t len, sharc_
         goto done;
     }
     const char *type = get_string(root, "type");
+    if (holds_nul(type)) {
+        rc = nul_refused(ctx, "", "type");
+        sharc__wrap_error(ctx, rc, "cut %s", id);
+        goto done;
+    }
     if (type && strcmp(type, "MonoCut") != 0 && strcmp(type, "MultiCut") != 0 &&
         strcmp(type, "Cut") != 0) {
         rc = sharc__set_error(ctx, SHARC_ERR_JSON, "cut %s has unsupported type %s", id, type);
@@ -430,6 +541,8 @@ static int key_is(const char *t, size_t n, const char *key)
 {
     if (!memchr(t, '\\', n))
         return strlen(key) == n && memcmp(t, key, n) == 0;
+    if (holds_nul_escape(t, n)) /* no key sharc asks for holds U+0000 */
+        return 0;
     char quoted[256];
     if (n + 3 > sizeof quoted)
         return 0;
@@ -500,6 +613,12 @@ int sharc__json_lhotse_field(sharc__ctx *ctx, const char *line, size_t len, cons
         rc = sharc__set_error(ctx, SHARC_ERR_JSON, "%s line has no \"cut_id\"", field);
         goto done;
     }
+    if (holds_nul(id)) {
+        char what[300];
+        snprintf(what, sizeof what, "%.200s line: ", field);
+        rc = nul_refused(ctx, what, "cut_id");
+        goto done;
+    }
     if ((rc = sharc__buf_set_str(ctx, cut_id, id)) < 0)
         goto done;
     /* The value as written: NaN and Infinity stay what they are (cJSON prints them as null). */
@@ -544,6 +663,15 @@ int sharc__json_nemo_row(sharc__ctx *ctx, const char *line, size_t len, const ch
         rc = sharc__set_error(ctx, SHARC_ERR_JSON, "manifest row has no \"audio_filepath\"");
         goto done;
     }
+    if (holds_nul(path)) {
+        char shown[256];
+        unmark(path, shown, sizeof shown);
+        char what[300];
+        snprintf(what, sizeof what, "manifest row %s: ", shown);
+        rc = nul_refused(ctx, what,
+                         get_string(root, "audio_filepath") ? "audio_filepath" : "audio_file");
+        goto done;
+    }
     row->audio_filepath = sharc__strdup(ctx, path);
     if (!row->audio_filepath) {
         rc = SHARC_ERR(ENOMEM);
@@ -558,6 +686,14 @@ int sharc__json_nemo_row(sharc__ctx *ctx, const char *line, size_t len, const ch
         sharc__wrap_error(ctx, rc, "manifest row %s", path);
         goto done;
     }
+    const char *nemo_keys[] = {text_field, lang_field, "speaker"};
+    for (int k = 0; k < 3; k++)
+        if (holds_nul(get_string(root, nemo_keys[k]))) {
+            char what[300];
+            snprintf(what, sizeof what, "manifest row %s: ", path);
+            rc = nul_refused(ctx, what, nemo_keys[k]);
+            goto done;
+        }
     if ((rc = set_opt(ctx, &c->text, &c->has_text, get_string(root, text_field))) < 0)
         goto done;
     if ((rc = set_opt(ctx, &c->language, &c->has_language, get_string(root, lang_field))) < 0)
@@ -577,7 +713,9 @@ int sharc__json_nemo_shard_id(sharc__ctx *ctx, const char *line, size_t len, lon
     *shard_id = -1;
     size_t n;
     int rc;
-    char *spelled = spelled_copy(ctx, line, len, &n, &rc);
+    if (!line)
+        line = "";
+    char *spelled = prepared_copy(ctx, line, len, &n, &rc);
     if (rc < 0)
         return rc;
     cJSON *root = cJSON_ParseWithLength(spelled ? spelled : line, n);
@@ -600,6 +738,12 @@ int sharc__json_wds_meta(sharc__ctx *ctx, const char *text, size_t len, sharc__r
         goto done;
     if (rc > 0)
         c->duration = d;
+    const char *wds_keys[] = {"text", "speaker", "language"};
+    for (int k = 0; k < 3; k++)
+        if (holds_nul(get_string(root, wds_keys[k]))) {
+            rc = nul_refused(ctx, "", wds_keys[k]);
+            goto done;
+        }
     const char *t = get_string(root, "text");
     if (t && (rc = set_opt(ctx, &c->text, &c->has_text, t)) < 0)
         goto done;

@@ -131,7 +131,7 @@ static int pull_item(void *cookie, sharc__sitem *out)
         return rc;
     }
     bcut *b;
-    if ((rc = sharc__bcut_from_raw(&p->bufs, &r->raw, &b)) < 0)
+    if ((rc = sharc__bcut_from_raw(&p->bufs, &r->raw, r->ds.n_shards, &b)) < 0)
         return rc;
     double t2 = sharc__now_s();
     p->stage[SHARC_STAGE_SAMPLE] += t2 - t1;
@@ -229,7 +229,7 @@ static int reload_item(void *cookie, uint64_t key, sharc__sitem *out)
         return sharc__fail(&p->r->ctx, SHARC_ERR_STATE,
                            "the state's buffered cut at shard %llu position %llu could not be "
                            "read again: the data changed",
-                           (unsigned long long)sharc__key_shard(key),
+                           (unsigned long long)sharc__key_shard(key, p->r->ds.n_shards),
                            (unsigned long long)sharc__key_position(key));
     int rc = sharc__keyset_add(&p->r->ctx, &p->held, key);
     if (rc < 0)
@@ -321,12 +321,31 @@ static void choose_rate(slot *s, int required)
     s->rate_count = n_rates ? counts[best] : 0;
 }
 
+int sharc__pipeline_check_i32(sharc__ctx *ctx, uint64_t step, size_t n_cuts, int64_t most_samples,
+                              const char *most_id, const uint64_t column_bytes[4])
+{
+    if (most_samples > INT32_MAX)
+        return sharc__fail(ctx, SHARC_ERR_TOO_LARGE,
+                           "step %llu: cannot lay out the batch: audio_lens is int32, and cut %s "
+                           "has %lld samples, over %d",
+                           (unsigned long long)step, most_id, (long long)most_samples, INT32_MAX);
+    for (int c = 0; c < 4; c++)
+        if (column_bytes[c] > INT32_MAX)
+            return sharc__fail(ctx, SHARC_ERR_TOO_LARGE,
+                               "step %llu: cannot lay out the batch: %s_offsets is int32, and its "
+                               "%zu cuts hold %llu bytes of %s, over %d",
+                               (unsigned long long)step, string_columns[c], n_cuts,
+                               (unsigned long long)column_bytes[c], string_columns[c], INT32_MAX);
+    return 0;
+}
+
 /* Declare the batch's tensors, then fill everything but the audio samples. */
-static int layout_batch(sharc__pipeline *p, slot *s)
+static int layout_batch(sharc__pipeline *p, slot *s, uint64_t step)
 {
     sharc_batch *b = s->batch;
-    int64_t B = (int64_t)s->n, T = 0;
-    size_t text_bytes[4] = {0, 0, 0, 0};
+    int64_t B = (int64_t)s->n, T = 0, most = 0;
+    size_t most_at = 0;
+    uint64_t text_bytes[4] = {0, 0, 0, 0};
     choose_rate(s, p->r->s.sampling_rate);
     if (!p->first_rate) {
         p->first_rate = s->rate;
@@ -345,15 +364,23 @@ static int layout_batch(sharc__pipeline *p, slot *s)
             T = s->cuts[i]->job.num_samples;
             longest = i;
         }
+        /* audio_lens holds every row's length, at the batch's rate or not. */
+        if (s->cuts[i]->job.num_samples > most) {
+            most = s->cuts[i]->job.num_samples;
+            most_at = i;
+        }
         for (int c = 0; c < 4; c++) {
             const char *v = column_value(s->cuts[i], c);
             text_bytes[c] += v ? strlen(v) : 0;
         }
     }
+    int rc = sharc__pipeline_check_i32(&p->r->ctx, step, s->n, most, s->cuts[most_at]->job.id,
+                                       text_bytes);
+    if (rc < 0)
+        return rc;
     s->T = T;
     int64_t shape_audio[2] = {B, T}, shape_b[1] = {B}, shape_off[1] = {B + 1};
-    int rc =
-        sharc__batch_add_tensor(b, "audio", SHARC_DTYPE_F32, SHARC_DEVICE_HOST, 0, 2, shape_audio);
+    rc = sharc__batch_add_tensor(b, "audio", SHARC_DTYPE_F32, SHARC_DEVICE_HOST, 0, 2, shape_audio);
     if (rc >= 0)
         rc = sharc__batch_add_tensor(b, "audio_lens", SHARC_DTYPE_I32, SHARC_DEVICE_HOST, 0, 1,
                                      shape_b);
@@ -458,10 +485,10 @@ static int plan_one(sharc__pipeline *p, slot *s, uint64_t step)
         sharc__fail(&r->ctx, rc, "no free batch buffer: %s", sharc__batch_pool_error(p->pool));
         goto fail_cuts;
     }
-    if ((rc = layout_batch(p, s)) < 0)
+    if ((rc = layout_batch(p, s, step)) < 0)
         goto fail_batch;
     s->batch->step = step;
-    s->batch->epoch = sharc__key_epoch(s->cuts[0]->key);
+    s->batch->epoch = sharc__key_epoch(s->cuts[0]->key, p->r->ds.n_shards);
     r->stats.batches++;
     for (size_t i = 0; i < n; i++) {
         r->stats.cuts++;
@@ -912,13 +939,13 @@ static int preload_cut(void *cookie, sharc__rawcut *c)
     preload_job *j = cookie;
     sharc__pipeline *p = j->p;
     uint64_t key = 0;
-    int rc = sharc__cut_key(&p->r->ctx, c, &key);
+    int rc = sharc__cut_key(&p->r->ctx, c, p->r->ds.n_shards, &key);
     if (rc < 0)
         return rc;
     if (!bsearch(&key, j->keys, j->n, sizeof key, cmp_u64))
         return 0;
     bcut *b;
-    if ((rc = sharc__bcut_from_raw(&p->bufs, c, &b)) < 0)
+    if ((rc = sharc__bcut_from_raw(&p->bufs, c, p->r->ds.n_shards, &b)) < 0)
         return rc;
     p->preloaded[p->n_preloaded++] = b;
     return ++j->found == j->n ? 1 : 0;
@@ -934,13 +961,14 @@ static int preload(sharc__pipeline *p, const uint64_t *keys, size_t n)
         return SHARC_ERR(ENOMEM);
     size_t i = 0;
     while (i < n) {
-        uint64_t group = keys[i] >> SHARC__KEY_POS_BITS; /* epoch and shard */
+        uint64_t visit = sharc__key_visit(keys[i]); /* epoch and shard */
         size_t j = i;
-        while (j < n && keys[j] >> SHARC__KEY_POS_BITS == group)
+        while (j < n && sharc__key_visit(keys[j]) == visit)
             j++;
         preload_job job = {p, keys + i, j - i, 0};
+        uint32_t shard = sharc__key_shard(keys[i], r->ds.n_shards);
         r->quiet = 1;
-        int rc = sharc__reader_scan_shard(r, sharc__key_epoch(keys[i]), sharc__key_shard(keys[i]),
+        int rc = sharc__reader_scan_shard(r, sharc__key_epoch(keys[i], r->ds.n_shards), shard,
                                           preload_cut, &job);
         r->quiet = 0;
         if (rc < 0)
@@ -949,7 +977,7 @@ static int preload(sharc__pipeline *p, const uint64_t *keys, size_t n)
             return sharc__fail(&r->ctx, SHARC_ERR_STATE,
                                "%zu cuts the state holds were not found again in shard %llu: "
                                "the data changed",
-                               job.n - job.found, (unsigned long long)(group & 0xffffff));
+                               job.n - job.found, (unsigned long long)shard);
         i = j;
     }
     qsort(p->preloaded, p->n_preloaded, sizeof *p->preloaded, cmp_bcut_key);

@@ -140,6 +140,14 @@ void sharc__reader_readahead_stop(sharc_reader *r);
 
 /** Check the batching settings at open, as starting the pipeline would (pipeline.c). */
 int sharc__pipeline_check_settings(sharc_reader *r);
+/**
+ * Whether a batch's int32 tensors can hold its sizes (pipeline.c): `audio_lens` each row's
+ * samples (`most_samples`, of cut `most_id`, the most of any row), and each string column's
+ * `<column>_offsets` its `column_bytes` (cut_id, text, speaker, language).
+ * @return 0, or SHARC_ERR_TOO_LARGE with a message naming the step and the tensor
+ */
+int sharc__pipeline_check_i32(sharc__ctx *ctx, uint64_t step, size_t n_cuts, int64_t most_samples,
+                              const char *most_id, const uint64_t column_bytes[4]);
 /** Start the batch pipeline (pipeline.c). */
 int sharc__pipeline_start(sharc_reader *r);
 int sharc__pipeline_next(sharc_reader *r, sharc_batch **out);

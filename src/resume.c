@@ -7,9 +7,12 @@
 #include <string.h>
 #include <zlib.h>
 
-#define STATE_MAGIC   0x53485253u /* "SRHS" little-endian */
-#define STATE_VERSION 2u          /* 2: a counter for the non_finite problem kind */
-#define STEP_OFFSET   16          /* byte offset of next_step */
+#define STATE_MAGIC 0x53485253u /* "SRHS" little-endian */
+/* Version 2: cut keys locate a shard visit (epoch * shards + shard, see bcut.h) instead of
+ * 16 bits of epoch and 24 of shard, so a run past epoch 65535 can be saved and resumed; and
+ * a counter for the non_finite problem kind. */
+#define STATE_VERSION 2u
+#define STEP_OFFSET   16 /* byte offset of next_step */
 
 typedef struct wbuf {
     uint8_t *p;
@@ -156,7 +159,13 @@ static const char *header_problem(const uint8_t *blob, size_t len, uint64_t stat
     if (sharc__load_le64(blob + len - 8) != (uint64_t)(uint32_t)crc32(0L, blob, (uInt)(len - 8)))
         return "the state blob is corrupt (checksum mismatch)";
     *rb = (rbuf){blob, len - 8, 0, 0};
-    if (get_u64(rb) != (((uint64_t)STATE_VERSION << 32) | STATE_MAGIC))
+    uint64_t version = get_u64(rb) >> 32;
+    if (version == 1)
+        return "the state was saved by an older sharc (state version 1, whose cut keys hold 16 "
+               "bits of epoch and no non_finite counter), whose states this one cannot read: "
+               "resume it with the sharc that "
+               "saved it, or start the run again";
+    if (version != STATE_VERSION)
         return "the state was saved by another version of sharc, whose states this one cannot read";
     if (get_u64(rb) != state_hash)
         return "the state was saved with other shards or reader settings";

@@ -54,15 +54,6 @@ static void shar_close(sharc__stream **sp)
     *sp = NULL;
 }
 
-/* The recording tar pairs each audio member with its metadata member (`.json`, or the
- * `.nometa` placeholder): in batch mode the audio is left in an uncompressed tar file. */
-static int is_audio_member(const char *name)
-{
-    size_t n = strlen(name);
-    return !(n >= 5 && strcmp(name + n - 5, ".json") == 0) &&
-           !(n >= 7 && strcmp(name + n - 7, ".nometa") == 0);
-}
-
 static int shar_open(sharc__stream **out, sharc__ctx *ctx, const sharc__shard *shard,
                      const sharc__stream_opts *o, sharc__stream_error *err)
 {
@@ -83,7 +74,10 @@ static int shar_open(sharc__stream **out, sharc__ctx *ctx, const sharc__shard *s
     if ((rc = sharc__lines_open(&s->cuts, ctx, path, o->max_line_bytes)) < 0)
         goto fail_path;
     path = shard->audio_path;
-    if ((rc = sharc__stream_open_audio_tar(&s->rec, ctx, path, o, is_audio_member)) < 0)
+    /* Members pair by position, as Lhotse reads them: the first of a pair is the data, left in
+     * an uncompressed tar file in batch mode; the second is the metadata, whatever its name,
+     * read by read_pair(). */
+    if ((rc = sharc__stream_open_audio_tar(&s->rec, ctx, path, o, NULL)) < 0)
         goto fail_path;
     for (size_t i = 0; i < shard->n_fields; i++) {
         shar_field_stream *f = &s->fields[s->n_fields++];
@@ -159,7 +153,7 @@ static int read_pair(sharc__stream *s, sharc__tar *tar, const char *path, const 
     }
     if (rc < 0)
         return tar_failed(s, err, rc, path, &s->data, id);
-    rc = sharc__tar_next(tar, &s->meta);
+    rc = sharc__tar_next_read(tar, &s->meta);
     if (rc == SHARC_END) {
         rc = sharc__set_error(ctx, SHARC_ERR_MISMATCH,
                               "%s: odd number of members: %s has no metadata member (cut %s)", path,

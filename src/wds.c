@@ -230,6 +230,17 @@ static int finish_sample(sharc__stream *s, sharc__rawcut *c, int has_audio,
         size_t n = s->txt.len;
         while (n && (s->txt.data[n - 1] == '\n' || s->txt.data[n - 1] == '\r'))
             n--;
+        /* Python reads the NUL byte as a character of the text; the cut API hands texts out
+         * NUL-terminated, which would cut it there: refused, as the JSON escape \u0000 is. */
+        if (n && memchr(s->txt.data, 0, n)) {
+            rc = sharc__set_error(ctx, SHARC_ERR_JSON,
+                                  "%s: sample %s: its .txt transcript holds the character U+0000 "
+                                  "(a NUL byte), which sharc refuses rather than cut the string "
+                                  "there",
+                                  s->shard->audio_path, id);
+            return sharc__stream_fail(ctx, err, rc, SHARC_PROBLEM_JSON, 0, s->shard->audio_path, id,
+                                      id);
+        }
         if ((rc = sharc__buf_set(ctx, &c->text, s->txt.data, n)) < 0)
             return rc;
         c->has_text = 1;

@@ -470,6 +470,33 @@ START_TEST(every_path_counts)
     char want[700];
     snprintf(want, sizeof want, "%s holds nemo shards, and the dataset is read as shar", nemo);
     ck_assert_msg(strstr(ctx.error, want), "%s", ctx.error);
+    /* A pattern behaves as its matches given one by one: a match of another layout is an
+     * error naming it and the pattern, not left out with a warning. */
+    char pat[600], pat_want[1400];
+    const char *pats[] = {pat};
+    const char *const forms[] = {"%s/{shar,nemo}", "%s/{nemo,shar}", "%s/*/*"};
+    const char *const offender[] = {"%s/nemo", "%s/nemo", "%s/nemo/audio_0.tar"};
+    for (int k = 0; k < 3; k++) {
+        snprintf(pat, sizeof pat, forms[k], dir);
+        ck_assert_int_eq(sharc__dataset_find(&d, &ctx, pats, 1, SHARC_LAYOUT_AUTO, 1 << 20),
+                         SHARC_ERR_FORMAT);
+        char match[600];
+        snprintf(match, sizeof match, offender[k], dir);
+        snprintf(pat_want, sizeof pat_want,
+                 "%s (matched by %s) holds %s shards, and the dataset is read as shar (from the "
+                 "other paths): one layout is read at a time",
+                 match, pat, k == 2 ? "wds" : "nemo");
+        ck_assert_str_eq(ctx.error, pat_want);
+    }
+    /* The junk directory among the matches is an error too, as it is when given (it comes
+     * before the NeMo one in the order of the matches). */
+    snprintf(pat, sizeof pat, "%s/*", dir);
+    ck_assert_int_eq(sharc__dataset_find(&d, &ctx, pats, 1, SHARC_LAYOUT_AUTO, 1 << 20),
+                     SHARC_ERR_FORMAT);
+    snprintf(pat_want, sizeof pat_want,
+             "%s (matched by %s): none of its files is part of the dataset (read as shar)", junk,
+             pat);
+    ck_assert_str_eq(ctx.error, pat_want);
     const char *swapped[] = {nemo, shar};
     ck_assert_int_eq(sharc__dataset_find(&d, &ctx, swapped, 2, SHARC_LAYOUT_AUTO, 1 << 20),
                      SHARC_ERR_FORMAT);

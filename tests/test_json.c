@@ -313,6 +313,113 @@ START_TEST(python_constants)
 }
 END_TEST
 
+/*
+ * The escape \u0000 ends cJSON's C strings: a string sharc reads (ids, texts, speakers,
+ * languages, paths) that holds it is refused with a message naming its field, never cut
+ * there. A key that holds it is not the key it starts with (as in Python), an escaped
+ * backslash before "u0000" is text, and values sharc passes on as written keep it.
+ */
+#define NUL_WHY                                                                                    \
+    "holds the character U+0000 (\\u0000), which sharc refuses rather than cut the "               \
+    "string there"
+START_TEST(nul_escapes_are_refused_not_cut)
+{
+    sharc__ctx ctx;
+    sharc__ctx_init(&ctx, NULL, NULL);
+    sharc__rawcut c;
+    memset(&c, 0, sizeof c);
+    const char *cuts[] = {
+        "{\"id\": \"a\", \"duration\": 1, \"supervisions\": [{\"text\": \"keep this\\u0000 and "
+        "this too\"}]}",
+        "{\"id\": \"a\", \"duration\": 1, \"supervisions\": [{\"text\": \"t\", \"speaker\": "
+        "\"s\\u0000\"}]}",
+        "{\"id\": \"a\", \"duration\": 1, \"supervisions\": [{\"language\": \"\\u0000en\"}]}",
+        "{\"id\": \"a\\u0000b\", \"duration\": 1}",
+        "{\"id\": \"a\", \"duration\": 1, \"type\": \"MonoCut\\u0000\"}"};
+    const char *why[] = {"supervision \"text\" " NUL_WHY, "supervision \"speaker\" " NUL_WHY,
+                         "supervision \"language\" " NUL_WHY, "cut a\\u0000b: \"id\" " NUL_WHY,
+                         "cut a: \"type\" " NUL_WHY};
+    for (int i = 0; i < 5; i++) {
+        sharc__rawcut_reset(&c);
+        ck_assert_int_eq(sharc__json_lhotse_cut(&ctx, cuts[i], strlen(cuts[i]), &c),
+                         SHARC_ERR_JSON);
+        ck_assert_str_eq(ctx.error, why[i]);
+    }
+    /* An escaped backslash, then "u0000": text. A key "text\u0000": not "text". A value sharc
+     * does not read: kept in the line as given. */
+    const char *kept = "{\"id\": \"a\", \"duration\": 1, \"custom\": {\"note\": \"x\\u0000y\"}, "
+                       "\"supervisions\": [{\"text\": \"a\\\\u0000b\", \"speaker\\u0000\": 5, "
+                       "\"speaker\": \"s\"}, {\"text\\u0000\": \"gone\"}]}";
+    sharc__rawcut_reset(&c);
+    ck_assert_int_eq(sharc__json_lhotse_cut(&ctx, kept, strlen(kept), &c), 0);
+    ck_assert_str_eq(sharc__buf_str(&c.text), "a\\u0000b");
+    ck_assert_str_eq(sharc__buf_str(&c.speaker), "s");
+    ck_assert_str_eq(sharc__buf_str(&c.json), kept);
+
+    /* Shar field lines: the cut id is read, the value passed on as written. */
+    sharc__buf id = {0}, value = {0};
+    int present = 0;
+    const char *field = "{\"cut_id\": \"a\", \"lang_id\": \"x\\u0000y\", \"lang_id\\u0000\": 2}";
+    ck_assert_int_eq(
+        sharc__json_lhotse_field(&ctx, field, strlen(field), "lang_id", &id, &value, &present), 0);
+    ck_assert_int_eq(present, 1);
+    ck_assert_str_eq(sharc__buf_str(&value), "\"x\\u0000y\"");
+    const char *field_id = "{\"cut_id\": \"a\\u0000\", \"lang_id\": 1}";
+    ck_assert_int_eq(sharc__json_lhotse_field(&ctx, field_id, strlen(field_id), "lang_id", &id,
+                                              &value, &present),
+                     SHARC_ERR_JSON);
+    ck_assert_str_eq(ctx.error, "lang_id line: \"cut_id\" " NUL_WHY);
+    sharc__buf_free(&ctx, &id);
+    sharc__buf_free(&ctx, &value);
+
+    /* NeMo rows and WebDataset metadata. */
+    sharc__nemo_row row = {0};
+    const char *rows[] = {
+        "{\"audio_filepath\": \"x.wav\\u0000.flac\", \"duration\": 1}",
+        "{\"audio_file\": \"x.wav\\u0000\", \"duration\": 1}",
+        "{\"audio_filepath\": \"x.wav\", \"duration\": 1, \"text\": \"a\\u0000\"}",
+        "{\"audio_filepath\": \"x.wav\", \"duration\": 1, \"lang\": \"\\u0000\"}"};
+    const char *row_why[] = {"manifest row x.wav\\u0000.flac: \"audio_filepath\" " NUL_WHY,
+                             "manifest row x.wav\\u0000: \"audio_file\" " NUL_WHY,
+                             "manifest row x.wav: \"text\" " NUL_WHY,
+                             "manifest row x.wav: \"lang\" " NUL_WHY};
+    for (int i = 0; i < 4; i++) {
+        sharc__rawcut_reset(&c);
+        ck_assert_int_eq(
+            sharc__json_nemo_row(&ctx, rows[i], strlen(rows[i]), "text", "lang", &row, &c),
+            SHARC_ERR_JSON);
+        ck_assert_str_eq(ctx.error, row_why[i]);
+        sharc__free(&ctx, row.audio_filepath);
+        row.audio_filepath = NULL;
+    }
+    long long sid = 0;
+    const char *sid_key = "{\"shard_id\\u0000\": 5}";
+    ck_assert_int_eq(sharc__json_nemo_shard_id(&ctx, sid_key, strlen(sid_key), &sid), 0);
+    ck_assert_int_eq(sid, -1);
+    const char *wds = "{\"duration\": 1, \"text\": \"keep this\\u0000 and this too\"}";
+    sharc__rawcut_reset(&c);
+    ck_assert_int_eq(sharc__json_wds_meta(&ctx, wds, strlen(wds), &c), SHARC_ERR_JSON);
+    ck_assert_str_eq(ctx.error, "\"text\" " NUL_WHY);
+    sharc__rawcut_free(&ctx, &c);
+}
+END_TEST
+
+/* An empty metadata member has no buffer: parsed as the empty text it is, not read through
+ * NULL (memmem(NULL) is undefined, and UBSan says so). */
+START_TEST(empty_member_without_a_buffer)
+{
+    sharc__ctx ctx;
+    sharc__ctx_init(&ctx, NULL, NULL);
+    sharc__rawcut c;
+    memset(&c, 0, sizeof c);
+    ck_assert_int_eq(sharc__json_lhotse_recording(&ctx, NULL, 0, &c), SHARC_ERR_JSON);
+    ck_assert_str_eq(ctx.error, "invalid JSON near byte 0");
+    long long sid = 0;
+    ck_assert_int_eq(sharc__json_nemo_shard_id(&ctx, NULL, 0, &sid), SHARC_ERR_JSON);
+    sharc__rawcut_free(&ctx, &c);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("json");
@@ -322,6 +429,8 @@ int main(void)
     tcase_add_test(tc, error_positions_with_parsers_on_several_threads);
     tcase_add_test(tc, numbers_out_of_range);
     tcase_add_test(tc, python_constants);
+    tcase_add_test(tc, nul_escapes_are_refused_not_cut);
+    tcase_add_test(tc, empty_member_without_a_buffer);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -14,6 +14,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "bcut.h"
+#include "reader_impl.h"
 #include "sharc/sharc.h"
 #include "synth.h"
 #include "testutil.h"
@@ -552,6 +554,15 @@ START_TEST(corrupt_states_are_rejected)
     ck_assert_int_eq(resume_status(&s, bad, size, why), SHARC_ERR_STATE);
     ck_assert_str_eq(why, "cannot resume: the state was saved by another version of sharc, whose "
                           "states this one cannot read");
+    /* One of version 1, whose keys held 16 bits of epoch: refused, saying so. */
+    memcpy(bad, blob, size);
+    bad[4] = 1;
+    memset(bad + 5, 0, 3);
+    reseal(bad, size);
+    ck_assert_int_eq(resume_status(&s, bad, size, why), SHARC_ERR_STATE);
+    ck_assert_str_eq(why, "cannot resume: the state was saved by an older sharc (state version 1, "
+                          "whose cut keys hold 16 bits of epoch), whose states this one cannot "
+                          "read: resume it with the sharc that saved it, or start the run again");
     /* A forged state whose checksum holds: a walk position past the shard order (the u64 at
      * byte 32), with no shard open (byte 56), is refused before it is used. */
     memcpy(bad, blob, size);
@@ -2108,12 +2119,107 @@ START_TEST(read_ahead_over_full_queues)
 }
 END_TEST
 
+/*
+ * audio_lens and the string offsets are int32: a batch whose row lengths or string bytes pass
+ * INT32_MAX is an error naming the step and the tensor, never a wrapped value. Checked with
+ * numbers at the boundary (no 2 GiB batch is allocated).
+ */
+START_TEST(int32_tensors_are_bounded)
+{
+    sharc__ctx ctx;
+    sharc_logger quiet = {NULL, NULL, SHARC_LOG_ERROR};
+    sharc__ctx_init(&ctx, NULL, &quiet);
+    uint64_t bytes[4] = {INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX};
+    ck_assert_int_eq(sharc__pipeline_check_i32(&ctx, 7, 3, INT32_MAX, "a", bytes), 0);
+    ck_assert_int_eq(sharc__pipeline_check_i32(&ctx, 7, 3, (int64_t)INT32_MAX + 1, "a", bytes),
+                     SHARC_ERR_TOO_LARGE);
+    ck_assert_str_eq(ctx.error, "step 7: cannot lay out the batch: audio_lens is int32, and cut a "
+                                "has 2147483648 samples, over 2147483647");
+    static const char *const columns[] = {"cut_id", "text", "speaker", "language"};
+    for (int c = 0; c < 4; c++) {
+        bytes[c] = (uint64_t)INT32_MAX + 1;
+        ck_assert_int_eq(sharc__pipeline_check_i32(&ctx, 12, 5, 16000, "b", bytes),
+                         SHARC_ERR_TOO_LARGE);
+        char want[256];
+        snprintf(want, sizeof want,
+                 "step 12: cannot lay out the batch: %s_offsets is int32, and its 5 cuts hold "
+                 "2147483648 bytes of %s, over 2147483647",
+                 columns[c], columns[c]);
+        ck_assert_str_eq(ctx.error, want);
+        bytes[c] = INT32_MAX;
+    }
+    ck_assert_int_eq(sharc__pipeline_check_i32(&ctx, 12, 5, 16000, "b", bytes), 0);
+}
+END_TEST
+
+/*
+ * A cut's key locates any epoch a run reaches: a small dataset repeated past epoch 65535
+ * (where keys of 16 bits of epoch ended the run) keeps its epoch, shard and position, keys
+ * sort as (epoch, shard, position), and only 2^40 - 2 shard visits are past the end.
+ */
+START_TEST(cut_keys_locate_any_epoch)
+{
+    sharc__ctx ctx;
+    sharc_logger quiet = {NULL, NULL, SHARC_LOG_ERROR};
+    sharc__ctx_init(&ctx, NULL, &quiet);
+    sharc__rawcut c;
+    memset(&c, 0, sizeof c);
+    ck_assert_int_eq(sharc__buf_set_str(&ctx, &c.id, "u1"), 0);
+    const size_t shards[] = {1, 3, ((size_t)1 << 24) - 1};
+    const uint64_t epochs[] = {0, 65535, 65536, 70000, 1000003};
+    for (size_t k = 0; k < 3; k++) {
+        uint64_t last = 0;
+        for (size_t e = 0; e < 5; e++)
+            for (uint32_t shard = 0; shard < 2 && shard < shards[k]; shard++) {
+                c.epoch = epochs[e];
+                c.shard_index = shards[k] > 1 ? (uint32_t)shards[k] - 2 + shard : 0;
+                c.position = (UINT64_C(1) << 24) - 1 - shard;
+                uint64_t key = 0;
+                if (epochs[e] * shards[k] + c.shard_index > SHARC__KEY_MAX_VISIT) {
+                    ck_assert_int_eq(sharc__cut_key(&ctx, &c, shards[k], &key),
+                                     SHARC_ERR_TOO_LARGE);
+                    continue;
+                }
+                ck_assert_int_eq(sharc__cut_key(&ctx, &c, shards[k], &key), 0);
+                ck_assert_uint_eq(sharc__key_epoch(key, shards[k]), c.epoch);
+                ck_assert_uint_eq(sharc__key_shard(key, shards[k]), c.shard_index);
+                ck_assert_uint_eq(sharc__key_position(key), c.position);
+                ck_assert(key > last || (e == 0 && shard == 0));
+                ck_assert(key != UINT64_MAX);
+                last = key;
+            }
+    }
+    /* The last visit a key holds, and the one after it. */
+    uint64_t key = 0;
+    c.epoch = SHARC__KEY_MAX_VISIT / 2;
+    c.shard_index = 0;
+    ck_assert_int_eq(sharc__cut_key(&ctx, &c, 2, &key), 0);
+    ck_assert_uint_eq(sharc__key_epoch(key, 2), c.epoch);
+    c.shard_index = 1;
+    ck_assert_int_eq(sharc__cut_key(&ctx, &c, 2, &key), SHARC_ERR_TOO_LARGE);
+    char want[256];
+    snprintf(want, sizeof want,
+             "cut u1: epoch %llu of 2 shards is past what a resume state can locate (2^40 - 2 "
+             "shard visits)",
+             (unsigned long long)c.epoch);
+    ck_assert_str_eq(ctx.error, want);
+    c.epoch = 0;
+    c.position = UINT64_C(1) << 24;
+    ck_assert_int_eq(sharc__cut_key(&ctx, &c, 2, &key), SHARC_ERR_TOO_LARGE);
+    ck_assert_str_eq(ctx.error, "cut u1: position 16777216 in its shard is past what a resume "
+                                "state can locate (2^24 cuts per shard)");
+    sharc__buf_free(&ctx, &c.id);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("pipeline");
     TCase *tc = tcase_create("batches");
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, every_cut_once_and_padding_rule);
+    tcase_add_test(tc, int32_tensors_are_bounded);
+    tcase_add_test(tc, cut_keys_locate_any_epoch);
     tcase_add_test(tc, batch_samples_exact);
     tcase_add_test(tc, same_batches_for_any_thread_count);
     tcase_add_test(tc, resume_equals_uninterrupted);

@@ -122,4 +122,59 @@ expect_rc 0 "$SHARC" read --cuts --json --no-decode "$tmp/latin1"
 rows = [json.loads(l) for l in open(sys.argv[1], "rb")]
 assert rows[0]["id"] == "caf\udce9" and rows[0]["text"] == "latin", rows[0]' "$tmp/out" ||
     fail "a Latin-1 member name does not give valid JSON: $(head -c 300 "$tmp/out")"
+# A quoted pattern whose matches are folders of two layouts is what the folders given one by
+# one are: an error naming the folder of the other layout, not that layout left out.
+mkdir "$tmp/mix"
+cp -r "$tmp/flac/shar" "$tmp/flac/wds" "$tmp/mix/"
+expect_rc 1 "$SHARC" read --cuts "$tmp/mix/shar" "$tmp/mix/wds"
+expect_in "$tmp/err" "$tmp/mix/wds holds wds shards, and the dataset is read as shar (from the other paths): one layout is read at a time"
+for pattern in "$tmp/mix/*" "$tmp/mix/{shar,wds}" "$tmp/mix/*/*"; do
+    expect_rc 1 "$SHARC" read --cuts "$pattern"
+    expect_in "$tmp/err" "(matched by $pattern) holds wds shards, and the dataset is read as shar (from the other paths): one layout is read at a time"
+    [ -s "$tmp/out" ] && fail "$pattern: cuts were read from one layout of two"
+    expect_rc 1 "$SHARC" validate "$pattern"
+    expect_in "$tmp/out" "problem layout: cannot open the dataset: invalid shard layout or metadata: $tmp/mix/wds"
+done
+
+# A transcript holding the escape \u0000 (Python's json keeps the character) is refused with
+# a problem naming the field, the cut and the file, in every mode, never cut short there.
+gen "$tmp/nul" --layout shar --shards 1 --cuts-per-shard 2 --max-duration 1 --compress none --seed 7
+"$PYTHON" - "$tmp/nul/shar/cuts.000000.jsonl" <<'PYEOF'
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+cut = json.loads(lines[0])
+cut["supervisions"][0]["text"] = "keep this\x00 and this too"
+lines[0] = json.dumps(cut)
+assert "\\u0000" in lines[0]
+open(sys.argv[1], "w").write("\n".join(lines) + "\n")
+PYEOF
+nul_id=$("$PYTHON" -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["id"])' \
+    "$tmp/nul/shar/cuts.000000.jsonl")
+nul_why="$tmp/nul/shar/cuts.000000.jsonl line 1 (cut $nul_id): supervision \"text\" holds the character U+0000 (\\u0000), which sharc refuses rather than cut the string there"
+expect_rc 1 "$SHARC" read --cuts --json "$tmp/nul/shar"
+expect_in "$tmp/err" "$nul_why"
+grep -q 'keep this' "$tmp/out" && fail "a text holding \\u0000 was read cut short"
+expect_rc 1 "$SHARC" read --json --max-cuts 2 "$tmp/nul/shar"
+expect_in "$tmp/err" "$nul_why"
+expect_rc 1 "$SHARC" validate "$tmp/nul/shar"
+expect_in "$tmp/out" "problem json: $nul_why"
+# So is a WebDataset .txt transcript holding a NUL byte.
+mkdir -p "$tmp/nultxt"
+"$PYTHON" - "$tmp/nultxt/shard-000000.tar" "$tmp/flac/wds/shard-000000.tar.gz" <<'PYEOF'
+import gzip, io, sys, tarfile
+src = tarfile.open(fileobj=io.BytesIO(gzip.decompress(open(sys.argv[2], "rb").read())))
+audio = next(m for m in src.getmembers() if m.name.endswith(".flac"))
+data = src.extractfile(audio).read()
+with tarfile.open(sys.argv[1], "w") as t:
+    for name, body in (("u1.flac", data), ("u1.txt", b"keep this\0 and this too\n")):
+        i = tarfile.TarInfo(name); i.size = len(body); t.addfile(i, io.BytesIO(body))
+PYEOF
+txt_why="$tmp/nultxt/shard-000000.tar: sample u1: its .txt transcript holds the character U+0000 (a NUL byte), which sharc refuses rather than cut the string there"
+expect_rc 1 "$SHARC" read --cuts --json "$tmp/nultxt"
+expect_in "$tmp/err" "$txt_why"
+expect_rc 1 "$SHARC" read --json "$tmp/nultxt"
+expect_in "$tmp/err" "$txt_why"
+expect_rc 1 "$SHARC" validate "$tmp/nultxt"
+expect_in "$tmp/out" "problem json: $txt_why"
+
 echo "ok"

@@ -235,4 +235,53 @@ check json-member "$tmp/st2/shar/recording.000000.tar" "*" channel_ids=[0]
 expect_rc 1 "$SHARC" read --cuts --json "$tmp/st2/shar"
 expect_in "$tmp/err" "metadata says 1 channels, the audio has 2"
 expect_in "$tmp/out" '"audio_format":1'
+# Shar pairs recording members by position, as Lhotse reads them: the second member of a pair
+# is the metadata whatever its name (u1.meta, u1.JSON). Batches read it as the cuts mode and
+# validate do, with the audio of an uncompressed tar left in the file: the same batches as
+# with the names Lhotse writes.
+gen "$tmp/names" --layout shar --shards 1 --cuts-per-shard 4 --max-duration 2 --compress none \
+    --seed 12
+cp -r "$tmp/names/shar" "$tmp/names/renamed"
+"$PYTHON" - "$tmp/names/renamed/recording.000000.tar" <<'PYEOF'
+import io, sys, tarfile
+src = tarfile.open(sys.argv[1])
+items = [(m, src.extractfile(m).read()) for m in src.getmembers()]
+src.close()
+names = iter([".meta", ".JSON", ".txt", ".json"])
+with tarfile.open(sys.argv[1], "w", format=tarfile.GNU_FORMAT) as t:
+    for m, body in items:
+        if m.name.endswith(".json"):
+            m.name = m.name[:-5] + next(names)
+        t.addfile(m, io.BytesIO(body))
+PYEOF
+expect_rc 0 "$SHARC" read --json --max-cuts 2 --seed 3 "$tmp/names/shar"
+cp "$tmp/out" "$tmp/names.jsonl"
+expect_rc 0 "$SHARC" read --json --max-cuts 2 --seed 3 "$tmp/names/renamed"
+cp "$tmp/out" "$tmp/renamed.jsonl"
+check same-batches "$tmp/names.jsonl" "$tmp/renamed.jsonl"
+check batches "$tmp/renamed.jsonl" "$tmp/names/shar.expected.jsonl"
+expect_rc 0 "$SHARC" read --cuts --json "$tmp/names/renamed"
+check read "$tmp/out" "$tmp/names/shar.expected.jsonl"
+expect_rc 0 "$SHARC" validate "$tmp/names/renamed"
+expect_in "$tmp/out" "OK: no problems found"
+
+# A small set repeated for a long run passes epoch 65535 (where a resume state's cut keys
+# ended the run, with or without a save): a state saved past it, holding cuts of those epochs,
+# resumes to the uninterrupted run.
+gen "$tmp/long" --layout shar --shards 1 --cuts-per-shard 1 --min-duration 0.05 \
+    --max-duration 0.1 --compress none --seed 13
+expect_rc 0 "$SHARC" read --json --max-cuts 1000 --buffer-size 2000 --epochs 68000 \
+    --save-state-at 66 "$tmp/long.bin" "$tmp/long/shar"
+cp "$tmp/out" "$tmp/long.jsonl"
+"$PYTHON" - "$tmp/long.jsonl" <<'PYEOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+s = rows[-1]
+assert s["type"] == "summary" and s["error"] is None and s["cuts"] == 68000, s
+assert max(r["epoch"] for r in rows[:-1]) > 65536, "no batch past epoch 65536"
+PYEOF
+expect_rc 0 "$SHARC" read --json --max-cuts 1000 --buffer-size 2000 --epochs 68000 \
+    --resume "$tmp/long.bin" "$tmp/long/shar"
+check resume "$tmp/long.jsonl" "$tmp/out" 66
+
 echo "ok"
