@@ -6,10 +6,13 @@
  * On the source rank (coordinate 0 on every broadcast axis of the mesh) the loader owns a
  * sharc_reader and sends each of its batches as one framed message over the transport; on
  * the other ranks it receives them into a pool of reusable buffers. Peers never open a
- * file: their reader settings are not even looked at, except for the logger, the
- * allocator and max_held_batches. A step costs one collective when the batch fits the
- * control block, two otherwise; a steady state allocates nothing on any rank, and batches
- * from the reader are sent from their own memory without a copy.
+ * file: of their reader settings only the logger, the allocator, max_held_batches and the
+ * settings compared in the first step's handshake (epochs, seed, batching) are used. A
+ * step costs a control block and a one-word status round when the batch fits the control
+ * block, and one more collective otherwise; a failure on any rank ends every rank at the
+ * same step (docs/training-loop.md, "The failure contract"). A steady state allocates
+ * nothing on any rank, and batches from the reader are sent from their own memory without
+ * a copy.
  *
  * Typical loop, the same code on every rank:
  *
