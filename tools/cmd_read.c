@@ -1060,7 +1060,7 @@ static int run_batches_named(sharc_reader_settings *s, read_opts *o, const char 
     fflush(stdout);
     if (failed)
         fprintf(stderr, "sharc read: %s\n", run.error);
-    else
+    else if (!ferror(stdout)) /* a failed stdout is reported (or kept quiet) at exit */
         print_error_once(error);
     if (rc == SHARC_ERR_STATE && o->resume_file != NULL)
         fprintf(stderr, "sharc read: the state in %s was not accepted\n", o->resume_file);
