@@ -1,0 +1,54 @@
+#!/bin/sh
+# Build fuzz targets with clang's libFuzzer under ASan and UBSan.
+#
+#   tests/fuzz/build.sh TARGET...     (TARGET: a tests/fuzz/<TARGET>.c)
+#
+# The library is compiled with coverage instrumentation into build-fuzz/obj (the MPI and
+# NCCL transports are left out: no target needs them), again only where a source or a
+# header changed, several files at a time; each target is linked to build-fuzz/TARGET.
+# Used by libfuzzer.sh (one long campaign) and ci.sh (every target for a bounded time).
+# Needs clang and its libFuzzer runtime (Debian: clang libclang-rt-dev), or CC_FUZZ.
+set -eu
+[ $# -ge 1 ] || { sed -n '2,/^set -eu/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 2; }
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+cc=${CC_FUZZ:-clang}
+command -v "$cc" >/dev/null || { echo "build.sh: needs clang (or CC_FUZZ)" >&2; exit 2; }
+for target in "$@"; do
+    [ -f "$repo/tests/fuzz/$target.c" ] || { echo "build.sh: no tests/fuzz/$target.c" >&2; exit 2; }
+done
+
+out=$repo/build-fuzz
+mkdir -p "$out/obj"
+san="-fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all"
+# Not -I src for the library: its "archive.h" would hide libarchive's <archive.h>.
+cflags="-g -O1 -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -pthread -I$repo/include
+  $(pkg-config --cflags libarchive sndfile flac libcjson opus 2>/dev/null || true)"
+
+# One build at a time when several campaigns start together.
+exec 9>"$out/.build.lock"
+flock 9
+objs=""
+stale=""
+for f in "$repo"/src/*.c; do
+    name=$(basename "$f" .c)
+    case $name in transport_mpi | transport_nccl) continue ;; esac
+    obj=$out/obj/$name.o
+    objs="$objs $obj"
+    # shellcheck disable=SC3013 # -nt: dash and bash have it
+    if [ ! -f "$obj" ] || [ "$f" -nt "$obj" ] || [ -n "$(find "$repo/src" -name '*.h' -newer "$obj")" ]; then
+        stale="$stale $name"
+    fi
+done
+if [ -n "$stale" ]; then
+    FUZZ_CC=$cc FUZZ_FLAGS="$cflags $san -fsanitize=fuzzer-no-link" FUZZ_SRC=$repo/src FUZZ_OBJ=$out/obj
+    export FUZZ_CC FUZZ_FLAGS FUZZ_SRC FUZZ_OBJ
+    # A failed compile leaves no object, so the next run compiles that file again.
+    # shellcheck disable=SC2016,SC2086
+    printf '%s\n' $stale | xargs -P "$(nproc)" -I{} sh -c \
+        '$FUZZ_CC $FUZZ_FLAGS -c "$FUZZ_SRC/{}.c" -o "$FUZZ_OBJ/{}.o" || { rm -f "$FUZZ_OBJ/{}.o"; exit 255; }'
+fi
+for target in "$@"; do
+    # shellcheck disable=SC2086
+    "$cc" $cflags -I"$repo/src" $san -fsanitize=fuzzer "$repo/tests/fuzz/$target.c" $objs \
+        -larchive -lsndfile -lFLAC -lcjson -lzstd -lz -lm -o "$out/$target"
+done
