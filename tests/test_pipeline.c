@@ -561,7 +561,8 @@ START_TEST(corrupt_states_are_rejected)
     reseal(bad, size);
     ck_assert_int_eq(resume_status(&s, bad, size, why), SHARC_ERR_STATE);
     ck_assert_str_eq(why, "cannot resume: the state was saved by an older sharc (state version 1, "
-                          "whose cut keys hold 16 bits of epoch and no non_finite counter), whose states this one cannot "
+                          "whose cut keys hold 16 bits of epoch and no non_finite counter), whose "
+                          "states this one cannot "
                           "read: resume it with the sharc that saved it, or start the run again");
     /* A forged state whose checksum holds: a walk position past the shard order (the u64 at
      * byte 32), with no shard open (byte 56), is refused before it is used. */
