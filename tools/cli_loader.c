@@ -114,7 +114,7 @@ static int mpi_transport(const char *cmd, cli_dist *d)
 }
 #endif
 
-int cli_dist_setup(const char *cmd, cli_dist *d)
+static int dist_setup(const char *cmd, cli_dist *d)
 {
     int use_mpi = strcmp(d->transport, "self") != 0;
 #if SHARC_CLI_HAVE_MPI
@@ -176,6 +176,14 @@ int cli_dist_setup(const char *cmd, cli_dist *d)
         return CLI_EXIT_FAIL;
     }
     return 0;
+}
+
+int cli_dist_setup(const char *cmd, cli_dist *d)
+{
+    int status = dist_setup(cmd, d);
+    if (status != 0) /* an MPI rank must finalize, or mpirun takes it for a crash */
+        cli_dist_close(d);
+    return status;
 }
 
 void cli_dist_apply(const cli_dist *d, sharc_loader_settings *s)

@@ -1082,6 +1082,8 @@ static int run_batches(sharc_reader_settings *s, read_opts *o)
         cli_dist_close(&o->dist);
     else
         status = run_batches_named(s, o, dump_parent);
+    cli_dist_close(&o->dist); /* also after a failed start: an MPI rank must finalize, or
+                                 mpirun takes it for a crash and kills the others */
     free_slot_names(o);
     return status;
 }
