@@ -77,7 +77,12 @@ int sharc_writer_open(sharc_writer **out, const sharc_writer_settings *s)
     w->out = sharc__strdup(&w->ctx, s->out_dir);
     w->s.out_dir = w->out;
     w->sf_log = sharc__malloc(&w->ctx, SHARC__WRITER_SF_LOG);
-    if (!w->out || !w->sf_log) {
+    /* Made here, so that an abort never needs memory to find what it must remove. */
+    size_t n = strlen(s->out_dir) + sizeof "/" SHARC__NEMO_SHARDED_DIR;
+    w->sub = sharc__malloc(&w->ctx, n);
+    if (w->sub)
+        snprintf(w->sub, n, "%s/" SHARC__NEMO_SHARDED_DIR, s->out_dir);
+    if (!w->out || !w->sf_log || !w->sub) {
         sharc_writer_close(&w);
         return sharc__fail(&boot, SHARC_ERR(ENOMEM), "sharc_writer_open: out of memory");
     }
@@ -126,13 +131,7 @@ static int begin(sharc_writer *w)
                                 w->out);
     }
     if (w->s.layout == SHARC_LAYOUT_NEMO && !w->s.dry_run) {
-        size_t n = strlen(w->out) + sizeof "/" SHARC__NEMO_SHARDED_DIR;
-        char *sub = sharc__malloc(ctx, n);
-        if (!sub)
-            return sharc__set_error(ctx, SHARC_ERR(ENOMEM), "out of memory");
-        snprintf(sub, n, "%s/" SHARC__NEMO_SHARDED_DIR, w->out);
-        int rc = mkdir(sub, 0777) == 0 ? 0 : SHARC_ERR(errno);
-        sharc__free(ctx, sub);
+        int rc = mkdir(w->sub, 0777) == 0 ? 0 : SHARC_ERR(errno);
         if (rc)
             return sharc__set_error(ctx, rc, "cannot create %s/" SHARC__NEMO_SHARDED_DIR ": %s",
                                     w->out, strerror(-rc));
@@ -557,15 +556,8 @@ size_t sharc_writer_abort(sharc_writer *w)
     sharc__writer_shard_end(w, 0);
     sharc__writer_close_all(w, 0);
     size_t n = sharc__writer_remove_files(w);
-    if (w->made_sub) {
-        size_t len = strlen(w->out) + sizeof "/" SHARC__NEMO_SHARDED_DIR;
-        char *sub = sharc__malloc(&w->ctx, len);
-        if (sub) {
-            snprintf(sub, len, "%s/" SHARC__NEMO_SHARDED_DIR, w->out);
-            rmdir(sub);
-        }
-        sharc__free(&w->ctx, sub);
-    }
+    if (w->made_sub)
+        rmdir(w->sub);
     if (w->made_dir)
         rmdir(w->out);
     return n;
@@ -585,6 +577,7 @@ void sharc_writer_close(sharc_writer **wp)
     sharc__free(&w->ctx, w->copy_buf);
     sharc__free(&w->ctx, w->sf_log);
     sharc__free(&w->ctx, w->out);
+    sharc__free(&w->ctx, w->sub);
     if (w->utf8)
         freelocale(w->utf8);
     sharc__ctx ctx = w->ctx;

@@ -27,6 +27,7 @@ struct sharc_writer {
     sharc__ctx ctx;
     sharc_writer_settings s;
     char *out;     ///< settings.out_dir, owned
+    char *sub;     ///< NeMo: out/sharded_manifests, owned
     locale_t utf8; ///< C.UTF-8 for the member names libarchive converts; 0 when absent
     int begun, made_dir, made_sub, finished, broken, aborted;
     /* Every file written (its final path) and the temporary name it is written under until

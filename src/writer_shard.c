@@ -272,6 +272,11 @@ static int note_file(sharc_writer *w, char *path, const char **tmp)
     }
     char *name = NULL;
     int rc = make_tmp(w, path, &name);
+    if (rc == SHARC_ERR(ENOMEM)) {
+        sharc__set_error(&w->ctx, rc, "out of memory");
+        sharc__free(&w->ctx, path);
+        return rc;
+    }
     if (rc != 0) {
         sharc__set_error(&w->ctx, rc, "cannot write %s: %s", path, strerror(-rc));
         sharc__free(&w->ctx, path);
