@@ -141,9 +141,11 @@ SHARC_API int sharc_writer_begin(sharc_writer *w);
 
 /**
  * Check a cut as sharc_writer_add() would, writing nothing and recording nothing: its id
- * (against the layout's rules, not against ids already added) and, unless `audio` is NULL,
- * its audio. The CLI checks every cut this way before it writes the first.
- * @param audio  receives what the audio's header says; NULL: only the id is checked
+ * against the layout's rules (not against ids already added) and its audio. The CLI checks
+ * every cut this way before it writes the first. Any state but after close.
+ * @param audio  receives what the audio's header says; NULL: only whether the id can name a
+ *               tar member (no control character, no leading '/', no empty, "." or ".."
+ *               part) is checked, not the layout's other rules nor the audio
  * @return 0; SHARC_ERR_FORMAT for an id that cannot name a tar member or audio of a format
  *         sharc does not read, with no samples, or truncated; SHARC_ERR_AUDIO_MISMATCH for a
  *         duration or sampling rate that differs from the audio's; SHARC_ERR_DECODE for
