@@ -2243,12 +2243,14 @@ int main(void)
     tcase_add_test(tc, endless_epochs_of_nothing_stop);
     tcase_add_test(tc, fail_stops_at_the_same_batch);
     tcase_add_test(tc, settings_at_open_and_no_memory_at_start);
-    /* Last: should it fail, the tight limit on open files stays (no fork). */
     tcase_add_test(tc, decode_threads_near_the_open_file_limit);
+    /* One corpus for all tests, made once in this process before they fork (an unchecked
+     * fixture runs in the parent): each test runs in its own child, so that the timeout
+     * applies and a crash fails that test alone. */
+    tcase_add_unchecked_fixture(tc, make_corpus, NULL);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
-    /* One corpus for all tests: run them in this process. */
-    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_set_fork_status(sr, CK_FORK);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
