@@ -124,7 +124,7 @@ static const recorded_offset recorded[] = {
     AT(sharc_reader_settings, allocator, 368),
     AT(sharc_reader_settings, read_ahead_bytes, 392),
     AT(sharc_reader_settings, reserved, 400),
-    SIZE(sharc_reader_stats, 376),
+    SIZE(sharc_reader_stats, 432),
     AT(sharc_reader_stats, cuts, 0),
     AT(sharc_reader_stats, audio_seconds, 8),
     AT(sharc_reader_stats, shards, 16),
@@ -137,6 +137,7 @@ static const recorded_offset recorded[] = {
     AT(sharc_reader_stats, padded_seconds, 320),
     AT(sharc_reader_stats, stage_seconds, 328),
     AT(sharc_reader_stats, n_problem_kinds, 368),
+    AT(sharc_reader_stats, reserved, 372),
     SIZE(sharc_tensor, 96),
     AT(sharc_tensor, name, 0),
     AT(sharc_tensor, dtype, 32),
@@ -356,6 +357,8 @@ START_TEST(problem_counters_have_fixed_room)
     ck_assert_uint_eq(st.n_problem_kinds, SHARC_PROBLEM_COUNT);
     for (int i = 0; i < SHARC_PROBLEM_CAPACITY; i++)
         ck_assert_uint_eq(st.problems[i], 0);
+    for (size_t i = 0; i < sizeof st.reserved; i++)
+        ck_assert_uint_eq(st.reserved[i], 0);
 }
 END_TEST
 

@@ -38,7 +38,8 @@ extern "C" {
  * - tests/test_abi.c records the offset of every field and the size of every public struct;
  *   a change that moves a field or changes a size fails it. Using up a tail is an ABI break,
  *   made only with a new major version (and soname).
- * - Arrays indexed by a growing enum have a fixed capacity (SHARC_PROBLEM_CAPACITY).
+ * - Arrays indexed by a growing enum have a fixed capacity (SHARC_PROBLEM_CAPACITY), and
+ *   sharc_reader_stats, which the library fills, has a reserved tail too.
  */
 
 /**

@@ -225,6 +225,8 @@ typedef struct sharc_reader_stats {
     /** The problem kinds the library counts (its SHARC_PROBLEM_COUNT): a program built with
      *  an older header learns from it that `problems` holds kinds it has no name for. */
     uint32_t n_problem_kinds;
+    /** Room for later counters, so that the struct keeps its size (sharc/common.h); zero. */
+    uint8_t reserved[60];
 } sharc_reader_stats;
 
 /** Indices of sharc_reader_stats.stage_seconds. */
