@@ -15,6 +15,7 @@
 #include "hash.h"
 #include "json.h"
 #include "keyset.h"
+#include "layout.h"
 #include "rng.h"
 
 #define MAX_EXPANSION        1000000
@@ -309,7 +310,7 @@ static int list_dir(sharc__ctx *ctx, const char *dir, sharc__strs *out, int recu
         if (known && S_ISDIR(st.st_mode)) {
             /* Other subdirectories are not searched, and said so, so that a dataset of
              * subdirectories is not read as none. */
-            if (recurse_manifests && strcmp(e->d_name, "sharded_manifests") == 0) {
+            if (recurse_manifests && strcmp(e->d_name, SHARC__NEMO_SHARDED_DIR) == 0) {
                 rc = list_dir(ctx, p, out, 0, ignored);
             } else {
                 sharc__log(ctx, SHARC_LOG_WARN,
@@ -619,7 +620,7 @@ static char *nemo_group(sharc__ctx *ctx, const char *path)
 {
     const char *slash = strrchr(path, '/');
     size_t n = slash ? (size_t)(slash - path) : 0;
-    static const char sub[] = "sharded_manifests";
+    static const char sub[] = SHARC__NEMO_SHARDED_DIR;
     const size_t m = sizeof sub - 1;
     if (n >= m && strncmp(path + n - m, sub, m) == 0 && (n == m || path[n - m - 1] == '/'))
         n = n == m ? 0 : n - m - 1;

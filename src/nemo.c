@@ -13,6 +13,7 @@
 
 #include "archive.h"
 #include "json.h"
+#include "layout.h"
 #include "stream.h"
 
 typedef struct nemo_row {
@@ -63,13 +64,6 @@ static void nemo_close(sharc__stream **sp)
     *sp = NULL;
 }
 
-/* Python's \w, for ASCII; a byte of a multi-byte UTF-8 character counts as one (most are
- * letters). */
-static int word_char(unsigned char c)
-{
-    return isalnum(c) || c == '_' || c >= 0x80;
-}
-
 /*
  * The tar member a row's audio_filepath names, as NeMo's LazyNeMoTarredIterator finds it:
  * the whole path, with a -subN before the extension removed, by the regular expression
@@ -79,20 +73,9 @@ static int word_char(unsigned char c)
  */
 static char *member_key(sharc__ctx *ctx, const char *path)
 {
-    size_t n = strlen(path), end = n;
-    const char *dot = strrchr(path, '.');
-    if (dot && dot[1]) { /* an extension: a dot and word characters to the end */
-        const char *q = dot + 1;
-        while (*q && word_char((unsigned char)*q))
-            q++;
-        if (!*q)
-            end = (size_t)(dot - path);
-    }
-    size_t d = end;
-    while (d > 0 && isdigit((unsigned char)path[d - 1]))
-        d--;
-    size_t stem = d >= 4 && d < end && strncmp(path + d - 4, "-sub", 4) == 0 ? d - 4 : n;
-    if (stem == 0 || stem == n) /* no -subN there, or nothing before it */
+    size_t n = strlen(path), end;
+    size_t stem = sharc__nemo_sub_at(path, &end);
+    if (stem == n) /* no -subN there, or nothing before it */
         return sharc__strdup(ctx, path);
     char *key = sharc__malloc(ctx, stem + (n - end) + 1);
     if (!key)

@@ -13,6 +13,7 @@
 
 #include "archive.h"
 #include "json.h"
+#include "layout.h"
 #include "stream.h"
 
 /* A member over the size cap: what to report for its sample. */
@@ -45,8 +46,6 @@ struct sharc__stream {
     int has_json, has_txt;
     uint64_t position;
 };
-
-static const char *const audio_exts[] = {"flac", "wav", "opus", "mp3", "ogg"};
 
 /*
  * Split a member name into key and extension as webdataset's base_plus_ext does, with
@@ -83,8 +82,8 @@ static int split_key(const char *name, size_t *key_len, const char **ext)
 
 static int is_audio_ext(const char *ext)
 {
-    for (size_t i = 0; i < sizeof audio_exts / sizeof audio_exts[0]; i++)
-        if (strcasecmp(ext, audio_exts[i]) == 0)
+    for (size_t i = 0; i < sharc__n_audio_exts; i++)
+        if (strcasecmp(ext, sharc__audio_exts[i]) == 0)
             return 1;
     return 0;
 }

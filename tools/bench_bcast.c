@@ -67,6 +67,8 @@ static void print_help(void)
            "  --mesh SPEC         rank mesh, axes outermost first (\"dp=2,cp=2\"); each cp/tp\n"
            "                      group broadcasts from its coordinate-0 rank (default:\n"
            "                      cp=<world size>, one group)\n"
+           "  --timeout S         seconds a rank waits in one collective before its group fails\n"
+           "                      with a timeout; 0 waits forever (default 600)\n"
            "  --json              print one JSON object per rank:\n"
            "                      "
            "{\"seconds_per_step\",\"raw_seconds_per_step\",\"ratio\",\"bytes\",\n"

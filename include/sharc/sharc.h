@@ -16,5 +16,6 @@
 #include "sharc/mesh.h"
 #include "sharc/transport.h"
 #include "sharc/loader.h"
+#include "sharc/writer.h"
 
 #endif /* SHARC_SHARC_H */

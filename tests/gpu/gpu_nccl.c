@@ -41,6 +41,16 @@ static void run_on_device(int dev, int n_devices)
     for (size_t i = 0; i < n; i += 4099)
         CHECK(host[i] == (uint8_t)(i * 31 + 7));
 
+    /* Each step's status word: an all-reduce of one u32 through the device (called through
+     * the op, since the protocol skips it in a group of one); the caller's device stays. */
+    uint32_t word = 0xabc;
+    CHECK(t->ops->allreduce_max(t, &word) == 0);
+    CHECK(word == 0xabc);
+    word = 0;
+    CHECK(t->ops->allreduce_max(t, &word) == 0);
+    CHECK(word == 0);
+    CHECK(cudaGetDevice(&cur) == cudaSuccess && cur == other);
+
     /* Device buffer from the transport's allocator, in place, inside a group with a host one. */
     const sharc__device_allocator *da = sharc__transport_device_allocator(t);
     CHECK(da != NULL);
