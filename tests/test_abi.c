@@ -179,6 +179,21 @@ static const recorded_offset recorded[] = {
     AT(sharc_loader_settings, produce_cookie, 936),
     AT(sharc_loader_settings, max_steps, 944),
     AT(sharc_loader_settings, reserved, 952),
+    SIZE(sharc_writer_settings, 184),
+    AT(sharc_writer_settings, struct_size, 0),
+    AT(sharc_writer_settings, layout, 4),
+    AT(sharc_writer_settings, out_dir, 8),
+    AT(sharc_writer_settings, compression, 16),
+    AT(sharc_writer_settings, cuts_per_shard, 20),
+    AT(sharc_writer_settings, zstd_threads, 24),
+    AT(sharc_writer_settings, duration_tolerance, 32),
+    AT(sharc_writer_settings, max_audio_bytes, 40),
+    AT(sharc_writer_settings, dry_run, 48),
+    AT(sharc_writer_settings, cancel, 56),
+    AT(sharc_writer_settings, cancel_cookie, 64),
+    AT(sharc_writer_settings, allocator, 72),
+    AT(sharc_writer_settings, logger, 96),
+    AT(sharc_writer_settings, reserved, 120),
 };
 
 START_TEST(public_fields_stay_put)
