@@ -1,64 +1,23 @@
 #include "archive.h"
 #include "bufpool.h"
 #include "fetch.h"
+#include "source.h"
 
 #include <archive.h>
 #include <archive_entry.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
-#include <zlib.h>
-
-/* libarchive reads the file in blocks of this size; large blocks keep syscalls off the hot path. */
-#define READ_BLOCK (1u << 20)
-/* With payloads left in the file (lazy members), reads are small: they fetch headers and
- * metadata members, and every byte of a skipped payload they read is a wasted copy. The
- * first read of every file is this small too: it is made before the caller can say that
- * payloads are to be left in the file, and sniffing and libarchive's format bid need 512
- * bytes. */
-#define LAZY_READ_BLOCK (4u << 10)
-/* First size of the line buffer; it grows (doubling) up to about twice the line cap. */
-#define LINE_BUF_INITIAL (64u << 10)
-#define MEMORY_PATH      "<memory>"
-
-/*
- * The bytes under libarchive: a file descriptor or memory, read in blocks. A gzip stream
- * (sniffed from its magic bytes) is inflated here with zlib instead of by libarchive's gzip
- * filter, which (3.6) never checks a member's CRC-32 and length trailer: damage that still
- * inflates, e.g. inside a stored block, would otherwise pass as good data. zlib checks both.
- * Anything else (plain, zstd) goes through untouched for libarchive's own filters.
- */
-enum { SRC_SNIFF, SRC_PLAIN, SRC_GZIP, SRC_DONE };
-
-typedef struct source {
-    sharc__ctx *ctx;
-    const char *path;
-    int fd;              ///< -1 for memory
-    int seekable;        ///< a regular file: payloads of a plain tar are skipped with lseek
-    uint64_t file_size;  ///< when seekable
-    uint64_t file_id;    ///< sharc__file_id() of a regular file, else 0
-    int small_reads;     ///< plain tars are read LAZY_READ_BLOCK bytes at a time
-    uint8_t *in;         ///< READ_BLOCK bytes read from fd (NULL for memory)
-    uint8_t *out;        ///< READ_BLOCK inflated bytes (gzip only)
-    const uint8_t *next; ///< unread input, `avail` bytes
-    size_t avail;
-    uint64_t total;     ///< input bytes read or skipped so far
-    uint64_t hinted_to; ///< payloads left in the file up to here are cached or asked for
-    int eof, mode;
-    z_stream z;
-    int z_ready;
-} source;
 
 struct sharc__tar {
     sharc__ctx *ctx;
     struct archive *a;
-    source src;
+    sharc__source src;
     char *path;
     uint64_t max_member_bytes;
     uint64_t next_index;
@@ -71,321 +30,6 @@ struct sharc__tar {
     int status;                     ///< 0 while readable, then SHARC_END or the (sticky) error
     int broke_inside;               ///< with an error status: inside member last_name, not after
 };
-
-struct sharc__lines {
-    sharc__ctx *ctx;
-    struct archive *a;
-    source src;
-    char *path;
-    uint64_t max_line_bytes;
-    uint8_t *buf; ///< bytes [pos, end) are unread; end < cap always (room for a NUL)
-    size_t cap, pos, end;
-    int eof;
-    uint64_t lineno;
-    int status;
-};
-
-/* libarchive's errno says when a failure is the system's rather than the data's. */
-static int la_code(struct archive *a, int dflt)
-{
-    int e = archive_errno(a);
-    if (e == ENOMEM)
-        return SHARC_ERR(ENOMEM);
-    if (e == EIO)
-        return SHARC_ERR_IO;
-    return dflt;
-}
-
-/*
- * Translate a libarchive failure: our context text, then libarchive's own message, set as the
- * handle's error and logged once. ARCHIVE_WARN is logged and accepted (returns 0).
- */
-static int la_result(sharc__ctx *ctx, struct archive *a, long r, int code, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static int la_result(sharc__ctx *ctx, struct archive *a, long r, int code, const char *fmt, ...)
-{
-    char what[SHARC__ERRLEN / 2];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    const char *msg = archive_error_string(a);
-    if (!msg)
-        msg = "unreadable or corrupt data (libarchive gave no details)";
-    if (r == ARCHIVE_WARN) {
-        /* In the C locale every non-ASCII PAX name "can't be converted"; the raw UTF-8 bytes
-         * are kept and used, so that warning would only flood the log (EILSEQ is
-         * libarchive's ARCHIVE_ERRNO_FILE_FORMAT on POSIX). */
-        int expected = archive_errno(a) == EILSEQ && strstr(msg, "converted");
-        sharc__log(ctx, expected ? SHARC_LOG_DEBUG : SHARC_LOG_WARN, "%s: %s", what, msg);
-        return 0;
-    }
-    return sharc__fail_data(ctx, la_code(a, code), "%s: %s", what, msg);
-}
-
-/*
- * The one check for libarchive calls that return a status: anything but ARCHIVE_OK goes
- * through la_result(); on failure `rc` is set and control jumps to `fail`.
- */
-#define LA_TRY(ctx, a, call, code, ...)                                                            \
-    do {                                                                                           \
-        int la_r_ = (call);                                                                        \
-        if (la_r_ != ARCHIVE_OK && (rc = la_result((ctx), (a), la_r_, (code), __VA_ARGS__)) < 0)   \
-            goto fail;                                                                             \
-    } while (0)
-
-/* Open `path` ourselves so that a missing file or a directory gets errno's own text. */
-static int open_input(sharc__ctx *ctx, const char *path, int *fd, off_t *size, uint64_t *id)
-{
-    struct stat st;
-    int rc = 0;
-    *fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (*fd < 0)
-        return sharc__fail_data(ctx, SHARC_ERR(errno), "%s: cannot open: %s", path,
-                                strerror(errno));
-    if (fstat(*fd, &st) != 0) {
-        rc = sharc__fail_data(ctx, SHARC_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-        goto fail;
-    }
-    if (S_ISDIR(st.st_mode)) {
-        rc = sharc__fail_data(ctx, SHARC_ERR(EISDIR), "%s: is a directory", path);
-        goto fail;
-    }
-    /* Non-regular inputs (pipes) report -1: unknown size, never treated as empty. */
-    *size = S_ISREG(st.st_mode) ? st.st_size : -1;
-    *id = S_ISREG(st.st_mode) ? sharc__file_id(&st, sharc__inodes_stable(*fd)) : 0;
-    if (S_ISREG(st.st_mode))
-        (void)posix_fadvise(*fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-    return 0;
-fail:
-    close(*fd);
-    *fd = -1;
-    return rc;
-}
-
-static voidpf z_alloc(voidpf opaque, uInt items, uInt size)
-{
-    return sharc__calloc(opaque, items, size);
-}
-
-static void z_free(voidpf opaque, voidpf p)
-{
-    sharc__free(opaque, p);
-}
-
-/* Keep the unread bytes, append what the file has next. */
-static int src_fill(source *s, struct archive *a)
-{
-    if (s->fd < 0) {
-        s->eof = 1;
-        return 0;
-    }
-    if (s->avail && s->next != s->in)
-        memmove(s->in, s->next, s->avail);
-    s->next = s->in;
-    const int small = s->mode == SRC_SNIFF || (s->small_reads && s->mode == SRC_PLAIN);
-    size_t want = small && s->avail < LAZY_READ_BLOCK ? LAZY_READ_BLOCK : READ_BLOCK;
-    ssize_t n;
-    double t0 = sharc__now_s();
-    do
-        n = read(s->fd, s->in + s->avail, want - s->avail);
-    while (n < 0 && errno == EINTR);
-    /* Benchmarks split reading from decompression with this. */
-    s->ctx->io_seconds += sharc__now_s() - t0;
-    if (n < 0) {
-        archive_set_error(a, errno, "read error: %s", strerror(errno));
-        return ARCHIVE_FATAL;
-    }
-    s->eof = n == 0;
-    s->avail += (size_t)n;
-    s->total += (uint64_t)n;
-    return 0;
-}
-
-static int gz_start(source *s, struct archive *a)
-{
-    s->out = sharc__malloc(s->ctx, READ_BLOCK);
-    s->z.zalloc = z_alloc;
-    s->z.zfree = z_free;
-    s->z.opaque = s->ctx;
-    if (!s->out || inflateInit2(&s->z, 16 + MAX_WBITS) != Z_OK) {
-        archive_set_error(a, ENOMEM, "cannot set up gzip decompression");
-        return ARCHIVE_FATAL;
-    }
-    s->z_ready = 1;
-    return 0;
-}
-
-/* After a member: another member follows, or the stream ends; trailing bytes that are not a
- * gzip member are ignored, as `gzip -d` does (tape padding is common). */
-static int gz_next_member(source *s, struct archive *a)
-{
-    while (s->avail < 2 && !s->eof)
-        if (src_fill(s, a) < 0)
-            return ARCHIVE_FATAL;
-    if (s->avail >= 2 && s->next[0] == 0x1f && s->next[1] == 0x8b) {
-        inflateReset(&s->z);
-        return 0;
-    }
-    if (s->avail)
-        sharc__log(s->ctx, SHARC_LOG_DEBUG, "%s: trailing bytes after gzip data ignored", s->path);
-    s->mode = SRC_DONE;
-    return 0;
-}
-
-static la_ssize_t gz_read(source *s, struct archive *a, const void **buf)
-{
-    s->z.next_out = s->out;
-    s->z.avail_out = READ_BLOCK;
-    while (s->z.avail_out == READ_BLOCK && s->mode == SRC_GZIP) {
-        if (s->avail == 0) {
-            if (s->eof) {
-                archive_set_error(a, EILSEQ, "truncated gzip input");
-                return ARCHIVE_FATAL;
-            }
-            if (src_fill(s, a) < 0)
-                return ARCHIVE_FATAL;
-            continue;
-        }
-        uInt in = s->avail > UINT_MAX ? UINT_MAX : (uInt)s->avail;
-        s->z.next_in = (Bytef *)(uintptr_t)s->next;
-        s->z.avail_in = in;
-        int zr = inflate(&s->z, Z_NO_FLUSH);
-        s->next += in - s->z.avail_in;
-        s->avail -= in - s->z.avail_in;
-        if (zr == Z_STREAM_END) {
-            if (gz_next_member(s, a) < 0)
-                return ARCHIVE_FATAL;
-        } else if (zr != Z_OK && !(zr == Z_BUF_ERROR && s->z.avail_in < in)) {
-            archive_set_error(a, EILSEQ, "gzip decompression failed: %s",
-                              s->z.msg ? s->z.msg : "corrupt data");
-            return ARCHIVE_FATAL;
-        }
-    }
-    *buf = s->out;
-    return (la_ssize_t)(READ_BLOCK - s->z.avail_out);
-}
-
-/*
- * At the end of the archive: inflate what is left of a gzip file (libarchive stops reading at
- * the end-of-archive blocks), so that its CRC and length are checked and a file cut short
- * after them is not taken as whole. Later gzip members are checked the same way; bytes that
- * are not gzip data end it, as with `gzip -d`.
- */
-static int src_finish(source *s, struct archive *a)
-{
-    while (s->mode == SRC_GZIP) {
-        const void *block;
-        if (gz_read(s, a, &block) < 0)
-            return ARCHIVE_FATAL;
-    }
-    return ARCHIVE_OK;
-}
-
-static la_ssize_t src_read(struct archive *a, void *cookie, const void **buf)
-{
-    source *s = cookie;
-    if (s->mode == SRC_SNIFF) {
-        while (s->avail < 2 && !s->eof)
-            if (src_fill(s, a) < 0)
-                return ARCHIVE_FATAL;
-        int gz = s->avail >= 2 && s->next[0] == 0x1f && s->next[1] == 0x8b;
-        s->mode = gz ? SRC_GZIP : SRC_PLAIN;
-        if (gz && gz_start(s, a) < 0)
-            return ARCHIVE_FATAL;
-    }
-    if (s->mode == SRC_GZIP)
-        return gz_read(s, a, buf);
-    if (s->mode == SRC_PLAIN && s->avail == 0 && !s->eof && src_fill(s, a) < 0)
-        return ARCHIVE_FATAL;
-    if (s->mode != SRC_PLAIN)
-        return 0;
-    /* libarchive may use the block until the next call, when src_fill reuses `in`. */
-    size_t n = s->avail;
-    *buf = s->next;
-    s->next += n;
-    s->avail = 0;
-    return (la_ssize_t)n;
-}
-
-static la_int64_t src_skip(struct archive *a, void *cookie, la_int64_t request)
-{
-    source *s = cookie;
-    (void)a;
-    if (s->mode != SRC_PLAIN || !s->seekable || s->avail || request <= 0 ||
-        lseek(s->fd, (off_t)request, SEEK_CUR) < 0)
-        return 0;
-    s->total += (uint64_t)request;
-    return request;
-}
-
-/* Take `fd` (closed by src_free) or `mem`, and hand the stream to libarchive. */
-static int src_open(source *s, struct archive *a, sharc__ctx *ctx, const char *path, int fd,
-                    int seekable, const void *mem, size_t n)
-{
-    s->ctx = ctx;
-    s->path = path;
-    s->fd = fd;
-    s->seekable = seekable;
-    if (fd >= 0) {
-        s->in = sharc__malloc(ctx, READ_BLOCK);
-        if (!s->in) {
-            archive_set_error(a, ENOMEM, "out of memory");
-            return ARCHIVE_FATAL;
-        }
-        s->next = s->in;
-    } else {
-        s->next = mem;
-        s->avail = n;
-        s->total = n;
-        s->eof = 1;
-    }
-    return archive_read_open2(a, s, NULL, src_read, src_skip, NULL);
-}
-
-static uint64_t src_consumed(const source *s)
-{
-    return s->total - s->avail;
-}
-
-static void src_free(source *s)
-{
-    if (s->z_ready)
-        inflateEnd(&s->z);
-    if (s->fd >= 0)
-        close(s->fd);
-    sharc__free(s->ctx, s->in);
-    sharc__free(s->ctx, s->out);
-    memset(s, 0, sizeof *s);
-    s->fd = -1;
-}
-
-/* Compression is sniffed from the bytes; no external programs are ever spawned. */
-static int new_reader(sharc__ctx *ctx, struct archive **out, int tar, const char *path)
-{
-    int rc = 0;
-    struct archive *a = archive_read_new();
-    if (!a)
-        return sharc__fail(ctx, SHARC_ERR(ENOMEM), "%s: cannot create a libarchive reader", path);
-    LA_TRY(ctx, a, archive_read_support_filter_gzip(a), SHARC_ERR_UNSUPPORTED, "%s: gzip", path);
-    LA_TRY(ctx, a, archive_read_support_filter_zstd(a), SHARC_ERR_UNSUPPORTED, "%s: zstd", path);
-    LA_TRY(ctx, a, archive_read_support_filter_none(a), SHARC_ERR_UNSUPPORTED, "%s", path);
-    if (tar) {
-        LA_TRY(ctx, a, archive_read_support_format_tar(a), SHARC_ERR_UNSUPPORTED, "%s", path);
-    } else {
-        LA_TRY(ctx, a, archive_read_support_format_raw(a), SHARC_ERR_UNSUPPORTED, "%s", path);
-        /* Without it a stream that decompresses to nothing is "Unrecognized archive format". */
-        LA_TRY(ctx, a, archive_read_support_format_empty(a), SHARC_ERR_UNSUPPORTED, "%s", path);
-    }
-    *out = a;
-    return 0;
-fail:
-    archive_read_free(a);
-    return rc;
-}
-
-/* ---------------------------------------------------------------------------------------- */
-/* tar */
 
 static int tar_new(sharc__tar **out, sharc__ctx *ctx, const char *path, uint64_t max_member_bytes)
 {
@@ -400,7 +44,7 @@ static int tar_new(sharc__tar **out, sharc__ctx *ctx, const char *path, uint64_t
     *out = t;
     if (!t->path)
         return sharc__fail(ctx, SHARC_ERR(ENOMEM), "%s: out of memory", path);
-    return new_reader(ctx, &t->a, 1, path);
+    return sharc__archive_reader_new(ctx, &t->a, 1, path);
 }
 
 int sharc__tar_open(sharc__tar **out, sharc__ctx *ctx, const char *path, uint64_t max_member_bytes)
@@ -413,7 +57,7 @@ int sharc__tar_open(sharc__tar **out, sharc__ctx *ctx, const char *path, uint64_
         goto fail;
     int fd = -1;
     uint64_t id = 0;
-    if ((rc = open_input(ctx, path, &fd, &size, &id)) < 0)
+    if ((rc = sharc__open_input(ctx, path, &fd, &size, &id)) < 0)
         goto fail;
     if (size == 0) {
         close(fd);
@@ -425,8 +69,8 @@ int sharc__tar_open(sharc__tar **out, sharc__ctx *ctx, const char *path, uint64_
     }
     t->src.file_size = size > 0 ? (uint64_t)size : 0;
     t->src.file_id = id;
-    LA_TRY(ctx, t->a, src_open(&t->src, t->a, ctx, t->path, fd, size > 0, NULL, 0),
-           SHARC_ERR_CORRUPT, "%s: cannot start reading the archive", path);
+    SHARC__LA_TRY(ctx, t->a, sharc__source_open(&t->src, t->a, ctx, t->path, fd, size > 0, NULL, 0),
+                  SHARC_ERR_CORRUPT, "%s: cannot start reading the archive", path);
     *out = t;
     return 0;
 fail:
@@ -439,16 +83,16 @@ int sharc__tar_open_memory(sharc__tar **out, sharc__ctx *ctx, const void *data, 
 {
     sharc__tar *t = NULL;
     *out = NULL;
-    int rc = tar_new(&t, ctx, MEMORY_PATH, max_member_bytes);
+    int rc = tar_new(&t, ctx, SHARC__MEMORY_PATH, max_member_bytes);
     if (rc < 0)
         goto fail;
     if (n == 0) {
         rc = sharc__fail_data(ctx, SHARC_ERR_CORRUPT,
-                              "%s: empty input (0 bytes), not a tar archive", MEMORY_PATH);
+                              "%s: empty input (0 bytes), not a tar archive", SHARC__MEMORY_PATH);
         goto fail;
     }
-    LA_TRY(ctx, t->a, src_open(&t->src, t->a, ctx, t->path, -1, 0, data, n), SHARC_ERR_CORRUPT,
-           "%s: cannot start reading the archive", MEMORY_PATH);
+    SHARC__LA_TRY(ctx, t->a, sharc__source_open(&t->src, t->a, ctx, t->path, -1, 0, data, n),
+                  SHARC_ERR_CORRUPT, "%s: cannot start reading the archive", SHARC__MEMORY_PATH);
     *out = t;
     return 0;
 fail:
@@ -498,9 +142,9 @@ static const char *entry_name(struct archive_entry *e)
  */
 static int check_after_end(sharc__tar *t)
 {
-    source *s = &t->src;
+    sharc__source *s = &t->src;
     la_int64_t end = archive_filter_bytes(t->a, 0);
-    if (s->mode != SRC_PLAIN || !s->seekable || archive_filter_count(t->a) != 1 || end < 0 ||
+    if (s->mode != SHARC__SRC_PLAIN || !s->seekable || archive_filter_count(t->a) != 1 || end < 0 ||
         (uint64_t)end >= s->file_size)
         return 0;
     /* A file appended to while it was read (tar -rf writes over the end blocks) is no
@@ -512,7 +156,7 @@ static int check_after_end(sharc__tar *t)
     uint64_t at = (uint64_t)end;
     uint64_t stop = s->file_size - at > TAIL_CHECK_BYTES ? at + TAIL_CHECK_BYTES : s->file_size;
     while (at < stop) {
-        size_t want = stop - at < READ_BLOCK ? (size_t)(stop - at) : READ_BLOCK;
+        size_t want = stop - at < SHARC__READ_BLOCK ? (size_t)(stop - at) : SHARC__READ_BLOCK;
         ssize_t got = pread(s->fd, buf, want, (off_t)at);
         if (got < 0 && errno == EINTR)
             continue;
@@ -543,12 +187,12 @@ static int next_regular(sharc__tar *t, sharc__member *m, struct archive_entry **
     for (;;) {
         int r = archive_read_next_header(t->a, entry);
         if (r == ARCHIVE_EOF) {
-            if (src_finish(&t->src, t->a) != ARCHIVE_OK) {
+            if (sharc__source_finish(&t->src, t->a) != ARCHIVE_OK) {
                 /* The damage may be anywhere in the compressed data: no member is named. */
                 sharc__buf_clear(&t->last_name);
-                return la_result(t->ctx, t->a, ARCHIVE_FATAL, SHARC_ERR_CORRUPT,
-                                 "%s: at the end of the gzip data, after the tar's last member",
-                                 t->path);
+                return sharc__la_result(
+                    t->ctx, t->a, ARCHIVE_FATAL, SHARC_ERR_CORRUPT,
+                    "%s: at the end of the gzip data, after the tar's last member", t->path);
             }
             /* libarchive takes a file that ends right after an entry's data as complete; a
              * tar ends with zero blocks, so that is a file cut short (a writer stopped). */
@@ -563,12 +207,12 @@ static int next_regular(sharc__tar *t, sharc__member *m, struct archive_entry **
         }
         if (r != ARCHIVE_OK) {
             if (t->last_name.len)
-                rc = la_result(t->ctx, t->a, r, SHARC_ERR_CORRUPT,
-                               "%s: bad tar header after member '%s'", t->path,
-                               sharc__buf_str(&t->last_name));
+                rc = sharc__la_result(t->ctx, t->a, r, SHARC_ERR_CORRUPT,
+                                      "%s: bad tar header after member '%s'", t->path,
+                                      sharc__buf_str(&t->last_name));
             else
-                rc = la_result(t->ctx, t->a, r, SHARC_ERR_CORRUPT,
-                               "%s: bad tar header before the first member", t->path);
+                rc = sharc__la_result(t->ctx, t->a, r, SHARC_ERR_CORRUPT,
+                                      "%s: bad tar header before the first member", t->path);
             if (rc < 0)
                 return rc;
         }
@@ -617,7 +261,7 @@ static int next_regular(sharc__tar *t, sharc__member *m, struct archive_entry **
  * are read in order and evicted oldest first, and a shard is usually cached whole or not at
  * all; the first page holds the header just read); else the kernel is asked to read it.
  */
-static void prefetch(source *s, uint64_t at, uint64_t size)
+static void prefetch(sharc__source *s, uint64_t at, uint64_t size)
 {
     if (size == 0 || at + size <= s->hinted_to)
         return;
@@ -650,7 +294,7 @@ static int read_payload(sharc__tar *t, sharc__member *m, struct archive_entry *e
                                 t->path, name, (unsigned long long)size,
                                 (unsigned long long)t->max_member_bytes);
     m->size = size;
-    if (t->lazy && t->src.mode == SRC_PLAIN && t->src.seekable &&
+    if (t->lazy && t->src.mode == SHARC__SRC_PLAIN && t->src.seekable &&
         archive_entry_sparse_count(e) == 0 && !t->read_next && (!t->leave || t->leave(name))) {
         /* The payload starts where libarchive stopped consuming: right after the header(s). */
         la_int64_t at = archive_filter_bytes(t->a, 0);
@@ -683,9 +327,9 @@ static int read_payload(sharc__tar *t, sharc__member *m, struct archive_entry *e
         if (r == ARCHIVE_EOF)
             break;
         if (r != ARCHIVE_OK && r != ARCHIVE_WARN)
-            return la_result(t->ctx, t->a, ARCHIVE_FATAL, SHARC_ERR_CORRUPT,
-                             "%s: member '%s' (at byte %zu of %llu)", t->path, name, got,
-                             (unsigned long long)size);
+            return sharc__la_result(t->ctx, t->a, ARCHIVE_FATAL, SHARC_ERR_CORRUPT,
+                                    "%s: member '%s' (at byte %zu of %llu)", t->path, name, got,
+                                    (unsigned long long)size);
         if (at < (la_int64_t)got || (uint64_t)at > size || len > size - (uint64_t)at)
             return sharc__fail_data(t->ctx, SHARC_ERR_CORRUPT,
                                     "%s: member '%s' has data outside its %llu bytes", t->path,
@@ -793,7 +437,7 @@ void sharc__tar_set_lazy(sharc__tar *t, int (*leave)(const char *name))
 
 uint64_t sharc__tar_bytes_read(const sharc__tar *t)
 {
-    return src_consumed(&t->src);
+    return sharc__source_consumed(&t->src);
 }
 
 void sharc__tar_close(sharc__tar **tp)
@@ -802,7 +446,7 @@ void sharc__tar_close(sharc__tar **tp)
     if (!t)
         return;
     archive_read_free(t->a);
-    src_free(&t->src);
+    sharc__source_free(&t->src);
     sharc__buf_free(t->ctx, &t->last_name);
     sharc__free(t->ctx, t->path);
     sharc__free(t->ctx, t);
@@ -816,206 +460,4 @@ void sharc__member_free(sharc__ctx *ctx, sharc__member *m)
     sharc__buf_free(ctx, &m->name);
     sharc__buf_free(ctx, &m->data);
     m->index = 0;
-}
-
-/* ---------------------------------------------------------------------------------------- */
-/* lines */
-
-static int lines_new(sharc__lines **out, sharc__ctx *ctx, const char *path, uint64_t max_line)
-{
-    sharc__lines *l = sharc__calloc(ctx, 1, sizeof *l);
-    if (!l)
-        return sharc__fail(ctx, SHARC_ERR(ENOMEM), "%s: out of memory", path);
-    l->ctx = ctx;
-    l->src.fd = -1;
-    l->max_line_bytes = max_line;
-    *out = l;
-    l->path = sharc__strdup(ctx, path);
-    l->cap = LINE_BUF_INITIAL;
-    l->buf = sharc__malloc(ctx, l->cap);
-    if (!l->path || !l->buf)
-        return sharc__fail(ctx, SHARC_ERR(ENOMEM), "%s: out of memory", path);
-    return new_reader(ctx, &l->a, 0, path);
-}
-
-/* Position on the single raw entry; a stream that decompresses to nothing ends at once. */
-static int lines_start(sharc__lines *l)
-{
-    struct archive_entry *e;
-    int r = archive_read_next_header(l->a, &e);
-    if (r == ARCHIVE_EOF) {
-        /* The "empty" format also bids when a decompressor failed before its first byte. */
-        if (archive_errno(l->a) != 0 || archive_error_string(l->a))
-            return la_result(l->ctx, l->a, ARCHIVE_FATAL, SHARC_ERR_CORRUPT, "%s", l->path);
-        l->status = SHARC_END;
-        return 0;
-    }
-    if (r != ARCHIVE_OK)
-        return la_result(l->ctx, l->a, r, SHARC_ERR_CORRUPT, "%s", l->path);
-    return 0;
-}
-
-int sharc__lines_open(sharc__lines **out, sharc__ctx *ctx, const char *path,
-                      uint64_t max_line_bytes)
-{
-    sharc__lines *l = NULL;
-    off_t size = -1;
-    *out = NULL;
-    int rc = lines_new(&l, ctx, path, max_line_bytes);
-    if (rc < 0)
-        goto fail;
-    int fd = -1;
-    uint64_t id;
-    if ((rc = open_input(ctx, path, &fd, &size, &id)) < 0)
-        goto fail;
-    if (size == 0) {
-        close(fd);
-        l->status = SHARC_END;
-        *out = l;
-        return 0;
-    }
-    LA_TRY(ctx, l->a, src_open(&l->src, l->a, ctx, l->path, fd, size > 0, NULL, 0),
-           SHARC_ERR_CORRUPT, "%s: cannot read", path);
-    if ((rc = lines_start(l)) < 0)
-        goto fail;
-    *out = l;
-    return 0;
-fail:
-    sharc__lines_close(&l);
-    return rc;
-}
-
-int sharc__lines_open_memory(sharc__lines **out, sharc__ctx *ctx, const void *data, size_t n,
-                             uint64_t max_line_bytes)
-{
-    sharc__lines *l = NULL;
-    *out = NULL;
-    int rc = lines_new(&l, ctx, MEMORY_PATH, max_line_bytes);
-    if (rc < 0)
-        goto fail;
-    if (n == 0) {
-        l->status = SHARC_END;
-        *out = l;
-        return 0;
-    }
-    LA_TRY(ctx, l->a, src_open(&l->src, l->a, ctx, l->path, -1, 0, data, n), SHARC_ERR_CORRUPT,
-           "%s: cannot read", MEMORY_PATH);
-    if ((rc = lines_start(l)) < 0)
-        goto fail;
-    *out = l;
-    return 0;
-fail:
-    sharc__lines_close(&l);
-    return rc;
-}
-
-static int line_too_long(sharc__lines *l, uint64_t lineno)
-{
-    return sharc__fail_data(l->ctx, SHARC_ERR_TOO_LARGE, "%s: line %llu is longer than %llu bytes",
-                            l->path, (unsigned long long)lineno,
-                            (unsigned long long)l->max_line_bytes);
-}
-
-/* Keep the unread tail, make room, and read more decompressed bytes after it. */
-static int lines_fill(sharc__lines *l)
-{
-    size_t pending = l->end - l->pos;
-    /* A pending line without '\n' that is over the cap even after dropping a '\r'. */
-    if (pending > 1 && (uint64_t)(pending - 1) > l->max_line_bytes)
-        return line_too_long(l, l->lineno + 1);
-    if (l->pos > 0) {
-        memmove(l->buf, l->buf + l->pos, pending);
-        l->pos = 0;
-        l->end = pending;
-    }
-    if (l->end + 1 >= l->cap) {
-        if (l->cap > SIZE_MAX / 2)
-            return line_too_long(l, l->lineno + 1);
-        uint8_t *p = sharc__realloc(l->ctx, l->buf, l->end, l->cap * 2);
-        if (!p)
-            return sharc__fail(l->ctx, SHARC_ERR(ENOMEM), "%s: out of memory at line %llu", l->path,
-                               (unsigned long long)(l->lineno + 1));
-        l->buf = p;
-        l->cap *= 2;
-    }
-    la_ssize_t n = archive_read_data(l->a, l->buf + l->end, l->cap - 1 - l->end);
-    if (n < 0)
-        return la_result(l->ctx, l->a, ARCHIVE_FATAL, SHARC_ERR_CORRUPT, "%s: at line %llu",
-                         l->path, (unsigned long long)(l->lineno + 1));
-    if (n == 0)
-        l->eof = 1;
-    l->end += (size_t)n;
-    return 0;
-}
-
-/* 1 when the line holds only blanks; a line's own '\r' is stripped before. */
-static int is_blank(const uint8_t *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\f' && s[i] != '\v')
-            return 0;
-    return 1;
-}
-
-int sharc__lines_next(sharc__lines *l, const char **line, size_t *len, uint64_t *lineno)
-{
-    while (!l->status) {
-        uint8_t *start = l->buf + l->pos;
-        size_t avail = l->end - l->pos, n;
-        uint8_t *nl = memchr(start, '\n', avail);
-        if (nl) {
-            n = (size_t)(nl - start);
-            l->pos += n + 1;
-        } else if (l->eof) {
-            if (avail == 0) {
-                l->status = SHARC_END;
-                break;
-            }
-            n = avail;
-            l->pos = l->end;
-        } else {
-            int rc = lines_fill(l);
-            if (rc < 0)
-                l->status = rc;
-            continue;
-        }
-        l->lineno++;
-        if (n > 0 && start[n - 1] == '\r')
-            n--;
-        if (l->lineno == 1 && n >= 3 && memcmp(start, "\xEF\xBB\xBF", 3) == 0) {
-            start += 3; /* a UTF-8 byte order mark is not part of the first line */
-            n -= 3;
-        }
-        if ((uint64_t)n > l->max_line_bytes) {
-            l->status = line_too_long(l, l->lineno);
-            break;
-        }
-        if (memchr(start, 0, n)) {
-            l->status =
-                sharc__fail_data(l->ctx, SHARC_ERR_CORRUPT, "%s: line %llu contains a NUL byte",
-                                 l->path, (unsigned long long)l->lineno);
-            break;
-        }
-        if (is_blank(start, n))
-            continue;
-        start[n] = 0; /* the '\n' or '\r', or the spare byte past `end` */
-        *line = (const char *)start;
-        *len = n;
-        *lineno = l->lineno;
-        return 0;
-    }
-    return l->status;
-}
-
-void sharc__lines_close(sharc__lines **lp)
-{
-    sharc__lines *l = lp ? *lp : NULL;
-    if (!l)
-        return;
-    archive_read_free(l->a);
-    src_free(&l->src);
-    sharc__free(l->ctx, l->buf);
-    sharc__free(l->ctx, l->path);
-    sharc__free(l->ctx, l);
-    *lp = NULL;
 }

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "archive.h"
+#include "lines.h"
 #include "braces.h"
 #include "cut.h"
 #include "hash.h"

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "archive.h"
+#include "lines.h"
 #include "json.h"
 #include "layout.h"
 #include "stream.h"

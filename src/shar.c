@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "archive.h"
+#include "lines.h"
 #include "json.h"
 #include "stream.h"
 

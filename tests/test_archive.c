@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "archive.h"
+#include "lines.h"
 #include "buf.h"
 #include "ctx.h"
 #include "fetch.h"

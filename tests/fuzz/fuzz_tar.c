@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "archive.h"
+#include "lines.h"
 #include "buf.h"
 #include "ctx.h"
 
