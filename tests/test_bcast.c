@@ -21,7 +21,8 @@ static int allocations;
 static sharc_transport *src_t, *peer_t;
 static sharc__bcast *src, *peer;
 
-static void open_pair(const sharc__bcast_settings *s)
+/* A source with settings `s` and a peer with `ps` over a tape. */
+static void open_pair_with(const sharc__bcast_settings *s, const sharc__bcast_settings *ps)
 {
     sharc_transport_settings ts;
     sharc_transport_default_settings(&ts);
@@ -30,9 +31,14 @@ static void open_pair(const sharc__bcast_settings *s)
     ck_assert_int_eq(sharc__transport_new(&src_t, &tape_ops, &ts, 0, 2), 0);
     ck_assert_int_eq(sharc__transport_new(&peer_t, &tape_ops, &ts, 1, 2), 0);
     ck_assert_int_eq(sharc__bcast_open(&src, src_t, s), 0);
-    ck_assert_int_eq(sharc__bcast_open(&peer, peer_t, s), 0);
+    ck_assert_int_eq(sharc__bcast_open(&peer, peer_t, ps), 0);
     ck_assert(sharc__bcast_is_source(src));
     ck_assert(!sharc__bcast_is_source(peer));
+}
+
+static void open_pair(const sharc__bcast_settings *s)
+{
+    open_pair_with(s, s);
 }
 
 static void close_pair(void)
@@ -301,13 +307,7 @@ START_TEST(handshake_mismatch_fails_at_step_0)
     sharc__bcast_default_settings(&a);
     sharc__bcast_default_settings(&b);
     b.max_frame_bytes = 1 << 20;
-    sharc_transport_settings ts;
-    sharc_transport_default_settings(&ts);
-    tape_len = tape_pos = 0;
-    ck_assert_int_eq(sharc__transport_new(&src_t, &tape_ops, &ts, 0, 2), 0);
-    ck_assert_int_eq(sharc__transport_new(&peer_t, &tape_ops, &ts, 1, 2), 0);
-    ck_assert_int_eq(sharc__bcast_open(&src, src_t, &a), 0);
-    ck_assert_int_eq(sharc__bcast_open(&peer, peer_t, &b), 0);
+    open_pair_with(&a, &b);
     ck_assert_int_eq(sharc__bcast_send_stop(src), 0); /* the tape cannot tell the source */
     sharc_batch *got = NULL;
     ck_assert_int_eq(sharc__bcast_recv(peer, &got), SHARC_ERR_SETTINGS);
