@@ -17,7 +17,9 @@
 #include "json.h"
 #include "keyset.h"
 #include "layout.h"
+#include "nemo_plan.h"
 #include "paths.h"
+#include "shardnames.h"
 #include "rng.h"
 
 #define SHARC__MAX_FIELDS_DS (SHARC__MAX_FIELDS + 2)
@@ -36,176 +38,7 @@ const char *sharc__layout_name(sharc_layout l)
     }
 }
 
-/* ---- file classification --------------------------------------------------------- */
-
-static const char *base_name(const char *path)
-{
-    const char *s = strrchr(path, '/');
-    return s ? s + 1 : path;
-}
-
-static int has_suffix(const char *s, const char *suf)
-{
-    size_t n = strlen(s), m = strlen(suf);
-    return n >= m && strcmp(s + n - m, suf) == 0;
-}
-
-static int is_compression_suffix(const char *s)
-{
-    return *s == 0 || strcmp(s, ".gz") == 0 || strcmp(s, ".zst") == 0 || strcmp(s, ".zstd") == 0;
-}
-
-/* Shar: <field>.[NNNNNN.](jsonl|tar)[.gz|.zst]. Returns 1 and fills field/kind. */
-static int shar_name(const char *base, char *field, size_t fcap, int *is_tar)
-{
-    const char *dot = strchr(base, '.');
-    if (!dot || dot == base || (size_t)(dot - base) >= fcap)
-        return 0;
-    const char *p = dot + 1;
-    const char *q = p;
-    while (isdigit((unsigned char)*q))
-        q++;
-    if (q > p) {
-        if (*q != '.')
-            return 0;
-        p = q + 1;
-    }
-    if (strncmp(p, "jsonl", 5) == 0 && is_compression_suffix(p + 5))
-        *is_tar = 0;
-    else if (strncmp(p, "tar", 3) == 0 && is_compression_suffix(p + 3))
-        *is_tar = 1;
-    else
-        return 0;
-    memcpy(field, base, (size_t)(dot - base));
-    field[dot - base] = 0;
-    return 1;
-}
-
-static int is_tar_name(const char *base)
-{
-    return has_suffix(base, ".tar") || has_suffix(base, ".tar.gz") || has_suffix(base, ".tgz") ||
-           has_suffix(base, ".tar.zst") || has_suffix(base, ".tar.zstd");
-}
-
-/*
- * The shard id NeMo finds in a file name with re.search(r"audio[^/]*_(\d+)[^/]*\.tar") or
- * re.search(r"manifest[^/]*_(\d+)[^/]*\.json"): `word` anywhere in the name (en_audio_0.tar,
- * train_manifest_3.jsonl.gz), then the last "_<digits>" before the last `ext`, as the greedy
- * pattern finds it. 1 with the id, 0 when the name has none.
- */
-static int nemo_id(const char *base, const char *word, const char *ext, long long *id)
-{
-    const char *w = strstr(base, word), *e = NULL;
-    if (!w)
-        return 0;
-    for (const char *p = strstr(w + strlen(word), ext); p; p = strstr(p + 1, ext))
-        e = p;
-    long long found = -1;
-    for (const char *p = w + strlen(word); e && p < e; p++) {
-        if (*p != '_' || !isdigit((unsigned char)p[1]))
-            continue;
-        char *end;
-        errno = 0;
-        long long v = strtoll(p + 1, &end, 10);
-        if (end <= e && errno == 0)
-            found = v;
-    }
-    if (found < 0)
-        return 0;
-    *id = found;
-    return 1;
-}
-
-/* NeMo's audio_N.tar, named so that the id is known: a tar name NeMo's pattern finds an id in. */
-static int nemo_tar_id(const char *base, long long *id)
-{
-    return is_tar_name(base) && nemo_id(base, "audio", ".tar", id);
-}
-
-/* A JSON-lines name (.json or .jsonl, plain or compressed), as NeMo's manifests are. */
-static int json_lines_name(const char *base)
-{
-    const char *e = strstr(base, ".json");
-    for (const char *p = e; p; p = strstr(p + 1, ".json"))
-        e = p;
-    return e && (is_compression_suffix(e + 5) || (e[5] == 'l' && is_compression_suffix(e + 6)));
-}
-
-/* NeMo's manifest_N.json for shard N. */
-static int nemo_manifest_id(const char *base, long long *id)
-{
-    return json_lines_name(base) && nemo_id(base, "manifest", ".json", id);
-}
-
-static int list_dir(sharc__ctx *ctx, const char *dir, sharc__strs *out, int recurse_manifests,
-                    size_t *ignored)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return sharc__set_error(ctx, SHARC_ERR(errno), "cannot list %s: %s", dir, strerror(errno));
-    struct dirent *e;
-    int rc = 0;
-    size_t first = out->n;
-    while (rc == 0 && (e = readdir(d))) {
-        if (e->d_name[0] == '.')
-            continue;
-        size_t n = strlen(dir) + strlen(e->d_name) + 2;
-        char *p = sharc__malloc(ctx, n);
-        if (!p) {
-            rc = SHARC_ERR(ENOMEM);
-            break;
-        }
-        size_t len = strlen(dir);
-        snprintf(p, n, "%s%s%s", dir, len && dir[len - 1] == '/' ? "" : "/", e->d_name);
-        struct stat st;
-        const int known = stat(p, &st) == 0; /* if not, opening it names the error */
-        if (known && S_ISDIR(st.st_mode)) {
-            /* Other subdirectories are not searched, and said so, so that a dataset of
-             * subdirectories is not read as none. */
-            if (recurse_manifests && strcmp(e->d_name, SHARC__NEMO_SHARDED_DIR) == 0) {
-                rc = list_dir(ctx, p, out, 0, ignored);
-            } else {
-                sharc__log(ctx, SHARC_LOG_WARN,
-                           "ignoring directory %s: shards are read from the directories given, "
-                           "not from their subdirectories (give it, or a pattern, as a path)",
-                           p);
-                (*ignored)++;
-            }
-            sharc__free(ctx, p);
-            continue;
-        }
-        if (known && !S_ISREG(st.st_mode)) {
-            /* opening a FIFO nobody writes to would wait forever */
-            sharc__log(ctx, SHARC_LOG_WARN,
-                       "ignoring %s: not a regular file (a FIFO, socket or device; give it as a "
-                       "path to read it)",
-                       p);
-            (*ignored)++;
-            sharc__free(ctx, p);
-            continue;
-        }
-        rc = sharc__strs_push(ctx, out, p);
-    }
-    closedir(d);
-    if (rc == 0 && out->n > first)
-        qsort(out->items + first, out->n - first, sizeof(char *), sharc__cmp_str);
-    return rc;
-}
-
 /* ---- building shards --------------------------------------------------------------- */
-
-static int add_shard(sharc__ctx *ctx, sharc__dataset *d, sharc__shard **out)
-{
-    sharc__shard *p =
-        sharc__realloc(ctx, d->shards, d->n_shards * sizeof *p, (d->n_shards + 1) * sizeof *p);
-    if (!p)
-        return SHARC_ERR(ENOMEM);
-    d->shards = p;
-    *out = &p[d->n_shards++];
-    memset(*out, 0, sizeof **out);
-    (*out)->nemo_shard_id = -1;
-    return 0;
-}
 
 static int same_dir(const char *a, const char *b)
 {
@@ -218,7 +51,7 @@ static int same_dir(const char *a, const char *b)
  * NULL when it has none. */
 static const char *shar_number(const char *path, size_t *len)
 {
-    const char *dot = strchr(base_name(path), '.');
+    const char *dot = strchr(sharc__shard_base_name(path), '.');
     const char *q = dot ? dot + 1 : NULL;
     while (q && isdigit((unsigned char)*q))
         q++;
@@ -276,12 +109,12 @@ static int shar_dir(sharc__ctx *ctx, sharc__dataset *d, char **files, size_t n)
     int rc = 0;
     memset(groups, 0, sizeof groups);
     for (size_t i = 0; i < n && rc == 0; i++) {
-        const char *b = base_name(files[i]);
+        const char *b = sharc__shard_base_name(files[i]);
         char field[128];
         int is_tar;
-        if (has_suffix(b, ".idx"))
+        if (sharc__shard_has_suffix(b, ".idx"))
             continue; /* Lhotse's index sidecars */
-        if (!shar_name(b, field, sizeof field, &is_tar)) {
+        if (!sharc__shard_shar_name(b, field, sizeof field, &is_tar)) {
             sharc__log(ctx, SHARC_LOG_WARN, "ignoring %s: not a Shar field file", files[i]);
             d->n_ignored++;
             continue;
@@ -366,7 +199,7 @@ static int shar_dir(sharc__ctx *ctx, sharc__dataset *d, char **files, size_t n)
     }
     for (size_t k = 0; rc == 0 && k < cuts->files.n; k++) {
         sharc__shard *s;
-        if ((rc = add_shard(ctx, d, &s)) < 0)
+        if ((rc = sharc__dataset_add_shard(ctx, d, &s)) < 0)
             break;
         s->meta_path = sharc__strdup(ctx, cuts->files.items[k]);
         s->audio_path = sharc__strdup(ctx, rec->files.items[k]);
@@ -393,252 +226,20 @@ static int shar_dir(sharc__ctx *ctx, sharc__dataset *d, char **files, size_t n)
     return rc;
 }
 
-typedef struct nemo_item {
-    long long id;
-    char *path;
-    char *group; ///< "" unless shard ids repeat: then the directory (of sharded_manifests/)
-} nemo_item;
-
-static int cmp_nemo_id(const void *a, const void *b)
-{
-    const nemo_item *x = a, *y = b;
-    return (x->id > y->id) - (x->id < y->id);
-}
-
-static int cmp_nemo(const void *a, const void *b)
-{
-    int c = strcmp(((const nemo_item *)a)->group, ((const nemo_item *)b)->group);
-    return c ? c : cmp_nemo_id(a, b);
-}
-
-/* The first shard of d->shards[first, first + n) whose NeMo id is `sid` (they are sorted by
- * id), or first + n. */
-static size_t find_nemo_shard(const sharc__dataset *d, size_t first, size_t n, long long sid)
-{
-    size_t lo = first, hi = first + n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (d->shards[mid].nemo_shard_id < sid)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < first + n && d->shards[lo].nemo_shard_id == sid ? lo : first + n;
-}
-
-/* Group the rows of an aggregate manifest by shard_id into the in-memory rows of the shards
- * d->shards[first, first + n). */
-static int nemo_load_aggregate(sharc__ctx *ctx, sharc__dataset *d, const char *path, size_t first,
-                               size_t n, uint64_t max_line_bytes)
-{
-    sharc__lines *l = NULL;
-    int rc = sharc__lines_open(&l, ctx, path, max_line_bytes);
-    const char *line;
-    size_t len;
-    uint64_t lineno;
-    sharc__log(ctx, SHARC_LOG_WARN,
-               "%s: one manifest for all shards is held in memory; per-shard manifests "
-               "(sharded_manifests/manifest_N.json) stream instead",
-               path);
-    while (rc == 0 && (rc = sharc__lines_next(l, &line, &len, &lineno)) == 0) {
-        long long sid;
-        if (sharc__json_nemo_shard_id(ctx, line, len, &sid) < 0 || sid < 0) {
-            rc = sharc__set_error(ctx, SHARC_ERR_FORMAT,
-                                  "%s line %llu: no valid shard_id in a manifest shared by "
-                                  "several shards",
-                                  path, (unsigned long long)lineno);
-            break;
-        }
-        size_t k = find_nemo_shard(d, first, n, sid);
-        if (k == first + n) {
-            rc = sharc__set_error(ctx, SHARC_ERR_FORMAT,
-                                  "%s line %llu: shard_id %lld has no audio_%lld.tar", path,
-                                  (unsigned long long)lineno, sid, sid);
-            break;
-        }
-        sharc__buf *rows = &d->shards[k].nemo_rows;
-        if ((rc = sharc__buf_append(ctx, rows, line, len)) < 0 ||
-            (rc = sharc__buf_append(ctx, rows, "\n", 1)) < 0)
-            break;
-    }
-    if (rc == SHARC_END)
-        rc = 0;
-    sharc__lines_close(&l);
-    return rc;
-}
-
-/* The directory of `path`, and for a manifest under sharded_manifests/ the one above it. */
-static char *nemo_group(sharc__ctx *ctx, const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    size_t n = slash ? (size_t)(slash - path) : 0;
-    static const char sub[] = SHARC__NEMO_SHARDED_DIR;
-    const size_t m = sizeof sub - 1;
-    if (n >= m && strncmp(path + n - m, sub, m) == 0 && (n == m || path[n - m - 1] == '/'))
-        n = n == m ? 0 : n - m - 1;
-    return sharc__strndup(ctx, path, n);
-}
-
-/* Shard ids that repeat (NeMo's bucketing datasets: bucket1/audio_0.tar, bucket2/audio_0.tar)
- * are told apart by their directories: each directory is then a dataset of its own, with its
- * manifests next to its tars or under its sharded_manifests/. */
-static int nemo_set_groups(sharc__ctx *ctx, nemo_item *items[3], const size_t n[3])
-{
-    qsort(items[0], n[0], sizeof *items[0], cmp_nemo_id);
-    int repeats = 0;
-    for (size_t i = 1; i < n[0]; i++)
-        repeats |= items[0][i].id == items[0][i - 1].id;
-    for (int k = 0; k < 3; k++)
-        for (size_t i = 0; i < n[k]; i++) {
-            items[k][i].group =
-                repeats ? nemo_group(ctx, items[k][i].path) : sharc__strdup(ctx, "");
-            if (!items[k][i].group)
-                return SHARC_ERR(ENOMEM);
-        }
-    for (int k = 0; k < 3; k++)
-        qsort(items[k], n[k], sizeof *items[k], cmp_nemo);
-    return 0;
-}
-
-/* The shards of one group: tars[0, nt) with its per-shard manifests mans[0, nm), or else its
- * first aggregate manifest (NULL when there is none). */
-static int nemo_add_group(sharc__ctx *ctx, sharc__dataset *d, const nemo_item *tars, size_t nt,
-                          const nemo_item *mans, size_t nm, const char *aggregate,
-                          uint64_t max_line_bytes)
-{
-    for (size_t i = 1; i < nt; i++)
-        if (tars[i].id == tars[i - 1].id)
-            return sharc__set_error(ctx, SHARC_ERR_FORMAT, "shard id %lld appears twice: %s, %s",
-                                    tars[i].id, tars[i - 1].path, tars[i].path);
-    /* NeMo takes a lone manifest as the one for all shards, grouped by shard_id, whatever its
-     * name: tarred_audio_manifest_16k.json has a "_16" but is not shard 16's. Only when it is
-     * the manifest of the only tar is it read as that shard's (the same rows either way). */
-    if (nm == 1 && !aggregate && (nt > 1 || mans[0].id != tars[0].id)) {
-        aggregate = mans[0].path;
-        nm = 0;
-    }
-    if (nm == 0 && !aggregate)
-        return sharc__set_error(ctx, SHARC_ERR_FORMAT, "no NeMo manifest found for %s",
-                                tars[0].path);
-    for (size_t j = 1; j < nm; j++)
-        if (mans[j].id == mans[j - 1].id)
-            return sharc__set_error(ctx, SHARC_ERR_FORMAT,
-                                    "two manifests for shard %lld: %s and %s", mans[j].id,
-                                    mans[j - 1].path, mans[j].path);
-    /* Per-shard manifests: the two id sets must be equal, as NeMo asserts. */
-    for (size_t i = 0, j = 0; nm > 0 && (i < nt || j < nm); i++, j++) {
-        if (j == nm || (i < nt && tars[i].id < mans[j].id))
-            return sharc__set_error(ctx, SHARC_ERR_FORMAT, "%s has no manifest_%lld.json",
-                                    tars[i].path, tars[i].id);
-        if (i == nt || mans[j].id < tars[i].id)
-            return sharc__set_error(ctx, SHARC_ERR_FORMAT, "%s has no audio_%lld.tar", mans[j].path,
-                                    mans[j].id);
-    }
-    size_t first = d->n_shards;
-    for (size_t i = 0; i < nt; i++) {
-        sharc__shard *s;
-        int rc = add_shard(ctx, d, &s);
-        if (rc < 0)
-            return rc;
-        s->nemo_shard_id = tars[i].id;
-        s->audio_path = sharc__strdup(ctx, tars[i].path);
-        s->meta_path = sharc__strdup(ctx, nm > 0 ? mans[i].path : aggregate);
-        s->nemo_in_memory = nm == 0;
-        if (!s->audio_path || !s->meta_path)
-            return SHARC_ERR(ENOMEM);
-    }
-    return nm == 0 ? nemo_load_aggregate(ctx, d, aggregate, first, nt, max_line_bytes) : 0;
-}
-
-/* Items of `v` [*at, n) in group `g`: their count, *at moved past them (and past those of
- * groups before `g`, which *skipped then names). */
-static size_t take_group(const nemo_item *v, size_t n, size_t *at, const char *g,
-                         const char **skipped)
-{
-    for (; *at < n && strcmp(v[*at].group, g) < 0; (*at)++)
-        *skipped = *skipped ? *skipped : v[*at].path;
-    size_t first = *at;
-    while (*at < n && strcmp(v[*at].group, g) == 0)
-        (*at)++;
-    return *at - first;
-}
-
-static int nemo_build(sharc__ctx *ctx, sharc__dataset *d, const sharc__strs *files,
-                      uint64_t max_line_bytes, const char *where)
-{
-    nemo_item *items[3]; /* tars, per-shard manifests, aggregate manifests */
-    size_t n[3] = {0, 0, 0};
-    int rc = 0;
-    for (int k = 0; k < 3; k++)
-        items[k] = sharc__calloc(ctx, files->n + 1, sizeof *items[k]);
-    if (!items[0] || !items[1] || !items[2]) {
-        rc = SHARC_ERR(ENOMEM);
-        goto done;
-    }
-    for (size_t i = 0; i < files->n; i++) {
-        const char *b = base_name(files->items[i]);
-        long long id;
-        if (nemo_tar_id(b, &id))
-            items[0][n[0]++] = (nemo_item){id, files->items[i], NULL};
-        else if (nemo_manifest_id(b, &id))
-            items[1][n[1]++] = (nemo_item){id, files->items[i], NULL};
-        else if (json_lines_name(b)) /* in the order given: the first one is used */
-            items[2][n[2]++] = (nemo_item){(long long)n[2], files->items[i], NULL};
-        else if (!has_suffix(b, ".idx") && !has_suffix(b, ".yaml")) {
-            sharc__log(ctx, SHARC_LOG_WARN, "ignoring %s: not a NeMo shard or manifest",
-                       files->items[i]);
-            d->n_ignored++;
-        }
-    }
-    if (n[0] == 0) {
-        rc = sharc__set_error(ctx, SHARC_ERR_FORMAT, "no NeMo audio_N.tar shards found in %s",
-                              where);
-        goto done;
-    }
-    if ((rc = nemo_set_groups(ctx, items, n)) < 0)
-        goto done;
-    size_t at[3] = {0, 0, 0};
-    const char *lone[3] = {NULL, NULL, NULL}; /* lone[1]: a manifest whose directory has no tar */
-    for (size_t t = 0; rc == 0 && t < n[0];) {
-        const char *g = items[0][t].group;
-        size_t first[3], count[3];
-        for (int k = 0; k < 3; k++) {
-            count[k] = take_group(items[k], n[k], &at[k], g, &lone[k]);
-            first[k] = at[k] - count[k];
-        }
-        rc = nemo_add_group(ctx, d, items[0] + first[0], count[0], items[1] + first[1], count[1],
-                            count[2] ? items[2][first[2]].path : NULL, max_line_bytes);
-        t = at[0];
-    }
-    if (rc == 0 && (lone[1] || at[1] < n[1]))
-        rc = sharc__set_error(ctx, SHARC_ERR_FORMAT,
-                              "%s has no audio_N.tar: shard ids repeat, so each directory is a "
-                              "NeMo dataset of its own, and this one has no tars",
-                              lone[1] ? lone[1] : items[1][at[1]].path);
-done:
-    for (int k = 0; k < 3; k++) {
-        for (size_t i = 0; items[k] && i < n[k]; i++)
-            sharc__free(ctx, items[k][i].group);
-        sharc__free(ctx, items[k]);
-    }
-    return rc;
-}
-
-/* `where`: the paths given, for the error when none of them holds a shard. */
 static int wds_build(sharc__ctx *ctx, sharc__dataset *d, const sharc__strs *files,
                      const char *where)
 {
     int rc = 0;
     for (size_t i = 0; i < files->n && rc == 0; i++) {
-        if (!is_tar_name(base_name(files->items[i]))) {
-            if (!has_suffix(files->items[i], ".idx")) {
+        if (!sharc__shard_is_tar_name(sharc__shard_base_name(files->items[i]))) {
+            if (!sharc__shard_has_suffix(files->items[i], ".idx")) {
                 sharc__log(ctx, SHARC_LOG_WARN, "ignoring %s: not a tar shard", files->items[i]);
                 d->n_ignored++;
             }
             continue;
         }
         sharc__shard *s;
-        if ((rc = add_shard(ctx, d, &s)) < 0)
+        if ((rc = sharc__dataset_add_shard(ctx, d, &s)) < 0)
             break;
         s->audio_path = sharc__strdup(ctx, files->items[i]);
         if (!s->audio_path)
@@ -703,7 +304,8 @@ static int shar_build(sharc__ctx *ctx, sharc__dataset *d, const sharc__strs *fil
         for (size_t k = i; k < j; k++) {
             char field[128];
             int is_tar;
-            if (shar_name(base_name(order[k]), field, sizeof field, &is_tar) &&
+            if (sharc__shard_shar_name(sharc__shard_base_name(order[k]), field, sizeof field,
+                                       &is_tar) &&
                 strcmp(field, "cuts") == 0)
                 has_cuts = 1;
         }
@@ -739,23 +341,23 @@ static sharc_layout detect_layout(const sharc__strs *files, tars_alone *alone)
     *alone = TARS_NOT_ALONE;
     int tars = 0, nemo_tars = 0, named_tars = 0, nemo_manifests = 0, json = 0, shar_recordings = 0;
     for (size_t i = 0; i < files->n; i++) {
-        const char *b = base_name(files->items[i]);
+        const char *b = sharc__shard_base_name(files->items[i]);
         char field[128];
         int is_tar;
         long long id;
-        int shar = shar_name(b, field, sizeof field, &is_tar);
+        int shar = sharc__shard_shar_name(b, field, sizeof field, &is_tar);
         if (shar && !is_tar && strcmp(field, "cuts") == 0)
             return SHARC_LAYOUT_SHAR;
         /* The name Lhotse's Shar writer gives the audio field's shards. */
         shar_recordings += shar && is_tar && strcmp(field, "recording") == 0;
         /* NeMo's own names (audio_N.tar), and names it finds an id in (en_audio_N.tar). */
-        if (nemo_tar_id(b, &id)) {
+        if (sharc__shard_nemo_tar_id(b, &id)) {
             nemo_tars++;
             named_tars += strncmp(b, "audio", 5) == 0;
         }
-        nemo_manifests += nemo_manifest_id(b, &id);
-        json += json_lines_name(b);
-        if (is_tar_name(b))
+        nemo_manifests += sharc__shard_nemo_manifest_id(b, &id);
+        json += sharc__shard_json_lines_name(b);
+        if (sharc__shard_is_tar_name(b))
             tars++;
     }
     /* Tars named audio_N with any JSON lines, tars and manifests both with ids, or only tars
@@ -929,7 +531,7 @@ int sharc__dataset_find(sharc__dataset *d, sharc__ctx *ctx, const char *const *p
             } else if (S_ISDIR(st.st_mode)) {
                 is_group[i] = 1;
                 in_dir[j] = 1;
-                rc = list_dir(ctx, inputs.items[j], &files, 1, &d->n_ignored);
+                rc = sharc__shard_list_dir(ctx, inputs.items[j], &files, 1, &d->n_ignored);
             } else {
                 rc = sharc__strs_push(ctx, &files, sharc__strdup(ctx, inputs.items[j]));
             }
@@ -950,7 +552,7 @@ int sharc__dataset_find(sharc__dataset *d, sharc__ctx *ctx, const char *const *p
         rc = shar_build(ctx, d, &files, where);
         break;
     case SHARC_LAYOUT_NEMO:
-        rc = nemo_build(ctx, d, &files, max_line_bytes, where);
+        rc = sharc__nemo_plan_build(ctx, d, &files, max_line_bytes, where);
         break;
     case SHARC_LAYOUT_WDS:
         rc = wds_build(ctx, d, &files, where);
@@ -999,23 +601,6 @@ done:
     if (rc < 0)
         sharc__dataset_free(d, ctx);
     return rc;
-}
-
-void sharc__dataset_free(sharc__dataset *d, sharc__ctx *ctx)
-{
-    for (size_t i = 0; i < d->n_shards; i++) {
-        sharc__shard *s = &d->shards[i];
-        sharc__free(ctx, s->audio_path);
-        sharc__free(ctx, s->meta_path);
-        for (size_t f = 0; f < s->n_fields; f++) {
-            sharc__free(ctx, s->fields[f].name);
-            sharc__free(ctx, s->fields[f].path);
-        }
-        sharc__free(ctx, s->fields);
-        sharc__buf_free(ctx, &s->nemo_rows);
-    }
-    sharc__free(ctx, d->shards);
-    memset(d, 0, sizeof *d);
 }
 
 size_t sharc__dataset_epoch_order(const sharc__dataset *d, uint64_t seed, uint64_t epoch,

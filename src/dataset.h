@@ -9,35 +9,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
 #include "ctx.h"
+#include "shards.h"
 #include "sharc/reader.h"
 
 /** A Shar field other than `cuts` (e.g. recording, target_recording, lang_id). */
-typedef struct sharc__shar_field {
-    char *name;
-    char *path;
-    int is_tar; ///< tar field, else JSON lines
-} sharc__shar_field;
-
-typedef struct sharc__shard {
-    char *audio_path; ///< recording tar (Shar), audio_N.tar (NeMo), the tar (WebDataset)
-    char *meta_path;  ///< cuts jsonl (Shar), manifest (NeMo); NULL for WebDataset
-    /* Shar: the extra fields, `recording` excluded. */
-    size_t n_fields;
-    sharc__shar_field *fields;
-    /* NeMo: shard id, and the rows of an aggregate manifest when there is no per-shard one. */
-    long long nemo_shard_id;
-    sharc__buf nemo_rows; ///< newline-separated JSON rows; empty when meta_path is used
-    int nemo_in_memory;
-} sharc__shard;
-
-typedef struct sharc__dataset {
-    sharc_layout layout;
-    size_t n_shards;
-    sharc__shard *shards;
-    size_t n_ignored; ///< files and subdirectories found but not read, each named in a warning
-} sharc__dataset;
 
 /**
  * Find the shards. Brace patterns ({0..7}, {a,b}, and NeMo's (), [], <>, _OP_/_CL_ forms)
@@ -49,8 +25,6 @@ typedef struct sharc__dataset {
  */
 int sharc__dataset_find(sharc__dataset *d, sharc__ctx *ctx, const char *const *paths,
                         size_t n_paths, sharc_layout layout, uint64_t max_line_bytes);
-
-void sharc__dataset_free(sharc__dataset *d, sharc__ctx *ctx);
 
 /**
  * The shards of `epoch` for data-parallel slot `dp_rank` of `dp_size`: indices 0..n-1,
