@@ -1,4 +1,5 @@
 #include "sampler.h"
+#include "sampler_impl.h"
 
 #include <errno.h>
 #include <math.h>
@@ -12,59 +13,10 @@
 #include "rng.h"
 #include "sharc/reader.h"
 
-#define NONE         UINT32_MAX
-#define MAX_BUFFER   (1u << 24)
-#define MAX_BINS     65536u
-#define STATE_MAGIC  "SHSM"
-#define STATE_VER    2u   /* 2: the buffer holds buffer_size items while estimating */
-#define HEADER_BYTES 176u /* fixed part of the blob before the bins */
-#define ITEM_BYTES   28u  /* key u64, duration f64, bytes u64, bucket u32 */
+#define MAX_BUFFER (1u << 24)
+#define MAX_BINS   65536u
 
 enum { FILTERED = SHARC_END + 1 }; /* pull_one: an item was filtered out */
-
-enum { F_HAS_BIDX = 1, F_BINS_READY = 2, F_EXHAUSTED = 4, F_STOPPED = 8, F_PENDING = 16 };
-
-typedef struct bucket {
-    uint32_t head, tail, count;
-    double longest; /* max effective duration of the items held */
-} bucket;
-
-struct sharc__sampler {
-    sharc__ctx *ctx;
-    sharc__sampler_settings st; /* st.bins / st.bucket_batch_size point at own copies */
-    sharc__sampler_source src;
-    int estimating; /* bins come from the stream */
-    uint64_t settings_hash;
-
-    /* Item slots: the buckets are doubly linked lists threaded through next/prev. */
-    uint32_t cap;
-    sharc__sitem *items;
-    double *eff;
-    uint32_t *next, *prev;
-    uint32_t *free_slots;
-    uint32_t n_free;
-    uint32_t *scratch;   /* the chosen bucket's slots while a batch is built */
-    sharc__sitem *batch; /* the batch returned to the caller */
-
-    bucket *buckets;
-    size_t max_buckets, nb;
-    double *bins;
-    size_t n_bins;
-    uint32_t *bbs;
-    int bins_ready;
-
-    size_t count;   /* items in the buckets */
-    uint64_t bytes; /* their bytes */
-    sharc__sitem pending;
-    int has_pending, exhausted, stopped;
-    int deferred_rc; /* a pull error met while refilling after a batch */
-
-    sharc__rng rng, brng;
-    uint32_t bidx;
-    uint64_t usage;
-    int has_bidx;
-    sharc__sampler_stats stats;
-};
 
 void sharc__sampler_default_settings(sharc__sampler_settings *s)
 {
@@ -181,13 +133,6 @@ int sharc_estimate_duration_bins(const double *durations, size_t n, int num_buck
 
 /* ---- settings ------------------------------------------------------------------------ */
 
-static uint64_t dbits(double d)
-{
-    uint64_t u;
-    memcpy(&u, &d, sizeof u);
-    return u;
-}
-
 /* Everything that changes the batch sequence goes into the hash a state is checked by. */
 static uint64_t hash_settings(const sharc__sampler *s)
 {
@@ -219,7 +164,7 @@ static uint64_t hash_settings(const sharc__sampler *s)
     return h;
 }
 
-static int bad_nonneg(double x)
+int sharc__sampler_bad_nonneg(double x)
 {
     return !isfinite(x) || x < 0;
 }
@@ -229,8 +174,10 @@ int sharc__sampler_check_settings(sharc__ctx *ctx, const sharc__sampler_settings
 #define BAD(...) sharc__fail(ctx, SHARC_ERR(EINVAL), "sampler settings: " __VA_ARGS__)
     if (st->buffer_size < 1 || st->buffer_size > MAX_BUFFER)
         return BAD("buffer_size %u is not in 1..%u", st->buffer_size, MAX_BUFFER);
-    if (bad_nonneg(st->max_duration) || bad_nonneg(st->quadratic_duration) ||
-        bad_nonneg(st->min_item_duration) || bad_nonneg(st->max_item_duration))
+    if (sharc__sampler_bad_nonneg(st->max_duration) ||
+        sharc__sampler_bad_nonneg(st->quadratic_duration) ||
+        sharc__sampler_bad_nonneg(st->min_item_duration) ||
+        sharc__sampler_bad_nonneg(st->max_item_duration))
         return BAD("max_duration, quadratic_duration, min_duration and max_cut_duration must "
                    "be finite and >= 0");
     if (st->max_item_duration > 0 && st->max_item_duration < st->min_item_duration)
@@ -244,7 +191,7 @@ int sharc__sampler_check_settings(sharc__ctx *ctx, const sharc__sampler_settings
         if (st->n_bins < 1 || st->n_bins > MAX_BINS)
             return BAD("n_bins %zu is not in 1..%u", st->n_bins, MAX_BINS);
         for (size_t i = 0; i < st->n_bins; i++)
-            if (bad_nonneg(st->bins[i]) || (i && st->bins[i] < st->bins[i - 1]))
+            if (sharc__sampler_bad_nonneg(st->bins[i]) || (i && st->bins[i] < st->bins[i - 1]))
                 return BAD("bins must be finite, >= 0 and sorted (bin %zu is %g)", i, st->bins[i]);
     } else if (st->num_buckets < 1 || st->num_buckets > MAX_BINS ||
                st->num_cuts_for_bins_estimate < 1 || st->num_cuts_for_bins_estimate > MAX_BUFFER) {
@@ -309,7 +256,7 @@ static double effective(const sharc__sampler *s, double d)
     return s->st.quadratic_duration > 0 ? d + d * d / s->st.quadratic_duration : d;
 }
 
-static void admit(sharc__sampler *s, const sharc__sitem *it, size_t b)
+void sharc__sampler_admit(sharc__sampler *s, const sharc__sitem *it, size_t b)
 {
     uint32_t slot = s->free_slots[--s->n_free];
     s->items[slot] = *it;
@@ -324,7 +271,7 @@ static size_t target_bucket(const sharc__sampler *s, double d)
     return s->bins_ready ? sharc__bucket_of(s->bins, s->n_bins, d) : 0;
 }
 
-static void give_back(sharc__sampler *s, sharc__sitem *it, sharc__release_reason why)
+void sharc__sampler_give_back(sharc__sampler *s, sharc__sitem *it, sharc__release_reason why)
 {
     if (s->src.release)
         s->src.release(s->src.cookie, it, why);
@@ -336,14 +283,14 @@ static uint64_t release_all(sharc__sampler *s, sharc__release_reason why)
     uint64_t n = 0;
     for (size_t b = 0; b < s->nb; b++) {
         for (uint32_t slot = s->buckets[b].head; slot != NONE; slot = s->next[slot]) {
-            give_back(s, &s->items[slot], why);
+            sharc__sampler_give_back(s, &s->items[slot], why);
             s->free_slots[s->n_free++] = slot;
             n++;
         }
         bucket_reset(&s->buckets[b]);
     }
     if (s->has_pending) {
-        give_back(s, &s->pending, why);
+        sharc__sampler_give_back(s, &s->pending, why);
         s->has_pending = 0;
         n++;
     }
@@ -355,7 +302,8 @@ static uint64_t release_all(sharc__sampler *s, sharc__release_reason why)
 /* ---- pulling ------------------------------------------------------------------------- */
 
 /* What names `it` in a message: the source's description, else its key. */
-static const char *item_name(const sharc__sampler *s, const sharc__sitem *it, char *out, size_t cap)
+const char *sharc__sampler_item_name(const sharc__sampler *s, const sharc__sitem *it, char *out,
+                                     size_t cap)
 {
     if (s->src.describe)
         s->src.describe(s->src.cookie, it, out, cap);
@@ -390,9 +338,9 @@ static int pull_one(sharc__sampler *s)
         return sharc__fail(s->ctx, SHARC_ERR(EINVAL), "sampler: pull returned %d", rc);
     s->stats.pulled++;
     char name[SHARC__ERRLEN / 2];
-    if (bad_nonneg(it.duration)) {
-        item_name(s, &it, name, sizeof name);
-        give_back(s, &it, SHARC__RELEASE_REJECTED);
+    if (sharc__sampler_bad_nonneg(it.duration)) {
+        sharc__sampler_item_name(s, &it, name, sizeof name);
+        sharc__sampler_give_back(s, &it, SHARC__RELEASE_REJECTED);
         return sharc__fail(s->ctx, SHARC_ERR_FORMAT,
                            "sampler: %s has duration %g, not a finite value >= 0", name,
                            it.duration);
@@ -403,12 +351,12 @@ static int pull_one(sharc__sampler *s)
             s->stats.too_short++;
         else
             s->stats.too_long++;
-        give_back(s, &it, (sharc__release_reason)filter);
+        sharc__sampler_give_back(s, &it, (sharc__release_reason)filter);
         return FILTERED;
     }
     if (s->bbs && it.duration > s->bins[s->n_bins - 1]) {
-        item_name(s, &it, name, sizeof name);
-        give_back(s, &it, SHARC__RELEASE_REJECTED);
+        sharc__sampler_item_name(s, &it, name, sizeof name);
+        sharc__sampler_give_back(s, &it, SHARC__RELEASE_REJECTED);
         return sharc__fail(s->ctx, SHARC_ERR_TOO_LARGE,
                            "sampler: %s lasts %g s, longer than the last bin (%g s), which "
                            "bucket_batch_size has no batch size for; filter such cuts with a "
@@ -443,7 +391,7 @@ static int top_up(sharc__sampler *s, size_t target)
         }
         if (s->count >= target || over_budget(s))
             return 0;
-        admit(s, &s->pending, target_bucket(s, s->pending.duration));
+        sharc__sampler_admit(s, &s->pending, target_bucket(s, s->pending.duration));
         s->has_pending = 0;
     }
     return 0;
@@ -459,7 +407,7 @@ typedef struct peek_into {
 static int take_peeked(void *cookie, double duration)
 {
     peek_into *p = cookie;
-    if (bad_nonneg(duration))
+    if (sharc__sampler_bad_nonneg(duration))
         return SHARC__PEEK_STOP; /* pull reports it when it gets there */
     if (filter_of(&p->s->st, duration) >= 0)
         return SHARC__PEEK_FILTERED;
@@ -668,7 +616,8 @@ static size_t take_batch(sharc__sampler *s, size_t b)
         sharc__log(s->ctx, SHARC_LOG_WARN,
                    "sampler: %s alone (%g s effective) exceeds max_duration %g s; returning "
                    "it as a batch of its own",
-                   item_name(s, &s->batch[0], name, sizeof name), longest, s->st.max_duration);
+                   sharc__sampler_item_name(s, &s->batch[0], name, sizeof name), longest,
+                   s->st.max_duration);
     }
     return n;
 }
@@ -822,322 +771,4 @@ void sharc__sampler_get_stats(const sharc__sampler *s, sharc__sampler_stats *out
 size_t sharc__sampler_buffered(const sharc__sampler *s)
 {
     return s->count + (size_t)s->has_pending;
-}
-
-/* ---- state --------------------------------------------------------------------------- */
-
-/* Blob layout, little-endian:
- *     0  "SHSM", u32 version, u64 total size, u64 settings hash
- *    24  item RNG (4 x u64), bucket RNG (4 x u64), u64 bucket idx, u64 usage, u32 flags
- *   108  stats: 8 x u64 (pulled, batches, items, too_short, too_long, dropped, oversized,
- *        partial), u32 n_bins                                          -> HEADER_BYTES
- *        n_bins x f64 bins, u32 n_items,
- *        n_items x (u64 key, f64 duration, u64 bytes, u32 bucket; UINT32_MAX = pending)
- *        u32 CRC-32 of everything before it */
-
-typedef struct wr {
-    unsigned char *p;
-} wr;
-
-static void put_u32(wr *w, uint32_t v)
-{
-    sharc__store_le32(w->p, v);
-    w->p += 4;
-}
-
-static void put_u64(wr *w, uint64_t v)
-{
-    sharc__store_le64(w->p, v);
-    w->p += 8;
-}
-
-typedef struct rd {
-    const unsigned char *p;
-} rd;
-
-static uint32_t get_u32(rd *r)
-{
-    uint32_t v = sharc__load_le32(r->p);
-    r->p += 4;
-    return v;
-}
-
-static uint64_t get_u64(rd *r)
-{
-    uint64_t v = sharc__load_le64(r->p);
-    r->p += 8;
-    return v;
-}
-
-static double get_f64(rd *r)
-{
-    uint64_t u = get_u64(r);
-    double d;
-    memcpy(&d, &u, sizeof d);
-    return d;
-}
-
-static uint64_t *stats_field(sharc__sampler_stats *st, int i)
-{
-    uint64_t *f[] = {&st->pulled,   &st->batches, &st->items,     &st->too_short,
-                     &st->too_long, &st->dropped, &st->oversized, &st->partial};
-    return f[i];
-}
-
-static uint32_t crc_of(const unsigned char *p, size_t n)
-{
-    uLong crc = crc32(0L, Z_NULL, 0);
-    while (n > 0) { /* zlib takes uInt lengths */
-        uInt chunk = n > (1u << 30) ? (1u << 30) : (uInt)n;
-        crc = crc32(crc, p, chunk);
-        p += chunk;
-        n -= chunk;
-    }
-    return (uint32_t)crc;
-}
-
-size_t sharc__sampler_state_size(const sharc__sampler *s)
-{
-    return HEADER_BYTES + 8 * s->n_bins + 4 + ITEM_BYTES * sharc__sampler_buffered(s) + 4;
-}
-
-static void put_item(wr *w, const sharc__sitem *it, uint32_t bucket_idx)
-{
-    put_u64(w, it->key);
-    put_u64(w, dbits(it->duration));
-    put_u64(w, it->bytes);
-    put_u32(w, bucket_idx);
-}
-
-int sharc__sampler_save(const sharc__sampler *s, void *buf, size_t cap)
-{
-    int rc = sharc__sampler_save_draft(s, buf, cap);
-    if (rc == 0)
-        sharc__sampler_seal(buf, sharc__sampler_state_size(s));
-    return rc;
-}
-
-void sharc__sampler_seal(void *blob, size_t len)
-{
-    unsigned char *b = blob;
-    wr w = {b + len - 4};
-    put_u32(&w, crc_of(b, len - 4));
-}
-
-int sharc__sampler_save_draft(const sharc__sampler *s, void *buf, size_t cap)
-{
-    size_t size = sharc__sampler_state_size(s);
-    if (cap < size)
-        return sharc__set_error(s->ctx, SHARC_ERR(ENOSPC),
-                                "sampler state needs %zu bytes, buffer has %zu", size, cap);
-    wr w = {buf};
-    memcpy(w.p, STATE_MAGIC, 4);
-    w.p += 4;
-    put_u32(&w, STATE_VER);
-    put_u64(&w, size);
-    put_u64(&w, s->settings_hash);
-    for (int i = 0; i < 4; i++)
-        put_u64(&w, s->rng.s[i]);
-    for (int i = 0; i < 4; i++)
-        put_u64(&w, s->brng.s[i]);
-    put_u64(&w, s->bidx);
-    put_u64(&w, s->usage);
-    put_u32(&w, (uint32_t)((s->has_bidx ? F_HAS_BIDX : 0) | (s->bins_ready ? F_BINS_READY : 0) |
-                           (s->exhausted ? F_EXHAUSTED : 0) | (s->stopped ? F_STOPPED : 0) |
-                           (s->has_pending ? F_PENDING : 0)));
-    sharc__sampler_stats stats = s->stats;
-    for (int i = 0; i < 8; i++)
-        put_u64(&w, *stats_field(&stats, i));
-    put_u32(&w, (uint32_t)s->n_bins);
-    for (size_t i = 0; i < s->n_bins; i++)
-        put_u64(&w, dbits(s->bins[i]));
-    put_u32(&w, (uint32_t)sharc__sampler_buffered(s));
-    for (size_t b = 0; b < s->nb; b++)
-        for (uint32_t slot = s->buckets[b].head; slot != NONE; slot = s->next[slot])
-            put_item(&w, &s->items[slot], (uint32_t)b);
-    if (s->has_pending)
-        put_item(&w, &s->pending, NONE);
-    put_u32(&w, 0); /* the CRC: sharc__sampler_seal */
-    return 0;
-}
-
-/* Check everything in the blob that does not need the items' payloads. */
-static int check_blob(sharc__sampler *s, const unsigned char *p, size_t n)
-{
-#define BAD(...) sharc__fail(s->ctx, SHARC_ERR_STATE, "cannot resume: sampler state: " __VA_ARGS__)
-    if (n < HEADER_BYTES + 8)
-        return BAD("truncated (%zu bytes, the fixed part alone is %u)", n, HEADER_BYTES + 8);
-    if (memcmp(p, STATE_MAGIC, 4) != 0)
-        return BAD("bad magic, not a sampler state");
-    /* Version 1 held the estimate's items beyond buffer_size while estimating; its states
-     * (always saved with the bins known) resume the same when they fit the buffer. */
-    uint32_t ver = sharc__load_le32(p + 4);
-    if (ver != STATE_VER && ver != 1)
-        return BAD("version %u, this build reads versions 1 and %u", ver, STATE_VER);
-    if (sharc__load_le64(p + 8) != n)
-        return BAD("size is %zu bytes but the state says %llu (truncated or padded)", n,
-                   (unsigned long long)sharc__load_le64(p + 8));
-    if (crc_of(p, n - 4) != sharc__load_le32(p + n - 4))
-        return BAD("checksum mismatch (corrupted)");
-    if (sharc__load_le64(p + 16) != s->settings_hash)
-        return BAD("saved with different sampler settings");
-    uint32_t flags = sharc__load_le32(p + 104);
-    uint32_t n_bins = sharc__load_le32(p + HEADER_BYTES - 4);
-    int bins_ready = (flags & F_BINS_READY) != 0;
-    if (flags & ~(uint32_t)31)
-        return BAD("unknown flags %#x", flags);
-    if (ver == 1 && !bins_ready)
-        return BAD("version 1, saved before its bins were estimated");
-    if (n_bins > s->max_buckets - 1 || (!bins_ready && n_bins) ||
-        (!s->estimating && (!bins_ready || n_bins != s->n_bins)))
-        return BAD("%u bins do not fit these settings", n_bins);
-    if ((n - HEADER_BYTES - 8) / 8 < n_bins)
-        return BAD("truncated in the bins");
-    const unsigned char *q = p + HEADER_BYTES + 8 * (size_t)n_bins;
-    uint32_t n_items = sharc__load_le32(q);
-    int pending = (flags & F_PENDING) != 0;
-    if (n_items > (uint64_t)s->cap + (uint64_t)pending || n_items < (uint32_t)pending ||
-        ((flags & F_STOPPED) && n_items) ||
-        (uint64_t)HEADER_BYTES + 8ull * n_bins + 4 + (uint64_t)ITEM_BYTES * n_items + 4 != n)
-        return BAD("%u buffered items do not fit a buffer of %u", n_items, s->cap);
-    if ((flags & F_HAS_BIDX) && (!bins_ready || sharc__load_le64(p + 88) > n_bins ||
-                                 sharc__load_le64(p + 96) > (uint64_t)s->st.world_size))
-        return BAD("bucket selection state out of range");
-    return 0;
-#undef BAD
-}
-
-/* Validate bins and items against each other, before any payload is reloaded. */
-static int check_items(sharc__sampler *s, const unsigned char *bins_p, uint32_t n_bins,
-                       int bins_ready, int pending, const unsigned char *items_p, uint32_t n_items)
-{
-    rd r = {bins_p};
-    for (uint32_t i = 0; i < n_bins; i++) {
-        double v = get_f64(&r);
-        if (bad_nonneg(v) || (i && v < s->bins[i - 1]) ||
-            (!s->estimating && dbits(v) != dbits(s->st.bins[i])))
-            return sharc__fail(s->ctx, SHARC_ERR_STATE, "cannot resume: sampler state: bad bin %u",
-                               i);
-        s->bins[i] = v;
-    }
-    s->n_bins = n_bins;
-    r.p = items_p;
-    uint32_t prev_b = 0;
-    for (uint32_t i = 0; i < n_items; i++) {
-        r.p += 8;
-        double d = get_f64(&r);
-        r.p += 8;
-        uint32_t b = get_u32(&r);
-        int ok;
-        if (pending && i == n_items - 1)
-            ok = b == NONE;
-        else if (bins_ready) /* saved bucket by bucket, each where bisect_left puts it */
-            ok = b >= prev_b && b == sharc__bucket_of(s->bins, n_bins, d);
-        else
-            ok = b == 0;
-        ok = ok && !bad_nonneg(d) && !(s->bbs && d > s->bins[n_bins - 1]);
-        prev_b = b;
-        if (!ok)
-            return sharc__fail(
-                s->ctx, SHARC_ERR_STATE,
-                "cannot resume: sampler state: buffered item %u (duration %g) is not in "
-                "bucket %u",
-                i, d, b);
-    }
-    return 0;
-}
-
-static int reload_items(sharc__sampler *s, const unsigned char *items_p, uint32_t n_items)
-{
-    rd r = {items_p};
-    for (uint32_t i = 0; i < n_items; i++) {
-        uint64_t key = get_u64(&r), dur = get_u64(&r), bytes = get_u64(&r);
-        uint32_t b = get_u32(&r);
-        sharc__sitem it = {0};
-        int rc = s->src.reload(s->src.cookie, key, &it);
-        if (rc < 0)
-            return rc;
-        if (it.key != key || dbits(it.duration) != dur || it.bytes != bytes) {
-            char name[SHARC__ERRLEN / 2];
-            item_name(s, &it, name, sizeof name);
-            give_back(s, &it, SHARC__RELEASE_REJECTED);
-            double d;
-            memcpy(&d, &dur, sizeof d);
-            if (it.key != key)
-                return sharc__fail(s->ctx, SHARC_ERR_STATE,
-                                   "cannot resume: the state's item %#llx reads back as %s: "
-                                   "the data changed since the state was saved",
-                                   (unsigned long long)key, name);
-            return sharc__fail(s->ctx, SHARC_ERR_STATE,
-                               "cannot resume: %s now lasts %.9g s in %llu bytes, and lasted "
-                               "%.9g s in %llu bytes when the state was saved: the data changed "
-                               "since",
-                               name, it.duration, (unsigned long long)it.bytes, d,
-                               (unsigned long long)bytes);
-        }
-        if (b == NONE) {
-            s->pending = it;
-            s->has_pending = 1;
-        } else {
-            admit(s, &it, b);
-        }
-    }
-    return 0;
-}
-
-int sharc__sampler_restore(sharc__ctx *ctx, const sharc__sampler_settings *st,
-                           const sharc__sampler_source *src, const void *blob, size_t n,
-                           sharc__sampler **out)
-{
-    *out = NULL;
-    if (!blob || !src || !src->reload)
-        return sharc__fail(ctx, SHARC_ERR(EINVAL),
-                           "sampler restore: a state blob and a "
-                           "reload callback are required");
-    sharc__sampler *s;
-    int rc = sharc__sampler_open(ctx, st, src, &s);
-    if (rc < 0)
-        return rc;
-    const unsigned char *p = blob;
-    if ((rc = check_blob(s, p, n)) < 0)
-        goto fail;
-    rd r = {p + 24};
-    for (int i = 0; i < 4; i++)
-        s->rng.s[i] = get_u64(&r);
-    for (int i = 0; i < 4; i++)
-        s->brng.s[i] = get_u64(&r);
-    /* xoshiro256** never reaches the all-zero state, and would stay in it. */
-    if ((s->rng.s[0] | s->rng.s[1] | s->rng.s[2] | s->rng.s[3]) == 0 ||
-        (s->brng.s[0] | s->brng.s[1] | s->brng.s[2] | s->brng.s[3]) == 0) {
-        rc = sharc__fail(s->ctx, SHARC_ERR_STATE,
-                         "cannot resume: sampler state: a random generator's state is all zeros");
-        goto fail;
-    }
-    uint64_t bidx = get_u64(&r);
-    s->usage = get_u64(&r);
-    uint32_t flags = get_u32(&r);
-    sharc__sampler_stats stats;
-    for (int i = 0; i < 8; i++)
-        *stats_field(&stats, i) = get_u64(&r);
-    uint32_t n_bins = get_u32(&r);
-    const unsigned char *bins_p = r.p, *items_p = r.p + 8 * (size_t)n_bins + 4;
-    uint32_t n_items = sharc__load_le32(items_p - 4);
-    int pending = (flags & F_PENDING) != 0;
-    s->bins_ready = (flags & F_BINS_READY) != 0;
-    rc = check_items(s, bins_p, n_bins, s->bins_ready, pending, items_p, n_items);
-    if (rc < 0)
-        goto fail;
-    s->nb = s->bins_ready ? s->n_bins + 1 : 1;
-    s->bidx = (uint32_t)bidx;
-    s->has_bidx = (flags & F_HAS_BIDX) != 0;
-    s->exhausted = (flags & F_EXHAUSTED) != 0;
-    s->stopped = (flags & F_STOPPED) != 0;
-    if ((rc = reload_items(s, items_p, n_items)) < 0)
-        goto fail;
-    s->stats = stats;
-    *out = s;
-    return 0;
-fail:
-    sharc__sampler_close(&s);
-    return rc;
 }

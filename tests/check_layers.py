@@ -2,7 +2,8 @@
 """The layering of src/: check_layers.py SRC_DIR DESIGN_MD
 
 Reads the layer table and the knot table of docs/design.md ("## Layers") and the
-`#include "..."` lines of every .c and .h under SRC_DIR. Fails (exit 1, one line per
+`#include "..."` lines of every .c and .h under SRC_DIR. `x.c`, `x.h` and `x_impl.h` (the
+private header of a module split over several files) are one module, x. Fails (exit 1, one line per
 problem) when a module includes a module of a higher layer, when a module is missing from
 the table or the table names a module that does not exist, when the include graph has a
 cycle that is not a listed knot, or when a listed knot is no longer a cycle.
@@ -30,19 +31,25 @@ def read_tables(design: str) -> "tuple[Dict[str, int], List[Set[str]]]":
     return layers, knots
 
 
+def module_of(name: str) -> str:
+    """`x.c`, `x.h` and `x_impl.h` (a module's private header) are module x."""
+    stem = os.path.splitext(os.path.basename(name))[0]
+    return stem[: -len("_impl")] if stem.endswith("_impl") else stem
+
+
 def read_graph(src: str) -> Dict[str, Set[str]]:
     graph: Dict[str, Set[str]] = {}
     for root, _, files in os.walk(src):
         for name in files:
             if not name.endswith((".c", ".h")):
                 continue
-            mod = os.path.splitext(name)[0]
+            mod = module_of(name)
             graph.setdefault(mod, set())
             for line in open(os.path.join(root, name), encoding="utf-8"):
                 m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
                 if not m or m.group(1).startswith("sharc/") or m.group(1) == "config.h":
                     continue
-                dep = os.path.splitext(os.path.basename(m.group(1)))[0]
+                dep = module_of(m.group(1))
                 if dep != mod:
                     graph[mod].add(dep)
     return graph
