@@ -246,9 +246,6 @@ void cli_json_strn(FILE *f, const char *s, size_t n);
  */
 int cli_same_file(const char *a, const char *b);
 
-/** Where the first byte of `s` (n bytes) that is not well-formed UTF-8 is, or n. */
-size_t cli_utf8_invalid_at(const char *s, size_t n);
-
 /** Write a number with round-trip precision, or `null` when it is not finite. */
 void cli_json_num(FILE *f, double v);
 /** v[0..n) as a JSON array of cli_json_num values. */

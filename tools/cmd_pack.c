@@ -317,7 +317,7 @@ static int parse_line(sharc_writer *w, const char *manifest, long line, const ch
         fail_with("%s: the line holds a NUL byte", where);
         goto done;
     }
-    if ((bad = cli_utf8_invalid_at(text, len)) < len) {
+    if ((bad = sharc_utf8_invalid_at(text, len)) < len) {
         fail_with("%s: not valid UTF-8 (byte %zu of the line, 0x%02x)", where, bad + 1,
                   (unsigned char)text[bad]);
         goto done;
