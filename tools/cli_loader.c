@@ -24,7 +24,6 @@ void cli_dist_init(cli_dist *d)
 
 static int opt_transport(cli_parser *p, const cli_opt *o, const char *val, void *target)
 {
-    (void)o;
     if (strcmp(val, "self") != 0 && strcmp(val, "mpi") != 0 && strcmp(val, "nccl") != 0) {
         cli_usage_error(p->cmd, "--transport must be self, mpi or nccl, not '%s'", val);
         return -1;
@@ -35,7 +34,6 @@ static int opt_transport(cli_parser *p, const cli_opt *o, const char *val, void 
 
 static int opt_timeout(cli_parser *p, const cli_opt *o, const char *val, void *target)
 {
-    (void)o;
     char *end = NULL;
     errno = 0;
     double sec = strtod(val, &end);

@@ -10,17 +10,15 @@
 #include <string.h>
 
 #include "cli.h"
-#include "cli_loader.h"
-#include "cli_reader_opts.h"
 
 /* Room for the options of any command; a bigger table is a bug, reported as one. */
 #define MAX_OPTS 96
 
 /*
- * The options of `table`, groups and shared uses resolved: with `uses` 0 the command's own
- * and its groups', with 1 those it takes by name (CLI_USE) or words its own checks of (CLI_SHARED),
- * each in table order. getopt's table lists the first before the second, as the commands always
- * have, which sets the order in which an ambiguous abbreviation's candidates are named.
+ * The options of `table`, groups and shared uses resolved, in table order: with `uses` 0
+ * the command's own and its groups' options, with 1 the shared ones (CLI_USE, CLI_SHARED).
+ * getopt's table lists the first before the second, as the commands always have: that is
+ * the order in which an ambiguous abbreviation's candidates are named.
  */
 static int flatten(const cli_opt *table, int uses, const cli_opt **out, size_t *n)
 {
@@ -113,6 +111,10 @@ static int apply(cli_parser *p, const cli_opt *o, const char *val)
     flag_of(o, flag, sizeof flag);
     void *t = target_of(p, o);
     int64_t v;
+    if (!t && o->kind != CLI_OPT_CUSTOM) { /* a table naming a struct its command lacks */
+        cli_usage_error(p->cmd, "internal error: %s has nowhere to go", flag);
+        return -1;
+    }
     switch (o->kind) {
     case CLI_OPT_FLAG:
         *(int *)t = (int)o->min;

@@ -13,13 +13,11 @@
 
 static int opt_layout(cli_parser *p, const cli_opt *o, const char *val, void *target)
 {
-    (void)o;
     return cli_parse_layout(p->cmd, val, target);
 }
 
 static int opt_on_error(cli_parser *p, const cli_opt *o, const char *val, void *target)
 {
-    (void)o;
     return cli_parse_on_error(p->cmd, val, target);
 }
 
@@ -34,8 +32,6 @@ static int opt_dp(cli_parser *p, const cli_opt *o, const char *val, void *target
 
 static int opt_bins(cli_parser *p, const cli_opt *o, const char *val, void *target)
 {
-    (void)o;
-    (void)target;
     cli_reader_opts *ro = p->ro;
     ro->bins_linspace = strcmp(val, "linspace") == 0;
     free(ro->bins);
@@ -48,8 +44,6 @@ static int opt_bins(cli_parser *p, const cli_opt *o, const char *val, void *targ
 
 static int opt_bucket_batch_size(cli_parser *p, const cli_opt *o, const char *val, void *target)
 {
-    (void)o;
-    (void)target;
     return cli_parse_u32_list(p->cmd, "--bucket-batch-size", val, 1, UINT32_MAX,
                               &p->ro->bucket_batch_size, &p->ro->n_bucket_batch_size);
 }

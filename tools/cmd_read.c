@@ -60,8 +60,6 @@ typedef struct read_opts {
 /* --save-state-at STEP FILE: getopt gives STEP; FILE is the next argument. */
 static int parse_save_point(cli_parser *p, const cli_opt *opt, const char *val, void *target)
 {
-    (void)opt;
-    (void)target;
     read_opts *o = p->own;
     const int argc = p->argc;
     char **argv = p->argv;
