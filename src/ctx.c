@@ -1,6 +1,8 @@
 #include "ctx.h"
+#include "sharc/version.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,14 +35,19 @@ static void default_free(void *cookie, void *ptr)
     free(ptr);
 }
 
-static void default_log(void *cookie, sharc_log_level level, const char *fmt, va_list ap)
+static void default_log(void *cookie, sharc_log_level level, const char *message)
 {
     static const char *const names[] = {"error", "warning", "info", "debug"};
-    char line[2048];
     (void)cookie;
-    vsnprintf(line, sizeof line, fmt, ap);
     /* One fprintf per message so lines from worker threads do not interleave. */
-    fprintf(stderr, "sharc: %s: %s\n", names[level <= SHARC_LOG_DEBUG ? level : 3], line);
+    fprintf(stderr, "sharc: %s: %s\n", names[level <= SHARC_LOG_DEBUG ? level : 3], message);
+}
+
+/* The memory sharc_reader_expand_path() returns comes from malloc (it has no handle, hence no
+ * allocator), so free() releases it; callers go through here so that this may change. */
+void sharc_free(void *p)
+{
+    free(p);
 }
 
 void sharc_default_allocator(sharc_allocator *a)
@@ -55,6 +62,22 @@ void sharc_default_logger(sharc_logger *log)
     log->cookie = NULL;
     log->callback = default_log;
     log->level = SHARC_LOG_WARN;
+}
+
+int sharc__check_struct_size(const char *name, uint32_t size, size_t known, const char *filler)
+{
+    if (size == known)
+        return 0;
+    sharc__ctx ctx;
+    sharc__ctx_init(&ctx, NULL, NULL);
+    if (size == 0)
+        return sharc__fail(&ctx, SHARC_ERR(EINVAL),
+                           "%s.struct_size is 0: fill the settings with %s()", name, filler);
+    return sharc__fail(&ctx, SHARC_ERR(EINVAL),
+                       "%s.struct_size is %" PRIu32 ", but this library (sharc %s) knows only %zu: "
+                       "build with the sharc headers of the library the program runs with, and "
+                       "fill the settings with %s()",
+                       name, size, SHARC_VERSION_STRING, known, filler);
 }
 
 void sharc__ctx_init(sharc__ctx *ctx, const sharc_allocator *alloc, const sharc_logger *log)
@@ -143,10 +166,15 @@ char *sharc__strdup(sharc__ctx *ctx, const char *s)
     return s ? sharc__strndup(ctx, s, strlen(s)) : NULL;
 }
 
+/* Messages are formatted here, so that the callback takes a plain string: no binding has to
+ * implement a va_list. A longer message is cut at SHARC__LOG_MAX - 1 bytes. */
 static void vlog(sharc__ctx *ctx, sharc_log_level level, const char *fmt, va_list ap)
 {
-    if (ctx->log.callback && level <= ctx->log.level)
-        ctx->log.callback(ctx->log.cookie, level, fmt, ap);
+    if (!ctx->log.callback || level > ctx->log.level)
+        return;
+    char line[SHARC__LOG_MAX];
+    vsnprintf(line, sizeof line, fmt, ap);
+    ctx->log.callback(ctx->log.cookie, level, line);
 }
 
 void sharc__log(sharc__ctx *ctx, sharc_log_level level, const char *fmt, ...)

@@ -10,6 +10,8 @@
 #include "sharc/common.h"
 
 #define SHARC__ERRLEN 1024
+/** Longest log message passed to a sharc_logger callback, NUL included. */
+#define SHARC__LOG_MAX 2048
 
 typedef struct sharc__ctx {
     sharc_allocator alloc;
@@ -38,6 +40,14 @@ void *sharc__realloc(sharc__ctx *ctx, void *ptr, size_t old_size, size_t new_siz
 void sharc__free(sharc__ctx *ctx, void *ptr);
 char *sharc__strdup(sharc__ctx *ctx, const char *s);
 char *sharc__strndup(sharc__ctx *ctx, const char *s, size_t n);
+
+/**
+ * Check the struct_size of a public settings struct (the rule is in sharc/common.h) taken by
+ * an open function: 0 when it is `known`, else SHARC_ERR(EINVAL), logged through the default
+ * logger (stderr), since no other field of a struct of unknown layout can be trusted:
+ * "<name>.struct_size is 0: fill the settings with <filler>()".
+ */
+int sharc__check_struct_size(const char *name, uint32_t size, size_t known, const char *filler);
 
 /** Monotonic clock in seconds, for stage timings. */
 double sharc__now_s(void);

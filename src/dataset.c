@@ -146,7 +146,7 @@ static int expand_path(sharc__ctx *ctx, const char *path, sharc__strs *out, int 
     return rc;
 }
 
-/* `l` as one malloc'd block (caller's free()): the pointers, then the strings. */
+/* `l` as one malloc'd block (the caller's sharc_free()): the pointers, then the strings. */
 static char **pack_paths(const sharc__strs *l)
 {
     size_t bytes = l->n * sizeof(char *);

@@ -2,12 +2,15 @@
 #include <string.h>
 
 #include "sharc/common.h"
+#include "sharc/version.h"
 
 const char *sharc_strerror(int code)
 {
     switch (code) {
     case 0:
         return "success";
+    case SHARC_END:
+        return "end of stream";
 #define X(name, value, msg)                                                                        \
     case value:                                                                                    \
         return msg;
@@ -28,6 +31,8 @@ const char *sharc_err_name(int code)
     switch (code) {
     case 0:
         return "OK";
+    case SHARC_END:
+        return "SHARC_END";
 #define X(name, value, msg)                                                                        \
     case value:                                                                                    \
         return "SHARC_ERR_" #name;
@@ -56,4 +61,14 @@ const char *sharc_err_name(int code)
     default:
         return "UNKNOWN";
     }
+}
+
+unsigned sharc_version(void)
+{
+    return SHARC_VERSION_NUMBER;
+}
+
+const char *sharc_version_string(void)
+{
+    return SHARC_VERSION_STRING;
 }

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "audio.h"
+#include "pcm16.h"
 
 /**
  * Decode the FLAC member `data` into `out` as sharc__audio_decode() does, bit-identical to

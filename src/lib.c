@@ -9,6 +9,9 @@
 #include "json.h"
 #include "reader.h"
 
+_Static_assert(SHARC_PROBLEM_COUNT <= SHARC_PROBLEM_CAPACITY,
+               "a new problem kind needs room in sharc_reader_stats.problems");
+
 const char *sharc_problem_name(sharc_problem p)
 {
     switch (p) {
@@ -25,6 +28,8 @@ const char *sharc_problem_name(sharc_problem p)
 void sharc_reader_default_settings(sharc_reader_settings *s)
 {
     memset(s, 0, sizeof *s);
+    s->struct_size = sizeof *s;
+    s->sampler.struct_size = sizeof s->sampler;
     s->layout = SHARC_LAYOUT_AUTO;
     s->shuffle_shards = 1;
     s->epochs = 1;
@@ -94,6 +99,8 @@ static int check_reader_settings(const sharc_reader_settings *s, const char **wh
         *why = "resume_state and resume_state_size must be given together";
     else if (!reserved_zero(s->reserved, sizeof s->reserved))
         *why = "reserved bytes must be zero";
+    else if (!reserved_zero(s->sampler.reserved, sizeof s->sampler.reserved))
+        *why = "sampler reserved bytes must be zero";
     return *why ? SHARC_ERR(EINVAL) : 0;
 }
 
@@ -105,6 +112,10 @@ int sharc_reader_open(sharc_reader **out, const sharc_reader_settings *s)
     *out = NULL;
     if (!s)
         return SHARC_ERR(EINVAL);
+    int rc = sharc__check_reader_struct_sizes(s, "sharc_reader_settings",
+                                              "sharc_reader_default_settings");
+    if (rc < 0)
+        return rc;
     if (check_reader_settings(s, &why) < 0) {
         sharc__ctx ctx;
         sharc__ctx_init(&ctx, &s->allocator, &s->logger);
@@ -143,11 +154,11 @@ void sharc_reader_get_stats(const sharc_reader *r, sharc_reader_stats *out)
 {
     if (!out)
         return;
-    if (!r) {
+    if (!r)
         memset(out, 0, sizeof *out);
-        return;
-    }
-    sharc__reader_get_stats(r, out);
+    else
+        sharc__reader_get_stats(r, out);
+    out->n_problem_kinds = SHARC_PROBLEM_COUNT;
 }
 
 size_t sharc_reader_num_shards(const sharc_reader *r)

@@ -9,6 +9,7 @@
 #include "ctx.h"
 #include "handshake.h"
 #include "hash.h"
+#include "reader.h"
 #include "transport.h"
 
 struct sharc_loader {
@@ -38,6 +39,7 @@ void sharc_loader_default_settings(sharc_loader_settings *s)
     static const char *const dp[] = {"dp"};
     static const int one[] = {1};
     memset(s, 0, sizeof *s);
+    s->struct_size = sizeof *s;
     sharc_reader_default_settings(&s->reader);
     sharc_mesh_init(&s->mesh, 1, dp, one, 0);
     s->max_frame_bytes = (uint64_t)4 << 30;
@@ -49,17 +51,13 @@ void sharc_loader_default_settings(sharc_loader_settings *s)
  * puts itself between the reader and the caller's logger to keep that text for the ERROR
  * frame; everything is passed on to the caller's logger as it was configured.
  */
-static void capture_log(void *cookie, sharc_log_level level, const char *fmt, va_list ap)
+static void capture_log(void *cookie, sharc_log_level level, const char *message)
 {
     sharc_loader *l = cookie;
-    if (l->capturing && level == SHARC_LOG_ERROR) {
-        va_list copy;
-        va_copy(copy, ap);
-        vsnprintf(l->captured, sizeof l->captured, fmt, copy);
-        va_end(copy);
-    }
+    if (l->capturing && level == SHARC_LOG_ERROR)
+        snprintf(l->captured, sizeof l->captured, "%s", message);
     if (l->user_log.callback && level <= l->user_log.level)
-        l->user_log.callback(l->user_log.cookie, level, fmt, ap);
+        l->user_log.callback(l->user_log.cookie, level, message);
 }
 
 static int check_settings(sharc__ctx *ctx, const sharc_loader_settings *s)
@@ -175,8 +173,15 @@ int sharc_loader_open(sharc_loader **out, const sharc_loader_settings *s)
         return sharc__fail(&boot, SHARC_ERR(EINVAL), "sharc_loader_open: NULL argument");
     }
     *out = NULL;
+    int rc = sharc__check_struct_size("sharc_loader_settings", s->struct_size, sizeof *s,
+                                      "sharc_loader_default_settings");
+    if (rc == 0)
+        rc = sharc__check_reader_struct_sizes(&s->reader, "sharc_loader_settings.reader",
+                                              "sharc_loader_default_settings");
+    if (rc < 0)
+        return rc;
     sharc__ctx_init(&boot, &s->reader.allocator, &s->reader.logger);
-    int rc = check_settings(&boot, s);
+    rc = check_settings(&boot, s);
     if (rc < 0)
         return rc;
     sharc_loader *l = sharc__calloc(&boot, 1, sizeof *l);

@@ -904,6 +904,17 @@ const char *sharc__reader_last_error(const sharc_reader *r)
     return r->ctx.error;
 }
 
+int sharc__check_reader_struct_sizes(const sharc_reader_settings *s, const char *name,
+                                     const char *filler)
+{
+    char sampler[64];
+    int rc = sharc__check_struct_size(name, s->struct_size, sizeof *s, filler);
+    if (rc < 0)
+        return rc;
+    snprintf(sampler, sizeof sampler, "%s.sampler", name);
+    return sharc__check_struct_size(sampler, s->sampler.struct_size, sizeof s->sampler, filler);
+}
+
 void sharc__reader_get_stats(const sharc_reader *r, sharc_reader_stats *out)
 {
     if (r->pipe) {

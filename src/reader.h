@@ -7,6 +7,13 @@
 
 #include "sharc/reader.h"
 
+/**
+ * Check the struct_size of reader settings `s` and of its sampler settings (sharc/common.h),
+ * naming them `name` and `name`.sampler and the function that fills them, `filler`, in the
+ * message: 0 or SHARC_ERR(EINVAL), logged.
+ */
+int sharc__check_reader_struct_sizes(const sharc_reader_settings *s, const char *name,
+                                     const char *filler);
 int sharc__reader_open(sharc_reader **out, const sharc_reader_settings *s);
 int sharc__reader_next(sharc_reader *r, const sharc_cut **cut);
 int sharc__reader_next_batch(sharc_reader *r, sharc_batch **batch);

@@ -6,15 +6,38 @@
 void sharc_transport_default_settings(sharc_transport_settings *s)
 {
     memset(s, 0, sizeof *s);
+    s->struct_size = sizeof *s;
     sharc_default_allocator(&s->allocator);
     sharc_default_logger(&s->logger);
     s->timeout_ms = 600000;
+}
+
+int sharc__transport_check_settings(const sharc_transport_settings *s)
+{
+    if (!s)
+        return 0;
+    int rc = sharc__check_struct_size("sharc_transport_settings", s->struct_size, sizeof *s,
+                                      "sharc_transport_default_settings");
+    if (rc < 0)
+        return rc;
+    for (size_t i = 0; i < sizeof s->reserved; i++)
+        if (s->reserved[i]) {
+            sharc__ctx ctx;
+            sharc__ctx_init(&ctx, &s->allocator, &s->logger);
+            return sharc__fail(&ctx, SHARC_ERR(EINVAL),
+                               "sharc_transport_settings: reserved bytes must be zero");
+        }
+    return 0;
 }
 
 int sharc__transport_new(sharc_transport **out, const sharc__transport_ops *ops,
                          const sharc_transport_settings *s, int rank, int size)
 {
     sharc_transport_settings defaults;
+    *out = NULL;
+    int rc = sharc__transport_check_settings(s);
+    if (rc < 0)
+        return rc;
     if (!s) {
         sharc_transport_default_settings(&defaults);
         s = &defaults;

@@ -49,7 +49,15 @@ struct sharc_transport {
     void *impl;
 };
 
-/** Allocate a transport with `ops`, rank and size; impl is the caller's to set. */
+/**
+ * Check settings a transport constructor was given (NULL is the defaults): their struct_size
+ * (sharc/common.h) and reserved bytes. 0 or SHARC_ERR(EINVAL), logged. Every public
+ * constructor calls it before it reads another field.
+ */
+int sharc__transport_check_settings(const sharc_transport_settings *s);
+
+/** Allocate a transport with `ops`, rank and size (checking `s` first); impl is the caller's
+ *  to set. */
 int sharc__transport_new(sharc_transport **out, const sharc__transport_ops *ops,
                          const sharc_transport_settings *s, int rank, int size);
 

@@ -241,6 +241,11 @@ fail:
 int sharc_transport_mpi_open(sharc_transport **out, MPI_Comm comm,
                              const sharc_transport_settings *s)
 {
+    int settings_rc = sharc__transport_check_settings(s);
+    if (settings_rc < 0) {
+        *out = NULL;
+        return settings_rc;
+    }
     *out = NULL;
     return open_comm(out, comm, 0, s);
 }
@@ -248,6 +253,11 @@ int sharc_transport_mpi_open(sharc_transport **out, MPI_Comm comm,
 int sharc_transport_mpi_split(sharc_transport **out, MPI_Comm parent, const sharc_mesh *mesh,
                               const sharc_transport_settings *s)
 {
+    int settings_rc = sharc__transport_check_settings(s);
+    if (settings_rc < 0) {
+        *out = NULL;
+        return settings_rc;
+    }
     sharc__ctx ctx;
     sharc__ctx_init(&ctx, s ? &s->allocator : NULL, s ? &s->logger : NULL);
     MPI_Comm group = MPI_COMM_NULL;
@@ -273,6 +283,11 @@ int sharc_transport_nccl_bootstrap_mpi(sharc_transport **out, MPI_Comm parent,
                                        const sharc_mesh *mesh, int device,
                                        const sharc_transport_settings *s)
 {
+    int settings_rc = sharc__transport_check_settings(s);
+    if (settings_rc < 0) {
+        *out = NULL;
+        return settings_rc;
+    }
     sharc__ctx ctx;
     (void)parent;
     (void)mesh;

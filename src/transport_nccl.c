@@ -351,6 +351,11 @@ fail:
 int sharc_transport_nccl_open(sharc_transport **out, ncclComm_t comm, int device,
                               const sharc_transport_settings *s)
 {
+    int settings_rc = sharc__transport_check_settings(s);
+    if (settings_rc < 0) {
+        *out = NULL;
+        return settings_rc;
+    }
     *out = NULL;
     return open_comm(out, comm, 0, device, s);
 }
@@ -358,6 +363,11 @@ int sharc_transport_nccl_open(sharc_transport **out, ncclComm_t comm, int device
 int sharc_transport_nccl_split(sharc_transport **out, ncclComm_t parent, int device,
                                const sharc_mesh *mesh, const sharc_transport_settings *s)
 {
+    int settings_rc = sharc__transport_check_settings(s);
+    if (settings_rc < 0) {
+        *out = NULL;
+        return settings_rc;
+    }
     sharc__ctx ctx;
     sharc__ctx_init(&ctx, s ? &s->allocator : NULL, s ? &s->logger : NULL);
     ncclComm_t group = NULL;
@@ -387,6 +397,11 @@ int sharc_transport_nccl_bootstrap_mpi(sharc_transport **out, MPI_Comm parent,
                                        const sharc_mesh *mesh, int device,
                                        const sharc_transport_settings *s)
 {
+    int settings_rc = sharc__transport_check_settings(s);
+    if (settings_rc < 0) {
+        *out = NULL;
+        return settings_rc;
+    }
     sharc__ctx ctx;
     sharc__ctx_init(&ctx, s ? &s->allocator : NULL, s ? &s->logger : NULL);
     MPI_Comm group = MPI_COMM_NULL;

@@ -27,9 +27,17 @@ void sharc_writer_default_settings(sharc_writer_settings *s)
     sharc_default_logger(&s->logger);
 }
 
+static int reserved_set(const sharc_writer_settings *s)
+{
+    for (size_t i = 0; i < sizeof s->reserved; i++)
+        if (s->reserved[i])
+            return 1;
+    return 0;
+}
+
 static int settings_error(const sharc_writer_settings *s)
 {
-    if (s->struct_size == 0 || s->struct_size < sizeof *s)
+    if (s->struct_size != sizeof *s || reserved_set(s))
         return 1;
     return !s->out_dir || !s->out_dir[0] ||
            (s->layout != SHARC_LAYOUT_SHAR && s->layout != SHARC_LAYOUT_NEMO) ||
@@ -40,9 +48,11 @@ static int settings_error(const sharc_writer_settings *s)
 /* Which setting is wrong, for the message of sharc_writer_open. */
 static const char *settings_why(const sharc_writer_settings *s)
 {
-    if (s->struct_size == 0 || s->struct_size < sizeof *s)
+    if (s->struct_size != sizeof *s)
         return "struct_size is not sizeof(sharc_writer_settings) of this library: fill the "
                "settings with sharc_writer_default_settings()";
+    if (reserved_set(s))
+        return "reserved bytes are not zero";
     if (!s->out_dir || !s->out_dir[0])
         return "no out_dir";
     if (s->layout != SHARC_LAYOUT_SHAR && s->layout != SHARC_LAYOUT_NEMO)
@@ -63,7 +73,7 @@ int sharc_writer_open(sharc_writer **out, const sharc_writer_settings *s)
         return SHARC_ERR(EINVAL);
     /* A settings struct smaller than ours was built against an older header: its fields
      * cannot be read past its end, and there is no allocator to trust either. */
-    int too_small = s->struct_size == 0 || s->struct_size < sizeof *s;
+    int too_small = s->struct_size != sizeof *s;
     sharc__ctx boot;
     sharc__ctx_init(&boot, too_small ? NULL : &s->allocator, too_small ? NULL : &s->logger);
     if (settings_error(s))

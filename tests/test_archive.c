@@ -23,18 +23,18 @@ static int n_debug; /* at DEBUG: a data problem at libarchive's boundary */
 static char last_debug[2048];
 static size_t biggest_alloc;
 
-static void capture_log(void *cookie, sharc_log_level level, const char *fmt, va_list ap)
+static void capture_log(void *cookie, sharc_log_level level, const char *message)
 {
     (void)cookie;
     if (level == SHARC_LOG_DEBUG) {
         n_debug++;
-        vsnprintf(last_debug, sizeof last_debug, fmt, ap);
+        snprintf(last_debug, sizeof last_debug, "%s", message);
         return;
     }
     if (level > SHARC_LOG_WARN)
         return;
     n_logged++;
-    vsnprintf(last_log, sizeof last_log, fmt, ap);
+    snprintf(last_log, sizeof last_log, "%s", message);
 }
 
 /* Refuses anything over 64 MiB, so a huge declared size can never be honoured quietly. */

@@ -35,7 +35,7 @@ static void expect_expansion(const char *pattern, const char *want)
     }
     ck_assert_str_eq(sharc__buf_str(&got), want);
     sharc__buf_free(&ctx, &got);
-    free(paths);
+    sharc_free(paths);
 }
 
 /* `pattern` is refused with `code` and a message that holds `text`. */

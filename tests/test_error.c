@@ -34,12 +34,12 @@ END_TEST
 
 static int logged;
 static char last_log[256];
-static void capture(void *cookie, sharc_log_level level, const char *fmt, va_list ap)
+static void capture(void *cookie, sharc_log_level level, const char *message)
 {
     (void)cookie;
     (void)level;
     logged++;
-    vsnprintf(last_log, sizeof last_log, fmt, ap);
+    snprintf(last_log, sizeof last_log, "%s", message);
 }
 
 START_TEST(fail_sets_text_and_logs)

@@ -760,11 +760,11 @@ END_TEST
 
 /* The reason a failed open logs (there is no handle to ask). */
 static char open_error[1024];
-static void keep_error(void *cookie, sharc_log_level level, const char *fmt, va_list ap)
+static void keep_error(void *cookie, sharc_log_level level, const char *message)
 {
     (void)cookie;
     if (level == SHARC_LOG_ERROR)
-        vsnprintf(open_error, sizeof open_error, fmt, ap);
+        snprintf(open_error, sizeof open_error, "%s", message);
 }
 
 /* A length tolerance that is not a number of seconds a recording can have is refused at

@@ -567,12 +567,12 @@ END_TEST
 
 static int warnings;
 static char last_warning[512];
-static void capture_log(void *cookie, sharc_log_level level, const char *fmt, va_list ap)
+static void capture_log(void *cookie, sharc_log_level level, const char *message)
 {
     (void)cookie;
     if (level == SHARC_LOG_WARN) {
         warnings++;
-        vsnprintf(last_warning, sizeof last_warning, fmt, ap);
+        snprintf(last_warning, sizeof last_warning, "%s", message);
     }
 }
 

@@ -144,7 +144,7 @@ int bench_floor_find_shards(const char *const *paths, size_t n_paths, char ***ou
         int rc = 0;
         for (size_t j = 0; j < n_found && rc == 0; j++)
             rc = add_path(&l, found[j], err, err_size);
-        free(found);
+        sharc_free(found);
         if (rc < 0)
             goto fail;
     }

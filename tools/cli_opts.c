@@ -246,7 +246,7 @@ void cli_opts_print_at(FILE *f, const cli_opt *table, int width)
             while (use->kind != CLI_OPT_END && !(use->name && strcmp(use->name, o->name) == 0))
                 use++;
             const char *help = o->help ? o->help : use->help;
-            if (use->kind != CLI_OPT_END && help && !(o->flags & CLI_HIDDEN))
+            if (use->kind != CLI_OPT_END && help)
                 print_option(f, use, help, width);
             break;
         }

@@ -53,8 +53,7 @@ enum {
     CLI_NO_VALUE = 1,   ///< a CLI_OPT_CUSTOM option that takes no value
     CLI_BATCH_ONLY = 2, ///< used by batches only: recorded in cli_parser.batch_only
     CLI_CUTS_ONLY = 4,  ///< used by single cuts only: recorded in cli_parser.cuts_only
-    CLI_HIDDEN = 8,     ///< a CLI_OPT_USE entry taken but not listed in --help
-    CLI_SHARED = 16,    ///< a shared option the command checks itself: getopt lists it
+    CLI_SHARED = 8,     ///< a shared option the command checks itself: getopt lists it
                         ///< among the CLI_USE ones (the order ambiguities are named in)
 };
 

@@ -490,7 +490,7 @@ int cli_inputs_add_dataset(cli_inputs *in, const char *const *paths, size_t n)
             else
                 rc = cli_inputs_add(in, found[k]);
         }
-        free(found);
+        sharc_free(found);
         if (rc != 0)
             return -1;
     }
@@ -813,10 +813,10 @@ static int warned_before_locked(const char *text)
     return 0;
 }
 
-static void log_to_stderr(void *cookie, sharc_log_level level, const char *fmt, va_list ap)
+static void log_to_stderr(void *cookie, sharc_log_level level, const char *message)
 {
     char text[1024];
-    vsnprintf(text, sizeof text, fmt, ap);
+    snprintf(text, sizeof text, "%s", message);
     size_t len = strlen(text);
     while (len > 0 && text[len - 1] == '\n')
         text[--len] = '\0';

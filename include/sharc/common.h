@@ -20,17 +20,44 @@ extern "C" {
 #define SHARC_API
 #endif
 
+/*
+ * How the settings structs grow without breaking built programs (docs/design.md, "A binary
+ * interface that can grow"):
+ *
+ * - Every settings struct (sharc_reader_settings, sharc_sampler_settings,
+ *   sharc_loader_settings, sharc_transport_settings) starts with `uint32_t struct_size`,
+ *   which its *_default_settings() sets to sizeof the struct; the functions that take one
+ *   refuse a struct_size of 0 ("...: fill the settings with ..._default_settings()") or any
+ *   size the library does not know, with SHARC_ERR(EINVAL).
+ * - Every settings struct ends with a reserved tail (`reserved[]`, must be zero). A new field
+ *   is carved from the front of that tail, which shrinks by the same number of bytes, so
+ *   sizeof never changes and no field moves, at any level of nesting: the sampler settings
+ *   nested in the reader settings, and the reader settings nested in the loader settings,
+ *   keep their size and offsets whatever is added to any of them. A new field's zero value
+ *   means the behaviour from before it existed.
+ * - tests/test_abi.c records the offset of every field and the size of every public struct;
+ *   a change that moves a field or changes a size fails it. Using up a tail is an ABI break,
+ *   made only with a new major version (and soname).
+ * - Arrays indexed by a growing enum have a fixed capacity (SHARC_PROBLEM_CAPACITY), and
+ *   sharc_reader_stats, which the library fills, has a reserved tail too.
+ */
+
 /**
  * Generic failures are negative POSIX errno values: SHARC_ERR(ENOMEM).
  */
 #define SHARC_ERR(e) (-(e))
 
 /**
- * sharc's own result codes. X(name, value, message). SHARC_END (positive) is not an
- * error: it says a stream has ended cleanly.
+ * A clean end of stream, returned by the `next` functions: a positive result, not an error,
+ * so it stays out of enum sharc_error. sharc_strerror(SHARC_END) is "end of stream" and
+ * sharc_err_name(SHARC_END) is "SHARC_END".
+ */
+#define SHARC_END 1
+
+/**
+ * sharc's own error codes. X(name, value, message); every value is negative.
  */
 #define SHARC_ERROR_MAP(X)                                                                         \
-    X(END, 1, "end of stream")                                                                     \
     X(CORRUPT, -1001, "corrupt or truncated archive")                                              \
     X(FORMAT, -1002, "invalid shard layout or metadata")                                           \
     X(MISMATCH, -1003, "fields of a shard do not pair up")                                         \
@@ -56,8 +83,8 @@ enum sharc_error {
 #undef SHARC_X_
 };
 
-/** A clean end of stream (returned by the `next` functions). */
-#define SHARC_END SHARC_ERR_END
+/** The former name of SHARC_END, kept so that older programs still compile. */
+#define SHARC_ERR_END SHARC_END
 
 /**
  * Describe a result code: sharc's own codes, negative errno values and 0.
@@ -80,14 +107,16 @@ typedef enum sharc_log_level {
 } sharc_log_level;
 
 /**
- * Log sink. The callback may be called from the library's worker threads, possibly
- * concurrently; it must be thread-safe. A NULL callback turns logging off.
+ * Log sink. The callback receives the message formatted (no trailing newline), valid only
+ * during the call, so that a binding without C varargs (ctypes, cffi, Rust) can implement it.
+ * It may be called from the library's worker threads, possibly concurrently; it must be
+ * thread-safe. A NULL callback turns logging off.
  */
 typedef struct sharc_logger {
     void *cookie; ///< passed to callback (default NULL)
-    void (*callback)(void *cookie, sharc_log_level level, const char *fmt,
-                     va_list ap); ///< default: prints "sharc: <level>: <text>" to stderr
-    sharc_log_level level;        ///< messages above this level are dropped (default WARN)
+    /** Receives each message (default: prints "sharc: <level>: <message>" to stderr). */
+    void (*callback)(void *cookie, sharc_log_level level, const char *message);
+    sharc_log_level level; ///< messages above this level are dropped (default WARN)
 } sharc_logger;
 
 /**
@@ -99,6 +128,12 @@ typedef struct sharc_allocator {
     void *(*alloc)(void *cookie, size_t size, size_t align); ///< default: aligned malloc
     void (*free)(void *cookie, void *ptr);                   ///< default: free
 } sharc_allocator;
+
+/**
+ * Free memory that a sharc function returned to the caller and documented as released with
+ * sharc_free() (the paths of sharc_reader_expand_path()). NULL-safe. Any thread.
+ */
+SHARC_API void sharc_free(void *p);
 
 /** Fill `log` with the default logger (stderr, level WARN). */
 SHARC_API void sharc_default_logger(sharc_logger *log);

@@ -61,6 +61,9 @@ typedef int (*sharc_loader_produce_fn)(void *cookie, sharc_loader *l, sharc_batc
 
 /** Loader settings. Fill with sharc_loader_default_settings() first. */
 typedef struct sharc_loader_settings {
+    /** sizeof(sharc_loader_settings), set by sharc_loader_default_settings() (the rule is in
+     *  sharc/common.h) */
+    uint32_t struct_size;
     /**
      * The source's reader (see sharc/reader.h). Paths are needed on source ranks only. On
      * every rank the loader uses its logger, allocator and max_held_batches (received
@@ -85,9 +88,9 @@ typedef struct sharc_loader_settings {
     sharc_loader_produce_fn produce; ///< source: make batches with this instead of a
                                      ///< reader; reader.paths are then unused (default NULL)
     void *produce_cookie;            ///< passed to produce (default NULL)
-    uint64_t max_steps;  ///< end the stream (STOP on every rank) after this many batches;
-                         ///< 0 = no limit (default 0)
-    uint8_t reserved[8]; ///< must be zero
+    uint64_t max_steps;   ///< end the stream (STOP on every rank) after this many batches;
+                          ///< 0 = no limit (default 0)
+    uint8_t reserved[64]; ///< room for later fields; must be zero
 } sharc_loader_settings;
 
 /**

@@ -46,8 +46,14 @@ typedef enum sharc_problem {
 #define SHARC_X_(name, str, desc) SHARC_PROBLEM_##name,
     SHARC_PROBLEM_MAP(SHARC_X_)
 #undef SHARC_X_
-        SHARC_PROBLEM_COUNT
+        SHARC_PROBLEM_COUNT ///< the kinds this header knows (see sharc_reader_stats)
 } sharc_problem;
+
+/**
+ * The room for problem kinds in sharc_reader_stats.problems: fixed, so that a kind added
+ * later does not move the fields after it. SHARC_PROBLEM_COUNT of them are in use.
+ */
+#define SHARC_PROBLEM_CAPACITY 32
 
 /** The short machine name of a problem kind ("id_mismatch"); "unknown" if out of range. */
 SHARC_API const char *sharc_problem_name(sharc_problem p);
@@ -107,6 +113,9 @@ typedef struct sharc_cut {
  * to its Lhotse and NeMo name). Used by sharc_reader_next_batch().
  */
 typedef struct sharc_sampler_settings {
+    /** sizeof(sharc_sampler_settings), set by sharc_reader_default_settings() (the rule is in
+     *  sharc/common.h) */
+    uint32_t struct_size;
     double max_duration;       ///< padded seconds per batch, n * longest; 0 = none (default 0)
     uint32_t max_cuts;         ///< cuts per batch; 0 = none (default 0)
     double quadratic_duration; ///< q: a cut counts as d + d*d/q; 0 = off (default 0)
@@ -127,10 +136,14 @@ typedef struct sharc_sampler_settings {
     uint32_t world_size;       ///< consecutive batches drawn from one bucket choice (default 1)
     double min_duration;       ///< shorter cuts are filtered out and counted (default 0)
     double max_cut_duration;   ///< longer cuts are filtered out and counted; 0 = none (default 0)
+    uint8_t reserved[64];      ///< room for later fields; must be zero
 } sharc_sampler_settings;
 
 /** Reader settings. Fill with sharc_reader_default_settings() first. */
 typedef struct sharc_reader_settings {
+    /** sizeof(sharc_reader_settings), set by sharc_reader_default_settings() (the rule is in
+     *  sharc/common.h) */
+    uint32_t struct_size;
     const char *const *paths; ///< directories, shard files, brace or wildcard patterns (required)
     size_t n_paths;           ///< number of paths (required, >= 1)
     sharc_layout layout;      ///< shard layout (default AUTO)
@@ -176,7 +189,7 @@ typedef struct sharc_reader_settings {
      *  threads only as far as this holds the shards being read ahead: raise it towards
      *  threads x shard size when reading is the limit (many cores, compressed shards). */
     uint64_t read_ahead_bytes;
-    uint8_t reserved[8]; ///< must be zero
+    uint8_t reserved[128]; ///< room for later fields; must be zero
 } sharc_reader_settings;
 
 /**
@@ -193,21 +206,27 @@ typedef struct sharc_reader_settings {
  * time spent so far.
  */
 typedef struct sharc_reader_stats {
-    uint64_t cuts;                          ///< cuts returned (batch mode: see above)
-    double audio_seconds;                   ///< sum of those cuts' durations
-    uint64_t shards;                        ///< shards opened
-    uint64_t skipped_cuts;                  ///< cuts skipped under the SKIP policy (a member
-                                            ///< without a row is a problem, not a cut)
-    uint64_t skipped_shards;                ///< shards (or shard rests) skipped
-    uint64_t problems[SHARC_PROBLEM_COUNT]; ///< problems seen, by kind
-    uint64_t batches;                       ///< batches returned
-    uint64_t filtered_cuts;                 ///< cuts outside [min_duration, max_cut_duration]
-    uint64_t dropped_cuts;                  ///< cuts dropped at the end by drop_last
-    double padded_seconds;                  ///< sum over batches of B * T / rate
+    uint64_t cuts;           ///< cuts returned (batch mode: see above)
+    double audio_seconds;    ///< sum of those cuts' durations
+    uint64_t shards;         ///< shards opened
+    uint64_t skipped_cuts;   ///< cuts skipped under the SKIP policy (a member
+                             ///< without a row is a problem, not a cut)
+    uint64_t skipped_shards; ///< shards (or shard rests) skipped
+    /** Problems seen, by kind (sharc_problem); entries from n_problem_kinds on are zero. */
+    uint64_t problems[SHARC_PROBLEM_CAPACITY];
+    uint64_t batches;       ///< batches returned
+    uint64_t filtered_cuts; ///< cuts outside [min_duration, max_cut_duration]
+    uint64_t dropped_cuts;  ///< cuts dropped at the end by drop_last
+    double padded_seconds;  ///< sum over batches of B * T / rate
     /** Seconds spent per stage, summed over threads: reading files, decompressing and
      *  parsing (tar, JSON, pairing), sampling (buckets, buffered copies), decoding audio,
      *  collating (laying out batches, strings). Filled in batch mode. */
     double stage_seconds[5];
+    /** The problem kinds the library counts (its SHARC_PROBLEM_COUNT): a program built with
+     *  an older header learns from it that `problems` holds kinds it has no name for. */
+    uint32_t n_problem_kinds;
+    /** Room for later counters, so that the struct keeps its size (sharc/common.h); zero. */
+    uint8_t reserved[60];
 } sharc_reader_stats;
 
 /** Indices of sharc_reader_stats.stage_seconds. */
@@ -337,7 +356,7 @@ SHARC_API void sharc_reader_close(sharc_reader **r);
  * given whether or not it exists.
  * @param path     the path or pattern
  * @param out      receives `*n` NUL-terminated paths in one block, which the caller frees
- *                 with free(); NULL on failure
+ *                 with sharc_free(); NULL on failure
  * @param n        receives the number of paths (>= 1 on success, 0 on failure)
  * @param err      receives the message on failure, naming the path (may be NULL)
  * @param err_size the capacity of `err`

@@ -20,6 +20,9 @@ typedef struct sharc_transport sharc_transport;
 
 /** Settings common to every transport. */
 typedef struct sharc_transport_settings {
+    /** sizeof(sharc_transport_settings), set by sharc_transport_default_settings() (the rule
+     *  is in sharc/common.h) */
+    uint32_t struct_size;
     sharc_allocator allocator; ///< host allocations (default: sharc_default_allocator)
     sharc_logger logger;       ///< log sink (default: sharc_default_logger)
     /**
@@ -29,6 +32,7 @@ typedef struct sharc_transport_settings {
      * later call fails, and the program should exit). 0 waits forever (default 600000).
      */
     int timeout_ms;
+    uint8_t reserved[60]; ///< room for later fields; must be zero
 } sharc_transport_settings;
 
 /** Fill `s` with the defaults documented on each field. */
@@ -39,7 +43,8 @@ SHARC_API void sharc_transport_default_settings(sharc_transport_settings *s);
  * have size 1, and by tests.
  * @param out receives the transport; close it with sharc_transport_close()
  * @param s   settings, or NULL for the defaults
- * @return 0 or SHARC_ERR(ENOMEM)
+ * @return 0, SHARC_ERR(EINVAL) for settings not filled by sharc_transport_default_settings()
+ *         (struct_size) or with reserved bytes set, or SHARC_ERR(ENOMEM)
  */
 SHARC_API int sharc_transport_self_open(sharc_transport **out, const sharc_transport_settings *s);
 

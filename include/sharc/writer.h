@@ -62,6 +62,7 @@ typedef struct sharc_writer_settings {
     void *cancel_cookie;       ///< passed to cancel (default NULL)
     sharc_allocator allocator; ///< default: sharc_default_allocator
     sharc_logger logger;       ///< default: sharc_default_logger (stderr, WARN)
+    uint8_t reserved[64];      ///< room for later fields (common.h's rule); must be zero
 } sharc_writer_settings;
 
 /**
@@ -123,10 +124,10 @@ SHARC_API void sharc_writer_default_settings(sharc_writer_settings *s);
  * sharc_writer_begin(), which the first sharc_writer_add() calls when the caller has not.
  * @param out  receives the writer; NULL on failure
  * @param s    settings, copied (out_dir too)
- * @return 0; SHARC_ERR(EINVAL) for NULL arguments, a struct_size that is zero or smaller
- *         than this library's sizeof(sharc_writer_settings), no out_dir, a layout other
- *         than SHAR or NEMO, an unknown compression, cuts_per_shard out of range or a
- *         negative duration_tolerance (the message goes to the logger); SHARC_ERR(ENOMEM)
+ * @return 0; SHARC_ERR(EINVAL) for NULL arguments, a struct_size other than this
+ *         library's sizeof(sharc_writer_settings), reserved bytes that are not zero, no out_dir, a
+ * layout other than SHAR or NEMO, an unknown compression, cuts_per_shard out of range or a negative
+ * duration_tolerance (the message goes to the logger); SHARC_ERR(ENOMEM)
  */
 SHARC_API int sharc_writer_open(sharc_writer **out, const sharc_writer_settings *s);
 

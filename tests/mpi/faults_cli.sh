@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Failures of `sharc read` under mpirun, on 2 and 4 ranks: every rank must end, non-zero,
 # within the timeout (plus a margin), with a message naming the failing rank and the cause.
-#   - the source cannot write --save-state-at (its peers are told) or --dump-dir (every rank
-#     checks it before the first step);
+#   - the source cannot write --save-state-at, or its file system fills up while it writes
+#     --dump-dir files (its peers are told at the next step); a --dump-dir that cannot be
+#     made (every rank checks it before the first step);
 #   - ranks started with a different --limit or a different --mesh;
 #   - the source, or a peer, is killed with SIGKILL mid-run.
 #   faults_cli.sh BUILD_ROOT SHARC_GEN
@@ -10,7 +11,12 @@ set -euo pipefail
 build=$1 gen=$2
 sharc=$build/tools/sharc
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+mounted=()
+cleanup() {
+  for m in "${mounted[@]}"; do umount "$m" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
 "$gen" --out "$tmp/data" --layout shar --shards 4 --cuts-per-shard 10 --max-duration 6 >/dev/null
 data=$tmp/data/shar
 # Ranks end by themselves: mpirun must not kill the others when one exits non-zero (except
@@ -72,6 +78,22 @@ for n in 2 4; do
   run_all "dump$n" 30 $n -n $n "$sharc" read --transport mpi --mesh $mesh --quiet --timeout 20 \
     --dump-dir "$tmp/a-file/dumps" "$data"
   expect "dump$n" $n "sharc read: cannot create the dump directory $tmp/a-file/dumps: Not a directory"
+
+  # The source's file system fills up while it dumps the first batch (a 64 KiB tmpfs):
+  # every peer is told at the next step, and no partial file is left. Needs the right to
+  # mount, which root has here; skipped, and said so, elsewhere.
+  mkdir -p "$tmp/full$n"
+  if mount -t tmpfs -o size=64k tmpfs "$tmp/full$n" 2>/dev/null; then
+    mounted+=("$tmp/full$n")
+    run_all "dumpfull$n" 30 $n -n $n "$sharc" read --transport mpi --mesh $mesh --quiet \
+      --timeout 20 --max-duration 60 --dump-dir "$tmp/full$n" "$data"
+    expect "dumpfull$n" $((n - 1)) \
+      "sharc read: error: source rank 0: cannot write tensor audio of step 0 to $tmp/full$n: No space left on device"
+    [ -z "$(find "$tmp/full$n" -name '*.tmp*' -o -name 'step0.audio.npy')" ] ||
+      fail "dumpfull$n: a partial dump file was left"
+  else
+    echo "dumpfull$n: skipped (cannot mount a 64 KiB tmpfs here)"
+  fi
 
   # The last rank was started with another --limit.
   run_all "limit$n" 30 $n -n $((n - 1)) "$sharc" read --transport mpi --mesh $mesh --quiet \
