@@ -11,12 +11,12 @@
  * never holds memory across calls. */
 
 /*
- * Where the first byte of `s` that is not well-formed UTF-8 is (as Python's strict decoder
- * judges: no overlong forms, surrogates or code points past U+10FFFF), or len when none.
- * Lhotse and NeMo read these files as UTF-8 text and stop at such a byte.
+ * Lhotse and NeMo read metadata files as UTF-8 text and stop at a byte Python's strict
+ * decoder refuses; sharc refuses the same bytes (see common.h).
  */
-static size_t utf8_invalid_at(const uint8_t *s, size_t len)
+size_t sharc_utf8_invalid_at(const char *text, size_t len)
 {
+    const uint8_t *s = (const uint8_t *)text;
     size_t i = 0;
     while (i < len) {
         /* Metadata is mostly ASCII: skip it eight bytes at a time. */
@@ -254,7 +254,7 @@ static cJSON *parse(sharc__ctx *ctx, const char *text, size_t len, int *rc)
 {
     if (!text) /* an empty member has no buffer; memmem() and the rest want one */
         text = "";
-    size_t bad = utf8_invalid_at((const uint8_t *)text, len);
+    size_t bad = sharc_utf8_invalid_at(text, len);
     if (bad < len) {
         *rc = sharc__set_error(ctx, SHARC_ERR_JSON, "invalid UTF-8 at byte %zu", bad);
         return NULL;

@@ -3,9 +3,12 @@
  * not undefined conversions. */
 #include <check.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <sharc/common.h>
 
 #include "cut.h"
 #include "json.h"
@@ -420,6 +423,57 @@ START_TEST(empty_member_without_a_buffer)
 }
 END_TEST
 
+/*
+ * sharc_utf8_invalid_at, the public check the library and the CLI share: valid 1-4 byte
+ * sequences pass whole; each form Python's strict decoder refuses is found at its first
+ * byte, also after a run of ASCII long enough for the eight-byte fast path.
+ */
+START_TEST(utf8_invalid_at_judges_as_python)
+{
+    static const struct {
+        const char *s;
+        size_t bad; /* SIZE_MAX: valid */
+    } cases[] = {
+        {"", SIZE_MAX},
+        {"plain ascii text, longer than eight bytes", SIZE_MAX},
+        {"\xc2\x80", SIZE_MAX},         /* U+0080, the first two-byte */
+        {"\xdf\xbf", SIZE_MAX},         /* U+07FF */
+        {"\xe0\xa0\x80", SIZE_MAX},     /* U+0800, the first three-byte */
+        {"\xed\x9f\xbf", SIZE_MAX},     /* U+D7FF, below the surrogates */
+        {"\xee\x80\x80", SIZE_MAX},     /* U+E000, above them */
+        {"\xef\xbf\xbf", SIZE_MAX},     /* U+FFFF */
+        {"\xf0\x90\x80\x80", SIZE_MAX}, /* U+10000, the first four-byte */
+        {"\xf4\x8f\xbf\xbf", SIZE_MAX}, /* U+10FFFF, the last code point */
+        {"caf\xc3\xa9 \xe4\xb8\xad \xf0\x9f\x98\x80", SIZE_MAX},
+        {"\xc0\x80", 0},                               /* overlong NUL */
+        {"\xc1\xbf", 0},                               /* overlong two-byte */
+        {"ab\xe0\x9f\xbf", 2},                         /* overlong three-byte (U+07FF) */
+        {"\xf0\x8f\xbf\xbf", 0},                       /* overlong four-byte (U+FFFF) */
+        {"x\xed\xa0\x80", 1},                          /* U+D800, a high surrogate */
+        {"\xed\xbf\xbf", 0},                           /* U+DFFF, a low surrogate */
+        {"\xf4\x90\x80\x80", 0},                       /* U+110000, past the last code point */
+        {"\xf5\x80\x80\x80", 0},                       /* a lead byte past U+10FFFF */
+        {"\xff", 0},                                   /* never in UTF-8 */
+        {"\x80", 0},                                   /* a continuation byte alone */
+        {"abc\xc3", 3},                                /* two-byte sequence cut short */
+        {"\xe4\xb8", 0},                               /* three-byte sequence cut short */
+        {"\xf0\x9f\x98", 0},                           /* four-byte sequence cut short */
+        {"\xe4\xb8z", 0},                              /* a non-continuation inside a sequence */
+        {"0123456789abcdef\xc3\xa9!\xed\xa0\x80", 19}, /* after the fast path */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const size_t n = strlen(cases[i].s);
+        const size_t want = cases[i].bad == SIZE_MAX ? n : cases[i].bad;
+        ck_assert_msg(sharc_utf8_invalid_at(cases[i].s, n) == want, "case %zu: %zu, want %zu", i,
+                      sharc_utf8_invalid_at(cases[i].s, n), want);
+    }
+    /* A NUL byte is valid UTF-8, and the length, not a terminator, bounds the check. */
+    ck_assert_uint_eq(sharc_utf8_invalid_at("a\0b", 3), 3);
+    ck_assert_uint_eq(sharc_utf8_invalid_at("\xc3\xa9", 1), 0);
+    ck_assert_uint_eq(sharc_utf8_invalid_at(NULL, 0), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("json");
@@ -431,6 +485,7 @@ int main(void)
     tcase_add_test(tc, python_constants);
     tcase_add_test(tc, nul_escapes_are_refused_not_cut);
     tcase_add_test(tc, empty_member_without_a_buffer);
+    tcase_add_test(tc, utf8_invalid_at_judges_as_python);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

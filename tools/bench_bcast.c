@@ -8,6 +8,7 @@
 #include "bench_bcast.h"
 
 #include <getopt.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 
 #include "cli.h"
 #include "cli_loader.h"
+#include "cli_opts.h"
 
 #if SHARC_CLI_HAVE_MPI
 #include <mpi.h>
@@ -46,6 +48,78 @@ int bench_bcast_requested(int argc, char **argv)
     return 0;
 }
 
+/* --broadcast-only itself: what brought the command here. */
+static int parse_broadcast_only(cli_parser *p, const cli_opt *opt, const char *val, void *target)
+{
+    return 0;
+}
+
+static int parse_bytes(cli_parser *p, const cli_opt *opt, const char *val, void *target)
+{
+    uint64_t *bytes = target;
+    if (cli_parse_u64(cmd, "--bytes", val, bytes) < 0)
+        return -1;
+    if (*bytes < 128 || *bytes > ((uint64_t)1 << 34))
+        return cli_usage_error(cmd, "--bytes must be from 128 to 2^34"), -1;
+    return 0;
+}
+
+static int parse_steps(cli_parser *p, const cli_opt *opt, const char *val, void *target)
+{
+    uint64_t *steps = target;
+    if (cli_parse_u64(cmd, "--steps", val, steps) < 0)
+        return -1;
+    if (*steps < 1 || *steps > 1000000)
+        return cli_usage_error(cmd, "--steps must be from 1 to 1000000"), -1;
+    return 0;
+}
+
+static int parse_warmup(cli_parser *p, const cli_opt *opt, const char *val, void *target)
+{
+    uint64_t *warmup = target;
+    if (cli_parse_u64(cmd, "--warmup", val, warmup) < 0)
+        return -1;
+    if (*warmup < 8)
+        return cli_usage_error(cmd, "--warmup must be at least 8: the first steps write the "
+                                    "pooled batches in full"),
+               -1;
+    return 0;
+}
+
+#define OWN(field) .target = CLI_T_CMD, .offset = offsetof(bcast_opts, field)
+
+static const cli_opt options[] = {
+    {CLI_OPT_CUSTOM, "broadcast-only", .handler = parse_broadcast_only, .flags = CLI_NO_VALUE},
+    {CLI_OPT_CUSTOM, "bytes", .metavar = "N", OWN(bytes), .handler = parse_bytes,
+     .help = "audio bytes per batch, a multiple of 128 is used\n"
+             "(default 20480000: 32 x 160000 float32)"},
+    {CLI_OPT_CUSTOM, "steps", .metavar = "N", OWN(steps), .handler = parse_steps,
+     .help = "measured steps of each kind (default 50)"},
+    {CLI_OPT_CUSTOM, "warmup", .metavar = "N", OWN(warmup), .handler = parse_warmup,
+     .help = "unmeasured steps first, at least 8 (default 10)"},
+    CLI_USE(cli_dist_group, "transport",
+            "self (default) or mpi, which runs under mpirun, one process\n"
+            "per rank, the rank and size from MPI_COMM_WORLD (not nccl:\n"
+            "the raw broadcast compared with is MPI_Bcast)"),
+    CLI_USE(cli_dist_group, "mesh",
+            "rank mesh, axes outermost first (\"dp=2,cp=2\"); each cp/tp\n"
+            "group broadcasts from its coordinate-0 rank (default:\n"
+            "cp=<world size>, one group)"),
+    CLI_USE(cli_dist_group, "timeout",
+            "seconds a rank waits in one collective before its group fails\n"
+            "with a timeout; 0 waits forever (default 600)"),
+    {CLI_OPT_FLAG, "json", OWN(json), .min = 1,
+     .help = "print one JSON object per rank:\n"
+             "{\"seconds_per_step\",\"raw_seconds_per_step\",\"ratio\",\"bytes\",\n"
+             " \"steps\",\"transport\",\"ranks\",\"rank\",\"source\"}\n"
+             "(medians over the steps; ratio = loader / raw; bytes is the\n"
+             "frame's tensor bytes, which the raw broadcast also moves)"},
+    CLI_HELP_OPT,
+    CLI_END,
+};
+
+#undef OWN
+
 static void print_help(void)
 {
     printf("Usage: sharc bench --broadcast-only [options]\n"
@@ -57,91 +131,28 @@ static void print_help(void)
            "page-aligned buffer written in full before the first step. Both are preceded by\n"
            "a barrier of the group. Reads no data.\n"
            "\n"
-           "Options:\n"
-           "  --bytes N           audio bytes per batch, a multiple of 128 is used\n"
-           "                      (default 20480000: 32 x 160000 float32)\n"
-           "  --steps N           measured steps of each kind (default 50)\n"
-           "  --warmup N          unmeasured steps first, at least 8 (default 10)\n"
-           "  --transport T       self (default) or mpi, which runs under mpirun, one process\n"
-           "                      per rank, the rank and size from MPI_COMM_WORLD (not nccl:\n"
-           "                      the raw broadcast compared with is MPI_Bcast)\n"
-           "  --mesh SPEC         rank mesh, axes outermost first (\"dp=2,cp=2\"); each cp/tp\n"
-           "                      group broadcasts from its coordinate-0 rank (default:\n"
-           "                      cp=<world size>, one group)\n"
-           "  --timeout S         seconds a rank waits in one collective before its group fails\n"
-           "                      with a timeout; 0 waits forever (default 600)\n"
-           "  --json              print one JSON object per rank:\n"
-           "                      "
-           "{\"seconds_per_step\",\"raw_seconds_per_step\",\"ratio\",\"bytes\",\n"
-           "                       \"steps\",\"transport\",\"ranks\",\"rank\",\"source\"}\n"
-           "                      (medians over the steps; ratio = loader / raw; bytes is the\n"
-           "                      frame's tensor bytes, which the raw broadcast also moves)\n"
-           "  -h, --help          show this help\n"
-           "\n"
+           "Options:\n");
+    cli_opts_print(stdout, options);
+    printf("\n"
            "Exit status: 0 success, 1 failure, 2 usage error.\n"
            "\n"
            "Example:\n"
            "  mpirun -n 2 sharc bench --broadcast-only --transport mpi --bytes 20480000 --json\n");
 }
 
-enum { OPT_BYTES = 256, OPT_STEPS, OPT_WARMUP, OPT_JSON, OPT_BROADCAST_ONLY };
-
-static const struct option long_opts[] = {
-    {"broadcast-only", no_argument, NULL, OPT_BROADCAST_ONLY},
-    {"bytes", required_argument, NULL, OPT_BYTES},
-    {"steps", required_argument, NULL, OPT_STEPS},
-    {"warmup", required_argument, NULL, OPT_WARMUP},
-    {"json", no_argument, NULL, OPT_JSON},
-    CLI_DIST_LONG_OPTIONS,
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
-};
-
 static int parse_args(int argc, char **argv, bcast_opts *o)
 {
-    int opt;
     cli_getopt_reset();
-    while ((opt = getopt_long(argc, argv, CLI_SHORT_OPTS, long_opts, NULL)) != -1) {
-        int bad = 0;
-        switch (opt) {
-        case 'h':
-            print_help();
-            return CLI_EXIT_OK;
-        case OPT_BROADCAST_ONLY:
-            break;
-        case OPT_BYTES:
-            bad = cli_parse_u64(cmd, "--bytes", optarg, &o->bytes);
-            if (!bad && (o->bytes < 128 || o->bytes > ((uint64_t)1 << 34)))
-                return cli_usage_error(cmd, "--bytes must be from 128 to 2^34");
-            break;
-        case OPT_STEPS:
-            bad = cli_parse_u64(cmd, "--steps", optarg, &o->steps);
-            if (!bad && (o->steps < 1 || o->steps > 1000000))
-                return cli_usage_error(cmd, "--steps must be from 1 to 1000000");
-            break;
-        case OPT_WARMUP:
-            bad = cli_parse_u64(cmd, "--warmup", optarg, &o->warmup);
-            if (!bad && o->warmup < 8)
-                return cli_usage_error(cmd, "--warmup must be at least 8: the first steps "
-                                            "write the pooled batches in full");
-            break;
-        case OPT_JSON:
-            o->json = 1;
-            break;
-        case CLI_OPT_TRANSPORT:
-        case CLI_OPT_MESH:
-        case CLI_OPT_TIMEOUT:
-            bad = cli_dist_option(cmd, &o->dist, opt, optarg) < 0;
-            break;
-        case '?':
-        case ':':
-            return cli_option_error(cmd, opt, argv, long_opts);
-        default:
-            return cli_usage_error(cmd, "internal error: option %d is not handled", opt);
-        }
-        if (bad)
-            return CLI_EXIT_USAGE;
-    }
+    cli_parser p = {.cmd = cmd,
+                    .table = options,
+                    .print_help = print_help,
+                    .own = o,
+                    .dist = &o->dist,
+                    .argc = argc,
+                    .argv = argv};
+    int status = cli_opts_parse(&p);
+    if (status >= 0)
+        return status;
     if (optind < argc)
         return cli_usage_error(cmd, "--broadcast-only reads no data: unexpected '%s'",
                                argv[optind]);

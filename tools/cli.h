@@ -14,8 +14,10 @@
  *   `sharc <command> --help`.
  * - Every command has a complete `--help` (each flag with its default, the exit codes and
  *   an example) printed to stdout with exit status 0.
- * - Options are parsed with getopt_long(); call cli_getopt_reset() first. Numeric option
- *   values go through cli_parse_* so that "--epochs abc" is a usage error.
+ * - Options are declared in a table of cli_opt descriptors (tools/cli_opts.h), from which
+ *   cli_opts_parse() parses them (getopt_long(); call cli_getopt_reset() first) and
+ *   cli_opts_print() lists them in --help. Numeric option values go through cli_parse_*
+ *   so that "--epochs abc" is a usage error.
  * - Commands use only the public API (<sharc/sharc.h>). What they need and the API lacks
  *   becomes a public function, not an include of src/.
  * - Machine-readable output is JSON Lines on stdout written with the cli_json_* helpers;
@@ -46,11 +48,10 @@ int cmd_gen(int argc, char **argv);
 
 /**
  * Reset getopt_long()'s global state so that a command can parse its own argv. getopt's own
- * messages are off: parse with the short options CLI_SHORT_OPTS and hand what it returns
- * for a bad option ('?' or ':') to cli_option_error().
+ * messages are off: cli_opts_parse() starts its short options with ':' and hands what
+ * getopt returns for a bad option ('?' or ':') to cli_option_error().
  */
 void cli_getopt_reset(void);
-#define CLI_SHORT_OPTS ":h"
 
 struct option;
 /**
@@ -245,9 +246,6 @@ void cli_json_strn(FILE *f, const char *s, size_t n);
  * not exist yet).
  */
 int cli_same_file(const char *a, const char *b);
-
-/** Where the first byte of `s` (n bytes) that is not well-formed UTF-8 is, or n. */
-size_t cli_utf8_invalid_at(const char *s, size_t n);
 
 /** Write a number with round-trip precision, or `null` when it is not finite. */
 void cli_json_num(FILE *f, double v);

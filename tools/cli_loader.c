@@ -22,35 +22,50 @@ void cli_dist_init(cli_dist *d)
     d->timeout_ms = 600000;
 }
 
-int cli_dist_option(const char *cmd, cli_dist *d, int opt, const char *arg)
+static int opt_transport(cli_parser *p, const cli_opt *o, const char *val, void *target)
 {
-    switch (opt) {
-    case CLI_OPT_TRANSPORT:
-        if (strcmp(arg, "self") != 0 && strcmp(arg, "mpi") != 0 && strcmp(arg, "nccl") != 0) {
-            cli_usage_error(cmd, "--transport must be self, mpi or nccl, not '%s'", arg);
-            return -1;
-        }
-        d->transport = arg;
-        return 1;
-    case CLI_OPT_MESH:
-        d->mesh_spec = arg;
-        return 1;
-    case CLI_OPT_TIMEOUT: {
-        char *end = NULL;
-        errno = 0;
-        double sec = strtod(arg, &end);
-        if (errno || end == arg || *end || !(sec >= 0) || sec > 86400 * 7) {
-            cli_usage_error(cmd, "--timeout must be a number of seconds from 0 to 604800, not '%s'",
-                            arg);
-            return -1;
-        }
-        d->timeout_ms = sec > 0 && sec < 0.001 ? 1 : (int)(sec * 1000);
-        return 1;
+    if (strcmp(val, "self") != 0 && strcmp(val, "mpi") != 0 && strcmp(val, "nccl") != 0) {
+        cli_usage_error(p->cmd, "--transport must be self, mpi or nccl, not '%s'", val);
+        return -1;
     }
-    default:
-        return 0;
-    }
+    *(const char **)target = val;
+    return 0;
 }
+
+static int opt_timeout(cli_parser *p, const cli_opt *o, const char *val, void *target)
+{
+    char *end = NULL;
+    errno = 0;
+    double sec = strtod(val, &end);
+    if (errno || end == val || *end || !(sec >= 0) || sec > 86400 * 7) {
+        cli_usage_error(p->cmd, "--timeout must be a number of seconds from 0 to 604800, not '%s'",
+                        val);
+        return -1;
+    }
+    *(int *)target = sec > 0 && sec < 0.001 ? 1 : (int)(sec * 1000);
+    return 0;
+}
+
+const cli_opt cli_dist_group[] = {
+    {CLI_OPT_CUSTOM, "transport", .metavar = "T", .target = CLI_T_DIST,
+     .offset = offsetof(cli_dist, transport), .handler = opt_transport,
+     .help = "self (default), mpi or nccl; mpi and nccl run under mpirun, one\n"
+             "process per rank, the rank and size from MPI_COMM_WORLD (nccl:\n"
+             "the GPU from LOCAL_RANK, else OMPI_COMM_WORLD_LOCAL_RANK, else\n"
+             "0); with self, from RANK and WORLD_SIZE when set (torchrun's\n"
+             "variables; default 0 and 1), each process reading its own slot"},
+    {CLI_OPT_STRING, "mesh", .metavar = "SPEC", .target = CLI_T_DIST,
+     .offset = offsetof(cli_dist, mesh_spec),
+     .help = "rank mesh, axes outermost first (\"dp=2,cp=2\"); cp and tp are\n"
+             "broadcast axes: their coordinate-0 rank reads, its peers receive\n"
+             "(default: dp=<world size>, every rank reads its own slot)"},
+    {CLI_OPT_CUSTOM, "timeout", .metavar = "S", .target = CLI_T_DIST,
+     .offset = offsetof(cli_dist, timeout_ms), .handler = opt_timeout,
+     .help = "seconds a rank waits in one collective for the others before\n"
+             "every rank of its group fails with a timeout (a rank that died,\n"
+             "stopped or hangs); 0 waits forever (default 600)"},
+    CLI_END,
+};
 
 int cli_dist_active(const cli_dist *d)
 {

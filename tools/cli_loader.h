@@ -2,41 +2,19 @@
  * The distributed options shared by `sharc read` and `sharc bench`: --transport and
  * --mesh, mapped onto a sharc_mesh and a transport, and the "rank"/"source" JSON fields.
  *
- * Use: add CLI_DIST_LONG_OPTIONS to the command's getopt table, pass unknown option codes
- * to cli_dist_option(), call cli_dist_setup() after parsing (it initialises MPI for the
- * mpi and nccl transports), open the loader with the mesh and transport it filled in, and
- * cli_dist_close() at the end. Under mpirun each rank prints its own lines.
+ * Use: take CLI_GROUP(cli_dist_group) into the command's option table (cli_opts.h), call
+ * cli_dist_setup() after parsing (it initialises MPI for the mpi and nccl transports), open the
+ * loader with the mesh and transport it filled in, and cli_dist_close() at the end. Under mpirun
+ * each rank prints its own lines.
  */
 #ifndef SHARC_TOOLS_CLI_LOADER_H
 #define SHARC_TOOLS_CLI_LOADER_H
 
-#include <getopt.h>
 #include <stdio.h>
 
 #include <sharc/sharc.h>
 
-enum { CLI_OPT_TRANSPORT = 2000, CLI_OPT_MESH, CLI_OPT_TIMEOUT };
-
-#define CLI_DIST_LONG_OPTIONS                                                                      \
-    {"transport", required_argument, NULL, CLI_OPT_TRANSPORT},                                     \
-        {"mesh", required_argument, NULL, CLI_OPT_MESH},                                           \
-    {                                                                                              \
-        "timeout", required_argument, NULL, CLI_OPT_TIMEOUT                                        \
-    }
-
-/** Lines for --help describing --transport and --mesh. */
-#define CLI_DIST_HELP                                                                              \
-    "  --transport T       self (default), mpi or nccl; mpi and nccl run under mpirun, one\n"      \
-    "                      process per rank, the rank and size from MPI_COMM_WORLD (nccl:\n"       \
-    "                      the GPU from LOCAL_RANK, else OMPI_COMM_WORLD_LOCAL_RANK, else\n"       \
-    "                      0); with self, from RANK and WORLD_SIZE when set (torchrun's\n"         \
-    "                      variables; default 0 and 1), each process reading its own slot\n"       \
-    "  --mesh SPEC         rank mesh, axes outermost first (\"dp=2,cp=2\"); cp and tp are\n"       \
-    "                      broadcast axes: their coordinate-0 rank reads, its peers receive\n"     \
-    "                      (default: dp=<world size>, every rank reads its own slot)\n"            \
-    "  --timeout S         seconds a rank waits in one collective for the others before\n"         \
-    "                      every rank of its group fails with a timeout (a rank that died,\n"      \
-    "                      stopped or hangs); 0 waits forever (default 600)\n"
+#include "cli_opts.h"
 
 typedef struct cli_dist {
     const char *transport;    ///< "self", "mpi", "nccl"
@@ -53,12 +31,6 @@ typedef struct cli_dist {
 
 /** Defaults: self transport, no mesh. */
 void cli_dist_init(cli_dist *d);
-
-/**
- * Handle option `opt` of getopt_long. @return 1 when handled, 0 when `opt` is not one of
- * ours, -1 after a usage error for `cmd`.
- */
-int cli_dist_option(const char *cmd, cli_dist *d, int opt, const char *arg);
 
 /** 1 when --transport or --mesh asked for more than a plain local reader. */
 int cli_dist_active(const cli_dist *d);

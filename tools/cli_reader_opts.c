@@ -4,189 +4,149 @@
 #include "cli_reader_opts.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "cli_opts.h"
 
-/* Indexed by code - CLI_RO_FIRST. */
-static const struct option shared_options[CLI_RO_END - CLI_RO_FIRST] = {
-#define SHARED(code, name, arg) [code - CLI_RO_FIRST] = {name, arg, NULL, code}
-    SHARED(CLI_RO_LAYOUT, "layout", required_argument),
-    SHARED(CLI_RO_EPOCHS, "epochs", required_argument),
-    SHARED(CLI_RO_SEED, "seed", required_argument),
-    SHARED(CLI_RO_SHUFFLE_SHARDS, "shuffle-shards", no_argument),
-    SHARED(CLI_RO_NO_SHUFFLE_SHARDS, "no-shuffle-shards", no_argument),
-    SHARED(CLI_RO_DP_RANK, "dp-rank", required_argument),
-    SHARED(CLI_RO_DP_SIZE, "dp-size", required_argument),
-    SHARED(CLI_RO_ON_ERROR, "on-error", required_argument),
-    SHARED(CLI_RO_SAMPLING_RATE, "sampling-rate", required_argument),
-    SHARED(CLI_RO_CHANNEL, "channel", required_argument),
-    SHARED(CLI_RO_THREADS, "threads", required_argument),
-    SHARED(CLI_RO_PREFETCH, "prefetch", required_argument),
-    SHARED(CLI_RO_READ_AHEAD_BYTES, "read-ahead-bytes", required_argument),
-    SHARED(CLI_RO_MAX_MEMBER_BYTES, "max-member-bytes", required_argument),
-    SHARED(CLI_RO_MAX_DURATION, "max-duration", required_argument),
-    SHARED(CLI_RO_MAX_CUTS, "max-cuts", required_argument),
-    SHARED(CLI_RO_QUADRATIC_DURATION, "quadratic-duration", required_argument),
-    SHARED(CLI_RO_NUM_BUCKETS, "num-buckets", required_argument),
-    SHARED(CLI_RO_NUM_CUTS_FOR_BINS, "num-cuts-for-bins", required_argument),
-    SHARED(CLI_RO_BINS, "bins", required_argument),
-    SHARED(CLI_RO_BUCKET_BATCH_SIZE, "bucket-batch-size", required_argument),
-    SHARED(CLI_RO_BUFFER_SIZE, "buffer-size", required_argument),
-    SHARED(CLI_RO_MAX_BUFFER_BYTES, "max-buffer-bytes", required_argument),
-    SHARED(CLI_RO_SHUFFLE, "shuffle", no_argument),
-    SHARED(CLI_RO_NO_SHUFFLE, "no-shuffle", no_argument),
-    SHARED(CLI_RO_DROP_LAST, "drop-last", no_argument),
-    SHARED(CLI_RO_MIN_DURATION, "min-duration", required_argument),
-    SHARED(CLI_RO_MAX_CUT_DURATION, "max-cut-duration", required_argument),
-#undef SHARED
+static int opt_layout(cli_parser *p, const cli_opt *o, const char *val, void *target)
+{
+    return cli_parse_layout(p->cmd, val, target);
+}
+
+static int opt_on_error(cli_parser *p, const cli_opt *o, const char *val, void *target)
+{
+    return cli_parse_on_error(p->cmd, val, target);
+}
+
+/* --dp-rank and --dp-size: recorded, since a mesh's own dp axis refuses them. */
+static int opt_dp(cli_parser *p, const cli_opt *o, const char *val, void *target)
+{
+    char flag[32];
+    snprintf(flag, sizeof flag, "--%s", o->name);
+    p->ro->dp_given = 1;
+    return cli_parse_int(p->cmd, flag, val, (int)o->min, (int)o->max, target);
+}
+
+static int opt_bins(cli_parser *p, const cli_opt *o, const char *val, void *target)
+{
+    cli_reader_opts *ro = p->ro;
+    ro->bins_linspace = strcmp(val, "linspace") == 0;
+    free(ro->bins);
+    ro->bins = NULL;
+    ro->n_bins = 0;
+    return ro->bins_linspace
+               ? 0
+               : cli_parse_double_list(p->cmd, "--bins", val, 0, 1e9, 1, &ro->bins, &ro->n_bins);
+}
+
+static int opt_bucket_batch_size(cli_parser *p, const cli_opt *o, const char *val, void *target)
+{
+    return cli_parse_u32_list(p->cmd, "--bucket-batch-size", val, 1, UINT32_MAX,
+                              &p->ro->bucket_batch_size, &p->ro->n_bucket_batch_size);
+}
+
+#define R(field)  .target = CLI_T_READER, .offset = offsetof(sharc_reader_settings, field)
+#define SM(field) .target = CLI_T_READER, .offset = offsetof(sharc_reader_settings, sampler.field)
+
+/* The help of each option as `sharc read` prints it; other commands may word their own. */
+const cli_opt cli_reader_group[] = {
+    {CLI_OPT_CUSTOM, "layout", .metavar = "L", R(layout), .handler = opt_layout,
+     .help = "shard layout: auto, shar, nemo or wds (default auto: detect)"},
+    {CLI_OPT_U64, "epochs", .metavar = "N", R(epochs),
+     .help = "epochs to read; 0 reads forever (default 1)"},
+    {CLI_OPT_U64, "seed", .metavar = "S", R(seed),
+     .help = "seed of the shard order (epoch e uses S + e) and of the\n"
+             "sampler's bucket choice and in-bucket shuffle (default 0)"},
+    {CLI_OPT_FLAG, "shuffle-shards", R(shuffle_shards), .min = 1,
+     .help = "permute the shard order each epoch (default)"},
+    {CLI_OPT_FLAG, "no-shuffle-shards", R(shuffle_shards), .min = 0,
+     .help = "keep the shards in the dataset's order (Shar, WebDataset: the\n"
+             "paths' order, by name within a directory; NeMo: by shard id)"},
+    {CLI_OPT_CUSTOM, "dp-rank", .metavar = "R", R(dp_rank), .min = 0, .max = 1 << 20,
+     .handler = opt_dp, .help = "this data-parallel slot, 0 <= R < N (default 0)"},
+    {CLI_OPT_CUSTOM, "dp-size", .metavar = "N", R(dp_size), .min = 1, .max = 1 << 20,
+     .handler = opt_dp,
+     .help = "number of data-parallel slots; shard i of the epoch's order\n"
+             "goes to slot i % N (default 1). For batches, not with RANK and\n"
+             "WORLD_SIZE or a --mesh that set the slot themselves"},
+    {CLI_OPT_CUSTOM, "on-error", .metavar = "P", R(on_error), .handler = opt_on_error,
+     .help = "fail: stop at the first bad cut or shard (default);\n"
+             "skip: skip it, count it by reason and go on"},
+    {CLI_OPT_INT, "sampling-rate", .metavar = "HZ", R(sampling_rate), .min = 1, .max = 1 << 24,
+     .help = "require this sampling rate; a cut at another rate is an error\n"
+             "(no resampling) (default: any; a batch still holds one rate,\n"
+             "and a cut drawn into a batch of another is an error)"},
+    {CLI_OPT_INT, "channel", .metavar = "K", R(channel), .min = 0, .max = 1 << 16,
+     .help = "keep only channel K (0-based) of the stored audio (default: all\n"
+             "channels; batches need one, so multi-channel data needs it)"},
+    {CLI_OPT_INT, "threads", .metavar = "N", R(n_threads), .min = 0, .max = 4096,
+     .flags = CLI_BATCH_ONLY,
+     .help = "decode threads (with N > 1, shard read-ahead threads too: as\n"
+             "many for compressed tars, one per 4 for plain ones, at most\n"
+             "8); 0 = all online cores (default 0)"},
+    /* as the library bounds it */
+    {CLI_OPT_INT, "prefetch", .metavar = "N", R(prefetch), .min = 0, .max = 1024,
+     .flags = CLI_BATCH_ONLY,
+     .help = "batches prepared ahead of the one printed; 0 = 2 per thread\n"
+             "+ 2, at most 16 (default 0)"},
+    {CLI_OPT_U64, "read-ahead-bytes", .metavar = "N", R(read_ahead_bytes), .flags = CLI_BATCH_ONLY,
+     .help = "encoded bytes read ahead of the sampler by the read-ahead\n"
+             "threads, all together; 0 = no read-ahead threads\n"
+             "(default 67108864)"},
+    {CLI_OPT_U64, "max-member-bytes", .metavar = "N", R(max_member_bytes), .min = 1, .help = NULL},
+    /* the sampler's: batches only */
+    {CLI_OPT_CUSTOM, "max-duration", .metavar = "S", SM(max_duration),
+     .handler = cli_opt_positive_seconds, .flags = CLI_BATCH_ONLY, .help = NULL},
+    {CLI_OPT_U32, "max-cuts", .metavar = "N", SM(max_cuts), .min = 1, .max = UINT32_MAX,
+     .flags = CLI_BATCH_ONLY, .help = "at most N cuts per batch (default: no limit)"},
+    {CLI_OPT_CUSTOM, "quadratic-duration", .metavar = "Q", SM(quadratic_duration),
+     .handler = cli_opt_positive_seconds, .flags = CLI_BATCH_ONLY,
+     .help = "a cut of d seconds counts as d + d*d/Q (default: off)"},
+    {CLI_OPT_U32, "num-buckets", .metavar = "N", SM(num_buckets), .min = 1, .max = 65536,
+     .flags = CLI_BATCH_ONLY,
+     .help = "buckets estimated from the first cuts' metadata (default 10)"},
+    {CLI_OPT_U32, "num-cuts-for-bins", .metavar = "N", SM(num_cuts_for_bins_estimate), .min = 1,
+     .max = 1u << 24, .flags = CLI_BATCH_ONLY,
+     .help = "cuts whose durations estimate the bins (default 10000)"},
+    {CLI_OPT_CUSTOM, "bins", .metavar = "A,B,...", .handler = opt_bins, .flags = CLI_BATCH_ONLY,
+     .help = "sorted bucket boundaries in seconds instead of the estimate:\n"
+             "N boundaries make N + 1 buckets, and a cut of d seconds goes\n"
+             "to the first bucket whose boundary is >= d (default: estimate);\n"
+             "'linspace': NeMo's default when its config sets max_duration,\n"
+             "evenly spaced from --min-duration to --max-cut-duration"},
+    {CLI_OPT_CUSTOM, "bucket-batch-size", .metavar = "A,B,...", .handler = opt_bucket_batch_size,
+     .flags = CLI_BATCH_ONLY,
+     .help = "fixed cuts per batch for each boundary of --bins (one\n"
+             "number per boundary, as NeMo's OOMptimizer writes them);\n"
+             "excludes --max-duration and --max-cuts; a cut longer than the\n"
+             "last boundary is an error, so also give --max-cut-duration\n"
+             "(default: off)"},
+    {CLI_OPT_U32, "buffer-size", .metavar = "N", SM(buffer_size), .min = 1, .max = 1u << 24,
+     .flags = CLI_BATCH_ONLY, .help = "cuts held in the buckets (default 20000)"},
+    {CLI_OPT_U64, "max-buffer-bytes", .metavar = "N", SM(max_buffer_bytes), .flags = CLI_BATCH_ONLY,
+     .help = "encoded audio bytes held in the buckets; 0 = no limit\n"
+             "(default 1073741824)"},
+    {CLI_OPT_FLAG, "shuffle", SM(shuffle), .min = 1, .flags = CLI_BATCH_ONLY,
+     .help = "shuffle the cuts inside each bucket (default)"},
+    {CLI_OPT_FLAG, "no-shuffle", SM(shuffle), .min = 0, .flags = CLI_BATCH_ONLY,
+     .help = "keep the cuts of a bucket in arrival order (the shard order is\n"
+             "set by --no-shuffle-shards)"},
+    {CLI_OPT_FLAG, "drop-last", SM(drop_last), .min = 1, .flags = CLI_BATCH_ONLY,
+     .help = "drop the partial batches left at the end (default: keep them)"},
+    {CLI_OPT_DOUBLE, "min-duration", .metavar = "S", SM(min_duration), .dmin = 0, .dmax = 1e9,
+     .flags = CLI_BATCH_ONLY,
+     .help = "filter out (and count) cuts shorter than S seconds (default 0)"},
+    {CLI_OPT_CUSTOM, "max-cut-duration", .metavar = "S", SM(max_cut_duration),
+     .handler = cli_opt_positive_seconds, .flags = CLI_BATCH_ONLY,
+     .help = "filter out (and count) cuts longer than S seconds\n(default: none)"},
+    CLI_END,
 };
 
-int cli_long_options(struct option *out, size_t cap, const struct option *own, const int *shared)
-{
-    size_t n = 0;
-    for (; own->name != NULL; own++) {
-        if (n + 1 >= cap)
-            return -1;
-        out[n++] = *own;
-    }
-    for (; *shared != 0; shared++) {
-        if (n + 1 >= cap || *shared < CLI_RO_FIRST || *shared >= CLI_RO_END)
-            return -1;
-        out[n++] = shared_options[*shared - CLI_RO_FIRST];
-    }
-    out[n] = (struct option){NULL, 0, NULL, 0};
-    return 0;
-}
-
-const char *cli_option_name(const struct option *table, int opt)
-{
-    for (; table->name != NULL; table++) {
-        if (table->val == opt)
-            return table->name;
-    }
-    return "?";
-}
-
-static int parse_u32(const char *cmd, const char *opt, const char *val, uint32_t min, uint32_t max,
-                     uint32_t *out)
-{
-    int64_t v;
-    if (cli_parse_i64(cmd, opt, val, min, max, &v) < 0)
-        return -1;
-    *out = (uint32_t)v;
-    return 0;
-}
-
-/* A number of seconds in (0, 1e9]. */
-static int parse_positive(const char *cmd, const char *opt, const char *val, double *out)
-{
-    char *end;
-    errno = 0;
-    double d = strtod(val, &end);
-    if (end == val || *end != '\0' || errno != 0 || !(d > 0) || d > 1e9) {
-        cli_usage_error(cmd,
-                        "invalid value '%s' for %s (a number above 0, up to 1e+09, is expected)",
-                        val, opt);
-        return -1;
-    }
-    *out = d;
-    return 0;
-}
-
-static int apply_reader(const char *cmd, int opt, const char *val, sharc_reader_settings *s)
-{
-    switch (opt) {
-    case CLI_RO_LAYOUT:
-        return cli_parse_layout(cmd, val, &s->layout);
-    case CLI_RO_EPOCHS:
-        return cli_parse_u64(cmd, "--epochs", val, &s->epochs);
-    case CLI_RO_SEED:
-        return cli_parse_u64(cmd, "--seed", val, &s->seed);
-    case CLI_RO_SHUFFLE_SHARDS:
-    case CLI_RO_NO_SHUFFLE_SHARDS:
-        s->shuffle_shards = opt == CLI_RO_SHUFFLE_SHARDS;
-        return 0;
-    case CLI_RO_DP_RANK:
-        return cli_parse_int(cmd, "--dp-rank", val, 0, 1 << 20, &s->dp_rank);
-    case CLI_RO_DP_SIZE:
-        return cli_parse_int(cmd, "--dp-size", val, 1, 1 << 20, &s->dp_size);
-    case CLI_RO_ON_ERROR:
-        return cli_parse_on_error(cmd, val, &s->on_error);
-    case CLI_RO_SAMPLING_RATE:
-        return cli_parse_int(cmd, "--sampling-rate", val, 1, 1 << 24, &s->sampling_rate);
-    case CLI_RO_CHANNEL:
-        return cli_parse_int(cmd, "--channel", val, 0, 1 << 16, &s->channel);
-    case CLI_RO_THREADS:
-        return cli_parse_int(cmd, "--threads", val, 0, 4096, &s->n_threads);
-    case CLI_RO_PREFETCH:
-        return cli_parse_int(cmd, "--prefetch", val, 0, 1024, &s->prefetch); /* as the library */
-    case CLI_RO_READ_AHEAD_BYTES:
-        return cli_parse_u64(cmd, "--read-ahead-bytes", val, &s->read_ahead_bytes);
-    case CLI_RO_MAX_MEMBER_BYTES:
-        if (cli_parse_u64(cmd, "--max-member-bytes", val, &s->max_member_bytes) < 0)
-            return -1;
-        if (s->max_member_bytes > 0)
-            return 0;
-        cli_usage_error(cmd, "--max-member-bytes must be at least 1");
-        return -1;
-    }
-    return 1;
-}
-
-static int apply_sampler(cli_reader_opts *ro, int opt, const char *val, sharc_sampler_settings *st)
-{
-    const char *cmd = ro->cmd;
-    switch (opt) {
-    case CLI_RO_MAX_DURATION:
-        return parse_positive(cmd, "--max-duration", val, &st->max_duration);
-    case CLI_RO_MAX_CUTS:
-        return parse_u32(cmd, "--max-cuts", val, 1, UINT32_MAX, &st->max_cuts);
-    case CLI_RO_QUADRATIC_DURATION:
-        return parse_positive(cmd, "--quadratic-duration", val, &st->quadratic_duration);
-    case CLI_RO_NUM_BUCKETS:
-        return parse_u32(cmd, "--num-buckets", val, 1, 65536, &st->num_buckets);
-    case CLI_RO_NUM_CUTS_FOR_BINS:
-        return parse_u32(cmd, "--num-cuts-for-bins", val, 1, 1u << 24,
-                         &st->num_cuts_for_bins_estimate);
-    case CLI_RO_BINS:
-        ro->bins_linspace = strcmp(val, "linspace") == 0;
-        free(ro->bins);
-        ro->bins = NULL;
-        ro->n_bins = 0;
-        return ro->bins_linspace
-                   ? 0
-                   : cli_parse_double_list(cmd, "--bins", val, 0, 1e9, 1, &ro->bins, &ro->n_bins);
-    case CLI_RO_BUCKET_BATCH_SIZE:
-        return cli_parse_u32_list(cmd, "--bucket-batch-size", val, 1, UINT32_MAX,
-                                  &ro->bucket_batch_size, &ro->n_bucket_batch_size);
-    case CLI_RO_BUFFER_SIZE:
-        return parse_u32(cmd, "--buffer-size", val, 1, 1u << 24, &st->buffer_size);
-    case CLI_RO_MAX_BUFFER_BYTES:
-        return cli_parse_u64(cmd, "--max-buffer-bytes", val, &st->max_buffer_bytes);
-    case CLI_RO_SHUFFLE:
-    case CLI_RO_NO_SHUFFLE:
-        st->shuffle = opt == CLI_RO_SHUFFLE;
-        return 0;
-    case CLI_RO_DROP_LAST:
-        st->drop_last = 1;
-        return 0;
-    case CLI_RO_MIN_DURATION:
-        return cli_parse_double(cmd, "--min-duration", val, 0, 1e9, &st->min_duration);
-    case CLI_RO_MAX_CUT_DURATION:
-        return parse_positive(cmd, "--max-cut-duration", val, &st->max_cut_duration);
-    }
-    return 1;
-}
-
-int cli_reader_opt_apply(cli_reader_opts *ro, int opt, const char *val, sharc_reader_settings *s)
-{
-    if (CLI_RO_IS_SAMPLER(opt))
-        return apply_sampler(ro, opt, val, &s->sampler);
-    ro->dp_given |= opt == CLI_RO_DP_RANK || opt == CLI_RO_DP_SIZE;
-    return apply_reader(ro->cmd, opt, val, s);
-}
+#undef R
+#undef SM
 
 int cli_linspace_bins(const char *cmd, const sharc_sampler_settings *st, double **bins,
                       size_t *n_bins)

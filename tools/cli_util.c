@@ -690,18 +690,6 @@ int cli_same_file(const char *a, const char *b)
     return same;
 }
 
-size_t cli_utf8_invalid_at(const char *s, size_t n)
-{
-    const unsigned char *p = (const unsigned char *)s, *end = p + n;
-    while (p < end) {
-        size_t k = *p < 0x80 ? 1 : utf8_sequence(p, end);
-        if (k == 0)
-            break;
-        p += k;
-    }
-    return (size_t)(p - (const unsigned char *)s);
-}
-
 void cli_json_strn(FILE *f, const char *s, size_t n)
 {
     fputc('"', f);

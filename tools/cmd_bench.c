@@ -2,7 +2,6 @@
  * sharc bench: measure the loader (batches, or cuts with --cuts) and, with --floor, the floor
  * (libarchive + libsndfile alone, bench_floor.c) in the same run, alternating the two.
  */
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -17,6 +16,7 @@
 #include "bench_floor.h"
 #include "cli.h"
 #include "cli_loader.h"
+#include "cli_opts.h"
 #include "cli_reader_opts.h"
 
 static const char *const cmd = "bench";
@@ -42,8 +42,9 @@ typedef struct bench_opts {
     int floor;     /* --floor */
     int json, quiet, verbose;
     uint64_t warmup; /* batches (cuts with --cuts) before the window */
-    uint64_t count;  /* --batches: window length in batches (cuts); 0 = by time */
-    double seconds;  /* --seconds: window length in seconds; 0 = by count */
+    int warmup_given;
+    uint64_t count; /* --batches: window length in batches (cuts); 0 = by time */
+    double seconds; /* --seconds: window length in seconds; 0 = by count */
     int repeat;
     double *bins;      /* --bins, owned */
     int bins_linspace; /* --bins linspace: NeMo's evenly spaced bins, made at the end */
@@ -75,83 +76,196 @@ typedef struct run_result {
     int ended;                         /* the data ended the window */
 } run_result;
 
+/* A finite number >= min (> min when `strict`); -1 after a usage error. */
+static int parse_double(const char *opt, const char *val, double min, int strict, double *out)
+{
+    char *end;
+    double v = strtod(val, &end);
+    if (end == val || *end != '\0' || !isfinite(v) || v < min || (strict && v == min)) {
+        cli_usage_error(cmd, "%s needs a number %s %g, not '%s'", opt, strict ? ">" : ">=", min,
+                        val);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* "1.5,3,7.25": sorted (non-decreasing) positive boundaries. */
+static int parse_bins(cli_parser *parser, const cli_opt *opt, const char *val, void *target)
+{
+    bench_opts *o = parser->own;
+    sharc_sampler_settings *st = &parser->reader->sampler;
+    o->bins_linspace = strcmp(val, "linspace") == 0;
+    if (o->bins_linspace)
+        return 0;
+    size_t n = 1;
+    for (const char *p = val; *p; p++)
+        n += *p == ',';
+    free(o->bins);
+    o->bins = malloc(n * sizeof *o->bins);
+    if (o->bins == NULL)
+        return cli_usage_error(cmd, "out of memory"), -1;
+    const char *p = val;
+    for (size_t i = 0; i < n; i++) {
+        char *end;
+        double v = strtod(p, &end);
+        if (end == p || (*end != ',' && *end != '\0') || !isfinite(v) || v <= 0 ||
+            (i > 0 && v < o->bins[i - 1])) {
+            cli_usage_error(cmd,
+                            "--bins needs sorted positive numbers separated by commas, "
+                            "not '%s'",
+                            val);
+            return -1;
+        }
+        o->bins[i] = v;
+        p = end + 1;
+    }
+    st->bins = o->bins;
+    st->n_bins = n;
+    return 0;
+}
+
+/* Seconds above 0, in bench's words ("--seconds needs a number > 0, not 'x'"). */
+static int parse_positive(cli_parser *p, const cli_opt *opt, const char *val, void *target)
+{
+    char flag[32];
+    snprintf(flag, sizeof flag, "--%s", opt->name);
+    return parse_double(flag, val, 0, 1, target);
+}
+
+static int parse_warmup(cli_parser *p, const cli_opt *opt, const char *val, void *target)
+{
+    bench_opts *o = p->own;
+    o->warmup_given = 1;
+    return cli_parse_u64(cmd, "--warmup", val, &o->warmup);
+}
+
+static int parse_max_cuts(cli_parser *p, const cli_opt *opt, const char *val, void *target)
+{
+    uint64_t u = 0;
+    if (cli_parse_u64(cmd, "--max-cuts", val, &u) < 0)
+        return -1;
+    if (u == 0 || u > UINT32_MAX) {
+        cli_usage_error(cmd, "--max-cuts must be in [1, %" PRIu32 "], not %s", UINT32_MAX, val);
+        return -1;
+    }
+    *(uint32_t *)target = (uint32_t)u;
+    return 0;
+}
+
+/* --no-shuffle: here also the shard order. */
+static int parse_no_shuffle(cli_parser *p, const cli_opt *opt, const char *val, void *target)
+{
+    p->reader->shuffle_shards = 0;
+    p->reader->sampler.shuffle = 0;
+    return 0;
+}
+
+#define OWN(field)      .target = CLI_T_CMD, .offset = offsetof(bench_opts, field)
+#define SM(field)       .target = CLI_T_READER, .offset = offsetof(sharc_reader_settings, sampler.field)
+#define USE(name, help) CLI_USE(cli_reader_group, name, help)
+
+/* The reader options as 'sharc read' parses them; the sampler options bench checks in its
+ * own words. The batching options, --threads, --prefetch and --read-ahead-bytes are refused
+ * with --cuts (CLI_BATCH_ONLY); --no-shuffle is not, as it also sets the shard order. */
+static const cli_opt options[] = {
+    CLI_TEXT("Measurement:\n"),
+    {CLI_OPT_U64, "batches", .metavar = "N", OWN(count), .min = 1,
+     .help = "time N batches (N cuts with --cuts); not with --seconds\n(default: by --seconds)"},
+    {CLI_OPT_CUSTOM, "seconds", .metavar = "S", OWN(seconds), .handler = parse_positive,
+     .help = "time S seconds; not with --batches (default 10 when --batches\nis not given)"},
+    {CLI_OPT_CUSTOM, "warmup", .metavar = "N", .handler = parse_warmup,
+     .help = "untimed batches (cuts with --cuts) first; they include opening\n"
+             "and the first buffer fill, see time_to_first_batch_s\n"
+             "(default 2, or 20 with --cuts)"},
+    {CLI_OPT_INT, "repeat", .metavar = "R", OWN(repeat), .min = 1, .max = MAX_REPEAT,
+     .help = "repetitions; medians are reported (default 1, or 3 with --floor)"},
+    {CLI_OPT_FLAG, "floor", OWN(floor), .min = 1,
+     .help = "also measure the floor, alternating with the loader; the floor\n"
+             "runs as long as the loader's window of the same repetition,\n"
+             "and at least 1 s (a rate from a few members would mean little)"},
+    {CLI_OPT_FLAG, "cuts", OWN(cuts_mode), .min = 1,
+     .help = "cut-level reader (sharc_reader_next): no sampler, no collation,\n"
+             "one thread, so the batching, --threads, --prefetch and\n"
+             "--read-ahead-bytes options are refused; the floor then uses\n"
+             "one thread too"},
+    CLI_TEXT("\nReader (defaults as 'sharc read' unless said):\n"),
+    USE("layout", "auto, shar, nemo or wds (default auto)"),
+    USE("epochs", "epochs; the window also ends with the data; 0 = forever, for\n"
+                  "a steady state on a small dataset (default 1)"),
+    USE("seed", "shard order and sampler seed (default 0)"),
+    USE("on-error", "fail or skip (default fail)"),
+    USE("sampling-rate", "required sampling rate (default: any; a batch holds one rate)"),
+    USE("channel", "keep channel K of multi-channel audio (default: all; batches\n"
+                   "need one channel)"),
+    USE("threads", "decode threads for batches (with N > 1, shard read-ahead\n"
+                   "threads too: as many for compressed tars, one per 4 for plain\n"
+                   "ones, at most 8); 0 = all online cores (default 0)"),
+    USE("prefetch", "batches prepared ahead; 0 = 2 per thread + 2, at most 16\n(default 0)"),
+    USE("read-ahead-bytes", "encoded bytes read ahead by the read-ahead threads, all\n"
+                            "together; 0 = none (default 67108864)"),
+    CLI_TEXT(
+        "\nSampler (batches; Lhotse DynamicBucketingSampler equivalents in docs/sampler.md):\n"),
+    {CLI_OPT_CUSTOM, "max-duration", .metavar = "S", SM(max_duration), .handler = parse_positive,
+     .flags = CLI_BATCH_ONLY | CLI_SHARED,
+     .help = "padded seconds per batch (default 200 here when neither\n"
+             "--max-duration nor --max-cuts is given)"},
+    {CLI_OPT_CUSTOM, "max-cuts", .metavar = "N", SM(max_cuts), .handler = parse_max_cuts,
+     .flags = CLI_BATCH_ONLY | CLI_SHARED, .help = "cuts per batch (default: no limit)"},
+    {CLI_OPT_U32, "num-buckets", .metavar = "N", SM(num_buckets), .min = 1, .max = 1 << 20,
+     .flags = CLI_BATCH_ONLY | CLI_SHARED, .help = "buckets estimated from metadata (default 10)"},
+    {CLI_OPT_CUSTOM, "bins", .metavar = "A,B,...", .handler = parse_bins,
+     .flags = CLI_BATCH_ONLY | CLI_SHARED,
+     .help = "explicit sorted bucket boundaries in seconds (default: estimate);\n"
+             "'linspace': NeMo's default when its config sets max_duration,\n"
+             "evenly spaced from --min-duration to --max-cut-duration"},
+    USE("min-duration", NULL),
+    USE("max-cut-duration", NULL),
+    {CLI_OPT_CUSTOM, "quadratic-duration", .metavar = "Q", SM(quadratic_duration),
+     .handler = parse_positive, .flags = CLI_BATCH_ONLY | CLI_SHARED,
+     .help = "a cut counts as d + d*d/Q (default off)"},
+    {CLI_OPT_U32, "buffer-size", .metavar = "N", SM(buffer_size), .min = 1, .max = 1 << 30,
+     .flags = CLI_BATCH_ONLY | CLI_SHARED, .help = "cuts held in the buckets (default 20000)"},
+    {CLI_OPT_CUSTOM, "no-shuffle", .handler = parse_no_shuffle, .flags = CLI_NO_VALUE | CLI_SHARED,
+     .help = "no shuffle inside buckets nor of the shard order"},
+    CLI_TEXT("\nDistributed (batches; every rank prints its own report):\n"),
+    CLI_GROUP(cli_dist_group),
+    /* --broadcast-only is taken before the options are parsed (bench_bcast_requested). */
+    CLI_TEXT("                      (the window is then --batches N, default 20: ranks stop "
+             "together)\n"
+             "  --broadcast-only    measure the broadcast alone against a raw MPI_Bcast of the "
+             "same\n"
+             "                      bytes (see sharc bench --broadcast-only --help)\n"
+             "\nOutput:\n"),
+    {CLI_OPT_FLAG, "json", OWN(json), .min = 1, .help = "print one JSON object at the end (below)"},
+    {CLI_OPT_FLAG, "quiet", OWN(quiet), .min = 1, .help = "no progress line, no library warnings"},
+    {CLI_OPT_FLAG, "verbose", OWN(verbose), .min = 1,
+     .help = "also the library's informational messages"},
+    CLI_HELP_OPT,
+    CLI_END,
+};
+
+#undef OWN
+#undef SM
+#undef USE
+
 static void print_help(void)
 {
+    printf("Usage: sharc bench [options] PATH...\n"
+           "\n"
+           "Measure the loader as a training job uses it: open the dataset, take --warmup batches\n"
+           "untimed, then time --batches N batches or --seconds S seconds of them, and report\n"
+           "seconds of audio per second, cuts/s, batches/s, padding, batch fill, time to the\n"
+           "first batch, peak RSS and the time split by stage. With --floor the floor is measured\n"
+           "in the same run: libarchive streaming the same tar files and libsndfile decoding\n"
+           "every audio member from memory, with the same number of threads and nothing else;\n"
+           "loader and floor runs alternate and the medians are reported with their ratio.\n"
+           "\n"
+           "PATH is a dataset directory, a shard file, a brace or a wildcard pattern, as for\n"
+           "'sharc read'.\n"
+           "\n");
+    cli_opts_print(stdout, options);
     printf(
-        "Usage: sharc bench [options] PATH...\n"
-        "\n"
-        "Measure the loader as a training job uses it: open the dataset, take --warmup batches\n"
-        "untimed, then time --batches N batches or --seconds S seconds of them, and report\n"
-        "seconds of audio per second, cuts/s, batches/s, padding, batch fill, time to the\n"
-        "first batch, peak RSS and the time split by stage. With --floor the floor is measured\n"
-        "in the same run: libarchive streaming the same tar files and libsndfile decoding\n"
-        "every audio member from memory, with the same number of threads and nothing else;\n"
-        "loader and floor runs alternate and the medians are reported with their ratio.\n"
-        "\n"
-        "PATH is a dataset directory, a shard file, a brace or a wildcard pattern, as for\n"
-        "'sharc read'.\n"
-        "\n"
-        "Measurement:\n"
-        "  --batches N         time N batches (N cuts with --cuts); not with --seconds\n"
-        "                      (default: by --seconds)\n"
-        "  --seconds S         time S seconds; not with --batches (default 10 when --batches\n"
-        "                      is not given)\n"
-        "  --warmup N          untimed batches (cuts with --cuts) first; they include opening\n"
-        "                      and the first buffer fill, see time_to_first_batch_s\n"
-        "                      (default 2, or 20 with --cuts)\n"
-        "  --repeat R          repetitions; medians are reported (default 1, or 3 with --floor)\n"
-        "  --floor             also measure the floor, alternating with the loader; the floor\n"
-        "                      runs as long as the loader's window of the same repetition,\n"
-        "                      and at least 1 s (a rate from a few members would mean little)\n"
-        "  --cuts              cut-level reader (sharc_reader_next): no sampler, no collation,\n"
-        "                      one thread, so the batching, --threads, --prefetch and\n"
-        "                      --read-ahead-bytes options are refused; the floor then uses\n"
-        "                      one thread too\n"
-        "\n");
-    printf(
-        "Reader (defaults as 'sharc read' unless said):\n"
-        "  --layout L          auto, shar, nemo or wds (default auto)\n"
-        "  --epochs N          epochs; the window also ends with the data; 0 = forever, for\n"
-        "                      a steady state on a small dataset (default 1)\n"
-        "  --seed S            shard order and sampler seed (default 0)\n"
-        "  --on-error P        fail or skip (default fail)\n"
-        "  --sampling-rate HZ  required sampling rate (default: any; a batch holds one rate)\n"
-        "  --channel K         keep channel K of multi-channel audio (default: all; batches\n"
-        "                      need one channel)\n"
-        "  --threads N         decode threads for batches (with N > 1, shard read-ahead\n"
-        "                      threads too: as many for compressed tars, one per 4 for plain\n"
-        "                      ones, at most 8); 0 = all online cores (default 0)\n"
-        "  --prefetch N        batches prepared ahead; 0 = 2 per thread + 2, at most 16\n"
-        "                      (default 0)\n"
-        "  --read-ahead-bytes N  encoded bytes read ahead by the read-ahead threads, all\n"
-        "                      together; 0 = none (default 67108864)\n"
-        "\n"
-        "Sampler (batches; Lhotse DynamicBucketingSampler equivalents in docs/sampler.md):\n"
-        "  --max-duration S    padded seconds per batch (default 200 here when neither\n"
-        "                      --max-duration nor --max-cuts is given)\n"
-        "  --max-cuts N        cuts per batch (default: no limit)\n"
-        "  --num-buckets N     buckets estimated from metadata (default 10)\n"
-        "  --bins A,B,...      explicit sorted bucket boundaries in seconds (default: estimate);\n"
-        "                      'linspace': NeMo's default when its config sets max_duration,\n"
-        "                      evenly spaced from --min-duration to --max-cut-duration\n"
-        "  --min-duration S    filter out (and count) cuts shorter than S seconds (default 0)\n"
-        "  --max-cut-duration S  filter out (and count) cuts longer than S seconds\n"
-        "                      (default: none)\n"
-        "  --quadratic-duration Q  a cut counts as d + d*d/Q (default "
-        "off)\n" CLI_RO_HELP_BUFFER_SIZE
-        "  --no-shuffle        no shuffle inside buckets nor of the shard order\n"
-        "\n");
-    printf(
-        "Distributed (batches; every rank prints its own report):\n" CLI_DIST_HELP
-        "                      (the window is then --batches N, default 20: ranks stop together)\n"
-        "  --broadcast-only    measure the broadcast alone against a raw MPI_Bcast of the same\n"
-        "                      bytes (see sharc bench --broadcast-only --help)\n"
-        "\n"
-        "Output:\n"
-        "  --json              print one JSON object at the end (below)\n"
-        "  --quiet             no progress line, no library warnings\n"
-        "  --verbose           also the library's informational messages\n"
-        "  -h, --help          show this help\n"
         "\n"
         "The JSON object has: mode (\"batches\" or \"cuts\"), threads, repeat, shards,\n"
         "tar_files, window_seconds, and the totals over the repetitions' windows audio_seconds,\n"
@@ -185,165 +299,8 @@ static void print_help(void)
         "data/shar\n");
 }
 
-enum {
-    OPT_BATCHES = 256,
-    OPT_SECONDS,
-    OPT_WARMUP,
-    OPT_REPEAT,
-    OPT_FLOOR,
-    OPT_CUTS,
-    OPT_JSON,
-    OPT_QUIET,
-    OPT_VERBOSE,
-};
-
-static const struct option own_opts[] = {
-    {"batches", required_argument, NULL, OPT_BATCHES},
-    {"seconds", required_argument, NULL, OPT_SECONDS},
-    {"warmup", required_argument, NULL, OPT_WARMUP},
-    {"repeat", required_argument, NULL, OPT_REPEAT},
-    {"floor", no_argument, NULL, OPT_FLOOR},
-    {"cuts", no_argument, NULL, OPT_CUTS},
-    {"json", no_argument, NULL, OPT_JSON},
-    {"quiet", no_argument, NULL, OPT_QUIET},
-    {"verbose", no_argument, NULL, OPT_VERBOSE},
-    CLI_DIST_LONG_OPTIONS,
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
-};
-
-/* The reader options as 'sharc read' parses them, and the sampler options that bench checks
- * itself (parse_sampler_opt). */
-static const int shared_opts[] = {CLI_RO_LAYOUT,
-                                  CLI_RO_EPOCHS,
-                                  CLI_RO_SEED,
-                                  CLI_RO_ON_ERROR,
-                                  CLI_RO_SAMPLING_RATE,
-                                  CLI_RO_CHANNEL,
-                                  CLI_RO_THREADS,
-                                  CLI_RO_PREFETCH,
-                                  CLI_RO_READ_AHEAD_BYTES,
-                                  CLI_RO_MAX_DURATION,
-                                  CLI_RO_MAX_CUTS,
-                                  CLI_RO_NUM_BUCKETS,
-                                  CLI_RO_BINS,
-                                  CLI_RO_QUADRATIC_DURATION,
-                                  CLI_RO_BUFFER_SIZE,
-                                  CLI_RO_NO_SHUFFLE,
-                                  CLI_RO_MIN_DURATION,
-                                  CLI_RO_MAX_CUT_DURATION,
-                                  0};
-
-/* A finite number >= min (> min when `strict`); -1 after a usage error. */
-static int parse_double(const char *opt, const char *val, double min, int strict, double *out)
-{
-    char *end;
-    double v = strtod(val, &end);
-    if (end == val || *end != '\0' || !isfinite(v) || v < min || (strict && v == min)) {
-        cli_usage_error(cmd, "%s needs a number %s %g, not '%s'", opt, strict ? ">" : ">=", min,
-                        val);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-/* "1.5,3,7.25": sorted (non-decreasing) positive boundaries. */
-static int parse_bins(const char *val, bench_opts *o, sharc_sampler_settings *st)
-{
-    o->bins_linspace = strcmp(val, "linspace") == 0;
-    if (o->bins_linspace)
-        return 0;
-    size_t n = 1;
-    for (const char *p = val; *p; p++)
-        n += *p == ',';
-    free(o->bins);
-    o->bins = malloc(n * sizeof *o->bins);
-    if (o->bins == NULL)
-        return cli_usage_error(cmd, "out of memory"), -1;
-    const char *p = val;
-    for (size_t i = 0; i < n; i++) {
-        char *end;
-        double v = strtod(p, &end);
-        if (end == p || (*end != ',' && *end != '\0') || !isfinite(v) || v <= 0 ||
-            (i > 0 && v < o->bins[i - 1])) {
-            cli_usage_error(cmd,
-                            "--bins needs sorted positive numbers separated by commas, "
-                            "not '%s'",
-                            val);
-            return -1;
-        }
-        o->bins[i] = v;
-        p = end + 1;
-    }
-    st->bins = o->bins;
-    st->n_bins = n;
-    return 0;
-}
-
-/* The sampler options, which bench checks in its own words. 1 when `opt` is not one. */
-static int parse_sampler_opt(int opt, const char *val, bench_opts *o, sharc_reader_settings *s)
-{
-    sharc_sampler_settings *st = &s->sampler;
-    uint64_t u = 0;
-    switch (opt) {
-    case CLI_RO_MAX_DURATION:
-        return parse_double("--max-duration", val, 0, 1, &st->max_duration);
-    case CLI_RO_QUADRATIC_DURATION:
-        return parse_double("--quadratic-duration", val, 0, 1, &st->quadratic_duration);
-    case CLI_RO_MAX_CUTS:
-        if (cli_parse_u64(cmd, "--max-cuts", val, &u) < 0)
-            return -1;
-        if (u == 0 || u > UINT32_MAX) {
-            cli_usage_error(cmd, "--max-cuts must be in [1, %" PRIu32 "], not %s", UINT32_MAX, val);
-            return -1;
-        }
-        st->max_cuts = (uint32_t)u;
-        return 0;
-    case CLI_RO_NUM_BUCKETS: {
-        int v;
-        if (cli_parse_int(cmd, "--num-buckets", val, 1, 1 << 20, &v) < 0)
-            return -1;
-        st->num_buckets = (uint32_t)v;
-        return 0;
-    }
-    case CLI_RO_BUFFER_SIZE: {
-        int v;
-        if (cli_parse_int(cmd, "--buffer-size", val, 1, 1 << 30, &v) < 0)
-            return -1;
-        st->buffer_size = (uint32_t)v;
-        return 0;
-    }
-    case CLI_RO_BINS:
-        return parse_bins(val, o, st);
-    case CLI_RO_NO_SHUFFLE: /* here also the shard order */
-        s->shuffle_shards = 0;
-        st->shuffle = 0;
-        return 0;
-    }
-    return 1;
-}
-
-static int parse_measure_opt(int opt, const char *val, bench_opts *o)
-{
-    switch (opt) {
-    case OPT_BATCHES:
-        if (cli_parse_u64(cmd, "--batches", val, &o->count) < 0)
-            return -1;
-        return o->count == 0 ? (cli_usage_error(cmd, "--batches must be at least 1"), -1) : 0;
-    case OPT_SECONDS:
-        return parse_double("--seconds", val, 0, 1, &o->seconds);
-    case OPT_WARMUP:
-        return cli_parse_u64(cmd, "--warmup", val, &o->warmup);
-    case OPT_REPEAT:
-        return cli_parse_int(cmd, "--repeat", val, 1, MAX_REPEAT, &o->repeat);
-    }
-    return -1;
-}
-
 /* Check the combination of options and fill in the defaults that depend on others. */
-static int finish_args(sharc_reader_settings *s, bench_opts *o, const char *batch_only,
-                       int warmup_given)
+static int finish_args(sharc_reader_settings *s, bench_opts *o, const char *batch_only)
 {
     if (o->cuts_mode && batch_only != NULL)
         return cli_usage_error(
@@ -361,7 +318,7 @@ static int finish_args(sharc_reader_settings *s, bench_opts *o, const char *batc
         if (o->count == 0)
             o->count = 20;
     }
-    if (!warmup_given)
+    if (!o->warmup_given)
         o->warmup = o->cuts_mode ? 20 : 2;
     if (o->count == 0 && o->seconds == 0)
         o->seconds = 10;
@@ -382,70 +339,24 @@ static int finish_args(sharc_reader_settings *s, bench_opts *o, const char *batc
     return -1;
 }
 
-/* The options of bench itself. 1 when `opt` is not one of them. */
-static int parse_own_opt(int opt, const char *val, bench_opts *o)
-{
-    switch (opt) {
-    case OPT_BATCHES:
-    case OPT_SECONDS:
-    case OPT_WARMUP:
-    case OPT_REPEAT:
-        return parse_measure_opt(opt, val, o);
-    case OPT_FLOOR:
-        o->floor = 1;
-        return 0;
-    case OPT_CUTS:
-        o->cuts_mode = 1;
-        return 0;
-    case OPT_JSON:
-        o->json = 1;
-        return 0;
-    case OPT_QUIET:
-        o->quiet = 1;
-        return 0;
-    case OPT_VERBOSE:
-        o->verbose = 1;
-        return 0;
-    case CLI_OPT_TRANSPORT:
-    case CLI_OPT_MESH:
-    case CLI_OPT_TIMEOUT:
-        return cli_dist_option(cmd, &o->dist, opt, val) < 0 ? -1 : 0;
-    }
-    return 1;
-}
-
 /* Parse argv into settings and options. Returns -1 to continue, else an exit status. */
 static int parse_args(int argc, char **argv, sharc_reader_settings *s, bench_opts *o)
 {
-    struct option long_opts[CLI_MAX_LONG_OPTIONS];
-    if (cli_long_options(long_opts, CLI_MAX_LONG_OPTIONS, own_opts, shared_opts) < 0)
-        return cli_usage_error(cmd, "internal error: too many options");
-    cli_reader_opts ro = {.cmd = cmd}; /* bench parses the list-valued options itself */
-    int opt, warmup_given = 0;
-    const char *batch_only = NULL; /* the first option given that only batches use */
-    while ((opt = getopt_long(argc, argv, CLI_SHORT_OPTS, long_opts, NULL)) != -1) {
-        if (opt == 'h') {
-            print_help();
-            return CLI_EXIT_OK;
-        }
-        if (opt == '?' || opt == ':')
-            return cli_option_error(cmd, opt, argv, long_opts);
-        warmup_given |= opt == OPT_WARMUP;
-        /* --no-shuffle also fixes the shard order, which --cuts has */
-        if (batch_only == NULL &&
-            ((CLI_RO_IS_SAMPLER(opt) && opt != CLI_RO_NO_SHUFFLE) || opt == CLI_RO_THREADS ||
-             opt == CLI_RO_PREFETCH || opt == CLI_RO_READ_AHEAD_BYTES))
-            batch_only = cli_option_name(long_opts, opt);
-        int rc = parse_own_opt(opt, optarg, o);
-        if (rc == 1)
-            rc = parse_sampler_opt(opt, optarg, o, s);
-        if (rc == 1)
-            rc = cli_reader_opt_apply(&ro, opt, optarg, s);
-        if (rc != 0)
-            return CLI_EXIT_USAGE;
-    }
-    int status = cli_take_paths(cmd, argc, argv, s);
-    return status >= 0 ? status : finish_args(s, o, batch_only, warmup_given);
+    cli_reader_opts ro = {0}; /* bench parses the list-valued options itself */
+    cli_parser p = {.cmd = cmd,
+                    .table = options,
+                    .print_help = print_help,
+                    .own = o,
+                    .reader = s,
+                    .ro = &ro,
+                    .dist = &o->dist,
+                    .argc = argc,
+                    .argv = argv};
+    int status = cli_opts_parse(&p);
+    if (status >= 0)
+        return status;
+    status = cli_take_paths(cmd, argc, argv, s);
+    return status >= 0 ? status : finish_args(s, o, p.batch_only);
 }
 
 /* ---- memory and CPU ---- */

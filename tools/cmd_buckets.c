@@ -2,15 +2,16 @@
  * sharc buckets: estimate duration bucket boundaries from a dataset's metadata, as
  * Lhotse's estimate_duration_buckets (and NeMo's estimate_duration_bins.py) would.
  */
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "cli_opts.h"
 #include "cli_reader_opts.h"
 
 static const char *const cmd = "buckets";
@@ -21,6 +22,41 @@ typedef struct buckets_opts {
     double min_duration, max_duration;
     int json, quiet;
 } buckets_opts;
+
+/* --min-duration and --max-duration filter the cuts whose durations are estimated (they are
+ * not the sampler's options of the same names). */
+static int parse_seconds(cli_parser *p, const cli_opt *o, const char *val, void *target)
+{
+    (void)p;
+    char *end;
+    double v = strtod(val, &end);
+    if (end == val || *end || !isfinite(v) || v < 0)
+        return cli_usage_error(cmd, "--%s wants seconds >= 0, not '%s'", o->name, val), -1;
+    *(double *)target = v;
+    return 0;
+}
+
+#define OWN(field) .target = CLI_T_CMD, .offset = offsetof(buckets_opts, field)
+
+static const cli_opt options[] = {
+    {CLI_OPT_INT, "num-buckets", .metavar = "K", OWN(num_buckets), .min = 2, .max = 65536,
+     .help = "buckets wanted, 2 <= K (default 30, as NeMo)"},
+    {CLI_OPT_U64, "num-cuts", .metavar = "N", OWN(num_cuts),
+     .help = "use only the first N cuts in the dataset's shard order, as Lhotse's\n"
+             "num_cuts_for_bins_estimate (default 0: all cuts)"},
+    {CLI_OPT_CUSTOM, "min-duration", .metavar = "S", OWN(min_duration), .handler = parse_seconds,
+     .help = "ignore cuts shorter than S seconds (default 0)"},
+    {CLI_OPT_CUSTOM, "max-duration", .metavar = "S", OWN(max_duration), .handler = parse_seconds,
+     .help = "ignore cuts longer than S seconds (default 0: no limit)"},
+    CLI_USE(cli_reader_group, "layout", "shard layout: auto, shar, nemo or wds (default auto)"),
+    {CLI_OPT_FLAG, "json", OWN(json), .min = 1,
+     .help = "print one JSON object instead of text (see below)"},
+    {CLI_OPT_FLAG, "quiet", OWN(quiet), .min = 1, .help = "print only the bins"},
+    CLI_HELP_OPT,
+    CLI_END,
+};
+
+#undef OWN
 
 static void print_help(void)
 {
@@ -37,18 +73,9 @@ static void print_help(void)
            "PATH is a dataset directory, a shard file, a brace or a wildcard pattern, as for\n"
            "'sharc read'; several may be given.\n"
            "\n"
-           "Options:\n"
-           "  --num-buckets K     buckets wanted, 2 <= K (default 30, as NeMo)\n"
-           "  --num-cuts N        use only the first N cuts in the dataset's shard order, as "
-           "Lhotse's\n"
-           "                      num_cuts_for_bins_estimate (default 0: all cuts)\n"
-           "  --min-duration S    ignore cuts shorter than S seconds (default 0)\n"
-           "  --max-duration S    ignore cuts longer than S seconds (default 0: no limit)\n"
-           "  --layout L          shard layout: auto, shar, nemo or wds (default auto)\n"
-           "  --json              print one JSON object instead of text (see below)\n"
-           "  --quiet             print only the bins\n"
-           "  -h, --help          show this help\n"
-           "\n"
+           "Options:\n");
+    cli_opts_print(stdout, options);
+    printf("\n"
            "Text output: the bins on one line (comma-separated, ready for a config), then one\n"
            "line per bucket with its range, cuts, seconds, a histogram bar, and the padding\n"
            "it would cost if every batch were padded to the bucket's longest cut.\n"
@@ -65,76 +92,19 @@ static void print_help(void)
            "  sharc buckets --num-buckets 30 --max-duration 40 data/shar\n");
 }
 
-/* --min-duration and --max-duration filter the cuts whose durations are estimated (they are
- * not the sampler's options of the same names), and --num-buckets has its own range. */
-enum { OPT_NUM_BUCKETS = 256, OPT_NUM_CUTS, OPT_MIN, OPT_MAX, OPT_JSON, OPT_QUIET };
-
-static const struct option own_opts[] = {
-    {"num-buckets", required_argument, NULL, OPT_NUM_BUCKETS},
-    {"num-cuts", required_argument, NULL, OPT_NUM_CUTS},
-    {"min-duration", required_argument, NULL, OPT_MIN},
-    {"max-duration", required_argument, NULL, OPT_MAX},
-    {"json", no_argument, NULL, OPT_JSON},
-    {"quiet", no_argument, NULL, OPT_QUIET},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
-};
-
-static const int shared_opts[] = {CLI_RO_LAYOUT, 0};
-
-static int parse_seconds(const char *opt, const char *val, double *out)
-{
-    char *end;
-    double v = strtod(val, &end);
-    if (end == val || *end || !isfinite(v) || v < 0)
-        return cli_usage_error(cmd, "%s wants seconds >= 0, not '%s'", opt, val), -1;
-    *out = v;
-    return 0;
-}
-
-/* The options of buckets itself. 1 when `opt` is not one of them. */
-static int parse_own_opt(int opt, const char *val, buckets_opts *o)
-{
-    switch (opt) {
-    case OPT_NUM_BUCKETS:
-        return cli_parse_int(cmd, "--num-buckets", val, 2, 65536, &o->num_buckets);
-    case OPT_NUM_CUTS:
-        return cli_parse_u64(cmd, "--num-cuts", val, &o->num_cuts);
-    case OPT_MIN:
-        return parse_seconds("--min-duration", val, &o->min_duration);
-    case OPT_MAX:
-        return parse_seconds("--max-duration", val, &o->max_duration);
-    case OPT_JSON:
-        o->json = 1;
-        return 0;
-    case OPT_QUIET:
-        o->quiet = 1;
-        return 0;
-    }
-    return 1;
-}
-
 static int parse_args(int argc, char **argv, sharc_reader_settings *s, buckets_opts *o)
 {
-    struct option long_opts[CLI_MAX_LONG_OPTIONS];
-    if (cli_long_options(long_opts, CLI_MAX_LONG_OPTIONS, own_opts, shared_opts) < 0)
-        return cli_usage_error(cmd, "internal error: too many options");
-    cli_reader_opts ro = {.cmd = cmd};
-    int opt;
-    while ((opt = getopt_long(argc, argv, CLI_SHORT_OPTS, long_opts, NULL)) != -1) {
-        if (opt == 'h') {
-            print_help();
-            return CLI_EXIT_OK;
-        }
-        if (opt == '?' || opt == ':')
-            return cli_option_error(cmd, opt, argv, long_opts);
-        int rc = parse_own_opt(opt, optarg, o);
-        if (rc == 1)
-            rc = cli_reader_opt_apply(&ro, opt, optarg, s);
-        if (rc != 0)
-            return CLI_EXIT_USAGE;
-    }
-    int status = cli_take_paths(cmd, argc, argv, s);
+    cli_parser p = {.cmd = cmd,
+                    .table = options,
+                    .print_help = print_help,
+                    .own = o,
+                    .reader = s,
+                    .argc = argc,
+                    .argv = argv};
+    int status = cli_opts_parse(&p);
+    if (status >= 0)
+        return status;
+    status = cli_take_paths(cmd, argc, argv, s);
     if (status < 0 && o->max_duration > 0 && o->max_duration < o->min_duration)
         return cli_usage_error(cmd, "--max-duration is below --min-duration");
     return status;

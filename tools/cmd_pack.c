@@ -8,15 +8,16 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "cli_opts.h"
 
 static const char *const cmd = "pack";
 
@@ -50,49 +51,86 @@ typedef struct pack_list {
 /* Every failure is recorded for the {"error"} object --json ends with (cli_fail). */
 #define fail_with(...) cli_fail(cmd, __VA_ARGS__)
 
+/* --manifest FILE, once per manifest. */
+static int add_manifest(cli_parser *p, const cli_opt *opt, const char *val, void *target)
+{
+    pack_opts *o = p->own;
+    const char **m = realloc(o->manifests, (o->n_manifests + 1) * sizeof *m);
+    if (!m)
+        return cli_usage_error(cmd, "out of memory"), -1;
+    m[o->n_manifests++] = val;
+    o->manifests = m;
+    return 0;
+}
+
+/* --layout and --compress are stored as ints (CLI_OPT_ENUM) into these enums. */
+_Static_assert(sizeof(sharc_layout) == sizeof(int), "sharc_layout is stored as an int");
+_Static_assert(sizeof(sharc_writer_compression) == sizeof(int),
+               "sharc_writer_compression is stored as an int");
+static const int layouts[] = {SHARC_LAYOUT_SHAR, SHARC_LAYOUT_NEMO};
+static const int compressions[] = {SHARC_WRITER_COMPRESS_NONE, SHARC_WRITER_COMPRESS_GZIP,
+                                   SHARC_WRITER_COMPRESS_ZSTD};
+
+#define OWN(field) .target = CLI_T_CMD, .offset = offsetof(pack_opts, field)
+
+static const cli_opt options[] = {
+    {CLI_OPT_CUSTOM, "manifest", .metavar = "FILE", .handler = add_manifest,
+     .help = "a JSON-lines manifest; may be given several times (required)"},
+    {CLI_OPT_STRING, "out", .metavar = "DIR", OWN(out),
+     .help = "output folder, created; it must be empty or absent (required)"},
+    {CLI_OPT_ENUM, "layout", .metavar = "L", OWN(layout), .choices = "shar|nemo", .values = layouts,
+     .help = "shar or nemo (default shar)"},
+    {CLI_OPT_INT, "cuts-per-shard", .metavar = "N", OWN(cuts_per_shard), .min = 1, .max = 100000000,
+     .help = "cuts per shard, 1 <= N (default 1000, as Lhotse)"},
+    {CLI_OPT_ENUM, "compress", .metavar = "Z", OWN(compress), .choices = "none|gzip|zstd",
+     .values = compressions,
+     .help = "none, gzip or zstd: compression of the tars (default none,\n"
+             "as Lhotse writes them); Shar cuts files are always .jsonl.gz\n"
+             "and NeMo manifests plain JSON lines. Lhotse reads .tar.gz but\n"
+             "not .tar.zst; sharc reads all three."},
+    {CLI_OPT_FLAG, "json", OWN(json), .min = 1,
+     .help = "print one JSON object at the end instead of the summary line"},
+    {CLI_OPT_FLAG, "quiet", OWN(quiet), .min = 1, .help = "no progress line and no summary line"},
+    {CLI_OPT_FLAG, "dry-run", OWN(dry_run), .min = 1,
+     .help = "check every line, every file and --out as a real run does,\n"
+             "then write nothing: the summary says what would be written\n"
+             "(JSON: the same object with \"dry_run\":true, bytes = the\n"
+             "audio files' bytes)"},
+    CLI_HELP_OPT,
+    CLI_END,
+};
+
+#undef OWN
+
 static void print_help(void)
 {
+    printf("Usage: sharc pack --manifest FILE [--manifest FILE...] --out DIR [options]\n"
+           "\n"
+           "Write shards from NeMo-style JSON-lines manifests of audio files: Lhotse Shar\n"
+           "(cuts.NNNNNN.jsonl.gz + recording.NNNNNN.tar, as Lhotse's SharWriter writes them\n"
+           "with fields {\"recording\": <the file's own format>}) or NeMo tarred audio\n"
+           "(audio_N.tar + sharded_manifests/manifest_N.json + tarred_audio_manifest.json).\n"
+           "The audio is copied byte for byte, never re-encoded; its header (libsndfile) gives\n"
+           "the sampling rate, channels and length. WAV, FLAC, Ogg Opus/Vorbis and MP3 files\n"
+           "are taken. Cuts keep the manifests' order.\n"
+           "\n"
+           "Manifest lines are JSON objects:\n"
+           "  audio_filepath   required; a relative path is relative to the manifest's folder\n"
+           "  duration         optional; more than 0.1 s away from the audio's is an error\n"
+           "  id               optional cut id (default: the file name without its extension);\n"
+           "                   ids must be unique across all manifests and usable as relative\n"
+           "                   paths (no control characters, leading '/', '.' or '..' parts)\n"
+           "  text, speaker, lang (or language)   optional; become the cut's supervision\n"
+           "  offset           only 0 is accepted: whole files are packed (no windows)\n"
+           "Blank lines are ignored; any other line that is not one such object (UTF-8, no\n"
+           "NUL, each of the keys above once, nothing after it) is an error. Files must be\n"
+           "regular files; a WAV cut shorter than its header says, or a file that changes\n"
+           "after its check, is an error.\n"
+           "Every line and every file is checked before anything is written.\n"
+           "\n"
+           "Options:\n");
+    cli_opts_print_at(stdout, options, 22);
     printf(
-        "Usage: sharc pack --manifest FILE [--manifest FILE...] --out DIR [options]\n"
-        "\n"
-        "Write shards from NeMo-style JSON-lines manifests of audio files: Lhotse Shar\n"
-        "(cuts.NNNNNN.jsonl.gz + recording.NNNNNN.tar, as Lhotse's SharWriter writes them\n"
-        "with fields {\"recording\": <the file's own format>}) or NeMo tarred audio\n"
-        "(audio_N.tar + sharded_manifests/manifest_N.json + tarred_audio_manifest.json).\n"
-        "The audio is copied byte for byte, never re-encoded; its header (libsndfile) gives\n"
-        "the sampling rate, channels and length. WAV, FLAC, Ogg Opus/Vorbis and MP3 files\n"
-        "are taken. Cuts keep the manifests' order.\n"
-        "\n"
-        "Manifest lines are JSON objects:\n"
-        "  audio_filepath   required; a relative path is relative to the manifest's folder\n"
-        "  duration         optional; more than 0.1 s away from the audio's is an error\n"
-        "  id               optional cut id (default: the file name without its extension);\n"
-        "                   ids must be unique across all manifests and usable as relative\n"
-        "                   paths (no control characters, leading '/', '.' or '..' parts)\n"
-        "  text, speaker, lang (or language)   optional; become the cut's supervision\n"
-        "  offset           only 0 is accepted: whole files are packed (no windows)\n"
-        "Blank lines are ignored; any other line that is not one such object (UTF-8, no\n"
-        "NUL, each of the keys above once, nothing after it) is an error. Files must be\n"
-        "regular files; a WAV cut shorter than its header says, or a file that changes\n"
-        "after its check, is an error.\n"
-        "Every line and every file is checked before anything is written.\n"
-        "\n"
-        "Options:\n"
-        "  --manifest FILE       a JSON-lines manifest; may be given several times (required)\n"
-        "  --out DIR             output folder, created; it must be empty or absent (required)\n"
-        "  --layout L            shar or nemo (default shar)\n"
-        "  --cuts-per-shard N    cuts per shard, 1 <= N (default 1000, as Lhotse)\n"
-        "  --compress Z          none, gzip or zstd: compression of the tars (default none,\n"
-        "                        as Lhotse writes them); Shar cuts files are always .jsonl.gz\n"
-        "                        and NeMo manifests plain JSON lines. Lhotse reads .tar.gz but\n"
-        "                        not .tar.zst; sharc reads all three.\n"
-        "  --json                print one JSON object at the end instead of the summary line\n"
-        "  --quiet               no progress line and no summary line\n"
-        "  --dry-run             check every line, every file and --out as a real run does,\n"
-        "                        then write nothing: the summary says what would be written\n"
-        "                        (JSON: the same object with \"dry_run\":true, bytes = the\n"
-        "                        audio files' bytes)\n"
-        "  -h, --help            show this help\n"
         "\n"
         "A progress line is shown on stderr when it is a terminal. The summary line says\n"
         "how many shards, cuts, seconds of audio and bytes were written. JSON output:\n"
@@ -111,88 +149,17 @@ static void print_help(void)
         "  sharc pack --manifest train.jsonl --out data/nemo --layout nemo --compress zstd\n");
 }
 
-enum {
-    OPT_MANIFEST = 256,
-    OPT_OUT,
-    OPT_LAYOUT,
-    OPT_CUTS,
-    OPT_COMPRESS,
-    OPT_JSON,
-    OPT_QUIET,
-    OPT_DRY_RUN
-};
-
-static const struct option long_opts[] = {
-    {"manifest", required_argument, NULL, OPT_MANIFEST},
-    {"out", required_argument, NULL, OPT_OUT},
-    {"layout", required_argument, NULL, OPT_LAYOUT},
-    {"cuts-per-shard", required_argument, NULL, OPT_CUTS},
-    {"compress", required_argument, NULL, OPT_COMPRESS},
-    {"json", no_argument, NULL, OPT_JSON},
-    {"quiet", no_argument, NULL, OPT_QUIET},
-    {"dry-run", no_argument, NULL, OPT_DRY_RUN},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
-};
-
-static int parse_opt(int opt, const char *val, pack_opts *o)
-{
-    switch (opt) {
-    case OPT_MANIFEST: {
-        const char **m = realloc(o->manifests, (o->n_manifests + 1) * sizeof *m);
-        if (!m)
-            return cli_usage_error(cmd, "out of memory"), -1;
-        m[o->n_manifests++] = val;
-        o->manifests = m;
-        return 0;
-    }
-    case OPT_OUT:
-        o->out = val;
-        return 0;
-    case OPT_LAYOUT:
-        if (strcmp(val, "shar") == 0 || strcmp(val, "nemo") == 0) {
-            o->layout = val[0] == 's' ? SHARC_LAYOUT_SHAR : SHARC_LAYOUT_NEMO;
-            return 0;
-        }
-        return cli_usage_error(cmd, "--layout wants shar or nemo, not '%s'", val), -1;
-    case OPT_CUTS:
-        return cli_parse_int(cmd, "--cuts-per-shard", val, 1, 100000000, &o->cuts_per_shard);
-    case OPT_COMPRESS:
-        if (strcmp(val, "none") == 0)
-            o->compress = SHARC_WRITER_COMPRESS_NONE;
-        else if (strcmp(val, "gzip") == 0)
-            o->compress = SHARC_WRITER_COMPRESS_GZIP;
-        else if (strcmp(val, "zstd") == 0)
-            o->compress = SHARC_WRITER_COMPRESS_ZSTD;
-        else
-            return cli_usage_error(cmd, "--compress wants none, gzip or zstd, not '%s'", val), -1;
-        return 0;
-    case OPT_JSON:
-        o->json = 1;
-        return 0;
-    case OPT_QUIET:
-        o->quiet = 1;
-        return 0;
-    case OPT_DRY_RUN:
-        o->dry_run = 1;
-        return 0;
-    }
-    return -1;
-}
-
 static int parse_args(int argc, char **argv, pack_opts *o)
 {
-    int opt;
-    while ((opt = getopt_long(argc, argv, CLI_SHORT_OPTS, long_opts, NULL)) != -1) {
-        if (opt == 'h') {
-            print_help();
-            return CLI_EXIT_OK;
-        }
-        if (opt == '?' || opt == ':')
-            return cli_option_error(cmd, opt, argv, long_opts);
-        if (parse_opt(opt, optarg, o) != 0)
-            return CLI_EXIT_USAGE;
-    }
+    cli_parser p = {.cmd = cmd,
+                    .table = options,
+                    .print_help = print_help,
+                    .own = o,
+                    .argc = argc,
+                    .argv = argv};
+    int status = cli_opts_parse(&p);
+    if (status >= 0)
+        return status;
     if (optind < argc)
         return cli_usage_error(cmd, "unexpected operand '%s' (manifests come with --manifest)",
                                argv[optind]);
@@ -317,7 +284,7 @@ static int parse_line(sharc_writer *w, const char *manifest, long line, const ch
         fail_with("%s: the line holds a NUL byte", where);
         goto done;
     }
-    if ((bad = cli_utf8_invalid_at(text, len)) < len) {
+    if ((bad = sharc_utf8_invalid_at(text, len)) < len) {
         fail_with("%s: not valid UTF-8 (byte %zu of the line, 0x%02x)", where, bad + 1,
                   (unsigned char)text[bad]);
         goto done;

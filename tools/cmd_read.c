@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -15,6 +16,7 @@
 
 #include "cli.h"
 #include "cli_loader.h"
+#include "cli_opts.h"
 #include "cli_reader_opts.h"
 #include "npy.h"
 
@@ -55,6 +57,137 @@ typedef struct read_opts {
     cli_inputs inputs; /* the files the run reads, which no output may replace */
 } read_opts;
 
+/* --save-state-at STEP FILE: getopt gives STEP; FILE is the next argument. */
+static int parse_save_point(cli_parser *p, const cli_opt *opt, const char *val, void *target)
+{
+    read_opts *o = p->own;
+    const int argc = p->argc;
+    char **argv = p->argv;
+    if (o->n_saves == MAX_SAVES) {
+        cli_usage_error(cmd, "--save-state-at may be given at most %d times", MAX_SAVES);
+        return -1;
+    }
+    save_point *sp = &o->saves[o->n_saves];
+    if (cli_parse_u64(cmd, "--save-state-at", val, &sp->step) < 0)
+        return -1;
+    if (optind >= argc || argv[optind][0] == '\0') {
+        cli_usage_error(cmd, "--save-state-at needs a STEP and a FILE");
+        return -1;
+    }
+    if (argv[optind][0] == '-') {
+        /* Most likely the next option, not a file: write ./-name for such a file. */
+        cli_usage_error(cmd,
+                        "--save-state-at %s needs a FILE after the step, not '%s' (a file "
+                        "whose name starts with '-' is given as ./%s)",
+                        val, argv[optind], argv[optind]);
+        return -1;
+    }
+    sp->file = argv[optind++];
+    sp->done = 0;
+    for (size_t i = 0; i < o->n_saves; i++) { /* the later save would overwrite the earlier */
+        if (o->saves[i].step == sp->step || cli_same_file(o->saves[i].file, sp->file)) {
+            cli_usage_error(cmd,
+                            "--save-state-at %" PRIu64 " %s: step %" PRIu64
+                            " to %s is given already: each save needs a step and a file of its own",
+                            sp->step, sp->file, o->saves[i].step, o->saves[i].file);
+            return -1;
+        }
+    }
+    o->n_saves++;
+    return 0;
+}
+
+/* The help below spells these out. */
+_Static_assert((int)DEFAULT_MAX_DURATION == 600, "--max-duration's help says 600");
+_Static_assert(MAX_SAVES == 16, "--save-state-at's help says 16");
+
+#define OWN(field) .target = CLI_T_CMD, .offset = offsetof(read_opts, field)
+#define USE(name)  CLI_USE(cli_reader_group, name, NULL)
+
+/* In the order --help lists them. The batching options are refused with --cuts
+ * (CLI_BATCH_ONLY), --no-decode without it (CLI_CUTS_ONLY). */
+static const cli_opt options[] = {
+    CLI_TEXT("Reader (batches and --cuts):\n"),
+    USE("layout"),
+    USE("epochs"),
+    USE("seed"),
+    USE("shuffle-shards"),
+    USE("no-shuffle-shards"),
+    USE("dp-rank"),
+    USE("dp-size"),
+    USE("on-error"),
+    USE("sampling-rate"),
+    USE("channel"),
+    {CLI_OPT_U64, "limit", .metavar = "N", OWN(limit), .min = 1,
+     .help = "stop after N batches (N cuts with --cuts) (default: no limit)"},
+    CLI_TEXT("\nBatching (see docs/sampler.md for the Lhotse and NeMo names of each):\n"),
+    CLI_USE(cli_reader_group, "max-duration",
+            "padded seconds per batch: cuts are taken from a bucket until\n"
+            "the n taken so far, the longest lasting L, have (n+1) * L > S\n"
+            "(Lhotse's rule) (default 600 when neither --max-cuts nor\n"
+            "--bucket-batch-size is given, else none)"),
+    USE("max-cuts"),
+    USE("quadratic-duration"),
+    USE("num-buckets"),
+    USE("num-cuts-for-bins"),
+    USE("bins"),
+    USE("bucket-batch-size"),
+    USE("buffer-size"),
+    USE("max-buffer-bytes"),
+    USE("shuffle"),
+    USE("no-shuffle"),
+    USE("drop-last"),
+    USE("min-duration"),
+    USE("max-cut-duration"),
+    USE("threads"),
+    USE("prefetch"),
+    USE("read-ahead-bytes"),
+    {CLI_OPT_CUSTOM, "save-state-at", .metavar = "STEP FILE", .handler = parse_save_point,
+     .flags = CLI_BATCH_ONLY,
+     .help = "after the batch of step STEP is returned, write the\n"
+             "reader's state (sharc_reader_state_save) to FILE and go on;\n"
+             "may be given up to 16 times, for different steps and files;\n"
+             "with several data-parallel slots in one job (mpirun,\n"
+             "RANK/WORLD_SIZE) each slot's source writes FILE.dp<slot>.\n"
+             "FILE is written whole under a temporary name beside it, then\n"
+             "renamed; it may not be a file the run reads (a shard, cuts\n"
+             "file, manifest or the --resume state, or a link to one)\n"
+             "(default: none)"},
+    {CLI_OPT_STRING, "resume", .metavar = "FILE", OWN(resume_file), .flags = CLI_BATCH_ONLY,
+     .help = "start from a state written by --save-state-at: the batches\n"
+             "are those an uninterrupted run yields after that step; the\n"
+             "data and the reader/batching options must be the same\n"
+             "(--threads and --prefetch may differ); with several\n"
+             "data-parallel slots each reads FILE.dp<slot> (default: start)"},
+    {CLI_OPT_STRING, "dump-dir", .metavar = "DIR", OWN(dump_dir), .flags = CLI_BATCH_ONLY,
+     .help = "also write every tensor of every batch to DIR (created if\n"
+             "missing) as DIR/step<k>.<tensor>.npy (NumPy format 1.0),\n"
+             "written by the source rank only; with several data-parallel\n"
+             "slots as DIR/dp<slot>/step<k>.<tensor>.npy (default: none);\n"
+             "each file is written whole or not at all, never over an input"},
+    CLI_TEXT("\nCuts (--cuts):\n"),
+    {CLI_OPT_FLAG, "cuts", OWN(cuts_mode), .min = 1,
+     .help = "read single cuts (sharc_reader_next) instead of batches; the\n"
+             "batching options are then refused"},
+    {CLI_OPT_FLAG, "no-decode", .target = CLI_T_READER,
+     .offset = offsetof(sharc_reader_settings, decode), .min = 0, .flags = CLI_CUTS_ONLY,
+     .help = "do not decode audio (faster; sample_sum is null) (--cuts only)"},
+    CLI_TEXT("\nDistributed (batches; see docs/training-loop.md):\n"),
+    CLI_GROUP(cli_dist_group),
+    CLI_TEXT("\nOutput:\n"),
+    {CLI_OPT_FLAG, "json", OWN(json), .min = 1,
+     .help = "print JSON Lines instead of text (see below)"},
+    {CLI_OPT_FLAG, "quiet", OWN(quiet), .min = 1,
+     .help = "print only the summary; library warnings are not shown"},
+    {CLI_OPT_FLAG, "verbose", OWN(verbose), .min = 1,
+     .help = "also show the library's informational messages"},
+    CLI_HELP_OPT,
+    CLI_END,
+};
+
+#undef OWN
+#undef USE
+
 static void print_help(void)
 {
     printf("Usage: sharc read [options] PATH...\n"
@@ -68,97 +201,9 @@ static void print_help(void)
            "expands tarred_audio_filepaths (audio_{0..7}.tar, audio__OP_0..7_CL_.tar,\n"
            "{a,b}, {7..0}, {00..10..2}) or a quoted wildcard pattern ('shards/*.tar',\n"
            "matched in byte order); several may be given.\n"
-           "\n"
-           "Reader (batches and --cuts):\n" CLI_RO_HELP_LAYOUT
-           "  --epochs N          epochs to read; 0 reads forever (default 1)\n"
-           "  --seed S            seed of the shard order (epoch e uses S + e) and of the\n"
-           "                      sampler's bucket choice and in-bucket shuffle (default 0)\n"
-           "  --shuffle-shards    permute the shard order each epoch (default)\n"
-           "  --no-shuffle-shards keep the shards in the dataset's order (Shar, WebDataset: the\n"
-           "                      paths' order, by name within a directory; NeMo: by shard id)\n"
-           "  --dp-rank R         this data-parallel slot, 0 <= R < N (default 0)\n"
-           "  --dp-size N         number of data-parallel slots; shard i of the epoch's order\n"
-           "                      goes to slot i %% N (default 1). For batches, not with RANK and\n"
-           "                      WORLD_SIZE or a --mesh that set the slot themselves\n"
-           "  --on-error P        fail: stop at the first bad cut or shard (default);\n"
-           "                      skip: skip it, count it by reason and go on\n"
-           "  --sampling-rate HZ  require this sampling rate; a cut at another rate is an error\n"
-           "                      (no resampling) (default: any; a batch still holds one rate,\n"
-           "                      and a cut drawn into a batch of another is an error)\n"
-           "  --channel K         keep only channel K (0-based) of the stored audio (default: all\n"
-           "                      channels; batches need one, so multi-channel data needs it)\n"
-           "  --limit N           stop after N batches (N cuts with --cuts) (default: no limit)\n"
            "\n");
-    printf("Batching (see docs/sampler.md for the Lhotse and NeMo names of each):\n"
-           "  --max-duration S    padded seconds per batch: cuts are taken from a bucket until\n"
-           "                      the n taken so far, the longest lasting L, have (n+1) * L > S\n"
-           "                      (Lhotse's rule) (default %g when neither --max-cuts nor\n"
-           "                      --bucket-batch-size is given, else none)\n"
-           "  --max-cuts N        at most N cuts per batch (default: no limit)\n"
-           "  --quadratic-duration Q  a cut of d seconds counts as d + d*d/Q (default: off)\n"
-           "  --num-buckets N     buckets estimated from the first cuts' metadata (default 10)\n"
-           "  --num-cuts-for-bins N  cuts whose durations estimate the bins (default 10000)\n"
-           "  --bins A,B,...      sorted bucket boundaries in seconds instead of the estimate:\n"
-           "                      N boundaries make N + 1 buckets, and a cut of d seconds goes\n"
-           "                      to the first bucket whose boundary is >= d (default: estimate);\n"
-           "                      'linspace': NeMo's default when its config sets max_duration,\n"
-           "                      evenly spaced from --min-duration to --max-cut-duration\n"
-           "  --bucket-batch-size A,B,...  fixed cuts per batch for each boundary of --bins (one\n"
-           "                      number per boundary, as NeMo's OOMptimizer writes them);\n"
-           "                      excludes --max-duration and --max-cuts; a cut longer than the\n"
-           "                      last boundary is an error, so also give --max-cut-duration\n"
-           "                      (default: off)\n" CLI_RO_HELP_BUFFER_SIZE
-           "  --max-buffer-bytes N  encoded audio bytes held in the buckets; 0 = no limit\n"
-           "                      (default 1073741824)\n"
-           "  --shuffle           shuffle the cuts inside each bucket (default)\n"
-           "  --no-shuffle        keep the cuts of a bucket in arrival order (the shard order is\n"
-           "                      set by --no-shuffle-shards)\n"
-           "  --drop-last         drop the partial batches left at the end (default: keep them)\n"
-           "  --min-duration S    filter out (and count) cuts shorter than S seconds (default 0)\n"
-           "  --max-cut-duration S  filter out (and count) cuts longer than S seconds\n"
-           "                      (default: none)\n"
-           "  --threads N         decode threads (with N > 1, shard read-ahead threads too: as\n"
-           "                      many for compressed tars, one per 4 for plain ones, at most\n"
-           "                      8); 0 = all online cores (default 0)\n"
-           "  --prefetch N        batches prepared ahead of the one printed; 0 = 2 per thread\n"
-           "                      + 2, at most 16 (default 0)\n"
-           "  --read-ahead-bytes N  encoded bytes read ahead of the sampler by the read-ahead\n"
-           "                      threads, all together; 0 = no read-ahead threads\n"
-           "                      (default 67108864)\n",
-           DEFAULT_MAX_DURATION);
-    printf("  --save-state-at STEP FILE  after the batch of step STEP is returned, write the\n"
-           "                      reader's state (sharc_reader_state_save) to FILE and go on;\n"
-           "                      may be given up to %d times, for different steps and files;\n"
-           "                      with several data-parallel slots in one job (mpirun,\n"
-           "                      RANK/WORLD_SIZE) each slot's source writes FILE.dp<slot>.\n"
-           "                      FILE is written whole under a temporary name beside it, then\n"
-           "                      renamed; it may not be a file the run reads (a shard, cuts\n"
-           "                      file, manifest or the --resume state, or a link to one)\n"
-           "                      (default: none)\n"
-           "  --resume FILE       start from a state written by --save-state-at: the batches\n"
-           "                      are those an uninterrupted run yields after that step; the\n"
-           "                      data and the reader/batching options must be the same\n"
-           "                      (--threads and --prefetch may differ); with several\n"
-           "                      data-parallel slots each reads FILE.dp<slot> (default: start)\n"
-           "  --dump-dir DIR      also write every tensor of every batch to DIR (created if\n"
-           "                      missing) as DIR/step<k>.<tensor>.npy (NumPy format 1.0),\n"
-           "                      written by the source rank only; with several data-parallel\n"
-           "                      slots as DIR/dp<slot>/step<k>.<tensor>.npy (default: none);\n"
-           "                      each file is written whole or not at all, never over an input\n"
-           "\n",
-           MAX_SAVES);
-    printf("Cuts (--cuts):\n"
-           "  --cuts              read single cuts (sharc_reader_next) instead of batches; the\n"
-           "                      batching options are then refused\n"
-           "  --no-decode         do not decode audio (faster; sample_sum is null) (--cuts only)\n"
-           "\n"
-           "Distributed (batches; see docs/training-loop.md):\n" CLI_DIST_HELP "\n"
-           "Output:\n"
-           "  --json              print JSON Lines instead of text (see below)\n"
-           "  --quiet             print only the summary; library warnings are not shown\n"
-           "  --verbose           also show the library's informational messages\n"
-           "  -h, --help          show this help\n"
-           "\n"
+    cli_opts_print(stdout, options);
+    printf("\n"
            "Text output (batches): one line per batch with its step, epoch, number of cuts,\n"
            "frames T, audio and padded seconds and the first ids, then a summary.\n"
            "\n"
@@ -1090,132 +1135,6 @@ static int run_batches(sharc_reader_settings *s, read_opts *o)
 
 /* ---- options ---------------------------------------------------------------------------- */
 
-enum {
-    OPT_LIMIT = 256,
-    /* batches only */
-    OPT_SAVE_STATE_AT,
-    OPT_RESUME,
-    OPT_DUMP_DIR,
-    /* --cuts only */
-    OPT_CUTS,
-    OPT_NO_DECODE,
-    /* output */
-    OPT_JSON,
-    OPT_QUIET,
-    OPT_VERBOSE,
-};
-
-static const struct option own_opts[] = {
-    {"limit", required_argument, NULL, OPT_LIMIT},
-    {"save-state-at", required_argument, NULL, OPT_SAVE_STATE_AT},
-    {"resume", required_argument, NULL, OPT_RESUME},
-    {"dump-dir", required_argument, NULL, OPT_DUMP_DIR},
-    {"cuts", no_argument, NULL, OPT_CUTS},
-    {"no-decode", no_argument, NULL, OPT_NO_DECODE},
-    {"json", no_argument, NULL, OPT_JSON},
-    {"quiet", no_argument, NULL, OPT_QUIET},
-    {"verbose", no_argument, NULL, OPT_VERBOSE},
-    CLI_DIST_LONG_OPTIONS,
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
-};
-
-/* The shared reader options (both modes) and the batching ones (batches only). */
-static const int shared_opts[] = {
-    CLI_RO_LAYOUT, CLI_RO_EPOCHS, CLI_RO_SEED, CLI_RO_SHUFFLE_SHARDS, CLI_RO_NO_SHUFFLE_SHARDS,
-    CLI_RO_DP_RANK, CLI_RO_DP_SIZE, CLI_RO_ON_ERROR, CLI_RO_SAMPLING_RATE, CLI_RO_CHANNEL,
-    /* batches only, from here on */
-    CLI_RO_MAX_DURATION, CLI_RO_MAX_CUTS, CLI_RO_QUADRATIC_DURATION, CLI_RO_NUM_BUCKETS,
-    CLI_RO_NUM_CUTS_FOR_BINS, CLI_RO_BINS, CLI_RO_BUCKET_BATCH_SIZE, CLI_RO_BUFFER_SIZE,
-    CLI_RO_MAX_BUFFER_BYTES, CLI_RO_SHUFFLE, CLI_RO_NO_SHUFFLE, CLI_RO_DROP_LAST,
-    CLI_RO_MIN_DURATION, CLI_RO_MAX_CUT_DURATION, CLI_RO_THREADS, CLI_RO_PREFETCH,
-    CLI_RO_READ_AHEAD_BYTES, 0};
-
-/* Options that only batches use: the sampler's, the decode threads and the state files. */
-static int is_batch_only(int opt)
-{
-    return CLI_RO_IS_SAMPLER(opt) || opt == CLI_RO_THREADS || opt == CLI_RO_PREFETCH ||
-           opt == CLI_RO_READ_AHEAD_BYTES || opt == OPT_SAVE_STATE_AT || opt == OPT_RESUME ||
-           opt == OPT_DUMP_DIR;
-}
-
-/* --save-state-at STEP FILE: getopt gives STEP; FILE is the next argument. */
-static int parse_save_point(int argc, char **argv, const char *val, read_opts *o)
-{
-    if (o->n_saves == MAX_SAVES) {
-        cli_usage_error(cmd, "--save-state-at may be given at most %d times", MAX_SAVES);
-        return -1;
-    }
-    save_point *sp = &o->saves[o->n_saves];
-    if (cli_parse_u64(cmd, "--save-state-at", val, &sp->step) < 0)
-        return -1;
-    if (optind >= argc || argv[optind][0] == '\0') {
-        cli_usage_error(cmd, "--save-state-at needs a STEP and a FILE");
-        return -1;
-    }
-    if (argv[optind][0] == '-') {
-        /* Most likely the next option, not a file: write ./-name for such a file. */
-        cli_usage_error(cmd,
-                        "--save-state-at %s needs a FILE after the step, not '%s' (a file "
-                        "whose name starts with '-' is given as ./%s)",
-                        val, argv[optind], argv[optind]);
-        return -1;
-    }
-    sp->file = argv[optind++];
-    sp->done = 0;
-    for (size_t i = 0; i < o->n_saves; i++) { /* the later save would overwrite the earlier */
-        if (o->saves[i].step == sp->step || cli_same_file(o->saves[i].file, sp->file)) {
-            cli_usage_error(cmd,
-                            "--save-state-at %" PRIu64 " %s: step %" PRIu64
-                            " to %s is given already: each save needs a step and a file of its own",
-                            sp->step, sp->file, o->saves[i].step, o->saves[i].file);
-            return -1;
-        }
-    }
-    o->n_saves++;
-    return 0;
-}
-
-/* The options of read itself. 1 when `opt` is not one of them. */
-static int parse_own_opt(int opt, const char *val, int argc, char **argv, sharc_reader_settings *s,
-                         read_opts *o)
-{
-    switch (opt) {
-    case OPT_LIMIT:
-        if (cli_parse_u64(cmd, "--limit", val, &o->limit) < 0)
-            return -1;
-        return o->limit == 0 ? (cli_usage_error(cmd, "--limit must be at least 1"), -1) : 0;
-    case OPT_SAVE_STATE_AT:
-        return parse_save_point(argc, argv, val, o);
-    case OPT_RESUME:
-        o->resume_file = val;
-        return 0;
-    case OPT_DUMP_DIR:
-        o->dump_dir = val;
-        return 0;
-    case OPT_CUTS:
-        o->cuts_mode = 1;
-        return 0;
-    case OPT_NO_DECODE:
-        s->decode = 0;
-        return 0;
-    case OPT_JSON:
-        o->json = 1;
-        return 0;
-    case OPT_QUIET:
-        o->quiet = 1;
-        return 0;
-    case OPT_VERBOSE:
-        o->verbose = 1;
-        return 0;
-    case CLI_OPT_TRANSPORT:
-    case CLI_OPT_MESH:
-    case CLI_OPT_TIMEOUT:
-        return cli_dist_option(cmd, &o->dist, opt, val) < 0 ? -1 : 0;
-    }
-    return 1;
-}
-
 /* Check the combination of options and fill in the defaults that depend on others. */
 static int finish_args(sharc_reader_settings *s, read_opts *o)
 {
@@ -1265,28 +1184,21 @@ static int finish_args(sharc_reader_settings *s, read_opts *o)
 /* Parse argv into settings and options. Returns -1 to continue, else an exit status. */
 static int parse_args(int argc, char **argv, sharc_reader_settings *s, read_opts *o)
 {
-    struct option long_opts[CLI_MAX_LONG_OPTIONS];
-    if (cli_long_options(long_opts, CLI_MAX_LONG_OPTIONS, own_opts, shared_opts) < 0)
-        return cli_usage_error(cmd, "internal error: too many options");
-    int opt;
-    while ((opt = getopt_long(argc, argv, CLI_SHORT_OPTS, long_opts, NULL)) != -1) {
-        if (opt == 'h') {
-            print_help();
-            return CLI_EXIT_OK;
-        }
-        if (opt == '?' || opt == ':')
-            return cli_option_error(cmd, opt, argv, long_opts);
-        if (is_batch_only(opt) && o->batch_only == NULL)
-            o->batch_only = cli_option_name(long_opts, opt);
-        if (opt == OPT_NO_DECODE && o->cuts_only == NULL)
-            o->cuts_only = cli_option_name(long_opts, opt);
-        int rc = parse_own_opt(opt, optarg, argc, argv, s, o);
-        if (rc == 1)
-            rc = cli_reader_opt_apply(&o->ro, opt, optarg, s);
-        if (rc != 0)
-            return CLI_EXIT_USAGE;
-    }
-    int status = cli_take_paths(cmd, argc, argv, s);
+    cli_parser p = {.cmd = cmd,
+                    .table = options,
+                    .print_help = print_help,
+                    .own = o,
+                    .reader = s,
+                    .ro = &o->ro,
+                    .dist = &o->dist,
+                    .argc = argc,
+                    .argv = argv};
+    int status = cli_opts_parse(&p);
+    if (status >= 0)
+        return status;
+    o->batch_only = p.batch_only;
+    o->cuts_only = p.cuts_only;
+    status = cli_take_paths(cmd, argc, argv, s);
     return status >= 0 ? status : finish_args(s, o);
 }
 
@@ -1294,7 +1206,7 @@ int cmd_read(int argc, char **argv)
 {
     sharc_reader_settings s;
     sharc_reader_default_settings(&s);
-    read_opts o = {.ro = {.cmd = cmd}};
+    read_opts o = {0};
     cli_dist_init(&o.dist);
     int status = parse_args(argc, argv, &s, &o);
     if (status < 0) {

@@ -2,16 +2,17 @@
  * sharc validate: read and decode every shard of a dataset on all cores and report every
  * problem (with shard, member and cut id), including ids duplicated across shards.
  */
-#include <getopt.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "cli_opts.h"
 #include "cli_reader_opts.h"
 
 static const char *const cmd = "validate";
@@ -20,37 +21,62 @@ static const char *const cmd = "validate";
 static const char *const CODE_DUPLICATE = "duplicate_id";
 static const char *const CODE_ERROR = "error";
 
+typedef struct validate_opts {
+    int threads; /* 0 = online CPUs */
+    int progress;
+    int verbose;
+    int json, per_cut; /* for the validator */
+} validate_opts;
+
+#define OWN(field) .target = CLI_T_CMD, .offset = offsetof(validate_opts, field)
+
+/* --threads counts readers here, not decode threads: validate has its own. */
+static const cli_opt options[] = {
+    CLI_USE(cli_reader_group, "layout", NULL),
+    {CLI_OPT_INT, "threads", .metavar = "N", OWN(threads), .min = 1, .max = 1024,
+     .help = "readers running in parallel, each on every N-th shard\n"
+             "(default: the number of online CPUs, at most one per shard)"},
+    CLI_USE(cli_reader_group, "sampling-rate",
+            "also report every cut whose rate is not HZ (default: any)"),
+    CLI_USE(cli_reader_group, "max-member-bytes",
+            "report archive members larger than N bytes as too_large\n"
+            "(default: the library's cap, 1 GiB)"),
+    {CLI_OPT_FLAG, "json", OWN(json), .min = 1,
+     .help = "print JSON Lines instead of text (see below)"},
+    {CLI_OPT_FLAG, "per-cut", OWN(per_cut), .min = 1,
+     .help = "also print one line per cut (id, duration, samples, peak, RMS)"},
+    {CLI_OPT_FLAG, "no-progress", OWN(progress), .min = 0,
+     .help = "no progress line (it is shown only when stderr is a terminal)"},
+    {CLI_OPT_FLAG, "verbose", OWN(verbose), .min = 1,
+     .help = "also show the library's log messages (stray files, ...)"},
+    CLI_HELP_OPT,
+    CLI_END,
+};
+
+#undef OWN
+
 static void print_help(void)
 {
+    printf("Usage: sharc validate [options] PATH...\n"
+           "\n"
+           "Read every shard of a dataset completely, decode every audio member and report each\n"
+           "problem with its shard, member and cut id: unreadable or truncated archives, corrupt\n"
+           "compressed streams, invalid metadata, undecodable audio, audio cut short or damaged\n"
+           "(less of it than its header says), NaN or infinite samples, id mismatches, orphan and\n"
+           "missing members, ids duplicated anywhere in the dataset, decoded lengths beyond the\n"
+           "tolerance, sampling-rate or channel mismatches. It keeps going after a problem: with\n"
+           "the next cut, or with the next shard when the shard can no longer be read (a damaged\n"
+           "archive, members that no longer pair with the cuts); the summary counts the shards\n"
+           "whose rest was not checked (shards_cut_short), and the files beside the shards that\n"
+           "are not read (ignored_paths: stray files, another layout's shards, subdirectories;\n"
+           "--verbose names them).\n"
+           "\n"
+           "PATH is a dataset directory, a shard file, a brace or a wildcard pattern, as for\n"
+           "'sharc read'; several may be given.\n"
+           "\n"
+           "Options:\n");
+    cli_opts_print(stdout, options);
     printf(
-        "Usage: sharc validate [options] PATH...\n"
-        "\n"
-        "Read every shard of a dataset completely, decode every audio member and report each\n"
-        "problem with its shard, member and cut id: unreadable or truncated archives, corrupt\n"
-        "compressed streams, invalid metadata, undecodable audio, audio cut short or damaged\n"
-        "(less of it than its header says), NaN or infinite samples, id mismatches, orphan and\n"
-        "missing members, ids duplicated anywhere in the dataset, decoded lengths beyond the\n"
-        "tolerance, sampling-rate or channel mismatches. It keeps going after a problem: with\n"
-        "the next cut, or with the next shard when the shard can no longer be read (a damaged\n"
-        "archive, members that no longer pair with the cuts); the summary counts the shards\n"
-        "whose rest was not checked (shards_cut_short), and the files beside the shards that\n"
-        "are not read (ignored_paths: stray files, another layout's shards, subdirectories;\n"
-        "--verbose names them).\n"
-        "\n"
-        "PATH is a dataset directory, a shard file, a brace or a wildcard pattern, as for\n"
-        "'sharc read'; several may be given.\n"
-        "\n"
-        "Options:\n" CLI_RO_HELP_LAYOUT
-        "  --threads N         readers running in parallel, each on every N-th shard\n"
-        "                      (default: the number of online CPUs, at most one per shard)\n"
-        "  --sampling-rate HZ  also report every cut whose rate is not HZ (default: any)\n"
-        "  --max-member-bytes N  report archive members larger than N bytes as too_large\n"
-        "                      (default: the library's cap, 1 GiB)\n"
-        "  --json              print JSON Lines instead of text (see below)\n"
-        "  --per-cut           also print one line per cut (id, duration, samples, peak, RMS)\n"
-        "  --no-progress       no progress line (it is shown only when stderr is a terminal)\n"
-        "  --verbose           also show the library's log messages (stray files, ...)\n"
-        "  -h, --help          show this help\n"
         "\n"
         "Problem codes: archive, json, id_mismatch, orphan_member, missing_member, decode,\n"
         "length, audio_format, too_large, layout, non_finite (from the reader), duplicate_id (an\n"
@@ -517,76 +543,21 @@ done:
 
 /* ---- Options ---- */
 
-typedef struct validate_opts {
-    int threads; /* 0 = online CPUs */
-    int progress;
-    int verbose;
-} validate_opts;
-
-enum {
-    OPT_THREADS = 256,
-    OPT_JSON,
-    OPT_PER_CUT,
-    OPT_NO_PROGRESS,
-    OPT_VERBOSE,
-};
-
-/* --threads counts readers here, not decode threads: validate parses it itself. */
-static const struct option own_opts[] = {
-    {"threads", required_argument, NULL, OPT_THREADS},
-    {"json", no_argument, NULL, OPT_JSON},
-    {"per-cut", no_argument, NULL, OPT_PER_CUT},
-    {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
-    {"verbose", no_argument, NULL, OPT_VERBOSE},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
-};
-
-static const int shared_opts[] = {CLI_RO_LAYOUT, CLI_RO_SAMPLING_RATE, CLI_RO_MAX_MEMBER_BYTES, 0};
-
-/* The options of validate itself. 1 when `opt` is not one of them. */
-static int parse_own_opt(int opt, const char *val, validator *v, validate_opts *o)
-{
-    switch (opt) {
-    case OPT_THREADS:
-        return cli_parse_int(cmd, "--threads", val, 1, 1024, &o->threads);
-    case OPT_JSON:
-        v->json = 1;
-        return 0;
-    case OPT_PER_CUT:
-        v->per_cut = 1;
-        return 0;
-    case OPT_NO_PROGRESS:
-        o->progress = 0;
-        return 0;
-    case OPT_VERBOSE:
-        o->verbose = 1;
-        return 0;
-    }
-    return 1;
-}
-
 static int parse_args(int argc, char **argv, sharc_reader_settings *s, validator *v,
                       validate_opts *o)
 {
-    struct option long_opts[CLI_MAX_LONG_OPTIONS];
-    if (cli_long_options(long_opts, CLI_MAX_LONG_OPTIONS, own_opts, shared_opts) < 0)
-        return cli_usage_error(cmd, "internal error: too many options");
-    cli_reader_opts ro = {.cmd = cmd};
-    int opt;
-    while ((opt = getopt_long(argc, argv, CLI_SHORT_OPTS, long_opts, NULL)) != -1) {
-        if (opt == 'h') {
-            print_help();
-            return CLI_EXIT_OK;
-        }
-        if (opt == '?' || opt == ':')
-            return cli_option_error(cmd, opt, argv, long_opts);
-        int rc = parse_own_opt(opt, optarg, v, o);
-        if (rc == 1)
-            rc = cli_reader_opt_apply(&ro, opt, optarg, s);
-        if (rc != 0)
-            return CLI_EXIT_USAGE;
-    }
+    cli_parser p = {.cmd = cmd,
+                    .table = options,
+                    .print_help = print_help,
+                    .own = o,
+                    .reader = s,
+                    .argc = argc,
+                    .argv = argv};
+    int status = cli_opts_parse(&p);
+    if (status >= 0)
+        return status;
+    v->json = o->json;
+    v->per_cut = o->per_cut;
     return cli_take_paths(cmd, argc, argv, s);
 }
 

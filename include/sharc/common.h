@@ -141,6 +141,16 @@ SHARC_API void sharc_default_logger(sharc_logger *log);
 /** Fill `a` with the default allocator (posix_memalign/free). */
 SHARC_API void sharc_default_allocator(sharc_allocator *a);
 
+/**
+ * Where the first byte of `s` (n bytes) that is not well-formed UTF-8 is, as Python's strict
+ * decoder (and so Lhotse and NeMo reading metadata) judges it: no overlong forms, no
+ * surrogates (U+D800..U+DFFF), no code points past U+10FFFF and no sequence cut short by the
+ * end. sharc refuses metadata with such a byte, naming this offset. NUL bytes are valid.
+ * @return n when all of `s` is valid, else the offset of the first bad byte. Any thread may
+ *         call it; `s` may be NULL when n is 0.
+ */
+SHARC_API size_t sharc_utf8_invalid_at(const char *s, size_t n);
+
 #ifdef __cplusplus
 }
 #endif
