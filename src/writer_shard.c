@@ -49,20 +49,11 @@ static void jfmt(sharc_writer *w, sharc__buf *b, const char *fmt, ...)
     jput(w, b, tmp, n < 0 ? 0 : (size_t)n);
 }
 
-/* The length of the valid UTF-8 sequence at p, or 0. */
+/* The length of the valid UTF-8 sequence at p (judged by sharc_utf8_invalid_at), or 0. */
 static size_t utf8_sequence(const unsigned char *p, const unsigned char *end)
 {
-    size_t n = *p >= 0xF0 && *p <= 0xF4 ? 4 : *p >= 0xE0 ? 3 : *p >= 0xC2 && *p <= 0xDF ? 2 : 0;
-    if (n == 0 || *p > 0xF4 || (size_t)(end - p) < n)
-        return 0;
-    unsigned lo = *p == 0xE0 ? 0xA0 : *p == 0xF0 ? 0x90 : 0x80;
-    unsigned hi = *p == 0xED ? 0x9F : *p == 0xF4 ? 0x8F : 0xBF;
-    if (p[1] < lo || p[1] > hi)
-        return 0;
-    for (size_t k = 2; k < n; k++)
-        if (p[k] < 0x80 || p[k] > 0xBF)
-            return 0;
-    return n;
+    size_t n = *p >= 0xF0 ? 4 : *p >= 0xE0 ? 3 : *p >= 0xC0 ? 2 : 0;
+    return n && (size_t)(end - p) >= n && sharc_utf8_invalid_at((const char *)p, n) == n ? n : 0;
 }
 
 /* A JSON string: UTF-8 as it is; a byte that is not UTF-8 as Python's surrogateescape
