@@ -151,7 +151,6 @@ uint64_t sharc__bcast_collectives(const sharc__bcast *bc)
 }
 
 /* A transport failure ends the stream: the group's collectives are no longer in step. */
-/* A transport failure ends the stream: the group's collectives are no longer in step. */
 static int transport_failed(sharc__bcast *bc, int rc)
 {
     bc->ended = rc;

@@ -31,7 +31,7 @@ struct sharc_loader {
     char captured[SHARC__ERRLEN];
     int ended; ///< 0 while the stream runs; then what every later next returns
     uint64_t max_steps;
-    uint64_t steps; ///< batches returned so far
+    uint64_t steps; ///< source: batches sent so far
 };
 
 void sharc_loader_default_settings(sharc_loader_settings *s)
@@ -286,10 +286,10 @@ static int source_next(sharc_loader *l, sharc_batch **out)
     int rc = sharc__bcast_start(l->bc); /* the handshake, before anything is read */
     if (rc < 0)
         return end_with(l, sharc__set_error(&l->ctx, rc, "%s", sharc__bcast_error(l->bc)));
-    if (l->open_rc < 0 && !sharc__bcast_has_pending(l->bc))
-        return send_failure(l, l->open_rc, l->open_error);
     if (sharc__bcast_has_pending(l->bc) || (l->max_steps && l->steps >= l->max_steps))
         return send_stop(l); /* a pending failure goes out as ERROR in its place */
+    if (l->open_rc < 0)
+        return send_failure(l, l->open_rc, l->open_error);
     rc = l->produce ? produce_next(l, &b) : sharc_reader_next_batch(l->reader, &b);
     const char *why = l->produce ? l->produce_error : sharc_reader_last_error(l->reader);
     if (rc == SHARC_ERR_BACKPRESSURE) /* local and retryable: nothing is sent */
@@ -311,10 +311,8 @@ static int source_next(sharc_loader *l, sharc_batch **out)
 static int peer_next(sharc_loader *l, sharc_batch **out)
 {
     int rc = sharc__bcast_recv(l->bc, out);
-    if (rc == 0) {
-        l->steps++;
+    if (rc == 0)
         return 0;
-    }
     sharc__set_error(&l->ctx, rc, "%s", sharc__bcast_error(l->bc));
     return rc == SHARC_ERR_BACKPRESSURE ? rc : end_with(l, rc);
 }

@@ -177,17 +177,6 @@ static int mpi_allreduce_max(sharc_transport *t, uint32_t *value)
     return rc < 0 ? rc : wait_request(t, &req, "MPI_Iallreduce", sizeof *value);
 }
 
-/*
- * MPI has no way to cancel a collective or to revoke a communicator short of ending the
- * processes (MPI_Abort), which a library must not do. The transport is marked broken by
- * sharc__transport_abort; the pending request is left to MPI_Finalize or to the program's
- * exit, and every other rank times out on its own bounded wait.
- */
-static void mpi_abort(sharc_transport *t)
-{
-    (void)t;
-}
-
 static void mpi_close(sharc_transport *t)
 {
     mpi_impl *m = t->impl;
@@ -199,11 +188,16 @@ static void mpi_close(sharc_transport *t)
     t->impl = NULL;
 }
 
+/*
+ * No abort op: MPI has no way to cancel a collective or to revoke a communicator short of
+ * ending the processes (MPI_Abort), which a library must not do. sharc__transport_abort
+ * marks the transport broken; the pending request is left to MPI_Finalize or to the
+ * program's exit, and every other rank times out on its own bounded wait.
+ */
 static const sharc__transport_ops mpi_ops = {
     .name = "mpi",
     .bcast = mpi_bcast,
     .allreduce_max = mpi_allreduce_max,
-    .abort = mpi_abort,
     .close = mpi_close,
 };
 

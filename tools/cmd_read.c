@@ -1123,9 +1123,7 @@ static int run_batches(sharc_reader_settings *s, read_opts *o)
         return CLI_EXIT_FAIL;
     }
     int status = refuse_outputs_over_inputs(s, o);
-    if (status >= 0)
-        cli_dist_close(&o->dist);
-    else
+    if (status < 0)
         status = run_batches_named(s, o, dump_parent);
     cli_dist_close(&o->dist); /* also after a failed start: an MPI rank must finalize, or
                                  mpirun takes it for a crash and kills the others */

@@ -202,7 +202,7 @@ static int run_steps(group *g, int steps, double *ended_ms)
     return rc;
 }
 
-/* Every rank ends with `want` (source) / `want_peer` and a text starting with `text`. */
+/* This rank ended with `want` and a text starting with `text`, and stays ended. */
 static void expect(group *g, int rc, int want, const char *text)
 {
     CHECK_RC(rc, want);
