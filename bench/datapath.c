@@ -22,10 +22,10 @@
  * Prints one JSON object: audio_seconds_per_second, cuts_per_second,
  * cpu_seconds_per_audio_second, peak_rss_bytes, time_to_first_batch_s (null), members.
  */
-#include "archive.h"
-#include "buf.h"
-#include "ctx.h"
-#include "wav.h"
+#include "io/tar.h"
+#include "base/buf.h"
+#include "base/ctx.h"
+#include "decode/wav.h"
 
 #include <dirent.h>
 #include <fcntl.h>

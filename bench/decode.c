@@ -12,8 +12,8 @@
  * Prints one JSON object per file: file, frames, sharc_us and sndfile_us (median over the
  * R rounds of the time of one decode), ratio (sharc_us / sndfile_us).
  */
-#include "audio.h"
-#include "ctx.h"
+#include "decode/audio.h"
+#include "base/ctx.h"
 
 #include <fcntl.h>
 #include <stdio.h>

@@ -3,10 +3,13 @@
 
 Reads the layer table and the knot table of docs/design.md ("## Layers") and the
 `#include "..."` lines of every .c and .h under SRC_DIR. `x.c`, `x.h` and `x_impl.h` (the
-private header of a module split over several files) are one module, x. Fails (exit 1, one line per
-problem) when a module includes a module of a higher layer, when a module is missing from
-the table or the table names a module that does not exist, when the include graph has a
-cycle that is not a listed knot, or when a listed knot is no longer a cycle.
+private header of a module split over several files) are one module, x, and live in the
+folder of SRC_DIR that the table gives for its layer. Fails (exit 1, one line per problem)
+when a module includes a module of a higher layer, when a module is missing from the table,
+sits in another folder than the table's, or the table names a module that does not exist,
+when a function declared in one module's header is defined in another module's source
+(a call that no include shows), when the include graph has a cycle that is not a listed
+knot, or when a listed knot is no longer a cycle.
 """
 import os
 import re
@@ -14,21 +17,26 @@ import sys
 from typing import Dict, List, Set
 
 
-def read_tables(design: str) -> "tuple[Dict[str, int], List[Set[str]]]":
+def read_tables(design: str) -> "tuple[Dict[str, int], Dict[str, str], List[Set[str]]]":
     text = open(design, encoding="utf-8").read()
     section = text.split("## Layers", 1)[1].split("\n## ", 1)[0]
     layers: Dict[str, int] = {}
+    folders: Dict[str, str] = {}
     knots: List[Set[str]] = []
     for line in section.splitlines():
-        m = re.match(r"\|\s*L(\d+)\s[^|]*\|\s*([^|]+)\|", line)
+        m = re.match(r"\|\s*L(\d+)\s[^|]*\|\s*`?([a-z_]+)/`?\s*\|\s*([^|]+)\|", line)
         if m:
-            for mod in m.group(2).split():
+            for mod in m.group(3).split():
                 layers[mod] = int(m.group(1))
+                folders[mod] = m.group(2)
             continue
         m = re.match(r"\|\s*([a-z_]+(?:\s+[a-z_]+)+)\s*\|\s*$", line)
         if m:
             knots.append(set(m.group(1).split()))
-    return layers, knots
+    return layers, folders, knots
+
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
 def module_of(name: str) -> str:
@@ -37,22 +45,61 @@ def module_of(name: str) -> str:
     return stem[: -len("_impl")] if stem.endswith("_impl") else stem
 
 
-def read_graph(src: str) -> Dict[str, Set[str]]:
+def file_module(name: str, text: str) -> str:
+    """module_of, and `x_part.c` is module x too when it includes x's private header: a
+    module split over several files that share its handle."""
+    stem = os.path.splitext(os.path.basename(name))[0]
+    if name.endswith(".c"):
+        for inc in INCLUDE.findall(text):
+            owner = os.path.basename(inc)[: -len("_impl.h")]
+            if inc.endswith("_impl.h") and stem.startswith(owner + "_"):
+                return owner
+    return module_of(name)
+
+
+def read_graph(src: str) -> "tuple[Dict[str, Set[str]], Dict[str, Set[str]]]":
+    """The include graph between modules, and the folders each module's files are in."""
     graph: Dict[str, Set[str]] = {}
+    places: Dict[str, Set[str]] = {}
     for root, _, files in os.walk(src):
         for name in files:
             if not name.endswith((".c", ".h")):
                 continue
-            mod = module_of(name)
+            text = open(os.path.join(root, name), encoding="utf-8").read()
+            mod = file_module(name, text)
             graph.setdefault(mod, set())
-            for line in open(os.path.join(root, name), encoding="utf-8"):
-                m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
-                if not m or m.group(1).startswith("sharc/") or m.group(1) == "config.h":
+            places.setdefault(mod, set()).add(os.path.relpath(root, src))
+            for inc in INCLUDE.findall(text):
+                if inc.startswith("sharc/") or inc == "config.h":
                     continue
-                dep = module_of(m.group(1))
+                dep = module_of(inc)
                 if dep != mod:
                     graph[mod].add(dep)
-    return graph
+    return graph, places
+
+
+DECL = re.compile(r"^[a-z][^;(){}#]*?\b(sharc__[a-z0-9_]+)\s*\([^;{]*\)\s*;", re.M | re.S)
+DEF = re.compile(r"^[a-z][^;(){}#=]*?\b(sharc__[a-z0-9_]+)\s*\([^;{]*\)\s*\{", re.M | re.S)
+
+
+def foreign_definitions(src: str) -> List[str]:
+    """Functions declared in one module's headers and defined in another module's sources."""
+    declared: Dict[str, str] = {}
+    defined: Dict[str, str] = {}
+    for root, _, files in os.walk(src):
+        for name in files:
+            text = open(os.path.join(root, name), encoding="utf-8").read()
+            table = declared if name.endswith(".h") else defined if name.endswith(".c") else None
+            if table is None:
+                continue
+            for m in (DECL if table is declared else DEF).finditer(text):
+                table.setdefault(m.group(1), file_module(name, text))
+    out = []
+    for fn in sorted(defined):
+        if fn in declared and declared[fn] != defined[fn]:
+            out.append(f"{fn}: declared by module {declared[fn]} but defined in module "
+                       f"{defined[fn]}")
+    return out
 
 
 def cycles(graph: Dict[str, Set[str]]) -> List[Set[str]]:
@@ -92,9 +139,13 @@ def cycles(graph: Dict[str, Set[str]]) -> List[Set[str]]:
 
 def main() -> int:
     src, design = sys.argv[1], sys.argv[2]
-    layers, knots = read_tables(design)
-    graph = read_graph(src)
-    problems = []
+    layers, folders, knots = read_tables(design)
+    graph, places = read_graph(src)
+    problems = foreign_definitions(src)
+    for mod in sorted(set(graph) & set(layers)):
+        if places[mod] != {folders[mod]}:
+            problems.append(f"{mod}: in {', '.join(sorted(places[mod]))} of {src}, but the "
+                            f"layer table puts it in {folders[mod]}/")
     for mod in sorted(set(graph) - set(layers)):
         problems.append(f"{mod}: not in the layer table of {design}")
     for mod in sorted(set(layers) - set(graph)):

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "transport.h"
+#include "bcast/transport.h"
 
 #define TAPE_MAX 512
 

@@ -8,11 +8,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "archive.h"
-#include "lines.h"
-#include "buf.h"
-#include "ctx.h"
-#include "fetch.h"
+#include "io/tar.h"
+#include "io/lines.h"
+#include "base/buf.h"
+#include "base/ctx.h"
+#include "io/fetch.h"
 #include "testutil.h"
 
 /* Every test gets a fresh temp dir and a context whose logger and allocator it can watch. */

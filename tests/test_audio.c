@@ -12,10 +12,10 @@
 
 #include "sharc/sharc.h"
 #include "testutil.h"
-#include "audio.h"
-#include "buf.h"
-#include "ctx.h"
-#include "wav.h"
+#include "decode/audio.h"
+#include "base/buf.h"
+#include "base/ctx.h"
+#include "decode/wav.h"
 
 static sharc__ctx ctx;
 

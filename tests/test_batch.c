@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "batch.h"
-#include "ctx.h"
-#include "frame.h"
+#include "batching/batch.h"
+#include "base/ctx.h"
+#include "batching/frame.h"
 #include "sharc/sharc.h"
 #include "testutil.h"
 

@@ -9,12 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "batch.h"
-#include "bcast.h"
+#include "batching/batch.h"
+#include "bcast/bcast.h"
 #include "sharc/sharc.h"
 #include "testutil.h"
 #include "tape.h"
-#include "transport.h"
+#include "bcast/transport.h"
 
 static int allocations;
 

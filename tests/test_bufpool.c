@@ -2,7 +2,7 @@
 #include <check.h>
 #include <string.h>
 
-#include "bufpool.h"
+#include "io/bufpool.h"
 #include "testutil.h"
 
 START_TEST(takes_a_fitting_buffer)

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dataset.h"
+#include "plan/dataset.h"
 #include "testutil.h"
 
 static sharc__ctx ctx;

@@ -6,8 +6,8 @@
 
 #include "sharc/sharc.h"
 #include "testutil.h"
-#include "ctx.h"
-#include "buf.h"
+#include "base/ctx.h"
+#include "base/buf.h"
 
 START_TEST(strerror_covers_own_and_errno_codes)
 {

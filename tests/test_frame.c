@@ -4,7 +4,7 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "frame.h"
+#include "batching/frame.h"
 #include "sharc/sharc.h"
 #include "testutil.h"
 

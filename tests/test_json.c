@@ -10,8 +10,8 @@
 
 #include <sharc/common.h>
 
-#include "cut.h"
-#include "json.h"
+#include "plan/cut.h"
+#include "plan/json.h"
 #include "testutil.h"
 
 START_TEST(bad_json_names_the_byte)

@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "keyset.h"
-#include "rng.h"
+#include "plan/keyset.h"
+#include "base/rng.h"
 #include "testutil.h"
 
 START_TEST(matches_a_reference_under_churn)

@@ -17,7 +17,7 @@
 #include "sharc/sharc.h"
 #include "tape.h"
 #include "testutil.h"
-#include "transport.h"
+#include "bcast/transport.h"
 
 /* ---- corpus: Shar, FLAC, 4 shards of 10 cuts, made once by main() ---- */
 

@@ -14,8 +14,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "bcut.h"
-#include "reader_impl.h"
+#include "batching/bcut.h"
+#include "batching/pipeline.h"
+#include "reader/reader_impl.h"
 #include "sharc/sharc.h"
 #include "synth.h"
 #include "testutil.h"

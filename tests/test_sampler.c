@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include "sharc/sharc.h"
-#include "ctx.h"
-#include "rng.h"
-#include "sampler.h"
+#include "base/ctx.h"
+#include "base/rng.h"
+#include "batching/sampler.h"
 #include "testutil.h"
 
 /* ---- a scripted item source -------------------------------------------------------- */

@@ -20,8 +20,8 @@ done
 out=$repo/build-fuzz
 mkdir -p "$out/obj"
 san="-fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all"
-# Not -I src for the library: its "archive.h" would hide libarchive's <archive.h>.
-cflags="-g -O1 -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -pthread -I$repo/include
+# Sources include each other by stage ("io/tar.h") from src/.
+cflags="-g -O1 -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -pthread -I$repo/include -I$repo/src
   $(pkg-config --cflags libarchive sndfile flac libcjson opus 2>/dev/null || true)"
 
 # One build at a time when several campaigns start together.
@@ -29,14 +29,16 @@ exec 9>"$out/.build.lock"
 flock 9
 objs=""
 stale=""
-for f in "$repo"/src/*.c; do
-    name=$(basename "$f" .c)
-    case $name in transport_mpi | transport_nccl) continue ;; esac
+for f in "$repo"/src/*/*.c; do
+    rel=${f#"$repo"/src/}
+    rel=${rel%.c}
+    case $rel in bcast/transport_mpi | bcast/transport_nccl) continue ;; esac
+    name=$(printf '%s' "$rel" | tr / _)
     obj=$out/obj/$name.o
     objs="$objs $obj"
     # shellcheck disable=SC3013 # -nt: dash and bash have it
     if [ ! -f "$obj" ] || [ "$f" -nt "$obj" ] || [ -n "$(find "$repo/src" -name '*.h' -newer "$obj")" ]; then
-        stale="$stale $name"
+        stale="$stale $rel"
     fi
 done
 if [ -n "$stale" ]; then
@@ -45,10 +47,10 @@ if [ -n "$stale" ]; then
     # A failed compile leaves no object, so the next run compiles that file again.
     # shellcheck disable=SC2016,SC2086
     printf '%s\n' $stale | xargs -P "$(nproc)" -I{} sh -c \
-        '$FUZZ_CC $FUZZ_FLAGS -c "$FUZZ_SRC/{}.c" -o "$FUZZ_OBJ/{}.o" || { rm -f "$FUZZ_OBJ/{}.o"; exit 255; }'
+        'o=$FUZZ_OBJ/$(printf %s {} | tr / _).o; $FUZZ_CC $FUZZ_FLAGS -c "$FUZZ_SRC/{}.c" -o "$o" || { rm -f "$o"; exit 255; }'
 fi
 for target in "$@"; do
     # shellcheck disable=SC2086
-    "$cc" $cflags -I"$repo/src" $san -fsanitize=fuzzer "$repo/tests/fuzz/$target.c" $objs \
+    "$cc" $cflags $san -fsanitize=fuzzer "$repo/tests/fuzz/$target.c" $objs \
         -larchive -lsndfile -lFLAC -lcjson -lzstd -lz -lm -o "$out/$target"
 done

@@ -5,8 +5,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "braces.h"
-#include "ctx.h"
+#include "io/braces.h"
+#include "base/ctx.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

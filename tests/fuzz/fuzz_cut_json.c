@@ -5,9 +5,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "ctx.h"
-#include "cut.h"
-#include "json.h"
+#include "base/ctx.h"
+#include "plan/cut.h"
+#include "plan/json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "handshake.h"
+#include "bcast/handshake.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

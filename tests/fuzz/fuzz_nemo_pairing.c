@@ -13,9 +13,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dataset.h"
+#include "plan/dataset.h"
 #include "fuzz_files.h"
-#include "stream.h"
+#include "formats/stream.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -7,8 +7,8 @@
 
 #include <string.h>
 
-#include "dataset.h"
-#include "stream.h"
+#include "plan/dataset.h"
+#include "formats/stream.h"
 
 /* Read `shard` through `ops` (at most 10000 steps, whatever the bytes: a stream that never
  * ends is a bug the step cap would hide, so each step must make progress), handing each

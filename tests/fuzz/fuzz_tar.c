@@ -6,10 +6,10 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "archive.h"
-#include "lines.h"
-#include "buf.h"
-#include "ctx.h"
+#include "io/tar.h"
+#include "io/lines.h"
+#include "base/buf.h"
+#include "base/ctx.h"
 
 #define MAX_MEMBER (1u << 20)
 #define MAX_LINE   (64u << 10)

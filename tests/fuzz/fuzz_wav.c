@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "audio.h"
-#include "wav.h"
+#include "decode/audio.h"
+#include "decode/wav.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

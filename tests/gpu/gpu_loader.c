@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "gpu_check.h"
-#include "hash.h"
+#include "base/hash.h"
 #include "sharc/cuda.h"
 #include "sharc/sharc.h"
 

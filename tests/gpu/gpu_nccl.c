@@ -8,12 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "batch.h"
-#include "bcast.h"
+#include "batching/batch.h"
+#include "bcast/bcast.h"
 #include "gpu_check.h"
 #include "sharc/cuda.h"
 #include "sharc/sharc.h"
-#include "transport.h"
+#include "bcast/transport.h"
 
 static void run_on_device(int dev, int n_devices)
 {

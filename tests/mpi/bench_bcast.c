@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "batch.h"
-#include "bcast.h"
+#include "batching/batch.h"
+#include "bcast/bcast.h"
 #include "sharc/mpi.h"
 #include "sharc/sharc.h"
 

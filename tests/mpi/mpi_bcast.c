@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "batch.h"
-#include "bcast.h"
+#include "batching/batch.h"
+#include "bcast/bcast.h"
 #include "mpi_check.h"
 #include "sharc/mpi.h"
 #include "sharc/sharc.h"

@@ -23,7 +23,7 @@
 #include "mpi_check.h"
 #include "sharc/mpi.h"
 #include "sharc/sharc.h"
-#include "transport.h"
+#include "bcast/transport.h"
 
 int world_rank, world_size;
 

@@ -20,9 +20,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "frame.h"
+#include "batching/frame.h"
 #include "mpi_check.h"
-#include "transport.h"
+#include "bcast/transport.h"
 #include "sharc/mpi.h"
 #include "sharc/sharc.h"
 

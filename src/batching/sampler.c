@@ -1,0 +1,774 @@
+#include "batching/sampler.h"
+#include "batching/sampler_impl.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "base/hash.h"
+#include "base/le.h"
+#include "base/rng.h"
+#include "sharc/reader.h"
+
+#define MAX_BUFFER (1u << 24)
+#define MAX_BINS   65536u
+
+enum { FILTERED = SHARC_END + 1 }; /* pull_one: an item was filtered out */
+
+void sharc__sampler_default_settings(sharc__sampler_settings *s)
+{
+    memset(s, 0, sizeof *s);
+    s->num_buckets = 10;
+    s->num_cuts_for_bins_estimate = 10000;
+    s->buffer_size = 20000;
+    s->max_buffer_bytes = 2ull << 30;
+    s->sync_buckets = 1;
+    s->world_size = 1;
+}
+
+/* ---- bins ---------------------------------------------------------------------------- */
+
+size_t sharc__bucket_of(const double *bins, size_t n_bins, double duration)
+{
+    size_t lo = 0, hi = n_bins;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (bins[mid] < duration)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* numpy's pairwise summation (float64 add.reduce), so the per-bucket total, and thus
+ * every comparison against it, is bit-identical to Lhotse's `sizes.sum()`. */
+static double pairwise_sum(const double *a, size_t n)
+{
+    if (n < 8) {
+        double res = 0.;
+        for (size_t i = 0; i < n; i++)
+            res += a[i];
+        return res;
+    }
+    if (n <= 128) {
+        double r[8];
+        size_t i;
+        for (int j = 0; j < 8; j++)
+            r[j] = a[j];
+        for (i = 8; i < n - (n % 8); i += 8)
+            for (int j = 0; j < 8; j++)
+                r[j] += a[i + j];
+        double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for (; i < n; i++)
+            res += a[i];
+        return res;
+    }
+    size_t n2 = n / 2;
+    n2 -= n2 % 8;
+    return pairwise_sum(a, n2) + pairwise_sum(a + n2, n - n2);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Lhotse's loop over the sorted sizes; at most k - 1 bins since every bin closes a run
+ * whose total exceeds sum / k. */
+static size_t bins_from_sorted(const double *sizes, size_t n, uint32_t k, double *out)
+{
+    double per_bucket = pairwise_sum(sizes, n) / (double)k;
+    double tot = 0.0;
+    size_t nb = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (tot > per_bucket && nb + 1 < k) {
+            out[nb++] = sizes[i];
+            tot = 0.0;
+        }
+        tot += sizes[i];
+    }
+    return nb;
+}
+
+int sharc__estimate_bins(sharc__ctx *ctx, const double *durations, size_t n, uint32_t num_buckets,
+                         double *bins_out, size_t *n_bins_out)
+{
+    if (!durations || !bins_out || !n_bins_out || num_buckets < 2 || num_buckets > MAX_BINS ||
+        n < num_buckets)
+        return sharc__fail(ctx, SHARC_ERR(EINVAL),
+                           "estimate bins: need 2 <= num_buckets (%u) <= %u and at least "
+                           "num_buckets durations (got %zu)",
+                           num_buckets, MAX_BINS, n);
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(durations[i]) || durations[i] < 0)
+            return sharc__fail(ctx, SHARC_ERR(EINVAL),
+                               "estimate bins: duration %zu is %g, not a finite value >= 0", i,
+                               durations[i]);
+    double *sorted = sharc__malloc(ctx, n * sizeof *sorted);
+    if (!sorted)
+        return sharc__fail(ctx, SHARC_ERR(ENOMEM), "estimate bins: out of memory for %zu values",
+                           n);
+    memcpy(sorted, durations, n * sizeof *sorted);
+    qsort(sorted, n, sizeof *sorted, cmp_double);
+    *n_bins_out = bins_from_sorted(sorted, n, num_buckets, bins_out);
+    sharc__free(ctx, sorted);
+    return 0;
+}
+
+int sharc_estimate_duration_bins(const double *durations, size_t n, int num_buckets,
+                                 double *bins_out, size_t *n_bins_out)
+{
+    sharc__ctx ctx;
+    sharc__ctx_init(&ctx, NULL, NULL);
+    if (num_buckets < 0)
+        return sharc__fail(&ctx, SHARC_ERR(EINVAL), "estimate bins: num_buckets %d < 0",
+                           num_buckets);
+    return sharc__estimate_bins(&ctx, durations, n, (uint32_t)num_buckets, bins_out, n_bins_out);
+}
+
+/* ---- settings ------------------------------------------------------------------------ */
+
+/* Everything that changes the batch sequence goes into the hash a state is checked by. */
+static uint64_t hash_settings(const sharc__sampler *s)
+{
+    const sharc__sampler_settings *st = &s->st;
+    uint64_t h = SHARC__FNV_OFFSET;
+    h = sharc__fnv1a_u64(h, dbits(st->max_duration));
+    h = sharc__fnv1a_u64(h, st->max_cuts);
+    h = sharc__fnv1a_u64(h, dbits(st->quadratic_duration));
+    h = sharc__fnv1a_u64(h, (uint64_t)s->estimating);
+    if (s->estimating) {
+        h = sharc__fnv1a_u64(h, st->num_buckets);
+        h = sharc__fnv1a_u64(h, st->num_cuts_for_bins_estimate);
+    }
+    h = sharc__fnv1a_u64(h, st->n_bins);
+    for (size_t i = 0; !s->estimating && i < st->n_bins; i++)
+        h = sharc__fnv1a_u64(h, dbits(st->bins[i]));
+    h = sharc__fnv1a_u64(h, s->bbs != NULL);
+    for (size_t i = 0; s->bbs && i < st->n_bins; i++)
+        h = sharc__fnv1a_u64(h, s->bbs[i]);
+    h = sharc__fnv1a_u64(h, st->buffer_size);
+    h = sharc__fnv1a_u64(h, st->max_buffer_bytes);
+    h = sharc__fnv1a_u64(h, st->shuffle != 0);
+    h = sharc__fnv1a_u64(h, st->drop_last != 0);
+    h = sharc__fnv1a_u64(h, st->seed);
+    h = sharc__fnv1a_u64(h, st->sync_buckets != 0);
+    h = sharc__fnv1a_u64(h, st->sync_buckets ? st->world_size : 0);
+    h = sharc__fnv1a_u64(h, dbits(st->min_item_duration));
+    h = sharc__fnv1a_u64(h, dbits(st->max_item_duration));
+    return h;
+}
+
+int sharc__sampler_bad_nonneg(double x)
+{
+    return !isfinite(x) || x < 0;
+}
+
+int sharc__sampler_check_settings(sharc__ctx *ctx, const sharc__sampler_settings *st)
+{
+#define BAD(...) sharc__fail(ctx, SHARC_ERR(EINVAL), "sampler settings: " __VA_ARGS__)
+    if (st->buffer_size < 1 || st->buffer_size > MAX_BUFFER)
+        return BAD("buffer_size %u is not in 1..%u", st->buffer_size, MAX_BUFFER);
+    if (sharc__sampler_bad_nonneg(st->max_duration) ||
+        sharc__sampler_bad_nonneg(st->quadratic_duration) ||
+        sharc__sampler_bad_nonneg(st->min_item_duration) ||
+        sharc__sampler_bad_nonneg(st->max_item_duration))
+        return BAD("max_duration, quadratic_duration, min_duration and max_cut_duration must "
+                   "be finite and >= 0");
+    if (st->max_item_duration > 0 && st->max_item_duration < st->min_item_duration)
+        return BAD("max_cut_duration %g < min_duration %g", st->max_item_duration,
+                   st->min_item_duration);
+    if (st->sync_buckets && st->world_size < 1)
+        return BAD("world_size must be >= 1 with sync_buckets");
+    if (st->n_bins && !st->bins)
+        return BAD("n_bins is %zu but bins is NULL", st->n_bins);
+    if (st->bins) {
+        if (st->n_bins < 1 || st->n_bins > MAX_BINS)
+            return BAD("n_bins %zu is not in 1..%u", st->n_bins, MAX_BINS);
+        for (size_t i = 0; i < st->n_bins; i++)
+            if (sharc__sampler_bad_nonneg(st->bins[i]) || (i && st->bins[i] < st->bins[i - 1]))
+                return BAD("bins must be finite, >= 0 and sorted (bin %zu is %g)", i, st->bins[i]);
+    } else if (st->num_buckets < 1 || st->num_buckets > MAX_BINS ||
+               st->num_cuts_for_bins_estimate < 1 || st->num_cuts_for_bins_estimate > MAX_BUFFER) {
+        return BAD("num_buckets %u must be in 1..%u and num_cuts_for_bins_estimate %u in 1..%u",
+                   st->num_buckets, MAX_BINS, st->num_cuts_for_bins_estimate, MAX_BUFFER);
+    }
+    if (st->bucket_batch_size) {
+        if (!st->bins)
+            return BAD("bucket_batch_size needs explicit bins");
+        if (st->max_duration > 0 || st->max_cuts)
+            return BAD("bucket_batch_size excludes max_duration and max_cuts");
+        for (size_t i = 0; i < st->n_bins; i++)
+            if (st->bucket_batch_size[i] < 1)
+                return BAD("bucket_batch_size[%zu] is 0", i);
+    } else if (!(st->max_duration > 0) && !st->max_cuts) {
+        return BAD("one of max_duration, max_cuts or bucket_batch_size is required");
+    }
+    return 0;
+#undef BAD
+}
+
+/* ---- buckets ------------------------------------------------------------------------- */
+
+static void bucket_reset(bucket *k)
+{
+    k->head = k->tail = NONE;
+    k->count = 0;
+    k->longest = 0;
+}
+
+static void list_append(sharc__sampler *s, size_t b, uint32_t slot)
+{
+    bucket *k = &s->buckets[b];
+    s->next[slot] = NONE;
+    s->prev[slot] = k->tail;
+    if (k->tail != NONE)
+        s->next[k->tail] = slot;
+    else
+        k->head = slot;
+    k->tail = slot;
+    k->count++;
+    if (s->eff[slot] > k->longest)
+        k->longest = s->eff[slot];
+}
+
+static void list_unlink(sharc__sampler *s, size_t b, uint32_t slot)
+{
+    bucket *k = &s->buckets[b];
+    if (s->prev[slot] != NONE)
+        s->next[s->prev[slot]] = s->next[slot];
+    else
+        k->head = s->next[slot];
+    if (s->next[slot] != NONE)
+        s->prev[s->next[slot]] = s->prev[slot];
+    else
+        k->tail = s->prev[slot];
+    k->count--;
+}
+
+static double effective(const sharc__sampler *s, double d)
+{
+    return s->st.quadratic_duration > 0 ? d + d * d / s->st.quadratic_duration : d;
+}
+
+void sharc__sampler_admit(sharc__sampler *s, const sharc__sitem *it, size_t b)
+{
+    uint32_t slot = s->free_slots[--s->n_free];
+    s->items[slot] = *it;
+    s->eff[slot] = effective(s, it->duration);
+    list_append(s, b, slot);
+    s->count++;
+    s->bytes += it->bytes;
+}
+
+static size_t target_bucket(const sharc__sampler *s, double d)
+{
+    return s->bins_ready ? sharc__bucket_of(s->bins, s->n_bins, d) : 0;
+}
+
+void sharc__sampler_give_back(sharc__sampler *s, sharc__sitem *it, sharc__release_reason why)
+{
+    if (s->src.release)
+        s->src.release(s->src.cookie, it, why);
+}
+
+/* Hand every held item back (drop_last end, close) and empty the buffer. */
+static uint64_t release_all(sharc__sampler *s, sharc__release_reason why)
+{
+    uint64_t n = 0;
+    for (size_t b = 0; b < s->nb; b++) {
+        for (uint32_t slot = s->buckets[b].head; slot != NONE; slot = s->next[slot]) {
+            sharc__sampler_give_back(s, &s->items[slot], why);
+            s->free_slots[s->n_free++] = slot;
+            n++;
+        }
+        bucket_reset(&s->buckets[b]);
+    }
+    if (s->has_pending) {
+        sharc__sampler_give_back(s, &s->pending, why);
+        s->has_pending = 0;
+        n++;
+    }
+    s->count = 0;
+    s->bytes = 0;
+    return n;
+}
+
+/* ---- pulling ------------------------------------------------------------------------- */
+
+/* What names `it` in a message: the source's description, else its key. */
+const char *sharc__sampler_item_name(const sharc__sampler *s, const sharc__sitem *it, char *out,
+                                     size_t cap)
+{
+    if (s->src.describe)
+        s->src.describe(s->src.cookie, it, out, cap);
+    else
+        snprintf(out, cap, "item %#llx", (unsigned long long)it->key);
+    return out;
+}
+
+/* Whether the duration limits filter out an item of `duration`: SHARC__RELEASE_TOO_SHORT,
+ * SHARC__RELEASE_TOO_LONG, or -1 when it passes. */
+static int filter_of(const sharc__sampler_settings *st, double duration)
+{
+    if (duration < st->min_item_duration)
+        return SHARC__RELEASE_TOO_SHORT;
+    if (st->max_item_duration > 0 && duration > st->max_item_duration)
+        return SHARC__RELEASE_TOO_LONG;
+    return -1;
+}
+
+/* Pull one item into `pending`. 0: pending set; FILTERED: item filtered, pull again. */
+static int pull_one(sharc__sampler *s)
+{
+    sharc__sitem it = {0};
+    int rc = s->src.pull(s->src.cookie, &it);
+    if (rc == SHARC_END) {
+        s->exhausted = 1;
+        return SHARC_END;
+    }
+    if (rc < 0)
+        return rc;
+    if (rc != 0)
+        return sharc__fail(s->ctx, SHARC_ERR(EINVAL), "sampler: pull returned %d", rc);
+    s->stats.pulled++;
+    char name[SHARC__ERRLEN / 2];
+    if (sharc__sampler_bad_nonneg(it.duration)) {
+        sharc__sampler_item_name(s, &it, name, sizeof name);
+        sharc__sampler_give_back(s, &it, SHARC__RELEASE_REJECTED);
+        return sharc__fail(s->ctx, SHARC_ERR_FORMAT,
+                           "sampler: %s has duration %g, not a finite value >= 0", name,
+                           it.duration);
+    }
+    int filter = filter_of(&s->st, it.duration);
+    if (filter >= 0) {
+        if (filter == SHARC__RELEASE_TOO_SHORT)
+            s->stats.too_short++;
+        else
+            s->stats.too_long++;
+        sharc__sampler_give_back(s, &it, (sharc__release_reason)filter);
+        return FILTERED;
+    }
+    if (s->bbs && it.duration > s->bins[s->n_bins - 1]) {
+        sharc__sampler_item_name(s, &it, name, sizeof name);
+        sharc__sampler_give_back(s, &it, SHARC__RELEASE_REJECTED);
+        return sharc__fail(s->ctx, SHARC_ERR_TOO_LARGE,
+                           "sampler: %s lasts %g s, longer than the last bin (%g s), which "
+                           "bucket_batch_size has no batch size for; filter such cuts with a "
+                           "maximum duration (max_cut_duration, --max-cut-duration)",
+                           name, it.duration, s->bins[s->n_bins - 1]);
+    }
+    s->pending = it;
+    s->has_pending = 1;
+    return 0;
+}
+
+static int over_budget(const sharc__sampler *s)
+{
+    uint64_t max = s->st.max_buffer_bytes;
+    return max && s->count > 0 && (s->bytes > max || s->pending.bytes > max - s->bytes);
+}
+
+/* Fill the buckets up to `target` items (or the byte budget, or the end of the stream). */
+static int top_up(sharc__sampler *s, size_t target)
+{
+    while (!s->stopped) {
+        if (!s->has_pending) {
+            if (s->exhausted || s->count >= target)
+                return 0;
+            int rc = pull_one(s);
+            if (rc == SHARC_END)
+                return 0;
+            if (rc < 0)
+                return rc;
+            if (rc == FILTERED)
+                continue;
+        }
+        if (s->count >= target || over_budget(s))
+            return 0;
+        sharc__sampler_admit(s, &s->pending, target_bucket(s, s->pending.duration));
+        s->has_pending = 0;
+    }
+    return 0;
+}
+
+/* The durations the bins are estimated from, gathered by a peek. */
+typedef struct peek_into {
+    const sharc__sampler *s;
+    double *d;
+    size_t n, want;
+} peek_into;
+
+static int take_peeked(void *cookie, double duration)
+{
+    peek_into *p = cookie;
+    if (sharc__sampler_bad_nonneg(duration))
+        return SHARC__PEEK_STOP; /* pull reports it when it gets there */
+    if (filter_of(&p->s->st, duration) >= 0)
+        return SHARC__PEEK_FILTERED;
+    p->d[p->n++] = duration;
+    return p->n == p->want ? SHARC__PEEK_STOP : SHARC__PEEK_TAKEN;
+}
+
+/* The durations of the first num_cuts_for_bins_estimate items into d (room for that many):
+ * the staged ones (bucket 0, in arrival order), the pending one, and, when the buffer's size
+ * or byte budget stopped the staging first, those the source peeks at after them. */
+static int estimate_durations(sharc__sampler *s, double *d, size_t *n)
+{
+    peek_into p = {s, d, 0, s->st.num_cuts_for_bins_estimate};
+    for (uint32_t slot = s->buckets[0].head; slot != NONE && p.n < p.want; slot = s->next[slot])
+        d[p.n++] = s->items[slot].duration;
+    if (s->has_pending && p.n < p.want)
+        d[p.n++] = s->pending.duration;
+    int rc = 0;
+    if (!s->exhausted && p.n < p.want && s->src.peek)
+        rc = s->src.peek(s->src.cookie, take_peeked, &p);
+    *n = p.n;
+    return rc;
+}
+
+/* Estimate the bins from the first num_cuts_for_bins_estimate items, then move every staged
+ * item (all in bucket 0, in arrival order) to its bucket, keeping arrival order inside each
+ * bucket. */
+static int estimate_and_assign(sharc__sampler *s)
+{
+    /* One bucket needs no bins, nor the durations to read ahead for them. */
+    if (s->st.num_buckets >= 2) {
+        double *d = sharc__malloc(s->ctx, s->st.num_cuts_for_bins_estimate * sizeof *d);
+        if (!d)
+            return sharc__fail(s->ctx, SHARC_ERR(ENOMEM), "sampler: out of memory for bins");
+        size_t n = 0;
+        int rc = estimate_durations(s, d, &n);
+        uint32_t k = s->st.num_buckets < n ? s->st.num_buckets : (uint32_t)n;
+        if (rc == 0 && k >= 2)
+            rc = sharc__estimate_bins(s->ctx, d, n, k, s->bins, &s->n_bins);
+        sharc__free(s->ctx, d);
+        if (rc < 0)
+            return rc;
+    }
+    s->bins_ready = 1;
+    s->nb = s->n_bins + 1;
+    uint32_t slot = s->buckets[0].head;
+    bucket_reset(&s->buckets[0]);
+    while (slot != NONE) {
+        uint32_t nxt = s->next[slot];
+        list_append(s, target_bucket(s, s->items[slot].duration), slot);
+        slot = nxt;
+    }
+    return 0;
+}
+
+/* Lhotse's init heuristic: warn when the buffer is unlikely to fill a batch per bucket. */
+static void warn_small_buffer(sharc__sampler *s)
+{
+    if (!(s->st.max_duration > 0) || !s->n_bins)
+        return;
+    double mean = 0;
+    for (size_t i = 0; i < s->n_bins; i++)
+        mean += s->bins[i];
+    mean /= (double)s->n_bins;
+    if ((double)s->st.buffer_size * mean / (double)s->nb < s->st.max_duration)
+        sharc__log(s->ctx, SHARC_LOG_WARN,
+                   "sampler: buffer_size %u might be too low to fill batches of max_duration "
+                   "%g s over %zu buckets",
+                   s->st.buffer_size, s->st.max_duration, s->nb);
+}
+
+/* ---- choosing and building batches --------------------------------------------------- */
+
+static int close_to_exceeding(const sharc__sampler *s, size_t b, size_t n, double longest)
+{
+    if (s->bbs)
+        return b < s->n_bins && n >= s->bbs[b];
+    if (s->st.max_cuts && n >= s->st.max_cuts)
+        return 1;
+    return s->st.max_duration > 0 && (double)(n + 1) * longest > s->st.max_duration;
+}
+
+static int is_ready(const sharc__sampler *s, size_t b)
+{
+    const bucket *k = &s->buckets[b];
+    return k->count > 0 && close_to_exceeding(s, b, k->count, k->longest);
+}
+
+static int bucket_ok(const sharc__sampler *s, long b, int need_ready)
+{
+    if (b < 0 || (size_t)b >= s->nb)
+        return 0;
+    return need_ready ? is_ready(s, (size_t)b) : s->buckets[b].count > 0;
+}
+
+/* Uniform choice among ready buckets, else (unless drop_last) non-empty ones. */
+static long pick_uniform(sharc__sampler *s)
+{
+    size_t n_ready = 0, n_nonempty = 0;
+    for (size_t b = 0; b < s->nb; b++) {
+        n_ready += (size_t)is_ready(s, b);
+        n_nonempty += s->buckets[b].count > 0;
+    }
+    int need_ready = n_ready > 0;
+    size_t n_cand = need_ready ? n_ready : n_nonempty;
+    if ((!need_ready && s->st.drop_last) || n_cand == 0)
+        return -1;
+    uint64_t k = sharc__rng_below(&s->rng, n_cand);
+    for (size_t b = 0; b < s->nb; b++)
+        if (bucket_ok(s, (long)b, need_ready) && k-- == 0)
+            return (long)b;
+    return -1;
+}
+
+/* Lhotse's BucketSelectionState.select_bucket_idx: one draw serves world_size batches. */
+static long draw_bucket(sharc__sampler *s)
+{
+    if (!s->has_bidx || s->usage == s->st.world_size) {
+        s->bidx = (uint32_t)sharc__rng_below(&s->brng, s->nb);
+        s->usage = 0;
+        s->has_bidx = 1;
+    }
+    s->usage++;
+    return (long)s->bidx;
+}
+
+/* Scan idx, idx-1, idx+1, idx-2, idx+2, ... for a bucket meeting the predicate. */
+static long scan_buckets(sharc__sampler *s, int need_ready)
+{
+    long idx = draw_bucket(s), lo = idx, hi = idx, attempts = 0, nb = (long)s->nb;
+    while (!bucket_ok(s, idx, need_ready)) {
+        if (lo < 0 && hi >= nb)
+            return -1;
+        attempts++;
+        idx += attempts % 2 == 0 ? attempts : -attempts;
+        lo = idx < lo ? idx : lo;
+        hi = idx > hi ? idx : hi;
+    }
+    return idx;
+}
+
+static long pick_sync(sharc__sampler *s)
+{
+    sharc__rng saved_rng = s->brng;
+    uint32_t saved_idx = s->bidx;
+    uint64_t saved_usage = s->usage;
+    int saved_has = s->has_bidx;
+    long b = scan_buckets(s, 1);
+    if (b >= 0 || s->st.drop_last)
+        return b;
+    /* Rewind so that every rank uses the bucket RNG the same number of times. */
+    s->brng = saved_rng;
+    s->bidx = saved_idx;
+    s->usage = saved_usage;
+    s->has_bidx = saved_has;
+    return scan_buckets(s, 0);
+}
+
+static void rescan_longest(sharc__sampler *s, size_t b)
+{
+    bucket *k = &s->buckets[b];
+    k->longest = 0;
+    for (uint32_t slot = k->head; slot != NONE; slot = s->next[slot])
+        if (s->eff[slot] > k->longest)
+            k->longest = s->eff[slot];
+}
+
+/* Take one batch from bucket b: bucket order, or a partial Fisher-Yates shuffle that
+ * draws only the positions it uses (same distribution as shuffling the whole bucket). */
+static size_t take_batch(sharc__sampler *s, size_t b)
+{
+    bucket *k = &s->buckets[b];
+    size_t len = k->count, n = 0;
+    double longest = 0;
+    uint32_t slot = k->head;
+    if (s->st.shuffle)
+        for (size_t i = 0; i < len; i++, slot = s->next[slot])
+            s->scratch[i] = slot;
+    for (size_t i = 0; i < len; i++) {
+        if (s->st.shuffle) {
+            size_t j = i + (size_t)sharc__rng_below(&s->rng, len - i);
+            uint32_t t = s->scratch[i];
+            s->scratch[i] = s->scratch[j];
+            s->scratch[j] = t;
+        } else {
+            s->scratch[i] = slot;
+            slot = s->next[slot];
+        }
+        uint32_t cur = s->scratch[i];
+        s->batch[n++] = s->items[cur];
+        if (s->eff[cur] > longest)
+            longest = s->eff[cur];
+        if (close_to_exceeding(s, b, n, longest))
+            break;
+    }
+    for (size_t i = 0; i < n; i++) {
+        list_unlink(s, b, s->scratch[i]);
+        s->free_slots[s->n_free++] = s->scratch[i];
+        s->bytes -= s->items[s->scratch[i]].bytes;
+    }
+    s->count -= n;
+    rescan_longest(s, b);
+    if (n == 1 && s->st.max_duration > 0 && longest > s->st.max_duration) {
+        char name[SHARC__ERRLEN / 2];
+        s->stats.oversized++;
+        sharc__log(s->ctx, SHARC_LOG_WARN,
+                   "sampler: %s alone (%g s effective) exceeds max_duration %g s; returning "
+                   "it as a batch of its own",
+                   sharc__sampler_item_name(s, &s->batch[0], name, sizeof name), longest,
+                   s->st.max_duration);
+    }
+    return n;
+}
+
+int sharc__sampler_next(sharc__sampler *s, sharc__sitem **items, size_t *n)
+{
+    *items = NULL;
+    *n = 0;
+    if (s->deferred_rc) {
+        int rc = s->deferred_rc;
+        s->deferred_rc = 0;
+        return rc;
+    }
+    if (s->stopped)
+        return SHARC_END;
+    int rc;
+    if (!s->bins_ready) {
+        /* The buffer holds buffer_size items at most, as always; the estimate reads the
+         * durations of the rest of the first N ahead (estimate_durations). */
+        size_t stage = s->st.num_cuts_for_bins_estimate < s->st.buffer_size
+                           ? s->st.num_cuts_for_bins_estimate
+                           : s->st.buffer_size;
+        if ((rc = top_up(s, stage)) < 0)
+            return rc;
+        if ((rc = estimate_and_assign(s)) < 0)
+            return rc;
+        warn_small_buffer(s);
+    }
+    if ((rc = top_up(s, s->st.buffer_size)) < 0)
+        return rc;
+    long b = s->st.sync_buckets ? pick_sync(s) : pick_uniform(s);
+    if (b < 0) {
+        s->stopped = 1;
+        s->stats.dropped += release_all(s, SHARC__RELEASE_DROPPED);
+        return SHARC_END;
+    }
+    if (!is_ready(s, (size_t)b))
+        s->stats.partial++;
+    size_t m = take_batch(s, (size_t)b);
+    s->stats.batches++;
+    s->stats.items += m;
+    /* Refill before returning, so that a state saved now points at the next batch. A
+     * failure here does not spoil this batch: it is reported by the next call. */
+    s->deferred_rc = top_up(s, s->st.buffer_size);
+    *items = s->batch;
+    *n = m;
+    return 0;
+}
+
+/* ---- lifetime ------------------------------------------------------------------------ */
+
+void sharc__sampler_close(sharc__sampler **sp)
+{
+    sharc__sampler *s = sp ? *sp : NULL;
+    if (!s)
+        return;
+    sharc__ctx *ctx = s->ctx;
+    if (s->buckets && s->next)
+        release_all(s, SHARC__RELEASE_CLOSE);
+    sharc__free(ctx, s->items);
+    sharc__free(ctx, s->eff);
+    sharc__free(ctx, s->next);
+    sharc__free(ctx, s->prev);
+    sharc__free(ctx, s->free_slots);
+    sharc__free(ctx, s->scratch);
+    sharc__free(ctx, s->batch);
+    sharc__free(ctx, s->buckets);
+    sharc__free(ctx, s->bins);
+    sharc__free(ctx, s->bbs);
+    sharc__free(ctx, s);
+    *sp = NULL;
+}
+
+int sharc__sampler_open(sharc__ctx *ctx, const sharc__sampler_settings *st,
+                        const sharc__sampler_source *src, sharc__sampler **out)
+{
+    *out = NULL;
+    if (!st || !src || !src->pull)
+        return sharc__fail(ctx, SHARC_ERR(EINVAL),
+                           "sampler: settings and a pull callback "
+                           "are required");
+    int rc = sharc__sampler_check_settings(ctx, st);
+    if (rc < 0)
+        return rc;
+    sharc__sampler *s = sharc__calloc(ctx, 1, sizeof *s);
+    if (!s)
+        return sharc__fail(ctx, SHARC_ERR(ENOMEM), "sampler: out of memory");
+    s->ctx = ctx;
+    s->st = *st;
+    s->src = *src;
+    s->estimating = st->bins == NULL;
+    s->cap = st->buffer_size;
+    s->max_buckets = s->estimating ? st->num_buckets : st->n_bins + 1;
+    size_t c = s->cap;
+    s->items = sharc__malloc(ctx, c * sizeof *s->items);
+    s->eff = sharc__malloc(ctx, c * sizeof *s->eff);
+    s->next = sharc__malloc(ctx, c * sizeof *s->next);
+    s->prev = sharc__malloc(ctx, c * sizeof *s->prev);
+    s->free_slots = sharc__malloc(ctx, c * sizeof *s->free_slots);
+    s->scratch = sharc__malloc(ctx, c * sizeof *s->scratch);
+    s->batch = sharc__malloc(ctx, c * sizeof *s->batch);
+    s->buckets = sharc__malloc(ctx, s->max_buckets * sizeof *s->buckets);
+    s->bins = sharc__malloc(ctx, s->max_buckets * sizeof *s->bins);
+    if (st->bucket_batch_size)
+        s->bbs = sharc__malloc(ctx, st->n_bins * sizeof *s->bbs);
+    if (!s->items || !s->eff || !s->next || !s->prev || !s->free_slots || !s->scratch ||
+        !s->batch || !s->buckets || !s->bins || (st->bucket_batch_size && !s->bbs)) {
+        rc = sharc__fail(ctx, SHARC_ERR(ENOMEM), "sampler: out of memory for %u slots", s->cap);
+        goto fail;
+    }
+    for (uint32_t i = 0; i < s->cap; i++)
+        s->free_slots[i] = s->cap - 1 - i; /* slot 0 is used first */
+    s->n_free = s->cap;
+    for (size_t b = 0; b < s->max_buckets; b++)
+        bucket_reset(&s->buckets[b]);
+    if (!s->estimating) {
+        memcpy(s->bins, st->bins, st->n_bins * sizeof *s->bins);
+        s->n_bins = st->n_bins;
+        s->bins_ready = 1;
+        s->nb = st->n_bins + 1;
+        if (s->bbs)
+            memcpy(s->bbs, st->bucket_batch_size, st->n_bins * sizeof *s->bbs);
+    } else {
+        s->nb = 1; /* bucket 0 stages the items the bins are estimated from */
+    }
+    s->st.bins = s->estimating ? NULL : s->bins;
+    s->st.bucket_batch_size = s->bbs;
+    sharc__rng_seed(&s->rng, st->seed);
+    sharc__rng_seed(&s->brng, st->seed ^ SHARC__BUCKET_SEED_SALT);
+    s->settings_hash = hash_settings(s);
+    if (!s->estimating)
+        warn_small_buffer(s);
+    *out = s;
+    return 0;
+fail:
+    sharc__sampler_close(&s);
+    return rc;
+}
+
+const double *sharc__sampler_bins(const sharc__sampler *s, size_t *n)
+{
+    *n = s->bins_ready ? s->n_bins : 0;
+    return s->bins_ready ? s->bins : NULL;
+}
+
+void sharc__sampler_get_stats(const sharc__sampler *s, sharc__sampler_stats *out)
+{
+    *out = s->stats;
+}
+
+size_t sharc__sampler_buffered(const sharc__sampler *s)
+{
+    return s->count + (size_t)s->has_pending;
+}

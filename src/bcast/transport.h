@@ -1,0 +1,75 @@
+/*
+ * The internal transport interface: rank, size, broadcast of a buffer from a root,
+ * grouping of several broadcasts, abort. Implementations: transport_self.c,
+ * transport_mpi.c, transport_nccl.c. The public constructors are in sharc/transport.h,
+ * sharc/mpi.h and sharc/cuda.h.
+ */
+#ifndef SHARC_SRC_TRANSPORT_H
+#define SHARC_SRC_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "batching/batch.h"
+#include "base/ctx.h"
+#include "sharc/batch.h"
+#include "sharc/transport.h"
+
+typedef struct sharc__transport_ops {
+    const char *name;
+    /**
+     * Broadcast `nbytes` at `buf` from group rank `root` to every rank, blocking until the
+     * data is in place on this rank. `device` says where `buf` lives; only transports with
+     * device support (NCCL) accept SHARC_DEVICE_CUDA. Errors are set in t->ctx.
+     */
+    int (*bcast)(sharc_transport *t, void *buf, size_t nbytes, int root, sharc_device device);
+    /**
+     * Replace *value by the maximum of every rank's *value (a u32 all-reduce), blocking
+     * until done. Used for each step's status word: which rank, if any, has failed.
+     */
+    int (*allreduce_max)(sharc_transport *t, uint32_t *value);
+    /** Start a group: broadcasts up to group_end may be issued together. */
+    int (*group_begin)(sharc_transport *t);
+    /** End a group: returns once every broadcast of the group has completed here. */
+    int (*group_end)(sharc_transport *t);
+    /** Give up on pending collectives (after a local failure); the transport is unusable. */
+    void (*abort)(sharc_transport *t);
+    /** Free the implementation (t itself is freed by sharc_transport_close). */
+    void (*close)(sharc_transport *t);
+} sharc__transport_ops;
+
+struct sharc_transport {
+    const sharc__transport_ops *ops;
+    sharc__ctx ctx;
+    int rank;
+    int size;
+    int timeout_ms;
+    int broken;                     ///< set after abort: every later call fails
+    sharc__device_allocator device; ///< device memory for received tensors (NCCL only)
+    void *impl;
+};
+
+/**
+ * Check settings a transport constructor was given (NULL is the defaults): their struct_size
+ * (sharc/common.h) and reserved bytes. 0 or SHARC_ERR(EINVAL), logged. Every public
+ * constructor calls it before it reads another field.
+ */
+int sharc__transport_check_settings(const sharc_transport_settings *s);
+
+/** Allocate a transport with `ops`, rank and size (checking `s` first); impl is the caller's
+ *  to set. */
+int sharc__transport_new(sharc_transport **out, const sharc__transport_ops *ops,
+                         const sharc_transport_settings *s, int rank, int size);
+
+/** The transport's device allocator (NULL without device support). */
+const sharc__device_allocator *sharc__transport_device_allocator(const sharc_transport *t);
+
+/** Wrappers that check `broken` and arguments before calling the ops. */
+int sharc__transport_bcast(sharc_transport *t, void *buf, size_t nbytes, int root,
+                           sharc_device device);
+int sharc__transport_allreduce_max(sharc_transport *t, uint32_t *value);
+int sharc__transport_group_begin(sharc_transport *t);
+int sharc__transport_group_end(sharc_transport *t);
+void sharc__transport_abort(sharc_transport *t);
+
+#endif /* SHARC_SRC_TRANSPORT_H */

@@ -1,0 +1,197 @@
+/*
+ * Thin public wrappers that validate arguments before calling into the modules.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "sharc/sharc.h"
+#include "base/ctx.h"
+#include "plan/json.h"
+#include "reader/reader.h"
+
+_Static_assert(SHARC_PROBLEM_COUNT <= SHARC_PROBLEM_CAPACITY,
+               "a new problem kind needs room in sharc_reader_stats.problems");
+
+const char *sharc_problem_name(sharc_problem p)
+{
+    switch (p) {
+#define X(name, str, desc)                                                                         \
+    case SHARC_PROBLEM_##name:                                                                     \
+        return str;
+        SHARC_PROBLEM_MAP(X)
+#undef X
+    default:
+        return "unknown";
+    }
+}
+
+void sharc_reader_default_settings(sharc_reader_settings *s)
+{
+    memset(s, 0, sizeof *s);
+    s->struct_size = sizeof *s;
+    s->sampler.struct_size = sizeof s->sampler;
+    s->layout = SHARC_LAYOUT_AUTO;
+    s->shuffle_shards = 1;
+    s->epochs = 1;
+    s->dp_size = 1;
+    s->on_error = SHARC_ON_ERROR_FAIL;
+    s->decode = 1;
+    s->channel = -1;
+    s->length_tolerance = 0.5;
+    s->max_member_bytes = (uint64_t)1 << 30;
+    s->max_line_bytes = (uint64_t)16 << 20;
+    s->nemo_text_field = "text";
+    s->nemo_lang_field = "lang";
+    s->sampler.num_buckets = 10;
+    s->sampler.num_cuts_for_bins_estimate = 10000;
+    s->sampler.buffer_size = 20000;
+    s->sampler.max_buffer_bytes = (uint64_t)1 << 30;
+    s->sampler.shuffle = 1;
+    s->sampler.sync_buckets = 1;
+    s->sampler.world_size = 1;
+    s->prefetch = 0;
+    s->max_held_batches = 4;
+    s->read_ahead_bytes = (uint64_t)64 << 20;
+    sharc_default_logger(&s->logger);
+    sharc_default_allocator(&s->allocator);
+}
+
+static int reserved_zero(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i])
+            return 0;
+    return 1;
+}
+
+/* Upper bounds on counts that size arrays and thread pools (far above any machine's need). */
+#define SHARC__MAX_THREADS  4096
+#define SHARC__MAX_PREFETCH 1024
+
+static int check_reader_settings(const sharc_reader_settings *s, const char **why)
+{
+    *why = NULL;
+    int null_path = 0;
+    for (size_t i = 0; s->paths && i < s->n_paths; i++)
+        null_path |= s->paths[i] == NULL;
+    if (!s->paths || s->n_paths == 0)
+        *why = "no paths given";
+    else if (null_path)
+        *why = "a path is NULL";
+    else if (s->layout < SHARC_LAYOUT_AUTO || s->layout > SHARC_LAYOUT_WDS)
+        *why = "unknown layout";
+    else if (s->dp_size < 1 || s->dp_rank < 0 || s->dp_rank >= s->dp_size)
+        *why = "dp_rank must be in [0, dp_size) and dp_size >= 1";
+    else if (s->on_error != SHARC_ON_ERROR_FAIL && s->on_error != SHARC_ON_ERROR_SKIP)
+        *why = "unknown error policy";
+    else if (s->sampling_rate < 0 || s->channel < -1)
+        *why = "sampling_rate must be >= 0 and channel >= -1";
+    else if (!(s->length_tolerance >= 0 && s->length_tolerance <= SHARC__MAX_SECONDS))
+        *why = "length_tolerance must be in [0, 1e7] seconds";
+    else if (s->max_member_bytes == 0 || s->max_line_bytes == 0)
+        *why = "size caps must be > 0";
+    else if (s->n_threads < 0 || s->n_threads > SHARC__MAX_THREADS || s->prefetch < 0 ||
+             s->prefetch > SHARC__MAX_PREFETCH || s->max_held_batches < 1 ||
+             s->max_held_batches > SHARC__MAX_PREFETCH)
+        *why = "n_threads must be in 0..4096, prefetch in 0..1024 and max_held_batches in "
+               "1..1024";
+    else if (!s->resume_state != !s->resume_state_size)
+        *why = "resume_state and resume_state_size must be given together";
+    else if (!reserved_zero(s->reserved, sizeof s->reserved))
+        *why = "reserved bytes must be zero";
+    else if (!reserved_zero(s->sampler.reserved, sizeof s->sampler.reserved))
+        *why = "sampler reserved bytes must be zero";
+    return *why ? SHARC_ERR(EINVAL) : 0;
+}
+
+int sharc_reader_open(sharc_reader **out, const sharc_reader_settings *s)
+{
+    const char *why;
+    if (!out)
+        return SHARC_ERR(EINVAL);
+    *out = NULL;
+    if (!s)
+        return SHARC_ERR(EINVAL);
+    int rc = sharc__check_reader_struct_sizes(s, "sharc_reader_settings",
+                                              "sharc_reader_default_settings");
+    if (rc < 0)
+        return rc;
+    if (check_reader_settings(s, &why) < 0) {
+        sharc__ctx ctx;
+        sharc__ctx_init(&ctx, &s->allocator, &s->logger);
+        return sharc__fail(&ctx, SHARC_ERR(EINVAL), "invalid reader settings: %s", why);
+    }
+    return sharc__reader_open(out, s);
+}
+
+int sharc_reader_next(sharc_reader *r, const sharc_cut **cut)
+{
+    if (!r || !cut)
+        return SHARC_ERR(EINVAL);
+    return sharc__reader_next(r, cut);
+}
+
+int sharc_reader_next_batch(sharc_reader *r, sharc_batch **batch)
+{
+    if (!r || !batch)
+        return SHARC_ERR(EINVAL);
+    return sharc__reader_next_batch(r, batch);
+}
+
+int sharc_reader_state_save(sharc_reader *r, void *buf, size_t cap, size_t *size)
+{
+    if (!r || !size)
+        return SHARC_ERR(EINVAL);
+    return sharc__reader_state_save(r, buf, cap, size);
+}
+
+const char *sharc_reader_last_error(const sharc_reader *r)
+{
+    return r ? sharc__reader_last_error(r) : "";
+}
+
+void sharc_reader_get_stats(const sharc_reader *r, sharc_reader_stats *out)
+{
+    if (!out)
+        return;
+    if (!r)
+        memset(out, 0, sizeof *out);
+    else
+        sharc__reader_get_stats(r, out);
+    out->n_problem_kinds = SHARC_PROBLEM_COUNT;
+}
+
+size_t sharc_reader_num_shards(const sharc_reader *r)
+{
+    return r ? sharc__reader_num_shards(r) : 0;
+}
+
+const char *sharc_reader_shard_path(const sharc_reader *r, size_t i)
+{
+    return r ? sharc__reader_shard_path(r, i) : NULL;
+}
+
+size_t sharc_reader_num_ignored_paths(const sharc_reader *r)
+{
+    return r ? sharc__reader_num_ignored(r) : 0;
+}
+
+sharc_layout sharc_reader_layout(const sharc_reader *r)
+{
+    return r ? sharc__reader_layout(r) : SHARC_LAYOUT_AUTO;
+}
+
+const double *sharc_reader_bins(const sharc_reader *r, size_t *n)
+{
+    size_t ignored;
+    if (!n)
+        n = &ignored;
+    *n = 0;
+    return r ? sharc__reader_bins(r, n) : NULL;
+}
+
+void sharc_reader_close(sharc_reader **r)
+{
+    if (r)
+        sharc__reader_close(r);
+}

@@ -1,0 +1,335 @@
+#include "reader/resume.h"
+#include "base/hash.h"
+#include "base/le.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+#include <zlib.h>
+
+#define STATE_MAGIC 0x53485253u /* "SRHS" little-endian */
+/* Version 2: cut keys locate a shard visit (epoch * shards + shard, see bcut.h) instead of
+ * 16 bits of epoch and 24 of shard, so a run past epoch 65535 can be saved and resumed; and
+ * a counter for the non_finite problem kind. */
+#define STATE_VERSION 2u
+#define STEP_OFFSET   16 /* byte offset of next_step */
+
+typedef struct wbuf {
+    uint8_t *p;
+    size_t len, cap;
+} wbuf;
+
+static void put_u64(wbuf *w, uint64_t v)
+{
+    sharc__store_le64(w->p + w->len, v);
+    w->len += 8;
+}
+
+static void put_f64(wbuf *w, double d)
+{
+    uint64_t v;
+    memcpy(&v, &d, 8);
+    put_u64(w, v);
+}
+
+typedef struct rbuf {
+    const uint8_t *p;
+    size_t len, at;
+    int bad;
+} rbuf;
+
+static uint64_t get_u64(rbuf *r)
+{
+    if (r->at + 8 > r->len) {
+        r->bad = 1;
+        return 0;
+    }
+    uint64_t v = sharc__load_le64(r->p + r->at);
+    r->at += 8;
+    return v;
+}
+
+static double get_f64(rbuf *r)
+{
+    uint64_t v = get_u64(r);
+    double d;
+    memcpy(&d, &v, 8);
+    return d;
+}
+
+static const char *base_of(const char *path)
+{
+    const char *s = path ? strrchr(path, '/') : NULL;
+    return s ? s + 1 : (path ? path : "");
+}
+
+uint64_t sharc__resume_hash(const sharc_reader *r)
+{
+    uint64_t h = SHARC__FNV_OFFSET;
+    const sharc_reader_settings *s = &r->s;
+    int64_t v[] = {r->ds.layout,       (int64_t)r->ds.n_shards,
+                   (int64_t)s->seed,   s->shuffle_shards,
+                   (int64_t)s->epochs, s->dp_rank,
+                   s->dp_size,         s->on_error,
+                   s->sampling_rate,   s->channel};
+    h = sharc__fnv1a(h, v, sizeof v);
+    h = sharc__fnv1a(h, &s->length_tolerance, sizeof s->length_tolerance);
+    if (r->ds.layout == SHARC_LAYOUT_NEMO) {
+        /* How rows become cuts (their order, pairing and windows) changed on 2026-12-04 to
+         * follow NeMo's reader: a state saved before points at other cuts, so it is refused. */
+        static const char rows_revision[] = "nemo-rows-2";
+        h = sharc__fnv1a(h, rows_revision, sizeof rows_revision);
+    }
+    for (size_t i = 0; i < r->ds.n_shards; i++) {
+        const char *a = base_of(r->ds.shards[i].audio_path);
+        const char *m = base_of(r->ds.shards[i].meta_path);
+        h = sharc__fnv1a(h, a, strlen(a) + 1);
+        h = sharc__fnv1a(h, m, strlen(m) + 1);
+    }
+    return h;
+}
+
+#define N_COUNTERS 7
+
+static void put_stats(wbuf *w, const sharc_reader_stats *st)
+{
+    uint64_t u[N_COUNTERS] = {st->cuts,    st->shards,        st->skipped_cuts, st->skipped_shards,
+                              st->batches, st->filtered_cuts, st->dropped_cuts};
+    for (size_t i = 0; i < N_COUNTERS; i++)
+        put_u64(w, u[i]);
+    for (int i = 0; i < SHARC_PROBLEM_COUNT; i++)
+        put_u64(w, st->problems[i]);
+    put_f64(w, st->audio_seconds);
+    put_f64(w, st->padded_seconds);
+}
+
+static void get_stats(rbuf *rb, sharc_reader_stats *st)
+{
+    uint64_t *u[N_COUNTERS] = {&st->cuts,           &st->shards,  &st->skipped_cuts,
+                               &st->skipped_shards, &st->batches, &st->filtered_cuts,
+                               &st->dropped_cuts};
+    for (size_t i = 0; i < N_COUNTERS; i++)
+        *u[i] = get_u64(rb);
+    for (int i = 0; i < SHARC_PROBLEM_COUNT; i++)
+        st->problems[i] = get_u64(rb);
+    st->audio_seconds = get_f64(rb);
+    st->padded_seconds = get_f64(rb);
+}
+
+/* Fixed u64 fields: magic, hash, step, 6 of position, counters, n_keys, sampler_len, CRC. */
+#define FIXED_FIELDS (3 + 6 + N_COUNTERS + SHARC_PROBLEM_COUNT + 2 + 3)
+/* Byte offset of n_keys, which the keys follow. */
+#define KEYS_OFFSET (8 * (3 + 6 + N_COUNTERS + SHARC_PROBLEM_COUNT + 2))
+
+/* Byte offset of the counters: after magic, hash, step and the 6 fields of the position. */
+#define STATS_OFFSET (8 * (3 + 6))
+
+int sharc__resume_draft_stats(const uint8_t *draft, size_t len, const sharc_reader_stats *skipped,
+                              sharc_reader_stats *out)
+{
+    sharc_reader_stats st = {0};
+    rbuf rb = {draft, len, STATS_OFFSET, 0};
+    get_stats(&rb, &st);
+    if (rb.bad)
+        return -1;
+    sharc__stats_take_back(&st, skipped);
+    *out = st;
+    return 0;
+}
+
+void sharc__resume_take_back(uint8_t *draft, size_t len, const sharc_reader_stats *skipped,
+                             sharc_reader_stats *out)
+{
+    sharc_reader_stats st;
+    if (sharc__resume_draft_stats(draft, len, skipped, &st) < 0)
+        return;
+    wbuf w = {draft, STATS_OFFSET, len};
+    put_stats(&w, &st);
+    *out = st;
+}
+
+/* Why a blob is not a state of this build for shards and settings hashing to `state_hash`
+ * (magic, size, checksum, version, hash), or NULL; *rb then reads it from the step on. */
+static const char *header_problem(const uint8_t *blob, size_t len, uint64_t state_hash, rbuf *rb)
+{
+    if (len < 4 || sharc__load_le32(blob) != STATE_MAGIC)
+        return "not a sharc reader state (it does not start as one)";
+    if (len < 8 * FIXED_FIELDS)
+        return "the state blob is truncated";
+    if (sharc__load_le64(blob + len - 8) != (uint64_t)(uint32_t)crc32(0L, blob, (uInt)(len - 8)))
+        return "the state blob is corrupt (checksum mismatch)";
+    *rb = (rbuf){blob, len - 8, 0, 0};
+    uint64_t version = get_u64(rb) >> 32;
+    if (version == 1)
+        return "the state was saved by an older sharc (state version 1, whose cut keys hold 16 "
+               "bits of epoch and no non_finite counter), whose states this one cannot read: "
+               "resume it with the sharc that "
+               "saved it, or start the run again";
+    if (version != STATE_VERSION)
+        return "the state was saved by another version of sharc, whose states this one cannot read";
+    if (get_u64(rb) != state_hash)
+        return "the state was saved with other shards or reader settings";
+    return NULL;
+}
+
+void sharc__resume_saved_stats(const uint8_t *blob, size_t len, uint64_t state_hash,
+                               sharc_reader_stats *out)
+{
+    rbuf rb;
+    if (header_problem(blob, len, state_hash, &rb))
+        return;
+    uint64_t step = get_u64(&rb);
+    sharc_reader_stats st = {0};
+    rb.at = STATS_OFFSET;
+    get_stats(&rb, &st);
+    if (rb.bad)
+        return;
+    st.batches = step;
+    *out = st;
+}
+
+int sharc__resume_write(sharc_reader *r, uint8_t **buf, size_t *cap, size_t *len,
+                        uint64_t next_step, const sharc_reader_stats *stats,
+                        const sharc__keyset *held, const sharc__sampler *sampler)
+{
+    size_t n_keys = held->n;
+    size_t sampler_len = sharc__sampler_state_size(sampler);
+    size_t need = 8 * FIXED_FIELDS + 8 * n_keys + sampler_len;
+    if (need > *cap) {
+        uint8_t *n = sharc__malloc(&r->ctx, need * 2);
+        if (!n)
+            return SHARC_ERR(ENOMEM);
+        sharc__free(&r->ctx, *buf);
+        *buf = n;
+        *cap = need * 2;
+    }
+    wbuf w = {*buf, 0, *cap};
+    put_u64(&w, ((uint64_t)STATE_VERSION << 32) | STATE_MAGIC);
+    put_u64(&w, r->state_hash);
+    put_u64(&w, next_step);
+    put_u64(&w, r->pos.epoch);
+    put_u64(&w, r->pos.order_pos);
+    put_u64(&w, r->pos.shard_index);
+    put_u64(&w, r->pos.consumed);
+    put_u64(&w, (uint64_t)r->pos.shard_open);
+    put_u64(&w, r->pos.epoch_cuts);
+    put_stats(&w, stats);
+    put_u64(&w, n_keys);
+    size_t cursor = 0;
+    uint64_t key;
+    while (sharc__keyset_next(held, &cursor, &key))
+        put_u64(&w, key);
+    put_u64(&w, sampler_len);
+    int rc = sharc__sampler_save_draft(sampler, w.p + w.len, sampler_len);
+    if (rc < 0)
+        return rc;
+    w.len += sampler_len;
+    put_u64(&w, 0); /* the CRC: sharc__resume_finish */
+    *len = w.len;
+    return 0;
+}
+
+static int seconds_ok(double s)
+{
+    return isfinite(s) && s >= 0;
+}
+
+static int bad_state(sharc_reader *r, const char *why)
+{
+    return sharc__fail(&r->ctx, SHARC_ERR_STATE, "cannot resume: %s", why);
+}
+
+int sharc__resume_parse(sharc_reader *r, const uint8_t *blob, size_t len, sharc__resume *out)
+{
+    memset(out, 0, sizeof *out);
+    rbuf rb;
+    const char *why = header_problem(blob, len, r->state_hash, &rb);
+    if (why)
+        return bad_state(r, why);
+    out->next_step = get_u64(&rb);
+    out->pos.epoch = get_u64(&rb);
+    out->pos.order_pos = get_u64(&rb);
+    uint64_t shard = get_u64(&rb);
+    out->pos.consumed = get_u64(&rb);
+    uint64_t open = get_u64(&rb);
+    out->pos.epoch_cuts = get_u64(&rb);
+    get_stats(&rb, &out->stats);
+    uint64_t n_keys = get_u64(&rb);
+    if (rb.bad || n_keys > (rb.len - rb.at) / 8)
+        return bad_state(r, "the state blob is truncated");
+    out->n_keys = (size_t)n_keys;
+    out->keys = blob + rb.at;
+    rb.at += out->n_keys * 8;
+    uint64_t sampler_len = get_u64(&rb);
+    if (rb.bad || sampler_len != rb.len - rb.at)
+        return bad_state(r, "the state blob's sizes do not add up");
+    out->sampler = blob + rb.at;
+    out->sampler_len = (size_t)sampler_len;
+    if (shard >= r->ds.n_shards || open > 1 || (r->s.epochs && out->pos.epoch >= r->s.epochs))
+        return bad_state(r, "the state points outside this dataset");
+    /* Values no run writes: steps and counts past 2^62, seconds that are not finite or are
+     * negative. */
+    const uint64_t huge = (uint64_t)1 << 62;
+    if (out->next_step > huge || out->pos.epoch > huge || out->stats.cuts > huge ||
+        out->stats.batches > huge || !seconds_ok(out->stats.audio_seconds) ||
+        !seconds_ok(out->stats.padded_seconds))
+        return bad_state(r, "the state's step or counters are out of range");
+    out->pos.shard_index = (uint32_t)shard;
+    out->pos.shard_open = (int)open;
+    for (size_t i = 1; i < out->n_keys; i++)
+        if (sharc__resume_key(out, i) <= sharc__resume_key(out, i - 1))
+            return bad_state(r, "the state's cut list is not sorted");
+    return 0;
+}
+
+uint64_t sharc__resume_key(const sharc__resume *s, size_t i)
+{
+    return sharc__load_le64(s->keys + 8 * i);
+}
+
+/* Heapsort of n little-endian u64 at p, in place: no allocation, O(n log n). */
+static void sift_down(uint8_t *p, size_t root, size_t n)
+{
+    uint64_t v = sharc__load_le64(p + 8 * root);
+    for (;;) {
+        size_t child = 2 * root + 1;
+        if (child >= n)
+            break;
+        uint64_t c = sharc__load_le64(p + 8 * child);
+        if (child + 1 < n) {
+            uint64_t d = sharc__load_le64(p + 8 * (child + 1));
+            if (d > c) {
+                child++;
+                c = d;
+            }
+        }
+        if (c <= v)
+            break;
+        sharc__store_le64(p + 8 * root, c);
+        root = child;
+    }
+    sharc__store_le64(p + 8 * root, v);
+}
+
+static void sort_u64_le(uint8_t *p, size_t n)
+{
+    for (size_t i = n / 2; i-- > 0;)
+        sift_down(p, i, n);
+    for (size_t end = n; end-- > 1;) {
+        uint64_t top = sharc__load_le64(p);
+        sharc__store_le64(p, sharc__load_le64(p + 8 * end));
+        sharc__store_le64(p + 8 * end, top);
+        sift_down(p, 0, end);
+    }
+}
+
+void sharc__resume_finish(uint8_t *blob, size_t len, uint64_t step)
+{
+    sharc__store_le64(blob + STEP_OFFSET, step);
+    uint64_t n_keys = sharc__load_le64(blob + KEYS_OFFSET);
+    uint8_t *keys = blob + KEYS_OFFSET + 8;
+    sort_u64_le(keys, (size_t)n_keys);
+    uint8_t *sampler = keys + 8 * n_keys + 8;
+    sharc__sampler_seal(sampler, (size_t)sharc__load_le64(sampler - 8));
+    sharc__store_le64(blob + len - 8, (uint32_t)crc32(0L, blob, (uInt)(len - 8)));
+}
