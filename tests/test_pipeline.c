@@ -16,7 +16,6 @@
 
 #include "batching/bcut.h"
 #include "batching/pipeline.h"
-#include "reader/reader_impl.h"
 #include "sharc/sharc.h"
 #include "synth.h"
 #include "testutil.h"

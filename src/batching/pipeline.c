@@ -12,16 +12,17 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "batching/batch.h"
-#include "batching/pipeline.h"
-#include "reader/reader_impl.h"
-#include "batching/bcut.h"
-#include "io/tar.h"
 #include "base/buf.h"
-#include "io/fetch.h"
-#include "plan/keyset.h"
-#include "reader/resume.h"
+#include "batching/batch.h"
+#include "batching/bcut.h"
+#include "batching/pipeline.h"
+#include "batching/resume.h"
 #include "batching/sampler.h"
+#include "decode/decode.h"
+#include "io/fetch.h"
+#include "io/tar.h"
+#include "plan/keyset.h"
+#include "walk/walk.h"
 
 typedef sharc__bcut bcut;
 
@@ -67,7 +68,16 @@ typedef struct worker {
 } worker;
 
 struct sharc__pipeline {
-    sharc_reader *r;
+    sharc__ctx *ctx; ///< the reader's: errors of the planner and of the caller's side
+    const sharc_reader_settings *s;
+    const sharc__dataset *ds;
+    sharc__walk *walk;
+    sharc_reader_stats *stats; ///< the walk's counters, which the planner adds to
+    const uint8_t *resume;     ///< the state to resume from, or NULL
+    size_t resume_len;
+    uint64_t state_hash;
+    sharc__decode_opts dopts;
+    int failed; ///< the error every later call returns, once the caller met it
     sharc__sampler *sampler;
     sharc__batch_pool *pool;
     pthread_mutex_t mu;
@@ -88,7 +98,7 @@ struct sharc__pipeline {
     uint64_t handed;    ///< batches handed out since start
     size_t inflight;    ///< batches acquired for slots not yet handed out
     int stop, finished;
-    sharc_reader_stats planner_stats; ///< published copy of r->stats (under mu)
+    sharc_reader_stats planner_stats; ///< published copy of *stats (under mu)
     sharc_reader_stats worker_stats;  ///< decode counters (under mu)
     double stage[5];                  ///< planner-side stage seconds (planner only)
     double pull_wall;                 ///< wall time of pull_item calls (planner only)
@@ -120,24 +130,23 @@ static int cmp_u64(const void *a, const void *b)
 static int pull_item(void *cookie, sharc__sitem *out)
 {
     sharc__pipeline *p = cookie;
-    sharc_reader *r = p->r;
-    double t0 = sharc__now_s(), io0 = r->ctx.io_seconds, read0 = r->read_seconds;
-    int rc = sharc__reader_pull(r);
-    double t1 = sharc__now_s(), io = r->ctx.io_seconds - io0;
+    double t0 = sharc__now_s(), io0 = p->ctx->io_seconds, read0 = sharc__walk_read_seconds(p->walk);
+    int rc = sharc__walk_pull(p->walk);
+    double t1 = sharc__now_s(), io = p->ctx->io_seconds - io0;
     /* The reading itself, here or on a read-ahead lane; waiting for a lane is not a stage. */
     p->stage[SHARC_STAGE_READ] += io;
-    p->stage[SHARC_STAGE_DECOMPRESS] += (r->read_seconds - read0) - io;
+    p->stage[SHARC_STAGE_DECOMPRESS] += (sharc__walk_read_seconds(p->walk) - read0) - io;
     if (rc != 0) {
         p->pull_wall += t1 - t0;
         return rc;
     }
     bcut *b;
-    if ((rc = sharc__bcut_from_raw(&p->bufs, &r->raw, r->ds.n_shards, &b)) < 0)
+    if ((rc = sharc__bcut_from_raw(&p->bufs, sharc__walk_cut(p->walk), p->ds->n_shards, &b)) < 0)
         return rc;
     double t2 = sharc__now_s();
     p->stage[SHARC_STAGE_SAMPLE] += t2 - t1;
     p->pull_wall += t2 - t0;
-    if ((rc = sharc__keyset_add(&p->r->ctx, &p->held, b->key)) < 0) {
+    if ((rc = sharc__keyset_add(p->ctx, &p->held, b->key)) < 0) {
         sharc__bcut_free(&p->bufs, b);
         return rc;
     }
@@ -152,52 +161,44 @@ static void release_item(void *cookie, sharc__sitem *item, sharc__release_reason
 {
     sharc__pipeline *p = cookie;
     if (why == SHARC__RELEASE_TOO_SHORT || why == SHARC__RELEASE_TOO_LONG) {
-        p->r->stats.filtered_cuts++;
-        /* Filtered as it was pulled, so it is a cut of the epoch being read: it does not
-         * count as one the epoch produced (an epoch of filtered cuts must not repeat
-         * forever, see open_next_shard). */
-        if (p->r->pos.epoch_cuts > 0)
-            p->r->pos.epoch_cuts--;
+        p->stats->filtered_cuts++;
+        /* Filtered as it was pulled, so it is a cut of the epoch being read. */
+        sharc__walk_uncount_cut(p->walk);
     } else if (why == SHARC__RELEASE_DROPPED)
-        p->r->stats.dropped_cuts++;
+        p->stats->dropped_cuts++;
     sharc__keyset_remove(&p->held, item->key);
     sharc__bcut_free(&p->bufs, item->payload);
 }
 
+typedef struct peek_visit {
+    int (*visit)(void *cookie, double duration);
+    void *cookie;
+} peek_visit;
+
+/* The sampler's answer for a peeked cut, as the walk's. */
+static int peek_one(void *cookie, double duration)
+{
+    const peek_visit *pv = cookie;
+    int v = pv->visit(pv->cookie, duration);
+    return v == SHARC__PEEK_STOP       ? SHARC__WALK_STOP
+           : v == SHARC__PEEK_FILTERED ? SHARC__WALK_FILTERED
+                                       : SHARC__WALK_TAKEN;
+}
+
 /*
- * The durations of the cuts pull_item would produce next (sharc__sampler_source.peek): read
- * on as pull_item would, quietly, then go back. Problems met on the way are not reported
- * (they are when the cuts are pulled) and the counters are put back; a problem that would
- * stop the reader ends the peek instead, and stops it when it is pulled. Going back re-reads
- * the open shard up to where it was, as a resume does.
+ * The durations of the cuts pull_item would produce next (sharc__sampler_source.peek): the
+ * walk reads on quietly and goes back (sharc__walk_peek).
  */
 static int peek_durations(void *cookie, int (*visit)(void *vcookie, double duration), void *vc)
 {
     sharc__pipeline *p = cookie;
-    sharc_reader *r = p->r;
-    const sharc__walk_pos at = r->pos;
-    const sharc_reader_stats stats = r->stats;
-    const double io0 = r->ctx.io_seconds, read0 = r->read_seconds;
-    int rc;
-    r->quiet = 1;
-    while ((rc = sharc__reader_pull(r)) == 0) {
-        int v = visit(vc, r->raw.duration);
-        if (v == SHARC__PEEK_FILTERED && r->pos.epoch_cuts > 0)
-            r->pos.epoch_cuts--; /* as release_item: an epoch of filtered cuts ends */
-        if (v == SHARC__PEEK_STOP)
-            break;
-    }
-    r->quiet = 0;
-    r->failed = 0;
-    r->stats = stats;
-    if (rc == SHARC_ERR(ENOMEM))
-        return rc;
-    r->ctx.error[0] = 0;
-    rc = sharc__reader_seek(r, &at);
+    const double io0 = p->ctx->io_seconds, read0 = sharc__walk_read_seconds(p->walk);
+    peek_visit pv = {visit, vc};
+    int rc = sharc__walk_peek(p->walk, peek_one, &pv);
     /* The reading ahead and back is startup time spent reading, counted as pull_item does. */
-    const double io = r->ctx.io_seconds - io0;
+    const double io = p->ctx->io_seconds - io0;
     p->stage[SHARC_STAGE_READ] += io;
-    p->stage[SHARC_STAGE_DECOMPRESS] += (r->read_seconds - read0) - io;
+    p->stage[SHARC_STAGE_DECOMPRESS] += (sharc__walk_read_seconds(p->walk) - read0) - io;
     return rc;
 }
 
@@ -227,12 +228,12 @@ static int reload_item(void *cookie, uint64_t key, sharc__sitem *out)
     }
     bcut *b = lo < p->n_preloaded ? p->preloaded[lo] : NULL;
     if (!b || b->key != key || p->taken[lo])
-        return sharc__fail(&p->r->ctx, SHARC_ERR_STATE,
+        return sharc__fail(p->ctx, SHARC_ERR_STATE,
                            "the state's buffered cut at shard %llu position %llu could not be "
                            "read again: the data changed",
-                           (unsigned long long)sharc__key_shard(key, p->r->ds.n_shards),
+                           (unsigned long long)sharc__key_shard(key, p->ds->n_shards),
                            (unsigned long long)sharc__key_position(key));
-    int rc = sharc__keyset_add(&p->r->ctx, &p->held, key);
+    int rc = sharc__keyset_add(p->ctx, &p->held, key);
     if (rc < 0)
         return rc;
     p->taken[lo] = 1; /* ownership moves to the sampler */
@@ -347,12 +348,12 @@ static int layout_batch(sharc__pipeline *p, slot *s, uint64_t step)
     int64_t B = (int64_t)s->n, T = 0, most = 0;
     size_t most_at = 0;
     uint64_t text_bytes[4] = {0, 0, 0, 0};
-    choose_rate(s, p->r->s.sampling_rate);
+    choose_rate(s, p->s->sampling_rate);
     if (!p->first_rate) {
         p->first_rate = s->rate;
     } else if (s->rate != p->first_rate && !p->rates_warned) {
         p->rates_warned = 1;
-        sharc__log(&p->r->ctx, SHARC_LOG_WARN,
+        sharc__log(p->ctx, SHARC_LOG_WARN,
                    "a batch at %d Hz (such as cut %s) follows batches at %d Hz: each batch "
                    "holds one rate, but they do not all hold the same; require one with the "
                    "sampling_rate setting (--sampling-rate) to have each cut at another rate "
@@ -375,8 +376,8 @@ static int layout_batch(sharc__pipeline *p, slot *s, uint64_t step)
             text_bytes[c] += v ? strlen(v) : 0;
         }
     }
-    int rc = sharc__pipeline_check_i32(&p->r->ctx, step, s->n, most, s->cuts[most_at]->job.id,
-                                       text_bytes);
+    int rc =
+        sharc__pipeline_check_i32(p->ctx, step, s->n, most, s->cuts[most_at]->job.id, text_bytes);
     if (rc < 0)
         return rc;
     s->T = T;
@@ -401,7 +402,7 @@ static int layout_batch(sharc__pipeline *p, slot *s, uint64_t step)
     if (rc < 0 || (rc = sharc__batch_finish(b)) < 0) {
         /* Most often one cut's metadata lies about its length: name the longest. */
         const bcut *c = s->cuts[longest];
-        return sharc__fail(&p->r->ctx, rc,
+        return sharc__fail(p->ctx, rc,
                            "cannot lay out a batch of %lld cuts x %lld samples (the longest is "
                            "cut %s, %s member %s, of %g s by its metadata): %s",
                            (long long)B, (long long)T, c->job.id, c->job.shard, c->job.member,
@@ -433,25 +434,28 @@ static int layout_batch(sharc__pipeline *p, slot *s, uint64_t step)
 /* Write the draft state after the batch being planned into s->state (planner thread). */
 static int snapshot(sharc__pipeline *p, slot *s, uint64_t next_step, const sharc_reader_stats *st)
 {
-    return sharc__resume_write(p->r, &s->state, &s->state_cap, &s->state_len, next_step, st,
-                               &p->held, p->sampler);
+    const sharc__resume at = {.state_hash = p->state_hash,
+                              .next_step = next_step,
+                              .pos = *sharc__walk_position(p->walk),
+                              .stats = *st};
+    return sharc__resume_write(p->ctx, &s->state, &s->state_cap, &s->state_len, &at, &p->held,
+                               p->sampler);
 }
 
 /* ---- threads ------------------------------------------------------------------------- */
 
 static void publish_stats(sharc__pipeline *p)
 {
-    p->r->stats.stage_seconds[SHARC_STAGE_READ] = p->stage[SHARC_STAGE_READ];
-    p->r->stats.stage_seconds[SHARC_STAGE_DECOMPRESS] = p->stage[SHARC_STAGE_DECOMPRESS];
-    p->r->stats.stage_seconds[SHARC_STAGE_SAMPLE] = p->stage[SHARC_STAGE_SAMPLE];
-    p->r->stats.stage_seconds[SHARC_STAGE_COLLATE] = p->stage[SHARC_STAGE_COLLATE];
-    p->planner_stats = p->r->stats;
+    p->stats->stage_seconds[SHARC_STAGE_READ] = p->stage[SHARC_STAGE_READ];
+    p->stats->stage_seconds[SHARC_STAGE_DECOMPRESS] = p->stage[SHARC_STAGE_DECOMPRESS];
+    p->stats->stage_seconds[SHARC_STAGE_SAMPLE] = p->stage[SHARC_STAGE_SAMPLE];
+    p->stats->stage_seconds[SHARC_STAGE_COLLATE] = p->stage[SHARC_STAGE_COLLATE];
+    p->planner_stats = *p->stats;
 }
 
-/* Plan one batch into `s`. Returns 0, SHARC_END or an error (message in r->ctx). */
+/* Plan one batch into `s`. Returns 0, SHARC_END or an error (message in p->ctx). */
 static int plan_one(sharc__pipeline *p, slot *s, uint64_t step)
 {
-    sharc_reader *r = p->r;
     sharc__sitem *items;
     size_t n;
     double t0 = sharc__now_s(), pulled_before = p->pull_wall;
@@ -461,7 +465,7 @@ static int plan_one(sharc__pipeline *p, slot *s, uint64_t step)
     p->stage[SHARC_STAGE_SAMPLE] += (t1 - t0) - (p->pull_wall - pulled_before);
     if (rc != 0)
         return rc;
-    if ((rc = grow_slot(&r->ctx, s, n)) < 0)
+    if ((rc = grow_slot(p->ctx, s, n)) < 0)
         goto fail_items;
     s->n = n;
     for (size_t i = 0; i < n; i++) {
@@ -483,22 +487,22 @@ static int plan_one(sharc__pipeline *p, slot *s, uint64_t step)
         pthread_mutex_lock(&p->mu);
         p->inflight--;
         pthread_mutex_unlock(&p->mu);
-        sharc__fail(&r->ctx, rc, "no free batch buffer: %s", sharc__batch_pool_error(p->pool));
+        sharc__fail(p->ctx, rc, "no free batch buffer: %s", sharc__batch_pool_error(p->pool));
         goto fail_cuts;
     }
     if ((rc = layout_batch(p, s, step)) < 0)
         goto fail_batch;
     s->batch->step = step;
-    s->batch->epoch = sharc__key_epoch(s->cuts[0]->key, p->r->ds.n_shards);
-    r->stats.batches++;
+    s->batch->epoch = sharc__key_epoch(s->cuts[0]->key, p->ds->n_shards);
+    p->stats->batches++;
     for (size_t i = 0; i < n; i++) {
-        r->stats.cuts++;
-        r->stats.audio_seconds += s->cuts[i]->duration;
+        p->stats->cuts++;
+        p->stats->audio_seconds += s->cuts[i]->duration;
     }
     if (s->rate > 0)
-        r->stats.padded_seconds += (double)s->n * (double)s->T / (double)s->rate;
+        p->stats->padded_seconds += (double)s->n * (double)s->T / (double)s->rate;
     p->stage[SHARC_STAGE_COLLATE] += sharc__now_s() - t1;
-    if ((rc = snapshot(p, s, step + 1, &r->stats)) < 0)
+    if ((rc = snapshot(p, s, step + 1, p->stats)) < 0)
         goto fail_batch;
     return 0;
 fail_batch:
@@ -542,8 +546,8 @@ static void *planner_main(void *arg)
             s->rc = rc == SHARC_END ? 0 : rc;
             s->fail_row = SIZE_MAX; /* reported by the reader where it happened, */
             if (rc != SHARC_END)
-                sharc__log_error_once(&p->r->ctx); /* or else now */
-            snprintf(s->message, sizeof s->message, "%s", p->r->ctx.error);
+                sharc__log_error_once(p->ctx); /* or else now */
+            snprintf(s->message, sizeof s->message, "%s", p->ctx->error);
             s->pending = 0;
             s->n = 0;
             p->finished = 1;
@@ -569,7 +573,7 @@ static int decode_row(worker *w, slot *s, size_t i)
     float *row = (float *)s->batch->tensors[0].data + (size_t)i * (size_t)s->T;
     int channels = 0, rc;
     w->err.kind = SHARC_PROBLEM_COUNT;
-    if (b->job.channels > 1 && p->r->s.channel < 0) {
+    if (b->job.channels > 1 && p->s->channel < 0) {
         rc =
             sharc__set_error(&w->ctx, SHARC_ERR_AUDIO_MISMATCH,
                              "%s member %s (cut %s): batches hold one channel and this cut has %d; "
@@ -578,7 +582,7 @@ static int decode_row(worker *w, slot *s, size_t i)
         return sharc__stream_fail(&w->ctx, &w->err, rc, SHARC_PROBLEM_AUDIO_FORMAT, 0, b->job.shard,
                                   b->job.member, b->job.id);
     }
-    if (b->job.sampling_rate != s->rate && p->r->s.sampling_rate > 0) {
+    if (b->job.sampling_rate != s->rate && p->s->sampling_rate > 0) {
         rc =
             sharc__set_error(&w->ctx, SHARC_ERR_AUDIO_MISMATCH,
                              "%s member %s (cut %s): %d Hz is required, the audio is %d Hz "
@@ -600,8 +604,8 @@ static int decode_row(worker *w, slot *s, size_t i)
         return sharc__stream_fail(&w->ctx, &w->err, rc, SHARC_PROBLEM_AUDIO_FORMAT, 0, b->job.shard,
                                   b->job.member, b->job.id);
     }
-    rc = sharc__reader_decode(p->r, &w->ctx, &w->fetch, &b->job, row, (size_t)s->T, &channels,
-                              &w->err);
+    rc = sharc__decode(&p->dopts, &w->ctx, &w->fetch, &b->job, row, (size_t)s->T, &channels,
+                       &w->err);
     if (rc < 0)
         return rc;
     size_t len = (size_t)b->job.num_samples;
@@ -615,12 +619,12 @@ static int decode_row(worker *w, slot *s, size_t i)
 static void report(sharc__pipeline *p, int code, sharc_problem kind, const char *path,
                    const char *member, const char *cut_id, const char *message)
 {
-    if (!p->r->s.on_problem)
+    if (!p->s->on_problem)
         return;
     sharc_problem_report rep = {
         kind,   code, path, member && *member ? member : NULL, cut_id && *cut_id ? cut_id : NULL,
         message};
-    p->r->s.on_problem(p->r->s.problem_cookie, &rep);
+    p->s->on_problem(p->s->problem_cookie, &rep);
 }
 
 static slot *find_work(sharc__pipeline *p, size_t *index)
@@ -665,7 +669,7 @@ static void *worker_main(void *arg)
         pthread_mutex_lock(&p->mu);
         p->worker_stats.stage_seconds[SHARC_STAGE_DECODE] += dt;
         if (rc < 0 &&
-            (p->r->s.on_error == SHARC_ON_ERROR_FAIL || w->err.kind >= SHARC_PROBLEM_COUNT)) {
+            (p->s->on_error == SHARC_ON_ERROR_FAIL || w->err.kind >= SHARC_PROBLEM_COUNT)) {
             if (i < s->fail_row) {
                 s->fail_row = i;
                 s->rc = rc;
@@ -789,19 +793,20 @@ static void take_state(sharc__pipeline *p, slot *s, sharc_reader_stats *counters
         sharc__resume_take_back(p->last_state, p->last_state_len, &p->consumed_skips, counters);
 }
 
-int sharc__pipeline_next(sharc_reader *r, sharc_batch **out)
+int sharc__pipeline_next(sharc__pipeline *p, sharc_batch **out)
 {
-    sharc__pipeline *p = r->pipe;
     *out = NULL;
+    if (p->failed)
+        return p->failed;
     for (;;) {
         pthread_mutex_lock(&p->mu);
         size_t held = sharc__batch_pool_held(p->pool);
-        if (held > p->inflight && held - p->inflight >= (size_t)r->s.max_held_batches) {
+        if (held > p->inflight && held - p->inflight >= (size_t)p->s->max_held_batches) {
             pthread_mutex_unlock(&p->mu);
-            return sharc__set_error(&r->ctx, SHARC_ERR_BACKPRESSURE,
+            return sharc__set_error(p->ctx, SHARC_ERR_BACKPRESSURE,
                                     "the caller holds %zu batches (max_held_batches %d); "
                                     "release some first",
-                                    held - p->inflight, r->s.max_held_batches);
+                                    held - p->inflight, p->s->max_held_batches);
         }
         slot *s = &p->slots[p->consumed % p->n_slots];
         while (!(p->consumed < p->planned && s->ready && s->pending == 0))
@@ -824,7 +829,7 @@ int sharc__pipeline_next(sharc_reader *r, sharc_batch **out)
         if (rc == 0 && !empty)
             take_state(p, s, &handed);
         if (rc != 0)
-            snprintf(r->ctx.error, sizeof r->ctx.error, "%s", s->message);
+            snprintf(p->ctx->error, sizeof p->ctx->error, "%s", s->message);
 
         pthread_mutex_lock(&p->mu);
         p->worker_stats.padded_seconds += narrowed;
@@ -855,7 +860,7 @@ int sharc__pipeline_next(sharc_reader *r, sharc_batch **out)
         }
         if (rc < 0 && s->fail_row != SIZE_MAX && s->fail_kind < SHARC_PROBLEM_COUNT) {
             p->worker_stats.problems[s->fail_kind]++;
-            sharc__log(&r->ctx, SHARC_LOG_ERROR, "%s", s->message);
+            sharc__log(p->ctx, SHARC_LOG_ERROR, "%s", s->message);
             report(p, rc, s->fail_kind, s->fail_path, s->fail_member, s->fail_cut, s->message);
         }
         s->batch = NULL;
@@ -872,7 +877,7 @@ int sharc__pipeline_next(sharc_reader *r, sharc_batch **out)
             if (b)
                 sharc_batch_release(b);
             if (rc != SHARC_END)
-                r->batch_failed = rc; /* logged where it happened */
+                p->failed = rc; /* logged where it happened */
             return rc;
         }
         if (empty) {
@@ -889,9 +894,8 @@ int sharc__pipeline_next(sharc_reader *r, sharc_batch **out)
  * problems of a batch that failed to decode): the same at that step whatever the threads
  * and their timing, and what a state saved now restores. Then the totals. Stage seconds
  * are always the time spent so far. */
-void sharc__pipeline_stats(const sharc_reader *r, sharc_reader_stats *out)
+void sharc__pipeline_stats(sharc__pipeline *p, sharc_reader_stats *out)
 {
-    sharc__pipeline *p = r->pipe;
     pthread_mutex_lock(&p->mu);
     if (p->caller_done) {
         *out = p->planner_stats;
@@ -905,17 +909,15 @@ void sharc__pipeline_stats(const sharc_reader *r, sharc_reader_stats *out)
     pthread_mutex_unlock(&p->mu);
 }
 
-const double *sharc__pipeline_bins(const sharc_reader *r, size_t *n)
+const double *sharc__pipeline_bins(const sharc__pipeline *p, size_t *n)
 {
-    const sharc__pipeline *p = r->pipe;
     *n = 0;
     /* The planner estimates them before it plans the first batch and never changes them. */
     return p->handed > 0 ? sharc__sampler_bins(p->sampler, n) : NULL;
 }
 
-int sharc__pipeline_state_save(sharc_reader *r, void *buf, size_t cap, size_t *size)
+int sharc__pipeline_state_save(const sharc__pipeline *p, void *buf, size_t cap, size_t *size)
 {
-    sharc__pipeline *p = r->pipe;
     if (!p->last_state_len)
         return 1; /* no batch returned yet: the reader answers (sharc__reader_state_save) */
     *size = p->last_state_len;
@@ -940,13 +942,13 @@ static int preload_cut(void *cookie, sharc__rawcut *c)
     preload_job *j = cookie;
     sharc__pipeline *p = j->p;
     uint64_t key = 0;
-    int rc = sharc__cut_key(&p->r->ctx, c, p->r->ds.n_shards, &key);
+    int rc = sharc__cut_key(p->ctx, c, p->ds->n_shards, &key);
     if (rc < 0)
         return rc;
     if (!bsearch(&key, j->keys, j->n, sizeof key, cmp_u64))
         return 0;
     bcut *b;
-    if ((rc = sharc__bcut_from_raw(&p->bufs, c, p->r->ds.n_shards, &b)) < 0)
+    if ((rc = sharc__bcut_from_raw(&p->bufs, c, p->ds->n_shards, &b)) < 0)
         return rc;
     p->preloaded[p->n_preloaded++] = b;
     return ++j->found == j->n ? 1 : 0;
@@ -955,9 +957,8 @@ static int preload_cut(void *cookie, sharc__rawcut *c)
 /* Re-read the cuts the saved sampler held: only the shards they are in. */
 static int preload(sharc__pipeline *p, const uint64_t *keys, size_t n)
 {
-    sharc_reader *r = p->r;
-    p->preloaded = sharc__calloc(&r->ctx, n ? n : 1, sizeof *p->preloaded);
-    p->taken = sharc__calloc(&r->ctx, n ? n : 1, 1);
+    p->preloaded = sharc__calloc(p->ctx, n ? n : 1, sizeof *p->preloaded);
+    p->taken = sharc__calloc(p->ctx, n ? n : 1, 1);
     if (!p->preloaded || !p->taken)
         return SHARC_ERR(ENOMEM);
     size_t i = 0;
@@ -967,15 +968,13 @@ static int preload(sharc__pipeline *p, const uint64_t *keys, size_t n)
         while (j < n && sharc__key_visit(keys[j]) == visit)
             j++;
         preload_job job = {p, keys + i, j - i, 0};
-        uint32_t shard = sharc__key_shard(keys[i], r->ds.n_shards);
-        r->quiet = 1;
-        int rc = sharc__reader_scan_shard(r, sharc__key_epoch(keys[i], r->ds.n_shards), shard,
-                                          preload_cut, &job);
-        r->quiet = 0;
+        uint32_t shard = sharc__key_shard(keys[i], p->ds->n_shards);
+        int rc = sharc__walk_scan_shard(p->walk, sharc__key_epoch(keys[i], p->ds->n_shards), shard,
+                                        preload_cut, &job);
         if (rc < 0)
             return rc;
         if (job.found != job.n)
-            return sharc__fail(&r->ctx, SHARC_ERR_STATE,
+            return sharc__fail(p->ctx, SHARC_ERR_STATE,
                                "%zu cuts the state holds were not found again in shard %llu: "
                                "the data changed",
                                job.n - job.found, (unsigned long long)shard);
@@ -988,30 +987,30 @@ static int preload(sharc__pipeline *p, const uint64_t *keys, size_t n)
 static int restore(sharc__pipeline *p, const sharc__sampler_settings *ss,
                    const sharc__sampler_source *src)
 {
-    sharc_reader *r = p->r;
     sharc__resume st;
-    int rc = sharc__resume_parse(r, r->resume, r->s.resume_state_size, &st);
+    int rc = sharc__resume_parse(p->ctx, p->resume, p->resume_len, p->state_hash, p->ds->n_shards,
+                                 p->s->epochs, &st);
     if (rc < 0)
         return rc;
     p->step_base = st.next_step;
-    r->stats = st.stats;
+    *p->stats = st.stats;
     p->handed_stats = st.stats;
-    uint64_t *keys = sharc__malloc(&r->ctx, (st.n_keys ? st.n_keys : 1) * sizeof *keys);
+    uint64_t *keys = sharc__malloc(p->ctx, (st.n_keys ? st.n_keys : 1) * sizeof *keys);
     if (!keys)
         return SHARC_ERR(ENOMEM);
     for (size_t i = 0; i < st.n_keys; i++)
         keys[i] = sharc__resume_key(&st, i);
     rc = preload(p, keys, st.n_keys);
-    sharc__free(&r->ctx, keys);
+    sharc__free(p->ctx, keys);
     if (rc == 0)
-        rc = sharc__reader_seek(r, &st.pos);
+        rc = sharc__walk_seek(p->walk, &st.pos);
     if (rc == 0)
-        rc = sharc__sampler_restore(&r->ctx, ss, src, st.sampler, st.sampler_len, &p->sampler);
+        rc = sharc__sampler_restore(p->ctx, ss, src, st.sampler, st.sampler_len, &p->sampler);
     for (size_t i = 0; i < p->n_preloaded; i++)
         if (!p->taken[i])
             sharc__bcut_free(&p->bufs, p->preloaded[i]);
-    sharc__free(&r->ctx, p->preloaded);
-    sharc__free(&r->ctx, p->taken);
+    sharc__free(p->ctx, p->preloaded);
+    sharc__free(p->ctx, p->taken);
     p->preloaded = NULL;
     p->taken = NULL;
     p->n_preloaded = 0;
@@ -1020,9 +1019,9 @@ static int restore(sharc__pipeline *p, const sharc__sampler_settings *ss,
 
 /* ---- start and stop ----------------------------------------------------------------- */
 
-static void sampler_settings(const sharc_reader *r, sharc__sampler_settings *o)
+static void sampler_settings(const sharc_reader_settings *rs, sharc__sampler_settings *o)
 {
-    const sharc_sampler_settings *s = &r->s.sampler;
+    const sharc_sampler_settings *s = &rs->sampler;
     sharc__sampler_default_settings(o);
     o->max_duration = s->max_duration;
     o->max_cuts = s->max_cuts;
@@ -1036,27 +1035,27 @@ static void sampler_settings(const sharc_reader *r, sharc__sampler_settings *o)
     o->max_buffer_bytes = s->max_buffer_bytes;
     o->shuffle = s->shuffle;
     o->drop_last = s->drop_last;
-    o->seed = r->s.seed ^ 0x5a17c0de5a17c0deull; /* independent of the shard order's stream */
+    o->seed = rs->seed ^ 0x5a17c0de5a17c0deull; /* independent of the shard order's stream */
     o->sync_buckets = s->sync_buckets;
     o->world_size = s->world_size;
     o->min_item_duration = s->min_duration;
     o->max_item_duration = s->max_cut_duration;
 }
 
-int sharc__pipeline_check_settings(sharc_reader *r)
+int sharc__pipeline_check_settings(sharc__ctx *ctx, const sharc_reader_settings *s)
 {
     sharc__sampler_settings o;
-    sampler_settings(r, &o);
+    sampler_settings(s, &o);
     /* A batch size is needed by batches only (the defaults leave it to be chosen): when none
      * is given, that is reported at the first batch, and the rest is checked here. */
     if (o.max_duration == 0 && o.max_cuts == 0 && !o.bucket_batch_size)
         o.max_cuts = 1;
-    return sharc__sampler_check_settings(&r->ctx, &o);
+    return sharc__sampler_check_settings(ctx, &o);
 }
 
-void sharc__pipeline_stop(sharc_reader *r)
+void sharc__pipeline_stop(sharc__pipeline **pp)
 {
-    sharc__pipeline *p = r->pipe;
+    sharc__pipeline *p = *pp;
     if (!p)
         return;
     pthread_mutex_lock(&p->mu);
@@ -1067,7 +1066,7 @@ void sharc__pipeline_stop(sharc_reader *r)
     pthread_mutex_unlock(&p->mu);
     if (p->planner_started)
         pthread_join(p->planner, NULL);
-    sharc__reader_readahead_stop(r);
+    sharc__walk_readahead_stop(p->walk);
     /* Either array may be missing when starting ran out of memory. */
     for (int i = 0; p->workers && i < p->n_workers; i++)
         if (p->workers[i].started)
@@ -1078,31 +1077,29 @@ void sharc__pipeline_stop(sharc_reader *r)
             sharc_batch_release(s->batch);
         for (size_t i = 0; i < s->n; i++)
             sharc__bcut_free(&p->bufs, s->cuts[i]);
-        sharc__free(&r->ctx, s->cuts);
-        sharc__free(&r->ctx, s->skipped);
-        sharc__free(&r->ctx, s->state);
+        sharc__free(p->ctx, s->cuts);
+        sharc__free(p->ctx, s->skipped);
+        sharc__free(p->ctx, s->state);
     }
     sharc__sampler_close(&p->sampler);
     sharc__batch_pool_destroy(&p->pool);
     for (int i = 0; p->workers && i < p->n_workers; i++) {
-        sharc__buf_free(&r->ctx, &p->workers[i].err.member);
-        sharc__buf_free(&r->ctx, &p->workers[i].err.cut_id);
-        sharc__fetcher_free(&p->workers[i].fetch, &r->ctx);
+        sharc__buf_free(p->ctx, &p->workers[i].err.member);
+        sharc__buf_free(p->ctx, &p->workers[i].err.cut_id);
+        sharc__fetcher_free(&p->workers[i].fetch, p->ctx);
     }
-    sharc__free(&r->ctx, p->workers);
-    sharc__free(&r->ctx, p->slots);
-    sharc__keyset_free(&r->ctx, &p->held);
-    sharc__free(&r->ctx, p->last_state);
-    r->sopts.pool = NULL;
-    r->sopts.lazy_audio = 0;
+    sharc__free(p->ctx, p->workers);
+    sharc__free(p->ctx, p->slots);
+    sharc__keyset_free(p->ctx, &p->held);
+    sharc__free(p->ctx, p->last_state);
+    sharc__walk_batch_mode(p->walk, NULL, NULL);
     sharc__bufpool_destroy(&p->bufs);
-    r->report_lock = NULL;
     pthread_cond_destroy(&p->slot_free);
     pthread_cond_destroy(&p->rows_ready);
     pthread_cond_destroy(&p->batch_done);
     pthread_mutex_destroy(&p->mu);
-    sharc__free(&r->ctx, p);
-    r->pipe = NULL;
+    sharc__free(p->ctx, p);
+    *pp = NULL;
 }
 
 static int online_cores(void)
@@ -1111,30 +1108,38 @@ static int online_cores(void)
     return n > 0 ? (int)n : 1;
 }
 
-int sharc__pipeline_start(sharc_reader *r)
+int sharc__pipeline_start(sharc__pipeline **out, const sharc__pipeline_config *c)
 {
-    sharc__pipeline *p = sharc__calloc(&r->ctx, 1, sizeof *p);
+    sharc__pipeline *p = sharc__calloc(c->ctx, 1, sizeof *p);
+    *out = NULL;
     if (!p)
         return SHARC_ERR(ENOMEM);
-    p->r = r;
-    r->pipe = p;
+    const sharc_reader_settings *rs = c->s;
+    sharc__ctx *ctx = c->ctx;
+    p->ctx = ctx;
+    p->s = rs;
+    p->ds = c->ds;
+    p->walk = c->walk;
+    p->stats = c->stats;
+    p->resume = c->resume;
+    p->resume_len = c->resume_len;
+    p->state_hash = c->state_hash;
+    p->dopts = (sharc__decode_opts){rs->length_tolerance, rs->channel, rs->sampling_rate, 1};
     pthread_mutex_init(&p->mu, NULL);
-    sharc__bufpool_init(&p->bufs, &r->ctx);
-    r->sopts.pool = &p->bufs;
-    r->sopts.lazy_audio = 1;
+    sharc__bufpool_init(&p->bufs, ctx);
     pthread_cond_init(&p->slot_free, NULL);
     pthread_cond_init(&p->rows_ready, NULL);
     pthread_cond_init(&p->batch_done, NULL);
-    r->report_lock = &p->mu;
-    p->n_workers = r->s.n_threads > 0 ? r->s.n_threads : online_cores();
+    sharc__walk_batch_mode(p->walk, &p->bufs, &p->mu);
+    p->n_workers = rs->n_threads > 0 ? rs->n_threads : online_cores();
     /* Workers idle at batch boundaries unless the planner is well ahead: by default keep
      * two batches per worker in flight (measured: 2 workers on WAV went from 45k to 63k
      * s of audio/s between prefetch 2 and 6). */
     p->n_slots =
-        (size_t)(r->s.prefetch > 0 ? r->s.prefetch
-                                   : (p->n_workers * 2 + 2 < 16 ? p->n_workers * 2 + 2 : 16));
-    p->slots = sharc__calloc(&r->ctx, p->n_slots, sizeof *p->slots);
-    p->workers = sharc__calloc(&r->ctx, (size_t)p->n_workers, sizeof *p->workers);
+        (size_t)(rs->prefetch > 0 ? rs->prefetch
+                                  : (p->n_workers * 2 + 2 < 16 ? p->n_workers * 2 + 2 : 16));
+    p->slots = sharc__calloc(ctx, p->n_slots, sizeof *p->slots);
+    p->workers = sharc__calloc(ctx, (size_t)p->n_workers, sizeof *p->workers);
     int rc = (p->slots && p->workers) ? 0 : SHARC_ERR(ENOMEM);
     for (int i = 0; p->workers && i < p->n_workers; i++)
         sharc__fetcher_init(&p->workers[i].fetch, p->n_workers);
@@ -1144,33 +1149,33 @@ int sharc__pipeline_start(sharc_reader *r)
      * a shard is only headers and metadata: lanes then cost more than they give (measured:
      * WAV and FLAC with 2 threads). The first shard stands for the dataset. */
     int n_lanes = p->n_workers;
-    if (r->ds.n_shards > 0 && sharc__tar_file_is_plain(r->ds.shards[0].audio_path))
+    if (p->ds->n_shards > 0 && sharc__tar_file_is_plain(p->ds->shards[0].audio_path))
         n_lanes = p->n_workers / PLAIN_WORKERS_PER_LANE;
     if (n_lanes > SHARC__MAX_LANES)
         n_lanes = SHARC__MAX_LANES;
-    if (p->n_workers < 2 || r->s.read_ahead_bytes == 0)
+    if (p->n_workers < 2 || rs->read_ahead_bytes == 0)
         n_lanes = 0;
     if (rc == 0 && n_lanes > 0)
-        rc = sharc__reader_readahead_start(r, n_lanes, r->s.read_ahead_bytes / (uint64_t)n_lanes);
+        rc =
+            sharc__walk_readahead_start(p->walk, n_lanes, rs->read_ahead_bytes / (uint64_t)n_lanes);
     if (rc == 0)
-        rc = sharc__batch_pool_create(&p->pool, &r->ctx, p->n_slots + (size_t)r->s.max_held_batches,
+        rc = sharc__batch_pool_create(&p->pool, ctx, p->n_slots + (size_t)rs->max_held_batches,
                                       NULL);
     sharc__sampler_settings ss;
-    sampler_settings(r, &ss);
+    sampler_settings(rs, &ss);
     sharc__sampler_source src = {p,           pull_item,     release_item,
                                  reload_item, describe_item, peek_durations};
     if (rc == 0)
-        rc = r->resume ? restore(p, &ss, &src)
-                       : sharc__sampler_open(&r->ctx, &ss, &src, &p->sampler);
+        rc = p->resume ? restore(p, &ss, &src) : sharc__sampler_open(ctx, &ss, &src, &p->sampler);
     if (rc < 0)
         goto fail;
     publish_stats(p);
     for (int i = 0; i < p->n_workers; i++) {
         worker *w = &p->workers[i];
         w->p = p;
-        sharc__ctx_init(&w->ctx, &r->ctx.alloc, &r->ctx.log);
+        sharc__ctx_init(&w->ctx, &ctx->alloc, &ctx->log);
         if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
-            rc = sharc__fail(&r->ctx, SHARC_ERR(EAGAIN), "cannot start decode thread %d", i);
+            rc = sharc__fail(ctx, SHARC_ERR(EAGAIN), "cannot start decode thread %d", i);
             goto fail;
         }
         w->started = 1;
@@ -1179,15 +1184,16 @@ int sharc__pipeline_start(sharc_reader *r)
         (void)pthread_setname_np(w->thread, name); /* for top -H, perf, gdb */
     }
     if (pthread_create(&p->planner, NULL, planner_main, p) != 0) {
-        rc = sharc__fail(&r->ctx, SHARC_ERR(EAGAIN), "cannot start the planner thread");
+        rc = sharc__fail(ctx, SHARC_ERR(EAGAIN), "cannot start the planner thread");
         goto fail;
     }
     p->planner_started = 1;
     (void)pthread_setname_np(p->planner, "sharc-planner");
+    *out = p;
     return 0;
 fail:
-    if (r->ctx.error[0] == 0)
-        sharc__set_error(&r->ctx, rc, "cannot start the batch pipeline: %s", sharc_strerror(rc));
-    sharc__pipeline_stop(r);
+    if (ctx->error[0] == 0)
+        sharc__set_error(ctx, rc, "cannot start the batch pipeline: %s", sharc_strerror(rc));
+    sharc__pipeline_stop(&p);
     return rc;
 }
