@@ -12,255 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/buf.h"
-#include "batching/batch.h"
-#include "batching/bcut.h"
-#include "batching/pipeline.h"
+#include "batching/pipeline_impl.h"
 #include "batching/resume.h"
-#include "batching/sampler.h"
-#include "decode/decode.h"
-#include "io/fetch.h"
 #include "io/tar.h"
-#include "plan/keyset.h"
-#include "walk/walk.h"
-
-typedef sharc__bcut bcut;
-
-/* Read-ahead: at most this many lane threads, one per decode thread, or one per
- * PLAIN_WORKERS_PER_LANE for plain tars, whose audio the decode threads read themselves. */
-#define SHARC__MAX_LANES       8
-#define PLAIN_WORKERS_PER_LANE 4
-
-typedef struct slot {
-    sharc_batch *batch;
-    bcut **cuts;
-    size_t n, cap;
-    size_t dispatched, pending;
-    int64_t T;
-    int rate;                 ///< the batch's sampling rate: that of most of its cuts
-    size_t rate_first;        ///< the first cut at that rate
-    size_t rate_count;        ///< cuts at that rate
-    int rate_tie;             ///< as many cuts are at another rate
-    sharc_reader_stats skips; ///< what the rows skipped while decoding take back (under mu)
-    uint8_t *skipped;
-    size_t n_skipped;
-    int rc; ///< error of the batch under FAIL (0: none)
-    char message[SHARC__ERRLEN];
-    /* Under FAIL the batch reports the failing cut with the lowest row, whichever worker
-     * got there first, so the error does not depend on timing. */
-    size_t fail_row;
-    sharc_problem fail_kind;
-    const char *fail_path;
-    char fail_member[512], fail_cut[512];
-    int end;   ///< no more batches
-    int ready; ///< planned and dispatched to the workers
-    uint8_t *state;
-    size_t state_len, state_cap;
-} slot;
-
-typedef struct worker {
-    struct sharc__pipeline *p;
-    sharc__ctx ctx; ///< own error text
-    sharc__stream_error err;
-    sharc__fetcher fetch; ///< audio left in shard files
-    pthread_t thread;
-    int started;
-} worker;
-
-struct sharc__pipeline {
-    sharc__ctx *ctx; ///< the reader's: errors of the planner and of the caller's side
-    const sharc_reader_settings *s;
-    const sharc__dataset *ds;
-    sharc__walk *walk;
-    sharc_reader_stats *stats; ///< the walk's counters, which the planner adds to
-    const uint8_t *resume;     ///< the state to resume from, or NULL
-    size_t resume_len;
-    uint64_t state_hash;
-    sharc__decode_opts dopts;
-    int failed; ///< the error every later call returns, once the caller met it
-    sharc__sampler *sampler;
-    sharc__batch_pool *pool;
-    pthread_mutex_t mu;
-    /* One condition per waiter, so that each event wakes only the threads it concerns
-     * (one shared condition woke every thread at every event: about 5% of the time of
-     * 2 threads on WAV went to wake-ups and context switches). */
-    pthread_cond_t slot_free;  ///< planner: a slot was consumed (or stop)
-    pthread_cond_t rows_ready; ///< workers: a planned batch has rows to decode (or stop)
-    pthread_cond_t batch_done; ///< caller: a batch is complete, or ended (or stop)
-    pthread_t planner;
-    int planner_started;
-    worker *workers;
-    int n_workers;
-    slot *slots;
-    size_t n_slots;
-    uint64_t planned, consumed;
-    uint64_t step_base; ///< batches handed out before a restore
-    uint64_t handed;    ///< batches handed out since start
-    size_t inflight;    ///< batches acquired for slots not yet handed out
-    int stop, finished;
-    sharc_reader_stats planner_stats; ///< published copy of *stats (under mu)
-    sharc_reader_stats worker_stats;  ///< decode counters (under mu)
-    double stage[5];                  ///< planner-side stage seconds (planner only)
-    double pull_wall;                 ///< wall time of pull_item calls (planner only)
-    uint8_t *last_state;
-    size_t last_state_len, last_state_cap;
-    sharc_reader_stats consumed_skips; ///< the skips of the batches consumed (caller only)
-    /** The counters as of the last batch handed out (its state's), which do not depend on
-     *  how far ahead the planner is; and whether the caller has met the end or an error,
-     *  after which the totals are final (both under mu: a loader's other thread asks). */
-    sharc_reader_stats handed_stats;
-    int caller_done;
-    sharc__keyset held;  ///< keys of the cuts the sampler holds, for the resume state
-    sharc__bufpool bufs; ///< audio member buffers, recycled
-    bcut **preloaded;    ///< restore: cuts re-read for the saved keys, sorted by key
-    uint8_t *taken;      ///< preloaded[i] was handed to the sampler
-    size_t n_preloaded;
-    int first_rate;   ///< the rate of the first batch planned (planner only)
-    int rates_warned; ///< a batch at another rate was warned about (planner only)
-};
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* ---- sampler source ----------------------------------------------------------------- */
-
-static int pull_item(void *cookie, sharc__sitem *out)
-{
-    sharc__pipeline *p = cookie;
-    double t0 = sharc__now_s(), io0 = p->ctx->io_seconds, read0 = sharc__walk_read_seconds(p->walk);
-    int rc = sharc__walk_pull(p->walk);
-    double t1 = sharc__now_s(), io = p->ctx->io_seconds - io0;
-    /* The reading itself, here or on a read-ahead lane; waiting for a lane is not a stage. */
-    p->stage[SHARC_STAGE_READ] += io;
-    p->stage[SHARC_STAGE_DECOMPRESS] += (sharc__walk_read_seconds(p->walk) - read0) - io;
-    if (rc != 0) {
-        p->pull_wall += t1 - t0;
-        return rc;
-    }
-    bcut *b;
-    if ((rc = sharc__bcut_from_raw(&p->bufs, sharc__walk_cut(p->walk), p->ds->n_shards, &b)) < 0)
-        return rc;
-    double t2 = sharc__now_s();
-    p->stage[SHARC_STAGE_SAMPLE] += t2 - t1;
-    p->pull_wall += t2 - t0;
-    if ((rc = sharc__keyset_add(p->ctx, &p->held, b->key)) < 0) {
-        sharc__bcut_free(&p->bufs, b);
-        return rc;
-    }
-    out->duration = b->duration;
-    out->key = b->key;
-    out->bytes = sharc__bcut_bytes(b);
-    out->payload = b;
-    return 0;
-}
-
-static void release_item(void *cookie, sharc__sitem *item, sharc__release_reason why)
-{
-    sharc__pipeline *p = cookie;
-    if (why == SHARC__RELEASE_TOO_SHORT || why == SHARC__RELEASE_TOO_LONG) {
-        p->stats->filtered_cuts++;
-        /* Filtered as it was pulled, so it is a cut of the epoch being read. */
-        sharc__walk_uncount_cut(p->walk);
-    } else if (why == SHARC__RELEASE_DROPPED)
-        p->stats->dropped_cuts++;
-    sharc__keyset_remove(&p->held, item->key);
-    sharc__bcut_free(&p->bufs, item->payload);
-}
-
-typedef struct peek_visit {
-    int (*visit)(void *cookie, double duration);
-    void *cookie;
-} peek_visit;
-
-/* The sampler's answer for a peeked cut, as the walk's. */
-static int peek_one(void *cookie, double duration)
-{
-    const peek_visit *pv = cookie;
-    int v = pv->visit(pv->cookie, duration);
-    return v == SHARC__PEEK_STOP       ? SHARC__WALK_STOP
-           : v == SHARC__PEEK_FILTERED ? SHARC__WALK_FILTERED
-                                       : SHARC__WALK_TAKEN;
-}
-
-/*
- * The durations of the cuts pull_item would produce next (sharc__sampler_source.peek): the
- * walk reads on quietly and goes back (sharc__walk_peek).
- */
-static int peek_durations(void *cookie, int (*visit)(void *vcookie, double duration), void *vc)
-{
-    sharc__pipeline *p = cookie;
-    const double io0 = p->ctx->io_seconds, read0 = sharc__walk_read_seconds(p->walk);
-    peek_visit pv = {visit, vc};
-    int rc = sharc__walk_peek(p->walk, peek_one, &pv);
-    /* The reading ahead and back is startup time spent reading, counted as pull_item does. */
-    const double io = p->ctx->io_seconds - io0;
-    p->stage[SHARC_STAGE_READ] += io;
-    p->stage[SHARC_STAGE_DECOMPRESS] += (sharc__walk_read_seconds(p->walk) - read0) - io;
-    return rc;
-}
-
-static void describe_item(void *cookie, const sharc__sitem *item, char *out, size_t cap)
-{
-    (void)cookie;
-    const bcut *b = item->payload;
-    snprintf(out, cap, "cut %s (%s member %s)", b->job.id, b->job.shard, b->job.member);
-}
-
-static int cmp_bcut_key(const void *a, const void *b)
-{
-    uint64_t x = (*(bcut *const *)a)->key, y = (*(bcut *const *)b)->key;
-    return (x > y) - (x < y);
-}
-
-static int reload_item(void *cookie, uint64_t key, sharc__sitem *out)
-{
-    sharc__pipeline *p = cookie;
-    size_t lo = 0, hi = p->n_preloaded;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (p->preloaded[mid]->key < key)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    bcut *b = lo < p->n_preloaded ? p->preloaded[lo] : NULL;
-    if (!b || b->key != key || p->taken[lo])
-        return sharc__fail(p->ctx, SHARC_ERR_STATE,
-                           "the state's buffered cut at shard %llu position %llu could not be "
-                           "read again: the data changed",
-                           (unsigned long long)sharc__key_shard(key, p->ds->n_shards),
-                           (unsigned long long)sharc__key_position(key));
-    int rc = sharc__keyset_add(p->ctx, &p->held, key);
-    if (rc < 0)
-        return rc;
-    p->taken[lo] = 1; /* ownership moves to the sampler */
-    out->duration = b->duration;
-    out->key = key;
-    out->bytes = sharc__bcut_bytes(b);
-    out->payload = b;
-    return 0;
-}
-
-/* ---- planning a batch ----------------------------------------------------------------- */
-
-static const char *const string_columns[] = {"cut_id", "text", "speaker", "language"};
-
-static const char *column_value(const bcut *b, int col)
-{
-    switch (col) {
-    case 0:
-        return b->job.id;
-    case 1:
-        return b->text;
-    case 2:
-        return b->speaker;
-    default:
-        return b->language;
-    }
-}
 
 static int grow_slot(sharc__ctx *ctx, slot *s, size_t n)
 {
@@ -274,161 +28,31 @@ static int grow_slot(sharc__ctx *ctx, slot *s, size_t n)
         sharc__free(ctx, skipped);
         return SHARC_ERR(ENOMEM);
     }
-    sharc__free(ctx, s->cuts);
+    sharc__free(ctx, s->col.cuts);
     sharc__free(ctx, s->skipped);
-    s->cuts = cuts;
+    s->col.cuts = cuts;
     s->skipped = skipped;
     s->cap = cap;
     return 0;
 }
 
-/*
- * The batch's sampling rate: the required one if there is one, else the rate most of its
- * cuts have, on a tie the one met first. Its rows hold samples at one rate; a cut at
- * another is a problem of its own (see decode_row()), and does not count towards T.
- */
-static void choose_rate(slot *s, int required)
-{
-    enum { MAX_BATCH_RATES = 16 }; /* rates beyond are never the batch's */
-    int rates[MAX_BATCH_RATES];
-    size_t counts[MAX_BATCH_RATES], firsts[MAX_BATCH_RATES], n_rates = 0;
-    for (size_t i = 0; i < s->n; i++) {
-        int rate = s->cuts[i]->job.sampling_rate;
-        size_t k = 0;
-        while (k < n_rates && rates[k] != rate)
-            k++;
-        if (k == n_rates && n_rates < MAX_BATCH_RATES) {
-            rates[n_rates] = rate;
-            counts[n_rates] = 0;
-            firsts[n_rates++] = i;
-        }
-        if (k < n_rates)
-            counts[k]++;
-    }
-    size_t best = 0;
-    for (size_t k = 1; k < n_rates; k++)
-        if (required ? rates[k] == required : counts[k] > counts[best])
-            best = k;
-    s->rate_tie = 0;
-    for (size_t k = 0; k < n_rates; k++)
-        s->rate_tie |= k != best && counts[k] == counts[best];
-    if (required && (n_rates == 0 || rates[best] != required)) {
-        s->rate = required; /* no cut at that rate */
-        s->rate_first = 0;
-        s->rate_count = 0;
-        return;
-    }
-    s->rate = n_rates ? rates[best] : 0;
-    s->rate_first = n_rates ? firsts[best] : 0;
-    s->rate_count = n_rates ? counts[best] : 0;
-}
-
-int sharc__pipeline_check_i32(sharc__ctx *ctx, uint64_t step, size_t n_cuts, int64_t most_samples,
-                              const char *most_id, const uint64_t column_bytes[4])
-{
-    if (most_samples > INT32_MAX)
-        return sharc__fail(ctx, SHARC_ERR_TOO_LARGE,
-                           "step %llu: cannot lay out the batch: audio_lens is int32, and cut %s "
-                           "has %lld samples, over %d",
-                           (unsigned long long)step, most_id, (long long)most_samples, INT32_MAX);
-    for (int c = 0; c < 4; c++)
-        if (column_bytes[c] > INT32_MAX)
-            return sharc__fail(ctx, SHARC_ERR_TOO_LARGE,
-                               "step %llu: cannot lay out the batch: %s_offsets is int32, and its "
-                               "%zu cuts hold %llu bytes of %s, over %d",
-                               (unsigned long long)step, string_columns[c], n_cuts,
-                               (unsigned long long)column_bytes[c], string_columns[c], INT32_MAX);
-    return 0;
-}
-
-/* Declare the batch's tensors, then fill everything but the audio samples. */
+/* Choose the batch's rate (warning once when it differs from the first batch's), then lay
+ * the batch out. */
 static int layout_batch(sharc__pipeline *p, slot *s, uint64_t step)
 {
-    sharc_batch *b = s->batch;
-    int64_t B = (int64_t)s->n, T = 0, most = 0;
-    size_t most_at = 0;
-    uint64_t text_bytes[4] = {0, 0, 0, 0};
-    choose_rate(s, p->s->sampling_rate);
+    sharc__collate_choose_rate(&s->col, p->s->sampling_rate);
     if (!p->first_rate) {
-        p->first_rate = s->rate;
-    } else if (s->rate != p->first_rate && !p->rates_warned) {
+        p->first_rate = s->col.rate;
+    } else if (s->col.rate != p->first_rate && !p->rates_warned) {
         p->rates_warned = 1;
         sharc__log(p->ctx, SHARC_LOG_WARN,
                    "a batch at %d Hz (such as cut %s) follows batches at %d Hz: each batch "
                    "holds one rate, but they do not all hold the same; require one with the "
                    "sampling_rate setting (--sampling-rate) to have each cut at another rate "
                    "reported (warned once)",
-                   s->rate, s->cuts[s->rate_first]->job.id, p->first_rate);
+                   s->col.rate, s->col.cuts[s->col.rate_first]->job.id, p->first_rate);
     }
-    size_t longest = s->rate_first; /* named when the batch cannot be laid out */
-    for (size_t i = 0; i < s->n; i++) {
-        if (s->cuts[i]->job.sampling_rate == s->rate && s->cuts[i]->job.num_samples > T) {
-            T = s->cuts[i]->job.num_samples;
-            longest = i;
-        }
-        /* audio_lens holds every row's length, at the batch's rate or not. */
-        if (s->cuts[i]->job.num_samples > most) {
-            most = s->cuts[i]->job.num_samples;
-            most_at = i;
-        }
-        for (int c = 0; c < 4; c++) {
-            const char *v = column_value(s->cuts[i], c);
-            text_bytes[c] += v ? strlen(v) : 0;
-        }
-    }
-    int rc =
-        sharc__pipeline_check_i32(p->ctx, step, s->n, most, s->cuts[most_at]->job.id, text_bytes);
-    if (rc < 0)
-        return rc;
-    s->T = T;
-    int64_t shape_audio[2] = {B, T}, shape_b[1] = {B}, shape_off[1] = {B + 1};
-    rc = sharc__batch_add_tensor(b, "audio", SHARC_DTYPE_F32, SHARC_DEVICE_HOST, 0, 2, shape_audio);
-    if (rc >= 0)
-        rc = sharc__batch_add_tensor(b, "audio_lens", SHARC_DTYPE_I32, SHARC_DEVICE_HOST, 0, 1,
-                                     shape_b);
-    if (rc >= 0)
-        rc = sharc__batch_add_tensor(b, "duration", SHARC_DTYPE_F32, SHARC_DEVICE_HOST, 0, 1,
-                                     shape_b);
-    for (int c = 0; c < 4 && rc >= 0; c++) {
-        char name[SHARC_TENSOR_NAME_MAX];
-        int64_t shape_bytes[1] = {(int64_t)text_bytes[c]};
-        snprintf(name, sizeof name, "%s_offsets", string_columns[c]);
-        rc = sharc__batch_add_tensor(b, name, SHARC_DTYPE_I32, SHARC_DEVICE_HOST, 0, 1, shape_off);
-        snprintf(name, sizeof name, "%s_bytes", string_columns[c]);
-        if (rc >= 0)
-            rc = sharc__batch_add_tensor(b, name, SHARC_DTYPE_U8, SHARC_DEVICE_HOST, 0, 1,
-                                         shape_bytes);
-    }
-    if (rc < 0 || (rc = sharc__batch_finish(b)) < 0) {
-        /* Most often one cut's metadata lies about its length: name the longest. */
-        const bcut *c = s->cuts[longest];
-        return sharc__fail(p->ctx, rc,
-                           "cannot lay out a batch of %lld cuts x %lld samples (the longest is "
-                           "cut %s, %s member %s, of %g s by its metadata): %s",
-                           (long long)B, (long long)T, c->job.id, c->job.shard, c->job.member,
-                           c->duration, sharc__batch_pool_error(p->pool));
-    }
-    int32_t *lens = b->tensors[1].data;
-    float *dur = b->tensors[2].data;
-    for (size_t i = 0; i < s->n; i++) {
-        lens[i] = (int32_t)s->cuts[i]->job.num_samples;
-        dur[i] = (float)s->cuts[i]->duration;
-    }
-    for (int c = 0; c < 4; c++) {
-        int32_t *off = b->tensors[3 + 2 * c].data;
-        uint8_t *bytes = b->tensors[4 + 2 * c].data;
-        int32_t at = 0;
-        for (size_t i = 0; i < s->n; i++) {
-            const char *v = column_value(s->cuts[i], c);
-            size_t n = v ? strlen(v) : 0;
-            off[i] = at;
-            if (n)
-                memcpy(bytes + at, v, n);
-            at += (int32_t)n;
-        }
-        off[s->n] = at;
-    }
-    return 0;
+    return sharc__collate_layout(&s->col, p->ctx, p->pool, step);
 }
 
 /* Write the draft state after the batch being planned into s->state (planner thread). */
@@ -467,9 +91,9 @@ static int plan_one(sharc__pipeline *p, slot *s, uint64_t step)
         return rc;
     if ((rc = grow_slot(p->ctx, s, n)) < 0)
         goto fail_items;
-    s->n = n;
+    s->col.n = n;
     for (size_t i = 0; i < n; i++) {
-        s->cuts[i] = items[i].payload;
+        s->col.cuts[i] = items[i].payload;
         s->skipped[i] = 0;
         sharc__keyset_remove(&p->held, items[i].key);
     }
@@ -482,7 +106,7 @@ static int plan_one(sharc__pipeline *p, slot *s, uint64_t step)
     pthread_mutex_lock(&p->mu);
     p->inflight++;
     pthread_mutex_unlock(&p->mu);
-    rc = sharc__batch_pool_acquire(p->pool, &s->batch);
+    rc = sharc__batch_pool_acquire(p->pool, &s->col.batch);
     if (rc < 0) {
         pthread_mutex_lock(&p->mu);
         p->inflight--;
@@ -492,29 +116,29 @@ static int plan_one(sharc__pipeline *p, slot *s, uint64_t step)
     }
     if ((rc = layout_batch(p, s, step)) < 0)
         goto fail_batch;
-    s->batch->step = step;
-    s->batch->epoch = sharc__key_epoch(s->cuts[0]->key, p->ds->n_shards);
+    s->col.batch->step = step;
+    s->col.batch->epoch = sharc__key_epoch(s->col.cuts[0]->key, p->ds->n_shards);
     p->stats->batches++;
     for (size_t i = 0; i < n; i++) {
         p->stats->cuts++;
-        p->stats->audio_seconds += s->cuts[i]->duration;
+        p->stats->audio_seconds += s->col.cuts[i]->duration;
     }
-    if (s->rate > 0)
-        p->stats->padded_seconds += (double)s->n * (double)s->T / (double)s->rate;
+    if (s->col.rate > 0)
+        p->stats->padded_seconds += (double)s->col.n * (double)s->col.T / (double)s->col.rate;
     p->stage[SHARC_STAGE_COLLATE] += sharc__now_s() - t1;
     if ((rc = snapshot(p, s, step + 1, p->stats)) < 0)
         goto fail_batch;
     return 0;
 fail_batch:
-    sharc_batch_release(s->batch);
-    s->batch = NULL;
+    sharc_batch_release(s->col.batch);
+    s->col.batch = NULL;
     pthread_mutex_lock(&p->mu);
     p->inflight--;
     pthread_mutex_unlock(&p->mu);
 fail_cuts:
     for (size_t i = 0; i < n; i++)
-        sharc__bcut_free(&p->bufs, s->cuts[i]);
-    s->n = 0;
+        sharc__bcut_free(&p->bufs, s->col.cuts[i]);
+    s->col.n = 0;
     return rc;
 fail_items:
     for (size_t i = 0; i < n; i++)
@@ -539,7 +163,7 @@ static void *planner_main(void *arg)
         pthread_mutex_lock(&p->mu);
         publish_stats(p);
         if (rc == 0) {
-            s->pending = s->n;
+            s->pending = s->col.n;
             s->dispatched = 0;
         } else {
             s->end = rc == SHARC_END;
@@ -549,7 +173,7 @@ static void *planner_main(void *arg)
                 sharc__log_error_once(p->ctx); /* or else now */
             snprintf(s->message, sizeof s->message, "%s", p->ctx->error);
             s->pending = 0;
-            s->n = 0;
+            s->col.n = 0;
             p->finished = 1;
         }
         s->ready = 1;
@@ -569,8 +193,8 @@ static void *planner_main(void *arg)
 static int decode_row(worker *w, slot *s, size_t i)
 {
     sharc__pipeline *p = w->p;
-    const bcut *b = s->cuts[i];
-    float *row = (float *)s->batch->tensors[0].data + (size_t)i * (size_t)s->T;
+    const bcut *b = s->col.cuts[i];
+    float *row = (float *)s->col.batch->tensors[0].data + (size_t)i * (size_t)s->col.T;
     int channels = 0, rc;
     w->err.kind = SHARC_PROBLEM_COUNT;
     if (b->job.channels > 1 && p->s->channel < 0) {
@@ -582,36 +206,36 @@ static int decode_row(worker *w, slot *s, size_t i)
         return sharc__stream_fail(&w->ctx, &w->err, rc, SHARC_PROBLEM_AUDIO_FORMAT, 0, b->job.shard,
                                   b->job.member, b->job.id);
     }
-    if (b->job.sampling_rate != s->rate && p->s->sampling_rate > 0) {
-        rc =
-            sharc__set_error(&w->ctx, SHARC_ERR_AUDIO_MISMATCH,
-                             "%s member %s (cut %s): %d Hz is required, the audio is %d Hz "
-                             "(sharc does not resample)",
-                             b->job.shard, b->job.member, b->job.id, s->rate, b->job.sampling_rate);
+    if (b->job.sampling_rate != s->col.rate && p->s->sampling_rate > 0) {
+        rc = sharc__set_error(&w->ctx, SHARC_ERR_AUDIO_MISMATCH,
+                              "%s member %s (cut %s): %d Hz is required, the audio is %d Hz "
+                              "(sharc does not resample)",
+                              b->job.shard, b->job.member, b->job.id, s->col.rate,
+                              b->job.sampling_rate);
         return sharc__stream_fail(&w->ctx, &w->err, rc, SHARC_PROBLEM_AUDIO_FORMAT, 0, b->job.shard,
                                   b->job.member, b->job.id);
     }
-    if (b->job.sampling_rate != s->rate) {
+    if (b->job.sampling_rate != s->col.rate) {
         rc = sharc__set_error(
             &w->ctx, SHARC_ERR_AUDIO_MISMATCH,
             "%s member %s (cut %s): its audio is at %d Hz, and the batch it was drawn into at "
             "%d Hz (%zu of its %zu cuts, such as %s%s): the rows of a batch share one sampling "
             "rate and sharc does not resample; require a rate with the sampling_rate setting "
             "(--sampling-rate) to have every cut at another rate reported, whatever its batch",
-            b->job.shard, b->job.member, b->job.id, b->job.sampling_rate, s->rate, s->rate_count,
-            s->n, s->cuts[s->rate_first]->job.id,
-            s->rate_tie ? "; a tie, won by the rate met first" : "");
+            b->job.shard, b->job.member, b->job.id, b->job.sampling_rate, s->col.rate,
+            s->col.rate_count, s->col.n, s->col.cuts[s->col.rate_first]->job.id,
+            s->col.rate_tie ? "; a tie, won by the rate met first" : "");
         return sharc__stream_fail(&w->ctx, &w->err, rc, SHARC_PROBLEM_AUDIO_FORMAT, 0, b->job.shard,
                                   b->job.member, b->job.id);
     }
-    rc = sharc__decode(&p->dopts, &w->ctx, &w->fetch, &b->job, row, (size_t)s->T, &channels,
+    rc = sharc__decode(&p->dopts, &w->ctx, &w->fetch, &b->job, row, (size_t)s->col.T, &channels,
                        &w->err);
     if (rc < 0)
         return rc;
     size_t len = (size_t)b->job.num_samples;
     /* The batch is read much later, after the batches planned ahead: stream the zeros. */
-    if (len < (size_t)s->T)
-        sharc__memzero_stream(row + len, ((size_t)s->T - len) * sizeof(float));
+    if (len < (size_t)s->col.T)
+        sharc__memzero_stream(row + len, ((size_t)s->col.T - len) * sizeof(float));
     return 0;
 }
 
@@ -631,7 +255,7 @@ static slot *find_work(sharc__pipeline *p, size_t *index)
 {
     for (uint64_t k = p->consumed; k < p->planned; k++) {
         slot *s = &p->slots[k % p->n_slots];
-        if (s->ready && s->dispatched < s->n) {
+        if (s->ready && s->dispatched < s->col.n) {
             *index = s->dispatched++;
             return s;
         }
@@ -692,8 +316,8 @@ static void *worker_main(void *arg)
             row.problems[w->err.kind] = 1;
             row.skipped_cuts = 1;
             row.cuts = 1;
-            row.audio_seconds = s->cuts[i]->duration;
-            row.padded_seconds = s->rate > 0 ? (double)s->T / (double)s->rate : 0;
+            row.audio_seconds = s->col.cuts[i]->duration;
+            row.padded_seconds = s->col.rate > 0 ? (double)s->col.T / (double)s->col.rate : 0;
             add_skips(&p->worker_stats, &row);
             add_skips(&s->skips, &row);
         }
@@ -706,73 +330,6 @@ static void *worker_main(void *arg)
 }
 
 /* ---- the caller's side ------------------------------------------------------------- */
-
-/*
- * Drop the rows of cuts skipped under the SKIP policy, in place, and narrow the batch to
- * its longest remaining row: a skipped cut does not keep the others padded to its length
- * (a cut whose metadata overstated it would otherwise size every row). Returns the padded
- * seconds that narrowing took from the remaining rows.
- */
-static double compact(slot *s)
-{
-    sharc_batch *b = s->batch;
-    size_t T = (size_t)s->T, out = 0, kept = 0;
-    float *audio = b->tensors[0].data;
-    int32_t *lens = b->tensors[1].data;
-    int64_t narrow = 0;
-    for (size_t i = 0; i < s->n; i++)
-        if (!s->skipped[i]) {
-            kept++;
-            if (lens[i] > narrow)
-                narrow = lens[i];
-        }
-    size_t T2 = (size_t)narrow; /* <= T: rows are at most T long */
-    float *dur = b->tensors[2].data;
-    int32_t *offs[4];
-    uint8_t *bytes[4];
-    int32_t at[4] = {0, 0, 0, 0};
-    for (int c = 0; c < 4; c++) {
-        offs[c] = b->tensors[3 + 2 * c].data;
-        bytes[c] = b->tensors[4 + 2 * c].data;
-    }
-    for (size_t i = 0; i < s->n; i++) {
-        int32_t start[4], end[4];
-        for (int c = 0; c < 4; c++) {
-            start[c] = offs[c][i];
-            end[c] = offs[c][i + 1];
-        }
-        if (s->skipped[i])
-            continue;
-        if (out != i || T2 != T) {
-            /* Forward, row by row: row `out` at stride T2 ends before row i at stride T. */
-            memmove(audio + out * T2, audio + i * T, T2 * sizeof(float));
-            lens[out] = lens[i];
-            dur[out] = dur[i];
-        }
-        for (int c = 0; c < 4; c++) {
-            memmove(bytes[c] + at[c], bytes[c] + start[c], (size_t)(end[c] - start[c]));
-            offs[c][out] = at[c];
-            at[c] += end[c] - start[c];
-        }
-        out++;
-    }
-    for (int c = 0; c < 4; c++) {
-        offs[c][out] = at[c];
-        b->tensors[4 + 2 * c].shape[0] = at[c];
-        b->tensors[4 + 2 * c].nbytes = (size_t)at[c];
-        b->tensors[3 + 2 * c].shape[0] = (int64_t)out + 1;
-        b->tensors[3 + 2 * c].nbytes = (out + 1) * sizeof(int32_t);
-    }
-    b->tensors[0].shape[0] = (int64_t)out;
-    b->tensors[0].shape[1] = (int64_t)T2;
-    b->tensors[0].nbytes = out * T2 * sizeof(float);
-    for (int t = 1; t < 3; t++) {
-        b->tensors[t].shape[0] = (int64_t)out;
-        b->tensors[t].nbytes = out * 4;
-    }
-    s->T = (int64_t)T2;
-    return s->rate > 0 ? (double)kept * (double)(T - T2) / (double)s->rate : 0;
-}
 
 /* The slot's draft becomes the state of the last batch handed out, and the slot takes the
  * previous one's buffer to write a later draft into: a swap, not a copy of the draft (tens
@@ -814,14 +371,14 @@ int sharc__pipeline_next(sharc__pipeline *p, sharc_batch **out)
         pthread_mutex_unlock(&p->mu);
 
         int rc = s->end ? SHARC_END : s->rc;
-        sharc_batch *b = s->batch;
+        sharc_batch *b = s->col.batch;
         double narrowed = 0; /* padded seconds that compacting took from the kept rows */
         if (rc == 0 && s->n_skipped) {
-            narrowed = compact(s);
+            narrowed = sharc__collate_compact(&s->col, s->skipped);
             s->skips.padded_seconds += narrowed;
         }
-        for (size_t i = 0; i < s->n; i++)
-            sharc__bcut_free(&p->bufs, s->cuts[i]);
+        for (size_t i = 0; i < s->col.n; i++)
+            sharc__bcut_free(&p->bufs, s->col.cuts[i]);
         int empty = rc == 0 && b->tensors[0].shape[0] == 0;
         if (rc == 0)
             add_skips(&p->consumed_skips, &s->skips);
@@ -863,8 +420,8 @@ int sharc__pipeline_next(sharc__pipeline *p, sharc_batch **out)
             sharc__log(p->ctx, SHARC_LOG_ERROR, "%s", s->message);
             report(p, rc, s->fail_kind, s->fail_path, s->fail_member, s->fail_cut, s->message);
         }
-        s->batch = NULL;
-        s->n = 0;
+        s->col.batch = NULL;
+        s->col.n = 0;
         if (b)
             p->inflight--;
         if (rc == 0) {
@@ -929,94 +486,6 @@ int sharc__pipeline_state_save(const sharc__pipeline *p, void *buf, size_t cap, 
     return 0;
 }
 
-/* ---- restore --------------------------------------------------------------------------- */
-
-typedef struct preload_job {
-    sharc__pipeline *p;
-    const uint64_t *keys; ///< the needed keys of one (epoch, shard), sorted
-    size_t n, found;
-} preload_job;
-
-static int preload_cut(void *cookie, sharc__rawcut *c)
-{
-    preload_job *j = cookie;
-    sharc__pipeline *p = j->p;
-    uint64_t key = 0;
-    int rc = sharc__cut_key(p->ctx, c, p->ds->n_shards, &key);
-    if (rc < 0)
-        return rc;
-    if (!bsearch(&key, j->keys, j->n, sizeof key, cmp_u64))
-        return 0;
-    bcut *b;
-    if ((rc = sharc__bcut_from_raw(&p->bufs, c, p->ds->n_shards, &b)) < 0)
-        return rc;
-    p->preloaded[p->n_preloaded++] = b;
-    return ++j->found == j->n ? 1 : 0;
-}
-
-/* Re-read the cuts the saved sampler held: only the shards they are in. */
-static int preload(sharc__pipeline *p, const uint64_t *keys, size_t n)
-{
-    p->preloaded = sharc__calloc(p->ctx, n ? n : 1, sizeof *p->preloaded);
-    p->taken = sharc__calloc(p->ctx, n ? n : 1, 1);
-    if (!p->preloaded || !p->taken)
-        return SHARC_ERR(ENOMEM);
-    size_t i = 0;
-    while (i < n) {
-        uint64_t visit = sharc__key_visit(keys[i]); /* epoch and shard */
-        size_t j = i;
-        while (j < n && sharc__key_visit(keys[j]) == visit)
-            j++;
-        preload_job job = {p, keys + i, j - i, 0};
-        uint32_t shard = sharc__key_shard(keys[i], p->ds->n_shards);
-        int rc = sharc__walk_scan_shard(p->walk, sharc__key_epoch(keys[i], p->ds->n_shards), shard,
-                                        preload_cut, &job);
-        if (rc < 0)
-            return rc;
-        if (job.found != job.n)
-            return sharc__fail(p->ctx, SHARC_ERR_STATE,
-                               "%zu cuts the state holds were not found again in shard %llu: "
-                               "the data changed",
-                               job.n - job.found, (unsigned long long)shard);
-        i = j;
-    }
-    qsort(p->preloaded, p->n_preloaded, sizeof *p->preloaded, cmp_bcut_key);
-    return 0;
-}
-
-static int restore(sharc__pipeline *p, const sharc__sampler_settings *ss,
-                   const sharc__sampler_source *src)
-{
-    sharc__resume st;
-    int rc = sharc__resume_parse(p->ctx, p->resume, p->resume_len, p->state_hash, p->ds->n_shards,
-                                 p->s->epochs, &st);
-    if (rc < 0)
-        return rc;
-    p->step_base = st.next_step;
-    *p->stats = st.stats;
-    p->handed_stats = st.stats;
-    uint64_t *keys = sharc__malloc(p->ctx, (st.n_keys ? st.n_keys : 1) * sizeof *keys);
-    if (!keys)
-        return SHARC_ERR(ENOMEM);
-    for (size_t i = 0; i < st.n_keys; i++)
-        keys[i] = sharc__resume_key(&st, i);
-    rc = preload(p, keys, st.n_keys);
-    sharc__free(p->ctx, keys);
-    if (rc == 0)
-        rc = sharc__walk_seek(p->walk, &st.pos);
-    if (rc == 0)
-        rc = sharc__sampler_restore(p->ctx, ss, src, st.sampler, st.sampler_len, &p->sampler);
-    for (size_t i = 0; i < p->n_preloaded; i++)
-        if (!p->taken[i])
-            sharc__bcut_free(&p->bufs, p->preloaded[i]);
-    sharc__free(p->ctx, p->preloaded);
-    sharc__free(p->ctx, p->taken);
-    p->preloaded = NULL;
-    p->taken = NULL;
-    p->n_preloaded = 0;
-    return rc;
-}
-
 /* ---- start and stop ----------------------------------------------------------------- */
 
 static void sampler_settings(const sharc_reader_settings *rs, sharc__sampler_settings *o)
@@ -1073,11 +542,11 @@ void sharc__pipeline_stop(sharc__pipeline **pp)
             pthread_join(p->workers[i].thread, NULL);
     for (size_t k = 0; p->slots && k < p->n_slots; k++) {
         slot *s = &p->slots[k];
-        if (s->batch)
-            sharc_batch_release(s->batch);
-        for (size_t i = 0; i < s->n; i++)
-            sharc__bcut_free(&p->bufs, s->cuts[i]);
-        sharc__free(p->ctx, s->cuts);
+        if (s->col.batch)
+            sharc_batch_release(s->col.batch);
+        for (size_t i = 0; i < s->col.n; i++)
+            sharc__bcut_free(&p->bufs, s->col.cuts[i]);
+        sharc__free(p->ctx, s->col.cuts);
         sharc__free(p->ctx, s->skipped);
         sharc__free(p->ctx, s->state);
     }
@@ -1163,10 +632,10 @@ int sharc__pipeline_start(sharc__pipeline **out, const sharc__pipeline_config *c
                                       NULL);
     sharc__sampler_settings ss;
     sampler_settings(rs, &ss);
-    sharc__sampler_source src = {p,           pull_item,     release_item,
-                                 reload_item, describe_item, peek_durations};
+    sharc__sampler_source src = sharc__pipeline_sampler_source(p);
     if (rc == 0)
-        rc = p->resume ? restore(p, &ss, &src) : sharc__sampler_open(ctx, &ss, &src, &p->sampler);
+        rc = p->resume ? sharc__pipeline_restore(p, &ss, &src)
+                       : sharc__sampler_open(ctx, &ss, &src, &p->sampler);
     if (rc < 0)
         goto fail;
     publish_stats(p);

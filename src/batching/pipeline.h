@@ -32,15 +32,6 @@ typedef struct sharc__pipeline_config {
 /** Check the batching settings `s`, as starting a pipeline would. */
 int sharc__pipeline_check_settings(sharc__ctx *ctx, const sharc_reader_settings *s);
 
-/**
- * Whether a batch's int32 tensors can hold its sizes: `audio_lens` each row's samples
- * (`most_samples`, of cut `most_id`, the most of any row), and each string column's
- * `<column>_offsets` its `column_bytes` (cut_id, text, speaker, language).
- * @return 0, or SHARC_ERR_TOO_LARGE with a message naming the step and the tensor
- */
-int sharc__pipeline_check_i32(sharc__ctx *ctx, uint64_t step, size_t n_cuts, int64_t most_samples,
-                              const char *most_id, const uint64_t column_bytes[4]);
-
 /** Start the threads (restoring the state first, if there is one). */
 int sharc__pipeline_start(sharc__pipeline **out, const sharc__pipeline_config *c);
 /**
