@@ -165,6 +165,17 @@ static const cli_opt options[] = {
              "written by the source rank only; with several data-parallel\n"
              "slots as DIR/dp<slot>/step<k>.<tensor>.npy (default: none);\n"
              "each file is written whole or not at all, never over an input"},
+    CLI_TEXT("\nFeatures (batches; see docs/features.md):\n"),
+    USE("features"),
+    USE("n-mels"),
+    USE("fbank-sample-rate"),
+    USE("fbank-window"),
+    USE("fbank-hop"),
+    USE("fbank-n-fft"),
+    USE("fbank-pad-to"),
+    USE("fbank-preemph"),
+    USE("fbank-dither"),
+    USE("no-keep-audio"),
     CLI_TEXT("\nCuts (--cuts):\n"),
     {CLI_OPT_FLAG, "cuts", OWN(cuts_mode), .min = 1,
      .help = "read single cuts (sharc_reader_next) instead of batches; the\n"

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "batching/batch.h"
+#include "batching/featurize.h"
 #include "batching/pipeline.h"
 #include "reader/reader_impl.h"
 #include "batching/bcut.h"
@@ -105,8 +106,9 @@ struct sharc__pipeline {
     bcut **preloaded;    ///< restore: cuts re-read for the saved keys, sorted by key
     uint8_t *taken;      ///< preloaded[i] was handed to the sampler
     size_t n_preloaded;
-    int first_rate;   ///< the rate of the first batch planned (planner only)
-    int rates_warned; ///< a batch at another rate was warned about (planner only)
+    sharc__fbank *features; ///< the features' plan, made at the first batch (caller only)
+    int first_rate;         ///< the rate of the first batch planned (planner only)
+    int rates_warned;       ///< a batch at another rate was warned about (planner only)
 };
 
 static int cmp_u64(const void *a, const void *b)
@@ -818,6 +820,10 @@ int sharc__pipeline_next(sharc_reader *r, sharc_batch **out)
         for (size_t i = 0; i < s->n; i++)
             sharc__bcut_free(&p->bufs, s->cuts[i]);
         int empty = rc == 0 && b->tensors[0].shape[0] == 0;
+        if (rc == 0 && !empty &&
+            (rc = sharc__featurize_batch(&p->features, &r->ctx, &r->s, b, s->rate,
+                                         p->step_base + p->handed)) < 0)
+            snprintf(s->message, sizeof s->message, "%s", r->ctx.error);
         if (rc == 0)
             add_skips(&p->consumed_skips, &s->skips);
         sharc_reader_stats handed = p->handed_stats; /* written by this thread only */
@@ -1084,6 +1090,7 @@ void sharc__pipeline_stop(sharc_reader *r)
     }
     sharc__sampler_close(&p->sampler);
     sharc__batch_pool_destroy(&p->pool);
+    sharc__fbank_destroy(&p->features);
     for (int i = 0; p->workers && i < p->n_workers; i++) {
         sharc__buf_free(&r->ctx, &p->workers[i].err.member);
         sharc__buf_free(&r->ctx, &p->workers[i].err.cut_id);
