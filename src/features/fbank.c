@@ -31,7 +31,8 @@ struct sharc__fbank {
     float *signal;      ///< the padded, pre-emphasised row
     size_t signal_cap;  ///< floats in `signal`
     double *logmel;     ///< [frames][n_mels] of the row being computed
-    size_t logmel_cap;  ///< doubles in `logmel`
+    double mel[MAX_N_MELS], shift[MAX_N_MELS], s1[MAX_N_MELS], s2[MAX_N_MELS];
+    size_t logmel_cap; ///< doubles in `logmel`
 };
 
 void sharc__fbank_default_settings(sharc__fbank_settings *s)
@@ -308,6 +309,12 @@ int64_t sharc__fbank_row(sharc__fbank *f, sharc__ctx *ctx, const float *x, int64
     }
     const float *w = f->window;
     float *frame = f->frame + f->woff;
+    /* The mel energies and their logs are kept in double: a bin whose energy stays far
+     * below the log guard (digital silence) moves by less than a float's step near
+     * log(2^-24), and normalising such a bin divides those steps by a deviation as small as
+     * 1e-5. The sums for the mean and deviation are taken on the way, shifted by the
+     * bin's first value so that the deviation of a nearly constant bin keeps its digits. */
+    double *mel = f->mel, *shift = f->shift, *s1 = f->s1, *s2 = f->s2;
     for (int64_t t = 0; t < nv; t++) {
         const float *src = f->signal + (size_t)t * (size_t)hop + (size_t)f->woff;
         for (int k = 0; k < window; k++)
@@ -315,39 +322,50 @@ int64_t sharc__fbank_row(sharc__fbank *f, sharc__ctx *ctx, const float *x, int64
         kiss_fftr(f->fft, f->frame, f->spec);
         for (int k = 0; k < f->n_bins; k++)
             f->power[k] = f->spec[k].r * f->spec[k].r + f->spec[k].i * f->spec[k].i;
-        /* The mel energies and their logs are kept in double: a bin whose energy stays far
-         * below the log guard (digital silence) moves by less than a float's step near
-         * log(2^-24), and normalising such a bin divides those steps by a deviation as
-         * small as 1e-5. */
-        double *lm = f->logmel + (size_t)t * (size_t)n_mels;
         for (int m = 0; m < n_mels; m++) {
             const float *wt = f->weights + f->start[m], *pw = f->power + f->lo[m];
-            double acc = 0;
-            for (int k = 0; k < f->len[m]; k++)
-                acc += (double)(wt[k] * pw[k]);
-            lm[m] = log(acc + LOG_GUARD);
+            /* Two sums, so that the adds of one filter do not wait on each other. */
+            double a0 = 0, a1 = 0;
+            int k = 0, n = f->len[m];
+            for (; k + 1 < n; k += 2) {
+                a0 += (double)(wt[k] * pw[k]);
+                a1 += (double)(wt[k + 1] * pw[k + 1]);
+            }
+            if (k < n)
+                a0 += (double)(wt[k] * pw[k]);
+            mel[m] = a0 + a1 + LOG_GUARD;
+        }
+        for (int m = 0; m < n_mels; m++)
+            mel[m] = log(mel[m]);
+        if (t == 0) {
+            for (int m = 0; m < n_mels; m++) {
+                shift[m] = mel[m];
+                s1[m] = s2[m] = 0;
+            }
+        }
+        double *lm = f->logmel + (size_t)t * (size_t)n_mels;
+        for (int m = 0; m < n_mels; m++) {
+            double d = mel[m] - shift[m];
+            s1[m] += d;
+            s2[m] += d * d;
+            lm[m] = mel[m];
         }
     }
     /* Per mel bin over the valid frames: mean and unbiased std. */
-    for (int m = 0; m < n_mels; m++) {
-        float *o = out + (size_t)m * (size_t)frames;
-        const double *lm = f->logmel + m;
-        if (nv > 0) {
-            double sum = 0;
-            for (int64_t t = 0; t < nv; t++)
-                sum += lm[(size_t)t * (size_t)n_mels];
-            double mean = sum / (double)nv, ss = 0;
-            for (int64_t t = 0; t < nv; t++) {
-                double d = lm[(size_t)t * (size_t)n_mels] - mean;
-                ss += d * d;
-            }
-            double sd = nv > 1 ? sqrt(ss / (double)(nv - 1)) : 0;
-            double inv = 1.0 / (sd + STD_GUARD);
-            for (int64_t t = 0; t < nv; t++)
-                o[t] = (float)((lm[(size_t)t * (size_t)n_mels] - mean) * inv);
-        }
-        memset(o + nv, 0, (size_t)(frames - nv) * sizeof *o);
+    for (int m = 0; nv > 0 && m < n_mels; m++) {
+        double mean = shift[m] + s1[m] / (double)nv;
+        double var = nv > 1 ? (s2[m] - s1[m] * s1[m] / (double)nv) / (double)(nv - 1) : 0;
+        s1[m] = mean;
+        s2[m] = 1.0 / (sqrt(var > 0 ? var : 0) + STD_GUARD);
     }
+    for (int64_t t = 0; t < nv; t++) {
+        const double *lm = f->logmel + (size_t)t * (size_t)n_mels;
+        float *o = out + t;
+        for (int m = 0; m < n_mels; m++)
+            o[(size_t)m * (size_t)frames] = (float)((lm[m] - s1[m]) * s2[m]);
+    }
+    for (int m = 0; m < n_mels; m++)
+        memset(out + (size_t)m * (size_t)frames + nv, 0, (size_t)(frames - nv) * sizeof *out);
     return nv;
 }
 
