@@ -175,8 +175,8 @@ const cli_opt cli_reader_group[] = {
      .help = "standard deviation of a Gaussian dither, seeded by --seed,\n"
              "the step and the row; 0 = off (NeMo dithers in training only)\n(default 0)"},
     {CLI_OPT_FLAG, "no-keep-audio", R(keep_audio), .min = 0, .flags = CLI_BATCH_ONLY,
-     .help = "drop audio and audio_lens from the batches once the features\n"
-             "are computed (default: keep them)"},
+     .help = "drop the audio tensor from the batches once the features are\n"
+             "computed; audio_lens stays (default: keep it)"},
     CLI_END,
 };
 

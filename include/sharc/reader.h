@@ -200,8 +200,9 @@ typedef struct sharc_reader_settings {
      *  [B] (docs/features.md); the batches' audio must then be at fbank_sample_rate, which
      *  a batch at another rate fails with SHARC_ERR_AUDIO_MISMATCH. */
     sharc_features features;
-    /** With features on, keep `audio` and `audio_lens` in the batch too (default 1); 0 drops
-     *  them once the features are computed. Without features the audio is always kept. */
+    /** With features on, keep `audio` in the batch too (default 1); 0 drops it once the
+     *  features are computed (`audio_lens` stays). Without features the audio is always
+     *  kept. */
     int keep_audio;
     int fbank_n_mels;      ///< mel bins, 1..256 (default 80; NeMo's models use 64, 80, 128)
     int fbank_sample_rate; ///< Hz the audio must be at (default 16000)

@@ -98,9 +98,7 @@ int sharc__featurize_batch(sharc__fbank **plan, sharc__ctx *ctx, const sharc_rea
                               b->tensors[li].data, frames);
     if (rc < 0)
         return sharc__fail_wrap(ctx, rc, "features: step %llu", (unsigned long long)step);
-    if (!s->keep_audio) {
+    if (!s->keep_audio)
         sharc__batch_remove_tensor(b, "audio");
-        sharc__batch_remove_tensor(b, "audio_lens");
-    }
     return 0;
 }

@@ -1,7 +1,7 @@
 /*
  * Features of a collated batch: the step between decoding a batch's audio and handing it
  * out that adds `features` f32 [B, n_mels, frames] and `feature_lens` i32 [B] (and drops
- * `audio` and `audio_lens` when keep_audio is off), from the reader settings' features
+ * `audio` when keep_audio is off; `audio_lens` stays), from the reader settings' features
  * fields. The plan (features/fbank.h) is made at the first batch and reused for every
  * later one.
  */
