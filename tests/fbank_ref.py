@@ -63,10 +63,11 @@ def mel_filters(sr, n_fft, n_mels):
     return fb.astype(np.float32).astype(np.float64)
 
 
-def valid_frames(n, hop):
-    """NeMo's get_seq_len for center=True: (n + 2 * (n_fft // 2) - n_fft) // hop + 1, with
-    a length of 0 kept at 0."""
-    return 0 if n == 0 else n // hop + 1
+def valid_frames(n, hop, n_fft=512):
+    """NeMo's get_seq_len for center=True: (n + 2 * (n_fft // 2) - n_fft) // hop (NeMo 2.x;
+    NeMo 1.x added 1), a length of 0 kept at 0. The STFT has T // hop + 1 frames; those from
+    here on are masked."""
+    return 0 if n == 0 else (n + 2 * (n_fft // 2) - n_fft) // hop
 
 
 def features(audio, lens, sr=16000, window=400, hop=160, n_fft=512, n_mels=80, preemph=0.97,
@@ -87,7 +88,7 @@ def features(audio, lens, sr=16000, window=400, hop=160, n_fft=512, n_mels=80, p
     power = spec.real ** 2 + spec.imag ** 2
     mel = np.einsum("mk,btk->bmt", mel_filters(sr, n_fft, n_mels), power)
     logmel = np.log(mel + LOG_GUARD)
-    out_lens = np.array([valid_frames(int(v), hop) for v in lens], dtype=np.int64)
+    out_lens = np.array([valid_frames(int(v), hop, n_fft) for v in lens], dtype=np.int64)
     out = np.zeros_like(logmel)
     for b in range(B):
         nv = out_lens[b]

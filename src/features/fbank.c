@@ -213,7 +213,7 @@ const sharc__fbank_settings *sharc__fbank_settings_of(const sharc__fbank *f)
 
 int64_t sharc__fbank_valid_frames(const sharc__fbank *f, int64_t len)
 {
-    return len > 0 ? len / f->s.hop + 1 : 0;
+    return len > 0 ? len / f->s.hop : 0;
 }
 
 int64_t sharc__fbank_frames(const sharc__fbank *f, int64_t T)

@@ -10,11 +10,13 @@
  *     samples (torch.hann_window(window, periodic=False)) sits centred in the n_fft frame;
  *   - power |X|^2, Slaney mel filters with Slaney normalisation (librosa.filters.mel's
  *     defaults, fmin 0, fmax sample_rate / 2), log(x + 2^-24);
+ *   - valid frames: NeMo's get_seq_len, (len + 2 * (n_fft / 2) - n_fft) / hop = len / hop
+ *     (the STFT's last frame, centred at or past the end, is not one of them);
  *   - per mel bin, mean and unbiased standard deviation over the utterance's valid frames,
- *     (x - mean) / (std + 1e-5); a single valid frame has std 0, as NeMo's NaN guard gives;
- *   - valid frames: len / hop + 1 (0 for an empty row, as NeMo sets it); every frame past
- *     them is exactly 0, up to the batch's frame count: (T / hop + 1) rounded up to a
- *     multiple of pad_to, T being the padded row width.
+ *     (x - mean) / (std + 1e-5); a single valid frame has std 0, as NeMo's NaN guard gives,
+ *     so it is 0, and so is a row shorter than a hop, which has no valid frame;
+ *   - every frame past the valid ones is exactly 0, up to the batch's frame count, that of
+ *     the STFT, T / hop + 1, rounded up to a multiple of pad_to, T being the padded width.
  *
  * A plan (filters, window, FFT plan, work buffers) is made once and reused for every
  * batch; work buffers grow to the longest row met and then stay, so a steady state
@@ -60,7 +62,7 @@ void sharc__fbank_destroy(sharc__fbank **f);
 /** The settings the plan was made with. */
 const sharc__fbank_settings *sharc__fbank_settings_of(const sharc__fbank *f);
 
-/** Valid frames of an utterance of `len` samples: len / hop + 1, 0 when len is 0. */
+/** Valid frames of an utterance of `len` samples: len / hop (NeMo's get_seq_len). */
 int64_t sharc__fbank_valid_frames(const sharc__fbank *f, int64_t len);
 
 /** Frames of a batch whose rows are `T` samples wide: (T / hop + 1) rounded up to pad_to. */
