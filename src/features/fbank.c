@@ -211,6 +211,17 @@ const sharc__fbank_settings *sharc__fbank_settings_of(const sharc__fbank *f)
     return &f->s;
 }
 
+void sharc__fbank_tables_of(const sharc__fbank *f, sharc__fbank_tables *out)
+{
+    out->lo = f->lo;
+    out->len = f->len;
+    out->start = f->start;
+    out->weights = f->weights;
+    out->n_weights =
+        f->s.n_mels > 0 ? (size_t)f->start[f->s.n_mels - 1] + (size_t)f->len[f->s.n_mels - 1] : 0;
+    out->window = f->window;
+}
+
 int64_t sharc__fbank_valid_frames(const sharc__fbank *f, int64_t len)
 {
     return len > 0 ? len / f->s.hop : 0;

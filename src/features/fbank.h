@@ -62,6 +62,19 @@ void sharc__fbank_destroy(sharc__fbank **f);
 /** The settings the plan was made with. */
 const sharc__fbank_settings *sharc__fbank_settings_of(const sharc__fbank *f);
 
+/**
+ * The plan's sparse mel filters and window, for another implementation of the same steps
+ * (fbank_cuda.cu): filter m holds weights[start[m] .. start[m] + len[m]) for the FFT bins
+ * from lo[m] on; `window` has settings.window values. Valid as long as the plan.
+ */
+typedef struct sharc__fbank_tables {
+    const int *lo, *len, *start;
+    const float *weights;
+    size_t n_weights;
+    const float *window;
+} sharc__fbank_tables;
+void sharc__fbank_tables_of(const sharc__fbank *f, sharc__fbank_tables *out);
+
 /** Valid frames of an utterance of `len` samples: len / hop (NeMo's get_seq_len). */
 int64_t sharc__fbank_valid_frames(const sharc__fbank *f, int64_t len);
 
