@@ -16,7 +16,7 @@ extern "C" {
 #define LOG_GUARD 5.9604644775390625e-08 /* NeMo's log_zero_guard_value, 2^-24 */
 #define STD_GUARD 1e-5                   /* NeMo's normalize_batch guard */
 /* Frames per cuFFT execution: the plan's size, fixed, so that no batch makes a new plan. */
-#define CHUNK 8192
+#define CHUNK        8192
 #define NORM_THREADS 256
 
 struct sharc__fbank_cuda {
@@ -29,11 +29,11 @@ struct sharc__fbank_cuda {
     int fft_made;
     int *lo, *len, *start; ///< device copies of the CPU plan's sparse filters
     float *weights, *window;
-    float *frames;         ///< [CHUNK][n_fft]
-    cufftComplex *spec;    ///< [CHUNK][n_bins]
-    double *logmel;        ///< [B][n_mels][T / hop + 1], grows
-    size_t logmel_cap;     ///< doubles in logmel
-    int32_t *host_lens;    ///< the lengths, checked on the host, grows
+    float *frames;      ///< [CHUNK][n_fft]
+    cufftComplex *spec; ///< [CHUNK][n_bins]
+    double *logmel;     ///< [B][n_mels][T / hop + 1], grows
+    size_t logmel_cap;  ///< doubles in logmel
+    int32_t *host_lens; ///< the lengths, checked on the host, grows
     size_t host_lens_cap;
 };
 
@@ -56,7 +56,8 @@ static int cuda_fail(sharc__ctx *ctx, const char *call, cudaError_t err)
     do {                                                                                           \
         cufftResult r_ = (call);                                                                   \
         if (r_ != CUFFT_SUCCESS) {                                                                 \
-            rc = sharc__set_error((ctx), SHARC_ERR_CUDA, "fbank on the GPU: %s failed: cuFFT "    \
+            rc = sharc__set_error((ctx), SHARC_ERR_CUDA,                                           \
+                                  "fbank on the GPU: %s failed: cuFFT "                            \
                                   "error %d",                                                      \
                                   #call, (int)r_);                                                 \
             goto fail;                                                                             \
@@ -159,8 +160,7 @@ extern "C" int sharc__fbank_cuda_create(sharc__fbank_cuda **out, sharc__ctx *ctx
         return rc;
     if (s->dither > 0)
         return sharc__set_error(ctx, SHARC_ERR(EINVAL),
-                                "fbank dither %g: the GPU path does not dither (set 0)",
-                                s->dither);
+                                "fbank dither %g: the GPU path does not dither (set 0)", s->dither);
     sharc__fbank *cpu = NULL;
     if ((rc = sharc__fbank_create(&cpu, ctx, s)) < 0)
         return rc;
@@ -185,14 +185,15 @@ extern "C" int sharc__fbank_cuda_create(sharc__fbank_cuda **out, sharc__ctx *ctx
     CU(ctx, cudaMalloc((void **)&f->weights, (tb.n_weights ? tb.n_weights : 1) * sizeof(float)));
     CU(ctx, cudaMalloc((void **)&f->window, (size_t)s->window * sizeof(float)));
     CU(ctx, cudaMalloc((void **)&f->frames, (size_t)CHUNK * (size_t)s->n_fft * sizeof(float)));
-    CU(ctx, cudaMalloc((void **)&f->spec, (size_t)CHUNK * (size_t)f->n_bins * sizeof(cufftComplex)));
+    CU(ctx,
+       cudaMalloc((void **)&f->spec, (size_t)CHUNK * (size_t)f->n_bins * sizeof(cufftComplex)));
     CU(ctx, cudaMemcpy(f->lo, tb.lo, nm * sizeof(int), cudaMemcpyHostToDevice));
     CU(ctx, cudaMemcpy(f->len, tb.len, nm * sizeof(int), cudaMemcpyHostToDevice));
     CU(ctx, cudaMemcpy(f->start, tb.start, nm * sizeof(int), cudaMemcpyHostToDevice));
-    CU(ctx, cudaMemcpy(f->weights, tb.weights, tb.n_weights * sizeof(float),
-                       cudaMemcpyHostToDevice));
-    CU(ctx, cudaMemcpy(f->window, tb.window, (size_t)s->window * sizeof(float),
-                       cudaMemcpyHostToDevice));
+    CU(ctx,
+       cudaMemcpy(f->weights, tb.weights, tb.n_weights * sizeof(float), cudaMemcpyHostToDevice));
+    CU(ctx,
+       cudaMemcpy(f->window, tb.window, (size_t)s->window * sizeof(float), cudaMemcpyHostToDevice));
     CUFFT(ctx, cufftPlan1d(&f->fft, s->n_fft, CUFFT_R2C, CHUNK));
     f->fft_made = 1;
     CUFFT(ctx, cufftSetStream(f->fft, f->stream));
@@ -254,8 +255,8 @@ extern "C" int sharc__fbank_cuda_compute(sharc__fbank_cuda *f, sharc__ctx *ctx, 
         f->host_lens = p;
         f->host_lens_cap = (size_t)B;
     }
-    CU(ctx, cudaMemcpyAsync(f->host_lens, lens, (size_t)B * sizeof(int32_t),
-                            cudaMemcpyDeviceToHost, f->stream));
+    CU(ctx, cudaMemcpyAsync(f->host_lens, lens, (size_t)B * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                            f->stream));
     CU(ctx, cudaStreamSynchronize(f->stream));
     for (int64_t b = 0; b < B; b++)
         if (f->host_lens[b] < 0 || f->host_lens[b] > T)
