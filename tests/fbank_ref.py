@@ -12,7 +12,7 @@ Everything is computed in float64; the filters are rounded to float32 as librosa
       compare every DIR/step<k>.features.npy that `sharc read --features fbank --dump-dir DIR`
       wrote with the model computed from the batch's audio and audio_lens: shapes, lengths
       exact, padding exactly 0, max abs error <= T (1e-4) on the valid frames
-  fbank_ref.py make-nemo SHAR_WAV_DIR OUT_DIR
+  fbank_ref.py make-nemo SHAR_WAV_DIR OUT_DIR [--broken]
       write a NeMo tarred dataset (audio_0.tar, manifest_0.json) of PCM16 WAV clips of edge
       lengths (1 sample, under a window, exactly a hop, odd lengths, ...) cut from the speech
       of a Lhotse Shar folder with WAV recordings (testdata/lhotse-shar-edge/wav)
@@ -184,8 +184,12 @@ def make_nemo(args):
                  for i, n in enumerate(EDGE_LENGTHS)]
         clips.append(("silence-00800.wav", np.zeros(800, dtype=np.int16)))
         clips.append(("speech-whole.wav", speech[0]))
+        if args.broken:
+            clips.insert(5, ("broken-01000.wav", None))
         for name, x in clips:
-            data = wav_bytes(x, 16000)
+            # A member that is not audio at all, for runs under the skip policy.
+            data = b"RIFF\x10\x00\x00\x00WAVEjunk" + bytes(64) if x is None else wav_bytes(x, 16000)
+            x = np.zeros(1000, dtype=np.int16) if x is None else x
             info = tarfile.TarInfo(name)
             info.size = len(data)
             info.mtime = 0
@@ -210,6 +214,8 @@ def main():
     m = sub.add_parser("make-nemo")
     m.add_argument("src")
     m.add_argument("out")
+    m.add_argument("--broken", action="store_true",
+                   help="add an undecodable member, broken-01000.wav, among the clips")
     args = ap.parse_args()
     return check(args) if args.cmd == "check" else make_nemo(args)
 

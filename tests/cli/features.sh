@@ -4,8 +4,9 @@
 # whole) and clips of edge lengths cut from it (1 sample, under a window, exactly a hop, odd
 # lengths, digital silence), 64, 80 and 128 mels, frame counts padded to 16 or not: max abs
 # error <= 1e-4 on the normalised features, lengths exact, padding exactly 0. The features
-# do not depend on the threads; --no-keep-audio drops only the audio; dither repeats with its
-# seed; bad settings and a batch at another rate are refused with a message naming them.
+# do not depend on the threads; a row skipped under --on-error skip leaves the others' features
+# as they are; --no-keep-audio drops only the audio; dither repeats with its seed; bad
+# settings and a batch at another rate are refused with a message naming them.
 . "$(dirname "$0")/lib.sh"
 
 ref=$(dirname "$0")/../fbank_ref.py
@@ -66,6 +67,14 @@ done
 [ -e "$tmp/na/step0.audio_lens.npy" ] || fail "--no-keep-audio dropped audio_lens"
 cmp "$tmp/e1/step0.audio_lens.npy" "$tmp/na/step0.audio_lens.npy" ||
     fail "audio_lens differs without the audio"
+
+# Under the skip policy a row that fails to decode is dropped before the features are made:
+# the batches' features are those of the rows that remain.
+expect_rc 0 "$py" "$ref" make-nemo "$fx/wav" "$tmp/broken" --broken
+expect_rc 0 "$SHARC" read --features fbank $B --on-error skip --dump-dir "$tmp/sk" "$tmp/broken"
+expect_in "$tmp/err" "broken-01000.wav"
+expect_rc 0 "$py" "$ref" check "$tmp/sk"
+expect_in "$tmp/out" "25 rows"
 
 # Dither: the same with the same seed, another with another seed.
 expect_rc 0 "$SHARC" read --features fbank $B --fbank-dither 1e-5 --dump-dir "$tmp/d1" "$tmp/edge"
