@@ -204,6 +204,8 @@ static const cli_opt options[] = {
     USE("prefetch", "batches prepared ahead; 0 = 2 per thread + 2, at most 16\n(default 0)"),
     USE("read-ahead-bytes", "encoded bytes read ahead by the read-ahead threads, all\n"
                             "together; 0 = none (default 67108864)"),
+    USE("retries", NULL),
+    USE("timeout-ms", NULL),
     CLI_TEXT(
         "\nSampler (batches; Lhotse DynamicBucketingSampler equivalents in docs/sampler.md):\n"),
     {CLI_OPT_CUSTOM, "max-duration", .metavar = "S", SM(max_duration), .handler = parse_positive,

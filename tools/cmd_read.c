@@ -118,6 +118,8 @@ static const cli_opt options[] = {
     USE("on-error"),
     USE("sampling-rate"),
     USE("channel"),
+    USE("retries"),
+    USE("timeout-ms"),
     {CLI_OPT_U64, "limit", .metavar = "N", OWN(limit), .min = 1,
      .help = "stop after N batches (N cuts with --cuts) (default: no limit)"},
     CLI_TEXT("\nBatching (see docs/sampler.md for the Lhotse and NeMo names of each):\n"),

@@ -189,7 +189,15 @@ typedef struct sharc_reader_settings {
      *  threads only as far as this holds the shards being read ahead: raise it towards
      *  threads x shard size when reading is the limit (many cores, compressed shards). */
     uint64_t read_ahead_bytes;
-    uint8_t reserved[128]; ///< room for later fields; must be zero
+    /** Remote shards (s3://, http://, https://; docs/storage.md): retries of a transfer that
+     *  fails on the way (connection reset or refused, no data for timeout_ms, HTTP 5xx, 429),
+     *  each resuming at the byte where the last stopped, after a backoff doubling from
+     *  0.1 s to at most 5 s; 0 = none, at most 1000 (default 5) */
+    uint32_t retries;
+    /** Remote shards: a transfer that receives nothing for this long fails (and is retried);
+     *  also the limit on connecting, in ms; 0 = 30000, at most 86400000 (default 30000) */
+    uint32_t timeout_ms;
+    uint8_t reserved[120]; ///< room for later fields; must be zero
 } sharc_reader_settings;
 
 /**

@@ -19,10 +19,25 @@ typedef struct sharc__ctx {
     char error[SHARC__ERRLEN]; ///< last error message of the owning handle
     int error_logged;          ///< `error` went to the log at WARN or ERROR
     double io_seconds;         ///< time spent in read() by streams using this context
+    /** Remote shards (io/remote.h): retries of a failed transfer plus one (0: the default,
+     *  SHARC__NET_RETRIES) and the stall timeout in ms (0: SHARC__NET_TIMEOUT_MS), set from
+     *  the reader's settings and copied into the contexts of its threads. */
+    uint32_t net_retries_1, net_timeout_ms;
+    /** What remote shards read through this context cost: bytes received, transfers
+     *  retried, seconds spent waiting for their bytes (part of io_seconds too). */
+    uint64_t net_bytes, net_retries;
+    double net_wait_seconds;
 } sharc__ctx;
 
 /** Initialise from (possibly zeroed) user settings: NULL callbacks in alloc mean default. */
 void sharc__ctx_init(sharc__ctx *ctx, const sharc_allocator *alloc, const sharc_logger *log);
+
+/** Give `dst` the settings of `src` that reach below the handle (net_retries_1,
+ *  net_timeout_ms): for the contexts of a handle's threads. */
+void sharc__ctx_share_settings(sharc__ctx *dst, const sharc__ctx *src);
+
+/** Set the remote-shard settings from a reader's `retries` and `timeout_ms`. */
+void sharc__ctx_set_net(sharc__ctx *ctx, uint32_t retries, uint32_t timeout_ms);
 
 void *sharc__malloc(sharc__ctx *ctx, size_t size);
 void *sharc__calloc(sharc__ctx *ctx, size_t n, size_t size);

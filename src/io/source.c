@@ -18,6 +18,9 @@ static int la_code(struct archive *a, int dflt)
         return SHARC_ERR(ENOMEM);
     if (e == EIO)
         return SHARC_ERR_IO;
+    /* A remote shard refused (HTTP 401/403) or missing (404): io/remote.h. */
+    if (e == EACCES || e == ENOENT)
+        return SHARC_ERR(e);
     return dflt;
 }
 
@@ -42,10 +45,17 @@ int sharc__la_result(sharc__ctx *ctx, struct archive *a, long r, int code, const
     return sharc__fail_data(ctx, la_code(a, code), "%s: %s", what, msg);
 }
 
-int sharc__open_input(sharc__ctx *ctx, const char *path, int *fd, off_t *size, uint64_t *id)
+int sharc__open_input(sharc__ctx *ctx, const char *path, int *fd, off_t *size, uint64_t *id,
+                      sharc__remote **remote)
 {
     struct stat st;
     int rc = 0;
+    *remote = NULL;
+    if (sharc__is_remote(path)) {
+        *size = -1;
+        *id = 0;
+        return sharc__remote_open(remote, ctx, path, fd);
+    }
     *fd = open(path, O_RDONLY | O_CLOEXEC);
     if (*fd < 0)
         return sharc__fail_data(ctx, SHARC_ERR(errno), "%s: cannot open: %s", path,
@@ -80,6 +90,18 @@ static void z_free(voidpf opaque, voidpf p)
     sharc__free(opaque, p);
 }
 
+/* A remote stream's end of file is only the end of its bytes when the transfer or the
+ * command says it completed; otherwise the shard is not whole, and the reason is the error. */
+static int remote_ended(sharc__source *s, struct archive *a)
+{
+    char msg[SHARC__ERRLEN / 2];
+    int rc = sharc__remote_end(s->remote, msg, sizeof msg);
+    if (rc == 0)
+        return 0;
+    archive_set_error(a, rc == SHARC_ERR_IO ? EIO : -rc, "%s", msg);
+    return ARCHIVE_FATAL;
+}
+
 /* Keep the unread bytes, append what the file has next. */
 static int src_fill(sharc__source *s, struct archive *a)
 {
@@ -100,12 +122,17 @@ static int src_fill(sharc__source *s, struct archive *a)
         n = read(s->fd, s->in + s->avail, want - s->avail);
     while (n < 0 && errno == EINTR);
     /* Benchmarks split reading from decompression with this. */
-    s->ctx->io_seconds += sharc__now_s() - t0;
+    double waited = sharc__now_s() - t0;
+    s->ctx->io_seconds += waited;
+    if (s->remote)
+        s->ctx->net_wait_seconds += waited;
     if (n < 0) {
         archive_set_error(a, errno, "read error: %s", strerror(errno));
         return ARCHIVE_FATAL;
     }
     s->eof = n == 0;
+    if (s->eof && s->remote && remote_ended(s, a) < 0)
+        return ARCHIVE_FATAL;
     s->avail += (size_t)n;
     s->total += (uint64_t)n;
     return 0;
@@ -188,6 +215,13 @@ int sharc__source_finish(sharc__source *s, struct archive *a)
         if (gz_read(s, a, &block) < 0)
             return ARCHIVE_FATAL;
     }
+    /* A remote shard is read to its end, so that a transfer or a command that failed after
+     * the archive's last block is not taken for a whole shard. */
+    while (s->remote && !s->eof) {
+        s->avail = 0;
+        if (src_fill(s, a) < 0)
+            return ARCHIVE_FATAL;
+    }
     return ARCHIVE_OK;
 }
 
@@ -261,7 +295,9 @@ void sharc__source_free(sharc__source *s)
 {
     if (s->z_ready)
         inflateEnd(&s->z);
-    if (s->fd >= 0)
+    if (s->remote)
+        sharc__remote_close(&s->remote, s->ctx); /* closes fd */
+    else if (s->fd >= 0)
         close(s->fd);
     sharc__free(s->ctx, s->in);
     sharc__free(s->ctx, s->out);

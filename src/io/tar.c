@@ -57,8 +57,10 @@ int sharc__tar_open(sharc__tar **out, sharc__ctx *ctx, const char *path, uint64_
         goto fail;
     int fd = -1;
     uint64_t id = 0;
-    if ((rc = sharc__open_input(ctx, path, &fd, &size, &id)) < 0)
+    sharc__remote *remote;
+    if ((rc = sharc__open_input(ctx, path, &fd, &size, &id, &remote)) < 0)
         goto fail;
+    t->src.remote = remote; /* owned by the source from here on */
     if (size == 0) {
         close(fd);
         rc = sharc__fail_data(ctx, SHARC_ERR_CORRUPT,

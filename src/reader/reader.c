@@ -179,6 +179,7 @@ int sharc__reader_open(sharc_reader **out, const sharc_reader_settings *s)
     if (!r)
         return SHARC_ERR(ENOMEM);
     r->ctx = boot;
+    sharc__ctx_set_net(&r->ctx, s->retries, s->timeout_ms);
     sharc__fetcher_init(&r->fetch, 1);
     int rc = copy_settings(r, s);
     if (rc < 0)

@@ -52,6 +52,8 @@ void sharc_reader_default_settings(sharc_reader_settings *s)
     s->prefetch = 0;
     s->max_held_batches = 4;
     s->read_ahead_bytes = (uint64_t)64 << 20;
+    s->retries = 5;
+    s->timeout_ms = 30000;
     sharc_default_logger(&s->logger);
     sharc_default_allocator(&s->allocator);
 }
@@ -95,6 +97,8 @@ static int check_reader_settings(const sharc_reader_settings *s, const char **wh
              s->max_held_batches > SHARC__MAX_PREFETCH)
         *why = "n_threads must be in 0..4096, prefetch in 0..1024 and max_held_batches in "
                "1..1024";
+    else if (s->retries > 1000 || s->timeout_ms > 86400000)
+        *why = "retries must be in 0..1000 and timeout_ms in 0..86400000";
     else if (!s->resume_state != !s->resume_state_size)
         *why = "resume_state and resume_state_size must be given together";
     else if (!reserved_zero(s->reserved, sizeof s->reserved))
