@@ -411,22 +411,35 @@ static int retryable_curl(CURLcode c)
     }
 }
 
+/* Append a header to *h; on failure (out of memory) *h keeps what it had and -1 is returned. */
+static int add_header(struct curl_slist **h, const char *line)
+{
+    struct curl_slist *n = curl_slist_append(*h, line);
+    if (!n)
+        return -1;
+    *h = n;
+    return 0;
+}
+
 static int setup_request(sharc__remote *r, struct curl_slist **headers, char *errbuf)
 {
     CURL *c = r->curl;
     char range[64], match[sizeof r->etag + 16];
     snprintf(range, sizeof range, "Range: bytes=%" PRIu64 "-", r->delivered);
-    struct curl_slist *h = curl_slist_append(NULL, range);
-    if (h && r->delivered && r->etag[0]) {
-        snprintf(match, sizeof match, "If-Match: %s", r->etag);
-        h = curl_slist_append(h, match) ? h : NULL;
-    }
-    if (h && r->token_header)
-        h = curl_slist_append(h, r->token_header) ? h : NULL;
-    *headers = h;
-    if (!h)
-        return -1;
-    int bad = 0;
+    snprintf(match, sizeof match, "If-Match: %s", r->etag);
+    int bad = add_header(headers, range) < 0;
+    /* A resumed transfer must continue the object it started with, not a replacement. */
+    if (r->delivered && r->etag[0])
+        bad |= add_header(headers, match) < 0;
+    if (r->token_header)
+        bad |= add_header(headers, r->token_header) < 0;
+    /* S3 wants the payload's hash among the signed headers, which libcurl 7.88 leaves out;
+     * a GET's payload is empty. */
+    if (r->sigv4)
+        bad |= add_header(headers,
+                          "x-amz-content-sha256: "
+                          "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855") < 0;
+    struct curl_slist *h = *headers;
     bad |= curl_easy_setopt(c, CURLOPT_URL, r->url) != CURLE_OK;
     bad |= curl_easy_setopt(c, CURLOPT_HTTPHEADER, h) != CURLE_OK;
     bad |= curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf) != CURLE_OK;
