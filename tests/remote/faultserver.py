@@ -9,6 +9,7 @@ goes wrong (the counters are per MODE and PATH, so each test starts from its fir
   ok        nothing
   reset     the first answer stops after half the body with a connection reset (RST)
   stall     the first answer stops after half the body and sends nothing for 30 s
+  stallall  every answer does
   503       the first three requests get 503 SlowDown, then the file
   always503 every request gets 503
   truncate  every answer stops after at most 1000 bytes of the body (the connection closes)
@@ -107,7 +108,7 @@ class Handler(BaseHTTPRequestHandler):
             self.connection.close()
             self.close_connection = True
             return
-        if mode == "stall" and first:
+        if (mode == "stall" and first) or mode == "stallall":
             self.wfile.write(send[: len(send) // 2])
             self.wfile.flush()
             time.sleep(30)
