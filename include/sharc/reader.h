@@ -233,8 +233,15 @@ typedef struct sharc_reader_stats {
     /** The problem kinds the library counts (its SHARC_PROBLEM_COUNT): a program built with
      *  an older header learns from it that `problems` holds kinds it has no name for. */
     uint32_t n_problem_kinds;
+    /** Remote shards (docs/storage.md), like stage_seconds the totals so far, over every
+     *  thread: transfers retried, bytes received (bodies, error answers and listings
+     *  included), seconds the reading threads waited for remote bytes (part of
+     *  stage_seconds[SHARC_STAGE_READ] too). */
+    uint32_t net_retries;
+    uint64_t net_bytes;
+    double net_wait_seconds;
     /** Room for later counters, so that the struct keeps its size (sharc/common.h); zero. */
-    uint8_t reserved[60];
+    uint8_t reserved[40];
 } sharc_reader_stats;
 
 /** Indices of sharc_reader_stats.stage_seconds. */

@@ -5,6 +5,7 @@
 #define SHARC_SRC_CTX_H
 
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "sharc/common.h"
@@ -12,6 +13,12 @@
 #define SHARC__ERRLEN 1024
 /** Longest log message passed to a sharc_logger callback, NUL included. */
 #define SHARC__LOG_MAX 2048
+
+/** What remote shards read through a handle cost, counted by its threads at once: bytes
+ *  received, transfers retried, nanoseconds the readers waited for their bytes. */
+typedef struct sharc__net_counters {
+    _Atomic uint64_t bytes, retries, wait_ns;
+} sharc__net_counters;
 
 typedef struct sharc__ctx {
     sharc_allocator alloc;
@@ -23,18 +30,24 @@ typedef struct sharc__ctx {
      *  SHARC__NET_RETRIES) and the stall timeout in ms (0: SHARC__NET_TIMEOUT_MS), set from
      *  the reader's settings and copied into the contexts of its threads. */
     uint32_t net_retries_1, net_timeout_ms;
-    /** What remote shards read through this context cost: bytes received, transfers
-     *  retried, seconds spent waiting for their bytes (part of io_seconds too). */
-    uint64_t net_bytes, net_retries;
-    double net_wait_seconds;
+    /** What remote shards cost the handle (sharc__ctx_net()): its own counters, or those of
+     *  the context whose settings it shares (sharc__ctx_share_settings()), which outlives it. */
+    sharc__net_counters net_own, *net_shared;
 } sharc__ctx;
+
+/** The counters of remote shards that `ctx` counts into. */
+static inline sharc__net_counters *sharc__ctx_net(sharc__ctx *ctx)
+{
+    return ctx->net_shared ? ctx->net_shared : &ctx->net_own;
+}
 
 /** Initialise from (possibly zeroed) user settings: NULL callbacks in alloc mean default. */
 void sharc__ctx_init(sharc__ctx *ctx, const sharc_allocator *alloc, const sharc_logger *log);
 
 /** Give `dst` the settings of `src` that reach below the handle (net_retries_1,
- *  net_timeout_ms): for the contexts of a handle's threads. */
-void sharc__ctx_share_settings(sharc__ctx *dst, const sharc__ctx *src);
+ *  net_timeout_ms), and make it count into the network counters of `src`, which must
+ *  outlive it: for the contexts of a handle's threads. */
+void sharc__ctx_share_settings(sharc__ctx *dst, sharc__ctx *src);
 
 /** Set the remote-shard settings from a reader's `retries` and `timeout_ms`. */
 void sharc__ctx_set_net(sharc__ctx *ctx, uint32_t retries, uint32_t timeout_ms);

@@ -721,8 +721,8 @@ void sharc__remote_close(sharc__remote **rp, sharc__ctx *ctx)
         pthread_join(r->thread, NULL);
     if (r->wfd >= 0)
         close(r->wfd);
-    ctx->net_bytes += atomic_load(&r->bytes);
-    ctx->net_retries += atomic_load(&r->n_retries);
+    atomic_fetch_add(&sharc__ctx_net(ctx)->bytes, atomic_load(&r->bytes));
+    atomic_fetch_add(&sharc__ctx_net(ctx)->retries, atomic_load(&r->n_retries));
     remote_free(ctx, r);
 }
 

@@ -77,7 +77,8 @@ int sharc__remote_open(sharc__remote **out, sharc__ctx *ctx, const char *path, i
 int sharc__remote_end(sharc__remote *r, char *msg, size_t cap);
 
 /** Stop the transfer or the command (if still running), release everything, and add the
- *  stream's counters to `ctx` (net_bytes, net_retries). NULL-safe; sets *r to NULL. */
+ *  stream's bytes and retries to the counters of `ctx` (sharc__ctx_net()). NULL-safe; sets
+ *  *r to NULL. */
 void sharc__remote_close(sharc__remote **r, sharc__ctx *ctx);
 
 /**

@@ -125,7 +125,7 @@ static int src_fill(sharc__source *s, struct archive *a)
     double waited = sharc__now_s() - t0;
     s->ctx->io_seconds += waited;
     if (s->remote)
-        s->ctx->net_wait_seconds += waited;
+        atomic_fetch_add(&sharc__ctx_net(s->ctx)->wait_ns, (uint64_t)(waited * 1e9));
     if (n < 0) {
         archive_set_error(a, errno, "read error: %s", strerror(errno));
         return ARCHIVE_FATAL;

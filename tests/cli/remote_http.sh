@@ -40,6 +40,18 @@ expect_rc 0 "$SHARC" read $B "$url/reset/shar/cuts.00000{0..2}.jsonl.gz" \
 same "$tmp/shar.local" "$tmp/out"
 expect_rc 0 "$SHARC" validate "$url/stall/wds/shard-000001.tar.gz"
 
+# sharc bench reports what the network cost: a shard reset once on the way, one retry.
+one=shard-000001.tar.gz
+expect_rc 0 "$SHARC" bench --json --warmup 0 --threads 1 "$url/flaky/wds/$one"
+"$PYTHON" - "$tmp/out" "$(wc -c <"$c/wds/$one")" <<'PY' || fail "bench network"
+import json, sys
+net = json.load(open(sys.argv[1]))["network"]
+size = int(sys.argv[2])
+assert net["retries"] == 1, net
+assert size <= net["bytes"] < 2 * size, (net, size)
+assert net["wait_seconds"] > 0, net
+PY
+
 # Faults that outlast the retries, or are final: the URL, what happened, the retries made.
 one=shard-000001.tar.gz
 expect_rc 1 "$SHARC" read --retries 2 "$url/always503/wds/$one"

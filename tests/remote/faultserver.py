@@ -5,9 +5,11 @@ the remote-shard tests (tests/cli/remote_http.sh) and benchmarks.
 Usage: faultserver.py ROOT PORTFILE [--delay-ms N]
 
 It writes the port it listens on to PORTFILE. GET /MODE/PATH serves ROOT/PATH; MODE says what
-goes wrong (the counters are per MODE and PATH, so each test starts from its first request):
+goes wrong. The counters are per MODE and PATH, and MODE may carry a suffix (reset-2) for
+counters of its own, so that each test can start from a first request:
   ok        nothing
   reset     the first answer stops after half the body with a connection reset (RST)
+  flaky     every other answer (the 1st, 3rd, ...) does
   stall     the first answer stops after half the body and sends nothing for 30 s
   stallall  every answer does
   503       the first three requests get 503 SlowDown, then the file
@@ -58,10 +60,11 @@ class Handler(BaseHTTPRequestHandler):
         parts = self.path.lstrip("/").split("/", 1)
         if len(parts) != 2:
             return self.error(404, "NoSuchKey", "no mode")
-        mode, rel = parts
+        key, rel = parts
+        mode = key.split("-")[0]
         with lock:
-            n = counts.get((mode, rel), 0)
-            counts[(mode, rel)] = n + 1
+            n = counts.get((key, rel), 0)
+            counts[(key, rel)] = n + 1
         if mode == "403":
             return self.error(403, "AccessDenied", "Access Denied")
         if mode == "404" or ".." in rel:
@@ -100,7 +103,7 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(announced))
         self.send_header("ETag", f'"{size}-{int(st.st_mtime)}"')
         self.end_headers()
-        if mode == "reset" and first:
+        if (mode == "reset" and first) or (mode == "flaky" and n % 2 == 0):
             self.wfile.write(send[: len(send) // 2])
             self.wfile.flush()
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
