@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "base/buf.h"
+#include "base/layout.h"
 
 extern char **environ;
 
@@ -733,54 +734,69 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* The text of the first <tag>…</tag> in [p, end), entities decoded, or NULL. */
-static char *xml_text(sharc__ctx *ctx, const char *p, const char *end, const char *tag,
-                      const char **after)
+/* The character an entity at `a` (n bytes) stands for, with its length in *used: the five
+ * predefined ones and character references to ASCII (S3 writes control characters so);
+ * -1 for anything else, which then stands for itself. */
+static int xml_entity(const char *a, size_t n, size_t *used)
 {
-    char open[64], close_[64];
-    snprintf(open, sizeof open, "<%s>", tag);
-    snprintf(close_, sizeof close_, "</%s>", tag);
-    const char *a = memmem(p, (size_t)(end - p), open, strlen(open));
-    if (!a)
-        return NULL;
-    a += strlen(open);
-    const char *b = memmem(a, (size_t)(end - a), close_, strlen(close_));
-    if (!b)
-        return NULL;
-    if (after)
-        *after = b + strlen(close_);
-    char *s = sharc__malloc(ctx, (size_t)(b - a) + 1), *w = s;
-    if (!s)
-        return NULL;
     static const struct {
         const char *name;
         char c;
     } ents[] = {{"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&quot;", '"'}, {"&apos;", '\''}};
-    while (a < b) {
-        size_t k = 0, n = sizeof ents / sizeof *ents;
-        if (*a == '&') {
-            for (k = 0; k < n; k++)
-                if ((size_t)(b - a) >= strlen(ents[k].name) &&
-                    strncmp(a, ents[k].name, strlen(ents[k].name)) == 0)
-                    break;
-            if (k < n) {
-                *w++ = ents[k].c;
-                a += strlen(ents[k].name);
-                continue;
-            }
-            unsigned v;
-            int used = 0;
-            if ((sscanf(a, "&#x%x;%n", &v, &used) == 1 || sscanf(a, "&#%u;%n", &v, &used) == 1) &&
-                used > 0 && a + used <= b && v > 0 && v < 0x80) {
-                *w++ = (char)v;
-                a += used;
-                continue;
-            }
+    if (n < 3 || a[0] != '&')
+        return -1;
+    for (size_t k = 0; k < sizeof ents / sizeof *ents; k++)
+        if (n >= strlen(ents[k].name) && strncmp(a, ents[k].name, strlen(ents[k].name)) == 0) {
+            *used = strlen(ents[k].name);
+            return ents[k].c;
         }
-        *w++ = *a++;
+    if (a[1] != '#')
+        return -1;
+    const int hex = a[2] == 'x';
+    unsigned v = 0;
+    size_t i = 2 + (size_t)hex;
+    for (; i < n && i < 8 && (hex ? isxdigit((unsigned char)a[i]) : isdigit((unsigned char)a[i]));
+         i++)
+        v = v * (hex ? 16u : 10u) + (unsigned)(isdigit((unsigned char)a[i])
+                                                   ? a[i] - '0'
+                                                   : tolower((unsigned char)a[i]) - 'a' + 10);
+    if (i >= n || a[i] != ';' || i == 2 + (size_t)hex || v == 0 || v >= 0x80)
+        return -1;
+    *used = i + 1;
+    return (int)v;
+}
+
+/* The text of the first <tag>…</tag> in [p, end), entities decoded, in *out (NULL when the
+ * tag is absent). */
+static int xml_text(sharc__ctx *ctx, const char *p, const char *end, const char *tag, char **out)
+{
+    char open[64], close_[64];
+    snprintf(open, sizeof open, "<%s>", tag);
+    snprintf(close_, sizeof close_, "</%s>", tag);
+    *out = NULL;
+    const char *a = memmem(p, (size_t)(end - p), open, strlen(open));
+    if (!a)
+        return 0;
+    a += strlen(open);
+    const char *b = memmem(a, (size_t)(end - a), close_, strlen(close_));
+    if (!b)
+        return 0;
+    char *s = sharc__malloc(ctx, (size_t)(b - a) + 1), *w = s;
+    if (!s)
+        return SHARC_ERR(ENOMEM);
+    while (a < b) {
+        size_t used = 0;
+        int c = xml_entity(a, (size_t)(b - a), &used);
+        if (c >= 0) {
+            *w++ = (char)c;
+            a += used;
+        } else {
+            *w++ = *a++;
+        }
     }
     *w = 0;
-    return s;
+    *out = s;
+    return 0;
 }
 
 /* Every <block>…</block> of [p, end) in turn: *at is where the next search starts. */
@@ -832,77 +848,98 @@ static int list_page(sharc__ctx *ctx, sharc__remote *r, const char *url, sharc__
     return 0;
 }
 
-static int list_prefix(sharc__ctx *ctx, sharc__remote *r, const char *bucket, size_t bucket_len,
-                       const char *prefix, sharc__strs *out, int recurse_manifests, size_t *ignored)
+int sharc__s3_parse_list(sharc__ctx *ctx, const char *xml, size_t n, const char *bucket,
+                         sharc__strs *keys, sharc__strs *dirs, char **token)
+{
+    const char *p = xml, *end = xml + n, *b0, *b1;
+    char *text = NULL;
+    int rc = 0;
+    *token = NULL;
+    for (; rc == 0 && xml_block(p, end, "Contents", &b0, &b1); p = b1) {
+        if ((rc = xml_text(ctx, b0, b1, "Key", &text)) < 0)
+            break;
+        if (!text) {
+            rc = sharc__set_error(ctx, SHARC_ERR_IO, "an object without a <Key> in the listing");
+            break;
+        }
+        const char *leaf = strrchr(text, '/') ? strrchr(text, '/') + 1 : text;
+        /* Hidden names are skipped as in a directory; a key ending in '/' marks a folder. */
+        if (*leaf && *leaf != '.') {
+            size_t len = strlen(bucket) + strlen(text) + 7;
+            char *u = sharc__malloc(ctx, len);
+            if (u)
+                snprintf(u, len, "s3://%s/%s", bucket, text);
+            rc = sharc__strs_push(ctx, keys, u);
+        }
+        sharc__free(ctx, text);
+        text = NULL;
+    }
+    for (p = xml; rc == 0 && xml_block(p, end, "CommonPrefixes", &b0, &b1); p = b1) {
+        if ((rc = xml_text(ctx, b0, b1, "Prefix", &text)) == 0 && text)
+            rc = sharc__strs_push(ctx, dirs, text);
+        text = NULL;
+    }
+    if (rc == 0 && (rc = xml_text(ctx, xml, end, "IsTruncated", &text)) == 0 && text &&
+        strcmp(text, "true") == 0) {
+        rc = xml_text(ctx, xml, end, "NextContinuationToken", token);
+        if (rc == 0 && (!*token || !**token))
+            rc = sharc__set_error(ctx, SHARC_ERR_IO,
+                                  "a truncated listing page without a NextContinuationToken");
+    }
+    sharc__free(ctx, text);
+    if (rc < 0) {
+        sharc__free(ctx, *token);
+        *token = NULL;
+    }
+    return rc == SHARC_ERR(ENOMEM) ? sharc__set_error(ctx, rc, "out of memory") : rc;
+}
+
+static int list_prefix(sharc__ctx *ctx, sharc__remote *r, const char *bucket, const char *prefix,
+                       sharc__strs *out, int recurse_manifests, size_t *ignored)
 {
     sharc__buf base = {0}, url = {0}, page = {0};
-    char *token = NULL;
-    int rc = s3_http_url(ctx, &base, bucket, bucket_len, NULL);
+    sharc__strs dirs = {0};
+    char *token = NULL, *last = NULL;
+    int rc = s3_http_url(ctx, &base, bucket, strlen(bucket), NULL);
     do {
         rc = rc < 0 ? rc : sharc__buf_set(ctx, &url, base.data, base.len);
         rc = rc < 0 ? rc : list_query(ctx, &url, prefix, token);
         rc = rc < 0 ? rc : list_page(ctx, r, sharc__buf_str(&url), &page);
-        sharc__free(ctx, token);
+        sharc__free(ctx, last);
+        last = token;
         token = NULL;
-        if (rc < 0)
-            break;
-        const char *p = (const char *)page.data, *end = p + page.len, *b0, *b1;
-        for (; rc == 0 && xml_block(p, end, "Contents", &b0, &b1); p = b1) {
-            char *key = xml_text(ctx, b0, b1, "Key", NULL);
-            if (!key) {
-                rc = SHARC_ERR(ENOMEM);
-                break;
-            }
-            const char *base_name = strrchr(key, '/') ? strrchr(key, '/') + 1 : key;
-            if (*base_name && *base_name != '.') {
-                size_t n = bucket_len + strlen(key) + 7;
-                char *u = sharc__malloc(ctx, n);
-                if (u)
-                    snprintf(u, n, "s3://%.*s/%s", (int)bucket_len, bucket, key);
-                rc = sharc__strs_push(ctx, out, u);
-            }
-            sharc__free(ctx, key);
-        }
-        p = (const char *)page.data;
-        for (; rc == 0 && xml_block(p, end, "CommonPrefixes", &b0, &b1); p = b1) {
-            char *sub = xml_text(ctx, b0, b1, "Prefix", NULL);
-            if (!sub) {
-                rc = SHARC_ERR(ENOMEM);
-                break;
-            }
-            size_t n = strlen(sub);
-            const char *leaf = sub + strlen(prefix);
-            if (recurse_manifests && strncmp(leaf, "sharded_manifests/", 18) == 0 && n) {
-                rc = list_prefix(ctx, r, bucket, bucket_len, sub, out, 0, ignored);
-            } else {
-                sharc__log(ctx, SHARC_LOG_WARN,
-                           "ignoring directory s3://%.*s/%s: shards are read from the "
-                           "directories given, not from their subdirectories (give it, or a "
-                           "pattern, as a path)",
-                           (int)bucket_len, bucket, sub);
-                (*ignored)++;
-            }
-            sharc__free(ctx, sub);
-        }
-        char *trunc =
-            rc == 0 ? xml_text(ctx, (const char *)page.data, end, "IsTruncated", NULL) : NULL;
-        if (trunc && strcmp(trunc, "true") == 0) {
-            token = xml_text(ctx, (const char *)page.data, end, "NextContinuationToken", NULL);
-            if (!token)
-                rc = sharc__set_error(ctx, SHARC_ERR_IO,
-                                      "cannot list s3://%.*s/%s: a truncated page without "
-                                      "NextContinuationToken",
-                                      (int)bucket_len, bucket, prefix);
-        }
-        sharc__free(ctx, trunc);
+        if (rc == 0 && (rc = sharc__s3_parse_list(ctx, (const char *)page.data, page.len, bucket,
+                                                  out, &dirs, &token)) < 0)
+            sharc__wrap_error(ctx, rc, "cannot list s3://%s/%s", bucket, prefix);
+        /* A server that hands the same token again would be listed forever. */
+        if (rc == 0 && token && last && strcmp(token, last) == 0)
+            rc = sharc__set_error(ctx, SHARC_ERR_IO,
+                                  "cannot list s3://%s/%s: the server repeated the continuation "
+                                  "token of the page before",
+                                  bucket, prefix);
     } while (rc == 0 && token);
+    const size_t plen = strlen(prefix);
+    for (size_t i = 0; rc == 0 && i < dirs.n; i++) {
+        const char *sub = dirs.items[i];
+        const int below = strncmp(sub, prefix, plen) == 0;
+        if (recurse_manifests && below && strcmp(sub + plen, SHARC__NEMO_SHARDED_DIR "/") == 0) {
+            rc = list_prefix(ctx, r, bucket, sub, out, 0, ignored);
+        } else {
+            sharc__log(ctx, SHARC_LOG_WARN,
+                       "ignoring directory s3://%s/%s: shards are read from the directories "
+                       "given, not from their subdirectories (give it, or a pattern, as a path)",
+                       bucket, sub);
+            (*ignored)++;
+        }
+    }
     sharc__free(ctx, token);
+    sharc__free(ctx, last);
+    sharc__strs_free(ctx, &dirs);
     sharc__buf_free(ctx, &base);
     sharc__buf_free(ctx, &url);
     sharc__buf_free(ctx, &page);
     return rc == SHARC_ERR(ENOMEM) && !ctx->error[0]
-               ? sharc__set_error(ctx, rc, "cannot list s3://%.*s/%s: out of memory",
-                                  (int)bucket_len, bucket, prefix)
+               ? sharc__set_error(ctx, rc, "cannot list s3://%s/%s: out of memory", bucket, prefix)
                : rc;
 }
 
@@ -919,13 +956,16 @@ int sharc__remote_list(sharc__ctx *ctx, const char *url, sharc__strs *out, int r
     pthread_once(&curl_once, curl_start);
     if (rc == 0 && !curl_ready)
         rc = sharc__set_error(ctx, SHARC_ERR_IO, "%s: libcurl cannot be initialised", url);
-    const char *bucket = url + 5, *slash = strchr(bucket, '/');
-    size_t bucket_len = slash ? (size_t)(slash - bucket) : strlen(bucket);
+    const char *slash = strchr(url + 5, '/');
+    char *bucket =
+        sharc__strndup(ctx, url + 5, slash ? (size_t)(slash - url - 5) : strlen(url + 5));
     size_t first = out->n;
     ctx->error[0] = 0;
+    if (rc == 0 && !bucket)
+        rc = sharc__set_error(ctx, SHARC_ERR(ENOMEM), "cannot list %s: out of memory", url);
     if (rc == 0)
-        rc = list_prefix(ctx, r, bucket, bucket_len, slash ? slash + 1 : "", out, recurse_manifests,
-                         ignored);
+        rc = list_prefix(ctx, r, bucket, slash ? slash + 1 : "", out, recurse_manifests, ignored);
+    sharc__free(ctx, bucket);
     if (rc == 0 && out->n > first)
         qsort(out->items + first, out->n - first, sizeof(char *), cmp_str);
     sharc__remote_close(&r, ctx);

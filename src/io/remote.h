@@ -92,4 +92,17 @@ void sharc__remote_close(sharc__remote **r, sharc__ctx *ctx);
 int sharc__remote_list(sharc__ctx *ctx, const char *url, sharc__strs *out, int recurse_manifests,
                        size_t *ignored);
 
+/**
+ * Parse one ListObjectsV2 page (`n` bytes of XML, NUL-terminated) of `bucket`: append its
+ * objects to `keys` as s3://bucket/key (hidden names and keys ending in '/' left out), its
+ * common prefixes ("subdirectories", as the keys spell them) to `dirs`, and set *token to
+ * its NextContinuationToken when the page says it is truncated (else NULL; the caller frees
+ * it with sharc__free()). The predefined entities and character references to ASCII are
+ * decoded; the parse is by tags, not a full XML parser, which S3's fixed layout allows.
+ * @return 0; SHARC_ERR_IO for an object without a key, or a truncated page without a token;
+ *         SHARC_ERR(ENOMEM)
+ */
+int sharc__s3_parse_list(sharc__ctx *ctx, const char *xml, size_t n, const char *bucket,
+                         sharc__strs *keys, sharc__strs *dirs, char **token);
+
 #endif /* SHARC_SRC_REMOTE_H */
