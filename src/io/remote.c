@@ -455,6 +455,7 @@ static int setup_request(sharc__remote *r, struct curl_slist **headers, char *er
     bad |= curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress) != CURLE_OK;
     bad |= curl_easy_setopt(c, CURLOPT_XFERINFODATA, r) != CURLE_OK;
     bad |= curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L) != CURLE_OK;
+    bad |= curl_easy_setopt(c, CURLOPT_BUFFERSIZE, (long)SHARC__NET_BUFFER / 2) != CURLE_OK;
     if (r->sigv4) {
         bad |= curl_easy_setopt(c, CURLOPT_AWS_SIGV4, r->sigv4) != CURLE_OK;
         bad |= curl_easy_setopt(c, CURLOPT_USERNAME, r->user) != CURLE_OK;
@@ -596,6 +597,10 @@ static int http_open(sharc__remote *r, sharc__ctx *ctx, const char *path, int *f
                                 strerror(errno));
     r->rfd = sv[0];
     r->wfd = sv[1];
+    /* A larger buffer means fewer wake-ups of the two threads per megabyte; the kernel caps
+     * it (net.core.wmem_max), and it bounds what a transfer holds. */
+    int buf = SHARC__NET_BUFFER;
+    (void)setsockopt(r->wfd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -617,6 +622,9 @@ static int pipe_open(sharc__remote *r, sharc__ctx *ctx, const char *path, int *f
     if (pipe2(p, O_CLOEXEC) != 0)
         return sharc__set_error(ctx, SHARC_ERR_IO, "%s: cannot make a pipe: %s", path,
                                 strerror(errno));
+    /* As for a socket pair: fewer switches between the command and the reader (capped by
+     * /proc/sys/fs/pipe-max-size; a failure keeps the default 64 KiB). */
+    (void)fcntl(p[1], F_SETPIPE_SZ, SHARC__NET_BUFFER);
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     posix_spawn_file_actions_init(&fa);

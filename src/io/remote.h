@@ -37,6 +37,9 @@
 /** Backoff before the first retry, doubled for each next one up to the cap (ms). */
 #define SHARC__NET_BACKOFF_MS     100
 #define SHARC__NET_BACKOFF_MAX_MS 5000
+/** The buffer between a transfer (or a command) and the reader, in bytes: with libcurl's
+ *  receive buffer (half as large), what one remote shard being read holds. */
+#define SHARC__NET_BUFFER (1 << 20)
 /** The most bytes of one listing page or error body kept. */
 #define SHARC__NET_PAGE_MAX ((size_t)32 << 20)
 

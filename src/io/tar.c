@@ -432,6 +432,10 @@ void sharc__tar_set_lazy(sharc__tar *t, int (*leave)(const char *name))
      * its payloads at offsets of the decompressed stream, not of the file: read them. */
     if (archive_filter_code(t->a, 0) != ARCHIVE_FILTER_NONE)
         return;
+    /* Nor can a stream that cannot seek (a pipe, a remote shard) leave payloads behind, and
+     * small reads would only cost it a wake-up per 4 KiB. */
+    if (!t->src.seekable)
+        return;
     t->lazy = 1;
     t->leave = leave;
     t->src.small_reads = 1;
