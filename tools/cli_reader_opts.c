@@ -86,7 +86,8 @@ const cli_opt cli_reader_group[] = {
      .flags = CLI_BATCH_ONLY,
      .help = "decode threads (with N > 1, shard read-ahead threads too: as\n"
              "many for compressed tars, one per 4 for plain ones, at most\n"
-             "8); 0 = all online cores (default 0)"},
+             "8; remote shards: at least one, also with N = 1); 0 = all\n"
+             "online cores (default 0)"},
     /* as the library bounds it */
     {CLI_OPT_INT, "prefetch", .metavar = "N", R(prefetch), .min = 0, .max = 1024,
      .flags = CLI_BATCH_ONLY,

@@ -202,7 +202,8 @@ static const cli_opt options[] = {
                    "need one channel)"),
     USE("threads", "decode threads for batches (with N > 1, shard read-ahead\n"
                    "threads too: as many for compressed tars, one per 4 for plain\n"
-                   "ones, at most 8); 0 = all online cores (default 0)"),
+                   "ones, at most 8; remote shards: at least one, also with N = 1);\n"
+                   "0 = all online cores (default 0)"),
     USE("prefetch", "batches prepared ahead; 0 = 2 per thread + 2, at most 16\n(default 0)"),
     USE("read-ahead-bytes", "encoded bytes read ahead by the read-ahead threads, all\n"
                             "together; 0 = none (default 67108864)"),

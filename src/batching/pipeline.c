@@ -16,6 +16,7 @@
 #include "batching/pipeline.h"
 #include "reader/reader_impl.h"
 #include "batching/bcut.h"
+#include "io/remote.h"
 #include "io/tar.h"
 #include "base/buf.h"
 #include "io/fetch.h"
@@ -1148,8 +1149,13 @@ int sharc__pipeline_start(sharc_reader *r)
         n_lanes = p->n_workers / PLAIN_WORKERS_PER_LANE;
     if (n_lanes > SHARC__MAX_LANES)
         n_lanes = SHARC__MAX_LANES;
-    if (p->n_workers < 2 || r->s.read_ahead_bytes == 0)
+    /* Remote shards (io/remote.h) are read ahead even with one thread: a lane keeps the next
+     * shard's transfer in flight, which hides its latency, and waiting costs no core. */
+    const int remote = r->ds.n_shards > 0 && sharc__is_remote(r->ds.shards[0].audio_path);
+    if ((p->n_workers < 2 && !remote) || r->s.read_ahead_bytes == 0)
         n_lanes = 0;
+    else if (remote && n_lanes < 1)
+        n_lanes = 1;
     if (rc == 0 && n_lanes > 0)
         rc = sharc__reader_readahead_start(r, n_lanes, r->s.read_ahead_bytes / (uint64_t)n_lanes);
     if (rc == 0)

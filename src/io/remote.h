@@ -40,6 +40,8 @@
 /** The buffer between a transfer (or a command) and the reader, in bytes: with libcurl's
  *  receive buffer (half as large), what one remote shard being read holds. */
 #define SHARC__NET_BUFFER (1 << 20)
+/** The most bytes read on after an archive's end to learn whether its stream ended well. */
+#define SHARC__NET_DRAIN_MAX ((uint64_t)1 << 20)
 /** The most bytes of one listing page or error body kept. */
 #define SHARC__NET_PAGE_MAX ((size_t)32 << 20)
 

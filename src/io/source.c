@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -102,10 +103,22 @@ static int remote_ended(sharc__source *s, struct archive *a)
     return ARCHIVE_FATAL;
 }
 
+/* After the archive's end, a remote stream is waited for no longer than its timeout. */
+static int remote_readable(sharc__source *s)
+{
+    const int wait_ms =
+        (int)(s->ctx->net_timeout_ms ? s->ctx->net_timeout_ms : SHARC__NET_TIMEOUT_MS);
+    struct pollfd pfd = {.fd = s->fd, .events = POLLIN};
+    int ready;
+    while ((ready = poll(&pfd, 1, wait_ms)) < 0 && errno == EINTR)
+        ;
+    return ready > 0;
+}
+
 /* Keep the unread bytes, append what the file has next. */
 static int src_fill(sharc__source *s, struct archive *a)
 {
-    if (s->fd < 0) {
+    if (s->fd < 0 || (s->finishing && s->remote && !remote_readable(s))) {
         s->eof = 1;
         return 0;
     }
@@ -173,6 +186,11 @@ static la_ssize_t gz_read(sharc__source *s, struct archive *a, const void **buf)
 {
     s->z.next_out = s->out;
     s->z.avail_out = SHARC__READ_BLOCK;
+    if (s->member_done) {
+        s->member_done = 0;
+        if (gz_next_member(s, a) < 0)
+            return ARCHIVE_FATAL;
+    }
     while (s->z.avail_out == SHARC__READ_BLOCK && s->mode == SHARC__SRC_GZIP) {
         if (s->avail == 0) {
             if (s->eof) {
@@ -189,7 +207,12 @@ static la_ssize_t gz_read(sharc__source *s, struct archive *a, const void **buf)
         int zr = inflate(&s->z, Z_NO_FLUSH);
         s->next += in - s->z.avail_in;
         s->avail -= in - s->z.avail_in;
-        if (zr == Z_STREAM_END) {
+        if (zr == Z_STREAM_END && s->z.avail_out < SHARC__READ_BLOCK) {
+            /* The member's last bytes go to libarchive before a look for another member,
+             * which may wait on a stream (a command that has written all it will, but not
+             * yet ended): an archive that ends in them needs no more. */
+            s->member_done = 1;
+        } else if (zr == Z_STREAM_END) {
             if (gz_next_member(s, a) < 0)
                 return ARCHIVE_FATAL;
         } else if (zr != Z_OK && !(zr == Z_BUF_ERROR && s->z.avail_in < in)) {
@@ -210,14 +233,18 @@ static la_ssize_t gz_read(sharc__source *s, struct archive *a, const void **buf)
  */
 int sharc__source_finish(sharc__source *s, struct archive *a)
 {
+    s->finishing = 1;
     while (s->mode == SHARC__SRC_GZIP) {
         const void *block;
         if (gz_read(s, a, &block) < 0)
             return ARCHIVE_FATAL;
     }
-    /* A remote shard is read to its end, so that a transfer or a command that failed after
-     * the archive's last block is not taken for a whole shard. */
-    while (s->remote && !s->eof) {
+    /* A remote shard is read on to its end, so that a transfer or a command that failed after
+     * the archive's last block is not taken for a whole shard; but only for so many bytes
+     * (tape padding is 10 KiB) and so long without one (src_fill): beyond that, the archive,
+     * whole and checked, is taken as it is, and closing the source stops what still runs. */
+    uint64_t start = s->total;
+    while (s->remote && !s->eof && s->total - start < SHARC__NET_DRAIN_MAX) {
         s->avail = 0;
         if (src_fill(s, a) < 0)
             return ARCHIVE_FATAL;

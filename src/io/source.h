@@ -54,6 +54,8 @@ typedef struct sharc__source {
     int eof, mode;
     z_stream z;
     int z_ready;
+    int member_done;       ///< a gzip member ended; look for another at the next read
+    int finishing;         ///< past the archive's end (sharc__source_finish)
     sharc__remote *remote; ///< a remote shard's stream, whose descriptor `fd` is
 } sharc__source;
 

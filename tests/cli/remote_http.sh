@@ -83,13 +83,17 @@ expect_rc 0 "$SHARC" read $B "pipe:cat $c/wds/shard-00000{0..2}.tar.gz"
 same "$tmp/wds.local" "$tmp/out"
 f=$c/wds/shard-000000.tar.gz
 expect_rc 1 "$SHARC" read "pipe:sh -c 'cat \"\$0\"; exit 3' $f"
-expect_in "$tmp/err" "sharc: error: pipe:sh -c 'cat \"\$0\"; exit 3' $f: member '"
-expect_in "$tmp/err" "): the command exited with status 3"
+expect_in "$tmp/err" "sharc: error: pipe:sh -c 'cat \"\$0\"; exit 3' $f: at the end of the gzip data, after the tar's last member: the command exited with status 3"
 expect_rc 1 "$SHARC" read "pipe:cat $f; kill -9 \$\$ # shard-000000.tar.gz"
 expect_in "$tmp/err" "the command was killed by signal 9 (SIGKILL)"
 expect_rc 1 "$SHARC" read "pipe:head -c 30000 $f"
 expect_in "$tmp/err" "sharc: error: pipe:head -c 30000 $f: member '"
 expect_in "$tmp/err" "truncated gzip input"
-# A command whose shard is not read to the end is stopped when sharc is done with it.
-expect_rc 0 "$SHARC" read --cuts --limit 1 "pipe:cat $f; sleep 100 # shard-000000.tar.gz"
+# A command whose shard is not read to its end is stopped when sharc is done with it; one
+# that lingers, or writes on, after a whole archive is waited for only so long.
+expect_rc 0 "$SHARC" read --cuts --limit 1 "pipe:cat $c/wds/shard-00000{0..2}.tar.gz; sleep 100 # shard-00000{0..2}.tar.gz"
+expect_rc 0 "$SHARC" read --timeout-ms 500 "pipe:cat $f; sleep 100 # shard-000000.tar.gz"
+expect_in "$tmp/out" "6 cuts"
+expect_rc 0 "$SHARC" read "pipe:cat $f /dev/zero # shard-000000.tar.gz"
+expect_in "$tmp/out" "6 cuts"
 echo ok
