@@ -52,6 +52,14 @@ assert size <= net["bytes"] < 2 * size, (net, size)
 assert net["wait_seconds"] > 0, net
 PY
 
+# An S3 listing in pages of two keys (the fault server's ListObjectsV2), unsigned, read
+# through a reset: every page and every shard once.
+expect_rc 0 env AWS_ENDPOINT_URL="$url/reset-list" AWS_ACCESS_KEY_ID= AWS_SECRET_ACCESS_KEY= \
+    "$SHARC" read $B "s3://wds/"
+same "$tmp/wds.local" "$tmp/out"
+expect_rc 0 env AWS_ENDPOINT_URL="$url/ok" "$SHARC" read $B "s3://shar"
+same "$tmp/shar.local" "$tmp/out"
+
 # Faults that outlast the retries, or are final: the URL, what happened, the retries made.
 one=shard-000001.tar.gz
 expect_rc 1 "$SHARC" read --retries 2 "$url/always503/wds/$one"

@@ -18,11 +18,16 @@ counters of its own, so that each test can start from a first request:
   biglen    the first answer announces 100 bytes more than it sends, then closes
   smalllen  the first answer announces (and sends) 100 bytes fewer than the file has
   403, 404  that status, with an S3 error body
+GET /MODE/BUCKET?list-type=2&prefix=P&delimiter=/ is an S3 ListObjectsV2 of ROOT/BUCKET/P,
+two keys a page (continuation tokens are the last key given), so that sharc can list
+s3://BUCKET/P/ with AWS_ENDPOINT_URL=http://127.0.0.1:PORT/MODE and no credentials.
 Range requests (bytes=N-) get 206 with a Content-Range; ETag is the file's size and mtime.
 --delay-ms delays every answer, for latency benchmarks.
 """
 import os
 import socket
+import urllib.parse
+from xml.sax.saxutils import escape
 import struct
 import sys
 import threading
@@ -54,10 +59,46 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def list_objects(self, bucket, query):
+        q = urllib.parse.parse_qs(query, keep_blank_values=True)
+        prefix = q.get("prefix", [""])[0]
+        after = q.get("continuation-token", [""])[0]
+        base = os.path.join(ROOT, bucket)
+        keys, dirs = [], set()
+        for d, subdirs, files in os.walk(base):
+            for f in files:
+                key = os.path.relpath(os.path.join(d, f), base)
+                if key.startswith(prefix):
+                    rest = key[len(prefix):]
+                    if "/" in rest:
+                        dirs.add(prefix + rest.split("/", 1)[0] + "/")
+                    else:
+                        keys.append(key)
+        keys.sort()
+        keys = [k for k in keys if k > after]
+        page, more = keys[:2], len(keys) > 2
+        body = "<ListBucketResult><Name>%s</Name><Prefix>%s</Prefix>" % (bucket, escape(prefix))
+        body += "<IsTruncated>%s</IsTruncated>" % ("true" if more else "false")
+        body += "".join("<Contents><Key>%s</Key></Contents>" % escape(k) for k in page)
+        if not after:
+            body += "".join("<CommonPrefixes><Prefix>%s</Prefix></CommonPrefixes>" % escape(d)
+                            for d in sorted(dirs))
+        if more:
+            body += "<NextContinuationToken>%s</NextContinuationToken>" % escape(page[-1])
+        body = (body + "</ListBucketResult>").encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
     def do_GET(self):
         if DELAY:
             time.sleep(DELAY)
-        parts = self.path.lstrip("/").split("/", 1)
+        path, _, query = self.path.partition("?")
+        parts = urllib.parse.unquote(path).lstrip("/").split("/", 1)
+        if query and "list-type=2" in query and len(parts) == 2 and "/" not in parts[1]:
+            return self.list_objects(parts[1], query)
         if len(parts) != 2:
             return self.error(404, "NoSuchKey", "no mode")
         key, rel = parts
