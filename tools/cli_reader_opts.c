@@ -91,7 +91,8 @@ const cli_opt cli_reader_group[] = {
      .flags = CLI_BATCH_ONLY,
      .help = "decode threads (with N > 1, shard read-ahead threads too: as\n"
              "many for compressed tars, one per 4 for plain ones, at most\n"
-             "8); 0 = all online cores (default 0)"},
+             "8; remote shards: at least one, also with N = 1); 0 = all\n"
+             "online cores (default 0)"},
     /* as the library bounds it */
     {CLI_OPT_INT, "prefetch", .metavar = "N", R(prefetch), .min = 0, .max = 1024,
      .flags = CLI_BATCH_ONLY,
@@ -102,6 +103,12 @@ const cli_opt cli_reader_group[] = {
              "threads, all together; 0 = no read-ahead threads\n"
              "(default 67108864)"},
     {CLI_OPT_U64, "max-member-bytes", .metavar = "N", R(max_member_bytes), .min = 1, .help = NULL},
+    {CLI_OPT_U32, "retries", .metavar = "N", R(retries), .min = 0, .max = 1000,
+     .help = "remote shards (s3://, http(s)://): retries of a transfer that\n"
+             "fails on the way, each resumed where the last stopped (default 5)"},
+    {CLI_OPT_U32, "timeout-ms", .metavar = "MS", R(timeout_ms), .min = 1, .max = 86400000,
+     .help = "remote shards: a transfer that receives nothing for MS\n"
+             "milliseconds fails and is retried (default 30000)"},
     /* the sampler's: batches only */
     {CLI_OPT_CUSTOM, "max-duration", .metavar = "S", SM(max_duration),
      .handler = cli_opt_positive_seconds, .flags = CLI_BATCH_ONLY, .help = NULL},

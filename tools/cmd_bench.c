@@ -71,6 +71,8 @@ typedef struct run_result {
     double first;                      /* open to first batch (cut), seconds */
     double stage[N_STAGES];            /* stage seconds over the window */
     double role_cpu[N_ROLES];          /* CPU seconds of each role's threads over the window */
+    double net_bytes, net_retries;     /* remote shards: bytes received, transfers retried */
+    double net_wait;                   /* remote shards: seconds waited for their bytes */
     uint64_t peak_rss;                 /* bytes */
     size_t shards;                     /* shards the reader found */
     int ended;                         /* the data ended the window */
@@ -200,10 +202,13 @@ static const cli_opt options[] = {
                    "need one channel)"),
     USE("threads", "decode threads for batches (with N > 1, shard read-ahead\n"
                    "threads too: as many for compressed tars, one per 4 for plain\n"
-                   "ones, at most 8); 0 = all online cores (default 0)"),
+                   "ones, at most 8; remote shards: at least one, also with N = 1);\n"
+                   "0 = all online cores (default 0)"),
     USE("prefetch", "batches prepared ahead; 0 = 2 per thread + 2, at most 16\n(default 0)"),
     USE("read-ahead-bytes", "encoded bytes read ahead by the read-ahead threads, all\n"
                             "together; 0 = none (default 67108864)"),
+    USE("retries", NULL),
+    USE("timeout-ms", NULL),
     CLI_TEXT(
         "\nSampler (batches; Lhotse DynamicBucketingSampler equivalents in docs/sampler.md):\n"),
     {CLI_OPT_CUSTOM, "max-duration", .metavar = "S", SM(max_duration), .handler = parse_positive,
@@ -289,7 +294,10 @@ static void print_help(void)
         "stage_seconds {read, decompress, sample, decode, collate} (seconds summed over\n"
         "threads in the window: reading files, decompressing and parsing tars, JSON and\n"
         "pairing, sampling, decoding, collating; the reader fills them in batch mode, so\n"
-        "they are null with --cuts), cpu_us_per_cut {planner, decode, read_ahead, other}\n"
+        "they are null with --cuts), network {bytes, retries, wait_seconds} (remote shards,\n"
+        "docs/storage.md: bytes received, transfers retried and seconds the reading\n"
+        "threads waited for remote bytes in the window; 0 for local shards),\n"
+        "cpu_us_per_cut {planner, decode, read_ahead, other}\n"
         "(CPU microseconds per cut in the window of the library's threads by role, told\n"
         "by their names, and of all other threads, the caller's among them; 0 where /proc\n"
         "cannot tell), and with --floor floor_audio_seconds_per_second,\n"
@@ -478,7 +486,8 @@ typedef struct window {
     double t0, cpu0;
     double stage0[N_STAGES];
     double role0[N_ROLES];
-    int open; /* the window has started */
+    double net0[3]; /* bytes, retries, wait seconds */
+    int open;       /* the window has started */
 } window;
 
 static void window_start(window *w, sharc_reader *r, double t0)
@@ -490,6 +499,9 @@ static void window_start(window *w, sharc_reader *r, double t0)
     w->cpu0 = process_cpu_seconds();
     role_cpu_seconds(w->role0);
     memcpy(w->stage0, st.stage_seconds, sizeof w->stage0);
+    w->net0[0] = (double)st.net_bytes;
+    w->net0[1] = st.net_retries;
+    w->net0[2] = st.net_wait_seconds;
     w->open = 1;
 }
 
@@ -502,6 +514,9 @@ static void window_end(const window *w, sharc_reader *r, run_result *res)
     res->cpu = process_cpu_seconds() - w->cpu0;
     for (int k = 0; k < N_STAGES; k++)
         res->stage[k] = st.stage_seconds[k] - w->stage0[k];
+    res->net_bytes = (double)st.net_bytes - w->net0[0];
+    res->net_retries = st.net_retries - w->net0[1];
+    res->net_wait = st.net_wait_seconds - w->net0[2];
     double role[N_ROLES];
     role_cpu_seconds(role);
     for (int k = 0; k < N_ROLES; k++) /* a thread that ended in the window took its time */
@@ -763,6 +778,21 @@ static double get_wall(const run_result *r)
     return r->wall;
 }
 
+static double get_net_bytes(const run_result *r)
+{
+    return r->net_bytes;
+}
+
+static double get_net_retries(const run_result *r)
+{
+    return r->net_retries;
+}
+
+static double get_net_wait(const run_result *r)
+{
+    return r->net_wait;
+}
+
 #define STAGE_GETTER(k)                                                                            \
     static double get_stage##k(const run_result *r)                                                \
     {                                                                                              \
@@ -861,6 +891,13 @@ static void print_json(const report *rp)
         cli_json_num(f, batches ? median_of(runs, n, stage_getters[k]) : NAN);
     }
     fputc('}', f);
+    cli_json_key(f, "network", 0);
+    fputc('{', f);
+    cli_json_key(f, "bytes", 1);
+    cli_json_num(f, median_of(runs, n, get_net_bytes));
+    json_field(f, "retries", median_of(runs, n, get_net_retries));
+    json_field(f, "wait_seconds", median_of(runs, n, get_net_wait));
+    fputc('}', f);
     cli_json_key(f, "cpu_us_per_cut", 0);
     fputc('{', f);
     for (int k = 0; k < N_ROLES; k++) {
@@ -920,6 +957,11 @@ static void print_text(const report *rp)
            median_of(runs, n, get_first));
     printf("  peak RSS       %10.1f MiB (%s)\n", (double)peak / (1024.0 * 1024.0),
            rp->peak_scope_run ? "per run" : "whole process");
+    double net_bytes = median_of(runs, n, get_net_bytes);
+    if (net_bytes > 0)
+        printf("  network        %10.1f MiB received, %.0f retries, %.3f s waited\n",
+               net_bytes / (1024.0 * 1024.0), median_of(runs, n, get_net_retries),
+               median_of(runs, n, get_net_wait));
     printf("  CPU            %10.3f ms per s of audio",
            1e3 * median_of(runs, n, get_cpu_per_audio));
     if (rp->floors != NULL)

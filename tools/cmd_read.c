@@ -118,6 +118,8 @@ static const cli_opt options[] = {
     USE("on-error"),
     USE("sampling-rate"),
     USE("channel"),
+    USE("retries"),
+    USE("timeout-ms"),
     {CLI_OPT_U64, "limit", .metavar = "N", OWN(limit), .min = 1,
      .help = "stop after N batches (N cuts with --cuts) (default: no limit)"},
     CLI_TEXT("\nBatching (see docs/sampler.md for the Lhotse and NeMo names of each):\n"),
@@ -211,7 +213,12 @@ static void print_help(void)
            "PATH is a dataset directory, a shard file, a brace pattern expanded as NeMo\n"
            "expands tarred_audio_filepaths (audio_{0..7}.tar, audio__OP_0..7_CL_.tar,\n"
            "{a,b}, {7..0}, {00..10..2}) or a quoted wildcard pattern ('shards/*.tar',\n"
-           "matched in byte order); several may be given.\n"
+           "matched in byte order); several may be given. Any of them may be remote:\n"
+           "s3://bucket/key (a prefix ending in / is listed as a directory is),\n"
+           "http(s)://host/path, or pipe:COMMAND (the command's standard output is the\n"
+           "shard, its last word names it); braces expand over them too. S3 credentials\n"
+           "and endpoint come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,\n"
+           "AWS_SESSION_TOKEN, AWS_REGION and AWS_ENDPOINT_URL (docs/storage.md).\n"
            "\n");
     cli_opts_print(stdout, options);
     printf("\n"

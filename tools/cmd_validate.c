@@ -41,6 +41,8 @@ static const cli_opt options[] = {
     CLI_USE(cli_reader_group, "max-member-bytes",
             "report archive members larger than N bytes as too_large\n"
             "(default: the library's cap, 1 GiB)"),
+    CLI_USE(cli_reader_group, "retries", NULL),
+    CLI_USE(cli_reader_group, "timeout-ms", NULL),
     {CLI_OPT_FLAG, "json", OWN(json), .min = 1,
      .help = "print JSON Lines instead of text (see below)"},
     {CLI_OPT_FLAG, "per-cut", OWN(per_cut), .min = 1,

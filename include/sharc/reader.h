@@ -174,7 +174,8 @@ typedef struct sharc_reader_settings {
     /** Decode threads for batches, 0..4096; 0 = online cores (default 0). With more than
      *  one, lane threads also read the next shards ahead, within read_ahead_bytes: one per
      *  decode thread for compressed tars, one per 4 when the first shard is a plain tar
-     *  (none below 4), at most 8; none when read_ahead_bytes is 0. */
+     *  (none below 4), at most 8; at least one for remote shards (docs/storage.md), also
+     *  with one decode thread; none when read_ahead_bytes is 0. */
     int n_threads;
     int prefetch; ///< batches prepared ahead, 0..1024; 0 = 2 per thread + 2, at most 16 (default 0)
     int max_held_batches; ///< batches the caller may hold at once, 1..1024 (default 4)
@@ -215,7 +216,15 @@ typedef struct sharc_reader_settings {
     /** Standard deviation of a Gaussian dither added to the samples, in [0, 1]; 0 = off
      *  (default 0). Seeded from `seed`, the step and the row, so runs repeat. */
     double fbank_dither;
-    uint8_t reserved[80]; ///< room for later fields; must be zero
+    /** Remote shards (s3://, http://, https://; docs/storage.md): retries of a transfer that
+     *  fails on the way (connection reset or refused, no data for timeout_ms, HTTP 5xx, 429),
+     *  each resuming at the byte where the last stopped, after a backoff doubling from
+     *  0.1 s to at most 5 s; 0 = none, at most 1000 (default 5) */
+    uint32_t retries;
+    /** Remote shards: a transfer that receives nothing for this long fails (and is retried);
+     *  also the limit on connecting, in ms; 0 = 30000, at most 86400000 (default 30000) */
+    uint32_t timeout_ms;
+    uint8_t reserved[72]; ///< room for later fields; must be zero
 } sharc_reader_settings;
 
 /**
@@ -251,8 +260,15 @@ typedef struct sharc_reader_stats {
     /** The problem kinds the library counts (its SHARC_PROBLEM_COUNT): a program built with
      *  an older header learns from it that `problems` holds kinds it has no name for. */
     uint32_t n_problem_kinds;
+    /** Remote shards (docs/storage.md), like stage_seconds the totals so far, over every
+     *  thread: transfers retried, bytes received (bodies, error answers and listings
+     *  included), seconds the reading threads waited for remote bytes (part of
+     *  stage_seconds[SHARC_STAGE_READ] too). */
+    uint32_t net_retries;
+    uint64_t net_bytes;
+    double net_wait_seconds;
     /** Room for later counters, so that the struct keeps its size (sharc/common.h); zero. */
-    uint8_t reserved[60];
+    uint8_t reserved[40];
 } sharc_reader_stats;
 
 /** Indices of sharc_reader_stats.stage_seconds. */

@@ -80,6 +80,19 @@ int sharc__check_struct_size(const char *name, uint32_t size, size_t known, cons
                        name, size, SHARC_VERSION_STRING, known, filler);
 }
 
+void sharc__ctx_share_settings(sharc__ctx *dst, sharc__ctx *src)
+{
+    dst->net_retries_1 = src->net_retries_1;
+    dst->net_timeout_ms = src->net_timeout_ms;
+    dst->net_shared = sharc__ctx_net(src);
+}
+
+void sharc__ctx_set_net(sharc__ctx *ctx, uint32_t retries, uint32_t timeout_ms)
+{
+    ctx->net_retries_1 = retries + 1;
+    ctx->net_timeout_ms = timeout_ms;
+}
+
 void sharc__ctx_init(sharc__ctx *ctx, const sharc_allocator *alloc, const sharc_logger *log)
 {
     memset(ctx, 0, sizeof *ctx);

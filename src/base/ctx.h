@@ -6,6 +6,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#ifndef __cplusplus
+#include <stdatomic.h>
+#endif
 
 #include "sharc/common.h"
 
@@ -13,16 +16,50 @@
 /** Longest log message passed to a sharc_logger callback, NUL included. */
 #define SHARC__LOG_MAX 2048
 
+/** What remote shards read through a handle cost, counted by its threads at once: bytes
+ *  received, transfers retried, nanoseconds the readers waited for their bytes. */
+#ifdef __cplusplus
+/* The CUDA sources, compiled as C++, pass contexts through and never touch these counters:
+ * a plain integer of the same size and alignment keeps the struct's layout. */
+typedef uint64_t sharc__atomic_u64;
+#else
+typedef _Atomic uint64_t sharc__atomic_u64;
+#endif
+typedef struct sharc__net_counters {
+    sharc__atomic_u64 bytes, retries, wait_ns;
+} sharc__net_counters;
+
 typedef struct sharc__ctx {
     sharc_allocator alloc;
     sharc_logger log;
     char error[SHARC__ERRLEN]; ///< last error message of the owning handle
     int error_logged;          ///< `error` went to the log at WARN or ERROR
     double io_seconds;         ///< time spent in read() by streams using this context
+    /** Remote shards (io/remote.h): retries of a failed transfer plus one (0: the default,
+     *  SHARC__NET_RETRIES) and the stall timeout in ms (0: SHARC__NET_TIMEOUT_MS), set from
+     *  the reader's settings and copied into the contexts of its threads. */
+    uint32_t net_retries_1, net_timeout_ms;
+    /** What remote shards cost the handle (sharc__ctx_net()): its own counters, or those of
+     *  the context whose settings it shares (sharc__ctx_share_settings()), which outlives it. */
+    sharc__net_counters net_own, *net_shared;
 } sharc__ctx;
+
+/** The counters of remote shards that `ctx` counts into. */
+static inline sharc__net_counters *sharc__ctx_net(sharc__ctx *ctx)
+{
+    return ctx->net_shared ? ctx->net_shared : &ctx->net_own;
+}
 
 /** Initialise from (possibly zeroed) user settings: NULL callbacks in alloc mean default. */
 void sharc__ctx_init(sharc__ctx *ctx, const sharc_allocator *alloc, const sharc_logger *log);
+
+/** Give `dst` the settings of `src` that reach below the handle (net_retries_1,
+ *  net_timeout_ms), and make it count into the network counters of `src`, which must
+ *  outlive it: for the contexts of a handle's threads. */
+void sharc__ctx_share_settings(sharc__ctx *dst, sharc__ctx *src);
+
+/** Set the remote-shard settings from a reader's `retries` and `timeout_ms`. */
+void sharc__ctx_set_net(sharc__ctx *ctx, uint32_t retries, uint32_t timeout_ms);
 
 void *sharc__malloc(sharc__ctx *ctx, size_t size);
 void *sharc__calloc(sharc__ctx *ctx, size_t n, size_t size);

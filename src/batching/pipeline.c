@@ -14,6 +14,7 @@
 
 #include "batching/pipeline_impl.h"
 #include "batching/resume.h"
+#include "io/remote.h"
 #include "io/tar.h"
 
 static int grow_slot(sharc__ctx *ctx, slot *s, size_t n)
@@ -627,8 +628,13 @@ int sharc__pipeline_start(sharc__pipeline **out, const sharc__pipeline_config *c
         n_lanes = p->n_workers / PLAIN_WORKERS_PER_LANE;
     if (n_lanes > SHARC__MAX_LANES)
         n_lanes = SHARC__MAX_LANES;
-    if (p->n_workers < 2 || rs->read_ahead_bytes == 0)
+    /* Remote shards (io/remote.h) are read ahead even with one thread: a lane keeps the next
+     * shard's transfer in flight, which hides its latency, and waiting costs no core. */
+    const int remote = p->ds->n_shards > 0 && sharc__is_remote(p->ds->shards[0].audio_path);
+    if ((p->n_workers < 2 && !remote) || rs->read_ahead_bytes == 0)
         n_lanes = 0;
+    else if (remote && n_lanes < 1)
+        n_lanes = 1;
     if (rc == 0 && n_lanes > 0)
         rc =
             sharc__walk_readahead_start(p->walk, n_lanes, rs->read_ahead_bytes / (uint64_t)n_lanes);

@@ -66,8 +66,10 @@ int sharc__lines_open(sharc__lines **out, sharc__ctx *ctx, const char *path,
         goto fail;
     int fd = -1;
     uint64_t id;
-    if ((rc = sharc__open_input(ctx, path, &fd, &size, &id)) < 0)
+    sharc__remote *remote;
+    if ((rc = sharc__open_input(ctx, path, &fd, &size, &id, &remote)) < 0)
         goto fail;
+    l->src.remote = remote; /* owned by the source from here on */
     if (size == 0) {
         close(fd);
         l->status = SHARC_END;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "io/remote.h"
 #include "sharc/reader.h"
 
 #define MAX_EXPANSION 1000000
@@ -14,7 +15,7 @@
 static int expand_list(sharc__ctx *ctx, const char *pattern, sharc__strs *out)
 {
     struct stat st;
-    if (stat(pattern, &st) == 0)
+    if (!sharc__is_remote(pattern) && stat(pattern, &st) == 0)
         return sharc__strs_push(ctx, out, sharc__strdup(ctx, pattern));
     return sharc__braces_expand(ctx, pattern, MAX_EXPANSION, out);
 }
@@ -73,7 +74,8 @@ static char *escape_for_glob(sharc__ctx *ctx, const char *path)
 static int expand_wildcards(sharc__ctx *ctx, const char *path, sharc__strs *out, int *matched)
 {
     struct stat st;
-    if (!strpbrk(path, "*?") || stat(path, &st) == 0)
+    /* A URL's * and ? are characters of its name (and pipe: commands have their own). */
+    if (!strpbrk(path, "*?") || sharc__is_remote(path) || stat(path, &st) == 0)
         return sharc__strs_push(ctx, out, sharc__strdup(ctx, path));
     *matched = 1;
     char *pattern = escape_for_glob(ctx, path);
@@ -108,7 +110,9 @@ int sharc__expand_path(sharc__ctx *ctx, const char *path, sharc__strs *out, int 
 {
     sharc__strs braced = {0};
     size_t first = out->n;
-    int rc = expand_list(ctx, path, &braced);
+    int rc = sharc__remote_check_path(ctx, path);
+    if (rc == 0)
+        rc = expand_list(ctx, path, &braced);
     for (size_t i = 0; rc == 0 && i < braced.n; i++) {
         rc = expand_wildcards(ctx, braced.items[i], out, matched);
         if (rc == 0 && out->n - first > MAX_EXPANSION)

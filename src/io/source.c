@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,6 +19,9 @@ static int la_code(struct archive *a, int dflt)
         return SHARC_ERR(ENOMEM);
     if (e == EIO)
         return SHARC_ERR_IO;
+    /* A remote shard refused (HTTP 401/403) or missing (404): io/remote.h. */
+    if (e == EACCES || e == ENOENT)
+        return SHARC_ERR(e);
     return dflt;
 }
 
@@ -42,10 +46,17 @@ int sharc__la_result(sharc__ctx *ctx, struct archive *a, long r, int code, const
     return sharc__fail_data(ctx, la_code(a, code), "%s: %s", what, msg);
 }
 
-int sharc__open_input(sharc__ctx *ctx, const char *path, int *fd, off_t *size, uint64_t *id)
+int sharc__open_input(sharc__ctx *ctx, const char *path, int *fd, off_t *size, uint64_t *id,
+                      sharc__remote **remote)
 {
     struct stat st;
     int rc = 0;
+    *remote = NULL;
+    if (sharc__is_remote(path)) {
+        *size = -1;
+        *id = 0;
+        return sharc__remote_open(remote, ctx, path, fd);
+    }
     *fd = open(path, O_RDONLY | O_CLOEXEC);
     if (*fd < 0)
         return sharc__fail_data(ctx, SHARC_ERR(errno), "%s: cannot open: %s", path,
@@ -80,10 +91,34 @@ static void z_free(voidpf opaque, voidpf p)
     sharc__free(opaque, p);
 }
 
+/* A remote stream's end of file is only the end of its bytes when the transfer or the
+ * command says it completed; otherwise the shard is not whole, and the reason is the error. */
+static int remote_ended(sharc__source *s, struct archive *a)
+{
+    char msg[SHARC__ERRLEN / 2];
+    int rc = sharc__remote_end(s->remote, msg, sizeof msg);
+    if (rc == 0)
+        return 0;
+    archive_set_error(a, rc == SHARC_ERR_IO ? EIO : -rc, "%s", msg);
+    return ARCHIVE_FATAL;
+}
+
+/* After the archive's end, a remote stream is waited for no longer than its timeout. */
+static int remote_readable(sharc__source *s)
+{
+    const int wait_ms =
+        (int)(s->ctx->net_timeout_ms ? s->ctx->net_timeout_ms : SHARC__NET_TIMEOUT_MS);
+    struct pollfd pfd = {.fd = s->fd, .events = POLLIN};
+    int ready;
+    while ((ready = poll(&pfd, 1, wait_ms)) < 0 && errno == EINTR)
+        ;
+    return ready > 0;
+}
+
 /* Keep the unread bytes, append what the file has next. */
 static int src_fill(sharc__source *s, struct archive *a)
 {
-    if (s->fd < 0) {
+    if (s->fd < 0 || (s->finishing && s->remote && !remote_readable(s))) {
         s->eof = 1;
         return 0;
     }
@@ -100,12 +135,17 @@ static int src_fill(sharc__source *s, struct archive *a)
         n = read(s->fd, s->in + s->avail, want - s->avail);
     while (n < 0 && errno == EINTR);
     /* Benchmarks split reading from decompression with this. */
-    s->ctx->io_seconds += sharc__now_s() - t0;
+    double waited = sharc__now_s() - t0;
+    s->ctx->io_seconds += waited;
+    if (s->remote)
+        atomic_fetch_add(&sharc__ctx_net(s->ctx)->wait_ns, (uint64_t)(waited * 1e9));
     if (n < 0) {
         archive_set_error(a, errno, "read error: %s", strerror(errno));
         return ARCHIVE_FATAL;
     }
     s->eof = n == 0;
+    if (s->eof && s->remote && remote_ended(s, a) < 0)
+        return ARCHIVE_FATAL;
     s->avail += (size_t)n;
     s->total += (uint64_t)n;
     return 0;
@@ -146,6 +186,11 @@ static la_ssize_t gz_read(sharc__source *s, struct archive *a, const void **buf)
 {
     s->z.next_out = s->out;
     s->z.avail_out = SHARC__READ_BLOCK;
+    if (s->member_done) {
+        s->member_done = 0;
+        if (gz_next_member(s, a) < 0)
+            return ARCHIVE_FATAL;
+    }
     while (s->z.avail_out == SHARC__READ_BLOCK && s->mode == SHARC__SRC_GZIP) {
         if (s->avail == 0) {
             if (s->eof) {
@@ -162,7 +207,12 @@ static la_ssize_t gz_read(sharc__source *s, struct archive *a, const void **buf)
         int zr = inflate(&s->z, Z_NO_FLUSH);
         s->next += in - s->z.avail_in;
         s->avail -= in - s->z.avail_in;
-        if (zr == Z_STREAM_END) {
+        if (zr == Z_STREAM_END && s->z.avail_out < SHARC__READ_BLOCK) {
+            /* The member's last bytes go to libarchive before a look for another member,
+             * which may wait on a stream (a command that has written all it will, but not
+             * yet ended): an archive that ends in them needs no more. */
+            s->member_done = 1;
+        } else if (zr == Z_STREAM_END) {
             if (gz_next_member(s, a) < 0)
                 return ARCHIVE_FATAL;
         } else if (zr != Z_OK && !(zr == Z_BUF_ERROR && s->z.avail_in < in)) {
@@ -183,9 +233,20 @@ static la_ssize_t gz_read(sharc__source *s, struct archive *a, const void **buf)
  */
 int sharc__source_finish(sharc__source *s, struct archive *a)
 {
+    s->finishing = 1;
     while (s->mode == SHARC__SRC_GZIP) {
         const void *block;
         if (gz_read(s, a, &block) < 0)
+            return ARCHIVE_FATAL;
+    }
+    /* A remote shard is read on to its end, so that a transfer or a command that failed after
+     * the archive's last block is not taken for a whole shard; but only for so many bytes
+     * (tape padding is 10 KiB) and so long without one (src_fill): beyond that, the archive,
+     * whole and checked, is taken as it is, and closing the source stops what still runs. */
+    uint64_t start = s->total;
+    while (s->remote && !s->eof && s->total - start < SHARC__NET_DRAIN_MAX) {
+        s->avail = 0;
+        if (src_fill(s, a) < 0)
             return ARCHIVE_FATAL;
     }
     return ARCHIVE_OK;
@@ -261,7 +322,9 @@ void sharc__source_free(sharc__source *s)
 {
     if (s->z_ready)
         inflateEnd(&s->z);
-    if (s->fd >= 0)
+    if (s->remote)
+        sharc__remote_close(&s->remote, s->ctx); /* closes fd */
+    else if (s->fd >= 0)
         close(s->fd);
     sharc__free(s->ctx, s->in);
     sharc__free(s->ctx, s->out);

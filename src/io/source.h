@@ -15,6 +15,7 @@
 #include <zlib.h>
 
 #include "base/ctx.h"
+#include "io/remote.h"
 
 /* libarchive reads the file in blocks of this size; large blocks keep syscalls off the hot path. */
 #define SHARC__READ_BLOCK (1u << 20)
@@ -53,15 +54,22 @@ typedef struct sharc__source {
     int eof, mode;
     z_stream z;
     int z_ready;
+    int member_done;       ///< a gzip member ended; look for another at the next read
+    int finishing;         ///< past the archive's end (sharc__source_finish)
+    sharc__remote *remote; ///< a remote shard's stream, whose descriptor `fd` is
 } sharc__source;
 
 /**
- * Open `path` for reading, so that a missing file or a directory gets errno's own text.
- * @param size receives the size of a regular file, else -1 (a pipe: unknown, never empty)
- * @param id   receives sharc__file_id() of a regular file, else 0
+ * Open `path` for reading, so that a missing file or a directory gets errno's own text; a
+ * remote path (sharc__is_remote()) starts its stream, whose descriptor is read as a pipe.
+ * @param size   receives the size of a regular file, else -1 (a pipe: unknown, never empty)
+ * @param id     receives sharc__file_id() of a regular file, else 0
+ * @param remote receives the stream of a remote path (else NULL), for sharc__source.remote:
+ *               the source then owns it and `fd`
  * @return 0, or the failure (set in ctx) with *fd = -1
  */
-int sharc__open_input(sharc__ctx *ctx, const char *path, int *fd, off_t *size, uint64_t *id);
+int sharc__open_input(sharc__ctx *ctx, const char *path, int *fd, off_t *size, uint64_t *id,
+                      sharc__remote **remote);
 
 /**
  * Take `fd` (closed by sharc__source_free; -1 for memory) or `mem` (n bytes, which must

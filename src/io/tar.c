@@ -57,8 +57,10 @@ int sharc__tar_open(sharc__tar **out, sharc__ctx *ctx, const char *path, uint64_
         goto fail;
     int fd = -1;
     uint64_t id = 0;
-    if ((rc = sharc__open_input(ctx, path, &fd, &size, &id)) < 0)
+    sharc__remote *remote;
+    if ((rc = sharc__open_input(ctx, path, &fd, &size, &id, &remote)) < 0)
         goto fail;
+    t->src.remote = remote; /* owned by the source from here on */
     if (size == 0) {
         close(fd);
         rc = sharc__fail_data(ctx, SHARC_ERR_CORRUPT,
@@ -429,6 +431,10 @@ void sharc__tar_set_lazy(sharc__tar *t, int (*leave)(const char *name))
     /* A tar that libarchive decompresses (zstd; gzip is inflated here, in the source) has
      * its payloads at offsets of the decompressed stream, not of the file: read them. */
     if (archive_filter_code(t->a, 0) != ARCHIVE_FILTER_NONE)
+        return;
+    /* Nor can a stream that cannot seek (a pipe, a remote shard) leave payloads behind, and
+     * small reads would only cost it a wake-up per 4 KiB. */
+    if (!t->src.seekable)
         return;
     t->lazy = 1;
     t->leave = leave;

@@ -19,6 +19,7 @@
 #include "base/layout.h"
 #include "plan/nemo_plan.h"
 #include "io/paths.h"
+#include "io/remote.h"
 #include "plan/shardnames.h"
 #include "base/rng.h"
 
@@ -463,8 +464,12 @@ static int check_no_repeats(sharc__ctx *ctx, const sharc__dataset *d)
     size_t n = 0;
     for (size_t k = 0; k < d->n_shards; k++) {
         struct stat st;
-        if (stat(d->shards[k].audio_path, &st) == 0)
-            keys[n++] = (file_key){st.st_dev, st.st_ino, d->shards[k].audio_path};
+        const char *p = d->shards[k].audio_path;
+        /* Remote shards are told apart by their URL. */
+        if (sharc__is_remote(p))
+            keys[n++] = (file_key){(dev_t)-1, (ino_t)hash_path(p), p};
+        else if (stat(p, &st) == 0)
+            keys[n++] = (file_key){st.st_dev, st.st_ino, p};
     }
     qsort(keys, n, sizeof *keys, cmp_file_key);
     int rc = 0;
@@ -525,7 +530,14 @@ int sharc__dataset_find(sharc__dataset *d, sharc__ctx *ctx, const char *const *p
             in_pattern[j] = strcmp(inputs.items[j], paths[i]) != 0 ? paths[i] : NULL;
             in_dir[j] = 0;
             struct stat st;
-            if (stat(inputs.items[j], &st) != 0) {
+            const int remote = sharc__is_remote(inputs.items[j]);
+            if (remote && sharc__remote_is_prefix(inputs.items[j])) {
+                is_group[i] = 1;
+                in_dir[j] = 1;
+                rc = sharc__shard_list_dir(ctx, inputs.items[j], &files, 1, &d->n_ignored);
+            } else if (remote) {
+                rc = sharc__strs_push(ctx, &files, sharc__strdup(ctx, inputs.items[j]));
+            } else if (stat(inputs.items[j], &st) != 0) {
                 rc = sharc__set_error(ctx, SHARC_ERR(ENOENT), "%s: %s", inputs.items[j],
                                       strerror(errno));
             } else if (S_ISDIR(st.st_mode)) {

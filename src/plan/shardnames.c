@@ -10,10 +10,19 @@
 
 #include "base/layout.h"
 #include "io/paths.h"
+#include "io/remote.h"
 
 const char *sharc__shard_base_name(const char *path)
 {
     const char *s = strrchr(path, '/');
+    if (strncmp(path, "pipe:", 5) == 0) {
+        /* A command's shard is named by its last word, a comment if need be:
+         * `pipe:aws s3 cp s3://b/shard-0.tar - # shard-0.tar`. */
+        const char *space = strrchr(path, ' ');
+        if (space && (!s || space > s))
+            s = space;
+        return s ? s + 1 : path + 5;
+    }
     return s ? s + 1 : path;
 }
 
@@ -114,6 +123,8 @@ int sharc__shard_nemo_manifest_id(const char *base, long long *id)
 int sharc__shard_list_dir(sharc__ctx *ctx, const char *dir, sharc__strs *out, int recurse_manifests,
                           size_t *ignored)
 {
+    if (sharc__is_remote(dir))
+        return sharc__remote_list(ctx, dir, out, recurse_manifests, ignored);
     DIR *d = opendir(dir);
     if (!d)
         return sharc__set_error(ctx, SHARC_ERR(errno), "cannot list %s: %s", dir, strerror(errno));

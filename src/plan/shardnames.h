@@ -11,7 +11,8 @@
 #include "io/braces.h"
 #include "base/ctx.h"
 
-/** The part of `path` after its last '/'. */
+/** The part of `path` after its last '/'; of a `pipe:COMMAND`, after its last '/' or space
+ *  (the command's last word names its shard). */
 const char *sharc__shard_base_name(const char *path);
 
 /** 1 when `s` ends with `suf`. */
@@ -39,7 +40,7 @@ int sharc__shard_nemo_manifest_id(const char *base, long long *id);
  * Append the regular files of `dir` to `out`, sorted; hidden files skipped; subdirectories
  * named in a warning and counted in *ignored, except NeMo's sharded_manifests/ when
  * `recurse_manifests`, whose files are listed too; FIFOs, sockets and devices likewise
- * skipped with a warning.
+ * skipped with a warning. `dir` may be an s3://bucket/prefix/ (sharc__remote_list()).
  * @return 0 or the failure naming `dir`
  */
 int sharc__shard_list_dir(sharc__ctx *ctx, const char *dir, sharc__strs *out, int recurse_manifests,

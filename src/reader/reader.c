@@ -91,6 +91,7 @@ int sharc__reader_open(sharc_reader **out, const sharc_reader_settings *s)
     if (!r)
         return SHARC_ERR(ENOMEM);
     r->ctx = boot;
+    sharc__ctx_set_net(&r->ctx, s->retries, s->timeout_ms);
     sharc__fetcher_init(&r->fetch, 1);
     int rc = copy_settings(r, s);
     if (rc < 0)
@@ -273,7 +274,7 @@ int sharc__check_reader_struct_sizes(const sharc_reader_settings *s, const char 
     return sharc__check_struct_size(sampler, s->sampler.struct_size, sizeof s->sampler, filler);
 }
 
-void sharc__reader_get_stats(const sharc_reader *r, sharc_reader_stats *out)
+static void get_stats(const sharc_reader *r, sharc_reader_stats *out)
 {
     if (r->pipe) {
         sharc__pipeline_stats(r->pipe, out);
@@ -283,6 +284,16 @@ void sharc__reader_get_stats(const sharc_reader *r, sharc_reader_stats *out)
     /* Resumed, and no batch asked for yet: the counters are the state's. */
     if (r->mode != 1 && r->resume && !r->batch_failed)
         sharc__resume_saved_stats(r->resume, r->s.resume_state_size, r->state_hash, out);
+}
+
+void sharc__reader_get_stats(const sharc_reader *r, sharc_reader_stats *out)
+{
+    get_stats(r, out);
+    /* Remote shards' counters, totals so far over the reader's threads (base/ctx.h). */
+    sharc__net_counters *net = sharc__ctx_net((sharc__ctx *)&r->ctx);
+    out->net_retries = (uint32_t)atomic_load(&net->retries);
+    out->net_bytes = atomic_load(&net->bytes);
+    out->net_wait_seconds = (double)atomic_load(&net->wait_ns) * 1e-9;
 }
 
 size_t sharc__reader_num_shards(const sharc_reader *r)

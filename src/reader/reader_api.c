@@ -65,6 +65,8 @@ void sharc_reader_default_settings(sharc_reader_settings *s)
     s->fbank_pad_to = fs.pad_to;
     s->fbank_preemph = fs.preemph;
     s->fbank_dither = fs.dither;
+    s->retries = 5;
+    s->timeout_ms = 30000;
     sharc_default_logger(&s->logger);
     sharc_default_allocator(&s->allocator);
 }
@@ -108,6 +110,8 @@ static int check_reader_settings(const sharc_reader_settings *s, const char **wh
              s->max_held_batches > SHARC__MAX_PREFETCH)
         *why = "n_threads must be in 0..4096, prefetch in 0..1024 and max_held_batches in "
                "1..1024";
+    else if (s->retries > 1000 || s->timeout_ms > 86400000)
+        *why = "retries must be in 0..1000 and timeout_ms in 0..86400000";
     else if (!s->resume_state != !s->resume_state_size)
         *why = "resume_state and resume_state_size must be given together";
     else if (!reserved_zero(s->reserved, sizeof s->reserved))

@@ -187,6 +187,7 @@ int sharc__readahead_create(sharc__readahead **out, sharc__ctx *ctx, const sharc
         sharc__lane *l = &ra->lanes[i];
         l->ra = ra;
         sharc__ctx_init(&l->ctx, &ctx->alloc, &ctx->log);
+        sharc__ctx_share_settings(&l->ctx, ctx);
         for (size_t k = 0; k < QUEUE_CAP; k++)
             l->q[k].raw.num_samples = -1;
         pthread_cond_init(&l->work, NULL);

@@ -1,0 +1,113 @@
+/*
+ * Shards that are not local files: objects of an S3-compatible store (`s3://bucket/key`),
+ * HTTP(S) URLs, and the standard output of a command (`pipe:COMMAND`). Each is streamed into
+ * a descriptor that the byte source (source.h) reads as it reads a pipe, so the tar, gzip,
+ * zstd and JSON-lines readers work on it unchanged and memory stays bounded by the kernel's
+ * socket or pipe buffer: a URL by a thread of its own that runs libcurl and writes what
+ * arrives into one end of a socket pair (blocking while the reader is behind), a command by
+ * the command itself, started with /bin/sh -c and its standard output on a pipe.
+ *
+ * A transfer that fails on the way (connection reset or refused, no byte for timeout_ms, a
+ * body shorter than announced, HTTP 5xx, 429 or 408) is retried with capped exponential
+ * backoff from the byte already delivered (an HTTP Range request, with If-Match on the
+ * object's ETag so that a replaced object is never spliced), so nothing is lost or repeated;
+ * HTTP 401/403/404 and other client errors fail at once. The reader learns of a failure when
+ * its descriptor ends: sharc__remote_end() says whether the stream was whole.
+ *
+ * S3 requests are signed (AWS SigV4, libcurl's) with the credentials of the standard
+ * variables AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, for AWS_REGION
+ * (or AWS_DEFAULT_REGION; default us-east-1), against AWS_ENDPOINT_URL with path-style URLs
+ * (`ENDPOINT/bucket/key`) when it is set, else AWS's virtual-hosted endpoint. Without a key,
+ * requests go unsigned (public buckets). Credentials never appear in a message: URLs that
+ * carry a user name or password are refused, and the variables are never formatted.
+ */
+#ifndef SHARC_SRC_REMOTE_H
+#define SHARC_SRC_REMOTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/ctx.h"
+#include "io/braces.h"
+
+/** Retries of a failed transfer by default (sharc_reader_settings.net_retries). */
+#define SHARC__NET_RETRIES 5
+/** No byte for this long (ms) fails a transfer, to be retried (default of net_timeout_ms). */
+#define SHARC__NET_TIMEOUT_MS 30000
+/** Backoff before the first retry, doubled for each next one up to the cap (ms). */
+#define SHARC__NET_BACKOFF_MS     100
+#define SHARC__NET_BACKOFF_MAX_MS 5000
+/** The buffer between a transfer (or a command) and the reader, in bytes: with libcurl's
+ *  receive buffer (half as large), what one remote shard being read holds. */
+#define SHARC__NET_BUFFER (1 << 20)
+/** The most bytes read on after an archive's end to learn whether its stream ended well. */
+#define SHARC__NET_DRAIN_MAX ((uint64_t)1 << 20)
+/** The most bytes of one listing page or error body kept. */
+#define SHARC__NET_PAGE_MAX ((size_t)32 << 20)
+
+typedef struct sharc__remote sharc__remote;
+
+/** 1 when `path` names a remote shard: s3://, http://, https:// or pipe:. */
+int sharc__is_remote(const char *path);
+
+/** 1 when `path` is a remote path that names a directory-like prefix: an s3:// URL that
+ *  ends with '/' or names a bucket only. */
+int sharc__remote_is_prefix(const char *path);
+
+/**
+ * Refuse a URL that carries credentials (a user name or password before the host); the
+ * message shows it with them replaced by "***".
+ * @return 0, or SHARC_ERR(EINVAL) with the message in ctx
+ */
+int sharc__remote_check_path(sharc__ctx *ctx, const char *path);
+
+/**
+ * Start streaming `path` (sharc__is_remote()).
+ * @param out receives the stream, closed with sharc__remote_close()
+ * @param fd  receives the descriptor its bytes arrive on, owned by the stream
+ * @return 0, or SHARC_ERR(ENOMEM)/SHARC_ERR_IO (cannot start a thread or the command) with
+ *         the message naming `path`
+ */
+int sharc__remote_open(sharc__remote **out, sharc__ctx *ctx, const char *path, int *fd);
+
+/**
+ * After its descriptor gave end of file: whether the stream was delivered whole. Waits for
+ * the transfer's thread or the command to end.
+ * @param msg receives the reason on failure, without the path (which the caller's message
+ *            names): the HTTP status and its meaning, the transport's error and the retries
+ *            made; the command's exit status or signal
+ * @return 0, SHARC_ERR_IO (transfer failed after its retries, command failed),
+ *         SHARC_ERR(EACCES) (401/403), SHARC_ERR(ENOENT) (404)
+ */
+int sharc__remote_end(sharc__remote *r, char *msg, size_t cap);
+
+/** Stop the transfer or the command (if still running), release everything, and add the
+ *  stream's bytes and retries to the counters of `ctx` (sharc__ctx_net()). NULL-safe; sets
+ *  *r to NULL. */
+void sharc__remote_close(sharc__remote **r, sharc__ctx *ctx);
+
+/**
+ * Append the objects under the prefix `url` (sharc__remote_is_prefix()) to `out` as
+ * s3:// URLs, sorted; the keys under deeper "directories" are named in a warning and counted
+ * in *ignored, except NeMo's sharded_manifests/ when `recurse_manifests`, whose objects are
+ * listed too. ListObjectsV2, page by page.
+ * @return 0, or the failure naming `url`: SHARC_ERR(EACCES), SHARC_ERR(ENOENT) (no such
+ *         bucket), SHARC_ERR_IO, SHARC_ERR(ENOMEM)
+ */
+int sharc__remote_list(sharc__ctx *ctx, const char *url, sharc__strs *out, int recurse_manifests,
+                       size_t *ignored);
+
+/**
+ * Parse one ListObjectsV2 page (`n` bytes of XML, NUL-terminated) of `bucket`: append its
+ * objects to `keys` as s3://bucket/key (hidden names and keys ending in '/' left out), its
+ * common prefixes ("subdirectories", as the keys spell them) to `dirs`, and set *token to
+ * its NextContinuationToken when the page says it is truncated (else NULL; the caller frees
+ * it with sharc__free()). The predefined entities and character references to ASCII are
+ * decoded; the parse is by tags, not a full XML parser, which S3's fixed layout allows.
+ * @return 0; SHARC_ERR_IO for an object without a key, or a truncated page without a token;
+ *         SHARC_ERR(ENOMEM)
+ */
+int sharc__s3_parse_list(sharc__ctx *ctx, const char *xml, size_t n, const char *bucket,
+                         sharc__strs *keys, sharc__strs *dirs, char **token);
+
+#endif /* SHARC_SRC_REMOTE_H */

@@ -1,0 +1,107 @@
+#!/bin/sh
+# cli_remote_http: shards over HTTP from a local server that injects faults
+# (tests/remote/faultserver.py), and from commands (pipe:). A connection reset or stalled
+# mid-body, 503s, a wrong Content-Length: retried and resumed, the batches identical to those
+# of the same shards read from disk. A body always cut short, endless 503s, 403 and 404: an
+# error naming the URL, never a hang. A command that fails, is killed or stops early: an
+# error naming the command and its status, or a truncated shard.
+. "$(dirname "$0")/lib.sh"
+here=$(cd "$(dirname "$0")/.." && pwd)
+unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
+
+c=$tmp/c
+gen "$c" --layout all --shards 3 --cuts-per-shard 6 --min-duration 0.5 --max-duration 4 --seed 5
+
+"$PYTHON" "$here/remote/faultserver.py" "$c" "$tmp/port" &
+server=$!
+trap 'kill $server 2>/dev/null; rm -rf "$tmp"' EXIT INT TERM
+for _ in $(seq 100); do [ -f "$tmp/port" ] && break; sleep 0.1; done
+[ -f "$tmp/port" ] || fail "the fault server did not start"
+url=http://127.0.0.1:$(cat "$tmp/port")
+
+same() {
+    "$PYTHON" "$here/remote/samebatches.py" "$@" || fail "batches differ ($*)"
+}
+
+B="--json --max-duration 8 --num-buckets 2 --seed 3 --threads 2 --timeout-ms 700"
+expect_rc 0 "$SHARC" read $B "$c/wds/shard-00000{0..2}.tar.gz"
+cp "$tmp/out" "$tmp/wds.local"
+expect_rc 0 "$SHARC" read $B "$c/shar"
+cp "$tmp/out" "$tmp/shar.local"
+
+# Faults that retries and resumption (Range) get over: nothing lost, nothing repeated.
+for mode in ok reset stall 503 biglen smalllen; do
+    expect_rc 0 "$SHARC" read $B "$url/$mode/wds/shard-00000{0..2}.tar.gz"
+    same "$tmp/wds.local" "$tmp/out"
+done
+# Shar's JSON-lines files and tars, from brace patterns over URLs.
+expect_rc 0 "$SHARC" read $B "$url/reset/shar/cuts.00000{0..2}.jsonl.gz" \
+    "$url/reset/shar/recording.00000{0..2}.tar.gz" "$url/reset/shar/lang_id.00000{0..2}.jsonl.gz"
+same "$tmp/shar.local" "$tmp/out"
+expect_rc 0 "$SHARC" validate "$url/stall/wds/shard-000001.tar.gz"
+
+# sharc bench reports what the network cost: a shard reset once on the way, one retry.
+one=shard-000001.tar.gz
+expect_rc 0 "$SHARC" bench --json --warmup 0 --threads 1 "$url/flaky/wds/$one"
+"$PYTHON" - "$tmp/out" "$(wc -c <"$c/wds/$one")" <<'PY' || fail "bench network"
+import json, sys
+net = json.load(open(sys.argv[1]))["network"]
+size = int(sys.argv[2])
+assert net["retries"] == 1, net
+assert size <= net["bytes"] < 2 * size, (net, size)
+assert net["wait_seconds"] > 0, net
+PY
+
+# An S3 listing in pages of two keys (the fault server's ListObjectsV2), unsigned, read
+# through a reset: every page and every shard once.
+expect_rc 0 env AWS_ENDPOINT_URL="$url/reset-list" AWS_ACCESS_KEY_ID= AWS_SECRET_ACCESS_KEY= \
+    "$SHARC" read $B "s3://wds/"
+same "$tmp/wds.local" "$tmp/out"
+expect_rc 0 env AWS_ENDPOINT_URL="$url/ok" "$SHARC" read $B "s3://shar"
+same "$tmp/shar.local" "$tmp/out"
+
+# Faults that outlast the retries, or are final: the URL, what happened, the retries made.
+one=shard-000001.tar.gz
+expect_rc 1 "$SHARC" read --retries 2 "$url/always503/wds/$one"
+expect_in "$tmp/err" "sharc: error: $url/always503/wds/$one: cannot start reading the archive: HTTP 503 (SlowDown): service unavailable (slow down) (after 2 retries)"
+expect_rc 1 "$SHARC" read --retries 2 "$url/truncate/wds/$one"
+expect_in "$tmp/err" "sharc: error: $url/truncate/wds/$one: member '"
+expect_in "$tmp/err" "bytes remaining to read (after 3000 bytes) (after 2 retries)"
+expect_rc 1 "$SHARC" read "$url/403/wds/$one"
+expect_in "$tmp/err" "sharc: error: $url/403/wds/$one: cannot start reading the archive: HTTP 403 (AccessDenied): access denied: check AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN and AWS_REGION, and the object's permissions"
+expect_rc 1 "$SHARC" read --json "$url/404/wds/$one"
+expect_in "$tmp/err" "sharc: error: $url/404/wds/$one: cannot start reading the archive: HTTP 404 (NoSuchKey): no such object or bucket"
+expect_rc 1 "$SHARC" read "http://127.0.0.1:1/wds/$one" --retries 1
+expect_in "$tmp/err" "sharc: error: http://127.0.0.1:1/wds/$one: cannot start reading the archive: Failed to connect to 127.0.0.1 port 1"
+expect_in "$tmp/err" "(after 1 retries)"
+# A stall is cut at timeout_ms and retried; with no retries left it is the error.
+expect_rc 1 "$SHARC" read --retries 0 --timeout-ms 300 "$url/stallall/wds/$one"
+expect_in "$tmp/err" "sharc: error: $url/stallall/wds/$one: member '"
+expect_in "$tmp/err" "no data for 300 ms (timeout_ms) (after 0 retries)"
+expect_rc 1 "$SHARC" read --retries 2 --timeout-ms 300 "$url/stallall/wds/$one"
+expect_in "$tmp/err" "no data for 300 ms (timeout_ms) (after 2 retries)"
+
+# Credentials in a URL are refused, and not repeated.
+expect_rc 1 "$SHARC" read --json "http://someone:pw-SECRET-1@127.0.0.1:1/wds/$one"
+expect_in "$tmp/err" "http://***@127.0.0.1:1/wds/$one: a URL with a user name or password is refused"
+if grep -q "pw-SECRET-1" "$tmp/err" "$tmp/out"; then fail "a password in a URL was printed"; fi
+
+# pipe:COMMAND: its standard output is the shard.
+expect_rc 0 "$SHARC" read $B "pipe:cat $c/wds/shard-00000{0..2}.tar.gz"
+same "$tmp/wds.local" "$tmp/out"
+f=$c/wds/shard-000000.tar.gz
+expect_rc 1 "$SHARC" read "pipe:sh -c 'cat \"\$0\"; exit 3' $f"
+expect_in "$tmp/err" "sharc: error: pipe:sh -c 'cat \"\$0\"; exit 3' $f: at the end of the gzip data, after the tar's last member: the command exited with status 3"
+expect_rc 1 "$SHARC" read "pipe:cat $f; kill -9 \$\$ # shard-000000.tar.gz"
+expect_in "$tmp/err" "the command was killed by signal 9 (SIGKILL)"
+expect_rc 1 "$SHARC" read "pipe:head -c 30000 $f"
+expect_in "$tmp/err" "sharc: error: pipe:head -c 30000 $f: member '"
+expect_in "$tmp/err" "truncated gzip input"
+# A command whose shard is not read to its end is stopped when sharc is done with it; one
+# that lingers, or writes on, after a whole archive is waited for only so long.
+expect_rc 0 "$SHARC" read --cuts --limit 1 "pipe:cat $c/wds/shard-00000{0..2}.tar.gz; sleep 100 # shard-00000{0..2}.tar.gz"
+expect_rc 0 "$SHARC" read --timeout-ms 500 "pipe:cat $f; sleep 100 # shard-000000.tar.gz"
+expect_in "$tmp/out" "6 cuts"
+expect_rc 0 "$SHARC" read "pipe:cat $f /dev/zero # shard-000000.tar.gz"
+expect_in "$tmp/out" "6 cuts"
+echo ok

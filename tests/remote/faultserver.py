@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""An HTTP server on 127.0.0.1 that serves the files of a directory with injected faults, for
+the remote-shard tests (tests/cli/remote_http.sh) and benchmarks.
+
+Usage: faultserver.py ROOT PORTFILE [--delay-ms N]
+
+It writes the port it listens on to PORTFILE. GET /MODE/PATH serves ROOT/PATH; MODE says what
+goes wrong. The counters are per MODE and PATH, and MODE may carry a suffix (reset-2) for
+counters of its own, so that each test can start from a first request:
+  ok        nothing
+  reset     the first answer stops after half the body with a connection reset (RST)
+  flaky     every other answer (the 1st, 3rd, ...) does
+  stall     the first answer stops after half the body and sends nothing for 30 s
+  stallall  every answer does
+  503       the first three requests get 503 SlowDown, then the file
+  always503 every request gets 503
+  truncate  every answer stops after at most 1000 bytes of the body (the connection closes)
+  biglen    the first answer announces 100 bytes more than it sends, then closes
+  smalllen  the first answer announces (and sends) 100 bytes fewer than the file has
+  403, 404  that status, with an S3 error body
+GET /MODE/BUCKET?list-type=2&prefix=P&delimiter=/ is an S3 ListObjectsV2 of ROOT/BUCKET/P,
+two keys a page (continuation tokens are the last key given), so that sharc can list
+s3://BUCKET/P/ with AWS_ENDPOINT_URL=http://127.0.0.1:PORT/MODE and no credentials.
+Range requests (bytes=N-) get 206 with a Content-Range; ETag is the file's size and mtime.
+--delay-ms delays every answer, for latency benchmarks.
+"""
+import os
+import socket
+import urllib.parse
+from xml.sax.saxutils import escape
+import struct
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+ROOT = None
+DELAY = 0.0
+counts = {}
+lock = threading.Lock()
+
+
+def s3_error(code, message):
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code>'
+            f"<Message>{message}</Message></Error>").encode()
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt, *args):
+        pass
+
+    def error(self, status, code, message):
+        body = s3_error(code, message)
+        self.send_response(status)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def list_objects(self, bucket, query):
+        q = urllib.parse.parse_qs(query, keep_blank_values=True)
+        prefix = q.get("prefix", [""])[0]
+        after = q.get("continuation-token", [""])[0]
+        base = os.path.join(ROOT, bucket)
+        keys, dirs = [], set()
+        for d, subdirs, files in os.walk(base):
+            for f in files:
+                key = os.path.relpath(os.path.join(d, f), base)
+                if key.startswith(prefix):
+                    rest = key[len(prefix):]
+                    if "/" in rest:
+                        dirs.add(prefix + rest.split("/", 1)[0] + "/")
+                    else:
+                        keys.append(key)
+        keys.sort()
+        keys = [k for k in keys if k > after]
+        page, more = keys[:2], len(keys) > 2
+        body = "<ListBucketResult><Name>%s</Name><Prefix>%s</Prefix>" % (bucket, escape(prefix))
+        body += "<IsTruncated>%s</IsTruncated>" % ("true" if more else "false")
+        body += "".join("<Contents><Key>%s</Key></Contents>" % escape(k) for k in page)
+        if not after:
+            body += "".join("<CommonPrefixes><Prefix>%s</Prefix></CommonPrefixes>" % escape(d)
+                            for d in sorted(dirs))
+        if more:
+            body += "<NextContinuationToken>%s</NextContinuationToken>" % escape(page[-1])
+        body = (body + "</ListBucketResult>").encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        if DELAY:
+            time.sleep(DELAY)
+        path, _, query = self.path.partition("?")
+        parts = urllib.parse.unquote(path).lstrip("/").split("/", 1)
+        if query and "list-type=2" in query and len(parts) == 2 and "/" not in parts[1]:
+            return self.list_objects(parts[1], query)
+        if len(parts) != 2:
+            return self.error(404, "NoSuchKey", "no mode")
+        key, rel = parts
+        mode = key.split("-")[0]
+        with lock:
+            n = counts.get((key, rel), 0)
+            counts[(key, rel)] = n + 1
+        if mode == "403":
+            return self.error(403, "AccessDenied", "Access Denied")
+        if mode == "404" or ".." in rel:
+            return self.error(404, "NoSuchKey", "The specified key does not exist.")
+        if mode == "always503" or (mode == "503" and n < 3):
+            return self.error(503, "SlowDown", "Please reduce your request rate.")
+        path = os.path.join(ROOT, rel)
+        if not os.path.isfile(path):
+            return self.error(404, "NoSuchKey", "The specified key does not exist.")
+        st = os.stat(path)
+        size = st.st_size
+        start = 0
+        rng = self.headers.get("Range")
+        if rng and rng.startswith("bytes=") and rng.endswith("-"):
+            start = int(rng[6:-1])
+            if start >= size:
+                self.send_response(416)
+                self.send_header("Content-Range", f"bytes */{size}")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+        with open(path, "rb") as f:
+            f.seek(start)
+            body = f.read()
+        send = body
+        announced = len(body)
+        first = n == 0
+        if mode == "smalllen" and first:
+            announced = send_len = max(0, len(body) - 100)
+            send = body[:send_len]
+        elif mode == "biglen" and first:
+            announced = len(body) + 100
+        self.send_response(206 if rng else 200)
+        if rng:
+            self.send_header("Content-Range", f"bytes {start}-{size - 1}/{size}")
+        self.send_header("Content-Length", str(announced))
+        self.send_header("ETag", f'"{size}-{int(st.st_mtime)}"')
+        self.end_headers()
+        if (mode == "reset" and first) or (mode == "flaky" and n % 2 == 0):
+            self.wfile.write(send[: len(send) // 2])
+            self.wfile.flush()
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                       struct.pack("ii", 1, 0))
+            self.connection.close()
+            self.close_connection = True
+            return
+        if (mode == "stall" and first) or mode == "stallall":
+            self.wfile.write(send[: len(send) // 2])
+            self.wfile.flush()
+            time.sleep(30)
+            self.close_connection = True
+            return
+        if mode == "truncate":
+            self.wfile.write(send[:1000])
+            self.close_connection = True
+            return
+        self.wfile.write(send)
+        if mode == "biglen" and first:
+            self.close_connection = True
+
+
+def main():
+    global ROOT, DELAY
+    ROOT = sys.argv[1]
+    if "--delay-ms" in sys.argv:
+        DELAY = float(sys.argv[sys.argv.index("--delay-ms") + 1]) / 1000.0
+    ThreadingHTTPServer.daemon_threads = True
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    with open(sys.argv[2] + ".tmp", "w") as f:
+        f.write(str(srv.server_address[1]))
+    os.rename(sys.argv[2] + ".tmp", sys.argv[2])
+    srv.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

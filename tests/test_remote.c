@@ -1,0 +1,213 @@
+/* Remote shards (io/remote.h): which paths are remote, URLs with credentials refused, the
+ * ListObjectsV2 page parser, and pipe: commands read to their end or stopped. Transfers over
+ * HTTP and S3 are tested end to end in tests/cli/remote_http.sh and remote_s3.sh. */
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/ctx.h"
+#include "io/remote.h"
+#include "testutil.h"
+
+static sharc__ctx quiet_ctx(void)
+{
+    sharc__ctx ctx;
+    sharc_logger quiet = {NULL, NULL, SHARC_LOG_ERROR};
+    sharc__ctx_init(&ctx, NULL, &quiet);
+    return ctx;
+}
+
+START_TEST(tells_remote_paths)
+{
+    ck_assert(sharc__is_remote("s3://b/k.tar"));
+    ck_assert(sharc__is_remote("http://h/x.tar"));
+    ck_assert(sharc__is_remote("https://h/x.tar"));
+    ck_assert(sharc__is_remote("pipe:cat x.tar"));
+    ck_assert(!sharc__is_remote("/data/s3://x"));
+    ck_assert(!sharc__is_remote("s3:/b/k"));
+    ck_assert(!sharc__is_remote("pipe"));
+    ck_assert(sharc__remote_is_prefix("s3://b"));
+    ck_assert(sharc__remote_is_prefix("s3://b/"));
+    ck_assert(sharc__remote_is_prefix("s3://b/corpus/shar/"));
+    ck_assert(!sharc__remote_is_prefix("s3://b/corpus/shard-0.tar"));
+    ck_assert(!sharc__remote_is_prefix("https://h/dir/"));
+}
+END_TEST
+
+START_TEST(refuses_credentials_in_urls)
+{
+    sharc__ctx ctx = quiet_ctx();
+    ck_assert_int_eq(sharc__remote_check_path(&ctx, "https://h/a@b.tar"), 0);
+    ck_assert_int_eq(sharc__remote_check_path(&ctx, "pipe:curl -u me:pw@x https://h/x.tar"), 0);
+    ck_assert_int_eq(sharc__remote_check_path(&ctx, "https://me:pw-123@h:9/x.tar"),
+                     SHARC_ERR(EINVAL));
+    ck_assert_str_eq(ctx.error, "https://***@h:9/x.tar: a URL with a user name or password is "
+                                "refused, so that credentials never appear in messages or saved "
+                                "states: give them in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY");
+    ck_assert_ptr_null(strstr(ctx.error, "pw-123"));
+}
+END_TEST
+
+static const char page[] =
+    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+    "<ListBucketResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Name>b</Name>"
+    "<Prefix>c/</Prefix><KeyCount>5</KeyCount><MaxKeys>1000</MaxKeys><Delimiter>/</Delimiter>"
+    "<IsTruncated>true</IsTruncated>"
+    "<Contents><Key>c/cuts.000000.jsonl.gz</Key><Size>10</Size></Contents>"
+    "<Contents><Key>c/a&amp;b &lt;1&gt;&#x9;&#13;&#233;.tar</Key><Size>10</Size></Contents>"
+    "<Contents><Key>c/.hidden.tar</Key><Size>1</Size></Contents>"
+    "<Contents><Key>c/</Key><Size>0</Size></Contents>"
+    "<CommonPrefixes><Prefix>c/sharded_manifests/</Prefix></CommonPrefixes>"
+    "<CommonPrefixes><Prefix>c/other &amp; more/</Prefix></CommonPrefixes>"
+    "<NextContinuationToken>1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=</NextContinuationToken>"
+    "</ListBucketResult>";
+
+START_TEST(parses_a_listing_page)
+{
+    sharc__ctx ctx = quiet_ctx();
+    sharc__strs keys = {0}, dirs = {0};
+    char *token = NULL;
+    ck_assert_int_eq(sharc__s3_parse_list(&ctx, page, strlen(page), "b", &keys, &dirs, &token), 0);
+    ck_assert_uint_eq(keys.n, 2);
+    ck_assert_str_eq(keys.items[0], "s3://b/c/cuts.000000.jsonl.gz");
+    ck_assert_str_eq(keys.items[1], "s3://b/c/a&b <1>\t\r&#233;.tar");
+    ck_assert_uint_eq(dirs.n, 2);
+    ck_assert_str_eq(dirs.items[0], "c/sharded_manifests/");
+    ck_assert_str_eq(dirs.items[1], "c/other & more/");
+    ck_assert_str_eq(token, "1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=");
+    sharc__free(&ctx, token);
+    sharc__strs_free(&ctx, &keys);
+    sharc__strs_free(&ctx, &dirs);
+}
+END_TEST
+
+START_TEST(refuses_broken_listings)
+{
+    sharc__ctx ctx = quiet_ctx();
+    sharc__strs keys = {0}, dirs = {0};
+    char *token = NULL;
+    const char *no_token = "<ListBucketResult><IsTruncated>true</IsTruncated>"
+                           "<Contents><Key>x.tar</Key></Contents></ListBucketResult>";
+    ck_assert_int_eq(
+        sharc__s3_parse_list(&ctx, no_token, strlen(no_token), "b", &keys, &dirs, &token),
+        SHARC_ERR_IO);
+    ck_assert_str_eq(ctx.error, "a truncated listing page without a NextContinuationToken");
+    ck_assert_ptr_null(token);
+    const char *no_key = "<ListBucketResult><Contents><Size>3</Size></Contents></ListBucketResult>";
+    ck_assert_int_eq(sharc__s3_parse_list(&ctx, no_key, strlen(no_key), "b", &keys, &dirs, &token),
+                     SHARC_ERR_IO);
+    ck_assert_str_eq(ctx.error, "an object without a <Key> in the listing");
+    /* The last page, and a page cut inside an element: what is whole is taken. */
+    const char *cut = "<ListBucketResult><IsTruncated>false</IsTruncated><Contents><Key>y.tar"
+                      "</Key></Contents><Contents><Key>z.t";
+    ck_assert_int_eq(sharc__s3_parse_list(&ctx, cut, strlen(cut), "b", &keys, &dirs, &token), 0);
+    ck_assert_ptr_null(token);
+    ck_assert_uint_eq(keys.n, 2);
+    ck_assert_str_eq(keys.items[1], "s3://b/y.tar");
+    sharc__strs_free(&ctx, &keys);
+    sharc__strs_free(&ctx, &dirs);
+}
+END_TEST
+
+/* Everything the stream of `path` gives, and what sharc__remote_end() says of it. */
+static int read_all(const char *path, char *got, size_t cap, size_t *n, char *msg, size_t msg_cap)
+{
+    sharc__ctx ctx = quiet_ctx();
+    sharc__remote *r = NULL;
+    int fd = -1;
+    ck_assert_int_eq(sharc__remote_open(&r, &ctx, path, &fd), 0);
+    *n = 0;
+    ssize_t k;
+    while ((k = read(fd, got + *n, cap - *n)) > 0)
+        *n += (size_t)k;
+    msg[0] = 0;
+    int rc = sharc__remote_end(r, msg, msg_cap);
+    sharc__remote_close(&r, &ctx);
+    ck_assert_ptr_null(r);
+    return rc;
+}
+
+START_TEST(reads_a_command)
+{
+    char got[64], msg[256];
+    size_t n;
+    ck_assert_int_eq(
+        read_all("pipe:printf 'a b\\n'; printf c", got, sizeof got, &n, msg, sizeof msg), 0);
+    ck_assert_uint_eq(n, 5);
+    ck_assert(memcmp(got, "a b\nc", 5) == 0);
+    /* Standard input is /dev/null, not the caller's. */
+    ck_assert_int_eq(read_all("pipe:cat", got, sizeof got, &n, msg, sizeof msg), 0);
+    ck_assert_uint_eq(n, 0);
+}
+END_TEST
+
+START_TEST(reports_a_failing_command)
+{
+    char got[64], msg[256];
+    size_t n;
+    ck_assert_int_eq(read_all("pipe:printf ab; exit 7", got, sizeof got, &n, msg, sizeof msg),
+                     SHARC_ERR_IO);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_str_eq(msg, "the command exited with status 7");
+    ck_assert_int_eq(read_all("pipe:printf ab; kill -9 $$", got, sizeof got, &n, msg, sizeof msg),
+                     SHARC_ERR_IO);
+    ck_assert_str_eq(msg, "the command was killed by signal 9 (SIGKILL)");
+    ck_assert_int_eq(read_all("pipe:no-such-command-sharc", got, sizeof got, &n, msg, sizeof msg),
+                     SHARC_ERR_IO);
+    ck_assert_str_eq(msg, "the command exited with status 127");
+}
+END_TEST
+
+START_TEST(stops_a_command_not_read_to_its_end)
+{
+    sharc__ctx ctx = quiet_ctx();
+    sharc__remote *r = NULL;
+    int fd = -1;
+    /* A pipeline that would run for minutes: closing stops all of it, at once. */
+    ck_assert_int_eq(sharc__remote_open(&r, &ctx, "pipe:yes | cat; sleep 300", &fd), 0);
+    char buf[4096];
+    ck_assert_int_gt(read(fd, buf, sizeof buf), 0);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    sharc__remote_close(&r, &ctx);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    ck_assert_int_lt(t1.tv_sec - t0.tv_sec, 5);
+}
+END_TEST
+
+START_TEST(names_what_a_refused_connection_did)
+{
+    sharc__ctx ctx = quiet_ctx();
+    sharc__ctx_set_net(&ctx, 2, 1000);
+    sharc__remote *r = NULL;
+    int fd = -1;
+    ck_assert_int_eq(sharc__remote_open(&r, &ctx, "http://127.0.0.1:1/x.tar", &fd), 0);
+    char buf[16], msg[512];
+    ck_assert_int_eq(read(fd, buf, sizeof buf), 0);
+    ck_assert_int_eq(sharc__remote_end(r, msg, sizeof msg), SHARC_ERR_IO);
+    ck_assert_msg(strstr(msg, "Failed to connect to 127.0.0.1 port 1") == msg, "%s", msg);
+    ck_assert_msg(strstr(msg, "(after 0 bytes) (after 2 retries)"), "%s", msg);
+    sharc__remote_close(&r, &ctx);
+    ck_assert_uint_eq(atomic_load(&sharc__ctx_net(&ctx)->retries), 2);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("remote");
+    TCase *tc = tcase_create("remote");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, tells_remote_paths);
+    tcase_add_test(tc, refuses_credentials_in_urls);
+    tcase_add_test(tc, parses_a_listing_page);
+    tcase_add_test(tc, refuses_broken_listings);
+    tcase_add_test(tc, reads_a_command);
+    tcase_add_test(tc, reports_a_failing_command);
+    tcase_add_test(tc, stops_a_command_not_read_to_its_end);
+    tcase_add_test(tc, names_what_a_refused_connection_did);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}
