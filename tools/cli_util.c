@@ -256,6 +256,11 @@ int cli_parse_u32_list(const char *cmd, const char *opt, const char *val, uint32
 
 int cli_take_paths(const char *cmd, int argc, char **argv, sharc_reader_settings *s)
 {
+    if (s->input_cfg) {
+        if (optind < argc)
+            return cli_usage_error(cmd, "give PATH or --input-cfg, not both");
+        return -1;
+    }
     if (optind >= argc)
         return cli_usage_error(cmd, "no PATH given");
     s->paths = (const char *const *)(argv + optind);

@@ -191,6 +191,9 @@ static const cli_opt options[] = {
              "one thread too"},
     CLI_TEXT("\nReader (defaults as 'sharc read' unless said):\n"),
     USE("layout", "auto, shar, nemo or wds (default auto)"),
+    USE("input-cfg", NULL),
+    USE("max-open-streams", NULL),
+    USE("mix-finite", NULL),
     USE("epochs", "epochs; the window also ends with the data; 0 = forever, for\n"
                   "a steady state on a small dataset (default 1)"),
     USE("seed", "shard order and sampler seed (default 0)"),

@@ -49,6 +49,9 @@ static const cli_opt options[] = {
     {CLI_OPT_CUSTOM, "max-duration", .metavar = "S", OWN(max_duration), .handler = parse_seconds,
      .help = "ignore cuts longer than S seconds (default 0: no limit)"},
     CLI_USE(cli_reader_group, "layout", "shard layout: auto, shar, nemo or wds (default auto)"),
+    CLI_USE(cli_reader_group, "input-cfg",
+            "estimate over the mixture a NeMo input_cfg file lists (YAML or\n"
+            "JSON) instead of PATH, cuts drawn by the sources' weights"),
     {CLI_OPT_FLAG, "json", OWN(json), .min = 1,
      .help = "print one JSON object instead of text (see below)"},
     {CLI_OPT_FLAG, "quiet", OWN(quiet), .min = 1, .help = "print only the bins"},

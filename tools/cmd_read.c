@@ -109,6 +109,9 @@ _Static_assert(MAX_SAVES == 16, "--save-state-at's help says 16");
 static const cli_opt options[] = {
     CLI_TEXT("Reader (batches and --cuts):\n"),
     USE("layout"),
+    USE("input-cfg"),
+    USE("max-open-streams"),
+    USE("mix-finite"),
     USE("epochs"),
     USE("seed"),
     USE("shuffle-shards"),

@@ -60,7 +60,8 @@ static int snapshot(sharc__pipeline *p, slot *s, uint64_t next_step, const sharc
 {
     const sharc__resume at = {.state_hash = p->state_hash,
                               .next_step = next_step,
-                              .pos = *sharc__walk_position(p->walk),
+                              .pos = p->cs.walk ? *sharc__walk_position(p->cs.walk)
+                                                : (sharc__walk_pos){0},
                               .stats = *st};
     return sharc__resume_write(p->ctx, &s->state, &s->state_cap, &s->state_len, &at, &p->held,
                                p->sampler);
@@ -117,7 +118,7 @@ static int plan_one(sharc__pipeline *p, slot *s, uint64_t step)
     if ((rc = layout_batch(p, s, step)) < 0)
         goto fail_batch;
     s->col.batch->step = step;
-    s->col.batch->epoch = sharc__key_epoch(s->col.cuts[0]->key, p->ds->n_shards);
+    s->col.batch->epoch = sharc__key_epoch(s->col.cuts[0]->key, p->cs.n_shards);
     p->stats->batches++;
     for (size_t i = 0; i < n; i++) {
         p->stats->cuts++;
@@ -535,7 +536,7 @@ void sharc__pipeline_stop(sharc__pipeline **pp)
     pthread_mutex_unlock(&p->mu);
     if (p->planner_started)
         pthread_join(p->planner, NULL);
-    sharc__walk_readahead_stop(p->walk);
+    sharc__cs_readahead_stop(&p->cs);
     /* Either array may be missing when starting ran out of memory. */
     for (int i = 0; p->workers && i < p->n_workers; i++)
         if (p->workers[i].started)
@@ -561,7 +562,7 @@ void sharc__pipeline_stop(sharc__pipeline **pp)
     sharc__free(p->ctx, p->slots);
     sharc__keyset_free(p->ctx, &p->held);
     sharc__free(p->ctx, p->last_state);
-    sharc__walk_batch_mode(p->walk, NULL, NULL);
+    sharc__cs_batch_mode(&p->cs, NULL, NULL);
     sharc__bufpool_destroy(&p->bufs);
     pthread_cond_destroy(&p->slot_free);
     pthread_cond_destroy(&p->rows_ready);
@@ -587,8 +588,7 @@ int sharc__pipeline_start(sharc__pipeline **out, const sharc__pipeline_config *c
     sharc__ctx *ctx = c->ctx;
     p->ctx = ctx;
     p->s = rs;
-    p->ds = c->ds;
-    p->walk = c->walk;
+    p->cs = c->cs;
     p->stats = c->stats;
     p->resume = c->resume;
     p->resume_len = c->resume_len;
@@ -599,7 +599,7 @@ int sharc__pipeline_start(sharc__pipeline **out, const sharc__pipeline_config *c
     pthread_cond_init(&p->slot_free, NULL);
     pthread_cond_init(&p->rows_ready, NULL);
     pthread_cond_init(&p->batch_done, NULL);
-    sharc__walk_batch_mode(p->walk, &p->bufs, &p->mu);
+    sharc__cs_batch_mode(&p->cs, &p->bufs, &p->mu);
     p->n_workers = rs->n_threads > 0 ? rs->n_threads : online_cores();
     /* Workers idle at batch boundaries unless the planner is well ahead: by default keep
      * two batches per worker in flight (measured: 2 workers on WAV went from 45k to 63k
@@ -618,15 +618,14 @@ int sharc__pipeline_start(sharc__pipeline **out, const sharc__pipeline_config *c
      * a shard is only headers and metadata: lanes then cost more than they give (measured:
      * WAV and FLAC with 2 threads). The first shard stands for the dataset. */
     int n_lanes = p->n_workers;
-    if (p->ds->n_shards > 0 && sharc__tar_file_is_plain(p->ds->shards[0].audio_path))
+    if (p->cs.first_shard && sharc__tar_file_is_plain(p->cs.first_shard))
         n_lanes = p->n_workers / PLAIN_WORKERS_PER_LANE;
     if (n_lanes > SHARC__MAX_LANES)
         n_lanes = SHARC__MAX_LANES;
     if (p->n_workers < 2 || rs->read_ahead_bytes == 0)
         n_lanes = 0;
     if (rc == 0 && n_lanes > 0)
-        rc =
-            sharc__walk_readahead_start(p->walk, n_lanes, rs->read_ahead_bytes / (uint64_t)n_lanes);
+        rc = sharc__cs_readahead_start(&p->cs, n_lanes, rs->read_ahead_bytes / (uint64_t)n_lanes);
     if (rc == 0)
         rc = sharc__batch_pool_create(&p->pool, ctx, p->n_slots + (size_t)rs->max_held_batches,
                                       NULL);

@@ -13,6 +13,7 @@
 #include "base/ctx.h"
 #include "plan/dataset.h"
 #include "sharc/reader.h"
+#include "walk/cutsource.h"
 #include "walk/walk.h"
 
 typedef struct sharc__pipeline sharc__pipeline;
@@ -21,8 +22,7 @@ typedef struct sharc__pipeline sharc__pipeline;
 typedef struct sharc__pipeline_config {
     sharc__ctx *ctx; ///< errors of the planner and the caller's side, log, allocator
     const sharc_reader_settings *s;
-    const sharc__dataset *ds;
-    sharc__walk *walk;         ///< used by the planner thread alone while the pipeline runs
+    sharc__cutsource cs;       ///< used by the planner thread alone while the pipeline runs
     sharc_reader_stats *stats; ///< the walk's counters, which the planner adds to
     const uint8_t *resume;     ///< a state to resume from (sharc_reader_state_save), or NULL
     size_t resume_len;
