@@ -152,22 +152,35 @@ START_TEST(sequence_reproducible)
 }
 END_TEST
 
-/* The cut ids of each of the first n batches, and their audio's CRC. */
-static void batch_sequence(int threads, int n, char *out, size_t cap)
+static void batch_settings(sharc_reader_settings *s, const char *cfg, int threads)
 {
-    sharc_reader_settings s;
-    settings_on(&s, cfg_path);
-    s.decode = 1;
-    s.n_threads = threads;
-    s.sampler.max_duration = 12;
-    s.sampler.num_buckets = 2;
-    s.sampler.buffer_size = 40;
-    s.sampler.num_cuts_for_bins_estimate = 50;
-    sharc_reader *r = open_ok(&s);
+    settings_on(s, cfg);
+    s->decode = 1;
+    s->n_threads = threads;
+    s->sampler.max_duration = 12;
+    s->sampler.num_buckets = 2;
+    s->sampler.buffer_size = 40;
+    s->sampler.num_cuts_for_bins_estimate = 50;
+}
+
+/* A state blob saved after some step, for resume tests. */
+typedef struct saved {
+    int step;
+    uint8_t *blob;
+    size_t len;
+} saved;
+
+/* The cut ids of each of n batches, and their audio's CRC; with `saves`, the state after
+ * each step asked for. */
+static void batch_run(const sharc_reader_settings *s, int n, char *out, size_t cap, saved *saves,
+                      int n_saves)
+{
+    sharc_reader *r = open_ok(s);
     out[0] = 0;
     for (int i = 0; i < n; i++) {
         sharc_batch *b;
-        ck_assert_int_eq(sharc_reader_next_batch(r, &b), 0);
+        int rc = sharc_reader_next_batch(r, &b);
+        ck_assert_msg(rc == 0, "step %d: %s", i, sharc_reader_last_error(r));
         const sharc_tensor *audio = sharc_batch_tensor(b, "audio");
         char line[64];
         snprintf(line, sizeof line, "%08lx:", crc32(0L, audio->data, (uInt)audio->nbytes));
@@ -181,8 +194,23 @@ static void batch_sequence(int threads, int n, char *out, size_t cap)
         }
         strcat(out, "\n");
         sharc_batch_release(b);
+        for (int k = 0; k < n_saves; k++)
+            if (saves[k].step == i) {
+                ck_assert_int_eq(sharc_reader_state_save(r, NULL, 0, &saves[k].len),
+                                 SHARC_ERR(ENOSPC));
+                saves[k].blob = malloc(saves[k].len);
+                ck_assert_int_eq(
+                    sharc_reader_state_save(r, saves[k].blob, saves[k].len, &saves[k].len), 0);
+            }
     }
     sharc_reader_close(&r);
+}
+
+static void batch_sequence(int threads, int n, char *out, size_t cap)
+{
+    sharc_reader_settings s;
+    batch_settings(&s, cfg_path, threads);
+    batch_run(&s, n, out, cap, NULL, 0);
 }
 
 START_TEST(threads_give_same_batches)
@@ -317,7 +345,8 @@ static void keep_log(void *cookie, sharc_log_level level, const char *msg)
     snprintf(((logged *)cookie)->last, sizeof((logged *)cookie)->last, "%s", msg);
 }
 
-/* A source whose data is missing is named by its entry; a mixture has no resume state. */
+/* A source whose data is missing is named by its entry; paths and input_cfg exclude each
+ * other. */
 START_TEST(errors_name_the_entry)
 {
     char path[800], want[2048];
@@ -339,21 +368,6 @@ START_TEST(errors_name_the_entry)
     ck_assert_int_lt(sharc_reader_open(&r, &s), 0);
     snprintf(want, sizeof want, "%s: input_cfg[1].input_cfg[0]: %s/nowhere: ", path, dir);
     ck_assert_msg(strncmp(log.last, want, strlen(want)) == 0, "got '%s'", log.last);
-
-    settings_on(&s, cfg_path);
-    s.decode = 1;
-    s.sampler.max_duration = 12;
-    s.sampler.num_cuts_for_bins_estimate = 20;
-    r = open_ok(&s);
-    sharc_batch *b;
-    ck_assert_int_eq(sharc_reader_next_batch(r, &b), 0);
-    sharc_batch_release(b);
-    size_t size;
-    ck_assert_int_eq(sharc_reader_state_save(r, NULL, 0, &size), SHARC_ERR(EINVAL));
-    ck_assert_str_eq(sharc_reader_last_error(r),
-                     "a mixture of datasets (input_cfg) has no resume state: resuming a mixture "
-                     "is not supported");
-    sharc_reader_close(&r);
 
     const char *paths[1] = {"x"};
     settings_on(&s, cfg_path);
@@ -404,6 +418,63 @@ START_TEST(many_sources_bounded)
 }
 END_TEST
 
+/* The batches after a state saved at several steps are those of the run that went on. */
+START_TEST(resume_equals_uninterrupted)
+{
+    enum { STEPS = 30 };
+    static char whole[131072], rest[131072];
+    saved saves[3] = {{2, NULL, 0}, {9, NULL, 0}, {20, NULL, 0}};
+    sharc_reader_settings s;
+    batch_settings(&s, cfg_path, 2);
+    batch_run(&s, STEPS, whole, sizeof whole, saves, 3);
+    for (int k = 0; k < 3; k++) {
+        sharc_reader_settings t;
+        batch_settings(&t, cfg_path, 2);
+        t.resume_state = saves[k].blob;
+        t.resume_state_size = saves[k].len;
+        batch_run(&t, STEPS - 1 - saves[k].step, rest, sizeof rest, NULL, 0);
+        /* `whole` after the saved step's line */
+        const char *at = whole;
+        for (int i = 0; i <= saves[k].step; i++)
+            at = strchr(at, '\n') + 1;
+        ck_assert_str_eq(rest, at);
+    }
+
+    /* Another weight for one source: refused, naming it. */
+    char path[800];
+    snprintf(path, sizeof path, "%s/other.yaml", dir);
+    const char *w[3] = {"0.6", "0.3", "0.2"};
+    write_cfg(path, w, "");
+    batch_settings(&s, path, 2);
+    s.resume_state = saves[1].blob;
+    s.resume_state_size = saves[1].len;
+    sharc_reader *r = open_ok(&s);
+    sharc_batch *b;
+    ck_assert_int_eq(sharc_reader_next_batch(r, &b), SHARC_ERR_STATE);
+    ck_assert_str_eq(sharc_reader_last_error(r),
+                     "cannot resume: source input_cfg[0] is not the one the state was saved with "
+                     "(its type, shards, weight or tags differ)");
+    sharc_reader_close(&r);
+
+    /* A source more: refused, counting them. */
+    snprintf(path, sizeof path, "%s/four.yaml", dir);
+    const char *w4[3] = {"0.6", "0.3", "0.1"};
+    char extra[700];
+    snprintf(extra, sizeof extra, "- {type: wds, paths: %s/c/wds, weight: 0.1}\n", dir);
+    write_cfg(path, w4, extra);
+    batch_settings(&s, path, 2);
+    s.resume_state = saves[1].blob;
+    s.resume_state_size = saves[1].len;
+    r = open_ok(&s);
+    ck_assert_int_eq(sharc_reader_next_batch(r, &b), SHARC_ERR_STATE);
+    ck_assert_str_eq(sharc_reader_last_error(r), "cannot resume: the state is of a mixture of 3 "
+                                                 "sources, and the input_cfg lists 4");
+    sharc_reader_close(&r);
+    for (int k = 0; k < 3; k++)
+        free(saves[k].blob);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("mix");
@@ -419,6 +490,7 @@ int main(void)
     tcase_add_test(tc, weights_from_cut_counts);
     tcase_add_test(tc, errors_name_the_entry);
     tcase_add_test(tc, many_sources_bounded);
+    tcase_add_test(tc, resume_equals_uninterrupted);
     suite_add_tcase(s, tc);
     int rc = tu_run_suite(s);
     tu_rm_rf(dir);

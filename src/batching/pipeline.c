@@ -58,11 +58,18 @@ static int layout_batch(sharc__pipeline *p, slot *s, uint64_t step)
 /* Write the draft state after the batch being planned into s->state (planner thread). */
 static int snapshot(sharc__pipeline *p, slot *s, uint64_t next_step, const sharc_reader_stats *st)
 {
-    const sharc__resume at = {.state_hash = p->state_hash,
-                              .next_step = next_step,
-                              .pos = p->cs.walk ? *sharc__walk_position(p->cs.walk)
-                                                : (sharc__walk_pos){0},
-                              .stats = *st};
+    sharc__resume at = {.state_hash = p->state_hash,
+                        .next_step = next_step,
+                        .pos =
+                            p->cs.walk ? *sharc__walk_position(p->cs.walk) : (sharc__walk_pos){0},
+                        .stats = *st};
+    if (p->cs.ops->state_write) { /* a mixture: its draw and its sources' positions */
+        at.mix_len = p->cs.ops->state_size(p->cs.self);
+        if (!p->mix_state && !(p->mix_state = sharc__malloc(p->ctx, at.mix_len)))
+            return SHARC_ERR(ENOMEM);
+        p->cs.ops->state_write(p->cs.self, p->mix_state);
+        at.mix = p->mix_state;
+    }
     return sharc__resume_write(p->ctx, &s->state, &s->state_cap, &s->state_len, &at, &p->held,
                                p->sampler);
 }
@@ -562,6 +569,7 @@ void sharc__pipeline_stop(sharc__pipeline **pp)
     sharc__free(p->ctx, p->slots);
     sharc__keyset_free(p->ctx, &p->held);
     sharc__free(p->ctx, p->last_state);
+    sharc__free(p->ctx, p->mix_state);
     sharc__cs_batch_mode(&p->cs, NULL, NULL);
     sharc__bufpool_destroy(&p->bufs);
     pthread_cond_destroy(&p->slot_free);

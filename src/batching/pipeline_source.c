@@ -194,14 +194,16 @@ int sharc__pipeline_restore(sharc__pipeline *p, const sharc__sampler_settings *s
                             const sharc__sampler_source *src)
 {
     sharc__resume st;
-    if (!p->cs.walk) /* a mixture's state would need every source's position */
-        return sharc__fail(p->ctx, SHARC_ERR_STATE,
-                           "cannot resume: resuming a mixture of datasets (input_cfg) is not "
-                           "supported");
     int rc = sharc__resume_parse(p->ctx, p->resume, p->resume_len, p->state_hash, p->cs.n_shards,
                                  p->s->epochs, &st);
     if (rc < 0)
         return rc;
+    if (!st.mix != !p->cs.ops->state_restore)
+        return sharc__fail(p->ctx, SHARC_ERR_STATE,
+                           st.mix ? "cannot resume: the state is of a mixture of datasets "
+                                    "(input_cfg), and this reader reads one dataset"
+                                  : "cannot resume: the state is of one dataset, and this "
+                                    "reader reads a mixture (input_cfg)");
     p->step_base = st.next_step;
     *p->stats = st.stats;
     p->handed_stats = st.stats;
@@ -210,9 +212,14 @@ int sharc__pipeline_restore(sharc__pipeline *p, const sharc__sampler_settings *s
         return SHARC_ERR(ENOMEM);
     for (size_t i = 0; i < st.n_keys; i++)
         keys[i] = sharc__resume_key(&st, i);
-    rc = preload(p, keys, st.n_keys);
-    sharc__free(p->ctx, keys);
+    /* A mixture checks its sources first (it opens no shard until drawn): a state of
+     * another config is refused for what differs, not for the cuts it cannot find. */
+    if (!p->cs.walk)
+        rc = p->cs.ops->state_restore(p->cs.self, st.mix, st.mix_len);
     if (rc == 0)
+        rc = preload(p, keys, st.n_keys);
+    sharc__free(p->ctx, keys);
+    if (rc == 0 && p->cs.walk)
         rc = sharc__walk_seek(p->cs.walk, &st.pos);
     if (rc == 0)
         rc = sharc__sampler_restore(p->ctx, ss, src, st.sampler, st.sampler_len, &p->sampler);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "batching/pipeline.h"
 #include "batching/resume.h"
 #include "decode/decode.h"
@@ -125,6 +126,7 @@ static int open_mixture(sharc_reader *r)
     const char **names = NULL, **langs = NULL;
     const sharc__dataset **dss = NULL;
     double *counts = NULL;
+    uint64_t *hashes = NULL;
     int rc = sharc__input_cfg_load(cfg, ctx, r->s.input_cfg);
     if (rc < 0)
         return rc;
@@ -136,7 +138,9 @@ static int open_mixture(sharc_reader *r)
     langs = sharc__calloc(ctx, n, sizeof *langs);
     dss = sharc__calloc(ctx, n, sizeof *dss);
     counts = sharc__calloc(ctx, n, sizeof *counts);
-    if (!r->mix_ds || !r->mix_weights || !r->mix_offsets || !names || !langs || !dss || !counts) {
+    hashes = sharc__calloc(ctx, n, sizeof *hashes);
+    if (!r->mix_ds || !r->mix_weights || !r->mix_offsets || !names || !langs || !dss || !counts ||
+        !hashes) {
         rc = SHARC_ERR(ENOMEM);
         goto fail;
     }
@@ -170,10 +174,34 @@ static int open_mixture(sharc_reader *r)
     }
     if ((rc = sharc__input_cfg_weights(cfg, ctx, need_counts ? counts : NULL, r->mix_weights)) < 0)
         goto fail;
-    const sharc__mix_config mc = {ctx,       &r->s,           n,
-                                  dss,       r->mix_weights,  names,
-                                  langs,     r->s.mix_finite, r->s.max_open_streams,
-                                  &r->stats, &r->fetch};
+    /* A state records each source's hash, and is refused naming the first that differs;
+     * the header's hash covers the settings. */
+    const sharc__dataset none = {0};
+    r->state_hash = sharc__resume_hash(&r->s, &none);
+    const uint64_t head[2] = {UINT64_C(0x6D697874757265), (uint64_t)r->s.mix_finite};
+    r->state_hash = sharc__fnv1a(r->state_hash, head, sizeof head);
+    for (size_t i = 0; i < n; i++) {
+        const sharc__input_source *src = &cfg->sources[i];
+        uint64_t h = sharc__resume_hash(&r->s, &r->mix_ds[i]);
+        h = sharc__fnv1a(h, &r->mix_weights[i], sizeof r->mix_weights[i]);
+        for (size_t t = 0; t < src->n_tags; t++) {
+            h = sharc__fnv1a(h, src->tag_names[t], strlen(src->tag_names[t]) + 1);
+            h = sharc__fnv1a(h, src->tag_values[t], strlen(src->tag_values[t]) + 1);
+        }
+        hashes[i] = h;
+    }
+    const sharc__mix_config mc = {.ctx = ctx,
+                                  .s = &r->s,
+                                  .n = n,
+                                  .ds = dss,
+                                  .weights = r->mix_weights,
+                                  .names = names,
+                                  .languages = langs,
+                                  .hashes = hashes,
+                                  .finite = r->s.mix_finite,
+                                  .max_open = r->s.max_open_streams,
+                                  .stats = &r->stats,
+                                  .fetch = &r->fetch};
     if ((rc = sharc__mix_open(&r->mix, &mc)) < 0)
         goto fail;
     r->cs = sharc__mix_cutsource(r->mix);
@@ -182,6 +210,7 @@ fail:
     sharc__free(ctx, langs);
     sharc__free(ctx, dss);
     sharc__free(ctx, counts);
+    sharc__free(ctx, hashes);
     return rc;
 }
 
@@ -494,10 +523,7 @@ int sharc__reader_next_batch(sharc_reader *r, sharc_batch **batch)
 int sharc__reader_state_save(sharc_reader *r, void *buf, size_t cap, size_t *size)
 {
     *size = 0;
-    if (r->mix)
-        return sharc__set_error(&r->ctx, SHARC_ERR(EINVAL),
-                                "a mixture of datasets (input_cfg) has no resume state: "
-                                "resuming a mixture is not supported");
+
     int rc = r->mode == 2 && r->pipe ? sharc__pipeline_state_save(r->pipe, buf, cap, size) : 1;
     if (rc != 1)
         return rc;

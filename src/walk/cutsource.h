@@ -30,6 +30,11 @@ typedef struct sharc__cutsource_ops {
     int (*readahead_start)(void *self, int n_lanes, uint64_t lane_bytes);
     void (*readahead_stop)(void *self);
     double (*read_seconds)(const void *self);
+    /* A resume state's section of a source that is not one walk (whose position the state
+     * holds itself): its size, writing it, and restoring it. NULL for a walk. */
+    size_t (*state_size)(const void *self);
+    void (*state_write)(const void *self, uint8_t *out);
+    int (*state_restore)(void *self, const uint8_t *in, size_t len);
 } sharc__cutsource_ops;
 
 typedef struct sharc__cutsource {

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "base/le.h"
 #include "base/rng.h"
 
 typedef struct mix_src {
@@ -12,6 +13,7 @@ typedef struct mix_src {
     double weight;
     const char *name;
     const char *language;
+    uint64_t hash;
     int live;           ///< still in the draw
     uint64_t last_used; ///< the draw that last pulled from it
 } mix_src;
@@ -58,6 +60,7 @@ int sharc__mix_open(sharc__mix **out, const sharc__mix_config *c)
         x->weight = c->weights[i];
         x->name = c->names[i];
         x->language = c->languages ? c->languages[i] : NULL;
+        x->hash = c->hashes ? c->hashes[i] : 0;
         x->live = x->weight > 0;
         if (x->live)
             m->live_weight += x->weight;
@@ -95,6 +98,16 @@ size_t sharc__mix_source_of(const sharc__mix *m, uint32_t shard)
             hi = mid;
     }
     return lo;
+}
+
+/* The weights still in the draw, summed in one order, so that a restored mixture draws
+ * exactly as the saved one did. */
+static void live_sum(sharc__mix *m)
+{
+    m->live_weight = 0;
+    for (size_t i = 0; i < m->n; i++)
+        if (m->src[i].live)
+            m->live_weight += m->src[i].weight;
 }
 
 /* The next source, in proportion to the weights of those still in the draw. */
@@ -145,9 +158,7 @@ static int mix_pull(void *self)
         if (rc == SHARC_END) {
             /* Finite: the source is read; the draw goes on over the others. */
             x->live = 0;
-            m->live_weight -= x->weight;
-            if (m->live_weight < 1e-12 * x->weight)
-                m->live_weight = 0;
+            live_sum(m);
             continue;
         }
         if (rc < 0)
@@ -253,6 +264,8 @@ static int mix_peek(void *self, int (*visit)(void *cookie, double duration), voi
 }
 
 typedef struct scan_job {
+    sharc__ctx *ctx;
+    const char *language;
     uint32_t offset;
     int (*cb)(void *cookie, sharc__rawcut *c);
     void *cookie;
@@ -262,6 +275,12 @@ static int scan_one(void *cookie, sharc__rawcut *c)
 {
     const scan_job *j = cookie;
     c->shard_index += j->offset;
+    if (j->language) {
+        int rc = sharc__buf_set_str(j->ctx, &c->language, j->language);
+        if (rc < 0)
+            return rc;
+        c->has_language = 1;
+    }
     return j->cb(j->cookie, c);
 }
 
@@ -273,7 +292,7 @@ static int mix_scan_shard(void *self, uint64_t epoch, uint32_t shard,
         return sharc__fail(m->ctx, SHARC_ERR_STATE, "state names shard %u of %zu", shard,
                            m->n_shards);
     mix_src *x = &m->src[sharc__mix_source_of(m, shard)];
-    scan_job j = {x->offset, cb, cookie};
+    scan_job j = {m->ctx, x->language, x->offset, cb, cookie};
     return sharc__walk_scan_shard(x->walk, epoch, shard - x->offset, scan_one, &j);
 }
 
@@ -315,10 +334,88 @@ static double mix_read_seconds(const void *self)
     return t;
 }
 
+/*
+ * The state: the draw's generator, its count and last source, then per source its hash,
+ * whether it is still in the draw, and its walk's position; all little-endian u64.
+ */
+enum { HEAD_WORDS = 4 + 3, SOURCE_WORDS = 2 + 6 };
+
+static size_t mix_state_size(const void *self)
+{
+    const sharc__mix *m = self;
+    return 8 * (HEAD_WORDS + SOURCE_WORDS * m->n);
+}
+
+static void mix_state_write(const void *self, uint8_t *out)
+{
+    const sharc__mix *m = self;
+    for (int k = 0; k < 4; k++, out += 8)
+        sharc__store_le64(out, m->rng.s[k]);
+    const uint64_t head[3] = {m->draws, m->last, m->n};
+    for (int k = 0; k < 3; k++, out += 8)
+        sharc__store_le64(out, head[k]);
+    for (size_t i = 0; i < m->n; i++) {
+        const mix_src *x = &m->src[i];
+        const sharc__walk_pos *p = sharc__walk_position(x->walk);
+        const uint64_t v[SOURCE_WORDS] = {
+            x->hash,     (uint64_t)x->live,       p->epoch,     p->order_pos, p->shard_index,
+            p->consumed, (uint64_t)p->shard_open, p->epoch_cuts};
+        for (int k = 0; k < SOURCE_WORDS; k++, out += 8)
+            sharc__store_le64(out, v[k]);
+    }
+}
+
+static int mix_state_restore(void *self, const uint8_t *in, size_t len)
+{
+    sharc__mix *m = self;
+    if (len < 8 * HEAD_WORDS)
+        return sharc__fail(m->ctx, SHARC_ERR_STATE, "cannot resume: the state blob is truncated");
+    uint64_t n = sharc__load_le64(in + 8 * 6);
+    if (n != m->n)
+        return sharc__fail(m->ctx, SHARC_ERR_STATE,
+                           "cannot resume: the state is of a mixture of %llu sources, and the "
+                           "input_cfg lists %zu",
+                           (unsigned long long)n, m->n);
+    if (len != mix_state_size(m))
+        return sharc__fail(m->ctx, SHARC_ERR_STATE,
+                           "cannot resume: the state's mixture section has the wrong size");
+    const uint8_t *src = in + 8 * HEAD_WORDS;
+    for (size_t i = 0; i < m->n; i++)
+        if (sharc__load_le64(src + 8 * SOURCE_WORDS * i) != m->src[i].hash)
+            return sharc__fail(m->ctx, SHARC_ERR_STATE,
+                               "cannot resume: source %s is not the one the state was saved "
+                               "with (its type, shards, weight or tags differ)",
+                               m->src[i].name);
+    for (int k = 0; k < 4; k++)
+        m->rng.s[k] = sharc__load_le64(in + 8 * k);
+    m->draws = sharc__load_le64(in + 8 * 4);
+    uint64_t last = sharc__load_le64(in + 8 * 5);
+    m->last = last < m->n ? (size_t)last : 0;
+    m->n_open = 0;
+    for (size_t i = 0; i < m->n; i++, src += 8 * SOURCE_WORDS) {
+        mix_src *x = &m->src[i];
+        uint64_t v[SOURCE_WORDS];
+        for (int k = 0; k < SOURCE_WORDS; k++)
+            v[k] = sharc__load_le64(src + 8 * k);
+        if (v[1] > 1 || v[4] > UINT32_MAX || v[6] > 1 || (v[1] && !(x->weight > 0)))
+            return sharc__fail(m->ctx, SHARC_ERR_STATE,
+                               "cannot resume: the state's position of source %s is out of range",
+                               x->name);
+        const sharc__walk_pos p = {v[2], v[3], (uint32_t)v[4], v[5], (int)v[6], v[7]};
+        x->live = (int)v[1];
+        x->last_used = 0;
+        int rc = sharc__walk_seek_later(x->walk, &p);
+        if (rc < 0)
+            return sharc__wrap_error(m->ctx, rc, "%s", x->name);
+    }
+    live_sum(m);
+    return 0;
+}
+
 static const sharc__cutsource_ops mix_ops = {
-    mix_pull,           mix_cut,         mix_problem,    mix_error,      mix_uncount_cut,
-    mix_peek,           mix_scan_shard,  mix_lend_audio, mix_batch_mode, mix_readahead_start,
-    mix_readahead_stop, mix_read_seconds};
+    mix_pull,           mix_cut,          mix_problem,    mix_error,       mix_uncount_cut,
+    mix_peek,           mix_scan_shard,   mix_lend_audio, mix_batch_mode,  mix_readahead_start,
+    mix_readahead_stop, mix_read_seconds, mix_state_size, mix_state_write, mix_state_restore};
 
 sharc__cutsource sharc__mix_cutsource(sharc__mix *m)
 {

@@ -27,6 +27,9 @@ typedef struct sharc__mix_config {
     /** Per source, the language every cut of it is given (its `lang` tag, as NeMo sets the
      *  tag on the cut), or NULL: the cut keeps its own. */
     const char *const *languages;
+    /** Per source, a hash of its shards and settings, which a resume state records and
+     *  checks source by source. */
+    const uint64_t *hashes;
     int finite;      ///< each source read once, not repeated
     size_t max_open; ///< sources with a shard open at once (0: no bound)
     sharc_reader_stats *stats;

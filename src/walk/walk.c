@@ -496,6 +496,20 @@ int sharc__walk_has_open_shard(const sharc__walk *w)
     return shard_is_open(w);
 }
 
+int sharc__walk_seek_later(sharc__walk *w, const sharc__walk_pos *pos)
+{
+    shard_close(w);
+    set_epoch(w, pos->epoch);
+    if (pos->order_pos > w->n_order || (pos->shard_open && pos->order_pos == 0))
+        return sharc__fail(w->ctx, SHARC_ERR_STATE,
+                           "cannot resume: the state points at position %llu of a shard order "
+                           "of %zu",
+                           (unsigned long long)pos->order_pos, w->n_order);
+    w->pos = *pos;
+    w->suspended = pos->shard_open;
+    return 0;
+}
+
 void sharc__walk_set_quiet(sharc__walk *w, int quiet)
 {
     w->quiet = quiet;
@@ -561,9 +575,9 @@ static double cs_read_seconds(const void *self)
 }
 
 static const sharc__cutsource_ops walk_ops = {
-    cs_pull,           cs_cut,         cs_problem,    cs_error,      cs_uncount_cut,
-    cs_peek,           cs_scan_shard,  cs_lend_audio, cs_batch_mode, cs_readahead_start,
-    cs_readahead_stop, cs_read_seconds};
+    cs_pull,           cs_cut,          cs_problem,    cs_error,      cs_uncount_cut,
+    cs_peek,           cs_scan_shard,   cs_lend_audio, cs_batch_mode, cs_readahead_start,
+    cs_readahead_stop, cs_read_seconds, NULL,          NULL,          NULL};
 
 sharc__cutsource sharc__walk_cutsource(sharc__walk *w, const sharc__dataset *ds)
 {

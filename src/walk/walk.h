@@ -123,6 +123,9 @@ sharc__cutsource sharc__walk_cutsource(sharc__walk *w, const sharc__dataset *ds)
  * pull re-opens it there (as sharc__walk_seek does, reading again up to where it was).
  */
 void sharc__walk_suspend(sharc__walk *w);
+/** sharc__walk_seek() without opening the shard yet: the next pull opens it (a mixture
+ *  restores hundreds of sources, of which few are drawn soon). */
+int sharc__walk_seek_later(sharc__walk *w, const sharc__walk_pos *pos);
 /** Whether a shard is open (not suspended). */
 int sharc__walk_has_open_shard(const sharc__walk *w);
 /** Peeking through several walks: problems met are not reported while `quiet`. */
