@@ -391,6 +391,7 @@ static void print_cut_summary_json(const sharc_reader *r, const sharc_reader_sta
     cli_json_num(f, wall);
     cli_json_key(f, "audio_seconds_per_second", 0);
     cli_json_num(f, wall > 0 ? st->audio_seconds / wall : 0.0);
+    cli_print_sources_json(f, r);
     cli_json_key(f, "error", 0);
     cli_json_str(f, error);
     fputs("}\n", f);
@@ -417,6 +418,7 @@ static void print_cut_summary_text(const sharc_reader *r, const sharc_reader_sta
            cli_fmt_duration(a, sizeof a, wall),
            cli_fmt_count(b, sizeof b, wall > 0 ? (double)st->cuts / wall : 0.0),
            wall > 0 ? st->audio_seconds / wall : 0.0);
+    cli_print_sources_text(r);
 }
 
 /* The reader's error message for `rc`, or NULL when rc is not an error. */
@@ -885,6 +887,7 @@ static void print_batch_summary_json(const sharc_reader *r, const batch_run *run
     else
         fputs("null", f);
     print_reader_stats_json(f, st);
+    cli_print_sources_json(f, r);
     cli_dist_json(f, d, l);
     cli_json_key(f, "error", 0);
     cli_json_str(f, error);
@@ -915,6 +918,7 @@ static void print_batch_summary_text(const sharc_reader *r, const batch_run *run
            cli_fmt_duration(a, sizeof a, wall),
            cli_fmt_count(b, sizeof b, wall > 0 ? (double)run->batches / wall : 0.0),
            wall > 0 ? run->audio_seconds / wall : 0.0);
+    cli_print_sources_text(r);
 }
 
 /* A --save-state-at step that the run never reached is an error: the file was promised. */

@@ -353,6 +353,10 @@ SHARC_API const char *sharc_reader_source_name(const sharc_reader *r, size_t i);
 SHARC_API double sharc_reader_source_weight(const sharc_reader *r, size_t i);
 SHARC_API size_t sharc_reader_source_tags(const sharc_reader *r, size_t i,
                                           const char *const **names, const char *const **values);
+/** Source `i`'s cuts and seconds of audio returned so far (in cuts, or in the batches
+ *  handed out), for its realised share; call from the thread that reads. */
+SHARC_API void sharc_reader_source_stats(const sharc_reader *r, size_t i, uint64_t *cuts,
+                                         double *seconds);
 /** The source shard `shard` belongs to (0 for a reader of `paths`). */
 SHARC_API size_t sharc_reader_source_of_shard(const sharc_reader *r, size_t shard);
 

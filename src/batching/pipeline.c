@@ -385,8 +385,16 @@ int sharc__pipeline_next(sharc__pipeline *p, sharc_batch **out)
             narrowed = sharc__collate_compact(&s->col, s->skipped);
             s->skips.padded_seconds += narrowed;
         }
-        for (size_t i = 0; i < s->col.n; i++)
+        for (size_t i = 0; i < s->col.n; i++) {
+            const sharc__bcut *c = s->col.cuts[i];
+            if (rc == 0 && p->source_cuts && !(s->n_skipped && s->skipped[i])) {
+                size_t k =
+                    p->cs.ops->source_of(p->cs.self, sharc__key_shard(c->key, p->cs.n_shards));
+                p->source_cuts[k]++;
+                p->source_seconds[k] += c->duration;
+            }
             sharc__bcut_free(&p->bufs, s->col.cuts[i]);
+        }
         int empty = rc == 0 && b->tensors[0].shape[0] == 0;
         if (rc == 0)
             add_skips(&p->consumed_skips, &s->skips);
@@ -472,6 +480,13 @@ void sharc__pipeline_stats(sharc__pipeline *p, sharc_reader_stats *out)
     out->stage_seconds[SHARC_STAGE_DECODE] += p->worker_stats.stage_seconds[SHARC_STAGE_DECODE];
     out->batches = p->step_base + p->handed;
     pthread_mutex_unlock(&p->mu);
+}
+
+void sharc__pipeline_source_stats(const sharc__pipeline *p, size_t i, uint64_t *cuts,
+                                  double *seconds)
+{
+    *cuts = p->source_cuts ? p->source_cuts[i] : 0;
+    *seconds = p->source_seconds ? p->source_seconds[i] : 0;
 }
 
 const double *sharc__pipeline_bins(const sharc__pipeline *p, size_t *n)
@@ -570,6 +585,8 @@ void sharc__pipeline_stop(sharc__pipeline **pp)
     sharc__keyset_free(p->ctx, &p->held);
     sharc__free(p->ctx, p->last_state);
     sharc__free(p->ctx, p->mix_state);
+    sharc__free(p->ctx, p->source_cuts);
+    sharc__free(p->ctx, p->source_seconds);
     sharc__cs_batch_mode(&p->cs, NULL, NULL);
     sharc__bufpool_destroy(&p->bufs);
     pthread_cond_destroy(&p->slot_free);
@@ -618,6 +635,13 @@ int sharc__pipeline_start(sharc__pipeline **out, const sharc__pipeline_config *c
     p->slots = sharc__calloc(ctx, p->n_slots, sizeof *p->slots);
     p->workers = sharc__calloc(ctx, (size_t)p->n_workers, sizeof *p->workers);
     int rc = (p->slots && p->workers) ? 0 : SHARC_ERR(ENOMEM);
+    if (rc == 0 && p->cs.ops->n_sources) {
+        size_t n = p->cs.ops->n_sources(p->cs.self);
+        p->source_cuts = sharc__calloc(ctx, n, sizeof *p->source_cuts);
+        p->source_seconds = sharc__calloc(ctx, n, sizeof *p->source_seconds);
+        if (!p->source_cuts || !p->source_seconds)
+            rc = SHARC_ERR(ENOMEM);
+    }
     for (int i = 0; p->workers && i < p->n_workers; i++)
         sharc__fetcher_init(&p->workers[i].fetch, p->n_workers);
     /* Shards are read ahead when there are threads to spare: the walk alone would cap

@@ -38,6 +38,8 @@ struct sharc_reader {
     double *mix_weights;
     size_t *mix_offsets; ///< of each source's shards; n_sources + 1 of them
     sharc__mix *mix;
+    uint64_t *source_cuts; ///< cut mode: cuts of each source returned
+    double *source_seconds;
     sharc__cutsource cs;      ///< the walk, or the mixer
     sharc__pipeline *pipe;    ///< batch mode
     sharc__fetcher fetch;     ///< the walk's and cut mode's reads of audio left in shard files
@@ -139,8 +141,10 @@ static int open_mixture(sharc_reader *r)
     dss = sharc__calloc(ctx, n, sizeof *dss);
     counts = sharc__calloc(ctx, n, sizeof *counts);
     hashes = sharc__calloc(ctx, n, sizeof *hashes);
+    r->source_cuts = sharc__calloc(ctx, n, sizeof *r->source_cuts);
+    r->source_seconds = sharc__calloc(ctx, n, sizeof *r->source_seconds);
     if (!r->mix_ds || !r->mix_weights || !r->mix_offsets || !names || !langs || !dss || !counts ||
-        !hashes) {
+        !hashes || !r->source_cuts || !r->source_seconds) {
         rc = SHARC_ERR(ENOMEM);
         goto fail;
     }
@@ -279,6 +283,8 @@ void sharc__reader_close(sharc_reader **rp)
     sharc__free(ctx, r->mix_ds);
     sharc__free(ctx, r->mix_weights);
     sharc__free(ctx, r->mix_offsets);
+    sharc__free(ctx, r->source_cuts);
+    sharc__free(ctx, r->source_seconds);
     sharc__input_cfg_free(&r->cfg, ctx);
     sharc__free(ctx, r->input_cfg_path);
     sharc__dataset_free(&r->ds, ctx);
@@ -397,6 +403,11 @@ int sharc__reader_next(sharc_reader *r, const sharc_cut **cut)
             continue;
         }
         fill_cut(r);
+        if (r->mix) {
+            size_t k = sharc__mix_source_of(r->mix, r->cut.shard_index);
+            r->source_cuts[k]++;
+            r->source_seconds[k] += r->cut.duration;
+        }
         r->stats.cuts++;
         r->stats.audio_seconds += r->cut.duration;
         *cut = &r->cut;
@@ -484,6 +495,20 @@ size_t sharc__reader_source_tags(const sharc_reader *r, size_t i, const char *co
     *names = (const char *const *)r->cfg.sources[i].tag_names;
     *values = (const char *const *)r->cfg.sources[i].tag_values;
     return r->cfg.sources[i].n_tags;
+}
+
+void sharc__reader_source_stats(const sharc_reader *r, size_t i, uint64_t *cuts, double *seconds)
+{
+    *cuts = 0;
+    *seconds = 0;
+    if (!r->mix || i >= r->cfg.n_sources)
+        return;
+    if (r->pipe) {
+        sharc__pipeline_source_stats(r->pipe, i, cuts, seconds);
+        return;
+    }
+    *cuts = r->source_cuts[i];
+    *seconds = r->source_seconds[i];
 }
 
 size_t sharc__reader_source_of_shard(const sharc_reader *r, size_t shard)

@@ -31,6 +31,7 @@ double sharc__reader_source_weight(const sharc_reader *r, size_t i);
 size_t sharc__reader_source_tags(const sharc_reader *r, size_t i, const char *const **names,
                                  const char *const **values);
 size_t sharc__reader_source_of_shard(const sharc_reader *r, size_t shard);
+void sharc__reader_source_stats(const sharc_reader *r, size_t i, uint64_t *cuts, double *seconds);
 void sharc__reader_close(sharc_reader **r);
 
 #endif /* SHARC_SRC_READER_H */

@@ -210,6 +210,18 @@ size_t sharc_reader_source_tags(const sharc_reader *r, size_t i, const char *con
     return r ? sharc__reader_source_tags(r, i, names, values) : 0;
 }
 
+void sharc_reader_source_stats(const sharc_reader *r, size_t i, uint64_t *cuts, double *seconds)
+{
+    uint64_t c = 0;
+    double sec = 0;
+    if (r)
+        sharc__reader_source_stats(r, i, &c, &sec);
+    if (cuts)
+        *cuts = c;
+    if (seconds)
+        *seconds = sec;
+}
+
 size_t sharc_reader_source_of_shard(const sharc_reader *r, size_t shard)
 {
     return r ? sharc__reader_source_of_shard(r, shard) : 0;

@@ -35,6 +35,9 @@ typedef struct sharc__cutsource_ops {
     size_t (*state_size)(const void *self);
     void (*state_write)(const void *self, uint8_t *out);
     int (*state_restore)(void *self, const uint8_t *in, size_t len);
+    /* A mixture's sources, and the one a shard index belongs to. NULL for a walk. */
+    size_t (*n_sources)(const void *self);
+    size_t (*source_of)(const void *self, uint32_t shard);
 } sharc__cutsource_ops;
 
 typedef struct sharc__cutsource {

@@ -412,10 +412,35 @@ static int mix_state_restore(void *self, const uint8_t *in, size_t len)
     return 0;
 }
 
+static size_t mix_n_sources(const void *self)
+{
+    return ((const sharc__mix *)self)->n;
+}
+
+static size_t mix_source_of(const void *self, uint32_t shard)
+{
+    return sharc__mix_source_of(self, shard);
+}
+
 static const sharc__cutsource_ops mix_ops = {
-    mix_pull,           mix_cut,          mix_problem,    mix_error,       mix_uncount_cut,
-    mix_peek,           mix_scan_shard,   mix_lend_audio, mix_batch_mode,  mix_readahead_start,
-    mix_readahead_stop, mix_read_seconds, mix_state_size, mix_state_write, mix_state_restore};
+    .pull = mix_pull,
+    .cut = mix_cut,
+    .problem = mix_problem,
+    .error = mix_error,
+    .uncount_cut = mix_uncount_cut,
+    .peek = mix_peek,
+    .scan_shard = mix_scan_shard,
+    .lend_audio = mix_lend_audio,
+    .batch_mode = mix_batch_mode,
+    .readahead_start = mix_readahead_start,
+    .readahead_stop = mix_readahead_stop,
+    .read_seconds = mix_read_seconds,
+    .state_size = mix_state_size,
+    .state_write = mix_state_write,
+    .state_restore = mix_state_restore,
+    .n_sources = mix_n_sources,
+    .source_of = mix_source_of,
+};
 
 sharc__cutsource sharc__mix_cutsource(sharc__mix *m)
 {

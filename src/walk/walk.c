@@ -575,9 +575,19 @@ static double cs_read_seconds(const void *self)
 }
 
 static const sharc__cutsource_ops walk_ops = {
-    cs_pull,           cs_cut,          cs_problem,    cs_error,      cs_uncount_cut,
-    cs_peek,           cs_scan_shard,   cs_lend_audio, cs_batch_mode, cs_readahead_start,
-    cs_readahead_stop, cs_read_seconds, NULL,          NULL,          NULL};
+    .pull = cs_pull,
+    .cut = cs_cut,
+    .problem = cs_problem,
+    .error = cs_error,
+    .uncount_cut = cs_uncount_cut,
+    .peek = cs_peek,
+    .scan_shard = cs_scan_shard,
+    .lend_audio = cs_lend_audio,
+    .batch_mode = cs_batch_mode,
+    .readahead_start = cs_readahead_start,
+    .readahead_stop = cs_readahead_stop,
+    .read_seconds = cs_read_seconds,
+};
 
 sharc__cutsource sharc__walk_cutsource(sharc__walk *w, const sharc__dataset *ds)
 {
