@@ -1012,7 +1012,7 @@ static void source_totals(const sharc_reader *r, uint64_t *cuts, double *seconds
     }
 }
 
-void cli_print_sources_text(const sharc_reader *r)
+void cli_print_sources_text(FILE *f, const sharc_reader *r)
 {
     size_t n = r ? sharc_reader_num_sources(r) : 0;
     uint64_t total;
@@ -1020,15 +1020,16 @@ void cli_print_sources_text(const sharc_reader *r)
     if (n == 0)
         return;
     source_totals(r, &total, &total_s);
-    printf("-- %zu sources (input_cfg): cuts, seconds of audio, share of cuts against weight\n", n);
+    fprintf(f, "-- %zu sources (input_cfg): cuts, seconds of audio, share of cuts against weight\n",
+            n);
     for (size_t i = 0; i < n; i++) {
         uint64_t c;
         double sec;
         sharc_reader_source_stats(r, i, &c, &sec);
-        printf("--   %-28s %10" PRIu64 " cuts %12.3f s  %6.2f%% (weight %.2f%%)\n",
-               sharc_reader_source_name(r, i), c, sec,
-               total ? 100.0 * (double)c / (double)total : 0.0,
-               100.0 * sharc_reader_source_weight(r, i));
+        fprintf(f, "--   %-28s %10" PRIu64 " cuts %12.3f s  %6.2f%% (weight %.2f%%)\n",
+                sharc_reader_source_name(r, i), c, sec,
+                total ? 100.0 * (double)c / (double)total : 0.0,
+                100.0 * sharc_reader_source_weight(r, i));
     }
 }
 

@@ -109,9 +109,6 @@ _Static_assert(MAX_SAVES == 16, "--save-state-at's help says 16");
 static const cli_opt options[] = {
     CLI_TEXT("Reader (batches and --cuts):\n"),
     USE("layout"),
-    USE("input-cfg"),
-    USE("max-open-streams"),
-    USE("mix-finite"),
     USE("epochs"),
     USE("seed"),
     USE("shuffle-shards"),
@@ -175,6 +172,10 @@ static const cli_opt options[] = {
     {CLI_OPT_FLAG, "no-decode", .target = CLI_T_READER,
      .offset = offsetof(sharc_reader_settings, decode), .min = 0, .flags = CLI_CUTS_ONLY,
      .help = "do not decode audio (faster; sample_sum is null) (--cuts only)"},
+    CLI_TEXT("\nMixing datasets (instead of PATH; see docs/mixing.md):\n"),
+    USE("input-cfg"),
+    USE("max-open-streams"),
+    USE("mix-finite"),
     CLI_TEXT("\nDistributed (batches; see docs/training-loop.md):\n"),
     CLI_GROUP(cli_dist_group),
     CLI_TEXT("\nOutput:\n"),
@@ -418,7 +419,7 @@ static void print_cut_summary_text(const sharc_reader *r, const sharc_reader_sta
            cli_fmt_duration(a, sizeof a, wall),
            cli_fmt_count(b, sizeof b, wall > 0 ? (double)st->cuts / wall : 0.0),
            wall > 0 ? st->audio_seconds / wall : 0.0);
-    cli_print_sources_text(r);
+    cli_print_sources_text(stdout, r);
 }
 
 /* The reader's error message for `rc`, or NULL when rc is not an error. */
@@ -918,7 +919,7 @@ static void print_batch_summary_text(const sharc_reader *r, const batch_run *run
            cli_fmt_duration(a, sizeof a, wall),
            cli_fmt_count(b, sizeof b, wall > 0 ? (double)run->batches / wall : 0.0),
            wall > 0 ? run->audio_seconds / wall : 0.0);
-    cli_print_sources_text(r);
+    cli_print_sources_text(stdout, r);
 }
 
 /* A --save-state-at step that the run never reached is an error: the file was promised. */

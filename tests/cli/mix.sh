@@ -61,6 +61,11 @@ expect_rc 0 "$SHARC" read --input-cfg "$tmp/cfg.yaml" --max-duration 10 --limit 
 grep '^step' "$tmp/out" >"$tmp/rest"
 cmp "$tmp/whole" "$tmp/rest" || fail "resumed batches differ: $(diff "$tmp/whole" "$tmp/rest" | head)"
 
+# bench reports the shares of its last repetition.
+expect_rc 0 "$SHARC" bench --input-cfg "$tmp/cfg.yaml" --batches 10 --warmup 1 --threads 1 \
+    --max-duration 10 --json
+"$PYTHON" -c 'import json,sys; d=json.load(open(sys.argv[1])); s=d["sources"]; assert [x["name"] for x in s][0] == "input_cfg[0]" and sum(x["cuts"] for x in s) > 0, s' "$tmp/out"
+
 # Bins over the mixture: 10000 cuts drawn by the weights.
 expect_rc 0 "$SHARC" buckets --input-cfg "$tmp/cfg.yaml" --num-buckets 4 --json
 "$PYTHON" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["cuts"] == 10000 and len(d["bins"]) == 3, d' "$tmp/out"
