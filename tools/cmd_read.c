@@ -204,7 +204,8 @@ static void print_help(void)
            "PATH is a dataset directory, a shard file, a brace pattern expanded as NeMo\n"
            "expands tarred_audio_filepaths (audio_{0..7}.tar, audio__OP_0..7_CL_.tar,\n"
            "{a,b}, {7..0}, {00..10..2}) or a quoted wildcard pattern ('shards/*.tar',\n"
-           "matched in byte order); several may be given.\n"
+           "matched in byte order); several may be given. --input-cfg FILE reads the mixture\n"
+           "of datasets a NeMo input_cfg lists instead (docs/mixing.md).\n"
            "\n");
     cli_opts_print(stdout, options);
     printf("\n"
