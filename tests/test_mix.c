@@ -252,6 +252,46 @@ START_TEST(tags_per_cut)
 }
 END_TEST
 
+/* In batches, the source's tags besides lang are string columns: `task` is "asr" for the
+ * Shar source's cuts (language "en") and empty for the NeMo one's (language "de"). */
+START_TEST(tags_as_batch_columns)
+{
+    sharc_reader_settings s;
+    batch_settings(&s, cfg_path, 2);
+    sharc_reader *r = open_ok(&s);
+    int asr = 0, de = 0;
+    for (int i = 0; i < 10; i++) {
+        sharc_batch *b;
+        ck_assert_int_eq(sharc_reader_next_batch(r, &b), 0);
+        ck_assert_ptr_nonnull(sharc_batch_tensor(b, "task_offsets"));
+        ck_assert_ptr_nonnull(sharc_batch_tensor(b, "task_bytes"));
+        int64_t rows = sharc_batch_tensor(b, "audio")->shape[0];
+        for (int64_t k = 0; k < rows; k++) {
+            size_t tlen, llen;
+            const char *task = sharc_batch_string(b, "task", (size_t)k, &tlen);
+            const char *lang = sharc_batch_string(b, "language", (size_t)k, &llen);
+            ck_assert_ptr_nonnull(task);
+            ck_assert_ptr_nonnull(lang);
+            if (tlen == 3 && !memcmp(task, "asr", 3)) {
+                asr++;
+                ck_assert_msg(llen == 2 && !memcmp(lang, "en", 2), "task asr, language %.*s",
+                              (int)llen, lang);
+            } else {
+                ck_assert_uint_eq(tlen, 0);
+            }
+            if (llen == 2 && !memcmp(lang, "de", 2)) {
+                de++;
+                ck_assert_uint_eq(tlen, 0);
+            }
+        }
+        sharc_batch_release(b);
+    }
+    ck_assert_int_gt(asr, 0);
+    ck_assert_int_gt(de, 0);
+    sharc_reader_close(&r);
+}
+END_TEST
+
 /* Finite: every cut of every source exactly once, then the end. */
 static void read_finite(sharc_reader_settings *s, int *count, char **ids, size_t *n_ids)
 {
@@ -485,6 +525,7 @@ int main(void)
     tcase_add_test(tc, sequence_reproducible);
     tcase_add_test(tc, threads_give_same_batches);
     tcase_add_test(tc, tags_per_cut);
+    tcase_add_test(tc, tags_as_batch_columns);
     tcase_add_test(tc, finite_reads_each_source_once);
     tcase_add_test(tc, data_parallel_disjoint);
     tcase_add_test(tc, weights_from_cut_counts);

@@ -635,6 +635,14 @@ int sharc__pipeline_start(sharc__pipeline **out, const sharc__pipeline_config *c
     p->slots = sharc__calloc(ctx, p->n_slots, sizeof *p->slots);
     p->workers = sharc__calloc(ctx, (size_t)p->n_workers, sizeof *p->workers);
     int rc = (p->slots && p->workers) ? 0 : SHARC_ERR(ENOMEM);
+    if (rc == 0 && p->cs.ops->tag_columns) { /* a mixture's tags are columns of its batches */
+        const char *const *names = NULL;
+        size_t n_tags = p->cs.ops->tag_columns(p->cs.self, &names);
+        for (size_t k = 0; k < p->n_slots; k++) {
+            p->slots[k].col.n_tags = n_tags;
+            p->slots[k].col.tag_names = names;
+        }
+    }
     if (rc == 0 && p->cs.ops->n_sources) {
         size_t n = p->cs.ops->n_sources(p->cs.self);
         p->source_cuts = sharc__calloc(ctx, n, sizeof *p->source_cuts);

@@ -34,6 +34,8 @@ static int pull_item(void *cookie, sharc__sitem *out)
     bcut *b;
     if ((rc = sharc__bcut_from_raw(&p->bufs, sharc__cs_cut(&p->cs), p->cs.n_shards, &b)) < 0)
         return rc;
+    if (p->cs.ops->cut_tags)
+        b->tags = p->cs.ops->cut_tags(p->cs.self, sharc__cs_cut(&p->cs)->shard_index);
     double t2 = sharc__now_s();
     p->stage[SHARC_STAGE_SAMPLE] += t2 - t1;
     p->pull_wall += t2 - t0;
@@ -156,6 +158,8 @@ static int preload_cut(void *cookie, sharc__rawcut *c)
     bcut *b;
     if ((rc = sharc__bcut_from_raw(&p->bufs, c, p->cs.n_shards, &b)) < 0)
         return rc;
+    if (p->cs.ops->cut_tags)
+        b->tags = p->cs.ops->cut_tags(p->cs.self, c->shard_index);
     p->preloaded[p->n_preloaded++] = b;
     return ++j->found == j->n ? 1 : 0;
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/hash.h"
+#include "batching/collate.h"
 #include "batching/pipeline.h"
 #include "batching/resume.h"
 #include "decode/decode.h"
@@ -38,6 +39,9 @@ struct sharc_reader {
     double *mix_weights;
     size_t *mix_offsets; ///< of each source's shards; n_sources + 1 of them
     sharc__mix *mix;
+    const char **tag_columns; ///< a mixture's tag columns besides language
+    const char **tag_values;  ///< per source, its value for each column, or NULL
+    size_t n_tag_columns;
     uint64_t *source_cuts; ///< cut mode: cuts of each source returned
     double *source_seconds;
     sharc__cutsource cs;      ///< the walk, or the mixer
@@ -120,6 +124,50 @@ static int count_cuts(sharc_reader *r, const sharc__dataset *ds, double *out)
     return rc == SHARC_END ? 0 : rc;
 }
 
+/* The batch columns of the sources' tags besides language (which is the cuts' own), in the
+ * order the file first names them, and each source's values for them. */
+static int tag_columns(sharc_reader *r)
+{
+    sharc__ctx *ctx = &r->ctx;
+    const sharc__input_cfg *cfg = &r->cfg;
+    size_t n = 0;
+    r->tag_columns = sharc__calloc(ctx, SHARC__MAX_TAG_COLUMNS, sizeof *r->tag_columns);
+    if (!r->tag_columns)
+        return SHARC_ERR(ENOMEM);
+    for (size_t i = 0; i < cfg->n_sources; i++)
+        for (size_t t = 0; t < cfg->sources[i].n_tags; t++) {
+            const char *name = cfg->sources[i].tag_names[t];
+            size_t k = 0;
+            while (k < n && strcmp(r->tag_columns[k], name))
+                k++;
+            if (k < n || !strcmp(name, "language"))
+                continue;
+            static const char *const taken[] = {"cut_id", "text",       "speaker",
+                                                "audio",  "audio_lens", "duration"};
+            for (size_t j = 0; j < sizeof taken / sizeof *taken; j++)
+                if (!strcmp(name, taken[j]))
+                    return sharc__set_error(ctx, SHARC_ERR_FORMAT,
+                                            "%s: %s: tag '%s' would replace the batch's own "
+                                            "column of that name",
+                                            cfg->name, cfg->sources[i].where, name);
+            if (n == SHARC__MAX_TAG_COLUMNS)
+                return sharc__set_error(
+                    ctx, SHARC_ERR_FORMAT, "%s: %s: tag '%s': at most %d tag names besides lang",
+                    cfg->name, cfg->sources[i].where, name, SHARC__MAX_TAG_COLUMNS);
+            r->tag_columns[n++] = name;
+        }
+    r->n_tag_columns = n;
+    r->tag_values = sharc__calloc(ctx, cfg->n_sources * (n ? n : 1), sizeof *r->tag_values);
+    if (!r->tag_values)
+        return SHARC_ERR(ENOMEM);
+    for (size_t i = 0; i < cfg->n_sources; i++)
+        for (size_t t = 0; t < cfg->sources[i].n_tags; t++)
+            for (size_t k = 0; k < n; k++)
+                if (!strcmp(r->tag_columns[k], cfg->sources[i].tag_names[t]))
+                    r->tag_values[i * n + k] = cfg->sources[i].tag_values[t];
+    return 0;
+}
+
 /* Read the input_cfg, find each source's shards, weigh the sources and open the mixer. */
 static int open_mixture(sharc_reader *r)
 {
@@ -194,6 +242,8 @@ static int open_mixture(sharc_reader *r)
         }
         hashes[i] = h;
     }
+    if ((rc = tag_columns(r)) < 0)
+        goto fail;
     const sharc__mix_config mc = {.ctx = ctx,
                                   .s = &r->s,
                                   .n = n,
@@ -202,6 +252,9 @@ static int open_mixture(sharc_reader *r)
                                   .names = names,
                                   .languages = langs,
                                   .hashes = hashes,
+                                  .n_tag_columns = r->n_tag_columns,
+                                  .tag_columns = r->tag_columns,
+                                  .tag_values = r->tag_values,
                                   .finite = r->s.mix_finite,
                                   .max_open = r->s.max_open_streams,
                                   .stats = &r->stats,
@@ -283,6 +336,8 @@ void sharc__reader_close(sharc_reader **rp)
     sharc__free(ctx, r->mix_ds);
     sharc__free(ctx, r->mix_weights);
     sharc__free(ctx, r->mix_offsets);
+    sharc__free(ctx, r->tag_columns);
+    sharc__free(ctx, r->tag_values);
     sharc__free(ctx, r->source_cuts);
     sharc__free(ctx, r->source_seconds);
     sharc__input_cfg_free(&r->cfg, ctx);

@@ -38,6 +38,10 @@ typedef struct sharc__cutsource_ops {
     /* A mixture's sources, and the one a shard index belongs to. NULL for a walk. */
     size_t (*n_sources)(const void *self);
     size_t (*source_of)(const void *self, uint32_t shard);
+    /* A mixture's tag columns (besides language), and the values of a shard's cuts for them
+     * (NULL entries where its source has none); owned by the source. NULL for a walk. */
+    size_t (*tag_columns)(const void *self, const char *const **names);
+    const char *const *(*cut_tags)(const void *self, uint32_t shard);
 } sharc__cutsource_ops;
 
 typedef struct sharc__cutsource {

@@ -29,6 +29,9 @@ struct sharc__mix {
     uint64_t draws;
     size_t last; ///< the source of the last cut pulled
     size_t max_open, n_open;
+    size_t n_tag_columns;
+    const char *const *tag_columns;
+    const char *const *tag_values;
 };
 
 /* A different shard order per source, from the reader's seed. */
@@ -47,6 +50,9 @@ int sharc__mix_open(sharc__mix **out, const sharc__mix_config *c)
     m->stats = c->stats;
     m->n = c->n;
     m->max_open = c->max_open;
+    m->n_tag_columns = c->n_tag_columns;
+    m->tag_columns = c->tag_columns;
+    m->tag_values = c->tag_values;
     m->src = sharc__calloc(c->ctx, c->n ? c->n : 1, sizeof *m->src);
     int rc = m->src ? 0 : SHARC_ERR(ENOMEM);
     /* The draw's own stream, apart from the shard orders that the seed also drives. */
@@ -422,6 +428,20 @@ static size_t mix_source_of(const void *self, uint32_t shard)
     return sharc__mix_source_of(self, shard);
 }
 
+static size_t mix_tag_columns(const void *self, const char *const **names)
+{
+    const sharc__mix *m = self;
+    *names = m->tag_columns;
+    return m->n_tag_columns;
+}
+
+static const char *const *mix_cut_tags(const void *self, uint32_t shard)
+{
+    const sharc__mix *m = self;
+    return m->n_tag_columns ? m->tag_values + sharc__mix_source_of(m, shard) * m->n_tag_columns
+                            : NULL;
+}
+
 static const sharc__cutsource_ops mix_ops = {
     .pull = mix_pull,
     .cut = mix_cut,
@@ -440,6 +460,8 @@ static const sharc__cutsource_ops mix_ops = {
     .state_restore = mix_state_restore,
     .n_sources = mix_n_sources,
     .source_of = mix_source_of,
+    .tag_columns = mix_tag_columns,
+    .cut_tags = mix_cut_tags,
 };
 
 sharc__cutsource sharc__mix_cutsource(sharc__mix *m)

@@ -30,6 +30,11 @@ typedef struct sharc__mix_config {
     /** Per source, a hash of its shards and settings, which a resume state records and
      *  checks source by source. */
     const uint64_t *hashes;
+    /** Tag columns besides language, and each source's values for them: n rows of
+     *  n_tag_columns, NULL where a source has no such tag. */
+    size_t n_tag_columns;
+    const char *const *tag_columns;
+    const char *const *tag_values;
     int finite;      ///< each source read once, not repeated
     size_t max_open; ///< sources with a shard open at once (0: no bound)
     sharc_reader_stats *stats;
