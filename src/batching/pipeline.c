@@ -396,6 +396,10 @@ int sharc__pipeline_next(sharc__pipeline *p, sharc_batch **out)
             sharc__bcut_free(&p->bufs, s->col.cuts[i]);
         }
         int empty = rc == 0 && b->tensors[0].shape[0] == 0;
+        if (rc == 0 && !empty &&
+            (rc = sharc__featurize_batch(&p->features, p->ctx, p->s, b, s->col.rate,
+                                         p->step_base + p->handed)) < 0)
+            snprintf(s->message, sizeof s->message, "%s", p->ctx->error);
         if (rc == 0)
             add_skips(&p->consumed_skips, &s->skips);
         sharc_reader_stats handed = p->handed_stats; /* written by this thread only */
@@ -575,6 +579,7 @@ void sharc__pipeline_stop(sharc__pipeline **pp)
     }
     sharc__sampler_close(&p->sampler);
     sharc__batch_pool_destroy(&p->pool);
+    sharc__fbank_destroy(&p->features);
     for (int i = 0; p->workers && i < p->n_workers; i++) {
         sharc__buf_free(p->ctx, &p->workers[i].err.member);
         sharc__buf_free(p->ctx, &p->workers[i].err.cut_id);

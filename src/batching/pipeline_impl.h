@@ -12,6 +12,7 @@
 #include "batching/batch.h"
 #include "batching/bcut.h"
 #include "batching/collate.h"
+#include "batching/featurize.h"
 #include "batching/pipeline.h"
 #include "batching/sampler.h"
 #include "decode/decode.h"
@@ -109,8 +110,9 @@ struct sharc__pipeline {
     bcut **preloaded;    ///< restore: cuts re-read for the saved keys, sorted by key
     uint8_t *taken;      ///< preloaded[i] was handed to the sampler
     size_t n_preloaded;
-    int first_rate;   ///< the rate of the first batch planned (planner only)
-    int rates_warned; ///< a batch at another rate was warned about (planner only)
+    sharc__fbank *features; ///< the features' plan, made at the first batch (caller only)
+    int first_rate;         ///< the rate of the first batch planned (planner only)
+    int rates_warned;       ///< a batch at another rate was warned about (planner only)
 };
 
 /** The sampler's source of cuts: the walk, through the pipeline's buffered cuts. */
