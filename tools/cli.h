@@ -341,4 +341,9 @@ void cli_progress_update(cli_progress *p, double done, double total, const char 
 /** Erase the progress line (before other output to stderr or at the end). */
 void cli_progress_clear(cli_progress *p);
 
+/** A mixture's per-source summary (cuts, seconds of audio, realised share against the
+ *  weight): "-- " lines, or a ,"sources":[...] member; nothing for a single dataset. */
+void cli_print_sources_text(FILE *f, const sharc_reader *r);
+void cli_print_sources_json(FILE *f, const sharc_reader *r);
+
 #endif /* SHARC_TOOLS_CLI_H */

@@ -60,6 +60,16 @@ _Static_assert(SHARC_FEATURES_NONE == 0 && SHARC_FEATURES_FBANK == 1,
 const cli_opt cli_reader_group[] = {
     {CLI_OPT_CUSTOM, "layout", .metavar = "L", R(layout), .handler = opt_layout,
      .help = "shard layout: auto, shar, nemo or wds (default auto: detect)"},
+    {CLI_OPT_STRING, "input-cfg", .metavar = "FILE", R(input_cfg),
+     .help = "read the mixture a NeMo input_cfg file (YAML or JSON) lists\n"
+             "instead of PATH: each cut drawn from a source in proportion\n"
+             "to its weight, sources repeating without end (docs/mixing.md)"},
+    {CLI_OPT_U32, "max-open-streams", .metavar = "N", R(max_open_streams), .min = 1,
+     .max = UINT32_MAX,
+     .help = "with --input-cfg: at most N sources with a shard open at once\n"
+             "(default: no bound)"},
+    {CLI_OPT_FLAG, "mix-finite", R(mix_finite), .min = 1,
+     .help = "with --input-cfg: read each source once, then end"},
     {CLI_OPT_U64, "epochs", .metavar = "N", R(epochs),
      .help = "epochs to read; 0 reads forever (default 1)"},
     {CLI_OPT_U64, "seed", .metavar = "S", R(seed),

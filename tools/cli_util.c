@@ -256,6 +256,11 @@ int cli_parse_u32_list(const char *cmd, const char *opt, const char *val, uint32
 
 int cli_take_paths(const char *cmd, int argc, char **argv, sharc_reader_settings *s)
 {
+    if (s->input_cfg) {
+        if (optind < argc)
+            return cli_usage_error(cmd, "give PATH or --input-cfg, not both");
+        return -1;
+    }
     if (optind >= argc)
         return cli_usage_error(cmd, "no PATH given");
     s->paths = (const char *const *)(argv + optind);
@@ -714,7 +719,7 @@ void cli_json_strn(FILE *f, const char *s, size_t n)
             fputs("\\\\", f);
             break;
         case '\n':
-            fputs("\\n", f);
+            fputs("\n", f);
             break;
         case '\r':
             fputs("\\r", f);
@@ -991,4 +996,70 @@ void cli_progress_clear(cli_progress *p)
     erase_progress_locked();
     fflush(stderr);
     pthread_mutex_unlock(&cli_stderr.lock);
+}
+
+/* Each source's realised share: of the cuts returned, and of the seconds of audio. */
+static void source_totals(const sharc_reader *r, uint64_t *cuts, double *seconds)
+{
+    *cuts = 0;
+    *seconds = 0;
+    for (size_t i = 0; i < sharc_reader_num_sources(r); i++) {
+        uint64_t c;
+        double sec;
+        sharc_reader_source_stats(r, i, &c, &sec);
+        *cuts += c;
+        *seconds += sec;
+    }
+}
+
+void cli_print_sources_text(FILE *f, const sharc_reader *r)
+{
+    size_t n = r ? sharc_reader_num_sources(r) : 0;
+    uint64_t total;
+    double total_s;
+    if (n == 0)
+        return;
+    source_totals(r, &total, &total_s);
+    fprintf(f, "-- %zu sources (input_cfg): cuts, seconds of audio, share of cuts against weight\n",
+            n);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t c;
+        double sec;
+        sharc_reader_source_stats(r, i, &c, &sec);
+        fprintf(f, "--   %-28s %10" PRIu64 " cuts %12.3f s  %6.2f%% (weight %.2f%%)\n",
+                sharc_reader_source_name(r, i), c, sec,
+                total ? 100.0 * (double)c / (double)total : 0.0,
+                100.0 * sharc_reader_source_weight(r, i));
+    }
+}
+
+void cli_print_sources_json(FILE *f, const sharc_reader *r)
+{
+    size_t n = r ? sharc_reader_num_sources(r) : 0;
+    uint64_t total;
+    double total_s;
+    if (n == 0)
+        return;
+    source_totals(r, &total, &total_s);
+    cli_json_key(f, "sources", 0);
+    fputc('[', f);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t c;
+        double sec;
+        sharc_reader_source_stats(r, i, &c, &sec);
+        fputs(i ? ",{" : "{", f);
+        cli_json_key(f, "name", 1);
+        cli_json_str(f, sharc_reader_source_name(r, i));
+        cli_json_key(f, "weight", 0);
+        cli_json_num(f, sharc_reader_source_weight(r, i));
+        fprintf(f, ",\"cuts\":%" PRIu64, c);
+        cli_json_key(f, "audio_seconds", 0);
+        cli_json_num(f, sec);
+        cli_json_key(f, "share", 0);
+        cli_json_num(f, total ? (double)c / (double)total : 0.0);
+        cli_json_key(f, "audio_share", 0);
+        cli_json_num(f, total_s > 0 ? sec / total_s : 0.0);
+        fputc('}', f);
+    }
+    fputc(']', f);
 }

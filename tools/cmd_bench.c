@@ -244,6 +244,10 @@ static const cli_opt options[] = {
     USE("fbank-preemph", NULL),
     USE("fbank-dither", NULL),
     USE("no-keep-audio", NULL),
+    CLI_TEXT("\nMixing datasets (instead of PATH; see docs/mixing.md):\n"),
+    USE("input-cfg", NULL),
+    USE("max-open-streams", NULL),
+    USE("mix-finite", NULL),
     CLI_TEXT("\nDistributed (batches; every rank prints its own report):\n"),
     CLI_GROUP(cli_dist_group),
     /* --broadcast-only is taken before the options are parsed (bench_bcast_requested). */
@@ -644,6 +648,29 @@ static int open_loader(const sharc_reader_settings *s, const bench_opts *o, shar
     return rc < 0 ? -1 : 0;
 }
 
+/* A mixture's per-source summary of the last repetition, as text and as a JSON member. */
+static char *sources_text, *sources_json;
+
+static void keep_sources(const sharc_reader *r)
+{
+    if (r == NULL || sharc_reader_num_sources(r) == 0)
+        return;
+    size_t len;
+    free(sources_text);
+    free(sources_json);
+    sources_text = sources_json = NULL;
+    FILE *f = open_memstream(&sources_text, &len);
+    if (f) {
+        cli_print_sources_text(f, r);
+        fclose(f);
+    }
+    f = open_memstream(&sources_json, &len);
+    if (f) {
+        cli_print_sources_json(f, r);
+        fclose(f);
+    }
+}
+
 /* One loader run: open, warm up, time the window. 0, or -1 after printing the error. */
 static int run_loader(const sharc_reader_settings *s, const bench_opts *o, int rep, cli_progress *p,
                       run_result *res)
@@ -684,6 +711,7 @@ static int run_loader(const sharc_reader_settings *s, const bench_opts *o, int r
     res->ended = rc == 0;
     if (rc >= 0)
         window_end(&w, r, res);
+    keep_sources(r);
     if (l != NULL)
         sharc_loader_close(&l); /* the reader is the loader's */
     else
@@ -921,7 +949,10 @@ static void print_json(const report *rp)
             fputc(',', f);
         print_run_json(f, &runs[i], rp->floors ? &rp->floors[i] : NULL);
     }
-    fputs("]}\n", f);
+    fputc(']', f);
+    if (sources_json)
+        fputs(sources_json, f);
+    fputs("}\n", f);
 }
 
 static void print_text(const report *rp)
@@ -982,6 +1013,8 @@ static void print_text(const report *rp)
         ended += runs[i].ended;
     printf("  window         %10.2f s%s\n", median_of(runs, n, get_wall),
            ended ? " (ended with the data; --epochs 0 reads on)" : "");
+    if (sources_text)
+        fputs(sources_text, stdout);
 }
 
 /* ---- the command ---- */
@@ -1064,6 +1097,8 @@ done:
     free(floors);
     bench_floor_free_shards(shards, n_shards);
     free(o.bins);
+    free(sources_text);
+    free(sources_json);
     cli_dist_close(&o.dist);
     return status;
 }

@@ -51,6 +51,10 @@ static const cli_opt options[] = {
     CLI_USE(cli_reader_group, "layout", "shard layout: auto, shar, nemo or wds (default auto)"),
     CLI_USE(cli_reader_group, "retries", NULL),
     CLI_USE(cli_reader_group, "timeout-ms", NULL),
+    CLI_USE(cli_reader_group, "input-cfg",
+            "estimate over the mixture a NeMo input_cfg file lists (YAML or\n"
+            "JSON) instead of PATH: the first --num-cuts cuts its weights\n"
+            "draw (default 10000 there)"),
     {CLI_OPT_FLAG, "json", OWN(json), .min = 1,
      .help = "print one JSON object instead of text (see below)"},
     {CLI_OPT_FLAG, "quiet", OWN(quiet), .min = 1, .help = "print only the bins"},
@@ -107,6 +111,10 @@ static int parse_args(int argc, char **argv, sharc_reader_settings *s, buckets_o
     if (status >= 0)
         return status;
     status = cli_take_paths(cmd, argc, argv, s);
+    /* A mixture repeats without end: its estimate reads the cuts its weights draw, as
+     * many as Lhotse's num_cuts_for_bins_estimate. */
+    if (status < 0 && s->input_cfg && o->num_cuts == 0)
+        o->num_cuts = 10000;
     if (status < 0 && o->max_duration > 0 && o->max_duration < o->min_duration)
         return cli_usage_error(cmd, "--max-duration is below --min-duration");
     return status;

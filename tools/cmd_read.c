@@ -185,6 +185,10 @@ static const cli_opt options[] = {
     {CLI_OPT_FLAG, "no-decode", .target = CLI_T_READER,
      .offset = offsetof(sharc_reader_settings, decode), .min = 0, .flags = CLI_CUTS_ONLY,
      .help = "do not decode audio (faster; sample_sum is null) (--cuts only)"},
+    CLI_TEXT("\nMixing datasets (instead of PATH; see docs/mixing.md):\n"),
+    USE("input-cfg"),
+    USE("max-open-streams"),
+    USE("mix-finite"),
     CLI_TEXT("\nDistributed (batches; see docs/training-loop.md):\n"),
     CLI_GROUP(cli_dist_group),
     CLI_TEXT("\nOutput:\n"),
@@ -219,6 +223,8 @@ static void print_help(void)
            "shard, its last word names it); braces expand over them too. S3 credentials\n"
            "and endpoint come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,\n"
            "AWS_SESSION_TOKEN, AWS_REGION and AWS_ENDPOINT_URL (docs/storage.md).\n"
+           "--input-cfg FILE reads the mixture of datasets a NeMo input_cfg lists instead\n"
+           "(docs/mixing.md).\n"
            "\n");
     cli_opts_print(stdout, options);
     printf("\n"
@@ -409,6 +415,7 @@ static void print_cut_summary_json(const sharc_reader *r, const sharc_reader_sta
     cli_json_num(f, wall);
     cli_json_key(f, "audio_seconds_per_second", 0);
     cli_json_num(f, wall > 0 ? st->audio_seconds / wall : 0.0);
+    cli_print_sources_json(f, r);
     cli_json_key(f, "error", 0);
     cli_json_str(f, error);
     fputs("}\n", f);
@@ -435,6 +442,7 @@ static void print_cut_summary_text(const sharc_reader *r, const sharc_reader_sta
            cli_fmt_duration(a, sizeof a, wall),
            cli_fmt_count(b, sizeof b, wall > 0 ? (double)st->cuts / wall : 0.0),
            wall > 0 ? st->audio_seconds / wall : 0.0);
+    cli_print_sources_text(stdout, r);
 }
 
 /* The reader's error message for `rc`, or NULL when rc is not an error. */
@@ -914,6 +922,7 @@ static void print_batch_summary_json(const sharc_reader *r, const batch_run *run
     else
         fputs("null", f);
     print_reader_stats_json(f, st);
+    cli_print_sources_json(f, r);
     cli_dist_json(f, d, l);
     cli_json_key(f, "error", 0);
     cli_json_str(f, error);
@@ -944,6 +953,7 @@ static void print_batch_summary_text(const sharc_reader *r, const batch_run *run
            cli_fmt_duration(a, sizeof a, wall),
            cli_fmt_count(b, sizeof b, wall > 0 ? (double)run->batches / wall : 0.0),
            wall > 0 ? run->audio_seconds / wall : 0.0);
+    cli_print_sources_text(stdout, r);
 }
 
 /* A --save-state-at step that the run never reached is an error: the file was promised. */

@@ -53,7 +53,10 @@ typedef struct sharc_tensor {
  * [B], `duration` f32 [B], and string columns `cut_id`, `text`, `speaker`, `language`, each as
  * `<name>_offsets` i32 [B+1] plus `<name>_bytes` u8 [N] (Arrow style: string i is
  * bytes[offsets[i]..offsets[i+1]), not NUL-terminated). A cut without a text, speaker or
- * language has an empty string there (length 0), not a missing row. A batch whose row lengths
+ * language has an empty string there (length 0), not a missing row. A mixture's batches
+ * (sharc_reader_settings.input_cfg) have one more string column per tag name of its sources
+ * besides `lang` (which sets `language`), such as `task`: empty for the cuts of a source
+ * without that tag. A batch whose row lengths
  * or a column's string bytes would pass INT32_MAX is not made: sharc_reader_next_batch() fails
  * with SHARC_ERR_TOO_LARGE naming the step and the tensor.
  */

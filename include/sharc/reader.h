@@ -224,7 +224,20 @@ typedef struct sharc_reader_settings {
     /** Remote shards: a transfer that receives nothing for this long fails (and is retried);
      *  also the limit on connecting, in ms; 0 = 30000, at most 86400000 (default 30000) */
     uint32_t timeout_ms;
-    uint8_t reserved[72]; ///< room for later fields; must be zero
+    /** A NeMo input_cfg file (YAML or JSON; docs/mixing.md): read the mixture of the
+     *  datasets it lists instead of `paths` (which must then be empty), each next cut drawn
+     *  from a source chosen in proportion to its weight with a generator seeded by `seed`.
+     *  NULL: read `paths` (default). */
+    const char *input_cfg;
+    /** Mixtures: sources with a shard open at once; when one more is drawn, the least
+     *  recently used closes its shard and re-opens it where it was when next drawn. The
+     *  batches do not depend on it. 0: no bound (default). */
+    uint32_t max_open_streams;
+    /** Mixtures: read each source once, an exhausted source leaving the draw, and end when
+     *  all are read (evaluation). 0: each source repeats, reshuffled, without end (default;
+     *  `epochs` applies to single datasets only). */
+    int mix_finite;
+    uint8_t reserved[56]; ///< room for later fields; must be zero
 } sharc_reader_settings;
 
 /**
@@ -367,8 +380,27 @@ SHARC_API const char *sharc_reader_shard_path(const sharc_reader *r, size_t i);
  */
 SHARC_API size_t sharc_reader_num_ignored_paths(const sharc_reader *r);
 
-/** The layout in use (after detection). */
+/** The layout in use (after detection); SHARC_LAYOUT_AUTO for a mixture. */
 SHARC_API sharc_layout sharc_reader_layout(const sharc_reader *r);
+
+/**
+ * A mixture's sources (input_cfg), in the file's order, groups flattened; 0 for a reader of
+ * `paths`. A cut's source is sharc_reader_source_of_shard(r, cut->shard_index): a mixture's
+ * shards are its sources' shards one source after another.
+ */
+SHARC_API size_t sharc_reader_num_sources(const sharc_reader *r);
+/** Source `i`'s entry in the file ("input_cfg[2].input_cfg[0]"), its effective weight (the
+ *  sources' sum to 1) and its tags (`lang` named `language`); NULL / 0 out of range. */
+SHARC_API const char *sharc_reader_source_name(const sharc_reader *r, size_t i);
+SHARC_API double sharc_reader_source_weight(const sharc_reader *r, size_t i);
+SHARC_API size_t sharc_reader_source_tags(const sharc_reader *r, size_t i,
+                                          const char *const **names, const char *const **values);
+/** Source `i`'s cuts and seconds of audio returned so far (in cuts, or in the batches
+ *  handed out), for its realised share; call from the thread that reads. */
+SHARC_API void sharc_reader_source_stats(const sharc_reader *r, size_t i, uint64_t *cuts,
+                                         double *seconds);
+/** The source shard `shard` belongs to (0 for a reader of `paths`). */
+SHARC_API size_t sharc_reader_source_of_shard(const sharc_reader *r, size_t shard);
 
 /**
  * The duration bins a batch reader's buckets use: those of the settings, those saved in the

@@ -64,6 +64,7 @@ int sharc__bcut_from_raw(sharc__bufpool *pool, sharc__rawcut *c, size_t n_shards
     b->text = put_str(&q, &c->text, c->has_text);
     b->speaker = put_str(&q, &c->speaker, c->has_speaker);
     b->language = put_str(&q, &c->language, c->has_language);
+    b->tags = NULL;      /* a mixture's pipeline sets them */
     b->audio = c->audio; /* taken over, not copied */
     memset(&c->audio, 0, sizeof c->audio);
     b->job.audio = c->audio_in_file ? NULL : b->audio.data;

@@ -45,6 +45,9 @@ typedef struct sharc__bcut {
     double duration;
     sharc__decode_job job; ///< points into this block and `audio`
     const char *text, *speaker, *language;
+    /** A mixture's tag values for the batch's tag columns (NULL entries where its source has
+     *  none), owned by the reader; NULL for a single dataset. */
+    const char *const *tags;
     size_t block_bytes;
     sharc__buf audio; ///< the encoded member
 } sharc__bcut;

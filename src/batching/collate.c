@@ -12,8 +12,17 @@ typedef sharc__bcut bcut;
 
 static const char *const string_columns[] = {"cut_id", "text", "speaker", "language"};
 
+#define MAX_COLUMNS (4 + SHARC__MAX_TAG_COLUMNS)
+
+static const char *column_name(const sharc__collation *col, int c)
+{
+    return c < 4 ? string_columns[c] : col->tag_names[c - 4];
+}
+
 static const char *column_value(const sharc__bcut *b, int col)
 {
+    if (col >= 4)
+        return b->tags ? b->tags[col - 4] : NULL;
     switch (col) {
     case 0:
         return b->job.id;
@@ -92,7 +101,8 @@ int sharc__collate_layout(sharc__collation *col, sharc__ctx *ctx, sharc__batch_p
     sharc_batch *b = col->batch;
     int64_t B = (int64_t)col->n, T = 0, most = 0;
     size_t most_at = 0;
-    uint64_t text_bytes[4] = {0, 0, 0, 0};
+    uint64_t text_bytes[MAX_COLUMNS] = {0};
+    const int n_cols = 4 + (int)col->n_tags;
     size_t longest = col->rate_first; /* named when the batch cannot be laid out */
     for (size_t i = 0; i < col->n; i++) {
         if (col->cuts[i]->job.sampling_rate == col->rate && col->cuts[i]->job.num_samples > T) {
@@ -104,7 +114,7 @@ int sharc__collate_layout(sharc__collation *col, sharc__ctx *ctx, sharc__batch_p
             most = col->cuts[i]->job.num_samples;
             most_at = i;
         }
-        for (int c = 0; c < 4; c++) {
+        for (int c = 0; c < n_cols; c++) {
             const char *v = column_value(col->cuts[i], c);
             text_bytes[c] += v ? strlen(v) : 0;
         }
@@ -113,6 +123,13 @@ int sharc__collate_layout(sharc__collation *col, sharc__ctx *ctx, sharc__batch_p
         sharc__collate_check_i32(ctx, step, col->n, most, col->cuts[most_at]->job.id, text_bytes);
     if (rc < 0)
         return rc;
+    for (int c = 4; c < n_cols; c++)
+        if (text_bytes[c] > INT32_MAX)
+            return sharc__fail(ctx, SHARC_ERR_TOO_LARGE,
+                               "step %llu: cannot lay out the batch: %s_offsets is int32, and its "
+                               "%zu cuts hold %llu bytes of %s, over %d",
+                               (unsigned long long)step, column_name(col, c), col->n,
+                               (unsigned long long)text_bytes[c], column_name(col, c), INT32_MAX);
     col->T = T;
     int64_t shape_audio[2] = {B, T}, shape_b[1] = {B}, shape_off[1] = {B + 1};
     rc = sharc__batch_add_tensor(b, "audio", SHARC_DTYPE_F32, SHARC_DEVICE_HOST, 0, 2, shape_audio);
@@ -122,12 +139,12 @@ int sharc__collate_layout(sharc__collation *col, sharc__ctx *ctx, sharc__batch_p
     if (rc >= 0)
         rc = sharc__batch_add_tensor(b, "duration", SHARC_DTYPE_F32, SHARC_DEVICE_HOST, 0, 1,
                                      shape_b);
-    for (int c = 0; c < 4 && rc >= 0; c++) {
+    for (int c = 0; c < n_cols && rc >= 0; c++) {
         char name[SHARC_TENSOR_NAME_MAX];
         int64_t shape_bytes[1] = {(int64_t)text_bytes[c]};
-        snprintf(name, sizeof name, "%s_offsets", string_columns[c]);
+        snprintf(name, sizeof name, "%s_offsets", column_name(col, c));
         rc = sharc__batch_add_tensor(b, name, SHARC_DTYPE_I32, SHARC_DEVICE_HOST, 0, 1, shape_off);
-        snprintf(name, sizeof name, "%s_bytes", string_columns[c]);
+        snprintf(name, sizeof name, "%s_bytes", column_name(col, c));
         if (rc >= 0)
             rc = sharc__batch_add_tensor(b, name, SHARC_DTYPE_U8, SHARC_DEVICE_HOST, 0, 1,
                                          shape_bytes);
@@ -147,7 +164,7 @@ int sharc__collate_layout(sharc__collation *col, sharc__ctx *ctx, sharc__batch_p
         lens[i] = (int32_t)col->cuts[i]->job.num_samples;
         dur[i] = (float)col->cuts[i]->duration;
     }
-    for (int c = 0; c < 4; c++) {
+    for (int c = 0; c < n_cols; c++) {
         int32_t *off = b->tensors[3 + 2 * c].data;
         uint8_t *bytes = b->tensors[4 + 2 * c].data;
         int32_t at = 0;
@@ -185,16 +202,17 @@ double sharc__collate_compact(sharc__collation *col, const uint8_t *skipped)
         }
     size_t T2 = (size_t)narrow; /* <= T: rows are at most T long */
     float *dur = b->tensors[2].data;
-    int32_t *offs[4];
-    uint8_t *bytes[4];
-    int32_t at[4] = {0, 0, 0, 0};
-    for (int c = 0; c < 4; c++) {
+    const int n_cols = 4 + (int)col->n_tags;
+    int32_t *offs[MAX_COLUMNS];
+    uint8_t *bytes[MAX_COLUMNS];
+    int32_t at[MAX_COLUMNS] = {0};
+    for (int c = 0; c < n_cols; c++) {
         offs[c] = b->tensors[3 + 2 * c].data;
         bytes[c] = b->tensors[4 + 2 * c].data;
     }
     for (size_t i = 0; i < col->n; i++) {
-        int32_t start[4], end[4];
-        for (int c = 0; c < 4; c++) {
+        int32_t start[MAX_COLUMNS], end[MAX_COLUMNS];
+        for (int c = 0; c < n_cols; c++) {
             start[c] = offs[c][i];
             end[c] = offs[c][i + 1];
         }
@@ -206,14 +224,14 @@ double sharc__collate_compact(sharc__collation *col, const uint8_t *skipped)
             lens[out] = lens[i];
             dur[out] = dur[i];
         }
-        for (int c = 0; c < 4; c++) {
+        for (int c = 0; c < n_cols; c++) {
             memmove(bytes[c] + at[c], bytes[c] + start[c], (size_t)(end[c] - start[c]));
             offs[c][out] = at[c];
             at[c] += end[c] - start[c];
         }
         out++;
     }
-    for (int c = 0; c < 4; c++) {
+    for (int c = 0; c < n_cols; c++) {
         offs[c][out] = at[c];
         b->tensors[4 + 2 * c].shape[0] = at[c];
         b->tensors[4 + 2 * c].nbytes = (size_t)at[c];

@@ -1,8 +1,9 @@
 /*
  * Collating one batch from its buffered cuts: the sampling rate its rows share, its tensors
  * (audio [B, T] f32, audio_lens and duration [B], and per string column (cut_id, text,
- * speaker, language) `<column>_offsets` i32 [B + 1] and `<column>_bytes` u8) declared and
- * filled but for the audio rows, and, once rows were skipped while decoding, compacted.
+ * speaker, language, then a mixture's tags) `<column>_offsets` i32 [B + 1] and
+ * `<column>_bytes` u8) declared and filled but for the audio rows, and, once rows were
+ * skipped while decoding, compacted.
  */
 #ifndef SHARC_SRC_COLLATE_H
 #define SHARC_SRC_COLLATE_H
@@ -24,7 +25,13 @@ typedef struct sharc__collation {
     size_t rate_first;  ///< the first cut at that rate
     size_t rate_count;  ///< cuts at that rate
     int rate_tie;       ///< as many cuts are at another rate
+    /** A mixture's tag columns after the four of every batch (each cut's values in
+     *  sharc__bcut.tags), at most SHARC__MAX_TAG_COLUMNS. */
+    size_t n_tags;
+    const char *const *tag_names;
 } sharc__collation;
+
+#define SHARC__MAX_TAG_COLUMNS 8
 
 /**
  * The batch's sampling rate: `required` if nonzero, else the rate most of its cuts have, on

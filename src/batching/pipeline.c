@@ -59,10 +59,18 @@ static int layout_batch(sharc__pipeline *p, slot *s, uint64_t step)
 /* Write the draft state after the batch being planned into s->state (planner thread). */
 static int snapshot(sharc__pipeline *p, slot *s, uint64_t next_step, const sharc_reader_stats *st)
 {
-    const sharc__resume at = {.state_hash = p->state_hash,
-                              .next_step = next_step,
-                              .pos = *sharc__walk_position(p->walk),
-                              .stats = *st};
+    sharc__resume at = {.state_hash = p->state_hash,
+                        .next_step = next_step,
+                        .pos =
+                            p->cs.walk ? *sharc__walk_position(p->cs.walk) : (sharc__walk_pos){0},
+                        .stats = *st};
+    if (p->cs.ops->state_write) { /* a mixture: its draw and its sources' positions */
+        at.mix_len = p->cs.ops->state_size(p->cs.self);
+        if (!p->mix_state && !(p->mix_state = sharc__malloc(p->ctx, at.mix_len)))
+            return SHARC_ERR(ENOMEM);
+        p->cs.ops->state_write(p->cs.self, p->mix_state);
+        at.mix = p->mix_state;
+    }
     return sharc__resume_write(p->ctx, &s->state, &s->state_cap, &s->state_len, &at, &p->held,
                                p->sampler);
 }
@@ -118,7 +126,7 @@ static int plan_one(sharc__pipeline *p, slot *s, uint64_t step)
     if ((rc = layout_batch(p, s, step)) < 0)
         goto fail_batch;
     s->col.batch->step = step;
-    s->col.batch->epoch = sharc__key_epoch(s->col.cuts[0]->key, p->ds->n_shards);
+    s->col.batch->epoch = sharc__key_epoch(s->col.cuts[0]->key, p->cs.n_shards);
     p->stats->batches++;
     for (size_t i = 0; i < n; i++) {
         p->stats->cuts++;
@@ -378,8 +386,16 @@ int sharc__pipeline_next(sharc__pipeline *p, sharc_batch **out)
             narrowed = sharc__collate_compact(&s->col, s->skipped);
             s->skips.padded_seconds += narrowed;
         }
-        for (size_t i = 0; i < s->col.n; i++)
+        for (size_t i = 0; i < s->col.n; i++) {
+            const sharc__bcut *c = s->col.cuts[i];
+            if (rc == 0 && p->source_cuts && !(s->n_skipped && s->skipped[i])) {
+                size_t k =
+                    p->cs.ops->source_of(p->cs.self, sharc__key_shard(c->key, p->cs.n_shards));
+                p->source_cuts[k]++;
+                p->source_seconds[k] += c->duration;
+            }
             sharc__bcut_free(&p->bufs, s->col.cuts[i]);
+        }
         int empty = rc == 0 && b->tensors[0].shape[0] == 0;
         if (rc == 0 && !empty &&
             (rc = sharc__featurize_batch(&p->features, p->ctx, p->s, b, s->col.rate,
@@ -471,6 +487,13 @@ void sharc__pipeline_stats(sharc__pipeline *p, sharc_reader_stats *out)
     pthread_mutex_unlock(&p->mu);
 }
 
+void sharc__pipeline_source_stats(const sharc__pipeline *p, size_t i, uint64_t *cuts,
+                                  double *seconds)
+{
+    *cuts = p->source_cuts ? p->source_cuts[i] : 0;
+    *seconds = p->source_seconds ? p->source_seconds[i] : 0;
+}
+
 const double *sharc__pipeline_bins(const sharc__pipeline *p, size_t *n)
 {
     *n = 0;
@@ -540,7 +563,7 @@ void sharc__pipeline_stop(sharc__pipeline **pp)
     pthread_mutex_unlock(&p->mu);
     if (p->planner_started)
         pthread_join(p->planner, NULL);
-    sharc__walk_readahead_stop(p->walk);
+    sharc__cs_readahead_stop(&p->cs);
     /* Either array may be missing when starting ran out of memory. */
     for (int i = 0; p->workers && i < p->n_workers; i++)
         if (p->workers[i].started)
@@ -567,7 +590,10 @@ void sharc__pipeline_stop(sharc__pipeline **pp)
     sharc__free(p->ctx, p->slots);
     sharc__keyset_free(p->ctx, &p->held);
     sharc__free(p->ctx, p->last_state);
-    sharc__walk_batch_mode(p->walk, NULL, NULL);
+    sharc__free(p->ctx, p->mix_state);
+    sharc__free(p->ctx, p->source_cuts);
+    sharc__free(p->ctx, p->source_seconds);
+    sharc__cs_batch_mode(&p->cs, NULL, NULL);
     sharc__bufpool_destroy(&p->bufs);
     pthread_cond_destroy(&p->slot_free);
     pthread_cond_destroy(&p->rows_ready);
@@ -593,8 +619,7 @@ int sharc__pipeline_start(sharc__pipeline **out, const sharc__pipeline_config *c
     sharc__ctx *ctx = c->ctx;
     p->ctx = ctx;
     p->s = rs;
-    p->ds = c->ds;
-    p->walk = c->walk;
+    p->cs = c->cs;
     p->stats = c->stats;
     p->resume = c->resume;
     p->resume_len = c->resume_len;
@@ -605,7 +630,7 @@ int sharc__pipeline_start(sharc__pipeline **out, const sharc__pipeline_config *c
     pthread_cond_init(&p->slot_free, NULL);
     pthread_cond_init(&p->rows_ready, NULL);
     pthread_cond_init(&p->batch_done, NULL);
-    sharc__walk_batch_mode(p->walk, &p->bufs, &p->mu);
+    sharc__cs_batch_mode(&p->cs, &p->bufs, &p->mu);
     p->n_workers = rs->n_threads > 0 ? rs->n_threads : online_cores();
     /* Workers idle at batch boundaries unless the planner is well ahead: by default keep
      * two batches per worker in flight (measured: 2 workers on WAV went from 45k to 63k
@@ -616,6 +641,21 @@ int sharc__pipeline_start(sharc__pipeline **out, const sharc__pipeline_config *c
     p->slots = sharc__calloc(ctx, p->n_slots, sizeof *p->slots);
     p->workers = sharc__calloc(ctx, (size_t)p->n_workers, sizeof *p->workers);
     int rc = (p->slots && p->workers) ? 0 : SHARC_ERR(ENOMEM);
+    if (rc == 0 && p->cs.ops->tag_columns) { /* a mixture's tags are columns of its batches */
+        const char *const *names = NULL;
+        size_t n_tags = p->cs.ops->tag_columns(p->cs.self, &names);
+        for (size_t k = 0; k < p->n_slots; k++) {
+            p->slots[k].col.n_tags = n_tags;
+            p->slots[k].col.tag_names = names;
+        }
+    }
+    if (rc == 0 && p->cs.ops->n_sources) {
+        size_t n = p->cs.ops->n_sources(p->cs.self);
+        p->source_cuts = sharc__calloc(ctx, n, sizeof *p->source_cuts);
+        p->source_seconds = sharc__calloc(ctx, n, sizeof *p->source_seconds);
+        if (!p->source_cuts || !p->source_seconds)
+            rc = SHARC_ERR(ENOMEM);
+    }
     for (int i = 0; p->workers && i < p->n_workers; i++)
         sharc__fetcher_init(&p->workers[i].fetch, p->n_workers);
     /* Shards are read ahead when there are threads to spare: the walk alone would cap
@@ -624,20 +664,19 @@ int sharc__pipeline_start(sharc__pipeline **out, const sharc__pipeline_config *c
      * a shard is only headers and metadata: lanes then cost more than they give (measured:
      * WAV and FLAC with 2 threads). The first shard stands for the dataset. */
     int n_lanes = p->n_workers;
-    if (p->ds->n_shards > 0 && sharc__tar_file_is_plain(p->ds->shards[0].audio_path))
+    if (p->cs.first_shard && sharc__tar_file_is_plain(p->cs.first_shard))
         n_lanes = p->n_workers / PLAIN_WORKERS_PER_LANE;
     if (n_lanes > SHARC__MAX_LANES)
         n_lanes = SHARC__MAX_LANES;
     /* Remote shards (io/remote.h) are read ahead even with one thread: a lane keeps the next
      * shard's transfer in flight, which hides its latency, and waiting costs no core. */
-    const int remote = p->ds->n_shards > 0 && sharc__is_remote(p->ds->shards[0].audio_path);
+    const int remote = p->cs.first_shard && sharc__is_remote(p->cs.first_shard);
     if ((p->n_workers < 2 && !remote) || rs->read_ahead_bytes == 0)
         n_lanes = 0;
     else if (remote && n_lanes < 1)
         n_lanes = 1;
     if (rc == 0 && n_lanes > 0)
-        rc =
-            sharc__walk_readahead_start(p->walk, n_lanes, rs->read_ahead_bytes / (uint64_t)n_lanes);
+        rc = sharc__cs_readahead_start(&p->cs, n_lanes, rs->read_ahead_bytes / (uint64_t)n_lanes);
     if (rc == 0)
         rc = sharc__batch_pool_create(&p->pool, ctx, p->n_slots + (size_t)rs->max_held_batches,
                                       NULL);

@@ -13,6 +13,7 @@
 #include "base/ctx.h"
 #include "plan/dataset.h"
 #include "sharc/reader.h"
+#include "walk/cutsource.h"
 #include "walk/walk.h"
 
 typedef struct sharc__pipeline sharc__pipeline;
@@ -21,8 +22,7 @@ typedef struct sharc__pipeline sharc__pipeline;
 typedef struct sharc__pipeline_config {
     sharc__ctx *ctx; ///< errors of the planner and the caller's side, log, allocator
     const sharc_reader_settings *s;
-    const sharc__dataset *ds;
-    sharc__walk *walk;         ///< used by the planner thread alone while the pipeline runs
+    sharc__cutsource cs;       ///< used by the planner thread alone while the pipeline runs
     sharc_reader_stats *stats; ///< the walk's counters, which the planner adds to
     const uint8_t *resume;     ///< a state to resume from (sharc_reader_state_save), or NULL
     size_t resume_len;
@@ -43,6 +43,10 @@ int sharc__pipeline_next(sharc__pipeline *p, sharc_batch **out);
 /** The state after the last batch returned: 0, SHARC_ERR(ENOSPC), or 1 when none was. */
 int sharc__pipeline_state_save(const sharc__pipeline *p, void *buf, size_t cap, size_t *size);
 void sharc__pipeline_stats(sharc__pipeline *p, sharc_reader_stats *out);
+/** A mixture's source `i`: the cuts and seconds of audio in the batches handed out since
+ *  the pipeline started. Caller's thread. */
+void sharc__pipeline_source_stats(const sharc__pipeline *p, size_t i, uint64_t *cuts,
+                                  double *seconds);
 /** The sampler's bins once a batch was handed out (the planner has estimated them then),
  *  else NULL with *n = 0. Caller's thread. */
 const double *sharc__pipeline_bins(const sharc__pipeline *p, size_t *n);

@@ -61,8 +61,12 @@ typedef struct worker {
 struct sharc__pipeline {
     sharc__ctx *ctx; ///< the reader's: errors of the planner and of the caller's side
     const sharc_reader_settings *s;
-    const sharc__dataset *ds;
-    sharc__walk *walk;
+    sharc__cutsource cs; ///< the walk, or a mixture's
+    uint8_t *mix_state;
+    /** A mixture: the cuts and seconds of audio of each source in the batches handed out
+     *  (caller only). */
+    uint64_t *source_cuts;
+    double *source_seconds;    ///< a mixture's section of the state being written (planner only)
     sharc_reader_stats *stats; ///< the walk's counters, which the planner adds to
     const uint8_t *resume;     ///< the state to resume from, or NULL
     size_t resume_len;

@@ -21,19 +21,21 @@ static int cmp_u64(const void *a, const void *b)
 static int pull_item(void *cookie, sharc__sitem *out)
 {
     sharc__pipeline *p = cookie;
-    double t0 = sharc__now_s(), io0 = p->ctx->io_seconds, read0 = sharc__walk_read_seconds(p->walk);
-    int rc = sharc__walk_pull(p->walk);
+    double t0 = sharc__now_s(), io0 = p->ctx->io_seconds, read0 = sharc__cs_read_seconds(&p->cs);
+    int rc = sharc__cs_pull(&p->cs);
     double t1 = sharc__now_s(), io = p->ctx->io_seconds - io0;
     /* The reading itself, here or on a read-ahead lane; waiting for a lane is not a stage. */
     p->stage[SHARC_STAGE_READ] += io;
-    p->stage[SHARC_STAGE_DECOMPRESS] += (sharc__walk_read_seconds(p->walk) - read0) - io;
+    p->stage[SHARC_STAGE_DECOMPRESS] += (sharc__cs_read_seconds(&p->cs) - read0) - io;
     if (rc != 0) {
         p->pull_wall += t1 - t0;
         return rc;
     }
     bcut *b;
-    if ((rc = sharc__bcut_from_raw(&p->bufs, sharc__walk_cut(p->walk), p->ds->n_shards, &b)) < 0)
+    if ((rc = sharc__bcut_from_raw(&p->bufs, sharc__cs_cut(&p->cs), p->cs.n_shards, &b)) < 0)
         return rc;
+    if (p->cs.ops->cut_tags)
+        b->tags = p->cs.ops->cut_tags(p->cs.self, sharc__cs_cut(&p->cs)->shard_index);
     double t2 = sharc__now_s();
     p->stage[SHARC_STAGE_SAMPLE] += t2 - t1;
     p->pull_wall += t2 - t0;
@@ -54,7 +56,7 @@ static void release_item(void *cookie, sharc__sitem *item, sharc__release_reason
     if (why == SHARC__RELEASE_TOO_SHORT || why == SHARC__RELEASE_TOO_LONG) {
         p->stats->filtered_cuts++;
         /* Filtered as it was pulled, so it is a cut of the epoch being read. */
-        sharc__walk_uncount_cut(p->walk);
+        sharc__cs_uncount_cut(&p->cs);
     } else if (why == SHARC__RELEASE_DROPPED)
         p->stats->dropped_cuts++;
     sharc__keyset_remove(&p->held, item->key);
@@ -83,13 +85,13 @@ static int peek_one(void *cookie, double duration)
 static int peek_durations(void *cookie, int (*visit)(void *vcookie, double duration), void *vc)
 {
     sharc__pipeline *p = cookie;
-    const double io0 = p->ctx->io_seconds, read0 = sharc__walk_read_seconds(p->walk);
+    const double io0 = p->ctx->io_seconds, read0 = sharc__cs_read_seconds(&p->cs);
     peek_visit pv = {visit, vc};
-    int rc = sharc__walk_peek(p->walk, peek_one, &pv);
+    int rc = sharc__cs_peek(&p->cs, peek_one, &pv);
     /* The reading ahead and back is startup time spent reading, counted as pull_item does. */
     const double io = p->ctx->io_seconds - io0;
     p->stage[SHARC_STAGE_READ] += io;
-    p->stage[SHARC_STAGE_DECOMPRESS] += (sharc__walk_read_seconds(p->walk) - read0) - io;
+    p->stage[SHARC_STAGE_DECOMPRESS] += (sharc__cs_read_seconds(&p->cs) - read0) - io;
     return rc;
 }
 
@@ -122,7 +124,7 @@ static int reload_item(void *cookie, uint64_t key, sharc__sitem *out)
         return sharc__fail(p->ctx, SHARC_ERR_STATE,
                            "the state's buffered cut at shard %llu position %llu could not be "
                            "read again: the data changed",
-                           (unsigned long long)sharc__key_shard(key, p->ds->n_shards),
+                           (unsigned long long)sharc__key_shard(key, p->cs.n_shards),
                            (unsigned long long)sharc__key_position(key));
     int rc = sharc__keyset_add(p->ctx, &p->held, key);
     if (rc < 0)
@@ -148,14 +150,16 @@ static int preload_cut(void *cookie, sharc__rawcut *c)
     preload_job *j = cookie;
     sharc__pipeline *p = j->p;
     uint64_t key = 0;
-    int rc = sharc__cut_key(p->ctx, c, p->ds->n_shards, &key);
+    int rc = sharc__cut_key(p->ctx, c, p->cs.n_shards, &key);
     if (rc < 0)
         return rc;
     if (!bsearch(&key, j->keys, j->n, sizeof key, cmp_u64))
         return 0;
     bcut *b;
-    if ((rc = sharc__bcut_from_raw(&p->bufs, c, p->ds->n_shards, &b)) < 0)
+    if ((rc = sharc__bcut_from_raw(&p->bufs, c, p->cs.n_shards, &b)) < 0)
         return rc;
+    if (p->cs.ops->cut_tags)
+        b->tags = p->cs.ops->cut_tags(p->cs.self, c->shard_index);
     p->preloaded[p->n_preloaded++] = b;
     return ++j->found == j->n ? 1 : 0;
 }
@@ -174,9 +178,9 @@ static int preload(sharc__pipeline *p, const uint64_t *keys, size_t n)
         while (j < n && sharc__key_visit(keys[j]) == visit)
             j++;
         preload_job job = {p, keys + i, j - i, 0};
-        uint32_t shard = sharc__key_shard(keys[i], p->ds->n_shards);
-        int rc = sharc__walk_scan_shard(p->walk, sharc__key_epoch(keys[i], p->ds->n_shards), shard,
-                                        preload_cut, &job);
+        uint32_t shard = sharc__key_shard(keys[i], p->cs.n_shards);
+        int rc = sharc__cs_scan_shard(&p->cs, sharc__key_epoch(keys[i], p->cs.n_shards), shard,
+                                      preload_cut, &job);
         if (rc < 0)
             return rc;
         if (job.found != job.n)
@@ -194,10 +198,16 @@ int sharc__pipeline_restore(sharc__pipeline *p, const sharc__sampler_settings *s
                             const sharc__sampler_source *src)
 {
     sharc__resume st;
-    int rc = sharc__resume_parse(p->ctx, p->resume, p->resume_len, p->state_hash, p->ds->n_shards,
+    int rc = sharc__resume_parse(p->ctx, p->resume, p->resume_len, p->state_hash, p->cs.n_shards,
                                  p->s->epochs, &st);
     if (rc < 0)
         return rc;
+    if (!st.mix != !p->cs.ops->state_restore)
+        return sharc__fail(p->ctx, SHARC_ERR_STATE,
+                           st.mix ? "cannot resume: the state is of a mixture of datasets "
+                                    "(input_cfg), and this reader reads one dataset"
+                                  : "cannot resume: the state is of one dataset, and this "
+                                    "reader reads a mixture (input_cfg)");
     p->step_base = st.next_step;
     *p->stats = st.stats;
     p->handed_stats = st.stats;
@@ -206,10 +216,15 @@ int sharc__pipeline_restore(sharc__pipeline *p, const sharc__sampler_settings *s
         return SHARC_ERR(ENOMEM);
     for (size_t i = 0; i < st.n_keys; i++)
         keys[i] = sharc__resume_key(&st, i);
-    rc = preload(p, keys, st.n_keys);
-    sharc__free(p->ctx, keys);
+    /* A mixture checks its sources first (it opens no shard until drawn): a state of
+     * another config is refused for what differs, not for the cuts it cannot find. */
+    if (!p->cs.walk)
+        rc = p->cs.ops->state_restore(p->cs.self, st.mix, st.mix_len);
     if (rc == 0)
-        rc = sharc__walk_seek(p->walk, &st.pos);
+        rc = preload(p, keys, st.n_keys);
+    sharc__free(p->ctx, keys);
+    if (rc == 0 && p->cs.walk)
+        rc = sharc__walk_seek(p->cs.walk, &st.pos);
     if (rc == 0)
         rc = sharc__sampler_restore(p->ctx, ss, src, st.sampler, st.sampler_len, &p->sampler);
     for (size_t i = 0; i < p->n_preloaded; i++)

@@ -13,6 +13,9 @@
  * a counter for the non_finite problem kind. */
 #define STATE_VERSION 2u
 #define STEP_OFFSET   16 /* byte offset of next_step */
+/* Marks a mixture's section after the keys. Where a single dataset's state has its
+ * sampler's length, which is below 2^40, so the two cannot be confused. */
+#define MIX_TAG UINT64_C(0xFFFFFFFF4D495853)
 
 typedef struct wbuf {
     uint8_t *p;
@@ -202,7 +205,7 @@ int sharc__resume_write(sharc__ctx *ctx, uint8_t **buf, size_t *cap, size_t *len
 {
     size_t n_keys = held->n;
     size_t sampler_len = sharc__sampler_state_size(sampler);
-    size_t need = 8 * FIXED_FIELDS + 8 * n_keys + sampler_len;
+    size_t need = 8 * FIXED_FIELDS + 8 * n_keys + sampler_len + (st->mix ? 16 + st->mix_len : 0);
     if (need > *cap) {
         uint8_t *n = sharc__malloc(ctx, need * 2);
         if (!n)
@@ -227,6 +230,12 @@ int sharc__resume_write(sharc__ctx *ctx, uint8_t **buf, size_t *cap, size_t *len
     uint64_t key;
     while (sharc__keyset_next(held, &cursor, &key))
         put_u64(&w, key);
+    if (st->mix) {
+        put_u64(&w, MIX_TAG);
+        put_u64(&w, st->mix_len);
+        memcpy(w.p + w.len, st->mix, st->mix_len);
+        w.len += st->mix_len;
+    }
     put_u64(&w, sampler_len);
     int rc = sharc__sampler_save_draft(sampler, w.p + w.len, sampler_len);
     if (rc < 0)
@@ -271,6 +280,15 @@ int sharc__resume_parse(sharc__ctx *ctx, const uint8_t *blob, size_t len, uint64
     out->keys = blob + rb.at;
     rb.at += out->n_keys * 8;
     uint64_t sampler_len = get_u64(&rb);
+    if (!rb.bad && sampler_len == MIX_TAG) {
+        uint64_t mix_len = get_u64(&rb);
+        if (rb.bad || mix_len > (rb.len - rb.at))
+            return bad_state(ctx, "the state blob is truncated");
+        out->mix = blob + rb.at;
+        out->mix_len = (size_t)mix_len;
+        rb.at += out->mix_len;
+        sampler_len = get_u64(&rb);
+    }
     if (rb.bad || sampler_len != rb.len - rb.at)
         return bad_state(ctx, "the state blob's sizes do not add up");
     out->sampler = blob + rb.at;
@@ -340,6 +358,8 @@ void sharc__resume_finish(uint8_t *blob, size_t len, uint64_t step)
     uint8_t *keys = blob + KEYS_OFFSET + 8;
     sort_u64_le(keys, (size_t)n_keys);
     uint8_t *sampler = keys + 8 * n_keys + 8;
+    if (sharc__load_le64(sampler - 8) == MIX_TAG) /* past a mixture's section */
+        sampler += 8 + sharc__load_le64(sampler) + 8;
     sharc__sampler_seal(sampler, (size_t)sharc__load_le64(sampler - 8));
     sharc__store_le64(blob + len - 8, (uint32_t)crc32(0L, blob, (uInt)(len - 8)));
 }

@@ -58,6 +58,10 @@ typedef struct sharc__resume {
     const uint8_t *keys; ///< n_keys little-endian u64, read with sharc__resume_key()
     const uint8_t *sampler;
     size_t sampler_len;
+    /** A mixture's section (its draw and every source's position, mix.h), or NULL: only a
+     *  mixture's states have one, so a single dataset's keep their bytes. */
+    const uint8_t *mix;
+    size_t mix_len;
 } sharc__resume;
 
 /** Hash of what a state depends on: shard names (not their directory), the walk and the
@@ -66,10 +70,10 @@ typedef struct sharc__resume {
 uint64_t sharc__resume_hash(const sharc_reader_settings *s, const sharc__dataset *ds);
 
 /**
- * Write a draft state into *buf, growing it (capacity *cap) with ctx's allocator: `st`'s
- * hash, step, position and counters (its keys and sampler are not read), the keys of
- * `held` in the set's order, the sampler's blob, and no checksum. sharc__resume_finish()
- * makes it a state.
+ * Write a draft state into *buf (with st->mix, a mixture's section after the keys), growing it
+ * (capacity *cap) with ctx's allocator: `st`'s hash, step, position and counters (its keys and
+ * sampler are not read), the keys of `held` in the set's order, the sampler's blob, and no
+ * checksum. sharc__resume_finish() makes it a state.
  * @return 0, SHARC_ERR(ENOMEM)
  */
 int sharc__resume_write(sharc__ctx *ctx, uint8_t **buf, size_t *cap, size_t *len,

@@ -8,11 +8,16 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/hash.h"
+#include "batching/collate.h"
 #include "batching/pipeline.h"
 #include "batching/resume.h"
 #include "decode/decode.h"
 #include "plan/dataset.h"
+#include "plan/input_cfg.h"
 #include "reader/reader.h"
+#include "walk/cutsource.h"
+#include "walk/mix.h"
 #include "walk/walk.h"
 
 struct sharc_reader {
@@ -26,6 +31,20 @@ struct sharc_reader {
     sharc__dataset ds;
     uint64_t state_hash; ///< sharc__resume_hash, fixed once the reader is open
     sharc__walk *walk;
+    /* A mixture (input_cfg): its sources' datasets, weights and the mixer, which then
+     * stands for the walk. */
+    char *input_cfg_path;
+    sharc__input_cfg cfg;
+    sharc__dataset *mix_ds;
+    double *mix_weights;
+    size_t *mix_offsets; ///< of each source's shards; n_sources + 1 of them
+    sharc__mix *mix;
+    const char **tag_columns; ///< a mixture's tag columns besides language
+    const char **tag_values;  ///< per source, its value for each column, or NULL
+    size_t n_tag_columns;
+    uint64_t *source_cuts; ///< cut mode: cuts of each source returned
+    double *source_seconds;
+    sharc__cutsource cs;      ///< the walk, or the mixer
     sharc__pipeline *pipe;    ///< batch mode
     sharc__fetcher fetch;     ///< the walk's and cut mode's reads of audio left in shard files
     sharc_reader_stats stats; ///< the walk's and the planner's counters
@@ -73,6 +92,9 @@ static int copy_settings(sharc_reader *r, const sharc_reader_settings *s)
         rc = copy_array(ctx, (void **)&r->resume, s->resume_state, s->resume_state_size, 1);
     if (rc < 0)
         return rc;
+    if (s->input_cfg && !(r->input_cfg_path = sharc__strdup(ctx, s->input_cfg)))
+        return SHARC_ERR(ENOMEM);
+    r->s.input_cfg = r->input_cfg_path;
     r->s.paths = (const char *const *)r->paths;
     r->s.nemo_text_field = r->nemo_text_field;
     r->s.nemo_lang_field = r->nemo_lang_field;
@@ -80,6 +102,173 @@ static int copy_settings(sharc_reader *r, const sharc_reader_settings *s)
     r->s.sampler.bucket_batch_size = r->bucket_batch_size;
     r->s.resume_state = r->resume;
     return 0;
+}
+
+/* Cut counts of a source, for a level of the config without weights (NeMo's default):
+ * its whole data set, read once through a walk of its own. */
+static int count_cuts(sharc_reader *r, const sharc__dataset *ds, double *out)
+{
+    sharc_reader_settings one = r->s;
+    sharc_reader_stats st = {0};
+    one.epochs = 1;
+    one.dp_rank = 0;
+    one.dp_size = 1;
+    one.on_problem = NULL;
+    sharc__walk *w = NULL;
+    int rc = sharc__walk_open(&w, &r->ctx, &one, ds, &st, &r->fetch);
+    uint64_t n = 0;
+    while (rc == 0 && (rc = sharc__walk_pull(w)) == 0)
+        n++;
+    sharc__walk_close(&w);
+    *out = (double)n;
+    return rc == SHARC_END ? 0 : rc;
+}
+
+/* The batch columns of the sources' tags besides language (which is the cuts' own), in the
+ * order the file first names them, and each source's values for them. */
+static int tag_columns(sharc_reader *r)
+{
+    sharc__ctx *ctx = &r->ctx;
+    const sharc__input_cfg *cfg = &r->cfg;
+    size_t n = 0;
+    r->tag_columns = sharc__calloc(ctx, SHARC__MAX_TAG_COLUMNS, sizeof *r->tag_columns);
+    if (!r->tag_columns)
+        return SHARC_ERR(ENOMEM);
+    for (size_t i = 0; i < cfg->n_sources; i++)
+        for (size_t t = 0; t < cfg->sources[i].n_tags; t++) {
+            const char *name = cfg->sources[i].tag_names[t];
+            size_t k = 0;
+            while (k < n && strcmp(r->tag_columns[k], name))
+                k++;
+            if (k < n || !strcmp(name, "language"))
+                continue;
+            static const char *const taken[] = {"cut_id", "text",       "speaker",
+                                                "audio",  "audio_lens", "duration"};
+            for (size_t j = 0; j < sizeof taken / sizeof *taken; j++)
+                if (!strcmp(name, taken[j]))
+                    return sharc__set_error(ctx, SHARC_ERR_FORMAT,
+                                            "%s: %s: tag '%s' would replace the batch's own "
+                                            "column of that name",
+                                            cfg->name, cfg->sources[i].where, name);
+            if (n == SHARC__MAX_TAG_COLUMNS)
+                return sharc__set_error(
+                    ctx, SHARC_ERR_FORMAT, "%s: %s: tag '%s': at most %d tag names besides lang",
+                    cfg->name, cfg->sources[i].where, name, SHARC__MAX_TAG_COLUMNS);
+            r->tag_columns[n++] = name;
+        }
+    r->n_tag_columns = n;
+    r->tag_values = sharc__calloc(ctx, cfg->n_sources * (n ? n : 1), sizeof *r->tag_values);
+    if (!r->tag_values)
+        return SHARC_ERR(ENOMEM);
+    for (size_t i = 0; i < cfg->n_sources; i++)
+        for (size_t t = 0; t < cfg->sources[i].n_tags; t++)
+            for (size_t k = 0; k < n; k++)
+                if (!strcmp(r->tag_columns[k], cfg->sources[i].tag_names[t]))
+                    r->tag_values[i * n + k] = cfg->sources[i].tag_values[t];
+    return 0;
+}
+
+/* Read the input_cfg, find each source's shards, weigh the sources and open the mixer. */
+static int open_mixture(sharc_reader *r)
+{
+    sharc__ctx *ctx = &r->ctx;
+    sharc__input_cfg *cfg = &r->cfg;
+    const char **names = NULL, **langs = NULL;
+    const sharc__dataset **dss = NULL;
+    double *counts = NULL;
+    uint64_t *hashes = NULL;
+    int rc = sharc__input_cfg_load(cfg, ctx, r->s.input_cfg);
+    if (rc < 0)
+        return rc;
+    size_t n = cfg->n_sources;
+    r->mix_ds = sharc__calloc(ctx, n, sizeof *r->mix_ds);
+    r->mix_weights = sharc__calloc(ctx, n, sizeof *r->mix_weights);
+    r->mix_offsets = sharc__calloc(ctx, n + 1, sizeof *r->mix_offsets);
+    names = sharc__calloc(ctx, n, sizeof *names);
+    langs = sharc__calloc(ctx, n, sizeof *langs);
+    dss = sharc__calloc(ctx, n, sizeof *dss);
+    counts = sharc__calloc(ctx, n, sizeof *counts);
+    hashes = sharc__calloc(ctx, n, sizeof *hashes);
+    r->source_cuts = sharc__calloc(ctx, n, sizeof *r->source_cuts);
+    r->source_seconds = sharc__calloc(ctx, n, sizeof *r->source_seconds);
+    if (!r->mix_ds || !r->mix_weights || !r->mix_offsets || !names || !langs || !dss || !counts ||
+        !hashes || !r->source_cuts || !r->source_seconds) {
+        rc = SHARC_ERR(ENOMEM);
+        goto fail;
+    }
+    int need_counts = sharc__input_cfg_needs_counts(cfg);
+    for (size_t i = 0; i < n; i++) {
+        const sharc__input_source *src = &cfg->sources[i];
+        rc = sharc__dataset_find(&r->mix_ds[i], ctx, (const char *const *)src->paths, src->n_paths,
+                                 src->layout, r->s.max_line_bytes);
+        if (rc == 0 && (size_t)r->s.dp_size > r->mix_ds[i].n_shards)
+            rc = sharc__set_error(ctx, SHARC_ERR_FORMAT,
+                                  "%zu shards cannot feed %d data-parallel slots: slot %d "
+                                  "would get none",
+                                  r->mix_ds[i].n_shards, r->s.dp_size, r->s.dp_size - 1);
+        if (rc == 0 && need_counts)
+            rc = count_cuts(r, &r->mix_ds[i], &counts[i]);
+        if (rc < 0) {
+            rc = sharc__wrap_error(ctx, rc, "%s: %s", cfg->name, src->where);
+            goto fail;
+        }
+        r->mix_offsets[i + 1] = r->mix_offsets[i] + r->mix_ds[i].n_shards;
+        names[i] = src->where;
+        dss[i] = &r->mix_ds[i];
+        for (size_t t = 0; t < src->n_tags; t++)
+            if (!strcmp(src->tag_names[t], "language"))
+                langs[i] = src->tag_values[t];
+    }
+    if (r->mix_offsets[n] >= (1u << 24)) {
+        rc = sharc__set_error(ctx, SHARC_ERR_FORMAT, "too many shards (%zu, at most 2^24)",
+                              r->mix_offsets[n]);
+        goto fail;
+    }
+    if ((rc = sharc__input_cfg_weights(cfg, ctx, need_counts ? counts : NULL, r->mix_weights)) < 0)
+        goto fail;
+    /* A state records each source's hash, and is refused naming the first that differs;
+     * the header's hash covers the settings. */
+    const sharc__dataset none = {0};
+    r->state_hash = sharc__resume_hash(&r->s, &none);
+    const uint64_t head[2] = {UINT64_C(0x6D697874757265), (uint64_t)r->s.mix_finite};
+    r->state_hash = sharc__fnv1a(r->state_hash, head, sizeof head);
+    for (size_t i = 0; i < n; i++) {
+        const sharc__input_source *src = &cfg->sources[i];
+        uint64_t h = sharc__resume_hash(&r->s, &r->mix_ds[i]);
+        h = sharc__fnv1a(h, &r->mix_weights[i], sizeof r->mix_weights[i]);
+        for (size_t t = 0; t < src->n_tags; t++) {
+            h = sharc__fnv1a(h, src->tag_names[t], strlen(src->tag_names[t]) + 1);
+            h = sharc__fnv1a(h, src->tag_values[t], strlen(src->tag_values[t]) + 1);
+        }
+        hashes[i] = h;
+    }
+    if ((rc = tag_columns(r)) < 0)
+        goto fail;
+    const sharc__mix_config mc = {.ctx = ctx,
+                                  .s = &r->s,
+                                  .n = n,
+                                  .ds = dss,
+                                  .weights = r->mix_weights,
+                                  .names = names,
+                                  .languages = langs,
+                                  .hashes = hashes,
+                                  .n_tag_columns = r->n_tag_columns,
+                                  .tag_columns = r->tag_columns,
+                                  .tag_values = r->tag_values,
+                                  .finite = r->s.mix_finite,
+                                  .max_open = r->s.max_open_streams,
+                                  .stats = &r->stats,
+                                  .fetch = &r->fetch};
+    if ((rc = sharc__mix_open(&r->mix, &mc)) < 0)
+        goto fail;
+    r->cs = sharc__mix_cutsource(r->mix);
+fail:
+    sharc__free(ctx, names);
+    sharc__free(ctx, langs);
+    sharc__free(ctx, dss);
+    sharc__free(ctx, counts);
+    sharc__free(ctx, hashes);
+    return rc;
 }
 
 int sharc__reader_open(sharc_reader **out, const sharc_reader_settings *s)
@@ -96,6 +285,12 @@ int sharc__reader_open(sharc_reader **out, const sharc_reader_settings *s)
     int rc = copy_settings(r, s);
     if (rc < 0)
         goto fail;
+    if (r->s.input_cfg) {
+        if ((rc = sharc__pipeline_check_settings(&r->ctx, &r->s)) < 0 || (rc = open_mixture(r)) < 0)
+            goto fail;
+        *out = r;
+        return 0;
+    }
     rc = sharc__dataset_find(&r->ds, &r->ctx, r->s.paths, r->s.n_paths, s->layout,
                              s->max_line_bytes);
     if (rc < 0)
@@ -117,6 +312,7 @@ int sharc__reader_open(sharc_reader **out, const sharc_reader_settings *s)
     }
     if ((rc = sharc__walk_open(&r->walk, &r->ctx, &r->s, &r->ds, &r->stats, &r->fetch)) < 0)
         goto fail;
+    r->cs = sharc__walk_cutsource(r->walk, &r->ds);
     r->state_hash = sharc__resume_hash(&r->s, &r->ds); /* O(shards): once, not per state */
     *out = r;
     return 0;
@@ -135,6 +331,18 @@ void sharc__reader_close(sharc_reader **rp)
     sharc__ctx *ctx = &r->ctx;
     sharc__pipeline_stop(&r->pipe);
     sharc__walk_close(&r->walk);
+    sharc__mix_close(&r->mix);
+    for (size_t i = 0; r->mix_ds && i < r->cfg.n_sources; i++)
+        sharc__dataset_free(&r->mix_ds[i], ctx);
+    sharc__free(ctx, r->mix_ds);
+    sharc__free(ctx, r->mix_weights);
+    sharc__free(ctx, r->mix_offsets);
+    sharc__free(ctx, r->tag_columns);
+    sharc__free(ctx, r->tag_values);
+    sharc__free(ctx, r->source_cuts);
+    sharc__free(ctx, r->source_seconds);
+    sharc__input_cfg_free(&r->cfg, ctx);
+    sharc__free(ctx, r->input_cfg_path);
     sharc__dataset_free(&r->ds, ctx);
     sharc__fetcher_free(&r->fetch, ctx);
     sharc__free(ctx, r->samples);
@@ -164,8 +372,8 @@ static int grow_samples(sharc_reader *r, size_t n)
 
 static int decode_cut(sharc_reader *r)
 {
-    sharc__rawcut *c = sharc__walk_cut(r->walk);
-    sharc__stream_error *err = sharc__walk_error(r->walk);
+    sharc__rawcut *c = sharc__cs_cut(&r->cs);
+    sharc__stream_error *err = sharc__cs_error(&r->cs);
     sharc__decode_job j = sharc__decode_job_of(c);
     size_t cap = (size_t)(c->num_samples > 0 ? c->num_samples : 1) * (size_t)c->channels;
     sharc__stream_error_reset(err);
@@ -192,7 +400,7 @@ static const char *opt_str(const sharc__buf *b, int has)
 
 static void fill_cut(sharc_reader *r)
 {
-    const sharc__rawcut *c = sharc__walk_cut(r->walk);
+    const sharc__rawcut *c = sharc__cs_cut(&r->cs);
     sharc_cut *o = &r->cut;
     o->id = sharc__buf_str(&c->id);
     o->duration = c->duration;
@@ -240,17 +448,22 @@ int sharc__reader_next(sharc_reader *r, const sharc_cut **cut)
                                 "a resumed reader serves batches: resume_state is a batch "
                                 "reader's state, use sharc_reader_next_batch");
     r->mode = 1;
-    sharc__walk_lend_audio(r->walk); /* each cut is the caller's until the next call */
+    sharc__cs_lend_audio(&r->cs); /* each cut is the caller's until the next call */
     for (;;) {
-        int rc = sharc__walk_pull(r->walk);
+        int rc = sharc__cs_pull(&r->cs);
         if (rc != 0)
             return rc;
         if (r->s.decode && (rc = decode_cut(r)) < 0) {
-            if (sharc__walk_problem(r->walk, rc) < 0)
+            if (sharc__cs_problem(&r->cs, rc) < 0)
                 return rc;
             continue;
         }
         fill_cut(r);
+        if (r->mix) {
+            size_t k = sharc__mix_source_of(r->mix, r->cut.shard_index);
+            r->source_cuts[k]++;
+            r->source_seconds[k] += r->cut.duration;
+        }
         r->stats.cuts++;
         r->stats.audio_seconds += r->cut.duration;
         *cut = &r->cut;
@@ -298,22 +511,75 @@ void sharc__reader_get_stats(const sharc_reader *r, sharc_reader_stats *out)
 
 size_t sharc__reader_num_shards(const sharc_reader *r)
 {
-    return r->ds.n_shards;
+    return r->mix ? r->mix_offsets[r->cfg.n_sources] : r->ds.n_shards;
 }
 
 const char *sharc__reader_shard_path(const sharc_reader *r, size_t i)
 {
+    if (r->mix) {
+        if (i >= r->mix_offsets[r->cfg.n_sources])
+            return NULL;
+        size_t k = sharc__reader_source_of_shard(r, i);
+        return r->mix_ds[k].shards[i - r->mix_offsets[k]].audio_path;
+    }
     return i < r->ds.n_shards ? r->ds.shards[i].audio_path : NULL;
 }
 
 size_t sharc__reader_num_ignored(const sharc_reader *r)
 {
-    return r->ds.n_ignored;
+    size_t n = r->ds.n_ignored;
+    for (size_t i = 0; r->mix_ds && i < r->cfg.n_sources; i++)
+        n += r->mix_ds[i].n_ignored;
+    return n;
 }
 
 sharc_layout sharc__reader_layout(const sharc_reader *r)
 {
-    return r->ds.layout;
+    return r->mix ? SHARC_LAYOUT_AUTO : r->ds.layout;
+}
+
+size_t sharc__reader_num_sources(const sharc_reader *r)
+{
+    return r->mix ? r->cfg.n_sources : 0;
+}
+
+const char *sharc__reader_source_name(const sharc_reader *r, size_t i)
+{
+    return r->mix && i < r->cfg.n_sources ? r->cfg.sources[i].where : NULL;
+}
+
+double sharc__reader_source_weight(const sharc_reader *r, size_t i)
+{
+    return r->mix && i < r->cfg.n_sources ? r->mix_weights[i] : 0;
+}
+
+size_t sharc__reader_source_tags(const sharc_reader *r, size_t i, const char *const **names,
+                                 const char *const **values)
+{
+    if (!r->mix || i >= r->cfg.n_sources)
+        return 0;
+    *names = (const char *const *)r->cfg.sources[i].tag_names;
+    *values = (const char *const *)r->cfg.sources[i].tag_values;
+    return r->cfg.sources[i].n_tags;
+}
+
+void sharc__reader_source_stats(const sharc_reader *r, size_t i, uint64_t *cuts, double *seconds)
+{
+    *cuts = 0;
+    *seconds = 0;
+    if (!r->mix || i >= r->cfg.n_sources)
+        return;
+    if (r->pipe) {
+        sharc__pipeline_source_stats(r->pipe, i, cuts, seconds);
+        return;
+    }
+    *cuts = r->source_cuts[i];
+    *seconds = r->source_seconds[i];
+}
+
+size_t sharc__reader_source_of_shard(const sharc_reader *r, size_t shard)
+{
+    return r->mix ? sharc__mix_source_of(r->mix, (uint32_t)shard) : 0;
 }
 
 const double *sharc__reader_bins(const sharc_reader *r, size_t *n)
@@ -332,8 +598,7 @@ int sharc__reader_next_batch(sharc_reader *r, sharc_batch **batch)
     if (r->mode == 0) {
         r->mode = 2;
         const sharc__pipeline_config c = {
-            &r->ctx,      &r->s, &r->ds, r->walk, &r->stats, r->resume, r->s.resume_state_size,
-            r->state_hash};
+            &r->ctx, &r->s, r->cs, &r->stats, r->resume, r->s.resume_state_size, r->state_hash};
         int rc = sharc__pipeline_start(&r->pipe, &c);
         if (rc < 0) {
             sharc__log_error_once(&r->ctx);
@@ -349,6 +614,7 @@ int sharc__reader_next_batch(sharc_reader *r, sharc_batch **batch)
 int sharc__reader_state_save(sharc_reader *r, void *buf, size_t cap, size_t *size)
 {
     *size = 0;
+
     int rc = r->mode == 2 && r->pipe ? sharc__pipeline_state_save(r->pipe, buf, cap, size) : 1;
     if (rc != 1)
         return rc;

@@ -25,6 +25,13 @@ const char *sharc__reader_shard_path(const sharc_reader *r, size_t i);
 size_t sharc__reader_num_ignored(const sharc_reader *r);
 sharc_layout sharc__reader_layout(const sharc_reader *r);
 const double *sharc__reader_bins(const sharc_reader *r, size_t *n);
+size_t sharc__reader_num_sources(const sharc_reader *r);
+const char *sharc__reader_source_name(const sharc_reader *r, size_t i);
+double sharc__reader_source_weight(const sharc_reader *r, size_t i);
+size_t sharc__reader_source_tags(const sharc_reader *r, size_t i, const char *const **names,
+                                 const char *const **values);
+size_t sharc__reader_source_of_shard(const sharc_reader *r, size_t shard);
+void sharc__reader_source_stats(const sharc_reader *r, size_t i, uint64_t *cuts, double *seconds);
 void sharc__reader_close(sharc_reader **r);
 
 #endif /* SHARC_SRC_READER_H */

@@ -89,7 +89,9 @@ static int check_reader_settings(const sharc_reader_settings *s, const char **wh
     int null_path = 0;
     for (size_t i = 0; s->paths && i < s->n_paths; i++)
         null_path |= s->paths[i] == NULL;
-    if (!s->paths || s->n_paths == 0)
+    if (s->input_cfg && s->n_paths)
+        *why = "give paths or input_cfg, not both";
+    else if (!s->input_cfg && (!s->paths || s->n_paths == 0))
         *why = "no paths given";
     else if (null_path)
         *why = "a path is NULL";
@@ -200,6 +202,50 @@ size_t sharc_reader_num_ignored_paths(const sharc_reader *r)
 sharc_layout sharc_reader_layout(const sharc_reader *r)
 {
     return r ? sharc__reader_layout(r) : SHARC_LAYOUT_AUTO;
+}
+
+size_t sharc_reader_num_sources(const sharc_reader *r)
+{
+    return r ? sharc__reader_num_sources(r) : 0;
+}
+
+const char *sharc_reader_source_name(const sharc_reader *r, size_t i)
+{
+    return r ? sharc__reader_source_name(r, i) : NULL;
+}
+
+double sharc_reader_source_weight(const sharc_reader *r, size_t i)
+{
+    return r ? sharc__reader_source_weight(r, i) : 0;
+}
+
+size_t sharc_reader_source_tags(const sharc_reader *r, size_t i, const char *const **names,
+                                const char *const **values)
+{
+    const char *const *ignored;
+    if (!names)
+        names = &ignored;
+    if (!values)
+        values = &ignored;
+    *names = *values = NULL;
+    return r ? sharc__reader_source_tags(r, i, names, values) : 0;
+}
+
+void sharc_reader_source_stats(const sharc_reader *r, size_t i, uint64_t *cuts, double *seconds)
+{
+    uint64_t c = 0;
+    double sec = 0;
+    if (r)
+        sharc__reader_source_stats(r, i, &c, &sec);
+    if (cuts)
+        *cuts = c;
+    if (seconds)
+        *seconds = sec;
+}
+
+size_t sharc_reader_source_of_shard(const sharc_reader *r, size_t shard)
+{
+    return r ? sharc__reader_source_of_shard(r, shard) : 0;
 }
 
 const double *sharc_reader_bins(const sharc_reader *r, size_t *n)

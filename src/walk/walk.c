@@ -28,6 +28,7 @@ struct sharc__walk {
     double read_seconds; ///< time spent producing stream entries, on whichever thread
     int quiet;           ///< peeking or scanning: problems are reported when pulled
     int failed;          ///< the error that stopped the walk
+    int suspended;       ///< the open shard was closed to bound open shards (pos kept)
     sharc__rawcut raw;
     sharc__stream_error err;
     /** Held around on_problem calls once other threads report too, so the callback is
@@ -252,6 +253,14 @@ int sharc__walk_pull(sharc__walk *w)
     int rc;
     if (w->failed)
         return w->failed;
+    if (w->suspended) {
+        const sharc__walk_pos at = w->pos;
+        w->suspended = 0;
+        if ((rc = sharc__walk_seek(w, &at)) < 0) {
+            w->failed = rc;
+            return rc;
+        }
+    }
     for (;;) {
         if (!shard_is_open(w)) {
             rc = open_next_shard(w);
@@ -292,6 +301,7 @@ int sharc__walk_pull(sharc__walk *w)
 int sharc__walk_seek(sharc__walk *w, const sharc__walk_pos *pos)
 {
     int rc = 0;
+    w->suspended = 0;
     shard_close(w);
     set_epoch(w, pos->epoch);
     if (pos->order_pos > w->n_order)
@@ -471,4 +481,116 @@ int sharc__walk_peek(sharc__walk *w, int (*visit)(void *cookie, double duration)
 double sharc__walk_read_seconds(const sharc__walk *w)
 {
     return w->read_seconds;
+}
+
+void sharc__walk_suspend(sharc__walk *w)
+{
+    if (!shard_is_open(w))
+        return;
+    shard_close(w);
+    w->suspended = 1;
+}
+
+int sharc__walk_has_open_shard(const sharc__walk *w)
+{
+    return shard_is_open(w);
+}
+
+int sharc__walk_seek_later(sharc__walk *w, const sharc__walk_pos *pos)
+{
+    shard_close(w);
+    set_epoch(w, pos->epoch);
+    if (pos->order_pos > w->n_order || (pos->shard_open && pos->order_pos == 0))
+        return sharc__fail(w->ctx, SHARC_ERR_STATE,
+                           "cannot resume: the state points at position %llu of a shard order "
+                           "of %zu",
+                           (unsigned long long)pos->order_pos, w->n_order);
+    w->pos = *pos;
+    w->suspended = pos->shard_open;
+    return 0;
+}
+
+void sharc__walk_set_quiet(sharc__walk *w, int quiet)
+{
+    w->quiet = quiet;
+}
+
+int sharc__walk_rewind(sharc__walk *w, const sharc__walk_pos *pos)
+{
+    w->quiet = 0;
+    w->failed = 0;
+    return sharc__walk_seek(w, pos);
+}
+
+/* ---- the walk as a cut source ------------------------------------------------------ */
+
+static int cs_pull(void *self)
+{
+    return sharc__walk_pull(self);
+}
+static sharc__rawcut *cs_cut(void *self)
+{
+    return sharc__walk_cut(self);
+}
+static int cs_problem(void *self, int rc)
+{
+    return sharc__walk_problem(self, rc);
+}
+static sharc__stream_error *cs_error(void *self)
+{
+    return sharc__walk_error(self);
+}
+static void cs_uncount_cut(void *self)
+{
+    sharc__walk_uncount_cut(self);
+}
+static int cs_peek(void *self, int (*visit)(void *cookie, double duration), void *cookie)
+{
+    return sharc__walk_peek(self, visit, cookie);
+}
+static int cs_scan_shard(void *self, uint64_t epoch, uint32_t shard,
+                         int (*cb)(void *cookie, sharc__rawcut *c), void *cookie)
+{
+    return sharc__walk_scan_shard(self, epoch, shard, cb, cookie);
+}
+static void cs_lend_audio(void *self)
+{
+    sharc__walk_lend_audio(self);
+}
+static void cs_batch_mode(void *self, sharc__bufpool *pool, pthread_mutex_t *report_lock)
+{
+    sharc__walk_batch_mode(self, pool, report_lock);
+}
+static int cs_readahead_start(void *self, int n_lanes, uint64_t lane_bytes)
+{
+    return sharc__walk_readahead_start(self, n_lanes, lane_bytes);
+}
+static void cs_readahead_stop(void *self)
+{
+    sharc__walk_readahead_stop(self);
+}
+static double cs_read_seconds(const void *self)
+{
+    return sharc__walk_read_seconds(self);
+}
+
+static const sharc__cutsource_ops walk_ops = {
+    .pull = cs_pull,
+    .cut = cs_cut,
+    .problem = cs_problem,
+    .error = cs_error,
+    .uncount_cut = cs_uncount_cut,
+    .peek = cs_peek,
+    .scan_shard = cs_scan_shard,
+    .lend_audio = cs_lend_audio,
+    .batch_mode = cs_batch_mode,
+    .readahead_start = cs_readahead_start,
+    .readahead_stop = cs_readahead_stop,
+    .read_seconds = cs_read_seconds,
+};
+
+sharc__cutsource sharc__walk_cutsource(sharc__walk *w, const sharc__dataset *ds)
+{
+    return (sharc__cutsource){&walk_ops, w, w, ds->n_shards,
+                              ds->n_shards ? ds->shards[0].audio_path : NULL};
 }

@@ -22,6 +22,7 @@
 #include "plan/cut.h"
 #include "plan/dataset.h"
 #include "sharc/reader.h"
+#include "walk/cutsource.h"
 
 typedef struct sharc__walk sharc__walk;
 
@@ -113,5 +114,23 @@ void sharc__walk_readahead_stop(sharc__walk *w);
 
 /** Seconds spent producing stream entries so far, on whichever thread (lanes included). */
 double sharc__walk_read_seconds(const sharc__walk *w);
+
+/** The walk as a cut source (cutsource.h) over the shards of `ds`. */
+sharc__cutsource sharc__walk_cutsource(sharc__walk *w, const sharc__dataset *ds);
+
+/**
+ * Close the open shard but keep the position, to bound the shards open at once; the next
+ * pull re-opens it there (as sharc__walk_seek does, reading again up to where it was).
+ */
+void sharc__walk_suspend(sharc__walk *w);
+/** sharc__walk_seek() without opening the shard yet: the next pull opens it (a mixture
+ *  restores hundreds of sources, of which few are drawn soon). */
+int sharc__walk_seek_later(sharc__walk *w, const sharc__walk_pos *pos);
+/** Whether a shard is open (not suspended). */
+int sharc__walk_has_open_shard(const sharc__walk *w);
+/** Peeking through several walks: problems met are not reported while `quiet`. */
+void sharc__walk_set_quiet(sharc__walk *w, int quiet);
+/** Go back to `pos` after quiet pulls, forgetting a problem that stopped them. */
+int sharc__walk_rewind(sharc__walk *w, const sharc__walk_pos *pos);
 
 #endif /* SHARC_SRC_WALK_H */

@@ -1,0 +1,543 @@
+#include "plan/input_cfg.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "base/buf.h"
+
+/* The deepest nesting of groups accepted: a config is written by hand, and a bound keeps a
+ * hostile file from recursing without end. */
+#define MAX_DEPTH 16
+
+typedef struct parse {
+    sharc__ctx *ctx;
+    sharc__input_cfg *cfg;
+    yaml_document_t doc;
+    size_t nodes_cap, sources_cap;
+} parse;
+
+static int bad(parse *p, const char *where, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int bad(parse *p, const char *where, const char *fmt, ...)
+{
+    char what[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return sharc__set_error(p->ctx, SHARC_ERR_FORMAT, "%s: %s%s%s", p->cfg->name, where,
+                            *where ? ": " : "", what);
+}
+
+static const char *scalar(yaml_node_t *n)
+{
+    return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
+}
+
+static const char *kind_name(yaml_node_t *n)
+{
+    return n->type == YAML_MAPPING_NODE    ? "a mapping"
+           : n->type == YAML_SEQUENCE_NODE ? "a list"
+                                           : "a scalar";
+}
+
+static int number(parse *p, const char *where, const char *key, yaml_node_t *n, double *out)
+{
+    const char *s = scalar(n);
+    char *end = NULL;
+    if (s) {
+        errno = 0;
+        *out = strtod(s, &end);
+    }
+    if (!s || !*s || *end || errno || !isfinite(*out))
+        return bad(p, where, "%s must be a number, not %s%s%s%s", key, s ? "'" : "",
+                   s ? s : kind_name(n), s ? "'" : "", "");
+    return 0;
+}
+
+static int push_string(parse *p, char ***arr, size_t *n, const char *s)
+{
+    char **grown = sharc__realloc(p->ctx, *arr, *n * sizeof **arr, (*n + 1) * sizeof **arr);
+    if (!grown)
+        return SHARC_ERR(ENOMEM);
+    *arr = grown;
+    if (!(grown[*n] = sharc__strdup(p->ctx, s)))
+        return SHARC_ERR(ENOMEM);
+    (*n)++;
+    return 0;
+}
+
+/* A path key: one string or a list of strings, appended to the source's paths. */
+static int paths_of(parse *p, const char *where, const char *key, yaml_node_t *n,
+                    sharc__input_source *src)
+{
+    if (n->type == YAML_SCALAR_NODE) {
+        if (!*scalar(n))
+            return bad(p, where, "%s is empty", key);
+        return push_string(p, &src->paths, &src->n_paths, scalar(n));
+    }
+    if (n->type != YAML_SEQUENCE_NODE)
+        return bad(p, where, "%s must be a path or a list of paths, not %s", key, kind_name(n));
+    size_t i = 0;
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
+         it++, i++) {
+        const char *s = scalar(yaml_document_get_node(&p->doc, *it));
+        if (!s || !*s)
+            return bad(p, where, "%s[%zu] must be a path", key, i);
+        int rc = push_string(p, &src->paths, &src->n_paths, s);
+        if (rc < 0)
+            return rc;
+    }
+    if (i == 0)
+        return bad(p, where, "%s is an empty list", key);
+    return 0;
+}
+
+static int add_node(parse *p, int parent, int level, int source, int *out)
+{
+    sharc__input_cfg *c = p->cfg;
+    if (c->n_nodes == p->nodes_cap) {
+        size_t cap = p->nodes_cap ? p->nodes_cap * 2 : 16;
+        sharc__input_node *g =
+            sharc__realloc(p->ctx, c->nodes, p->nodes_cap * sizeof *g, cap * sizeof *g);
+        if (!g)
+            return SHARC_ERR(ENOMEM);
+        c->nodes = g;
+        p->nodes_cap = cap;
+    }
+    c->nodes[c->n_nodes] = (sharc__input_node){parent, level, source, 0, 0};
+    *out = (int)c->n_nodes++;
+    return 0;
+}
+
+static int add_source(parse *p, const char *where, sharc__input_source **out)
+{
+    sharc__input_cfg *c = p->cfg;
+    if (c->n_sources == p->sources_cap) {
+        size_t cap = p->sources_cap ? p->sources_cap * 2 : 16;
+        sharc__input_source *g =
+            sharc__realloc(p->ctx, c->sources, p->sources_cap * sizeof *g, cap * sizeof *g);
+        if (!g)
+            return SHARC_ERR(ENOMEM);
+        c->sources = g;
+        p->sources_cap = cap;
+    }
+    sharc__input_source *s = &c->sources[c->n_sources++];
+    memset(s, 0, sizeof *s);
+    if (!(s->where = sharc__strdup(p->ctx, where)))
+        return SHARC_ERR(ENOMEM);
+    *out = s;
+    return 0;
+}
+
+/* Tags inherited from the groups above, the innermost last. */
+typedef struct tagset {
+    const char *name[64], *value[64];
+    size_t n;
+} tagset;
+
+static int read_tags(parse *p, const char *where, yaml_node_t *n, tagset *t)
+{
+    if (n->type != YAML_MAPPING_NODE)
+        return bad(p, where, "tags must be a mapping, not %s", kind_name(n));
+    for (yaml_node_pair_t *kv = n->data.mapping.pairs.start; kv < n->data.mapping.pairs.top; kv++) {
+        const char *k = scalar(yaml_document_get_node(&p->doc, kv->key));
+        const char *v = scalar(yaml_document_get_node(&p->doc, kv->value));
+        if (!k || !*k)
+            return bad(p, where, "a tag's name must be a string");
+        if (!v)
+            return bad(p, where, "tag '%s' must be a string or number", k);
+        if (!strcmp(k, "lang"))
+            k = "language"; /* the cut's own language column */
+        size_t i = 0;
+        while (i < t->n && strcmp(t->name[i], k))
+            i++;
+        if (i == t->n) {
+            if (t->n == sizeof t->name / sizeof *t->name)
+                return bad(p, where, "more than %zu tags", t->n);
+            t->n++;
+        }
+        t->name[i] = k;
+        t->value[i] = v;
+    }
+    return 0;
+}
+
+static int parse_list(parse *p, yaml_node_t *list, const char *where, int parent, int level,
+                      const tagset *tags);
+
+static int set_layout(parse *p, const char *where, const char *type, sharc_layout *out)
+{
+    if (!strcmp(type, "lhotse_shar"))
+        *out = SHARC_LAYOUT_SHAR;
+    else if (!strcmp(type, "nemo_tarred"))
+        *out = SHARC_LAYOUT_NEMO;
+    else if (!strcmp(type, "wds"))
+        *out = SHARC_LAYOUT_WDS;
+    else
+        return bad(p, where, "unknown type '%s' (lhotse_shar, nemo_tarred, wds or group)", type);
+    return 0;
+}
+
+static int parse_entry(parse *p, yaml_node_t *e, const char *where, int parent, int level,
+                       const tagset *inherited)
+{
+    if (e->type != YAML_MAPPING_NODE)
+        return bad(p, where, "an entry must be a mapping, not %s", kind_name(e));
+    yaml_node_t *type = NULL, *weight = NULL, *tags = NULL, *list = NULL;
+    yaml_node_t *shar = NULL, *manifest = NULL, *tars = NULL, *wds = NULL;
+    const char *tars_key = "tarred_audio_filepaths";
+    for (yaml_node_pair_t *kv = e->data.mapping.pairs.start; kv < e->data.mapping.pairs.top; kv++) {
+        const char *k = scalar(yaml_document_get_node(&p->doc, kv->key));
+        yaml_node_t *v = yaml_document_get_node(&p->doc, kv->value);
+        yaml_node_t **slot = !k                                     ? NULL
+                             : !strcmp(k, "type")                   ? &type
+                             : !strcmp(k, "weight")                 ? &weight
+                             : !strcmp(k, "tags")                   ? &tags
+                             : !strcmp(k, "input_cfg")              ? &list
+                             : !strcmp(k, "shar_path")              ? &shar
+                             : !strcmp(k, "manifest_filepath")      ? &manifest
+                             : !strcmp(k, "tarred_audio_filepaths") ? &tars
+                             : !strcmp(k, "tarred_audio_filepath")  ? &tars
+                             : !strcmp(k, "paths")                  ? &wds
+                                                                    : NULL;
+        if (!slot)
+            return bad(p, where, "unknown key '%s'", k ? k : "?");
+        if (*slot)
+            return bad(p, where, "key '%s' given twice", k);
+        if (slot == &tars)
+            tars_key = k;
+        *slot = v;
+    }
+    if (!type || !scalar(type))
+        return bad(p, where, "missing type");
+    const char *t = scalar(type);
+    int is_group = !strcmp(t, "group");
+    sharc_layout layout = SHARC_LAYOUT_AUTO;
+    int rc = is_group ? 0 : set_layout(p, where, t, &layout);
+    if (rc < 0)
+        return rc;
+    /* Each type takes its own keys only: another type's key is a mistake, not ignored. */
+    struct {
+        yaml_node_t *n;
+        const char *key;
+        int ok;
+    } keys[] = {{shar, "shar_path", layout == SHARC_LAYOUT_SHAR},
+                {manifest, "manifest_filepath", layout == SHARC_LAYOUT_NEMO},
+                {tars, tars_key, layout == SHARC_LAYOUT_NEMO},
+                {wds, "paths", layout == SHARC_LAYOUT_WDS},
+                {list, "input_cfg", is_group}};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+        if (keys[i].n && !keys[i].ok)
+            return bad(p, where, "key '%s' does not belong to type '%s'", keys[i].key, t);
+    tagset own = *inherited;
+    if (tags && (rc = read_tags(p, where, tags, &own)) < 0)
+        return rc;
+    int idx;
+    if ((rc = add_node(p, parent, level, -1, &idx)) < 0)
+        return rc;
+    if (weight) {
+        double w;
+        if ((rc = number(p, where, "weight", weight, &w)) < 0)
+            return rc;
+        if (w < 0)
+            return bad(p, where, "weight %s is negative", scalar(weight));
+        p->cfg->nodes[idx].has_weight = 1;
+        p->cfg->nodes[idx].weight = w;
+    }
+    if (is_group) {
+        if (!list)
+            return bad(p, where, "missing input_cfg (a group's list of entries)");
+        if (level >= MAX_DEPTH)
+            return bad(p, where, "groups nest deeper than %d levels", MAX_DEPTH);
+        char inner[512];
+        if (snprintf(inner, sizeof inner, "%s.input_cfg", where) >= (int)sizeof inner)
+            return bad(p, where, "groups nest too deep");
+        return parse_list(p, list, inner, idx, level + 1, &own);
+    }
+    sharc__input_source *src;
+    if ((rc = add_source(p, where, &src)) < 0)
+        return rc;
+    p->cfg->nodes[idx].source = (int)(p->cfg->n_sources - 1);
+    src->layout = layout;
+    if (layout == SHARC_LAYOUT_SHAR) {
+        if (!shar)
+            return bad(p, where, "missing shar_path");
+        rc = paths_of(p, where, "shar_path", shar, src);
+    } else if (layout == SHARC_LAYOUT_NEMO) {
+        if (!manifest)
+            return bad(p, where, "missing manifest_filepath");
+        if (!tars)
+            return bad(p, where, "missing tarred_audio_filepaths");
+        rc = paths_of(p, where, "manifest_filepath", manifest, src);
+        if (rc == 0)
+            rc = paths_of(p, where, tars_key, tars, src);
+    } else {
+        if (!wds)
+            return bad(p, where, "missing paths");
+        rc = paths_of(p, where, "paths", wds, src);
+    }
+    for (size_t i = 0; rc == 0 && i < own.n; i++)
+        if ((rc = push_string(p, &src->tag_names, &src->n_tags, own.name[i])) == 0) {
+            src->n_tags--;
+            rc = push_string(p, &src->tag_values, &src->n_tags, own.value[i]);
+        }
+    return rc;
+}
+
+static int parse_list(parse *p, yaml_node_t *list, const char *where, int parent, int level,
+                      const tagset *tags)
+{
+    if (list->type != YAML_SEQUENCE_NODE)
+        return bad(p, where, "must be a list of entries, not %s", kind_name(list));
+    if (list->data.sequence.items.start == list->data.sequence.items.top)
+        return bad(p, where, "is an empty list");
+    if (level > p->cfg->depth)
+        p->cfg->depth = level;
+    size_t first = p->cfg->n_nodes, i = 0;
+    int weighted = -1;
+    const char *first_where = NULL;
+    char here[512], other[512] = "";
+    for (yaml_node_item_t *it = list->data.sequence.items.start; it < list->data.sequence.items.top;
+         it++, i++) {
+        if (snprintf(here, sizeof here, "%s[%zu]", where, i) >= (int)sizeof here)
+            return bad(p, where, "groups nest too deep");
+        size_t idx = p->cfg->n_nodes;
+        int rc = parse_entry(p, yaml_document_get_node(&p->doc, *it), here, parent, level, tags);
+        if (rc < 0)
+            return rc;
+        int has = p->cfg->nodes[idx].has_weight;
+        if (weighted < 0) {
+            weighted = has;
+            snprintf(other, sizeof other, "%s", here);
+            first_where = other;
+        } else if (has != weighted) {
+            return bad(p, has ? here : first_where,
+                       "has a weight but %s does not: give every entry of a list a weight, "
+                       "or none",
+                       has ? first_where : here);
+        }
+    }
+    if (weighted) {
+        double sum = 0;
+        for (size_t k = first; k < p->cfg->n_nodes; k++)
+            if (p->cfg->nodes[k].parent == parent)
+                sum += p->cfg->nodes[k].weight;
+        if (sum <= 0)
+            return bad(p, where, "every weight is zero");
+    }
+    return 0;
+}
+
+static int parse_temperature(parse *p, yaml_node_t *t)
+{
+    sharc__input_cfg *c = p->cfg;
+    size_t n = t->type == YAML_SEQUENCE_NODE
+                   ? (size_t)(t->data.sequence.items.top - t->data.sequence.items.start)
+                   : 1;
+    if (t->type == YAML_SEQUENCE_NODE && n != (size_t)c->depth)
+        return bad(p, "reweight_temperature",
+                   "has %zu values, but input_cfg nests %d level%s: give one per level, or "
+                   "one for all",
+                   n, c->depth, c->depth == 1 ? "" : "s");
+    if (!(c->temperatures = sharc__calloc(p->ctx, (size_t)c->depth, sizeof(double))))
+        return SHARC_ERR(ENOMEM);
+    c->n_temperatures = (size_t)c->depth;
+    for (size_t i = 0; i < (size_t)c->depth; i++) {
+        yaml_node_t *v = t->type == YAML_SEQUENCE_NODE
+                             ? yaml_document_get_node(&p->doc, t->data.sequence.items.start[i])
+                             : t;
+        char key[64];
+        snprintf(key, sizeof key, t->type == YAML_SEQUENCE_NODE ? "value %zu" : "its value", i);
+        int rc = number(p, "reweight_temperature", key, v, &c->temperatures[i]);
+        if (rc < 0)
+            return rc;
+        if (c->temperatures[i] < 0)
+            return bad(p, "reweight_temperature", "%s is negative", scalar(v));
+    }
+    /* NeMo's temperature_reweighting refuses weights that are not positive (0^T is not a
+     * weight that a temperature can rescale). */
+    for (size_t k = 0; k < c->n_nodes; k++)
+        if (c->nodes[k].has_weight && c->nodes[k].weight <= 0) {
+            const char *w = "";
+            for (size_t s = k; s < c->n_nodes; s++)
+                if (c->nodes[s].source >= 0) {
+                    w = c->sources[c->nodes[s].source].where;
+                    break;
+                }
+            return bad(p, w,
+                       "weight 0 cannot be reweighted by reweight_temperature: weights "
+                       "must be positive");
+        }
+    return 0;
+}
+
+static int parse_doc(parse *p)
+{
+    yaml_node_t *root = yaml_document_get_root_node(&p->doc);
+    if (!root)
+        return bad(p, "", "empty file: expected a list of entries (input_cfg)");
+    tagset none = {.n = 0};
+    if (root->type == YAML_SEQUENCE_NODE)
+        return parse_list(p, root, "input_cfg", -1, 1, &none);
+    if (root->type != YAML_MAPPING_NODE)
+        return bad(p, "", "expected a list of entries (input_cfg), or a mapping with input_cfg");
+    yaml_node_t *list = NULL, *temp = NULL;
+    for (yaml_node_pair_t *kv = root->data.mapping.pairs.start; kv < root->data.mapping.pairs.top;
+         kv++) {
+        const char *k = scalar(yaml_document_get_node(&p->doc, kv->key));
+        yaml_node_t *v = yaml_document_get_node(&p->doc, kv->value);
+        if (k && !strcmp(k, "input_cfg"))
+            list = v;
+        else if (k && !strcmp(k, "reweight_temperature"))
+            temp = v;
+        else
+            return bad(p, "", "unknown key '%s' (input_cfg, reweight_temperature)", k ? k : "?");
+    }
+    if (!list)
+        return bad(p, "", "missing input_cfg");
+    int rc = parse_list(p, list, "input_cfg", -1, 1, &none);
+    if (rc == 0 && temp)
+        rc = parse_temperature(p, temp);
+    return rc;
+}
+
+int sharc__input_cfg_parse(sharc__input_cfg *cfg, sharc__ctx *ctx, const char *name,
+                           const char *text, size_t len)
+{
+    memset(cfg, 0, sizeof *cfg);
+    if (!(cfg->name = sharc__strdup(ctx, name)))
+        return SHARC_ERR(ENOMEM);
+    parse p = {.ctx = ctx, .cfg = cfg};
+    yaml_parser_t parser;
+    if (!yaml_parser_initialize(&parser))
+        return SHARC_ERR(ENOMEM);
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    int rc;
+    if (!yaml_parser_load(&parser, &p.doc)) {
+        rc = sharc__set_error(ctx, SHARC_ERR_FORMAT, "%s: line %zu column %zu: %s%s%s", name,
+                              parser.problem_mark.line + 1, parser.problem_mark.column + 1,
+                              parser.problem ? parser.problem : "not YAML",
+                              parser.context ? " " : "", parser.context ? parser.context : "");
+        yaml_parser_delete(&parser);
+        sharc__input_cfg_free(cfg, ctx);
+        return rc;
+    }
+    rc = parse_doc(&p);
+    yaml_document_delete(&p.doc);
+    yaml_parser_delete(&parser);
+    if (rc < 0)
+        sharc__input_cfg_free(cfg, ctx);
+    return rc;
+}
+
+int sharc__input_cfg_load(sharc__input_cfg *cfg, sharc__ctx *ctx, const char *path)
+{
+    memset(cfg, 0, sizeof *cfg);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return sharc__set_error(ctx, SHARC_ERR(errno), "%s: cannot open input_cfg: %s", path,
+                                strerror(errno));
+    sharc__buf text = {0};
+    char chunk[65536];
+    size_t got;
+    int rc = 0;
+    while (rc == 0 && (got = fread(chunk, 1, sizeof chunk, f)) > 0)
+        rc = sharc__buf_append(ctx, &text, chunk, got);
+    if (rc == 0 && ferror(f))
+        rc = sharc__set_error(ctx, SHARC_ERR(EIO), "%s: cannot read input_cfg", path);
+    fclose(f);
+    if (rc == 0)
+        rc = sharc__input_cfg_parse(cfg, ctx, path, text.data ? (const char *)text.data : "",
+                                    text.len);
+    sharc__buf_free(ctx, &text);
+    return rc;
+}
+
+static void free_strings(sharc__ctx *ctx, char **a, size_t n)
+{
+    for (size_t i = 0; a && i < n; i++)
+        sharc__free(ctx, a[i]);
+    sharc__free(ctx, a);
+}
+
+void sharc__input_cfg_free(sharc__input_cfg *cfg, sharc__ctx *ctx)
+{
+    for (size_t i = 0; i < cfg->n_sources; i++) {
+        sharc__input_source *s = &cfg->sources[i];
+        free_strings(ctx, s->paths, s->n_paths);
+        free_strings(ctx, s->tag_names, s->n_tags);
+        free_strings(ctx, s->tag_values, s->n_tags);
+        sharc__free(ctx, s->where);
+    }
+    sharc__free(ctx, cfg->sources);
+    sharc__free(ctx, cfg->nodes);
+    sharc__free(ctx, cfg->temperatures);
+    sharc__free(ctx, cfg->name);
+    memset(cfg, 0, sizeof *cfg);
+}
+
+int sharc__input_cfg_needs_counts(const sharc__input_cfg *cfg)
+{
+    for (size_t k = 0; k < cfg->n_nodes; k++)
+        if (!cfg->nodes[k].has_weight)
+            return 1;
+    return 0;
+}
+
+int sharc__input_cfg_weights(const sharc__input_cfg *cfg, sharc__ctx *ctx, const double *counts,
+                             double *out)
+{
+    size_t n = cfg->n_nodes;
+    double *size = sharc__calloc(ctx, n ? n : 1, sizeof *size);
+    double *prob = sharc__calloc(ctx, n ? n : 1, sizeof *prob);
+    int rc = 0;
+    if (!size || !prob) {
+        rc = SHARC_ERR(ENOMEM);
+        goto fail;
+    }
+    /* A node's size: its weight, or the cut count of its sources. Children follow their
+     * parents, so counts add up from the end. */
+    for (size_t k = n; k-- > 0;) {
+        const sharc__input_node *x = &cfg->nodes[k];
+        if (x->source >= 0)
+            size[k] = counts ? counts[x->source] : 0;
+        if (x->parent >= 0)
+            size[x->parent] += size[k];
+    }
+    for (size_t k = 0; k < n; k++)
+        if (cfg->nodes[k].has_weight)
+            size[k] = cfg->nodes[k].weight;
+    /* Each list's sizes, raised to its level's temperature, normalised. */
+    for (size_t k = 0; k < n; k++) {
+        const sharc__input_node *x = &cfg->nodes[k];
+        double t = cfg->n_temperatures ? cfg->temperatures[x->level - 1] : 1.0, sum = 0;
+        for (size_t j = 0; j < n; j++)
+            if (cfg->nodes[j].parent == x->parent)
+                sum += t == 1.0 ? size[j] : pow(size[j], t);
+        if (sum <= 0) {
+            const sharc__input_node *leaf = x;
+            for (size_t j = k; leaf->source < 0 && ++j < n;)
+                leaf = &cfg->nodes[j];
+            rc = sharc__set_error(
+                ctx, SHARC_ERR_FORMAT,
+                "%s: %s: every source of this list has no cuts, so no "
+                "weight can be given by cut counts",
+                cfg->name, leaf->source >= 0 ? cfg->sources[leaf->source].where : "input_cfg");
+            goto fail;
+        }
+        double own = t == 1.0 ? size[k] : pow(size[k], t);
+        prob[k] = own / sum * (x->parent >= 0 ? prob[x->parent] : 1.0);
+        if (x->source >= 0)
+            out[x->source] = prob[k];
+    }
+fail:
+    sharc__free(ctx, size);
+    sharc__free(ctx, prob);
+    return rc;
+}

@@ -1,0 +1,53 @@
+/*
+ * A mixture of datasets, as Lhotse's CutSet.mux: one walk per source, and each next cut
+ * drawn from a source chosen with a seeded RNG in proportion to the sources' weights. Each
+ * source is an endless stream of its shards, reshuffled every pass (its walk without an
+ * epoch limit), or, finite, read once, an exhausted source leaving the draw.
+ *
+ * At most max_open sources have a shard open: when one more is drawn, the source used
+ * least recently closes its shard and re-opens it where it was when it is drawn again. The
+ * draw does not depend on that budget, so neither do the batches.
+ */
+#ifndef SHARC_SRC_MIX_H
+#define SHARC_SRC_MIX_H
+
+#include "walk/cutsource.h"
+#include "walk/walk.h"
+
+typedef struct sharc__mix sharc__mix;
+
+/** What the mixture is made of; the arrays are copied, what they point to outlives it. */
+typedef struct sharc__mix_config {
+    sharc__ctx *ctx;
+    const sharc_reader_settings *s; ///< seed, plan, error policy, decode checks
+    size_t n;                       ///< sources
+    const sharc__dataset *const *ds;
+    const double *weights;    ///< > 0 sum; a source of weight 0 is never drawn
+    const char *const *names; ///< "input_cfg[1]", prefixed to the errors of a source
+    /** Per source, the language every cut of it is given (its `lang` tag, as NeMo sets the
+     *  tag on the cut), or NULL: the cut keeps its own. */
+    const char *const *languages;
+    /** Per source, a hash of its shards and settings, which a resume state records and
+     *  checks source by source. */
+    const uint64_t *hashes;
+    /** Tag columns besides language, and each source's values for them: n rows of
+     *  n_tag_columns, NULL where a source has no such tag. */
+    size_t n_tag_columns;
+    const char *const *tag_columns;
+    const char *const *tag_values;
+    int finite;      ///< each source read once, not repeated
+    size_t max_open; ///< sources with a shard open at once (0: no bound)
+    sharc_reader_stats *stats;
+    sharc__fetcher *fetch;
+} sharc__mix_config;
+
+int sharc__mix_open(sharc__mix **out, const sharc__mix_config *c);
+void sharc__mix_close(sharc__mix **m);
+
+/** The mixture as a cut source: its shards are every source's, one source after another. */
+sharc__cutsource sharc__mix_cutsource(sharc__mix *m);
+
+/** The source a shard index of the cut source belongs to. */
+size_t sharc__mix_source_of(const sharc__mix *m, uint32_t shard);
+
+#endif /* SHARC_SRC_MIX_H */

@@ -1,0 +1,82 @@
+#!/bin/sh
+# cli_mix: `sharc read --input-cfg` mixes a NeMo input_cfg of Shar, NeMo tarred and
+# WebDataset entries: the per-source summary (cuts, seconds, realised share against the
+# weight) in text and JSON, every cut once with --mix-finite, the same batches from a state
+# saved and resumed, `sharc buckets --input-cfg`, and errors naming the entry.
+. "$(dirname "$0")/lib.sh"
+
+gen "$tmp/a" --layout shar --compress none --shards 6 --cuts-per-shard 20 --max-duration 3
+gen "$tmp/b" --layout nemo --compress none --shards 4 --cuts-per-shard 15 --seed 2 --max-duration 3
+gen "$tmp/c" --layout wds --compress none --shards 3 --cuts-per-shard 10 --seed 3 --max-duration 3
+cat >"$tmp/cfg.yaml" <<YAML
+- type: lhotse_shar
+  shar_path: $tmp/a/shar
+  weight: 0.6
+  tags: {lang: en}
+- type: group
+  weight: 0.4
+  input_cfg:
+    - type: nemo_tarred
+      manifest_filepath: $tmp/b/nemo/sharded_manifests/manifest__OP_0..3_CL_.json
+      tarred_audio_filepaths: $tmp/b/nemo/audio__OP_0..3_CL_.tar
+      weight: 3
+    - type: wds
+      paths: $tmp/c/wds
+      weight: 1
+YAML
+
+# Finite: each source's cuts exactly once, counted per source.
+expect_rc 0 "$SHARC" read --input-cfg "$tmp/cfg.yaml" --cuts --mix-finite --no-decode --json
+"$PYTHON" - "$tmp/out" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+summary = lines[-1]
+assert summary["type"] == "summary", summary
+src = summary["sources"]
+assert [s["name"] for s in src] == ["input_cfg[0]", "input_cfg[1].input_cfg[0]", "input_cfg[1].input_cfg[1]"], src
+assert [s["cuts"] for s in src] == [120, 60, 30], src
+for s, w in zip(src, [0.6, 0.4 * 0.75, 0.4 * 0.25]):
+    assert abs(s["weight"] - w) < 1e-12, (s, w)
+assert summary["cuts"] == 210
+# every cut of the Shar source carries its lang tag
+cuts = [l for l in lines if l["type"] == "cut"]
+assert len(cuts) == 210
+assert sum(1 for c in cuts if c["language"] == "en") >= 120
+PY
+
+# Repeating: the text summary names each source with its share and weight.
+expect_rc 0 "$SHARC" read --input-cfg "$tmp/cfg.yaml" --cuts --no-decode --limit 2000
+expect_in "$tmp/out" "-- 3 sources (input_cfg): cuts, seconds of audio, share of cuts against weight"
+expect_in "$tmp/out" "(weight 60.00%)"
+expect_in "$tmp/out" "(weight 30.00%)"
+expect_in "$tmp/out" "(weight 10.00%)"
+grep -q "^--   input_cfg\[1\].input_cfg\[1\] " "$tmp/out" || fail "no line for the wds source"
+
+# Batches: a state saved at step 4 resumes to the same batches as the run that went on.
+expect_rc 0 "$SHARC" read --input-cfg "$tmp/cfg.yaml" --max-duration 10 --limit 12 \
+    --save-state-at 4 "$tmp/state" --threads 2
+grep '^step' "$tmp/out" | tail -7 >"$tmp/whole"
+expect_rc 0 "$SHARC" read --input-cfg "$tmp/cfg.yaml" --max-duration 10 --limit 7 \
+    --resume "$tmp/state" --threads 1
+grep '^step' "$tmp/out" >"$tmp/rest"
+cmp "$tmp/whole" "$tmp/rest" || fail "resumed batches differ: $(diff "$tmp/whole" "$tmp/rest" | head)"
+
+# bench reports the shares of its last repetition.
+expect_rc 0 "$SHARC" bench --input-cfg "$tmp/cfg.yaml" --batches 10 --warmup 1 --threads 1 \
+    --max-duration 10 --json
+"$PYTHON" -c 'import json,sys; d=json.load(open(sys.argv[1])); s=d["sources"]; assert [x["name"] for x in s][0] == "input_cfg[0]" and sum(x["cuts"] for x in s) > 0, s' "$tmp/out"
+
+# Bins over the mixture: 10000 cuts drawn by the weights.
+expect_rc 0 "$SHARC" buckets --input-cfg "$tmp/cfg.yaml" --num-buckets 4 --json
+"$PYTHON" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["cuts"] == 10000 and len(d["bins"]) == 3, d' "$tmp/out"
+
+# Errors: PATH and --input-cfg together; an entry of an unknown type; a missing dataset.
+expect_rc 2 "$SHARC" read --input-cfg "$tmp/cfg.yaml" "$tmp/a/shar"
+expect_in "$tmp/err" "sharc read: give PATH or --input-cfg, not both"
+printf -- '- {type: wds, paths: %s/c/wds, weight: 1}\n- {type: foo, weight: 1}\n' "$tmp" >"$tmp/bad.yaml"
+expect_rc 1 "$SHARC" read --input-cfg "$tmp/bad.yaml" --cuts
+expect_in "$tmp/err" "$tmp/bad.yaml: input_cfg[1]: unknown type 'foo' (lhotse_shar, nemo_tarred, wds or group)"
+printf -- '- {type: lhotse_shar, shar_path: %s/nowhere}\n' "$tmp" >"$tmp/gone.yaml"
+expect_rc 1 "$SHARC" read --input-cfg "$tmp/gone.yaml" --cuts
+expect_in "$tmp/err" "$tmp/gone.yaml: input_cfg[0]: $tmp/nowhere"
+echo "cli_mix: ok"

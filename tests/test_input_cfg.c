@@ -1,0 +1,240 @@
+/*
+ * NeMo's input_cfg: entries, groups, tags, weights as NeMo computes them (temperature per
+ * level), and every malformed case refused with a message naming the entry.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/input_cfg.h"
+#include "testutil.h"
+
+static sharc__ctx ctx;
+
+static void setup(void)
+{
+    sharc_logger quiet = {NULL, NULL, SHARC_LOG_ERROR};
+    sharc__ctx_init(&ctx, NULL, &quiet);
+}
+
+static void parse_ok(sharc__input_cfg *c, const char *text)
+{
+    int rc = sharc__input_cfg_parse(c, &ctx, "cfg.yaml", text, strlen(text));
+    ck_assert_msg(rc == 0, "%s", ctx.error);
+}
+
+static void expect_error(const char *text, const char *message)
+{
+    sharc__input_cfg c;
+    ck_assert_int_eq(sharc__input_cfg_parse(&c, &ctx, "cfg.yaml", text, strlen(text)),
+                     SHARC_ERR_FORMAT);
+    ck_assert_str_eq(ctx.error, message);
+    ck_assert_uint_eq(c.n_sources, 0);
+}
+
+START_TEST(types_paths_tags)
+{
+    sharc__input_cfg c;
+    parse_ok(&c, "- type: lhotse_shar\n"
+                 "  shar_path: /d/shar\n"
+                 "  weight: 3\n"
+                 "  tags: {lang: en, task: asr}\n"
+                 "- type: nemo_tarred\n"
+                 "  manifest_filepath: /d/nemo/manifest__OP_0..1_CL_.json\n"
+                 "  tarred_audio_filepaths: /d/nemo/audio__OP_0..1_CL_.tar\n"
+                 "  weight: 1\n"
+                 "- type: group\n"
+                 "  weight: 1\n"
+                 "  tags: {lang: de, domain: news}\n"
+                 "  input_cfg:\n"
+                 "    - type: wds\n"
+                 "      paths: [/d/wds/a.tar, /d/wds/b.tar]\n"
+                 "      weight: 2\n"
+                 "      tags: {lang: fr}\n");
+    ck_assert_uint_eq(c.n_sources, 3);
+    ck_assert_int_eq(c.depth, 2);
+    ck_assert_int_eq(c.sources[0].layout, SHARC_LAYOUT_SHAR);
+    ck_assert_uint_eq(c.sources[0].n_paths, 1);
+    ck_assert_str_eq(c.sources[0].paths[0], "/d/shar");
+    ck_assert_uint_eq(c.sources[0].n_tags, 2);
+    ck_assert_str_eq(c.sources[0].tag_names[0], "language");
+    ck_assert_str_eq(c.sources[0].tag_values[0], "en");
+    ck_assert_str_eq(c.sources[0].tag_names[1], "task");
+    ck_assert_str_eq(c.sources[0].tag_values[1], "asr");
+    ck_assert_int_eq(c.sources[1].layout, SHARC_LAYOUT_NEMO);
+    ck_assert_uint_eq(c.sources[1].n_paths, 2);
+    ck_assert_str_eq(c.sources[1].paths[0], "/d/nemo/manifest__OP_0..1_CL_.json");
+    ck_assert_str_eq(c.sources[1].paths[1], "/d/nemo/audio__OP_0..1_CL_.tar");
+    ck_assert_uint_eq(c.sources[1].n_tags, 0);
+    ck_assert_int_eq(c.sources[2].layout, SHARC_LAYOUT_WDS);
+    ck_assert_str_eq(c.sources[2].where, "input_cfg[2].input_cfg[0]");
+    ck_assert_uint_eq(c.sources[2].n_paths, 2);
+    ck_assert_str_eq(c.sources[2].paths[1], "/d/wds/b.tar");
+    /* The source's own tag wins over its group's; the group's others are inherited. */
+    ck_assert_uint_eq(c.sources[2].n_tags, 2);
+    ck_assert_str_eq(c.sources[2].tag_names[0], "language");
+    ck_assert_str_eq(c.sources[2].tag_values[0], "fr");
+    ck_assert_str_eq(c.sources[2].tag_names[1], "domain");
+    ck_assert_str_eq(c.sources[2].tag_values[1], "news");
+    double w[3];
+    ck_assert_int_eq(sharc__input_cfg_weights(&c, &ctx, NULL, w), 0);
+    ck_assert_double_eq_tol(w[0], 3.0 / 5, 1e-12);
+    ck_assert_double_eq_tol(w[1], 1.0 / 5, 1e-12);
+    ck_assert_double_eq_tol(w[2], 1.0 / 5, 1e-12);
+    sharc__input_cfg_free(&c, &ctx);
+}
+END_TEST
+
+/* The same config as JSON (a YAML subset), in the mapping form. */
+START_TEST(json_form)
+{
+    sharc__input_cfg c;
+    parse_ok(&c, "{\"input_cfg\": [{\"type\": \"lhotse_shar\", \"shar_path\": [\"/a\", \"/b\"]},"
+                 " {\"type\": \"wds\", \"paths\": \"/c\"}]}");
+    ck_assert_uint_eq(c.n_sources, 2);
+    ck_assert_uint_eq(c.sources[0].n_paths, 2);
+    ck_assert(sharc__input_cfg_needs_counts(&c));
+    /* Without weights they are cut counts. */
+    double counts[2] = {300, 100}, w[2];
+    ck_assert_int_eq(sharc__input_cfg_weights(&c, &ctx, counts, w), 0);
+    ck_assert_double_eq_tol(w[0], 0.75, 1e-12);
+    ck_assert_double_eq_tol(w[1], 0.25, 1e-12);
+    sharc__input_cfg_free(&c, &ctx);
+}
+END_TEST
+
+/* NeMo: at each level w_i^T / sum_j w_j^T (temperature_reweighting), and a source's weight
+ * the product along its path. The expected values are computed here from that formula. */
+START_TEST(group_and_temperature)
+{
+    const char *tree = "  - type: group\n"
+                       "    weight: 197\n"
+                       "    input_cfg:\n"
+                       "      - {type: lhotse_shar, shar_path: /it, weight: 197}\n"
+                       "  - type: group\n"
+                       "    weight: 2159\n"
+                       "    input_cfg:\n"
+                       "      - {type: lhotse_shar, shar_path: /ja_cv, weight: 544}\n"
+                       "      - {type: lhotse_shar, shar_path: /ja_emilia, weight: 1615}\n";
+    char text[2048];
+    double w[3];
+    sharc__input_cfg c;
+
+    /* No temperature: products of the plain shares. */
+    snprintf(text, sizeof text, "input_cfg:\n%s", tree);
+    parse_ok(&c, text);
+    ck_assert_int_eq(sharc__input_cfg_weights(&c, &ctx, NULL, w), 0);
+    ck_assert_double_eq_tol(w[0], 197.0 / 2356, 1e-12);
+    ck_assert_double_eq_tol(w[1], 2159.0 / 2356 * 544 / 2159, 1e-12);
+    ck_assert_double_eq_tol(w[2], 2159.0 / 2356 * 1615 / 2159, 1e-12);
+    sharc__input_cfg_free(&c, &ctx);
+
+    /* [1.0, 0.0]: the top level kept, the inner one equalised (NeMo's own test). */
+    snprintf(text, sizeof text, "reweight_temperature: [1.0, 0.0]\ninput_cfg:\n%s", tree);
+    parse_ok(&c, text);
+    ck_assert_int_eq(sharc__input_cfg_weights(&c, &ctx, NULL, w), 0);
+    ck_assert_double_eq_tol(w[0], 197.0 / 2356, 1e-12);
+    ck_assert_double_eq_tol(w[1], 2159.0 / 2356 * 0.5, 1e-12);
+    ck_assert_double_eq_tol(w[2], 2159.0 / 2356 * 0.5, 1e-12);
+    sharc__input_cfg_free(&c, &ctx);
+
+    /* A scalar 0.5 applies at both levels. */
+    snprintf(text, sizeof text, "reweight_temperature: 0.5\ninput_cfg:\n%s", tree);
+    parse_ok(&c, text);
+    ck_assert_int_eq(c.depth, 2);
+    ck_assert_int_eq(sharc__input_cfg_weights(&c, &ctx, NULL, w), 0);
+    double top = sqrt(197) + sqrt(2159), in = sqrt(544) + sqrt(1615);
+    ck_assert_double_eq_tol(w[0], sqrt(197) / top, 1e-12);
+    ck_assert_double_eq_tol(w[1], sqrt(2159) / top * sqrt(544) / in, 1e-12);
+    ck_assert_double_eq_tol(w[2], sqrt(2159) / top * sqrt(1615) / in, 1e-12);
+    ck_assert_double_eq_tol(w[0] + w[1] + w[2], 1.0, 1e-12);
+    sharc__input_cfg_free(&c, &ctx);
+}
+END_TEST
+
+START_TEST(errors)
+{
+    expect_error("- {type: foo, paths: /a}\n",
+                 "cfg.yaml: input_cfg[0]: unknown type 'foo' (lhotse_shar, nemo_tarred, wds "
+                 "or group)");
+    expect_error("- {type: wds, paths: /a}\n"
+                 "- type: group\n"
+                 "  input_cfg:\n"
+                 "    - {type: wds, paths: /b}\n"
+                 "    - {type: foo}\n",
+                 "cfg.yaml: input_cfg[1].input_cfg[1]: unknown type 'foo' (lhotse_shar, "
+                 "nemo_tarred, wds or group)");
+    expect_error("- {type: wds, paths: /a, shuffle: true}\n",
+                 "cfg.yaml: input_cfg[0]: unknown key 'shuffle'");
+    expect_error("- {type: wds, shar_path: /a}\n",
+                 "cfg.yaml: input_cfg[0]: key 'shar_path' does not belong to type 'wds'");
+    expect_error("- {paths: /a}\n", "cfg.yaml: input_cfg[0]: missing type");
+    expect_error("- {type: lhotse_shar}\n", "cfg.yaml: input_cfg[0]: missing shar_path");
+    expect_error("- {type: wds}\n", "cfg.yaml: input_cfg[0]: missing paths");
+    expect_error("- {type: nemo_tarred, tarred_audio_filepaths: /a.tar}\n",
+                 "cfg.yaml: input_cfg[0]: missing manifest_filepath");
+    expect_error("- {type: nemo_tarred, manifest_filepath: /m.json}\n",
+                 "cfg.yaml: input_cfg[0]: missing tarred_audio_filepaths");
+    expect_error("- {type: wds, paths: ''}\n", "cfg.yaml: input_cfg[0]: paths is empty");
+    expect_error("- {type: wds, paths: []}\n", "cfg.yaml: input_cfg[0]: paths is an empty list");
+    expect_error("- {type: group}\n",
+                 "cfg.yaml: input_cfg[0]: missing input_cfg (a group's list of entries)");
+    expect_error("- {type: group, input_cfg: []}\n", "cfg.yaml: input_cfg[0].input_cfg: is an "
+                                                     "empty list");
+    expect_error("- {type: wds, paths: /a, weight: -1}\n",
+                 "cfg.yaml: input_cfg[0]: weight -1 is negative");
+    expect_error("- {type: wds, paths: /a, weight: heavy}\n",
+                 "cfg.yaml: input_cfg[0]: weight must be a number, not 'heavy'");
+    expect_error("- {type: wds, paths: /a, weight: 0}\n- {type: wds, paths: /b, weight: 0}\n",
+                 "cfg.yaml: input_cfg: every weight is zero");
+    expect_error("- {type: wds, paths: /a, weight: 1}\n- {type: wds, paths: /b}\n",
+                 "cfg.yaml: input_cfg[0]: has a weight but input_cfg[1] does not: give every "
+                 "entry of a list a weight, or none");
+    expect_error("- {type: wds, paths: /a}\n- {type: wds, paths: /b, weight: 2}\n",
+                 "cfg.yaml: input_cfg[1]: has a weight but input_cfg[0] does not: give every "
+                 "entry of a list a weight, or none");
+    expect_error("- {type: wds, paths: /a, tags: [en]}\n",
+                 "cfg.yaml: input_cfg[0]: tags must be a mapping, not a list");
+    expect_error("reweight_temperature: [1, 0.5]\ninput_cfg:\n  - {type: wds, paths: /a}\n",
+                 "cfg.yaml: reweight_temperature: has 2 values, but input_cfg nests 1 level: "
+                 "give one per level, or one for all");
+    expect_error("reweight_temperature: -1\ninput_cfg:\n  - {type: wds, paths: /a}\n",
+                 "cfg.yaml: reweight_temperature: -1 is negative");
+    expect_error("reweight_temperature: 0.5\ninput_cfg:\n"
+                 "  - {type: wds, paths: /a, weight: 0}\n  - {type: wds, paths: /b, weight: 1}\n",
+                 "cfg.yaml: input_cfg[0]: weight 0 cannot be reweighted by "
+                 "reweight_temperature: weights must be positive");
+    expect_error("shuffle: true\ninput_cfg: []\n",
+                 "cfg.yaml: unknown key 'shuffle' (input_cfg, reweight_temperature)");
+    expect_error("input_cfg: {type: wds}\n",
+                 "cfg.yaml: input_cfg: must be a list of entries, not a mapping");
+    expect_error("", "cfg.yaml: empty file: expected a list of entries (input_cfg)");
+    expect_error("- [a\n", "cfg.yaml: line 2 column 1: did not find expected ',' or ']' while "
+                           "parsing a flow sequence");
+}
+END_TEST
+
+START_TEST(missing_file)
+{
+    sharc__input_cfg c;
+    ck_assert_int_lt(sharc__input_cfg_load(&c, &ctx, "/nonexistent/cfg.yaml"), 0);
+    ck_assert_str_eq(ctx.error,
+                     "/nonexistent/cfg.yaml: cannot open input_cfg: No such file or directory");
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("input_cfg");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_add_test(tc, types_paths_tags);
+    tcase_add_test(tc, json_form);
+    tcase_add_test(tc, group_and_temperature);
+    tcase_add_test(tc, errors);
+    tcase_add_test(tc, missing_file);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}

@@ -1,0 +1,540 @@
+/*
+ * Mixing datasets (input_cfg): three synthetic corpora of different layouts and sizes mixed
+ * 0.6/0.3/0.1, the realised shares against the weights (chi-square), the sequence
+ * reproducible and the same with 1 or 2 threads, tags on the cuts, finite mode, data
+ * parallel slots, weights from cut counts, errors naming the entry, and 500 sources under
+ * a small open-shard budget with file descriptors bounded.
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "sharc/sharc.h"
+#include "testutil.h"
+
+static char *dir;
+static char cfg_path[700];
+
+/* Cuts per corpus: Shar 6 x 20, NeMo 4 x 15, WebDataset 3 x 10. */
+enum { SHAR_CUTS = 120, NEMO_CUTS = 60, WDS_CUTS = 30 };
+
+/* Outside any test: a failure here stops the suite with its message. */
+static void need(int ok, const char *what)
+{
+    if (!ok) {
+        fprintf(stderr, "test_mix: %s\n", what);
+        exit(1);
+    }
+}
+
+static void write_cfg(const char *path, const char *weights[3], const char *extra)
+{
+    char w[3][64];
+    for (int i = 0; i < 3; i++)
+        snprintf(w[i], sizeof w[i], weights[i] ? "  weight: %s\n" : "", weights[i]);
+    FILE *f = fopen(path, "w");
+    need(f != NULL, "cannot write the config");
+    fprintf(f,
+            "%s- type: lhotse_shar\n  shar_path: %s/a/shar\n%s  tags: {lang: en, task: asr}\n"
+            "- type: nemo_tarred\n"
+            "  manifest_filepath: %s/b/nemo/sharded_manifests/manifest__OP_0..3_CL_.json\n"
+            "  tarred_audio_filepaths: %s/b/nemo/audio__OP_0..3_CL_.tar\n%s  tags: {lang: de}\n"
+            "- type: wds\n  paths: %s/c/wds\n%s",
+            extra, dir, w[0], dir, dir, w[1], dir, w[2]);
+    fclose(f);
+}
+
+static void make_corpora(void)
+{
+    dir = tu_mkdtemp();
+    const char *gen = getenv("SHARC_GEN");
+    need(gen != NULL, "SHARC_GEN is not set");
+    need(tu_sh("'%s' --out '%s/a' --layout shar --compress none --shards 6 "
+               "--cuts-per-shard 20 --max-duration 3 >/dev/null",
+               gen, dir) == 0,
+         "sharc-gen failed");
+    need(tu_sh("'%s' --out '%s/b' --layout nemo --compress none --shards 4 "
+               "--cuts-per-shard 15 --seed 2 --max-duration 3 >/dev/null",
+               gen, dir) == 0,
+         "sharc-gen failed");
+    need(tu_sh("'%s' --out '%s/c' --layout wds --compress none --shards 3 "
+               "--cuts-per-shard 10 --seed 3 --max-duration 3 >/dev/null",
+               gen, dir) == 0,
+         "sharc-gen failed");
+    snprintf(cfg_path, sizeof cfg_path, "%s/cfg.yaml", dir);
+    const char *w[3] = {"0.6", "0.3", "0.1"};
+    write_cfg(cfg_path, w, "");
+}
+
+static void settings_on(sharc_reader_settings *s, const char *cfg)
+{
+    sharc_reader_default_settings(s);
+    s->input_cfg = cfg;
+    s->logger.level = SHARC_LOG_ERROR;
+    s->seed = 11;
+    s->decode = 0;
+}
+
+static sharc_reader *open_ok(const sharc_reader_settings *s)
+{
+    sharc_reader *r = NULL;
+    int rc = sharc_reader_open(&r, s);
+    ck_assert_msg(rc == 0, "open: %s", sharc_strerror(rc));
+    return r;
+}
+
+/* The realised shares of a long run match the weights: Pearson's chi-square over the three
+ * sources, 2 degrees of freedom, below 13.82 (p = 0.001). The run is seeded, so the test is
+ * exact: the bound is what makes its outcome meaningful. */
+START_TEST(shares_match_weights)
+{
+    sharc_reader_settings s;
+    settings_on(&s, cfg_path);
+    sharc_reader *r = open_ok(&s);
+    ck_assert_uint_eq(sharc_reader_num_sources(r), 3);
+    const double w[3] = {0.6, 0.3, 0.1};
+    for (size_t i = 0; i < 3; i++)
+        ck_assert_double_eq_tol(sharc_reader_source_weight(r, i), w[i], 1e-12);
+    ck_assert_str_eq(sharc_reader_source_name(r, 1), "input_cfg[1]");
+    ck_assert_uint_eq(sharc_reader_num_shards(r), 13);
+    enum { N = 6000 };
+    double count[3] = {0, 0, 0};
+    const sharc_cut *c;
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(sharc_reader_next(r, &c), 0);
+        count[sharc_reader_source_of_shard(r, c->shard_index)]++;
+    }
+    double chi2 = 0;
+    for (int i = 0; i < 3; i++)
+        chi2 += (count[i] - N * w[i]) * (count[i] - N * w[i]) / (N * w[i]);
+    ck_assert_msg(chi2 < 13.82, "chi-square %g: counts %g %g %g", chi2, count[0], count[1],
+                  count[2]);
+    /* Each source repeats: far more cuts than the three corpora hold were read. */
+    ck_assert_double_gt(count[2], 2 * WDS_CUTS);
+    sharc_reader_close(&r);
+}
+END_TEST
+
+/* The cut ids of the first n cuts, one after another. */
+static void cut_sequence(const sharc_reader_settings *s, int n, char *out, size_t cap)
+{
+    sharc_reader *r = open_ok(s);
+    const sharc_cut *c;
+    out[0] = 0;
+    for (int i = 0; i < n; i++) {
+        ck_assert_int_eq(sharc_reader_next(r, &c), 0);
+        ck_assert_uint_lt(strlen(out) + strlen(c->id) + 2, cap);
+        strcat(out, c->id);
+        strcat(out, " ");
+    }
+    sharc_reader_close(&r);
+}
+
+START_TEST(sequence_reproducible)
+{
+    static char a[65536], b[65536];
+    sharc_reader_settings s;
+    settings_on(&s, cfg_path);
+    cut_sequence(&s, 400, a, sizeof a);
+    cut_sequence(&s, 400, b, sizeof b);
+    ck_assert_str_eq(a, b);
+    /* A budget of one open shard changes nothing but the re-reading. */
+    s.max_open_streams = 1;
+    cut_sequence(&s, 400, b, sizeof b);
+    ck_assert_str_eq(a, b);
+    s.max_open_streams = 0;
+    s.seed = 12;
+    cut_sequence(&s, 400, b, sizeof b);
+    ck_assert_str_ne(a, b);
+}
+END_TEST
+
+static void batch_settings(sharc_reader_settings *s, const char *cfg, int threads)
+{
+    settings_on(s, cfg);
+    s->decode = 1;
+    s->n_threads = threads;
+    s->sampler.max_duration = 12;
+    s->sampler.num_buckets = 2;
+    s->sampler.buffer_size = 40;
+    s->sampler.num_cuts_for_bins_estimate = 50;
+}
+
+/* A state blob saved after some step, for resume tests. */
+typedef struct saved {
+    int step;
+    uint8_t *blob;
+    size_t len;
+} saved;
+
+/* The cut ids of each of n batches, and their audio's CRC; with `saves`, the state after
+ * each step asked for. */
+static void batch_run(const sharc_reader_settings *s, int n, char *out, size_t cap, saved *saves,
+                      int n_saves)
+{
+    sharc_reader *r = open_ok(s);
+    out[0] = 0;
+    for (int i = 0; i < n; i++) {
+        sharc_batch *b;
+        int rc = sharc_reader_next_batch(r, &b);
+        ck_assert_msg(rc == 0, "step %d: %s", i, sharc_reader_last_error(r));
+        const sharc_tensor *audio = sharc_batch_tensor(b, "audio");
+        char line[64];
+        snprintf(line, sizeof line, "%08lx:", crc32(0L, audio->data, (uInt)audio->nbytes));
+        strcat(out, line);
+        for (int64_t k = 0; k < audio->shape[0]; k++) {
+            size_t len;
+            const char *id = sharc_batch_string(b, "cut_id", (size_t)k, &len);
+            ck_assert_uint_lt(strlen(out) + len + 2, cap);
+            strncat(out, id, len);
+            strcat(out, " ");
+        }
+        strcat(out, "\n");
+        sharc_batch_release(b);
+        for (int k = 0; k < n_saves; k++)
+            if (saves[k].step == i) {
+                ck_assert_int_eq(sharc_reader_state_save(r, NULL, 0, &saves[k].len),
+                                 SHARC_ERR(ENOSPC));
+                saves[k].blob = malloc(saves[k].len);
+                ck_assert_int_eq(
+                    sharc_reader_state_save(r, saves[k].blob, saves[k].len, &saves[k].len), 0);
+            }
+    }
+    sharc_reader_close(&r);
+}
+
+static void batch_sequence(int threads, int n, char *out, size_t cap)
+{
+    sharc_reader_settings s;
+    batch_settings(&s, cfg_path, threads);
+    batch_run(&s, n, out, cap, NULL, 0);
+}
+
+START_TEST(threads_give_same_batches)
+{
+    static char one[131072], two[131072];
+    batch_sequence(1, 25, one, sizeof one);
+    batch_sequence(2, 25, two, sizeof two);
+    ck_assert_str_eq(one, two);
+}
+END_TEST
+
+/* The lang tag is the cut's language (NeMo sets tags on the cut); the others are the
+ * source's, through the API. */
+START_TEST(tags_per_cut)
+{
+    sharc_reader_settings s;
+    settings_on(&s, cfg_path);
+    sharc_reader *r = open_ok(&s);
+    const char *const *names, *const *values;
+    ck_assert_uint_eq(sharc_reader_source_tags(r, 0, &names, &values), 2);
+    ck_assert_str_eq(names[0], "language");
+    ck_assert_str_eq(values[0], "en");
+    ck_assert_str_eq(names[1], "task");
+    ck_assert_str_eq(values[1], "asr");
+    ck_assert_uint_eq(sharc_reader_source_tags(r, 2, &names, &values), 0);
+    const sharc_cut *c;
+    int seen[3] = {0, 0, 0};
+    for (int i = 0; i < 300; i++) {
+        ck_assert_int_eq(sharc_reader_next(r, &c), 0);
+        size_t src = sharc_reader_source_of_shard(r, c->shard_index);
+        seen[src]++;
+        if (src == 0)
+            ck_assert_str_eq(c->language, "en");
+        else if (src == 1)
+            ck_assert_str_eq(c->language, "de");
+    }
+    ck_assert(seen[0] && seen[1] && seen[2]);
+    sharc_reader_close(&r);
+}
+END_TEST
+
+/* In batches, the source's tags besides lang are string columns: `task` is "asr" for the
+ * Shar source's cuts (language "en") and empty for the NeMo one's (language "de"). */
+START_TEST(tags_as_batch_columns)
+{
+    sharc_reader_settings s;
+    batch_settings(&s, cfg_path, 2);
+    sharc_reader *r = open_ok(&s);
+    int asr = 0, de = 0;
+    for (int i = 0; i < 10; i++) {
+        sharc_batch *b;
+        ck_assert_int_eq(sharc_reader_next_batch(r, &b), 0);
+        ck_assert_ptr_nonnull(sharc_batch_tensor(b, "task_offsets"));
+        ck_assert_ptr_nonnull(sharc_batch_tensor(b, "task_bytes"));
+        int64_t rows = sharc_batch_tensor(b, "audio")->shape[0];
+        for (int64_t k = 0; k < rows; k++) {
+            size_t tlen, llen;
+            const char *task = sharc_batch_string(b, "task", (size_t)k, &tlen);
+            const char *lang = sharc_batch_string(b, "language", (size_t)k, &llen);
+            ck_assert_ptr_nonnull(task);
+            ck_assert_ptr_nonnull(lang);
+            if (tlen == 3 && !memcmp(task, "asr", 3)) {
+                asr++;
+                ck_assert_msg(llen == 2 && !memcmp(lang, "en", 2), "task asr, language %.*s",
+                              (int)llen, lang);
+            } else {
+                ck_assert_uint_eq(tlen, 0);
+            }
+            if (llen == 2 && !memcmp(lang, "de", 2)) {
+                de++;
+                ck_assert_uint_eq(tlen, 0);
+            }
+        }
+        sharc_batch_release(b);
+    }
+    ck_assert_int_gt(asr, 0);
+    ck_assert_int_gt(de, 0);
+    sharc_reader_close(&r);
+}
+END_TEST
+
+/* Finite: every cut of every source exactly once, then the end. */
+static void read_finite(sharc_reader_settings *s, int *count, char **ids, size_t *n_ids)
+{
+    sharc_reader *r = open_ok(s);
+    const sharc_cut *c;
+    int rc;
+    while ((rc = sharc_reader_next(r, &c)) == 0) {
+        size_t src = sharc_reader_source_of_shard(r, c->shard_index);
+        count[src]++;
+        if (ids) { /* the corpora may share ids: an id within its source */
+            char id[512];
+            snprintf(id, sizeof id, "%zu/%s", src, c->id);
+            ids[(*n_ids)++] = strdup(id);
+        }
+    }
+    ck_assert_int_eq(rc, SHARC_END);
+    sharc_reader_close(&r);
+}
+
+START_TEST(finite_reads_each_source_once)
+{
+    sharc_reader_settings s;
+    settings_on(&s, cfg_path);
+    s.mix_finite = 1;
+    int count[3] = {0, 0, 0};
+    read_finite(&s, count, NULL, NULL);
+    ck_assert_int_eq(count[0], SHAR_CUTS);
+    ck_assert_int_eq(count[1], NEMO_CUTS);
+    ck_assert_int_eq(count[2], WDS_CUTS);
+}
+END_TEST
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Two data-parallel slots read disjoint shares of every source, together all of it. */
+START_TEST(data_parallel_disjoint)
+{
+    enum { TOTAL = SHAR_CUTS + NEMO_CUTS + WDS_CUTS };
+    char *ids[2 * TOTAL];
+    size_t n = 0;
+    int count[2][3] = {{0}};
+    for (int rank = 0; rank < 2; rank++) {
+        sharc_reader_settings s;
+        settings_on(&s, cfg_path);
+        s.mix_finite = 1;
+        s.dp_size = 2;
+        s.dp_rank = rank;
+        read_finite(&s, count[rank], ids, &n);
+    }
+    ck_assert_uint_eq(n, TOTAL);
+    ck_assert_int_eq(count[0][0] + count[1][0], SHAR_CUTS);
+    ck_assert_int_eq(count[0][1] + count[1][1], NEMO_CUTS);
+    ck_assert_int_eq(count[0][2] + count[1][2], WDS_CUTS);
+    ck_assert(count[0][2] > 0 && count[1][2] > 0);
+    qsort(ids, n, sizeof *ids, cmp_str);
+    for (size_t i = 1; i < n; i++)
+        ck_assert_str_ne(ids[i - 1], ids[i]);
+    for (size_t i = 0; i < n; i++)
+        free(ids[i]);
+}
+END_TEST
+
+/* Without weights, each source weighs its cut count (NeMo's default). */
+START_TEST(weights_from_cut_counts)
+{
+    char path[800];
+    snprintf(path, sizeof path, "%s/counts.yaml", dir);
+    const char *none[3] = {NULL, NULL, NULL};
+    write_cfg(path, none, "");
+    sharc_reader_settings s;
+    settings_on(&s, path);
+    sharc_reader *r = open_ok(&s);
+    const double total = SHAR_CUTS + NEMO_CUTS + WDS_CUTS;
+    ck_assert_double_eq_tol(sharc_reader_source_weight(r, 0), SHAR_CUTS / total, 1e-12);
+    ck_assert_double_eq_tol(sharc_reader_source_weight(r, 1), NEMO_CUTS / total, 1e-12);
+    ck_assert_double_eq_tol(sharc_reader_source_weight(r, 2), WDS_CUTS / total, 1e-12);
+    sharc_reader_close(&r);
+}
+END_TEST
+
+typedef struct logged {
+    char last[2048];
+} logged;
+
+static void keep_log(void *cookie, sharc_log_level level, const char *msg)
+{
+    (void)level;
+    snprintf(((logged *)cookie)->last, sizeof((logged *)cookie)->last, "%s", msg);
+}
+
+/* A source whose data is missing is named by its entry; paths and input_cfg exclude each
+ * other. */
+START_TEST(errors_name_the_entry)
+{
+    char path[800], want[2048];
+    snprintf(path, sizeof path, "%s/missing.yaml", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f,
+            "- {type: wds, paths: %s/c/wds, weight: 1}\n"
+            "- type: group\n  weight: 1\n  input_cfg:\n"
+            "    - {type: lhotse_shar, shar_path: %s/nowhere, weight: 1}\n",
+            dir, dir);
+    fclose(f);
+    sharc_reader_settings s;
+    settings_on(&s, path);
+    logged log = {""};
+    s.logger.callback = keep_log;
+    s.logger.cookie = &log;
+    sharc_reader *r = NULL;
+    ck_assert_int_lt(sharc_reader_open(&r, &s), 0);
+    snprintf(want, sizeof want, "%s: input_cfg[1].input_cfg[0]: %s/nowhere: ", path, dir);
+    ck_assert_msg(strncmp(log.last, want, strlen(want)) == 0, "got '%s'", log.last);
+
+    const char *paths[1] = {"x"};
+    settings_on(&s, cfg_path);
+    s.paths = paths;
+    s.n_paths = 1;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), SHARC_ERR(EINVAL));
+}
+END_TEST
+
+/* 500 sources of one shard each, at most 8 open at once: the file descriptors stay within
+ * the budget while every source is drawn from many times. */
+START_TEST(many_sources_bounded)
+{
+    enum { SOURCES = 500 };
+    ck_assert_int_eq(tu_sh("'%s' --out '%s/many' --layout wds --compress none --shards %d "
+                           "--cuts-per-shard 3 --max-duration 1 >/dev/null",
+                           getenv("SHARC_GEN"), dir, SOURCES),
+                     0);
+    char path[800];
+    snprintf(path, sizeof path, "%s/many.yaml", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    for (int i = 0; i < SOURCES; i++)
+        fprintf(f, "- {type: wds, paths: %s/many/wds/shard-%06d.tar, weight: 1}\n", dir, i);
+    fclose(f);
+    for (int bound = 1; bound >= 0; bound--) {
+        sharc_reader_settings s;
+        settings_on(&s, path);
+        s.max_open_streams = bound ? 8 : 0;
+        int fds0 = tu_open_fds();
+        sharc_reader *r = open_ok(&s);
+        ck_assert_uint_eq(sharc_reader_num_sources(r), SOURCES);
+        const sharc_cut *c;
+        int most = 0;
+        for (int i = 0; i < 3000; i++) {
+            ck_assert_int_eq(sharc_reader_next(r, &c), 0);
+            int fds = tu_open_fds() - fds0;
+            if (fds > most)
+                most = fds;
+        }
+        if (bound)
+            ck_assert_msg(most <= 8, "%d files open with a budget of 8", most);
+        else /* the same run without a budget keeps a shard of most sources open */
+            ck_assert_msg(most > 100, "only %d files open without a budget", most);
+        sharc_reader_close(&r);
+        ck_assert_int_eq(tu_open_fds(), fds0);
+    }
+}
+END_TEST
+
+/* The batches after a state saved at several steps are those of the run that went on. */
+START_TEST(resume_equals_uninterrupted)
+{
+    enum { STEPS = 30 };
+    static char whole[131072], rest[131072];
+    saved saves[3] = {{2, NULL, 0}, {9, NULL, 0}, {20, NULL, 0}};
+    sharc_reader_settings s;
+    batch_settings(&s, cfg_path, 2);
+    batch_run(&s, STEPS, whole, sizeof whole, saves, 3);
+    for (int k = 0; k < 3; k++) {
+        sharc_reader_settings t;
+        batch_settings(&t, cfg_path, 2);
+        t.resume_state = saves[k].blob;
+        t.resume_state_size = saves[k].len;
+        batch_run(&t, STEPS - 1 - saves[k].step, rest, sizeof rest, NULL, 0);
+        /* `whole` after the saved step's line */
+        const char *at = whole;
+        for (int i = 0; i <= saves[k].step; i++)
+            at = strchr(at, '\n') + 1;
+        ck_assert_str_eq(rest, at);
+    }
+
+    /* Another weight for one source: refused, naming it. */
+    char path[800];
+    snprintf(path, sizeof path, "%s/other.yaml", dir);
+    const char *w[3] = {"0.6", "0.3", "0.2"};
+    write_cfg(path, w, "");
+    batch_settings(&s, path, 2);
+    s.resume_state = saves[1].blob;
+    s.resume_state_size = saves[1].len;
+    sharc_reader *r = open_ok(&s);
+    sharc_batch *b;
+    ck_assert_int_eq(sharc_reader_next_batch(r, &b), SHARC_ERR_STATE);
+    ck_assert_str_eq(sharc_reader_last_error(r),
+                     "cannot resume: source input_cfg[0] is not the one the state was saved with "
+                     "(its type, shards, weight or tags differ)");
+    sharc_reader_close(&r);
+
+    /* A source more: refused, counting them. */
+    snprintf(path, sizeof path, "%s/four.yaml", dir);
+    const char *w4[3] = {"0.6", "0.3", "0.1"};
+    char extra[700];
+    snprintf(extra, sizeof extra, "- {type: wds, paths: %s/c/wds, weight: 0.1}\n", dir);
+    write_cfg(path, w4, extra);
+    batch_settings(&s, path, 2);
+    s.resume_state = saves[1].blob;
+    s.resume_state_size = saves[1].len;
+    r = open_ok(&s);
+    ck_assert_int_eq(sharc_reader_next_batch(r, &b), SHARC_ERR_STATE);
+    ck_assert_str_eq(sharc_reader_last_error(r), "cannot resume: the state is of a mixture of 3 "
+                                                 "sources, and the input_cfg lists 4");
+    sharc_reader_close(&r);
+    for (int k = 0; k < 3; k++)
+        free(saves[k].blob);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("mix");
+    TCase *tc = tcase_create("mix");
+    tcase_set_timeout(tc, 240);
+    make_corpora();
+    tcase_add_test(tc, shares_match_weights);
+    tcase_add_test(tc, sequence_reproducible);
+    tcase_add_test(tc, threads_give_same_batches);
+    tcase_add_test(tc, tags_per_cut);
+    tcase_add_test(tc, tags_as_batch_columns);
+    tcase_add_test(tc, finite_reads_each_source_once);
+    tcase_add_test(tc, data_parallel_disjoint);
+    tcase_add_test(tc, weights_from_cut_counts);
+    tcase_add_test(tc, errors_name_the_entry);
+    tcase_add_test(tc, many_sources_bounded);
+    tcase_add_test(tc, resume_equals_uninterrupted);
+    suite_add_tcase(s, tc);
+    int rc = tu_run_suite(s);
+    tu_rm_rf(dir);
+    free(dir);
+    return rc;
+}
