@@ -534,11 +534,13 @@ static int kw_double(const kw_def *d, PyObject *v, double *out)
     if (kw_number(d->name, v, &x) < 0)
         return -1;
     if (!isfinite(x) || x > d->max || (d->min_open ? x <= d->min : x < d->min)) {
+        /* PyErr_Format has no %g: the bounds are formatted here. */
+        char range[96];
+        snprintf(range, sizeof range, "%s %g and at most %g", d->min_open ? ">" : ">=", d->min,
+                 d->max);
         PyObject *r = PyObject_Repr(v);
-        PyErr_Format(PyExc_ValueError,
-                     "sharc.Reader: keyword '%s' must be %s %g and at most %g, "
-                     "got %U",
-                     d->name, d->min_open ? ">" : ">=", d->min, d->max, r);
+        PyErr_Format(PyExc_ValueError, "sharc.Reader: keyword '%s' must be %s, got %U", d->name,
+                     range, r);
         Py_XDECREF(r);
         return -1;
     }
