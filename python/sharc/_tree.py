@@ -34,9 +34,25 @@ def encode(obj: Any, is_tensor: Callable[[Any], bool], add_tensor: Callable[[Any
            dtype_name: Callable[[Any], str]) -> bytes:
     """The structure of `obj` as bytes; each tensor is handed to `add_tensor`, which returns
     its index. Raises TypeError naming the path of a value that cannot be framed."""
-    out: List[bytes] = []
+    enc = _Encoder(is_tensor, add_tensor, dtype_name)
+    enc.put(obj, "", 0)
+    return b"".join(enc.out)
 
-    def put(o: Any, path: str, depth: int) -> None:
+
+class _Encoder:
+    # A class rather than a recursive closure: a closure that refers to itself is a
+    # reference cycle, which would keep the batch's tensors (and so the reader's batch
+    # memory) alive until the cyclic garbage collector runs.
+    __slots__ = ("out", "is_tensor", "add_tensor", "dtype_name")
+
+    def __init__(self, is_tensor, add_tensor, dtype_name):
+        self.out: List[bytes] = []
+        self.is_tensor = is_tensor
+        self.add_tensor = add_tensor
+        self.dtype_name = dtype_name
+
+    def put(self, o: Any, path: str, depth: int) -> None:
+        out, put = self.out, self.put
         if depth > MAX_DEPTH:
             raise ValueError(f"batch nested deeper than {MAX_DEPTH} levels at batch{path}")
         if o is None:
@@ -45,9 +61,9 @@ def encode(obj: Any, is_tensor: Callable[[Any], bool], add_tensor: Callable[[Any
             out.append(b"T")
         elif o is False:
             out.append(b"F")
-        elif is_tensor(o):
-            index = add_tensor(o)
-            name = dtype_name(o).encode()
+        elif self.is_tensor(o):
+            index = self.add_tensor(o)
+            name = self.dtype_name(o).encode()
             shape = tuple(o.shape)
             out.append(b"X" + _U32.pack(index) + bytes((len(name),)) + name + bytes((len(shape),)))
             out.extend(_I64.pack(int(e)) for e in shape)
@@ -78,9 +94,6 @@ def encode(obj: Any, is_tensor: Callable[[Any], bool], add_tensor: Callable[[Any
                 f"cannot frame a {_type_name(o)} at batch{path}: a framed batch holds dict, "
                 "list and tuple of tensors, int, float, bool, str, bytes and None")
 
-    put(obj, "", 0)
-    return b"".join(out)
-
 
 class _Cursor:
     __slots__ = ("buf", "pos")
@@ -100,9 +113,23 @@ class _Cursor:
 def decode(buf: bytes, make_tensor: Callable[[int, str, Sequence[int]], Any]) -> Any:
     """The object `encode` described; `make_tensor(index, dtype_name, shape)` gives each
     tensor. Raises ValueError for malformed bytes."""
-    c = _Cursor(buf)
+    dec = _Decoder(buf, make_tensor)
+    obj = dec.get(0)
+    if dec.c.pos != len(buf):
+        raise ValueError(f"{len(buf) - dec.c.pos} stray bytes after the batch structure")
+    return obj
 
-    def get(depth: int) -> Any:
+
+class _Decoder:
+    # A class for the same reason as _Encoder: no cycle holding the received tensors.
+    __slots__ = ("c", "make_tensor")
+
+    def __init__(self, buf: bytes, make_tensor):
+        self.c = _Cursor(buf)
+        self.make_tensor = make_tensor
+
+    def get(self, depth: int) -> Any:
+        c, get = self.c, self.get
         if depth > MAX_DEPTH:
             raise ValueError(f"batch structure nested deeper than {MAX_DEPTH} levels")
         tag = c.take(1)
@@ -138,10 +165,5 @@ def decode(buf: bytes, make_tensor: Callable[[int, str, Sequence[int]], Any]) ->
             name = c.take(c.take(1)[0]).decode("ascii")
             ndim = c.take(1)[0]
             shape = [_I64.unpack(c.take(8))[0] for _ in range(ndim)]
-            return make_tensor(index, name, shape)
+            return self.make_tensor(index, name, shape)
         raise ValueError(f"unknown tag {tag!r} at byte {c.pos - 1} of the batch structure")
-
-    obj = get(0)
-    if c.pos != len(buf):
-        raise ValueError(f"{len(buf) - c.pos} stray bytes after the batch structure")
-    return obj

@@ -122,7 +122,11 @@ class BroadcastingDataLoader:
         if self._source is None:
             return
         for batch in self._source:
-            yield _from_sharc(batch)
+            batch = _from_sharc(batch)
+            yield batch
+            # Held here, a sharc.Reader's batch could not go back to its pool before the
+            # next one is asked for.
+            del batch
 
     def __iter__(self) -> Iterator[Any]:
         if _is_noop(self._mesh, self._axes) or not (dist.is_available() and dist.is_initialized()):
@@ -150,13 +154,20 @@ class BroadcastingDataLoader:
                     _broadcast_packet(_error_packet(error, "source iterator failed"), group, src)
                     raise
                 packet = _broadcast_packet((_PACKET_DATA, batch), group, src)
-                yield _packet_payload(packet)
+                del batch
+                batch = _packet_payload(packet)
+                del packet
+                yield batch
+                del batch
         else:
             while True:
                 packet = _broadcast_packet(None, group, src)
                 if packet[0] == _PACKET_STOP:
                     return
-                yield _packet_payload(packet)
+                batch = _packet_payload(packet)
+                del packet
+                yield batch
+                del batch
 
     def __len__(self) -> int:
         if self._source is not None:
