@@ -24,6 +24,15 @@ def read_all(reader):
     return out
 
 
+def test_package_is_the_one_under_test():
+    """Under `tools/dev test`'s pip check, the suite runs against the installed package."""
+    where = os.environ.get("SHARC_EXPECT_INSTALLED")
+    if where:
+        assert sharc.__file__.startswith(where) and sharc._sharc.__file__.endswith(".abi3.so")
+    else:
+        assert sharc._sharc.__file__.endswith(os.path.join("python", "sharc", "_sharc.abi3.so"))
+
+
 def test_import_needs_neither_torch_nor_numpy():
     code = ("import sys; sys.modules['torch'] = None; sys.modules['numpy'] = None; import sharc; "
             "print(sharc.__version__, sorted(n for n in dir(sharc) if not n.startswith('_')))")
