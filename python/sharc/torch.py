@@ -24,6 +24,8 @@ frame and structure encoding, never pickle.
 from __future__ import annotations
 
 import ctypes
+import sys
+import threading
 from typing import Any, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import torch
@@ -36,7 +38,7 @@ __all__ = ["is_dp_source_rank", "broadcast_batch", "BroadcastingDataLoader", "CO
 
 #: Size of the control block every step broadcasts first. A batch whose descriptors, structure
 #: and host tensors fit travels in this one collective.
-CONTROL_BYTES = 64 * 1024
+CONTROL_BYTES = 16 * 1024
 
 #: The largest frame a receiver accepts (control block + payload + device tensors).
 MAX_FRAME_BYTES = 1 << 40
@@ -255,8 +257,53 @@ def _from_sharc(obj: Any) -> Any:
     return obj
 
 
+class _HostBuffers:
+    """Host memory reused from step to step for control blocks and payloads.
+
+    Memory fresh from the system costs a page fault per page when first written, which for a
+    20 MB payload takes as long as its broadcast; a buffer reused has its pages already. Each
+    buffer is a bytearray lent as a new tensor over it (torch.frombuffer), whose storage holds
+    the bytearray: once the last tensor or view over it is freed, only this pool refers to it
+    and it is lent again. A receiver hands out views of its payload, so a buffer stays taken
+    for as long as the caller keeps any tensor of that batch.
+    """
+
+    MAX_BUFFERS = 8
+
+    def __init__(self):
+        self._bufs: List[bytearray] = []
+        self._lock = threading.Lock()
+
+    def take(self, n: int) -> torch.Tensor:
+        if n == 0:
+            return torch.empty(0, dtype=torch.uint8)
+        with self._lock:
+            bufs = self._bufs
+            best = None
+            for i in range(len(bufs)):
+                # 2: the list's reference and getrefcount's own argument; a storage over
+                # the buffer would hold a third.
+                if len(bufs[i]) >= n and sys.getrefcount(bufs[i]) == 2:
+                    if best is None or len(bufs[i]) < len(bufs[best]):
+                        best = i
+            if best is None:
+                # Room for batches that grow a little, so that sizes from step to step do
+                # not each need a new buffer.
+                buf = bytearray(n + n // 4)
+                bufs.append(buf)
+                if len(bufs) > self.MAX_BUFFERS:
+                    del bufs[0]  # still lent: freed with the last tensor over it
+                best = len(bufs) - 1
+            return torch.frombuffer(bufs[best], dtype=torch.uint8, count=n)
+
+
+_SEND_BUFFERS = _HostBuffers()
+_RECEIVE_BUFFERS = _HostBuffers()
+
+
 class _Framed:
-    """A DATA frame ready to send: the control block and the payload (None when inline)."""
+    """A frame ready to send: the control block, then the payload (None when inline), then
+    each device tensor."""
 
     __slots__ = ("control", "payload", "device_tensors")
 
@@ -271,6 +318,27 @@ def _as_bytes_view(t: torch.Tensor) -> torch.Tensor:
     return flat if flat.dtype == torch.uint8 else flat.view(torch.uint8)
 
 
+def _align(n: int) -> int:
+    return (n + _sharc.FRAME_ALIGN - 1) // _sharc.FRAME_ALIGN * _sharc.FRAME_ALIGN
+
+
+def _split_at(descs, offsets, payload_bytes: int, control_used: int) -> Optional[int]:
+    """Where the payload of a frame whose payload is not inline is split, or None.
+
+    The payload is laid out by the frame codec, host tensors in descriptor order. When every
+    host tensor but the last fits in the control block's room after the descriptors (at the
+    inline position), those travel there and the last one alone makes the second
+    collective, sent straight from its own memory and received in place: a batch dominated
+    by one large tensor (the audio) is never copied. Sender and receivers compute the same
+    split from the descriptors; otherwise the whole payload is the second collective."""
+    host = [i for i, d in enumerate(descs) if d[2] == _sharc.DEVICE_HOST]
+    if not host:
+        return None
+    head = offsets[host[-1]]
+    at = _align(control_used)
+    return head if at + head <= CONTROL_BYTES and head < payload_bytes else None
+
+
 def _frame_data(batch: Any, device: torch.device) -> _Framed:
     """Frame a batch, before any collective, so that a batch that cannot be framed becomes
     an error frame while the peers still wait for the control block."""
@@ -282,8 +350,7 @@ def _frame_data(batch: Any, device: torch.device) -> _Framed:
 
     tree = _tree.encode(_from_sharc(batch), torch.is_tensor, add, lambda t: str(t.dtype).replace("torch.", ""))
     tree_t = torch.frombuffer(bytearray(tree), dtype=torch.uint8) if tree else torch.empty(0, dtype=torch.uint8)
-    descs = [("tree", _sharc.DTYPE_U8, _sharc.DEVICE_HOST, 0, (len(tree),), len(tree))]
-    host = [tree_t]
+    entries = [(("tree", _sharc.DTYPE_U8, _sharc.DEVICE_HOST, 0, (len(tree),), len(tree)), tree_t)]
     device_tensors = []
     for i, t in enumerate(tensors):
         nbytes = t.numel() * t.element_size()
@@ -291,27 +358,36 @@ def _frame_data(batch: Any, device: torch.device) -> _Framed:
         shape = tuple(t.shape) if native is not None and t.dim() <= 4 else (nbytes,)
         code = native if native is not None and t.dim() <= 4 else _sharc.DTYPE_U8
         if t.is_cuda:
-            descs.append((f"t{i}", code, _sharc.DEVICE_CUDA, t.device.index or 0, shape, nbytes))
-            device_tensors.append(t)
+            entries.append(((f"t{i}", code, _sharc.DEVICE_CUDA, t.device.index or 0, shape, nbytes), t))
         elif t.device.type == "cpu":
-            descs.append((f"t{i}", code, _sharc.DEVICE_HOST, 0, shape, nbytes))
-            host.append(t)
+            entries.append(((f"t{i}", code, _sharc.DEVICE_HOST, 0, shape, nbytes), t))
         else:
             raise TypeError(f"cannot frame a tensor on device {t.device}: host and CUDA tensors only")
+    # The largest host tensor goes last, so that it can travel alone (_split_at). The
+    # structure names tensors by index, and the receivers find them by name.
+    host = [k for k, (d, _) in enumerate(entries) if d[2] == _sharc.DEVICE_HOST]
+    largest = max(host, key=lambda k: entries[k][0][5])
+    entries.append(entries.pop(largest))
+    descs = [d for d, _ in entries]
     control_bytes, offsets, payload_bytes, inline_offset = _sharc.frame_data(CONTROL_BYTES, 0, 0, descs, True)
-    control = torch.zeros(CONTROL_BYTES, dtype=torch.uint8)
+    control = _SEND_BUFFERS.take(CONTROL_BYTES)
     control[: len(control_bytes)] = torch.frombuffer(bytearray(control_bytes), dtype=torch.uint8)
+    payload = None
+    split = None if inline_offset else _split_at(descs, offsets, payload_bytes, len(control_bytes))
     if inline_offset:
-        payload = None
         base, dest = inline_offset, control
+    elif split is not None:
+        base, dest = _align(len(control_bytes)), control
     else:
-        payload = torch.empty(payload_bytes, dtype=torch.uint8)
+        payload = _SEND_BUFFERS.take(payload_bytes)
         base, dest = 0, payload
-    host_offsets = [o for o, d in zip(offsets, descs) if d[2] == _sharc.DEVICE_HOST]
-    for t, off in zip(host, host_offsets):
-        n = t.numel() * t.element_size()
-        if n:
-            dest[base + off : base + off + n].copy_(_as_bytes_view(t))
+    for (d, t), off in zip(entries, offsets):
+        if d[2] != _sharc.DEVICE_HOST:
+            device_tensors.append(t)
+        elif split is not None and off >= split:
+            payload = _as_bytes_view(t)  # the last host tensor: sent from its own memory
+        elif d[5]:
+            dest[base + off : base + off + d[5]].copy_(_as_bytes_view(t))
     if device.type != "cpu":
         control = control.to(device)
         payload = payload.to(device) if payload is not None else None
@@ -319,7 +395,7 @@ def _frame_data(batch: Any, device: torch.device) -> _Framed:
 
 
 def _frame_bytes(frame: bytes, device: torch.device) -> _Framed:
-    control = torch.zeros(CONTROL_BYTES, dtype=torch.uint8)
+    control = _SEND_BUFFERS.take(CONTROL_BYTES)
     control[: len(frame)] = torch.frombuffer(bytearray(frame), dtype=torch.uint8)
     return _Framed(control.to(device) if device.type != "cpu" else control, None, [])
 
@@ -332,8 +408,21 @@ def _send(framed: _Framed, group, src: int) -> None:
         dist.broadcast(t, src=src, group=group)
 
 
+def _receive_into(target: torch.Tensor, device: torch.device, group, src: int) -> None:
+    """Receive a collective into host memory `target` (through device memory under NCCL)."""
+    if device.type == "cpu":
+        dist.broadcast(target, src=src, group=group)
+    else:
+        staged = torch.empty(target.numel(), dtype=torch.uint8, device=device)
+        dist.broadcast(staged, src=src, group=group)
+        target.copy_(staged)
+
+
 def _receive(group, src: int, device: torch.device):
-    control = torch.empty(CONTROL_BYTES, dtype=torch.uint8, device=device)
+    if device.type == "cpu":
+        control = _RECEIVE_BUFFERS.take(CONTROL_BYTES)
+    else:
+        control = torch.empty(CONTROL_BYTES, dtype=torch.uint8, device=device)
     dist.broadcast(control, src=src, group=group)
     host_control = control.cpu() if control.device.type != "cpu" else control
     raw = ctypes.string_at(host_control.data_ptr(), CONTROL_BYTES)
@@ -352,37 +441,57 @@ def _receive(group, src: int, device: torch.device):
     if inline_offset:
         payload = host_control[inline_offset : inline_offset + payload_bytes]
     else:
-        payload = torch.empty(payload_bytes, dtype=torch.uint8, device=device)
-        dist.broadcast(payload, src=src, group=group)
-        if payload.device.type != "cpu":
-            payload = payload.cpu()
-    tensors: List[Any] = []
-    for name, code, dev, _ordinal, shape, offset, nbytes in descs:
+        used = _sharc.FRAME_HEADER_SIZE + _sharc.FRAME_DESC_SIZE * len(descs)
+        offsets = [d[5] for d in descs]
+        split = _split_at(descs, offsets, payload_bytes, used)
+        payload = _RECEIVE_BUFFERS.take(payload_bytes)
+        if split is None:
+            _receive_into(payload, device, group, src)
+        else:
+            at = _align(used)
+            if split:
+                payload[:split].copy_(host_control[at : at + split])
+            _receive_into(payload[split:], device, group, src)
+    tensors = {}
+    for name, _code, dev, _ordinal, _shape, offset, nbytes in descs:
         if dev == _sharc.DEVICE_HOST:
-            tensors.append((payload, offset, nbytes))
+            tensors[name] = (payload, offset, nbytes)
         else:
             target = torch.device("cuda", torch.cuda.current_device())
             t = torch.empty(nbytes, dtype=torch.uint8, device=target)
             dist.broadcast(t, src=src, group=group)
-            tensors.append((t, 0, nbytes))
-    buf, off, n = tensors[0]
+            tensors[name] = (t, 0, nbytes)
+    if "tree" not in tensors:
+        raise RuntimeError("BroadcastingDataLoader received a frame without its batch structure")
+    buf, off, n = tensors.pop("tree")
     tree = ctypes.string_at(buf.data_ptr() + off, n) if n else b""
-
-    def make_tensor(index: int, dtype_name: str, shape: Sequence[int]) -> torch.Tensor:
-        if index + 1 >= len(tensors):
-            raise ValueError(f"batch structure names tensor {index} of {len(tensors) - 1}")
-        dtype = _DTYPES.get(dtype_name)
-        if dtype is None:
-            raise ValueError(f"unknown tensor dtype {dtype_name!r}")
-        store, at, size = tensors[index + 1]
-        raw_bytes = store[at : at + size]
-        return raw_bytes.view(dtype).reshape(shape) if size else torch.empty(shape, dtype=dtype, device=store.device)
-
     try:
-        batch = _tree.decode(tree, make_tensor)
+        batch = _tree.decode(tree, _TensorMaker(tensors))
     except (ValueError, RuntimeError) as error:
         raise RuntimeError(f"BroadcastingDataLoader received a malformed batch: {error}") from None
     return (_PACKET_DATA, batch)
+
+
+class _TensorMaker:
+    """The received tensors, as the structure names them: views of the payload (or the
+    device tensors), typed and shaped as sent."""
+
+    __slots__ = ("tensors",)
+
+    def __init__(self, tensors):
+        self.tensors = tensors
+
+    def __call__(self, index: int, dtype_name: str, shape: Sequence[int]) -> torch.Tensor:
+        entry = self.tensors.get(f"t{index}")
+        if entry is None:
+            raise ValueError(f"batch structure names tensor {index}, which the frame lacks")
+        dtype = _DTYPES.get(dtype_name)
+        if dtype is None:
+            raise ValueError(f"unknown tensor dtype {dtype_name!r}")
+        store, at, size = entry
+        if not size:
+            return torch.empty(shape, dtype=dtype, device=store.device)
+        return store[at : at + size].view(dtype).reshape(shape)
 
 
 def _broadcast_packet(packet, group, src: int):

@@ -1458,6 +1458,7 @@ PyMODINIT_FUNC PyInit__sharc(void)
         add_int(m, "FRAME_ERROR", SHARC__FRAME_ERROR) < 0 ||
         add_int(m, "FRAME_ALIGN", SHARC__FRAME_ALIGN) < 0 ||
         add_int(m, "FRAME_HEADER_SIZE", SHARC__FRAME_HEADER_SIZE) < 0 ||
+        add_int(m, "FRAME_DESC_SIZE", SHARC__FRAME_DESC_SIZE) < 0 ||
         add_int(m, "FRAME_MESSAGE_MAX", SHARC__FRAME_MESSAGE_MAX) < 0 ||
         add_int(m, "DTYPE_F32", SHARC_DTYPE_F32) < 0 ||
         add_int(m, "DTYPE_I32", SHARC_DTYPE_I32) < 0 ||

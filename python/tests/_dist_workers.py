@@ -256,8 +256,14 @@ def s_collectives(ctx):
     try:
         small = {"x": torch.zeros(100)}
         large = {"x": torch.zeros(100000)}
-        source = [small, large, small] if src else None
-        out = [b["x"].numel() for b in BroadcastingDataLoader(source, mesh)]
+        # Two mid-sized tensors besides the largest: more than the control block's room.
+        mixed = {"x": torch.zeros(100000), "a": torch.ones(6000), "b": torch.full((6000,), 2.0)}
+        source = [small, large, small, mixed] if src else None
+        out = []
+        for b in BroadcastingDataLoader(source, mesh):
+            out.append(b["x"].numel())
+            if "a" in b:
+                assert b["a"].eq(1).all() and b["b"].eq(2).all() and b["x"].eq(0).all()
     finally:
         dist.broadcast = real
     return (out, calls)

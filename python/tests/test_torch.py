@@ -268,11 +268,14 @@ def test_nested_batches_arrive_equal(dist_results):
 
 
 def test_one_collective_when_the_frame_fits_two_otherwise(dist_results):
+    c = st.CONTROL_BYTES
     for out, calls in dist_results("s_collectives"):
-        assert out == [100, 100000, 100]
-        # small: control; large: control + payload; small: control; stop: control.
-        # The payload: the structure at 0, the 400000-byte tensor at the next 256-byte boundary.
-        assert calls == [st.CONTROL_BYTES, st.CONTROL_BYTES, 256 + 400000, st.CONTROL_BYTES, st.CONTROL_BYTES]
+        assert out == [100, 100000, 100, 100000]
+        # small: the control block alone. large: the control block (with the structure),
+        # then the one large tensor from its own memory. mixed: the host tensors other than
+        # the largest do not fit the control block's room, so the whole payload follows
+        # (structure at 0, a at 256, b at 24320, x at 48384). stop: the control block.
+        assert calls == [c, c, 400000, c, c, 48384 + 400000, c]
 
 
 def test_broadcast_batch(dist_results):
