@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -288,21 +289,31 @@ def test_corrupt_shard_is_skipped_under_skip(plain_shar):
 
 
 def test_gil_is_released_while_reading(corpus):
-    """Another Python thread runs while the reader waits for a batch."""
+    """Another Python thread runs while the reader makes a batch. A C call that kept the GIL
+    would leave the ticking thread no turn during it: one gap between its ticks as long as
+    the call."""
     ticks = []
     stop = threading.Event()
 
     def spin():
         while not stop.is_set():
-            ticks.append(1)
-            stop.wait(0.0005)
+            ticks.append(time.perf_counter())
+            for _ in range(100):
+                pass
 
+    # One batch of every cut of 20 epochs: long enough to measure.
+    r = sharc.Reader(str(corpus / "shar"), max_duration=10000.0, threads=1, epochs=20, buffer_size=100000)
     t = threading.Thread(target=spin)
     t.start()
     try:
-        r = sharc.Reader(str(corpus / "shar"), **dict(SETTINGS, threads=1, epochs=3))
-        n = sum(1 for _ in r)
+        time.sleep(0.01)
+        t0 = time.perf_counter()
+        b = r._c.next_batch()
+        t1 = time.perf_counter()
     finally:
         stop.set()
         t.join()
-    assert n > 0 and len(ticks) > 10
+    assert len(b[0]["cut_id"]) == 20 and t1 - t0 > 0.05
+    during = [x for x in ticks if t0 <= x <= t1]
+    gaps = [y - x for x, y in zip([t0] + during, during + [t1])]
+    assert max(gaps) < (t1 - t0) / 2, (max(gaps), t1 - t0, len(during))
