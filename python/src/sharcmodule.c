@@ -212,8 +212,6 @@ static void capsule_destructor(PyObject *cap)
         DLManagedTensor *m = PyCapsule_GetPointer(cap, "dltensor");
         if (m && m->deleter)
             m->deleter(m);
-    } else {
-        PyErr_Clear();
     }
 }
 
@@ -229,6 +227,21 @@ static PyObject *Tensor_dlpack(PyObject *self, PyObject *args, PyObject *kw)
     if (copy == Py_True) {
         PyErr_SetString(PyExc_BufferError, "sharc tensors are exported without a copy only");
         return NULL;
+    }
+    if (dl_device != Py_None) {
+        /* Only the tensor's own device: moving it would be a copy. */
+        int type = 0, id = 0;
+        if (!PyArg_ParseTuple(dl_device, "ii:dl_device", &type, &id))
+            return NULL;
+        int own_type = t->device == SHARC_DEVICE_CUDA ? kDLCUDA : kDLCPU;
+        int own_id = t->device == SHARC_DEVICE_CUDA ? t->device_ordinal : 0;
+        if (type != own_type || id != own_id) {
+            PyErr_Format(PyExc_BufferError,
+                         "tensor '%s' is on DLPack device (%d, %d), not (%d, %d); sharc exports "
+                         "without a copy only",
+                         t->name, own_type, own_id, type, id);
+            return NULL;
+        }
     }
     managed *m = calloc(1, sizeof *m);
     if (!m)

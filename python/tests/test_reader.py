@@ -106,6 +106,11 @@ def test_capsule_is_consumed_once(corpus):
     assert "dltensor" in repr(cap)
     del cap  # unconsumed: its destructor runs the deleter (no leak, no double free)
     gc.collect()
+    assert b["duration"].__dlpack__(dl_device=(1, 0)) is not None
+    with pytest.raises(BufferError, match=r"is on DLPack device \(1, 0\), not \(2, 0\)"):
+        b["duration"].__dlpack__(dl_device=(2, 0))
+    with pytest.raises(BufferError, match="without a copy only"):
+        b["duration"].__dlpack__(copy=True)
 
 
 def test_tensors_outlive_batch_and_reader(corpus):
