@@ -236,6 +236,8 @@ def s_nested(ctx):
     mesh = Mesh({"cp": ctx["world"]})
     src = is_dp_source_rank(mesh)
     batches = [nested_batch(s, big=s == 1) for s in range(3)]
+    # A structure larger than the control block (it travels alone), a bare tensor, None.
+    batches += [{"texts": [f"{i}-" + "x" * 100 for i in range(1000)]}, torch.arange(6).reshape(2, 3), None, {}]
     loader = BroadcastingDataLoader(source=batches if src else None, device_mesh=mesh)
     got = [canonical(b) for b in loader]
     return (got, [canonical(b) for b in batches])

@@ -262,7 +262,7 @@ def test_len_and_state_delegation(dist_results):
 def test_nested_batches_arrive_equal(dist_results):
     res = dist_results("s_nested")
     want = res[0][1]
-    assert len(want) == 3
+    assert len(want) == 7
     for got, _ in res:
         assert got == want
 
