@@ -7,13 +7,15 @@ a data-parallel slot.
 """
 from __future__ import annotations
 
+import atexit
 import os
+import weakref
 from typing import Any, Dict, Iterator, Optional, Sequence, Union
 
 from . import _sharc
 from ._sharc import DataError, Error, RemoteError, Tensor
 
-__all__ = ["Reader", "Batch", "Tensor", "Error", "DataError", "RemoteError", "__version__"]
+__all__ = ["Reader", "Loader", "Batch", "Tensor", "Error", "DataError", "RemoteError", "__version__"]
 __version__ = _sharc.version
 
 _STATE_KEY = "sharc_reader_state"
@@ -95,3 +97,75 @@ class Reader:
     def stats(self) -> dict:
         """The reader's counters (cuts, batches, problems by kind, ...)."""
         return self._c.stats()
+
+
+_LIVE_LOADERS: "weakref.WeakSet[Loader]" = weakref.WeakSet()
+
+
+def _finalize_mpi() -> None:
+    # Every loader's transport is freed before MPI is finalized, not by the garbage
+    # collector after it.
+    for loader in list(_LIVE_LOADERS):
+        loader.close()
+    _sharc.mpi_finalize()
+
+
+class Loader:
+    """The C loader (``sharc_loader_next``) on every rank of an MPI job (``mpirun``): the
+    source rank of each broadcast group reads and broadcasts each batch over MPI as one
+    frame, its peers receive it, and every rank gets the same batch, end and error at the
+    same step (docs/training-loop.md, "The failure contract"; a failure on another rank is
+    :class:`sharc.RemoteError`). The same code runs on every rank.
+
+    The mesh is ``mesh`` (``"dp=2,cp=2"``, row-major over the MPI ranks) or the axes of a
+    torch ``device_mesh`` (its ``mesh_dim_names`` and extents); without either every rank is
+    its own data-parallel slot. ``broadcast_axes`` (default ``("cp", "tp")``) span a group;
+    the other axes are the data-parallel slots, whose source reads its own shards. The
+    keyword settings are :class:`Reader`'s (``dp_rank``/``dp_size`` come from the mesh).
+    ``state_dict()``/``load_state_dict()`` wrap the loader's state; loading reopens the
+    loader and is collective (every rank calls it at the same step).
+    """
+
+    def __init__(self, paths, device_mesh=None, *, mesh: Optional[str] = None,
+                 broadcast_axes: Optional[Sequence[str]] = None, **settings: Any):
+        if not hasattr(_sharc, "CLoader"):
+            raise Error("sharc.Loader: this build of sharc has no MPI transport")
+        if mesh is None and device_mesh is not None:
+            names = device_mesh.mesh_dim_names
+            mesh = ",".join(f"{n}={int(e)}" for n, e in zip(names, tuple(device_mesh.mesh.shape)))
+        axes = None if broadcast_axes is None else ",".join(broadcast_axes)
+        cfg = _sharc.CReader(paths, _open=False, **settings)
+        first = not _LIVE_LOADERS
+        self._c = _sharc.CLoader(cfg, mesh, axes)
+        _LIVE_LOADERS.add(self)
+        if first:
+            atexit.register(_finalize_mpi)
+
+    def __iter__(self) -> Iterator[Batch]:
+        return self
+
+    def __next__(self) -> Batch:
+        got = self._c.next_batch()
+        if got is None:
+            raise StopIteration
+        tensors, step, epoch = got
+        return Batch(tensors, step, epoch)
+
+    @property
+    def info(self) -> dict:
+        """This rank's place: ``is_source``, ``dp_rank``, ``dp_size``, ``source_rank`` and
+        ``transport``."""
+        return self._c.info()
+
+    def state_dict(self) -> Dict[str, Optional[bytes]]:
+        return {_STATE_KEY: self._c.state()}
+
+    def load_state_dict(self, state_dict: Dict[str, Optional[bytes]]) -> None:
+        if not isinstance(state_dict, dict) or _STATE_KEY not in state_dict:
+            raise ValueError(f"sharc.Loader.load_state_dict: expected a dict with key {_STATE_KEY!r}")
+        self._c.resume(state_dict[_STATE_KEY] or None)
+
+    def close(self) -> None:
+        """Close the loader and its transport; collective."""
+        self._c.close()
+        _LIVE_LOADERS.discard(self)

@@ -26,11 +26,13 @@ from __future__ import annotations
 import ctypes
 import sys
 import threading
+import time
 from typing import Any, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 import torch.distributed as dist
 
+from . import Reader as _Reader
 from . import _sharc, _tree
 from ._sharc import Tensor as _SharcTensor
 
@@ -148,7 +150,7 @@ class BroadcastingDataLoader:
                 raise
             while True:
                 try:
-                    batch = next(source_iterator)
+                    batch = _next_source_batch(source_iterator)
                 except StopIteration:
                     _broadcast_packet((_PACKET_STOP, None), group, src)
                     return
@@ -246,6 +248,32 @@ def _packet_payload(packet):
     if kind != _PACKET_DATA:
         raise RuntimeError(f"Expected a data packet, received {kind!r}")
     return payload
+
+
+#: How long a sharc.Reader source may refuse a batch because the previous one is still held.
+_RELEASE_WAIT_S = 2.0
+
+
+def _next_source_batch(source_iterator) -> Any:
+    """The source's next batch. A sharc.Reader's batch is sent from its own memory, and
+    gloo lets go of a sent tensor on its worker thread a moment after the broadcast returns:
+    until then that batch still counts as held, and a reader with few batches to lend
+    (max_held_batches) refuses the next with SHARC_ERR_BACKPRESSURE. The refusal is
+    retried for that moment; one that lasts is the caller's holding, and raised."""
+    if not isinstance(source_iterator, _Reader):
+        return next(source_iterator)
+    deadline = None
+    while True:
+        try:
+            return next(source_iterator)
+        except _sharc.Error as error:
+            if error.code != _sharc.ERR_BACKPRESSURE:
+                raise
+            now = time.monotonic()
+            deadline = deadline or now + _RELEASE_WAIT_S
+            if now >= deadline:
+                raise
+            time.sleep(0.0005)
 
 
 def _from_sharc(obj: Any) -> Any:

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "batching/frame.h"
+#include "config.h"
 #include "dlpack.h"
 #include "sharc/sharc.h"
 
@@ -863,10 +864,16 @@ static int Reader_init(PyObject *op, PyObject *args, PyObject *kw)
     self->s.n_paths = self->n_paths;
     int linspace = 0;
     size_t n_bbs = 0;
+    int open_reader = 1;
     if (kw) {
         PyObject *key, *value;
         Py_ssize_t pos = 0;
         while (PyDict_Next(kw, &pos, &key, &value)) {
+            /* Private: the settings of a sharc.Loader, whose C loader opens the reader. */
+            if (PyUnicode_CompareWithASCIIString(key, "_open") == 0) {
+                open_reader = PyObject_IsTrue(value);
+                continue;
+            }
             const kw_def *d = NULL;
             for (size_t i = 0; i < sizeof kw_defs / sizeof kw_defs[0]; i++)
                 if (PyUnicode_CompareWithASCIIString(key, kw_defs[i].name) == 0)
@@ -890,7 +897,7 @@ static int Reader_init(PyObject *op, PyObject *args, PyObject *kw)
                      n_bbs, self->s.sampler.n_bins);
         return -1;
     }
-    return reader_open(self);
+    return open_reader ? reader_open(self) : 0;
 }
 
 static void Reader_dealloc(PyObject *op)
@@ -1064,11 +1071,9 @@ static PyObject *Reader_state(PyObject *op, PyObject *unused)
     return blob;
 }
 
-static PyObject *Reader_resume(PyObject *op, PyObject *blob)
+/* Keep a copy of a state blob (None: the start) as the settings' resume_state. */
+static PyObject *Reader_resume_settings(ReaderObject *self, PyObject *blob)
 {
-    ReaderObject *self = (ReaderObject *)op;
-    if (reader_usable(self) < 0)
-        return NULL;
     void *copy = NULL;
     size_t n = 0;
     if (blob != Py_None) {
@@ -1091,6 +1096,18 @@ static PyObject *Reader_resume(PyObject *op, PyObject *blob)
     free(self->resume);
     self->resume = copy;
     self->resume_size = n;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Reader_resume(PyObject *op, PyObject *blob)
+{
+    ReaderObject *self = (ReaderObject *)op;
+    if (reader_usable(self) < 0)
+        return NULL;
+    PyObject *r = Reader_resume_settings(self, blob);
+    if (!r)
+        return NULL;
+    Py_DECREF(r);
     if (reader_open(self) < 0)
         return NULL;
     Py_RETURN_NONE;
@@ -1176,8 +1193,260 @@ static PyType_Slot Reader_slots[] = {
     {0, NULL},
 };
 
+static PyTypeObject *Reader_Type;
+
 static PyType_Spec Reader_spec = {"sharc._sharc.CReader", sizeof(ReaderObject), 0,
                                   Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, Reader_slots};
+
+/* ---------------------------------------------------------------------------------------
+ * The loader over MPI (sharc.Loader): the C loader on every rank, its transport split from
+ * MPI_COMM_WORLD by the mesh. Built when the library has the MPI transport.
+ * ------------------------------------------------------------------------------------- */
+
+#if SHARC_HAVE_MPI
+#include <dlfcn.h>
+#include <mpi.h>
+
+#include "sharc/mpi.h"
+
+static int mpi_started_here;
+
+/* MPI_Init inside a Python extension: libmpi was loaded with the extension, local to it,
+ * and Open MPI's components, loaded later, look for its symbols globally; loading it again
+ * with RTLD_GLOBAL (as mpi4py does) makes them visible. */
+static int mpi_start(void)
+{
+    int ready = 0;
+    MPI_Initialized(&ready);
+    if (ready)
+        return 0;
+    static const char *const libs[] = {"libmpi.so.40", "libmpi.so.12", "libmpi.so", NULL};
+    for (int i = 0; libs[i]; i++)
+        if (dlopen(libs[i], RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD))
+            break;
+    int provided = 0;
+    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
+        return -1;
+    mpi_started_here = 1;
+    return 0;
+}
+
+static PyObject *mpi_finalize(PyObject *mod, PyObject *unused)
+{
+    int done = 0;
+    MPI_Finalized(&done);
+    if (mpi_started_here && !done)
+        MPI_Finalize();
+    Py_RETURN_NONE;
+}
+
+typedef struct {
+    PyObject_HEAD PyObject *cfg; /* the CReader holding the reader settings */
+    sharc_loader_settings s;
+    sharc_transport *t;
+    sharc_loader *l;
+    int busy;
+} LoaderObject;
+
+static int loader_open(LoaderObject *self)
+{
+    ReaderObject *cfg = (ReaderObject *)self->cfg;
+    sharc_loader_close(&self->l);
+    self->s.reader = cfg->s;
+    self->s.reader.resume_state = cfg->resume;
+    self->s.reader.resume_state_size = cfg->resume_size;
+    cfg->log->last[0] = 0;
+    int rc;
+    sharc_loader *l = NULL;
+    Py_BEGIN_ALLOW_THREADS rc = sharc_loader_open(&l, &self->s);
+    Py_END_ALLOW_THREADS if (rc != 0)
+    {
+        raise_sharc(rc, cfg->log->last[0] ? cfg->log->last : sharc_strerror(rc));
+        return -1;
+    }
+    self->l = l;
+    return 0;
+}
+
+static int Loader_init(PyObject *op, PyObject *args, PyObject *kw)
+{
+    LoaderObject *self = (LoaderObject *)op;
+    static char *kwlist[] = {"settings", "mesh", "broadcast_axes", NULL};
+    PyObject *cfg;
+    const char *mesh, *axes = NULL;
+    if (self->cfg) {
+        PyErr_SetString(PyExc_RuntimeError, "sharc.Loader: already initialized");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "Oz|z:CLoader", kwlist, &cfg, &mesh, &axes))
+        return -1;
+    if (!PyObject_TypeCheck(cfg, Reader_Type) || !((ReaderObject *)cfg)->log) {
+        PyErr_SetString(PyExc_TypeError, "sharc.Loader: settings must be a parsed CReader");
+        return -1;
+    }
+    Py_INCREF(cfg);
+    self->cfg = cfg;
+    if (mpi_start() < 0)
+        return raise_sharc(SHARC_ERR_MPI, "MPI_Init_thread failed"), -1;
+    int rank = 0, size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    sharc_loader_default_settings(&self->s);
+    char every_rank_dp[32];
+    if (!mesh) {
+        /* No mesh: every rank is its own data-parallel slot. */
+        snprintf(every_rank_dp, sizeof every_rank_dp, "dp=%d", size);
+        mesh = every_rank_dp;
+    }
+    int rc = sharc_mesh_parse(&self->s.mesh, mesh, rank, size);
+    if (rc == 0 && axes)
+        rc = sharc_mesh_set_broadcast_axes(&self->s.mesh, axes);
+    if (rc != 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "sharc.Loader: mesh '%s' does not describe the %d MPI ranks (axes "
+                     "'name=size,...', their sizes multiplying to the world size)",
+                     mesh, size);
+        return -1;
+    }
+    /* The reader's dp slot comes from the mesh. */
+    ((ReaderObject *)cfg)->s.dp_rank = 0;
+    ((ReaderObject *)cfg)->s.dp_size = 1;
+    if (sharc_mesh_group_size(&self->s.mesh) > 1) {
+        Py_BEGIN_ALLOW_THREADS rc =
+            sharc_transport_mpi_split(&self->t, MPI_COMM_WORLD, &self->s.mesh, NULL);
+        Py_END_ALLOW_THREADS if (rc != 0) return raise_sharc(rc, "cannot split the MPI "
+                                                                 "communicator by the mesh "
+                                                                 "(see the log)"),
+            -1;
+    }
+    self->s.transport = self->t;
+    return loader_open(self);
+}
+
+static void Loader_dealloc(PyObject *op)
+{
+    LoaderObject *self = (LoaderObject *)op;
+    sharc_loader_close(&self->l);
+    sharc_transport_close(&self->t);
+    Py_XDECREF(self->cfg);
+    PyTypeObject *tp = Py_TYPE(op);
+    freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    f(op);
+    Py_DECREF(tp);
+}
+
+static int loader_usable(LoaderObject *self)
+{
+    if (!self->l) {
+        PyErr_SetString(PyExc_ValueError, "sharc.Loader is closed");
+        return -1;
+    }
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "sharc.Loader is in use by another thread");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *Loader_next_batch(PyObject *op, PyObject *unused)
+{
+    LoaderObject *self = (LoaderObject *)op;
+    if (loader_usable(self) < 0)
+        return NULL;
+    sharc_batch *b = NULL;
+    int rc;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS rc = sharc_loader_next(self->l, &b);
+    Py_END_ALLOW_THREADS self->busy = 0;
+    if (rc == SHARC_END)
+        Py_RETURN_NONE;
+    if (rc != 0)
+        return raise_sharc(rc, sharc_loader_last_error(self->l));
+    uint64_t step = b->step, epoch = b->epoch;
+    PyObject *d = batch_dict(b);
+    if (!d)
+        return NULL;
+    return Py_BuildValue("(NKK)", d, (unsigned long long)step, (unsigned long long)epoch);
+}
+
+static PyObject *Loader_state(PyObject *op, PyObject *unused)
+{
+    LoaderObject *self = (LoaderObject *)op;
+    if (loader_usable(self) < 0)
+        return NULL;
+    size_t size = 0;
+    int rc = sharc_loader_state_save(self->l, NULL, 0, &size);
+    if (rc != 0 && rc != SHARC_ERR(ENOSPC))
+        return raise_sharc(rc, sharc_loader_last_error(self->l));
+    PyObject *blob = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
+    if (!blob)
+        return NULL;
+    if (size && (rc = sharc_loader_state_save(self->l, PyBytes_AsString(blob), size, &size)) != 0) {
+        Py_DECREF(blob);
+        return raise_sharc(rc, sharc_loader_last_error(self->l));
+    }
+    return blob;
+}
+
+static PyObject *Loader_resume(PyObject *op, PyObject *blob)
+{
+    LoaderObject *self = (LoaderObject *)op;
+    if (loader_usable(self) < 0)
+        return NULL;
+    PyObject *r = Reader_resume_settings((ReaderObject *)self->cfg, blob);
+    if (!r)
+        return NULL;
+    Py_DECREF(r);
+    if (loader_open(self) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Loader_info(PyObject *op, PyObject *unused)
+{
+    LoaderObject *self = (LoaderObject *)op;
+    if (loader_usable(self) < 0)
+        return NULL;
+    return Py_BuildValue(
+        "{s:O,s:i,s:i,s:i,s:s}", "is_source", sharc_loader_is_source(self->l) ? Py_True : Py_False,
+        "dp_rank", sharc_mesh_dp_rank(&self->s.mesh), "dp_size", sharc_mesh_dp_size(&self->s.mesh),
+        "source_rank", sharc_loader_source_rank(self->l), "transport",
+        sharc_loader_transport_name(self->l));
+}
+
+static PyObject *Loader_close(PyObject *op, PyObject *unused)
+{
+    LoaderObject *self = (LoaderObject *)op;
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "sharc.Loader is in use by another thread");
+        return NULL;
+    }
+    sharc_loader_close(&self->l);
+    sharc_transport_close(&self->t);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef Loader_methods[] = {
+    {"next_batch", Loader_next_batch, METH_NOARGS, "(batch dict, step, epoch), or None."},
+    {"state", Loader_state, METH_NOARGS, "The loader's state blob after the last batch."},
+    {"resume", Loader_resume, METH_O, "Reopen at a state blob (collective)."},
+    {"info", Loader_info, METH_NOARGS, "This rank's place: source, dp slot, transport."},
+    {"close", Loader_close, METH_NOARGS, "Close the loader and its transport (collective)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot Loader_slots[] = {
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_init, Loader_init},
+    {Py_tp_dealloc, Loader_dealloc},
+    {Py_tp_methods, Loader_methods},
+    {Py_tp_doc, "The C loader behind sharc.Loader (MPI)."},
+    {0, NULL},
+};
+
+static PyType_Spec Loader_spec = {"sharc._sharc.CLoader", sizeof(LoaderObject), 0,
+                                  Py_TPFLAGS_DEFAULT, Loader_slots};
+#endif /* SHARC_HAVE_MPI */
 
 /* ---------------------------------------------------------------------------------------
  * The frame codec, for sharc.torch. A frame's control block is built and read here; the
@@ -1414,6 +1683,9 @@ static PyMethodDef module_methods[] = {
     {"frame_error", frame_error, METH_VARARGS, "Encode an ERROR frame."},
     {"frame_decode", frame_decode, METH_VARARGS, "Decode and check a control block."},
     {"strerror", strerror_py, METH_VARARGS, "(name, description) of a sharc result code."},
+#if SHARC_HAVE_MPI
+    {"mpi_finalize", mpi_finalize, METH_NOARGS, "MPI_Finalize, when sharc started MPI."},
+#endif
     {NULL, NULL, 0, NULL},
 };
 
@@ -1454,6 +1726,7 @@ PyMODINIT_FUNC PyInit__sharc(void)
               : NULL;
     Tensor_Type = (PyTypeObject *)PyType_FromSpec(&Tensor_spec);
     PyObject *reader_type = PyType_FromSpec(&Reader_spec);
+    Reader_Type = (PyTypeObject *)reader_type;
     if (!Error || !DataError || !RemoteError || !Tensor_Type || !reader_type)
         goto fail;
     Py_INCREF(Error);
@@ -1466,6 +1739,11 @@ PyMODINIT_FUNC PyInit__sharc(void)
         PyModule_AddObject(m, "Tensor", (PyObject *)Tensor_Type) < 0 ||
         PyModule_AddObject(m, "CReader", reader_type) < 0)
         goto fail;
+#if SHARC_HAVE_MPI
+    PyObject *loader_type = PyType_FromSpec(&Loader_spec);
+    if (!loader_type || PyModule_AddObject(m, "CLoader", loader_type) < 0)
+        goto fail;
+#endif
     if (add_int(m, "FRAME_DATA", SHARC__FRAME_DATA) < 0 ||
         add_int(m, "FRAME_STOP", SHARC__FRAME_STOP) < 0 ||
         add_int(m, "FRAME_ERROR", SHARC__FRAME_ERROR) < 0 ||
