@@ -9,7 +9,9 @@ RANK = int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", "0"
 
 
 def emit(**kw):
-    print(json.dumps(dict(rank=RANK, **kw)), flush=True)
+    # One file per rank: lines that ranks print together may interleave in mpirun's output.
+    with open(os.path.join(sys.argv[3], f"{RANK}.jsonl"), "a") as f:
+        f.write(json.dumps(dict(rank=RANK, **kw)) + "\n")
 
 
 def main():

@@ -19,20 +19,23 @@ pytestmark = pytest.mark.skipif(not (hasattr(_sharc, "CLoader") and MPIRUN),
 SETTINGS = dict(max_duration=12.0, seed=1, threads=1)
 
 
-def mpirun(n, *args):
+def mpirun(n, scenario, data, out):
     env = dict(os.environ)
     # Open MPI refuses root and probes network interfaces otherwise (tools/dev sets the same).
     for k, v in dict(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_btl="self,vader",
                      OMPI_MCA_btl_vader_single_copy_mechanism="none",
                      OMPI_MCA_rmaps_base_oversubscribe="1").items():
         env.setdefault(k, v)
-    out = subprocess.run([MPIRUN, "-n", str(n), sys.executable, os.path.join(HERE, "_mpi_loader.py"), *map(str, args)],
-                         capture_output=True, text=True, env=env, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    lines = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    out.mkdir()
+    run = subprocess.run([MPIRUN, "-n", str(n), sys.executable, os.path.join(HERE, "_mpi_loader.py"), scenario,
+                          str(data), str(out)], capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
     by_rank = {}
-    for line in lines:
-        by_rank.setdefault(line.pop("rank"), []).append(line)
+    for rank in range(n):
+        with open(out / f"{rank}.jsonl") as f:
+            by_rank[rank] = [json.loads(line) for line in f]
+        for line in by_rank[rank]:
+            assert line.pop("rank") == rank
     return by_rank
 
 
@@ -40,8 +43,8 @@ def reader_ids(path, **kw):
     return [list(b["cut_id"]) for b in sharc.Reader(str(path), **SETTINGS, **kw)]
 
 
-def test_every_rank_of_a_slot_gets_the_slot_readers_batches(corpus):
-    got = mpirun(4, "read", corpus / "shar")
+def test_every_rank_of_a_slot_gets_the_slot_readers_batches(corpus, tmp_path):
+    got = mpirun(4, "read", corpus / "shar", tmp_path / "out")
     assert sorted(got) == [0, 1, 2, 3]
     for slot in range(2):
         want = reader_ids(corpus / "shar", dp_rank=slot, dp_size=2)
@@ -51,8 +54,8 @@ def test_every_rank_of_a_slot_gets_the_slot_readers_batches(corpus):
             assert [e["step"] for e in got[rank]] == list(range(len(want)))
 
 
-def test_state_round_trip_on_every_rank(corpus):
-    got = mpirun(4, "resume", corpus / "shar")
+def test_state_round_trip_on_every_rank(corpus, tmp_path):
+    got = mpirun(4, "resume", corpus / "shar", tmp_path / "out")
     for slot in range(2):
         want = reader_ids(corpus / "shar", dp_rank=slot, dp_size=2)
         for rank in (2 * slot, 2 * slot + 1):
@@ -60,9 +63,9 @@ def test_state_round_trip_on_every_rank(corpus):
             assert [e["step"] for e in got[rank]] == list(range(len(want)))
 
 
-def test_a_corrupt_shard_fails_every_rank_at_the_same_step(plain_shar):
+def test_a_corrupt_shard_fails_every_rank_at_the_same_step(plain_shar, tmp_path):
     corrupt("tar-replace", plain_shar / "recording.000000.tar", "spk04-utt-000000.flac", "@garbage:100")
-    got = mpirun(2, "error", plain_shar)
+    got = mpirun(2, "error", plain_shar, tmp_path / "out")
     src, peer = got[0], got[1]
     assert [e.get("ids") for e in src[:-1]] == [e.get("ids") for e in peer[:-1]]
     assert src[-1]["error"] == "DataError" and src[-1]["code"] == "SHARC_ERR_DECODE"
