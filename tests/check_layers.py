@@ -84,21 +84,24 @@ DEF = re.compile(r"^[a-z][^;(){}#=]*?\b(sharc__[a-z0-9_]+)\s*\([^;{]*\)\s*\{", r
 
 def foreign_definitions(src: str) -> List[str]:
     """Functions declared in one module's headers and defined in another module's sources."""
-    declared: Dict[str, str] = {}
+    declared: Dict[str, Set[str]] = {}
     defined: Dict[str, str] = {}
     for root, _, files in os.walk(src):
         for name in files:
-            text = open(os.path.join(root, name), encoding="utf-8").read()
-            table = declared if name.endswith(".h") else defined if name.endswith(".c") else None
-            if table is None:
+            if not name.endswith((".c", ".h")):
                 continue
-            for m in (DECL if table is declared else DEF).finditer(text):
-                table.setdefault(m.group(1), file_module(name, text))
+            text = open(os.path.join(root, name), encoding="utf-8").read()
+            mod = file_module(name, text)
+            if name.endswith(".h"):
+                for m in DECL.finditer(text):
+                    declared.setdefault(m.group(1), set()).add(mod)
+            else:
+                for m in DEF.finditer(text):
+                    defined.setdefault(m.group(1), mod)
     out = []
     for fn in sorted(defined):
-        if fn in declared and declared[fn] != defined[fn]:
-            out.append(f"{fn}: declared by module {declared[fn]} but defined in module "
-                       f"{defined[fn]}")
+        for mod in sorted(declared.get(fn, set()) - {defined[fn]}):
+            out.append(f"{fn}: declared by module {mod} but defined in module {defined[fn]}")
     return out
 
 
@@ -165,7 +168,7 @@ def main() -> int:
                             f"remove it from {design}")
     for p in problems:
         print(p)
-    print(f"{len(graph)} modules, {len(found)} knots, {len(problems)} problems")
+    print(f"{len(graph)} modules, {len(found)} cycles, {len(problems)} problems")
     return 1 if problems else 0
 
 

@@ -525,7 +525,14 @@ static void other_limit(sharc_loader_settings *s)
     s->max_steps = 3;
 }
 
-/* Ranks started with other batching or another limit fail together at step 0. */
+static void other_features(sharc_loader_settings *s)
+{
+    s->reader.features = SHARC_FEATURES_FBANK;
+    s->reader.fbank_n_mels = 128;
+}
+
+/* Ranks started with other batching, another limit or other features fail together at
+ * step 0. */
 START_TEST(settings_mismatch_fails_every_rank_at_step_0)
 {
     static const struct {
@@ -536,6 +543,9 @@ START_TEST(settings_mismatch_fails_every_rank_at_step_0)
                              "%.17g on source rank 0 but 30 on rank 1"},
         {other_limit, "settings differ in the broadcast group: max_steps is 0 on source rank 0 "
                       "but 3 on rank 1"},
+        {other_features, "settings differ in the broadcast group: reader.features is none on "
+                         "source rank 0 but fbank n_mels=128 sample_rate=16000 window=400 "
+                         "hop=160 n_fft=512 pad_to=16 keep_audio=1 on rank 1"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         sharc_loader_settings s;

@@ -15,8 +15,8 @@
 #include <zlib.h>
 
 #include "batching/bcut.h"
+#include "batching/collate.h"
 #include "batching/pipeline.h"
-#include "reader/reader_impl.h"
 #include "sharc/sharc.h"
 #include "synth.h"
 #include "testutil.h"
@@ -2131,15 +2131,15 @@ START_TEST(int32_tensors_are_bounded)
     sharc_logger quiet = {NULL, NULL, SHARC_LOG_ERROR};
     sharc__ctx_init(&ctx, NULL, &quiet);
     uint64_t bytes[4] = {INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX};
-    ck_assert_int_eq(sharc__pipeline_check_i32(&ctx, 7, 3, INT32_MAX, "a", bytes), 0);
-    ck_assert_int_eq(sharc__pipeline_check_i32(&ctx, 7, 3, (int64_t)INT32_MAX + 1, "a", bytes),
+    ck_assert_int_eq(sharc__collate_check_i32(&ctx, 7, 3, INT32_MAX, "a", bytes), 0);
+    ck_assert_int_eq(sharc__collate_check_i32(&ctx, 7, 3, (int64_t)INT32_MAX + 1, "a", bytes),
                      SHARC_ERR_TOO_LARGE);
     ck_assert_str_eq(ctx.error, "step 7: cannot lay out the batch: audio_lens is int32, and cut a "
                                 "has 2147483648 samples, over 2147483647");
     static const char *const columns[] = {"cut_id", "text", "speaker", "language"};
     for (int c = 0; c < 4; c++) {
         bytes[c] = (uint64_t)INT32_MAX + 1;
-        ck_assert_int_eq(sharc__pipeline_check_i32(&ctx, 12, 5, 16000, "b", bytes),
+        ck_assert_int_eq(sharc__collate_check_i32(&ctx, 12, 5, 16000, "b", bytes),
                          SHARC_ERR_TOO_LARGE);
         char want[256];
         snprintf(want, sizeof want,
@@ -2149,7 +2149,7 @@ START_TEST(int32_tensors_are_bounded)
         ck_assert_str_eq(ctx.error, want);
         bytes[c] = INT32_MAX;
     }
-    ck_assert_int_eq(sharc__pipeline_check_i32(&ctx, 12, 5, 16000, "b", bytes), 0);
+    ck_assert_int_eq(sharc__collate_check_i32(&ctx, 12, 5, 16000, "b", bytes), 0);
 }
 END_TEST
 

@@ -48,6 +48,11 @@ static int opt_bucket_batch_size(cli_parser *p, const cli_opt *o, const char *va
                               &p->ro->bucket_batch_size, &p->ro->n_bucket_batch_size);
 }
 
+/* --features is stored as an int (CLI_OPT_ENUM: the choice's index) into the enum. */
+_Static_assert(sizeof(sharc_features) == sizeof(int), "sharc_features is stored as an int");
+_Static_assert(SHARC_FEATURES_NONE == 0 && SHARC_FEATURES_FBANK == 1,
+               "--features lists none|fbank in the enum's order");
+
 #define R(field)  .target = CLI_T_READER, .offset = offsetof(sharc_reader_settings, field)
 #define SM(field) .target = CLI_T_READER, .offset = offsetof(sharc_reader_settings, sampler.field)
 
@@ -142,6 +147,36 @@ const cli_opt cli_reader_group[] = {
     {CLI_OPT_CUSTOM, "max-cut-duration", .metavar = "S", SM(max_cut_duration),
      .handler = cli_opt_positive_seconds, .flags = CLI_BATCH_ONLY,
      .help = "filter out (and count) cuts longer than S seconds\n(default: none)"},
+    /* features: batches only (docs/features.md) */
+    {CLI_OPT_ENUM, "features", .metavar = "F", R(features), .choices = "none|fbank",
+     .flags = CLI_BATCH_ONLY,
+     .help = "none, or fbank: NeMo's log-mel filterbank features of each\n"
+             "batch as tensors features f32 [B, n_mels, frames] and\n"
+             "feature_lens i32 [B] (default none)"},
+    {CLI_OPT_INT, "n-mels", .metavar = "N", R(fbank_n_mels), .min = 1, .max = 256,
+     .flags = CLI_BATCH_ONLY, .help = "mel bins of --features fbank, 1..256 (default 80)"},
+    {CLI_OPT_INT, "fbank-sample-rate", .metavar = "HZ", R(fbank_sample_rate), .min = 1000,
+     .max = 384000, .flags = CLI_BATCH_ONLY,
+     .help = "the rate the features are made for; a batch at another rate\n"
+             "is an error (default 16000)"},
+    {CLI_OPT_INT, "fbank-window", .metavar = "N", R(fbank_window), .min = 1, .max = 65536,
+     .flags = CLI_BATCH_ONLY, .help = "window length in samples (default 400)"},
+    {CLI_OPT_INT, "fbank-hop", .metavar = "N", R(fbank_hop), .min = 1, .max = 65536,
+     .flags = CLI_BATCH_ONLY, .help = "hop in samples (default 160)"},
+    {CLI_OPT_INT, "fbank-n-fft", .metavar = "N", R(fbank_n_fft), .min = 2, .max = 65536,
+     .flags = CLI_BATCH_ONLY, .help = "FFT size, even, >= the window (default 512)"},
+    {CLI_OPT_INT, "fbank-pad-to", .metavar = "N", R(fbank_pad_to), .min = 0, .max = 4096,
+     .flags = CLI_BATCH_ONLY,
+     .help = "round the frame count up to a multiple of N; 0 = no rounding\n(default 16)"},
+    {CLI_OPT_DOUBLE, "fbank-preemph", .metavar = "A", R(fbank_preemph), .dmin = 0, .dmax = 0.999999,
+     .flags = CLI_BATCH_ONLY, .help = "pre-emphasis coefficient; 0 = none (default 0.97)"},
+    {CLI_OPT_DOUBLE, "fbank-dither", .metavar = "D", R(fbank_dither), .dmin = 0, .dmax = 1,
+     .flags = CLI_BATCH_ONLY,
+     .help = "standard deviation of a Gaussian dither, seeded by --seed,\n"
+             "the step and the row; 0 = off (NeMo dithers in training only)\n(default 0)"},
+    {CLI_OPT_FLAG, "no-keep-audio", R(keep_audio), .min = 0, .flags = CLI_BATCH_ONLY,
+     .help = "drop the audio tensor from the batches once the features are\n"
+             "computed; audio_lens stays (default: keep it)"},
     CLI_END,
 };
 

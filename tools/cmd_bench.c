@@ -228,6 +228,17 @@ static const cli_opt options[] = {
      .flags = CLI_BATCH_ONLY | CLI_SHARED, .help = "cuts held in the buckets (default 20000)"},
     {CLI_OPT_CUSTOM, "no-shuffle", .handler = parse_no_shuffle, .flags = CLI_NO_VALUE | CLI_SHARED,
      .help = "no shuffle inside buckets nor of the shard order"},
+    CLI_TEXT("\nFeatures (batches; see docs/features.md):\n"),
+    USE("features", NULL),
+    USE("n-mels", NULL),
+    USE("fbank-sample-rate", NULL),
+    USE("fbank-window", NULL),
+    USE("fbank-hop", NULL),
+    USE("fbank-n-fft", NULL),
+    USE("fbank-pad-to", NULL),
+    USE("fbank-preemph", NULL),
+    USE("fbank-dither", NULL),
+    USE("no-keep-audio", NULL),
     CLI_TEXT("\nDistributed (batches; every rank prints its own report):\n"),
     CLI_GROUP(cli_dist_group),
     /* --broadcast-only is taken before the options are parsed (bench_bcast_requested). */
@@ -522,23 +533,29 @@ static int count_batch(const sharc_batch *b, double max_duration, run_result *re
     const sharc_tensor *audio = sharc_batch_tensor(b, "audio");
     const sharc_tensor *lens = sharc_batch_tensor(b, "audio_lens");
     const sharc_tensor *dur = sharc_batch_tensor(b, "duration");
-    if (audio == NULL || lens == NULL || dur == NULL || audio->ndim != 2 ||
-        lens->dtype != SHARC_DTYPE_I32 || dur->dtype != SHARC_DTYPE_F32 ||
-        lens->shape[0] != audio->shape[0] || dur->shape[0] != audio->shape[0]) {
+    /* --no-keep-audio drops the audio: the rows are then counted from audio_lens, and the
+     * padded width is the longest row (all rows are at the features' rate). */
+    int64_t rows = audio != NULL && audio->ndim == 2                  ? audio->shape[0]
+                   : audio == NULL && lens != NULL && lens->ndim == 1 ? lens->shape[0]
+                                                                      : -1;
+    if (rows < 0 || lens == NULL || dur == NULL || lens->dtype != SHARC_DTYPE_I32 ||
+        dur->dtype != SHARC_DTYPE_F32 || lens->shape[0] != rows || dur->shape[0] != rows) {
         fail_with("batch %" PRIu64 " lacks the audio, audio_lens or duration tensor of the "
                   "documented shape",
                   b->step);
         return -1;
     }
-    int64_t n = audio->shape[0];
+    int64_t n = rows, width = audio != NULL ? audio->shape[1] : 0;
     const int32_t *l = lens->data;
     const float *d = dur->data;
     double sum_d = 0;
     for (int64_t i = 0; i < n; i++) {
         res->real_frames += l[i];
         sum_d += d[i];
+        if (audio == NULL && l[i] > width)
+            width = l[i];
     }
-    res->padded_frames += (double)n * (double)audio->shape[1];
+    res->padded_frames += (double)n * (double)width;
     res->audio += sum_d;
     res->cuts += (double)n;
     res->batches += 1;

@@ -165,6 +165,17 @@ static const cli_opt options[] = {
              "written by the source rank only; with several data-parallel\n"
              "slots as DIR/dp<slot>/step<k>.<tensor>.npy (default: none);\n"
              "each file is written whole or not at all, never over an input"},
+    CLI_TEXT("\nFeatures (batches; see docs/features.md):\n"),
+    USE("features"),
+    USE("n-mels"),
+    USE("fbank-sample-rate"),
+    USE("fbank-window"),
+    USE("fbank-hop"),
+    USE("fbank-n-fft"),
+    USE("fbank-pad-to"),
+    USE("fbank-preemph"),
+    USE("fbank-dither"),
+    USE("no-keep-audio"),
     CLI_TEXT("\nCuts (--cuts):\n"),
     {CLI_OPT_FLAG, "cuts", OWN(cuts_mode), .min = 1,
      .help = "read single cuts (sharc_reader_next) instead of batches; the\n"
@@ -215,7 +226,8 @@ static void print_help(void)
            "durations, padded_seconds cuts * T / sampling rate (the rate given by\n"
            "--sampling-rate, else the one the lengths and durations imply) and audio_crc32 the\n"
            "CRC-32 (zlib) of the audio tensor's bytes (cuts * T little-endian float32, padding\n"
-           "included), so that two runs can be compared bit for bit. Then a last object\n"
+           "included), so that two runs can be compared bit for bit (0 when --no-keep-audio\n"
+           "dropped the audio; T is then the longest row). Then a last object\n"
            "  {\"type\":\"summary\",\"layout\",\"batches\",\"first_step\",\"cuts\","
            "\"audio_seconds\",\n"
            "   \"padded_seconds\",\"wall_seconds\",\"audio_seconds_per_second\",\"saved_states\","
@@ -250,7 +262,9 @@ static void print_help(void)
         "--dump-dir files: audio '<f4' [cuts, T], audio_lens '<i4' [cuts], duration '<f4'\n"
         "[cuts], and for each string column (cut_id, text, speaker, language)\n"
         "<column>_offsets '<i4' [cuts + 1] and <column>_bytes '|u1' [N]: string i is\n"
-        "bytes[offsets[i]:offsets[i+1]] in UTF-8. numpy.load() reads them.\n"
+        "bytes[offsets[i]:offsets[i+1]] in UTF-8; with --features fbank, features '<f4'\n"
+        "[cuts, n_mels, frames] and feature_lens '<i4' [cuts] (audio only without\n"
+        "--no-keep-audio). numpy.load() reads them.\n"
         "\n"
         "Exit status: 0 success, 1 read error, unreadable or rejected --resume state, a\n"
         "--save-state-at step the run did not reach, or a file that could not be written (the\n"
@@ -593,14 +607,25 @@ static const sharc_tensor *tensor_of(const sharc_batch *b, const char *name, sha
 static int batch_info_compute(const sharc_batch *b, int given_rate, batch_info *bi, batch_run *run)
 {
     const sharc_tensor *audio = sharc_batch_tensor(b, "audio");
-    if (audio == NULL || audio->dtype != SHARC_DTYPE_F32 || audio->ndim != 2) {
+    const sharc_tensor *lens = sharc_batch_tensor(b, "audio_lens");
+    /* --no-keep-audio leaves the features and audio_lens: T is then the longest row, which
+     * is what the batch's padded width was (its rows all at the features' rate). */
+    if (audio == NULL && sharc_batch_tensor(b, "features") != NULL && lens != NULL &&
+        lens->dtype == SHARC_DTYPE_I32 && lens->ndim == 1) {
+        bi->B = lens->shape[0];
+        bi->T = 0;
+        for (int64_t i = 0; i < bi->B; i++)
+            if (((const int32_t *)lens->data)[i] > bi->T)
+                bi->T = ((const int32_t *)lens->data)[i];
+    } else if (audio == NULL || audio->dtype != SHARC_DTYPE_F32 || audio->ndim != 2) {
         snprintf(run->error, sizeof run->error, "batch %" PRIu64 " has no [B,T] f32 audio tensor",
                  b->step);
         return -1;
+    } else {
+        bi->B = audio->shape[0];
+        bi->T = audio->shape[1];
     }
-    bi->B = audio->shape[0];
-    bi->T = audio->shape[1];
-    const sharc_tensor *lens = tensor_of(b, "audio_lens", SHARC_DTYPE_I32, 1, bi->B);
+    lens = tensor_of(b, "audio_lens", SHARC_DTYPE_I32, 1, bi->B);
     const sharc_tensor *dur = tensor_of(b, "duration", SHARC_DTYPE_F32, 1, bi->B);
     if (lens == NULL || dur == NULL ||
         tensor_of(b, "cut_id_offsets", SHARC_DTYPE_I32, 1, bi->B + 1) == NULL) {
@@ -617,7 +642,7 @@ static int batch_info_compute(const sharc_batch *b, int given_rate, batch_info *
         bi->audio_seconds += bi->duration[i];
     bi->rate = batch_rate(bi, given_rate);
     bi->padded_seconds = bi->rate > 0 ? (double)bi->B * (double)bi->T / bi->rate : 0.0;
-    bi->crc = crc32_of(audio->data, audio->nbytes);
+    bi->crc = audio != NULL ? crc32_of(audio->data, audio->nbytes) : 0;
     return 0;
 }
 

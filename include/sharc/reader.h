@@ -19,6 +19,12 @@ typedef enum sharc_layout {
     SHARC_LAYOUT_WDS,      ///< WebDataset-style tars: key.flac + key.json / key.txt
 } sharc_layout;
 
+/** Features computed from each batch's audio. */
+typedef enum sharc_features {
+    SHARC_FEATURES_NONE = 0,  ///< the audio only
+    SHARC_FEATURES_FBANK = 1, ///< NeMo's log-mel filterbank (FilterbankFeatures)
+} sharc_features;
+
 /** What the reader does when a cut or shard is bad. */
 typedef enum sharc_error_policy {
     SHARC_ON_ERROR_FAIL = 0, ///< return the error from sharc_reader_next()
@@ -189,7 +195,27 @@ typedef struct sharc_reader_settings {
      *  threads only as far as this holds the shards being read ahead: raise it towards
      *  threads x shard size when reading is the limit (many cores, compressed shards). */
     uint64_t read_ahead_bytes;
-    uint8_t reserved[128]; ///< room for later fields; must be zero
+    /** Features added to every batch (sharc_reader_next_batch(); not to single cuts)
+     *  (default NONE). FBANK adds `features` f32 [B, n_mels, frames] and `feature_lens` i32
+     *  [B] (docs/features.md); the batches' audio must then be at fbank_sample_rate, which
+     *  a batch at another rate fails with SHARC_ERR_AUDIO_MISMATCH. */
+    sharc_features features;
+    /** With features on, keep `audio` in the batch too (default 1); 0 drops it once the
+     *  features are computed (`audio_lens` stays). Without features the audio is always
+     *  kept. */
+    int keep_audio;
+    int fbank_n_mels;      ///< mel bins, 1..256 (default 80; NeMo's models use 64, 80, 128)
+    int fbank_sample_rate; ///< Hz the audio must be at (default 16000)
+    int fbank_window;      ///< window length in samples, <= fbank_n_fft (default 400)
+    int fbank_hop;         ///< hop in samples (default 160)
+    int fbank_n_fft;       ///< FFT size, even (default 512)
+    /** The frame count is rounded up to a multiple of this; 0 = no rounding (default 16) */
+    int fbank_pad_to;
+    double fbank_preemph; ///< pre-emphasis coefficient in [0, 1); 0 = none (default 0.97)
+    /** Standard deviation of a Gaussian dither added to the samples, in [0, 1]; 0 = off
+     *  (default 0). Seeded from `seed`, the step and the row, so runs repeat. */
+    double fbank_dither;
+    uint8_t reserved[80]; ///< room for later fields; must be zero
 } sharc_reader_settings;
 
 /**

@@ -400,6 +400,7 @@ enum kw_kind {
     KW_BOOL,
     KW_LAYOUT,
     KW_ON_ERROR,
+    KW_FEATURES,
     KW_BINS,
     KW_BBS
 };
@@ -442,6 +443,18 @@ static const kw_def kw_defs[] = {
     {"drop_last", KW_BOOL, SM(drop_last), 0, 0, 0},
     {"min_duration", KW_DOUBLE, SM(min_duration), 0, 1e9, 0},
     {"max_cut_duration", KW_DOUBLE, SM(max_cut_duration), 0, 1e9, 1},
+    /* features (docs/features.md): the CLI's --features, --n-mels, --fbank-*; its
+     * --no-keep-audio is keep_audio=False */
+    {"features", KW_FEATURES, R(features), 0, 0, 0},
+    {"n_mels", KW_INT, R(fbank_n_mels), 1, 256, 0},
+    {"fbank_sample_rate", KW_INT, R(fbank_sample_rate), 1000, 384000, 0},
+    {"fbank_window", KW_INT, R(fbank_window), 1, 65536, 0},
+    {"fbank_hop", KW_INT, R(fbank_hop), 1, 65536, 0},
+    {"fbank_n_fft", KW_INT, R(fbank_n_fft), 2, 65536, 0},
+    {"fbank_pad_to", KW_INT, R(fbank_pad_to), 0, 4096, 0},
+    {"fbank_preemph", KW_DOUBLE, R(fbank_preemph), 0, 0.999999, 0},
+    {"fbank_dither", KW_DOUBLE, R(fbank_dither), 0, 1, 0},
+    {"keep_audio", KW_BOOL, R(keep_audio), 0, 0, 0},
 };
 #undef R
 #undef SM
@@ -567,16 +580,17 @@ static int kw_choice(const char *name, PyObject *v, const char *const *choices, 
 {
     if (!PyUnicode_Check(v))
         return kw_error_type(name, "a str", v);
+    char list[128] = "";
     for (int i = 0; choices[i]; i++) {
         if (PyUnicode_CompareWithASCIIString(v, choices[i]) == 0) {
             *out = i;
             return 0;
         }
+        size_t used = strlen(list);
+        snprintf(list + used, sizeof list - used, "%s'%s'", i ? ", " : "", choices[i]);
     }
     PyErr_Format(PyExc_ValueError, "sharc.Reader: keyword '%s' must be one of %s, got %R", name,
-                 choices[0] && strcmp(name, "layout") == 0 ? "'auto', 'shar', 'nemo', 'wds'"
-                                                           : "'fail', 'skip'",
-                 v);
+                 list, v);
     return -1;
 }
 
@@ -634,6 +648,8 @@ static int set_keyword(ReaderObject *self, const kw_def *d, PyObject *v, int *li
 {
     static const char *const layouts[] = {"auto", "shar", "nemo", "wds", NULL};
     static const char *const policies[] = {"fail", "skip", NULL};
+    /* In the enum's order, as the CLI's --features lists them. */
+    static const char *const features[] = {"none", "fbank", NULL};
     char *field = (char *)&self->s + d->offset;
     unsigned long long u;
     double x;
@@ -673,6 +689,11 @@ static int set_keyword(ReaderObject *self, const kw_def *d, PyObject *v, int *li
         if (kw_choice(d->name, v, policies, &choice) < 0)
             return -1;
         self->s.on_error = (sharc_error_policy)choice;
+        return 0;
+    case KW_FEATURES:
+        if (kw_choice(d->name, v, features, &choice) < 0)
+            return -1;
+        self->s.features = (sharc_features)choice;
         return 0;
     case KW_BINS: {
         if (PyUnicode_Check(v) && PyUnicode_CompareWithASCIIString(v, "linspace") == 0) {

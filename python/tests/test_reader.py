@@ -233,6 +233,10 @@ def test_state_from_other_settings_is_refused(corpus):
         ({"bins": [1.0, 2.0], "bucket_batch_size": [4]}, ValueError,
          "sharc.Reader: keyword 'bucket_batch_size' needs one value per bin: 1 values for 2 bins"),
         ({"bucket_batch_size": [0]}, ValueError, "sharc.Reader: keyword 'bucket_batch_size' must be in 1..4294967295, got 0"),
+        ({"features": "mfcc"}, ValueError, "sharc.Reader: keyword 'features' must be one of 'none', 'fbank', got 'mfcc'"),
+        ({"n_mels": 0}, ValueError, "sharc.Reader: keyword 'n_mels' must be in 1..256, got 0"),
+        ({"fbank_preemph": 1.0}, ValueError, "sharc.Reader: keyword 'fbank_preemph' must be >= 0 and at most 0.999999"),
+        ({"keep_audio": 0}, TypeError, "sharc.Reader: keyword 'keep_audio' must be a bool, not int"),
     ],
 )
 def test_bad_keywords(corpus, kw, exc, text):
@@ -252,6 +256,24 @@ def test_every_cli_keyword_is_accepted(corpus):
     linspace = sharc.Reader(str(corpus / "shar"), bins="linspace", num_buckets=3, max_cut_duration=6.0,
                             bucket_batch_size=[2, 2])
     assert all(len(b["cut_id"]) <= 2 for b in linspace)
+
+
+def test_fbank_features(corpus):
+    """The CLI's feature options as keywords: features f32 [B, n_mels, frames] and
+    feature_lens i32 [B] in every batch, and no audio with keep_audio=False."""
+    for b in sharc.Reader(str(corpus / "shar"), features="fbank", n_mels=64, fbank_pad_to=0, **SETTINGS):
+        feats = np.from_dlpack(b["features"])
+        lens = np.from_dlpack(b["feature_lens"])
+        audio_lens = np.from_dlpack(b["audio_lens"])
+        assert feats.dtype == np.float32 and lens.dtype == np.int32
+        # docs/features.md: T / hop + 1 frames, of which len / hop are valid (NeMo 2.x).
+        assert feats.shape == (len(b["cut_id"]), 64, int(audio_lens.max()) // 160 + 1)
+        assert lens.tolist() == (audio_lens // 160).tolist()
+        assert np.isfinite(feats).all()
+        for i, n in enumerate(lens):
+            assert not feats[i, :, n:].any()
+    b = next(sharc.Reader(str(corpus / "shar"), features="fbank", keep_audio=False, **SETTINGS))
+    assert "audio" not in b and "features" in b and "audio_lens" in b
 
 
 def test_dp_slots_split_the_shards(corpus):

@@ -12,8 +12,9 @@ typedef struct pool_slot {
     struct sharc__batch_pool *pool;
     sharc_tensor tensors[SHARC__BATCH_MAX_TENSORS];
     uint64_t offsets[SHARC__BATCH_MAX_TENSORS];
-    uint64_t payload_len; ///< end of the last host tensor declared so far
-    uint8_t *block;       ///< host payload, 256-byte aligned
+    uint64_t payload_len;  ///< end of the last host tensor declared so far
+    uint64_t finished_len; ///< payload_len at the last finish: the bytes an extend keeps
+    uint8_t *block;        ///< host payload, 256-byte aligned
     size_t block_cap;
     void *dev[SHARC__BATCH_MAX_TENSORS]; ///< device buffer per tensor index
     size_t dev_cap[SHARC__BATCH_MAX_TENSORS];
@@ -193,6 +194,7 @@ int sharc__batch_pool_acquire(sharc__batch_pool *pool, sharc_batch **out)
     s->batch.tensors = s->tensors;
     s->batch.owner_ = s;
     s->payload_len = 0;
+    s->finished_len = 0;
     *out = &s->batch;
 done:
     pthread_mutex_unlock(&pool->lock);
@@ -324,7 +326,8 @@ static int finish_device(pool_slot *s, size_t i)
     return 0;
 }
 
-int sharc__batch_finish(sharc_batch *b)
+/* Size the block for the declared tensors, keeping its first `keep` bytes when it grows. */
+static int finish_keeping(sharc_batch *b, uint64_t keep)
 {
     pool_slot *s = b->owner_;
     sharc__batch_pool *pool = s->pool;
@@ -339,6 +342,8 @@ int sharc__batch_finish(sharc_batch *b)
             return sharc__set_error(&pool->ctx, SHARC_ERR(ENOMEM),
                                     "out of memory for a batch of %llu bytes",
                                     (unsigned long long)s->payload_len);
+        if (keep && s->block)
+            memcpy(block, s->block, (size_t)keep);
         sharc__free(&pool->ctx, s->block);
         s->block = block;
         s->block_cap = (size_t)want;
@@ -352,6 +357,62 @@ int sharc__batch_finish(sharc_batch *b)
         if (rc < 0)
             return rc;
     }
+    s->finished_len = s->payload_len;
+    return 0;
+}
+
+int sharc__batch_finish(sharc_batch *b)
+{
+    return finish_keeping(b, 0);
+}
+
+int sharc__batch_extend(sharc_batch *b)
+{
+    pool_slot *s = b->owner_;
+    return finish_keeping(b, s->finished_len);
+}
+
+int sharc__batch_remove_tensor(sharc_batch *b, const char *name)
+{
+    pool_slot *s = b->owner_;
+    size_t n = b->n_tensors, i = 0;
+    while (i < n && strncmp(s->tensors[i].name, name, SHARC_TENSOR_NAME_MAX) != 0)
+        i++;
+    if (i == n)
+        return sharc__set_error(&s->pool->ctx, SHARC_ERR_FRAME, "the batch has no tensor '%s'",
+                                name);
+    /* The removed tensor's device buffer stays pooled: it moves to the end of the list. */
+    void *dev = s->dev[i];
+    size_t dev_cap = s->dev_cap[i];
+    int dev_ordinal = s->dev_ordinal[i];
+    for (size_t j = i; j + 1 < n; j++) {
+        s->tensors[j] = s->tensors[j + 1];
+        s->offsets[j] = s->offsets[j + 1];
+        s->dev[j] = s->dev[j + 1];
+        s->dev_cap[j] = s->dev_cap[j + 1];
+        s->dev_ordinal[j] = s->dev_ordinal[j + 1];
+    }
+    s->dev[n - 1] = dev;
+    s->dev_cap[n - 1] = dev_cap;
+    s->dev_ordinal[n - 1] = dev_ordinal;
+    b->n_tensors = --n;
+    /* Host tensors are repacked as sharc__frame_layout lays them out, so the payload a
+     * broadcast sends (the block up to payload_len) carries no dead bytes. Offsets only
+     * shrink, so moving the tensors in order never overwrites one not moved yet. */
+    uint64_t end = 0;
+    for (size_t j = 0; j < n; j++) {
+        sharc_tensor *t = &s->tensors[j];
+        if (t->device != SHARC_DEVICE_HOST)
+            continue;
+        uint64_t at = sharc__frame_align(end);
+        if (at != s->offsets[j] && t->nbytes)
+            memmove(s->block + at, s->block + s->offsets[j], t->nbytes);
+        s->offsets[j] = at;
+        t->data = s->block ? s->block + at : NULL;
+        end = at + t->nbytes;
+    }
+    s->payload_len = end;
+    s->finished_len = end;
     return 0;
 }
 

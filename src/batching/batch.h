@@ -84,6 +84,22 @@ int sharc__batch_set_layout(sharc_batch *b, const sharc_tensor *t, const uint64_
 int sharc__batch_finish(sharc_batch *b);
 
 /**
+ * Size the storage for tensors declared after sharc__batch_finish, keeping the bytes of the
+ * tensors finished before (copied when the block grows), and set every data pointer again:
+ * pointers taken before the call are stale. Steps that add tensors to a collated batch use it.
+ * @return as sharc__batch_finish
+ */
+int sharc__batch_extend(sharc_batch *b);
+
+/**
+ * Remove the tensor called `name` from a finished batch. The host tensors after it move
+ * down to the offsets a frame gives them, so the payload stays packed; data pointers taken
+ * before the call are stale.
+ * @return 0, or SHARC_ERR_FRAME when the batch has no such tensor
+ */
+int sharc__batch_remove_tensor(sharc_batch *b, const char *name);
+
+/**
  * The frame-ready payload of a pooled batch: its host block and the bytes used (the end
  * of the last host tensor).
  * @return 1 when `b` comes from a pool (then *base and *len are set), 0 otherwise

@@ -10,7 +10,8 @@
 #include <stdint.h>
 
 #include "io/bufpool.h"
-#include "reader/reader_impl.h"
+#include "decode/decode.h"
+#include "plan/cut.h"
 
 /*
  * A cut's key locates it for a resume: its shard visit (epoch * n_shards + shard index, the

@@ -1,30 +1,52 @@
 /*
- * Batch mode: the planner thread, the decode workers and the caller's side.
+ * Batch mode: one planner thread pulls cuts from the walk, feeds the sampler and lays out
+ * each batch; decode workers write the rows; the caller takes batches in step order, each
+ * with the resume state after it. The planner alone decides what goes into which batch, in
+ * a fixed order, so the batches do not depend on the number of threads or their timing.
  */
 #ifndef SHARC_SRC_PIPELINE_H
 #define SHARC_SRC_PIPELINE_H
 
-#include "reader/reader_impl.h"
+#include <stddef.h>
+#include <stdint.h>
 
-/** Check the batching settings at open, as starting the pipeline would (pipeline.c). */
-int sharc__pipeline_check_settings(sharc_reader *r);
+#include "base/ctx.h"
+#include "plan/dataset.h"
+#include "sharc/reader.h"
+#include "walk/walk.h"
+
+typedef struct sharc__pipeline sharc__pipeline;
+
+/** What a pipeline reads from and reports to; everything outlives the pipeline. */
+typedef struct sharc__pipeline_config {
+    sharc__ctx *ctx; ///< errors of the planner and the caller's side, log, allocator
+    const sharc_reader_settings *s;
+    const sharc__dataset *ds;
+    sharc__walk *walk;         ///< used by the planner thread alone while the pipeline runs
+    sharc_reader_stats *stats; ///< the walk's counters, which the planner adds to
+    const uint8_t *resume;     ///< a state to resume from (sharc_reader_state_save), or NULL
+    size_t resume_len;
+    uint64_t state_hash; ///< sharc__resume_hash() of the shards and settings
+} sharc__pipeline_config;
+
+/** Check the batching settings `s`, as starting a pipeline would. */
+int sharc__pipeline_check_settings(sharc__ctx *ctx, const sharc_reader_settings *s);
+
+/** Start the threads (restoring the state first, if there is one). */
+int sharc__pipeline_start(sharc__pipeline **out, const sharc__pipeline_config *c);
 /**
- * Whether a batch's int32 tensors can hold its sizes (pipeline.c): `audio_lens` each row's
- * samples (`most_samples`, of cut `most_id`, the most of any row), and each string column's
- * `<column>_offsets` its `column_bytes` (cut_id, text, speaker, language).
- * @return 0, or SHARC_ERR_TOO_LARGE with a message naming the step and the tensor
+ * The next batch in step order. An error other than SHARC_ERR_BACKPRESSURE is returned
+ * again by every later call.
+ * @return 0, SHARC_END, or an error with its message in the config's ctx
  */
-int sharc__pipeline_check_i32(sharc__ctx *ctx, uint64_t step, size_t n_cuts, int64_t most_samples,
-                              const char *most_id, const uint64_t column_bytes[4]);
-/** Start the batch pipeline (pipeline.c). */
-int sharc__pipeline_start(sharc_reader *r);
-int sharc__pipeline_next(sharc_reader *r, sharc_batch **out);
+int sharc__pipeline_next(sharc__pipeline *p, sharc_batch **out);
 /** The state after the last batch returned: 0, SHARC_ERR(ENOSPC), or 1 when none was. */
-int sharc__pipeline_state_save(sharc_reader *r, void *buf, size_t cap, size_t *size);
-void sharc__pipeline_stats(const sharc_reader *r, sharc_reader_stats *out);
+int sharc__pipeline_state_save(const sharc__pipeline *p, void *buf, size_t cap, size_t *size);
+void sharc__pipeline_stats(sharc__pipeline *p, sharc_reader_stats *out);
 /** The sampler's bins once a batch was handed out (the planner has estimated them then),
  *  else NULL with *n = 0. Caller's thread. */
-const double *sharc__pipeline_bins(const sharc_reader *r, size_t *n);
-void sharc__pipeline_stop(sharc_reader *r);
+const double *sharc__pipeline_bins(const sharc__pipeline *p, size_t *n);
+/** Stop and join the threads, release everything; NULL-safe. */
+void sharc__pipeline_stop(sharc__pipeline **p);
 
 #endif /* SHARC_SRC_PIPELINE_H */

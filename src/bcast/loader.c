@@ -161,6 +161,19 @@ static void describe_settings(sharc__handshake *h, const sharc_loader_settings *
     sharc__handshake_add(h, "sampler.world_size", "%u", (unsigned)p->world_size);
     sharc__handshake_add(h, "sampler.min_duration", "%.17g", p->min_duration);
     sharc__handshake_add(h, "sampler.max_cut_duration", "%.17g", p->max_cut_duration);
+    /* The features decide the batches' tensors: a peer set for other features would get
+     * tensors it does not expect. Their parameters count only when they are on. */
+    if (r->features == SHARC_FEATURES_NONE) {
+        sharc__handshake_add(h, "reader.features", "none");
+    } else {
+        sharc__handshake_add(h, "reader.features",
+                             "fbank n_mels=%d sample_rate=%d window=%d hop=%d n_fft=%d pad_to=%d "
+                             "keep_audio=%d",
+                             r->fbank_n_mels, r->fbank_sample_rate, r->fbank_window, r->fbank_hop,
+                             r->fbank_n_fft, r->fbank_pad_to, r->keep_audio);
+        sharc__handshake_add(h, "reader.fbank", "preemph=%.17g dither=%.17g", r->fbank_preemph,
+                             r->fbank_dither);
+    }
 }
 
 int sharc_loader_open(sharc_loader **out, const sharc_loader_settings *s)

@@ -6,6 +6,7 @@
 
 #include "sharc/sharc.h"
 #include "base/ctx.h"
+#include "batching/featurize.h"
 #include "plan/json.h"
 #include "reader/reader.h"
 
@@ -52,6 +53,18 @@ void sharc_reader_default_settings(sharc_reader_settings *s)
     s->prefetch = 0;
     s->max_held_batches = 4;
     s->read_ahead_bytes = (uint64_t)64 << 20;
+    s->features = SHARC_FEATURES_NONE;
+    s->keep_audio = 1;
+    sharc__fbank_settings fs;
+    sharc__fbank_default_settings(&fs);
+    s->fbank_n_mels = fs.n_mels;
+    s->fbank_sample_rate = fs.sample_rate;
+    s->fbank_window = fs.window;
+    s->fbank_hop = fs.hop;
+    s->fbank_n_fft = fs.n_fft;
+    s->fbank_pad_to = fs.pad_to;
+    s->fbank_preemph = fs.preemph;
+    s->fbank_dither = fs.dither;
     sharc_default_logger(&s->logger);
     sharc_default_allocator(&s->allocator);
 }
@@ -121,6 +134,10 @@ int sharc_reader_open(sharc_reader **out, const sharc_reader_settings *s)
         sharc__ctx_init(&ctx, &s->allocator, &s->logger);
         return sharc__fail(&ctx, SHARC_ERR(EINVAL), "invalid reader settings: %s", why);
     }
+    sharc__ctx fctx;
+    sharc__ctx_init(&fctx, &s->allocator, &s->logger);
+    if ((rc = sharc__featurize_check(&fctx, s)) < 0)
+        return sharc__fail_wrap(&fctx, rc, "invalid reader settings");
     return sharc__reader_open(out, s);
 }
 

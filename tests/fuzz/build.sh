@@ -22,7 +22,7 @@ mkdir -p "$out/obj"
 san="-fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all"
 # Sources include each other by stage ("io/tar.h") from src/.
 cflags="-g -O1 -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -pthread -I$repo/include -I$repo/src
-  $(pkg-config --cflags libarchive sndfile flac libcjson opus 2>/dev/null || true)"
+  $(pkg-config --cflags libarchive sndfile flac libcjson opus kissfft-float 2>/dev/null || true)"
 
 # One build at a time when several campaigns start together.
 exec 9>"$out/.build.lock"
@@ -52,5 +52,5 @@ fi
 for target in "$@"; do
     # shellcheck disable=SC2086
     "$cc" $cflags $san -fsanitize=fuzzer "$repo/tests/fuzz/$target.c" $objs \
-        -larchive -lsndfile -lFLAC -lcjson -lzstd -lz -lm -o "$out/$target"
+        -larchive -lsndfile -lFLAC -lcjson -lzstd -lz -lkissfft-float -lm -o "$out/$target"
 done

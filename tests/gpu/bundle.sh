@@ -24,10 +24,12 @@ mkdir -p "$stage/sharc/lib" "$stage/sharc/tools" "$stage/sharc/testdata" "$stage
 cp "$build/tools/sharc" "$stage/sharc/tools/"
 cp "$build/testdata/sharc-gen" "$stage/sharc/testdata/"
 cp "$build/bench/sharc-datapath" "$stage/sharc/bench/"
+cp "$build/bench/sharc-fbank" "$stage/sharc/bench/"
 cp "$build"/tests/gpu/gpu_* "$stage/sharc/tests/gpu/" 2>/dev/null || true
 rm -rf "$stage"/sharc/tests/gpu/*.p
 # ldd on the build's own executables, whose run paths find libsharc in the build tree.
 for exe in "$build/tools/sharc" "$build/testdata/sharc-gen" "$build/bench/sharc-datapath" \
+    "$build/bench/sharc-fbank" \
     "$build"/tests/gpu/gpu_*; do
     [ -f "$exe" ] || continue
     ldd "$exe" | awk '/=> \//{print $3}'

@@ -1,8 +1,9 @@
 #!/bin/sh
 # On a lent GPU machine (which has the driver, NCCL and Python but not our build
-# dependencies): unpack the bundle that tests/gpu/bundle.sh made here, run the GPU suite,
-# then the CPU benchmarks on that machine's cores. Run from the repository root with .gpu
-# carried; results go to $OUT (default ./gpu-out).
+# dependencies): unpack the bundle that tests/gpu/bundle.sh made here, run the GPU suite
+# (gpu_fbank among them: the GPU log-mel features against the CPU path), then the CPU
+# benchmarks on that machine's cores (the log-mel features' first). Run from the
+# repository root with .gpu carried; results go to $OUT (default ./gpu-out).
 #   Usage: tests/gpu/device_check.sh [--no-bench | bench/run.sh options]
 #   Exit status: 0 when every GPU test passed, 77 when they were skipped (no GPU), else 1.
 #   (default benchmark: --codec wav,flac --what batches,datapath --threads "1 2 16"
@@ -35,6 +36,10 @@ for t in "$b"/tests/gpu/gpu_*; do
     esac
 done
 [ "${1:-}" = --no-bench ] && exit $status
+echo "== CPU log-mel features, one thread (bench/fbank.c)"
+for mels in 80 128; do
+    timeout 120 "$b/bench/sharc-fbank" --n-mels $mels --repeat 9 2>&1 | tee -a "$out/fbank.log"
+done
 echo "== CPU benchmarks on this machine's cores"
 [ $# -gt 0 ] || set -- --codec wav,flac --what batches,datapath --threads "1 2 16" --seconds 3 \
     --repeat 1

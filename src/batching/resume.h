@@ -15,8 +15,17 @@
 #include <stdint.h>
 
 #include "plan/keyset.h"
-#include "reader/reader_impl.h"
+#include "plan/dataset.h"
+#include "sharc/reader.h"
+#include "walk/walk.h"
 #include "batching/sampler.h"
+
+/**
+ * Take the cuts skipped while decoding (`skips`: their cuts, audio and padded seconds,
+ * skipped_cuts and problems) out of counters that counted them as returned: the planner
+ * counts a batch's cuts before its rows are decoded.
+ */
+void sharc__stats_take_back(sharc_reader_stats *st, const sharc_reader_stats *skips);
 
 /**
  * The counters of a draft state with `skipped` taken back: the cuts that its batches, or
@@ -41,6 +50,7 @@ void sharc__resume_saved_stats(const uint8_t *blob, size_t len, uint64_t state_h
 
 /** What a state blob says; pointers point into the blob. */
 typedef struct sharc__resume {
+    uint64_t state_hash; ///< sharc__resume_hash() of the reader's shards and settings
     uint64_t next_step;
     sharc__walk_pos pos;
     sharc_reader_stats stats;
@@ -51,24 +61,28 @@ typedef struct sharc__resume {
 } sharc__resume;
 
 /** Hash of what a state depends on: shard names (not their directory), the walk and the
- *  decode settings. The sampler hashes its own settings. O(shards): the reader keeps it
- *  in r->state_hash. */
-uint64_t sharc__resume_hash(const sharc_reader *r);
+ *  decode settings. The sampler hashes its own settings. O(shards): the reader computes it
+ *  once. */
+uint64_t sharc__resume_hash(const sharc_reader_settings *s, const sharc__dataset *ds);
 
 /**
- * Write a draft state into *buf, growing it (capacity *cap) with r's allocator: the keys
- * of `held` in the set's order and no checksum. sharc__resume_finish() makes it a state.
+ * Write a draft state into *buf, growing it (capacity *cap) with ctx's allocator: `st`'s
+ * hash, step, position and counters (its keys and sampler are not read), the keys of
+ * `held` in the set's order, the sampler's blob, and no checksum. sharc__resume_finish()
+ * makes it a state.
  * @return 0, SHARC_ERR(ENOMEM)
  */
-int sharc__resume_write(sharc_reader *r, uint8_t **buf, size_t *cap, size_t *len,
-                        uint64_t next_step, const sharc_reader_stats *stats,
-                        const sharc__keyset *held, const sharc__sampler *sampler);
+int sharc__resume_write(sharc__ctx *ctx, uint8_t **buf, size_t *cap, size_t *len,
+                        const sharc__resume *st, const sharc__keyset *held,
+                        const sharc__sampler *sampler);
 
 /**
- * Check and decode a blob for reader `r`.
- * @return 0, or SHARC_ERR_STATE with a message "cannot resume: ..." in r's context
+ * Check and decode a blob for a reader whose shards and settings hash to `state_hash`, of
+ * `n_shards` shards read for `epochs` epochs (0: without end).
+ * @return 0, or SHARC_ERR_STATE with a message "cannot resume: ..." in ctx
  */
-int sharc__resume_parse(sharc_reader *r, const uint8_t *blob, size_t len, sharc__resume *out);
+int sharc__resume_parse(sharc__ctx *ctx, const uint8_t *blob, size_t len, uint64_t state_hash,
+                        size_t n_shards, uint64_t epochs, sharc__resume *out);
 
 uint64_t sharc__resume_key(const sharc__resume *s, size_t i);
 

@@ -1,4 +1,4 @@
-#include "reader/resume.h"
+#include "batching/resume.h"
 #include "base/hash.h"
 #include "base/le.h"
 
@@ -63,30 +63,38 @@ static const char *base_of(const char *path)
     return s ? s + 1 : (path ? path : "");
 }
 
-uint64_t sharc__resume_hash(const sharc_reader *r)
+uint64_t sharc__resume_hash(const sharc_reader_settings *s, const sharc__dataset *ds)
 {
     uint64_t h = SHARC__FNV_OFFSET;
-    const sharc_reader_settings *s = &r->s;
-    int64_t v[] = {r->ds.layout,       (int64_t)r->ds.n_shards,
-                   (int64_t)s->seed,   s->shuffle_shards,
-                   (int64_t)s->epochs, s->dp_rank,
-                   s->dp_size,         s->on_error,
-                   s->sampling_rate,   s->channel};
+    int64_t v[] = {ds->layout,        (int64_t)ds->n_shards, (int64_t)s->seed,
+                   s->shuffle_shards, (int64_t)s->epochs,    s->dp_rank,
+                   s->dp_size,        s->on_error,           s->sampling_rate,
+                   s->channel};
     h = sharc__fnv1a(h, v, sizeof v);
     h = sharc__fnv1a(h, &s->length_tolerance, sizeof s->length_tolerance);
-    if (r->ds.layout == SHARC_LAYOUT_NEMO) {
+    if (ds->layout == SHARC_LAYOUT_NEMO) {
         /* How rows become cuts (their order, pairing and windows) changed on 2026-12-04 to
          * follow NeMo's reader: a state saved before points at other cuts, so it is refused. */
         static const char rows_revision[] = "nemo-rows-2";
         h = sharc__fnv1a(h, rows_revision, sizeof rows_revision);
     }
-    for (size_t i = 0; i < r->ds.n_shards; i++) {
-        const char *a = base_of(r->ds.shards[i].audio_path);
-        const char *m = base_of(r->ds.shards[i].meta_path);
+    for (size_t i = 0; i < ds->n_shards; i++) {
+        const char *a = base_of(ds->shards[i].audio_path);
+        const char *m = base_of(ds->shards[i].meta_path);
         h = sharc__fnv1a(h, a, strlen(a) + 1);
         h = sharc__fnv1a(h, m, strlen(m) + 1);
     }
     return h;
+}
+
+void sharc__stats_take_back(sharc_reader_stats *st, const sharc_reader_stats *skips)
+{
+    st->cuts -= skips->cuts;
+    st->audio_seconds -= skips->audio_seconds;
+    st->padded_seconds -= skips->padded_seconds;
+    st->skipped_cuts += skips->skipped_cuts;
+    for (int i = 0; i < SHARC_PROBLEM_COUNT; i++)
+        st->problems[i] += skips->problems[i];
 }
 
 #define N_COUNTERS 7
@@ -188,32 +196,32 @@ void sharc__resume_saved_stats(const uint8_t *blob, size_t len, uint64_t state_h
     *out = st;
 }
 
-int sharc__resume_write(sharc_reader *r, uint8_t **buf, size_t *cap, size_t *len,
-                        uint64_t next_step, const sharc_reader_stats *stats,
-                        const sharc__keyset *held, const sharc__sampler *sampler)
+int sharc__resume_write(sharc__ctx *ctx, uint8_t **buf, size_t *cap, size_t *len,
+                        const sharc__resume *st, const sharc__keyset *held,
+                        const sharc__sampler *sampler)
 {
     size_t n_keys = held->n;
     size_t sampler_len = sharc__sampler_state_size(sampler);
     size_t need = 8 * FIXED_FIELDS + 8 * n_keys + sampler_len;
     if (need > *cap) {
-        uint8_t *n = sharc__malloc(&r->ctx, need * 2);
+        uint8_t *n = sharc__malloc(ctx, need * 2);
         if (!n)
             return SHARC_ERR(ENOMEM);
-        sharc__free(&r->ctx, *buf);
+        sharc__free(ctx, *buf);
         *buf = n;
         *cap = need * 2;
     }
     wbuf w = {*buf, 0, *cap};
     put_u64(&w, ((uint64_t)STATE_VERSION << 32) | STATE_MAGIC);
-    put_u64(&w, r->state_hash);
-    put_u64(&w, next_step);
-    put_u64(&w, r->pos.epoch);
-    put_u64(&w, r->pos.order_pos);
-    put_u64(&w, r->pos.shard_index);
-    put_u64(&w, r->pos.consumed);
-    put_u64(&w, (uint64_t)r->pos.shard_open);
-    put_u64(&w, r->pos.epoch_cuts);
-    put_stats(&w, stats);
+    put_u64(&w, st->state_hash);
+    put_u64(&w, st->next_step);
+    put_u64(&w, st->pos.epoch);
+    put_u64(&w, st->pos.order_pos);
+    put_u64(&w, st->pos.shard_index);
+    put_u64(&w, st->pos.consumed);
+    put_u64(&w, (uint64_t)st->pos.shard_open);
+    put_u64(&w, st->pos.epoch_cuts);
+    put_stats(&w, &st->stats);
     put_u64(&w, n_keys);
     size_t cursor = 0;
     uint64_t key;
@@ -234,18 +242,20 @@ static int seconds_ok(double s)
     return isfinite(s) && s >= 0;
 }
 
-static int bad_state(sharc_reader *r, const char *why)
+static int bad_state(sharc__ctx *ctx, const char *why)
 {
-    return sharc__fail(&r->ctx, SHARC_ERR_STATE, "cannot resume: %s", why);
+    return sharc__fail(ctx, SHARC_ERR_STATE, "cannot resume: %s", why);
 }
 
-int sharc__resume_parse(sharc_reader *r, const uint8_t *blob, size_t len, sharc__resume *out)
+int sharc__resume_parse(sharc__ctx *ctx, const uint8_t *blob, size_t len, uint64_t state_hash,
+                        size_t n_shards, uint64_t epochs, sharc__resume *out)
 {
     memset(out, 0, sizeof *out);
     rbuf rb;
-    const char *why = header_problem(blob, len, r->state_hash, &rb);
+    const char *why = header_problem(blob, len, state_hash, &rb);
     if (why)
-        return bad_state(r, why);
+        return bad_state(ctx, why);
+    out->state_hash = state_hash;
     out->next_step = get_u64(&rb);
     out->pos.epoch = get_u64(&rb);
     out->pos.order_pos = get_u64(&rb);
@@ -256,29 +266,29 @@ int sharc__resume_parse(sharc_reader *r, const uint8_t *blob, size_t len, sharc_
     get_stats(&rb, &out->stats);
     uint64_t n_keys = get_u64(&rb);
     if (rb.bad || n_keys > (rb.len - rb.at) / 8)
-        return bad_state(r, "the state blob is truncated");
+        return bad_state(ctx, "the state blob is truncated");
     out->n_keys = (size_t)n_keys;
     out->keys = blob + rb.at;
     rb.at += out->n_keys * 8;
     uint64_t sampler_len = get_u64(&rb);
     if (rb.bad || sampler_len != rb.len - rb.at)
-        return bad_state(r, "the state blob's sizes do not add up");
+        return bad_state(ctx, "the state blob's sizes do not add up");
     out->sampler = blob + rb.at;
     out->sampler_len = (size_t)sampler_len;
-    if (shard >= r->ds.n_shards || open > 1 || (r->s.epochs && out->pos.epoch >= r->s.epochs))
-        return bad_state(r, "the state points outside this dataset");
+    if (shard >= n_shards || open > 1 || (epochs && out->pos.epoch >= epochs))
+        return bad_state(ctx, "the state points outside this dataset");
     /* Values no run writes: steps and counts past 2^62, seconds that are not finite or are
      * negative. */
     const uint64_t huge = (uint64_t)1 << 62;
     if (out->next_step > huge || out->pos.epoch > huge || out->stats.cuts > huge ||
         out->stats.batches > huge || !seconds_ok(out->stats.audio_seconds) ||
         !seconds_ok(out->stats.padded_seconds))
-        return bad_state(r, "the state's step or counters are out of range");
+        return bad_state(ctx, "the state's step or counters are out of range");
     out->pos.shard_index = (uint32_t)shard;
     out->pos.shard_open = (int)open;
     for (size_t i = 1; i < out->n_keys; i++)
         if (sharc__resume_key(out, i) <= sharc__resume_key(out, i - 1))
-            return bad_state(r, "the state's cut list is not sorted");
+            return bad_state(ctx, "the state's cut list is not sorted");
     return 0;
 }
 

@@ -1,0 +1,230 @@
+/*
+ * The pipeline's side of the sampler: its source of cuts (pulled from the walk into
+ * buffered cuts, released, peeked at, reloaded on restore), and restoring a saved state.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "batching/pipeline_impl.h"
+#include "batching/resume.h"
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* ---- sampler source ----------------------------------------------------------------- */
+
+static int pull_item(void *cookie, sharc__sitem *out)
+{
+    sharc__pipeline *p = cookie;
+    double t0 = sharc__now_s(), io0 = p->ctx->io_seconds, read0 = sharc__walk_read_seconds(p->walk);
+    int rc = sharc__walk_pull(p->walk);
+    double t1 = sharc__now_s(), io = p->ctx->io_seconds - io0;
+    /* The reading itself, here or on a read-ahead lane; waiting for a lane is not a stage. */
+    p->stage[SHARC_STAGE_READ] += io;
+    p->stage[SHARC_STAGE_DECOMPRESS] += (sharc__walk_read_seconds(p->walk) - read0) - io;
+    if (rc != 0) {
+        p->pull_wall += t1 - t0;
+        return rc;
+    }
+    bcut *b;
+    if ((rc = sharc__bcut_from_raw(&p->bufs, sharc__walk_cut(p->walk), p->ds->n_shards, &b)) < 0)
+        return rc;
+    double t2 = sharc__now_s();
+    p->stage[SHARC_STAGE_SAMPLE] += t2 - t1;
+    p->pull_wall += t2 - t0;
+    if ((rc = sharc__keyset_add(p->ctx, &p->held, b->key)) < 0) {
+        sharc__bcut_free(&p->bufs, b);
+        return rc;
+    }
+    out->duration = b->duration;
+    out->key = b->key;
+    out->bytes = sharc__bcut_bytes(b);
+    out->payload = b;
+    return 0;
+}
+
+static void release_item(void *cookie, sharc__sitem *item, sharc__release_reason why)
+{
+    sharc__pipeline *p = cookie;
+    if (why == SHARC__RELEASE_TOO_SHORT || why == SHARC__RELEASE_TOO_LONG) {
+        p->stats->filtered_cuts++;
+        /* Filtered as it was pulled, so it is a cut of the epoch being read. */
+        sharc__walk_uncount_cut(p->walk);
+    } else if (why == SHARC__RELEASE_DROPPED)
+        p->stats->dropped_cuts++;
+    sharc__keyset_remove(&p->held, item->key);
+    sharc__bcut_free(&p->bufs, item->payload);
+}
+
+typedef struct peek_visit {
+    int (*visit)(void *cookie, double duration);
+    void *cookie;
+} peek_visit;
+
+/* The sampler's answer for a peeked cut, as the walk's. */
+static int peek_one(void *cookie, double duration)
+{
+    const peek_visit *pv = cookie;
+    int v = pv->visit(pv->cookie, duration);
+    return v == SHARC__PEEK_STOP       ? SHARC__WALK_STOP
+           : v == SHARC__PEEK_FILTERED ? SHARC__WALK_FILTERED
+                                       : SHARC__WALK_TAKEN;
+}
+
+/*
+ * The durations of the cuts pull_item would produce next (sharc__sampler_source.peek): the
+ * walk reads on quietly and goes back (sharc__walk_peek).
+ */
+static int peek_durations(void *cookie, int (*visit)(void *vcookie, double duration), void *vc)
+{
+    sharc__pipeline *p = cookie;
+    const double io0 = p->ctx->io_seconds, read0 = sharc__walk_read_seconds(p->walk);
+    peek_visit pv = {visit, vc};
+    int rc = sharc__walk_peek(p->walk, peek_one, &pv);
+    /* The reading ahead and back is startup time spent reading, counted as pull_item does. */
+    const double io = p->ctx->io_seconds - io0;
+    p->stage[SHARC_STAGE_READ] += io;
+    p->stage[SHARC_STAGE_DECOMPRESS] += (sharc__walk_read_seconds(p->walk) - read0) - io;
+    return rc;
+}
+
+static void describe_item(void *cookie, const sharc__sitem *item, char *out, size_t cap)
+{
+    (void)cookie;
+    const bcut *b = item->payload;
+    snprintf(out, cap, "cut %s (%s member %s)", b->job.id, b->job.shard, b->job.member);
+}
+
+static int cmp_bcut_key(const void *a, const void *b)
+{
+    uint64_t x = (*(bcut *const *)a)->key, y = (*(bcut *const *)b)->key;
+    return (x > y) - (x < y);
+}
+
+static int reload_item(void *cookie, uint64_t key, sharc__sitem *out)
+{
+    sharc__pipeline *p = cookie;
+    size_t lo = 0, hi = p->n_preloaded;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (p->preloaded[mid]->key < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    bcut *b = lo < p->n_preloaded ? p->preloaded[lo] : NULL;
+    if (!b || b->key != key || p->taken[lo])
+        return sharc__fail(p->ctx, SHARC_ERR_STATE,
+                           "the state's buffered cut at shard %llu position %llu could not be "
+                           "read again: the data changed",
+                           (unsigned long long)sharc__key_shard(key, p->ds->n_shards),
+                           (unsigned long long)sharc__key_position(key));
+    int rc = sharc__keyset_add(p->ctx, &p->held, key);
+    if (rc < 0)
+        return rc;
+    p->taken[lo] = 1; /* ownership moves to the sampler */
+    out->duration = b->duration;
+    out->key = key;
+    out->bytes = sharc__bcut_bytes(b);
+    out->payload = b;
+    return 0;
+}
+
+/* ---- restore --------------------------------------------------------------------------- */
+
+typedef struct preload_job {
+    sharc__pipeline *p;
+    const uint64_t *keys; ///< the needed keys of one (epoch, shard), sorted
+    size_t n, found;
+} preload_job;
+
+static int preload_cut(void *cookie, sharc__rawcut *c)
+{
+    preload_job *j = cookie;
+    sharc__pipeline *p = j->p;
+    uint64_t key = 0;
+    int rc = sharc__cut_key(p->ctx, c, p->ds->n_shards, &key);
+    if (rc < 0)
+        return rc;
+    if (!bsearch(&key, j->keys, j->n, sizeof key, cmp_u64))
+        return 0;
+    bcut *b;
+    if ((rc = sharc__bcut_from_raw(&p->bufs, c, p->ds->n_shards, &b)) < 0)
+        return rc;
+    p->preloaded[p->n_preloaded++] = b;
+    return ++j->found == j->n ? 1 : 0;
+}
+
+/* Re-read the cuts the saved sampler held: only the shards they are in. */
+static int preload(sharc__pipeline *p, const uint64_t *keys, size_t n)
+{
+    p->preloaded = sharc__calloc(p->ctx, n ? n : 1, sizeof *p->preloaded);
+    p->taken = sharc__calloc(p->ctx, n ? n : 1, 1);
+    if (!p->preloaded || !p->taken)
+        return SHARC_ERR(ENOMEM);
+    size_t i = 0;
+    while (i < n) {
+        uint64_t visit = sharc__key_visit(keys[i]); /* epoch and shard */
+        size_t j = i;
+        while (j < n && sharc__key_visit(keys[j]) == visit)
+            j++;
+        preload_job job = {p, keys + i, j - i, 0};
+        uint32_t shard = sharc__key_shard(keys[i], p->ds->n_shards);
+        int rc = sharc__walk_scan_shard(p->walk, sharc__key_epoch(keys[i], p->ds->n_shards), shard,
+                                        preload_cut, &job);
+        if (rc < 0)
+            return rc;
+        if (job.found != job.n)
+            return sharc__fail(p->ctx, SHARC_ERR_STATE,
+                               "%zu cuts the state holds were not found again in shard %llu: "
+                               "the data changed",
+                               job.n - job.found, (unsigned long long)shard);
+        i = j;
+    }
+    qsort(p->preloaded, p->n_preloaded, sizeof *p->preloaded, cmp_bcut_key);
+    return 0;
+}
+
+int sharc__pipeline_restore(sharc__pipeline *p, const sharc__sampler_settings *ss,
+                            const sharc__sampler_source *src)
+{
+    sharc__resume st;
+    int rc = sharc__resume_parse(p->ctx, p->resume, p->resume_len, p->state_hash, p->ds->n_shards,
+                                 p->s->epochs, &st);
+    if (rc < 0)
+        return rc;
+    p->step_base = st.next_step;
+    *p->stats = st.stats;
+    p->handed_stats = st.stats;
+    uint64_t *keys = sharc__malloc(p->ctx, (st.n_keys ? st.n_keys : 1) * sizeof *keys);
+    if (!keys)
+        return SHARC_ERR(ENOMEM);
+    for (size_t i = 0; i < st.n_keys; i++)
+        keys[i] = sharc__resume_key(&st, i);
+    rc = preload(p, keys, st.n_keys);
+    sharc__free(p->ctx, keys);
+    if (rc == 0)
+        rc = sharc__walk_seek(p->walk, &st.pos);
+    if (rc == 0)
+        rc = sharc__sampler_restore(p->ctx, ss, src, st.sampler, st.sampler_len, &p->sampler);
+    for (size_t i = 0; i < p->n_preloaded; i++)
+        if (!p->taken[i])
+            sharc__bcut_free(&p->bufs, p->preloaded[i]);
+    sharc__free(p->ctx, p->preloaded);
+    sharc__free(p->ctx, p->taken);
+    p->preloaded = NULL;
+    p->taken = NULL;
+    p->n_preloaded = 0;
+    return rc;
+}
+
+sharc__sampler_source sharc__pipeline_sampler_source(sharc__pipeline *p)
+{
+    return (sharc__sampler_source){p,           pull_item,     release_item,
+                                   reload_item, describe_item, peek_durations};
+}
