@@ -1,0 +1,50 @@
+"""Run under mpirun by test_loader.py: sharc.Loader on every rank, one JSON line per event."""
+import json
+import os
+import sys
+
+import sharc
+
+RANK = int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", "0")))
+
+
+def emit(**kw):
+    # One file per rank: lines that ranks print together may interleave in mpirun's output.
+    with open(os.path.join(sys.argv[3], f"{RANK}.jsonl"), "a") as f:
+        f.write(json.dumps(dict(rank=RANK, **kw)) + "\n")
+
+
+def main():
+    scenario, data = sys.argv[1], sys.argv[2]
+    settings = dict(max_duration=12.0, seed=1, threads=1)
+    if scenario == "read":
+        loader = sharc.Loader(data, mesh="dp=2,cp=2", **settings)
+        info = loader.info
+        for b in loader:
+            emit(slot=info["dp_rank"], source=info["is_source"], step=b.step, ids=b["cut_id"],
+                 shape=list(b["audio"].shape))
+            del b
+    elif scenario == "resume":
+        loader = sharc.Loader(data, mesh="dp=2,cp=2", **settings)
+        first = next(loader)
+        emit(step=first.step, ids=first["cut_id"])
+        del first
+        state = loader.state_dict()
+        loader.close()
+        again = sharc.Loader(data, mesh="dp=2,cp=2", **settings)
+        again.load_state_dict(state)
+        for b in again:
+            emit(step=b.step, ids=b["cut_id"])
+            del b
+    elif scenario == "error":
+        loader = sharc.Loader(data, mesh="cp=2", **settings)
+        try:
+            for b in loader:
+                emit(step=b.step, ids=b["cut_id"])
+                del b
+        except sharc.Error as e:
+            emit(error=type(e).__name__, code=e.code_name, message=str(e))
+
+
+if __name__ == "__main__":
+    main()

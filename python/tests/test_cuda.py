@@ -1,0 +1,32 @@
+"""The NCCL path of sharc.torch with CUDA tensors, on one rank (the GPU suite's machine).
+Skipped, saying so, without a CUDA build of torch and a device."""
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed: the NCCL path is not tested")
+if not (torch.cuda.is_available() and torch.distributed.is_nccl_available()):
+    pytest.skip("no CUDA device or no NCCL in this torch: the NCCL path of sharc.torch is not tested",
+                allow_module_level=True)
+
+import torch.distributed as dist  # noqa: E402
+
+import sharc.torch as st  # noqa: E402
+from _dist_workers import free_port  # noqa: E402
+
+
+def test_nccl_frames_cuda_and_host_tensors_on_one_rank():
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    dist.init_process_group("nccl", rank=0, world_size=1)
+    try:
+        group = dist.group.WORLD
+        assert st._broadcast_device(group).type == "cuda"
+        batch = {"audio": torch.randn(4, 50000, device="cuda"), "lens": torch.arange(4), "ids": ["a", "b", "c", "d"]}
+        framed = st._frame_data(batch, st._broadcast_device(group))
+        assert framed.control.is_cuda and len(framed.device_tensors) == 1
+        assert framed.device_tensors[0].data_ptr() == batch["audio"].data_ptr()  # sent in place
+        kind, got = st._broadcast_packet(("data", batch), group, 0)
+        assert kind == "data" and got["audio"] is batch["audio"] and got["ids"] == batch["ids"]
+        torch.cuda.synchronize()
+    finally:
+        dist.destroy_process_group()

@@ -1,0 +1,75 @@
+"""sharc.Loader: the C loader over MPI on 4 ranks (mpirun), dp=2 x cp=2, and on 2 ranks
+with a corrupt shard. Skipped, saying so, without MPI in this build or without mpirun."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import sharc
+from sharc import _sharc
+from conftest import corrupt
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MPIRUN = shutil.which("mpirun")
+pytestmark = pytest.mark.skipif(not (hasattr(_sharc, "CLoader") and MPIRUN),
+                                reason="no MPI transport in this build or no mpirun: sharc.Loader is not tested")
+SETTINGS = dict(max_duration=12.0, seed=1, threads=1)
+
+
+def mpirun(n, scenario, data, out):
+    env = dict(os.environ)
+    # Open MPI refuses root and probes network interfaces otherwise (tools/dev sets the same).
+    for k, v in dict(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_btl="self,vader",
+                     OMPI_MCA_btl_vader_single_copy_mechanism="none",
+                     OMPI_MCA_rmaps_base_oversubscribe="1").items():
+        env.setdefault(k, v)
+    out.mkdir()
+    run = subprocess.run([MPIRUN, "-n", str(n), sys.executable, os.path.join(HERE, "_mpi_loader.py"), scenario,
+                          str(data), str(out)], capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    by_rank = {}
+    for rank in range(n):
+        with open(out / f"{rank}.jsonl") as f:
+            by_rank[rank] = [json.loads(line) for line in f]
+        for line in by_rank[rank]:
+            assert line.pop("rank") == rank
+    return by_rank
+
+
+def reader_ids(path, **kw):
+    return [list(b["cut_id"]) for b in sharc.Reader(str(path), **SETTINGS, **kw)]
+
+
+def test_every_rank_of_a_slot_gets_the_slot_readers_batches(corpus, tmp_path):
+    got = mpirun(4, "read", corpus / "shar", tmp_path / "out")
+    assert sorted(got) == [0, 1, 2, 3]
+    for slot in range(2):
+        want = reader_ids(corpus / "shar", dp_rank=slot, dp_size=2)
+        for rank, source in ((2 * slot, True), (2 * slot + 1, False)):
+            assert [e["ids"] for e in got[rank]] == want
+            assert {(e["slot"], e["source"]) for e in got[rank]} == {(slot, source)}
+            assert [e["step"] for e in got[rank]] == list(range(len(want)))
+
+
+def test_state_round_trip_on_every_rank(corpus, tmp_path):
+    got = mpirun(4, "resume", corpus / "shar", tmp_path / "out")
+    for slot in range(2):
+        want = reader_ids(corpus / "shar", dp_rank=slot, dp_size=2)
+        for rank in (2 * slot, 2 * slot + 1):
+            assert [e["ids"] for e in got[rank]] == want
+            assert [e["step"] for e in got[rank]] == list(range(len(want)))
+
+
+def test_a_corrupt_shard_fails_every_rank_at_the_same_step(plain_shar, tmp_path):
+    corrupt("tar-replace", plain_shar / "recording.000000.tar", "spk04-utt-000000.flac", "@garbage:100")
+    got = mpirun(2, "error", plain_shar, tmp_path / "out")
+    src, peer = got[0], got[1]
+    assert [e.get("ids") for e in src[:-1]] == [e.get("ids") for e in peer[:-1]]
+    assert src[-1]["error"] == "DataError" and src[-1]["code"] == "SHARC_ERR_DECODE"
+    assert src[-1]["message"].startswith(f"{plain_shar}/recording.000000.tar member spk04-utt-000000.flac "
+                                         "(cut spk04-utt-000000): ")
+    assert peer[-1]["error"] == "RemoteError" and peer[-1]["code"] == "SHARC_ERR_REMOTE"
+    assert peer[-1]["message"] == "source rank 0: " + src[-1]["message"]

@@ -1,0 +1,348 @@
+"""sharc.Reader: reading every layout, DLPack, tensor lifetime, state, settings, errors."""
+import gc
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import sharc
+from conftest import corrupt, expected
+
+np = pytest.importorskip("numpy")
+
+SETTINGS = dict(max_duration=12.0, threads=2, seed=3)
+
+
+def read_all(reader):
+    out = []
+    for b in reader:
+        out.append({"ids": list(b["cut_id"]), "audio": np.from_dlpack(b["audio"]).copy(),
+                    "lens": np.from_dlpack(b["audio_lens"]).copy(), "step": b.step})
+    return out
+
+
+def test_package_is_the_one_under_test():
+    """Under `tools/dev test`'s pip check, the suite runs against the installed package."""
+    where = os.environ.get("SHARC_EXPECT_INSTALLED")
+    if where:
+        assert sharc.__file__.startswith(where) and sharc._sharc.__file__.endswith(".abi3.so")
+    else:
+        assert sharc._sharc.__file__.endswith(os.path.join("python", "sharc", "_sharc.abi3.so"))
+
+
+def test_import_needs_neither_torch_nor_numpy():
+    code = ("import sys; sys.modules['torch'] = None; sys.modules['numpy'] = None; import sharc; "
+            "print(sharc.__version__, sorted(n for n in dir(sharc) if not n.startswith('_')))")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    assert "DataError" in out and "Reader" in out and "RemoteError" in out
+
+
+@pytest.mark.parametrize("layout", ["shar", "nemo", "wds"])
+def test_reads_every_layout(corpus, layout):
+    exp = expected(corpus, layout)
+    by_id = {e["id"]: e for e in exp}
+    seen = []
+    with sharc.Reader(str(corpus / layout), **SETTINGS) as r:
+        for b in r:
+            assert set(b) == {"audio", "audio_lens", "duration", "cut_id", "text", "speaker", "language"}
+            audio = np.from_dlpack(b["audio"])
+            lens = np.from_dlpack(b["audio_lens"])
+            dur = np.from_dlpack(b["duration"])
+            assert audio.dtype == np.float32 and lens.dtype == np.int32 and dur.dtype == np.float32
+            assert audio.shape == (len(b["cut_id"]), int(lens.max()))
+            for i, cut in enumerate(b["cut_id"]):
+                e = by_id[cut]
+                n = e["num_samples"]
+                assert lens[i] == n
+                assert dur[i] == pytest.approx(e["duration"], abs=1e-6)
+                row = audio[i, :n].astype(np.float64)
+                assert row.sum() == pytest.approx(e["sample_sum"], rel=1e-6, abs=1e-6)
+                assert (row * row).sum() == pytest.approx(e["sample_sumsq"], rel=1e-6)
+                assert not audio[i, n:].any()  # zero padding
+                assert b["text"][i] == (e.get("text") or "")
+                assert b["speaker"][i] == (e.get("speaker") or "")
+                assert b["language"][i] == (e.get("language") or "")
+                seen.append(cut)
+    assert sorted(seen) == sorted(by_id)
+
+
+def test_same_batches_as_the_cli(corpus):
+    exe = os.environ.get("SHARC_EXE")
+    if not exe:
+        pytest.skip("the sharc CLI is not built (-Dtools=false)")
+    out = subprocess.run([exe, "read", str(corpus / "shar"), "--max-duration", "12", "--threads", "2", "--seed", "3",
+                          "--json"], check=True, capture_output=True, text=True).stdout
+    cli = [json.loads(l)["ids"] for l in out.splitlines() if json.loads(l).get("type") == "batch"]
+    py = [list(b["cut_id"]) for b in sharc.Reader(str(corpus / "shar"), **SETTINGS)]
+    assert py == cli and len(py) > 2
+
+
+def test_dlpack_shares_memory_with_numpy_and_torch(corpus):
+    r = sharc.Reader(str(corpus / "shar"), **SETTINGS)
+    b = next(r)
+    t = b["audio"]
+    assert t.__dlpack_device__() == (1, 0)
+    a = np.from_dlpack(t)
+    assert a.ctypes.data == t.data_ptr
+    assert np.asarray(t).ctypes.data == t.data_ptr  # __array_interface__, no copy
+    assert a.shape == t.shape and str(a.dtype) == t.dtype
+    torch = pytest.importorskip("torch")
+    tt = torch.from_dlpack(t)
+    assert tt.data_ptr() == t.data_ptr and tt.dtype == torch.float32 and tuple(tt.shape) == t.shape
+    lens = torch.from_dlpack(b["audio_lens"])
+    assert lens.dtype == torch.int32 and lens.tolist() == np.from_dlpack(b["audio_lens"]).tolist()
+    # A write through one view is seen through the other: the same memory.
+    tt[0, 0] = 12.5
+    assert a[0, 0] == 12.5
+
+
+def test_capsule_is_consumed_once(corpus):
+    b = next(sharc.Reader(str(corpus / "shar"), **SETTINGS))
+    cap = b["duration"].__dlpack__()
+    assert "dltensor" in repr(cap)
+    del cap  # unconsumed: its destructor runs the deleter (no leak, no double free)
+    gc.collect()
+    assert b["duration"].__dlpack__(dl_device=(1, 0)) is not None
+    with pytest.raises(BufferError, match=r"is on DLPack device \(1, 0\), not \(2, 0\)"):
+        b["duration"].__dlpack__(dl_device=(2, 0))
+    with pytest.raises(BufferError, match="without a copy only"):
+        b["duration"].__dlpack__(copy=True)
+
+
+def test_tensors_outlive_batch_and_reader(corpus):
+    torch = pytest.importorskip("torch")
+    reference = read_all(sharc.Reader(str(corpus / "shar"), **SETTINGS))
+    r = sharc.Reader(str(corpus / "shar"), **SETTINGS)
+    b = next(r)
+    kept_np = np.from_dlpack(b["audio"])
+    kept_torch = torch.from_dlpack(b["audio_lens"])
+    kept_tensor = b["duration"]
+    del b
+    gc.collect()
+    rest = [list(x["cut_id"]) for x in r]  # every other batch is read while the first is held
+    assert rest == [x["ids"] for x in reference[1:]]
+    r.close()
+    del r
+    gc.collect()
+    # The first batch was neither reused nor freed by the reading that followed or the close.
+    assert np.array_equal(kept_np, reference[0]["audio"])
+    assert kept_torch.tolist() == reference[0]["lens"].tolist()
+    assert np.from_dlpack(kept_tensor).shape == (len(reference[0]["ids"]),)
+
+
+def test_held_tensors_hold_back_the_pool(corpus):
+    """A batch goes back to the pool only when its last tensor and export are freed: with
+    max_held_batches=2 and two batches held (one only through a torch tensor), the reader
+    refuses a third with SHARC_ERR_BACKPRESSURE rather than reuse held memory."""
+    torch = pytest.importorskip("torch")
+    reference = read_all(sharc.Reader(str(corpus / "shar"), **SETTINGS))
+    r = sharc.Reader(str(corpus / "shar"), max_held_batches=2, **SETTINGS)
+    first = torch.from_dlpack(next(r)["audio"])  # the batch dict is gone, the export holds it
+    second = next(r)
+    gc.collect()
+    with pytest.raises(sharc.Error) as info:
+        next(r)
+    assert info.value.code_name == "SHARC_ERR_BACKPRESSURE"
+    assert str(info.value) == "the caller holds 2 batches (max_held_batches 2); release some first"
+    assert np.array_equal(first.numpy(), reference[0]["audio"])
+    assert list(second["cut_id"]) == reference[1]["ids"]
+    del first  # the DLPack deleter releases the first batch
+    gc.collect()
+    third = next(r)
+    assert list(third["cut_id"]) == reference[2]["ids"]
+    assert np.array_equal(np.from_dlpack(second["audio"]), reference[1]["audio"])
+    del second, third
+    gc.collect()
+    assert [list(b["cut_id"]) for b in r] == [x["ids"] for x in reference[3:]]
+
+
+@pytest.mark.parametrize("layout", ["shar", "nemo", "wds"])
+def test_state_round_trip_equals_an_uninterrupted_run(corpus, layout):
+    settings = dict(SETTINGS, epochs=2, max_duration=6.0)
+    whole = read_all(sharc.Reader(str(corpus / layout), **settings))
+    assert len(whole) > 4
+    for k in (1, len(whole) // 2, len(whole) - 1):
+        r = sharc.Reader(str(corpus / layout), **settings)
+        head = [list(next(r)["cut_id"]) for _ in range(k)]
+        state = r.state_dict()
+        assert isinstance(state["sharc_reader_state"], bytes)
+        r.close()
+        resumed = sharc.Reader(str(corpus / layout), **settings)
+        resumed.load_state_dict(state)
+        tail = read_all(resumed)
+        assert head == [x["ids"] for x in whole[:k]]
+        assert [x["ids"] for x in tail] == [x["ids"] for x in whole[k:]]
+        assert [x["step"] for x in tail] == [x["step"] for x in whole[k:]]
+        for got, want in zip(tail, whole[k:]):
+            assert np.array_equal(got["audio"], want["audio"])
+        # The state of a resumed reader before its first batch is the one it resumed from.
+        again = sharc.Reader(str(corpus / layout), **settings)
+        again.load_state_dict(state)
+        assert again.state_dict() == state
+
+
+def test_state_of_a_fresh_reader_restarts(corpus):
+    r = sharc.Reader(str(corpus / "shar"), **SETTINGS)
+    assert r.state_dict() == {"sharc_reader_state": None}
+    r.load_state_dict(r.state_dict())
+    assert [list(b["cut_id"]) for b in r] == [x["ids"] for x in read_all(sharc.Reader(str(corpus / "shar"), **SETTINGS))]
+
+
+def test_state_from_other_settings_is_refused(corpus):
+    r = sharc.Reader(str(corpus / "shar"), **SETTINGS)
+    next(r)
+    state = r.state_dict()
+    other = sharc.Reader(str(corpus / "shar"), **dict(SETTINGS, seed=4))
+    other.load_state_dict(state)
+    with pytest.raises(sharc.Error) as info:
+        next(other)
+    assert info.value.code_name == "SHARC_ERR_STATE"
+    assert "cannot resume" in str(info.value)
+    with pytest.raises(ValueError, match="sharc_reader_state"):
+        other.load_state_dict({"x": 1})
+    with pytest.raises(TypeError, match="must be bytes, not str"):
+        other.load_state_dict({"sharc_reader_state": "abc"})
+
+
+@pytest.mark.parametrize(
+    "kw, exc, text",
+    [
+        ({"max_duraton": 3}, TypeError, "sharc.Reader: unknown keyword 'max_duraton'"),
+        ({"max_duration": "3"}, TypeError, "sharc.Reader: keyword 'max_duration' must be a number, not str"),
+        ({"max_duration": True}, TypeError, "sharc.Reader: keyword 'max_duration' must be a number, not bool"),
+        ({"max_duration": -1.0}, ValueError, "sharc.Reader: keyword 'max_duration' must be > 0"),
+        ({"max_duration": float("nan")}, ValueError, "sharc.Reader: keyword 'max_duration' must be > 0"),
+        ({"num_buckets": 0}, ValueError, "sharc.Reader: keyword 'num_buckets' must be in 1..65536, got 0"),
+        ({"num_buckets": 2.0}, TypeError, "sharc.Reader: keyword 'num_buckets' must be an int, not float"),
+        ({"seed": -1}, ValueError, "sharc.Reader: keyword 'seed' must be in 0..18446744073709551615, got -1"),
+        ({"seed": 1 << 64}, ValueError, "sharc.Reader: keyword 'seed' must be in 0.."),
+        ({"threads": 5000}, ValueError, "sharc.Reader: keyword 'threads' must be in 0..4096, got 5000"),
+        ({"shuffle": 1}, TypeError, "sharc.Reader: keyword 'shuffle' must be a bool, not int"),
+        ({"layout": "tar"}, ValueError, "sharc.Reader: keyword 'layout' must be one of 'auto', 'shar', 'nemo', 'wds', got 'tar'"),
+        ({"layout": 1}, TypeError, "sharc.Reader: keyword 'layout' must be a str, not int"),
+        ({"on_error": "ignore"}, ValueError, "sharc.Reader: keyword 'on_error' must be one of 'fail', 'skip', got 'ignore'"),
+        ({"bins": [2.0, 1.0]}, ValueError, "sharc.Reader: keyword 'bins' must be sorted"),
+        ({"bins": "2,3"}, TypeError, "sharc.Reader: keyword 'bins' must be a sequence of numbers, not str"),
+        ({"bins": [1.0, "x"]}, TypeError, "sharc.Reader: keyword 'bins' must be a number, not str"),
+        ({"bins": []}, ValueError, "sharc.Reader: keyword 'bins' must not be empty"),
+        ({"bins": "linspace"}, ValueError, "sharc.Reader: keyword 'bins'='linspace' needs max_cut_duration"),
+        ({"bins": [1.0, 2.0], "bucket_batch_size": [4]}, ValueError,
+         "sharc.Reader: keyword 'bucket_batch_size' needs one value per bin: 1 values for 2 bins"),
+        ({"bucket_batch_size": [0]}, ValueError, "sharc.Reader: keyword 'bucket_batch_size' must be in 1..4294967295, got 0"),
+        ({"features": "mfcc"}, ValueError, "sharc.Reader: keyword 'features' must be one of 'none', 'fbank', got 'mfcc'"),
+        ({"n_mels": 0}, ValueError, "sharc.Reader: keyword 'n_mels' must be in 1..256, got 0"),
+        ({"fbank_preemph": 1.0}, ValueError, "sharc.Reader: keyword 'fbank_preemph' must be >= 0 and at most 0.999999"),
+        ({"keep_audio": 0}, TypeError, "sharc.Reader: keyword 'keep_audio' must be a bool, not int"),
+        ({"retries": 1001}, ValueError, "sharc.Reader: keyword 'retries' must be in 0..1000, got 1001"),
+        ({"timeout_ms": -1}, ValueError, "sharc.Reader: keyword 'timeout_ms' must be in 0..86400000, got -1"),
+    ],
+)
+def test_bad_keywords(corpus, kw, exc, text):
+    with pytest.raises(exc) as info:
+        sharc.Reader(str(corpus / "shar"), **kw)
+    assert str(info.value).startswith(text), str(info.value)
+
+
+def test_every_cli_keyword_is_accepted(corpus):
+    r = sharc.Reader([str(corpus / "shar")], layout="shar", epochs=1, seed=1, shuffle_shards=False, dp_rank=0,
+                     dp_size=1, on_error="skip", sampling_rate=16000, channel=0, threads=1, prefetch=2,
+                     read_ahead_bytes=0, max_member_bytes=1 << 30, max_duration=10, max_cuts=8,
+                     quadratic_duration=30.0, num_buckets=2, num_cuts_for_bins=100, buffer_size=100,
+                     max_buffer_bytes=0, shuffle=False, drop_last=False, min_duration=0.0, max_cut_duration=30,
+                     max_held_batches=4)
+    assert sum(len(b["cut_id"]) for b in r) == 12
+    linspace = sharc.Reader(str(corpus / "shar"), bins="linspace", num_buckets=3, max_cut_duration=6.0,
+                            bucket_batch_size=[2, 2])
+    assert all(len(b["cut_id"]) <= 2 for b in linspace)
+
+
+def test_fbank_features(corpus):
+    """The CLI's feature options as keywords: features f32 [B, n_mels, frames] and
+    feature_lens i32 [B] in every batch, and no audio with keep_audio=False."""
+    for b in sharc.Reader(str(corpus / "shar"), features="fbank", n_mels=64, fbank_pad_to=0, **SETTINGS):
+        feats = np.from_dlpack(b["features"])
+        lens = np.from_dlpack(b["feature_lens"])
+        audio_lens = np.from_dlpack(b["audio_lens"])
+        assert feats.dtype == np.float32 and lens.dtype == np.int32
+        # docs/features.md: T / hop + 1 frames, of which len / hop are valid (NeMo 2.x).
+        assert feats.shape == (len(b["cut_id"]), 64, int(audio_lens.max()) // 160 + 1)
+        assert lens.tolist() == (audio_lens // 160).tolist()
+        assert np.isfinite(feats).all()
+        for i, n in enumerate(lens):
+            assert not feats[i, :, n:].any()
+    b = next(sharc.Reader(str(corpus / "shar"), features="fbank", keep_audio=False, **SETTINGS))
+    assert "audio" not in b and "features" in b and "audio_lens" in b
+
+
+def test_dp_slots_split_the_shards(corpus):
+    ids = [sorted(c for b in sharc.Reader(str(corpus / "shar"), dp_rank=k, dp_size=2, **SETTINGS)
+                  for c in b["cut_id"]) for k in range(2)]
+    assert ids[0] and ids[1] and not set(ids[0]) & set(ids[1])
+    assert sorted(ids[0] + ids[1]) == sorted(e["id"] for e in expected(corpus, "shar"))
+
+
+def test_bad_paths():
+    with pytest.raises(TypeError, match="paths must be str, bytes or os.PathLike"):
+        sharc.Reader([1], max_duration=3)
+    with pytest.raises(sharc.Error) as info:
+        sharc.Reader("/nonexistent/shards", max_duration=3)
+    assert info.value.code_name == "ENOENT"
+    assert str(info.value) == "/nonexistent/shards: No such file or directory"
+    assert not isinstance(info.value, sharc.DataError)
+
+
+def test_corrupt_shard_raises_data_error_naming_shard_member_and_cut(plain_shar):
+    corrupt("tar-replace", plain_shar / "recording.000000.tar", "spk04-utt-000000.flac", "@garbage:100")
+    r = sharc.Reader(str(plain_shar), **SETTINGS)
+    with pytest.raises(sharc.DataError) as info:
+        for _ in r:
+            pass
+    e = info.value
+    assert isinstance(e, sharc.Error)
+    assert e.code_name == "SHARC_ERR_DECODE" and e.code == -1004
+    assert str(e).startswith(f"{plain_shar}/recording.000000.tar member spk04-utt-000000.flac "
+                             "(cut spk04-utt-000000): ")
+    assert e.message == str(e)
+
+
+def test_corrupt_shard_is_skipped_under_skip(plain_shar):
+    corrupt("tar-replace", plain_shar / "recording.000000.tar", "spk04-utt-000000.flac", "@garbage:100")
+    r = sharc.Reader(str(plain_shar), on_error="skip", **SETTINGS)
+    ids = [c for b in r for c in b["cut_id"]]
+    assert len(ids) == 11 and "spk04-utt-000000" not in ids
+    assert r.stats()["problems"]["decode"] == 1
+
+
+def test_gil_is_released_while_reading(corpus):
+    """Another Python thread runs while the reader makes a batch. A C call that kept the GIL
+    would leave the ticking thread no turn during it: one gap between its ticks as long as
+    the call."""
+    ticks = []
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            ticks.append(time.perf_counter())
+            for _ in range(100):
+                pass
+
+    # One batch of every cut of 20 epochs: long enough to measure.
+    r = sharc.Reader(str(corpus / "shar"), max_duration=10000.0, threads=1, epochs=20, buffer_size=100000)
+    t = threading.Thread(target=spin)
+    t.start()
+    try:
+        time.sleep(0.01)
+        t0 = time.perf_counter()
+        b = r._c.next_batch()
+        t1 = time.perf_counter()
+    finally:
+        stop.set()
+        t.join()
+    assert len(b[0]["cut_id"]) == 20 and t1 - t0 > 0.05
+    during = [x for x in ticks if t0 <= x <= t1]
+    gaps = [y - x for x, y in zip([t0] + during, during + [t1])]
+    assert max(gaps) < (t1 - t0) / 2, (max(gaps), t1 - t0, len(during))
