@@ -7,6 +7,8 @@ build=$1 src=$2 gen=$3
 sharc=$build/tools/sharc
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# A failing check says where, with what the last commands wrote (most checks are silent).
+trap 'echo "cli_mpi.sh: failed at line $LINENO" >&2; tail -n 20 "$tmp"/err "$tmp"/*.jsonl >&2 2>/dev/null' ERR
 "$gen" --out "$tmp/data" --layout shar --shards 4 --cuts-per-shard 10 --max-duration 6 >/dev/null
 
 bash "$src/tools/demo_mpi.sh" "$build" "$tmp/data/shar" >"$tmp/demo.txt"
