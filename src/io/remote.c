@@ -1,4 +1,4 @@
-#include "io/remote.h"
+#include "io/remote_impl.h"
 
 #include <ctype.h>
 #include <curl/curl.h>
@@ -21,43 +21,6 @@
 #include "base/layout.h"
 
 extern char **environ;
-
-enum { KIND_PIPE, KIND_HTTP };
-/* What one attempt at a transfer came to. */
-enum { XFER_DONE, XFER_RETRY, XFER_FAIL };
-
-struct sharc__remote {
-    sharc__ctx *ctx;
-    int kind;
-    char *name; ///< the path as given, for messages (never holds credentials)
-    int rfd;    ///< the reader's end
-    /* pipe: */
-    pid_t pid;
-    int reaped, wstatus;
-    /* http: the request and its credentials */
-    char *url, *sigv4, *user, *pass, *token_header;
-    uint32_t retries, timeout_ms;
-    int wfd; ///< the transfer's end of the socket pair; -1 when the bytes go to `mem`
-    sharc__buf *mem;
-    pthread_t thread;
-    int started;
-    atomic_int cancel;
-    /* the transfer, owned by its thread until joined */
-    CURL *curl;
-    uint64_t delivered, total; ///< total: UINT64_MAX while unknown
-    uint64_t skip;             ///< bytes of a 200 answer to a resumed request already delivered
-    uint64_t range_start;      ///< the start of a 206 answer's Content-Range
-    long code;
-    int checked, stalled, sink_failed;
-    double last_progress;
-    char etag[256];
-    char body[2048]; ///< the start of an error answer's body
-    size_t body_len;
-    atomic_ullong bytes;
-    atomic_uint n_retries;
-    int rc;
-    char msg[900];
-};
 
 int sharc__is_remote(const char *path)
 {
@@ -122,7 +85,8 @@ static void remote_free(sharc__ctx *ctx, sharc__remote *r)
 
 /* Append `s` percent-encoded as SigV4 wants it: all but the unreserved characters, and '/'
  * when `keep_slash`. */
-static int append_encoded(sharc__ctx *ctx, sharc__buf *b, const char *s, size_t n, int keep_slash)
+int sharc__remote_append_encoded(sharc__ctx *ctx, sharc__buf *b, const char *s, size_t n,
+                                 int keep_slash)
 {
     static const char hex[] = "0123456789ABCDEF";
     for (size_t i = 0; i < n; i++) {
@@ -156,8 +120,8 @@ static const char *region_of_env(void)
 
 /* The HTTP URL of the object or bucket root (`key` NULL) of s3://bucket/key: path-style
  * under AWS_ENDPOINT_URL, else AWS's virtual-hosted name. */
-static int s3_http_url(sharc__ctx *ctx, sharc__buf *b, const char *bucket, size_t bucket_len,
-                       const char *key)
+int sharc__remote_s3_url(sharc__ctx *ctx, sharc__buf *b, const char *bucket, size_t bucket_len,
+                         const char *key)
 {
     const char *endpoint = env_nonempty("AWS_ENDPOINT_URL");
     int rc = 0;
@@ -168,7 +132,7 @@ static int s3_http_url(sharc__ctx *ctx, sharc__buf *b, const char *bucket, size_
             n--;
         rc = sharc__buf_append(ctx, b, endpoint, n);
         rc = rc < 0 ? rc : sharc__buf_append(ctx, b, "/", 1);
-        rc = rc < 0 ? rc : append_encoded(ctx, b, bucket, bucket_len, 0);
+        rc = rc < 0 ? rc : sharc__remote_append_encoded(ctx, b, bucket, bucket_len, 0);
     } else {
         char host[512];
         snprintf(host, sizeof host, "https://%.*s.s3.%s.amazonaws.com", (int)bucket_len, bucket,
@@ -177,7 +141,7 @@ static int s3_http_url(sharc__ctx *ctx, sharc__buf *b, const char *bucket, size_
     }
     if (rc == 0 && key) {
         rc = sharc__buf_append(ctx, b, "/", 1);
-        rc = rc < 0 ? rc : append_encoded(ctx, b, key, strlen(key), 1);
+        rc = rc < 0 ? rc : sharc__remote_append_encoded(ctx, b, key, strlen(key), 1);
     } else if (rc == 0 && !endpoint) {
         rc = sharc__buf_append(ctx, b, "/", 1);
     }
@@ -185,7 +149,7 @@ static int s3_http_url(sharc__ctx *ctx, sharc__buf *b, const char *bucket, size_
 }
 
 /* The signing of S3 requests, from the standard variables; none without a key. */
-static int s3_credentials(sharc__ctx *ctx, sharc__remote *r)
+int sharc__remote_s3_credentials(sharc__ctx *ctx, sharc__remote *r)
 {
     const char *id = env_nonempty("AWS_ACCESS_KEY_ID");
     const char *secret = env_nonempty("AWS_SECRET_ACCESS_KEY");
@@ -206,7 +170,7 @@ static int s3_credentials(sharc__ctx *ctx, sharc__remote *r)
     return 0;
 }
 
-static int remote_new(sharc__remote **out, sharc__ctx *ctx, const char *path, int kind)
+int sharc__remote_new(sharc__remote **out, sharc__ctx *ctx, const char *path, int kind)
 {
     sharc__remote *r = sharc__calloc(ctx, 1, sizeof *r);
     if (!r)
@@ -236,12 +200,12 @@ static int http_setup(sharc__ctx *ctx, sharc__remote *r, const char *path)
         return sharc__set_error(ctx, SHARC_ERR(EINVAL),
                                 "%s: not an object URL (expected s3://bucket/key)", path);
     sharc__buf b = {0};
-    int rc = s3_http_url(ctx, &b, bucket, (size_t)(slash - bucket), slash + 1);
+    int rc = sharc__remote_s3_url(ctx, &b, bucket, (size_t)(slash - bucket), slash + 1);
     if (rc == 0)
         r->url = (char *)b.data;
     else
         sharc__buf_free(ctx, &b);
-    return rc < 0 ? rc : s3_credentials(ctx, r);
+    return rc < 0 ? rc : sharc__remote_s3_credentials(ctx, r);
 }
 
 /* ---- one HTTP transfer ---- */
@@ -542,8 +506,14 @@ static void curl_start(void)
     curl_ready = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
 }
 
+int sharc__remote_curl_ready(void)
+{
+    pthread_once(&curl_once, curl_start);
+    return curl_ready;
+}
+
 /* Attempts with capped exponential backoff; r->rc 0 when the transfer completed. */
-static void transfer(sharc__remote *r)
+void sharc__remote_transfer(sharc__remote *r)
 {
     r->rc = 0;
     for (uint32_t k = 0;; k++) {
@@ -577,7 +547,7 @@ static void transfer(sharc__remote *r)
 static void *transfer_thread(void *arg)
 {
     sharc__remote *r = arg;
-    transfer(r);
+    sharc__remote_transfer(r);
     /* End of file for the reader, which then asks sharc__remote_end() how it went. */
     shutdown(r->wfd, SHUT_WR);
     return NULL;
@@ -673,7 +643,7 @@ int sharc__remote_open(sharc__remote **out, sharc__ctx *ctx, const char *path, i
     *out = NULL;
     *fd = -1;
     int rc = sharc__remote_check_path(ctx, path);
-    if (rc == 0 && (rc = remote_new(&r, ctx, path, kind)) < 0)
+    if (rc == 0 && (rc = sharc__remote_new(&r, ctx, path, kind)) < 0)
         rc = sharc__set_error(ctx, rc, "%s: out of memory", path);
     if (rc == 0)
         rc = kind == KIND_PIPE ? pipe_open(r, ctx, path, fd) : http_open(r, ctx, path, fd);
@@ -733,249 +703,4 @@ void sharc__remote_close(sharc__remote **rp, sharc__ctx *ctx)
     atomic_fetch_add(&sharc__ctx_net(ctx)->bytes, atomic_load(&r->bytes));
     atomic_fetch_add(&sharc__ctx_net(ctx)->retries, atomic_load(&r->n_retries));
     remote_free(ctx, r);
-}
-
-/* ---- listing ---- */
-
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* The character an entity at `a` (n bytes) stands for, with its length in *used: the five
- * predefined ones and character references to ASCII (S3 writes control characters so);
- * -1 for anything else, which then stands for itself. */
-static int xml_entity(const char *a, size_t n, size_t *used)
-{
-    static const struct {
-        const char *name;
-        char c;
-    } ents[] = {{"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&quot;", '"'}, {"&apos;", '\''}};
-    if (n < 3 || a[0] != '&')
-        return -1;
-    for (size_t k = 0; k < sizeof ents / sizeof *ents; k++)
-        if (n >= strlen(ents[k].name) && strncmp(a, ents[k].name, strlen(ents[k].name)) == 0) {
-            *used = strlen(ents[k].name);
-            return ents[k].c;
-        }
-    if (a[1] != '#')
-        return -1;
-    const int hex = a[2] == 'x';
-    unsigned v = 0;
-    size_t i = 2 + (size_t)hex;
-    for (; i < n && i < 8 && (hex ? isxdigit((unsigned char)a[i]) : isdigit((unsigned char)a[i]));
-         i++)
-        v = v * (hex ? 16u : 10u) + (unsigned)(isdigit((unsigned char)a[i])
-                                                   ? a[i] - '0'
-                                                   : tolower((unsigned char)a[i]) - 'a' + 10);
-    if (i >= n || a[i] != ';' || i == 2 + (size_t)hex || v == 0 || v >= 0x80)
-        return -1;
-    *used = i + 1;
-    return (int)v;
-}
-
-/* The text of the first <tag>…</tag> in [p, end), entities decoded, in *out (NULL when the
- * tag is absent). */
-static int xml_text(sharc__ctx *ctx, const char *p, const char *end, const char *tag, char **out)
-{
-    char open[64], close_[64];
-    snprintf(open, sizeof open, "<%s>", tag);
-    snprintf(close_, sizeof close_, "</%s>", tag);
-    *out = NULL;
-    const char *a = memmem(p, (size_t)(end - p), open, strlen(open));
-    if (!a)
-        return 0;
-    a += strlen(open);
-    const char *b = memmem(a, (size_t)(end - a), close_, strlen(close_));
-    if (!b)
-        return 0;
-    char *s = sharc__malloc(ctx, (size_t)(b - a) + 1), *w = s;
-    if (!s)
-        return SHARC_ERR(ENOMEM);
-    while (a < b) {
-        size_t used = 0;
-        int c = xml_entity(a, (size_t)(b - a), &used);
-        if (c >= 0) {
-            *w++ = (char)c;
-            a += used;
-        } else {
-            *w++ = *a++;
-        }
-    }
-    *w = 0;
-    *out = s;
-    return 0;
-}
-
-/* Every <block>…</block> of [p, end) in turn: *at is where the next search starts. */
-static int xml_block(const char *p, const char *end, const char *block, const char **b0,
-                     const char **b1)
-{
-    char open[64], close_[64];
-    snprintf(open, sizeof open, "<%s>", block);
-    snprintf(close_, sizeof close_, "</%s>", block);
-    const char *a = memmem(p, (size_t)(end - p), open, strlen(open));
-    const char *b = a ? memmem(a, (size_t)(end - a), close_, strlen(close_)) : NULL;
-    if (!b)
-        return 0;
-    *b0 = a + strlen(open);
-    *b1 = b;
-    return 1;
-}
-
-/* The query of one ListObjectsV2 page, its parameters in SigV4's (sorted) order. */
-static int list_query(sharc__ctx *ctx, sharc__buf *u, const char *prefix, const char *token)
-{
-    int rc = sharc__buf_append(ctx, u, "?", 1);
-    if (rc == 0 && token) {
-        rc = sharc__buf_append(ctx, u, "continuation-token=", 19);
-        rc = rc < 0 ? rc : append_encoded(ctx, u, token, strlen(token), 0);
-        rc = rc < 0 ? rc : sharc__buf_append(ctx, u, "&", 1);
-    }
-    rc = rc < 0 ? rc : sharc__buf_append(ctx, u, "delimiter=%2F&list-type=2&prefix=", 33);
-    rc = rc < 0 ? rc : append_encoded(ctx, u, prefix, strlen(prefix), 0);
-    return rc < 0 ? SHARC_ERR(ENOMEM) : 0;
-}
-
-/* GET one page into `page`, with the retries of a shard's transfer. */
-static int list_page(sharc__ctx *ctx, sharc__remote *r, const char *url, sharc__buf *page)
-{
-    sharc__free(ctx, r->url);
-    if (!(r->url = sharc__strdup(ctx, url)))
-        return SHARC_ERR(ENOMEM);
-    sharc__buf_clear(page);
-    r->mem = page;
-    r->delivered = 0;
-    r->total = UINT64_MAX;
-    r->etag[0] = 0;
-    transfer(r);
-    if (r->rc < 0)
-        return sharc__set_error(
-            ctx, r->rc == SHARC_ERR(EACCES) || r->rc == SHARC_ERR(ENOENT) ? r->rc : SHARC_ERR_IO,
-            "cannot list %s: %s", r->name, r->msg);
-    return 0;
-}
-
-int sharc__s3_parse_list(sharc__ctx *ctx, const char *xml, size_t n, const char *bucket,
-                         sharc__strs *keys, sharc__strs *dirs, char **token)
-{
-    const char *p = xml, *end = xml + n, *b0, *b1;
-    char *text = NULL;
-    int rc = 0;
-    *token = NULL;
-    for (; rc == 0 && xml_block(p, end, "Contents", &b0, &b1); p = b1) {
-        if ((rc = xml_text(ctx, b0, b1, "Key", &text)) < 0)
-            break;
-        if (!text) {
-            rc = sharc__set_error(ctx, SHARC_ERR_IO, "an object without a <Key> in the listing");
-            break;
-        }
-        const char *leaf = strrchr(text, '/') ? strrchr(text, '/') + 1 : text;
-        /* Hidden names are skipped as in a directory; a key ending in '/' marks a folder. */
-        if (*leaf && *leaf != '.') {
-            size_t len = strlen(bucket) + strlen(text) + 7;
-            char *u = sharc__malloc(ctx, len);
-            if (u)
-                snprintf(u, len, "s3://%s/%s", bucket, text);
-            rc = sharc__strs_push(ctx, keys, u);
-        }
-        sharc__free(ctx, text);
-        text = NULL;
-    }
-    for (p = xml; rc == 0 && xml_block(p, end, "CommonPrefixes", &b0, &b1); p = b1) {
-        if ((rc = xml_text(ctx, b0, b1, "Prefix", &text)) == 0 && text)
-            rc = sharc__strs_push(ctx, dirs, text);
-        text = NULL;
-    }
-    if (rc == 0 && (rc = xml_text(ctx, xml, end, "IsTruncated", &text)) == 0 && text &&
-        strcmp(text, "true") == 0) {
-        rc = xml_text(ctx, xml, end, "NextContinuationToken", token);
-        if (rc == 0 && (!*token || !**token))
-            rc = sharc__set_error(ctx, SHARC_ERR_IO,
-                                  "a truncated listing page without a NextContinuationToken");
-    }
-    sharc__free(ctx, text);
-    if (rc < 0) {
-        sharc__free(ctx, *token);
-        *token = NULL;
-    }
-    return rc == SHARC_ERR(ENOMEM) ? sharc__set_error(ctx, rc, "out of memory") : rc;
-}
-
-static int list_prefix(sharc__ctx *ctx, sharc__remote *r, const char *bucket, const char *prefix,
-                       sharc__strs *out, int recurse_manifests, size_t *ignored)
-{
-    sharc__buf base = {0}, url = {0}, page = {0};
-    sharc__strs dirs = {0};
-    char *token = NULL, *last = NULL;
-    int rc = s3_http_url(ctx, &base, bucket, strlen(bucket), NULL);
-    do {
-        rc = rc < 0 ? rc : sharc__buf_set(ctx, &url, base.data, base.len);
-        rc = rc < 0 ? rc : list_query(ctx, &url, prefix, token);
-        rc = rc < 0 ? rc : list_page(ctx, r, sharc__buf_str(&url), &page);
-        sharc__free(ctx, last);
-        last = token;
-        token = NULL;
-        if (rc == 0 && (rc = sharc__s3_parse_list(ctx, (const char *)page.data, page.len, bucket,
-                                                  out, &dirs, &token)) < 0)
-            sharc__wrap_error(ctx, rc, "cannot list s3://%s/%s", bucket, prefix);
-        /* A server that hands the same token again would be listed forever. */
-        if (rc == 0 && token && last && strcmp(token, last) == 0)
-            rc = sharc__set_error(ctx, SHARC_ERR_IO,
-                                  "cannot list s3://%s/%s: the server repeated the continuation "
-                                  "token of the page before",
-                                  bucket, prefix);
-    } while (rc == 0 && token);
-    const size_t plen = strlen(prefix);
-    for (size_t i = 0; rc == 0 && i < dirs.n; i++) {
-        const char *sub = dirs.items[i];
-        const int below = strncmp(sub, prefix, plen) == 0;
-        if (recurse_manifests && below && strcmp(sub + plen, SHARC__NEMO_SHARDED_DIR "/") == 0) {
-            rc = list_prefix(ctx, r, bucket, sub, out, 0, ignored);
-        } else {
-            sharc__log(ctx, SHARC_LOG_WARN,
-                       "ignoring directory s3://%s/%s: shards are read from the directories "
-                       "given, not from their subdirectories (give it, or a pattern, as a path)",
-                       bucket, sub);
-            (*ignored)++;
-        }
-    }
-    sharc__free(ctx, token);
-    sharc__free(ctx, last);
-    sharc__strs_free(ctx, &dirs);
-    sharc__buf_free(ctx, &base);
-    sharc__buf_free(ctx, &url);
-    sharc__buf_free(ctx, &page);
-    return rc == SHARC_ERR(ENOMEM) && !ctx->error[0]
-               ? sharc__set_error(ctx, rc, "cannot list s3://%s/%s: out of memory", bucket, prefix)
-               : rc;
-}
-
-int sharc__remote_list(sharc__ctx *ctx, const char *url, sharc__strs *out, int recurse_manifests,
-                       size_t *ignored)
-{
-    if (!sharc__remote_is_prefix(url))
-        return sharc__set_error(ctx, SHARC_ERR(EINVAL),
-                                "cannot list %s: only s3://bucket/prefix/ can be listed", url);
-    sharc__remote *r = NULL;
-    int rc = remote_new(&r, ctx, url, KIND_HTTP);
-    if (rc == 0)
-        rc = s3_credentials(ctx, r);
-    pthread_once(&curl_once, curl_start);
-    if (rc == 0 && !curl_ready)
-        rc = sharc__set_error(ctx, SHARC_ERR_IO, "%s: libcurl cannot be initialised", url);
-    const char *slash = strchr(url + 5, '/');
-    char *bucket =
-        sharc__strndup(ctx, url + 5, slash ? (size_t)(slash - url - 5) : strlen(url + 5));
-    size_t first = out->n;
-    ctx->error[0] = 0;
-    if (rc == 0 && !bucket)
-        rc = sharc__set_error(ctx, SHARC_ERR(ENOMEM), "cannot list %s: out of memory", url);
-    if (rc == 0)
-        rc = list_prefix(ctx, r, bucket, slash ? slash + 1 : "", out, recurse_manifests, ignored);
-    sharc__free(ctx, bucket);
-    if (rc == 0 && out->n > first)
-        qsort(out->items + first, out->n - first, sizeof(char *), cmp_str);
-    sharc__remote_close(&r, ctx);
-    return rc;
 }

@@ -1,0 +1,70 @@
+/*
+ * The remote module's internals, shared by remote.c (opening, transfers, pipe:) and
+ * remote_list.c (S3 listings), which calls into remote.c and never the other way.
+ */
+#ifndef SHARC_SRC_REMOTE_IMPL_H
+#define SHARC_SRC_REMOTE_IMPL_H
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "base/buf.h"
+#include "base/ctx.h"
+#include "io/remote.h"
+
+enum { KIND_PIPE, KIND_HTTP };
+/* What one attempt at a transfer came to. */
+enum { XFER_DONE, XFER_RETRY, XFER_FAIL };
+
+struct sharc__remote {
+    sharc__ctx *ctx;
+    int kind;
+    char *name; ///< the path as given, for messages (never holds credentials)
+    int rfd;    ///< the reader's end
+    /* pipe: */
+    pid_t pid;
+    int reaped, wstatus;
+    /* http: the request and its credentials */
+    char *url, *sigv4, *user, *pass, *token_header;
+    uint32_t retries, timeout_ms;
+    int wfd; ///< the transfer's end of the socket pair; -1 when the bytes go to `mem`
+    sharc__buf *mem;
+    pthread_t thread;
+    int started;
+    atomic_int cancel;
+    /* the transfer, owned by its thread until joined */
+    CURL *curl;
+    uint64_t delivered, total; ///< total: UINT64_MAX while unknown
+    uint64_t skip;             ///< bytes of a 200 answer to a resumed request already delivered
+    uint64_t range_start;      ///< the start of a 206 answer's Content-Range
+    long code;
+    int checked, stalled, sink_failed;
+    double last_progress;
+    char etag[256];
+    char body[2048]; ///< the start of an error answer's body
+    size_t body_len;
+    atomic_ullong bytes;
+    atomic_uint n_retries;
+    int rc;
+    char msg[900];
+};
+
+/** A handle for `path` of `kind` (KIND_PIPE, KIND_HTTP), not yet opened. */
+int sharc__remote_new(sharc__remote **out, sharc__ctx *ctx, const char *path, int kind);
+/** The S3 credentials and signing of r, from the environment. */
+int sharc__remote_s3_credentials(sharc__ctx *ctx, sharc__remote *r);
+/** The HTTP URL of an S3 object or listing: `bucket` then `key`, percent-encoded. */
+int sharc__remote_s3_url(sharc__ctx *ctx, sharc__buf *b, const char *bucket, size_t bucket_len,
+                         const char *key);
+/** Append `s` (n bytes) percent-encoded as S3 wants, keeping '/' when keep_slash. */
+int sharc__remote_append_encoded(sharc__ctx *ctx, sharc__buf *b, const char *s, size_t n,
+                                 int keep_slash);
+/** Run r's transfer with its retries; r->rc is 0 when it completed. */
+void sharc__remote_transfer(sharc__remote *r);
+/** libcurl initialised once for the process: 1, or 0 when it cannot be. */
+int sharc__remote_curl_ready(void);
+
+#endif /* SHARC_SRC_REMOTE_IMPL_H */
