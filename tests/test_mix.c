@@ -8,6 +8,7 @@
 #include <check.h>
 #include <errno.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
@@ -417,8 +418,28 @@ START_TEST(errors_name_the_entry)
 }
 END_TEST
 
+/* AddressSanitizer keeps freed memory in quarantine: resident memory says nothing there. */
+#if defined(__SANITIZE_ADDRESS__)
+#define RSS_MEANINGFUL 0
+#else
+#define RSS_MEANINGFUL 1
+#endif
+
+/* Resident memory of this process, in KiB (/proc/self/statm). */
+static long rss_kib(void)
+{
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f && fscanf(f, "%ld %ld", &pages, &resident) != 2)
+        resident = 0;
+    if (f)
+        fclose(f);
+    return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
 /* 500 sources of one shard each, at most 8 open at once: the file descriptors stay within
- * the budget while every source is drawn from many times. */
+ * the budget and the memory small while every source is drawn from many times; without
+ * the budget both grow with the sources. */
 START_TEST(many_sources_bounded)
 {
     enum { SOURCES = 500 };
@@ -433,6 +454,7 @@ START_TEST(many_sources_bounded)
     for (int i = 0; i < SOURCES; i++)
         fprintf(f, "- {type: wds, paths: %s/many/wds/shard-%06d.tar, weight: 1}\n", dir, i);
     fclose(f);
+    long bounded_growth = 0;
     for (int bound = 1; bound >= 0; bound--) {
         sharc_reader_settings s;
         settings_on(&s, path);
@@ -440,18 +462,29 @@ START_TEST(many_sources_bounded)
         int fds0 = tu_open_fds();
         sharc_reader *r = open_ok(&s);
         ck_assert_uint_eq(sharc_reader_num_sources(r), SOURCES);
+        const long rss0 = rss_kib();
         const sharc_cut *c;
         int most = 0;
+        long grew = 0;
         for (int i = 0; i < 3000; i++) {
             ck_assert_int_eq(sharc_reader_next(r, &c), 0);
             int fds = tu_open_fds() - fds0;
             if (fds > most)
                 most = fds;
+            if (rss_kib() - rss0 > grew)
+                grew = rss_kib() - rss0;
         }
-        if (bound)
+        if (bound) {
             ck_assert_msg(most <= 8, "%d files open with a budget of 8", most);
-        else /* the same run without a budget keeps a shard of most sources open */
+            ck_assert_msg(!RSS_MEANINGFUL || grew < 64 * 1024,
+                          "memory grew by %ld KiB with a budget of 8", grew);
+            bounded_growth = grew;
+        } else { /* the same run without a budget keeps a shard of most sources open */
             ck_assert_msg(most > 100, "only %d files open without a budget", most);
+            ck_assert_msg(!RSS_MEANINGFUL || grew > 8 * bounded_growth,
+                          "memory grew by %ld KiB without a budget, %ld KiB with one", grew,
+                          bounded_growth);
+        }
         sharc_reader_close(&r);
         ck_assert_int_eq(tu_open_fds(), fds0);
     }
