@@ -402,7 +402,8 @@ enum kw_kind {
     KW_ON_ERROR,
     KW_FEATURES,
     KW_BINS,
-    KW_BBS
+    KW_BBS,
+    KW_PATH
 };
 
 typedef struct {
@@ -457,6 +458,9 @@ static const kw_def kw_defs[] = {
     {"keep_audio", KW_BOOL, R(keep_audio), 0, 0, 0},
     {"retries", KW_U32, R(retries), 0, 1000, 0},
     {"timeout_ms", KW_U32, R(timeout_ms), 0, 86400000, 0},
+    {"input_cfg", KW_PATH, R(input_cfg), 0, 0, 0},
+    {"max_open_streams", KW_U32, R(max_open_streams), 0, UINT32_MAX, 0},
+    {"mix_finite", KW_BOOL, R(mix_finite), 0, 0, 0},
 };
 #undef R
 #undef SM
@@ -486,6 +490,7 @@ typedef struct {
     sharc_reader_settings s;
     char **paths;
     size_t n_paths;
+    char *input_cfg;
     double *bins;
     uint32_t *bbs;
     void *resume;
@@ -646,6 +651,8 @@ fail:
     return -1;
 }
 
+static int fs_path(PyObject *p, const char *what, char **out);
+
 static int set_keyword(ReaderObject *self, const kw_def *d, PyObject *v, int *linspace)
 {
     static const char *const layouts[] = {"auto", "shar", "nemo", "wds", NULL};
@@ -722,6 +729,15 @@ static int set_keyword(ReaderObject *self, const kw_def *d, PyObject *v, int *li
         self->s.sampler.bucket_batch_size = self->bbs;
         return 0;
     }
+    case KW_PATH: {
+        char *path;
+        if (fs_path(v, d->name, &path) < 0)
+            return -1;
+        free(self->input_cfg);
+        self->input_cfg = path;
+        self->s.input_cfg = path;
+        return 0;
+    }
     }
     return 0;
 }
@@ -759,16 +775,24 @@ static int linspace_bins(ReaderObject *self)
     return 0;
 }
 
-static int add_path(ReaderObject *self, PyObject *p)
+/* A str, bytes or os.PathLike as a file system path, malloc'd into *out; `what` names the
+ * argument in the TypeError for anything else. */
+static int fs_path(PyObject *p, const char *what, char **out)
 {
+    *out = NULL;
     PyObject *fs = PyOS_FSPath(p);
     if (!fs) {
         PyErr_Clear();
         PyObject *tn = type_name(p);
-        PyErr_Format(PyExc_TypeError,
-                     "sharc.Reader: paths must be str, bytes or os.PathLike (or a list of them), "
-                     "not %S",
-                     tn);
+        if (strcmp(what, "paths") == 0)
+            PyErr_Format(PyExc_TypeError,
+                         "sharc.Reader: paths must be str, bytes or os.PathLike (or a list of "
+                         "them), not %S",
+                         tn);
+        else
+            PyErr_Format(PyExc_TypeError,
+                         "sharc.Reader: keyword '%s' must be str, bytes or os.PathLike, not %S",
+                         what, tn);
         Py_XDECREF(tn);
         return -1;
     }
@@ -782,8 +806,20 @@ static int add_path(ReaderObject *self, PyObject *p)
         Py_DECREF(b);
         return -1;
     }
-    char *copy = strndup(s, (size_t)n);
+    *out = strndup(s, (size_t)n);
     Py_DECREF(b);
+    if (!*out) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+static int add_path(ReaderObject *self, PyObject *p)
+{
+    char *copy;
+    if (fs_path(p, "paths", &copy) < 0)
+        return -1;
     char **grown = realloc(self->paths, (self->n_paths + 1) * sizeof *grown);
     if (!copy || !grown) {
         free(copy);
@@ -819,10 +855,6 @@ static int parse_paths(ReaderObject *self, PyObject *paths)
     Py_DECREF(it);
     if (PyErr_Occurred())
         return -1;
-    if (self->n_paths == 0) {
-        PyErr_SetString(PyExc_ValueError, "sharc.Reader: paths is empty");
-        return -1;
-    }
     return 0;
 }
 
@@ -831,11 +863,13 @@ static void reader_free_settings(ReaderObject *self)
     for (size_t i = 0; i < self->n_paths; i++)
         free(self->paths[i]);
     free(self->paths);
+    free(self->input_cfg);
     free(self->bins);
     free(self->bbs);
     free(self->resume);
     self->paths = NULL;
     self->n_paths = 0;
+    self->input_cfg = NULL;
     self->bins = NULL;
     self->bbs = NULL;
     self->resume = NULL;
@@ -918,6 +952,16 @@ static int Reader_init(PyObject *op, PyObject *args, PyObject *kw)
                      "sharc.Reader: keyword 'bucket_batch_size' needs one value per bin: %zu "
                      "values for %zu bins",
                      n_bbs, self->s.sampler.n_bins);
+        return -1;
+    }
+    if (self->n_paths == 0 && !self->input_cfg) {
+        PyErr_SetString(PyExc_ValueError, "sharc.Reader: paths is empty");
+        return -1;
+    }
+    if (self->n_paths > 0 && self->input_cfg) {
+        PyErr_SetString(PyExc_ValueError,
+                        "sharc.Reader: keyword 'input_cfg' reads the datasets it lists: "
+                        "give no paths with it (sharc.Reader([], input_cfg=...))");
         return -1;
     }
     return open_reader ? reader_open(self) : 0;

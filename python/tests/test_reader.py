@@ -346,3 +346,48 @@ def test_gil_is_released_while_reading(corpus):
     during = [x for x in ticks if t0 <= x <= t1]
     gaps = [y - x for x, y in zip([t0] + during, during + [t1])]
     assert max(gaps) < (t1 - t0) / 2, (max(gaps), t1 - t0, len(during))
+
+
+def test_input_cfg_mixture(corpus, tmp_path):
+    """A NeMo input_cfg through the input_cfg keyword: batches of both sources, each cut's
+    language from its source's lang tag, another tag as a string column; the same batches on
+    a second run."""
+    cfg = tmp_path / "mix.yaml"
+    cfg.write_text(
+        "input_cfg:\n"
+        f"  - {{type: lhotse_shar, shar_path: {corpus / 'shar'}, weight: 0.5, tags: {{lang: en, task: asr}}}}\n"
+        f"  - {{type: wds, paths: {corpus / 'wds'}, weight: 0.5, tags: {{lang: de, task: ast}}}}\n"
+    )
+
+    def run():
+        out = []
+        for b in sharc.Reader([], input_cfg=cfg, max_duration=12.0, seed=3, max_open_streams=1):
+            out.append((b["cut_id"], b["language"], b["task"]))
+            if len(out) == 12:
+                return out
+        return out
+
+    first = run()
+    assert len(first) == 12
+    pairs = {(lang, task) for _, langs, tasks in first for lang, task in zip(langs, tasks)}
+    assert pairs == {("en", "asr"), ("de", "ast")}
+    assert run() == first
+
+
+@pytest.mark.parametrize(
+    "args,kw,exc,text",
+    [
+        ((["x"],), {"input_cfg": "m.yaml"}, ValueError,
+         "sharc.Reader: keyword 'input_cfg' reads the datasets it lists: give no paths with it "
+         "(sharc.Reader([], input_cfg=...))"),
+        (([],), {"input_cfg": 3}, TypeError,
+         "sharc.Reader: keyword 'input_cfg' must be str, bytes or os.PathLike, not int"),
+        (([],), {}, ValueError, "sharc.Reader: paths is empty"),
+        (([],), {"input_cfg": "m.yaml", "mix_finite": 1}, TypeError,
+         "sharc.Reader: keyword 'mix_finite' must be a bool, not int"),
+    ],
+)
+def test_input_cfg_keywords(args, kw, exc, text):
+    with pytest.raises(exc) as e:
+        sharc.Reader(*args, **kw)
+    assert str(e.value) == text
