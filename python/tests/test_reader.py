@@ -318,34 +318,28 @@ def test_corrupt_shard_is_skipped_under_skip(plain_shar):
 
 
 def test_gil_is_released_while_reading(corpus):
-    """Another Python thread runs while the reader makes a batch. A C call that kept the GIL
-    would leave the ticking thread no turn during it: one gap between its ticks as long as
-    the call."""
-    ticks = []
-    stop = threading.Event()
+    """Another Python thread runs while the reader makes a batch: the main thread gets its
+    turn while a second thread is inside the C call, long before the call returns. A call
+    that kept the GIL would let the main thread run only once it had returned."""
+    # One batch of every cut of 50 epochs: a call of tens of milliseconds at least.
+    r = sharc.Reader(str(corpus / "shar"), max_duration=10000.0, threads=1, epochs=50, buffer_size=100000)
+    inside = threading.Event()
+    state = {}
 
-    def spin():
-        while not stop.is_set():
-            ticks.append(time.perf_counter())
-            for _ in range(100):
-                pass
-
-    # One batch of every cut of 20 epochs: long enough to measure.
-    r = sharc.Reader(str(corpus / "shar"), max_duration=10000.0, threads=1, epochs=20, buffer_size=100000)
-    t = threading.Thread(target=spin)
-    t.start()
-    try:
-        time.sleep(0.01)
+    def read():
+        inside.set()
         t0 = time.perf_counter()
-        b = r._c.next_batch()
-        t1 = time.perf_counter()
-    finally:
-        stop.set()
-        t.join()
-    assert len(b[0]["cut_id"]) == 20 and t1 - t0 > 0.05
-    during = [x for x in ticks if t0 <= x <= t1]
-    gaps = [y - x for x, y in zip([t0] + during, during + [t1])]
-    assert max(gaps) < (t1 - t0) / 2, (max(gaps), t1 - t0, len(during))
+        state["batch"] = r._c.next_batch()
+        state["call"] = (t0, time.perf_counter())
+
+    t = threading.Thread(target=read)
+    t.start()
+    inside.wait()
+    main_ran = time.perf_counter()  # before the call returned if it released the GIL
+    t.join()
+    start, end = state["call"]
+    assert len(state["batch"][0]["cut_id"]) == 50 and end - start > 0.02
+    assert end - main_ran > (end - start) / 2, (main_ran - start, end - start)
 
 
 def test_input_cfg_mixture(corpus, tmp_path):
