@@ -386,6 +386,45 @@ static void keep_log(void *cookie, sharc_log_level level, const char *msg)
     snprintf(((logged *)cookie)->last, sizeof((logged *)cookie)->last, "%s", msg);
 }
 
+/* The same input_cfg given as text in memory (input_cfg_text): the same mixture, cut for
+ * cut; its errors name it; it goes with neither input_cfg nor paths. */
+START_TEST(config_as_text)
+{
+    size_t len = 0;
+    uint8_t *bytes = tu_read_file(cfg_path, &len);
+    ck_assert_ptr_nonnull(bytes);
+    char *text = strndup((const char *)bytes, len); /* the API takes NUL-terminated text */
+    free(bytes);
+    ck_assert_ptr_nonnull(text);
+    sharc_reader_settings a, b;
+    settings_on(&a, cfg_path);
+    settings_on(&b, NULL);
+    b.input_cfg_text = text;
+    static char from_file[65536], from_text[65536];
+    cut_sequence(&a, 200, from_file, sizeof from_file);
+    cut_sequence(&b, 200, from_text, sizeof from_text);
+    ck_assert_str_eq(from_text, from_file);
+
+    sharc_reader *r = NULL;
+    logged log = {""};
+    b.logger.callback = keep_log;
+    b.logger.cookie = &log;
+    b.input_cfg_text = "- {type: wds, paths: /a, shuffle: true}\n";
+    ck_assert_int_lt(sharc_reader_open(&r, &b), 0);
+    ck_assert_ptr_null(r);
+    ck_assert_str_eq(log.last, "input_cfg text: input_cfg[0]: unknown key 'shuffle'");
+    b.input_cfg_text = text;
+    b.input_cfg = cfg_path;
+    ck_assert_int_eq(sharc_reader_open(&r, &b), SHARC_ERR(EINVAL));
+    b.input_cfg = NULL;
+    const char *path = cfg_path;
+    b.paths = &path;
+    b.n_paths = 1;
+    ck_assert_int_eq(sharc_reader_open(&r, &b), SHARC_ERR(EINVAL));
+    free(text);
+}
+END_TEST
+
 /* A source whose data is missing is named by its entry; paths and input_cfg exclude each
  * other. */
 START_TEST(errors_name_the_entry)
@@ -563,6 +602,7 @@ int main(void)
     tcase_add_test(tc, data_parallel_disjoint);
     tcase_add_test(tc, weights_from_cut_counts);
     tcase_add_test(tc, errors_name_the_entry);
+    tcase_add_test(tc, config_as_text);
     tcase_add_test(tc, many_sources_bounded);
     tcase_add_test(tc, resume_equals_uninterrupted);
     suite_add_tcase(s, tc);

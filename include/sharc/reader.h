@@ -237,7 +237,11 @@ typedef struct sharc_reader_settings {
      *  all are read (evaluation). 0: each source repeats, reshuffled, without end (default;
      *  `epochs` applies to single datasets only). */
     int mix_finite;
-    uint8_t reserved[56]; ///< room for later fields; must be zero
+    /** The same NeMo input_cfg as YAML or JSON text (NUL-terminated), for a program that
+     *  builds the structure in memory (the Python package passes a list or dict this way);
+     *  errors name it "input_cfg text". Not with `input_cfg` or `paths`. NULL (default). */
+    const char *input_cfg_text;
+    uint8_t reserved[48]; ///< room for later fields; must be zero
 } sharc_reader_settings;
 
 /**

@@ -653,6 +653,35 @@ fail:
 
 static int fs_path(PyObject *p, const char *what, char **out);
 
+/* `v` (a list or dict of plain values) as JSON text, malloc'd into *out, with json.dumps;
+ * a value json cannot write raises TypeError naming the keyword `what`. */
+static int json_text(PyObject *v, const char *what, char **out)
+{
+    *out = NULL;
+    PyObject *json = PyImport_ImportModule("json");
+    PyObject *text = json ? PyObject_CallMethod(json, "dumps", "O", v) : NULL;
+    Py_XDECREF(json);
+    if (!text) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_ValueError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError,
+                         "sharc.Reader: keyword '%s' holds a value JSON cannot represent", what);
+        }
+        return -1;
+    }
+    PyObject *b = PyUnicode_AsUTF8String(text);
+    Py_DECREF(text);
+    if (!b)
+        return -1;
+    *out = strdup(PyBytes_AsString(b));
+    Py_DECREF(b);
+    if (!*out) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
 static int set_keyword(ReaderObject *self, const kw_def *d, PyObject *v, int *linspace)
 {
     static const char *const layouts[] = {"auto", "shar", "nemo", "wds", NULL};
@@ -730,12 +759,16 @@ static int set_keyword(ReaderObject *self, const kw_def *d, PyObject *v, int *li
         return 0;
     }
     case KW_PATH: {
-        char *path;
-        if (fs_path(v, d->name, &path) < 0)
+        char *cfg;
+        const int structure = PyList_Check(v) || PyDict_Check(v);
+        if ((structure ? json_text(v, d->name, &cfg) : fs_path(v, d->name, &cfg)) < 0)
             return -1;
         free(self->input_cfg);
-        self->input_cfg = path;
-        self->s.input_cfg = path;
+        self->input_cfg = cfg;
+        /* A list or dict is the input_cfg itself (as NeMo's config holds it inline), passed
+         * as JSON text; anything else names a file. */
+        self->s.input_cfg = structure ? NULL : cfg;
+        self->s.input_cfg_text = structure ? cfg : NULL;
         return 0;
     }
     }

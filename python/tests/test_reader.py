@@ -366,6 +366,16 @@ def test_input_cfg_mixture(corpus, tmp_path):
     pairs = {(lang, task) for _, langs, tasks in first for lang, task in zip(langs, tasks)}
     assert pairs == {("en", "asr"), ("de", "ast")}
     assert run() == first
+    # The same structure inline, as NeMo's config holds it: the same batches.
+    inline = [
+        {"type": "lhotse_shar", "shar_path": str(corpus / "shar"), "weight": 0.5,
+         "tags": {"lang": "en", "task": "asr"}},
+        {"type": "wds", "paths": str(corpus / "wds"), "weight": 0.5, "tags": {"lang": "de", "task": "ast"}},
+    ]
+    cfg = inline
+    assert run() == first
+    cfg = {"input_cfg": inline}
+    assert run() == first
 
 
 @pytest.mark.parametrize(
@@ -377,6 +387,10 @@ def test_input_cfg_mixture(corpus, tmp_path):
         (([],), {"input_cfg": 3}, TypeError,
          "sharc.Reader: keyword 'input_cfg' must be str, bytes or os.PathLike, not int"),
         (([],), {}, ValueError, "sharc.Reader: paths is empty"),
+        (([],), {"input_cfg": [{"type": "wds", "paths": "/a", "weight": 1, "when": object()}]}, TypeError,
+         "sharc.Reader: keyword 'input_cfg' holds a value JSON cannot represent"),
+        (([],), {"input_cfg": [{"type": "wds", "paths": "/a", "shuffle": True}]}, sharc.Error,
+         "input_cfg text: input_cfg[0]: unknown key 'shuffle'"),
         (([],), {"input_cfg": "m.yaml", "mix_finite": 1}, TypeError,
          "sharc.Reader: keyword 'mix_finite' must be a bool, not int"),
     ],

@@ -33,7 +33,7 @@ struct sharc_reader {
     sharc__walk *walk;
     /* A mixture (input_cfg): its sources' datasets, weights and the mixer, which then
      * stands for the walk. */
-    char *input_cfg_path;
+    char *input_cfg_path, *input_cfg_text;
     sharc__input_cfg cfg;
     sharc__dataset *mix_ds;
     double *mix_weights;
@@ -95,6 +95,9 @@ static int copy_settings(sharc_reader *r, const sharc_reader_settings *s)
     if (s->input_cfg && !(r->input_cfg_path = sharc__strdup(ctx, s->input_cfg)))
         return SHARC_ERR(ENOMEM);
     r->s.input_cfg = r->input_cfg_path;
+    if (s->input_cfg_text && !(r->input_cfg_text = sharc__strdup(ctx, s->input_cfg_text)))
+        return SHARC_ERR(ENOMEM);
+    r->s.input_cfg_text = r->input_cfg_text;
     r->s.paths = (const char *const *)r->paths;
     r->s.nemo_text_field = r->nemo_text_field;
     r->s.nemo_lang_field = r->nemo_lang_field;
@@ -177,7 +180,9 @@ static int open_mixture(sharc_reader *r)
     const sharc__dataset **dss = NULL;
     double *counts = NULL;
     uint64_t *hashes = NULL;
-    int rc = sharc__input_cfg_load(cfg, ctx, r->s.input_cfg);
+    const char *text = r->s.input_cfg_text;
+    int rc = text ? sharc__input_cfg_parse(cfg, ctx, "input_cfg text", text, strlen(text))
+                  : sharc__input_cfg_load(cfg, ctx, r->s.input_cfg);
     if (rc < 0)
         return rc;
     size_t n = cfg->n_sources;
@@ -285,7 +290,7 @@ int sharc__reader_open(sharc_reader **out, const sharc_reader_settings *s)
     int rc = copy_settings(r, s);
     if (rc < 0)
         goto fail;
-    if (r->s.input_cfg) {
+    if (r->s.input_cfg || r->s.input_cfg_text) {
         if ((rc = sharc__pipeline_check_settings(&r->ctx, &r->s)) < 0 || (rc = open_mixture(r)) < 0)
             goto fail;
         *out = r;
@@ -343,6 +348,7 @@ void sharc__reader_close(sharc_reader **rp)
     sharc__free(ctx, r->source_seconds);
     sharc__input_cfg_free(&r->cfg, ctx);
     sharc__free(ctx, r->input_cfg_path);
+    sharc__free(ctx, r->input_cfg_text);
     sharc__dataset_free(&r->ds, ctx);
     sharc__fetcher_free(&r->fetch, ctx);
     sharc__free(ctx, r->samples);

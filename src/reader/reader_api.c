@@ -89,9 +89,12 @@ static int check_reader_settings(const sharc_reader_settings *s, const char **wh
     int null_path = 0;
     for (size_t i = 0; s->paths && i < s->n_paths; i++)
         null_path |= s->paths[i] == NULL;
-    if (s->input_cfg && s->n_paths)
+    const int mixture = s->input_cfg || s->input_cfg_text;
+    if (s->input_cfg && s->input_cfg_text)
+        *why = "give input_cfg or input_cfg_text, not both";
+    else if (mixture && s->n_paths)
         *why = "give paths or input_cfg, not both";
-    else if (!s->input_cfg && (!s->paths || s->n_paths == 0))
+    else if (!mixture && (!s->paths || s->n_paths == 0))
         *why = "no paths given";
     else if (null_path)
         *why = "a path is NULL";
