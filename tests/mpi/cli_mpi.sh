@@ -8,7 +8,7 @@ sharc=$build/tools/sharc
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # A failing check says where, with what the last commands wrote (most checks are silent).
-trap 'echo "cli_mpi.sh: failed at line $LINENO" >&2; tail -n 20 "$tmp"/err "$tmp"/*.jsonl >&2 2>/dev/null' ERR
+trap 'echo "cli_mpi.sh: failed at line $LINENO" >&2; tail -n 20 "$tmp"/err* "$tmp"/*.jsonl >&2 2>/dev/null' ERR
 "$gen" --out "$tmp/data" --layout shar --shards 4 --cuts-per-shard 10 --max-duration 6 >/dev/null
 
 bash "$src/tools/demo_mpi.sh" "$build" "$tmp/data/shar" >"$tmp/demo.txt"
@@ -104,11 +104,15 @@ PY
 # anything is read: no rank waits for another, and the shard is intact.
 cp "$tmp/data/shar/recording.000000.tar.gz" "$tmp/shard.orig"
 ln -s "$tmp/data/shar/recording.000000.tar.gz" "$tmp/link"
-# Each rank says how it ended; mpirun is told not to end the job when the first one fails.
+# Each rank says how it ended, in a file of its own (mpirun interleaves the ranks' output,
+# even within a line); mpirun is told not to end the job when the first one fails.
 mpirun --oversubscribe --mca orte_abort_on_non_zero_status 0 -n 2 bash -c \
-  '"$@" 2>&1 >/dev/null; echo "exit $?"' _ "$sharc" read --transport mpi --mesh dp=1,cp=2 \
-  --save-state-at 0 "$tmp/link" "$tmp/data/shar" >"$tmp/err"
-[ "$(grep -cx "exit 2" "$tmp/err")" = 2 ]
-[ "$(grep -c "sharc read: --save-state-at 0 $tmp/link would overwrite $tmp/data/shar/recording.000000.tar.gz, an input of this run" "$tmp/err")" = 2 ]
+  'out=$0.$OMPI_COMM_WORLD_RANK; "$@" >/dev/null 2>"$out"; echo "exit $?" >>"$out"' \
+  "$tmp/err" "$sharc" read --transport mpi --mesh dp=1,cp=2 --save-state-at 0 "$tmp/link" \
+  "$tmp/data/shar"
+for rank in 0 1; do
+  grep -qx "exit 2" "$tmp/err.$rank"
+  grep -q "sharc read: --save-state-at 0 $tmp/link would overwrite $tmp/data/shar/recording.000000.tar.gz, an input of this run" "$tmp/err.$rank"
+done
 cmp "$tmp/shard.orig" "$tmp/data/shar/recording.000000.tar.gz"
 echo ok

@@ -28,11 +28,15 @@ fail() {
   exit 1
 }
 
-# Each rank runs through this wrapper, which says how that rank ended.
+# Each rank runs through this wrapper, which says how that rank ended: rank.sh OUT CMD...
+# writes the rank's output and its ending to OUT.<rank>, a file of its own (mpirun would
+# interleave the ranks' output, even within a line).
 cat >"$tmp/rank.sh" <<'EOF'
+out=$1.$OMPI_COMM_WORLD_RANK
+shift
 rc=0
-"$@" || rc=$?
-echo "rank $OMPI_COMM_WORLD_RANK exited $rc"
+"$@" >"$out" 2>&1 || rc=$?
+echo "rank $OMPI_COMM_WORLD_RANK exited $rc" >>"$out"
 EOF
 
 # run_all NAME SECONDS N -n K ARGS... [: -n K ARGS...]: a job of N ranks; every rank must end
@@ -41,11 +45,13 @@ run_all() {
   local name=$1 limit=$2 n=$3 start rc=0 args=() a
   shift 3
   for a in "$@"; do # each rank's command goes through the wrapper
-    [ "$a" = "$sharc" ] && args+=(bash "$tmp/rank.sh")
+    [ "$a" = "$sharc" ] && args+=(bash "$tmp/rank.sh" "$tmp/$name.rank")
     args+=("$a")
   done
+  rm -f "$tmp/$name".rank.*
   start=$(date +%s.%N)
-  timeout 120 "${mpi[@]}" "${args[@]}" >"$tmp/$name.out" 2>&1 || rc=$?
+  timeout 120 "${mpi[@]}" "${args[@]}" >"$tmp/$name.mpirun" 2>&1 || rc=$?
+  cat "$tmp/$name.mpirun" "$tmp/$name".rank.* >"$tmp/$name.out" 2>/dev/null || true
   local took
   took=$(python3 -c "print(round($(date +%s.%N) - $start, 1))")
   [ "$rc" != 124 ] || fail "$name: the job hung (killed by timeout after 120 s)"
