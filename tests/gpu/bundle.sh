@@ -7,7 +7,8 @@
 #   (defaults build-gpu and .gpu; the build is made, without MPI, when the directory is new)
 # The bundle keeps the build directory's layout (tools/sharc, testdata/sharc-gen,
 # bench/sharc-datapath, tests/gpu/*) so that bench/run.sh --build works on it, and puts the
-# libraries in lib/. glibc and NCCL (over 200 MB) are not packed: the machine's own are used.
+# libraries in lib/. glibc, NCCL and cuFFT (each over 200 MB) are not packed: the machine's
+# own are used.
 set -eu
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-"$src/build-gpu"}
@@ -34,9 +35,10 @@ for exe in "$build/tools/sharc" "$build/testdata/sharc-gen" "$build/bench/sharc-
     [ -f "$exe" ] || continue
     ldd "$exe" | awk '/=> \//{print $3}'
 done | sort -u | while read -r lib; do
+    # cuFFT (280 MB) comes with the GPU machine's CUDA toolkit, as NCCL does with its NCCL.
     case $(basename "$lib") in
     libc.so.* | libm.so.* | libdl.so.* | libpthread.so.* | librt.so.* | ld-linux* | \
-        libgcc_s.so.* | libstdc++.so.* | libnccl.so.*) ;;
+        libgcc_s.so.* | libstdc++.so.* | libnccl.so.* | libcufft.so.*) ;;
     *) cp -L "$lib" "$stage/sharc/lib/" ;;
     esac
 done

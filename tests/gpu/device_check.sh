@@ -18,10 +18,13 @@ python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2
     "$repo/.gpu/bundle.tar.xz" "$root" || exit 1
 b=$root/sharc
 nccl=$(find /opt /usr/local /usr/lib /usr/lib64 -name 'libnccl.so.2' 2>/dev/null | head -n 1)
+# cuFFT is not in the bundle: the machine's CUDA toolkit (or a Python package of it) has it.
+cufft=$(find /usr/local/cuda*/ /usr/lib /usr/lib64 /opt -name 'libcufft.so.12' 2>/dev/null | head -n 1)
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
 nvidia-smi -L 2>/dev/null || echo "nvidia-smi: not found"
 echo "== NCCL: ${nccl:-not found}"
-export LD_LIBRARY_PATH="$b/lib${nccl:+:$(dirname "$nccl")}"
+echo "== cuFFT: ${cufft:-not found}"
+export LD_LIBRARY_PATH="$b/lib${nccl:+:$(dirname "$nccl")}${cufft:+:$(dirname "$cufft")}"
 export SHARC_GEN="$b/testdata/sharc-gen"
 status=0
 for t in "$b"/tests/gpu/gpu_*; do
