@@ -1128,6 +1128,21 @@ fail:
     return NULL;
 }
 
+/* What a reader's or loader's next batch call returns to Python: (batch dict, step, epoch),
+ * None at the end, or the raised error `message`. */
+static PyObject *batch_result(int rc, sharc_batch *b, const char *message)
+{
+    if (rc == SHARC_END)
+        Py_RETURN_NONE;
+    if (rc != 0)
+        return raise_sharc(rc, message);
+    uint64_t step = b->step, epoch = b->epoch;
+    PyObject *d = batch_dict(b);
+    if (!d)
+        return NULL;
+    return Py_BuildValue("(NKK)", d, (unsigned long long)step, (unsigned long long)epoch);
+}
+
 static PyObject *Reader_next_batch(PyObject *op, PyObject *unused)
 {
     ReaderObject *self = (ReaderObject *)op;
@@ -1138,15 +1153,7 @@ static PyObject *Reader_next_batch(PyObject *op, PyObject *unused)
     self->busy = 1;
     Py_BEGIN_ALLOW_THREADS rc = sharc_reader_next_batch(self->r, &b);
     Py_END_ALLOW_THREADS self->busy = 0;
-    if (rc == SHARC_END)
-        Py_RETURN_NONE;
-    if (rc != 0)
-        return raise_sharc(rc, sharc_reader_last_error(self->r));
-    uint64_t step = b->step, epoch = b->epoch;
-    PyObject *d = batch_dict(b);
-    if (!d)
-        return NULL;
-    return Py_BuildValue("(NKK)", d, (unsigned long long)step, (unsigned long long)epoch);
+    return batch_result(rc, b, sharc_reader_last_error(self->r));
 }
 
 static PyObject *Reader_state(PyObject *op, PyObject *unused)
@@ -1458,15 +1465,7 @@ static PyObject *Loader_next_batch(PyObject *op, PyObject *unused)
     self->busy = 1;
     Py_BEGIN_ALLOW_THREADS rc = sharc_loader_next(self->l, &b);
     Py_END_ALLOW_THREADS self->busy = 0;
-    if (rc == SHARC_END)
-        Py_RETURN_NONE;
-    if (rc != 0)
-        return raise_sharc(rc, sharc_loader_last_error(self->l));
-    uint64_t step = b->step, epoch = b->epoch;
-    PyObject *d = batch_dict(b);
-    if (!d)
-        return NULL;
-    return Py_BuildValue("(NKK)", d, (unsigned long long)step, (unsigned long long)epoch);
+    return batch_result(rc, b, sharc_loader_last_error(self->l));
 }
 
 static PyObject *Loader_state(PyObject *op, PyObject *unused)
