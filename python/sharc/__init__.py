@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import atexit
 import os
+import sys
 import weakref
-from typing import Any, Dict, Iterator, Optional, Sequence, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 from . import _sharc
 from ._sharc import DataError, Error, RemoteError, Tensor
@@ -107,36 +108,85 @@ def _finalize_mpi() -> None:
     # collector after it.
     for loader in list(_LIVE_LOADERS):
         loader.close()
-    _sharc.mpi_finalize()
+    if hasattr(_sharc, "mpi_finalize"):
+        _sharc.mpi_finalize()
+
+
+def _default_transport() -> str:
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized() and dist.get_backend() == "nccl":
+        return "nccl"
+    return "mpi"
+
+
+def _nccl_bootstrap() -> tuple:
+    """(unique id, rank, world size, CUDA device) for the NCCL transport: rank 0 of the
+    torch.distributed default group makes the id and the group broadcasts it once."""
+    if not hasattr(_sharc, "nccl_unique_id"):
+        raise Error("sharc.Loader: this build of sharc has no NCCL transport")
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        raise Error("sharc.Loader: transport 'nccl' needs torch.distributed initialized "
+                    "(init_process_group), whose default group shares the NCCL unique id")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    # An id that could not be made travels as the error, so that every rank fails alike
+    # instead of waiting for a communicator rank 0 never joins.
+    box: List[Any] = [None]
+    if rank == 0:
+        try:
+            box[0] = _sharc.nccl_unique_id()
+        except Error as error:
+            box[0] = f"rank 0 could not make an NCCL unique id: {error}"
+    dist.broadcast_object_list(box, src=0)
+    if isinstance(box[0], str):
+        raise Error(f"sharc.Loader: {box[0]}")
+    device = torch.cuda.current_device() if torch.cuda.is_available() else 0
+    return (box[0], rank, world, device)
 
 
 class Loader:
-    """The C loader (``sharc_loader_next``) on every rank of an MPI job (``mpirun``): the
-    source rank of each broadcast group reads and broadcasts each batch over MPI as one
-    frame, its peers receive it, and every rank gets the same batch, end and error at the
-    same step (docs/training-loop.md, "The failure contract"; a failure on another rank is
+    """The C loader (``sharc_loader_next``) on every rank of a job: the source rank of each
+    broadcast group reads and broadcasts each batch as one frame, its peers receive it, and
+    every rank gets the same batch, end and error at the same step
+    (docs/training-loop.md, "The failure contract"; a failure on another rank is
     :class:`sharc.RemoteError`). The same code runs on every rank.
 
-    The mesh is ``mesh`` (``"dp=2,cp=2"``, row-major over the MPI ranks) or the axes of a
-    torch ``device_mesh`` (its ``mesh_dim_names`` and extents); without either every rank is
-    its own data-parallel slot. ``broadcast_axes`` (default ``("cp", "tp")``) span a group;
-    the other axes are the data-parallel slots, whose source reads its own shards. The
-    keyword settings are :class:`Reader`'s (``dp_rank``/``dp_size`` come from the mesh).
+    The mesh is ``mesh`` (``"dp=2,cp=2"``, row-major over the ranks) or the axes of a torch
+    ``device_mesh`` (its ``mesh_dim_names`` and extents); without either every rank is its
+    own data-parallel slot. ``broadcast_axes`` (default ``("cp", "tp")``) span a group; the
+    other axes are the data-parallel slots, whose source reads its own shards. The keyword
+    settings are :class:`Reader`'s (``dp_rank``/``dp_size`` come from the mesh).
+
+    ``transport`` is ``"mpi"`` (a job started by ``mpirun``; sharc initializes MPI when the
+    program has not) or ``"nccl"`` (a job whose ``torch.distributed`` default group is
+    initialized, by torchrun, srun or mpirun: rank 0 makes an NCCL unique id, the default
+    group broadcasts it once, and every rank creates the communicator on its current CUDA
+    device); the default is ``"nccl"`` when ``torch.distributed`` is initialized with the
+    NCCL backend and ``"mpi"`` otherwise.
+
     ``state_dict()``/``load_state_dict()`` wrap the loader's state; loading reopens the
     loader and is collective (every rank calls it at the same step).
     """
 
     def __init__(self, paths, device_mesh=None, *, mesh: Optional[str] = None,
-                 broadcast_axes: Optional[Sequence[str]] = None, **settings: Any):
+                 broadcast_axes: Optional[Sequence[str]] = None, transport: Optional[str] = None,
+                 **settings: Any):
         if not hasattr(_sharc, "CLoader"):
-            raise Error("sharc.Loader: this build of sharc has no MPI transport")
+            raise Error("sharc.Loader: this build of sharc has neither the MPI nor the NCCL transport")
+        if transport is None:
+            transport = _default_transport()
+        if transport not in ("mpi", "nccl"):
+            raise ValueError(f"sharc.Loader: transport {transport!r}: 'mpi' or 'nccl'")
         if mesh is None and device_mesh is not None:
             names = device_mesh.mesh_dim_names
             mesh = ",".join(f"{n}={int(e)}" for n, e in zip(names, tuple(device_mesh.mesh.shape)))
         axes = None if broadcast_axes is None else ",".join(broadcast_axes)
         cfg = _sharc.CReader(paths, _open=False, **settings)
+        nccl = _nccl_bootstrap() if transport == "nccl" else None
         first = not _LIVE_LOADERS
-        self._c = _sharc.CLoader(cfg, mesh, axes)
+        self._c = _sharc.CLoader(cfg, mesh, axes, nccl)
         _LIVE_LOADERS.add(self)
         if first:
             atexit.register(_finalize_mpi)

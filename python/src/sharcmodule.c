@@ -1306,10 +1306,13 @@ static PyType_Spec Reader_spec = {"sharc._sharc.CReader", sizeof(ReaderObject), 
                                   Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, Reader_slots};
 
 /* ---------------------------------------------------------------------------------------
- * The loader over MPI (sharc.Loader): the C loader on every rank, its transport split from
- * MPI_COMM_WORLD by the mesh. Built when the library has the MPI transport.
+ * The native loader (sharc.Loader): the C loader on every rank, its transport split by the
+ * mesh from MPI_COMM_WORLD (MPI), or from an NCCL communicator over the whole world whose
+ * unique id the Python side shared over the caller's torch.distributed group (NCCL). Built
+ * when the library has either transport.
  * ------------------------------------------------------------------------------------- */
 
+#if SHARC_HAVE_MPI || SHARC_HAVE_NCCL
 #if SHARC_HAVE_MPI
 #include <dlfcn.h>
 #include <mpi.h>
@@ -1346,6 +1349,80 @@ static PyObject *mpi_finalize(PyObject *mod, PyObject *unused)
         MPI_Finalize();
     Py_RETURN_NONE;
 }
+#endif /* SHARC_HAVE_MPI */
+
+#if SHARC_HAVE_NCCL
+#include "sharc/cuda.h"
+
+/* An NCCL unique id, made on one rank and shared by the caller with every other. */
+static PyObject *nccl_unique_id(PyObject *mod, PyObject *unused)
+{
+    ncclUniqueId id;
+    ncclResult_t r;
+    Py_BEGIN_ALLOW_THREADS r = ncclGetUniqueId(&id);
+    Py_END_ALLOW_THREADS if (r != ncclSuccess) return raise_sharc(
+        SHARC_ERR_NCCL, ncclGetLastError(NULL)[0] ? ncclGetLastError(NULL) : ncclGetErrorString(r));
+    return PyBytes_FromStringAndSize(id.internal, sizeof id.internal);
+}
+
+/*
+ * The NCCL transport of this rank's broadcast group: a communicator over the whole world
+ * (rank `rank` of `world`, on CUDA device `device`) from the shared unique id, split by
+ * the mesh. The world communicator is only the split's parent and is destroyed after it.
+ * The caller's current device is left as it was.
+ */
+static int nccl_transport(sharc_transport **out, PyObject *uid, int rank, int world, int device,
+                          const sharc_mesh *mesh)
+{
+    char *bytes = NULL;
+    Py_ssize_t len = 0;
+    if (PyBytes_AsStringAndSize(uid, &bytes, &len) < 0)
+        return -1;
+    ncclUniqueId id;
+    if (len != (Py_ssize_t)sizeof id.internal) {
+        PyErr_Format(PyExc_ValueError, "sharc.Loader: an NCCL unique id has %d bytes, not %zd",
+                     (int)sizeof id.internal, len);
+        return -1;
+    }
+    memcpy(id.internal, bytes, sizeof id.internal);
+    char why[512] = "";
+    int rc = 0;
+    Py_BEGIN_ALLOW_THREADS;
+    int previous = -1;
+    cudaError_t ce = cudaGetDevice(&previous);
+    if (ce == cudaSuccess)
+        ce = cudaSetDevice(device);
+    ncclComm_t world_comm = NULL;
+    if (ce != cudaSuccess) {
+        rc = SHARC_ERR_CUDA;
+        snprintf(why, sizeof why, "CUDA device %d: %s", device, cudaGetErrorString(ce));
+    } else {
+        ncclResult_t r = ncclCommInitRank(&world_comm, world, id, rank);
+        if (r != ncclSuccess) {
+            rc = SHARC_ERR_NCCL;
+            const char *last = ncclGetLastError(world_comm);
+            snprintf(why, sizeof why, "ncclCommInitRank (rank %d of %d, CUDA device %d): %s",
+                     rank, world, device, last && last[0] ? last : ncclGetErrorString(r));
+            world_comm = NULL;
+        }
+    }
+    if (rc == 0) {
+        rc = sharc_transport_nccl_split(out, world_comm, device, mesh, NULL);
+        if (rc != 0)
+            snprintf(why, sizeof why, "cannot split the NCCL communicator by the mesh: %s",
+                     sharc_strerror(rc));
+        ncclCommDestroy(world_comm);
+    }
+    if (previous >= 0)
+        cudaSetDevice(previous);
+    Py_END_ALLOW_THREADS;
+    if (rc != 0) {
+        raise_sharc(rc, why);
+        return -1;
+    }
+    return 0;
+}
+#endif /* SHARC_HAVE_NCCL */
 
 typedef struct {
     PyObject_HEAD PyObject *cfg; /* the CReader holding the reader settings */
@@ -1378,14 +1455,15 @@ static int loader_open(LoaderObject *self)
 static int Loader_init(PyObject *op, PyObject *args, PyObject *kw)
 {
     LoaderObject *self = (LoaderObject *)op;
-    static char *kwlist[] = {"settings", "mesh", "broadcast_axes", NULL};
-    PyObject *cfg;
+    static char *kwlist[] = {"settings", "mesh", "broadcast_axes", "nccl", NULL};
+    PyObject *cfg, *nccl = Py_None;
     const char *mesh, *axes = NULL;
     if (self->cfg) {
         PyErr_SetString(PyExc_RuntimeError, "sharc.Loader: already initialized");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "Oz|z:CLoader", kwlist, &cfg, &mesh, &axes))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "Oz|zO:CLoader", kwlist, &cfg, &mesh, &axes,
+                                     &nccl))
         return -1;
     if (!PyObject_TypeCheck(cfg, Reader_Type) || !((ReaderObject *)cfg)->log) {
         PyErr_SetString(PyExc_TypeError, "sharc.Loader: settings must be a parsed CReader");
@@ -1393,11 +1471,31 @@ static int Loader_init(PyObject *op, PyObject *args, PyObject *kw)
     }
     Py_INCREF(cfg);
     self->cfg = cfg;
-    if (mpi_start() < 0)
-        return raise_sharc(SHARC_ERR_MPI, "MPI_Init_thread failed"), -1;
-    int rank = 0, size = 1;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    /* nccl: (unique id, rank, world size, CUDA device), or None for MPI. */
+    PyObject *nccl_id = NULL;
+    int rank = 0, size = 1, device = 0;
+    if (nccl != Py_None) {
+        if (!PyArg_ParseTuple(nccl, "Siii:nccl", &nccl_id, &rank, &size, &device))
+            return -1;
+        if (size < 1 || rank < 0 || rank >= size) {
+            PyErr_Format(PyExc_ValueError, "sharc.Loader: rank %d of a world of %d", rank, size);
+            return -1;
+        }
+#if !SHARC_HAVE_NCCL
+        return raise_sharc(SHARC_ERR_UNSUPPORTED, "this build of sharc has no NCCL transport"),
+               -1;
+#endif
+    } else {
+#if SHARC_HAVE_MPI
+        if (mpi_start() < 0)
+            return raise_sharc(SHARC_ERR_MPI, "MPI_Init_thread failed"), -1;
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+#else
+        return raise_sharc(SHARC_ERR_UNSUPPORTED, "this build of sharc has no MPI transport"),
+               -1;
+#endif
+    }
     sharc_loader_default_settings(&self->s);
     char every_rank_dp[32];
     if (!mesh) {
@@ -1410,7 +1508,7 @@ static int Loader_init(PyObject *op, PyObject *args, PyObject *kw)
         rc = sharc_mesh_set_broadcast_axes(&self->s.mesh, axes);
     if (rc != 0) {
         PyErr_Format(PyExc_ValueError,
-                     "sharc.Loader: mesh '%s' does not describe the %d MPI ranks (axes "
+                     "sharc.Loader: mesh '%s' does not describe the %d ranks (axes "
                      "'name=size,...', their sizes multiplying to the world size)",
                      mesh, size);
         return -1;
@@ -1418,13 +1516,22 @@ static int Loader_init(PyObject *op, PyObject *args, PyObject *kw)
     /* The reader's dp slot comes from the mesh. */
     ((ReaderObject *)cfg)->s.dp_rank = 0;
     ((ReaderObject *)cfg)->s.dp_size = 1;
-    if (sharc_mesh_group_size(&self->s.mesh) > 1) {
+    /* Communicator creation and splits are collective: under NCCL every rank takes part,
+     * also in groups of one (whose transport then carries nothing between ranks). */
+    if (nccl_id) {
+#if SHARC_HAVE_NCCL
+        if (nccl_transport(&self->t, nccl_id, rank, size, device, &self->s.mesh) < 0)
+            return -1;
+#endif
+    } else if (sharc_mesh_group_size(&self->s.mesh) > 1) {
+#if SHARC_HAVE_MPI
         Py_BEGIN_ALLOW_THREADS rc =
             sharc_transport_mpi_split(&self->t, MPI_COMM_WORLD, &self->s.mesh, NULL);
         Py_END_ALLOW_THREADS if (rc != 0) return raise_sharc(rc, "cannot split the MPI "
                                                                  "communicator by the mesh "
                                                                  "(see the log)"),
             -1;
+#endif
     }
     self->s.transport = self->t;
     return loader_open(self);
@@ -1539,13 +1646,13 @@ static PyType_Slot Loader_slots[] = {
     {Py_tp_init, Loader_init},
     {Py_tp_dealloc, Loader_dealloc},
     {Py_tp_methods, Loader_methods},
-    {Py_tp_doc, "The C loader behind sharc.Loader (MPI)."},
+    {Py_tp_doc, "The C loader behind sharc.Loader (MPI or NCCL)."},
     {0, NULL},
 };
 
 static PyType_Spec Loader_spec = {"sharc._sharc.CLoader", sizeof(LoaderObject), 0,
                                   Py_TPFLAGS_DEFAULT, Loader_slots};
-#endif /* SHARC_HAVE_MPI */
+#endif /* SHARC_HAVE_MPI || SHARC_HAVE_NCCL */
 
 /* ---------------------------------------------------------------------------------------
  * The frame codec, for sharc.torch. A frame's control block is built and read here; the
@@ -1785,6 +1892,9 @@ static PyMethodDef module_methods[] = {
 #if SHARC_HAVE_MPI
     {"mpi_finalize", mpi_finalize, METH_NOARGS, "MPI_Finalize, when sharc started MPI."},
 #endif
+#if SHARC_HAVE_NCCL
+    {"nccl_unique_id", nccl_unique_id, METH_NOARGS, "A new NCCL unique id (bytes)."},
+#endif
     {NULL, NULL, 0, NULL},
 };
 
@@ -1838,7 +1948,7 @@ PyMODINIT_FUNC PyInit__sharc(void)
         PyModule_AddObject(m, "Tensor", (PyObject *)Tensor_Type) < 0 ||
         PyModule_AddObject(m, "CReader", reader_type) < 0)
         goto fail;
-#if SHARC_HAVE_MPI
+#if SHARC_HAVE_MPI || SHARC_HAVE_NCCL
     PyObject *loader_type = PyType_FromSpec(&Loader_spec);
     if (!loader_type || PyModule_AddObject(m, "CLoader", loader_type) < 0)
         goto fail;

@@ -291,6 +291,20 @@ def s_reader_source(ctx):
     return out
 
 
+def s_native_loader_nccl_without_gpu(ctx):
+    """sharc.Loader(transport="nccl") on ranks without a usable GPU: the unique id made on
+    rank 0 reaches every rank over the gloo group, and each fails alike, naming the device."""
+    if torch.cuda.is_available():
+        return "skipped: a GPU is visible"
+    if not hasattr(sharc._sharc, "nccl_unique_id"):
+        return "skipped: no NCCL in this build"
+    try:
+        sharc.Loader(ctx["corpus"], mesh=f"cp={ctx['world']}", transport="nccl", max_duration=12.0)
+    except sharc.Error as error:
+        return (type(error).__name__, str(error).split(":")[0])
+    return "no error"
+
+
 SCENARIOS = [
     s_lockstep,
     s_iter_error,
@@ -302,6 +316,7 @@ SCENARIOS = [
     s_collectives,
     s_broadcast_batch,
     s_reader_source,
+    s_native_loader_nccl_without_gpu,
 ]
 SCENARIOS_4 = [s_dp_slots, s_cp_tp]
 

@@ -30,3 +30,25 @@ def test_nccl_frames_cuda_and_host_tensors_on_one_rank():
         torch.cuda.synchronize()
     finally:
         dist.destroy_process_group()
+
+
+def test_native_loader_over_nccl_on_one_rank(corpus):
+    """sharc.Loader's NCCL transport from the torch group (a world of one rank: NCCL refuses
+    two ranks on one device): the unique id bootstrap, the split by the mesh, and batches
+    equal to sharc.Reader's with the same settings."""
+    import sharc
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    dist.init_process_group("nccl", rank=0, world_size=1)
+    try:
+        settings = dict(max_duration=12.0, threads=1, seed=5, epochs=1)
+        loader = sharc.Loader(str(corpus / "shar"), mesh="cp=1", **settings)
+        assert loader.info["transport"] == "nccl" and loader.info["is_source"]
+        got = [(list(b["cut_id"]), torch.from_dlpack(b["audio"]).clone()) for b in loader]
+        loader.close()
+        want = [(list(b["cut_id"]), torch.from_dlpack(b["audio"]).clone())
+                for b in sharc.Reader(str(corpus / "shar"), **settings)]
+        assert [g[0] for g in got] == [w[0] for w in want] and got
+        assert all(torch.equal(g[1], w[1]) for g, w in zip(got, want))
+    finally:
+        dist.destroy_process_group()

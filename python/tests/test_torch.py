@@ -295,3 +295,21 @@ def test_dp_slots_and_two_axes(dist_results):
         pytest.skip("needs 4 ranks")
     assert dist_results("s_dp_slots") == [(0, [0, 1]), (0, [0, 1]), (1, [10, 11, 12]), (1, [10, 11, 12])]
     assert dist_results("s_cp_tp") == [(True, [[0.0, 0.0], [1.0, 1.0]])] + [(False, [[0.0, 0.0], [1.0, 1.0]])] * 3
+
+
+def test_native_loader_over_nccl_fails_alike_without_a_gpu(dist_results):
+    res = dist_results("s_native_loader_nccl_without_gpu")
+    if isinstance(res[0], str) and res[0].startswith("skipped"):
+        pytest.skip(res[0])
+    assert res == [("Error", "CUDA device 0")] * dist_results.world
+
+
+def test_native_loader_transport_choices():
+    import torch.distributed as dist
+
+    assert not dist.is_initialized()
+    with pytest.raises(ValueError, match=r"^sharc.Loader: transport 'tcp': 'mpi' or 'nccl'$"):
+        sharc.Loader("unused", transport="tcp")
+    if hasattr(sharc._sharc, "nccl_unique_id"):
+        with pytest.raises(sharc.Error, match=r"transport 'nccl' needs torch.distributed initialized"):
+            sharc.Loader("unused", transport="nccl")
