@@ -244,6 +244,7 @@ static const cli_opt options[] = {
     USE("fbank-preemph", NULL),
     USE("fbank-dither", NULL),
     USE("no-keep-audio", NULL),
+    USE("device", NULL),
     CLI_TEXT("\nMixing datasets (instead of PATH; see docs/mixing.md):\n"),
     USE("input-cfg", NULL),
     USE("max-open-streams", NULL),
