@@ -388,6 +388,10 @@ int sharc__device_check(sharc__ctx *ctx, const sharc_reader_settings *s)
                                 "failed: %s (%s)",
                                 s->device_ordinal, cudaGetErrorString(e), cudaGetErrorName(e));
     }
+    if (n == 0)
+        return sharc__set_error(ctx, SHARC_ERR_CUDA,
+                                "device cuda:%d: no such device (no CUDA device is visible)",
+                                s->device_ordinal);
     if (s->device_ordinal >= n)
         return sharc__set_error(ctx, SHARC_ERR_CUDA,
                                 "device cuda:%d: no such device (%d CUDA device%s visible, "
