@@ -51,6 +51,7 @@ struct sharc_reader {
      *  and the settings the pipeline runs with (sharc__device_pipeline_settings). */
     sharc__device_stage *dev;
     sharc_reader_settings pipe_s;
+    int dev_poison; ///< tests: the stage poisons its device tensors (sharc__device_stage_poison)
     sharc__fetcher fetch;     ///< the walk's and cut mode's reads of audio left in shard files
     sharc_reader_stats stats; ///< the walk's and the planner's counters
     /* Cut mode: the last cut returned. */
@@ -621,6 +622,8 @@ int sharc__reader_next_batch(sharc_reader *r, sharc_batch **batch)
         int rc =
             sharc__device_wanted(&r->s) ? sharc__device_stage_open(&r->dev, &r->ctx, &r->s) : 0;
         if (rc == 0)
+            sharc__device_stage_poison(r->dev, r->dev_poison);
+        if (rc == 0)
             rc = sharc__pipeline_start(&r->pipe, &c);
         if (rc < 0) {
             sharc__log_error_once(&r->ctx);
@@ -643,6 +646,12 @@ void sharc__reader_device_stats(const sharc_reader *r, sharc_device_stats *out)
 sharc__device_stage *sharc__reader_device_stage(sharc_reader *r)
 {
     return r->dev;
+}
+
+void sharc__reader_device_poison(sharc_reader *r, int on)
+{
+    r->dev_poison = on;
+    sharc__device_stage_poison(r->dev, on);
 }
 
 int sharc__reader_state_save(sharc_reader *r, void *buf, size_t cap, size_t *size)

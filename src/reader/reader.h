@@ -36,6 +36,8 @@ void sharc__reader_source_stats(const sharc_reader *r, size_t i, uint64_t *cuts,
 void sharc__reader_device_stats(const sharc_reader *r, sharc_device_stats *out);
 /** The device stage of a reader of device batches once it serves batches, else NULL. */
 sharc__device_stage *sharc__reader_device_stage(sharc_reader *r);
+/** Tests: have the device stage poison its device tensors, from the first batch on. */
+void sharc__reader_device_poison(sharc_reader *r, int on);
 void sharc__reader_close(sharc_reader **r);
 
 #endif /* SHARC_SRC_READER_H */
