@@ -12,7 +12,8 @@
  *   - a steady state allocates nothing: no device or pinned allocation after the first
  *     epoch of three;
  *   - a batch held past sharc_reader_close stays readable, and its release frees it;
- *   - the caller's current device is the same after every call (with a second GPU).
+ *   - the caller's current device is the same after every call (with a second GPU);
+ *   - a cut at another rate than the features' is that cut's error.
  * Then the device stage's throughput, for the record. Needs SHARC_GEN. Exits 77 without a
  * GPU.
  */
@@ -27,8 +28,8 @@
 #include "reader/reader.h"
 #include "sharc/sharc.h"
 
-static char corpus[2][512];
-static const char *paths[2][1] = {{corpus[0]}, {corpus[1]}};
+static char corpus[3][512];
+static const char *paths[3][1] = {{corpus[0]}, {corpus[1]}, {corpus[2]}};
 
 static void gen(int i, const char *args)
 {
@@ -288,6 +289,25 @@ static void release_after_close(void)
     sharc_reader_close(&h);
 }
 
+/* Features on the device are made for fbank_sample_rate: a cut at another rate is that
+ * cut's error (the pipeline requires the rate), never features of the wrong rate. */
+static void other_rate(void)
+{
+    sharc_reader_settings s;
+    settings(&s, 2, 80, 4);
+    s.device = SHARC_DEVICE_CUDA;
+    sharc_reader *r = NULL;
+    CHECK(sharc_reader_open(&r, &s) == 0);
+    sharc_batch *b = NULL;
+    int rc = sharc_reader_next_batch(r, &b);
+    const char *want = ": 16000 Hz is required, the audio is 8000 Hz (sharc does not resample)";
+    if (rc != SHARC_ERR_AUDIO_MISMATCH || !strstr(sharc_reader_last_error(r), want))
+        fprintf(stderr, "8 kHz: %d: %s\n", rc, sharc_reader_last_error(r));
+    CHECK(rc == SHARC_ERR_AUDIO_MISMATCH && b == NULL);
+    CHECK(strstr(sharc_reader_last_error(r), want) != NULL);
+    sharc_reader_close(&r);
+}
+
 /* Host batch to device features, for the record (the bench reports it too). */
 static void throughput(void)
 {
@@ -332,6 +352,7 @@ int main(void)
     gen(0, "--layout shar --codec flac --shards 2 --cuts-per-shard 24 --seed 3");
     gen(1, "--layout shar --codec wav --shards 2 --cuts-per-shard 40 --seed 9 --min-duration "
            "0.005 --max-duration 3");
+    gen(2, "--layout shar --codec wav --shards 1 --cuts-per-shard 8 --sampling-rate 8000");
     static const int mels[] = {80, 64, 128};
     static const uint32_t cuts[] = {1, 3, 7, 24};
     double worst = 0;
@@ -355,9 +376,10 @@ int main(void)
            worst);
     steady_state();
     release_after_close();
+    other_rate();
     throughput();
     char cmd[1200];
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         snprintf(cmd, sizeof cmd, "rm -rf %.*s", (int)(strlen(corpus[i]) - 5), corpus[i]);
         CHECK(system(cmd) == 0);
     }
