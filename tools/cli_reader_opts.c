@@ -48,6 +48,30 @@ static int opt_bucket_batch_size(cli_parser *p, const cli_opt *o, const char *va
                               &p->ro->bucket_batch_size, &p->ro->n_bucket_batch_size);
 }
 
+/* --device cpu|cuda[:N]: sets device and device_ordinal (the target is `device`). */
+static int opt_device(cli_parser *p, const cli_opt *o, const char *val, void *target)
+{
+    sharc_reader_settings *s =
+        (sharc_reader_settings *)((char *)target - offsetof(sharc_reader_settings, device));
+    if (strcmp(val, "cpu") == 0 || strcmp(val, "host") == 0) {
+        s->device = SHARC_DEVICE_HOST;
+        s->device_ordinal = 0;
+        return 0;
+    }
+    const char *n = val + 4;
+    if (strncmp(val, "cuda", 4) == 0 && (*n == 0 || (*n == ':' && n[1]))) {
+        long v = 0;
+        for (n += *n == ':'; *n >= '0' && *n <= '9' && v <= 1000000; n++)
+            v = v * 10 + (*n - '0');
+        if (*n == 0 && v <= 1000000) {
+            s->device = SHARC_DEVICE_CUDA;
+            s->device_ordinal = (int)v;
+            return 0;
+        }
+    }
+    return cli_usage_error(p->cmd, "--device '%s': cpu, cuda or cuda:N (N >= 0)", val), -1;
+}
+
 /* --features is stored as an int (CLI_OPT_ENUM: the choice's index) into the enum. */
 _Static_assert(sizeof(sharc_features) == sizeof(int), "sharc_features is stored as an int");
 _Static_assert(SHARC_FEATURES_NONE == 0 && SHARC_FEATURES_FBANK == 1,
@@ -194,6 +218,11 @@ const cli_opt cli_reader_group[] = {
     {CLI_OPT_FLAG, "no-keep-audio", R(keep_audio), .min = 0, .flags = CLI_BATCH_ONLY,
      .help = "drop the audio tensor from the batches once the features are\n"
              "computed; audio_lens stays (default: keep it)"},
+    {CLI_OPT_CUSTOM, "device", .metavar = "D", R(device), .handler = opt_device,
+     .flags = CLI_BATCH_ONLY,
+     .help = "cpu, or cuda[:N]: upload each batch once to CUDA device N\n"
+             "(default 0), compute --features there and hand out device\n"
+             "tensors; strings stay on the host (default cpu)"},
     CLI_END,
 };
 

@@ -2,6 +2,7 @@
  * sharc bench: measure the loader (batches, or cuts with --cuts) and, with --floor, the floor
  * (libarchive + libsndfile alone, bench_floor.c) in the same run, alternating the two.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -73,9 +74,12 @@ typedef struct run_result {
     double role_cpu[N_ROLES];          /* CPU seconds of each role's threads over the window */
     double net_bytes, net_retries;     /* remote shards: bytes received, transfers retried */
     double net_wait;                   /* remote shards: seconds waited for their bytes */
-    uint64_t peak_rss;                 /* bytes */
-    size_t shards;                     /* shards the reader found */
-    int ended;                         /* the data ended the window */
+    /* --device cuda: the device stage's batches, wall seconds from host batch to device
+     * batch, feature kernel seconds and the bytes they read and wrote */
+    double dev_batches, dev_seconds, feat_seconds, feat_bytes;
+    uint64_t peak_rss; /* bytes */
+    size_t shards;     /* shards the reader found */
+    int ended;         /* the data ended the window */
 } run_result;
 
 /* A finite number >= min (> min when `strict`); -1 after a usage error. */
@@ -244,6 +248,7 @@ static const cli_opt options[] = {
     USE("fbank-preemph", NULL),
     USE("fbank-dither", NULL),
     USE("no-keep-audio", NULL),
+    USE("device", NULL),
     CLI_TEXT("\nMixing datasets (instead of PATH; see docs/mixing.md):\n"),
     USE("input-cfg", NULL),
     USE("max-open-streams", NULL),
@@ -306,8 +311,13 @@ static void print_help(void)
         "by their names, and of all other threads, the caller's among them; 0 where /proc\n"
         "cannot tell), and with --floor floor_audio_seconds_per_second,\n"
         "floor_cuts_per_second, floor_cpu_seconds_per_audio_second and ratio_to_floor\n"
-        "(loader / floor), rank and source (whether this rank read the batches or received\n"
-        "them), then runs\n"
+        "(loader / floor), with --device cuda:N device {name, ms_per_batch (wall time from\n"
+        "a host batch to its device batch: upload and features), feature_ms_per_batch (the\n"
+        "feature kernels' device time), audio_seconds_per_second (audio per second of that\n"
+        "wall time), feature_bytes_per_second (audio read plus features written per second of\n"
+        "kernel time), copy_bytes_per_second (the device's device-to-device cudaMemcpy\n"
+        "bandwidth, read plus written, measured once) and feature_to_copy_bandwidth}, rank and\n"
+        "source (whether this rank read the batches or received them), then runs\n"
         "(one object per repetition, end_of_data telling whether the data ended its window). Rates "
         "are medians over the repetitions, the peak RSS is\n"
         "the maximum; values a mode does not define (batches with --cuts) are null. A run that\n"
@@ -318,6 +328,7 @@ static void print_help(void)
         "Example:\n"
         "  sharc bench --floor --threads 1 --max-duration 200 --seconds 10 data/shar\n"
         "  sharc bench --cuts --floor --json data/wds\n"
+        "  sharc bench --features fbank --device cuda:0 --max-duration 600 data/shar\n"
         "  mpirun -n 4 sharc bench --transport mpi --mesh dp=2,cp=2 --batches 50 --json "
         "data/shar\n");
 }
@@ -491,7 +502,8 @@ typedef struct window {
     double stage0[N_STAGES];
     double role0[N_ROLES];
     double net0[3]; /* bytes, retries, wait seconds */
-    int open;       /* the window has started */
+    sharc_device_stats dev0;
+    int open; /* the window has started */
 } window;
 
 static void window_start(window *w, sharc_reader *r, double t0)
@@ -506,6 +518,7 @@ static void window_start(window *w, sharc_reader *r, double t0)
     w->net0[0] = (double)st.net_bytes;
     w->net0[1] = st.net_retries;
     w->net0[2] = st.net_wait_seconds;
+    sharc_reader_get_device_stats(r, &w->dev0);
     w->open = 1;
 }
 
@@ -521,6 +534,13 @@ static void window_end(const window *w, sharc_reader *r, run_result *res)
     res->net_bytes = (double)st.net_bytes - w->net0[0];
     res->net_retries = st.net_retries - w->net0[1];
     res->net_wait = st.net_wait_seconds - w->net0[2];
+    sharc_device_stats ds;
+    sharc_reader_get_device_stats(r, &ds);
+    res->dev_batches = (double)(ds.batches - w->dev0.batches);
+    res->dev_seconds = ds.seconds - w->dev0.seconds;
+    res->feat_seconds = ds.feature_seconds - w->dev0.feature_seconds;
+    res->feat_bytes = (double)(ds.feature_read_bytes + ds.feature_write_bytes -
+                               w->dev0.feature_read_bytes - w->dev0.feature_write_bytes);
     double role[N_ROLES];
     role_cpu_seconds(role);
     for (int k = 0; k < N_ROLES; k++) /* a thread that ended in the window took its time */
@@ -567,6 +587,28 @@ static int count_batch(const sharc_batch *b, double max_duration, run_result *re
     int64_t n = rows, width = audio != NULL ? audio->shape[1] : 0;
     const int32_t *l = lens->data;
     const float *d = dur->data;
+    /* --device cuda: the lengths and durations are read from their copies on the host. */
+    int32_t *l_host = NULL;
+    float *d_host = NULL;
+    if (lens->device != SHARC_DEVICE_HOST || dur->device != SHARC_DEVICE_HOST) {
+        l_host = malloc(lens->nbytes + 1);
+        d_host = malloc(dur->nbytes + 1);
+        int rc = l_host == NULL || d_host == NULL
+                     ? SHARC_ERR(ENOMEM)
+                     : sharc_tensor_copy_to_host(lens, l_host, lens->nbytes);
+        if (rc == 0)
+            rc = sharc_tensor_copy_to_host(dur, d_host, dur->nbytes);
+        if (rc < 0) {
+            free(l_host);
+            free(d_host);
+            fail_with("batch %" PRIu64 ": cannot copy audio_lens and duration from device "
+                      "cuda:%d: %s",
+                      b->step, lens->device_ordinal, sharc_strerror(rc));
+            return -1;
+        }
+        l = l_host;
+        d = d_host;
+    }
     double sum_d = 0;
     for (int64_t i = 0; i < n; i++) {
         res->real_frames += l[i];
@@ -574,6 +616,8 @@ static int count_batch(const sharc_batch *b, double max_duration, run_result *re
         if (audio == NULL && l[i] > width)
             width = l[i];
     }
+    free(l_host);
+    free(d_host);
     res->padded_frames += (double)n * (double)width;
     res->audio += sum_d;
     res->cuts += (double)n;
@@ -821,6 +865,27 @@ static double get_net_wait(const run_result *r)
     return r->net_wait;
 }
 
+static double get_dev_ms(const run_result *r)
+{
+    return r->dev_batches > 0 ? 1e3 * r->dev_seconds / r->dev_batches : NAN;
+}
+
+static double get_feat_ms(const run_result *r)
+{
+    return r->dev_batches > 0 ? 1e3 * r->feat_seconds / r->dev_batches : NAN;
+}
+
+/* Seconds of audio per second of the device stage: from a host batch to device features. */
+static double get_dev_rate(const run_result *r)
+{
+    return r->dev_seconds > 0 ? r->audio / r->dev_seconds : NAN;
+}
+
+static double get_feat_bw(const run_result *r)
+{
+    return r->feat_seconds > 0 ? r->feat_bytes / r->feat_seconds : NAN;
+}
+
 #define STAGE_GETTER(k)                                                                            \
     static double get_stage##k(const run_result *r)                                                \
     {                                                                                              \
@@ -853,6 +918,7 @@ typedef struct report {
     const run_result *runs, *floors;
     size_t n_tars;      /* tar files the floor reads */
     int peak_scope_run; /* the peak was reset before each run */
+    double copy_bw;     /* --device cuda: the device's copy bandwidth, bytes/s (NAN: none) */
 } report;
 
 static void json_field(FILE *f, const char *key, double v)
@@ -941,6 +1007,20 @@ static void print_json(const report *rp)
                    median_of(rp->floors, n, get_cpu_per_audio));
         json_field(f, "ratio_to_floor", median_of(runs, n, get_audio_rate) / fr);
     }
+    if (rp->s->device == SHARC_DEVICE_CUDA) {
+        double bw = median_of(runs, n, get_feat_bw);
+        cli_json_key(f, "device", 0);
+        fputc('{', f);
+        cli_json_key(f, "name", 1);
+        fprintf(f, "\"cuda:%d\"", rp->s->device_ordinal);
+        json_field(f, "ms_per_batch", median_of(runs, n, get_dev_ms));
+        json_field(f, "feature_ms_per_batch", median_of(runs, n, get_feat_ms));
+        json_field(f, "audio_seconds_per_second", median_of(runs, n, get_dev_rate));
+        json_field(f, "feature_bytes_per_second", bw);
+        json_field(f, "copy_bytes_per_second", rp->copy_bw);
+        json_field(f, "feature_to_copy_bandwidth", bw / rp->copy_bw);
+        fputc('}', f);
+    }
     cli_dist_json(f, &o->dist, NULL);
     cli_json_key(f, "runs", 0);
     fputc('[', f);
@@ -1007,6 +1087,15 @@ static void print_text(const report *rp)
         for (int k = 0; k < N_ROLES; k++)
             printf(" %s %.1f", role_names[k], median_of(runs, n, role_getters[k]));
         printf("\n");
+    }
+    if (rp->s->device == SHARC_DEVICE_CUDA) {
+        double bw = median_of(runs, n, get_feat_bw);
+        printf("  device cuda:%-3d%10.3f ms per batch from the host batch, %.0f s of audio/s\n",
+               rp->s->device_ordinal, median_of(runs, n, get_dev_ms),
+               median_of(runs, n, get_dev_rate));
+        printf("  features       %10.3f ms per batch on the device, %.1f GB/s read and written "
+               "(%.2f of the copy bandwidth, %.1f GB/s)\n",
+               median_of(runs, n, get_feat_ms), bw * 1e-9, bw / rp->copy_bw, rp->copy_bw * 1e-9);
     }
     int ended = 0;
     for (int i = 0; i < n; i++)
@@ -1083,7 +1172,11 @@ int cmd_bench(int argc, char **argv)
     int scope_run;
     if (run_all(&s, &o, shards, n_shards, runs, floors, &scope_run) < 0)
         goto done;
-    report rp = {&o, &s, runs, floors, n_shards, scope_run};
+    report rp = {&o, &s, runs, floors, n_shards, scope_run, NAN};
+    /* The device's copy bandwidth, measured once: the yardstick of the feature kernels'. */
+    if (s.device == SHARC_DEVICE_CUDA &&
+        sharc_device_copy_bandwidth(s.device_ordinal, &rp.copy_bw, NULL) < 0)
+        rp.copy_bw = NAN;
     reported = 1;
     if (o.json)
         print_json(&rp);

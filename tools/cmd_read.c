@@ -178,6 +178,7 @@ static const cli_opt options[] = {
     USE("fbank-preemph"),
     USE("fbank-dither"),
     USE("no-keep-audio"),
+    USE("device"),
     CLI_TEXT("\nCuts (--cuts):\n"),
     {CLI_OPT_FLAG, "cuts", OWN(cuts_mode), .min = 1,
      .help = "read single cuts (sharc_reader_next) instead of batches; the\n"
@@ -840,9 +841,78 @@ static int read_state_file(read_opts *o, char *error, size_t cap)
     return 0;
 }
 
+/* A batch whose device tensors (--device cuda) are copied to the host, so that it is
+ * printed and dumped as a host batch is. */
+typedef struct host_view {
+    sharc_batch b;
+    sharc_tensor *t;
+} host_view;
+
+/* Free the copies of `orig`'s device tensors. */
+static void host_view_free(host_view *v, const sharc_batch *orig)
+{
+    for (size_t i = 0; v->t != NULL && i < orig->n_tensors; i++)
+        if (orig->tensors[i].device != SHARC_DEVICE_HOST)
+            free(v->t[i].data);
+    free(v->t);
+    v->t = NULL;
+}
+
+/* `b` itself when it has no device tensor, else its copy in `v` (host_view_free frees it). */
+static const sharc_batch *host_view_of(const sharc_batch *b, host_view *v, batch_run *run)
+{
+    memset(v, 0, sizeof *v);
+    size_t n_dev = 0;
+    for (size_t i = 0; i < b->n_tensors; i++)
+        n_dev += b->tensors[i].device != SHARC_DEVICE_HOST;
+    if (n_dev == 0)
+        return b;
+    v->b = *b;
+    v->t = calloc(b->n_tensors, sizeof *v->t);
+    if (v->t == NULL) {
+        snprintf(run->error, sizeof run->error, "out of memory for batch %" PRIu64, b->step);
+        return NULL;
+    }
+    v->b.tensors = v->t;
+    for (size_t i = 0; i < b->n_tensors; i++) {
+        const sharc_tensor *t = &b->tensors[i];
+        v->t[i] = *t;
+        if (t->device == SHARC_DEVICE_HOST)
+            continue;
+        v->t[i].device = SHARC_DEVICE_HOST;
+        v->t[i].device_ordinal = 0;
+        v->t[i].data = malloc(t->nbytes ? t->nbytes : 1);
+        int rc = v->t[i].data == NULL ? SHARC_ERR(ENOMEM)
+                                      : sharc_tensor_copy_to_host(t, v->t[i].data, t->nbytes);
+        if (rc < 0) {
+            snprintf(run->error, sizeof run->error,
+                     "cannot copy tensor %.31s of step %" PRIu64 " from device cuda:%d: %s",
+                     t->name, b->step, t->device_ordinal, sharc_strerror(rc));
+            host_view_free(v, b);
+            return NULL;
+        }
+    }
+    return &v->b;
+}
+
 /* Print, dump and save as asked for one batch. */
+static int handle_batch_host(sharc_loader *l, const sharc_batch *b, read_opts *o, int given_rate,
+                             batch_run *run, FILE *saved);
+
 static int handle_batch(sharc_loader *l, const sharc_batch *b, read_opts *o, int given_rate,
                         batch_run *run, FILE *saved)
+{
+    host_view v;
+    const sharc_batch *hb = host_view_of(b, &v, run);
+    if (hb == NULL)
+        return -1;
+    int rc = handle_batch_host(l, hb, o, given_rate, run, saved);
+    host_view_free(&v, b);
+    return rc;
+}
+
+static int handle_batch_host(sharc_loader *l, const sharc_batch *b, read_opts *o, int given_rate,
+                             batch_run *run, FILE *saved)
 {
     batch_info bi;
     if (batch_info_compute(b, given_rate, &bi, run) < 0)

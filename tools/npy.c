@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "npy.h"
@@ -120,7 +121,7 @@ int npy_write(FILE *f, const char *descr, int ndim, const int64_t *shape, const 
 int npy_write_tensor(FILE *f, const sharc_tensor *t)
 {
     const char *descr = npy_descr(t->dtype);
-    if (descr == NULL || t->device != SHARC_DEVICE_HOST)
+    if (descr == NULL || (t->device != SHARC_DEVICE_HOST && t->device != SHARC_DEVICE_CUDA))
         return -ENOTSUP;
     if (t->ndim < 0 || t->ndim > SHARC_TENSOR_MAX_DIMS)
         return -EINVAL;
@@ -135,5 +136,17 @@ int npy_write_tensor(FILE *f, const sharc_tensor *t)
     if (__builtin_mul_overflow(elems, (uint64_t)sharc_dtype_size(t->dtype), &bytes) ||
         bytes != t->nbytes)
         return -EINVAL;
-    return npy_write(f, descr, t->ndim, t->shape, t->data, t->nbytes);
+    if (t->device == SHARC_DEVICE_HOST)
+        return npy_write(f, descr, t->ndim, t->shape, t->data, t->nbytes);
+    /* A device tensor is written from its copy on the host. */
+    void *copy = malloc(t->nbytes ? t->nbytes : 1);
+    if (copy == NULL)
+        return -ENOMEM;
+    int rc = sharc_tensor_copy_to_host(t, copy, t->nbytes);
+    if (rc == 0)
+        rc = npy_write(f, descr, t->ndim, t->shape, copy, t->nbytes);
+    else
+        rc = rc == SHARC_ERR_UNSUPPORTED ? -ENOTSUP : -EIO;
+    free(copy);
+    return rc;
 }

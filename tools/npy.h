@@ -53,9 +53,10 @@ int npy_write(FILE *f, const char *descr, int ndim, const int64_t *shape, const 
               size_t nbytes);
 
 /**
- * Write a host tensor to `f` with its dtype and shape.
- * @return 0, -ENOTSUP for a dtype NumPy lacks or a tensor not in host memory, -EINVAL when
- *         nbytes does not match the shape, or npy_write()'s error
+ * Write a tensor to `f` with its dtype and shape; a CUDA tensor is copied to the host first.
+ * @return 0, -ENOTSUP for a dtype NumPy lacks or a device this build cannot read, -EINVAL
+ *         when nbytes does not match the shape, -ENOMEM, -EIO when the copy from the device
+ *         failed, or npy_write()'s error
  */
 int npy_write_tensor(FILE *f, const sharc_tensor *t);
 

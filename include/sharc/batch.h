@@ -86,6 +86,15 @@ SHARC_API const char *sharc_batch_string(const sharc_batch *b, const char *colum
                                          size_t *len);
 
 /**
+ * Copy tensor `t`'s bytes into host memory `dst` (at least t->nbytes), from the host or from
+ * a CUDA device (sharc_reader_settings.device): the copy a program without CUDA headers
+ * needs to look at a device tensor. The caller's current CUDA device is unchanged.
+ * @return 0, SHARC_ERR(EINVAL) (NULL, or `cap` below t->nbytes), SHARC_ERR_UNSUPPORTED (a
+ *         device tensor in a build without CUDA) or SHARC_ERR_CUDA (the copy failed)
+ */
+SHARC_API int sharc_tensor_copy_to_host(const sharc_tensor *t, void *dst, size_t cap);
+
+/**
  * Give a batch back to its pool. NULL-safe. After this call `b` must not be used. Any
  * thread may call it.
  */

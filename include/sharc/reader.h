@@ -241,7 +241,15 @@ typedef struct sharc_reader_settings {
      *  builds the structure in memory (the Python package passes a list or dict this way);
      *  errors name it "input_cfg text". Not with `input_cfg` or `paths`. NULL (default). */
     const char *input_cfg_text;
-    uint8_t reserved[48]; ///< room for later fields; must be zero
+    /** Where the batches' tensors are made (docs/features.md): SHARC_DEVICE_HOST (or 0), in
+     *  host memory (default), or SHARC_DEVICE_CUDA, on CUDA device `device_ordinal`: each
+     *  host batch is uploaded once, its features (features = FBANK) computed there, and its
+     *  numeric tensors handed out as device tensors (string columns stay on the host). A
+     *  build without CUDA, an ordinal no device has, or a device that cannot be used fails
+     *  sharc_reader_open with the device named in the message. Batches only. */
+    sharc_device device;
+    int device_ordinal;   ///< the CUDA device of SHARC_DEVICE_CUDA, >= 0 (default 0)
+    uint8_t reserved[40]; ///< room for later fields; must be zero
 } sharc_reader_settings;
 
 /**
@@ -296,6 +304,25 @@ enum sharc_stage {
     SHARC_STAGE_DECODE = 3,
     SHARC_STAGE_COLLATE = 4,
 };
+
+/**
+ * The device stage's counters (sharc_reader_settings.device = SHARC_DEVICE_CUDA), cumulative
+ * since open; all zero for a reader of host batches.
+ */
+typedef struct sharc_device_stats {
+    uint64_t batches;             ///< batches made on the device
+    double seconds;               ///< wall time from each host batch to its device batch, summed
+    double feature_seconds;       ///< device time of the feature kernels (CUDA events), summed
+    uint64_t upload_bytes;        ///< bytes copied from host to device
+    uint64_t feature_read_bytes;  ///< bytes of audio and lengths the feature kernels read
+    uint64_t feature_write_bytes; ///< bytes of features and feature lengths they wrote
+    /** Device and pinned allocations (cudaMalloc, cudaHostAlloc) made so far, for pooled
+     *  batch tensors, staging and work space, and their bytes: they stop growing once the
+     *  largest batch has been met. */
+    uint64_t allocations;
+    uint64_t allocated_bytes;
+    uint8_t reserved[64]; ///< room for later counters; zero
+} sharc_device_stats;
 
 typedef struct sharc_reader sharc_reader;
 
@@ -365,6 +392,21 @@ SHARC_API const char *sharc_reader_last_error(const sharc_reader *r);
 
 /** Copy the reader's counters into `out`. */
 SHARC_API void sharc_reader_get_stats(const sharc_reader *r, sharc_reader_stats *out);
+
+/** Copy the device stage's counters into `out` (zero for a reader of host batches). */
+SHARC_API void sharc_reader_get_device_stats(const sharc_reader *r, sharc_device_stats *out);
+
+/**
+ * Measure CUDA device `ordinal`'s device-to-device copy bandwidth: cudaMemcpy of a 256 MiB
+ * buffer, best of a few, counting the bytes read and written. Takes a fraction of a second
+ * and 512 MiB of device memory for that time. The caller's current device is unchanged.
+ * @param bytes_per_second receives the bandwidth
+ * @return 0, SHARC_ERR(EINVAL) (NULL, a negative ordinal), SHARC_ERR_UNSUPPORTED (a build
+ *         without CUDA) or SHARC_ERR_CUDA (no such device, out of memory), with the reason
+ *         logged through `logger` (NULL: the default logger)
+ */
+SHARC_API int sharc_device_copy_bandwidth(int ordinal, double *bytes_per_second,
+                                          const sharc_logger *logger);
 
 /** The number of shards found (before the data-parallel split). */
 SHARC_API size_t sharc_reader_num_shards(const sharc_reader *r);

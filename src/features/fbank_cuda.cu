@@ -35,6 +35,8 @@ struct sharc__fbank_cuda {
     size_t logmel_cap;  ///< doubles in logmel
     int32_t *host_lens; ///< the lengths, checked on the host, grows
     size_t host_lens_cap;
+    cudaStream_t busy;  ///< the stream of the last work enqueued, which may use the work space
+    uint64_t n_mallocs; ///< cudaMalloc calls for work space made after the plan
 };
 
 static int cuda_fail(sharc__ctx *ctx, const char *call, cudaError_t err)
@@ -63,6 +65,25 @@ static int cuda_fail(sharc__ctx *ctx, const char *call, cudaError_t err)
             goto fail;                                                                             \
         }                                                                                          \
     } while (0)
+
+/* Every entry point makes the plan's device current and gives the caller's back before it
+ * returns (the library never leaves the caller's current device changed). */
+static int enter_device(sharc__ctx *ctx, int device, int *prev)
+{
+    int rc = 0;
+    *prev = -1;
+    CU(ctx, cudaGetDevice(prev));
+    CU(ctx, cudaSetDevice(device));
+    return 0;
+fail:
+    return rc;
+}
+
+static void leave_device(int prev)
+{
+    if (prev >= 0)
+        cudaSetDevice(prev);
+}
 
 /* The windowed frames g0 .. g0 + CHUNK of the batch (frame g is frame g % F0 of row g / F0),
  * as torch.stft(center=True, pad_mode="constant") frames the pre-emphasised rows. */
@@ -177,7 +198,9 @@ extern "C" int sharc__fbank_cuda_create(sharc__fbank_cuda **out, sharc__ctx *ctx
     f->n_bins = s->n_fft / 2 + 1;
     f->woff = (s->n_fft - s->window) / 2;
     size_t nm = (size_t)s->n_mels;
-    CU(ctx, cudaSetDevice(device));
+    int prev = -1;
+    if ((rc = enter_device(ctx, device, &prev)) < 0)
+        goto fail;
     CU(ctx, cudaStreamCreateWithFlags(&f->stream, cudaStreamNonBlocking));
     CU(ctx, cudaMalloc((void **)&f->lo, nm * sizeof(int)));
     CU(ctx, cudaMalloc((void **)&f->len, nm * sizeof(int)));
@@ -198,11 +221,13 @@ extern "C" int sharc__fbank_cuda_create(sharc__fbank_cuda **out, sharc__ctx *ctx
     f->fft_made = 1;
     CUFFT(ctx, cufftSetStream(f->fft, f->stream));
     sharc__fbank_destroy(&cpu);
+    leave_device(prev);
     *out = f;
     return 0;
 fail:
     sharc__fbank_destroy(&cpu);
     sharc__fbank_cuda_destroy(&f);
+    leave_device(prev);
     return rc;
 }
 
@@ -212,7 +237,9 @@ extern "C" void sharc__fbank_cuda_destroy(sharc__fbank_cuda **pf)
     if (!f)
         return;
     *pf = NULL;
-    cudaSetDevice(f->device);
+    int prev = -1;
+    if (cudaGetDevice(&prev) != cudaSuccess || cudaSetDevice(f->device) != cudaSuccess)
+        prev = -1;
     if (f->fft_made)
         cufftDestroy(f->fft);
     cudaFree(f->lo);
@@ -225,17 +252,17 @@ extern "C" void sharc__fbank_cuda_destroy(sharc__fbank_cuda **pf)
     cudaFree(f->logmel);
     if (f->stream)
         cudaStreamDestroy(f->stream);
+    leave_device(prev);
     sharc__ctx ctx = f->ctx;
     sharc__free(&ctx, f->host_lens);
     sharc__free(&ctx, f);
 }
 
-extern "C" int sharc__fbank_cuda_compute(sharc__fbank_cuda *f, sharc__ctx *ctx, const float *audio,
-                                         const int32_t *lens, int64_t B, int64_t T, float *out,
-                                         int32_t *out_lens, int64_t frames)
+/* The frames count a batch of T-sample rows needs, and a check that `frames` holds it. */
+static int check_shape(const sharc__fbank_cuda *f, sharc__ctx *ctx, int64_t B, int64_t T,
+                       int64_t frames)
 {
-    int rc = 0;
-    int64_t F0 = T / f->s.hop + 1, need = F0;
+    int64_t need = (T > 0 ? T : 0) / f->s.hop + 1;
     if (f->s.pad_to > 1 && need % f->s.pad_to)
         need += f->s.pad_to - need % f->s.pad_to;
     if (B < 0 || T < 0 || frames < need)
@@ -243,14 +270,78 @@ extern "C" int sharc__fbank_cuda_compute(sharc__fbank_cuda *f, sharc__ctx *ctx, 
                                 "fbank: a batch of %lld x %lld samples needs %lld frames, the "
                                 "output holds %lld",
                                 (long long)B, (long long)T, (long long)need, (long long)frames);
-    if (B == 0)
-        return 0;
-    CU(ctx, cudaSetDevice(f->device));
+    return 0;
+}
+
+extern "C" int sharc__fbank_cuda_enqueue(sharc__fbank_cuda *f, sharc__ctx *ctx, cudaStream_t stream,
+                                         const float *audio, const int32_t *lens, int64_t B,
+                                         int64_t T, float *out, int32_t *out_lens, int64_t frames)
+{
+    int rc = check_shape(f, ctx, B, T, frames);
+    if (rc < 0 || B == 0)
+        return rc;
+    int64_t F0 = T / f->s.hop + 1;
+    size_t want = (size_t)B * (size_t)f->s.n_mels * (size_t)F0;
+    if (want > f->logmel_cap) {
+        /* Work enqueued before may still read the old buffer: let it finish first. */
+        if (f->busy)
+            CU(ctx, cudaStreamSynchronize(f->busy));
+        cudaFree(f->logmel);
+        f->logmel = NULL;
+        f->logmel_cap = 0;
+        size_t cap = want + want / 2;
+        CU(ctx, cudaMalloc((void **)&f->logmel, cap * sizeof(double)));
+        f->logmel_cap = cap;
+        f->n_mallocs++;
+    }
+    f->busy = stream;
+    CUFFT(ctx, cufftSetStream(f->fft, stream));
+    {
+        const int threads = 256;
+        int64_t total = B * F0;
+        for (int64_t g0 = 0; g0 < total; g0 += CHUNK) {
+            int64_t nf = (int64_t)CHUNK * f->s.n_fft, nm = (int64_t)CHUNK * f->s.n_mels;
+            frame_kernel<<<(unsigned)((nf + threads - 1) / threads), threads, 0, stream>>>(
+                audio, lens, T, B, F0, g0, f->s.n_fft, f->s.hop, f->woff, f->s.window,
+                (float)f->s.preemph, f->window, f->frames);
+            CU(ctx, cudaGetLastError());
+            CUFFT(ctx, cufftExecR2C(f->fft, f->frames, f->spec));
+            mel_kernel<<<(unsigned)((nm + threads - 1) / threads), threads, 0, stream>>>(
+                f->spec, f->n_bins, f->s.n_mels, f->lo, f->len, f->start, f->weights, B, F0, g0,
+                f->logmel);
+            CU(ctx, cudaGetLastError());
+        }
+        norm_kernel<<<(unsigned)(B * f->s.n_mels), NORM_THREADS, 0, stream>>>(
+            f->logmel, lens, f->s.n_mels, f->s.hop, F0, frames, out, out_lens);
+        CU(ctx, cudaGetLastError());
+    }
+    return 0;
+fail:
+    return rc;
+}
+
+extern "C" uint64_t sharc__fbank_cuda_mallocs(const sharc__fbank_cuda *f)
+{
+    return f->n_mallocs;
+}
+
+extern "C" int sharc__fbank_cuda_compute(sharc__fbank_cuda *f, sharc__ctx *ctx, const float *audio,
+                                         const int32_t *lens, int64_t B, int64_t T, float *out,
+                                         int32_t *out_lens, int64_t frames)
+{
+    int rc = check_shape(f, ctx, B, T, frames);
+    if (rc < 0 || B == 0)
+        return rc;
+    int prev = -1;
+    if ((rc = enter_device(ctx, f->device, &prev)) < 0)
+        return rc;
     if ((size_t)B > f->host_lens_cap) {
         int32_t *p = (int32_t *)sharc__malloc(&f->ctx, (size_t)B * sizeof *p);
-        if (!p)
-            return sharc__set_error(ctx, SHARC_ERR(ENOMEM), "out of memory for %lld lengths",
-                                    (long long)B);
+        if (!p) {
+            rc = sharc__set_error(ctx, SHARC_ERR(ENOMEM), "out of memory for %lld lengths",
+                                  (long long)B);
+            goto fail;
+        }
         sharc__free(&f->ctx, f->host_lens);
         f->host_lens = p;
         f->host_lens_cap = (size_t)B;
@@ -259,40 +350,17 @@ extern "C" int sharc__fbank_cuda_compute(sharc__fbank_cuda *f, sharc__ctx *ctx, 
                             f->stream));
     CU(ctx, cudaStreamSynchronize(f->stream));
     for (int64_t b = 0; b < B; b++)
-        if (f->host_lens[b] < 0 || f->host_lens[b] > T)
-            return sharc__set_error(ctx, SHARC_ERR(EINVAL),
-                                    "fbank: row %lld has length %d, outside the batch's 0..%lld",
-                                    (long long)b, (int)f->host_lens[b], (long long)T);
-    {
-        size_t want = (size_t)B * (size_t)f->s.n_mels * (size_t)F0;
-        if (want > f->logmel_cap) {
-            cudaFree(f->logmel);
-            f->logmel = NULL;
-            f->logmel_cap = 0;
-            size_t cap = want + want / 2;
-            CU(ctx, cudaMalloc((void **)&f->logmel, cap * sizeof(double)));
-            f->logmel_cap = cap;
+        if (f->host_lens[b] < 0 || f->host_lens[b] > T) {
+            rc = sharc__set_error(ctx, SHARC_ERR(EINVAL),
+                                  "fbank: row %lld has length %d, outside the batch's 0..%lld",
+                                  (long long)b, (int)f->host_lens[b], (long long)T);
+            goto fail;
         }
-        const int threads = 256;
-        int64_t total = B * F0;
-        for (int64_t g0 = 0; g0 < total; g0 += CHUNK) {
-            int64_t nf = (int64_t)CHUNK * f->s.n_fft, nm = (int64_t)CHUNK * f->s.n_mels;
-            frame_kernel<<<(unsigned)((nf + threads - 1) / threads), threads, 0, f->stream>>>(
-                audio, lens, T, B, F0, g0, f->s.n_fft, f->s.hop, f->woff, f->s.window,
-                (float)f->s.preemph, f->window, f->frames);
-            CU(ctx, cudaGetLastError());
-            CUFFT(ctx, cufftExecR2C(f->fft, f->frames, f->spec));
-            mel_kernel<<<(unsigned)((nm + threads - 1) / threads), threads, 0, f->stream>>>(
-                f->spec, f->n_bins, f->s.n_mels, f->lo, f->len, f->start, f->weights, B, F0, g0,
-                f->logmel);
-            CU(ctx, cudaGetLastError());
-        }
-        norm_kernel<<<(unsigned)(B * f->s.n_mels), NORM_THREADS, 0, f->stream>>>(
-            f->logmel, lens, f->s.n_mels, f->s.hop, F0, frames, out, out_lens);
-        CU(ctx, cudaGetLastError());
-        CU(ctx, cudaStreamSynchronize(f->stream));
-    }
-    return 0;
+    if ((rc = sharc__fbank_cuda_enqueue(f, ctx, f->stream, audio, lens, B, T, out, out_lens,
+                                        frames)) < 0)
+        goto fail;
+    CU(ctx, cudaStreamSynchronize(f->stream));
 fail:
+    leave_device(prev);
     return rc;
 }

@@ -14,6 +14,7 @@
 #ifndef SHARC_SRC_FBANK_CUDA_H
 #define SHARC_SRC_FBANK_CUDA_H
 
+#include <cuda_runtime.h>
 #include <stdint.h>
 
 #include "base/ctx.h"
@@ -41,12 +42,27 @@ void sharc__fbank_cuda_destroy(sharc__fbank_cuda **f);
  * Features of a batch in device memory, as sharc__fbank_compute: audio f32 [B, T] and lens
  * i32 [B] (each 0..T, checked) into out f32 [B, n_mels, frames] and out_lens i32 [B], all on
  * the plan's device; `frames` at least sharc__fbank_frames() of T. Returns when they are
- * written.
+ * written. The caller's current device is unchanged.
  * @return 0, SHARC_ERR(EINVAL) (a length out of range, too few frames) or SHARC_ERR_CUDA
  */
 int sharc__fbank_cuda_compute(sharc__fbank_cuda *f, sharc__ctx *ctx, const float *audio,
                               const int32_t *lens, int64_t B, int64_t T, float *out,
                               int32_t *out_lens, int64_t frames);
+
+/**
+ * Enqueue the features of a batch on `stream`, as sharc__fbank_cuda_compute, and return
+ * without waiting for them. The caller has made the plan's device current and checked every
+ * length (0..T) on the host; `stream` is a stream of that device. The plan's work space
+ * serves each call in turn: calls on one stream follow each other, and a call that must
+ * grow the work space first waits for the stream of the call before it.
+ * @return 0, SHARC_ERR(EINVAL) (too few frames) or SHARC_ERR_CUDA
+ */
+int sharc__fbank_cuda_enqueue(sharc__fbank_cuda *f, sharc__ctx *ctx, cudaStream_t stream,
+                              const float *audio, const int32_t *lens, int64_t B, int64_t T,
+                              float *out, int32_t *out_lens, int64_t frames);
+
+/** cudaMalloc calls the plan made for its work space after it was created (it only grows). */
+uint64_t sharc__fbank_cuda_mallocs(const sharc__fbank_cuda *f);
 
 #ifdef __cplusplus
 }

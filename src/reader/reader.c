@@ -15,6 +15,7 @@
 #include "decode/decode.h"
 #include "plan/dataset.h"
 #include "plan/input_cfg.h"
+#include "reader/device.h"
 #include "reader/reader.h"
 #include "walk/cutsource.h"
 #include "walk/mix.h"
@@ -44,8 +45,13 @@ struct sharc_reader {
     size_t n_tag_columns;
     uint64_t *source_cuts; ///< cut mode: cuts of each source returned
     double *source_seconds;
-    sharc__cutsource cs;      ///< the walk, or the mixer
-    sharc__pipeline *pipe;    ///< batch mode
+    sharc__cutsource cs;   ///< the walk, or the mixer
+    sharc__pipeline *pipe; ///< batch mode
+    /** Batch mode with device = CUDA: the stage that makes device batches of the pipeline's,
+     *  and the settings the pipeline runs with (sharc__device_pipeline_settings). */
+    sharc__device_stage *dev;
+    sharc_reader_settings pipe_s;
+    int dev_poison; ///< tests: the stage poisons its device tensors (sharc__device_stage_poison)
     sharc__fetcher fetch;     ///< the walk's and cut mode's reads of audio left in shard files
     sharc_reader_stats stats; ///< the walk's and the planner's counters
     /* Cut mode: the last cut returned. */
@@ -335,6 +341,7 @@ void sharc__reader_close(sharc_reader **rp)
         return;
     sharc__ctx *ctx = &r->ctx;
     sharc__pipeline_stop(&r->pipe);
+    sharc__device_stage_close(&r->dev);
     sharc__walk_close(&r->walk);
     sharc__mix_close(&r->mix);
     for (size_t i = 0; r->mix_ds && i < r->cfg.n_sources; i++)
@@ -593,6 +600,11 @@ const double *sharc__reader_bins(const sharc_reader *r, size_t *n)
     return r->pipe ? sharc__pipeline_bins(r->pipe, n) : NULL;
 }
 
+static int pipeline_next(void *pipe, sharc_batch **out)
+{
+    return sharc__pipeline_next(pipe, out);
+}
+
 int sharc__reader_next_batch(sharc_reader *r, sharc_batch **batch)
 {
     *batch = NULL;
@@ -603,9 +615,16 @@ int sharc__reader_next_batch(sharc_reader *r, sharc_batch **batch)
         return r->batch_failed;
     if (r->mode == 0) {
         r->mode = 2;
-        const sharc__pipeline_config c = {
-            &r->ctx, &r->s, r->cs, &r->stats, r->resume, r->s.resume_state_size, r->state_hash};
-        int rc = sharc__pipeline_start(&r->pipe, &c);
+        sharc__device_pipeline_settings(&r->s, &r->pipe_s);
+        const sharc__pipeline_config c = {&r->ctx,      &r->pipe_s, r->cs,
+                                          &r->stats,    r->resume,  r->s.resume_state_size,
+                                          r->state_hash};
+        int rc =
+            sharc__device_wanted(&r->s) ? sharc__device_stage_open(&r->dev, &r->ctx, &r->s) : 0;
+        if (rc == 0)
+            sharc__device_stage_poison(r->dev, r->dev_poison);
+        if (rc == 0)
+            rc = sharc__pipeline_start(&r->pipe, &c);
         if (rc < 0) {
             sharc__log_error_once(&r->ctx);
             r->batch_failed = rc;
@@ -614,7 +633,25 @@ int sharc__reader_next_batch(sharc_reader *r, sharc_batch **batch)
             return rc;
         }
     }
+    if (r->dev)
+        return sharc__device_stage_next(r->dev, pipeline_next, r->pipe, batch);
     return sharc__pipeline_next(r->pipe, batch);
+}
+
+void sharc__reader_device_stats(const sharc_reader *r, sharc_device_stats *out)
+{
+    sharc__device_stage_stats(r->dev, out);
+}
+
+sharc__device_stage *sharc__reader_device_stage(sharc_reader *r)
+{
+    return r->dev;
+}
+
+void sharc__reader_device_poison(sharc_reader *r, int on)
+{
+    r->dev_poison = on;
+    sharc__device_stage_poison(r->dev, on);
 }
 
 int sharc__reader_state_save(sharc_reader *r, void *buf, size_t cap, size_t *size)

@@ -5,6 +5,7 @@
 #ifndef SHARC_SRC_READER_H
 #define SHARC_SRC_READER_H
 
+#include "reader/device.h"
 #include "sharc/reader.h"
 
 /**
@@ -32,6 +33,11 @@ size_t sharc__reader_source_tags(const sharc_reader *r, size_t i, const char *co
                                  const char *const **values);
 size_t sharc__reader_source_of_shard(const sharc_reader *r, size_t shard);
 void sharc__reader_source_stats(const sharc_reader *r, size_t i, uint64_t *cuts, double *seconds);
+void sharc__reader_device_stats(const sharc_reader *r, sharc_device_stats *out);
+/** The device stage of a reader of device batches once it serves batches, else NULL. */
+sharc__device_stage *sharc__reader_device_stage(sharc_reader *r);
+/** Tests: have the device stage poison its device tensors, from the first batch on. */
+void sharc__reader_device_poison(sharc_reader *r, int on);
 void sharc__reader_close(sharc_reader **r);
 
 #endif /* SHARC_SRC_READER_H */

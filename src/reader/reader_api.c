@@ -53,6 +53,8 @@ void sharc_reader_default_settings(sharc_reader_settings *s)
     s->prefetch = 0;
     s->max_held_batches = 4;
     s->read_ahead_bytes = (uint64_t)64 << 20;
+    s->device = SHARC_DEVICE_HOST;
+    s->device_ordinal = 0;
     s->features = SHARC_FEATURES_NONE;
     s->keep_audio = 1;
     sharc__fbank_settings fs;
@@ -147,6 +149,12 @@ int sharc_reader_open(sharc_reader **out, const sharc_reader_settings *s)
     sharc__ctx_init(&fctx, &s->allocator, &s->logger);
     if ((rc = sharc__featurize_check(&fctx, s)) < 0)
         return sharc__fail_wrap(&fctx, rc, "invalid reader settings");
+    /* The device's own message ("device cuda:3: no such device ..."), which says what to
+     * change. */
+    if ((rc = sharc__device_check(&fctx, s)) < 0) {
+        sharc__log_error_once(&fctx);
+        return rc;
+    }
     return sharc__reader_open(out, s);
 }
 
@@ -174,6 +182,35 @@ int sharc_reader_state_save(sharc_reader *r, void *buf, size_t cap, size_t *size
 const char *sharc_reader_last_error(const sharc_reader *r)
 {
     return r ? sharc__reader_last_error(r) : "";
+}
+
+void sharc_reader_get_device_stats(const sharc_reader *r, sharc_device_stats *out)
+{
+    if (!out)
+        return;
+    memset(out, 0, sizeof *out);
+    if (r)
+        sharc__reader_device_stats(r, out);
+}
+
+int sharc_device_copy_bandwidth(int ordinal, double *bytes_per_second, const sharc_logger *logger)
+{
+    if (!bytes_per_second || ordinal < 0)
+        return SHARC_ERR(EINVAL);
+    sharc_logger def;
+    sharc_default_logger(&def);
+    sharc__ctx ctx;
+    sharc__ctx_init(&ctx, NULL, logger ? logger : &def);
+    return sharc__device_copy_bandwidth(&ctx, ordinal, bytes_per_second);
+}
+
+int sharc_tensor_copy_to_host(const sharc_tensor *t, void *dst, size_t cap)
+{
+    if (!t || (!dst && t->nbytes))
+        return SHARC_ERR(EINVAL);
+    sharc__ctx ctx;
+    sharc__ctx_init(&ctx, NULL, NULL);
+    return sharc__device_tensor_to_host(&ctx, t, dst, cap);
 }
 
 void sharc_reader_get_stats(const sharc_reader *r, sharc_reader_stats *out)

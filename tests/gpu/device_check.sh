@@ -1,7 +1,8 @@
 #!/bin/sh
 # On a lent GPU machine (which has the driver, NCCL and Python but not our build
 # dependencies): unpack the bundle that tests/gpu/bundle.sh made here, run the GPU suite
-# (gpu_fbank among them: the GPU log-mel features against the CPU path), then the CPU
+# (gpu_fbank among them: the GPU log-mel features against the CPU path; gpu_device: the
+# reader's device batches against its host batches), the device stage's bench, then the CPU
 # benchmarks on that machine's cores (the log-mel features' first). Run from the
 # repository root with .gpu carried; results go to $OUT (default ./gpu-out).
 #   Usage: tests/gpu/device_check.sh [--no-bench | bench/run.sh options]
@@ -39,6 +40,26 @@ for t in "$b"/tests/gpu/gpu_*; do
     esac
 done
 [ "${1:-}" = --no-bench ] && exit $status
+if [ "$status" != 77 ]; then
+    # The device stage: from a host batch to log-mel features on the GPU (its own wall time,
+    # whatever the CPU decode rate; target >= 300,000 s of audio/s on an H200), and the feature
+    # kernels' bandwidth against the device's copy bandwidth.
+    echo "== sharc bench --features fbank --device cuda:0"
+    rm -rf /tmp/sharc-device-bench
+    "$SHARC_GEN" --out /tmp/sharc-device-bench --layout shar --codec wav --compress none \
+        --shards 8 --cuts-per-shard 64 --seed 4 >/dev/null &&
+        timeout 300 "$b/tools/sharc" bench --features fbank --device cuda:0 --no-keep-audio \
+            --max-duration 600 --threads "$(nproc)" --epochs 0 --seconds 10 --repeat 3 --json \
+            /tmp/sharc-device-bench/shar >"$out/bench_device.json" 2>"$out/bench_device.err"
+    echo "exit $?"
+    cat "$out/bench_device.json" "$out/bench_device.err"
+    python3 -c 'import json, sys
+d = json.load(open(sys.argv[1])).get("device", {})
+print("device stage: %.0f s of audio/s (target 300000), features %.3f ms/batch, %.1f GB/s = %.2f x the copy bandwidth (%.1f GB/s)" % (
+    d["audio_seconds_per_second"], d["feature_ms_per_batch"], d["feature_bytes_per_second"] / 1e9,
+    d["feature_to_copy_bandwidth"], d["copy_bytes_per_second"] / 1e9))' "$out/bench_device.json" ||
+        true
+fi
 echo "== CPU log-mel features, one thread (bench/fbank.c)"
 for mels in 80 128; do
     timeout 120 "$b/bench/sharc-fbank" --n-mels $mels --repeat 9 2>&1 | tee -a "$out/fbank.log"
