@@ -40,6 +40,12 @@ struct sharc__remote {
     uint64_t delivered, total; ///< total: UINT64_MAX while unknown
     uint64_t skip;             ///< bytes of a 200 answer to a resumed request already delivered
     uint64_t range_start;      ///< the start of a 206 answer's Content-Range
+    /* A ranged read (sharc__remote_read_range): the bytes up to range_end (inclusive; else
+     * UINT64_MAX, to the object's end) go to `dst`, whose first byte is the object's byte
+     * `dst_origin`, instead of to `wfd` or `mem`. */
+    uint64_t range_end, dst_origin;
+    uint8_t *dst;
+    int range_full; ///< an answer that ignored the range delivered all of it: done
     long code;
     int checked, stalled, sink_failed;
     double last_progress;
