@@ -186,6 +186,7 @@ int sharc__remote_new(sharc__remote **out, sharc__ctx *ctx, const char *path, in
     atomic_init(&r->cancel, 0);
     atomic_init(&r->bytes, 0);
     atomic_init(&r->n_retries, 0);
+    atomic_init(&r->etag_id, 0);
     *out = r;
     if (!(r->name = sharc__strdup(ctx, path)))
         return SHARC_ERR(ENOMEM);
@@ -304,6 +305,7 @@ static size_t on_header(char *h, size_t size, size_t nmemb, void *user)
         while (*v == ' ')
             v++;
         snprintf(r->etag, sizeof r->etag, "%.250s", v);
+        atomic_store(&r->etag_id, sharc__remote_etag_id(r->etag));
     } else if (header_is(line, m, "content-range:")) {
         unsigned long long a, b, t;
         if (sscanf(line + 14, " bytes %llu-%llu/%llu", &a, &b, &t) == 3) {
@@ -668,7 +670,7 @@ uint64_t sharc__remote_etag_id(const char *etag)
 
 uint64_t sharc__remote_object_id(const sharc__remote *r)
 {
-    return r->kind == KIND_HTTP ? sharc__remote_etag_id(r->etag) : 0;
+    return r->kind == KIND_HTTP ? atomic_load(&r->etag_id) : 0;
 }
 
 int sharc__remote_read_range(sharc__ctx *ctx, const char *path, uint64_t at, size_t n, uint8_t *dst,

@@ -50,7 +50,8 @@ struct sharc__remote {
     int checked, stalled, sink_failed;
     double last_progress;
     char etag[256];
-    char body[2048]; ///< the start of an error answer's body
+    atomic_ullong etag_id; ///< sharc__remote_etag_id(etag), for the reader's thread
+    char body[2048];       ///< the start of an error answer's body
     size_t body_len;
     atomic_ullong bytes;
     atomic_uint n_retries;
