@@ -270,7 +270,7 @@ START_TEST(reads_a_range_from_an_answer_that_ignores_it)
     snprintf(url, sizeof url, "http://127.0.0.1:%d/x.tar", s.port);
     uint8_t dst[8];
     memset(dst, '#', sizeof dst);
-    ck_assert_int_eq(sharc__remote_read_range(&ctx, url, 3, 4, dst, etag, sizeof etag), 0);
+    ck_assert_int_eq(sharc__remote_read_range(&ctx, NULL, url, 3, 4, dst, etag, sizeof etag), 0);
     serve_stop(&s);
     ck_assert_int_eq(memcmp(dst, "3456####", 8), 0);
     ck_assert_msg(strstr(s.request, "Range: bytes=3-6\r\n"), "%s", s.request);
@@ -291,7 +291,7 @@ START_TEST(refuses_a_range_answered_with_other_bytes)
     char url[64], etag[256] = "";
     snprintf(url, sizeof url, "http://127.0.0.1:%d/x.tar", s.port);
     uint8_t dst[4] = {0};
-    ck_assert_int_eq(sharc__remote_read_range(&ctx, url, 3, 4, dst, etag, sizeof etag),
+    ck_assert_int_eq(sharc__remote_read_range(&ctx, NULL, url, 3, 4, dst, etag, sizeof etag),
                      SHARC_ERR_IO);
     serve_stop(&s);
     char want[256];
@@ -309,19 +309,24 @@ START_TEST(names_a_failed_range)
     sharc__ctx_set_net(&ctx, 1, 1000);
     char etag[256] = "";
     uint8_t dst[100];
-    ck_assert_int_eq(sharc__remote_read_range(&ctx, "http://127.0.0.1:1/x.tar", 100, 100, dst, etag,
-                                              sizeof etag),
+    sharc__remote_conn *conn = NULL;
+    ck_assert_int_eq(sharc__remote_read_range(&ctx, &conn, "http://127.0.0.1:1/x.tar", 100, 100,
+                                              dst, etag, sizeof etag),
                      SHARC_ERR_IO);
     ck_assert_msg(strstr(ctx.error,
                          "http://127.0.0.1:1/x.tar: bytes 100-199: Failed to connect to 127.0.0.1 "
                          "port 1") == ctx.error,
                   "%s", ctx.error);
     ck_assert_msg(strstr(ctx.error, "(after 1 retries)"), "%s", ctx.error);
-    ck_assert_int_eq(
-        sharc__remote_read_range(&ctx, "https://me:pw@h/x.tar", 0, 1, dst, etag, sizeof etag),
-        SHARC_ERR(EINVAL));
+    ck_assert_int_eq(sharc__remote_read_range(&ctx, &conn, "https://me:pw@h/x.tar", 0, 1, dst, etag,
+                                              sizeof etag),
+                     SHARC_ERR(EINVAL));
     ck_assert_ptr_null(strstr(ctx.error, "pw"));
-    ck_assert_int_eq(sharc__remote_read_range(&ctx, "http://127.0.0.1:1/x", 5, 0, dst, etag, 1), 0);
+    ck_assert_ptr_nonnull(conn); /* kept from the first read */
+    ck_assert_int_eq(
+        sharc__remote_read_range(&ctx, &conn, "http://127.0.0.1:1/x", 5, 0, dst, etag, 1), 0);
+    sharc__remote_conn_free(&conn);
+    ck_assert_ptr_null(conn);
 }
 END_TEST
 

@@ -49,6 +49,7 @@ void sharc__fetcher_free(sharc__fetcher *f, sharc__ctx *ctx)
     for (size_t i = 0; i < SHARC__FETCH_FILES; i++)
         drop(f, i);
     sharc__buf_free(ctx, &f->buf);
+    sharc__remote_conn_free(&f->remote.conn);
     reset(f, f->max_files);
 }
 
@@ -203,7 +204,8 @@ static int remote_fetch(sharc__fetcher *f, sharc__ctx *ctx, const sharc__file_re
     }
     if (n <= SHARC__FETCH_PIECE)
         f->piece_holds.n = 0;
-    int rc = sharc__remote_read_range(ctx, path, at, n, dst, f->remote.etag, sizeof f->remote.etag);
+    int rc = sharc__remote_read_range(ctx, &f->remote.conn, path, at, n, dst, f->remote.etag,
+                                      sizeof f->remote.etag);
     /* An answer without an ETag (some servers leave it off partial answers) says nothing. */
     if (rc == 0 && file->id && f->remote.etag[0] &&
         sharc__remote_etag_id(f->remote.etag) != file->id)

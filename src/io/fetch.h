@@ -101,6 +101,7 @@ typedef struct sharc__fetcher {
         const char *path; ///< NULL: none; owned by the dataset
         uint64_t id;
         char etag[256];
+        struct sharc__remote_conn *conn; ///< connections kept open between ranged reads
     } remote;
     /** What `buf` holds of a remote object (n 0: nothing), and the last piece (a member's
      *  header) read from one: rows that cut one member ask for them in turn. */

@@ -468,7 +468,9 @@ static int attempt(sharc__remote *r)
     r->body[0] = 0;
     r->last_progress = now_s();
     int out = XFER_FAIL;
-    r->curl = curl_easy_init();
+    if (r->kept)
+        curl_easy_reset(r->kept); /* its options go; its connections stay open for reuse */
+    r->curl = r->kept ? r->kept : curl_easy_init();
     if (!r->curl || setup_request(r, &headers, errbuf) < 0) {
         r->rc = SHARC_ERR(ENOMEM);
         snprintf(r->msg, sizeof r->msg, "cannot set up the request (libcurl)");
@@ -528,7 +530,8 @@ static int attempt(sharc__remote *r)
     }
 done:
     curl_slist_free_all(headers);
-    curl_easy_cleanup(r->curl);
+    if (!r->kept)
+        curl_easy_cleanup(r->curl);
     r->curl = NULL;
     return out;
 }
@@ -673,8 +676,16 @@ uint64_t sharc__remote_object_id(const sharc__remote *r)
     return r->kind == KIND_HTTP ? atomic_load(&r->etag_id) : 0;
 }
 
-int sharc__remote_read_range(sharc__ctx *ctx, const char *path, uint64_t at, size_t n, uint8_t *dst,
-                             char *etag, size_t etag_cap)
+void sharc__remote_conn_free(sharc__remote_conn **conn)
+{
+    if (conn && *conn)
+        curl_easy_cleanup((CURL *)*conn);
+    if (conn)
+        *conn = NULL;
+}
+
+int sharc__remote_read_range(sharc__ctx *ctx, sharc__remote_conn **conn, const char *path,
+                             uint64_t at, size_t n, uint8_t *dst, char *etag, size_t etag_cap)
 {
     sharc__remote *r = NULL;
     if (n == 0)
@@ -688,6 +699,9 @@ int sharc__remote_read_range(sharc__ctx *ctx, const char *path, uint64_t at, siz
         rc = sharc__set_error(ctx, SHARC_ERR_IO, "%s: libcurl cannot be initialised", path);
     if (rc < 0)
         goto done;
+    if (conn && !*conn)
+        *conn = (sharc__remote_conn *)curl_easy_init(); /* NULL: a handle per attempt */
+    r->kept = conn ? (CURL *)*conn : NULL;
     r->delivered = r->dst_origin = at;
     r->range_end = at + n - 1;
     r->dst = dst;

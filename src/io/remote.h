@@ -113,19 +113,28 @@ uint64_t sharc__remote_object_id(const sharc__remote *r);
 /** The identity sharc__remote_object_id() gives for the ETag `etag` ("" gives 0). */
 uint64_t sharc__remote_etag_id(const char *etag);
 
+/** What ranged reads of one thread share: libcurl's handle, whose connections stay open
+ *  between reads (no new TCP and TLS handshake per read). Not thread-safe. */
+typedef struct sharc__remote_conn sharc__remote_conn;
+
+/** Close the connections of `*conn` and free it; NULL-safe, sets *conn to NULL. */
+void sharc__remote_conn_free(sharc__remote_conn **conn);
+
 /**
  * Read bytes [at, at + n) of the object `path` (http(s):// or s3://) into `dst`, in the
  * calling thread: one request (Range: bytes=at-(at+n-1)), retried and resumed like a stream
  * (settings retries and timeout_ms of ctx). An answer that ignores the range (200) is read
  * up to the range's end and dropped before it.
+ * @param conn the calling thread's connections, made on first use (*conn NULL) and kept
+ *             for the next reads; NULL for a connection of this read's own
  * @param etag in: the ETag the object must still have (If-Match; a replaced object answers
  *             412), or "" for any; out: the ETag of the answer. Room for `etag_cap` bytes.
  * @return 0; SHARC_ERR(EACCES) (401/403), SHARC_ERR(ENOENT) (404), SHARC_ERR_IO (412, a range
  *         not satisfiable, failures after the retries), SHARC_ERR(EINVAL) (a URL with
  *         credentials), SHARC_ERR(ENOMEM); the message names the URL and the byte range
  */
-int sharc__remote_read_range(sharc__ctx *ctx, const char *path, uint64_t at, size_t n, uint8_t *dst,
-                             char *etag, size_t etag_cap);
+int sharc__remote_read_range(sharc__ctx *ctx, sharc__remote_conn **conn, const char *path,
+                             uint64_t at, size_t n, uint8_t *dst, char *etag, size_t etag_cap);
 
 /** Stop the transfer or the command (if still running), release everything, and add the
  *  stream's bytes and retries to the counters of `ctx` (sharc__ctx_net()). NULL-safe; sets

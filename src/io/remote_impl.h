@@ -37,6 +37,7 @@ struct sharc__remote {
     atomic_int cancel;
     /* the transfer, owned by its thread until joined */
     CURL *curl;
+    CURL *kept; ///< a caller's handle, reused (and its connections) instead of a new one
     uint64_t delivered, total; ///< total: UINT64_MAX while unknown
     uint64_t skip;             ///< bytes of a 200 answer to a resumed request already delivered
     uint64_t range_start;      ///< the start of a 206 answer's Content-Range

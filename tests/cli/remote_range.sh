@@ -46,6 +46,9 @@ for w in want:
 assert sorted(set(rng)) == sorted(set(["bytes=0-", f"bytes={nxt}-", head] + want)), rng
 sent = sum(int(a[3]) for a in asked)
 assert sent < size, f"{sent} bytes sent for a {size}-byte member"
+# A thread's ranged reads share its connection.
+ports = {a[4] for a in asked if a[2] in want}
+assert len(ports) <= threads, (ports, asked)
 PY
 }
 
@@ -72,7 +75,7 @@ import json, sys
 at = json.load(open(sys.argv[2]))["at"]
 asked = [l.split() for l in open(sys.argv[1]) if " n/audio_0.tar bytes=" in l]
 closed = [a for a in asked if not a[2].endswith("-")]
-assert closed[0][2:] == [f"bytes={at}-{at + 4095}", "2048"], closed
+assert closed[0][2:4] == [f"bytes={at}-{at + 4095}", "2048"], closed
 # The retry asks for the rest of the range: from the first byte not received.
 first, last = map(int, closed[1][2][6:].split("-"))
 assert at <= first <= at + 2048 and last == at + 4095, closed

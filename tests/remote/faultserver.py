@@ -30,9 +30,10 @@ s3://BUCKET/P/ with AWS_ENDPOINT_URL=http://127.0.0.1:PORT/MODE and no credentia
 Range requests (bytes=N- and bytes=N-M) get 206 with a Content-Range; ETag is the file's
 size and mtime, and a request whose If-Match names another gets 412 (PreconditionFailed).
 --delay-ms delays every answer, for latency benchmarks. --log FILE appends a line per
-request once its answer is sent: MODE PATH RANGE BYTES, RANGE the Range header ("-" for
-none) and BYTES the body bytes the server wrote (handed to the kernel), so that tests can
-check what was asked for and what was sent.
+request once its answer is sent: MODE PATH RANGE BYTES PORT, RANGE the Range header ("-"
+for none), BYTES the body bytes the server wrote (handed to the kernel) and PORT the
+client's port (requests over one kept-alive connection share it), so that tests can check
+what was asked for and what was sent.
 """
 import os
 import socket
@@ -134,7 +135,7 @@ class Handler(BaseHTTPRequestHandler):
         finally:
             if LOG:
                 with lock, open(LOG, "a") as f:
-                    f.write(f"{key} {rel} {rng or '-'} {self.sent}\n")
+                    f.write(f"{key} {rel} {rng or '-'} {self.sent} {self.client_address[1]}\n")
 
     def write_body(self, data):
         # In pieces, so that what a client that stops reading leaves unsent is not counted.
