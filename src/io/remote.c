@@ -468,8 +468,6 @@ static int attempt(sharc__remote *r)
     r->body[0] = 0;
     r->last_progress = now_s();
     int out = XFER_FAIL;
-    if (r->kept)
-        curl_easy_reset(r->kept); /* its options go; its connections stay open for reuse */
     r->curl = r->kept ? r->kept : curl_easy_init();
     if (!r->curl || setup_request(r, &headers, errbuf) < 0) {
         r->rc = SHARC_ERR(ENOMEM);
@@ -530,7 +528,11 @@ static int attempt(sharc__remote *r)
     }
 done:
     curl_slist_free_all(headers);
-    if (!r->kept)
+    /* A kept handle forgets this attempt's buffers and callbacks (they die with it), not
+     * its connections. */
+    if (r->kept)
+        curl_easy_reset(r->kept);
+    else
         curl_easy_cleanup(r->curl);
     r->curl = NULL;
     return out;
