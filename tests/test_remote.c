@@ -1,15 +1,22 @@
 /* Remote shards (io/remote.h): which paths are remote, URLs with credentials refused, the
- * ListObjectsV2 page parser, and pipe: commands read to their end or stopped. Transfers over
+ * ListObjectsV2 page parser, pipe: commands read to their end or stopped, and ranged reads
+ * against a server that ignores the range or answers other bytes. Transfers over
  * HTTP and S3 are tested end to end in tests/cli/remote_http.sh and remote_s3.sh. */
+#include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "base/ctx.h"
 #include "io/remote.h"
+#include "io/tar.h"
 #include "testutil.h"
 
 static sharc__ctx quiet_ctx(void)
@@ -195,6 +202,146 @@ START_TEST(names_what_a_refused_connection_did)
 }
 END_TEST
 
+/* ---- ranged reads (sharc__remote_read_range) against a one-answer HTTP server ---- */
+
+/* A server on 127.0.0.1 that answers one request with `answer` and keeps the request. */
+typedef struct one_answer {
+    int listen_fd, port;
+    const char *answer;
+    size_t answer_len;
+    char request[2048];
+    pthread_t thread;
+} one_answer;
+
+static void *serve_one(void *arg)
+{
+    one_answer *s = arg;
+    int c = accept(s->listen_fd, NULL, NULL);
+    if (c < 0)
+        return NULL;
+    size_t n = 0;
+    while (n < sizeof s->request - 1 && !strstr(s->request, "\r\n\r\n")) {
+        ssize_t got = read(c, s->request + n, sizeof s->request - 1 - n);
+        if (got <= 0)
+            break;
+        n += (size_t)got;
+        s->request[n] = 0;
+    }
+    for (size_t sent = 0; sent < s->answer_len;) {
+        ssize_t w = write(c, s->answer + sent, s->answer_len - sent);
+        if (w <= 0)
+            break;
+        sent += (size_t)w;
+    }
+    close(c);
+    return NULL;
+}
+
+static void serve_start(one_answer *s, const char *answer)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    memset(s->request, 0, sizeof s->request);
+    s->answer = answer;
+    s->answer_len = strlen(answer);
+    s->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(s->listen_fd, 0);
+    ck_assert_int_eq(bind(s->listen_fd, (struct sockaddr *)&a, sizeof a), 0);
+    ck_assert_int_eq(listen(s->listen_fd, 1), 0);
+    ck_assert_int_eq(getsockname(s->listen_fd, (struct sockaddr *)&a, &len), 0);
+    s->port = ntohs(a.sin_port);
+    ck_assert_int_eq(pthread_create(&s->thread, NULL, serve_one, s), 0);
+}
+
+static void serve_stop(one_answer *s)
+{
+    pthread_join(s->thread, NULL);
+    close(s->listen_fd);
+}
+
+START_TEST(reads_a_range_from_an_answer_that_ignores_it)
+{
+    sharc__ctx ctx = quiet_ctx();
+    one_answer s;
+    /* A server without Range support sends the whole object: bytes 3..6 are cut out of it. */
+    serve_start(&s, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\nETag: \"e1\"\r\n"
+                    "Connection: close\r\n\r\n0123456789");
+    char url[64], etag[256] = "\"e1\"";
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/x.tar", s.port);
+    uint8_t dst[8];
+    memset(dst, '#', sizeof dst);
+    ck_assert_int_eq(sharc__remote_read_range(&ctx, NULL, url, 3, 4, dst, etag, sizeof etag), 0);
+    serve_stop(&s);
+    ck_assert_int_eq(memcmp(dst, "3456####", 8), 0);
+    ck_assert_msg(strstr(s.request, "Range: bytes=3-6\r\n"), "%s", s.request);
+    ck_assert_msg(strstr(s.request, "If-Match: \"e1\"\r\n"), "%s", s.request);
+    ck_assert_str_eq(etag, "\"e1\"");
+    ck_assert_uint_eq(sharc__remote_etag_id(etag), sharc__remote_etag_id("\"e1\""));
+    ck_assert_uint_ne(sharc__remote_etag_id(etag), sharc__remote_etag_id("\"e2\""));
+    ck_assert_uint_eq(sharc__remote_etag_id(""), 0);
+}
+END_TEST
+
+START_TEST(refuses_a_range_answered_with_other_bytes)
+{
+    sharc__ctx ctx = quiet_ctx();
+    one_answer s;
+    serve_start(&s, "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-3/10\r\n"
+                    "Content-Length: 4\r\nConnection: close\r\n\r\n0123");
+    char url[64], etag[256] = "";
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/x.tar", s.port);
+    uint8_t dst[4] = {0};
+    ck_assert_int_eq(sharc__remote_read_range(&ctx, NULL, url, 3, 4, dst, etag, sizeof etag),
+                     SHARC_ERR_IO);
+    serve_stop(&s);
+    char want[256];
+    snprintf(want, sizeof want,
+             "%s: bytes 3-6: the server answered a request for bytes 3- with other bytes", url);
+    ck_assert_str_eq(ctx.error, want);
+    /* No ETag was known: none was asked for. */
+    ck_assert_ptr_null(strstr(s.request, "If-Match"));
+}
+END_TEST
+
+START_TEST(names_a_failed_range)
+{
+    sharc__ctx ctx = quiet_ctx();
+    sharc__ctx_set_net(&ctx, 1, 1000);
+    char etag[256] = "";
+    uint8_t dst[100];
+    sharc__remote_conn *conn = NULL;
+    ck_assert_int_eq(sharc__remote_read_range(&ctx, &conn, "http://127.0.0.1:1/x.tar", 100, 100,
+                                              dst, etag, sizeof etag),
+                     SHARC_ERR_IO);
+    ck_assert_msg(strstr(ctx.error,
+                         "http://127.0.0.1:1/x.tar: bytes 100-199: Failed to connect to 127.0.0.1 "
+                         "port 1") == ctx.error,
+                  "%s", ctx.error);
+    ck_assert_msg(strstr(ctx.error, "(after 1 retries)"), "%s", ctx.error);
+    ck_assert_int_eq(sharc__remote_read_range(&ctx, &conn, "https://me:pw@h/x.tar", 0, 1, dst, etag,
+                                              sizeof etag),
+                     SHARC_ERR(EINVAL));
+    ck_assert_ptr_null(strstr(ctx.error, "pw"));
+    ck_assert_ptr_nonnull(conn); /* kept from the first read */
+    ck_assert_int_eq(
+        sharc__remote_read_range(&ctx, &conn, "http://127.0.0.1:1/x", 5, 0, dst, etag, 1), 0);
+    sharc__remote_conn_free(&conn);
+    ck_assert_ptr_null(conn);
+}
+END_TEST
+
+START_TEST(leaves_long_wav_members_only)
+{
+    const uint64_t min = SHARC__TAR_RANGED_MIN;
+    ck_assert_uint_eq(min, 8u << 20);
+    ck_assert(sharc__tar_ranged_member("x/long.wav", min));
+    ck_assert(sharc__tar_ranged_member("LONG.WAV", min + 1));
+    ck_assert(!sharc__tar_ranged_member("long.wav", min - 1));
+    ck_assert(!sharc__tar_ranged_member("long.flac", min * 4));
+    ck_assert(!sharc__tar_ranged_member("wav", min));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("remote");
@@ -208,6 +355,10 @@ int main(void)
     tcase_add_test(tc, reports_a_failing_command);
     tcase_add_test(tc, stops_a_command_not_read_to_its_end);
     tcase_add_test(tc, names_what_a_refused_connection_did);
+    tcase_add_test(tc, reads_a_range_from_an_answer_that_ignores_it);
+    tcase_add_test(tc, refuses_a_range_answered_with_other_bytes);
+    tcase_add_test(tc, names_a_failed_range);
+    tcase_add_test(tc, leaves_long_wav_members_only);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -153,7 +153,10 @@ static int decode_wav_in_file(sharc__ctx *ctx, sharc__fetcher *f, const sharc__d
     if (!sharc__pcm16_plan(&wav, spec, cap, &first, &count))
         return 0; /* libsndfile decides, and names what does not fit */
     const size_t frame_bytes = 2 * (size_t)wav.channels;
-    const int64_t part = (int64_t)(WAV_PART_BYTES / frame_bytes);
+    /* A remote object's parts are requests: a window's samples come in one. */
+    const size_t part_bytes =
+        sharc__fetch_is_remote(&file) ? SHARC__FETCH_REMOTE_PART : WAV_PART_BYTES;
+    const int64_t part = (int64_t)(part_bytes / frame_bytes);
     const int out_ch = spec->channel >= 0 ? 1 : wav.channels;
     for (int64_t done = 0; done < count; done += part) {
         const int64_t n = count - done < part ? count - done : part;
@@ -193,7 +196,7 @@ static int job_info(sharc__ctx *ctx, sharc__fetcher *f, sharc__header_cache *cac
             (sharc__audio_info){SHARC__CODEC_WAV, wav.sampling_rate, wav.channels, wav.frames, 0};
     } else {
         int fd;
-        if (j->in_file && j->audio_len >= LONG_MEMBER_BYTES) {
+        if (j->in_file && j->audio_len >= LONG_MEMBER_BYTES && !sharc__fetch_is_remote(&file)) {
             /* libsndfile reads the header from the file, not the whole member. */
             if ((rc = sharc__fetch_fd(f, ctx, &file, &fd)) == 0)
                 rc = sharc__audio_info_at(ctx, fd, j->at, j->audio_len, f->io, sizeof f->io, info);
@@ -327,7 +330,8 @@ int sharc__decode(const sharc__decode_opts *o, sharc__ctx *ctx, sharc__fetcher *
         /* Only what the cut needs: a WAV member's samples, or what libsndfile reads of a
          * small window. */
         rc = decode_wav_in_file(ctx, f, j, &spec, out, cap, &info, &frames);
-        if (rc == 0 && small_window(j) && (rc = sharc__fetch_fd(f, ctx, &file, &fd)) == 0) {
+        if (rc == 0 && small_window(j) && !sharc__fetch_is_remote(&file) &&
+            (rc = sharc__fetch_fd(f, ctx, &file, &fd)) == 0) {
             rc = sharc__audio_decode_at(ctx, fd, j->at, j->audio_len, f->io, sizeof f->io, &spec,
                                         out, cap, &info, &frames);
             rc = rc == 0 ? 1 : rc;

@@ -203,6 +203,9 @@ static int nemo_open(sharc__stream **out, sharc__ctx *ctx, const sharc__shard *s
         sharc__stream_fail(ctx, err, rc, sharc__problem_of(rc), 1, shard->audio_path, NULL, NULL);
         goto fail;
     }
+    /* Rows cut windows from long recordings: of a remote shard, fetch only those. */
+    if (o->lazy_audio)
+        sharc__tar_set_ranged(s->tar);
     *out = s;
     return 0;
 fail:

@@ -1,4 +1,5 @@
 #include "io/fetch.h"
+#include "io/remote.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -48,6 +49,7 @@ void sharc__fetcher_free(sharc__fetcher *f, sharc__ctx *ctx)
     for (size_t i = 0; i < SHARC__FETCH_FILES; i++)
         drop(f, i);
     sharc__buf_free(ctx, &f->buf);
+    sharc__remote_conn_free(&f->remote.conn);
     reset(f, f->max_files);
 }
 
@@ -166,15 +168,73 @@ static int file_of(sharc__fetcher *f, sharc__ctx *ctx, const sharc__file_ref *fi
     return 0;
 }
 
+int sharc__fetch_is_remote(const sharc__file_ref *file)
+{
+    return sharc__is_remote(file->path);
+}
+
 int sharc__fetch_fd(sharc__fetcher *f, sharc__ctx *ctx, const sharc__file_ref *file, int *fd)
 {
+    if (sharc__fetch_is_remote(file))
+        return sharc__fail_data(ctx, SHARC_ERR_UNSUPPORTED,
+                                "%s: a remote object is read by ranges, not as a file", file->path);
     return file_of(f, ctx, file, fd);
+}
+
+static int same_object(const char *path, uint64_t id, const char *other, uint64_t other_id)
+{
+    return other && id == other_id && (other == path || strcmp(other, path) == 0);
+}
+
+/* Bytes of a member left in a remote object: one ranged request, for the object whose
+ * headers were read (its ETag then is file->id). */
+static int remote_fetch(sharc__fetcher *f, sharc__ctx *ctx, const sharc__file_ref *file,
+                        uint64_t at, size_t n, uint8_t *dst)
+{
+    const char *path = file->path;
+    if (n && n <= SHARC__FETCH_PIECE && f->piece_holds.n == n && f->piece_holds.at == at &&
+        same_object(path, file->id, f->piece_holds.path, f->piece_holds.id)) {
+        memcpy(dst, f->piece, n);
+        return 0;
+    }
+    if (!same_object(path, file->id, f->remote.path, f->remote.id)) {
+        f->remote.path = path;
+        f->remote.id = file->id;
+        f->remote.etag[0] = 0;
+    }
+    if (n <= SHARC__FETCH_PIECE)
+        f->piece_holds.n = 0;
+    int rc = sharc__remote_read_range(ctx, &f->remote.conn, path, at, n, dst, f->remote.etag,
+                                      sizeof f->remote.etag);
+    /* An answer without an ETag (some servers leave it off partial answers) says nothing. */
+    if (rc == 0 && file->id && f->remote.etag[0] &&
+        sharc__remote_etag_id(f->remote.etag) != file->id)
+        rc = sharc__fail_data(ctx, SHARC_ERR_CORRUPT,
+                              "%s: bytes %llu-%llu: the object changed after its headers were "
+                              "read (its ETag is now %s), so its members are no longer where "
+                              "they were",
+                              path, (unsigned long long)at, (unsigned long long)(at + n - 1),
+                              f->remote.etag);
+    if (rc < 0) {
+        f->remote.path = NULL;
+        return rc;
+    }
+    if (n <= SHARC__FETCH_PIECE) {
+        memcpy(f->piece, dst, n);
+        f->piece_holds.path = path;
+        f->piece_holds.id = file->id;
+        f->piece_holds.at = at;
+        f->piece_holds.n = n;
+    }
+    return 0;
 }
 
 int sharc__fetch_into(sharc__fetcher *f, sharc__ctx *ctx, const sharc__file_ref *file, uint64_t at,
                       size_t n, uint8_t *dst)
 {
     const char *path = file->path;
+    if (sharc__fetch_is_remote(file))
+        return remote_fetch(f, ctx, file, at, n, dst);
     int fd = -1, rc = file_of(f, ctx, file, &fd);
     if (rc < 0)
         return rc;
@@ -205,12 +265,25 @@ int sharc__fetch(sharc__fetcher *f, sharc__ctx *ctx, const sharc__file_ref *file
                  size_t n, const uint8_t **out)
 {
     const char *path = file->path;
+    const int remote = sharc__fetch_is_remote(file);
+    if (remote && n && f->buf_holds.n == n && f->buf_holds.at == at &&
+        same_object(path, file->id, f->buf_holds.path, f->buf_holds.id)) {
+        *out = f->buf.data; /* rows of one member read whole take it in turn */
+        return 0;
+    }
+    f->buf_holds.n = 0;
     int rc = sharc__buf_reserve(ctx, &f->buf, n);
     if (rc < 0)
         return sharc__set_error(ctx, rc, "%s: cannot allocate %zu bytes to read audio", path,
                                 n); /* reported by the caller, with the cut */
     if ((rc = sharc__fetch_into(f, ctx, file, at, n, f->buf.data)) < 0)
         return rc;
+    if (remote) {
+        f->buf_holds.path = path;
+        f->buf_holds.id = file->id;
+        f->buf_holds.at = at;
+        f->buf_holds.n = n;
+    }
     f->buf.len = n;
     f->buf.data[n] = 0;
     *out = f->buf.data;

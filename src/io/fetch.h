@@ -24,6 +24,10 @@
 /* Room for a member's head or tail when only parts of it are read (see sharc__fetch_into). */
 #define SHARC__FETCH_PIECE 4096
 
+/* Samples of a WAV member left in a remote object are read this many bytes per request at
+ * most (a window's in one request, where a file's are read in small parts). */
+#define SHARC__FETCH_REMOTE_PART ((size_t)8 << 20)
+
 /* An open file's identity is checked again at most this often (an fstat): a metadata
  * round trip per row would cost on network file systems, and a shard rewritten in place
  * is caught all the same, a moment later. */
@@ -90,6 +94,23 @@ typedef struct sharc__fetcher {
     /** Scratch for the caller: the head and tail of a member read in parts. */
     uint8_t head[SHARC__FETCH_PIECE], tail[SHARC__FETCH_PIECE];
     uint8_t io[SHARC__FETCH_IO]; ///< the cache of sharc__audio_decode_at()
+    /** Members left in a remote object (sharc__tar_set_ranged) are read with ranged requests:
+     *  the last object read, with the ETag its first answer gave, which the next requests
+     *  must match (If-Match). */
+    struct {
+        const char *path; ///< NULL: none; owned by the dataset
+        uint64_t id;
+        char etag[256];
+        struct sharc__remote_conn *conn; ///< connections kept open between ranged reads
+    } remote;
+    /** What `buf` holds of a remote object (n 0: nothing), and the last piece (a member's
+     *  header) read from one: rows that cut one member ask for them in turn. */
+    struct {
+        const char *path;
+        uint64_t id, at;
+        size_t n;
+    } buf_holds, piece_holds;
+    uint8_t piece[SHARC__FETCH_PIECE];
 } sharc__fetcher;
 
 /**
@@ -104,7 +125,10 @@ void sharc__fetcher_init(sharc__fetcher *f, int n_fetchers);
 void sharc__fetcher_free(sharc__fetcher *f, sharc__ctx *ctx);
 
 /**
- * Read `n` bytes at byte `at` of `file` into the fetcher's buffer.
+ * Read `n` bytes at byte `at` of `file` into the fetcher's buffer. A remote object's bytes
+ * come with one ranged request (sharc__remote_read_range()), which must find the object its
+ * headers were read from: the first request's ETag is checked against file->id, the next
+ * ones carry it in If-Match.
  * @param out receives the bytes, valid until the next call
  * @return 0, SHARC_ERR(ENOENT)/SHARC_ERR(EACCES)/... when the file cannot be opened,
  *         SHARC_ERR_IO on a read error, SHARC_ERR_CORRUPT when the file is no longer the
@@ -114,8 +138,12 @@ void sharc__fetcher_free(sharc__fetcher *f, sharc__ctx *ctx);
 int sharc__fetch(sharc__fetcher *f, sharc__ctx *ctx, const sharc__file_ref *file, uint64_t at,
                  size_t n, const uint8_t **out);
 
+/** 1 when `file` is a remote object (io/remote.h), whose members are read with ranged
+ *  requests and which has no descriptor (sharc__fetch_fd). */
+int sharc__fetch_is_remote(const sharc__file_ref *file);
+
 /** The fetcher's open descriptor of `file` (opened and checked if needed), valid until the
- *  next call. */
+ *  next call. SHARC_ERR_UNSUPPORTED for a remote object. */
 int sharc__fetch_fd(sharc__fetcher *f, sharc__ctx *ctx, const sharc__file_ref *file, int *fd);
 
 /** sharc__fetch() into `dst` (room for `n` bytes) instead of the fetcher's buffer. */

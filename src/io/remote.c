@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "base/buf.h"
+#include "base/hash.h"
 #include "base/layout.h"
 
 extern char **environ;
@@ -179,11 +180,13 @@ int sharc__remote_new(sharc__remote **out, sharc__ctx *ctx, const char *path, in
     r->kind = kind;
     r->rfd = r->wfd = -1;
     r->total = UINT64_MAX;
+    r->range_end = UINT64_MAX;
     r->retries = ctx->net_retries_1 ? ctx->net_retries_1 - 1 : SHARC__NET_RETRIES;
     r->timeout_ms = ctx->net_timeout_ms ? ctx->net_timeout_ms : SHARC__NET_TIMEOUT_MS;
     atomic_init(&r->cancel, 0);
     atomic_init(&r->bytes, 0);
     atomic_init(&r->n_retries, 0);
+    atomic_init(&r->etag_id, 0);
     *out = r;
     if (!(r->name = sharc__strdup(ctx, path)))
         return SHARC_ERR(ENOMEM);
@@ -217,6 +220,11 @@ static double now_s(void)
 
 static int deliver(sharc__remote *r, const char *p, size_t n)
 {
+    if (r->dst) {
+        /* on_body keeps every answer within [dst_origin, range_end]. */
+        memcpy(r->dst + (r->delivered - r->dst_origin), p, n);
+        return 0;
+    }
     if (r->mem) {
         if (r->mem->len + n > SHARC__NET_PAGE_MAX || sharc__buf_append(r->ctx, r->mem, p, n) < 0) {
             r->sink_failed = 1;
@@ -263,10 +271,17 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *user)
     }
     size_t drop = r->skip < n ? (size_t)r->skip : n;
     r->skip -= drop;
-    if (n > drop && deliver(r, p + drop, n - drop) < 0)
+    size_t give = n - drop;
+    if (r->range_end != UINT64_MAX && give > r->range_end + 1 - r->delivered) {
+        /* A 200 answer to a ranged read goes on past the range: what was asked for is all
+         * there once this part is delivered, and the rest is not wanted. */
+        give = (size_t)(r->range_end + 1 - r->delivered);
+        r->range_full = 1;
+    }
+    if (give && deliver(r, p + drop, give) < 0)
         return 0;
-    r->delivered += n - drop;
-    return n;
+    r->delivered += give;
+    return r->range_full ? 0 : n;
 }
 
 static int header_is(const char *h, size_t n, const char *name)
@@ -290,6 +305,7 @@ static size_t on_header(char *h, size_t size, size_t nmemb, void *user)
         while (*v == ' ')
             v++;
         snprintf(r->etag, sizeof r->etag, "%.250s", v);
+        atomic_store(&r->etag_id, sharc__remote_etag_id(r->etag));
     } else if (header_is(line, m, "content-range:")) {
         unsigned long long a, b, t;
         if (sscanf(line + 14, " bytes %llu-%llu/%llu", &a, &b, &t) == 3) {
@@ -390,11 +406,16 @@ static int setup_request(sharc__remote *r, struct curl_slist **headers, char *er
 {
     CURL *c = r->curl;
     char range[64], match[sizeof r->etag + 16];
-    snprintf(range, sizeof range, "Range: bytes=%" PRIu64 "-", r->delivered);
+    if (r->range_end != UINT64_MAX)
+        snprintf(range, sizeof range, "Range: bytes=%" PRIu64 "-%" PRIu64, r->delivered,
+                 r->range_end);
+    else
+        snprintf(range, sizeof range, "Range: bytes=%" PRIu64 "-", r->delivered);
     snprintf(match, sizeof match, "If-Match: %s", r->etag);
     int bad = add_header(headers, range) < 0;
-    /* A resumed transfer must continue the object it started with, not a replacement. */
-    if (r->delivered && r->etag[0])
+    /* A resumed transfer, or a ranged read of a member, must read the object whose headers
+     * were read, not a replacement. */
+    if ((r->delivered || r->range_end != UINT64_MAX) && r->etag[0])
         bad |= add_header(headers, match) < 0;
     if (r->token_header)
         bad |= add_header(headers, r->token_header) < 0;
@@ -428,12 +449,18 @@ static int setup_request(sharc__remote *r, struct curl_slist **headers, char *er
     return bad ? -1 : 0;
 }
 
+/* Where the bytes asked for end: the range's end, or the object's (UINT64_MAX: unknown). */
+static uint64_t want_end(const sharc__remote *r)
+{
+    return r->range_end != UINT64_MAX ? r->range_end + 1 : r->total;
+}
+
 /* One attempt, from byte r->delivered on: DONE, RETRY or FAIL with r->msg and r->rc set. */
 static int attempt(sharc__remote *r)
 {
     char errbuf[CURL_ERROR_SIZE] = "";
     struct curl_slist *headers = NULL;
-    r->checked = r->stalled = 0;
+    r->checked = r->stalled = r->range_full = 0;
     r->code = 0;
     r->skip = 0;
     r->range_start = UINT64_MAX;
@@ -441,7 +468,7 @@ static int attempt(sharc__remote *r)
     r->body[0] = 0;
     r->last_progress = now_s();
     int out = XFER_FAIL;
-    r->curl = curl_easy_init();
+    r->curl = r->kept ? r->kept : curl_easy_init();
     if (!r->curl || setup_request(r, &headers, errbuf) < 0) {
         r->rc = SHARC_ERR(ENOMEM);
         snprintf(r->msg, sizeof r->msg, "cannot set up the request (libcurl)");
@@ -457,7 +484,10 @@ static int attempt(sharc__remote *r)
     } else if (r->sink_failed) {
         r->rc = SHARC_ERR_TOO_LARGE;
         snprintf(r->msg, sizeof r->msg, "answer larger than %zu bytes", SHARC__NET_PAGE_MAX);
-    } else if (code == 416 && r->delivered > 0 && r->total == UINT64_MAX) {
+    } else if (r->range_full) {
+        out = XFER_DONE;
+    } else if (code == 416 && r->delivered > 0 && r->total == UINT64_MAX &&
+               r->range_end == UINT64_MAX) {
         out = XFER_DONE; /* resumed exactly at the end of an object of unknown size */
     } else if (code >= 300 && res == CURLE_OK) {
         char s3code[128];
@@ -482,18 +512,28 @@ static int attempt(sharc__remote *r)
         r->rc = res == CURLE_OPERATION_TIMEDOUT ? SHARC_ERR_TIMEOUT : SHARC_ERR_IO;
         snprintf(r->msg, sizeof r->msg, "%s (after %" PRIu64 " bytes)",
                  errbuf[0] ? errbuf : curl_easy_strerror(res), r->delivered);
-    } else if (r->total != UINT64_MAX && r->delivered < r->total) {
+    } else if (want_end(r) != UINT64_MAX && r->delivered < want_end(r)) {
         out = XFER_RETRY;
         r->rc = SHARC_ERR_IO;
-        snprintf(r->msg, sizeof r->msg,
-                 "the body ended after %" PRIu64 " of the object's %" PRIu64 " bytes", r->delivered,
-                 r->total);
+        if (r->range_end != UINT64_MAX)
+            snprintf(r->msg, sizeof r->msg,
+                     "the body ended at byte %" PRIu64 ", before the range's end at byte %" PRIu64,
+                     r->delivered, r->range_end + 1);
+        else
+            snprintf(r->msg, sizeof r->msg,
+                     "the body ended after %" PRIu64 " of the object's %" PRIu64 " bytes",
+                     r->delivered, r->total);
     } else {
         out = XFER_DONE;
     }
 done:
     curl_slist_free_all(headers);
-    curl_easy_cleanup(r->curl);
+    /* A kept handle forgets this attempt's buffers and callbacks (they die with it), not
+     * its connections. */
+    if (r->kept)
+        curl_easy_reset(r->kept);
+    else
+        curl_easy_cleanup(r->curl);
     r->curl = NULL;
     return out;
 }
@@ -517,7 +557,7 @@ void sharc__remote_transfer(sharc__remote *r)
 {
     r->rc = 0;
     for (uint32_t k = 0;; k++) {
-        if (r->total != UINT64_MAX && r->delivered == r->total && k > 0) {
+        if (want_end(r) != UINT64_MAX && r->delivered == want_end(r) && k > 0) {
             r->rc = 0; /* the attempt that failed had delivered every byte */
             break;
         }
@@ -553,15 +593,11 @@ static void *transfer_thread(void *arg)
     return NULL;
 }
 
-static int http_open(sharc__remote *r, sharc__ctx *ctx, const char *path, int *fd)
+/* Start r's transfer from byte r->delivered on, into a new socket pair whose reading end
+ * goes to *fd. */
+static int start_transfer(sharc__remote *r, sharc__ctx *ctx, const char *path, int *fd)
 {
     int sv[2];
-    int rc = http_setup(ctx, r, path);
-    if (rc < 0)
-        return rc == SHARC_ERR(ENOMEM) ? sharc__set_error(ctx, rc, "%s: out of memory", path) : rc;
-    pthread_once(&curl_once, curl_start);
-    if (!curl_ready)
-        return sharc__set_error(ctx, SHARC_ERR_IO, "%s: libcurl cannot be initialised", path);
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
         return sharc__set_error(ctx, SHARC_ERR_IO, "%s: cannot make a socket pair: %s", path,
                                 strerror(errno));
@@ -582,6 +618,107 @@ static int http_open(sharc__remote *r, sharc__ctx *ctx, const char *path, int *f
     r->started = 1;
     *fd = r->rfd;
     return 0;
+}
+
+static int http_open(sharc__remote *r, sharc__ctx *ctx, const char *path, int *fd)
+{
+    int rc = http_setup(ctx, r, path);
+    if (rc < 0)
+        return rc == SHARC_ERR(ENOMEM) ? sharc__set_error(ctx, rc, "%s: out of memory", path) : rc;
+    pthread_once(&curl_once, curl_start);
+    if (!curl_ready)
+        return sharc__set_error(ctx, SHARC_ERR_IO, "%s: libcurl cannot be initialised", path);
+    return start_transfer(r, ctx, path, fd);
+}
+
+int sharc__remote_can_seek(const sharc__remote *r)
+{
+    return r->kind == KIND_HTTP;
+}
+
+/* Stop r's transfer and wait for its thread; nothing runs on r afterwards. */
+static void stop_transfer(sharc__remote *r)
+{
+    atomic_store(&r->cancel, 1);
+    if (r->rfd >= 0)
+        close(r->rfd); /* a transfer blocked on a full socket wakes with EPIPE */
+    r->rfd = -1;
+    if (r->started)
+        pthread_join(r->thread, NULL);
+    r->started = 0;
+    if (r->wfd >= 0)
+        close(r->wfd);
+    r->wfd = -1;
+}
+
+int sharc__remote_seek(sharc__remote *r, sharc__ctx *ctx, uint64_t from, uint64_t to, uint64_t *at,
+                       int *fd)
+{
+    stop_transfer(r);
+    /* Past the object's end (a tar cut short), the bytes from `from` on are read instead,
+     * so that the reader meets the end where it is. The thread is joined: `total` is ours. */
+    *at = r->total != UINT64_MAX && to >= r->total ? from : to;
+    atomic_store(&r->cancel, 0);
+    r->delivered = *at;
+    r->rc = 0;
+    r->msg[0] = 0;
+    return start_transfer(r, ctx, r->name, fd);
+}
+
+uint64_t sharc__remote_etag_id(const char *etag)
+{
+    if (!etag[0])
+        return 0;
+    uint64_t h = sharc__fnv1a(SHARC__FNV_OFFSET, etag, strlen(etag));
+    return h ? h : 1;
+}
+
+uint64_t sharc__remote_object_id(const sharc__remote *r)
+{
+    return r->kind == KIND_HTTP ? atomic_load(&r->etag_id) : 0;
+}
+
+void sharc__remote_conn_free(sharc__remote_conn **conn)
+{
+    if (conn && *conn)
+        curl_easy_cleanup((CURL *)*conn);
+    if (conn)
+        *conn = NULL;
+}
+
+int sharc__remote_read_range(sharc__ctx *ctx, sharc__remote_conn **conn, const char *path,
+                             uint64_t at, size_t n, uint8_t *dst, char *etag, size_t etag_cap)
+{
+    sharc__remote *r = NULL;
+    if (n == 0)
+        return 0;
+    int rc = sharc__remote_check_path(ctx, path);
+    if (rc == 0 && (rc = sharc__remote_new(&r, ctx, path, KIND_HTTP)) == 0)
+        rc = http_setup(ctx, r, path);
+    if (rc == SHARC_ERR(ENOMEM))
+        rc = sharc__set_error(ctx, rc, "%s: out of memory", path);
+    if (rc == 0 && !sharc__remote_curl_ready())
+        rc = sharc__set_error(ctx, SHARC_ERR_IO, "%s: libcurl cannot be initialised", path);
+    if (rc < 0)
+        goto done;
+    if (conn && !*conn)
+        *conn = (sharc__remote_conn *)curl_easy_init(); /* NULL: a handle per attempt */
+    r->kept = conn ? (CURL *)*conn : NULL;
+    r->delivered = r->dst_origin = at;
+    r->range_end = at + n - 1;
+    r->dst = dst;
+    snprintf(r->etag, sizeof r->etag, "%s", etag);
+    sharc__remote_transfer(r);
+    if (r->rc < 0) {
+        rc = r->rc == SHARC_ERR(EACCES) || r->rc == SHARC_ERR(ENOENT) ? r->rc : SHARC_ERR_IO;
+        rc = sharc__fail_data(ctx, rc, "%s: bytes %" PRIu64 "-%" PRIu64 ": %s", path, at,
+                              at + n - 1, r->msg);
+    } else {
+        snprintf(etag, etag_cap, "%s", r->etag);
+    }
+done:
+    sharc__remote_close(&r, ctx);
+    return rc;
 }
 
 /* ---- pipe: ---- */
@@ -689,17 +826,16 @@ void sharc__remote_close(sharc__remote **rp, sharc__ctx *ctx)
     if (!r)
         return;
     *rp = NULL;
-    atomic_store(&r->cancel, 1);
-    if (r->rfd >= 0)
-        close(r->rfd); /* a transfer blocked on a full socket wakes with EPIPE */
-    if (r->kind == KIND_PIPE && !r->reaped && r->pid > 0) {
-        kill(-r->pid, SIGKILL);
-        reap(r);
+    if (r->kind == KIND_PIPE) {
+        if (r->rfd >= 0)
+            close(r->rfd);
+        if (!r->reaped && r->pid > 0) {
+            kill(-r->pid, SIGKILL);
+            reap(r);
+        }
+    } else {
+        stop_transfer(r);
     }
-    if (r->started)
-        pthread_join(r->thread, NULL);
-    if (r->wfd >= 0)
-        close(r->wfd);
     atomic_fetch_add(&sharc__ctx_net(ctx)->bytes, atomic_load(&r->bytes));
     atomic_fetch_add(&sharc__ctx_net(ctx)->retries, atomic_load(&r->n_retries));
     remote_free(ctx, r);

@@ -42,6 +42,10 @@
 #define SHARC__NET_BUFFER (1 << 20)
 /** The most bytes read on after an archive's end to learn whether its stream ended well. */
 #define SHARC__NET_DRAIN_MAX ((uint64_t)1 << 20)
+/** A skip over this many bytes or more of a remote uncompressed tar (a member left in the
+ *  shard, or one too large to read) stops the transfer and starts another at the byte after
+ *  it (Range: bytes=N-); shorter spans are read and dropped, cheaper than a new request. */
+#define SHARC__NET_SKIP_MIN ((uint64_t)1 << 20)
 /** The most bytes of one listing page or error body kept. */
 #define SHARC__NET_PAGE_MAX ((size_t)32 << 20)
 
@@ -80,6 +84,57 @@ int sharc__remote_open(sharc__remote **out, sharc__ctx *ctx, const char *path, i
  *         SHARC_ERR(EACCES) (401/403), SHARC_ERR(ENOENT) (404)
  */
 int sharc__remote_end(sharc__remote *r, char *msg, size_t cap);
+
+/** 1 when the stream can be restarted at another byte (sharc__remote_seek): HTTP(S) and S3,
+ *  not a command. */
+int sharc__remote_can_seek(const sharc__remote *r);
+
+/**
+ * Stop the stream's transfer and start another at byte `to` of the object (Range: bytes=N-,
+ * If-Match on the ETag of the first answer), so that the bytes between are not downloaded.
+ * The bytes the old transfer had delivered but the reader had not read are dropped: `from`
+ * is the byte the reader is at. When `to` is at or past the object's end (as its first
+ * answer gave it), the new transfer starts at `from` instead, so that the reader meets the
+ * object's end where it is. Only for sharc__remote_can_seek() streams, from the reader's
+ * thread; a transfer that then fails is reported by sharc__remote_end() as always.
+ * @param at receives where the new transfer starts: `to` or `from`
+ * @param fd receives the descriptor the bytes now arrive on (the old one is closed)
+ * @return 0, or SHARC_ERR_IO/SHARC_ERR(EAGAIN) (no socket pair or thread) with the message
+ *         naming the URL
+ */
+int sharc__remote_seek(sharc__remote *r, sharc__ctx *ctx, uint64_t from, uint64_t to, uint64_t *at,
+                       int *fd);
+
+/** The identity of the object a stream reads, from the ETag of its answers (hashed; 0 when
+ *  there was none yet, or for a command): what sharc__remote_read_range() checks a member's
+ *  object against. */
+uint64_t sharc__remote_object_id(const sharc__remote *r);
+
+/** The identity sharc__remote_object_id() gives for the ETag `etag` ("" gives 0). */
+uint64_t sharc__remote_etag_id(const char *etag);
+
+/** What ranged reads of one thread share: libcurl's handle, whose connections stay open
+ *  between reads (no new TCP and TLS handshake per read). Not thread-safe. */
+typedef struct sharc__remote_conn sharc__remote_conn;
+
+/** Close the connections of `*conn` and free it; NULL-safe, sets *conn to NULL. */
+void sharc__remote_conn_free(sharc__remote_conn **conn);
+
+/**
+ * Read bytes [at, at + n) of the object `path` (http(s):// or s3://) into `dst`, in the
+ * calling thread: one request (Range: bytes=at-(at+n-1)), retried and resumed like a stream
+ * (settings retries and timeout_ms of ctx). An answer that ignores the range (200) is read
+ * up to the range's end and dropped before it.
+ * @param conn the calling thread's connections, made on first use (*conn NULL) and kept
+ *             for the next reads; NULL for a connection of this read's own
+ * @param etag in: the ETag the object must still have (If-Match; a replaced object answers
+ *             412), or "" for any; out: the ETag of the answer. Room for `etag_cap` bytes.
+ * @return 0; SHARC_ERR(EACCES) (401/403), SHARC_ERR(ENOENT) (404), SHARC_ERR_IO (412, a range
+ *         not satisfiable, failures after the retries), SHARC_ERR(EINVAL) (a URL with
+ *         credentials), SHARC_ERR(ENOMEM); the message names the URL and the byte range
+ */
+int sharc__remote_read_range(sharc__ctx *ctx, sharc__remote_conn **conn, const char *path,
+                             uint64_t at, size_t n, uint8_t *dst, char *etag, size_t etag_cap);
 
 /** Stop the transfer or the command (if still running), release everything, and add the
  *  stream's bytes and retries to the counters of `ctx` (sharc__ctx_net()). NULL-safe; sets

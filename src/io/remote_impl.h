@@ -37,14 +37,22 @@ struct sharc__remote {
     atomic_int cancel;
     /* the transfer, owned by its thread until joined */
     CURL *curl;
+    CURL *kept; ///< a caller's handle, reused (and its connections) instead of a new one
     uint64_t delivered, total; ///< total: UINT64_MAX while unknown
     uint64_t skip;             ///< bytes of a 200 answer to a resumed request already delivered
     uint64_t range_start;      ///< the start of a 206 answer's Content-Range
+    /* A ranged read (sharc__remote_read_range): the bytes up to range_end (inclusive; else
+     * UINT64_MAX, to the object's end) go to `dst`, whose first byte is the object's byte
+     * `dst_origin`, instead of to `wfd` or `mem`. */
+    uint64_t range_end, dst_origin;
+    uint8_t *dst;
+    int range_full; ///< an answer that ignored the range delivered all of it: done
     long code;
     int checked, stalled, sink_failed;
     double last_progress;
     char etag[256];
-    char body[2048]; ///< the start of an error answer's body
+    atomic_ullong etag_id; ///< sharc__remote_etag_id(etag), for the reader's thread
+    char body[2048];       ///< the start of an error answer's body
     size_t body_len;
     atomic_ullong bytes;
     atomic_uint n_retries;

@@ -278,10 +278,31 @@ static la_ssize_t src_read(struct archive *a, void *cookie, const void **buf)
     return (la_ssize_t)n;
 }
 
+/* A long skip of a remote uncompressed tar restarts its transfer after the span, so that
+ * the span is never downloaded (io/remote.h, SHARC__NET_SKIP_MIN). */
+static la_int64_t remote_skip(struct archive *a, sharc__source *s, la_int64_t request)
+{
+    uint64_t at;
+    int fd;
+    if (sharc__remote_seek(s->remote, s->ctx, s->total, s->total + (uint64_t)request, &at, &fd) <
+        0) {
+        s->fd = -1;
+        archive_set_error(a, EIO, "%s", s->ctx->error);
+        return ARCHIVE_FATAL;
+    }
+    s->fd = fd;
+    s->eof = 0;
+    la_int64_t skipped = (la_int64_t)(at - s->total);
+    s->total = at;
+    return skipped;
+}
+
 static la_int64_t src_skip(struct archive *a, void *cookie, la_int64_t request)
 {
     sharc__source *s = cookie;
-    (void)a;
+    if (s->mode == SHARC__SRC_PLAIN && s->remote && !s->avail && !s->eof && request > 0 &&
+        (uint64_t)request >= SHARC__NET_SKIP_MIN && sharc__remote_can_seek(s->remote))
+        return remote_skip(a, s, request);
     if (s->mode != SHARC__SRC_PLAIN || !s->seekable || s->avail || request <= 0 ||
         lseek(s->fd, (off_t)request, SEEK_CUR) < 0)
         return 0;

@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -26,6 +27,7 @@ struct sharc__tar {
     sharc__bufpool *pool;           ///< where member buffers come from, or NULL
     int lazy;                       ///< payloads of a plain tar file are left in the file
     int (*leave)(const char *name); ///< which ones (NULL: all); see sharc__tar_set_lazy
+    int ranged;                     ///< long WAV members of a remote plain tar are left there
     int read_next;                  ///< sharc__tar_next_read: this member's payload is read
     int status;                     ///< 0 while readable, then SHARC_END or the (sticky) error
     int broke_inside;               ///< with an error status: inside member last_name, not after
@@ -313,6 +315,21 @@ static int read_payload(sharc__tar *t, sharc__member *m, struct archive_entry *e
         prefetch(&t->src, (uint64_t)at, size);
         return 0; /* the next header skips the payload (with lseek) */
     }
+    if (t->ranged && t->src.mode == SHARC__SRC_PLAIN && archive_entry_sparse_count(e) == 0 &&
+        !t->read_next && sharc__tar_ranged_member(name, size)) {
+        la_int64_t at = archive_filter_bytes(t->a, 0);
+        if (at < 0)
+            return sharc__fail_data(t->ctx, SHARC_ERR_CORRUPT,
+                                    "%s: member '%s': its place in the stream is unknown", t->path,
+                                    name);
+        /* The object's identity is known once its first answer came, before any member. */
+        if (!t->src.file_id)
+            t->src.file_id = sharc__remote_object_id(t->src.remote);
+        m->at = (uint64_t)at;
+        m->in_file = 1;
+        m->file_id = t->src.file_id;
+        return 0; /* the next header skips the payload (a new request past it) */
+    }
     if (t->pool && !sharc__bufpool_fits(m->data.cap, (size_t)size))
         sharc__bufpool_take(t->pool, (size_t)size, &m->data);
     int rc = sharc__buf_reserve(t->ctx, &m->data, (size_t)size);
@@ -439,6 +456,19 @@ void sharc__tar_set_lazy(sharc__tar *t, int (*leave)(const char *name))
     t->lazy = 1;
     t->leave = leave;
     t->src.small_reads = 1;
+}
+
+int sharc__tar_ranged_member(const char *name, uint64_t size)
+{
+    size_t n = strlen(name);
+    return size >= SHARC__TAR_RANGED_MIN && n >= 4 && strcasecmp(name + n - 4, ".wav") == 0;
+}
+
+void sharc__tar_set_ranged(sharc__tar *t)
+{
+    if (t->src.remote && sharc__remote_can_seek(t->src.remote) &&
+        archive_filter_code(t->a, 0) == ARCHIVE_FILTER_NONE)
+        t->ranged = 1;
 }
 
 uint64_t sharc__tar_bytes_read(const sharc__tar *t)

@@ -109,6 +109,26 @@ int sharc__tar_file_is_plain(const char *path);
  */
 void sharc__tar_set_lazy(sharc__tar *t, int (*leave)(const char *name));
 
+/** Members of remote shards from this size on may be left there (sharc__tar_set_ranged). */
+#define SHARC__TAR_RANGED_MIN ((uint64_t)8 << 20)
+
+/**
+ * From now on, when the archive is an uncompressed tar streamed over HTTP(S) or S3 (not a
+ * command), sharc__tar_next leaves the payload of each member that sharc__tar_ranged_member()
+ * accepts in the object: m->in_file is set, m->at and m->size say where it is, m->file_id is
+ * the object's identity (sharc__remote_object_id()), and sharc__fetch reads it later with
+ * ranged requests. The stream skips such a payload with a new request past it
+ * (SHARC__NET_SKIP_MIN), so it is not downloaded. Otherwise members are read as always.
+ * For readers whose cuts are windows of long recordings (NeMo rows with offset/duration),
+ * which then fetch a member's header and their window only.
+ */
+void sharc__tar_set_ranged(sharc__tar *t);
+
+/** Whether a member of a remote shard is left there (sharc__tar_set_ranged): a WAV member
+ *  (named .wav) of SHARC__TAR_RANGED_MIN bytes or more, where a window is a byte range and
+ *  one request more is little next to the bytes a short window saves. */
+int sharc__tar_ranged_member(const char *name, uint64_t size);
+
 /** Bytes of compressed input consumed so far (for progress and benchmarks). */
 uint64_t sharc__tar_bytes_read(const sharc__tar *t);
 

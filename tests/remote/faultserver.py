@@ -18,11 +18,22 @@ counters of its own, so that each test can start from a first request:
   biglen    the first answer announces 100 bytes more than it sends, then closes
   smalllen  the first answer announces (and sends) 100 bytes fewer than the file has
   403, 404  that status, with an S3 error body
+  rangereset the first request for a closed range (bytes=N-M, a member read by range) stops
+            after half its body with a connection reset
+  range404  every request for a closed range gets 404
+  replacedK the object is replaced once K requests for a closed range were answered (K 1 if
+            not given): later closed-range requests see another ETag, and get 412 when their
+            If-Match names the old one
 GET /MODE/BUCKET?list-type=2&prefix=P&delimiter=/ is an S3 ListObjectsV2 of ROOT/BUCKET/P,
 two keys a page (continuation tokens are the last key given), so that sharc can list
 s3://BUCKET/P/ with AWS_ENDPOINT_URL=http://127.0.0.1:PORT/MODE and no credentials.
-Range requests (bytes=N-) get 206 with a Content-Range; ETag is the file's size and mtime.
---delay-ms delays every answer, for latency benchmarks.
+Range requests (bytes=N- and bytes=N-M) get 206 with a Content-Range; ETag is the file's
+size and mtime, and a request whose If-Match names another gets 412 (PreconditionFailed).
+--delay-ms delays every answer, for latency benchmarks. --log FILE appends a line per
+request once its answer is sent: MODE PATH RANGE BYTES PORT, RANGE the Range header ("-"
+for none), BYTES the body bytes the server wrote (handed to the kernel) and PORT the
+client's port (requests over one kept-alive connection share it), so that tests can check
+what was asked for and what was sent.
 """
 import os
 import socket
@@ -36,7 +47,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 ROOT = None
 DELAY = 0.0
+LOG = None
 counts = {}
+closed_ranges = {}
 lock = threading.Lock()
 
 
@@ -113,23 +126,59 @@ class Handler(BaseHTTPRequestHandler):
         if mode == "always503" or (mode == "503" and n < 3):
             return self.error(503, "SlowDown", "Please reduce your request rate.")
         path = os.path.join(ROOT, rel)
+        rng = self.headers.get("Range")
+        self.sent = 0
+        try:
+            self.serve(mode, key, rel, path, n, rng)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client stopped reading (a skip, a closed shard)
+        finally:
+            if LOG:
+                with lock, open(LOG, "a") as f:
+                    f.write(f"{key} {rel} {rng or '-'} {self.sent} {self.client_address[1]}\n")
+
+    def write_body(self, data):
+        # In pieces, so that what a client that stops reading leaves unsent is not counted.
+        for i in range(0, len(data), 65536):
+            self.wfile.write(data[i:i + 65536])
+            self.sent += len(data[i:i + 65536])
+
+    def serve(self, mode, key, rel, path, n, rng):
         if not os.path.isfile(path):
             return self.error(404, "NoSuchKey", "The specified key does not exist.")
         st = os.stat(path)
         size = st.st_size
-        start = 0
-        rng = self.headers.get("Range")
-        if rng and rng.startswith("bytes=") and rng.endswith("-"):
-            start = int(rng[6:-1])
+        start, end = 0, size - 1
+        closed = False
+        if rng and rng.startswith("bytes="):
+            a, _, b = rng[6:].partition("-")
+            start = int(a)
+            if b:
+                closed = True
+                end = min(int(b), size - 1)
             if start >= size:
                 self.send_response(416)
                 self.send_header("Content-Range", f"bytes */{size}")
                 self.send_header("Content-Length", "0")
                 self.end_headers()
                 return
+        etag = f'"{size}-{int(st.st_mtime)}"'
+        ranged = 0
+        if closed:
+            with lock:
+                ranged = closed_ranges.get((key, rel), 0)
+                closed_ranges[(key, rel)] = ranged + 1
+            if mode == "range404":
+                return self.error(404, "NoSuchKey", "The specified key does not exist.")
+            if mode.startswith("replaced") and ranged >= int(mode[8:] or 1):
+                etag = '"replaced"'
+        match = self.headers.get("If-Match")
+        if match and match != etag:
+            return self.error(412, "PreconditionFailed",
+                              "At least one of the pre-conditions you specified did not hold")
         with open(path, "rb") as f:
             f.seek(start)
-            body = f.read()
+            body = f.read(end + 1 - start)
         send = body
         announced = len(body)
         first = n == 0
@@ -140,12 +189,13 @@ class Handler(BaseHTTPRequestHandler):
             announced = len(body) + 100
         self.send_response(206 if rng else 200)
         if rng:
-            self.send_header("Content-Range", f"bytes {start}-{size - 1}/{size}")
+            self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
         self.send_header("Content-Length", str(announced))
-        self.send_header("ETag", f'"{size}-{int(st.st_mtime)}"')
+        self.send_header("ETag", etag)
         self.end_headers()
-        if (mode == "reset" and first) or (mode == "flaky" and n % 2 == 0):
-            self.wfile.write(send[: len(send) // 2])
+        if ((mode == "reset" and first) or (mode == "flaky" and n % 2 == 0) or
+                (mode == "rangereset" and closed and ranged == 0)):
+            self.write_body(send[: len(send) // 2])
             self.wfile.flush()
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
                                        struct.pack("ii", 1, 0))
@@ -153,23 +203,25 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         if (mode == "stall" and first) or mode == "stallall":
-            self.wfile.write(send[: len(send) // 2])
+            self.write_body(send[: len(send) // 2])
             self.wfile.flush()
             time.sleep(30)
             self.close_connection = True
             return
         if mode == "truncate":
-            self.wfile.write(send[:1000])
+            self.write_body(send[:1000])
             self.close_connection = True
             return
-        self.wfile.write(send)
+        self.write_body(send)
         if mode == "biglen" and first:
             self.close_connection = True
 
 
 def main():
-    global ROOT, DELAY
+    global ROOT, DELAY, LOG
     ROOT = sys.argv[1]
+    if "--log" in sys.argv:
+        LOG = sys.argv[sys.argv.index("--log") + 1]
     if "--delay-ms" in sys.argv:
         DELAY = float(sys.argv[sys.argv.index("--delay-ms") + 1]) / 1000.0
     ThreadingHTTPServer.daemon_threads = True
