@@ -396,6 +396,115 @@ START_TEST(steady_state_allocates_nothing)
 }
 END_TEST
 
+/*
+ * Device memory for the tape transport: host memory stands in for it (the tape copies bytes
+ * whatever the device), and each allocation's ordinal is recorded.
+ */
+static int fake_dev_live, fake_dev_ordinal = -1;
+
+static int fake_dev_alloc(void *cookie, void **ptr, size_t size, int ordinal)
+{
+    (void)cookie;
+    *ptr = aligned_alloc(256, (size + 255) / 256 * 256); /* as aligned as cudaMalloc's */
+    fake_dev_live += *ptr != NULL;
+    fake_dev_ordinal = ordinal;
+    return *ptr ? 0 : SHARC_ERR(ENOMEM);
+}
+
+static void fake_dev_free(void *cookie, void *ptr, int ordinal)
+{
+    (void)cookie;
+    (void)ordinal;
+    free(ptr);
+    fake_dev_live--;
+}
+
+/* A source and a peer over a tape, both able to carry device tensors. */
+static void open_device_pair(void)
+{
+    sharc_transport_settings ts;
+    sharc_transport_default_settings(&ts);
+    ts.allocator = tu_counting_allocator(&allocations);
+    tape_len = tape_pos = 0;
+    fake_dev_live = 0;
+    fake_dev_ordinal = -1;
+    ck_assert_int_eq(sharc__transport_new(&src_t, &tape_ops, &ts, 0, 2), 0);
+    ck_assert_int_eq(sharc__transport_new(&peer_t, &tape_ops, &ts, 1, 2), 0);
+    sharc__device_allocator da = {NULL, fake_dev_alloc, fake_dev_free};
+    src_t->device = da;
+    peer_t->device = da;
+    ck_assert_int_eq(sharc__bcast_open(&src, src_t, NULL), 0);
+    ck_assert_int_eq(sharc__bcast_open(&peer, peer_t, NULL), 0);
+}
+
+/*
+ * A batch whose host tensors fit the control block but that also has device tensors: the
+ * control block carries the host bytes inline and step 3 carries the device tensors alone,
+ * on both sides. (The source used to broadcast a host payload from NULL there, which the
+ * peer, returning after the inline copy, never joined.) A device tensor of zero bytes
+ * starts no collective on either side.
+ */
+START_TEST(inline_batch_with_device_tensors)
+{
+    static float feats[2][300];
+    static int32_t lens[2] = {300, 17};
+    for (int i = 0; i < 600; i++)
+        feats[i / 300][i % 300] = (float)i * 0.25f;
+    sharc_tensor t[3] = {
+        {"features", SHARC_DTYPE_F32, SHARC_DEVICE_CUDA, 0, 2, {2, 300}, feats, sizeof feats},
+        {"feature_lens", SHARC_DTYPE_I32, SHARC_DEVICE_HOST, 0, 1, {2}, lens, sizeof lens},
+        {"empty", SHARC_DTYPE_F32, SHARC_DEVICE_CUDA, 0, 2, {2, 0}, feats, 0},
+    };
+    sharc_batch b = {5, 1, 3, t, NULL}, *got = NULL;
+    open_device_pair();
+    ck_assert_int_eq(sharc__bcast_send(src, &b), 0);
+    /* handshake and status, control block (lens inline) and status, then the features */
+    ck_assert_int_eq(tape_len, 5);
+    ck_assert_uint_eq(tape[2].n, 65536);
+    ck_assert_uint_eq(tape[4].n, sizeof feats);
+    ck_assert_ptr_eq(tape[4].src, feats);
+    ck_assert_int_eq(sharc__bcast_recv(peer, &got), 0);
+    ck_assert_int_eq(tape_pos, 5);
+    ck_assert_uint_eq(sharc__bcast_collectives(peer), sharc__bcast_collectives(src));
+    check_same(&b, got);
+    ck_assert_int_eq(sharc_batch_tensor(got, "features")->device, SHARC_DEVICE_CUDA);
+    ck_assert_int_eq(((const int32_t *)sharc_batch_tensor(got, "feature_lens")->data)[1], 17);
+    ck_assert_uint_eq(got->step, 5);
+    sharc_batch_release(got);
+
+    /* Only a zero-byte device tensor besides the inline host bytes: no third collective. */
+    sharc_tensor t2[2] = {t[1], t[2]};
+    sharc_batch b2 = {6, 1, 2, t2, NULL};
+    ck_assert_int_eq(sharc__bcast_send(src, &b2), 0);
+    ck_assert_int_eq(tape_len, 7);
+    ck_assert_int_eq(sharc__bcast_recv(peer, &got), 0);
+    ck_assert_int_eq(tape_pos, 7);
+    ck_assert_uint_eq(sharc_batch_tensor(got, "empty")->nbytes, 0);
+    ck_assert_uint_eq(got->step, 6);
+    sharc_batch_release(got);
+
+    /* A host payload over the control block and a device tensor: one group of both. */
+    static float audio[40000];
+    for (int i = 0; i < 40000; i++)
+        audio[i] = (float)-i;
+    sharc_tensor t3[2] = {
+        {"audio", SHARC_DTYPE_F32, SHARC_DEVICE_HOST, 0, 1, {40000}, audio, sizeof audio},
+        t[0],
+    };
+    sharc_batch b3 = {7, 1, 2, t3, NULL};
+    ck_assert_int_eq(sharc__bcast_send(src, &b3), 0);
+    ck_assert_int_eq(tape_len, 11);
+    ck_assert_uint_eq(tape[9].n, sizeof audio);
+    ck_assert_uint_eq(tape[10].n, sizeof feats);
+    ck_assert_int_eq(sharc__bcast_recv(peer, &got), 0);
+    ck_assert_int_eq(tape_pos, 11);
+    check_same(&b3, got);
+    sharc_batch_release(got);
+    close_pair();
+    ck_assert_int_eq(fake_dev_live, 0);
+}
+END_TEST
+
 START_TEST(self_transport_sends_nothing)
 {
     sharc_transport *t = NULL;
@@ -438,6 +547,7 @@ static Suite *bcast_suite(void)
     tcase_add_test(tc, peer_failure_is_reported_before_the_payload);
     tcase_add_test(tc, steady_state_allocates_nothing);
     tcase_add_test(tc, self_transport_sends_nothing);
+    tcase_add_test(tc, inline_batch_with_device_tensors);
     suite_add_tcase(s, tc);
     return s;
 }
