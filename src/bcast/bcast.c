@@ -403,10 +403,14 @@ static int prepare_data(sharc__bcast *bc, const sharc_batch *b, const uint8_t **
                                         "tensor '%s' appears twice in the batch", t->name);
         if (t->device == SHARC_DEVICE_CUDA) {
             if (!sharc__transport_device_allocator(bc->t) && bc->t->size > 1)
-                return sharc__set_error(&bc->ctx, SHARC_ERR_UNSUPPORTED,
-                                        "tensor '%s' is in CUDA memory but the %s transport "
-                                        "carries host memory only",
-                                        t->name, bc->t->ops->name);
+                return sharc__set_error(
+                    &bc->ctx, SHARC_ERR_UNSUPPORTED,
+                    "tensor '%s' is in CUDA memory but the %s transport cannot carry device "
+                    "tensors%s",
+                    t->name, bc->t->ops->name,
+                    strcmp(bc->t->ops->name, "mpi") == 0
+                        ? " (give it this rank's CUDA device with sharc_transport_mpi_set_device)"
+                        : "");
             device_bytes += t->nbytes;
         }
     }
@@ -543,6 +547,12 @@ int sharc__bcast_has_pending(const sharc__bcast *bc)
 static int prepare_receive(sharc__bcast *bc, sharc_batch *b, char *why, size_t cap)
 {
     const sharc__frame_header *h = &bc->header;
+    /* Device tensors land on this rank's own device, the one its transport was opened with:
+     * the source's ordinal (in the descriptors) names a device of another process, which
+     * may not exist here or may belong to another rank. */
+    for (size_t i = 0; i < h->n_tensors; i++)
+        if (bc->tensors[i].device == SHARC_DEVICE_CUDA && bc->t->device_ordinal >= 0)
+            bc->tensors[i].device_ordinal = bc->t->device_ordinal;
     int rc = sharc__batch_set_layout(b, bc->tensors, bc->offsets, h->n_tensors, h->payload_bytes);
     if (rc == 0)
         rc = sharc__batch_finish(b);
