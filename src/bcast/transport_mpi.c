@@ -214,38 +214,46 @@ static int sync_stream(sharc_transport *t)
  * A device buffer through the pinned halves, chunk k in half k % 2. The source stages
  * chunk k+1 while chunk k is broadcast; a peer copies chunk k to its device while chunk
  * k+1 arrives in the other half. Each half is reused only after the stream has finished
- * with it (the synchronisation after every chunk's broadcast).
+ * with it (the synchronisation after every chunk's broadcast). The chunks depend on
+ * `nbytes` alone, so every rank issues the same broadcasts.
  */
 static int stage_chunks(sharc_transport *t, uint8_t *buf, size_t nbytes, int root)
 {
     mpi_impl *m = t->impl;
     int source = t->rank == root;
-    size_t chunk = m->half_cap, n_chunks = (nbytes + chunk - 1) / chunk;
+    size_t chunk = nbytes < STAGE_CHUNK ? nbytes : STAGE_CHUNK;
+    size_t n_chunks = (nbytes + chunk - 1) / chunk;
     int rc = 0;
 #define CHUNK_LEN(k) ((k) + 1 < n_chunks ? chunk : nbytes - (k)*chunk)
+#define HALF(k)      (m->pinned + ((k) % 2) * m->half_cap)
     if (source) {
-        rc = SHARC__CUDA_CHECK(&t->ctx, cudaMemcpyAsync(m->pinned, buf, CHUNK_LEN(0),
+        rc = SHARC__CUDA_CHECK(&t->ctx, cudaMemcpyAsync(HALF(0), buf, CHUNK_LEN(0),
                                                         cudaMemcpyDeviceToHost, m->stream));
         if (rc == 0)
             rc = sync_stream(t);
     }
     for (size_t k = 0; rc == 0 && k < n_chunks; k++) {
-        uint8_t *half = m->pinned + (k % 2) * chunk, *other = m->pinned + ((k + 1) % 2) * chunk;
         size_t n = CHUNK_LEN(k);
         MPI_Request req = MPI_REQUEST_NULL;
-        rc = SHARC__MPI_CHECK(&t->ctx, MPI_Ibcast(half, (int)n, MPI_BYTE, root, m->comm, &req));
-        if (rc == 0 && source && k + 1 < n_chunks)
-            rc = SHARC__CUDA_CHECK(&t->ctx,
-                                   cudaMemcpyAsync(other, buf + (k + 1) * chunk, CHUNK_LEN(k + 1),
-                                                   cudaMemcpyDeviceToHost, m->stream));
+        rc = SHARC__MPI_CHECK(&t->ctx, MPI_Ibcast(HALF(k), (int)n, MPI_BYTE, root, m->comm, &req));
+        if (rc < 0)
+            break;
+        int copy_rc = 0;
+        if (source && k + 1 < n_chunks)
+            copy_rc = SHARC__CUDA_CHECK(
+                &t->ctx, cudaMemcpyAsync(HALF(k + 1), buf + (k + 1) * chunk, CHUNK_LEN(k + 1),
+                                         cudaMemcpyDeviceToHost, m->stream));
+        /* Waited for even when the copy failed: MPI still reads the half. */
+        rc = wait_request(t, &req, "MPI_Ibcast", n);
         if (rc == 0)
-            rc = wait_request(t, &req, "MPI_Ibcast", n);
+            rc = copy_rc;
         if (rc == 0)
             rc = sync_stream(t); /* source: the next chunk is staged; peer: the last is in */
         if (rc == 0 && !source)
-            rc = SHARC__CUDA_CHECK(&t->ctx, cudaMemcpyAsync(buf + k * chunk, half, n,
+            rc = SHARC__CUDA_CHECK(&t->ctx, cudaMemcpyAsync(buf + k * chunk, HALF(k), n,
                                                             cudaMemcpyHostToDevice, m->stream));
     }
+#undef HALF
 #undef CHUNK_LEN
     if (rc == 0 && !source)
         rc = sync_stream(t);
