@@ -20,7 +20,8 @@ typedef struct sharc__transport_ops {
     /**
      * Broadcast `nbytes` at `buf` from group rank `root` to every rank, blocking until the
      * data is in place on this rank. `device` says where `buf` lives; only transports with
-     * device support (NCCL) accept SHARC_DEVICE_CUDA. Errors are set in t->ctx.
+     * device memory (NCCL; MPI given a device) accept SHARC_DEVICE_CUDA, which the wrapper
+     * checks. Errors are set in t->ctx.
      */
     int (*bcast)(sharc_transport *t, void *buf, size_t nbytes, int root, sharc_device device);
     /**

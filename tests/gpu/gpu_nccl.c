@@ -154,7 +154,9 @@ static void release_after_close(int dev)
     CHECK(cudaMemcpy(back, b->tensors[0].data, sizeof back, cudaMemcpyDeviceToHost) == cudaSuccess);
     for (size_t i = 0; i < sizeof back; i++)
         CHECK(back[i] == 0x3c);
-    CHECK(cudaDeviceReset() == cudaSuccess);
+    /* Under compute-sanitizer the failing cudaFree would count as an error of the test. */
+    if (!getenv("SHARC_GPU_UNDER_SANITIZER"))
+        CHECK(cudaDeviceReset() == cudaSuccess);
     logged[0] = 0;
     sharc_batch_release(b);
     CHECK(guard_live == 0);
