@@ -443,7 +443,7 @@ static void live_free(void *cookie, void *ptr)
 
 /* A source and a peer over a tape, both able to carry device tensors (the peer's own
  * device is `peer_ordinal`). */
-static void open_device_pair(int peer_ordinal)
+static void open_device_pair_with(int peer_ordinal, const sharc__bcast_settings *bs)
 {
     sharc_transport_settings ts;
     sharc_transport_default_settings(&ts);
@@ -458,8 +458,13 @@ static void open_device_pair(int peer_ordinal)
     ck_assert_int_eq(sharc__transport_new(&peer_t, &tape_ops, &ts, 1, 2), 0);
     ck_assert_int_eq(sharc__transport_set_device(src_t, &fake_dev_ops, 0), 0);
     ck_assert_int_eq(sharc__transport_set_device(peer_t, &fake_dev_ops, peer_ordinal), 0);
-    ck_assert_int_eq(sharc__bcast_open(&src, src_t, NULL), 0);
-    ck_assert_int_eq(sharc__bcast_open(&peer, peer_t, NULL), 0);
+    ck_assert_int_eq(sharc__bcast_open(&src, src_t, bs), 0);
+    ck_assert_int_eq(sharc__bcast_open(&peer, peer_t, bs), 0);
+}
+
+static void open_device_pair(int peer_ordinal)
+{
+    open_device_pair_with(peer_ordinal, NULL);
 }
 
 /*
@@ -616,6 +621,28 @@ START_TEST(device_tensor_over_host_transport_is_an_error)
 }
 END_TEST
 
+/* Device bytes count toward the frame cap: over it, an ERROR frame and no collective. */
+START_TEST(device_bytes_over_the_frame_cap)
+{
+    static uint8_t bytes[8192];
+    sharc_tensor t = {"features", SHARC_DTYPE_U8, SHARC_DEVICE_CUDA, 0, 1, {8192}, bytes, 8192};
+    sharc_batch b = {2, 0, 1, &t, NULL}, *got = NULL;
+    sharc__bcast_settings bs;
+    sharc__bcast_default_settings(&bs);
+    bs.max_frame_bytes = 65536 + 4096;
+    open_device_pair_with(0, &bs);
+    ck_assert_int_eq(sharc__bcast_send(src, &b), SHARC_ERR_TOO_LARGE);
+    const char *want = "frame for step 2 is 73728 bytes, over the cap of 69632 bytes";
+    ck_assert_str_eq(sharc__bcast_error(src), want);
+    ck_assert_int_eq(tape_len, 4); /* handshake, the ERROR control block, status */
+    ck_assert_int_eq(sharc__bcast_recv(peer, &got), SHARC_ERR_REMOTE);
+    ck_assert_str_eq(sharc__bcast_remote_message(peer), want);
+    ck_assert_int_eq(tape_pos, 4);
+    ck_assert_int_eq(fake_dev_live, 0);
+    close_pair();
+}
+END_TEST
+
 START_TEST(self_transport_sends_nothing)
 {
     sharc_transport *t = NULL;
@@ -662,6 +689,7 @@ static Suite *bcast_suite(void)
     tcase_add_test(tc, peer_allocates_on_its_own_device);
     tcase_add_test(tc, device_batch_released_after_close);
     tcase_add_test(tc, device_tensor_over_host_transport_is_an_error);
+    tcase_add_test(tc, device_bytes_over_the_frame_cap);
     suite_add_tcase(s, tc);
     return s;
 }
