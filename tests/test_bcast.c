@@ -396,6 +396,253 @@ START_TEST(steady_state_allocates_nothing)
 }
 END_TEST
 
+/*
+ * Device memory for the tape transport: host memory stands in for it (the tape copies bytes
+ * whatever the device), and each allocation's ordinal is recorded.
+ */
+static int fake_dev_live, fake_dev_ordinal = -1;
+
+static int fake_dev_alloc(sharc__ctx *ctx, void **ptr, size_t size, int ordinal)
+{
+    (void)ctx;
+    *ptr = aligned_alloc(256, (size + 255) / 256 * 256); /* as aligned as cudaMalloc's */
+    fake_dev_live += *ptr != NULL;
+    fake_dev_ordinal = ordinal;
+    return *ptr ? 0 : SHARC_ERR(ENOMEM);
+}
+
+static void fake_dev_free(sharc__ctx *ctx, void *ptr, int ordinal)
+{
+    (void)ctx;
+    (void)ordinal;
+    free(ptr);
+    fake_dev_live--;
+}
+
+static const sharc__device_ops fake_dev_ops = {fake_dev_alloc, fake_dev_free};
+
+/* Host memory in use through the transports' allocator (open_device_pair). */
+static int live_host;
+
+static void *live_alloc(void *cookie, size_t size, size_t align)
+{
+    void *p = NULL;
+    (void)cookie;
+    if (posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, size ? size : 1))
+        return NULL;
+    live_host++;
+    return p;
+}
+
+static void live_free(void *cookie, void *ptr)
+{
+    (void)cookie;
+    live_host -= ptr != NULL;
+    free(ptr);
+}
+
+/* A source and a peer over a tape, both able to carry device tensors (the peer's own
+ * device is `peer_ordinal`). */
+static void open_device_pair_with(int peer_ordinal, const sharc__bcast_settings *bs)
+{
+    sharc_transport_settings ts;
+    sharc_transport_default_settings(&ts);
+    ts.allocator.cookie = NULL;
+    ts.allocator.alloc = live_alloc;
+    ts.allocator.free = live_free;
+    tape_len = tape_pos = 0;
+    live_host = 0;
+    fake_dev_live = 0;
+    fake_dev_ordinal = -1;
+    ck_assert_int_eq(sharc__transport_new(&src_t, &tape_ops, &ts, 0, 2), 0);
+    ck_assert_int_eq(sharc__transport_new(&peer_t, &tape_ops, &ts, 1, 2), 0);
+    ck_assert_int_eq(sharc__transport_set_device(src_t, &fake_dev_ops, 0), 0);
+    ck_assert_int_eq(sharc__transport_set_device(peer_t, &fake_dev_ops, peer_ordinal), 0);
+    ck_assert_int_eq(sharc__bcast_open(&src, src_t, bs), 0);
+    ck_assert_int_eq(sharc__bcast_open(&peer, peer_t, bs), 0);
+}
+
+static void open_device_pair(int peer_ordinal)
+{
+    open_device_pair_with(peer_ordinal, NULL);
+}
+
+/*
+ * A batch whose host tensors fit the control block but that also has device tensors: the
+ * control block carries the host bytes inline and step 3 carries the device tensors alone,
+ * on both sides. (The source used to broadcast a host payload from NULL there, which the
+ * peer, returning after the inline copy, never joined.) A device tensor of zero bytes
+ * starts no collective on either side.
+ */
+START_TEST(inline_batch_with_device_tensors)
+{
+    static float feats[2][300];
+    static int32_t lens[2] = {300, 17};
+    for (int i = 0; i < 600; i++)
+        feats[i / 300][i % 300] = (float)i * 0.25f;
+    sharc_tensor t[3] = {
+        {"features", SHARC_DTYPE_F32, SHARC_DEVICE_CUDA, 0, 2, {2, 300}, feats, sizeof feats},
+        {"feature_lens", SHARC_DTYPE_I32, SHARC_DEVICE_HOST, 0, 1, {2}, lens, sizeof lens},
+        {"empty", SHARC_DTYPE_F32, SHARC_DEVICE_CUDA, 0, 2, {2, 0}, feats, 0},
+    };
+    sharc_batch b = {5, 1, 3, t, NULL}, *got = NULL;
+    open_device_pair(0);
+    ck_assert_int_eq(sharc__bcast_send(src, &b), 0);
+    /* handshake and status, control block (lens inline) and status, then the features */
+    ck_assert_int_eq(tape_len, 5);
+    ck_assert_uint_eq(tape[2].n, 65536);
+    ck_assert_uint_eq(tape[4].n, sizeof feats);
+    ck_assert_ptr_eq(tape[4].src, feats);
+    ck_assert_int_eq(sharc__bcast_recv(peer, &got), 0);
+    ck_assert_int_eq(tape_pos, 5);
+    ck_assert_uint_eq(sharc__bcast_collectives(peer), sharc__bcast_collectives(src));
+    check_same(&b, got);
+    ck_assert_int_eq(sharc_batch_tensor(got, "features")->device, SHARC_DEVICE_CUDA);
+    ck_assert_int_eq(((const int32_t *)sharc_batch_tensor(got, "feature_lens")->data)[1], 17);
+    ck_assert_uint_eq(got->step, 5);
+    sharc_batch_release(got);
+
+    /* Only a zero-byte device tensor besides the inline host bytes: no third collective. */
+    sharc_tensor t2[2] = {t[1], t[2]};
+    sharc_batch b2 = {6, 1, 2, t2, NULL};
+    ck_assert_int_eq(sharc__bcast_send(src, &b2), 0);
+    ck_assert_int_eq(tape_len, 7);
+    ck_assert_int_eq(sharc__bcast_recv(peer, &got), 0);
+    ck_assert_int_eq(tape_pos, 7);
+    ck_assert_uint_eq(sharc_batch_tensor(got, "empty")->nbytes, 0);
+    ck_assert_uint_eq(got->step, 6);
+    sharc_batch_release(got);
+
+    /* A host payload over the control block and a device tensor: one group of both. */
+    static float audio[40000];
+    for (int i = 0; i < 40000; i++)
+        audio[i] = (float)-i;
+    sharc_tensor t3[2] = {
+        {"audio", SHARC_DTYPE_F32, SHARC_DEVICE_HOST, 0, 1, {40000}, audio, sizeof audio},
+        t[0],
+    };
+    sharc_batch b3 = {7, 1, 2, t3, NULL};
+    ck_assert_int_eq(sharc__bcast_send(src, &b3), 0);
+    ck_assert_int_eq(tape_len, 11);
+    ck_assert_uint_eq(tape[9].n, sizeof audio);
+    ck_assert_uint_eq(tape[10].n, sizeof feats);
+    ck_assert_int_eq(sharc__bcast_recv(peer, &got), 0);
+    ck_assert_int_eq(tape_pos, 11);
+    check_same(&b3, got);
+    sharc_batch_release(got);
+    close_pair();
+    ck_assert_int_eq(fake_dev_live, 0);
+}
+END_TEST
+
+/*
+ * A peer allocates device tensors on its own transport's device: the source's ordinal in
+ * the descriptors (3 here) names a device of another process. The batch says the peer's.
+ */
+START_TEST(peer_allocates_on_its_own_device)
+{
+    static uint8_t bytes[5000];
+    for (int i = 0; i < 5000; i++)
+        bytes[i] = (uint8_t)(i * 7);
+    sharc_tensor t = {"features", SHARC_DTYPE_U8, SHARC_DEVICE_CUDA, 3, 1, {5000}, bytes, 5000};
+    sharc_batch b = {0, 0, 1, &t, NULL}, *got = NULL;
+    open_device_pair(1);
+    ck_assert_int_eq(sharc__bcast_send(src, &b), 0);
+    ck_assert_int_eq(sharc__bcast_recv(peer, &got), 0);
+    ck_assert_int_eq(fake_dev_ordinal, 1);
+    ck_assert_int_eq(got->tensors[0].device, SHARC_DEVICE_CUDA);
+    ck_assert_int_eq(got->tensors[0].device_ordinal, 1);
+    ck_assert_mem_eq(got->tensors[0].data, bytes, 5000);
+    sharc_batch_release(got);
+    close_pair();
+    ck_assert_int_eq(fake_dev_live, 0);
+}
+END_TEST
+
+/*
+ * A device batch released after its transport was closed frees its memory through the
+ * transport's heap, which outlives the transport until then (ASan sees any use after free);
+ * every host allocation of the transport and the heap is freed by the last release.
+ */
+START_TEST(device_batch_released_after_close)
+{
+    static uint8_t bytes[3000];
+    memset(bytes, 0x5a, sizeof bytes);
+    sharc_tensor t = {"features", SHARC_DTYPE_U8, SHARC_DEVICE_CUDA, 0, 1, {3000}, bytes, 3000};
+    sharc_batch b = {0, 0, 1, &t, NULL}, *got = NULL;
+    open_device_pair(0);
+    ck_assert_int_eq(sharc__bcast_send(src, &b), 0);
+    ck_assert_int_eq(sharc__bcast_recv(peer, &got), 0);
+    close_pair();
+    ck_assert_int_eq(fake_dev_live, 1);
+    ck_assert_int_gt(live_host, 0); /* the heap and the pool wait for the batch */
+    ck_assert_mem_eq(got->tensors[0].data, bytes, 3000);
+    sharc_batch_release(got);
+    ck_assert_int_eq(fake_dev_live, 0);
+    ck_assert_int_eq(live_host, 0);
+}
+END_TEST
+
+/*
+ * A device tensor over a transport that cannot carry device memory (none was given to the
+ * mpi transport): the source sends an ERROR frame naming the transport, the peers raise it
+ * as a remote error, and the tensor's pointer (not device memory here) is never read.
+ */
+START_TEST(device_tensor_over_host_transport_is_an_error)
+{
+    static const sharc__transport_ops host_only = {.name = "mpi"};
+    sharc__transport_ops ops = tape_ops;
+    ops.name = host_only.name;
+    sharc_tensor t[2] = {
+        {"lens", SHARC_DTYPE_I32, SHARC_DEVICE_HOST, 0, 1, {1}, (void *)"abcd", 4},
+        {"features", SHARC_DTYPE_F32, SHARC_DEVICE_CUDA, 0, 1, {8}, (void *)16, 32},
+    };
+    sharc_batch b = {3, 0, 2, t, NULL}, *got = NULL;
+    sharc_transport_settings ts;
+    sharc_transport_default_settings(&ts);
+    tape_len = tape_pos = 0;
+    ck_assert_int_eq(sharc__transport_new(&src_t, &ops, &ts, 0, 2), 0);
+    ck_assert_int_eq(sharc__transport_new(&peer_t, &ops, &ts, 1, 2), 0);
+    ck_assert_int_eq(sharc__bcast_open(&src, src_t, NULL), 0);
+    ck_assert_int_eq(sharc__bcast_open(&peer, peer_t, NULL), 0);
+    const char *want = "tensor 'features' is in CUDA memory but the mpi transport cannot carry "
+                       "device tensors (give it this rank's CUDA device with "
+                       "sharc_transport_mpi_set_device)";
+    ck_assert_int_eq(sharc__bcast_send(src, &b), SHARC_ERR_UNSUPPORTED);
+    ck_assert_str_eq(sharc__bcast_error(src), want);
+    ck_assert_int_eq(sharc__bcast_recv(peer, &got), SHARC_ERR_REMOTE);
+    ck_assert_ptr_null(got);
+    ck_assert_str_eq(sharc__bcast_remote_message(peer), want);
+    ck_assert_int_eq(sharc__bcast_remote_code(peer), SHARC_ERR_UNSUPPORTED);
+    char full[512];
+    snprintf(full, sizeof full, "source rank 0: %s", want);
+    ck_assert_str_eq(sharc__bcast_error(peer), full);
+    close_pair();
+}
+END_TEST
+
+/* Device bytes count toward the frame cap: over it, an ERROR frame and no collective. */
+START_TEST(device_bytes_over_the_frame_cap)
+{
+    static uint8_t bytes[8192];
+    sharc_tensor t = {"features", SHARC_DTYPE_U8, SHARC_DEVICE_CUDA, 0, 1, {8192}, bytes, 8192};
+    sharc_batch b = {2, 0, 1, &t, NULL}, *got = NULL;
+    sharc__bcast_settings bs;
+    sharc__bcast_default_settings(&bs);
+    bs.max_frame_bytes = 65536 + 4096;
+    open_device_pair_with(0, &bs);
+    ck_assert_int_eq(sharc__bcast_send(src, &b), SHARC_ERR_TOO_LARGE);
+    const char *want = "frame for step 2 is 73728 bytes, over the cap of 69632 bytes";
+    ck_assert_str_eq(sharc__bcast_error(src), want);
+    ck_assert_int_eq(tape_len, 4); /* handshake, the ERROR control block, status */
+    ck_assert_int_eq(sharc__bcast_recv(peer, &got), SHARC_ERR_REMOTE);
+    ck_assert_str_eq(sharc__bcast_remote_message(peer), want);
+    ck_assert_int_eq(tape_pos, 4);
+    ck_assert_int_eq(fake_dev_live, 0);
+    close_pair();
+}
+END_TEST
+
 START_TEST(self_transport_sends_nothing)
 {
     sharc_transport *t = NULL;
@@ -438,6 +685,11 @@ static Suite *bcast_suite(void)
     tcase_add_test(tc, peer_failure_is_reported_before_the_payload);
     tcase_add_test(tc, steady_state_allocates_nothing);
     tcase_add_test(tc, self_transport_sends_nothing);
+    tcase_add_test(tc, inline_batch_with_device_tensors);
+    tcase_add_test(tc, peer_allocates_on_its_own_device);
+    tcase_add_test(tc, device_batch_released_after_close);
+    tcase_add_test(tc, device_tensor_over_host_transport_is_an_error);
+    tcase_add_test(tc, device_bytes_over_the_frame_cap);
     suite_add_tcase(s, tc);
     return s;
 }

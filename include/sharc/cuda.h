@@ -4,8 +4,10 @@
  * communicator is sharc_transport_nccl_bootstrap_mpi() in sharc/mpi.h.)
  *
  * The NCCL transport broadcasts device tensors in place and stages host memory through one
- * pinned buffer, on a CUDA stream it owns. Every call leaves the caller's current device
- * as it found it. A broadcast that has not finished after the settings' timeout_ms (or
+ * pinned buffer, on a CUDA stream it owns. A peer receives device tensors into pooled
+ * memory on the transport's `device` (its own, never the source's ordinal), and may release
+ * them after sharc_transport_close() (see there). Every call leaves the caller's current
+ * device as it found it. A broadcast that has not finished after the settings' timeout_ms (or
  * that NCCL reports failed through ncclCommGetAsyncError) aborts the communicator with
  * ncclCommAbort and returns SHARC_ERR_TIMEOUT or SHARC_ERR_NCCL; the transport is unusable
  * afterwards. An aborted communicator the caller passed in must not be destroyed again.

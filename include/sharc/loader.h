@@ -149,7 +149,8 @@ SHARC_API int sharc_loader_next(sharc_loader *l, sharc_batch **batch);
  * Make an empty batch for a produce callback, with the tensors described by `desc` (name,
  * dtype, device, device_ordinal, ndim and shape are used; data and nbytes are set here).
  * Host tensors share one reusable block laid out as a frame payload, so the batch is
- * broadcast without a copy; device tensors need a transport with device memory (NCCL).
+ * broadcast without a copy; device tensors need a transport with device memory (NCCL, or
+ * MPI given a device by sharc_transport_mpi_set_device).
  * The caller fills the tensors; the batch returns to the loader on sharc_batch_release().
  * Source rank only.
  * @return 0; SHARC_ERR_BACKPRESSURE when reader.max_held_batches batches are held;

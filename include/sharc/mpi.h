@@ -44,6 +44,25 @@ SHARC_API int sharc_transport_mpi_split(sharc_transport **out, MPI_Comm parent,
                                         const sharc_mesh *mesh, const sharc_transport_settings *s);
 
 /**
+ * Let an MPI transport carry device tensors (SHARC_DEVICE_CUDA), staged through pinned host
+ * memory: the source copies each device tensor to pinned memory on a CUDA stream the
+ * transport owns, MPI_Bcast carries it, and every peer copies it into device memory on
+ * `device`, this rank's own CUDA device (never the source's ordinal from the frame), from a
+ * pool reused across steps. Several processes may share one GPU this way, which NCCL
+ * refuses. The pinned staging grows to at most 32 MiB (two 16 MiB halves: a larger tensor
+ * travels in chunks, copies overlapping the broadcast). Call it on every rank of the group
+ * before a loader opens on the transport; without it, a device batch on the source is an
+ * error sent to the peers ("... the mpi transport cannot carry device tensors ..."). Device
+ * memory of received batches stays valid, and is freed safely, after
+ * sharc_transport_close(). The caller's current device is unchanged.
+ * @return 0; SHARC_ERR_UNSUPPORTED when sharc was built without CUDA; SHARC_ERR(EINVAL) for
+ *         a transport that is not MPI, a negative device, or a second call; SHARC_ERR_CUDA
+ *         (the device cannot be used); SHARC_ERR(ENOMEM). Text in
+ *         sharc_transport_last_error().
+ */
+SHARC_API int sharc_transport_mpi_set_device(sharc_transport *t, int device);
+
+/**
  * The communicator of an MPI transport (borrowed: valid until sharc_transport_close), for
  * a program's own collectives over the same group.
  * @return 0, or SHARC_ERR(EINVAL) when `t` is not an MPI transport
@@ -55,6 +74,11 @@ SHARC_API int sharc_transport_mpi_comm(const sharc_transport *t, MPI_Comm *comm)
  * split from `parent` by `mesh`, its rank 0 creates an NCCL unique id, MPI_Bcast shares it,
  * and every rank creates the communicator on CUDA device `device`. The transport owns the
  * NCCL communicator. Collective over `parent`. The caller's current device is unchanged.
+ * A failure of one rank before the communicator is made fails every rank of the group
+ * with the same code and text, naming that rank ("NCCL bootstrap: group rank 0 (global
+ * rank R) could not create the NCCL unique id: ...", "NCCL bootstrap: group rank G (global
+ * rank R) cannot use CUDA device D: ..."), so no rank waits in ncclCommInitRank for one
+ * that has left.
  * @return 0, SHARC_ERR_UNSUPPORTED when sharc was built without NCCL, SHARC_ERR(EINVAL),
  *         SHARC_ERR_MPI, SHARC_ERR_NCCL, SHARC_ERR_CUDA
  */

@@ -50,8 +50,12 @@ SHARC_API int sharc_transport_self_open(sharc_transport **out, const sharc_trans
 
 /**
  * Close a transport and free what it owns (a communicator it split or created; never one
- * the caller passed in). NULL-safe; sets *t = NULL. Collective for transports that own a
- * communicator: every rank of the group must call it.
+ * the caller passed in; its stream and pinned staging). NULL-safe; sets *t = NULL.
+ * Collective for transports that own a communicator: every rank of the group must call it.
+ * Batches with device tensors from the transport's device memory (received ones, or ones a
+ * produce callback made) may be released after this call, from any thread: that memory
+ * belongs to a reference-counted heap that outlives the transport and is freed with the
+ * last such batch.
  */
 SHARC_API void sharc_transport_close(sharc_transport **t);
 

@@ -383,7 +383,7 @@ static int zero_copy_layout(sharc__bcast *bc, const sharc_batch *b, uint8_t **ba
 
 /* Validate `b`, encode its control block and say where its host payload comes from. */
 static int prepare_data(sharc__bcast *bc, const sharc_batch *b, const uint8_t **payload,
-                        uint64_t *payload_bytes, int *n_device)
+                        uint64_t *payload_bytes)
 {
     size_t room = (bc->s.control_bytes - SHARC__FRAME_HEADER_SIZE) / SHARC__FRAME_DESC_SIZE;
     size_t max = bc->s.max_tensors < room ? bc->s.max_tensors : room;
@@ -392,7 +392,6 @@ static int prepare_data(sharc__bcast *bc, const sharc_batch *b, const uint8_t **
         return sharc__set_error(&bc->ctx, SHARC_ERR_TOO_LARGE,
                                 "frame for step %llu has %zu tensors, at most %zu fit",
                                 (unsigned long long)b->step, b->n_tensors, max);
-    *n_device = 0;
     for (size_t i = 0; i < b->n_tensors; i++) {
         const sharc_tensor *t = &b->tensors[i];
         int rc = sharc__frame_check_tensor(&bc->ctx, t);
@@ -404,12 +403,15 @@ static int prepare_data(sharc__bcast *bc, const sharc_batch *b, const uint8_t **
                                         "tensor '%s' appears twice in the batch", t->name);
         if (t->device == SHARC_DEVICE_CUDA) {
             if (!sharc__transport_device_allocator(bc->t) && bc->t->size > 1)
-                return sharc__set_error(&bc->ctx, SHARC_ERR_UNSUPPORTED,
-                                        "tensor '%s' is in CUDA memory but the %s transport "
-                                        "carries host memory only",
-                                        t->name, bc->t->ops->name);
+                return sharc__set_error(
+                    &bc->ctx, SHARC_ERR_UNSUPPORTED,
+                    "tensor '%s' is in CUDA memory but the %s transport cannot carry device "
+                    "tensors%s",
+                    t->name, bc->t->ops->name,
+                    strcmp(bc->t->ops->name, "mpi") == 0
+                        ? " (give it this rank's CUDA device with sharc_transport_mpi_set_device)"
+                        : "");
             device_bytes += t->nbytes;
-            (*n_device)++;
         }
     }
     uint8_t *base = NULL;
@@ -427,7 +429,6 @@ static int prepare_data(sharc__bcast *bc, const sharc_batch *b, const uint8_t **
     if (bc->t->size == 1) {
         /* A group of one: checked like any frame (same errors everywhere), never sent. */
         *payload = NULL;
-        *n_device = 0;
         return 0;
     }
     uint64_t inline_at = sharc__frame_align(sharc__frame_control_bytes(b->n_tensors));
@@ -459,18 +460,33 @@ static int prepare_data(sharc__bcast *bc, const sharc_batch *b, const uint8_t **
     return 0;
 }
 
-/* The second collective: host payload and device tensors, issued as one group. */
-static int bcast_payload(sharc__bcast *bc, void *payload, uint64_t payload_bytes,
+/*
+ * Whether step 3 has a collective, decided from what the control block says (the host
+ * payload's size, whether it travelled inline, and the descriptors), so that the source and
+ * every peer decide alike: it carries the host payload unless that came inline, and every
+ * device tensor with bytes. `host_bytes` is the host payload the collective carries.
+ */
+static int has_payload_round(uint64_t host_bytes, const sharc_tensor *tensors, size_t n)
+{
+    if (host_bytes)
+        return 1;
+    for (size_t i = 0; i < n; i++)
+        if (tensors[i].device == SHARC_DEVICE_CUDA && tensors[i].nbytes)
+            return 1;
+    return 0;
+}
+
+/* The third collective: host payload (unless inline) and device tensors, as one group. */
+static int bcast_payload(sharc__bcast *bc, void *payload, uint64_t host_bytes,
                          sharc_tensor *tensors, size_t n)
 {
     sharc_transport *t = bc->t;
     bc->collectives++;
     int rc = sharc__transport_group_begin(t);
-    if (rc == 0 && payload_bytes)
-        rc = sharc__transport_bcast(t, payload, (size_t)payload_bytes, bc->s.root,
-                                    SHARC_DEVICE_HOST);
+    if (rc == 0 && host_bytes)
+        rc = sharc__transport_bcast(t, payload, (size_t)host_bytes, bc->s.root, SHARC_DEVICE_HOST);
     for (size_t i = 0; i < n && rc == 0; i++)
-        if (tensors[i].device == SHARC_DEVICE_CUDA)
+        if (tensors[i].device == SHARC_DEVICE_CUDA && tensors[i].nbytes)
             rc = sharc__transport_bcast(t, tensors[i].data, tensors[i].nbytes, bc->s.root,
                                         SHARC_DEVICE_CUDA);
     int end = sharc__transport_group_end(t);
@@ -486,8 +502,7 @@ int sharc__bcast_send(sharc__bcast *bc, const sharc_batch *b)
         return rc;
     const uint8_t *payload = NULL;
     uint64_t payload_bytes = 0;
-    int n_device = 0;
-    rc = prepare_data(bc, b, &payload, &payload_bytes, &n_device);
+    rc = prepare_data(bc, b, &payload, &payload_bytes);
     if (rc < 0) {
         /* Nothing has been broadcast for this step: tell the peers why instead. */
         char why[SHARC__ERRLEN];
@@ -500,9 +515,11 @@ int sharc__bcast_send(sharc__bcast *bc, const sharc_batch *b)
     rc = bcast_control(bc);
     if (rc == 0)
         rc = status_round(bc, 0, "");
-    if (rc < 0 || bc->t->size == 1 || (payload == NULL && n_device == 0))
+    /* A payload that went inline (payload NULL) is not sent again. */
+    uint64_t host_bytes = payload ? payload_bytes : 0;
+    if (rc < 0 || bc->t->size == 1 || !has_payload_round(host_bytes, b->tensors, b->n_tensors))
         return rc;
-    return bcast_payload(bc, (void *)payload, payload_bytes, b->tensors, b->n_tensors);
+    return bcast_payload(bc, (void *)payload, host_bytes, b->tensors, b->n_tensors);
 }
 
 int sharc__bcast_fail(sharc__bcast *bc, int code, const char *message)
@@ -530,6 +547,12 @@ int sharc__bcast_has_pending(const sharc__bcast *bc)
 static int prepare_receive(sharc__bcast *bc, sharc_batch *b, char *why, size_t cap)
 {
     const sharc__frame_header *h = &bc->header;
+    /* Device tensors land on this rank's own device, the one its transport was opened with:
+     * the source's ordinal (in the descriptors) names a device of another process, which
+     * may not exist here or may belong to another rank. */
+    for (size_t i = 0; i < h->n_tensors; i++)
+        if (bc->tensors[i].device == SHARC_DEVICE_CUDA && bc->t->device_ordinal >= 0)
+            bc->tensors[i].device_ordinal = bc->t->device_ordinal;
     int rc = sharc__batch_set_layout(b, bc->tensors, bc->offsets, h->n_tensors, h->payload_bytes);
     if (rc == 0)
         rc = sharc__batch_finish(b);
@@ -547,16 +570,14 @@ static int receive_payload(sharc__bcast *bc, sharc_batch *b)
     uint8_t *block = NULL;
     uint64_t len = 0;
     sharc__batch_payload(b, &block, &len);
-    int n_device = 0;
-    for (size_t i = 0; i < b->n_tensors; i++)
-        n_device += b->tensors[i].device == SHARC_DEVICE_CUDA;
+    uint64_t host_bytes = h->payload_bytes;
     if (h->inline_offset) {
         memcpy(block, bc->control + h->inline_offset, (size_t)h->payload_bytes);
-        return 0;
+        host_bytes = 0; /* the device tensors, if any, still come in step 3 */
     }
-    if (h->payload_bytes == 0 && n_device == 0)
+    if (!has_payload_round(host_bytes, b->tensors, b->n_tensors))
         return 0;
-    return bcast_payload(bc, block, h->payload_bytes, b->tensors, b->n_tensors);
+    return bcast_payload(bc, block, host_bytes, b->tensors, b->n_tensors);
 }
 
 /* Peer: decode the control block and prepare for its payload; `why` says what failed. */

@@ -14,8 +14,10 @@
  *      or since the previous step (a failure the caller reported with sharc__bcast_fail:
  *      a checkpoint or output file that could not be written). If one has, it broadcasts
  *      its message and the stream ends on every rank at this step;
- *   3. for DATA whose payload did not fit the control block: one more collective (a group
- *      under NCCL) with the host payload and the device tensors.
+ *   3. for DATA whose host payload did not fit the control block or that has device tensors
+ *      with bytes: one more collective (a group under NCCL) with that host payload (not one
+ *      that came inline) and every device tensor with bytes. Source and peers decide it
+ *      from the control block alone, so they always join the same collectives.
  * So no rank ever joins a collective that another rank will not join: everything the
  * source can fail on is found before step 1 and sent as ERROR instead; everything a peer
  * can fail on after step 1 is said in step 2, before the payload; and a local failure after

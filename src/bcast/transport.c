@@ -1,7 +1,60 @@
 #include "bcast/transport.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <string.h>
+
+struct sharc__device_heap {
+    sharc__ctx ctx; ///< the transport's allocator and logger; the text of a failed alloc
+    sharc__device_ops ops;
+    atomic_long refs; ///< the transport's reference (until close) plus one per live buffer
+};
+
+static void heap_unref(sharc__device_heap *h)
+{
+    if (atomic_fetch_sub(&h->refs, 1) == 1) {
+        sharc__ctx ctx = h->ctx;
+        sharc__free(&ctx, h);
+    }
+}
+
+/* Allocations come from the one thread that uses the transport's protocol at a time. */
+static int heap_alloc(void *cookie, void **ptr, size_t size, int ordinal)
+{
+    sharc__device_heap *h = cookie;
+    int rc = h->ops.alloc(&h->ctx, ptr, size, ordinal);
+    if (rc == 0)
+        atomic_fetch_add(&h->refs, 1);
+    return rc;
+}
+
+/* Frees come from any thread (sharc_batch_release), so each logs through a context of its own. */
+static void heap_free(void *cookie, void *ptr, int ordinal)
+{
+    sharc__device_heap *h = cookie;
+    sharc__ctx ctx;
+    sharc__ctx_init(&ctx, &h->ctx.alloc, &h->ctx.log);
+    h->ops.free(&ctx, ptr, ordinal);
+    heap_unref(h);
+}
+
+int sharc__transport_set_device(sharc_transport *t, const sharc__device_ops *ops, int ordinal)
+{
+    sharc__device_heap *h = sharc__calloc(&t->ctx, 1, sizeof *h);
+    if (!h)
+        return sharc__fail(&t->ctx, SHARC_ERR(ENOMEM), "out of memory for the device heap");
+    sharc__ctx_init(&h->ctx, &t->ctx.alloc, &t->ctx.log);
+    h->ops = *ops;
+    atomic_init(&h->refs, 1);
+    if (t->heap)
+        heap_unref(t->heap);
+    t->heap = h;
+    t->device.cookie = h;
+    t->device.alloc = heap_alloc;
+    t->device.free = heap_free;
+    t->device_ordinal = ordinal;
+    return 0;
+}
 
 void sharc_transport_default_settings(sharc_transport_settings *s)
 {
@@ -53,6 +106,7 @@ int sharc__transport_new(sharc_transport **out, const sharc__transport_ops *ops,
     t->rank = rank;
     t->size = size;
     t->timeout_ms = s->timeout_ms < 0 ? 0 : s->timeout_ms;
+    t->device_ordinal = -1;
     *out = t;
     return 0;
 }
@@ -65,6 +119,8 @@ void sharc_transport_close(sharc_transport **pt)
     *pt = NULL;
     if (t->ops->close)
         t->ops->close(t);
+    if (t->heap) /* freed here, or by the release of the last batch holding its memory */
+        heap_unref(t->heap);
     sharc__ctx ctx = t->ctx;
     sharc__free(&ctx, t);
 }

@@ -20,7 +20,8 @@ typedef struct sharc__transport_ops {
     /**
      * Broadcast `nbytes` at `buf` from group rank `root` to every rank, blocking until the
      * data is in place on this rank. `device` says where `buf` lives; only transports with
-     * device support (NCCL) accept SHARC_DEVICE_CUDA. Errors are set in t->ctx.
+     * device memory (NCCL; MPI given a device) accept SHARC_DEVICE_CUDA, which the wrapper
+     * checks. Errors are set in t->ctx.
      */
     int (*bcast)(sharc_transport *t, void *buf, size_t nbytes, int root, sharc_device device);
     /**
@@ -38,14 +39,29 @@ typedef struct sharc__transport_ops {
     void (*close)(sharc_transport *t);
 } sharc__transport_ops;
 
+/** How a transport's device memory is made and freed (CUDA: bcast/cuda_mem.c). */
+typedef struct sharc__device_ops {
+    /** Allocate `size` bytes on device `ordinal`; 0 or an error described in ctx. */
+    int (*alloc)(sharc__ctx *ctx, void **ptr, size_t size, int ordinal);
+    /** Free what alloc returned; a failure is only logged through ctx. */
+    void (*free)(sharc__ctx *ctx, void *ptr, int ordinal);
+} sharc__device_ops;
+
+/** The device memory behind a transport's allocator (transport.c). */
+typedef struct sharc__device_heap sharc__device_heap;
+
 struct sharc_transport {
     const sharc__transport_ops *ops;
     sharc__ctx ctx;
     int rank;
     int size;
     int timeout_ms;
-    int broken;                     ///< set after abort: every later call fails
-    sharc__device_allocator device; ///< device memory for received tensors (NCCL only)
+    int broken; ///< set after abort: every later call fails
+    /** Device memory for device tensors (sharc__transport_set_device; NULL alloc: none). Its
+     *  cookie is the heap, never the transport, so buffers outlive the transport safely. */
+    sharc__device_allocator device;
+    int device_ordinal; ///< the device received tensors are allocated on (-1: none)
+    sharc__device_heap *heap;
     void *impl;
 };
 
@@ -60,6 +76,17 @@ int sharc__transport_check_settings(const sharc_transport_settings *s);
  *  to set. */
 int sharc__transport_new(sharc_transport **out, const sharc__transport_ops *ops,
                          const sharc_transport_settings *s, int rank, int size);
+
+/**
+ * Let `t` carry device tensors: received ones are allocated on `ordinal` (this rank's own
+ * device, whatever device the source's tensors were on) through `ops`. The allocator is a
+ * reference-counted heap: the transport holds one reference and every buffer it hands out
+ * holds one, so that a batch released after sharc_transport_close() frees its device memory
+ * through a heap that is still alive; the last free releases the heap. Before the transport
+ * is used; a second call replaces the heap (buffers of the first keep theirs).
+ * @return 0 or SHARC_ERR(ENOMEM)
+ */
+int sharc__transport_set_device(sharc_transport *t, const sharc__device_ops *ops, int ordinal);
 
 /** The transport's device allocator (NULL without device support). */
 const sharc__device_allocator *sharc__transport_device_allocator(const sharc_transport *t);

@@ -1,6 +1,11 @@
 /*
  * The MPI transport: MPI_Bcast of host memory on a communicator that spans one broadcast
- * group, either the caller's or one split from a parent by the mesh.
+ * group, either the caller's or one split from a parent by the mesh. Given a CUDA device
+ * (sharc_transport_mpi_set_device), it also carries device tensors, staged through pinned
+ * host memory: the source copies device -> pinned on a stream of its own, MPI_Bcast carries
+ * the pinned bytes, and each peer copies pinned -> device into memory on its own device.
+ * Large tensors go in chunks through two pinned halves, so that the copy of one chunk
+ * overlaps the broadcast of the other and the pinned memory stays bounded.
  */
 #include "bcast/transport_mpi.h"
 
@@ -13,11 +18,23 @@
 #include "config.h"
 #include "sharc/mpi.h"
 #include "bcast/transport.h"
+#if SHARC_HAVE_CUDA
+#include "bcast/cuda_mem.h"
+#endif
 
 typedef struct mpi_impl {
     MPI_Comm comm;
     int owned; ///< split by us: freed on close
+#if SHARC_HAVE_CUDA
+    int device;          ///< CUDA device of the staging (-1: host memory only)
+    cudaStream_t stream; ///< the staging copies
+    uint8_t *pinned;     ///< two halves of half_cap bytes each (cudaHostAlloc)
+    size_t half_cap;
+#endif
 } mpi_impl;
+
+/* The most a pinned half holds: a device tensor larger than this travels in chunks. */
+#define STAGE_CHUNK ((size_t)16 << 20)
 
 int sharc__mpi_check(sharc__ctx *ctx, int mpi_rc, const char *call)
 {
@@ -149,10 +166,9 @@ static int wait_request(sharc_transport *t, MPI_Request *req, const char *what, 
                        what, nbytes, t->timeout_ms, t->rank, t->size);
 }
 
-static int mpi_bcast(sharc_transport *t, void *buf, size_t nbytes, int root, sharc_device device)
+static int bcast_host(sharc_transport *t, void *buf, size_t nbytes, int root)
 {
     mpi_impl *m = t->impl;
-    (void)device;
     /* MPI counts are int: send large buffers in chunks of 1 GiB. */
     for (size_t done = 0; done < nbytes;) {
         size_t n = nbytes - done < ((size_t)1 << 30) ? nbytes - done : ((size_t)1 << 30);
@@ -166,6 +182,112 @@ static int mpi_bcast(sharc_transport *t, void *buf, size_t nbytes, int root, sha
         done += n;
     }
     return 0;
+}
+
+#if SHARC_HAVE_CUDA
+/* Grow the pinned staging to two halves of at least `half` bytes (never shrinks). */
+static int grow_pinned(sharc_transport *t, size_t half)
+{
+    mpi_impl *m = t->impl;
+    if (half <= m->half_cap)
+        return 0;
+    if (m->pinned)
+        SHARC__CUDA_CHECK(&t->ctx, cudaFreeHost(m->pinned));
+    m->pinned = NULL;
+    m->half_cap = 0;
+    int rc = SHARC__CUDA_CHECK(&t->ctx,
+                               cudaHostAlloc((void **)&m->pinned, 2 * half, cudaHostAllocDefault));
+    if (rc == 0)
+        m->half_cap = half;
+    else
+        m->pinned = NULL;
+    return rc;
+}
+
+static int sync_stream(sharc_transport *t)
+{
+    mpi_impl *m = t->impl;
+    return SHARC__CUDA_CHECK(&t->ctx, cudaStreamSynchronize(m->stream));
+}
+
+/*
+ * A device buffer through the pinned halves, chunk k in half k % 2. The source stages
+ * chunk k+1 while chunk k is broadcast; a peer copies chunk k to its device while chunk
+ * k+1 arrives in the other half. Each half is reused only after the stream has finished
+ * with it (the synchronisation after every chunk's broadcast). The chunks depend on
+ * `nbytes` alone, so every rank issues the same broadcasts.
+ */
+static int stage_chunks(sharc_transport *t, uint8_t *buf, size_t nbytes, int root)
+{
+    mpi_impl *m = t->impl;
+    int source = t->rank == root;
+    size_t chunk = nbytes < STAGE_CHUNK ? nbytes : STAGE_CHUNK;
+    size_t n_chunks = (nbytes + chunk - 1) / chunk;
+    int rc = 0;
+#define CHUNK_LEN(k) ((k) + 1 < n_chunks ? chunk : nbytes - (k)*chunk)
+#define HALF(k)      (m->pinned + ((k) % 2) * m->half_cap)
+    if (source) {
+        rc = SHARC__CUDA_CHECK(&t->ctx, cudaMemcpyAsync(HALF(0), buf, CHUNK_LEN(0),
+                                                        cudaMemcpyDeviceToHost, m->stream));
+        if (rc == 0)
+            rc = sync_stream(t);
+    }
+    for (size_t k = 0; rc == 0 && k < n_chunks; k++) {
+        size_t n = CHUNK_LEN(k);
+        MPI_Request req = MPI_REQUEST_NULL;
+        rc = SHARC__MPI_CHECK(&t->ctx, MPI_Ibcast(HALF(k), (int)n, MPI_BYTE, root, m->comm, &req));
+        if (rc < 0)
+            break;
+        int copy_rc = 0;
+        if (source && k + 1 < n_chunks)
+            copy_rc = SHARC__CUDA_CHECK(
+                &t->ctx, cudaMemcpyAsync(HALF(k + 1), buf + (k + 1) * chunk, CHUNK_LEN(k + 1),
+                                         cudaMemcpyDeviceToHost, m->stream));
+        /* Waited for even when the copy failed: MPI still reads the half. */
+        rc = wait_request(t, &req, "MPI_Ibcast", n);
+        if (rc == 0)
+            rc = copy_rc;
+        if (rc == 0)
+            rc = sync_stream(t); /* source: the next chunk is staged; peer: the last is in */
+        if (rc == 0 && !source)
+            rc = SHARC__CUDA_CHECK(&t->ctx, cudaMemcpyAsync(buf + k * chunk, HALF(k), n,
+                                                            cudaMemcpyHostToDevice, m->stream));
+    }
+#undef HALF
+#undef CHUNK_LEN
+    if (rc == 0 && !source)
+        rc = sync_stream(t);
+    return rc;
+}
+
+static int bcast_device(sharc_transport *t, void *buf, size_t nbytes, int root)
+{
+    mpi_impl *m = t->impl;
+    int prev = -1;
+    int rc = sharc__cuda_enter(&t->ctx, m->device, &prev);
+    if (rc == 0) {
+        rc = grow_pinned(t, nbytes < STAGE_CHUNK ? nbytes : STAGE_CHUNK);
+        if (rc == 0)
+            rc = stage_chunks(t, buf, nbytes, root);
+        sharc__cuda_leave(m->device, prev);
+    }
+    /* A rank that failed here has left the chunks' collectives that the others are in: the
+     * transport is unusable, and the others time out on their bounded waits. */
+    if (rc < 0 && rc != SHARC_ERR_TIMEOUT)
+        sharc__transport_abort(t);
+    return rc;
+}
+#endif
+
+static int mpi_bcast(sharc_transport *t, void *buf, size_t nbytes, int root, sharc_device device)
+{
+#if SHARC_HAVE_CUDA
+    if (device == SHARC_DEVICE_CUDA)
+        return bcast_device(t, buf, nbytes, root);
+#else
+    (void)device;
+#endif
+    return bcast_host(t, buf, nbytes, root);
 }
 
 static int mpi_allreduce_max(sharc_transport *t, uint32_t *value)
@@ -182,6 +304,19 @@ static void mpi_close(sharc_transport *t)
     mpi_impl *m = t->impl;
     if (!m)
         return;
+#if SHARC_HAVE_CUDA
+    /* The staging is the transport's own; device memory of received batches is the heap's. */
+    int prev = -1;
+    if (m->device >= 0 && sharc__cuda_enter(&t->ctx, m->device, &prev) == 0) {
+        if (m->stream) {
+            cudaStreamSynchronize(m->stream);
+            cudaStreamDestroy(m->stream);
+        }
+        if (m->pinned)
+            cudaFreeHost(m->pinned);
+        sharc__cuda_leave(m->device, prev);
+    }
+#endif
     if (m->owned && m->comm != MPI_COMM_NULL)
         MPI_Comm_free(&m->comm);
     sharc__free(&t->ctx, m);
@@ -222,6 +357,9 @@ static int open_comm(sharc_transport **out, MPI_Comm comm, int owned,
     }
     m->comm = comm;
     m->owned = owned;
+#if SHARC_HAVE_CUDA
+    m->device = -1;
+#endif
     t->impl = m;
     *out = t;
     return 0;
@@ -270,6 +408,48 @@ int sharc_transport_mpi_comm(const sharc_transport *t, MPI_Comm *comm)
         return SHARC_ERR(EINVAL);
     *comm = ((const mpi_impl *)t->impl)->comm;
     return 0;
+}
+
+int sharc_transport_mpi_set_device(sharc_transport *t, int device)
+{
+    if (!t)
+        return SHARC_ERR(EINVAL);
+    if (t->ops != &mpi_ops)
+        return sharc__fail(&t->ctx, SHARC_ERR(EINVAL),
+                           "sharc_transport_mpi_set_device: the transport is %s, not mpi",
+                           t->ops->name);
+#if SHARC_HAVE_CUDA
+    mpi_impl *m = t->impl;
+    if (m->device >= 0)
+        return sharc__fail(&t->ctx, SHARC_ERR(EINVAL),
+                           "sharc_transport_mpi_set_device: the transport already stages "
+                           "through CUDA device %d",
+                           m->device);
+    if (device < 0)
+        return sharc__fail(&t->ctx, SHARC_ERR(EINVAL),
+                           "sharc_transport_mpi_set_device: no CUDA device %d", device);
+    int prev = -1;
+    int rc = sharc__cuda_enter(&t->ctx, device, &prev);
+    if (rc < 0)
+        return rc;
+    rc = SHARC__CUDA_CHECK(&t->ctx, cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking));
+    sharc__cuda_leave(device, prev);
+    if (rc == 0)
+        rc = sharc__transport_set_device(t, &sharc__cuda_device_ops, device);
+    if (rc < 0) {
+        if (m->stream)
+            cudaStreamDestroy(m->stream);
+        m->stream = NULL;
+        return rc;
+    }
+    m->device = device;
+    return 0;
+#else
+    (void)device;
+    return sharc__fail(&t->ctx, SHARC_ERR_UNSUPPORTED,
+                       "sharc was built without CUDA: the mpi transport carries host memory "
+                       "only");
+#endif
 }
 
 #if !SHARC_HAVE_NCCL

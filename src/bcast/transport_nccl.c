@@ -5,11 +5,14 @@
  * times out instead of blocking forever.
  */
 #include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include "config.h"
 #include "sharc/cuda.h"
+#include "bcast/cuda_mem.h"
 #include "bcast/transport.h"
 
 #if SHARC_HAVE_MPI
@@ -32,15 +35,6 @@ typedef struct nccl_impl {
     size_t pending_n;
 } nccl_impl;
 
-static int cuda_check(sharc__ctx *ctx, cudaError_t err, const char *call)
-{
-    if (err == cudaSuccess)
-        return 0;
-    return sharc__fail(ctx, SHARC_ERR_CUDA, "%s failed: %s (%s)", call, cudaGetErrorString(err),
-                       cudaGetErrorName(err));
-}
-#define CUDA_CHECK(ctx, call) cuda_check((ctx), (call), #call)
-
 static int nccl_check(sharc__ctx *ctx, ncclComm_t comm, ncclResult_t r, const char *call)
 {
     if (r == ncclSuccess)
@@ -50,21 +44,6 @@ static int nccl_check(sharc__ctx *ctx, ncclComm_t comm, ncclResult_t r, const ch
                        detail && *detail ? ": " : "", detail ? detail : "");
 }
 #define NCCL_CHECK(ctx, comm, call) nccl_check((ctx), (comm), (call), #call)
-
-/* Make `device` current, remembering the caller's device in *prev. */
-static int enter_device(sharc__ctx *ctx, int device, int *prev)
-{
-    int rc = CUDA_CHECK(ctx, cudaGetDevice(prev));
-    if (rc == 0 && *prev != device)
-        rc = CUDA_CHECK(ctx, cudaSetDevice(device));
-    return rc;
-}
-
-static void leave_device(int device, int prev)
-{
-    if (prev != device && prev >= 0)
-        cudaSetDevice(prev);
-}
 
 static double now_ms(void)
 {
@@ -83,7 +62,7 @@ static int wait_stream(sharc_transport *t)
         if (q == cudaSuccess)
             return 0;
         if (q != cudaErrorNotReady)
-            return CUDA_CHECK(&t->ctx, q);
+            return SHARC__CUDA_CHECK(&t->ctx, q);
         ncclResult_t async = ncclSuccess;
         int rc = NCCL_CHECK(&t->ctx, n->comm, ncclCommGetAsyncError(n->comm, &async));
         if (rc == 0 && async != ncclSuccess && async != ncclInProgress)
@@ -121,9 +100,10 @@ static int grow_staging(sharc_transport *t, size_t nbytes)
     n->pinned = NULL;
     n->staged = NULL;
     n->stage_cap = 0;
-    int rc = CUDA_CHECK(&t->ctx, cudaHostAlloc((void **)&n->pinned, nbytes, cudaHostAllocDefault));
+    int rc = SHARC__CUDA_CHECK(&t->ctx,
+                               cudaHostAlloc((void **)&n->pinned, nbytes, cudaHostAllocDefault));
     if (rc == 0)
-        rc = CUDA_CHECK(&t->ctx, cudaMalloc((void **)&n->staged, nbytes));
+        rc = SHARC__CUDA_CHECK(&t->ctx, cudaMalloc((void **)&n->staged, nbytes));
     if (rc == 0)
         n->stage_cap = nbytes;
     return rc;
@@ -141,8 +121,8 @@ static int issue(sharc_transport *t, void *buf, size_t nbytes, int root, sharc_d
     int rc = grow_staging(t, nbytes);
     if (rc == 0 && t->rank == root) {
         memcpy(n->pinned, buf, nbytes);
-        rc = CUDA_CHECK(&t->ctx, cudaMemcpyAsync(n->staged, n->pinned, nbytes,
-                                                 cudaMemcpyHostToDevice, n->stream));
+        rc = SHARC__CUDA_CHECK(&t->ctx, cudaMemcpyAsync(n->staged, n->pinned, nbytes,
+                                                        cudaMemcpyHostToDevice, n->stream));
     }
     if (rc == 0)
         rc = NCCL_CHECK(
@@ -161,8 +141,8 @@ static int complete(sharc_transport *t)
     nccl_impl *n = t->impl;
     int rc = 0;
     if (n->pending_host)
-        rc = CUDA_CHECK(&t->ctx, cudaMemcpyAsync(n->pinned, n->staged, n->pending_n,
-                                                 cudaMemcpyDeviceToHost, n->stream));
+        rc = SHARC__CUDA_CHECK(&t->ctx, cudaMemcpyAsync(n->pinned, n->staged, n->pending_n,
+                                                        cudaMemcpyDeviceToHost, n->stream));
     if (rc == 0)
         rc = wait_stream(t);
     if (rc == 0 && n->pending_host)
@@ -186,13 +166,13 @@ static int nccl_group_end(sharc_transport *t)
     nccl_impl *n = t->impl;
     int prev = -1;
     n->in_group = 0;
-    int rc = enter_device(&t->ctx, n->device, &prev);
+    int rc = sharc__cuda_enter(&t->ctx, n->device, &prev);
     int end = NCCL_CHECK(&t->ctx, n->comm, ncclGroupEnd());
     if (rc == 0)
         rc = end;
     if (rc == 0)
         rc = complete(t);
-    leave_device(n->device, prev);
+    sharc__cuda_leave(n->device, prev);
     return rc;
 }
 
@@ -200,12 +180,12 @@ static int nccl_bcast(sharc_transport *t, void *buf, size_t nbytes, int root, sh
 {
     nccl_impl *n = t->impl;
     int prev = -1;
-    int rc = enter_device(&t->ctx, n->device, &prev);
+    int rc = sharc__cuda_enter(&t->ctx, n->device, &prev);
     if (rc == 0)
         rc = issue(t, buf, nbytes, root, device);
     if (rc == 0 && !n->in_group)
         rc = complete(t);
-    leave_device(n->device, prev);
+    sharc__cuda_leave(n->device, prev);
     return rc;
 }
 
@@ -213,30 +193,30 @@ static int nccl_allreduce_max(sharc_transport *t, uint32_t *value)
 {
     nccl_impl *n = t->impl;
     int prev = -1;
-    int rc = enter_device(&t->ctx, n->device, &prev);
+    int rc = sharc__cuda_enter(&t->ctx, n->device, &prev);
     if (rc == 0 && !n->word_dev) {
-        rc = CUDA_CHECK(&t->ctx, cudaHostAlloc((void **)&n->word_host, sizeof *n->word_host,
-                                               cudaHostAllocDefault));
+        rc = SHARC__CUDA_CHECK(&t->ctx, cudaHostAlloc((void **)&n->word_host, sizeof *n->word_host,
+                                                      cudaHostAllocDefault));
         if (rc == 0)
-            rc = CUDA_CHECK(&t->ctx, cudaMalloc((void **)&n->word_dev, sizeof *n->word_dev));
+            rc = SHARC__CUDA_CHECK(&t->ctx, cudaMalloc((void **)&n->word_dev, sizeof *n->word_dev));
     }
     if (rc == 0) {
         *n->word_host = *value;
-        rc = CUDA_CHECK(&t->ctx, cudaMemcpyAsync(n->word_dev, n->word_host, sizeof *value,
-                                                 cudaMemcpyHostToDevice, n->stream));
+        rc = SHARC__CUDA_CHECK(&t->ctx, cudaMemcpyAsync(n->word_dev, n->word_host, sizeof *value,
+                                                        cudaMemcpyHostToDevice, n->stream));
     }
     if (rc == 0)
         rc = NCCL_CHECK(
             &t->ctx, n->comm,
             ncclAllReduce(n->word_dev, n->word_dev, 1, ncclUint32, ncclMax, n->comm, n->stream));
     if (rc == 0)
-        rc = CUDA_CHECK(&t->ctx, cudaMemcpyAsync(n->word_host, n->word_dev, sizeof *value,
-                                                 cudaMemcpyDeviceToHost, n->stream));
+        rc = SHARC__CUDA_CHECK(&t->ctx, cudaMemcpyAsync(n->word_host, n->word_dev, sizeof *value,
+                                                        cudaMemcpyDeviceToHost, n->stream));
     if (rc == 0)
         rc = wait_stream(t);
     if (rc == 0)
         *value = *n->word_host;
-    leave_device(n->device, prev);
+    sharc__cuda_leave(n->device, prev);
     return rc;
 }
 
@@ -254,7 +234,7 @@ static void nccl_close(sharc_transport *t)
     int prev = -1;
     if (!n)
         return;
-    int entered = enter_device(&t->ctx, n->device, &prev) == 0;
+    int entered = sharc__cuda_enter(&t->ctx, n->device, &prev) == 0;
     if (n->stream)
         cudaStreamSynchronize(n->stream);
     if (n->owned && n->comm)
@@ -266,30 +246,9 @@ static void nccl_close(sharc_transport *t)
     if (n->stream)
         cudaStreamDestroy(n->stream);
     if (entered)
-        leave_device(n->device, prev);
+        sharc__cuda_leave(n->device, prev);
     sharc__free(&t->ctx, n);
     t->impl = NULL;
-}
-
-static int device_alloc(void *cookie, void **ptr, size_t size, int ordinal)
-{
-    sharc_transport *t = cookie;
-    int prev = -1;
-    int rc = enter_device(&t->ctx, ordinal, &prev);
-    if (rc == 0)
-        rc = CUDA_CHECK(&t->ctx, cudaMalloc(ptr, size));
-    leave_device(ordinal, prev);
-    return rc;
-}
-
-static void device_free(void *cookie, void *ptr, int ordinal)
-{
-    sharc_transport *t = cookie;
-    int prev = -1;
-    if (enter_device(&t->ctx, ordinal, &prev) == 0) {
-        cudaFree(ptr);
-        leave_device(ordinal, prev);
-    }
 }
 
 static const sharc__transport_ops nccl_ops = {
@@ -311,7 +270,7 @@ static int open_comm(sharc_transport **out, ncclComm_t comm, int owned, int devi
     sharc_transport *t = NULL;
     nccl_impl *n = NULL;
     int rank = 0, size = 0, prev = -1;
-    int rc = enter_device(&ctx, device, &prev);
+    int rc = sharc__cuda_enter(&ctx, device, &prev);
     if (rc < 0)
         goto fail_comm;
     rc = NCCL_CHECK(&ctx, comm, ncclCommUserRank(comm, &rank));
@@ -330,13 +289,15 @@ static int open_comm(sharc_transport **out, ncclComm_t comm, int owned, int devi
     n->owned = owned;
     n->device = device;
     t->impl = n;
-    rc = CUDA_CHECK(&t->ctx, cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking));
+    rc = SHARC__CUDA_CHECK(&t->ctx, cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking));
     if (rc < 0)
         goto fail;
-    t->device.cookie = t;
-    t->device.alloc = device_alloc;
-    t->device.free = device_free;
-    leave_device(device, prev);
+    /* Received tensors go to this rank's own device; their memory lives in a heap that
+     * outlives the transport while batches hold it. */
+    rc = sharc__transport_set_device(t, &sharc__cuda_device_ops, device);
+    if (rc < 0)
+        goto fail;
+    sharc__cuda_leave(device, prev);
     *out = t;
     return 0;
 fail_comm:
@@ -344,7 +305,7 @@ fail_comm:
         ncclCommDestroy(comm);
 fail:
     sharc_transport_close(&t);
-    leave_device(device, prev);
+    sharc__cuda_leave(device, prev);
     return rc;
 }
 
@@ -373,7 +334,7 @@ int sharc_transport_nccl_split(sharc_transport **out, ncclComm_t parent, int dev
     ncclComm_t group = NULL;
     int rank = -1, size = 0, prev = -1;
     *out = NULL;
-    int rc = enter_device(&ctx, device, &prev);
+    int rc = sharc__cuda_enter(&ctx, device, &prev);
     if (rc == 0)
         rc = NCCL_CHECK(&ctx, parent, ncclCommUserRank(parent, &rank));
     if (rc == 0)
@@ -386,13 +347,40 @@ int sharc_transport_nccl_split(sharc_transport **out, ncclComm_t parent, int dev
         rc = NCCL_CHECK(&ctx, parent,
                         ncclCommSplit(parent, sharc_mesh_dp_rank(mesh), sharc_mesh_group_rank(mesh),
                                       &group, NULL));
-    leave_device(device, prev);
+    sharc__cuda_leave(device, prev);
     if (rc < 0)
         return rc;
     return open_comm(out, group, 1, device, s);
 }
 
 #if SHARC_HAVE_MPI
+/* What group rank 0 sends every rank before the communicator is made: the NCCL unique id,
+ * or why it has none. */
+typedef struct boot_id {
+    int32_t code; ///< 0, or the error of ncclGetUniqueId on rank 0
+    char text[512];
+    ncclUniqueId id;
+} boot_id;
+
+/*
+ * Every rank of `group` says whether it failed (`failed`, with its reason in `text`); when
+ * any did, every rank fails with `code` and the same text, naming the first rank that
+ * failed, so that none goes on to ncclCommInitRank waiting for a rank that has left.
+ */
+static int agree(sharc__ctx *ctx, MPI_Comm group, int rank, int size, const sharc_mesh *mesh,
+                 int failed, int code, const char *what, char *text, size_t cap)
+{
+    int mine = failed ? rank : size, first = size;
+    int rc = SHARC__MPI_CHECK(ctx, MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, group));
+    if (rc == 0 && first < size)
+        rc = SHARC__MPI_CHECK(ctx, MPI_Bcast(text, (int)cap, MPI_CHAR, first, group));
+    if (rc < 0 || first == size)
+        return rc;
+    text[cap - 1] = 0;
+    return sharc__fail(ctx, code, "NCCL bootstrap: group rank %d (global rank %d) %s: %s", first,
+                       sharc_mesh_group_member(mesh, first), what, text);
+}
+
 int sharc_transport_nccl_bootstrap_mpi(sharc_transport **out, MPI_Comm parent,
                                        const sharc_mesh *mesh, int device,
                                        const sharc_transport_settings *s)
@@ -406,28 +394,46 @@ int sharc_transport_nccl_bootstrap_mpi(sharc_transport **out, MPI_Comm parent,
     sharc__ctx_init(&ctx, s ? &s->allocator : NULL, s ? &s->logger : NULL);
     MPI_Comm group = MPI_COMM_NULL;
     ncclComm_t comm = NULL;
-    ncclUniqueId id;
+    boot_id boot;
+    char why[512] = "";
     int rank = 0, size = 0, prev = -1;
     *out = NULL;
-    memset(&id, 0, sizeof id);
+    memset(&boot, 0, sizeof boot);
     int rc = sharc__mpi_split_group(&ctx, parent, mesh, s ? s->timeout_ms : 600000, &group);
     if (rc < 0)
         return rc;
+    /* Our own communicator: report errors instead of aborting the job. */
+    MPI_Comm_set_errhandler(group, MPI_ERRORS_RETURN);
     rc = SHARC__MPI_CHECK(&ctx, MPI_Comm_rank(group, &rank));
     if (rc == 0)
         rc = SHARC__MPI_CHECK(&ctx, MPI_Comm_size(group, &size));
-    /* Every rank joins the MPI_Bcast even if its own ncclGetUniqueId failed. */
-    int id_rc = rc == 0 && rank == 0 ? NCCL_CHECK(&ctx, NULL, ncclGetUniqueId(&id)) : 0;
-    if (rc == 0)
-        rc = SHARC__MPI_CHECK(&ctx, MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, group));
-    if (rc == 0)
-        rc = id_rc;
-    if (rc == 0)
-        rc = enter_device(&ctx, device, &prev);
-    if (rc == 0) {
-        rc = NCCL_CHECK(&ctx, NULL, ncclCommInitRank(&comm, size, id, rank));
-        leave_device(device, prev);
+    /* Rank 0's failure to make the id travels with it: every rank must learn it and stop
+     * here, since a rank that went on to ncclCommInitRank would wait for rank 0 forever. */
+    if (rc == 0 && rank == 0 && NCCL_CHECK(&ctx, NULL, ncclGetUniqueId(&boot.id)) < 0) {
+        boot.code = SHARC_ERR_NCCL;
+        snprintf(boot.text, sizeof boot.text, "%.500s", ctx.error);
     }
+    if (rc == 0)
+        rc = SHARC__MPI_CHECK(&ctx, MPI_Bcast(&boot, (int)sizeof boot, MPI_BYTE, 0, group));
+    if (rc == 0 && boot.code < 0)
+        rc = sharc__fail(&ctx, SHARC_ERR_NCCL,
+                         "NCCL bootstrap: group rank 0 (global rank %d) could not create the NCCL "
+                         "unique id: %.511s",
+                         sharc_mesh_group_member(mesh, 0), boot.text);
+    /* Likewise a rank that cannot use its device fails every rank before the init. */
+    int entered = 0;
+    if (rc == 0) {
+        entered = sharc__cuda_enter(&ctx, device, &prev) == 0;
+        if (!entered)
+            snprintf(why, sizeof why, "%.500s", ctx.error);
+        char what[64];
+        snprintf(what, sizeof what, "cannot use CUDA device %d", device);
+        rc = agree(&ctx, group, rank, size, mesh, !entered, SHARC_ERR_CUDA, what, why, sizeof why);
+    }
+    if (rc == 0)
+        rc = NCCL_CHECK(&ctx, NULL, ncclCommInitRank(&comm, size, boot.id, rank));
+    if (entered)
+        sharc__cuda_leave(device, prev);
     MPI_Comm_free(&group);
     if (rc < 0)
         return rc;

@@ -28,17 +28,37 @@ cp "$build/bench/sharc-datapath" "$stage/sharc/bench/"
 cp "$build/bench/sharc-fbank" "$stage/sharc/bench/"
 cp "$build"/tests/gpu/gpu_* "$stage/sharc/tests/gpu/" 2>/dev/null || true
 rm -rf "$stage"/sharc/tests/gpu/*.p
+# The tests that run under mpirun (the device protocol over MPI staging, the NCCL
+# bootstrap's failures) come from a second build with MPI, so that the CLI and the library
+# above need no MPI on the GPU machine. Only those two targets are built there.
+mpi_tests=""
+if [ "${BUNDLE_MPI:-1}" = 1 ] && command -v mpicc >/dev/null 2>&1; then
+    mpibuild=${MPI_BUILD:-"$build-mpi"}
+    if [ ! -d "$mpibuild" ]; then
+        meson setup "$mpibuild" "$src" -Dcuda=enabled -Dnccl=enabled -Dmpi=enabled \
+            -Dbuildtype=release -Dtools=false -Dpython=disabled
+    fi
+    ninja -C "$mpibuild" -j "${NINJA_JOBS:-2}" tests/gpu/gpu_mpi_device tests/mpi/mpi_nccl_boot
+    mkdir -p "$stage/sharc/tests/gpu-mpi"
+    mpi_tests="$mpibuild/tests/gpu/gpu_mpi_device $mpibuild/tests/mpi/mpi_nccl_boot"
+    cp $mpi_tests "$stage/sharc/tests/gpu-mpi/"
+fi
 # ldd on the build's own executables, whose run paths find libsharc in the build tree.
 for exe in "$build/tools/sharc" "$build/testdata/sharc-gen" "$build/bench/sharc-datapath" \
     "$build/bench/sharc-fbank" \
-    "$build"/tests/gpu/gpu_*; do
+    "$build"/tests/gpu/gpu_* $mpi_tests; do
     [ -f "$exe" ] || continue
     ldd "$exe" | awk '/=> \//{print $3}'
 done | sort -u | while read -r lib; do
-    # cuFFT (280 MB) comes with the GPU machine's CUDA toolkit, as NCCL does with its NCCL.
+    # cuFFT (280 MB) comes with the GPU machine's CUDA toolkit, as NCCL does with its NCCL;
+    # OpenMPI's libraries come with its mpirun there (a libmpi of another release would
+    # not match the mpirun that starts it).
     case $(basename "$lib") in
     libc.so.* | libm.so.* | libdl.so.* | libpthread.so.* | librt.so.* | ld-linux* | \
         libgcc_s.so.* | libstdc++.so.* | libnccl.so.* | libcufft.so.*) ;;
+    libmpi.so.* | libopen-rte.so.* | libopen-pal.so.* | libhwloc.so.* | libevent*.so.* | \
+        libpmix.so.* | libudev.so.* | libfabric.so.* | libuc[mpst].so.* | libibverbs.so.* | \
+        librdmacm.so.* | libpsm*.so.* | libnl-*.so.* | libmunge.so.*) ;;
     *) cp -L "$lib" "$stage/sharc/lib/" ;;
     esac
 done

@@ -2,8 +2,10 @@
 # On a lent GPU machine (which has the driver, NCCL and Python but not our build
 # dependencies): unpack the bundle that tests/gpu/bundle.sh made here, run the GPU suite
 # (gpu_fbank among them: the GPU log-mel features against the CPU path; gpu_device: the
-# reader's device batches against its host batches), the device stage's bench, then the CPU
-# benchmarks on that machine's cores (the log-mel features' first). Run from the
+# reader's device batches against its host batches), the MPI device tests under the
+# machine's mpirun with 2 and 4 processes on its GPU, the single-process tests again under
+# compute-sanitizer memcheck, the device stage's bench, then the CPU benchmarks on that
+# machine's cores (the log-mel features' first). Run from the
 # repository root with .gpu carried; results go to $OUT (default ./gpu-out).
 #   Usage: tests/gpu/device_check.sh [--no-bench | bench/run.sh options]
 #   Exit status: 0 when every GPU test passed, 77 when they were skipped (no GPU), else 1.
@@ -39,6 +41,55 @@ for t in "$b"/tests/gpu/gpu_*; do
     *) echo "== $(basename "$t"): FAILED (exit $rc)"; status=1 ;;
     esac
 done
+# The device protocol over MPI staging (2 and 4 processes sharing this GPU) and the NCCL
+# bootstrap's failures, under this machine's mpirun with its own OpenMPI libraries.
+if [ -d "$b/tests/gpu-mpi" ]; then
+    if command -v mpirun >/dev/null 2>&1; then
+        mpilib=$(find /usr/lib /usr/lib64 /usr/local/lib /opt -name 'libmpi.so.40' 2>/dev/null |
+            head -n 1)
+        echo "== OpenMPI: $(mpirun --version 2>/dev/null | head -n 1), ${mpilib:-libmpi not found}"
+        export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+        export OMPI_MCA_btl_vader_single_copy_mechanism=none
+        mpi_path="$LD_LIBRARY_PATH${mpilib:+:$(dirname "$mpilib")}"
+        for t in gpu_mpi_device mpi_nccl_boot; do
+            for n in 2 4; do
+                echo "== $t, $n processes"
+                log=$out/${t}_$n.log
+                NCCL_DEBUG=WARN LD_LIBRARY_PATH="$mpi_path" timeout 300 mpirun --oversubscribe \
+                    -n $n -x LD_LIBRARY_PATH -x NCCL_DEBUG "$b/tests/gpu-mpi/$t" >"$log" 2>&1 &&
+                    rc=0 || rc=$?
+                cat "$log"
+                case $rc in
+                0) echo "== $t ($n): passed" ;;
+                77) echo "== $t ($n): skipped (no GPU visible)"; [ "$status" = 1 ] || status=77 ;;
+                *) echo "== $t ($n): FAILED (exit $rc)"; status=1 ;;
+                esac
+            done
+        done
+    else
+        echo "== gpu_mpi_device, mpi_nccl_boot: NOT RUN: mpirun not found"
+        status=1
+    fi
+fi
+# The single-process GPU tests again under compute-sanitizer's memcheck, where it is found.
+cs=$(command -v compute-sanitizer 2>/dev/null ||
+    find /usr/local/cuda*/bin /opt -name compute-sanitizer 2>/dev/null | head -n 1)
+if [ -n "$cs" ]; then
+    for t in "$b"/tests/gpu/gpu_*; do
+        echo "== $(basename "$t") under compute-sanitizer memcheck"
+        log=$out/$(basename "$t").memcheck.log
+        SHARC_GPU_UNDER_SANITIZER=1 NCCL_DEBUG=WARN timeout 600 "$cs" --tool memcheck \
+            --error-exitcode 1 "$t" >"$log" 2>&1 && rc=0 || rc=$?
+        tail -n 20 "$log"
+        case $rc in
+        0) echo "== $(basename "$t") memcheck: clean" ;;
+        77) echo "== $(basename "$t") memcheck: skipped (no GPU visible)" ;;
+        *) echo "== $(basename "$t") memcheck: FAILED (exit $rc)"; status=1 ;;
+        esac
+    done
+else
+    echo "== compute-sanitizer: not found"
+fi
 [ "${1:-}" = --no-bench ] && exit $status
 if [ "$status" != 77 ]; then
     # The device stage: from a host batch to log-mel features on the GPU (its own wall time,

@@ -1,10 +1,11 @@
 /*
  * The loader over the real NCCL transport on one GPU (a one-rank communicator: NCCL
  * refuses two ranks on one device, so the multi-rank protocol is covered by the MPI and
- * tape tests): a reader's batches through an NCCL loader equal the reader's own, and a
- * produce callback's device tensors are allocated by the transport on the GPU, come back
- * with their values and are reused from the pool. Also sharc_transport_nccl_split on a
- * one-rank parent. Needs SHARC_GEN (the corpus generator). Exits 77 without a GPU.
+ * tape tests, and on a GPU by gpu_mpi_device.c over the MPI transport's pinned staging): a reader's
+ * batches through an NCCL loader equal the reader's own, and a produce callback's device tensors
+ * are allocated by the transport on the GPU, come back with their values and are reused from the
+ * pool. Also sharc_transport_nccl_split on a one-rank parent. Needs SHARC_GEN (the corpus
+ * generator). Exits 77 without a GPU.
  */
 #include <errno.h>
 #include <stdarg.h>

@@ -11,6 +11,7 @@
 #include "batching/batch.h"
 #include "bcast/bcast.h"
 #include "gpu_check.h"
+#include "guard_alloc.h"
 #include "sharc/cuda.h"
 #include "sharc/sharc.h"
 #include "bcast/transport.h"
@@ -102,10 +103,73 @@ static void run_on_device(int dev, int n_devices)
     printf("device %d: NCCL transport host, device and grouped broadcasts OK\n", dev);
 }
 
+static char logged[512];
+
+static void capture(void *cookie, sharc_log_level level, const char *message)
+{
+    (void)cookie;
+    if (level == SHARC_LOG_ERROR)
+        snprintf(logged, sizeof logged, "%s", message);
+}
+
+/*
+ * A batch whose device tensor came from the NCCL transport's allocator, released after the
+ * transport was closed. Before the fix the allocator that pools keep had the transport
+ * itself as its cookie, and its free reported a failing CUDA call (cudaGetDevice or
+ * cudaSetDevice, as at process shutdown) into that freed transport: the first check below
+ * fails on that code. Then the free's failure path is taken for real: the CUDA context is
+ * reset so that cudaFree fails, and the free must report it through memory that is still
+ * alive (the transport's own memory is unmapped by the guard allocator, so any read of it
+ * faults). The transport's heap outlives it until the last buffer is freed, and that
+ * release frees every host allocation, the heap's included.
+ */
+static void release_after_close(int dev)
+{
+    ncclComm_t comm = NULL;
+    sharc_transport *t = NULL;
+    CHECK(ncclCommInitAll(&comm, 1, &dev) == ncclSuccess);
+    sharc_transport_settings s;
+    sharc_transport_default_settings(&s);
+    s.allocator = guard_allocator();
+    s.logger.callback = capture;
+    s.logger.level = SHARC_LOG_ERROR;
+    CHECK(sharc_transport_nccl_open(&t, comm, dev, &s) == 0);
+    CHECK(sharc__transport_device_allocator(t)->cookie != (void *)t);
+    sharc__ctx ctx;
+    sharc__batch_pool *pool = NULL;
+    sharc_batch *b = NULL;
+    int64_t shape[1] = {1 << 20};
+    sharc__ctx_init(&ctx, NULL, NULL);
+    CHECK(sharc__batch_pool_create(&pool, &ctx, 1, sharc__transport_device_allocator(t)) == 0);
+    CHECK(sharc__batch_pool_acquire(pool, &b) == 0);
+    CHECK(sharc__batch_add_tensor(b, "features", SHARC_DTYPE_U8, SHARC_DEVICE_CUDA, dev, 1,
+                                  shape) == 0);
+    CHECK(sharc__batch_finish(b) == 0);
+    CHECK(cudaMemset(b->tensors[0].data, 0x3c, b->tensors[0].nbytes) == cudaSuccess);
+    sharc__batch_pool_destroy(&pool); /* the held batch keeps it */
+    sharc_transport_close(&t);
+    CHECK(ncclCommDestroy(comm) == ncclSuccess);
+    CHECK(guard_live > 0); /* the heap waits for the buffer */
+    uint8_t back[64];
+    CHECK(cudaMemcpy(back, b->tensors[0].data, sizeof back, cudaMemcpyDeviceToHost) == cudaSuccess);
+    for (size_t i = 0; i < sizeof back; i++)
+        CHECK(back[i] == 0x3c);
+    /* Under compute-sanitizer the failing cudaFree would count as an error of the test. */
+    if (!getenv("SHARC_GPU_UNDER_SANITIZER"))
+        CHECK(cudaDeviceReset() == cudaSuccess);
+    logged[0] = 0;
+    sharc_batch_release(b);
+    CHECK(guard_live == 0);
+    CHECK(logged[0] == 0 || strstr(logged, "cudaFree(ptr) failed"));
+    printf("device %d: a device batch released after its transport was closed%s\n", dev,
+           logged[0] ? " (the free after the reset failed, and said so)" : "");
+}
+
 int main(void)
 {
     int n = gpu_devices_or_skip();
     for (int dev = 0; dev < n; dev++)
         run_on_device(dev, n);
+    release_after_close(0); /* last: it resets the CUDA context */
     return 0;
 }

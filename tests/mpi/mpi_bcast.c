@@ -1,8 +1,9 @@
 /*
  * The broadcast contract across processes (run under mpirun with 2 and 4 ranks): lockstep
  * with identical batches, source errors, a frame over the cap, failure before the first
- * batch, synchronized early break, dp=2,cp=2 groups, and group resolution that depends on
- * the communicator only. A failed check aborts the whole job so mpirun exits non-zero.
+ * batch, synchronized early break, dp=2,cp=2 groups, group resolution that depends on
+ * the communicator only, and a device batch over an MPI transport without a device. A failed check
+ * aborts the whole job so mpirun exits non-zero.
  */
 #include <errno.h>
 #include <mpi.h>
@@ -315,6 +316,58 @@ static void mesh_mismatch_is_refused(void)
     CHECK(t == NULL);
 }
 
+/*
+ * A batch with a device tensor over an MPI transport that was given no device: the source
+ * sends an ERROR frame naming the transport, every peer raises it as a remote error, and
+ * the tensor's pointer (no device memory here) is never read. sharc_transport_mpi_set_device
+ * refuses a transport that is not MPI and a negative device.
+ */
+static void device_tensor_without_device(void)
+{
+    sharc_mesh m;
+    sharc_transport *t = NULL;
+    char spec[16];
+    snprintf(spec, sizeof spec, "tp=%d", world_size);
+    CHECK_RC(sharc_mesh_parse(&m, spec, world_rank, world_size), 0);
+    CHECK_RC(sharc_transport_mpi_split(&t, MPI_COMM_WORLD, &m, NULL), 0);
+    int rc = sharc_transport_mpi_set_device(t, -1);
+    CHECK(rc == SHARC_ERR(EINVAL) || rc == SHARC_ERR_UNSUPPORTED);
+    CHECK_TEXT(sharc_transport_last_error(t),
+               rc == SHARC_ERR(EINVAL) ? "sharc_transport_mpi_set_device: no CUDA device -1"
+                                       : "sharc was built without CUDA");
+    sharc_transport *self = NULL;
+    CHECK_RC(sharc_transport_self_open(&self, NULL), 0);
+    CHECK_RC(sharc_transport_mpi_set_device(self, 0), SHARC_ERR(EINVAL));
+    CHECK_TEXT(sharc_transport_last_error(self), "the transport is self, not mpi");
+    sharc_transport_close(&self);
+
+    sharc__bcast *bc = NULL;
+    CHECK_RC(sharc__bcast_open(&bc, t, NULL), 0);
+    const char *want = "tensor 'features' is in CUDA memory but the mpi transport cannot carry "
+                       "device tensors (give it this rank's CUDA device with "
+                       "sharc_transport_mpi_set_device)";
+    if (world_rank == 0) {
+        static int32_t lens[2] = {3, 4};
+        sharc_tensor x[2] = {
+            {"feature_lens", SHARC_DTYPE_I32, SHARC_DEVICE_HOST, 0, 1, {2}, lens, sizeof lens},
+            {"features", SHARC_DTYPE_F32, SHARC_DEVICE_CUDA, 0, 2, {2, 80}, (void *)64, 640},
+        };
+        sharc_batch b = {0, 0, 2, x, NULL};
+        CHECK_RC(sharc__bcast_send(bc, &b), SHARC_ERR_UNSUPPORTED);
+        CHECK(strcmp(sharc__bcast_error(bc), want) == 0);
+    } else {
+        sharc_batch *got = NULL;
+        CHECK_RC(sharc__bcast_recv(bc, &got), SHARC_ERR_REMOTE);
+        CHECK(got == NULL);
+        char full[512];
+        snprintf(full, sizeof full, "source rank 0: %s", want);
+        CHECK(strcmp(sharc__bcast_error(bc), full) == 0);
+        CHECK(sharc__bcast_remote_code(bc) == SHARC_ERR_UNSUPPORTED);
+    }
+    sharc__bcast_close(&bc);
+    sharc_transport_close(&t);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -337,6 +390,7 @@ int main(int argc, char **argv)
     dp_slots();
     groups_follow_the_communicator();
     mesh_mismatch_is_refused();
+    device_tensor_without_device();
 
     sharc__batch_pool_destroy(&pool);
     MPI_Barrier(MPI_COMM_WORLD);
