@@ -20,6 +20,7 @@ void cli_dist_init(cli_dist *d)
     d->default_axis = "dp";
     d->world_size = 1;
     d->timeout_ms = 600000;
+    d->device = -1;
 }
 
 static int opt_transport(cli_parser *p, const cli_opt *o, const char *val, void *target)
@@ -109,9 +110,13 @@ static int mpi_setup(const char *cmd, cli_dist *d)
 static int mpi_transport(const char *cmd, cli_dist *d)
 {
     if (strcmp(d->transport, "nccl") == 0) {
-        int device = 0;
-        if (cli_env_int("LOCAL_RANK", 0, 1 << 16, &device) == 0)
+        /* The reader's device when batches are on one, so that the source broadcasts its
+         * device tensors in place; else the GPU of this rank on its node. */
+        int device = d->device;
+        if (device < 0 && cli_env_int("LOCAL_RANK", 0, 1 << 16, &device) == 0)
             cli_env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0, 1 << 16, &device);
+        if (device < 0)
+            device = 0;
         return sharc_transport_nccl_bootstrap_mpi(&d->t, MPI_COMM_WORLD, &d->mesh, device,
                                                   transport_settings(d));
     }
@@ -119,6 +124,9 @@ static int mpi_transport(const char *cmd, cli_dist *d)
      * all fail here instead of waiting on groups that do not match. */
     int rc = sharc_transport_mpi_split(&d->t, MPI_COMM_WORLD, &d->mesh, transport_settings(d));
     if (rc < 0)
+        return rc;
+    /* Device batches travel staged through pinned memory, onto this rank's own device. */
+    if (d->device >= 0 && (rc = sharc_transport_mpi_set_device(d->t, d->device)) < 0)
         return rc;
     MPI_Comm *comm = malloc(sizeof *comm);
     if (comm == NULL)

@@ -27,6 +27,10 @@ typedef struct cli_dist {
     sharc_transport *t;       ///< filled by cli_dist_setup (NULL for a group of one)
     void *comm;               ///< MPI: the split communicator (owned by t)
     int reader_dp_given;      ///< --dp-rank/--dp-size given: refused with a mesh's own dp
+    /** The reader's CUDA device (--device cuda:N), -1 for host batches: the NCCL transport
+     *  is opened on it (else on the rank's LOCAL_RANK), and the MPI transport stages device
+     *  tensors through it. */
+    int device;
 } cli_dist;
 
 /** Defaults: self transport, no mesh. */

@@ -1166,6 +1166,7 @@ int cmd_bench(int argc, char **argv)
         fail_with("out of memory");
         goto done;
     }
+    o.dist.device = s.device == SHARC_DEVICE_CUDA ? s.device_ordinal : -1;
     if (!o.cuts_mode && (status = cli_dist_setup(cmd, &o.dist)) != 0)
         goto done;
     status = CLI_EXIT_FAIL;

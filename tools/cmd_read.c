@@ -1326,6 +1326,7 @@ int cmd_read(int argc, char **argv)
             status = run_cuts(&s, &o);
         } else {
             o.dist.reader_dp_given = o.ro.dp_given;
+            o.dist.device = s.device == SHARC_DEVICE_CUDA ? s.device_ordinal : -1;
             if ((status = cli_dist_setup(cmd, &o.dist)) == 0) /* MPI, mesh, transport */
                 status = run_batches(&s, &o);
         }

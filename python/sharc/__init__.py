@@ -54,6 +54,7 @@ class Reader:
     """
 
     def __init__(self, paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]], **settings: Any):
+        settings = _resolve_device(settings)
         self._c = _sharc.CReader(paths, **settings)
         self._settings = dict(settings)
 
@@ -112,6 +113,18 @@ def _finalize_mpi() -> None:
         _sharc.mpi_finalize()
 
 
+def _resolve_device(settings: Dict[str, Any]) -> Dict[str, Any]:
+    """``device="cuda"`` (or a torch.device without an index) is the current CUDA device, as
+    in torch, when torch is imported and has one; ``"cuda:N"`` and ``"cpu"`` pass as given."""
+    device = settings.get("device")
+    if device is None or str(device) != "cuda":
+        return settings
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        return {**settings, "device": f"cuda:{torch.cuda.current_device()}"}
+    return settings
+
+
 def _default_transport() -> str:
     dist = sys.modules.get("torch.distributed")
     if dist is not None and dist.is_available() and dist.is_initialized() and dist.get_backend() == "nccl":
@@ -119,9 +132,11 @@ def _default_transport() -> str:
     return "mpi"
 
 
-def _nccl_bootstrap() -> tuple:
+def _nccl_bootstrap(reader_device: Any = None) -> tuple:
     """(unique id, rank, world size, CUDA device) for the NCCL transport: rank 0 of the
-    torch.distributed default group makes the id and the group broadcasts it once."""
+    torch.distributed default group makes the id and the group broadcasts it once. The
+    communicator lives on the reader's device when batches are made on one (so that the
+    source broadcasts them in place), else on the current CUDA device."""
     if not hasattr(_sharc, "nccl_unique_id"):
         raise Error("sharc.Loader: this build of sharc has no NCCL transport")
     import torch
@@ -142,7 +157,11 @@ def _nccl_bootstrap() -> tuple:
     dist.broadcast_object_list(box, src=0)
     if isinstance(box[0], str):
         raise Error(f"sharc.Loader: {box[0]}")
-    device = torch.cuda.current_device() if torch.cuda.is_available() else 0
+    name = str(reader_device) if reader_device is not None else ""
+    if name.startswith("cuda"):
+        device = int(name[5:]) if name[4:5] == ":" and name[5:].isdigit() else 0
+    else:
+        device = torch.cuda.current_device() if torch.cuda.is_available() else 0
     return (box[0], rank, world, device)
 
 
@@ -183,8 +202,9 @@ class Loader:
             names = device_mesh.mesh_dim_names
             mesh = ",".join(f"{n}={int(e)}" for n, e in zip(names, tuple(device_mesh.mesh.shape)))
         axes = None if broadcast_axes is None else ",".join(broadcast_axes)
+        settings = _resolve_device(settings)
         cfg = _sharc.CReader(paths, _open=False, **settings)
-        nccl = _nccl_bootstrap() if transport == "nccl" else None
+        nccl = _nccl_bootstrap(settings.get("device")) if transport == "nccl" else None
         first = not _LIVE_LOADERS
         self._c = _sharc.CLoader(cfg, mesh, axes, nccl)
         _LIVE_LOADERS.add(self)

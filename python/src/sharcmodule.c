@@ -401,6 +401,7 @@ enum kw_kind {
     KW_LAYOUT,
     KW_ON_ERROR,
     KW_FEATURES,
+    KW_DEVICE,
     KW_BINS,
     KW_BBS,
     KW_PATH
@@ -461,6 +462,8 @@ static const kw_def kw_defs[] = {
     {"input_cfg", KW_PATH, R(input_cfg), 0, 0, 0},
     {"max_open_streams", KW_U32, R(max_open_streams), 0, UINT32_MAX, 0},
     {"mix_finite", KW_BOOL, R(mix_finite), 0, 0, 0},
+    /* "cpu" or "cuda[:N]" (or a torch.device, by its str()): the CLI's --device */
+    {"device", KW_DEVICE, R(device), 0, 0, 0},
 };
 #undef R
 #undef SM
@@ -682,6 +685,40 @@ static int json_text(PyObject *v, const char *what, char **out)
     return 0;
 }
 
+/* device="cpu" | "cuda" | "cuda:N", or any object whose str() is one (torch.device). */
+static int kw_device(ReaderObject *self, const kw_def *d, PyObject *v)
+{
+    PyObject *text = PyObject_Str(v);
+    PyObject *utf8 = text ? PyUnicode_AsUTF8String(text) : NULL;
+    Py_XDECREF(text);
+    if (!utf8)
+        return -1;
+    const char *t = PyBytes_AsString(utf8);
+    int ok = t != NULL;
+    long n = 0;
+    if (ok && (strcmp(t, "cpu") == 0 || strcmp(t, "host") == 0)) {
+        self->s.device = SHARC_DEVICE_HOST;
+        self->s.device_ordinal = 0;
+    } else if (ok && strncmp(t, "cuda", 4) == 0 && (t[4] == 0 || (t[4] == ':' && t[5]))) {
+        const char *p = t + 4 + (t[4] == ':');
+        for (; *p >= '0' && *p <= '9' && n <= 1000000; p++)
+            n = n * 10 + (*p - '0');
+        ok = *p == 0 && n <= 1000000;
+        if (ok) {
+            self->s.device = SHARC_DEVICE_CUDA;
+            self->s.device_ordinal = (int)n;
+        }
+    } else {
+        ok = 0;
+    }
+    if (!ok && t)
+        PyErr_Format(PyExc_ValueError,
+                     "sharc.Reader: keyword '%s' must be 'cpu', 'cuda' or 'cuda:N', got %R",
+                     d->name, v);
+    Py_DECREF(utf8);
+    return ok ? 0 : -1;
+}
+
 static int set_keyword(ReaderObject *self, const kw_def *d, PyObject *v, int *linspace)
 {
     static const char *const layouts[] = {"auto", "shar", "nemo", "wds", NULL};
@@ -733,6 +770,8 @@ static int set_keyword(ReaderObject *self, const kw_def *d, PyObject *v, int *li
             return -1;
         self->s.features = (sharc_features)choice;
         return 0;
+    case KW_DEVICE:
+        return kw_device(self, d, v);
     case KW_BINS: {
         if (PyUnicode_Check(v) && PyUnicode_CompareWithASCIIString(v, "linspace") == 0) {
             *linspace = 1;
@@ -1531,6 +1570,11 @@ static int Loader_init(PyObject *op, PyObject *args, PyObject *kw)
                                                                  "communicator by the mesh "
                                                                  "(see the log)"),
             -1;
+        /* Device batches travel staged through pinned memory onto the reader's device. */
+        const sharc_reader_settings *rs = &((ReaderObject *)cfg)->s;
+        if (rs->device == SHARC_DEVICE_CUDA &&
+            (rc = sharc_transport_mpi_set_device(self->t, rs->device_ordinal)) != 0)
+            return raise_sharc(rc, sharc_transport_last_error(self->t)), -1;
 #endif
     }
     self->s.transport = self->t;
