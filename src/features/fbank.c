@@ -311,7 +311,8 @@ uint64_t sharc__fbank_row_seed(const sharc__fbank *f, uint64_t step, uint64_t ro
 
 uint64_t sharc__fbank_cut_seed(const sharc__fbank *f, uint64_t key)
 {
-    /* A third word keeps these seeds apart from those of (step, row) pairs. */
+    /* A constant word between the seed and the key, so that a cut's seed is not that of the
+     * (step, row) pair whose numbers equal (key, ...) in sharc__fbank_row_seed. */
     uint64_t h = sharc__fnv1a_u64(0xcbf29ce484222325ull, f->s.seed);
     h = sharc__fnv1a_u64(h, UINT64_C(0x6375742d6b6579)); /* "cut-key" */
     return sharc__fnv1a_u64(h, key);
