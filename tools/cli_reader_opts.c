@@ -214,7 +214,7 @@ const cli_opt cli_reader_group[] = {
     {CLI_OPT_DOUBLE, "fbank-dither", .metavar = "D", R(fbank_dither), .dmin = 0, .dmax = 1,
      .flags = CLI_BATCH_ONLY,
      .help = "standard deviation of a Gaussian dither, seeded by --seed,\n"
-             "the step and the row; 0 = off (NeMo dithers in training only)\n(default 0)"},
+             "the cut and its epoch; 0 = off (NeMo dithers in training only)\n(default 0)"},
     {CLI_OPT_FLAG, "no-keep-audio", R(keep_audio), .min = 0, .flags = CLI_BATCH_ONLY,
      .help = "drop the audio tensor from the batches once the features are\n"
              "computed; audio_lens stays (default: keep it)"},

@@ -214,7 +214,8 @@ typedef struct sharc_reader_settings {
     int fbank_pad_to;
     double fbank_preemph; ///< pre-emphasis coefficient in [0, 1); 0 = none (default 0.97)
     /** Standard deviation of a Gaussian dither added to the samples, in [0, 1]; 0 = off
-     *  (default 0). Seeded from `seed`, the step and the row, so runs repeat. */
+     *  (default 0). Seeded from `seed` and the cut (its epoch, shard and position), so runs
+     *  repeat whatever the threads, and each epoch gets new noise. */
     double fbank_dither;
     /** Remote shards (s3://, http://, https://; docs/storage.md): retries of a transfer that
      *  fails on the way (connection reset or refused, no data for timeout_ms, HTTP 5xx, 429),

@@ -67,6 +67,8 @@ int sharc__bcut_from_raw(sharc__bufpool *pool, sharc__rawcut *c, size_t n_shards
     b->tags = NULL;      /* a mixture's pipeline sets them */
     b->audio = c->audio; /* taken over, not copied */
     memset(&c->audio, 0, sizeof c->audio);
+    memset(&b->feats, 0, sizeof b->feats);
+    b->feat_frames = 0;
     b->job.audio = c->audio_in_file ? NULL : b->audio.data;
     b->job.audio_len = c->audio_in_file ? (size_t)c->audio_size : b->audio.len;
     b->job.in_file = c->audio_in_file;
@@ -92,5 +94,6 @@ void sharc__bcut_free(sharc__bufpool *pool, sharc__bcut *b)
     if (!b)
         return;
     sharc__bufpool_give(pool, &b->audio);
+    sharc__bufpool_give(pool, &b->feats);
     sharc__free(pool->ctx, b);
 }

@@ -50,6 +50,10 @@ typedef struct sharc__bcut {
     const char *const *tags;
     size_t block_bytes;
     sharc__buf audio; ///< the encoded member
+    /** The row's features once a decode worker computed them (batching/featurize.h): f32
+     *  [n_mels, feat_frames], from the same pool as `audio`; empty until then. */
+    sharc__buf feats;
+    int64_t feat_frames; ///< valid frames in `feats`
 } sharc__bcut;
 
 /** The key of a raw cut of a dataset of `n_shards` (>= 1) shards. @return 0, or
@@ -69,7 +73,7 @@ int sharc__bcut_from_raw(sharc__bufpool *pool, sharc__rawcut *c, size_t n_shards
  *  how buffers happened to be recycled. */
 uint64_t sharc__bcut_bytes(const sharc__bcut *b);
 
-/** Free a cut, recycling its audio buffer. NULL-safe; any thread. */
+/** Free a cut, recycling its audio and features buffers. NULL-safe; any thread. */
 void sharc__bcut_free(sharc__bufpool *pool, sharc__bcut *b);
 
 #endif /* SHARC_SRC_BCUT_H */

@@ -198,11 +198,12 @@ static void *planner_main(void *arg)
     return NULL;
 }
 
-/* Decode cut i of slot s into its row of the audio tensor; called without the lock. */
+/* Decode cut i of slot s into its row of the audio tensor, and compute its features when
+ * the batch has them; called without the lock. */
 static int decode_row(worker *w, slot *s, size_t i)
 {
     sharc__pipeline *p = w->p;
-    const bcut *b = s->col.cuts[i];
+    bcut *b = s->col.cuts[i];
     float *row = (float *)s->col.batch->tensors[0].data + (size_t)i * (size_t)s->col.T;
     int channels = 0, rc;
     w->err.kind = SHARC_PROBLEM_COUNT;
@@ -245,6 +246,11 @@ static int decode_row(worker *w, slot *s, size_t i)
     /* The batch is read much later, after the batches planned ahead: stream the zeros. */
     if (len < (size_t)s->col.T)
         sharc__memzero_stream(row + len, ((size_t)s->col.T - len) * sizeof(float));
+    /* Here, in parallel and while the row is in cache, rather than when the batch is handed
+     * out: one thread computing every row's features capped batch mode at its rate. A batch
+     * at another rate gets none: it fails when handed out (sharc__featurize_collate). */
+    if (sharc__featurize_on_cpu(p->s) && s->col.rate == p->s->fbank_sample_rate)
+        return sharc__featurize_cut(&w->fbank, &w->ctx, p->s, &p->bufs, b, row);
     return 0;
 }
 
@@ -386,6 +392,12 @@ int sharc__pipeline_next(sharc__pipeline *p, sharc_batch **out)
             narrowed = sharc__collate_compact(&s->col, s->skipped);
             s->skips.padded_seconds += narrowed;
         }
+        int empty = rc == 0 && b->tensors[0].shape[0] == 0;
+        if (rc == 0 && !empty && sharc__featurize_on_cpu(p->s) &&
+            (rc = sharc__featurize_collate(p->ctx, p->s, b, s->col.cuts,
+                                           s->n_skipped ? s->skipped : NULL, s->col.n, s->col.rate,
+                                           p->step_base + p->handed)) < 0)
+            snprintf(s->message, sizeof s->message, "%s", p->ctx->error);
         for (size_t i = 0; i < s->col.n; i++) {
             const sharc__bcut *c = s->col.cuts[i];
             if (rc == 0 && p->source_cuts && !(s->n_skipped && s->skipped[i])) {
@@ -396,11 +408,6 @@ int sharc__pipeline_next(sharc__pipeline *p, sharc_batch **out)
             }
             sharc__bcut_free(&p->bufs, s->col.cuts[i]);
         }
-        int empty = rc == 0 && b->tensors[0].shape[0] == 0;
-        if (rc == 0 && !empty &&
-            (rc = sharc__featurize_batch(&p->features, p->ctx, p->s, b, s->col.rate,
-                                         p->step_base + p->handed)) < 0)
-            snprintf(s->message, sizeof s->message, "%s", p->ctx->error);
         if (rc == 0)
             add_skips(&p->consumed_skips, &s->skips);
         sharc_reader_stats handed = p->handed_stats; /* written by this thread only */
@@ -580,8 +587,8 @@ void sharc__pipeline_stop(sharc__pipeline **pp)
     }
     sharc__sampler_close(&p->sampler);
     sharc__batch_pool_destroy(&p->pool);
-    sharc__fbank_destroy(&p->features);
     for (int i = 0; p->workers && i < p->n_workers; i++) {
+        sharc__fbank_destroy(&p->workers[i].fbank);
         sharc__buf_free(p->ctx, &p->workers[i].err.member);
         sharc__buf_free(p->ctx, &p->workers[i].err.cut_id);
         sharc__fetcher_free(&p->workers[i].fetch, p->ctx);

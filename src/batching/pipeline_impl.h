@@ -54,6 +54,7 @@ typedef struct worker {
     sharc__ctx ctx; ///< own error text
     sharc__stream_error err;
     sharc__fetcher fetch; ///< audio left in shard files
+    sharc__fbank *fbank;  ///< the features' plan of this thread, made at its first row
     pthread_t thread;
     int started;
 } worker;
@@ -110,9 +111,8 @@ struct sharc__pipeline {
     bcut **preloaded;    ///< restore: cuts re-read for the saved keys, sorted by key
     uint8_t *taken;      ///< preloaded[i] was handed to the sampler
     size_t n_preloaded;
-    sharc__fbank *features; ///< the features' plan, made at the first batch (caller only)
-    int first_rate;         ///< the rate of the first batch planned (planner only)
-    int rates_warned;       ///< a batch at another rate was warned about (planner only)
+    int first_rate;   ///< the rate of the first batch planned (planner only)
+    int rates_warned; ///< a batch at another rate was warned about (planner only)
 };
 
 /** The sampler's source of cuts: the walk, through the pipeline's buffered cuts. */

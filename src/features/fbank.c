@@ -227,12 +227,17 @@ int64_t sharc__fbank_valid_frames(const sharc__fbank *f, int64_t len)
     return len > 0 ? len / f->s.hop : 0;
 }
 
+int64_t sharc__fbank_frames_of(const sharc__fbank_settings *s, int64_t T)
+{
+    int64_t n = (T > 0 ? T : 0) / s->hop + 1;
+    if (s->pad_to > 1 && n % s->pad_to)
+        n += s->pad_to - n % s->pad_to;
+    return n;
+}
+
 int64_t sharc__fbank_frames(const sharc__fbank *f, int64_t T)
 {
-    int64_t n = (T > 0 ? T : 0) / f->s.hop + 1;
-    if (f->s.pad_to > 1 && n % f->s.pad_to)
-        n += f->s.pad_to - n % f->s.pad_to;
-    return n;
+    return sharc__fbank_frames_of(&f->s, T);
 }
 
 /* A standard normal deviate (Box-Muller on two uniforms). */
@@ -245,7 +250,7 @@ static double gaussian(sharc__rng *r)
 /* Fill f->signal with the row as torch.stft sees it: n_fft / 2 zeros, the dithered,
  * pre-emphasised samples, zeros to the end of the last frame. */
 static int fill_signal(sharc__fbank *f, sharc__ctx *ctx, const float *x, int64_t len,
-                       int64_t n_frames, uint64_t step, uint64_t row)
+                       int64_t n_frames, uint64_t dither_seed)
 {
     const size_t pad = (size_t)f->s.n_fft / 2;
     size_t need = (size_t)(n_frames - 1) * (size_t)f->s.hop + (size_t)f->s.n_fft;
@@ -266,9 +271,7 @@ static int fill_signal(sharc__fbank *f, sharc__ctx *ctx, const float *x, int64_t
     const float a = (float)f->s.preemph;
     if (f->s.dither > 0) {
         sharc__rng r;
-        uint64_t h = sharc__fnv1a_u64(0xcbf29ce484222325ull, f->s.seed);
-        h = sharc__fnv1a_u64(h, step);
-        sharc__rng_seed(&r, sharc__fnv1a_u64(h, row));
+        sharc__rng_seed(&r, dither_seed);
         float prev = 0;
         for (int64_t i = 0; i < len; i++) {
             float v = x[i] + (float)(f->s.dither * gaussian(&r));
@@ -299,10 +302,25 @@ static int grow_logmel(sharc__fbank *f, sharc__ctx *ctx, size_t need)
     return 0;
 }
 
+uint64_t sharc__fbank_row_seed(const sharc__fbank *f, uint64_t step, uint64_t row)
+{
+    uint64_t h = sharc__fnv1a_u64(0xcbf29ce484222325ull, f->s.seed);
+    h = sharc__fnv1a_u64(h, step);
+    return sharc__fnv1a_u64(h, row);
+}
+
+uint64_t sharc__fbank_cut_seed(const sharc__fbank *f, uint64_t key)
+{
+    /* A constant word between the seed and the key, so that a cut's seed is not that of the
+     * (step, row) pair whose numbers equal (key, ...) in sharc__fbank_row_seed. */
+    uint64_t h = sharc__fnv1a_u64(0xcbf29ce484222325ull, f->s.seed);
+    h = sharc__fnv1a_u64(h, UINT64_C(0x6375742d6b6579)); /* "cut-key" */
+    return sharc__fnv1a_u64(h, key);
+}
+
 int64_t sharc__fbank_row(sharc__fbank *f, sharc__ctx *ctx, const float *x, int64_t len,
                          uint64_t step, uint64_t row, float *out, int64_t frames)
 {
-    const int n_mels = f->s.n_mels, hop = f->s.hop, window = f->s.window;
     int64_t nv = sharc__fbank_valid_frames(f, len);
     if (len < 0 || nv > frames)
         return sharc__set_error(ctx, SHARC_ERR(EINVAL),
@@ -310,8 +328,21 @@ int64_t sharc__fbank_row(sharc__fbank *f, sharc__ctx *ctx, const float *x, int64
                                 "holds %lld",
                                 (unsigned long long)row, (long long)len, (long long)nv,
                                 (long long)frames);
+    return sharc__fbank_row_seeded(f, ctx, x, len, sharc__fbank_row_seed(f, step, row), out,
+                                   frames);
+}
+
+int64_t sharc__fbank_row_seeded(sharc__fbank *f, sharc__ctx *ctx, const float *x, int64_t len,
+                                uint64_t dither_seed, float *out, int64_t frames)
+{
+    const int n_mels = f->s.n_mels, hop = f->s.hop, window = f->s.window;
+    int64_t nv = sharc__fbank_valid_frames(f, len);
+    if (len < 0 || nv > frames)
+        return sharc__set_error(ctx, SHARC_ERR(EINVAL),
+                                "fbank: %lld samples need %lld frames, the output holds %lld",
+                                (long long)len, (long long)nv, (long long)frames);
     if (nv > 0) {
-        int rc = fill_signal(f, ctx, x, len, nv, step, row);
+        int rc = fill_signal(f, ctx, x, len, nv, dither_seed);
         if (rc < 0)
             return rc;
         rc = grow_logmel(f, ctx, (size_t)nv * (size_t)n_mels);

@@ -81,6 +81,9 @@ int64_t sharc__fbank_valid_frames(const sharc__fbank *f, int64_t len);
 /** Frames of a batch whose rows are `T` samples wide: (T / hop + 1) rounded up to pad_to. */
 int64_t sharc__fbank_frames(const sharc__fbank *f, int64_t T);
 
+/** sharc__fbank_frames for (checked) settings, without a plan. */
+int64_t sharc__fbank_frames_of(const sharc__fbank_settings *s, int64_t T);
+
 /**
  * Features of a batch: audio f32 [B, T] (row b valid up to lens[b] <= T, which is checked)
  * into out f32 [B, n_mels, frames] and out_lens i32 [B]. `frames` must be at least
@@ -100,5 +103,23 @@ int sharc__fbank_compute(sharc__fbank *f, sharc__ctx *ctx, const float *audio, c
  */
 int64_t sharc__fbank_row(sharc__fbank *f, sharc__ctx *ctx, const float *x, int64_t len,
                          uint64_t step, uint64_t row, float *out, int64_t frames);
+
+/**
+ * sharc__fbank_row with the dither's random stream seeded by `dither_seed` (unused without
+ * dither): sharc__fbank_row_seed() gives sharc__fbank_compute's seed of a batch row,
+ * sharc__fbank_cut_seed() that of a cut wherever it is computed.
+ */
+int64_t sharc__fbank_row_seeded(sharc__fbank *f, sharc__ctx *ctx, const float *x, int64_t len,
+                                uint64_t dither_seed, float *out, int64_t frames);
+
+/** The dither seed of row `row` of step `step`: from the settings' seed, step and row. */
+uint64_t sharc__fbank_row_seed(const sharc__fbank *f, uint64_t step, uint64_t row);
+
+/**
+ * The dither seed of a cut: from the settings' seed and the cut's key (batching/bcut.h: its
+ * epoch, shard and position), so the noise of a cut depends neither on the batch it is
+ * drawn into nor on the thread that computes it.
+ */
+uint64_t sharc__fbank_cut_seed(const sharc__fbank *f, uint64_t key);
 
 #endif /* SHARC_SRC_FBANK_H */
