@@ -399,3 +399,17 @@ def test_input_cfg_keywords(args, kw, exc, text):
     with pytest.raises(exc) as e:
         sharc.Reader(*args, **kw)
     assert str(e.value) == text
+
+
+def test_device_keyword(corpus):
+    for bad in ("gpu", "cuda:x", "cuda:"):
+        with pytest.raises(ValueError, match=r"^sharc.Reader: keyword 'device' must be 'cpu', 'cuda' or 'cuda:N', got '"):
+            sharc.Reader(str(corpus / "shar"), device=bad)
+    batch = next(sharc.Reader(str(corpus / "shar"), device="cpu", max_duration=30.0))
+    assert batch["audio"].__dlpack_device__() == (1, 0)
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        pytest.skip("a GPU is visible: the device path is test_cuda.py's")
+    # Without a usable GPU (or without CUDA in the build), opening names the device.
+    with pytest.raises(sharc.Error, match=r"cuda:3"):
+        sharc.Reader(str(corpus / "shar"), device="cuda:3", max_duration=30.0)

@@ -43,10 +43,25 @@ if [ "${BUNDLE_MPI:-1}" = 1 ] && command -v mpicc >/dev/null 2>&1; then
     mpi_tests="$mpibuild/tests/gpu/gpu_mpi_device $mpibuild/tests/mpi/mpi_nccl_boot"
     cp $mpi_tests "$stage/sharc/tests/gpu-mpi/"
 fi
+# The Python package of this build (no MPI) and its GPU tests (python/tests/test_cuda.py),
+# with Debian's pytest beside them when the machine's Python lacks one (pure Python).
+pyext=""
+if [ -d "$build/python/sharc" ]; then
+    mkdir -p "$stage/sharc/python/sharc" "$stage/sharc/python/tests" "$stage/sharc/python/vendor"
+    cp "$build"/python/sharc/*.py "$build"/python/sharc/*.so "$stage/sharc/python/sharc/"
+    pyext=$(ls "$build"/python/sharc/*.so)
+    cp "$src"/python/tests/conftest.py "$src"/python/tests/_dist_workers.py \
+        "$src"/python/tests/test_cuda.py "$stage/sharc/python/tests/"
+    for m in pytest _pytest pluggy iniconfig py packaging; do
+        [ -d "/usr/lib/python3/dist-packages/$m" ] &&
+            cp -r "/usr/lib/python3/dist-packages/$m" "$stage/sharc/python/vendor/"
+    done
+    find "$stage/sharc/python" -name __pycache__ -prune -exec rm -rf {} +
+fi
 # ldd on the build's own executables, whose run paths find libsharc in the build tree.
 for exe in "$build/tools/sharc" "$build/testdata/sharc-gen" "$build/bench/sharc-datapath" \
     "$build/bench/sharc-fbank" \
-    "$build"/tests/gpu/gpu_* $mpi_tests; do
+    "$build"/tests/gpu/gpu_* $mpi_tests $pyext; do
     [ -f "$exe" ] || continue
     ldd "$exe" | awk '/=> \//{print $3}'
 done | sort -u | while read -r lib; do

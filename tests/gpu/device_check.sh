@@ -90,6 +90,33 @@ if [ -n "$cs" ]; then
 else
     echo "== compute-sanitizer: not found"
 fi
+# The Python package's GPU tests (python/tests/test_cuda.py: sharc.torch over NCCL with CUDA
+# tensors, sharc.Loader over NCCL, device batches into torch) with the machine's Python that
+# has a CUDA torch (the venv under /opt first), pytest from the bundle when it has none.
+if [ -d "$b/python/sharc" ]; then
+    py=""
+    for cand in /opt/*/bin/python3 /opt/*/*/bin/python3 python3; do
+        if "$cand" -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+            py=$cand
+            break
+        fi
+    done
+    if [ -n "$py" ]; then
+        vendor=""
+        "$py" -c 'import pytest' 2>/dev/null || vendor=":$b/python/vendor"
+        echo "== python/tests/test_cuda.py with $py"
+        log=$out/python_cuda.log
+        PYTHONPATH="$b/python$vendor" NCCL_DEBUG=WARN timeout 600 "$py" -m pytest -q -rs \
+            -p no:cacheprovider "$b/python/tests/test_cuda.py" >"$log" 2>&1 && rc=0 || rc=$?
+        tail -n 30 "$log"
+        case $rc in
+        0) echo "== python test_cuda: passed" ;;
+        *) echo "== python test_cuda: FAILED (exit $rc)"; status=1 ;;
+        esac
+    else
+        echo "== python test_cuda: NOT RUN: no Python with a CUDA torch found"
+    fi
+fi
 [ "${1:-}" = --no-bench ] && exit $status
 if [ "$status" != 77 ]; then
     # The device stage: from a host batch to log-mel features on the GPU (its own wall time,
