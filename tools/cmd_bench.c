@@ -77,9 +77,10 @@ typedef struct run_result {
     /* --device cuda: the device stage's batches, wall seconds from host batch to device
      * batch, feature kernel seconds and the bytes they read and wrote */
     double dev_batches, dev_seconds, feat_seconds, feat_bytes;
-    uint64_t peak_rss; /* bytes */
-    size_t shards;     /* shards the reader found */
-    int ended;         /* the data ended the window */
+    double cpu_feat_seconds; /* --features on the host: the decode threads' feature seconds */
+    uint64_t peak_rss;       /* bytes */
+    size_t shards;           /* shards the reader found */
+    int ended;               /* the data ended the window */
 } run_result;
 
 /* A finite number >= min (> min when `strict`); -1 after a usage error. */
@@ -306,6 +307,9 @@ static void print_help(void)
         "they are null with --cuts), network {bytes, retries, wait_seconds} (remote shards,\n"
         "docs/storage.md: bytes received, transfers retried and seconds the reading\n"
         "threads waited for remote bytes in the window; 0 for local shards),\n"
+        "feature_ms_per_batch (with --features on the host: seconds the decode threads\n"
+        "spent computing features per batch, in ms, not part of stage_seconds; null\n"
+        "otherwise),\n"
         "cpu_us_per_cut {planner, decode, read_ahead, other}\n"
         "(CPU microseconds per cut in the window of the library's threads by role, told\n"
         "by their names, and of all other threads, the caller's among them; 0 where /proc\n"
@@ -503,7 +507,8 @@ typedef struct window {
     double role0[N_ROLES];
     double net0[3]; /* bytes, retries, wait seconds */
     sharc_device_stats dev0;
-    int open; /* the window has started */
+    double cpu_feat0; /* the decode threads' feature seconds at the start */
+    int open;         /* the window has started */
 } window;
 
 static void window_start(window *w, sharc_reader *r, double t0)
@@ -518,6 +523,7 @@ static void window_start(window *w, sharc_reader *r, double t0)
     w->net0[0] = (double)st.net_bytes;
     w->net0[1] = st.net_retries;
     w->net0[2] = st.net_wait_seconds;
+    w->cpu_feat0 = st.feature_seconds;
     sharc_reader_get_device_stats(r, &w->dev0);
     w->open = 1;
 }
@@ -534,6 +540,7 @@ static void window_end(const window *w, sharc_reader *r, run_result *res)
     res->net_bytes = (double)st.net_bytes - w->net0[0];
     res->net_retries = st.net_retries - w->net0[1];
     res->net_wait = st.net_wait_seconds - w->net0[2];
+    res->cpu_feat_seconds = st.feature_seconds - w->cpu_feat0;
     sharc_device_stats ds;
     sharc_reader_get_device_stats(r, &ds);
     res->dev_batches = (double)(ds.batches - w->dev0.batches);
@@ -865,6 +872,12 @@ static double get_net_wait(const run_result *r)
     return r->net_wait;
 }
 
+/* Milliseconds the decode threads spent on each batch's features (host batches). */
+static double get_cpu_feat_ms(const run_result *r)
+{
+    return r->batches > 0 ? 1e3 * r->cpu_feat_seconds / r->batches : NAN;
+}
+
 static double get_dev_ms(const run_result *r)
 {
     return r->dev_batches > 0 ? 1e3 * r->dev_seconds / r->dev_batches : NAN;
@@ -992,6 +1005,11 @@ static void print_json(const report *rp)
     json_field(f, "retries", median_of(runs, n, get_net_retries));
     json_field(f, "wait_seconds", median_of(runs, n, get_net_wait));
     fputc('}', f);
+    json_field(f, "feature_ms_per_batch",
+               batches && rp->s->features != SHARC_FEATURES_NONE &&
+                       rp->s->device != SHARC_DEVICE_CUDA
+                   ? median_of(runs, n, get_cpu_feat_ms)
+                   : NAN);
     cli_json_key(f, "cpu_us_per_cut", 0);
     fputc('{', f);
     for (int k = 0; k < N_ROLES; k++) {
@@ -1083,6 +1101,9 @@ static void print_text(const report *rp)
         for (int k = 0; k < N_STAGES; k++)
             printf(" %s %.3f", stage_names[k], median_of(runs, n, stage_getters[k]));
         printf("\n");
+        if (rp->s->features != SHARC_FEATURES_NONE && rp->s->device != SHARC_DEVICE_CUDA)
+            printf("  features       %10.3f ms per batch in the decode threads\n",
+                   median_of(runs, n, get_cpu_feat_ms));
         printf("  CPU per cut (us)");
         for (int k = 0; k < N_ROLES; k++)
             printf(" %s %.1f", role_names[k], median_of(runs, n, role_getters[k]));

@@ -293,8 +293,11 @@ typedef struct sharc_reader_stats {
     uint32_t net_retries;
     uint64_t net_bytes;
     double net_wait_seconds;
+    /** Seconds the decode threads spent computing log-mel features on the CPU (features =
+     *  FBANK with host batches), summed over threads; not part of stage_seconds. */
+    double feature_seconds;
     /** Room for later counters, so that the struct keeps its size (sharc/common.h); zero. */
-    uint8_t reserved[40];
+    uint8_t reserved[32];
 } sharc_reader_stats;
 
 /** Indices of sharc_reader_stats.stage_seconds. */

@@ -249,8 +249,12 @@ static int decode_row(worker *w, slot *s, size_t i)
     /* Here, in parallel and while the row is in cache, rather than when the batch is handed
      * out: one thread computing every row's features capped batch mode at its rate. A batch
      * at another rate gets none: it fails when handed out (sharc__featurize_collate). */
-    if (sharc__featurize_on_cpu(p->s) && s->col.rate == p->s->fbank_sample_rate)
-        return sharc__featurize_cut(&w->fbank, &w->ctx, p->s, &p->bufs, b, row);
+    if (sharc__featurize_on_cpu(p->s) && s->col.rate == p->s->fbank_sample_rate) {
+        double t0 = sharc__now_s();
+        rc = sharc__featurize_cut(&w->fbank, &w->ctx, p->s, &p->bufs, b, row);
+        w->feature_dt = sharc__now_s() - t0;
+        return rc;
+    }
     return 0;
 }
 
@@ -303,10 +307,12 @@ static void *worker_main(void *arg)
         }
         pthread_mutex_unlock(&p->mu);
         double t0 = sharc__now_s();
+        w->feature_dt = 0;
         int rc = decode_row(w, s, i);
         double dt = sharc__now_s() - t0;
         pthread_mutex_lock(&p->mu);
-        p->worker_stats.stage_seconds[SHARC_STAGE_DECODE] += dt;
+        p->worker_stats.stage_seconds[SHARC_STAGE_DECODE] += dt - w->feature_dt;
+        p->worker_stats.feature_seconds += w->feature_dt;
         if (rc < 0 &&
             (p->s->on_error == SHARC_ON_ERROR_FAIL || w->err.kind >= SHARC_PROBLEM_COUNT)) {
             if (i < s->fail_row) {
@@ -490,6 +496,7 @@ void sharc__pipeline_stats(sharc__pipeline *p, sharc_reader_stats *out)
     }
     memcpy(out->stage_seconds, p->planner_stats.stage_seconds, sizeof out->stage_seconds);
     out->stage_seconds[SHARC_STAGE_DECODE] += p->worker_stats.stage_seconds[SHARC_STAGE_DECODE];
+    out->feature_seconds = p->worker_stats.feature_seconds;
     out->batches = p->step_base + p->handed;
     pthread_mutex_unlock(&p->mu);
 }

@@ -55,6 +55,7 @@ typedef struct worker {
     sharc__stream_error err;
     sharc__fetcher fetch; ///< audio left in shard files
     sharc__fbank *fbank;  ///< the features' plan of this thread, made at its first row
+    double feature_dt;    ///< seconds the last row's features took
     pthread_t thread;
     int started;
 } worker;

@@ -99,4 +99,18 @@ expect_in "$tmp/err" "--features"
 expect_rc 1 "$SHARC" read --features fbank --fbank-sample-rate 8000 --max-cuts 1 \
     --no-shuffle "$tmp/edge"
 expect_in "$tmp/err" "features: step 0: the batch's audio (cut edge-00001.wav, ...) is at 16000 Hz and the fbank features are made for 8000 Hz"
+# `sharc bench` reports the decode threads' feature time per batch (a positive number with
+# features on the host, null without), outside the decode stage's seconds.
+expect_rc 0 "$SHARC" bench --features fbank --json --quiet --seconds 0.5 --epochs 0 --threads 2 \
+    "$tmp/edge"
+cp "$tmp/out" "$tmp/bench.json"
+expect_rc 0 "$py" -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+ms = d["feature_ms_per_batch"]
+assert ms is not None and ms > 0, ms
+assert d["stage_seconds"]["decode"] is not None' "$tmp/bench.json"
+expect_rc 0 "$SHARC" bench --json --quiet --seconds 0.3 --epochs 0 "$tmp/edge"
+cp "$tmp/out" "$tmp/bench.json"
+expect_rc 0 "$py" -c 'import json, sys
+assert json.load(open(sys.argv[1]))["feature_ms_per_batch"] is None' "$tmp/bench.json"
 echo "ok"
