@@ -1,6 +1,9 @@
 /*
- * The remote module's internals, shared by remote.c (opening, transfers, pipe:) and
- * remote_list.c (S3 listings), which calls into remote.c and never the other way.
+ * The remote module's internals, shared by remote.c (paths, S3 addressing, opening a stream,
+ * pipe:), remote_http.c (one HTTP transfer with its retries; ranged reads) and remote_list.c
+ * (S3 listings). remote_list.c calls into the other two and remote_http.c calls into
+ * remote.c, never the other way; remote.c calls only sharc__remote_transfer and
+ * sharc__remote_curl_ready of remote_http.c.
  */
 #ifndef SHARC_SRC_REMOTE_IMPL_H
 #define SHARC_SRC_REMOTE_IMPL_H
@@ -62,6 +65,8 @@ struct sharc__remote {
 
 /** A handle for `path` of `kind` (KIND_PIPE, KIND_HTTP), not yet opened. */
 int sharc__remote_new(sharc__remote **out, sharc__ctx *ctx, const char *path, int kind);
+/** Make r a request for http(s):// `path` or the object s3:// `path`. */
+int sharc__remote_http_setup(sharc__ctx *ctx, sharc__remote *r, const char *path);
 /** The S3 credentials and signing of r, from the environment. */
 int sharc__remote_s3_credentials(sharc__ctx *ctx, sharc__remote *r);
 /** The HTTP URL of an S3 object or listing: `bucket` then `key`, percent-encoded. */

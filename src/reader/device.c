@@ -138,8 +138,7 @@ int sharc__device_tensor_to_host(sharc__ctx *ctx, const sharc_tensor *t, void *d
 
 #else /* SHARC_HAVE_CUDA */
 
-#include <cuda_runtime.h>
-#include <pthread.h>
+#include "reader/device_impl.h"
 
 #if SHARC_HAVE_FBANK_CUDA
 #include "features/fbank_cuda.h"
@@ -164,299 +163,6 @@ static void fbank_settings_of(const sharc_reader_settings *s, sharc__fbank_setti
     fs->preemph = s->fbank_preemph;
     fs->dither = s->fbank_dither;
     fs->seed = s->seed;
-}
-
-/* ---- Device memory: a cache the batch pool allocates from and frees to ---------------- */
-
-typedef struct devblock {
-    void *ptr;
-    size_t cap;
-} devblock;
-
-/* Shared by the stage and the pool: the pool may free its buffers after the stage is
- * closed (the caller's last sharc_batch_release), so the cache lives until both are done
- * with it. */
-typedef struct devmem {
-    pthread_mutex_t lock;
-    sharc__ctx ctx; ///< host allocator for the lists
-    int ordinal;
-    devblock *free_list, *live;
-    size_t n_free, n_live, cap_free, cap_live;
-    int closed;        ///< the stage is gone: freed blocks go back to CUDA
-    uint64_t n_allocs; ///< cudaMalloc and cudaHostAlloc calls
-    uint64_t bytes;    ///< their bytes
-    cudaError_t last;  ///< the last allocation's error
-} devmem;
-
-/* The bytes actually allocated for a request: sixteen size classes per power of two, so a
- * batch a little larger than the last reuses a cached block instead of allocating. */
-static size_t size_class(size_t n)
-{
-    if (n <= 4096)
-        return 4096;
-    size_t p = 4096;
-    while (p < n && p <= SIZE_MAX / 2)
-        p <<= 1;
-    size_t step = p / 16;
-    return (n + step - 1) / step * step;
-}
-
-static int push_block(devmem *m, devblock **list, size_t *n, size_t *cap, devblock b)
-{
-    if (*n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 32;
-        devblock *p = sharc__malloc(&m->ctx, nc * sizeof *p);
-        if (!p)
-            return SHARC_ERR(ENOMEM);
-        if (*n)
-            memcpy(p, *list, *n * sizeof *p);
-        sharc__free(&m->ctx, *list);
-        *list = p;
-        *cap = nc;
-    }
-    (*list)[(*n)++] = b;
-    return 0;
-}
-
-/* Make device `ordinal` current, keeping the caller's in *prev for leave_device. */
-static cudaError_t enter_device(int ordinal, int *prev)
-{
-    *prev = -1;
-    cudaError_t e = cudaGetDevice(prev);
-    if (e != cudaSuccess) {
-        *prev = -1;
-        return e;
-    }
-    return *prev == ordinal ? cudaSuccess : cudaSetDevice(ordinal);
-}
-
-static void leave_device(int ordinal, int prev)
-{
-    if (prev >= 0 && prev != ordinal)
-        cudaSetDevice(prev);
-}
-
-static void free_cached(devmem *m)
-{
-    for (size_t i = 0; i < m->n_free; i++)
-        cudaFree(m->free_list[i].ptr);
-    m->n_free = 0;
-}
-
-static void devmem_destroy(devmem *m)
-{
-    int prev;
-    int entered = enter_device(m->ordinal, &prev) == cudaSuccess;
-    free_cached(m);
-    if (entered)
-        leave_device(m->ordinal, prev);
-    pthread_mutex_destroy(&m->lock);
-    sharc__ctx ctx = m->ctx;
-    sharc__free(&ctx, m->free_list);
-    sharc__free(&ctx, m->live);
-    sharc__free(&ctx, m);
-}
-
-/* The allocator's calls run with the block's device current: the stage's calls have made it
- * so, and a release after the stage is closed makes it so for the free. */
-static int devmem_alloc(void *cookie, void **ptr, size_t size, int ordinal)
-{
-    devmem *m = cookie;
-    *ptr = NULL;
-    (void)ordinal;
-    pthread_mutex_lock(&m->lock);
-    size_t best = SIZE_MAX;
-    for (size_t i = 0; i < m->n_free; i++)
-        if (m->free_list[i].cap >= size && m->free_list[i].cap / 2 <= size &&
-            (best == SIZE_MAX || m->free_list[i].cap < m->free_list[best].cap))
-            best = i;
-    devblock b = {0};
-    if (best != SIZE_MAX) {
-        b = m->free_list[best];
-        m->free_list[best] = m->free_list[--m->n_free];
-    } else {
-        b.cap = size_class(size);
-        cudaError_t e = cudaMalloc(&b.ptr, b.cap);
-        if (e == cudaErrorMemoryAllocation) {
-            /* The cache may hold what this needs, in blocks of other sizes. */
-            cudaGetLastError();
-            free_cached(m);
-            e = cudaMalloc(&b.ptr, b.cap);
-        }
-        if (e != cudaSuccess) {
-            cudaGetLastError();
-            m->last = e;
-            pthread_mutex_unlock(&m->lock);
-            return SHARC_ERR_CUDA;
-        }
-        m->n_allocs++;
-        m->bytes += b.cap;
-    }
-    int rc = push_block(m, &m->live, &m->n_live, &m->cap_live, b);
-    if (rc < 0)
-        cudaFree(b.ptr);
-    else
-        *ptr = b.ptr;
-    pthread_mutex_unlock(&m->lock);
-    return rc;
-}
-
-static void devmem_free(void *cookie, void *ptr, int ordinal)
-{
-    devmem *m = cookie;
-    (void)ordinal;
-    pthread_mutex_lock(&m->lock);
-    size_t i = 0;
-    while (i < m->n_live && m->live[i].ptr != ptr)
-        i++;
-    if (i == m->n_live) { /* not ours: nothing to give back */
-        pthread_mutex_unlock(&m->lock);
-        return;
-    }
-    devblock b = m->live[i];
-    m->live[i] = m->live[--m->n_live];
-    int destroy = 0;
-    if (m->closed) {
-        int prev;
-        int entered = enter_device(m->ordinal, &prev) == cudaSuccess;
-        cudaFree(b.ptr);
-        if (entered)
-            leave_device(m->ordinal, prev);
-        destroy = m->n_live == 0;
-    } else if (push_block(m, &m->free_list, &m->n_free, &m->cap_free, b) < 0) {
-        cudaFree(b.ptr);
-    }
-    pthread_mutex_unlock(&m->lock);
-    if (destroy)
-        devmem_destroy(m);
-}
-
-/* ---- A copy into the staging buffers on several threads -------------------------------- */
-
-/* One thread copies about 10 GB/s, a sixth of what a PCIe 5 upload takes: the copy into the
- * pinned staging buffer is split over the caller's thread and COPY_HELPERS more. */
-#define COPY_HELPERS    3
-/* A copy shorter than this is made by the caller's thread alone. */
-#define MIN_SPLIT_BYTES ((size_t)4 << 20)
-
-typedef struct copier copier;
-
-typedef struct helper_arg {
-    copier *c;
-    int k; ///< the helper's part is k + 1; the caller's thread copies part 0
-} helper_arg;
-
-struct copier {
-    pthread_t th[COPY_HELPERS];
-    helper_arg args[COPY_HELPERS];
-    int n; ///< helper threads started
-    pthread_mutex_t mu;
-    pthread_cond_t go, done;
-    int mu_made, go_made, done_made;
-    uint64_t job; ///< the number of the copy posted last
-    int pending;  ///< helpers still copying it
-    int stop;
-    uint8_t *dst;
-    const uint8_t *src;
-    size_t bytes;
-};
-
-/* Part `k` of `parts` of a copy of `bytes`, at 64-byte boundaries. */
-static void part_of(size_t bytes, int k, int parts, size_t *at, size_t *len)
-{
-    size_t step = ((bytes + (size_t)parts - 1) / (size_t)parts + 63) & ~(size_t)63;
-    size_t a = step * (size_t)k, e = k == parts - 1 ? bytes : a + step;
-    *at = a < bytes ? a : bytes;
-    *len = (e < bytes ? e : bytes) - *at;
-}
-
-static void *copy_helper(void *arg)
-{
-    copier *c = ((helper_arg *)arg)->c;
-    const int k = ((helper_arg *)arg)->k;
-    uint64_t seen = 0;
-    pthread_mutex_lock(&c->mu);
-    for (;;) {
-        while (!c->stop && c->job == seen)
-            pthread_cond_wait(&c->go, &c->mu);
-        if (c->stop)
-            break;
-        seen = c->job;
-        size_t at, len;
-        part_of(c->bytes, k + 1, c->n + 1, &at, &len);
-        uint8_t *dst = c->dst;
-        const uint8_t *src = c->src;
-        pthread_mutex_unlock(&c->mu);
-        if (len)
-            memcpy(dst + at, src + at, len);
-        pthread_mutex_lock(&c->mu);
-        if (--c->pending == 0)
-            pthread_cond_signal(&c->done);
-    }
-    pthread_mutex_unlock(&c->mu);
-    return NULL;
-}
-
-/* Start the helpers; a copier that could start none copies on the caller's thread. */
-static void copier_start(copier *c)
-{
-    c->mu_made = pthread_mutex_init(&c->mu, NULL) == 0;
-    c->go_made = pthread_cond_init(&c->go, NULL) == 0;
-    c->done_made = pthread_cond_init(&c->done, NULL) == 0;
-    if (!c->mu_made || !c->go_made || !c->done_made)
-        return;
-    for (int i = 0; i < COPY_HELPERS; i++) {
-        c->args[i].c = c;
-        c->args[i].k = i;
-        if (pthread_create(&c->th[i], NULL, copy_helper, &c->args[i]) != 0)
-            break;
-        (void)pthread_setname_np(c->th[i], "sharc-upload"); /* for top -H, perf, gdb */
-        c->n++;
-    }
-}
-
-static void copier_stop(copier *c)
-{
-    if (c->n) {
-        pthread_mutex_lock(&c->mu);
-        c->stop = 1;
-        pthread_cond_broadcast(&c->go);
-        pthread_mutex_unlock(&c->mu);
-        for (int i = 0; i < c->n; i++)
-            pthread_join(c->th[i], NULL);
-    }
-    if (c->done_made)
-        pthread_cond_destroy(&c->done);
-    if (c->go_made)
-        pthread_cond_destroy(&c->go);
-    if (c->mu_made)
-        pthread_mutex_destroy(&c->mu);
-    memset(c, 0, sizeof *c);
-}
-
-/* memcpy, split over the helpers when it is long. */
-static void copier_copy(copier *c, void *dst, const void *src, size_t bytes)
-{
-    if (c->n == 0 || bytes < MIN_SPLIT_BYTES) {
-        memcpy(dst, src, bytes);
-        return;
-    }
-    pthread_mutex_lock(&c->mu);
-    c->dst = dst;
-    c->src = src;
-    c->bytes = bytes;
-    c->pending = c->n;
-    c->job++;
-    const int parts = c->n + 1;
-    pthread_cond_broadcast(&c->go);
-    pthread_mutex_unlock(&c->mu);
-    size_t at, len;
-    part_of(bytes, 0, parts, &at, &len);
-    memcpy(dst, src, len);
-    pthread_mutex_lock(&c->mu);
-    while (c->pending > 0)
-        pthread_cond_wait(&c->done, &c->mu);
-    pthread_mutex_unlock(&c->mu);
 }
 
 /* ---- The stage ------------------------------------------------------------------------ */
@@ -536,7 +242,7 @@ void sharc__device_stage_close(sharc__device_stage **pd)
         return;
     *pd = NULL;
     int prev;
-    int entered = enter_device(d->ordinal, &prev) == cudaSuccess;
+    int entered = sharc__device_enter(d->ordinal, &prev) == cudaSuccess;
     if (d->copy)
         cudaStreamSynchronize(d->copy);
     if (d->compute)
@@ -561,22 +267,22 @@ void sharc__device_stage_close(sharc__device_stage **pd)
     if (d->compute)
         cudaStreamDestroy(d->compute);
     if (d->mem && d->scratch)
-        devmem_free(d->mem, d->scratch, d->ordinal);
+        sharc__devmem_free(d->mem, d->scratch, d->ordinal);
     /* The pool frees its buffers now, or at the caller's last release of a held batch; the
      * cache goes with the last of them. */
     sharc__batch_pool_destroy(&d->pool);
     if (d->mem) {
         pthread_mutex_lock(&d->mem->lock);
         d->mem->closed = 1;
-        free_cached(d->mem);
+        sharc__devmem_free_cached(d->mem);
         int last = d->mem->n_live == 0;
         pthread_mutex_unlock(&d->mem->lock);
         if (last)
-            devmem_destroy(d->mem);
+            sharc__devmem_destroy(d->mem);
     }
     if (entered)
-        leave_device(d->ordinal, prev);
-    copier_stop(&d->copy_threads);
+        sharc__device_leave(d->ordinal, prev);
+    sharc__copier_stop(&d->copy_threads);
     sharc__free(d->ctx, d);
 }
 
@@ -606,13 +312,13 @@ int sharc__device_stage_open(sharc__device_stage **out, sharc__ctx *ctx,
     }
     sharc__ctx_init(&d->mem->ctx, &ctx->alloc, &ctx->log);
     d->mem->ordinal = d->ordinal;
-    copier_start(&d->copy_threads);
-    const sharc__device_allocator dev = {d->mem, devmem_alloc, devmem_free};
+    sharc__copier_start(&d->copy_threads);
+    const sharc__device_allocator dev = {d->mem, sharc__devmem_alloc, sharc__devmem_free};
     if ((rc = sharc__batch_pool_create(&d->pool, ctx, (size_t)d->max_held, &dev)) < 0) {
         rc = sharc__set_error(ctx, rc, "out of memory for the device stage's batches");
         goto fail;
     }
-    CU(enter_device(d->ordinal, &prev), "cudaSetDevice");
+    CU(sharc__device_enter(d->ordinal, &prev), "cudaSetDevice");
     CU(cudaStreamCreateWithFlags(&d->copy, cudaStreamNonBlocking), "cudaStreamCreate");
     CU(cudaStreamCreateWithFlags(&d->compute, cudaStreamNonBlocking), "cudaStreamCreate");
     for (int i = 0; i < 2; i++)
@@ -627,11 +333,11 @@ int sharc__device_stage_open(sharc__device_stage **out, sharc__ctx *ctx,
         goto fail;
     }
 #endif
-    leave_device(d->ordinal, prev);
+    sharc__device_leave(d->ordinal, prev);
     *out = d;
     return 0;
 fail:
-    leave_device(d->ordinal, prev);
+    sharc__device_leave(d->ordinal, prev);
     sharc__device_stage_close(&d);
     return rc;
 }
@@ -689,10 +395,10 @@ static int grow_scratch(sharc__device_stage *d, uint64_t step, size_t bytes)
     if (bytes <= d->scratch_cap)
         return 0;
     if (d->scratch)
-        devmem_free(d->mem, d->scratch, d->ordinal);
+        sharc__devmem_free(d->mem, d->scratch, d->ordinal);
     d->scratch = NULL;
     d->scratch_cap = 0;
-    if (devmem_alloc(d->mem, &d->scratch, bytes, d->ordinal) < 0)
+    if (sharc__devmem_alloc(d->mem, &d->scratch, bytes, d->ordinal) < 0)
         return cuda_error(d, step, "cudaMalloc (audio on the device)", d->mem->last);
     d->scratch_cap = bytes;
     return 0;
@@ -704,7 +410,7 @@ static int grow_pinned(sharc__device_stage *d, uint64_t step, size_t bytes)
     int rc = 0;
     if (bytes <= d->pinned_cap)
         return 0;
-    size_t cap = size_class(bytes);
+    size_t cap = sharc__device_size_class(bytes);
     for (int i = 0; i < 2; i++) {
         if (d->pinned[i])
             cudaFreeHost(d->pinned[i]);
@@ -798,7 +504,7 @@ static int upload_audio(sharc__device_stage *d, uint64_t step, const float *audi
             /* The staging buffer's last upload must be done before it is filled again. */
             if (g >= 2)
                 CU(cudaEventSynchronize(d->uploaded[slot]), "cudaEventSynchronize (staging)");
-            copier_copy(&d->copy_threads, d->pinned[slot], audio + r0 * T, bytes);
+            sharc__copier_copy(&d->copy_threads, d->pinned[slot], audio + r0 * T, bytes);
             CU(cudaMemcpyAsync(dst + r0 * T, d->pinned[slot], bytes, cudaMemcpyHostToDevice,
                                d->copy),
                "cudaMemcpyAsync (upload of audio)");
@@ -862,7 +568,7 @@ static int convert(sharc__device_stage *d, const sharc_batch *h, sharc_batch *db
                                (long long)T);
         }
     const int64_t frames = d->features ? frames_of(&d->fs, T) : 0;
-    CU(enter_device(d->ordinal, &prev), "cudaSetDevice");
+    CU(sharc__device_enter(d->ordinal, &prev), "cudaSetDevice");
     if ((rc = declare(d, h, db, B, frames)) < 0)
         goto fail;
     float *dst = NULL, *feat = NULL;
@@ -915,7 +621,7 @@ static int convert(sharc__device_stage *d, const sharc_batch *h, sharc_batch *db
         CU(cudaEventElapsedTime(&ms, d->t0[g], d->t1[g]), "cudaEventElapsedTime");
         d->stats.feature_seconds += (double)ms * 1e-3;
     }
-    leave_device(d->ordinal, prev);
+    sharc__device_leave(d->ordinal, prev);
     return 0;
 fail:
     /* Nothing may still write into the batch, which goes back to the pool. */
@@ -923,7 +629,7 @@ fail:
         cudaStreamSynchronize(d->copy);
     if (d->compute)
         cudaStreamSynchronize(d->compute);
-    leave_device(d->ordinal, prev);
+    sharc__device_leave(d->ordinal, prev);
     return rc;
 }
 
@@ -968,7 +674,7 @@ int sharc__device_copy_bandwidth(sharc__ctx *ctx, int ordinal, double *bytes_per
     cudaEvent_t e0 = NULL, e1 = NULL;
     int prev = -1, rc = 0;
     const char *what = "cudaSetDevice";
-    cudaError_t e = enter_device(ordinal, &prev);
+    cudaError_t e = sharc__device_enter(ordinal, &prev);
     if (e == cudaSuccess && (what = "cudaMalloc", e = cudaMalloc(&a, n)) == cudaSuccess &&
         (e = cudaMalloc(&b, n)) == cudaSuccess &&
         (what = "cudaEventCreate", e = cudaEventCreate(&e0)) == cudaSuccess &&
@@ -1001,7 +707,7 @@ int sharc__device_copy_bandwidth(sharc__ctx *ctx, int ordinal, double *bytes_per
         cudaEventDestroy(e1);
     cudaFree(a);
     cudaFree(b);
-    leave_device(ordinal, prev);
+    sharc__device_leave(ordinal, prev);
     return rc;
 }
 
@@ -1017,10 +723,10 @@ int sharc__device_tensor_to_host(sharc__ctx *ctx, const sharc_tensor *t, void *d
         return 0;
     }
     int prev = -1;
-    cudaError_t e = enter_device(t->device_ordinal, &prev);
+    cudaError_t e = sharc__device_enter(t->device_ordinal, &prev);
     if (e == cudaSuccess)
         e = cudaMemcpy(dst, t->data, t->nbytes, cudaMemcpyDeviceToHost);
-    leave_device(t->device_ordinal, prev);
+    sharc__device_leave(t->device_ordinal, prev);
     if (e != cudaSuccess) {
         cudaGetLastError();
         return sharc__set_error(ctx, SHARC_ERR_CUDA,
