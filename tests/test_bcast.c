@@ -621,6 +621,46 @@ START_TEST(device_tensor_over_host_transport_is_an_error)
 }
 END_TEST
 
+/*
+ * A transport that broadcasts device tensors in place (NCCL) cannot send one from another
+ * device than its own: an ERROR frame naming both devices, and no collective of the tensor.
+ */
+START_TEST(device_tensor_on_another_device_than_an_in_place_transport)
+{
+    sharc__transport_ops ops = tape_ops;
+    ops.device_in_place = 1;
+    static uint8_t bytes[64];
+    sharc_tensor t = {"features", SHARC_DTYPE_U8, SHARC_DEVICE_CUDA, 3, 1, {64}, bytes, 64};
+    sharc_batch b = {4, 0, 1, &t, NULL}, *got = NULL;
+    sharc_transport_settings ts;
+    sharc_transport_default_settings(&ts);
+    tape_len = tape_pos = 0;
+    ck_assert_int_eq(sharc__transport_new(&src_t, &ops, &ts, 0, 2), 0);
+    ck_assert_int_eq(sharc__transport_new(&peer_t, &ops, &ts, 1, 2), 0);
+    ck_assert_int_eq(sharc__transport_set_device(src_t, &fake_dev_ops, 0), 0);
+    ck_assert_int_eq(sharc__transport_set_device(peer_t, &fake_dev_ops, 0), 0);
+    ck_assert_int_eq(sharc__bcast_open(&src, src_t, NULL), 0);
+    ck_assert_int_eq(sharc__bcast_open(&peer, peer_t, NULL), 0);
+    const char *want = "tensor 'features' is on CUDA device 3, but the tape transport "
+                       "broadcasts device tensors in place from its own device 0";
+    ck_assert_int_eq(sharc__bcast_send(src, &b), SHARC_ERR(EINVAL));
+    ck_assert_str_eq(sharc__bcast_error(src), want);
+    ck_assert_int_eq(tape_len, 4); /* handshake, the ERROR control block, status */
+    ck_assert_int_eq(sharc__bcast_recv(peer, &got), SHARC_ERR_REMOTE);
+    ck_assert_ptr_null(got);
+    ck_assert_str_eq(sharc__bcast_remote_message(peer), want);
+    /* The same tensor on the transport's device goes out. */
+    t.device_ordinal = 0;
+    close_pair();
+    open_device_pair(0);
+    ck_assert_int_eq(sharc__bcast_send(src, &b), 0);
+    ck_assert_int_eq(sharc__bcast_recv(peer, &got), 0);
+    ck_assert_mem_eq(got->tensors[0].data, bytes, 64);
+    sharc_batch_release(got);
+    close_pair();
+}
+END_TEST
+
 /* Device bytes count toward the frame cap: over it, an ERROR frame and no collective. */
 START_TEST(device_bytes_over_the_frame_cap)
 {
@@ -690,6 +730,7 @@ static Suite *bcast_suite(void)
     tcase_add_test(tc, device_batch_released_after_close);
     tcase_add_test(tc, device_tensor_over_host_transport_is_an_error);
     tcase_add_test(tc, device_bytes_over_the_frame_cap);
+    tcase_add_test(tc, device_tensor_on_another_device_than_an_in_place_transport);
     suite_add_tcase(s, tc);
     return s;
 }

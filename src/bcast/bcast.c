@@ -411,6 +411,13 @@ static int prepare_data(sharc__bcast *bc, const sharc_batch *b, const uint8_t **
                     strcmp(bc->t->ops->name, "mpi") == 0
                         ? " (give it this rank's CUDA device with sharc_transport_mpi_set_device)"
                         : "");
+            if (bc->t->ops->device_in_place && bc->t->size > 1 &&
+                t->device_ordinal != bc->t->device_ordinal)
+                return sharc__set_error(
+                    &bc->ctx, SHARC_ERR(EINVAL),
+                    "tensor '%s' is on CUDA device %d, but the %s transport broadcasts device "
+                    "tensors in place from its own device %d",
+                    t->name, t->device_ordinal, bc->t->ops->name, bc->t->device_ordinal);
             device_bytes += t->nbytes;
         }
     }

@@ -17,6 +17,9 @@
 
 typedef struct sharc__transport_ops {
     const char *name;
+    /** Device tensors are broadcast from and into their own memory (NCCL), so a source's
+     *  device tensor must be on the transport's device; 0 where they are staged (MPI). */
+    int device_in_place;
     /**
      * Broadcast `nbytes` at `buf` from group rank `root` to every rank, blocking until the
      * data is in place on this rank. `device` says where `buf` lives; only transports with

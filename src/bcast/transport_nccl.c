@@ -31,6 +31,7 @@ typedef struct nccl_impl {
     uint32_t *word_host; ///< pinned: the status word of allreduce_max
     uint32_t *word_dev;
     int in_group;
+    int host_in_group;  ///< a host buffer is staged in the open group (every rank)
     void *pending_host; ///< host buffer to fill from the staging after the group (peers)
     size_t pending_n;
 } nccl_impl;
@@ -92,9 +93,6 @@ static int grow_staging(sharc_transport *t, size_t nbytes)
     nccl_impl *n = t->impl;
     if (nbytes <= n->stage_cap)
         return 0;
-    if (n->pending_host)
-        return sharc__fail(&t->ctx, SHARC_ERR(EINVAL),
-                           "one host buffer per NCCL broadcast group at most");
     cudaFreeHost(n->pinned);
     cudaFree(n->staged);
     n->pinned = NULL;
@@ -115,7 +113,9 @@ static int issue(sharc_transport *t, void *buf, size_t nbytes, int root, sharc_d
     if (device == SHARC_DEVICE_CUDA)
         return NCCL_CHECK(&t->ctx, n->comm,
                           ncclBroadcast(buf, buf, nbytes, ncclUint8, root, n->comm, n->stream));
-    if (n->pending_host)
+    /* The staging buffers hold one host buffer until the group completes, on the source as
+     * on the peers: every rank refuses a second one alike. */
+    if (n->host_in_group)
         return sharc__fail(&t->ctx, SHARC_ERR(EINVAL),
                            "one host buffer per NCCL broadcast group at most");
     int rc = grow_staging(t, nbytes);
@@ -128,6 +128,8 @@ static int issue(sharc_transport *t, void *buf, size_t nbytes, int root, sharc_d
         rc = NCCL_CHECK(
             &t->ctx, n->comm,
             ncclBroadcast(n->staged, n->staged, nbytes, ncclUint8, root, n->comm, n->stream));
+    if (rc == 0 && n->in_group)
+        n->host_in_group = 1;
     if (rc == 0 && t->rank != root) {
         n->pending_host = buf;
         n->pending_n = nbytes;
@@ -166,12 +168,20 @@ static int nccl_group_end(sharc_transport *t)
     nccl_impl *n = t->impl;
     int prev = -1;
     n->in_group = 0;
+    n->host_in_group = 0;
     int rc = sharc__cuda_enter(&t->ctx, n->device, &prev);
     int end = NCCL_CHECK(&t->ctx, n->comm, ncclGroupEnd());
     if (rc == 0)
         rc = end;
     if (rc == 0)
         rc = complete(t);
+    if (rc < 0) {
+        /* The group's collectives may have run on some ranks only: the ranks are out of
+         * step, and a staged host buffer is not to be filled later. */
+        n->pending_host = NULL;
+        n->pending_n = 0;
+        sharc__transport_abort(t);
+    }
     sharc__cuda_leave(n->device, prev);
     return rc;
 }
@@ -194,12 +204,11 @@ static int nccl_allreduce_max(sharc_transport *t, uint32_t *value)
     nccl_impl *n = t->impl;
     int prev = -1;
     int rc = sharc__cuda_enter(&t->ctx, n->device, &prev);
-    if (rc == 0 && !n->word_dev) {
+    if (rc == 0 && !n->word_host)
         rc = SHARC__CUDA_CHECK(&t->ctx, cudaHostAlloc((void **)&n->word_host, sizeof *n->word_host,
                                                       cudaHostAllocDefault));
-        if (rc == 0)
-            rc = SHARC__CUDA_CHECK(&t->ctx, cudaMalloc((void **)&n->word_dev, sizeof *n->word_dev));
-    }
+    if (rc == 0 && !n->word_dev)
+        rc = SHARC__CUDA_CHECK(&t->ctx, cudaMalloc((void **)&n->word_dev, sizeof *n->word_dev));
     if (rc == 0) {
         *n->word_host = *value;
         rc = SHARC__CUDA_CHECK(&t->ctx, cudaMemcpyAsync(n->word_dev, n->word_host, sizeof *value,
@@ -253,6 +262,7 @@ static void nccl_close(sharc_transport *t)
 
 static const sharc__transport_ops nccl_ops = {
     .name = "nccl",
+    .device_in_place = 1,
     .bcast = nccl_bcast,
     .allreduce_max = nccl_allreduce_max,
     .group_begin = nccl_group_begin,
@@ -276,6 +286,16 @@ static int open_comm(sharc_transport **out, ncclComm_t comm, int owned, int devi
     rc = NCCL_CHECK(&ctx, comm, ncclCommUserRank(comm, &rank));
     if (rc == 0)
         rc = NCCL_CHECK(&ctx, comm, ncclCommCount(comm, &size));
+    /* The stream, the staging and received tensors live on `device`: the communicator's
+     * kernels must run there too. */
+    int comm_device = -1;
+    if (rc == 0)
+        rc = NCCL_CHECK(&ctx, comm, ncclCommCuDevice(comm, &comm_device));
+    if (rc == 0 && comm_device != device)
+        rc = sharc__fail(&ctx, SHARC_ERR(EINVAL),
+                         "the NCCL communicator is on CUDA device %d, not on device %d given "
+                         "for the transport",
+                         comm_device, device);
     if (rc == 0)
         rc = sharc__transport_new(&t, &nccl_ops, s, rank, size);
     if (rc < 0)

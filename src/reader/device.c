@@ -398,8 +398,14 @@ static int grow_scratch(sharc__device_stage *d, uint64_t step, size_t bytes)
         sharc__devmem_free(d->mem, d->scratch, d->ordinal);
     d->scratch = NULL;
     d->scratch_cap = 0;
-    if (sharc__devmem_alloc(d->mem, &d->scratch, bytes, d->ordinal) < 0)
-        return cuda_error(d, step, "cudaMalloc (audio on the device)", d->mem->last);
+    int rc = sharc__devmem_alloc(d->mem, &d->scratch, bytes, d->ordinal);
+    if (rc == SHARC_ERR_CUDA)
+        return cuda_error(d, step, "cudaMalloc (audio on the device)", sharc__devmem_last(d->mem));
+    if (rc < 0)
+        return sharc__fail(d->ctx, rc,
+                           "device cuda:%d: step %llu: out of memory for the audio "
+                           "on the device (%zu bytes)",
+                           d->ordinal, (unsigned long long)step, bytes);
     d->scratch_cap = bytes;
     return 0;
 }
@@ -471,8 +477,9 @@ static int declare(sharc__device_stage *d, const sharc_batch *h, sharc_batch *db
         if (rc == SHARC_ERR_CUDA)
             return sharc__fail(d->ctx, rc, "device cuda:%d: step %llu (cut %s, ...): %s: %s (%s)",
                                d->ordinal, (unsigned long long)step, first_cut(h, cut, sizeof cut),
-                               sharc__batch_pool_error(d->pool), cudaGetErrorString(d->mem->last),
-                               cudaGetErrorName(d->mem->last));
+                               sharc__batch_pool_error(d->pool),
+                               cudaGetErrorString(sharc__devmem_last(d->mem)),
+                               cudaGetErrorName(sharc__devmem_last(d->mem)));
         return sharc__fail(d->ctx, rc, "device cuda:%d: step %llu (cut %s, ...): %s", d->ordinal,
                            (unsigned long long)step, first_cut(h, cut, sizeof cut),
                            sharc__batch_pool_error(d->pool));

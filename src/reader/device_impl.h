@@ -59,6 +59,9 @@ void sharc__devmem_destroy(devmem *m);
  */
 int sharc__devmem_alloc(void *cookie, void **ptr, size_t size, int ordinal);
 
+/** The CUDA error of m's last failed allocation (read under m->lock). */
+cudaError_t sharc__devmem_last(devmem *m);
+
 /**
  * Give back a block of sharc__devmem_alloc: to the cache, or to CUDA once the stage is
  * closed, the last of them destroying m. A pointer m did not hand out is left alone.

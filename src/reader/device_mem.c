@@ -149,3 +149,11 @@ void sharc__devmem_free(void *cookie, void *ptr, int ordinal)
     if (destroy)
         sharc__devmem_destroy(m);
 }
+
+cudaError_t sharc__devmem_last(devmem *m)
+{
+    pthread_mutex_lock(&m->lock);
+    cudaError_t e = m->last;
+    pthread_mutex_unlock(&m->lock);
+    return e;
+}
