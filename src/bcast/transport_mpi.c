@@ -312,7 +312,9 @@ static void mpi_close(sharc_transport *t)
             cudaStreamSynchronize(m->stream);
             cudaStreamDestroy(m->stream);
         }
-        if (m->pinned)
+        /* After a timeout a broadcast into the staging may still be pending in MPI, which
+         * could write it later: a broken transport leaves it allocated. */
+        if (m->pinned && !t->broken)
             cudaFreeHost(m->pinned);
         sharc__cuda_leave(m->device, prev);
     }
