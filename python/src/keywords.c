@@ -1,0 +1,560 @@
+/*
+ * The CReader's settings from sharc.Reader's arguments: the paths, and keywords named as the
+ * CLI's options with '_' for '-', each checked against its type and range, with errors that
+ * name the keyword.
+ */
+#include "sharcmodule.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------
+ * Reader settings from keywords: the CLI's option names with '_' for '-'.
+ * ------------------------------------------------------------------------------------- */
+
+enum kw_kind {
+    KW_INT,
+    KW_U32,
+    KW_U64,
+    KW_DOUBLE,
+    KW_BOOL,
+    KW_LAYOUT,
+    KW_ON_ERROR,
+    KW_FEATURES,
+    KW_DEVICE,
+    KW_BINS,
+    KW_BBS,
+    KW_PATH
+};
+
+typedef struct {
+    const char *name;
+    enum kw_kind kind;
+    size_t offset;
+    double min, max; /* inclusive range of numbers; KW_DOUBLE with min_open excludes min */
+    int min_open;
+} kw_def;
+
+#define R(f)  offsetof(sharc_reader_settings, f)
+#define SM(f) offsetof(sharc_reader_settings, sampler.f)
+static const kw_def kw_defs[] = {
+    {"layout", KW_LAYOUT, R(layout), 0, 0, 0},
+    {"epochs", KW_U64, R(epochs), 0, 0, 0},
+    {"seed", KW_U64, R(seed), 0, 0, 0},
+    {"shuffle_shards", KW_BOOL, R(shuffle_shards), 0, 0, 0},
+    {"dp_rank", KW_INT, R(dp_rank), 0, 1 << 20, 0},
+    {"dp_size", KW_INT, R(dp_size), 1, 1 << 20, 0},
+    {"on_error", KW_ON_ERROR, R(on_error), 0, 0, 0},
+    {"sampling_rate", KW_INT, R(sampling_rate), 1, 1 << 24, 0},
+    {"channel", KW_INT, R(channel), 0, 1 << 16, 0},
+    {"threads", KW_INT, R(n_threads), 0, 4096, 0},
+    {"prefetch", KW_INT, R(prefetch), 0, 1024, 0},
+    {"max_held_batches", KW_INT, R(max_held_batches), 1, 1024, 0},
+    {"read_ahead_bytes", KW_U64, R(read_ahead_bytes), 0, 0, 0},
+    {"max_member_bytes", KW_U64, R(max_member_bytes), 1, 0, 0},
+    {"max_duration", KW_DOUBLE, SM(max_duration), 0, 1e9, 1},
+    {"max_cuts", KW_U32, SM(max_cuts), 1, UINT32_MAX, 0},
+    {"quadratic_duration", KW_DOUBLE, SM(quadratic_duration), 0, 1e9, 1},
+    {"num_buckets", KW_U32, SM(num_buckets), 1, 65536, 0},
+    {"num_cuts_for_bins", KW_U32, SM(num_cuts_for_bins_estimate), 1, 1u << 24, 0},
+    {"bins", KW_BINS, 0, 0, 1e9, 0},
+    {"bucket_batch_size", KW_BBS, 0, 1, UINT32_MAX, 0},
+    {"buffer_size", KW_U32, SM(buffer_size), 1, 1u << 24, 0},
+    {"max_buffer_bytes", KW_U64, SM(max_buffer_bytes), 0, 0, 0},
+    {"shuffle", KW_BOOL, SM(shuffle), 0, 0, 0},
+    {"drop_last", KW_BOOL, SM(drop_last), 0, 0, 0},
+    {"min_duration", KW_DOUBLE, SM(min_duration), 0, 1e9, 0},
+    {"max_cut_duration", KW_DOUBLE, SM(max_cut_duration), 0, 1e9, 1},
+    /* features (docs/features.md): the CLI's --features, --n-mels, --fbank-*; its
+     * --no-keep-audio is keep_audio=False */
+    {"features", KW_FEATURES, R(features), 0, 0, 0},
+    {"n_mels", KW_INT, R(fbank_n_mels), 1, 256, 0},
+    {"fbank_sample_rate", KW_INT, R(fbank_sample_rate), 1000, 384000, 0},
+    {"fbank_window", KW_INT, R(fbank_window), 1, 65536, 0},
+    {"fbank_hop", KW_INT, R(fbank_hop), 1, 65536, 0},
+    {"fbank_n_fft", KW_INT, R(fbank_n_fft), 2, 65536, 0},
+    {"fbank_pad_to", KW_INT, R(fbank_pad_to), 0, 4096, 0},
+    {"fbank_preemph", KW_DOUBLE, R(fbank_preemph), 0, 0.999999, 0},
+    {"fbank_dither", KW_DOUBLE, R(fbank_dither), 0, 1, 0},
+    {"keep_audio", KW_BOOL, R(keep_audio), 0, 0, 0},
+    {"retries", KW_U32, R(retries), 0, 1000, 0},
+    {"timeout_ms", KW_U32, R(timeout_ms), 0, 86400000, 0},
+    {"input_cfg", KW_PATH, R(input_cfg), 0, 0, 0},
+    {"max_open_streams", KW_U32, R(max_open_streams), 0, UINT32_MAX, 0},
+    {"mix_finite", KW_BOOL, R(mix_finite), 0, 0, 0},
+    /* "cpu" or "cuda[:N]" (or a torch.device, by its str()): the CLI's --device */
+    {"device", KW_DEVICE, R(device), 0, 0, 0},
+};
+#undef R
+#undef SM
+
+static int kw_error_type(const char *name, const char *want, PyObject *v)
+{
+    PyObject *tn = sharc__py_type_name(v);
+    PyErr_Format(PyExc_TypeError, "sharc.Reader: keyword '%s' must be %s, not %S", name, want, tn);
+    Py_XDECREF(tn);
+    return -1;
+}
+
+/* An int (not a bool) in [min, max] (max 0: the type's own limit). */
+static int kw_integer(const kw_def *d, PyObject *v, unsigned long long limit,
+                      unsigned long long *out)
+{
+    if (PyBool_Check(v) || !PyLong_Check(v))
+        return kw_error_type(d->name, "an int", v);
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (x == -1 && PyErr_Occurred())
+        return -1;
+    unsigned long long max = d->max > 0 ? (unsigned long long)d->max : limit;
+    unsigned long long ux = 0;
+    int bad = overflow < 0 || (overflow == 0 && x < 0);
+    if (!bad && overflow > 0) {
+        ux = PyLong_AsUnsignedLongLong(v);
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            bad = 1;
+        }
+    } else if (!bad) {
+        ux = (unsigned long long)x;
+    }
+    if (bad || ux > max || ux < (unsigned long long)d->min) {
+        PyObject *r = PyObject_Repr(v);
+        PyErr_Format(PyExc_ValueError, "sharc.Reader: keyword '%s' must be in %llu..%llu, got %U",
+                     d->name, (unsigned long long)d->min, max, r);
+        Py_XDECREF(r);
+        return -1;
+    }
+    *out = ux;
+    return 0;
+}
+
+static int kw_number(const char *name, PyObject *v, double *out)
+{
+    if (PyBool_Check(v) || !(PyLong_Check(v) || PyFloat_Check(v)))
+        return kw_error_type(name, "a number", v);
+    double x = PyFloat_AsDouble(v);
+    if (x == -1.0 && PyErr_Occurred())
+        return -1;
+    *out = x;
+    return 0;
+}
+
+static int kw_double(const kw_def *d, PyObject *v, double *out)
+{
+    double x = 0;
+    if (kw_number(d->name, v, &x) < 0)
+        return -1;
+    if (!isfinite(x) || x > d->max || (d->min_open ? x <= d->min : x < d->min)) {
+        /* PyErr_Format has no %g: the bounds are formatted here. */
+        char range[96];
+        snprintf(range, sizeof range, "%s %g and at most %g", d->min_open ? ">" : ">=", d->min,
+                 d->max);
+        PyObject *r = PyObject_Repr(v);
+        PyErr_Format(PyExc_ValueError, "sharc.Reader: keyword '%s' must be %s, got %U", d->name,
+                     range, r);
+        Py_XDECREF(r);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+/* A str compared with a list of choices; *out receives the index. */
+static int kw_choice(const char *name, PyObject *v, const char *const *choices, int *out)
+{
+    if (!PyUnicode_Check(v))
+        return kw_error_type(name, "a str", v);
+    char list[128] = "";
+    for (int i = 0; choices[i]; i++) {
+        if (PyUnicode_CompareWithASCIIString(v, choices[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+        size_t used = strlen(list);
+        snprintf(list + used, sizeof list - used, "%s'%s'", i ? ", " : "", choices[i]);
+    }
+    PyErr_Format(PyExc_ValueError, "sharc.Reader: keyword '%s' must be one of %s, got %R", name,
+                 list, v);
+    return -1;
+}
+
+/* A sequence of numbers (bins) or of ints (bucket_batch_size), copied into *out. */
+static int kw_list(ReaderObject *self, const kw_def *d, PyObject *v, int ints, void **out,
+                   size_t *n_out)
+{
+    if (PyUnicode_Check(v) || PyBytes_Check(v) || !PySequence_Check(v))
+        return kw_error_type(d->name, ints ? "a sequence of ints" : "a sequence of numbers", v);
+    Py_ssize_t n = PySequence_Size(v);
+    if (n < 0)
+        return -1;
+    if (n == 0) {
+        PyErr_Format(PyExc_ValueError, "sharc.Reader: keyword '%s' must not be empty", d->name);
+        return -1;
+    }
+    void *arr = calloc((size_t)n, ints ? sizeof(uint32_t) : sizeof(double));
+    if (!arr) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_GetItem(v, i);
+        if (!item)
+            goto fail;
+        int rc;
+        if (ints) {
+            unsigned long long x;
+            rc = kw_integer(d, item, UINT32_MAX, &x);
+            if (rc == 0)
+                ((uint32_t *)arr)[i] = (uint32_t)x;
+        } else {
+            double x;
+            rc = kw_double(d, item, &x);
+            if (rc == 0 && i > 0 && x < ((double *)arr)[i - 1]) {
+                PyErr_Format(PyExc_ValueError, "sharc.Reader: keyword 'bins' must be sorted");
+                rc = -1;
+            }
+            if (rc == 0)
+                ((double *)arr)[i] = x;
+        }
+        Py_DECREF(item);
+        if (rc < 0)
+            goto fail;
+    }
+    *out = arr;
+    *n_out = (size_t)n;
+    return 0;
+fail:
+    free(arr);
+    return -1;
+}
+
+static int fs_path(PyObject *p, const char *what, char **out);
+
+/* `v` (a list or dict of plain values) as JSON text, malloc'd into *out, with json.dumps;
+ * a value json cannot write raises TypeError naming the keyword `what`. */
+static int json_text(PyObject *v, const char *what, char **out)
+{
+    *out = NULL;
+    PyObject *json = PyImport_ImportModule("json");
+    PyObject *text = json ? PyObject_CallMethod(json, "dumps", "O", v) : NULL;
+    Py_XDECREF(json);
+    if (!text) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_ValueError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError,
+                         "sharc.Reader: keyword '%s' holds a value JSON cannot represent", what);
+        }
+        return -1;
+    }
+    PyObject *b = PyUnicode_AsUTF8String(text);
+    Py_DECREF(text);
+    if (!b)
+        return -1;
+    *out = strdup(PyBytes_AsString(b));
+    Py_DECREF(b);
+    if (!*out) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+/* device="cpu" | "cuda" | "cuda:N", or any object whose str() is one (torch.device). */
+static int kw_device(ReaderObject *self, const kw_def *d, PyObject *v)
+{
+    PyObject *text = PyObject_Str(v);
+    PyObject *utf8 = text ? PyUnicode_AsUTF8String(text) : NULL;
+    Py_XDECREF(text);
+    if (!utf8)
+        return -1;
+    const char *t = PyBytes_AsString(utf8);
+    int ok = t != NULL;
+    long n = 0;
+    if (ok && (strcmp(t, "cpu") == 0 || strcmp(t, "host") == 0)) {
+        self->s.device = SHARC_DEVICE_HOST;
+        self->s.device_ordinal = 0;
+    } else if (ok && strncmp(t, "cuda", 4) == 0 && (t[4] == 0 || (t[4] == ':' && t[5]))) {
+        const char *p = t + 4 + (t[4] == ':');
+        for (; *p >= '0' && *p <= '9' && n <= 1000000; p++)
+            n = n * 10 + (*p - '0');
+        ok = *p == 0 && n <= 1000000;
+        if (ok) {
+            self->s.device = SHARC_DEVICE_CUDA;
+            self->s.device_ordinal = (int)n;
+        }
+    } else {
+        ok = 0;
+    }
+    if (!ok && t)
+        PyErr_Format(PyExc_ValueError,
+                     "sharc.Reader: keyword '%s' must be 'cpu', 'cuda' or 'cuda:N', got %R",
+                     d->name, v);
+    Py_DECREF(utf8);
+    return ok ? 0 : -1;
+}
+
+static int set_keyword(ReaderObject *self, const kw_def *d, PyObject *v, int *linspace)
+{
+    static const char *const layouts[] = {"auto", "shar", "nemo", "wds", NULL};
+    static const char *const policies[] = {"fail", "skip", NULL};
+    /* In the enum's order, as the CLI's --features lists them. */
+    static const char *const features[] = {"none", "fbank", NULL};
+    char *field = (char *)&self->s + d->offset;
+    unsigned long long u;
+    double x;
+    int choice;
+    switch (d->kind) {
+    case KW_INT:
+        if (kw_integer(d, v, INT32_MAX, &u) < 0)
+            return -1;
+        *(int *)field = (int)u;
+        return 0;
+    case KW_U32:
+        if (kw_integer(d, v, UINT32_MAX, &u) < 0)
+            return -1;
+        *(uint32_t *)field = (uint32_t)u;
+        return 0;
+    case KW_U64:
+        if (kw_integer(d, v, UINT64_MAX, &u) < 0)
+            return -1;
+        *(uint64_t *)field = (uint64_t)u;
+        return 0;
+    case KW_DOUBLE:
+        if (kw_double(d, v, &x) < 0)
+            return -1;
+        *(double *)field = x;
+        return 0;
+    case KW_BOOL:
+        if (!PyBool_Check(v))
+            return kw_error_type(d->name, "a bool", v);
+        *(int *)field = v == Py_True;
+        return 0;
+    case KW_LAYOUT:
+        if (kw_choice(d->name, v, layouts, &choice) < 0)
+            return -1;
+        self->s.layout = (sharc_layout)choice;
+        return 0;
+    case KW_ON_ERROR:
+        if (kw_choice(d->name, v, policies, &choice) < 0)
+            return -1;
+        self->s.on_error = (sharc_error_policy)choice;
+        return 0;
+    case KW_FEATURES:
+        if (kw_choice(d->name, v, features, &choice) < 0)
+            return -1;
+        self->s.features = (sharc_features)choice;
+        return 0;
+    case KW_DEVICE:
+        return kw_device(self, d, v);
+    case KW_BINS: {
+        if (PyUnicode_Check(v) && PyUnicode_CompareWithASCIIString(v, "linspace") == 0) {
+            *linspace = 1;
+            return 0;
+        }
+        void *arr = NULL;
+        size_t n = 0;
+        if (kw_list(self, d, v, 0, &arr, &n) < 0)
+            return -1;
+        free(self->bins);
+        self->bins = arr;
+        self->s.sampler.bins = self->bins;
+        self->s.sampler.n_bins = n;
+        return 0;
+    }
+    case KW_BBS: {
+        void *arr = NULL;
+        size_t n = 0;
+        if (kw_list(self, d, v, 1, &arr, &n) < 0)
+            return -1;
+        free(self->bbs);
+        self->bbs = arr;
+        self->s.sampler.bucket_batch_size = self->bbs;
+        return 0;
+    }
+    case KW_PATH: {
+        char *cfg;
+        const int structure = PyList_Check(v) || PyDict_Check(v);
+        if ((structure ? json_text(v, d->name, &cfg) : fs_path(v, d->name, &cfg)) < 0)
+            return -1;
+        free(self->input_cfg);
+        self->input_cfg = cfg;
+        /* A list or dict is the input_cfg itself (as NeMo's config holds it inline), passed
+         * as JSON text; anything else names a file. */
+        self->s.input_cfg = structure ? NULL : cfg;
+        self->s.input_cfg_text = structure ? cfg : NULL;
+        return 0;
+    }
+    }
+    return 0;
+}
+
+/* NeMo's bins when its config gives max_duration and no bins (as `sharc read --bins
+ * linspace`): np.linspace(min_duration, max_cut_duration, num_buckets + 1)[1:-1]. */
+static int linspace_bins(ReaderObject *self)
+{
+    const sharc_sampler_settings *st = &self->s.sampler;
+    double begin = st->min_duration > 0 ? st->min_duration : 0.0, end = st->max_cut_duration;
+    if (!(end > begin)) {
+        PyErr_SetString(PyExc_ValueError, "sharc.Reader: keyword 'bins'='linspace' needs "
+                                          "max_cut_duration (NeMo's max_duration) above "
+                                          "min_duration");
+        return -1;
+    }
+    if (st->num_buckets < 2) {
+        PyErr_SetString(PyExc_ValueError,
+                        "sharc.Reader: keyword 'bins'='linspace' needs num_buckets >= 2");
+        return -1;
+    }
+    size_t n = st->num_buckets - 1;
+    double *v = calloc(n, sizeof *v);
+    if (!v) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    const double step = (end - begin) / (double)st->num_buckets;
+    for (size_t i = 0; i < n; i++)
+        v[i] = (double)(i + 1) * step + begin;
+    free(self->bins);
+    self->bins = v;
+    self->s.sampler.bins = v;
+    self->s.sampler.n_bins = n;
+    return 0;
+}
+
+/* A str, bytes or os.PathLike as a file system path, malloc'd into *out; `what` names the
+ * argument in the TypeError for anything else. */
+static int fs_path(PyObject *p, const char *what, char **out)
+{
+    *out = NULL;
+    PyObject *fs = PyOS_FSPath(p);
+    if (!fs) {
+        PyErr_Clear();
+        PyObject *tn = sharc__py_type_name(p);
+        if (strcmp(what, "paths") == 0)
+            PyErr_Format(PyExc_TypeError,
+                         "sharc.Reader: paths must be str, bytes or os.PathLike (or a list of "
+                         "them), not %S",
+                         tn);
+        else
+            PyErr_Format(PyExc_TypeError,
+                         "sharc.Reader: keyword '%s' must be str, bytes or os.PathLike, not %S",
+                         what, tn);
+        Py_XDECREF(tn);
+        return -1;
+    }
+    PyObject *b = PyUnicode_Check(fs) ? PyUnicode_EncodeFSDefault(fs) : (Py_INCREF(fs), fs);
+    Py_DECREF(fs);
+    if (!b)
+        return -1;
+    char *s = NULL;
+    Py_ssize_t n = 0;
+    if (PyBytes_AsStringAndSize(b, &s, &n) < 0) {
+        Py_DECREF(b);
+        return -1;
+    }
+    *out = strndup(s, (size_t)n);
+    Py_DECREF(b);
+    if (!*out) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+static int add_path(ReaderObject *self, PyObject *p)
+{
+    char *copy;
+    if (fs_path(p, "paths", &copy) < 0)
+        return -1;
+    char **grown = realloc(self->paths, (self->n_paths + 1) * sizeof *grown);
+    if (!copy || !grown) {
+        free(copy);
+        if (grown)
+            self->paths = grown;
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->paths = grown;
+    self->paths[self->n_paths++] = copy;
+    return 0;
+}
+
+static int parse_paths(ReaderObject *self, PyObject *paths)
+{
+    if (PyUnicode_Check(paths) || PyBytes_Check(paths) ||
+        PyObject_HasAttrString(paths, "__fspath__"))
+        return add_path(self, paths);
+    PyObject *it = PyObject_GetIter(paths);
+    if (!it) {
+        PyErr_Clear();
+        return add_path(self, paths);
+    }
+    PyObject *item;
+    while ((item = PyIter_Next(it))) {
+        int rc = add_path(self, item);
+        Py_DECREF(item);
+        if (rc < 0) {
+            Py_DECREF(it);
+            return -1;
+        }
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred())
+        return -1;
+    return 0;
+}
+
+int sharc__py_reader_settings(ReaderObject *self, PyObject *paths, PyObject *kw, int *open_reader)
+{
+    if (parse_paths(self, paths) < 0)
+        return -1;
+    self->s.paths = (const char *const *)self->paths;
+    self->s.n_paths = self->n_paths;
+    int linspace = 0;
+    size_t n_bbs = 0;
+    if (kw) {
+        PyObject *key, *value;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(kw, &pos, &key, &value)) {
+            /* Private: the settings of a sharc.Loader, whose C loader opens the reader. */
+            if (PyUnicode_CompareWithASCIIString(key, "_open") == 0) {
+                *open_reader = PyObject_IsTrue(value);
+                continue;
+            }
+            const kw_def *d = NULL;
+            for (size_t i = 0; i < sizeof kw_defs / sizeof kw_defs[0]; i++)
+                if (PyUnicode_CompareWithASCIIString(key, kw_defs[i].name) == 0)
+                    d = &kw_defs[i];
+            if (!d) {
+                PyErr_Format(PyExc_TypeError, "sharc.Reader: unknown keyword '%U'", key);
+                return -1;
+            }
+            if (set_keyword(self, d, value, &linspace) < 0)
+                return -1;
+            if (d->kind == KW_BBS)
+                n_bbs = (size_t)PySequence_Size(value);
+        }
+    }
+    if (linspace && linspace_bins(self) < 0)
+        return -1;
+    if (self->bbs && n_bbs != self->s.sampler.n_bins) {
+        PyErr_Format(PyExc_ValueError,
+                     "sharc.Reader: keyword 'bucket_batch_size' needs one value per bin: %zu "
+                     "values for %zu bins",
+                     n_bbs, self->s.sampler.n_bins);
+        return -1;
+    }
+    if (self->n_paths == 0 && !self->input_cfg) {
+        PyErr_SetString(PyExc_ValueError, "sharc.Reader: paths is empty");
+        return -1;
+    }
+    if (self->n_paths > 0 && self->input_cfg) {
+        PyErr_SetString(PyExc_ValueError,
+                        "sharc.Reader: keyword 'input_cfg' reads the datasets it lists: "
+                        "give no paths with it (sharc.Reader([], input_cfg=...))");
+        return -1;
+    }
+    return 0;
+}

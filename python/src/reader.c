@@ -1,0 +1,278 @@
+/*
+ * The CReader type, sharc.Reader's C side: it opens the C reader from the settings of
+ * keywords.c and serves its batches with the GIL released, its state blob, shards and
+ * counters.
+ */
+#include "sharcmodule.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The reader logs through this, keeping the last error for the exception of a failed
+ * open. */
+static void logcap_cb(void *cookie, sharc_log_level level, const char *message)
+{
+    logcap *lc = cookie;
+    if (level == SHARC_LOG_ERROR) {
+        pthread_mutex_lock(&lc->lock);
+        snprintf(lc->last, sizeof lc->last, "%s", message);
+        pthread_mutex_unlock(&lc->lock);
+    }
+    if (lc->next.callback && level <= lc->next.level)
+        lc->next.callback(lc->next.cookie, level, message);
+}
+
+static void reader_free_settings(ReaderObject *self)
+{
+    for (size_t i = 0; i < self->n_paths; i++)
+        free(self->paths[i]);
+    free(self->paths);
+    free(self->input_cfg);
+    free(self->bins);
+    free(self->bbs);
+    free(self->resume);
+    self->paths = NULL;
+    self->n_paths = 0;
+    self->input_cfg = NULL;
+    self->bins = NULL;
+    self->bbs = NULL;
+    self->resume = NULL;
+}
+
+/* (Re)open the C reader from self->s, resuming from self->resume when set. */
+static int reader_open(ReaderObject *self)
+{
+    sharc_reader_close(&self->r);
+    self->s.resume_state = self->resume;
+    self->s.resume_state_size = self->resume_size;
+    self->log->last[0] = 0;
+    sharc_reader *r = NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc = sharc_reader_open(&r, &self->s);
+    Py_END_ALLOW_THREADS if (rc != 0)
+    {
+        sharc__py_raise(rc, self->log->last[0] ? self->log->last : sharc_strerror(rc));
+        return -1;
+    }
+    self->r = r;
+    return 0;
+}
+
+static int Reader_init(PyObject *op, PyObject *args, PyObject *kw)
+{
+    ReaderObject *self = (ReaderObject *)op;
+    PyObject *paths = NULL;
+    if (self->log) {
+        PyErr_SetString(PyExc_RuntimeError, "sharc.Reader: already initialized");
+        return -1;
+    }
+    self->log = calloc(1, sizeof *self->log);
+    if (!self->log) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    pthread_mutex_init(&self->log->lock, NULL);
+    sharc_default_logger(&self->log->next);
+    if (!PyArg_ParseTuple(args, "O:Reader", &paths))
+        return -1;
+    sharc_reader_default_settings(&self->s);
+    self->s.logger.callback = logcap_cb;
+    self->s.logger.cookie = self->log;
+    self->s.logger.level = self->log->next.level;
+    int open_reader = 1;
+    if (sharc__py_reader_settings(self, paths, kw, &open_reader) < 0)
+        return -1;
+    return open_reader ? reader_open(self) : 0;
+}
+
+static void Reader_dealloc(PyObject *op)
+{
+    ReaderObject *self = (ReaderObject *)op;
+    /* Closing joins the reader's threads, which never take the GIL; held batches stay
+     * valid (their pool is freed with the last one released). */
+    sharc_reader_close(&self->r);
+    reader_free_settings(self);
+    if (self->log) {
+        pthread_mutex_destroy(&self->log->lock);
+        free(self->log);
+    }
+    PyTypeObject *tp = Py_TYPE(op);
+    freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    f(op);
+    Py_DECREF(tp);
+}
+
+static int reader_usable(ReaderObject *self)
+{
+    if (!self->r) {
+        PyErr_SetString(PyExc_ValueError, "sharc.Reader is closed");
+        return -1;
+    }
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "sharc.Reader is in use by another thread; a reader serves one thread");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *Reader_next_batch(PyObject *op, PyObject *unused)
+{
+    ReaderObject *self = (ReaderObject *)op;
+    if (reader_usable(self) < 0)
+        return NULL;
+    sharc_batch *b = NULL;
+    int rc;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS rc = sharc_reader_next_batch(self->r, &b);
+    Py_END_ALLOW_THREADS self->busy = 0;
+    return sharc__py_batch_result(rc, b, sharc_reader_last_error(self->r));
+}
+
+static PyObject *Reader_state(PyObject *op, PyObject *unused)
+{
+    ReaderObject *self = (ReaderObject *)op;
+    if (reader_usable(self) < 0)
+        return NULL;
+    size_t size = 0;
+    int rc = sharc_reader_state_save(self->r, NULL, 0, &size);
+    if (rc == SHARC_ERR(EINVAL) && !self->resume)
+        Py_RETURN_NONE; /* no batch returned yet: the state of a fresh start */
+    if (rc != 0 && rc != SHARC_ERR(ENOSPC))
+        return sharc__py_raise(rc, sharc_reader_last_error(self->r));
+    PyObject *blob = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
+    if (!blob)
+        return NULL;
+    rc = sharc_reader_state_save(self->r, PyBytes_AsString(blob), size, &size);
+    if (rc != 0) {
+        Py_DECREF(blob);
+        return sharc__py_raise(rc, sharc_reader_last_error(self->r));
+    }
+    return blob;
+}
+
+PyObject *sharc__py_reader_keep_state(ReaderObject *self, PyObject *blob)
+{
+    void *copy = NULL;
+    size_t n = 0;
+    if (blob != Py_None) {
+        char *s;
+        Py_ssize_t len;
+        if (!PyBytes_Check(blob)) {
+            PyObject *tn = sharc__py_type_name(blob);
+            PyErr_Format(PyExc_TypeError, "sharc.Reader state must be bytes, not %S", tn);
+            Py_XDECREF(tn);
+            return NULL;
+        }
+        if (PyBytes_AsStringAndSize(blob, &s, &len) < 0)
+            return NULL;
+        copy = malloc(len ? (size_t)len : 1);
+        if (!copy)
+            return PyErr_NoMemory();
+        memcpy(copy, s, (size_t)len);
+        n = (size_t)len;
+    }
+    free(self->resume);
+    self->resume = copy;
+    self->resume_size = n;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Reader_resume(PyObject *op, PyObject *blob)
+{
+    ReaderObject *self = (ReaderObject *)op;
+    if (reader_usable(self) < 0)
+        return NULL;
+    PyObject *r = sharc__py_reader_keep_state(self, blob);
+    if (!r)
+        return NULL;
+    Py_DECREF(r);
+    if (reader_open(self) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Reader_close(PyObject *op, PyObject *unused)
+{
+    ReaderObject *self = (ReaderObject *)op;
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "sharc.Reader is in use by another thread");
+        return NULL;
+    }
+    sharc_reader *r = self->r;
+    self->r = NULL;
+    Py_BEGIN_ALLOW_THREADS sharc_reader_close(&r);
+    Py_END_ALLOW_THREADS Py_RETURN_NONE;
+}
+
+static PyObject *Reader_shards(PyObject *op, PyObject *unused)
+{
+    ReaderObject *self = (ReaderObject *)op;
+    if (reader_usable(self) < 0)
+        return NULL;
+    size_t n = sharc_reader_num_shards(self->r);
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; list && i < n; i++) {
+        PyObject *s = PyUnicode_DecodeFSDefault(sharc_reader_shard_path(self->r, i));
+        if (!s || PyList_SetItem(list, (Py_ssize_t)i, s) < 0) {
+            Py_DECREF(list);
+            return NULL;
+        }
+    }
+    return list;
+}
+
+static PyObject *Reader_stats(PyObject *op, PyObject *unused)
+{
+    ReaderObject *self = (ReaderObject *)op;
+    if (reader_usable(self) < 0)
+        return NULL;
+    sharc_reader_stats st;
+    sharc_reader_get_stats(self->r, &st);
+    PyObject *problems = PyDict_New();
+    for (uint32_t k = 0; problems && k < st.n_problem_kinds && k < SHARC_PROBLEM_CAPACITY; k++) {
+        PyObject *v = PyLong_FromUnsignedLongLong(st.problems[k]);
+        if (!v || PyDict_SetItemString(problems, sharc_problem_name((sharc_problem)k), v) < 0) {
+            Py_XDECREF(v);
+            Py_DECREF(problems);
+            return NULL;
+        }
+        Py_DECREF(v);
+    }
+    if (!problems)
+        return NULL;
+    return Py_BuildValue(
+        "{s:K,s:d,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:N}", "cuts", (unsigned long long)st.cuts,
+        "audio_seconds", st.audio_seconds, "shards", (unsigned long long)st.shards, "skipped_cuts",
+        (unsigned long long)st.skipped_cuts, "skipped_shards",
+        (unsigned long long)st.skipped_shards, "batches", (unsigned long long)st.batches,
+        "filtered_cuts", (unsigned long long)st.filtered_cuts, "dropped_cuts",
+        (unsigned long long)st.dropped_cuts, "padded_seconds", st.padded_seconds, "problems",
+        problems);
+}
+
+static PyMethodDef Reader_methods[] = {
+    {"next_batch", Reader_next_batch, METH_NOARGS,
+     "(batch dict, step, epoch), or None at the end; the GIL is released while it waits."},
+    {"state", Reader_state, METH_NOARGS,
+     "The state blob after the last batch returned (bytes), or None before the first."},
+    {"resume", Reader_resume, METH_O, "Reopen the reader at a state blob (None: the start)."},
+    {"close", Reader_close, METH_NOARGS, "Close the reader; held batches stay valid."},
+    {"shards", Reader_shards, METH_NOARGS, "The shard files found, in dataset order."},
+    {"stats", Reader_stats, METH_NOARGS, "The reader's counters as a dict."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot Reader_slots[] = {
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_init, Reader_init},
+    {Py_tp_dealloc, Reader_dealloc},
+    {Py_tp_methods, Reader_methods},
+    {Py_tp_doc, "The C reader behind sharc.Reader."},
+    {0, NULL},
+};
+
+PyTypeObject *sharc__py_reader_type;
+
+PyType_Spec sharc__py_reader_spec = {"sharc._sharc.CReader", sizeof(ReaderObject), 0,
+                                     Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, Reader_slots};
