@@ -520,7 +520,8 @@ int sharc__py_reader_settings(ReaderObject *self, PyObject *paths, PyObject *kw,
         while (PyDict_Next(kw, &pos, &key, &value)) {
             /* Private: the settings of a sharc.Loader, whose C loader opens the reader. */
             if (PyUnicode_CompareWithASCIIString(key, "_open") == 0) {
-                *open_reader = PyObject_IsTrue(value);
+                if ((*open_reader = PyObject_IsTrue(value)) < 0)
+                    return -1;
                 continue;
             }
             const kw_def *d = NULL;

@@ -100,13 +100,16 @@ static int nccl_transport(sharc_transport **out, PyObject *uid, int rank, int wo
             const char *last = ncclGetLastError(world_comm);
             snprintf(why, sizeof why, "ncclCommInitRank (rank %d of %d, CUDA device %d): %s", rank,
                      world, device, last && last[0] ? last : ncclGetErrorString(r));
+            if (world_comm) /* a communicator half made is aborted, not left behind */
+                ncclCommAbort(world_comm);
             world_comm = NULL;
         }
     }
     if (rc == 0) {
         rc = sharc_transport_nccl_split(out, world_comm, device, mesh, NULL);
         if (rc != 0)
-            snprintf(why, sizeof why, "cannot split the NCCL communicator by the mesh: %s",
+            snprintf(why, sizeof why,
+                     "cannot split the NCCL communicator by the mesh: %s (the log says why)",
                      sharc_strerror(rc));
         ncclCommDestroy(world_comm);
     }
