@@ -266,6 +266,11 @@ static int loader_usable(LoaderObject *self)
     return 0;
 }
 
+static int loader_next(void *l, sharc_batch **out)
+{
+    return sharc_loader_next(l, out);
+}
+
 static PyObject *Loader_next_batch(PyObject *op, PyObject *unused)
 {
     LoaderObject *self = (LoaderObject *)op;
@@ -274,7 +279,7 @@ static PyObject *Loader_next_batch(PyObject *op, PyObject *unused)
     sharc_batch *b = NULL;
     int rc;
     self->busy = 1;
-    Py_BEGIN_ALLOW_THREADS rc = sharc_loader_next(self->l, &b);
+    Py_BEGIN_ALLOW_THREADS rc = sharc__py_next_with_releases(loader_next, self->l, &b);
     Py_END_ALLOW_THREADS self->busy = 0;
     return sharc__py_batch_result(rc, b, sharc_loader_last_error(self->l));
 }

@@ -116,6 +116,11 @@ static int reader_usable(ReaderObject *self)
     return 0;
 }
 
+static int reader_next(void *r, sharc_batch **out)
+{
+    return sharc_reader_next_batch(r, out);
+}
+
 static PyObject *Reader_next_batch(PyObject *op, PyObject *unused)
 {
     ReaderObject *self = (ReaderObject *)op;
@@ -124,7 +129,7 @@ static PyObject *Reader_next_batch(PyObject *op, PyObject *unused)
     sharc_batch *b = NULL;
     int rc;
     self->busy = 1;
-    Py_BEGIN_ALLOW_THREADS rc = sharc_reader_next_batch(self->r, &b);
+    Py_BEGIN_ALLOW_THREADS rc = sharc__py_next_with_releases(reader_next, self->r, &b);
     Py_END_ALLOW_THREADS self->busy = 0;
     return sharc__py_batch_result(rc, b, sharc_reader_last_error(self->r));
 }

@@ -53,6 +53,22 @@ PyObject *sharc__py_shape_tuple(const sharc_tensor *t);
  * the dict cannot be made. */
 PyObject *sharc__py_batch_result(int rc, sharc_batch *b, const char *message);
 
+/**
+ * Give back the device batches whose consumers' streams have passed the point where their
+ * last tensor was freed (tensor.c: a CUDA batch exported to a stream is released only once
+ * the work queued on that stream before the release is done). `wait`: wait for all of them.
+ * Call without the GIL. @return how many are still pending
+ */
+int sharc__py_drain_releases(int wait);
+
+/**
+ * The C call behind next_batch, then, when the batch pool is full (SHARC_ERR_BACKPRESSURE)
+ * while device batches wait for their consumers' streams, once more after those are done.
+ * Call without the GIL.
+ */
+int sharc__py_next_with_releases(int (*next)(void *, sharc_batch **), void *handle,
+                                 sharc_batch **out);
+
 /* ---------------------------------------------------------------------------------------
  * keywords.c and reader.c: the CReader type (sharc.Reader's C side)
  * ------------------------------------------------------------------------------------- */

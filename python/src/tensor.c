@@ -5,9 +5,15 @@
  */
 #include "sharcmodule.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#if SHARC_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
 
 #include "dlpack.h"
 
@@ -22,6 +28,11 @@
 typedef struct holder {
     atomic_long refs;
     sharc_batch *batch;
+    /** The CUDA stream a consumer named in __dlpack__(stream=...) for a device tensor of the
+     *  batch (DLPack's numbering: 1 the legacy default stream, 2 the per-thread one), 0 for
+     *  none; and the batch's device. */
+    atomic_uintptr_t stream;
+    int ordinal;
 } holder;
 
 static void holder_ref(holder *h)
@@ -29,9 +40,116 @@ static void holder_ref(holder *h)
     atomic_fetch_add(&h->refs, 1);
 }
 
+#if SHARC_HAVE_CUDA
+/*
+ * A device batch's memory goes back to its pool, to be written by the next upload or
+ * broadcast, when its last tensor is freed; the consumer's kernels queued before that (the
+ * model's step on torch's stream) may still be reading it. So a batch exported to a stream
+ * is held back: an event recorded on that stream at the release marks when the memory is
+ * free, and the batch is released once the event has completed (checked at every
+ * next_batch; waited for when the pool has nothing else to lend).
+ */
+typedef struct pending {
+    cudaEvent_t ev;
+    sharc_batch *batch;
+    struct pending *next;
+} pending;
+
+static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
+static pending *pending_head;
+
+static cudaStream_t dlpack_stream(uintptr_t s)
+{
+    return s == 1 ? cudaStreamLegacy : s == 2 ? cudaStreamPerThread : (cudaStream_t)s;
+}
+
+/* Hold `b` back until the work queued on stream `s` so far is done; 0 when that cannot be
+ * arranged and the batch is to be released now (after the stream, when it could be
+ * waited for). */
+static int defer_release(sharc_batch *b, uintptr_t s, int ordinal)
+{
+    cudaStream_t stream = dlpack_stream(s);
+    int prev = -1;
+    pending *p = calloc(1, sizeof *p);
+    int ok = p && cudaGetDevice(&prev) == cudaSuccess && cudaSetDevice(ordinal) == cudaSuccess;
+    ok = ok && cudaEventCreateWithFlags(&p->ev, cudaEventDisableTiming) == cudaSuccess;
+    if (ok && cudaEventRecord(p->ev, stream) != cudaSuccess) {
+        cudaEventDestroy(p->ev);
+        ok = 0;
+    }
+    if (!ok) {
+        cudaGetLastError();
+        cudaStreamSynchronize(stream); /* the safe order, at the cost of a wait */
+        cudaGetLastError();
+    }
+    if (prev >= 0)
+        cudaSetDevice(prev);
+    if (!ok) {
+        free(p);
+        return 0;
+    }
+    p->batch = b;
+    pthread_mutex_lock(&pending_lock);
+    pending **tail = &pending_head;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = p;
+    pthread_mutex_unlock(&pending_lock);
+    return 1;
+}
+
+int sharc__py_drain_releases(int wait)
+{
+    int left = 0;
+    pthread_mutex_lock(&pending_lock);
+    for (pending **pp = &pending_head; *pp;) {
+        pending *p = *pp;
+        cudaError_t e = wait ? cudaEventSynchronize(p->ev) : cudaEventQuery(p->ev);
+        if (e == cudaErrorNotReady) {
+            left++;
+            pp = &p->next;
+            continue;
+        }
+        if (e != cudaSuccess) /* a failed context: nothing runs on the memory any more */
+            cudaGetLastError();
+        *pp = p->next;
+        cudaEventDestroy(p->ev);
+        sharc_batch_release(p->batch);
+        free(p);
+    }
+    pthread_mutex_unlock(&pending_lock);
+    return left;
+}
+#else
+int sharc__py_drain_releases(int wait)
+{
+    (void)wait;
+    return 0;
+}
+#endif
+
+int sharc__py_next_with_releases(int (*next)(void *, sharc_batch **), void *handle,
+                                 sharc_batch **out)
+{
+    int left = sharc__py_drain_releases(0);
+    int rc = next(handle, out);
+    if (rc == SHARC_ERR_BACKPRESSURE && left > 0) {
+        sharc__py_drain_releases(1);
+        rc = next(handle, out);
+    }
+    return rc;
+}
+
 static void holder_unref(holder *h)
 {
     if (atomic_fetch_sub(&h->refs, 1) == 1) {
+#if SHARC_HAVE_CUDA
+        uintptr_t s = atomic_load(&h->stream);
+        if (s && defer_release(h->batch, s, h->ordinal)) {
+            free(h);
+            return;
+        }
+#endif
         sharc_batch_release(h->batch);
         free(h);
     }
@@ -184,6 +302,16 @@ static PyObject *Tensor_dlpack(PyObject *self, PyObject *args, PyObject *kw)
                          t->name, own_type, own_id, type, id);
             return NULL;
         }
+    }
+    if (t->device == SHARC_DEVICE_CUDA && stream != Py_None) {
+        /* The consumer's stream: the batch is ready for it already (handed out complete),
+         * and its memory is not reused before the work queued there is done. */
+        long long s = PyLong_AsLongLong(stream);
+        if (s == -1 && PyErr_Occurred())
+            return NULL;
+        if (s > 0)
+            atomic_store(&o->h->stream, (uintptr_t)s);
+        o->h->ordinal = t->device_ordinal;
     }
     managed *m = calloc(1, sizeof *m);
     if (!m)
@@ -392,6 +520,8 @@ static PyObject *batch_dict(sharc_batch *b)
         return PyErr_NoMemory();
     }
     atomic_init(&h->refs, 1); /* this function's own, dropped at the end */
+    atomic_init(&h->stream, 0);
+    h->ordinal = 0;
     h->batch = b;
     PyObject *d = PyDict_New();
     if (!d)

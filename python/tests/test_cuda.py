@@ -72,3 +72,24 @@ def test_reader_device_batches_into_torch(corpus):
     for (_, gf, gl), (_, hf, hl) in zip(got, host):
         assert torch.equal(gl, hl) and gf.shape == hf.shape
         assert (gf - hf).abs().max().item() <= 1e-3
+
+
+def test_device_batch_memory_waits_for_the_consumers_stream(corpus):
+    """A device batch freed while kernels queued on the consumer's stream still read it is
+    not rewritten before they are done: with one batch in the pool, each next batch's upload
+    waits for the stream (busy with a sleep kernel) that reads the one before."""
+    import sharc
+
+    settings = dict(max_duration=20.0, threads=1, seed=2, epochs=1, max_held_batches=1)
+    host = [torch.from_dlpack(b["audio"]).clone() for b in sharc.Reader(str(corpus / "shar"), **settings)]
+    stream = torch.cuda.Stream()
+    copies = []
+    for b in sharc.Reader(str(corpus / "shar"), device="cuda:0", **settings):
+        with torch.cuda.stream(stream):
+            audio = torch.from_dlpack(b["audio"])  # exported to `stream`
+            torch.cuda._sleep(20_000_000)  # the model's step, still running when b is dropped
+            copies.append(audio.clone())
+        del audio, b
+    torch.cuda.synchronize()
+    assert len(copies) == len(host) > 1
+    assert all(torch.equal(c.cpu(), h) for c, h in zip(copies, host))
