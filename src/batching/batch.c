@@ -425,3 +425,11 @@ int sharc__batch_payload(const sharc_batch *b, uint8_t **base, uint64_t *len)
     *len = s->payload_len;
     return 1;
 }
+
+const char *sharc__batch_first_cut(const sharc_batch *b, char *buf, size_t cap)
+{
+    size_t len = 0;
+    const char *id = sharc_batch_string(b, "cut_id", 0, &len);
+    snprintf(buf, cap, "%.*s", id ? (int)(len < 200 ? len : 200) : 1, id ? id : "?");
+    return buf;
+}

@@ -91,6 +91,9 @@ int sharc__batch_finish(sharc_batch *b);
  */
 int sharc__batch_extend(sharc_batch *b);
 
+/** A cut of `b` to name in an error: the first row's id (at most 200 bytes), or "?". */
+const char *sharc__batch_first_cut(const sharc_batch *b, char *buf, size_t cap);
+
 /**
  * Remove the tensor called `name` from a finished batch. The host tensors after it move
  * down to the offsets a frame gives them, so the payload stays packed; data pointers taken

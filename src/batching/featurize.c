@@ -78,13 +78,24 @@ int sharc__featurize_cut(sharc__fbank **plan, sharc__ctx *ctx, const sharc_reade
     return 0;
 }
 
-/* A cut of the batch to name in an error: the first row's id, when there is one. */
-static const char *first_cut(const sharc_batch *b, char *buf, size_t cap)
+/* Add `features` f32 [B, n_mels, frames] and `feature_lens` i32 [B] to `b` (their indices in
+ * *fi and *li) and extend its block; the block may move. */
+static int add_feature_tensors(sharc__ctx *ctx, const sharc_reader_settings *s, sharc_batch *b,
+                               int64_t B, int64_t frames, uint64_t step, int *fi, int *li)
 {
-    size_t len = 0;
-    const char *id = sharc_batch_string(b, "cut_id", 0, &len);
-    snprintf(buf, cap, "%.*s", id ? (int)(len < 200 ? len : 200) : 1, id ? id : "?");
-    return buf;
+    int64_t shape_f[3] = {B, s->fbank_n_mels, frames}, shape_b[1] = {B};
+    *fi = sharc__batch_add_tensor(b, "features", SHARC_DTYPE_F32, SHARC_DEVICE_HOST, 0, 3, shape_f);
+    *li = *fi < 0 ? *fi
+                  : sharc__batch_add_tensor(b, "feature_lens", SHARC_DTYPE_I32, SHARC_DEVICE_HOST,
+                                            0, 1, shape_b);
+    int rc = *li < 0 ? *li : sharc__batch_extend(b);
+    if (rc < 0)
+        return sharc__fail(ctx, rc,
+                           "features: step %llu: cannot add features of %lld x %d x %lld to the "
+                           "batch: %s",
+                           (unsigned long long)step, (long long)B, s->fbank_n_mels,
+                           (long long)frames, sharc_strerror(rc));
+    return 0;
 }
 
 /* The audio that features are computed from: a host f32 [B, T] `audio` with i32 [B]
@@ -109,8 +120,8 @@ static int check_audio(sharc__ctx *ctx, const sharc_reader_settings *s, sharc_ba
                            "--fbank-sample-rate); sharc does not resample: require the rate "
                            "with the sampling_rate setting (--sampling-rate %d) to have each "
                            "cut at another rate reported",
-                           (unsigned long long)step, first_cut(b, cut, sizeof cut), rate,
-                           s->fbank_sample_rate, s->fbank_sample_rate);
+                           (unsigned long long)step, sharc__batch_first_cut(b, cut, sizeof cut),
+                           rate, s->fbank_sample_rate, s->fbank_sample_rate);
     return 0;
 }
 
@@ -171,19 +182,10 @@ int sharc__featurize_batch(sharc__fbank **plan, sharc__ctx *ctx, const sharc_rea
     const sharc_tensor *lens = sharc_batch_tensor(b, "audio_lens");
     int64_t B = audio->shape[0], T = audio->shape[1];
     int64_t frames = sharc__fbank_frames(*plan, T);
-    int64_t shape_f[3] = {B, s->fbank_n_mels, frames}, shape_b[1] = {B};
-    int fi =
-        sharc__batch_add_tensor(b, "features", SHARC_DTYPE_F32, SHARC_DEVICE_HOST, 0, 3, shape_f);
-    int li = fi < 0 ? fi
-                    : sharc__batch_add_tensor(b, "feature_lens", SHARC_DTYPE_I32, SHARC_DEVICE_HOST,
-                                              0, 1, shape_b);
-    rc = li < 0 ? li : sharc__batch_extend(b);
+    int fi = 0, li = 0;
+    rc = add_feature_tensors(ctx, s, b, B, frames, step, &fi, &li);
     if (rc < 0)
-        return sharc__fail(ctx, rc,
-                           "features: step %llu: cannot add features of %lld x %d x %lld to the "
-                           "batch: %s",
-                           (unsigned long long)step, (long long)B, s->fbank_n_mels,
-                           (long long)frames, sharc_strerror(rc));
+        return rc;
     /* Extending may have moved the block: take every pointer again. */
     audio = sharc_batch_tensor(b, "audio");
     lens = sharc_batch_tensor(b, "audio_lens");
@@ -211,20 +213,11 @@ int sharc__featurize_collate(sharc__ctx *ctx, const sharc_reader_settings *s, sh
     /* Without the audio, it is removed first, when only the small tensors after it move
      * down: the features then go at the end, where nothing moves them again. */
     rc = s->keep_audio ? 0 : sharc__batch_remove_tensor(b, "audio");
-    int64_t shape_f[3] = {B, s->fbank_n_mels, frames}, shape_b[1] = {B};
-    int fi = rc < 0 ? rc
-                    : sharc__batch_add_tensor(b, "features", SHARC_DTYPE_F32, SHARC_DEVICE_HOST, 0,
-                                              3, shape_f);
-    int li = fi < 0 ? fi
-                    : sharc__batch_add_tensor(b, "feature_lens", SHARC_DTYPE_I32, SHARC_DEVICE_HOST,
-                                              0, 1, shape_b);
-    rc = li < 0 ? li : sharc__batch_extend(b);
+    int fi = 0, li = 0;
+    if (rc == 0)
+        rc = add_feature_tensors(ctx, s, b, B, frames, step, &fi, &li);
     if (rc < 0)
-        return sharc__fail(ctx, rc,
-                           "features: step %llu: cannot add features of %lld x %d x %lld to the "
-                           "batch: %s",
-                           (unsigned long long)step, (long long)B, s->fbank_n_mels,
-                           (long long)frames, sharc_strerror(rc));
+        return rc;
     return place_rows(ctx, s, cuts, skipped, n, (size_t)B, b->tensors[fi].data, b->tensors[li].data,
                       frames, step);
 }

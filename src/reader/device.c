@@ -437,14 +437,6 @@ fail:
     return rc;
 }
 
-static const char *first_cut(const sharc_batch *b, char *buf, size_t cap)
-{
-    size_t len = 0;
-    const char *id = sharc_batch_string(b, "cut_id", 0, &len);
-    snprintf(buf, cap, "%.*s", id ? (int)(len < 200 ? len : 200) : 1, id ? id : "?");
-    return buf;
-}
-
 /* Declare the device batch's tensors after the host batch's: numeric ones on the device,
  * string columns on the host, `audio` left out when the features replace it, the features
  * last; then size them. */
@@ -475,13 +467,13 @@ static int declare(sharc__device_stage *d, const sharc_batch *h, sharc_batch *db
     if (rc < 0) {
         char cut[256];
         if (rc == SHARC_ERR_CUDA)
-            return sharc__fail(d->ctx, rc, "device cuda:%d: step %llu (cut %s, ...): %s: %s (%s)",
-                               d->ordinal, (unsigned long long)step, first_cut(h, cut, sizeof cut),
-                               sharc__batch_pool_error(d->pool),
-                               cudaGetErrorString(sharc__devmem_last(d->mem)),
-                               cudaGetErrorName(sharc__devmem_last(d->mem)));
+            return sharc__fail(
+                d->ctx, rc, "device cuda:%d: step %llu (cut %s, ...): %s: %s (%s)", d->ordinal,
+                (unsigned long long)step, sharc__batch_first_cut(h, cut, sizeof cut),
+                sharc__batch_pool_error(d->pool), cudaGetErrorString(sharc__devmem_last(d->mem)),
+                cudaGetErrorName(sharc__devmem_last(d->mem)));
         return sharc__fail(d->ctx, rc, "device cuda:%d: step %llu (cut %s, ...): %s", d->ordinal,
-                           (unsigned long long)step, first_cut(h, cut, sizeof cut),
+                           (unsigned long long)step, sharc__batch_first_cut(h, cut, sizeof cut),
                            sharc__batch_pool_error(d->pool));
     }
     return 0;
