@@ -6,7 +6,6 @@
  * thread that takes the batches does not compute them.
  */
 #include <check.h>
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,26 +38,6 @@ static char *make_corpus(void)
 }
 
 /* Cut `index` (in corpus order) gets a garbage FLAC body; its id is returned. */
-static void spoil_member(const char *dir, int index, char id[256])
-{
-    char path[600], line[4096];
-    snprintf(path, sizeof path, "%s/shar.expected.jsonl", dir);
-    FILE *f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
-    for (int i = 0; i <= index; i++)
-        ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
-    fclose(f);
-    cJSON *o = cJSON_Parse(line);
-    snprintf(id, 256, "%s", cJSON_GetObjectItem(o, "id")->valuestring);
-    char member[256];
-    snprintf(member, sizeof member, "%s", cJSON_GetObjectItem(o, "member")->valuestring);
-    cJSON_Delete(o);
-    ck_assert_int_eq(tu_sh("cd '%s/shar' && python3 '%s/corrupt.py' tar-replace recording.%06d.tar "
-                           "'%s' @flac-garbage:2000",
-                           dir, getenv("SHARC_TESTS_SRC"), index / CUTS_PER_SHARD, member),
-                     0);
-}
-
 static void settings_for(sharc_reader_settings *s, const char **paths, int threads)
 {
     sharc_reader_default_settings(s);
@@ -290,28 +269,11 @@ END_TEST
 START_TEST(skipped_rows_leave_compacted_features)
 {
     char *dir = make_corpus();
-    char exp[700], line[4096];
-    snprintf(exp, sizeof exp, "%s/shar.expected.jsonl", dir);
-    FILE *f = fopen(exp, "r");
-    ck_assert_ptr_nonnull(f);
-    int longest = -1, index = 0;
-    int64_t most = -1, second = -1;
-    while (fgets(line, sizeof line, f)) {
-        cJSON *o = cJSON_Parse(line);
-        int64_t n = (int64_t)cJSON_GetObjectItem(o, "num_samples")->valuedouble;
-        if (n > most) {
-            second = most;
-            most = n;
-            longest = index;
-        } else if (n > second) {
-            second = n;
-        }
-        cJSON_Delete(o);
-        index++;
-    }
-    fclose(f);
-    char bad_id[256];
-    spoil_member(dir, longest, bad_id);
+    int longest;
+    int64_t most, second;
+    ck_assert_int_eq(tu_longest_cuts(dir, &longest, &most, &second), N_CUTS);
+    char bad_member[256], bad_id[256];
+    tu_spoil_member(dir, longest, CUTS_PER_SHARD, bad_member, bad_id);
     char path[600];
     snprintf(path, sizeof path, "%s/shar", dir);
     const char *paths[] = {path};

@@ -33,23 +33,6 @@ static char *gen_corpus(const char *args)
     return dir;
 }
 
-/* Field `key` of cut `index` (0-based, in corpus order) of a generated corpus. */
-static void expected_field(const char *dir, int index, const char *key, char *out, size_t cap)
-{
-    char path[600], line[4096];
-    snprintf(path, sizeof path, "%s/shar.expected.jsonl", dir);
-    FILE *f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
-    for (int i = 0; i <= index; i++)
-        ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
-    fclose(f);
-    cJSON *o = cJSON_Parse(line);
-    const cJSON *v = cJSON_GetObjectItem(o, key);
-    ck_assert_msg(cJSON_IsString(v), "cut %d has no %s", index, key);
-    snprintf(out, cap, "%s", v->valuestring);
-    cJSON_Delete(o);
-}
-
 /* One corpus for the whole suite: Shar, FLAC, 6 shards of 20 cuts of 0.5-8 s. */
 static void make_corpus(void)
 {
@@ -935,8 +918,8 @@ START_TEST(wav_members_not_in_parts_read_whole)
     char *dir = gen_corpus("--layout shar --compress none --codec wav --shards 1 "
                            "--cuts-per-shard 4 --min-duration 2 --max-duration 4");
     char after[256], before[256];
-    expected_field(dir, 0, "member", after, sizeof after);
-    expected_field(dir, 1, "member", before, sizeof before);
+    tu_expected_field(dir, 0, "member", after, sizeof after);
+    tu_expected_field(dir, 1, "member", before, sizeof before);
     const char *src = getenv("SHARC_TESTS_SRC");
     ck_assert_int_eq(tu_sh("cd '%s/shar' && python3 '%s/corrupt.py' wav-comment "
                            "recording.000000.tar '%s' after 6000 && python3 '%s/corrupt.py' "
@@ -982,12 +965,7 @@ static char *small_corpus(void)
 /* Cut `index` of small_corpus() gets a garbage FLAC body; its member and id are returned. */
 static void spoil_member(const char *dir, int index, char bad_member[256], char bad_id[256])
 {
-    expected_field(dir, index, "member", bad_member, 256);
-    expected_field(dir, index, "id", bad_id, 256);
-    ck_assert_int_eq(tu_sh("cd '%s/shar' && python3 '%s/corrupt.py' tar-replace recording.%06d.tar "
-                           "'%s' @flac-garbage:2000",
-                           dir, getenv("SHARC_TESTS_SRC"), index / 6, bad_member),
-                     0);
+    tu_spoil_member(dir, index, 6, bad_member, bad_id);
 }
 
 static char *corpus_with_bad_member(char bad_member[256], char bad_id[256])
@@ -1394,27 +1372,9 @@ START_TEST(skipped_longest_row_narrows_the_batch)
 {
     char *dir = small_corpus();
     /* The longest cut of the corpus gets a garbage FLAC body. */
-    char exp[700], line[4096];
-    snprintf(exp, sizeof exp, "%s/shar.expected.jsonl", dir);
-    FILE *f = fopen(exp, "r");
-    ck_assert_ptr_nonnull(f);
-    int longest = -1, second = 0, index = 0;
-    int64_t most = -1;
-    while (fgets(line, sizeof line, f)) {
-        cJSON *o = cJSON_Parse(line);
-        int64_t n = (int64_t)cJSON_GetObjectItem(o, "num_samples")->valuedouble;
-        if (n > most) {
-            second = (int)most;
-            most = n;
-            longest = index;
-        } else if (n > second) {
-            second = (int)n;
-        }
-        cJSON_Delete(o);
-        index++;
-    }
-    fclose(f);
-    ck_assert_int_eq(index, 12);
+    int longest;
+    int64_t most, second;
+    ck_assert_int_eq(tu_longest_cuts(dir, &longest, &most, &second), 12);
     char member[256], id[256];
     spoil_member(dir, longest, member, id);
     char path[600];
@@ -1854,7 +1814,7 @@ START_TEST(sampler_messages_name_the_cut)
     s.sampler.shuffle = 0;
     s.shuffle_shards = 0;
     char first[256], want[1400];
-    expected_field(corpus_dir, 0, "id", first, sizeof first);
+    tu_expected_field(corpus_dir, 0, "id", first, sizeof first);
     snprintf(want, sizeof want, "cut %s (%s/recording.000000.tar member %s.flac)", first,
              corpus_path, first);
     /* Fixed batch sizes for bins that end below the first cut (0.5-8 s): an error. */
@@ -1900,7 +1860,7 @@ START_TEST(one_report_per_problem)
 {
     char bad_member[256], bad_id[256], cut_member[256];
     char *dir = corpus_with_bad_member(bad_member, bad_id);
-    expected_field(dir, 3, "member", cut_member, sizeof cut_member);
+    tu_expected_field(dir, 3, "member", cut_member, sizeof cut_member);
     /* Shard 0 also ends inside its fourth member. */
     ck_assert_int_eq(tu_sh("cd '%s/shar' && n=$(python3 -c \"import tarfile; "
                            "t=tarfile.open('recording.000000.tar'); m=t.getmember('%s'); "
@@ -2021,8 +1981,8 @@ START_TEST(read_ahead_keeps_order_with_problems)
     char *dir =
         gen_corpus("--layout shar --compress gzip --shards 6 --cuts-per-shard 10 --max-duration 4");
     char bad_member[256], bad_id[200], bad_meta[256];
-    expected_field(dir, 34, "member", bad_member, sizeof bad_member); /* shard 3, cut 4 */
-    expected_field(dir, 52, "id", bad_id, sizeof bad_id);             /* shard 5, cut 2 */
+    tu_expected_field(dir, 34, "member", bad_member, sizeof bad_member); /* shard 3, cut 4 */
+    tu_expected_field(dir, 52, "id", bad_id, sizeof bad_id);             /* shard 5, cut 2 */
     snprintf(bad_meta, sizeof bad_meta, "%s.json", bad_id);
     const char *py = "python3 '%s/corrupt.py'";
     char cmd[2048];

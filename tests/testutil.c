@@ -7,6 +7,8 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include <cjson/cJSON.h>
+
 const char *tu_testdata(const char *rel)
 {
     static char bufs[8][4096];
@@ -123,4 +125,56 @@ unsigned long long tu_bytes_read(void)
             break;
     fclose(f);
     return n;
+}
+
+void tu_expected_field(const char *dir, int index, const char *key, char *out, size_t cap)
+{
+    char path[600], line[4096];
+    snprintf(path, sizeof path, "%s/shar.expected.jsonl", dir);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    for (int i = 0; i <= index; i++)
+        ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+    fclose(f);
+    cJSON *o = cJSON_Parse(line);
+    const cJSON *v = cJSON_GetObjectItem(o, key);
+    ck_assert_msg(cJSON_IsString(v), "cut %d has no %s", index, key);
+    snprintf(out, cap, "%s", v->valuestring);
+    cJSON_Delete(o);
+}
+
+int tu_longest_cuts(const char *dir, int *longest, int64_t *most, int64_t *second)
+{
+    char path[600], line[4096];
+    snprintf(path, sizeof path, "%s/shar.expected.jsonl", dir);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    int index = 0;
+    *longest = -1;
+    *most = *second = -1;
+    while (fgets(line, sizeof line, f)) {
+        cJSON *o = cJSON_Parse(line);
+        int64_t n = (int64_t)cJSON_GetObjectItem(o, "num_samples")->valuedouble;
+        if (n > *most) {
+            *second = *most;
+            *most = n;
+            *longest = index;
+        } else if (n > *second) {
+            *second = n;
+        }
+        cJSON_Delete(o);
+        index++;
+    }
+    fclose(f);
+    return index;
+}
+
+void tu_spoil_member(const char *dir, int index, int cuts_per_shard, char member[256], char id[256])
+{
+    tu_expected_field(dir, index, "member", member, 256);
+    tu_expected_field(dir, index, "id", id, 256);
+    ck_assert_int_eq(tu_sh("cd '%s/shar' && python3 '%s/corrupt.py' tar-replace recording.%06d.tar "
+                           "'%s' @flac-garbage:2000",
+                           dir, getenv("SHARC_TESTS_SRC"), index / cuts_per_shard, member),
+                     0);
 }

@@ -42,4 +42,22 @@ void tu_free(void *cookie, void *ptr);
 /** Remove a directory tree. */
 void tu_rm_rf(const char *path);
 
+/* Corpora written by sharc-gen (its shar.expected.jsonl lists the cuts in corpus order). */
+
+/** Field `key` (a string) of cut `index`, 0-based, of the corpus in `dir`. */
+void tu_expected_field(const char *dir, int index, const char *key, char *out, size_t cap);
+
+/**
+ * The longest cut of the corpus in `dir` (its index in *longest, its samples in *most) and
+ * the samples of the next longest in *second. @return the number of cuts
+ */
+int tu_longest_cuts(const char *dir, int *longest, int64_t *most, int64_t *second);
+
+/**
+ * Give cut `index` of the Shar corpus in `dir` (`cuts_per_shard` cuts a shard) a garbage
+ * FLAC body (tests/corrupt.py); its member and id go to `member` and `id`.
+ */
+void tu_spoil_member(const char *dir, int index, int cuts_per_shard, char member[256],
+                     char id[256]);
+
 #endif

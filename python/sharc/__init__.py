@@ -37,6 +37,15 @@ class Batch(dict):
         self.epoch = epoch
 
 
+def _next_batch(c: Any) -> Batch:
+    """The next batch of a C reader or loader; StopIteration at the end."""
+    got = c.next_batch()
+    if got is None:
+        raise StopIteration
+    tensors, step, epoch = got
+    return Batch(tensors, step, epoch)
+
+
 class Reader:
     """Batches read from shards by the C reader (Lhotse Shar, NeMo tarred, WebDataset).
 
@@ -62,11 +71,7 @@ class Reader:
         return self
 
     def __next__(self) -> Batch:
-        got = self._c.next_batch()
-        if got is None:
-            raise StopIteration
-        tensors, step, epoch = got
-        return Batch(tensors, step, epoch)
+        return _next_batch(self._c)
 
     def state_dict(self) -> Dict[str, Optional[bytes]]:
         """The reader's position after the last batch yielded, as a dict holding the C state
@@ -132,11 +137,11 @@ def _default_transport() -> str:
     return "mpi"
 
 
-def _nccl_bootstrap(reader_device: Any = None) -> tuple:
+def _nccl_bootstrap() -> tuple:
     """(unique id, rank, world size, CUDA device) for the NCCL transport: rank 0 of the
-    torch.distributed default group makes the id and the group broadcasts it once. The
-    communicator lives on the reader's device when batches are made on one (so that the
-    source broadcasts them in place), else on the current CUDA device."""
+    torch.distributed default group makes the id and the group broadcasts it once. The device
+    is the current CUDA device (the C loader takes the reader's instead when batches are made
+    on a GPU)."""
     if not hasattr(_sharc, "nccl_unique_id"):
         raise Error("sharc.Loader: this build of sharc has no NCCL transport")
     import torch
@@ -157,11 +162,7 @@ def _nccl_bootstrap(reader_device: Any = None) -> tuple:
     dist.broadcast_object_list(box, src=0)
     if isinstance(box[0], str):
         raise Error(f"sharc.Loader: {box[0]}")
-    name = str(reader_device) if reader_device is not None else ""
-    if name.startswith("cuda"):
-        device = int(name[5:]) if name[4:5] == ":" and name[5:].isdigit() else 0
-    else:
-        device = torch.cuda.current_device() if torch.cuda.is_available() else 0
+    device = torch.cuda.current_device() if torch.cuda.is_available() else 0
     return (box[0], rank, world, device)
 
 
@@ -204,7 +205,7 @@ class Loader:
         axes = None if broadcast_axes is None else ",".join(broadcast_axes)
         settings = _resolve_device(settings)
         cfg = _sharc.CReader(paths, _open=False, **settings)
-        nccl = _nccl_bootstrap(settings.get("device")) if transport == "nccl" else None
+        nccl = _nccl_bootstrap() if transport == "nccl" else None
         first = not _LIVE_LOADERS
         self._c = _sharc.CLoader(cfg, mesh, axes, nccl)
         _LIVE_LOADERS.add(self)
@@ -215,11 +216,7 @@ class Loader:
         return self
 
     def __next__(self) -> Batch:
-        got = self._c.next_batch()
-        if got is None:
-            raise StopIteration
-        tensors, step, epoch = got
-        return Batch(tensors, step, epoch)
+        return _next_batch(self._c)
 
     @property
     def info(self) -> dict:

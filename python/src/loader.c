@@ -219,6 +219,11 @@ static int Loader_init(PyObject *op, PyObject *args, PyObject *kw)
      * also in groups of one (whose transport then carries nothing between ranks). */
     if (nccl_id) {
 #if SHARC_HAVE_NCCL
+        /* On the reader's device when batches are made on one, so that the source
+         * broadcasts them in place; else on the device the caller gave (its current one). */
+        const sharc_reader_settings *rs = &((ReaderObject *)cfg)->s;
+        if (rs->device == SHARC_DEVICE_CUDA)
+            device = rs->device_ordinal;
         if (nccl_transport(&self->t, nccl_id, rank, size, device, &self->s.mesh) < 0)
             return -1;
 #endif

@@ -31,29 +31,12 @@
 #include "batching/batch.h"
 #include "bcast/bcast.h"
 #include "guard_alloc.h"
+#include "mpi_check.h"
 #include "sharc/mpi.h"
 #include "sharc/sharc.h"
 
-static int world_rank, world_size, dev;
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "rank %d: %s:%d: check failed: %s\n", world_rank, __FILE__, __LINE__,  \
-                    #cond);                                                                        \
-            MPI_Abort(MPI_COMM_WORLD, 1);                                                          \
-        }                                                                                          \
-    } while (0)
-
-#define CHECK_RC(call, want)                                                                       \
-    do {                                                                                           \
-        int rc_ = (call);                                                                          \
-        if (rc_ != (want)) {                                                                       \
-            fprintf(stderr, "rank %d: %s:%d: %s returned %d (%s), want %d\n", world_rank,          \
-                    __FILE__, __LINE__, #call, rc_, sharc_err_name(rc_), (want));                  \
-            MPI_Abort(MPI_COMM_WORLD, 1);                                                          \
-        }                                                                                          \
-    } while (0)
+int world_rank, world_size; /* mpi_check.h names the rank in its messages */
+static int dev;
 
 /* The byte every tensor holds at index i: differs by step, tensor and position. */
 static uint8_t pattern(uint64_t step, int tensor, size_t i)
