@@ -124,11 +124,10 @@ static int read_all(const char *path, char *got, size_t cap, size_t *n, char *ms
 {
     sharc__ctx ctx = quiet_ctx();
     sharc__remote *r = NULL;
-    int fd = -1;
-    ck_assert_int_eq(sharc__remote_open(&r, &ctx, path, &fd), 0);
+    ck_assert_int_eq(sharc__remote_open(&r, &ctx, path), 0);
     *n = 0;
     ssize_t k;
-    while ((k = read(fd, got + *n, cap - *n)) > 0)
+    while (*n < cap && (k = sharc__remote_read(r, got + *n, cap - *n, -1)) > 0)
         *n += (size_t)k;
     msg[0] = 0;
     int rc = sharc__remote_end(r, msg, msg_cap);
@@ -172,11 +171,10 @@ START_TEST(stops_a_command_not_read_to_its_end)
 {
     sharc__ctx ctx = quiet_ctx();
     sharc__remote *r = NULL;
-    int fd = -1;
     /* A pipeline that would run for minutes: closing stops all of it, at once. */
-    ck_assert_int_eq(sharc__remote_open(&r, &ctx, "pipe:yes | cat; sleep 300", &fd), 0);
+    ck_assert_int_eq(sharc__remote_open(&r, &ctx, "pipe:yes | cat; sleep 300"), 0);
     char buf[4096];
-    ck_assert_int_gt(read(fd, buf, sizeof buf), 0);
+    ck_assert_int_gt(sharc__remote_read(r, buf, sizeof buf, -1), 0);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     sharc__remote_close(&r, &ctx);
@@ -190,10 +188,9 @@ START_TEST(names_what_a_refused_connection_did)
     sharc__ctx ctx = quiet_ctx();
     sharc__ctx_set_net(&ctx, 2, 1000);
     sharc__remote *r = NULL;
-    int fd = -1;
-    ck_assert_int_eq(sharc__remote_open(&r, &ctx, "http://127.0.0.1:1/x.tar", &fd), 0);
+    ck_assert_int_eq(sharc__remote_open(&r, &ctx, "http://127.0.0.1:1/x.tar"), 0);
     char buf[16], msg[512];
-    ck_assert_int_eq(read(fd, buf, sizeof buf), 0);
+    ck_assert_int_eq(sharc__remote_read(r, buf, sizeof buf, -1), 0);
     ck_assert_int_eq(sharc__remote_end(r, msg, sizeof msg), SHARC_ERR_IO);
     ck_assert_msg(strstr(msg, "Failed to connect to 127.0.0.1 port 1") == msg, "%s", msg);
     ck_assert_msg(strstr(msg, "(after 0 bytes) (after 2 retries)"), "%s", msg);

@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -74,6 +74,7 @@ static void remote_free(sharc__ctx *ctx, sharc__remote *r)
     sharc__free(ctx, r->name);
     sharc__free(ctx, r->url);
     sharc__free(ctx, r->sigv4);
+    sharc__ring_free(&r->ring, ctx);
     wipe_free(ctx, r->user);
     wipe_free(ctx, r->pass);
     wipe_free(ctx, r->token_header);
@@ -176,7 +177,7 @@ int sharc__remote_new(sharc__remote **out, sharc__ctx *ctx, const char *path, in
         return SHARC_ERR(ENOMEM);
     r->ctx = ctx;
     r->kind = kind;
-    r->rfd = r->wfd = -1;
+    r->rfd = -1;
     r->total = UINT64_MAX;
     r->range_end = UINT64_MAX;
     r->retries = ctx->net_retries_1 ? ctx->net_retries_1 - 1 : SHARC__NET_RETRIES;
@@ -213,46 +214,42 @@ static void *transfer_thread(void *arg)
 {
     sharc__remote *r = arg;
     sharc__remote_transfer(r);
-    /* End of file for the reader, which then asks sharc__remote_end() how it went. */
-    shutdown(r->wfd, SHUT_WR);
+    /* The end for the reader, which then asks sharc__remote_end() how it went. */
+    sharc__ring_close_write(&r->ring);
     return NULL;
 }
 
-/* Start r's transfer from byte r->delivered on, into a new socket pair whose reading end
- * goes to *fd. */
-static int start_transfer(sharc__remote *r, sharc__ctx *ctx, const char *path, int *fd)
+/* Start r's transfer from byte r->delivered on, into its emptied ring. */
+static int start_transfer(sharc__remote *r, sharc__ctx *ctx, const char *path)
 {
-    int sv[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
-        return sharc__set_error(ctx, SHARC_ERR_IO, "%s: cannot make a socket pair: %s", path,
-                                strerror(errno));
-    r->rfd = sv[0];
-    r->wfd = sv[1];
-    /* A larger buffer means fewer wake-ups of the two threads per megabyte; the kernel caps
-     * it (net.core.wmem_max), and it bounds what a transfer holds. */
-    int buf = SHARC__NET_BUFFER;
-    (void)setsockopt(r->wfd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+    if (!r->ring.data && sharc__ring_init(&r->ring, ctx, SHARC__NET_BUFFER) < 0)
+        return sharc__set_error(ctx, SHARC_ERR(ENOMEM), "%s: out of memory", path);
+    sharc__ring_reset(&r->ring);
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     int e = pthread_create(&r->thread, NULL, transfer_thread, r);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (e != 0)
+    if (e != 0) {
+        /* A reader that reads on meets the end of a stream that failed. */
+        r->rc = SHARC_ERR(EAGAIN);
+        snprintf(r->msg, sizeof r->msg, "cannot start a thread: %s", strerror(e));
+        sharc__ring_close_write(&r->ring);
         return sharc__set_error(ctx, SHARC_ERR(EAGAIN), "%s: cannot start a thread: %s", path,
                                 strerror(e));
+    }
     r->started = 1;
-    *fd = r->rfd;
     return 0;
 }
 
-static int http_open(sharc__remote *r, sharc__ctx *ctx, const char *path, int *fd)
+static int http_open(sharc__remote *r, sharc__ctx *ctx, const char *path)
 {
     int rc = sharc__remote_http_setup(ctx, r, path);
     if (rc < 0)
         return rc == SHARC_ERR(ENOMEM) ? sharc__set_error(ctx, rc, "%s: out of memory", path) : rc;
     if (!sharc__remote_curl_ready())
         return sharc__set_error(ctx, SHARC_ERR_IO, "%s: libcurl cannot be initialised", path);
-    return start_transfer(r, ctx, path, fd);
+    return start_transfer(r, ctx, path);
 }
 
 int sharc__remote_can_seek(const sharc__remote *r)
@@ -264,19 +261,14 @@ int sharc__remote_can_seek(const sharc__remote *r)
 static void stop_transfer(sharc__remote *r)
 {
     atomic_store(&r->cancel, 1);
-    if (r->rfd >= 0)
-        close(r->rfd); /* a transfer blocked on a full socket wakes with EPIPE */
-    r->rfd = -1;
+    if (r->ring.data)
+        sharc__ring_close_read(&r->ring); /* a transfer waiting for room fails */
     if (r->started)
         pthread_join(r->thread, NULL);
     r->started = 0;
-    if (r->wfd >= 0)
-        close(r->wfd);
-    r->wfd = -1;
 }
 
-int sharc__remote_seek(sharc__remote *r, sharc__ctx *ctx, uint64_t from, uint64_t to, uint64_t *at,
-                       int *fd)
+int sharc__remote_seek(sharc__remote *r, sharc__ctx *ctx, uint64_t from, uint64_t to, uint64_t *at)
 {
     stop_transfer(r);
     /* Past the object's end (a tar cut short), the bytes from `from` on are read instead,
@@ -286,7 +278,7 @@ int sharc__remote_seek(sharc__remote *r, sharc__ctx *ctx, uint64_t from, uint64_
     r->delivered = *at;
     r->rc = 0;
     r->msg[0] = 0;
-    return start_transfer(r, ctx, r->name, fd);
+    return start_transfer(r, ctx, r->name);
 }
 
 uint64_t sharc__remote_etag_id(const char *etag)
@@ -304,13 +296,13 @@ uint64_t sharc__remote_object_id(const sharc__remote *r)
 
 /* ---- pipe: ---- */
 
-static int pipe_open(sharc__remote *r, sharc__ctx *ctx, const char *path, int *fd)
+static int pipe_open(sharc__remote *r, sharc__ctx *ctx, const char *path)
 {
     int p[2];
     if (pipe2(p, O_CLOEXEC) != 0)
         return sharc__set_error(ctx, SHARC_ERR_IO, "%s: cannot make a pipe: %s", path,
                                 strerror(errno));
-    /* As for a socket pair: fewer switches between the command and the reader (capped by
+    /* Fewer switches between the command and the reader (capped by
      * /proc/sys/fs/pipe-max-size; a failure keeps the default 64 KiB). */
     (void)fcntl(p[1], F_SETPIPE_SZ, SHARC__NET_BUFFER);
     posix_spawn_file_actions_t fa;
@@ -341,7 +333,6 @@ static int pipe_open(sharc__remote *r, sharc__ctx *ctx, const char *path, int *f
                                 strerror(e));
     }
     r->rfd = p[0];
-    *fd = r->rfd;
     return 0;
 }
 
@@ -354,24 +345,46 @@ static void reap(sharc__remote *r)
     r->reaped = 1;
 }
 
-int sharc__remote_open(sharc__remote **out, sharc__ctx *ctx, const char *path, int *fd)
+int sharc__remote_open(sharc__remote **out, sharc__ctx *ctx, const char *path)
 {
     sharc__remote *r = NULL;
     const int kind = strncmp(path, "pipe:", 5) == 0 ? KIND_PIPE : KIND_HTTP;
     *out = NULL;
-    *fd = -1;
     int rc = sharc__remote_check_path(ctx, path);
     if (rc == 0 && (rc = sharc__remote_new(&r, ctx, path, kind)) < 0)
         rc = sharc__set_error(ctx, rc, "%s: out of memory", path);
     if (rc == 0)
-        rc = kind == KIND_PIPE ? pipe_open(r, ctx, path, fd) : http_open(r, ctx, path, fd);
+        rc = kind == KIND_PIPE ? pipe_open(r, ctx, path) : http_open(r, ctx, path);
     if (rc < 0) {
         sharc__remote_close(&r, ctx);
-        *fd = -1;
         return sharc__fail_data(ctx, rc, "%s", ctx->error);
     }
     *out = r;
     return 0;
+}
+
+ssize_t sharc__remote_read(sharc__remote *r, void *dst, size_t n, int wait_ms)
+{
+    if (r->kind == KIND_HTTP) {
+        ssize_t k = sharc__ring_read(&r->ring, dst, n, wait_ms);
+        if (k < 0)
+            errno = ETIMEDOUT;
+        return k;
+    }
+    if (wait_ms >= 0) {
+        struct pollfd pfd = {.fd = r->rfd, .events = POLLIN};
+        int ready;
+        while ((ready = poll(&pfd, 1, wait_ms)) < 0 && errno == EINTR)
+            ;
+        if (ready == 0) {
+            errno = ETIMEDOUT;
+            return -1;
+        }
+    }
+    ssize_t k;
+    while ((k = read(r->rfd, dst, n)) < 0 && errno == EINTR)
+        ;
+    return k;
 }
 
 int sharc__remote_end(sharc__remote *r, char *msg, size_t cap)

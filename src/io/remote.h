@@ -1,18 +1,18 @@
 /*
  * Shards that are not local files: objects of an S3-compatible store (`s3://bucket/key`),
- * HTTP(S) URLs, and the standard output of a command (`pipe:COMMAND`). Each is streamed into
- * a descriptor that the byte source (source.h) reads as it reads a pipe, so the tar, gzip,
- * zstd and JSON-lines readers work on it unchanged and memory stays bounded by the kernel's
- * socket or pipe buffer: a URL by a thread of its own that runs libcurl and writes what
- * arrives into one end of a socket pair (blocking while the reader is behind), a command by
- * the command itself, started with /bin/sh -c and its standard output on a pipe.
+ * HTTP(S) URLs, and the standard output of a command (`pipe:COMMAND`). Each is a stream that
+ * the byte source (source.h) reads with sharc__remote_read() as it reads a file, so the tar,
+ * gzip, zstd and JSON-lines readers work on it unchanged and memory stays bounded: a URL by a
+ * thread of its own that runs libcurl and hands what arrives to the reader through a ring of
+ * SHARC__NET_BUFFER bytes (io/ring.h; waiting while the reader is behind), a command by the
+ * command itself, started with /bin/sh -c and its standard output on a pipe.
  *
  * A transfer that fails on the way (connection reset or refused, no byte for timeout_ms, a
  * body shorter than announced, HTTP 5xx, 429 or 408) is retried with capped exponential
  * backoff from the byte already delivered (an HTTP Range request, with If-Match on the
  * object's ETag so that a replaced object is never spliced), so nothing is lost or repeated;
  * HTTP 401/403/404 and other client errors fail at once. The reader learns of a failure when
- * its descriptor ends: sharc__remote_end() says whether the stream was whole.
+ * its stream ends: sharc__remote_end() says whether the stream was whole.
  *
  * S3 requests are signed (AWS SigV4, libcurl's) with the credentials of the standard
  * variables AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, for AWS_REGION
@@ -26,6 +26,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "base/ctx.h"
 #include "io/braces.h"
@@ -37,8 +38,9 @@
 /** Backoff before the first retry, doubled for each next one up to the cap (ms). */
 #define SHARC__NET_BACKOFF_MS     100
 #define SHARC__NET_BACKOFF_MAX_MS 5000
-/** The buffer between a transfer (or a command) and the reader, in bytes: with libcurl's
- *  receive buffer (half as large), what one remote shard being read holds. */
+/** The ring between a transfer and the reader (and a command's pipe, where the kernel
+ *  allows), in bytes: with libcurl's receive buffer (half as large), what one remote shard
+ *  being read holds. */
 #define SHARC__NET_BUFFER (1 << 20)
 /** The most bytes read on after an archive's end to learn whether its stream ended well. */
 #define SHARC__NET_DRAIN_MAX ((uint64_t)1 << 20)
@@ -67,15 +69,24 @@ int sharc__remote_check_path(sharc__ctx *ctx, const char *path);
 
 /**
  * Start streaming `path` (sharc__is_remote()).
- * @param out receives the stream, closed with sharc__remote_close()
- * @param fd  receives the descriptor its bytes arrive on, owned by the stream
+ * @param out receives the stream, read with sharc__remote_read() and closed with
+ *            sharc__remote_close()
  * @return 0, or SHARC_ERR(ENOMEM)/SHARC_ERR_IO (cannot start a thread or the command) with
  *         the message naming `path`
  */
-int sharc__remote_open(sharc__remote **out, sharc__ctx *ctx, const char *path, int *fd);
+int sharc__remote_open(sharc__remote **out, sharc__ctx *ctx, const char *path);
 
 /**
- * After its descriptor gave end of file: whether the stream was delivered whole. Waits for
+ * Take the stream's next bytes, up to `n` (n > 0), into `dst`, waiting for them.
+ * @param wait_ms the longest wait, or -1 for no limit
+ * @return the bytes taken; 0 at the end of the stream (then ask sharc__remote_end() whether
+ *         it was whole); -1 with errno ETIMEDOUT when wait_ms passed with none, or a
+ *         command's pipe's read error in errno
+ */
+ssize_t sharc__remote_read(sharc__remote *r, void *dst, size_t n, int wait_ms);
+
+/**
+ * After sharc__remote_read() gave 0: whether the stream was delivered whole. Waits for
  * the transfer's thread or the command to end.
  * @param msg receives the reason on failure, without the path (which the caller's message
  *            names): the HTTP status and its meaning, the transport's error and the retries
@@ -98,12 +109,9 @@ int sharc__remote_can_seek(const sharc__remote *r);
  * object's end where it is. Only for sharc__remote_can_seek() streams, from the reader's
  * thread; a transfer that then fails is reported by sharc__remote_end() as always.
  * @param at receives where the new transfer starts: `to` or `from`
- * @param fd receives the descriptor the bytes now arrive on (the old one is closed)
- * @return 0, or SHARC_ERR_IO/SHARC_ERR(EAGAIN) (no socket pair or thread) with the message
- *         naming the URL
+ * @return 0, or SHARC_ERR(EAGAIN) (no thread) with the message naming the URL
  */
-int sharc__remote_seek(sharc__remote *r, sharc__ctx *ctx, uint64_t from, uint64_t to, uint64_t *at,
-                       int *fd);
+int sharc__remote_seek(sharc__remote *r, sharc__ctx *ctx, uint64_t from, uint64_t to, uint64_t *at);
 
 /** The identity of the object a stream reads, from the ETag of its answers (hashed; 0 when
  *  there was none yet, or for a command): what sharc__remote_read_range() checks a member's

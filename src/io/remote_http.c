@@ -1,6 +1,6 @@
 /*
  * HTTP transfers of the remote module: one transfer with its retries (libcurl, resumed by
- * Range from the byte already delivered), into a socket pair, a buffer or the caller's
+ * Range from the byte already delivered), into the stream's ring, a buffer or the caller's
  * memory; and the ranged read of an object's bytes, which is such a transfer run on the
  * caller's thread.
  */
@@ -38,17 +38,10 @@ static int deliver(sharc__remote *r, const char *p, size_t n)
         }
         return 0;
     }
-    while (n) {
-        ssize_t w = send(r->wfd, p, n, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            /* The reader closed its end: nobody wants the rest. */
-            atomic_store(&r->cancel, 1);
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
+    if (sharc__ring_write(&r->ring, p, n) < 0) {
+        /* The reader closed its end: nobody wants the rest. */
+        atomic_store(&r->cancel, 1);
+        return -1;
     }
     return 0;
 }

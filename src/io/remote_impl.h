@@ -17,6 +17,7 @@
 #include "base/buf.h"
 #include "base/ctx.h"
 #include "io/remote.h"
+#include "io/ring.h"
 
 enum { KIND_PIPE, KIND_HTTP };
 /* What one attempt at a transfer came to. */
@@ -26,15 +27,15 @@ struct sharc__remote {
     sharc__ctx *ctx;
     int kind;
     char *name; ///< the path as given, for messages (never holds credentials)
-    int rfd;    ///< the reader's end
+    int rfd;    ///< the command's standard output (pipe:)
     /* pipe: */
     pid_t pid;
     int reaped, wstatus;
     /* http: the request and its credentials */
     char *url, *sigv4, *user, *pass, *token_header;
     uint32_t retries, timeout_ms;
-    int wfd; ///< the transfer's end of the socket pair; -1 when the bytes go to `mem`
-    sharc__buf *mem;
+    sharc__ring ring; ///< a stream's bytes, from its transfer to the reader (http, s3)
+    sharc__buf *mem;  ///< else the bytes go here (a listing page)
     pthread_t thread;
     int started;
     atomic_int cancel;
@@ -46,7 +47,7 @@ struct sharc__remote {
     uint64_t range_start;      ///< the start of a 206 answer's Content-Range
     /* A ranged read (sharc__remote_read_range): the bytes up to range_end (inclusive; else
      * UINT64_MAX, to the object's end) go to `dst`, whose first byte is the object's byte
-     * `dst_origin`, instead of to `wfd` or `mem`. */
+     * `dst_origin`, instead of to `ring` or `mem`. */
     uint64_t range_end, dst_origin;
     uint8_t *dst;
     int range_full; ///< an answer that ignored the range delivered all of it: done

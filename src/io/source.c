@@ -52,10 +52,11 @@ int sharc__open_input(sharc__ctx *ctx, const char *path, int *fd, off_t *size, u
     struct stat st;
     int rc = 0;
     *remote = NULL;
+    *fd = -1;
     if (sharc__is_remote(path)) {
         *size = -1;
         *id = 0;
-        return sharc__remote_open(remote, ctx, path, fd);
+        return sharc__remote_open(remote, ctx, path);
     }
     *fd = open(path, O_RDONLY | O_CLOEXEC);
     if (*fd < 0)
@@ -103,22 +104,10 @@ static int remote_ended(sharc__source *s, struct archive *a)
     return ARCHIVE_FATAL;
 }
 
-/* After the archive's end, a remote stream is waited for no longer than its timeout. */
-static int remote_readable(sharc__source *s)
-{
-    const int wait_ms =
-        (int)(s->ctx->net_timeout_ms ? s->ctx->net_timeout_ms : SHARC__NET_TIMEOUT_MS);
-    struct pollfd pfd = {.fd = s->fd, .events = POLLIN};
-    int ready;
-    while ((ready = poll(&pfd, 1, wait_ms)) < 0 && errno == EINTR)
-        ;
-    return ready > 0;
-}
-
 /* Keep the unread bytes, append what the file has next. */
 static int src_fill(sharc__source *s, struct archive *a)
 {
-    if (s->fd < 0 || (s->finishing && s->remote && !remote_readable(s))) {
+    if (s->fd < 0 && !s->remote) {
         s->eof = 1;
         return 0;
     }
@@ -131,9 +120,21 @@ static int src_fill(sharc__source *s, struct archive *a)
         small && s->avail < SHARC__LAZY_READ_BLOCK ? SHARC__LAZY_READ_BLOCK : SHARC__READ_BLOCK;
     ssize_t n;
     double t0 = sharc__now_s();
-    do
-        n = read(s->fd, s->in + s->avail, want - s->avail);
-    while (n < 0 && errno == EINTR);
+    if (s->remote) {
+        /* After the archive's end, a remote stream is waited for no longer than its timeout. */
+        const int wait_ms = !s->finishing            ? -1
+                            : s->ctx->net_timeout_ms ? (int)s->ctx->net_timeout_ms
+                                                     : SHARC__NET_TIMEOUT_MS;
+        n = sharc__remote_read(s->remote, s->in + s->avail, want - s->avail, wait_ms);
+        if (n < 0 && errno == ETIMEDOUT) {
+            s->eof = 1;
+            return 0;
+        }
+    } else {
+        do
+            n = read(s->fd, s->in + s->avail, want - s->avail);
+        while (n < 0 && errno == EINTR);
+    }
     /* Benchmarks split reading from decompression with this. */
     double waited = sharc__now_s() - t0;
     s->ctx->io_seconds += waited;
@@ -283,14 +284,11 @@ static la_ssize_t src_read(struct archive *a, void *cookie, const void **buf)
 static la_int64_t remote_skip(struct archive *a, sharc__source *s, la_int64_t request)
 {
     uint64_t at;
-    int fd;
-    if (sharc__remote_seek(s->remote, s->ctx, s->total, s->total + (uint64_t)request, &at, &fd) <
-        0) {
-        s->fd = -1;
+    if (sharc__remote_seek(s->remote, s->ctx, s->total, s->total + (uint64_t)request, &at) < 0) {
+        s->eof = 1;
         archive_set_error(a, EIO, "%s", s->ctx->error);
         return ARCHIVE_FATAL;
     }
-    s->fd = fd;
     s->eof = 0;
     la_int64_t skipped = (la_int64_t)(at - s->total);
     s->total = at;
@@ -318,7 +316,7 @@ int sharc__source_open(sharc__source *s, struct archive *a, sharc__ctx *ctx, con
     s->path = path;
     s->fd = fd;
     s->seekable = seekable;
-    if (fd >= 0) {
+    if (fd >= 0 || s->remote) {
         s->in = sharc__malloc(ctx, SHARC__READ_BLOCK);
         if (!s->in) {
             archive_set_error(a, ENOMEM, "out of memory");
@@ -344,7 +342,7 @@ void sharc__source_free(sharc__source *s)
     if (s->z_ready)
         inflateEnd(&s->z);
     if (s->remote)
-        sharc__remote_close(&s->remote, s->ctx); /* closes fd */
+        sharc__remote_close(&s->remote, s->ctx);
     else if (s->fd >= 0)
         close(s->fd);
     sharc__free(s->ctx, s->in);

@@ -40,12 +40,12 @@ enum { SHARC__SRC_SNIFF, SHARC__SRC_PLAIN, SHARC__SRC_GZIP, SHARC__SRC_DONE };
 typedef struct sharc__source {
     sharc__ctx *ctx;
     const char *path;
-    int fd;              ///< -1 for memory
+    int fd;              ///< -1 for memory and remote streams
     int seekable;        ///< a regular file: payloads of a plain tar are skipped with lseek
     uint64_t file_size;  ///< when seekable
     uint64_t file_id;    ///< sharc__file_id() of a regular file, else 0
     int small_reads;     ///< plain tars are read SHARC__LAZY_READ_BLOCK bytes at a time
-    uint8_t *in;         ///< SHARC__READ_BLOCK bytes read from fd (NULL for memory)
+    uint8_t *in;         ///< SHARC__READ_BLOCK bytes read from fd or remote (NULL for memory)
     uint8_t *out;        ///< SHARC__READ_BLOCK inflated bytes (gzip only)
     const uint8_t *next; ///< unread input, `avail` bytes
     size_t avail;
@@ -56,24 +56,25 @@ typedef struct sharc__source {
     int z_ready;
     int member_done;       ///< a gzip member ended; look for another at the next read
     int finishing;         ///< past the archive's end (sharc__source_finish)
-    sharc__remote *remote; ///< a remote shard's stream, whose descriptor `fd` is
+    sharc__remote *remote; ///< a remote shard's stream (sharc__remote_read), or NULL
 } sharc__source;
 
 /**
  * Open `path` for reading, so that a missing file or a directory gets errno's own text; a
- * remote path (sharc__is_remote()) starts its stream, whose descriptor is read as a pipe.
+ * remote path (sharc__is_remote()) starts its stream instead, which is read as a pipe is.
  * @param size   receives the size of a regular file, else -1 (a pipe: unknown, never empty)
  * @param id     receives sharc__file_id() of a regular file, else 0
- * @param remote receives the stream of a remote path (else NULL), for sharc__source.remote:
- *               the source then owns it and `fd`
+ * @param fd     receives the open file, or -1 for a remote path
+ * @param remote receives the stream of a remote path (else NULL), for sharc__source.remote,
+ *               which must be set before sharc__source_open(): the source then owns it
  * @return 0, or the failure (set in ctx) with *fd = -1
  */
 int sharc__open_input(sharc__ctx *ctx, const char *path, int *fd, off_t *size, uint64_t *id,
                       sharc__remote **remote);
 
 /**
- * Take `fd` (closed by sharc__source_free; -1 for memory) or `mem` (n bytes, which must
- * outlive the source), and hand the stream to libarchive's reader `a`.
+ * Take `fd` (closed by sharc__source_free; -1 for memory or s->remote) or `mem` (n bytes,
+ * which must outlive the source), and hand the stream to libarchive's reader `a`.
  * @return libarchive's status (ARCHIVE_OK, ...)
  */
 int sharc__source_open(sharc__source *s, struct archive *a, sharc__ctx *ctx, const char *path,

@@ -1,0 +1,150 @@
+#include "io/ring.h"
+
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/buf.h"
+
+int sharc__ring_init(sharc__ring *q, sharc__ctx *ctx, size_t cap)
+{
+    memset(q, 0, sizeof *q);
+    pthread_condattr_t attr;
+    if (pthread_condattr_init(&attr) != 0)
+        return SHARC_ERR(EAGAIN);
+    (void)pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    int e = pthread_mutex_init(&q->mu, NULL);
+    if (e == 0 && (e = pthread_cond_init(&q->readable, &attr)) != 0)
+        pthread_mutex_destroy(&q->mu);
+    if (e == 0 && (e = pthread_cond_init(&q->writable, &attr)) != 0) {
+        pthread_cond_destroy(&q->readable);
+        pthread_mutex_destroy(&q->mu);
+    }
+    pthread_condattr_destroy(&attr);
+    if (e != 0)
+        return SHARC_ERR(EAGAIN);
+    if (!(q->data = sharc__malloc(ctx, cap))) {
+        pthread_cond_destroy(&q->writable);
+        pthread_cond_destroy(&q->readable);
+        pthread_mutex_destroy(&q->mu);
+        return SHARC_ERR(ENOMEM);
+    }
+    q->cap = cap;
+    return 0;
+}
+
+void sharc__ring_free(sharc__ring *q, sharc__ctx *ctx)
+{
+    if (!q->data)
+        return;
+    sharc__free(ctx, q->data);
+    pthread_cond_destroy(&q->writable);
+    pthread_cond_destroy(&q->readable);
+    pthread_mutex_destroy(&q->mu);
+    memset(q, 0, sizeof *q);
+}
+
+void sharc__ring_reset(sharc__ring *q)
+{
+    q->head = q->used = 0;
+    q->write_closed = q->read_closed = 0;
+    q->reader_waits = q->writer_waits = 0;
+}
+
+static size_t wake_at(const sharc__ring *q, size_t n)
+{
+    size_t quarter = q->cap / 4 ? q->cap / 4 : 1;
+    return n < quarter ? n : quarter;
+}
+
+int sharc__ring_write(sharc__ring *q, const void *p, size_t n)
+{
+    const uint8_t *src = p;
+    pthread_mutex_lock(&q->mu);
+    while (n) {
+        q->write_min = wake_at(q, n);
+        while (!q->read_closed && q->cap - q->used < q->write_min) {
+            q->writer_waits = 1;
+            pthread_cond_wait(&q->writable, &q->mu);
+        }
+        q->writer_waits = 0;
+        if (q->read_closed) {
+            pthread_mutex_unlock(&q->mu);
+            return -1;
+        }
+        size_t tail = (q->head + q->used) % q->cap;
+        size_t k = q->cap - q->used < n ? q->cap - q->used : n;
+        pthread_mutex_unlock(&q->mu);
+        /* [tail, tail + k) is free: the reader never touches it until `used` says so. */
+        size_t first = q->cap - tail < k ? q->cap - tail : k;
+        memcpy(q->data + tail, src, first);
+        memcpy(q->data, src + first, k - first);
+        src += k;
+        n -= k;
+        pthread_mutex_lock(&q->mu);
+        q->used += k;
+        if (q->reader_waits && q->used >= q->read_min)
+            pthread_cond_signal(&q->readable);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return 0;
+}
+
+void sharc__ring_close_write(sharc__ring *q)
+{
+    pthread_mutex_lock(&q->mu);
+    q->write_closed = 1;
+    pthread_cond_broadcast(&q->readable);
+    pthread_mutex_unlock(&q->mu);
+}
+
+void sharc__ring_close_read(sharc__ring *q)
+{
+    pthread_mutex_lock(&q->mu);
+    q->read_closed = 1;
+    pthread_cond_broadcast(&q->writable);
+    pthread_mutex_unlock(&q->mu);
+}
+
+ssize_t sharc__ring_read(sharc__ring *q, void *dst, size_t n, int wait_ms)
+{
+    struct timespec until;
+    if (wait_ms >= 0) {
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_sec += wait_ms / 1000;
+        until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+    }
+    pthread_mutex_lock(&q->mu);
+    q->read_min = wake_at(q, n);
+    while (!q->write_closed && q->used < q->read_min) {
+        q->reader_waits = 1;
+        if (wait_ms < 0) {
+            pthread_cond_wait(&q->readable, &q->mu);
+        } else if (pthread_cond_timedwait(&q->readable, &q->mu, &until) == ETIMEDOUT) {
+            if (q->used)
+                break;
+            q->reader_waits = 0;
+            pthread_mutex_unlock(&q->mu);
+            return -1;
+        }
+    }
+    q->reader_waits = 0;
+    size_t head = q->head;
+    size_t k = q->used < n ? q->used : n;
+    pthread_mutex_unlock(&q->mu);
+    /* [head, head + k) is written: the writer never touches it until `used` says so. */
+    size_t first = q->cap - head < k ? q->cap - head : k;
+    memcpy(dst, q->data + head, first);
+    memcpy((uint8_t *)dst + first, q->data, k - first);
+    pthread_mutex_lock(&q->mu);
+    q->head = (head + k) % q->cap;
+    q->used -= k;
+    if (q->writer_waits && q->cap - q->used >= q->write_min)
+        pthread_cond_signal(&q->writable);
+    pthread_mutex_unlock(&q->mu);
+    return (ssize_t)k;
+}
