@@ -174,7 +174,7 @@ typedef struct sharc_reader_settings {
     /** Decode threads for batches, 0..4096; 0 = online cores (default 0). With more than
      *  one, lane threads also read the next shards ahead, within read_ahead_bytes: one per
      *  decode thread for compressed tars, one per 4 when the first shard is a plain tar
-     *  (none below 4), at most 8; at least one for remote shards (docs/storage.md), also
+     *  (none below 4), at most 8; at least 4 for remote shards (docs/storage.md), also
      *  with one decode thread; none when read_ahead_bytes is 0. */
     int n_threads;
     int prefetch; ///< batches prepared ahead, 0..1024; 0 = 2 per thread + 2, at most 16 (default 0)

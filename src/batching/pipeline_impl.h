@@ -27,6 +27,8 @@ typedef sharc__bcut bcut;
  * PLAIN_WORKERS_PER_LANE for plain tars, whose audio the decode threads read themselves. */
 #define SHARC__MAX_LANES       8
 #define PLAIN_WORKERS_PER_LANE 4
+/* Lanes at least for remote shards, whatever the threads: transfers in flight at once. */
+#define REMOTE_LANES 4
 
 typedef struct slot {
     sharc__collation col; ///< the batch, its cuts and its shape
