@@ -55,6 +55,10 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *user)
     if (!r->checked) {
         r->checked = 1;
         curl_easy_getinfo(r->curl, CURLINFO_RESPONSE_CODE, &r->code);
+        if ((r->code == 200 || r->code == 206) && r->expect[0] && strcmp(r->etag, r->expect) != 0) {
+            r->etag_changed = 1;
+            return 0; /* fails the attempt: another object than the one being read */
+        }
         if (r->code == 200)
             r->skip = r->delivered; /* the server ignored the Range */
         else if (r->code == 206 && r->range_start != r->delivered)
@@ -213,9 +217,15 @@ static int setup_request(sharc__remote *r, struct curl_slist **headers, char *er
     snprintf(match, sizeof match, "If-Match: %s", r->etag);
     int bad = add_header(headers, range) < 0;
     /* A resumed transfer, or a ranged read of a member, must read the object whose headers
-     * were read, not a replacement. */
-    if ((r->delivered || r->range_end != UINT64_MAX) && r->etag[0])
-        bad |= add_header(headers, match) < 0;
+     * were read, not a replacement: the server checks a strong ETag (If-Match), we check a
+     * weak one, which If-Match never matches (RFC 9110 compares strongly). */
+    r->expect[0] = 0;
+    if ((r->delivered || r->range_end != UINT64_MAX) && r->etag[0]) {
+        if (strncmp(r->etag, "W/", 2) == 0)
+            snprintf(r->expect, sizeof r->expect, "%s", r->etag);
+        else
+            bad |= add_header(headers, match) < 0;
+    }
     if (r->token_header)
         bad |= add_header(headers, r->token_header) < 0;
     /* S3 wants the payload's hash among the signed headers, which libcurl 7.88 leaves out;
@@ -259,7 +269,7 @@ static int attempt(sharc__remote *r)
 {
     char errbuf[CURL_ERROR_SIZE] = "";
     struct curl_slist *headers = NULL;
-    r->checked = r->stalled = r->range_full = 0;
+    r->checked = r->stalled = r->range_full = r->etag_changed = 0;
     r->code = 0;
     r->skip = 0;
     r->range_start = UINT64_MAX;
@@ -283,6 +293,11 @@ static int attempt(sharc__remote *r)
     } else if (r->sink_failed) {
         r->rc = SHARC_ERR_TOO_LARGE;
         snprintf(r->msg, sizeof r->msg, "answer larger than %zu bytes", SHARC__NET_PAGE_MAX);
+    } else if (r->etag_changed) {
+        r->rc = SHARC_ERR_IO;
+        snprintf(r->msg, sizeof r->msg,
+                 "the object changed while it was being read (its ETag %s is now %s)", r->expect,
+                 r->etag);
     } else if (r->range_full) {
         out = XFER_DONE;
     } else if (code == 416 && r->delivered > 0 && r->total == UINT64_MAX &&

@@ -55,6 +55,10 @@ struct sharc__remote {
     int checked, stalled, sink_failed;
     double last_progress;
     char etag[256];
+    /** A weak ETag (W/"...") the answer must still carry: If-Match compares strongly and
+     *  never matches one, so a resumed transfer or ranged read compares the answer's. */
+    char expect[256];
+    int etag_changed;      ///< the answer carried another ETag than `expect`
     atomic_ullong etag_id; ///< sharc__remote_etag_id(etag), for the reader's thread
     char body[2048];       ///< the start of an error answer's body
     size_t body_len;

@@ -1,8 +1,9 @@
 #!/bin/sh
 # cli_remote_http: shards over HTTP from a local server that injects faults
 # (tests/remote/faultserver.py), and from commands (pipe:). A connection reset or stalled
-# mid-body, 503s, a wrong Content-Length: retried and resumed, the batches identical to those
-# of the same shards read from disk. A body always cut short, endless 503s, 403 and 404: an
+# mid-body, 503s, a wrong Content-Length, a reset under weak ETags: retried and resumed, the
+# batches identical to those of the same shards read from disk; an object whose weak ETag
+# changed between two answers fails. A body always cut short, endless 503s, 403 and 404: an
 # error naming the URL, never a hang. A command that fails, is killed or stops early: an
 # error naming the command and its status, or a truncated shard.
 . "$(dirname "$0")/lib.sh"
@@ -34,6 +35,14 @@ for mode in ok reset stall 503 biglen smalllen; do
     expect_rc 0 "$SHARC" read $B "$url/$mode/wds/shard-00000{0..2}.tar.gz"
     same "$tmp/wds.local" "$tmp/out"
 done
+# Weak ETags (W/"..."), which If-Match never matches: a reset shard is resumed all the same,
+# the answer's ETag compared with the first instead; one that changed is an error, no splice.
+expect_rc 0 "$SHARC" read $B "$url/weakreset/wds/shard-00000{0..2}.tar.gz"
+same "$tmp/wds.local" "$tmp/out"
+expect_rc 1 "$SHARC" read --retries 2 "$url/weakchange/wds/shard-000001.tar.gz"
+expect_in "$tmp/err" "sharc: error: $url/weakchange/wds/shard-000001.tar.gz: member '"
+expect_in "$tmp/err" "the object changed while it was being read (its ETag W/\"$(stat -c %s "$c/wds/shard-000001.tar.gz")-"
+expect_in "$tmp/err" " is now W/\"changed\")"
 # Shar's JSON-lines files and tars, from brace patterns over URLs.
 expect_rc 0 "$SHARC" read $B "$url/reset/shar/cuts.00000{0..2}.jsonl.gz" \
     "$url/reset/shar/recording.00000{0..2}.tar.gz" "$url/reset/shar/lang_id.00000{0..2}.jsonl.gz"

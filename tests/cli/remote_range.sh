@@ -64,6 +64,13 @@ for threads in 1 2; do
     ranges ok $threads
 done
 
+# Weak ETags (W/"..."), which If-Match never matches: the restarted stream and the ranged
+# reads compare their answers' ETags instead, and read the same as over strong ones.
+: >"$tmp/log"
+expect_rc 0 "$SHARC" read $B --threads 2 "$url/weakok/n/audio_0.tar" "$url/weakok/n/manifest_0.json"
+same "$tmp/local" "$tmp/out"
+ranges weakok 2
+
 # A reset halfway through the first ranged read (the header): retried from the byte the
 # reset stopped at, nothing lost.
 : >"$tmp/log"

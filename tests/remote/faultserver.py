@@ -24,6 +24,10 @@ counters of its own, so that each test can start from a first request:
   replacedK the object is replaced once K requests for a closed range were answered (K 1 if
             not given): later closed-range requests see another ETag, and get 412 when their
             If-Match names the old one
+  weakMODE  MODE (ok if none) with weak ETags (W/"..."), which an If-Match never matches
+            (RFC 9110 compares strongly): such a request gets 412
+  weakchange the first answer stops after half the body with a connection reset, and the
+            later answers carry another weak ETag
 GET /MODE/BUCKET?list-type=2&prefix=P&delimiter=/ is an S3 ListObjectsV2 of ROOT/BUCKET/P,
 two keys a page (continuation tokens are the last key given), so that sharc can list
 s3://BUCKET/P/ with AWS_ENDPOINT_URL=http://127.0.0.1:PORT/MODE and no credentials.
@@ -116,6 +120,9 @@ class Handler(BaseHTTPRequestHandler):
             return self.error(404, "NoSuchKey", "no mode")
         key, rel = parts
         mode = key.split("-")[0]
+        weak = mode.startswith("weak")
+        if weak:
+            mode = mode[4:] or "ok"
         with lock:
             n = counts.get((key, rel), 0)
             counts[(key, rel)] = n + 1
@@ -129,7 +136,7 @@ class Handler(BaseHTTPRequestHandler):
         rng = self.headers.get("Range")
         self.sent = 0
         try:
-            self.serve(mode, key, rel, path, n, rng)
+            self.serve(mode, key, rel, path, n, rng, weak)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client stopped reading (a skip, a closed shard)
         finally:
@@ -137,7 +144,7 @@ class Handler(BaseHTTPRequestHandler):
                 with lock, open(LOG, "a") as f:
                     f.write(f"{key} {rel} {rng or '-'} {self.sent} {self.client_address[1]}\n")
 
-    def serve(self, mode, key, rel, path, n, rng):
+    def serve(self, mode, key, rel, path, n, rng, weak):
         if not os.path.isfile(path):
             return self.error(404, "NoSuchKey", "The specified key does not exist.")
         st = os.stat(path)
@@ -157,6 +164,8 @@ class Handler(BaseHTTPRequestHandler):
                 self.end_headers()
                 return
         etag = f'"{size}-{int(st.st_mtime)}"'
+        if weak:
+            etag = "W/" + (etag if mode != "change" or n == 0 else '"changed"')
         ranged = 0
         if closed:
             with lock:
@@ -167,7 +176,7 @@ class Handler(BaseHTTPRequestHandler):
             if mode.startswith("replaced") and ranged >= int(mode[8:] or 1):
                 etag = '"replaced"'
         match = self.headers.get("If-Match")
-        if match and match != etag:
+        if match and (match != etag or weak):
             return self.error(412, "PreconditionFailed",
                               "At least one of the pre-conditions you specified did not hold")
         length = end + 1 - start
@@ -183,7 +192,7 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(announced))
         self.send_header("ETag", etag)
         self.end_headers()
-        if ((mode == "reset" and first) or (mode == "flaky" and n % 2 == 0) or
+        if (((mode == "reset" or mode == "change") and first) or (mode == "flaky" and n % 2 == 0) or
                 (mode == "rangereset" and closed and ranged == 0)):
             self.send_file(path, start, length // 2)
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
