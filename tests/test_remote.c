@@ -327,6 +327,56 @@ START_TEST(names_a_failed_range)
 }
 END_TEST
 
+/* A reader that stops reading for longer than timeout_ms holds the transfer up, but that
+ * is no stall of the server's: no retry, every byte once. (The one-answer server would
+ * not answer a retry.) */
+START_TEST(a_paused_reader_is_no_stall)
+{
+    sharc__ctx ctx = quiet_ctx();
+    sharc__ctx_set_net(&ctx, 2, 300);
+    const size_t body = 24u << 20; /* past the ring, libcurl's buffer and the sockets' */
+    const char *head = "HTTP/1.1 200 OK\r\nContent-Length: 25165824\r\nConnection: close\r\n\r\n";
+    size_t head_len = strlen(head);
+    char *answer = malloc(head_len + body + 1);
+    ck_assert_ptr_nonnull(answer);
+    memcpy(answer, head, head_len);
+    for (size_t i = 0; i < body; i++)
+        answer[head_len + i] = (char)('a' + (i * 7 + i / 4099) % 26);
+    answer[head_len + body] = 0;
+    one_answer s;
+    serve_start(&s, answer);
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/x.tar", s.port);
+    sharc__remote *r = NULL;
+    ck_assert_int_eq(sharc__remote_open(&r, &ctx, url), 0);
+    static char got[1 << 16];
+    size_t n = 0, bad = SIZE_MAX;
+    ssize_t k = sharc__remote_read(r, got, 1024, -1);
+    ck_assert_int_gt(k, 0);
+    int pauses = 0;
+    do {
+        /* Three pauses of 1.5 x timeout_ms, the first before most of the body was sent. */
+        if (pauses < 3 && n >= (size_t)pauses * (4u << 20)) {
+            nanosleep(&(struct timespec){0, 450 * 1000 * 1000}, NULL);
+            pauses++;
+        }
+        for (ssize_t i = 0; i < k && bad == SIZE_MAX; i++)
+            if (got[i] != answer[head_len + n + (size_t)i])
+                bad = n + (size_t)i;
+        n += (size_t)k;
+    } while ((k = sharc__remote_read(r, got, sizeof got, -1)) > 0);
+    char msg[512] = "";
+    ck_assert_int_eq(sharc__remote_end(r, msg, sizeof msg), 0);
+    sharc__remote_close(&r, &ctx);
+    serve_stop(&s);
+    ck_assert_uint_eq(n, body);
+    ck_assert_uint_eq(bad, SIZE_MAX);
+    ck_assert_uint_eq(atomic_load(&sharc__ctx_net(&ctx)->retries), 0);
+    ck_assert_uint_eq(atomic_load(&sharc__ctx_net(&ctx)->bytes), body);
+    free(answer);
+}
+END_TEST
+
 START_TEST(leaves_long_wav_members_only)
 {
     const uint64_t min = SHARC__TAR_RANGED_MIN;
@@ -356,6 +406,7 @@ int main(void)
     tcase_add_test(tc, refuses_a_range_answered_with_other_bytes);
     tcase_add_test(tc, names_a_failed_range);
     tcase_add_test(tc, leaves_long_wav_members_only);
+    tcase_add_test(tc, a_paused_reader_is_no_stall);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -83,6 +83,8 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *user)
     }
     if (give && deliver(r, p + drop, give) < 0)
         return 0;
+    /* Time spent waiting for the reader to make room is no stall of the server's. */
+    r->last_progress = now_s();
     r->delivered += give;
     return r->range_full ? 0 : n;
 }
