@@ -1,5 +1,6 @@
 /* The byte ring between a transfer and its reader: every byte through once and in order,
- * across the wrap and between threads; the ends' closing; a read's time limit. */
+ * across the wrap and between threads, copied out or used in place; the ends' closing; a
+ * read's time limit. */
 #include <check.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -54,6 +55,41 @@ START_TEST(keeps_order_across_the_wrap)
 }
 END_TEST
 
+/* Peek points into the ring up to its end; the bytes stay until consumed. */
+START_TEST(peeks_in_place_up_to_the_wrap)
+{
+    sharc__ctx ctx;
+    sharc__ctx_init(&ctx, NULL, NULL);
+    sharc__ring q;
+    ck_assert_int_eq(sharc__ring_init(&q, &ctx, 100), 0);
+    uint8_t in[100], out[100];
+    for (int i = 0; i < 100; i++)
+        in[i] = (uint8_t)i;
+    ck_assert_int_eq(sharc__ring_write(&q, in, 70), 0);
+    ck_assert_int_eq(sharc__ring_read(&q, out, 60, -1), 60);
+    ck_assert_int_eq(sharc__ring_write(&q, in + 30, 70), 0); /* 80 unread, wrapped */
+    const void *p = NULL, *again = NULL;
+    ck_assert_int_eq(sharc__ring_peek(&q, &p, 100, -1), 40); /* up to the end of the buffer */
+    ck_assert_ptr_eq(p, q.data + 60);
+    ck_assert(memcmp(p, in + 60, 10) == 0);
+    ck_assert(memcmp((const uint8_t *)p + 10, in + 30, 30) == 0);
+    ck_assert_int_eq(sharc__ring_peek(&q, &again, 100, -1), 40);
+    ck_assert_ptr_eq(again, p);
+    sharc__ring_consume(&q, 25);
+    ck_assert_int_eq(sharc__ring_peek(&q, &p, 10, -1), 10);
+    ck_assert_ptr_eq(p, q.data + 85);
+    ck_assert(memcmp(p, in + 45, 10) == 0);
+    sharc__ring_consume(&q, 15);
+    ck_assert_int_eq(sharc__ring_peek(&q, &p, 100, -1), 40); /* after the wrap */
+    ck_assert_ptr_eq(p, q.data);
+    ck_assert(memcmp(p, in + 60, 40) == 0);
+    sharc__ring_consume(&q, 40);
+    sharc__ring_close_write(&q);
+    ck_assert_int_eq(sharc__ring_peek(&q, &p, 100, -1), 0);
+    sharc__ring_free(&q, &ctx);
+}
+END_TEST
+
 typedef struct {
     sharc__ring *q;
     uint64_t total;
@@ -80,8 +116,10 @@ static void *writer(void *p)
     return NULL;
 }
 
+/* Every byte between two threads, taken by copies (_i 0) or in place (_i 1). */
 START_TEST(passes_every_byte_between_threads)
 {
+    const int in_place = _i;
     sharc__ctx ctx;
     sharc__ctx_init(&ctx, NULL, NULL);
     sharc__ring q;
@@ -93,11 +131,21 @@ START_TEST(passes_every_byte_between_threads)
     uint32_t seed = 2;
     uint64_t at = 0, bad = UINT64_MAX;
     ssize_t k;
-    while ((k = sharc__ring_read(&q, buf, 1 + next_rand(&seed) % sizeof buf, -1)) > 0) {
+    for (;;) {
+        const size_t want = 1 + next_rand(&seed) % sizeof buf;
+        const uint8_t *got = buf;
+        if (in_place)
+            k = sharc__ring_peek(&q, (const void **)&got, want, -1);
+        else
+            k = sharc__ring_read(&q, buf, want, -1);
+        if (k <= 0)
+            break;
         for (ssize_t i = 0; i < k && bad == UINT64_MAX; i++)
-            if (buf[i] != byte_at(at + (uint64_t)i))
+            if (got[i] != byte_at(at + (uint64_t)i))
                 bad = at + (uint64_t)i;
         at += (uint64_t)k;
+        if (in_place)
+            sharc__ring_consume(&q, (size_t)k);
     }
     pthread_join(t, NULL);
     ck_assert_int_eq(k, 0);
@@ -156,7 +204,8 @@ int main(void)
     TCase *tc = tcase_create("ring");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, keeps_order_across_the_wrap);
-    tcase_add_test(tc, passes_every_byte_between_threads);
+    tcase_add_test(tc, peeks_in_place_up_to_the_wrap);
+    tcase_add_loop_test(tc, passes_every_byte_between_threads, 0, 2);
     tcase_add_test(tc, a_closed_reader_fails_a_waiting_writer);
     tcase_add_test(tc, a_read_waits_no_longer_than_asked);
     suite_add_tcase(s, tc);

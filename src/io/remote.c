@@ -387,6 +387,24 @@ ssize_t sharc__remote_read(sharc__remote *r, void *dst, size_t n, int wait_ms)
     return k;
 }
 
+int sharc__remote_can_peek(const sharc__remote *r)
+{
+    return r->kind == KIND_HTTP;
+}
+
+ssize_t sharc__remote_peek(sharc__remote *r, const void **p, size_t n, int wait_ms)
+{
+    ssize_t k = sharc__ring_peek(&r->ring, p, n, wait_ms);
+    if (k < 0)
+        errno = ETIMEDOUT;
+    return k;
+}
+
+void sharc__remote_consume(sharc__remote *r, size_t n)
+{
+    sharc__ring_consume(&r->ring, n);
+}
+
 int sharc__remote_end(sharc__remote *r, char *msg, size_t cap)
 {
     if (r->kind == KIND_PIPE) {

@@ -85,8 +85,23 @@ int sharc__remote_open(sharc__remote **out, sharc__ctx *ctx, const char *path);
  */
 ssize_t sharc__remote_read(sharc__remote *r, void *dst, size_t n, int wait_ms);
 
+/** 1 when the stream's bytes can be taken in place (sharc__remote_peek): HTTP(S) and S3,
+ *  whose bytes wait in the stream's ring, not a command. */
+int sharc__remote_can_peek(const sharc__remote *r);
+
 /**
- * After sharc__remote_read() gave 0: whether the stream was delivered whole. Waits for
+ * sharc__remote_read() without a copy, for sharc__remote_can_peek() streams: *p points at
+ * the stream's next bytes where they wait (io/ring.h, sharc__ring_peek), until
+ * sharc__remote_consume() gives them back, which must come before the next read or peek.
+ * @return as sharc__remote_read()
+ */
+ssize_t sharc__remote_peek(sharc__remote *r, const void **p, size_t n, int wait_ms);
+
+/** Give back the first `n` bytes the last sharc__remote_peek() pointed at. */
+void sharc__remote_consume(sharc__remote *r, size_t n);
+
+/**
+ * After sharc__remote_read() (or _peek) gave 0: whether the stream was delivered whole. Waits for
  * the transfer's thread or the command to end.
  * @param msg receives the reason on failure, without the path (which the caller's message
  *            names): the HTTP status and its meaning, the transport's error and the retries

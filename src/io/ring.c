@@ -106,7 +106,9 @@ void sharc__ring_close_read(sharc__ring *q)
     pthread_mutex_unlock(&q->mu);
 }
 
-ssize_t sharc__ring_read(sharc__ring *q, void *dst, size_t n, int wait_ms)
+/* Wait, under the lock, for min(n, a quarter) bytes or the end; 0, or -1 when wait_ms passed
+ * with none (the lock is then released). */
+static int wait_readable(sharc__ring *q, size_t n, int wait_ms)
 {
     struct timespec until;
     if (wait_ms >= 0) {
@@ -133,6 +135,36 @@ ssize_t sharc__ring_read(sharc__ring *q, void *dst, size_t n, int wait_ms)
         }
     }
     q->reader_waits = 0;
+    return 0;
+}
+
+ssize_t sharc__ring_peek(sharc__ring *q, const void **p, size_t n, int wait_ms)
+{
+    if (wait_readable(q, n, wait_ms) < 0)
+        return -1;
+    size_t head = q->head;
+    size_t k = q->used < n ? q->used : n;
+    if (k > q->cap - head)
+        k = q->cap - head; /* up to the wrap: the rest comes next */
+    pthread_mutex_unlock(&q->mu);
+    *p = q->data + head;
+    return (ssize_t)k;
+}
+
+void sharc__ring_consume(sharc__ring *q, size_t n)
+{
+    pthread_mutex_lock(&q->mu);
+    q->head = (q->head + n) % q->cap;
+    q->used -= n;
+    if (q->writer_waits && q->cap - q->used >= q->write_min)
+        pthread_cond_signal(&q->writable);
+    pthread_mutex_unlock(&q->mu);
+}
+
+ssize_t sharc__ring_read(sharc__ring *q, void *dst, size_t n, int wait_ms)
+{
+    if (wait_readable(q, n, wait_ms) < 0)
+        return -1;
     size_t head = q->head;
     size_t k = q->used < n ? q->used : n;
     pthread_mutex_unlock(&q->mu);
@@ -140,11 +172,6 @@ ssize_t sharc__ring_read(sharc__ring *q, void *dst, size_t n, int wait_ms)
     size_t first = q->cap - head < k ? q->cap - head : k;
     memcpy(dst, q->data + head, first);
     memcpy((uint8_t *)dst + first, q->data, k - first);
-    pthread_mutex_lock(&q->mu);
-    q->head = (head + k) % q->cap;
-    q->used -= k;
-    if (q->writer_waits && q->cap - q->used >= q->write_min)
-        pthread_cond_signal(&q->writable);
-    pthread_mutex_unlock(&q->mu);
+    sharc__ring_consume(q, k);
     return (ssize_t)k;
 }

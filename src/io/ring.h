@@ -61,4 +61,17 @@ void sharc__ring_close_read(sharc__ring *q);
  */
 ssize_t sharc__ring_read(sharc__ring *q, void *dst, size_t n, int wait_ms);
 
+/**
+ * sharc__ring_read() without the copy: wait as it does, then point *p at the unread bytes
+ * in the ring itself, as many as are there up to `n` and up to the end of the buffer (the
+ * bytes after the wrap come at the next call). They stay the reader's, untouched by the
+ * writer, until sharc__ring_consume() gives them back; a second peek before that sees them
+ * again.
+ * @return the bytes at *p; 0 at the end of the stream; -1 when wait_ms passed with none
+ */
+ssize_t sharc__ring_peek(sharc__ring *q, const void **p, size_t n, int wait_ms);
+
+/** Give back the first `n` bytes a peek pointed at (n at most what it returned). */
+void sharc__ring_consume(sharc__ring *q, size_t n);
+
 #endif /* SHARC_SRC_RING_H */

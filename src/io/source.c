@@ -104,6 +104,32 @@ static int remote_ended(sharc__source *s, struct archive *a)
     return ARCHIVE_FATAL;
 }
 
+/* How long a read of a remote stream waits: without limit, but after the archive's end no
+ * longer than the stream's timeout. */
+static int remote_wait_ms(const sharc__source *s)
+{
+    return !s->finishing            ? -1
+           : s->ctx->net_timeout_ms ? (int)s->ctx->net_timeout_ms
+                                    : SHARC__NET_TIMEOUT_MS;
+}
+
+/* Give back the bytes of a remote stream that were used where they waited (src_next). */
+static void release_lent(sharc__source *s)
+{
+    if (s->lent)
+        sharc__remote_consume(s->remote, s->lent);
+    s->lent = 0;
+}
+
+static void count_wait(sharc__source *s, double t0)
+{
+    /* Benchmarks split reading from decompression with this. */
+    double waited = sharc__now_s() - t0;
+    s->ctx->io_seconds += waited;
+    if (s->remote)
+        atomic_fetch_add(&sharc__ctx_net(s->ctx)->wait_ns, (uint64_t)(waited * 1e9));
+}
+
 /* Keep the unread bytes, append what the file has next. */
 static int src_fill(sharc__source *s, struct archive *a)
 {
@@ -114,6 +140,7 @@ static int src_fill(sharc__source *s, struct archive *a)
     if (s->avail && s->next != s->in)
         memmove(s->in, s->next, s->avail);
     s->next = s->in;
+    release_lent(s); /* the unread bytes of a lent block are in `in` now */
     const int small =
         s->mode == SHARC__SRC_SNIFF || (s->small_reads && s->mode == SHARC__SRC_PLAIN);
     size_t want =
@@ -121,11 +148,7 @@ static int src_fill(sharc__source *s, struct archive *a)
     ssize_t n;
     double t0 = sharc__now_s();
     if (s->remote) {
-        /* After the archive's end, a remote stream is waited for no longer than its timeout. */
-        const int wait_ms = !s->finishing            ? -1
-                            : s->ctx->net_timeout_ms ? (int)s->ctx->net_timeout_ms
-                                                     : SHARC__NET_TIMEOUT_MS;
-        n = sharc__remote_read(s->remote, s->in + s->avail, want - s->avail, wait_ms);
+        n = sharc__remote_read(s->remote, s->in + s->avail, want - s->avail, remote_wait_ms(s));
         if (n < 0 && errno == ETIMEDOUT) {
             s->eof = 1;
             return 0;
@@ -135,11 +158,7 @@ static int src_fill(sharc__source *s, struct archive *a)
             n = read(s->fd, s->in + s->avail, want - s->avail);
         while (n < 0 && errno == EINTR);
     }
-    /* Benchmarks split reading from decompression with this. */
-    double waited = sharc__now_s() - t0;
-    s->ctx->io_seconds += waited;
-    if (s->remote)
-        atomic_fetch_add(&sharc__ctx_net(s->ctx)->wait_ns, (uint64_t)(waited * 1e9));
+    count_wait(s, t0);
     if (n < 0) {
         archive_set_error(a, errno, "read error: %s", strerror(errno));
         return ARCHIVE_FATAL;
@@ -148,6 +167,30 @@ static int src_fill(sharc__source *s, struct archive *a)
     if (s->eof && s->remote && remote_ended(s, a) < 0)
         return ARCHIVE_FATAL;
     s->avail += (size_t)n;
+    s->total += (uint64_t)n;
+    return 0;
+}
+
+/* All input taken: the next bytes. Those of a remote transfer are used where they wait, in
+ * its ring (no copy; given back at the next call), the others read into `in`. */
+static int src_next(sharc__source *s, struct archive *a)
+{
+    if (!s->remote || !sharc__remote_can_peek(s->remote))
+        return src_fill(s, a);
+    release_lent(s);
+    const void *p = NULL;
+    double t0 = sharc__now_s();
+    ssize_t n = sharc__remote_peek(s->remote, &p, SHARC__READ_BLOCK, remote_wait_ms(s));
+    count_wait(s, t0);
+    if (n < 0) { /* no byte within the timeout after the archive's end */
+        s->eof = 1;
+        return 0;
+    }
+    s->eof = n == 0;
+    if (s->eof && remote_ended(s, a) < 0)
+        return ARCHIVE_FATAL;
+    s->next = p;
+    s->avail = s->lent = (size_t)n;
     s->total += (uint64_t)n;
     return 0;
 }
@@ -198,7 +241,7 @@ static la_ssize_t gz_read(sharc__source *s, struct archive *a, const void **buf)
                 archive_set_error(a, EILSEQ, "truncated gzip input");
                 return ARCHIVE_FATAL;
             }
-            if (src_fill(s, a) < 0)
+            if (src_next(s, a) < 0)
                 return ARCHIVE_FATAL;
             continue;
         }
@@ -267,7 +310,7 @@ static la_ssize_t src_read(struct archive *a, void *cookie, const void **buf)
     }
     if (s->mode == SHARC__SRC_GZIP)
         return gz_read(s, a, buf);
-    if (s->mode == SHARC__SRC_PLAIN && s->avail == 0 && !s->eof && src_fill(s, a) < 0)
+    if (s->mode == SHARC__SRC_PLAIN && s->avail == 0 && !s->eof && src_next(s, a) < 0)
         return ARCHIVE_FATAL;
     if (s->mode != SHARC__SRC_PLAIN)
         return 0;
@@ -284,6 +327,7 @@ static la_ssize_t src_read(struct archive *a, void *cookie, const void **buf)
 static la_int64_t remote_skip(struct archive *a, sharc__source *s, la_int64_t request)
 {
     uint64_t at;
+    s->lent = 0; /* the seek empties the ring */
     if (sharc__remote_seek(s->remote, s->ctx, s->total, s->total + (uint64_t)request, &at) < 0) {
         s->eof = 1;
         archive_set_error(a, EIO, "%s", s->ctx->error);

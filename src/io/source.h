@@ -57,6 +57,7 @@ typedef struct sharc__source {
     int member_done;       ///< a gzip member ended; look for another at the next read
     int finishing;         ///< past the archive's end (sharc__source_finish)
     sharc__remote *remote; ///< a remote shard's stream (sharc__remote_read), or NULL
+    size_t lent;           ///< bytes of `remote` used in place (`next` points into its ring)
 } sharc__source;
 
 /**
