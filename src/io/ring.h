@@ -3,8 +3,9 @@
  * shard's transfer (remote_http.c) hands to the reader of its stream (source.c). The bytes
  * are copied in, and copied out or used in place, outside the lock (each end owns the part
  * of the buffer it works on), and an end that waits is woken only once a useful amount is
- * there: a quarter of the buffer or what it asked for, whichever is less. So the many small pieces a transfer
- * delivers (libcurl's are 16 KiB) cost no system call each, as writes to a pipe would.
+ * there: a quarter of the buffer or what it asked for, whichever is less. So the many small
+ * pieces a transfer delivers (libcurl's are 16 KiB) cost no system call each, as writes to
+ * a pipe would.
  */
 #ifndef SHARC_SRC_RING_H
 #define SHARC_SRC_RING_H
