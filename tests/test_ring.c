@@ -23,21 +23,29 @@ static uint32_t next_rand(uint32_t *s)
     return *s >> 8;
 }
 
+/* A ring of 100 bytes through which in[i] = i went 70 in, 60 out, 70 (in[30..100)) in: the
+ * second write wraps around the end of the buffer, and 80 bytes wait from position 60 on. */
+static void wrapped_ring(sharc__ring *q, sharc__ctx *ctx, uint8_t in[100])
+{
+    uint8_t out[60];
+    sharc__ctx_init(ctx, NULL, NULL);
+    ck_assert_int_eq(sharc__ring_init(q, ctx, 100), 0);
+    for (int i = 0; i < 100; i++)
+        in[i] = (uint8_t)i;
+    ck_assert_int_eq(sharc__ring_write(q, in, 70), 0);
+    ck_assert_int_eq(sharc__ring_read(q, out, 60, -1), 60);
+    ck_assert(memcmp(out, in, 60) == 0);
+    ck_assert_int_eq(sharc__ring_write(q, in + 30, 70), 0);
+    ck_assert_uint_eq(q->used, 80);
+    ck_assert_uint_eq(q->head, 60);
+}
+
 START_TEST(keeps_order_across_the_wrap)
 {
     sharc__ctx ctx;
-    sharc__ctx_init(&ctx, NULL, NULL);
     sharc__ring q;
-    ck_assert_int_eq(sharc__ring_init(&q, &ctx, 100), 0);
     uint8_t in[100], out[100];
-    for (int i = 0; i < 100; i++)
-        in[i] = (uint8_t)i;
-    /* 70 in, 60 out, 70 in: the second write wraps around the end of the buffer. */
-    ck_assert_int_eq(sharc__ring_write(&q, in, 70), 0);
-    ck_assert_int_eq(sharc__ring_read(&q, out, 60, -1), 60);
-    ck_assert(memcmp(out, in, 60) == 0);
-    ck_assert_int_eq(sharc__ring_write(&q, in + 30, 70), 0);
-    ck_assert_uint_eq(q.used, 80);
+    wrapped_ring(&q, &ctx, in);
     /* What a read asks past what is there is not waited for once the writer is done. */
     sharc__ring_close_write(&q);
     ck_assert_int_eq(sharc__ring_read(&q, out, 100, -1), 80);
@@ -59,15 +67,9 @@ END_TEST
 START_TEST(peeks_in_place_up_to_the_wrap)
 {
     sharc__ctx ctx;
-    sharc__ctx_init(&ctx, NULL, NULL);
     sharc__ring q;
-    ck_assert_int_eq(sharc__ring_init(&q, &ctx, 100), 0);
-    uint8_t in[100], out[100];
-    for (int i = 0; i < 100; i++)
-        in[i] = (uint8_t)i;
-    ck_assert_int_eq(sharc__ring_write(&q, in, 70), 0);
-    ck_assert_int_eq(sharc__ring_read(&q, out, 60, -1), 60);
-    ck_assert_int_eq(sharc__ring_write(&q, in + 30, 70), 0); /* 80 unread, wrapped */
+    uint8_t in[100];
+    wrapped_ring(&q, &ctx, in);
     const void *p = NULL, *again = NULL;
     ck_assert_int_eq(sharc__ring_peek(&q, &p, 100, -1), 40); /* up to the end of the buffer */
     ck_assert_ptr_eq(p, q.data + 60);
