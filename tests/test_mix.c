@@ -457,6 +457,100 @@ START_TEST(errors_name_the_entry)
 }
 END_TEST
 
+typedef struct problems {
+    int n;
+    char first[2048];
+} problems;
+
+static void keep_problem(void *cookie, const sharc_problem_report *p)
+{
+    problems *seen = cookie;
+    if (seen->n++ == 0)
+        snprintf(seen->first, sizeof seen->first, "%s", p->message);
+}
+
+/* Counts the log lines that contain a text. */
+typedef struct log_count {
+    const char *text;
+    int n;
+} log_count;
+
+static void count_log(void *cookie, sharc_log_level level, const char *msg)
+{
+    (void)level;
+    log_count *lc = cookie;
+    lc->n += strstr(msg, lc->text) != NULL;
+}
+
+/*
+ * A source's shard closed to keep one open at a time (max_open_streams = 1) and gone when the
+ * source is drawn again: re-opening it is a problem of the shard like opening it, under the
+ * policy. With SKIP the mixture reads on without it, the problem reported once and named;
+ * with FAIL it stops there, the error named and logged once.
+ */
+START_TEST(suspended_shard_gone)
+{
+    for (int skip = 1; skip >= 0; skip--) {
+        char sub[800], path[900];
+        snprintf(sub, sizeof sub, "%s/gone%d", dir, skip);
+        ck_assert_int_eq(tu_sh("'%s' --out '%s/x' --layout wds --compress none --shards 2 "
+                               "--cuts-per-shard 5 --seed 5 --max-duration 3 >/dev/null && "
+                               "'%s' --out '%s/y' --layout wds --compress none --shards 2 "
+                               "--cuts-per-shard 5 --seed 6 --max-duration 3 >/dev/null",
+                               getenv("SHARC_GEN"), sub, getenv("SHARC_GEN"), sub),
+                         0);
+        snprintf(path, sizeof path, "%s/cfg.yaml", sub);
+        FILE *f = fopen(path, "w");
+        ck_assert_ptr_nonnull(f);
+        fprintf(f,
+                "- {type: wds, paths: %s/x/wds, weight: 1}\n- {type: wds, paths: %s/y/wds, "
+                "weight: 1}\n",
+                sub, sub);
+        fclose(f);
+        sharc_reader_settings s;
+        settings_on(&s, path);
+        s.logger.level = SHARC_LOG_WARN;
+        s.max_open_streams = 1;
+        s.mix_finite = 1;
+        s.on_error = skip ? SHARC_ON_ERROR_SKIP : SHARC_ON_ERROR_FAIL;
+        problems seen = {0, ""};
+        s.on_problem = keep_problem;
+        s.problem_cookie = &seen;
+        log_count lc = {"input_cfg[0]: ", 0};
+        s.logger.callback = count_log;
+        s.logger.cookie = &lc;
+        sharc_reader *r = open_ok(&s);
+        const sharc_cut *c;
+        int from[2] = {0, 0}, rc;
+        /* Until source 0 has given a cut and source 1 then another: source 0's shard is
+         * closed, its place kept. */
+        while (!(from[0] && from[1])) {
+            ck_assert_int_eq(sharc_reader_next(r, &c), 0);
+            from[sharc_reader_source_of_shard(r, c->shard_index)]++;
+        }
+        ck_assert_int_eq(tu_sh("rm -r '%s/x/wds'", sub), 0);
+        while ((rc = sharc_reader_next(r, &c)) == 0)
+            from[sharc_reader_source_of_shard(r, c->shard_index)]++;
+        ck_assert_msg(strncmp(seen.first, "input_cfg[0]: ", 14) == 0, "problem '%s'", seen.first);
+        ck_assert_int_eq(lc.n, seen.n); /* each logged once, named */
+        if (skip) {
+            ck_assert_int_eq(rc, SHARC_END);
+            ck_assert_int_eq(from[1], 10); /* the other source whole */
+            ck_assert_int_lt(from[0], 10);
+            sharc_reader_stats st;
+            sharc_reader_get_stats(r, &st);
+            ck_assert_uint_eq(st.skipped_shards, (uint64_t)seen.n);
+            ck_assert_int_ge(seen.n, 1);
+        } else {
+            ck_assert_int_lt(rc, 0);
+            ck_assert_int_eq(seen.n, 1);
+            ck_assert_str_eq(sharc_reader_last_error(r), seen.first);
+        }
+        sharc_reader_close(&r);
+    }
+}
+END_TEST
+
 /* AddressSanitizer keeps freed memory in quarantine: resident memory says nothing there. */
 #if defined(__SANITIZE_ADDRESS__)
 #define RSS_MEANINGFUL 0
@@ -602,6 +696,7 @@ int main(void)
     tcase_add_test(tc, data_parallel_disjoint);
     tcase_add_test(tc, weights_from_cut_counts);
     tcase_add_test(tc, errors_name_the_entry);
+    tcase_add_test(tc, suspended_shard_gone);
     tcase_add_test(tc, config_as_text);
     tcase_add_test(tc, many_sources_bounded);
     tcase_add_test(tc, resume_equals_uninterrupted);

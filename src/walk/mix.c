@@ -72,6 +72,8 @@ int sharc__mix_open(sharc__mix **out, const sharc__mix_config *c)
             m->live_weight += x->weight;
         m->n_shards += c->ds[i]->n_shards;
         rc = sharc__walk_open(&x->walk, c->ctx, &x->s, c->ds[i], c->stats, c->fetch);
+        if (rc == 0)
+            sharc__walk_set_name(x->walk, x->name);
     }
     if (rc < 0) {
         sharc__mix_close(&m);
@@ -168,7 +170,7 @@ static int mix_pull(void *self)
             continue;
         }
         if (rc < 0)
-            return sharc__wrap_error(m->ctx, rc, "%s", x->name);
+            return rc; /* named by the walk */
         sharc__rawcut *c = sharc__walk_cut(x->walk);
         c->shard_index += x->offset;
         if (x->language) {
@@ -412,7 +414,7 @@ static int mix_state_restore(void *self, const uint8_t *in, size_t len)
         x->last_used = 0;
         int rc = sharc__walk_seek_later(x->walk, &p);
         if (rc < 0)
-            return sharc__wrap_error(m->ctx, rc, "%s", x->name);
+            return rc; /* named by the walk */
     }
     live_sum(m);
     return 0;

@@ -1,6 +1,8 @@
 #include "walk/walk.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "walk/readahead.h"
@@ -28,6 +30,7 @@ struct sharc__walk {
     double read_seconds; ///< time spent producing stream entries, on whichever thread
     int quiet;           ///< peeking or scanning: problems are reported when pulled
     int failed;          ///< the error that stopped the walk
+    const char *name;    ///< a mixture's source: the front of its errors (or NULL)
     int suspended;       ///< the open shard was closed to bound open shards (pos kept)
     sharc__rawcut raw;
     sharc__stream_error err;
@@ -50,6 +53,27 @@ static void shard_close(sharc__walk *w)
     w->lane = NULL;
     if (w->stream)
         w->ops->close(&w->stream);
+}
+
+/* Put the walk's name, if it has one, in front of ctx->error. */
+static void name_error(sharc__walk *w)
+{
+    if (w->name)
+        (void)sharc__wrap_error(w->ctx, 0, "%s", w->name);
+}
+
+/* sharc__fail for the walk: the error named, then logged. */
+static int walk_fail(sharc__walk *w, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int walk_fail(sharc__walk *w, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(w->ctx->error, sizeof w->ctx->error, fmt, ap);
+    va_end(ap);
+    name_error(w);
+    sharc__log_error(w->ctx, SHARC_LOG_ERROR);
+    return code;
 }
 
 /* A plan position: the k-th shard of an epoch's order. */
@@ -114,8 +138,8 @@ static int shard_open(sharc__walk *w)
     }
     plan_ahead(w);
     if (!l)
-        return sharc__fail(w->ctx, SHARC_ERR_STATE, "read-ahead lost shard %u (internal error)",
-                           w->pos.shard_index);
+        return walk_fail(w, SHARC_ERR_STATE, "read-ahead lost shard %u (internal error)",
+                         w->pos.shard_index);
     w->lane = l;
     int rc = lane_next(w); /* the lane's open */
     if (rc < 0)
@@ -183,11 +207,14 @@ static int handle_problem(sharc__walk *w, int rc)
     if (e->kind >= SHARC_PROBLEM_COUNT) {
         /* Not a data problem (out of memory, ...): no policy applies. Logged once, when
          * it stops the reader (not while the bins' estimate reads ahead, quietly). */
+        if (!w->ctx->error_logged)
+            name_error(w);
         if (!w->quiet)
             sharc__log_error_once(w->ctx);
         w->failed = rc;
         return rc;
     }
+    name_error(w);
     if (!w->quiet) {
         /* Skipped problems are warnings; under FAIL this is the error that stops. */
         sharc__log_error(w->ctx,
@@ -256,10 +283,9 @@ int sharc__walk_pull(sharc__walk *w)
     if (w->suspended) {
         const sharc__walk_pos at = w->pos;
         w->suspended = 0;
-        if ((rc = sharc__walk_seek(w, &at)) < 0) {
-            w->failed = rc;
+        /* Re-opening fails as opening did: a problem of the shard, under the policy. */
+        if ((rc = sharc__walk_seek(w, &at)) < 0 && handle_problem(w, rc) < 0)
             return rc;
-        }
     }
     for (;;) {
         if (!shard_is_open(w)) {
@@ -302,23 +328,24 @@ int sharc__walk_seek(sharc__walk *w, const sharc__walk_pos *pos)
 {
     int rc = 0;
     w->suspended = 0;
+    reset_err(w);
     shard_close(w);
     set_epoch(w, pos->epoch);
     if (pos->order_pos > w->n_order)
-        return sharc__fail(w->ctx, SHARC_ERR_STATE,
-                           "cannot resume: the state points at position %llu of a shard order "
-                           "of %zu",
-                           (unsigned long long)pos->order_pos, w->n_order);
+        return walk_fail(w, SHARC_ERR_STATE,
+                         "cannot resume: the state points at position %llu of a shard order "
+                         "of %zu",
+                         (unsigned long long)pos->order_pos, w->n_order);
     w->pos = *pos;
     if (w->ra) /* read ahead from the shard after the open one */
         plan_from(w, pos->order_pos);
     if (!pos->shard_open)
         return 0;
     if (pos->order_pos == 0 || w->order[pos->order_pos - 1] != pos->shard_index)
-        return sharc__fail(w->ctx, SHARC_ERR_STATE,
-                           "cannot resume: the state points at shard %u, which is not "
-                           "where this dataset's shard order puts it",
-                           pos->shard_index);
+        return walk_fail(w, SHARC_ERR_STATE,
+                         "cannot resume: the state points at shard %u, which is not "
+                         "where this dataset's shard order puts it",
+                         pos->shard_index);
     /* Skip what the saved reader had taken from the open shard: bounded by one shard. */
     reset_err(w);
     rc = w->ops->open(&w->stream, w->ctx, &w->ds->shards[pos->shard_index], &w->sopts, &w->err);
@@ -329,8 +356,8 @@ int sharc__walk_seek(sharc__walk *w, const sharc__walk_pos *pos)
             rc = 0;
     }
     if (rc == SHARC_END)
-        rc = sharc__fail(
-            w->ctx, SHARC_ERR_STATE, "state points at entry %llu of %s, which has fewer entries",
+        rc = walk_fail(
+            w, SHARC_ERR_STATE, "state points at entry %llu of %s, which has fewer entries",
             (unsigned long long)pos->consumed, w->ds->shards[pos->shard_index].audio_path);
     if (rc < 0 && w->stream)
         w->ops->close(&w->stream);
@@ -343,8 +370,7 @@ int sharc__walk_scan_shard(sharc__walk *w, uint64_t epoch, uint32_t shard,
 {
     sharc__stream *st = NULL;
     if (shard >= w->ds->n_shards)
-        return sharc__fail(w->ctx, SHARC_ERR_STATE, "state names shard %u of %zu", shard,
-                           w->ds->n_shards);
+        return walk_fail(w, SHARC_ERR_STATE, "state names shard %u of %zu", shard, w->ds->n_shards);
     reset_err(w);
     int rc = w->ops->open(&st, w->ctx, &w->ds->shards[shard], &w->sopts, &w->err);
     while (rc == 0) {
@@ -501,13 +527,18 @@ int sharc__walk_seek_later(sharc__walk *w, const sharc__walk_pos *pos)
     shard_close(w);
     set_epoch(w, pos->epoch);
     if (pos->order_pos > w->n_order || (pos->shard_open && pos->order_pos == 0))
-        return sharc__fail(w->ctx, SHARC_ERR_STATE,
-                           "cannot resume: the state points at position %llu of a shard order "
-                           "of %zu",
-                           (unsigned long long)pos->order_pos, w->n_order);
+        return walk_fail(w, SHARC_ERR_STATE,
+                         "cannot resume: the state points at position %llu of a shard order "
+                         "of %zu",
+                         (unsigned long long)pos->order_pos, w->n_order);
     w->pos = *pos;
     w->suspended = pos->shard_open;
     return 0;
+}
+
+void sharc__walk_set_name(sharc__walk *w, const char *name)
+{
+    w->name = name;
 }
 
 void sharc__walk_set_quiet(sharc__walk *w, int quiet)

@@ -128,6 +128,11 @@ void sharc__walk_suspend(sharc__walk *w);
 int sharc__walk_seek_later(sharc__walk *w, const sharc__walk_pos *pos);
 /** Whether a shard is open (not suspended). */
 int sharc__walk_has_open_shard(const sharc__walk *w);
+/**
+ * Name the walk (a mixture's source, "input_cfg[1]"): its errors and the problems it logs
+ * and reports then begin with "NAME: ". `name` outlives the walk.
+ */
+void sharc__walk_set_name(sharc__walk *w, const char *name);
 /** Peeking through several walks: problems met are not reported while `quiet`. */
 void sharc__walk_set_quiet(sharc__walk *w, int quiet);
 /** Go back to `pos` after quiet pulls, forgetting a problem that stopped them. */

@@ -79,4 +79,26 @@ expect_in "$tmp/err" "$tmp/bad.yaml: input_cfg[1]: unknown type 'foo' (lhotse_sh
 printf -- '- {type: lhotse_shar, shar_path: %s/nowhere}\n' "$tmp" >"$tmp/gone.yaml"
 expect_rc 1 "$SHARC" read --input-cfg "$tmp/gone.yaml" --cuts
 expect_in "$tmp/err" "$tmp/gone.yaml: input_cfg[0]: $tmp/nowhere"
+
+# A source's bad shard: the problem is logged once, naming the source, under either policy
+# and in batches as in cuts.
+gen "$tmp/d" --layout wds --compress none --shards 2 --cuts-per-shard 5 --seed 4 --max-duration 3
+head -c 30000 "$tmp/d/wds/shard-000001.tar" >"$tmp/cut.tar"
+mv "$tmp/cut.tar" "$tmp/d/wds/shard-000001.tar"
+printf -- '- {type: wds, paths: %s/d/wds, weight: 1}\n- {type: wds, paths: %s/c/wds, weight: 1}\n' \
+    "$tmp" "$tmp" >"$tmp/trunc.yaml"
+problem="input_cfg[0]: $tmp/d/wds/shard-000001.tar: member '"
+once() { # LEVEL TEXT: exactly one line of the log, at LEVEL, naming the source, with TEXT
+    n=$(grep -cF "$problem" "$tmp/err")
+    [ "$n" = 1 ] || fail "the problem was logged $n times: $(cat "$tmp/err")"
+    grep -F "sharc: $1: $problem" "$tmp/err" | grep -qF "$2" ||
+        fail "no $1 naming the source: $(cat "$tmp/err")"
+}
+expect_rc 1 "$SHARC" read --input-cfg "$tmp/trunc.yaml" --cuts --mix-finite --no-decode
+once error "Truncated tar archive"
+expect_rc 0 "$SHARC" read --input-cfg "$tmp/trunc.yaml" --cuts --mix-finite --no-decode \
+    --on-error skip
+once warning "Truncated tar archive"
+expect_rc 1 "$SHARC" read --input-cfg "$tmp/trunc.yaml" --mix-finite --max-duration 10 --threads 2
+once error "ends after"
 echo "cli_mix: ok"
