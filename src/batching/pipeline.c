@@ -293,6 +293,16 @@ static void add_skips(sharc_reader_stats *sum, const sharc_reader_stats *s)
         sum->problems[i] += s->problems[i];
 }
 
+/* A mixture's row that failed: its error begins with its source's name, as the problems
+ * the planner meets do (walk.h). */
+static void name_source(const sharc__pipeline *p, sharc__ctx *ctx, const sharc__bcut *c)
+{
+    if (!p->cs.ops->source_name)
+        return;
+    size_t k = p->cs.ops->source_of(p->cs.self, sharc__key_shard(c->key, p->cs.n_shards));
+    (void)sharc__wrap_error(ctx, 0, "%s", p->cs.ops->source_name(p->cs.self, k));
+}
+
 static void *worker_main(void *arg)
 {
     worker *w = arg;
@@ -309,6 +319,8 @@ static void *worker_main(void *arg)
         double t0 = sharc__now_s();
         w->feature_dt = 0;
         int rc = decode_row(w, s, i);
+        if (rc < 0)
+            name_source(p, &w->ctx, s->col.cuts[i]);
         double dt = sharc__now_s() - t0;
         pthread_mutex_lock(&p->mu);
         p->worker_stats.stage_seconds[SHARC_STAGE_DECODE] += dt - w->feature_dt;

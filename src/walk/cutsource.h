@@ -35,9 +35,11 @@ typedef struct sharc__cutsource_ops {
     size_t (*state_size)(const void *self);
     void (*state_write)(const void *self, uint8_t *out);
     int (*state_restore)(void *self, const uint8_t *in, size_t len);
-    /* A mixture's sources, and the one a shard index belongs to. NULL for a walk. */
+    /* A mixture's sources, the one a shard index belongs to, and a source's name, which
+     * its problems begin with ("input_cfg[1]"). NULL for a walk; safe on any thread. */
     size_t (*n_sources)(const void *self);
     size_t (*source_of)(const void *self, uint32_t shard);
+    const char *(*source_name)(const void *self, size_t source);
     /* A mixture's tag columns (besides language), and the values of a shard's cuts for them
      * (NULL entries where its source has none); owned by the source. NULL for a walk. */
     size_t (*tag_columns)(const void *self, const char *const **names);

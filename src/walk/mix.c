@@ -430,6 +430,11 @@ static size_t mix_source_of(const void *self, uint32_t shard)
     return sharc__mix_source_of(self, shard);
 }
 
+static const char *mix_source_name(const void *self, size_t source)
+{
+    return ((const sharc__mix *)self)->src[source].name;
+}
+
 static size_t mix_tag_columns(const void *self, const char *const **names)
 {
     const sharc__mix *m = self;
@@ -462,6 +467,7 @@ static const sharc__cutsource_ops mix_ops = {
     .state_restore = mix_state_restore,
     .n_sources = mix_n_sources,
     .source_of = mix_source_of,
+    .source_name = mix_source_name,
     .tag_columns = mix_tag_columns,
     .cut_tags = mix_cut_tags,
 };
