@@ -44,8 +44,9 @@ typedef struct bench_opts {
     int json, quiet, verbose;
     uint64_t warmup; /* batches (cuts with --cuts) before the window */
     int warmup_given;
-    uint64_t count; /* --batches: window length in batches (cuts); 0 = by time */
-    double seconds; /* --seconds: window length in seconds; 0 = by count */
+    double warmup_seconds; /* --warmup-seconds: and at least this long from opening */
+    uint64_t count;        /* --batches: window length in batches (cuts); 0 = by time */
+    double seconds;        /* --seconds: window length in seconds; 0 = by count */
     int repeat;
     double *bins;      /* --bins, owned */
     int bins_linspace; /* --bins linspace: NeMo's evenly spaced bins, made at the end */
@@ -70,6 +71,8 @@ typedef struct run_result {
     double real_frames, padded_frames; /* sum audio_lens, sum B * T */
     double fill_sum;                   /* sum over batches of sum(duration) / max_duration */
     double first;                      /* open to first batch (cut), seconds */
+    double warmup_wall;                /* open to the window's start, seconds */
+    uint64_t warmup_taken;             /* batches (cuts) taken before the window */
     double stage[N_STAGES];            /* stage seconds over the window */
     double role_cpu[N_ROLES];          /* CPU seconds of each role's threads over the window */
     double net_bytes, net_retries;     /* remote shards: bytes received, transfers retried */
@@ -185,6 +188,13 @@ static const cli_opt options[] = {
      .help = "untimed batches (cuts with --cuts) first; they include opening\n"
              "and the first buffer fill, see time_to_first_batch_s\n"
              "(default 2, or 20 with --cuts)"},
+    {CLI_OPT_CUSTOM, "warmup-seconds", .metavar = "S", OWN(warmup_seconds),
+     .handler = parse_positive,
+     .help = "and keep warming up until S seconds after opening: long enough\n"
+             "for the sampler's buffer to fill (remote and compressed shards\n"
+             "hold their audio in it, up to --max-buffer-bytes), so that the\n"
+             "window times the steady state; not with --transport or --mesh\n"
+             "(default 0)"},
     {CLI_OPT_INT, "repeat", .metavar = "R", OWN(repeat), .min = 1, .max = MAX_REPEAT,
      .help = "repetitions; medians are reported (default 1, or 3 with --floor)"},
     {CLI_OPT_FLAG, "floor", OWN(floor), .min = 1,
@@ -236,6 +246,7 @@ static const cli_opt options[] = {
      .help = "a cut counts as d + d*d/Q (default off)"},
     {CLI_OPT_U32, "buffer-size", .metavar = "N", SM(buffer_size), .min = 1, .max = 1 << 30,
      .flags = CLI_BATCH_ONLY | CLI_SHARED, .help = "cuts held in the buckets (default 20000)"},
+    USE("max-buffer-bytes", NULL),
     {CLI_OPT_CUSTOM, "no-shuffle", .handler = parse_no_shuffle, .flags = CLI_NO_VALUE | CLI_SHARED,
      .help = "no shuffle inside buckets nor of the shard order"},
     CLI_TEXT("\nFeatures (batches; see docs/features.md):\n"),
@@ -322,10 +333,12 @@ static void print_help(void)
         "kernel time), copy_bytes_per_second (the device's device-to-device cudaMemcpy\n"
         "bandwidth, read plus written, measured once) and feature_to_copy_bandwidth}, rank and\n"
         "source (whether this rank read the batches or received them), then runs\n"
-        "(one object per repetition, end_of_data telling whether the data ended its window). Rates "
-        "are medians over the repetitions, the peak RSS is\n"
-        "the maximum; values a mode does not define (batches with --cuts) are null. A run that\n"
-        "fails (exit status 1) prints {\"error\",\"rank\",\"source\"} instead, error saying why.\n"
+        "(one object per repetition, end_of_data telling whether the data ended its window,\n"
+        "warmup_seconds and warmup_batches what went untimed before it: seconds from opening\n"
+        "and batches, or cuts with --cuts). Rates are medians over the repetitions, the peak\n"
+        "RSS is the maximum; values a mode does not define (batches with --cuts) are null. A\n"
+        "run that fails (exit status 1) prints {\"error\",\"rank\",\"source\"} instead, error\n"
+        "saying why.\n"
         "\n"
         "Exit status: 0 success, 1 read or floor error, 2 usage error.\n"
         "\n"
@@ -353,6 +366,9 @@ static int finish_args(sharc_reader_settings *s, bench_opts *o, const char *batc
         if (o->seconds > 0)
             return cli_usage_error(cmd, "with --transport or --mesh the window is a number of "
                                         "batches (--batches N): ranks must stop together");
+        if (o->warmup_seconds > 0)
+            return cli_usage_error(cmd, "with --transport or --mesh the warm-up is a number of "
+                                        "batches (--warmup N): ranks must start together");
         if (o->count == 0)
             o->count = 20;
     }
@@ -736,7 +752,7 @@ static int run_loader(const sharc_reader_settings *s, const bench_opts *o, int r
         r = sharc_loader_reader(l); /* NULL on a peer */
     res->shards = r != NULL ? sharc_reader_num_shards(r) : 0;
     window w = {0};
-    if (o->warmup == 0)
+    if (o->warmup == 0 && o->warmup_seconds == 0)
         window_start(&w, r, t0);
     uint64_t taken = 0, n = 0;
     int rc;
@@ -744,8 +760,12 @@ static int run_loader(const sharc_reader_settings *s, const bench_opts *o, int r
         if (taken++ == 0)
             res->first = cli_now() - t0;
         if (!w.open) {
-            if (taken == o->warmup)
-                window_start(&w, r, cli_now());
+            double now = cli_now();
+            if (taken >= o->warmup && now - t0 >= o->warmup_seconds) {
+                window_start(&w, r, now);
+                res->warmup_wall = now - t0;
+                res->warmup_taken = taken;
+            }
             continue;
         }
         double elapsed = cli_now() - w.t0;
@@ -755,7 +775,7 @@ static int run_loader(const sharc_reader_settings *s, const bench_opts *o, int r
     }
     if (rc == 0 && !w.open) {
         fail_with("the dataset ended after %" PRIu64 " %s, during the warm-up; use --epochs 0 "
-                  "or a smaller --warmup",
+                  "or a shorter warm-up (--warmup, --warmup-seconds)",
                   taken, o->cuts_mode ? "cuts" : "batches");
         rc = -1;
     }
@@ -949,6 +969,8 @@ static void print_run_json(FILE *f, const run_result *r, const run_result *fl)
     json_field(f, "cuts_per_second", get_cut_rate(r));
     fprintf(f, ",\"peak_rss_bytes\":%" PRIu64 ",\"end_of_data\":%s", r->peak_rss,
             r->ended ? "true" : "false");
+    json_field(f, "warmup_seconds", r->warmup_wall);
+    fprintf(f, ",\"warmup_batches\":%" PRIu64, r->warmup_taken);
     if (fl != NULL) {
         json_field(f, "floor_window_seconds", fl->wall);
         json_field(f, "floor_audio_seconds_per_second", get_audio_rate(fl));

@@ -5,7 +5,7 @@
 . "$(dirname "$0")/lib.sh"
 
 expect_rc 0 "$SHARC" bench --help
-for f in --batches --seconds --warmup --repeat --floor --cuts --threads --prefetch --seed \
+for f in --batches --seconds --warmup --warmup-seconds --repeat --floor --cuts --threads --prefetch --seed \
     --max-duration --max-cuts --num-buckets --bins --quadratic-duration --buffer-size --layout \
     --json "Exit status:" "Example:"; do
     expect_in "$tmp/out" "$f"
@@ -151,6 +151,24 @@ expect_in "$tmp/err" "during the warm-up"
 # With --json a failed run still ends with one object, saying why.
 expect_rc 1 "$SHARC" bench --json --warmup 100 "$d"
 "$PYTHON" -c 'import json,sys; j=json.loads(open(sys.argv[1]).read()); assert "during the warm-up" in j["error"] and j["rank"] == 0, j' "$tmp/out"
+# --warmup-seconds: the window opens that long after opening the dataset at the earliest, so
+# more batches than --warmup go untimed; the data ending first is the same error.
+expect_rc 0 "$SHARC" bench --json --warmup 1 --warmup-seconds 0.5 --batches 3 --epochs 0 \
+    --max-duration 8 "$d"
+"$PYTHON" - "$tmp/out" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+run = d["runs"][0]
+assert d["batches"] == 3 and run["warmup_seconds"] >= 0.5 and run["warmup_batches"] >= 1, d
+PYEOF
+# Without it, the window opens right after the --warmup batches.
+expect_rc 0 "$SHARC" bench --json --warmup 2 --batches 3 --epochs 0 --max-duration 8 "$d"
+"$PYTHON" -c 'import json,sys; r=json.load(open(sys.argv[1]))["runs"][0]; assert r["warmup_batches"] == 2 and 0 < r["warmup_seconds"] < 30, r' "$tmp/out"
+expect_rc 1 "$SHARC" bench --warmup-seconds 30 --epochs 1 "$d"
+expect_in "$tmp/err" "during the warm-up; use --epochs 0 or a shorter warm-up (--warmup, --warmup-seconds)"
+expect_rc 2 "$SHARC" bench --warmup-seconds 1 --transport mpi --batches 3 "$d"
+expect_in "$tmp/err" "with --transport or --mesh the warm-up is a number of batches (--warmup N)"
+expect_rc 2 "$SHARC" bench --warmup-seconds -1 "$d"
 expect_rc 1 "$SHARC" bench --json "$tmp/no-such-dataset"
 "$PYTHON" -c 'import json,sys; j=json.loads(open(sys.argv[1]).read()); assert j["error"] == "cannot open the dataset: " + sys.argv[2] + ": No such file or directory", j' "$tmp/out" "$tmp/no-such-dataset"
 
