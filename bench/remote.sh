@@ -7,13 +7,16 @@
 # machine's CPU that the server took, which on loopback comes out of sharc's. Every run
 # first warms up for WARMUP seconds: remote shards hold their audio in the sampler's buffer
 # (1 GiB by default), which takes seconds to fill, and the window should time the steady
-# state that follows, for local and remote alike.
+# state that follows, for local and remote alike (0: from the second batch, as `sharc bench`
+# times by default).
 # Usage: bench/remote.sh [BUILD_DIR] [SECONDS] [WARMUP]   (needs build-moto-venv/)
 set -eu
 repo=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$repo/build}
 secs=${2:-8}
 warm=${3:-15}
+warmup=""
+[ "$warm" = 0 ] || warmup="--warmup-seconds $warm"
 sharc=$build/tools/sharc
 tmp=$(mktemp -d)
 pids=""
@@ -53,8 +56,8 @@ cell() {
     t0=$(date +%s.%N)
     s0=0
     [ "$server" = - ] || s0=$(ticks "$server")
-    "$sharc" bench --json --epochs 0 --warmup-seconds "$warm" --seconds "$secs" \
-        --max-duration 100 "$@" >"$tmp/out.json"
+    "$sharc" bench --json --epochs 0 $warmup --seconds "$secs" --max-duration 100 "$@" \
+        >"$tmp/out.json"
     s1=0
     [ "$server" = - ] || s1=$(ticks "$server")
     t1=$(date +%s.%N)
