@@ -54,18 +54,19 @@ cell() {
     server=$1
     shift
     t0=$(date +%s.%N)
-    s0=0
+    s0=-
     [ "$server" = - ] || s0=$(ticks "$server")
     "$sharc" bench --json --epochs 0 $warmup --seconds "$secs" --max-duration 100 "$@" \
         >"$tmp/out.json"
-    s1=0
+    s1=-
     [ "$server" = - ] || s1=$(ticks "$server")
     t1=$(date +%s.%N)
     python3 - "$tmp/out.json" "$s0" "$s1" "$t0" "$t1" "$hz" "$cores" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-s0, s1, t0, t1, hz, cores = map(float, sys.argv[2:])
-share = "%.0f%%" % (100 * (s1 - s0) / hz / ((t1 - t0) * cores)) if s1 > 0 else "-"
+s0, s1 = sys.argv[2:4]
+t0, t1, hz, cores = map(float, sys.argv[4:])
+share = "-" if s0 == "-" else "%.0f%%" % (100 * (float(s1) - float(s0)) / hz / ((t1 - t0) * cores))
 print("%.2f %.1f %s" % (d["batches_per_second"], 1e6 * d["cpu_seconds_per_audio_second"], share))
 PY
 }

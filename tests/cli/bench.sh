@@ -153,13 +153,13 @@ expect_rc 1 "$SHARC" bench --json --warmup 100 "$d"
 "$PYTHON" -c 'import json,sys; j=json.loads(open(sys.argv[1]).read()); assert "during the warm-up" in j["error"] and j["rank"] == 0, j' "$tmp/out"
 # --warmup-seconds: the window opens that long after opening the dataset at the earliest, so
 # more batches than --warmup go untimed; the data ending first is the same error.
-expect_rc 0 "$SHARC" bench --json --warmup 1 --warmup-seconds 0.5 --batches 3 --epochs 0 \
+expect_rc 0 "$SHARC" bench --json --warmup 1 --warmup-seconds 1.5 --batches 3 --epochs 0 \
     --max-duration 8 "$d"
 "$PYTHON" - "$tmp/out" <<'PYEOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
 run = d["runs"][0]
-assert d["batches"] == 3 and run["warmup_seconds"] >= 0.5 and run["warmup_batches"] >= 1, d
+assert d["batches"] == 3 and run["warmup_seconds"] >= 1.5 and run["warmup_batches"] >= 1, d
 PYEOF
 # Without it, the window opens right after the --warmup batches.
 expect_rc 0 "$SHARC" bench --json --warmup 2 --batches 3 --epochs 0 --max-duration 8 "$d"
