@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "plan/input_cfg.h"
 #include "testutil.h"
@@ -216,6 +217,101 @@ START_TEST(errors)
 }
 END_TEST
 
+/* YAML aliases are refused where they stand, before anything is built: a file of a few
+ * hundred bytes could otherwise expand to any number of sources. An anchor alone is
+ * harmless. */
+START_TEST(aliases_refused)
+{
+    expect_error("input_cfg:\n"
+                 "  - &s {type: wds, paths: /x}\n"
+                 "  - &g1 {type: group, input_cfg: [*s, *s, *s, *s, *s, *s, *s, *s, *s, *s]}\n"
+                 "  - &g2 {type: group, input_cfg: [*g1, *g1, *g1, *g1, *g1, *g1, *g1, *g1]}\n"
+                 "  - {type: group, input_cfg: [*g2, *g2, *g2, *g2, *g2, *g2, *g2, *g2]}\n",
+                 "cfg.yaml: line 3 column 35: alias *s: an input_cfg takes no YAML aliases "
+                 "(they can expand a short file without bound); write the entry out");
+    expect_error("- {type: wds, paths: &p /a}\n- {type: wds, paths: *p}\n",
+                 "cfg.yaml: line 2 column 22: alias *p: an input_cfg takes no YAML aliases "
+                 "(they can expand a short file without bound); write the entry out");
+    sharc__input_cfg c;
+    parse_ok(&c, "- &a {type: wds, paths: /a}\n");
+    ck_assert_uint_eq(c.n_sources, 1);
+    sharc__input_cfg_free(&c, &ctx);
+}
+END_TEST
+
+/* Text of `n` copies of `line`. */
+static char *repeat(const char *head, const char *line, size_t n, const char *tail)
+{
+    size_t hl = strlen(head), ll = strlen(line), tl = strlen(tail);
+    char *t = malloc(hl + ll * n + tl + 1);
+    ck_assert_ptr_nonnull(t);
+    memcpy(t, head, hl);
+    for (size_t i = 0; i < n; i++)
+        memcpy(t + hl + i * ll, line, ll);
+    memcpy(t + hl + ll * n, tail, tl + 1);
+    return t;
+}
+
+/* The bounds: entries, YAML nodes, nesting and bytes, each refused naming the limit; at the
+ * entries' limit the weights are computed (in time linear in the entries). */
+START_TEST(limits)
+{
+    char *t = repeat("", "- {type: wds, paths: /a}\n", 10000, "");
+    sharc__input_cfg c;
+    parse_ok(&c, t);
+    ck_assert_uint_eq(c.n_sources, 10000);
+    double *w = malloc(10000 * sizeof *w);
+    ck_assert_ptr_nonnull(w);
+    double counts[10000];
+    for (size_t i = 0; i < 10000; i++)
+        counts[i] = (double)(i % 2 + 1);
+    ck_assert_int_eq(sharc__input_cfg_weights(&c, &ctx, counts, w), 0);
+    ck_assert_double_eq_tol(w[0], 1.0 / 15000, 1e-15);
+    ck_assert_double_eq_tol(w[9999], 2.0 / 15000, 1e-15);
+    free(w);
+    sharc__input_cfg_free(&c, &ctx);
+    free(t);
+
+    t = repeat("- type: group\n  input_cfg:\n", "    - {type: wds, paths: /a}\n", 10000, "");
+    expect_error(t, "cfg.yaml: input_cfg: more than 10000 entries (sources and groups "
+                    "together), the limit");
+    free(t);
+
+    /* Just under the nodes' bound, one source's many paths are read at once. */
+    t = repeat("- {type: wds, paths: [", "a,", 499990, "a]}\n");
+    parse_ok(&c, t);
+    ck_assert_uint_eq(c.sources[0].n_paths, 499991);
+    sharc__input_cfg_free(&c, &ctx);
+    free(t);
+    t = repeat("- {type: wds, paths: [", "a,", 500000, "a]}\n");
+    expect_error(t, "cfg.yaml: line 1 column 1000011: more than 500000 YAML nodes, the limit "
+                    "for an input_cfg");
+    free(t);
+
+    t = repeat("", "[", 65, "");
+    expect_error(t, "cfg.yaml: line 1 column 65: YAML nested deeper than 64 levels, the limit "
+                    "for an input_cfg");
+    free(t);
+
+    /* Bytes: from text as from a file, refused before the YAML is read. */
+    ck_assert_int_eq(sharc__input_cfg_parse(&c, &ctx, "cfg.yaml", "", (size_t)16 << 20 | 1),
+                     SHARC_ERR_FORMAT);
+    ck_assert_str_eq(ctx.error, "cfg.yaml: larger than 16 MiB, the limit for an input_cfg");
+    char *d = tu_mkdtemp(), path[256];
+    snprintf(path, sizeof path, "%s/big.yaml", d);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(ftruncate(fileno(f), ((off_t)16 << 20) + 1), 0);
+    fclose(f);
+    ck_assert_int_eq(sharc__input_cfg_load(&c, &ctx, path), SHARC_ERR_FORMAT);
+    char want[512];
+    snprintf(want, sizeof want, "%s: larger than 16 MiB, the limit for an input_cfg", path);
+    ck_assert_str_eq(ctx.error, want);
+    tu_rm_rf(d);
+    free(d);
+}
+END_TEST
+
 START_TEST(missing_file)
 {
     sharc__input_cfg c;
@@ -235,6 +331,8 @@ int main(void)
     tcase_add_test(tc, group_and_temperature);
     tcase_add_test(tc, errors);
     tcase_add_test(tc, missing_file);
+    tcase_add_test(tc, aliases_refused);
+    tcase_add_test(tc, limits);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -12,6 +12,13 @@
 /* The deepest nesting of groups accepted: a config is written by hand, and a bound keeps a
  * hostile file from recursing without end. */
 #define MAX_DEPTH 16
+/* What a file may hold, each checked before the structure it bounds is built: its bytes,
+ * its YAML nodes and their nesting (while the YAML is scanned, before it is loaded), and
+ * its entries (before the first is allocated). docs/mixing.md states them. */
+#define MAX_BYTES        ((size_t)16 << 20)
+#define MAX_YAML_NODES   500000
+#define MAX_YAML_NESTING 64
+#define MAX_ENTRIES      10000
 
 typedef struct parse {
     sharc__ctx *ctx;
@@ -60,13 +67,21 @@ static int number(parse *p, const char *where, const char *key, yaml_node_t *n, 
     return 0;
 }
 
-static int push_string(parse *p, char ***arr, size_t *n, const char *s)
+/* Room for `more` strings after the n of *arr, so that a list of many paths is not copied
+ * once per path. */
+static int grow(parse *p, char ***arr, size_t n, size_t more)
 {
-    char **grown = sharc__realloc(p->ctx, *arr, *n * sizeof **arr, (*n + 1) * sizeof **arr);
+    char **grown = sharc__realloc(p->ctx, *arr, n * sizeof **arr, (n + more) * sizeof **arr);
     if (!grown)
         return SHARC_ERR(ENOMEM);
     *arr = grown;
-    if (!(grown[*n] = sharc__strdup(p->ctx, s)))
+    return 0;
+}
+
+/* Append a copy of s to *arr, which has room for it. */
+static int put_string(parse *p, char **arr, size_t *n, const char *s)
+{
+    if (!(arr[*n] = sharc__strdup(p->ctx, s)))
         return SHARC_ERR(ENOMEM);
     (*n)++;
     return 0;
@@ -79,23 +94,21 @@ static int paths_of(parse *p, const char *where, const char *key, yaml_node_t *n
     if (n->type == YAML_SCALAR_NODE) {
         if (!*scalar(n))
             return bad(p, where, "%s is empty", key);
-        return push_string(p, &src->paths, &src->n_paths, scalar(n));
+        int rc = grow(p, &src->paths, src->n_paths, 1);
+        return rc < 0 ? rc : put_string(p, src->paths, &src->n_paths, scalar(n));
     }
     if (n->type != YAML_SEQUENCE_NODE)
         return bad(p, where, "%s must be a path or a list of paths, not %s", key, kind_name(n));
-    size_t i = 0;
-    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
-         it++, i++) {
-        const char *s = scalar(yaml_document_get_node(&p->doc, *it));
-        if (!s || !*s)
-            return bad(p, where, "%s[%zu] must be a path", key, i);
-        int rc = push_string(p, &src->paths, &src->n_paths, s);
-        if (rc < 0)
-            return rc;
-    }
-    if (i == 0)
+    size_t count = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+    if (count == 0)
         return bad(p, where, "%s is an empty list", key);
-    return 0;
+    int rc = grow(p, &src->paths, src->n_paths, count);
+    for (size_t i = 0; rc == 0 && i < count; i++) {
+        const char *s = scalar(yaml_document_get_node(&p->doc, n->data.sequence.items.start[i]));
+        rc = s && *s ? put_string(p, src->paths, &src->n_paths, s)
+                     : bad(p, where, "%s[%zu] must be a path", key, i);
+    }
+    return rc;
 }
 
 static int add_node(parse *p, int parent, int level, int source, int *out)
@@ -282,12 +295,19 @@ static int parse_entry(parse *p, yaml_node_t *e, const char *where, int parent, 
             return bad(p, where, "missing paths");
         rc = paths_of(p, where, "paths", wds, src);
     }
-    for (size_t i = 0; rc == 0 && i < own.n; i++)
-        if ((rc = push_string(p, &src->tag_names, &src->n_tags, own.name[i])) == 0) {
-            src->n_tags--;
-            rc = push_string(p, &src->tag_values, &src->n_tags, own.value[i]);
-        }
-    return rc;
+    if (rc < 0 || own.n == 0)
+        return rc;
+    if ((rc = grow(p, &src->tag_names, 0, own.n)) < 0 ||
+        (rc = grow(p, &src->tag_values, 0, own.n)) < 0)
+        return rc;
+    for (size_t i = 0; i < own.n; i++) {
+        src->tag_names[i] = sharc__strdup(p->ctx, own.name[i]);
+        src->tag_values[i] = sharc__strdup(p->ctx, own.value[i]);
+        src->n_tags++; /* freed with the source, either copy or both NULL */
+        if (!src->tag_names[i] || !src->tag_values[i])
+            return SHARC_ERR(ENOMEM);
+    }
+    return 0;
 }
 
 static int parse_list(parse *p, yaml_node_t *list, const char *where, int parent, int level,
@@ -377,14 +397,127 @@ static int parse_temperature(parse *p, yaml_node_t *t)
     return 0;
 }
 
+/* A YAML problem at a mark: "<file>: line L column C: <what>". */
+static int bad_at(parse *p, yaml_mark_t m, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int bad_at(parse *p, yaml_mark_t m, const char *fmt, ...)
+{
+    char what[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return sharc__set_error(p->ctx, SHARC_ERR_FORMAT, "%s: line %zu column %zu: %s", p->cfg->name,
+                            m.line + 1, m.column + 1, what);
+}
+
+static int syntax_error(parse *p, const yaml_parser_t *y)
+{
+    return bad_at(p, y->problem_mark, "%s%s%s", y->problem ? y->problem : "not YAML",
+                  y->context ? " " : "", y->context ? y->context : "");
+}
+
+/*
+ * The YAML's events, before any node is built: aliases are refused (an alias repeats a
+ * subtree by reference, so a file of a few hundred bytes could expand to millions of
+ * entries, and NeMo configs do not use them), as are more nodes or a deeper nesting than
+ * the bounds.
+ */
+static int scan_events(parse *p, const char *text, size_t len)
+{
+    yaml_parser_t y;
+    if (!yaml_parser_initialize(&y))
+        return SHARC_ERR(ENOMEM);
+    yaml_parser_set_input_string(&y, (const unsigned char *)text, len);
+    size_t nodes = 0, nesting = 0;
+    int rc = 0;
+    for (int done = 0; rc == 0 && !done;) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&y, &ev)) {
+            rc = syntax_error(p, &y);
+            break;
+        }
+        switch (ev.type) {
+        case YAML_ALIAS_EVENT:
+            rc = bad_at(p, ev.start_mark,
+                        "alias *%s: an input_cfg takes no YAML aliases (they can expand a short "
+                        "file without bound); write the entry out",
+                        (const char *)ev.data.alias.anchor);
+            break;
+        case YAML_SEQUENCE_START_EVENT:
+        case YAML_MAPPING_START_EVENT:
+            if (++nesting > MAX_YAML_NESTING)
+                rc = bad_at(p, ev.start_mark,
+                            "YAML nested deeper than %d levels, the limit for an input_cfg",
+                            MAX_YAML_NESTING);
+            /* fall through */
+        case YAML_SCALAR_EVENT:
+            if (rc == 0 && ++nodes > MAX_YAML_NODES)
+                rc = bad_at(p, ev.start_mark, "more than %d YAML nodes, the limit for an input_cfg",
+                            MAX_YAML_NODES);
+            break;
+        case YAML_SEQUENCE_END_EVENT:
+        case YAML_MAPPING_END_EVENT:
+            nesting--;
+            break;
+        case YAML_STREAM_END_EVENT:
+            done = 1;
+            break;
+        default:
+            break;
+        }
+        yaml_event_delete(&ev);
+    }
+    yaml_parser_delete(&y);
+    return rc;
+}
+
+static yaml_node_t *value_of(parse *p, yaml_node_t *map, const char *key)
+{
+    for (yaml_node_pair_t *kv = map->data.mapping.pairs.start; kv < map->data.mapping.pairs.top;
+         kv++) {
+        const char *k = scalar(yaml_document_get_node(&p->doc, kv->key));
+        if (k && !strcmp(k, key))
+            return yaml_document_get_node(&p->doc, kv->value);
+    }
+    return NULL;
+}
+
+/* The entries of a list and of the groups in it, counted up to the bound (a tree: the
+ * aliases that could join its branches were refused). */
+static size_t count_entries(parse *p, yaml_node_t *list, int level, size_t n)
+{
+    if (!list || list->type != YAML_SEQUENCE_NODE || level > MAX_DEPTH)
+        return n;
+    for (yaml_node_item_t *it = list->data.sequence.items.start;
+         n <= MAX_ENTRIES && it < list->data.sequence.items.top; it++) {
+        yaml_node_t *e = yaml_document_get_node(&p->doc, *it);
+        n++;
+        if (e && e->type == YAML_MAPPING_NODE)
+            n = count_entries(p, value_of(p, e, "input_cfg"), level + 1, n);
+    }
+    return n;
+}
+
+static int check_entries(parse *p, yaml_node_t *list)
+{
+    if (count_entries(p, list, 1, 0) > MAX_ENTRIES)
+        return bad(p, "input_cfg", "more than %d entries (sources and groups together), the limit",
+                   MAX_ENTRIES);
+    return 0;
+}
+
 static int parse_doc(parse *p)
 {
     yaml_node_t *root = yaml_document_get_root_node(&p->doc);
     if (!root)
         return bad(p, "", "empty file: expected a list of entries (input_cfg)");
     tagset none = {.n = 0};
-    if (root->type == YAML_SEQUENCE_NODE)
-        return parse_list(p, root, "input_cfg", -1, 1, &none);
+    if (root->type == YAML_SEQUENCE_NODE) {
+        int rc = check_entries(p, root);
+        return rc < 0 ? rc : parse_list(p, root, "input_cfg", -1, 1, &none);
+    }
     if (root->type != YAML_MAPPING_NODE)
         return bad(p, "", "expected a list of entries (input_cfg), or a mapping with input_cfg");
     yaml_node_t *list = NULL, *temp = NULL;
@@ -401,10 +534,20 @@ static int parse_doc(parse *p)
     }
     if (!list)
         return bad(p, "", "missing input_cfg");
-    int rc = parse_list(p, list, "input_cfg", -1, 1, &none);
+    int rc = check_entries(p, list);
+    if (rc == 0)
+        rc = parse_list(p, list, "input_cfg", -1, 1, &none);
     if (rc == 0 && temp)
         rc = parse_temperature(p, temp);
     return rc;
+}
+
+static int too_large(sharc__ctx *ctx, const char *name)
+{
+    return sharc__set_error(ctx, SHARC_ERR_FORMAT,
+                            "%s: larger than %zu MiB, the limit for an "
+                            "input_cfg",
+                            name, MAX_BYTES >> 20);
 }
 
 int sharc__input_cfg_parse(sharc__input_cfg *cfg, sharc__ctx *ctx, const char *name,
@@ -414,16 +557,19 @@ int sharc__input_cfg_parse(sharc__input_cfg *cfg, sharc__ctx *ctx, const char *n
     if (!(cfg->name = sharc__strdup(ctx, name)))
         return SHARC_ERR(ENOMEM);
     parse p = {.ctx = ctx, .cfg = cfg};
+    int rc = len > MAX_BYTES ? too_large(ctx, name) : scan_events(&p, text, len);
+    if (rc < 0) {
+        sharc__input_cfg_free(cfg, ctx);
+        return rc;
+    }
     yaml_parser_t parser;
-    if (!yaml_parser_initialize(&parser))
+    if (!yaml_parser_initialize(&parser)) {
+        sharc__input_cfg_free(cfg, ctx);
         return SHARC_ERR(ENOMEM);
+    }
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-    int rc;
     if (!yaml_parser_load(&parser, &p.doc)) {
-        rc = sharc__set_error(ctx, SHARC_ERR_FORMAT, "%s: line %zu column %zu: %s%s%s", name,
-                              parser.problem_mark.line + 1, parser.problem_mark.column + 1,
-                              parser.problem ? parser.problem : "not YAML",
-                              parser.context ? " " : "", parser.context ? parser.context : "");
+        rc = syntax_error(&p, &parser);
         yaml_parser_delete(&parser);
         sharc__input_cfg_free(cfg, ctx);
         return rc;
@@ -448,7 +594,8 @@ int sharc__input_cfg_load(sharc__input_cfg *cfg, sharc__ctx *ctx, const char *pa
     size_t got;
     int rc = 0;
     while (rc == 0 && (got = fread(chunk, 1, sizeof chunk, f)) > 0)
-        rc = sharc__buf_append(ctx, &text, chunk, got);
+        rc = text.len + got > MAX_BYTES ? too_large(ctx, path)
+                                        : sharc__buf_append(ctx, &text, chunk, got);
     if (rc == 0 && ferror(f))
         rc = sharc__set_error(ctx, SHARC_ERR(EIO), "%s: cannot read input_cfg", path);
     fclose(f);
@@ -496,8 +643,9 @@ int sharc__input_cfg_weights(const sharc__input_cfg *cfg, sharc__ctx *ctx, const
     size_t n = cfg->n_nodes;
     double *size = sharc__calloc(ctx, n ? n : 1, sizeof *size);
     double *prob = sharc__calloc(ctx, n ? n : 1, sizeof *prob);
+    double *sum = sharc__calloc(ctx, n + 1, sizeof *sum); /* per list, at its parent + 1 */
     int rc = 0;
-    if (!size || !prob) {
+    if (!size || !prob || !sum) {
         rc = SHARC_ERR(ENOMEM);
         goto fail;
     }
@@ -510,17 +658,21 @@ int sharc__input_cfg_weights(const sharc__input_cfg *cfg, sharc__ctx *ctx, const
         if (x->parent >= 0)
             size[x->parent] += size[k];
     }
-    for (size_t k = 0; k < n; k++)
-        if (cfg->nodes[k].has_weight)
-            size[k] = cfg->nodes[k].weight;
-    /* Each list's sizes, raised to its level's temperature, normalised. */
+    /* Each list's sizes, raised to its level's temperature, and their sum. */
     for (size_t k = 0; k < n; k++) {
         const sharc__input_node *x = &cfg->nodes[k];
-        double t = cfg->n_temperatures ? cfg->temperatures[x->level - 1] : 1.0, sum = 0;
-        for (size_t j = 0; j < n; j++)
-            if (cfg->nodes[j].parent == x->parent)
-                sum += t == 1.0 ? size[j] : pow(size[j], t);
-        if (sum <= 0) {
+        double t = cfg->n_temperatures ? cfg->temperatures[x->level - 1] : 1.0;
+        if (x->has_weight)
+            size[k] = x->weight;
+        if (t != 1.0)
+            size[k] = pow(size[k], t);
+        sum[x->parent + 1] += size[k];
+    }
+    /* Each share of its list, times its parent's (parents come first). */
+    for (size_t k = 0; k < n; k++) {
+        const sharc__input_node *x = &cfg->nodes[k];
+        double total = sum[x->parent + 1];
+        if (total <= 0) {
             const sharc__input_node *leaf = x;
             for (size_t j = k; leaf->source < 0 && ++j < n;)
                 leaf = &cfg->nodes[j];
@@ -531,13 +683,13 @@ int sharc__input_cfg_weights(const sharc__input_cfg *cfg, sharc__ctx *ctx, const
                 cfg->name, leaf->source >= 0 ? cfg->sources[leaf->source].where : "input_cfg");
             goto fail;
         }
-        double own = t == 1.0 ? size[k] : pow(size[k], t);
-        prob[k] = own / sum * (x->parent >= 0 ? prob[x->parent] : 1.0);
+        prob[k] = size[k] / total * (x->parent >= 0 ? prob[x->parent] : 1.0);
         if (x->source >= 0)
             out[x->source] = prob[k];
     }
 fail:
     sharc__free(ctx, size);
     sharc__free(ctx, prob);
+    sharc__free(ctx, sum);
     return rc;
 }

@@ -121,4 +121,13 @@ once error "decode failed"
 expect_rc 0 "$SHARC" read --input-cfg "$tmp/undecodable.yaml" --mix-finite --max-duration 10 \
     --threads 2 --on-error skip
 once warning "decode failed"
+# A YAML alias is refused where it stands, before anything is read: aliases could expand a
+# few hundred bytes to any number of sources.
+cat >"$tmp/bomb.yaml" <<YAML
+- &s {type: wds, paths: $tmp/c/wds, weight: 1}
+- &g {type: group, weight: 1, input_cfg: [*s, *s, *s, *s, *s, *s, *s, *s]}
+- {type: group, weight: 1, input_cfg: [*g, *g, *g, *g, *g, *g, *g, *g]}
+YAML
+expect_rc 1 "$SHARC" read --input-cfg "$tmp/bomb.yaml" --cuts --limit 5
+expect_in "$tmp/err" "$tmp/bomb.yaml: line 2 column 43: alias *s: an input_cfg takes no YAML aliases"
 echo "cli_mix: ok"
