@@ -312,6 +312,50 @@ START_TEST(limits)
 }
 END_TEST
 
+/* Weights near the ends of a double: normalised without overflow (by the largest of a
+ * list, a temperature applied to the ratios), and those a double cannot hold are refused
+ * saying so. */
+START_TEST(extreme_weights)
+{
+    sharc__input_cfg c;
+    double w[3];
+    parse_ok(&c, "- {type: wds, paths: /a, weight: 1e308}\n"
+                 "- {type: wds, paths: /b, weight: 1e308}\n");
+    ck_assert_int_eq(sharc__input_cfg_weights(&c, &ctx, NULL, w), 0);
+    ck_assert_double_eq_tol(w[0], 0.5, 1e-15);
+    ck_assert_double_eq_tol(w[1], 0.5, 1e-15);
+    sharc__input_cfg_free(&c, &ctx);
+
+    parse_ok(&c, "reweight_temperature: 2\ninput_cfg:\n"
+                 "  - {type: wds, paths: /a, weight: 1e200}\n"
+                 "  - {type: wds, paths: /b, weight: 1e200}\n"
+                 "  - {type: wds, paths: /c, weight: 5e199}\n");
+    ck_assert_int_eq(sharc__input_cfg_weights(&c, &ctx, NULL, w), 0);
+    ck_assert_double_eq_tol(w[0], 1 / 2.25, 1e-15);
+    ck_assert_double_eq_tol(w[1], 1 / 2.25, 1e-15);
+    ck_assert_double_eq_tol(w[2], 0.25 / 2.25, 1e-15);
+    sharc__input_cfg_free(&c, &ctx);
+
+    /* Tiny but normal weights, and a ratio whose power underflows: still a share. */
+    parse_ok(&c, "reweight_temperature: 0.5\ninput_cfg:\n"
+                 "  - {type: wds, paths: /a, weight: 1e-300}\n"
+                 "  - {type: wds, paths: /b, weight: 4e-300}\n");
+    ck_assert_int_eq(sharc__input_cfg_weights(&c, &ctx, NULL, w), 0);
+    ck_assert_double_eq_tol(w[0], 1.0 / 3, 1e-15);
+    ck_assert_double_eq_tol(w[1], 2.0 / 3, 1e-15);
+    sharc__input_cfg_free(&c, &ctx);
+
+    expect_error("- {type: wds, paths: /a, weight: 1e-320}\n- {type: wds, paths: /b, weight: 1}\n",
+                 "cfg.yaml: input_cfg[0]: weight 1e-320 is too small to compute with (the "
+                 "least is 2.2e-308; 0 leaves an entry out)");
+    expect_error("- {type: wds, paths: /a, weight: 1e400}\n",
+                 "cfg.yaml: input_cfg[0]: weight 1e400 is too large (the most is 1.8e+308)");
+    expect_error("reweight_temperature: 4e-310\ninput_cfg:\n  - {type: wds, paths: /a}\n",
+                 "cfg.yaml: reweight_temperature: its value 4e-310 is too small to compute "
+                 "with (the least is 2.2e-308)");
+}
+END_TEST
+
 START_TEST(missing_file)
 {
     sharc__input_cfg c;
@@ -333,6 +377,7 @@ int main(void)
     tcase_add_test(tc, missing_file);
     tcase_add_test(tc, aliases_refused);
     tcase_add_test(tc, limits);
+    tcase_add_test(tc, extreme_weights);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -7,13 +7,18 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
 
+#include "io/fetch.h"
+#include "plan/dataset.h"
+#include "plan/shards.h"
 #include "sharc/sharc.h"
+#include "walk/mix.h"
 #include "testutil.h"
 
 static char *dir;
@@ -681,6 +686,78 @@ START_TEST(resume_equals_uninterrupted)
 }
 END_TEST
 
+/* Weights at the top of a double's range are normalised without overflow: 1e308 each gives
+ * three equal thirds, and the mixture reads on (it used to end at once, as if read). */
+START_TEST(overflowing_weights)
+{
+    char path[800];
+    snprintf(path, sizeof path, "%s/huge.yaml", dir);
+    const char *w[3] = {"1e308", "1e308", "1e308"};
+    write_cfg(path, w, "");
+    sharc_reader_settings s;
+    settings_on(&s, path);
+    sharc_reader *r = open_ok(&s);
+    for (size_t i = 0; i < 3; i++)
+        ck_assert_double_eq_tol(sharc_reader_source_weight(r, i), 1.0 / 3, 1e-15);
+    int count[3] = {0, 0, 0};
+    const sharc_cut *c;
+    for (int i = 0; i < 300; i++) {
+        ck_assert_int_eq(sharc_reader_next(r, &c), 0);
+        count[sharc_reader_source_of_shard(r, c->shard_index)]++;
+    }
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_gt(count[i], 60);
+    sharc_reader_close(&r);
+}
+END_TEST
+
+/* A mixture that cannot produce a cut (no weight above 0) or with a weight that is not a
+ * number fails to open, repeating or finite, rather than ending at once. */
+START_TEST(mixer_refuses_weights)
+{
+    sharc__ctx ctx;
+    sharc_logger quiet = {NULL, NULL, SHARC_LOG_ERROR};
+    sharc__ctx_init(&ctx, NULL, &quiet);
+    char p[800];
+    snprintf(p, sizeof p, "%s/c/wds", dir);
+    const char *paths[1] = {p};
+    sharc__dataset ds;
+    ck_assert_int_eq(sharc__dataset_find(&ds, &ctx, paths, 1, SHARC_LAYOUT_WDS, 1 << 20), 0);
+    sharc_reader_settings s;
+    settings_on(&s, NULL);
+    sharc_reader_stats stats;
+    memset(&stats, 0, sizeof stats);
+    sharc__fetcher fetch;
+    sharc__fetcher_init(&fetch, 1);
+    const sharc__dataset *dss[2] = {&ds, &ds};
+    const char *names[2] = {"input_cfg[0]", "input_cfg[1]"};
+    const double cases[4][2] = {{0, 0}, {NAN, 1}, {1, -1}, {INFINITY, 1}};
+    const char *want[4] = {
+        "the mixture cannot produce a cut: none of its 2 sources has a weight above 0",
+        "input_cfg[0]: weight nan: a weight is a finite number, 0 or more",
+        "input_cfg[1]: weight -1: a weight is a finite number, 0 or more",
+        "input_cfg[0]: weight inf: a weight is a finite number, 0 or more"};
+    for (int finite = 0; finite < 2; finite++)
+        for (int i = 0; i < 4; i++) {
+            const sharc__mix_config mc = {.ctx = &ctx,
+                                          .s = &s,
+                                          .n = 2,
+                                          .ds = dss,
+                                          .weights = cases[i],
+                                          .names = names,
+                                          .finite = finite,
+                                          .stats = &stats,
+                                          .fetch = &fetch};
+            sharc__mix *m = (sharc__mix *)&ctx; /* set to NULL on failure */
+            ck_assert_int_eq(sharc__mix_open(&m, &mc), SHARC_ERR_FORMAT);
+            ck_assert_ptr_null(m);
+            ck_assert_str_eq(ctx.error, want[i]);
+        }
+    sharc__fetcher_free(&fetch, &ctx);
+    sharc__dataset_free(&ds, &ctx);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("mix");
@@ -700,6 +777,8 @@ int main(void)
     tcase_add_test(tc, config_as_text);
     tcase_add_test(tc, many_sources_bounded);
     tcase_add_test(tc, resume_equals_uninterrupted);
+    tcase_add_test(tc, overflowing_weights);
+    tcase_add_test(tc, mixer_refuses_weights);
     suite_add_tcase(s, tc);
     int rc = tu_run_suite(s);
     tu_rm_rf(dir);

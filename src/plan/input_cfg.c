@@ -1,6 +1,7 @@
 #include "plan/input_cfg.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,9 +62,16 @@ static int number(parse *p, const char *where, const char *key, yaml_node_t *n, 
         errno = 0;
         *out = strtod(s, &end);
     }
-    if (!s || !*s || *end || errno || !isfinite(*out))
-        return bad(p, where, "%s must be a number, not %s%s%s%s", key, s ? "'" : "",
-                   s ? s : kind_name(n), s ? "'" : "", "");
+    if (!s || !*s || *end || (errno != ERANGE && !isfinite(*out)))
+        return bad(p, where, "%s must be a number, not %s%s%s", key, s ? "'" : "",
+                   s ? s : kind_name(n), s ? "'" : "");
+    /* Out of a double's normal range: too large overflows, too small (subnormal) loses its
+     * precision, and neither can be raised to a temperature or divided by. */
+    if (errno == ERANGE && fabs(*out) > 1)
+        return bad(p, where, "%s %s is too large (the most is %.2g)", key, s, DBL_MAX);
+    if (errno == ERANGE || (*out != 0 && fabs(*out) < DBL_MIN))
+        return bad(p, where, "%s %s is too small to compute with (the least is %.2g%s)", key, s,
+                   DBL_MIN, strcmp(key, "weight") ? "" : "; 0 leaves an entry out");
     return 0;
 }
 
@@ -643,9 +651,11 @@ int sharc__input_cfg_weights(const sharc__input_cfg *cfg, sharc__ctx *ctx, const
     size_t n = cfg->n_nodes;
     double *size = sharc__calloc(ctx, n ? n : 1, sizeof *size);
     double *prob = sharc__calloc(ctx, n ? n : 1, sizeof *prob);
-    double *sum = sharc__calloc(ctx, n + 1, sizeof *sum); /* per list, at its parent + 1 */
+    /* per list, at its parent + 1: */
+    double *sum = sharc__calloc(ctx, n + 1, sizeof *sum),
+           *most = sharc__calloc(ctx, n + 1, sizeof *most);
     int rc = 0;
-    if (!size || !prob || !sum) {
+    if (!size || !prob || !sum || !most) {
         rc = SHARC_ERR(ENOMEM);
         goto fail;
     }
@@ -658,12 +668,22 @@ int sharc__input_cfg_weights(const sharc__input_cfg *cfg, sharc__ctx *ctx, const
         if (x->parent >= 0)
             size[x->parent] += size[k];
     }
-    /* Each list's sizes, raised to its level's temperature, and their sum. */
+    /* Each list's sizes over its largest, raised to its level's temperature, and their sum:
+     * w_i^T / sum_j w_j^T computed as (w_i/m)^T / sum_j (w_j/m)^T, m the largest, so that
+     * neither a power nor the sum overflows (the largest term is 1, the sum at most the
+     * list's length), and a ratio too small to be represented is a share of 0. */
+    for (size_t k = 0; k < n; k++) {
+        const sharc__input_node *x = &cfg->nodes[k];
+        if (x->has_weight)
+            size[k] = x->weight;
+        if (size[k] > most[x->parent + 1])
+            most[x->parent + 1] = size[k];
+    }
     for (size_t k = 0; k < n; k++) {
         const sharc__input_node *x = &cfg->nodes[k];
         double t = cfg->n_temperatures ? cfg->temperatures[x->level - 1] : 1.0;
-        if (x->has_weight)
-            size[k] = x->weight;
+        double m = most[x->parent + 1];
+        size[k] = m > 0 ? size[k] / m : 0;
         if (t != 1.0)
             size[k] = pow(size[k], t);
         sum[x->parent + 1] += size[k];
@@ -691,5 +711,6 @@ fail:
     sharc__free(ctx, size);
     sharc__free(ctx, prob);
     sharc__free(ctx, sum);
+    sharc__free(ctx, most);
     return rc;
 }

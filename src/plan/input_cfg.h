@@ -64,7 +64,8 @@ int sharc__input_cfg_needs_counts(const sharc__input_cfg *cfg);
  * weights of siblings w_i become w_i^T / sum_j w_j^T (T the level's reweight_temperature, 1
  * without one), and a source's weight is the product of those along its path. A level
  * without weights uses its entries' cut counts (the sum over a group's sources), from
- * `counts` (one per source; NULL when no level needs them).
+ * `counts` (one per source; NULL when no level needs them). Computed as (w_i/m)^T / sum_j
+ * (w_j/m)^T, m the largest of the list, so that nothing overflows; linear in the nodes.
  * @return 0, or SHARC_ERR_FORMAT when a level's weights are all zero
  */
 int sharc__input_cfg_weights(const sharc__input_cfg *cfg, sharc__ctx *ctx, const double *counts,

@@ -1,6 +1,7 @@
 #include "walk/mix.h"
 
 #include <errno.h>
+#include <math.h>
 #include <string.h>
 
 #include "base/le.h"
@@ -40,10 +41,33 @@ static uint64_t source_seed(uint64_t seed, size_t i)
     return seed + (uint64_t)(i + 1) * UINT64_C(0x9E3779B97F4A7C15);
 }
 
+/* Weights that can be drawn from: each finite and not negative, and one above 0 at least,
+ * since a mixture that cannot produce a cut would otherwise end at once, as if read. */
+static int check_weights(const sharc__mix_config *c)
+{
+    double sum = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        if (!(c->weights[i] >= 0) || !isfinite(c->weights[i]))
+            return sharc__set_error(c->ctx, SHARC_ERR_FORMAT,
+                                    "%s: weight %g: a weight is a finite number, 0 or more",
+                                    c->names[i], c->weights[i]);
+        sum += c->weights[i];
+    }
+    if (!(sum > 0))
+        return sharc__set_error(c->ctx, SHARC_ERR_FORMAT,
+                                "the mixture cannot produce a cut: none of its %zu source%s has a "
+                                "weight above 0",
+                                c->n, c->n == 1 ? "" : "s");
+    return 0;
+}
+
 int sharc__mix_open(sharc__mix **out, const sharc__mix_config *c)
 {
-    sharc__mix *m = sharc__calloc(c->ctx, 1, sizeof *m);
     *out = NULL;
+    int rc = check_weights(c);
+    if (rc < 0)
+        return rc;
+    sharc__mix *m = sharc__calloc(c->ctx, 1, sizeof *m);
     if (!m)
         return SHARC_ERR(ENOMEM);
     m->ctx = c->ctx;
@@ -54,7 +78,7 @@ int sharc__mix_open(sharc__mix **out, const sharc__mix_config *c)
     m->tag_columns = c->tag_columns;
     m->tag_values = c->tag_values;
     m->src = sharc__calloc(c->ctx, c->n ? c->n : 1, sizeof *m->src);
-    int rc = m->src ? 0 : SHARC_ERR(ENOMEM);
+    rc = m->src ? 0 : SHARC_ERR(ENOMEM);
     /* The draw's own stream, apart from the shard orders that the seed also drives. */
     sharc__rng_seed(&m->rng, c->s->seed ^ UINT64_C(0x6D69787475726521));
     for (size_t i = 0; rc == 0 && i < c->n; i++) {

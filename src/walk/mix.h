@@ -22,7 +22,7 @@ typedef struct sharc__mix_config {
     const sharc_reader_settings *s; ///< seed, plan, error policy, decode checks
     size_t n;                       ///< sources
     const sharc__dataset *const *ds;
-    const double *weights;    ///< > 0 sum; a source of weight 0 is never drawn
+    const double *weights;    ///< finite, >= 0, one > 0; a source of weight 0 is never drawn
     const char *const *names; ///< "input_cfg[1]", prefixed to the errors of a source
     /** Per source, the language every cut of it is given (its `lang` tag, as NeMo sets the
      *  tag on the cut), or NULL: the cut keeps its own. */
@@ -41,6 +41,10 @@ typedef struct sharc__mix_config {
     sharc__fetcher *fetch;
 } sharc__mix_config;
 
+/**
+ * @return 0, SHARC_ERR_FORMAT when a weight is negative or not finite, or none is above 0
+ *         (the mixture could not produce a cut), errors of opening the walks
+ */
 int sharc__mix_open(sharc__mix **out, const sharc__mix_config *c);
 void sharc__mix_close(sharc__mix **m);
 

@@ -130,4 +130,18 @@ cat >"$tmp/bomb.yaml" <<YAML
 YAML
 expect_rc 1 "$SHARC" read --input-cfg "$tmp/bomb.yaml" --cuts --limit 5
 expect_in "$tmp/err" "$tmp/bomb.yaml: line 2 column 43: alias *s: an input_cfg takes no YAML aliases"
+# Weights at a double's ends: 1e308 each is half each, and the mixture reads (it used to end
+# at once with status 0); a subnormal weight is refused saying why.
+printf -- '- {type: wds, paths: %s/c/wds, weight: 1e308}\n- {type: lhotse_shar, shar_path: %s/a/shar, weight: 1e308}\n' \
+    "$tmp" "$tmp" >"$tmp/huge.yaml"
+expect_rc 0 "$SHARC" read --input-cfg "$tmp/huge.yaml" --cuts --no-decode --limit 40 --json
+"$PYTHON" - "$tmp/out" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+assert sum(1 for l in lines if l["type"] == "cut") == 40, lines[-1]
+assert [s["weight"] for s in lines[-1]["sources"]] == [0.5, 0.5], lines[-1]
+PY
+printf -- '- {type: wds, paths: %s/c/wds, weight: 1e-320}\n' "$tmp" >"$tmp/tiny.yaml"
+expect_rc 1 "$SHARC" read --input-cfg "$tmp/tiny.yaml" --cuts --limit 5
+expect_in "$tmp/err" "$tmp/tiny.yaml: input_cfg[0]: weight 1e-320 is too small to compute with (the least is 2.2e-308; 0 leaves an entry out)"
 echo "cli_mix: ok"
