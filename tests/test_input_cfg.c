@@ -356,6 +356,45 @@ START_TEST(extreme_weights)
 }
 END_TEST
 
+/* YAML that would be read with another meaning than written is refused naming its line:
+ * a top-level key twice, a second document, a null where a value is needed, a tag twice. */
+START_TEST(other_meanings)
+{
+    expect_error("input_cfg:\n  - {type: wds, paths: /a}\n"
+                 "reweight_temperature: 1\n"
+                 "input_cfg:\n  - {type: wds, paths: /b}\n",
+                 "cfg.yaml: line 4 column 1: input_cfg given twice (first on line 1)");
+    expect_error("reweight_temperature: 1\nreweight_temperature: 2\n"
+                 "input_cfg:\n  - {type: wds, paths: /b}\n",
+                 "cfg.yaml: line 2 column 1: reweight_temperature given twice (first on "
+                 "line 1)");
+    expect_error("- {type: wds, paths: /a}\n---\n- {type: wds, paths: /b}\n",
+                 "cfg.yaml: line 2 column 1: a second YAML document ('---'): an input_cfg "
+                 "is one document");
+    expect_error("- {type: wds, paths: /a, tags: {lang: ~}}\n",
+                 "cfg.yaml: line 1 column 39: input_cfg[0]: tag 'lang' is null; give it a "
+                 "value, or quote it ('~')");
+    expect_error("- type: wds\n  paths: /a\n  tags:\n    task: null\n",
+                 "cfg.yaml: line 4 column 11: input_cfg[0]: tag 'task' is null; give it a "
+                 "value, or quote it ('~')");
+    expect_error("- type: wds\n  paths: /a\n  tags:\n    lang:\n",
+                 "cfg.yaml: line 4 column 10: input_cfg[0]: tag 'lang' is null; give it a "
+                 "value, or quote it ('~')");
+    expect_error("- {type: wds, paths: /a, tags: {lang: en, language: de}}\n",
+                 "cfg.yaml: line 1 column 43: input_cfg[0]: tag 'language' given twice "
+                 "('lang' is 'language')");
+    expect_error("- {type: wds, paths: ~}\n", "cfg.yaml: input_cfg[0]: paths is empty");
+    expect_error("- {type: wds, paths: /a, weight: ~}\n",
+                 "cfg.yaml: input_cfg[0]: weight must be a number, not null");
+    /* Quoted, the same characters are strings; one document may be marked as such. */
+    sharc__input_cfg c;
+    parse_ok(&c, "---\n- {type: wds, paths: /a, tags: {lang: '~', task: \"null\"}}\n...\n");
+    ck_assert_str_eq(c.sources[0].tag_values[0], "~");
+    ck_assert_str_eq(c.sources[0].tag_values[1], "null");
+    sharc__input_cfg_free(&c, &ctx);
+}
+END_TEST
+
 START_TEST(missing_file)
 {
     sharc__input_cfg c;
@@ -378,6 +417,7 @@ int main(void)
     tcase_add_test(tc, aliases_refused);
     tcase_add_test(tc, limits);
     tcase_add_test(tc, extreme_weights);
+    tcase_add_test(tc, other_meanings);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -42,15 +42,43 @@ static int bad(parse *p, const char *where, const char *fmt, ...)
                             *where ? ": " : "", what);
 }
 
+/* A YAML problem at a mark: "<file>: line L column C: <what>". */
+static int bad_at(parse *p, yaml_mark_t m, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int bad_at(parse *p, yaml_mark_t m, const char *fmt, ...)
+{
+    char what[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return sharc__set_error(p->ctx, SHARC_ERR_FORMAT, "%s: line %zu column %zu: %s", p->cfg->name,
+                            m.line + 1, m.column + 1, what);
+}
+
+/* YAML's null: `~`, `null` or nothing at all, unquoted. libyaml leaves it a string; a
+ * config reading it as the text "~" would mean something else than was written. */
+static int is_null(const yaml_node_t *n)
+{
+    if (!n || n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+        return 0;
+    const char *s = (const char *)n->data.scalar.value;
+    return !*s || !strcmp(s, "~") || !strcmp(s, "null") || !strcmp(s, "Null") || !strcmp(s, "NULL");
+}
+
+/* A scalar's text, or NULL for anything else, null included. */
 static const char *scalar(yaml_node_t *n)
 {
-    return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
+    return n && n->type == YAML_SCALAR_NODE && !is_null(n) ? (const char *)n->data.scalar.value
+                                                           : NULL;
 }
 
 static const char *kind_name(yaml_node_t *n)
 {
     return n->type == YAML_MAPPING_NODE    ? "a mapping"
            : n->type == YAML_SEQUENCE_NODE ? "a list"
+           : is_null(n)                    ? "null"
                                            : "a scalar";
 }
 
@@ -100,10 +128,11 @@ static int paths_of(parse *p, const char *where, const char *key, yaml_node_t *n
                     sharc__input_source *src)
 {
     if (n->type == YAML_SCALAR_NODE) {
-        if (!*scalar(n))
+        const char *s = scalar(n);
+        if (!s || !*s)
             return bad(p, where, "%s is empty", key);
         int rc = grow(p, &src->paths, src->n_paths, 1);
-        return rc < 0 ? rc : put_string(p, src->paths, &src->n_paths, scalar(n));
+        return rc < 0 ? rc : put_string(p, src->paths, &src->n_paths, s);
     }
     if (n->type != YAML_SEQUENCE_NODE)
         return bad(p, where, "%s must be a path or a list of paths, not %s", key, kind_name(n));
@@ -166,18 +195,27 @@ static int read_tags(parse *p, const char *where, yaml_node_t *n, tagset *t)
 {
     if (n->type != YAML_MAPPING_NODE)
         return bad(p, where, "tags must be a mapping, not %s", kind_name(n));
+    int here[sizeof t->name / sizeof *t->name] = {0}; /* set by this mapping */
     for (yaml_node_pair_t *kv = n->data.mapping.pairs.start; kv < n->data.mapping.pairs.top; kv++) {
-        const char *k = scalar(yaml_document_get_node(&p->doc, kv->key));
-        const char *v = scalar(yaml_document_get_node(&p->doc, kv->value));
+        yaml_node_t *key = yaml_document_get_node(&p->doc, kv->key);
+        yaml_node_t *value = yaml_document_get_node(&p->doc, kv->value);
+        const char *k = scalar(key), *v = scalar(value);
         if (!k || !*k)
             return bad(p, where, "a tag's name must be a string");
+        if (is_null(value))
+            return bad_at(p, value->start_mark,
+                          "%s: tag '%s' is null; give it a value, or quote it ('~')", where, k);
         if (!v)
             return bad(p, where, "tag '%s' must be a string or number", k);
+        int lang = !strcmp(k, "lang") || !strcmp(k, "language");
         if (!strcmp(k, "lang"))
             k = "language"; /* the cut's own language column */
         size_t i = 0;
         while (i < t->n && strcmp(t->name[i], k))
             i++;
+        if (i < t->n && here[i])
+            return bad_at(p, key->start_mark, "%s: tag '%s' given twice%s", where, k,
+                          lang ? " ('lang' is 'language')" : "");
         if (i == t->n) {
             if (t->n == sizeof t->name / sizeof *t->name)
                 return bad(p, where, "more than %zu tags", t->n);
@@ -185,6 +223,7 @@ static int read_tags(parse *p, const char *where, yaml_node_t *n, tagset *t)
         }
         t->name[i] = k;
         t->value[i] = v;
+        here[i] = 1;
     }
     return 0;
 }
@@ -405,21 +444,6 @@ static int parse_temperature(parse *p, yaml_node_t *t)
     return 0;
 }
 
-/* A YAML problem at a mark: "<file>: line L column C: <what>". */
-static int bad_at(parse *p, yaml_mark_t m, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int bad_at(parse *p, yaml_mark_t m, const char *fmt, ...)
-{
-    char what[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    return sharc__set_error(p->ctx, SHARC_ERR_FORMAT, "%s: line %zu column %zu: %s", p->cfg->name,
-                            m.line + 1, m.column + 1, what);
-}
-
 static int syntax_error(parse *p, const yaml_parser_t *y)
 {
     return bad_at(p, y->problem_mark, "%s%s%s", y->problem ? y->problem : "not YAML",
@@ -429,8 +453,8 @@ static int syntax_error(parse *p, const yaml_parser_t *y)
 /*
  * The YAML's events, before any node is built: aliases are refused (an alias repeats a
  * subtree by reference, so a file of a few hundred bytes could expand to millions of
- * entries, and NeMo configs do not use them), as are more nodes or a deeper nesting than
- * the bounds.
+ * entries, and NeMo configs do not use them), as are a second document, and more nodes or
+ * a deeper nesting than the bounds.
  */
 static int scan_events(parse *p, const char *text, size_t len)
 {
@@ -438,7 +462,7 @@ static int scan_events(parse *p, const char *text, size_t len)
     if (!yaml_parser_initialize(&y))
         return SHARC_ERR(ENOMEM);
     yaml_parser_set_input_string(&y, (const unsigned char *)text, len);
-    size_t nodes = 0, nesting = 0;
+    size_t nodes = 0, nesting = 0, docs = 0;
     int rc = 0;
     for (int done = 0; rc == 0 && !done;) {
         yaml_event_t ev;
@@ -447,6 +471,12 @@ static int scan_events(parse *p, const char *text, size_t len)
             break;
         }
         switch (ev.type) {
+        case YAML_DOCUMENT_START_EVENT:
+            /* libyaml loads the first document; the rest would be ignored. */
+            if (++docs > 1)
+                rc = bad_at(p, ev.start_mark,
+                            "a second YAML document ('---'): an input_cfg is one document");
+            break;
         case YAML_ALIAS_EVENT:
             rc = bad_at(p, ev.start_mark,
                         "alias *%s: an input_cfg takes no YAML aliases (they can expand a short "
@@ -528,17 +558,23 @@ static int parse_doc(parse *p)
     }
     if (root->type != YAML_MAPPING_NODE)
         return bad(p, "", "expected a list of entries (input_cfg), or a mapping with input_cfg");
-    yaml_node_t *list = NULL, *temp = NULL;
+    yaml_node_t *list = NULL, *temp = NULL, *keys[2] = {NULL, NULL};
     for (yaml_node_pair_t *kv = root->data.mapping.pairs.start; kv < root->data.mapping.pairs.top;
          kv++) {
-        const char *k = scalar(yaml_document_get_node(&p->doc, kv->key));
-        yaml_node_t *v = yaml_document_get_node(&p->doc, kv->value);
-        if (k && !strcmp(k, "input_cfg"))
-            list = v;
-        else if (k && !strcmp(k, "reweight_temperature"))
-            temp = v;
-        else
+        yaml_node_t *key = yaml_document_get_node(&p->doc, kv->key);
+        const char *k = scalar(key);
+        int which = !k                                   ? -1
+                    : !strcmp(k, "input_cfg")            ? 0
+                    : !strcmp(k, "reweight_temperature") ? 1
+                                                         : -1;
+        if (which < 0)
             return bad(p, "", "unknown key '%s' (input_cfg, reweight_temperature)", k ? k : "?");
+        /* YAML leaves a key given twice to the application; the last would win. */
+        if (keys[which])
+            return bad_at(p, key->start_mark, "%s given twice (first on line %zu)", k,
+                          keys[which]->start_mark.line + 1);
+        keys[which] = key;
+        *(which ? &temp : &list) = yaml_document_get_node(&p->doc, kv->value);
     }
     if (!list)
         return bad(p, "", "missing input_cfg");

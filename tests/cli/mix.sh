@@ -144,4 +144,17 @@ PY
 printf -- '- {type: wds, paths: %s/c/wds, weight: 1e-320}\n' "$tmp" >"$tmp/tiny.yaml"
 expect_rc 1 "$SHARC" read --input-cfg "$tmp/tiny.yaml" --cuts --limit 5
 expect_in "$tmp/err" "$tmp/tiny.yaml: input_cfg[0]: weight 1e-320 is too small to compute with (the least is 2.2e-308; 0 leaves an entry out)"
+# YAML that would be read with another meaning is refused naming its line: input_cfg twice
+# (the last would win), a second document (it would be ignored), a null tag (it would be "~").
+printf 'input_cfg:\n  - {type: wds, paths: %s/c/wds}\ninput_cfg:\n  - {type: lhotse_shar, shar_path: %s/a/shar}\n' \
+    "$tmp" "$tmp" >"$tmp/twice.yaml"
+expect_rc 1 "$SHARC" read --input-cfg "$tmp/twice.yaml" --cuts --limit 5
+expect_in "$tmp/err" "$tmp/twice.yaml: line 3 column 1: input_cfg given twice (first on line 1)"
+printf -- '- {type: wds, paths: %s/c/wds}\n---\n- {type: wds, paths: /elsewhere}\n' "$tmp" >"$tmp/two.yaml"
+expect_rc 1 "$SHARC" read --input-cfg "$tmp/two.yaml" --cuts --limit 5
+expect_in "$tmp/err" "$tmp/two.yaml: line 2 column 1: a second YAML document ('---'): an input_cfg is one document"
+printf -- '- {type: wds, paths: %s/c/wds, tags: {lang: ~}}\n' "$tmp" >"$tmp/null.yaml"
+expect_rc 1 "$SHARC" read --input-cfg "$tmp/null.yaml" --cuts --limit 5
+expect_in "$tmp/err" "$tmp/null.yaml: line 1 column"
+expect_in "$tmp/err" ": input_cfg[0]: tag 'lang' is null; give it a value, or quote it ('~')"
 echo "cli_mix: ok"
