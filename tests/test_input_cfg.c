@@ -252,6 +252,14 @@ static char *repeat(const char *head, const char *line, size_t n, const char *ta
     return t;
 }
 
+static void expect_repeated_error(const char *head, const char *line, size_t n, const char *tail,
+                                  const char *message)
+{
+    char *t = repeat(head, line, n, tail);
+    expect_error(t, message);
+    free(t);
+}
+
 /* The bounds: entries, YAML nodes, nesting and bytes, each refused naming the limit; at the
  * entries' limit the weights are computed (in time linear in the entries). */
 START_TEST(limits)
@@ -272,10 +280,10 @@ START_TEST(limits)
     sharc__input_cfg_free(&c, &ctx);
     free(t);
 
-    t = repeat("- type: group\n  input_cfg:\n", "    - {type: wds, paths: /a}\n", 10000, "");
-    expect_error(t, "cfg.yaml: input_cfg: more than 10000 entries (sources and groups "
-                    "together), the limit");
-    free(t);
+    expect_repeated_error("- type: group\n  input_cfg:\n", "    - {type: wds, paths: /a}\n", 10000,
+                          "",
+                          "cfg.yaml: input_cfg: more than 10000 entries (sources and groups "
+                          "together), the limit");
 
     /* Just under the nodes' bound, one source's many paths are read at once. */
     t = repeat("- {type: wds, paths: [", "a,", 499990, "a]}\n");
@@ -283,15 +291,12 @@ START_TEST(limits)
     ck_assert_uint_eq(c.sources[0].n_paths, 499991);
     sharc__input_cfg_free(&c, &ctx);
     free(t);
-    t = repeat("- {type: wds, paths: [", "a,", 500000, "a]}\n");
-    expect_error(t, "cfg.yaml: line 1 column 1000011: more than 500000 YAML nodes, the limit "
-                    "for an input_cfg");
-    free(t);
-
-    t = repeat("", "[", 65, "");
-    expect_error(t, "cfg.yaml: line 1 column 65: YAML nested deeper than 64 levels, the limit "
-                    "for an input_cfg");
-    free(t);
+    expect_repeated_error("- {type: wds, paths: [", "a,", 500000, "a]}\n",
+                          "cfg.yaml: line 1 column 1000011: more than 500000 YAML nodes, the "
+                          "limit for an input_cfg");
+    expect_repeated_error("", "[", 65, "",
+                          "cfg.yaml: line 1 column 65: YAML nested deeper than 64 levels, the "
+                          "limit for an input_cfg");
 
     /* Bytes: from text as from a file, refused before the YAML is read. */
     ck_assert_int_eq(sharc__input_cfg_parse(&c, &ctx, "cfg.yaml", "", (size_t)16 << 20 | 1),

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <float.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,33 +29,41 @@ typedef struct parse {
     size_t nodes_cap, sources_cap;
 } parse;
 
-static int bad(parse *p, const char *where, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int bad(parse *p, const char *where, const char *fmt, ...)
+/* "<file>: <at>: <what>", or "<file>: <what>" where `at` is empty. */
+static int report(parse *p, const char *at, const char *fmt, va_list ap)
 {
     char what[512];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    return sharc__set_error(p->ctx, SHARC_ERR_FORMAT, "%s: %s%s%s", p->cfg->name, where,
-                            *where ? ": " : "", what);
+    return sharc__set_error(p->ctx, SHARC_ERR_FORMAT, "%s: %s%s%s", p->cfg->name, at,
+                            *at ? ": " : "", what);
 }
 
-/* A YAML problem at a mark: "<file>: line L column C: <what>". */
+/* A problem of an entry, `where` naming it ("input_cfg[1]"). */
+static int bad(parse *p, const char *where, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int bad(parse *p, const char *where, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = report(p, where, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+/* A problem at a place of the text: "<file>: line L column C: <what>". */
 static int bad_at(parse *p, yaml_mark_t m, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 static int bad_at(parse *p, yaml_mark_t m, const char *fmt, ...)
 {
-    char what[512];
+    char at[64];
+    snprintf(at, sizeof at, "line %zu column %zu", m.line + 1, m.column + 1);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
+    int rc = report(p, at, fmt, ap);
     va_end(ap);
-    return sharc__set_error(p->ctx, SHARC_ERR_FORMAT, "%s: line %zu column %zu: %s", p->cfg->name,
-                            m.line + 1, m.column + 1, what);
+    return rc;
 }
 
 /* YAML's null: `~`, `null` or nothing at all, unquoted. libyaml leaves it a string; a
@@ -589,9 +598,8 @@ static int parse_doc(parse *p)
 static int too_large(sharc__ctx *ctx, const char *name)
 {
     return sharc__set_error(ctx, SHARC_ERR_FORMAT,
-                            "%s: larger than %zu MiB, the limit for an "
-                            "input_cfg",
-                            name, MAX_BYTES >> 20);
+                            "%s: larger than %zu MiB, the limit for an input_cfg", name,
+                            MAX_BYTES >> 20);
 }
 
 int sharc__input_cfg_parse(sharc__input_cfg *cfg, sharc__ctx *ctx, const char *name,
