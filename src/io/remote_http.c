@@ -145,9 +145,19 @@ static void s3_error_code(const char *body, char *out, size_t cap)
         snprintf(out, cap, " (%.*s)", (int)(b - a - 6) < 100 ? (int)(b - a - 6) : 100, a + 6);
 }
 
-static const char *status_meaning(long code)
+static const char *status_meaning(long code, int is_signed)
 {
     switch (code) {
+    case 301:
+    case 302:
+    case 303:
+    case 307:
+    case 308:
+        if (!is_signed)
+            return "a redirect that cannot be followed (no Location)";
+        return "a redirect, not followed for a signed request so that its credentials stay with "
+               "AWS_ENDPOINT_URL (or the region's endpoint): check AWS_REGION and "
+               "AWS_ENDPOINT_URL";
     case 400:
         return "bad request";
     case 401:
@@ -241,8 +251,16 @@ static int setup_request(sharc__remote *r, struct curl_slist **headers, char *er
     bad |= curl_easy_setopt(c, CURLOPT_HTTPHEADER, h) != CURLE_OK;
     bad |= curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf) != CURLE_OK;
     bad |= curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L) != CURLE_OK;
-    bad |= curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L) != CURLE_OK;
+    /* A signed request is never redirected: libcurl drops Authorization on a change of host
+     * but sends the session token's header on, and no credential may leave the endpoint (S3
+     * answers a wrong region with an error, not a redirect that must be followed). A URL
+     * carries none (one with a user name or password is refused), so its redirects are
+     * followed, to HTTP(S) only. */
+    const long follow = r->sigv4 || r->token_header ? 0L : 1L;
+    bad |= curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, follow) != CURLE_OK;
     bad |= curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L) != CURLE_OK;
+    bad |= curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK;
+    bad |= curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https") != CURLE_OK;
     bad |= curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)r->timeout_ms) != CURLE_OK;
     bad |= curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body) != CURLE_OK;
     bad |= curl_easy_setopt(c, CURLOPT_WRITEDATA, r) != CURLE_OK;
@@ -312,7 +330,8 @@ static int attempt(sharc__remote *r)
         r->rc = code == 401 || code == 403 ? SHARC_ERR(EACCES)
                 : code == 404              ? SHARC_ERR(ENOENT)
                                            : SHARC_ERR_IO;
-        snprintf(r->msg, sizeof r->msg, "HTTP %ld%s: %s", code, s3code, status_meaning(code));
+        snprintf(r->msg, sizeof r->msg, "HTTP %ld%s: %s", code, s3code,
+                 status_meaning(code, r->sigv4 || r->token_header));
     } else if (r->stalled) {
         out = XFER_RETRY;
         r->rc = SHARC_ERR_TIMEOUT;

@@ -13,7 +13,7 @@ unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
 c=$tmp/c
 gen "$c" --layout all --shards 3 --cuts-per-shard 6 --min-duration 0.5 --max-duration 4 --seed 5
 
-"$PYTHON" "$here/remote/faultserver.py" "$c" "$tmp/port" &
+"$PYTHON" "$here/remote/faultserver.py" "$c" "$tmp/port" --log "$tmp/log" &
 server=$!
 trap 'kill $server 2>/dev/null; rm -rf "$tmp"' EXIT INT TERM
 for _ in $(seq 100); do [ -f "$tmp/port" ] && break; sleep 0.1; done
@@ -68,6 +68,27 @@ expect_rc 0 env AWS_ENDPOINT_URL="$url/reset-list" AWS_ACCESS_KEY_ID= AWS_SECRET
 same "$tmp/wds.local" "$tmp/out"
 expect_rc 0 env AWS_ENDPOINT_URL="$url/ok" "$SHARC" read $B "s3://shar"
 same "$tmp/shar.local" "$tmp/out"
+
+# A redirect to another host (127.0.0.2): followed for a URL, which carries no credentials;
+# never for a signed S3 request (an object or a listing), whose session token libcurl would
+# send along: the 307 is the error, and no credential reaches the other host.
+expect_rc 0 "$SHARC" read $B "$url/redirect/wds/shard-00000{0..2}.tar.gz"
+same "$tmp/wds.local" "$tmp/out"
+grep -q "^ok wds/shard-000001.tar.gz bytes=0- [0-9]* [0-9]* 127.0.0.2 -$" "$tmp/log" ||
+    fail "the redirect was not followed: $(tail -3 "$tmp/log")"
+S3KEYS="AWS_ACCESS_KEY_ID=AKIDREDIRECT0 AWS_SECRET_ACCESS_KEY=redirect-secret-1 AWS_SESSION_TOKEN=redirect-token-1"
+expect_rc 1 env AWS_ENDPOINT_URL="$url/redirect-s3" $S3KEYS "$SHARC" read "s3://wds/$one"
+expect_in "$tmp/err" "sharc: error: s3://wds/$one: cannot start reading the archive: HTTP 307: a redirect, not followed for a signed request so that its credentials stay with AWS_ENDPOINT_URL (or the region's endpoint): check AWS_REGION and AWS_ENDPOINT_URL"
+expect_rc 1 env AWS_ENDPOINT_URL="$url/redirect-s3" $S3KEYS "$SHARC" read "s3://wds/"
+expect_in "$tmp/err" "cannot list s3://wds/: HTTP 307: a redirect, not followed"
+grep -q "^redirect-s3 wds.* 127.0.0.1 Authorization,X-Amz-Security-Token$" "$tmp/log" ||
+    fail "no signed request came to the endpoint: $(tail -3 "$tmp/log")"
+if grep -q " 127.0.0.2 [^-]" "$tmp/log"; then
+    fail "a credential went to another host: $(grep " 127.0.0.2 [^-]" "$tmp/log" | head -3)"
+fi
+if grep -q -e "redirect-token-1" -e "redirect-secret-1" "$tmp/err" "$tmp/out"; then
+    fail "a credential was printed"
+fi
 
 # Faults that outlast the retries, or are final: the URL, what happened, the retries made.
 one=shard-000001.tar.gz
