@@ -48,6 +48,9 @@
  *  shard, or one too large to read) stops the transfer and starts another at the byte after
  *  it (Range: bytes=N-); shorter spans are read and dropped, cheaper than a new request. */
 #define SHARC__NET_SKIP_MIN ((uint64_t)1 << 20)
+/** The longest ETag kept, NUL included: a longer one (no store sends one) is taken as none,
+ *  so that no request sends a cut one in If-Match. */
+#define SHARC__NET_ETAG_MAX 4096
 /** The most bytes of one listing page or error body kept. */
 #define SHARC__NET_PAGE_MAX ((size_t)32 << 20)
 
@@ -151,7 +154,8 @@ void sharc__remote_conn_free(sharc__remote_conn **conn);
  * @param conn the calling thread's connections, made on first use (*conn NULL) and kept
  *             for the next reads; NULL for a connection of this read's own
  * @param etag in: the ETag the object must still have (If-Match; a replaced object answers
- *             412), or "" for any; out: the ETag of the answer. Room for `etag_cap` bytes.
+ *             412), or "" for any; out: the ETag of the answer ("" when it has more than
+ *             etag_cap - 1 bytes). Room for `etag_cap` bytes (SHARC__NET_ETAG_MAX).
  * @return 0; SHARC_ERR(EACCES) (401/403), SHARC_ERR(ENOENT) (404), SHARC_ERR_IO (412, a range
  *         not satisfiable, failures after the retries), SHARC_ERR(EINVAL) (a URL with
  *         credentials), SHARC_ERR(ENOMEM); the message names the URL and the byte range

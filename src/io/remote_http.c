@@ -98,20 +98,25 @@ static int header_is(const char *h, size_t n, const char *name)
 static size_t on_header(char *h, size_t size, size_t nmemb, void *user)
 {
     sharc__remote *r = user;
-    size_t n = size * nmemb;
-    char line[512];
-    size_t m = n < sizeof line - 1 ? n : sizeof line - 1;
-    memcpy(line, h, m);
-    while (m && (line[m - 1] == '\n' || line[m - 1] == '\r' || line[m - 1] == ' '))
+    size_t n = size * nmemb, m = n;
+    while (m && (h[m - 1] == '\n' || h[m - 1] == '\r' || h[m - 1] == ' '))
         m--;
-    line[m] = 0;
-    if (header_is(line, m, "etag:")) {
-        const char *v = line + 5;
-        while (*v == ' ')
+    if (header_is(h, m, "etag:")) {
+        /* Whole or not at all (as if none came): a cut one would fail every If-Match. */
+        size_t v = 5;
+        while (v < m && h[v] == ' ')
             v++;
-        snprintf(r->etag, sizeof r->etag, "%.250s", v);
+        const size_t len = m - v < sizeof r->etag ? m - v : 0;
+        memcpy(r->etag, h + v, len);
+        r->etag[len] = 0;
         atomic_store(&r->etag_id, sharc__remote_etag_id(r->etag));
-    } else if (header_is(line, m, "content-range:")) {
+        return n;
+    }
+    char line[512];
+    m = m < sizeof line - 1 ? m : sizeof line - 1;
+    memcpy(line, h, m);
+    line[m] = 0;
+    if (header_is(line, m, "content-range:")) {
         unsigned long long a, b, t;
         if (sscanf(line + 14, " bytes %llu-%llu/%llu", &a, &b, &t) == 3) {
             r->range_start = a;
@@ -316,8 +321,8 @@ static int attempt(sharc__remote *r)
     } else if (r->etag_changed) {
         r->rc = SHARC_ERR_IO;
         snprintf(r->msg, sizeof r->msg,
-                 "the object changed while it was being read (its ETag %s is now %s)", r->expect,
-                 r->etag);
+                 "the object changed while it was being read (its ETag %.300s is now %.300s)",
+                 r->expect, r->etag);
     } else if (r->range_full) {
         out = XFER_DONE;
     } else if (code == 416 && r->delivered > 0 && r->total == UINT64_MAX &&
@@ -457,7 +462,8 @@ int sharc__remote_read_range(sharc__ctx *ctx, sharc__remote_conn **conn, const c
         rc = sharc__fail_data(ctx, rc, "%s: bytes %" PRIu64 "-%" PRIu64 ": %s", path, at,
                               at + n - 1, r->msg);
     } else {
-        snprintf(etag, etag_cap, "%s", r->etag);
+        /* Whole or none: a cut ETag in the next read's If-Match would fail it. */
+        snprintf(etag, etag_cap, "%s", strlen(r->etag) < etag_cap ? r->etag : "");
     }
 done:
     sharc__remote_close(&r, ctx);

@@ -54,10 +54,10 @@ struct sharc__remote {
     long code;
     int checked, stalled, sink_failed;
     double last_progress;
-    char etag[256];
+    char etag[SHARC__NET_ETAG_MAX];
     /** A weak ETag (W/"...") the answer must still carry: If-Match compares strongly and
      *  never matches one, so a resumed transfer or ranged read compares the answer's. */
-    char expect[256];
+    char expect[SHARC__NET_ETAG_MAX];
     int etag_changed;      ///< the answer carried another ETag than `expect`
     atomic_ullong etag_id; ///< sharc__remote_etag_id(etag), for the reader's thread
     char body[2048];       ///< the start of an error answer's body

@@ -1,9 +1,10 @@
 #!/bin/sh
 # cli_remote_http: shards over HTTP from a local server that injects faults
 # (tests/remote/faultserver.py), and from commands (pipe:). A connection reset or stalled
-# mid-body, 503s, a wrong Content-Length, a reset under weak ETags: retried and resumed, the
-# batches identical to those of the same shards read from disk; an object whose weak ETag
-# changed between two answers fails. A body always cut short, endless 503s, 403 and 404: an
+# mid-body, 503s, a wrong Content-Length, a reset under weak or long (400-character) ETags,
+# a redirect: retried and resumed (or followed), the batches identical to those of the same
+# shards read from disk; an object whose weak ETag changed between two answers fails; a
+# signed request is never redirected. A body always cut short, endless 503s, 403 and 404: an
 # error naming the URL, never a hang. A command that fails, is killed or stops early: an
 # error naming the command and its status, or a truncated shard.
 . "$(dirname "$0")/lib.sh"
@@ -31,7 +32,7 @@ expect_rc 0 "$SHARC" read $B "$c/shar"
 cp "$tmp/out" "$tmp/shar.local"
 
 # Faults that retries and resumption (Range) get over: nothing lost, nothing repeated.
-for mode in ok reset stall 503 biglen smalllen; do
+for mode in ok reset stall 503 biglen smalllen longetag; do
     expect_rc 0 "$SHARC" read $B "$url/$mode/wds/shard-00000{0..2}.tar.gz"
     same "$tmp/wds.local" "$tmp/out"
 done

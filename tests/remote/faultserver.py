@@ -28,6 +28,8 @@ counters of its own, so that each test can start from a first request:
             (RFC 9110 compares strongly): such a request gets 412
   weakchange the first answer stops after half the body with a connection reset, and the
             later answers carry another weak ETag
+  longetag  as reset, with an ETag of 400 characters, which the resumed request's If-Match
+            must name whole
   redirect  every request (a listing too) gets 307 to the same path under mode ok on another
             host: the server's second address, 127.0.0.2
 GET /MODE/BUCKET?list-type=2&prefix=P&delimiter=/ is an S3 ListObjectsV2 of ROOT/BUCKET/P,
@@ -188,6 +190,8 @@ class Handler(BaseHTTPRequestHandler):
         etag = f'"{size}-{int(st.st_mtime)}"'
         if weak:
             etag = "W/" + (etag if mode != "change" or n == 0 else '"changed"')
+        elif mode == "longetag":
+            etag = '"' + etag[1:-1].ljust(398, "e") + '"'
         ranged = 0
         if closed:
             with lock:
@@ -214,7 +218,7 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(announced))
         self.send_header("ETag", etag)
         self.end_headers()
-        if (((mode == "reset" or mode == "change") and first) or (mode == "flaky" and n % 2 == 0) or
+        if (((mode == "reset" or mode == "change" or mode == "longetag") and first) or (mode == "flaky" and n % 2 == 0) or
                 (mode == "rangereset" and closed and ranged == 0)):
             self.send_file(path, start, length // 2)
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
