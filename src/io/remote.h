@@ -56,6 +56,28 @@
 
 typedef struct sharc__remote sharc__remote;
 
+/** What stands for the query string of an http(s) URL (a presigned URL's signature)
+ *  wherever the URL is shown or kept: "?…" (UTF-8). */
+#define SHARC__URL_QUERY_MARK "?\xe2\x80\xa6"
+
+/** Where the query string of the http(s) URL `path` starts (its '?'); NULL when it has none,
+ *  or only SHARC__URL_QUERY_MARK, or `path` is no http(s) URL. */
+const char *sharc__remote_query(const char *path);
+
+/** `path` as it is shown and kept: its query string (sharc__remote_query()) replaced by
+ *  SHARC__URL_QUERY_MARK. A new string (sharc__free()), NULL when out of memory. */
+char *sharc__remote_shown(sharc__ctx *ctx, const char *path);
+
+/**
+ * Keep the whole URL of the shown URL `shown` (one that ends with SHARC__URL_QUERY_MARK;
+ * another is left alone): `shown` less the mark, then `query` (from its '?'). Requests for
+ * `shown` (sharc__remote_open(), sharc__remote_read_range()) go to that URL, in every
+ * handle of the process; the same URL kept again with another query (signed again) uses the
+ * latest.
+ * @return 0, or SHARC_ERR(ENOMEM) with the message naming `shown`
+ */
+int sharc__remote_keep_query(sharc__ctx *ctx, const char *shown, const char *query);
+
 /** 1 when `path` names a remote shard: s3://, http://, https:// or pipe:. */
 int sharc__is_remote(const char *path);
 

@@ -444,9 +444,9 @@ int sharc__remote_read_range(sharc__ctx *ctx, sharc__remote_conn **conn, const c
     if (rc == 0 && (rc = sharc__remote_new(&r, ctx, path, KIND_HTTP)) == 0)
         rc = sharc__remote_http_setup(ctx, r, path);
     if (rc == SHARC_ERR(ENOMEM))
-        rc = sharc__set_error(ctx, rc, "%s: out of memory", path);
+        rc = sharc__set_error(ctx, rc, "%s: out of memory", r && r->name ? r->name : "");
     if (rc == 0 && !sharc__remote_curl_ready())
-        rc = sharc__set_error(ctx, SHARC_ERR_IO, "%s: libcurl cannot be initialised", path);
+        rc = sharc__set_error(ctx, SHARC_ERR_IO, "%s: libcurl cannot be initialised", r->name);
     if (rc < 0)
         goto done;
     if (conn && !*conn)
@@ -459,7 +459,7 @@ int sharc__remote_read_range(sharc__ctx *ctx, sharc__remote_conn **conn, const c
     sharc__remote_transfer(r);
     if (r->rc < 0) {
         rc = r->rc == SHARC_ERR(EACCES) || r->rc == SHARC_ERR(ENOENT) ? r->rc : SHARC_ERR_IO;
-        rc = sharc__fail_data(ctx, rc, "%s: bytes %" PRIu64 "-%" PRIu64 ": %s", path, at,
+        rc = sharc__fail_data(ctx, rc, "%s: bytes %" PRIu64 "-%" PRIu64 ": %s", r->name, at,
                               at + n - 1, r->msg);
     } else {
         /* Whole or none: a cut ETag in the next read's If-Match would fail it. */

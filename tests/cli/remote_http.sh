@@ -91,6 +91,35 @@ if grep -q -e "redirect-token-1" -e "redirect-secret-1" "$tmp/err" "$tmp/out"; t
     fail "a credential was printed"
 fi
 
+# Presigned URLs: the layout and names come from the URL's path; the query (a signature, a
+# credential) goes with every request and nowhere else: messages, logs, JSON output and
+# saved states show the URL with "?…". A state resumes with the URLs signed again.
+q="X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIDPRESIGNED%2F20261205%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Expires=600&X-Amz-Signature"
+no_query() {
+    if grep -q -e "presigned-secret" -e "AKIDPRESIGNED" "$@"; then fail "a query string was shown: $(grep -h "presigned-secret" "$@" | head -3)"; fi
+}
+expect_rc 0 "$SHARC" read $B --verbose "$url/presigned/wds/shard-00000{0..2}.tar.gz?$q=presigned-secret-1"
+same "$tmp/wds.local" "$tmp/out"
+no_query "$tmp/out" "$tmp/err"
+expect_rc 0 "$SHARC" read $B "$url/presigned/shar/cuts.00000{0..2}.jsonl.gz?$q=presigned-secret-1" \
+    "$url/presigned/shar/recording.00000{0..2}.tar.gz?$q=presigned-secret-1" \
+    "$url/presigned/shar/lang_id.00000{0..2}.jsonl.gz?$q=presigned-secret-1"
+same "$tmp/shar.local" "$tmp/out"
+expect_rc 0 "$SHARC" read $B --save-state-at 1 "$tmp/state" --limit 2 \
+    "$url/presigned/wds/shard-00000{0..2}.tar.gz?$q=presigned-secret-1"
+no_query "$tmp/out" "$tmp/err" "$tmp/state"
+expect_rc 0 "$SHARC" read $B --resume "$tmp/state" "$url/presigned/wds/shard-00000{0..2}.tar.gz?$q=presigned-secret-2"
+same "$tmp/wds.local" "$tmp/out" --from-step 2
+expect_rc 1 "$SHARC" validate --json "$url/presigned/wds/$one?$q=expired-presigned-secret-3"
+expect_in "$tmp/out" "\"shard\":\"$url/presigned/wds/$one?…\""
+no_query "$tmp/out" "$tmp/err"
+expect_rc 1 "$SHARC" read --json "$url/presigned/wds/$one?$q=expired-presigned-secret-3"
+expect_in "$tmp/err" "sharc: error: $url/presigned/wds/$one?…: cannot start reading the archive: HTTP 403 (AccessDenied): access denied"
+no_query "$tmp/out" "$tmp/err"
+expect_rc 1 "$SHARC" read "$url/presigned/wds/download?file=$one&$q=presigned-secret-1"
+expect_in "$tmp/err" "no shards found in $url/presigned/wds/download?… (expected"
+no_query "$tmp/out" "$tmp/err"
+
 # Faults that outlast the retries, or are final: the URL, what happened, the retries made.
 one=shard-000001.tar.gz
 expect_rc 1 "$SHARC" read --retries 2 "$url/always503/wds/$one"

@@ -30,6 +30,8 @@ counters of its own, so that each test can start from a first request:
             later answers carry another weak ETag
   longetag  as reset, with an ETag of 400 characters, which the resumed request's If-Match
             must name whole
+  presigned every request must carry the query of a presigned URL (X-Amz-Signature=...), else
+            403; one whose signature starts with "expired" gets 403 too
   redirect  every request (a listing too) gets 307 to the same path under mode ok on another
             host: the server's second address, 127.0.0.2
 GET /MODE/BUCKET?list-type=2&prefix=P&delimiter=/ is an S3 ListObjectsV2 of ROOT/BUCKET/P,
@@ -155,6 +157,10 @@ class Handler(BaseHTTPRequestHandler):
             counts[(key, rel)] = n + 1
         if mode == "403":
             return self.error(403, "AccessDenied", "Access Denied")
+        if mode == "presigned":
+            sig = urllib.parse.parse_qs(query).get("X-Amz-Signature", [""])[0]
+            if not sig or sig.startswith("expired"):
+                return self.error(403, "AccessDenied", "Request has expired")
         if mode == "404" or ".." in rel:
             return self.error(404, "NoSuchKey", "The specified key does not exist.")
         if mode == "always503" or (mode == "503" and n < 3):
