@@ -42,8 +42,11 @@
  *  allows), in bytes: with libcurl's receive buffer (half as large), what one remote shard
  *  being read holds. */
 #define SHARC__NET_BUFFER (1 << 20)
-/** The most bytes read on after an archive's end to learn whether its stream ended well. */
-#define SHARC__NET_DRAIN_MAX ((uint64_t)1 << 20)
+/** The most bytes read on after an archive's end to learn whether its stream ended well,
+ *  and for how long at most (ms; timeout_ms when shorter): a server or a command that
+ *  trickles on cannot hold a whole archive's shard open. */
+#define SHARC__NET_DRAIN_MAX    ((uint64_t)1 << 20)
+#define SHARC__NET_DRAIN_MAX_MS 2000
 /** A skip over this many bytes or more of a remote uncompressed tar (a member left in the
  *  shard, or one too large to read) stops the transfer and starts another at the byte after
  *  it (Range: bytes=N-); shorter spans are read and dropped, cheaper than a new request. */

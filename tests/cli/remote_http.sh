@@ -120,6 +120,13 @@ expect_rc 1 "$SHARC" read "$url/presigned/wds/download?file=$one&$q=presigned-se
 expect_in "$tmp/err" "no shards found in $url/presigned/wds/download?… (expected"
 no_query "$tmp/out" "$tmp/err"
 
+# A whole archive, then a server that trickles a byte every 0.2 s (within timeout_ms) and
+# never ends: the shard is read on for 2 s at most after the archive's end, not held open.
+expect_rc 0 timeout 60 "$SHARC" read --json "$url/trickle/wds/$one"
+expect_in "$tmp/out" '"cuts":6,'
+expect_rc 0 timeout 60 "$SHARC" read --json "$url/trickle/shar/cuts.000000.jsonl.gz" "$url/trickle/shar/recording.000000.tar.gz"
+expect_in "$tmp/out" '"cuts":6,'
+
 # Faults that outlast the retries, or are final: the URL, what happened, the retries made.
 one=shard-000001.tar.gz
 expect_rc 1 "$SHARC" read --retries 2 "$url/always503/wds/$one"

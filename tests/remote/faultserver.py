@@ -32,6 +32,8 @@ counters of its own, so that each test can start from a first request:
             must name whole
   presigned every request must carry the query of a presigned URL (X-Amz-Signature=...), else
             403; one whose signature starts with "expired" gets 403 too
+  trickle   every answer announces 1 MB more than the file, and after the file sends a zero
+            byte every 0.2 s (a whole archive, then a server that never ends)
   redirect  every request (a listing too) gets 307 to the same path under mode ok on another
             host: the server's second address, 127.0.0.2
 GET /MODE/BUCKET?list-type=2&prefix=P&delimiter=/ is an S3 ListObjectsV2 of ROOT/BUCKET/P,
@@ -218,6 +220,8 @@ class Handler(BaseHTTPRequestHandler):
             announced = length - min(100, length)
         elif mode == "biglen" and first:
             announced = length + 100
+        elif mode == "trickle":
+            announced = length + 1000000
         self.send_response(206 if rng else 200)
         if rng:
             self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
@@ -236,6 +240,14 @@ class Handler(BaseHTTPRequestHandler):
             self.send_file(path, start, length // 2)
             time.sleep(30)
             self.close_connection = True
+            return
+        if mode == "trickle":
+            self.send_file(path, start, length)
+            for _ in range(1000000):
+                self.wfile.write(b"\0")
+                self.wfile.flush()
+                self.sent += 1
+                time.sleep(0.2)
             return
         if mode == "truncate":
             self.send_file(path, start, min(1000, length))
