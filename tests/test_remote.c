@@ -58,6 +58,41 @@ START_TEST(refuses_credentials_in_urls)
 }
 END_TEST
 
+START_TEST(hides_query_strings)
+{
+    sharc__ctx ctx = quiet_ctx();
+    const char *url = "https://h:9/a/x.tar?X-Amz-Credential=AKID%2Fx&X-Amz-Signature=5ec2e7";
+    char *shown = sharc__remote_shown(&ctx, url);
+    ck_assert_str_eq(shown, "https://h:9/a/x.tar?…");
+    ck_assert_ptr_eq(sharc__remote_query(url), strchr(url, '?'));
+    ck_assert_ptr_null(sharc__remote_query(shown)); /* shown already */
+    /* Only an http(s) URL's query is one; a fragment comes after it. */
+    const char *kept[] = {"s3://b/k?x=1", "pipe:curl 'https://h/x?s=1'", "https://h/x#f?y",
+                          "/data/x.tar?s=1", "https://h/x.tar"};
+    for (size_t i = 0; i < sizeof kept / sizeof *kept; i++) {
+        char *same = sharc__remote_shown(&ctx, kept[i]);
+        ck_assert_str_eq(same, kept[i]);
+        ck_assert_ptr_null(sharc__remote_query(kept[i]));
+        sharc__free(&ctx, same);
+    }
+    /* Credentials and a query: neither is shown. */
+    ck_assert_int_eq(sharc__remote_check_path(&ctx, "https://me:pw@h/x.tar?sig=5ec2e7"),
+                     SHARC_ERR(EINVAL));
+    ck_assert_msg(strstr(ctx.error, "https://***@h/x.tar?…: a URL with a user name") == ctx.error,
+                  "%s", ctx.error);
+    ck_assert_ptr_null(strstr(ctx.error, "5ec2e7"));
+    /* A shown URL whose query this process never saw cannot be read: said, not guessed. */
+    char buf[4];
+    ck_assert_int_eq(sharc__remote_read_range(&ctx, NULL, "https://h/never-seen.tar?…", 0, 4,
+                                              (uint8_t *)buf, (char[8]){0}, 8),
+                     SHARC_ERR(EINVAL));
+    ck_assert_str_eq(ctx.error, "https://h/never-seen.tar?…: the query string of this URL is "
+                                "not known in this process: give the URL whole (with its "
+                                "query) as a path");
+    sharc__free(&ctx, shown);
+}
+END_TEST
+
 static const char page[] =
     "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
     "<ListBucketResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Name>b</Name>"
@@ -396,6 +431,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, tells_remote_paths);
     tcase_add_test(tc, refuses_credentials_in_urls);
+    tcase_add_test(tc, hides_query_strings);
     tcase_add_test(tc, parses_a_listing_page);
     tcase_add_test(tc, refuses_broken_listings);
     tcase_add_test(tc, reads_a_command);

@@ -477,7 +477,9 @@ SHARC_API void sharc_reader_close(sharc_reader **r);
  * - then each result that does not exist and holds `*` or `?` is matched as a shell would,
  *   in byte order (`[`, `]` and `\` stand for themselves).
  * A directory comes back as its path, not listed; a path with no pattern comes back as
- * given whether or not it exists.
+ * given whether or not it exists. An http(s) URL with a query string (a presigned URL) comes
+ * back with its query replaced by "?…" (UTF-8), braces expanded in its path only: what
+ * messages and outputs show, and a path this process's readers read with the query.
  * @param path     the path or pattern
  * @param out      receives `*n` NUL-terminated paths in one block, which the caller frees
  *                 with sharc_free(); NULL on failure

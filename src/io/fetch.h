@@ -14,6 +14,7 @@
 
 #include "base/buf.h"
 #include "base/hash.h"
+#include "io/remote.h"
 
 /* Open files kept per fetcher at most. A batch's rows come from the shards that the
  * sampler's buffer spans; with 8, a buffer of 1000 cuts over 16 shards reopened a file for a
@@ -100,7 +101,7 @@ typedef struct sharc__fetcher {
     struct {
         const char *path; ///< NULL: none; owned by the dataset
         uint64_t id;
-        char etag[256];
+        char etag[SHARC__NET_ETAG_MAX];
         struct sharc__remote_conn *conn; ///< connections kept open between ranged reads
     } remote;
     /** What `buf` holds of a remote object (n 0: nothing), and the last piece (a member's

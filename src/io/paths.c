@@ -110,7 +110,13 @@ int sharc__expand_path(sharc__ctx *ctx, const char *path, sharc__strs *out, int 
 {
     sharc__strs braced = {0};
     size_t first = out->n;
-    int rc = sharc__remote_check_path(ctx, path);
+    /* A URL's query string (a presigned URL's signature) is kept out of sight: the paths
+     * found are the URL shown with "?…", braces expanded in its path, and each is kept with
+     * the query for its requests. */
+    const char *query = sharc__remote_query(path);
+    char *shown = query ? sharc__remote_shown(ctx, path) : NULL;
+    int rc = query && !shown ? SHARC_ERR(ENOMEM) : sharc__remote_check_path(ctx, path);
+    path = shown ? shown : path;
     if (rc == 0)
         rc = expand_list(ctx, path, &braced);
     for (size_t i = 0; rc == 0 && i < braced.n; i++) {
@@ -118,7 +124,10 @@ int sharc__expand_path(sharc__ctx *ctx, const char *path, sharc__strs *out, int 
         if (rc == 0 && out->n - first > MAX_EXPANSION)
             rc = too_many(ctx, path);
     }
+    for (size_t i = first; rc == 0 && query && i < out->n; i++)
+        rc = sharc__remote_keep_query(ctx, out->items[i], query);
     sharc__strs_free(ctx, &braced);
+    sharc__free(ctx, shown);
     return rc;
 }
 

@@ -11,7 +11,8 @@
 
 /**
  * Append the paths `path` names to `out`: its braces expanded, then its wildcards
- * (`*matched` set when a wildcard matched something).
+ * (`*matched` set when a wildcard matched something). An http(s) URL with a query string
+ * gives URLs shown with "?…" (sharc__remote_shown()), whose requests use the query.
  * @return 0, SHARC_ERR_TOO_LARGE past a million paths, a brace or glob failure (text in ctx)
  */
 int sharc__expand_path(sharc__ctx *ctx, const char *path, sharc__strs *out, int *matched);

@@ -54,11 +54,14 @@ int sharc__remote_check_path(sharc__ctx *ctx, const char *path)
     const char *user = memchr(a, '@', (size_t)(e - a));
     if (!user)
         return 0;
+    const char *q = sharc__remote_query(path);
+    const int rest = (int)(q ? q - user : (ptrdiff_t)strlen(user));
     return sharc__set_error(ctx, SHARC_ERR(EINVAL),
-                            "%.*s***%.1000s: a URL with a user name or password is refused, so "
+                            "%.*s***%.*s%s: a URL with a user name or password is refused, so "
                             "that credentials never appear in messages or saved states: give "
                             "them in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
-                            (int)(a - path), path, user);
+                            (int)(a - path), path, rest < 1000 ? rest : 1000, user,
+                            q ? SHARC__URL_QUERY_MARK : "");
 }
 
 static void wipe_free(sharc__ctx *ctx, char *s)
@@ -187,7 +190,7 @@ int sharc__remote_new(sharc__remote **out, sharc__ctx *ctx, const char *path, in
     atomic_init(&r->n_retries, 0);
     atomic_init(&r->etag_id, 0);
     *out = r;
-    if (!(r->name = sharc__strdup(ctx, path)))
+    if (!(r->name = sharc__remote_shown(ctx, path)))
         return SHARC_ERR(ENOMEM);
     return 0;
 }
@@ -196,7 +199,7 @@ int sharc__remote_new(sharc__remote **out, sharc__ctx *ctx, const char *path, in
 int sharc__remote_http_setup(sharc__ctx *ctx, sharc__remote *r, const char *path)
 {
     if (strncmp(path, "s3://", 5) != 0)
-        return (r->url = sharc__strdup(ctx, path)) ? 0 : SHARC_ERR(ENOMEM);
+        return sharc__remote_full_url(ctx, path, &r->url);
     const char *bucket = path + 5, *slash = strchr(bucket, '/');
     if (!slash || slash == bucket || !slash[1])
         return sharc__set_error(ctx, SHARC_ERR(EINVAL),
@@ -246,10 +249,11 @@ static int http_open(sharc__remote *r, sharc__ctx *ctx, const char *path)
 {
     int rc = sharc__remote_http_setup(ctx, r, path);
     if (rc < 0)
-        return rc == SHARC_ERR(ENOMEM) ? sharc__set_error(ctx, rc, "%s: out of memory", path) : rc;
+        return rc == SHARC_ERR(ENOMEM) ? sharc__set_error(ctx, rc, "%s: out of memory", r->name)
+                                       : rc;
     if (!sharc__remote_curl_ready())
-        return sharc__set_error(ctx, SHARC_ERR_IO, "%s: libcurl cannot be initialised", path);
-    return start_transfer(r, ctx, path);
+        return sharc__set_error(ctx, SHARC_ERR_IO, "%s: libcurl cannot be initialised", r->name);
+    return start_transfer(r, ctx, r->name);
 }
 
 int sharc__remote_can_seek(const sharc__remote *r)
@@ -352,7 +356,7 @@ int sharc__remote_open(sharc__remote **out, sharc__ctx *ctx, const char *path)
     *out = NULL;
     int rc = sharc__remote_check_path(ctx, path);
     if (rc == 0 && (rc = sharc__remote_new(&r, ctx, path, kind)) < 0)
-        rc = sharc__set_error(ctx, rc, "%s: out of memory", path);
+        rc = sharc__set_error(ctx, rc, "out of memory");
     if (rc == 0)
         rc = kind == KIND_PIPE ? pipe_open(r, ctx, path) : http_open(r, ctx, path);
     if (rc < 0) {

@@ -42,16 +42,44 @@
  *  allows), in bytes: with libcurl's receive buffer (half as large), what one remote shard
  *  being read holds. */
 #define SHARC__NET_BUFFER (1 << 20)
-/** The most bytes read on after an archive's end to learn whether its stream ended well. */
-#define SHARC__NET_DRAIN_MAX ((uint64_t)1 << 20)
+/** The most bytes read on after an archive's end to learn whether its stream ended well,
+ *  and for how long at most (ms; timeout_ms when shorter): a server or a command that
+ *  trickles on cannot hold a whole archive's shard open. */
+#define SHARC__NET_DRAIN_MAX    ((uint64_t)1 << 20)
+#define SHARC__NET_DRAIN_MAX_MS 2000
 /** A skip over this many bytes or more of a remote uncompressed tar (a member left in the
  *  shard, or one too large to read) stops the transfer and starts another at the byte after
  *  it (Range: bytes=N-); shorter spans are read and dropped, cheaper than a new request. */
 #define SHARC__NET_SKIP_MIN ((uint64_t)1 << 20)
+/** The longest ETag kept, NUL included: a longer one (no store sends one) is taken as none,
+ *  so that no request sends a cut one in If-Match. */
+#define SHARC__NET_ETAG_MAX 4096
 /** The most bytes of one listing page or error body kept. */
 #define SHARC__NET_PAGE_MAX ((size_t)32 << 20)
 
 typedef struct sharc__remote sharc__remote;
+
+/** What stands for the query string of an http(s) URL (a presigned URL's signature)
+ *  wherever the URL is shown or kept: "?…" (UTF-8). */
+#define SHARC__URL_QUERY_MARK "?\xe2\x80\xa6"
+
+/** Where the query string of the http(s) URL `path` starts (its '?'); NULL when it has none,
+ *  or only SHARC__URL_QUERY_MARK, or `path` is no http(s) URL. */
+const char *sharc__remote_query(const char *path);
+
+/** `path` as it is shown and kept: its query string (sharc__remote_query()) replaced by
+ *  SHARC__URL_QUERY_MARK. A new string (sharc__free()), NULL when out of memory. */
+char *sharc__remote_shown(sharc__ctx *ctx, const char *path);
+
+/**
+ * Keep the whole URL of the shown URL `shown` (one that ends with SHARC__URL_QUERY_MARK;
+ * another is left alone): `shown` less the mark, then `query` (from its '?'). Requests for
+ * `shown` (sharc__remote_open(), sharc__remote_read_range()) go to that URL, in every
+ * handle of the process; the same URL kept again with another query (signed again) uses the
+ * latest.
+ * @return 0, or SHARC_ERR(ENOMEM) with the message naming `shown`
+ */
+int sharc__remote_keep_query(sharc__ctx *ctx, const char *shown, const char *query);
 
 /** 1 when `path` names a remote shard: s3://, http://, https:// or pipe:. */
 int sharc__is_remote(const char *path);
@@ -151,7 +179,8 @@ void sharc__remote_conn_free(sharc__remote_conn **conn);
  * @param conn the calling thread's connections, made on first use (*conn NULL) and kept
  *             for the next reads; NULL for a connection of this read's own
  * @param etag in: the ETag the object must still have (If-Match; a replaced object answers
- *             412), or "" for any; out: the ETag of the answer. Room for `etag_cap` bytes.
+ *             412), or "" for any; out: the ETag of the answer ("" when it has more than
+ *             etag_cap - 1 bytes). Room for `etag_cap` bytes (SHARC__NET_ETAG_MAX).
  * @return 0; SHARC_ERR(EACCES) (401/403), SHARC_ERR(ENOENT) (404), SHARC_ERR_IO (412, a range
  *         not satisfiable, failures after the retries), SHARC_ERR(EINVAL) (a URL with
  *         credentials), SHARC_ERR(ENOMEM); the message names the URL and the byte range

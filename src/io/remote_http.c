@@ -98,20 +98,25 @@ static int header_is(const char *h, size_t n, const char *name)
 static size_t on_header(char *h, size_t size, size_t nmemb, void *user)
 {
     sharc__remote *r = user;
-    size_t n = size * nmemb;
-    char line[512];
-    size_t m = n < sizeof line - 1 ? n : sizeof line - 1;
-    memcpy(line, h, m);
-    while (m && (line[m - 1] == '\n' || line[m - 1] == '\r' || line[m - 1] == ' '))
+    size_t n = size * nmemb, m = n;
+    while (m && (h[m - 1] == '\n' || h[m - 1] == '\r' || h[m - 1] == ' '))
         m--;
-    line[m] = 0;
-    if (header_is(line, m, "etag:")) {
-        const char *v = line + 5;
-        while (*v == ' ')
+    if (header_is(h, m, "etag:")) {
+        /* Whole or not at all (as if none came): a cut one would fail every If-Match. */
+        size_t v = 5;
+        while (v < m && h[v] == ' ')
             v++;
-        snprintf(r->etag, sizeof r->etag, "%.250s", v);
+        const size_t len = m - v < sizeof r->etag ? m - v : 0;
+        memcpy(r->etag, h + v, len);
+        r->etag[len] = 0;
         atomic_store(&r->etag_id, sharc__remote_etag_id(r->etag));
-    } else if (header_is(line, m, "content-range:")) {
+        return n;
+    }
+    char line[512];
+    m = m < sizeof line - 1 ? m : sizeof line - 1;
+    memcpy(line, h, m);
+    line[m] = 0;
+    if (header_is(line, m, "content-range:")) {
         unsigned long long a, b, t;
         if (sscanf(line + 14, " bytes %llu-%llu/%llu", &a, &b, &t) == 3) {
             r->range_start = a;
@@ -145,9 +150,19 @@ static void s3_error_code(const char *body, char *out, size_t cap)
         snprintf(out, cap, " (%.*s)", (int)(b - a - 6) < 100 ? (int)(b - a - 6) : 100, a + 6);
 }
 
-static const char *status_meaning(long code)
+static const char *status_meaning(long code, int is_signed)
 {
     switch (code) {
+    case 301:
+    case 302:
+    case 303:
+    case 307:
+    case 308:
+        if (!is_signed)
+            return "a redirect that cannot be followed (no Location)";
+        return "a redirect, not followed for a signed request so that its credentials stay with "
+               "AWS_ENDPOINT_URL (or the region's endpoint): check AWS_REGION and "
+               "AWS_ENDPOINT_URL";
     case 400:
         return "bad request";
     case 401:
@@ -241,8 +256,16 @@ static int setup_request(sharc__remote *r, struct curl_slist **headers, char *er
     bad |= curl_easy_setopt(c, CURLOPT_HTTPHEADER, h) != CURLE_OK;
     bad |= curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf) != CURLE_OK;
     bad |= curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L) != CURLE_OK;
-    bad |= curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L) != CURLE_OK;
+    /* A signed request is never redirected: libcurl drops Authorization on a change of host
+     * but sends the session token's header on, and no credential may leave the endpoint (S3
+     * answers a wrong region with an error, not a redirect that must be followed). A URL
+     * carries none (one with a user name or password is refused), so its redirects are
+     * followed, to HTTP(S) only. */
+    const long follow = r->sigv4 || r->token_header ? 0L : 1L;
+    bad |= curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, follow) != CURLE_OK;
     bad |= curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L) != CURLE_OK;
+    bad |= curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK;
+    bad |= curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https") != CURLE_OK;
     bad |= curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)r->timeout_ms) != CURLE_OK;
     bad |= curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body) != CURLE_OK;
     bad |= curl_easy_setopt(c, CURLOPT_WRITEDATA, r) != CURLE_OK;
@@ -298,8 +321,8 @@ static int attempt(sharc__remote *r)
     } else if (r->etag_changed) {
         r->rc = SHARC_ERR_IO;
         snprintf(r->msg, sizeof r->msg,
-                 "the object changed while it was being read (its ETag %s is now %s)", r->expect,
-                 r->etag);
+                 "the object changed while it was being read (its ETag %.300s is now %.300s)",
+                 r->expect, r->etag);
     } else if (r->range_full) {
         out = XFER_DONE;
     } else if (code == 416 && r->delivered > 0 && r->total == UINT64_MAX &&
@@ -312,7 +335,8 @@ static int attempt(sharc__remote *r)
         r->rc = code == 401 || code == 403 ? SHARC_ERR(EACCES)
                 : code == 404              ? SHARC_ERR(ENOENT)
                                            : SHARC_ERR_IO;
-        snprintf(r->msg, sizeof r->msg, "HTTP %ld%s: %s", code, s3code, status_meaning(code));
+        snprintf(r->msg, sizeof r->msg, "HTTP %ld%s: %s", code, s3code,
+                 status_meaning(code, r->sigv4 || r->token_header));
     } else if (r->stalled) {
         out = XFER_RETRY;
         r->rc = SHARC_ERR_TIMEOUT;
@@ -420,9 +444,9 @@ int sharc__remote_read_range(sharc__ctx *ctx, sharc__remote_conn **conn, const c
     if (rc == 0 && (rc = sharc__remote_new(&r, ctx, path, KIND_HTTP)) == 0)
         rc = sharc__remote_http_setup(ctx, r, path);
     if (rc == SHARC_ERR(ENOMEM))
-        rc = sharc__set_error(ctx, rc, "%s: out of memory", path);
+        rc = sharc__set_error(ctx, rc, "%s: out of memory", r && r->name ? r->name : "");
     if (rc == 0 && !sharc__remote_curl_ready())
-        rc = sharc__set_error(ctx, SHARC_ERR_IO, "%s: libcurl cannot be initialised", path);
+        rc = sharc__set_error(ctx, SHARC_ERR_IO, "%s: libcurl cannot be initialised", r->name);
     if (rc < 0)
         goto done;
     if (conn && !*conn)
@@ -435,10 +459,11 @@ int sharc__remote_read_range(sharc__ctx *ctx, sharc__remote_conn **conn, const c
     sharc__remote_transfer(r);
     if (r->rc < 0) {
         rc = r->rc == SHARC_ERR(EACCES) || r->rc == SHARC_ERR(ENOENT) ? r->rc : SHARC_ERR_IO;
-        rc = sharc__fail_data(ctx, rc, "%s: bytes %" PRIu64 "-%" PRIu64 ": %s", path, at,
+        rc = sharc__fail_data(ctx, rc, "%s: bytes %" PRIu64 "-%" PRIu64 ": %s", r->name, at,
                               at + n - 1, r->msg);
     } else {
-        snprintf(etag, etag_cap, "%s", r->etag);
+        /* Whole or none: a cut ETag in the next read's If-Match would fail it. */
+        snprintf(etag, etag_cap, "%s", strlen(r->etag) < etag_cap ? r->etag : "");
     }
 done:
     sharc__remote_close(&r, ctx);

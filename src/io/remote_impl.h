@@ -3,7 +3,8 @@
  * pipe:), remote_http.c (one HTTP transfer with its retries; ranged reads) and remote_list.c
  * (S3 listings). remote_list.c calls into the other two and remote_http.c calls into
  * remote.c, never the other way; remote.c calls only sharc__remote_transfer and
- * sharc__remote_curl_ready of remote_http.c.
+ * sharc__remote_curl_ready of remote_http.c. remote_url.c keeps the query strings of URLs
+ * out of sight (sharc__remote_shown) and finds them for the requests.
  */
 #ifndef SHARC_SRC_REMOTE_IMPL_H
 #define SHARC_SRC_REMOTE_IMPL_H
@@ -26,7 +27,7 @@ enum { XFER_DONE, XFER_RETRY, XFER_FAIL };
 struct sharc__remote {
     sharc__ctx *ctx;
     int kind;
-    char *name; ///< the path as given, for messages (never holds credentials)
+    char *name; ///< the path as shown, for messages (never holds credentials or a query)
     int rfd;    ///< the command's standard output (pipe:)
     /* pipe: */
     pid_t pid;
@@ -54,10 +55,10 @@ struct sharc__remote {
     long code;
     int checked, stalled, sink_failed;
     double last_progress;
-    char etag[256];
+    char etag[SHARC__NET_ETAG_MAX];
     /** A weak ETag (W/"...") the answer must still carry: If-Match compares strongly and
      *  never matches one, so a resumed transfer or ranged read compares the answer's. */
-    char expect[256];
+    char expect[SHARC__NET_ETAG_MAX];
     int etag_changed;      ///< the answer carried another ETag than `expect`
     atomic_ullong etag_id; ///< sharc__remote_etag_id(etag), for the reader's thread
     char body[2048];       ///< the start of an error answer's body
@@ -80,6 +81,10 @@ int sharc__remote_s3_url(sharc__ctx *ctx, sharc__buf *b, const char *bucket, siz
 /** Append `s` (n bytes) percent-encoded as S3 wants, keeping '/' when keep_slash. */
 int sharc__remote_append_encoded(sharc__ctx *ctx, sharc__buf *b, const char *s, size_t n,
                                  int keep_slash);
+/** The URL that requests for `path` go to, in *url (sharc__free()): the whole URL kept for a
+ *  shown one (sharc__remote_keep_query()), else `path`. SHARC_ERR(EINVAL) with the message
+ *  naming `path` for a shown URL whose query is not known; SHARC_ERR(ENOMEM). */
+int sharc__remote_full_url(sharc__ctx *ctx, const char *path, char **url);
 /** Run r's transfer with its retries; r->rc is 0 when it completed. */
 void sharc__remote_transfer(sharc__remote *r);
 /** libcurl initialised once for the process: 1, or 0 when it cannot be. */

@@ -106,32 +106,47 @@ void sharc__ring_close_read(sharc__ring *q)
     pthread_mutex_unlock(&q->mu);
 }
 
-/* Wait, under the lock, for min(n, a quarter) bytes or the end; 0, or -1 when wait_ms passed
- * with none (the lock is then released). */
+/* `ms` from now on the monotonic clock. */
+static struct timespec in_ms(long ms)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    t.tv_sec += ms / 1000;
+    t.tv_nsec += (ms % 1000) * 1000000L;
+    if (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
+    }
+    return t;
+}
+
+static int earlier(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec != b->tv_sec ? a->tv_sec < b->tv_sec : a->tv_nsec < b->tv_nsec;
+}
+
+/* Wait, under the lock, for min(n, a quarter) bytes or the end, or for what is there after
+ * SHARC__RING_LULL_MS without more; 0, or -1 when wait_ms passed with none (the lock is
+ * then released). */
 static int wait_readable(sharc__ring *q, size_t n, int wait_ms)
 {
-    struct timespec until;
-    if (wait_ms >= 0) {
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_sec += wait_ms / 1000;
-        until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
-    }
+    const struct timespec until = in_ms(wait_ms >= 0 ? wait_ms : 0);
     pthread_mutex_lock(&q->mu);
     q->read_min = wake_at(q, n);
     while (!q->write_closed && q->used < q->read_min) {
         q->reader_waits = 1;
-        if (wait_ms < 0) {
-            pthread_cond_wait(&q->readable, &q->mu);
-        } else if (pthread_cond_timedwait(&q->readable, &q->mu, &until) == ETIMEDOUT) {
+        /* A slow or trickling writer may never fill a quarter: what it wrote is taken after
+         * a lull, so that the reader sees an archive's end that is all there. */
+        const struct timespec lull = in_ms(SHARC__RING_LULL_MS);
+        const int last = wait_ms >= 0 && earlier(&until, &lull);
+        if (pthread_cond_timedwait(&q->readable, &q->mu, last ? &until : &lull) == ETIMEDOUT) {
             if (q->used)
                 break;
-            q->reader_waits = 0;
-            pthread_mutex_unlock(&q->mu);
-            return -1;
+            if (last) {
+                q->reader_waits = 0;
+                pthread_mutex_unlock(&q->mu);
+                return -1;
+            }
         }
     }
     q->reader_waits = 0;

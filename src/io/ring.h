@@ -5,7 +5,8 @@
  * of the buffer it works on), and an end that waits is woken only once a useful amount is
  * there: a quarter of the buffer or what it asked for, whichever is less. So the many small
  * pieces a transfer delivers (libcurl's are 16 KiB) cost no system call each, as writes to
- * a pipe would.
+ * a pipe would. A reader also takes what is there after SHARC__RING_LULL_MS without more,
+ * so that a slow writer (a server that trickles) never holds back the bytes it wrote.
  */
 #ifndef SHARC_SRC_RING_H
 #define SHARC_SRC_RING_H
@@ -16,6 +17,9 @@
 #include <sys/types.h>
 
 #include "base/ctx.h"
+
+/** A waiting reader takes what is there (less than it waits for) after this many ms. */
+#define SHARC__RING_LULL_MS 20
 
 typedef struct sharc__ring {
     uint8_t *data;
@@ -56,7 +60,7 @@ void sharc__ring_close_read(sharc__ring *q);
 
 /**
  * Take up to `n` bytes (n > 0) into `dst`, waiting for min(n, a quarter of the ring) of them
- * or the end of the stream.
+ * or the end of the stream, or for SHARC__RING_LULL_MS without more once some are there.
  * @param wait_ms the longest wait, or -1 for no limit
  * @return the bytes taken; 0 at the end of the stream; -1 when wait_ms passed with none
  */

@@ -104,12 +104,23 @@ static int remote_ended(sharc__source *s, struct archive *a)
 }
 
 /* How long a read of a remote stream waits: without limit, but after the archive's end no
- * longer than the stream's timeout. */
+ * later than the end of its drain. */
 static int remote_wait_ms(const sharc__source *s)
 {
-    return !s->finishing            ? -1
-           : s->ctx->net_timeout_ms ? (int)s->ctx->net_timeout_ms
-                                    : SHARC__NET_TIMEOUT_MS;
+    if (!s->finishing)
+        return -1;
+    const double left_ms = (s->drain_until - sharc__now_s()) * 1000.0;
+    return left_ms > 0 ? (int)left_ms + 1 : 0;
+}
+
+/* Past the end of the drain after an archive's end: the stream is read no more (taken as
+ * ended; closing the source stops its transfer or command). */
+static int drain_over(sharc__source *s)
+{
+    if (!s->finishing || sharc__now_s() < s->drain_until)
+        return 0;
+    s->eof = 1;
+    return 1;
 }
 
 /* Give back the bytes of a remote stream that were used where they waited (src_next). */
@@ -147,6 +158,8 @@ static int src_fill(sharc__source *s, struct archive *a)
     ssize_t n;
     double t0 = sharc__now_s();
     if (s->remote) {
+        if (drain_over(s))
+            return 0;
         n = sharc__remote_read(s->remote, s->in + s->avail, want - s->avail, remote_wait_ms(s));
         if (n < 0 && errno == ETIMEDOUT) {
             s->eof = 1;
@@ -177,6 +190,8 @@ static int src_next(sharc__source *s, struct archive *a)
     if (!s->remote || !sharc__remote_can_peek(s->remote))
         return src_fill(s, a);
     release_lent(s);
+    if (drain_over(s))
+        return 0;
     const void *p = NULL;
     double t0 = sharc__now_s();
     ssize_t n = sharc__remote_peek(s->remote, &p, SHARC__READ_BLOCK, remote_wait_ms(s));
@@ -276,15 +291,24 @@ static la_ssize_t gz_read(sharc__source *s, struct archive *a, const void **buf)
  */
 int sharc__source_finish(sharc__source *s, struct archive *a)
 {
+    const uint32_t timeout =
+        s->ctx->net_timeout_ms ? s->ctx->net_timeout_ms : SHARC__NET_TIMEOUT_MS;
+    /* The rest of the gzip data (its trailer, later members) within timeout_ms in all, not
+     * per byte: a trickle that goes on fails the shard instead of holding it. */
     s->finishing = 1;
+    s->drain_until = sharc__now_s() + timeout / 1000.0;
     while (s->mode == SHARC__SRC_GZIP) {
         const void *block;
         if (gz_read(s, a, &block) < 0)
             return ARCHIVE_FATAL;
     }
+    const double drain_s =
+        (timeout < SHARC__NET_DRAIN_MAX_MS ? timeout : SHARC__NET_DRAIN_MAX_MS) / 1000.0;
+    if (s->drain_until > sharc__now_s() + drain_s)
+        s->drain_until = sharc__now_s() + drain_s;
     /* A remote shard is read on to its end, so that a transfer or a command that failed after
      * the archive's last block is not taken for a whole shard; but only for so many bytes
-     * (tape padding is 10 KiB) and so long without one (src_fill): beyond that, the archive,
+     * (tape padding is 10 KiB) and so long (drain_s, src_fill): beyond that, the archive,
      * whole and checked, is taken as it is, and closing the source stops what still runs. */
     uint64_t start = s->total;
     while (s->remote && !s->eof && s->total - start < SHARC__NET_DRAIN_MAX) {

@@ -56,6 +56,7 @@ typedef struct sharc__source {
     int z_ready;
     int member_done;       ///< a gzip member ended; look for another at the next read
     int finishing;         ///< past the archive's end (sharc__source_finish)
+    double drain_until;    ///< then, when a remote stream is read no longer (sharc__now_s)
     sharc__remote *remote; ///< a remote shard's stream (sharc__remote_read), or NULL
     size_t lent;           ///< bytes of `remote` used in place (`next` points into its ring)
 } sharc__source;

@@ -491,9 +491,13 @@ static int check_no_repeats(sharc__ctx *ctx, const sharc__dataset *d)
     return rc;
 }
 
-int sharc__dataset_find(sharc__dataset *d, sharc__ctx *ctx, const char *const *paths,
+int sharc__dataset_find(sharc__dataset *d, sharc__ctx *ctx, const char *const *given,
                         size_t n_paths, sharc_layout layout, uint64_t max_line_bytes)
 {
+    /* The paths as shown, for messages: a URL's query string (a presigned URL's signature)
+     * never appears (io/remote.h, sharc__remote_shown). */
+    char **shown = sharc__calloc(ctx, n_paths ? n_paths : 1, sizeof *shown);
+    const char *const *paths = (const char *const *)shown;
     sharc__strs inputs = {0}, files = {0};
     size_t *ends = sharc__calloc(ctx, n_paths ? n_paths : 1, sizeof *ends);
     uint8_t *is_group = sharc__calloc(ctx, n_paths ? n_paths : 1, 1); /* a directory or wildcards */
@@ -503,7 +507,10 @@ int sharc__dataset_find(sharc__dataset *d, sharc__ctx *ctx, const char *const *p
     uint8_t *in_dir = NULL;
     const char **in_pattern = NULL;
     size_t in_cap = 0;
-    int rc = ends && is_group ? 0 : SHARC_ERR(ENOMEM);
+    int rc = ends && is_group && shown ? 0 : SHARC_ERR(ENOMEM);
+    for (size_t i = 0; i < n_paths && rc == 0; i++)
+        if (given[i] && !(shown[i] = sharc__remote_shown(ctx, given[i])))
+            rc = SHARC_ERR(ENOMEM);
     memset(d, 0, sizeof *d);
     for (size_t i = 0; i < n_paths && rc == 0; i++) {
         if (!paths[i] || !*paths[i]) {
@@ -512,7 +519,7 @@ int sharc__dataset_find(sharc__dataset *d, sharc__ctx *ctx, const char *const *p
         }
         size_t first = inputs.n;
         int matched = 0;
-        rc = sharc__expand_path(ctx, paths[i], &inputs, &matched);
+        rc = sharc__expand_path(ctx, given[i], &inputs, &matched);
         is_group[i] = (uint8_t)matched;
         if (rc == 0 && inputs.n > in_cap) {
             size_t cap = inputs.n * 2;
@@ -610,6 +617,9 @@ done:
     sharc__free(ctx, in_ends);
     sharc__free(ctx, in_dir);
     sharc__free(ctx, (void *)in_pattern);
+    for (size_t i = 0; shown && i < n_paths; i++)
+        sharc__free(ctx, shown[i]);
+    sharc__free(ctx, shown);
     if (rc < 0)
         sharc__dataset_free(d, ctx);
     return rc;

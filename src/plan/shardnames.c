@@ -26,15 +26,25 @@ const char *sharc__shard_base_name(const char *path)
     return s ? s + 1 : path;
 }
 
+/* The length of a name without the "?…" that stands for a URL's query (io/remote.h): the
+ * name of a presigned URL's shard is that of its path. */
+static size_t name_len(const char *s)
+{
+    const size_t n = strlen(s), m = sizeof SHARC__URL_QUERY_MARK - 1;
+    return n >= m && strcmp(s + n - m, SHARC__URL_QUERY_MARK) == 0 ? n - m : n;
+}
+
 int sharc__shard_has_suffix(const char *s, const char *suf)
 {
-    size_t n = strlen(s), m = strlen(suf);
-    return n >= m && strcmp(s + n - m, suf) == 0;
+    size_t n = name_len(s), m = strlen(suf);
+    return n >= m && strncmp(s + n - m, suf, m) == 0;
 }
 
 static int is_compression_suffix(const char *s)
 {
-    return *s == 0 || strcmp(s, ".gz") == 0 || strcmp(s, ".zst") == 0 || strcmp(s, ".zstd") == 0;
+    const size_t n = name_len(s);
+    return n == 0 || (n == 3 && strncmp(s, ".gz", 3) == 0) ||
+           (n == 4 && strncmp(s, ".zst", 4) == 0) || (n == 5 && strncmp(s, ".zstd", 5) == 0);
 }
 
 /* Shar: <field>.[NNNNNN.](jsonl|tar)[.gz|.zst]. Returns 1 and fills field/kind. */

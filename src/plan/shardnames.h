@@ -12,10 +12,11 @@
 #include "base/ctx.h"
 
 /** The part of `path` after its last '/'; of a `pipe:COMMAND`, after its last '/' or space
- *  (the command's last word names its shard). */
+ *  (the command's last word names its shard). The name functions below take a URL's
+ *  SHARC__URL_QUERY_MARK at its end (io/remote.h) for no part of the name. */
 const char *sharc__shard_base_name(const char *path);
 
-/** 1 when `s` ends with `suf`. */
+/** 1 when `s` ends with `suf` (before a SHARC__URL_QUERY_MARK). */
 int sharc__shard_has_suffix(const char *s, const char *suf);
 
 /**

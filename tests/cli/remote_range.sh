@@ -71,6 +71,15 @@ expect_rc 0 "$SHARC" read $B --threads 2 "$url/weakok/n/audio_0.tar" "$url/weako
 same "$tmp/local" "$tmp/out"
 ranges weakok 2
 
+# A presigned URL (the server refuses a request without its query): the stream, its restart
+# and every ranged read carry the query, which no message or output shows.
+: >"$tmp/log"
+expect_rc 0 "$SHARC" read $B --threads 2 "$url/presigned/n/audio_0.tar?X-Amz-Signature=range-secret-1" \
+    "$url/presigned/n/manifest_0.json?X-Amz-Signature=range-secret-1"
+same "$tmp/local" "$tmp/out"
+ranges presigned 2
+if grep -q "range-secret" "$tmp/out" "$tmp/err"; then fail "a query string was shown"; fi
+
 # A reset halfway through the first ranged read (the header): retried from the byte the
 # reset stopped at, nothing lost.
 : >"$tmp/log"

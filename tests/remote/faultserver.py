@@ -28,6 +28,14 @@ counters of its own, so that each test can start from a first request:
             (RFC 9110 compares strongly): such a request gets 412
   weakchange the first answer stops after half the body with a connection reset, and the
             later answers carry another weak ETag
+  longetag  as reset, with an ETag of 400 characters, which the resumed request's If-Match
+            must name whole
+  presigned every request must carry the query of a presigned URL (X-Amz-Signature=...), else
+            403; one whose signature starts with "expired" gets 403 too
+  trickle   every answer announces 1 MB more than the file, and after the file sends a zero
+            byte every 0.2 s (a whole archive, then a server that never ends)
+  redirect  every request (a listing too) gets 307 to the same path under mode ok on another
+            host: the server's second address, 127.0.0.2
 GET /MODE/BUCKET?list-type=2&prefix=P&delimiter=/ is an S3 ListObjectsV2 of ROOT/BUCKET/P,
 two keys a page (continuation tokens are the last key given), so that sharc can list
 s3://BUCKET/P/ with AWS_ENDPOINT_URL=http://127.0.0.1:PORT/MODE and no credentials.
@@ -36,8 +44,10 @@ size and mtime, and a request whose If-Match names another gets 412 (Preconditio
 --delay-ms delays every answer, for latency benchmarks. --log FILE appends a line per
 request once its answer is sent: MODE PATH RANGE BYTES PORT, RANGE the Range header ("-"
 for none), BYTES the body bytes the server wrote (handed to the kernel) and PORT the
-client's port (requests over one kept-alive connection share it), so that tests can check
-what was asked for and what was sent.
+client's port (requests over one kept-alive connection share it), HOST the server address
+it came to (127.0.0.1, or 127.0.0.2 after a redirect) and CREDS the credential headers it
+carried (Authorization, X-Amz-Security-Token, comma-separated; "-" for none), so that tests
+can check what was asked for and sent, and that no credential left its endpoint.
 """
 import os
 import socket
@@ -52,6 +62,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 ROOT = None
 DELAY = 0.0
 LOG = None
+OTHER = None  # the server on 127.0.0.2 that redirects lead to
+CREDENTIAL_HEADERS = ("Authorization", "X-Amz-Security-Token")
 counts = {}
 closed_ranges = {}
 lock = threading.Lock()
@@ -75,6 +87,21 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    def log_request_line(self, mode, rel, rng):
+        if LOG:
+            creds = ",".join(h for h in CREDENTIAL_HEADERS if self.headers.get(h)) or "-"
+            with lock, open(LOG, "a") as f:
+                f.write(f"{mode} {rel} {rng or '-'} {self.sent} {self.client_address[1]} "
+                        f"{self.server.server_address[0]} {creds}\n")
+
+    def redirect(self, path, query):
+        rest = path.lstrip("/").split("/", 1)[1]
+        self.send_response(307)
+        self.send_header("Location", f"http://{OTHER[0]}:{OTHER[1]}/ok/{rest}" +
+                         (f"?{query}" if query else ""))
+        self.send_header("Content-Length", "0")
+        self.end_headers()
 
     def list_objects(self, bucket, query):
         q = urllib.parse.parse_qs(query, keep_blank_values=True)
@@ -114,6 +141,10 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(DELAY)
         path, _, query = self.path.partition("?")
         parts = urllib.parse.unquote(path).lstrip("/").split("/", 1)
+        self.sent = 0
+        if len(parts) == 2 and parts[0].split("-")[0] == "redirect":
+            self.redirect(path, query)
+            return self.log_request_line(parts[0], parts[1], self.headers.get("Range"))
         if query and "list-type=2" in query and len(parts) == 2 and "/" not in parts[1]:
             return self.list_objects(parts[1], query)
         if len(parts) != 2:
@@ -128,21 +159,22 @@ class Handler(BaseHTTPRequestHandler):
             counts[(key, rel)] = n + 1
         if mode == "403":
             return self.error(403, "AccessDenied", "Access Denied")
+        if mode == "presigned":
+            sig = urllib.parse.parse_qs(query).get("X-Amz-Signature", [""])[0]
+            if not sig or sig.startswith("expired"):
+                return self.error(403, "AccessDenied", "Request has expired")
         if mode == "404" or ".." in rel:
             return self.error(404, "NoSuchKey", "The specified key does not exist.")
         if mode == "always503" or (mode == "503" and n < 3):
             return self.error(503, "SlowDown", "Please reduce your request rate.")
         path = os.path.join(ROOT, rel)
         rng = self.headers.get("Range")
-        self.sent = 0
         try:
             self.serve(mode, key, rel, path, n, rng, weak)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client stopped reading (a skip, a closed shard)
         finally:
-            if LOG:
-                with lock, open(LOG, "a") as f:
-                    f.write(f"{key} {rel} {rng or '-'} {self.sent} {self.client_address[1]}\n")
+            self.log_request_line(key, rel, rng)
 
     def serve(self, mode, key, rel, path, n, rng, weak):
         if not os.path.isfile(path):
@@ -166,6 +198,8 @@ class Handler(BaseHTTPRequestHandler):
         etag = f'"{size}-{int(st.st_mtime)}"'
         if weak:
             etag = "W/" + (etag if mode != "change" or n == 0 else '"changed"')
+        elif mode == "longetag":
+            etag = '"' + etag[1:-1].ljust(398, "e") + '"'
         ranged = 0
         if closed:
             with lock:
@@ -186,13 +220,15 @@ class Handler(BaseHTTPRequestHandler):
             announced = length - min(100, length)
         elif mode == "biglen" and first:
             announced = length + 100
+        elif mode == "trickle":
+            announced = length + 1000000
         self.send_response(206 if rng else 200)
         if rng:
             self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
         self.send_header("Content-Length", str(announced))
         self.send_header("ETag", etag)
         self.end_headers()
-        if (((mode == "reset" or mode == "change") and first) or (mode == "flaky" and n % 2 == 0) or
+        if (((mode == "reset" or mode == "change" or mode == "longetag") and first) or (mode == "flaky" and n % 2 == 0) or
                 (mode == "rangereset" and closed and ranged == 0)):
             self.send_file(path, start, length // 2)
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
@@ -204,6 +240,14 @@ class Handler(BaseHTTPRequestHandler):
             self.send_file(path, start, length // 2)
             time.sleep(30)
             self.close_connection = True
+            return
+        if mode == "trickle":
+            self.send_file(path, start, length)
+            for _ in range(1000000):
+                self.wfile.write(b"\0")
+                self.wfile.flush()
+                self.sent += 1
+                time.sleep(0.2)
             return
         if mode == "truncate":
             self.send_file(path, start, min(1000, length))
@@ -228,7 +272,7 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main():
-    global ROOT, DELAY, LOG
+    global ROOT, DELAY, LOG, OTHER
     ROOT = sys.argv[1]
     if "--log" in sys.argv:
         LOG = sys.argv[sys.argv.index("--log") + 1]
@@ -236,6 +280,9 @@ def main():
         DELAY = float(sys.argv[sys.argv.index("--delay-ms") + 1]) / 1000.0
     ThreadingHTTPServer.daemon_threads = True
     srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    other = ThreadingHTTPServer(("127.0.0.2", 0), Handler)
+    OTHER = other.server_address
+    threading.Thread(target=other.serve_forever, daemon=True).start()
     with open(sys.argv[2] + ".tmp", "w") as f:
         f.write(str(srv.server_address[1]))
     os.rename(sys.argv[2] + ".tmp", sys.argv[2])
