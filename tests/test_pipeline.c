@@ -11,6 +11,7 @@
 #include <string.h>
 #include <dirent.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -698,6 +699,62 @@ START_TEST(backpressure_and_mode_errors)
     sharc_batch_release(b[0]);
     sharc_batch_release(b[2]);
     sharc_reader_close(&r);
+}
+END_TEST
+
+static double mono_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* A timed wait on a stalled shard (a command that writes its tar, then waits for a file to
+ * appear) gives SHARC_ERR_TIMEOUT and changes nothing: once the shard ends, the same reader
+ * returns every cut, from step 0 on. */
+START_TEST(timed_next_waits_in_slices)
+{
+    char *dir = gen_corpus("--layout wds --compress none --shards 1 --cuts-per-shard 6 "
+                           "--max-duration 4");
+    char path[2048];
+    snprintf(path, sizeof path,
+             "pipe:cat '%s/wds/shard-000000.tar'; until test -e '%s/go'; do sleep 0.02; done "
+             "# shard-000000.tar",
+             dir, dir);
+    const char *paths[1] = {path};
+    sharc_reader_settings s;
+    settings_on(&s, paths);
+    s.layout = SHARC_LAYOUT_WDS;
+    s.n_threads = 1;
+    s.sampler.max_duration = 1000; /* batches planned at the shard's end */
+    sharc_reader *r;
+    sharc_batch *b = NULL;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    double t0 = mono_s();
+    ck_assert_int_eq(sharc_reader_next_batch_timed(r, &b, 200), SHARC_ERR_TIMEOUT);
+    double waited = mono_s() - t0;
+    ck_assert_msg(waited >= 0.19 && waited < 30, "waited %.3f s for 200 ms", waited);
+    ck_assert_ptr_null(b);
+    ck_assert_str_eq(sharc_reader_last_error(r), "no batch ready within 200 ms");
+    ck_assert_int_eq(sharc_reader_next_batch_timed(r, &b, 0), SHARC_ERR_TIMEOUT);
+    ck_assert_int_eq(tu_sh("touch '%s/go'", dir), 0);
+    int rc;
+    while ((rc = sharc_reader_next_batch_timed(r, &b, 50)) == SHARC_ERR_TIMEOUT)
+        ;
+    int64_t cuts = 0;
+    for (uint64_t step = 0; rc == 0; step++) {
+        ck_assert_uint_eq(b->step, step);
+        cuts += sharc_batch_tensor(b, "audio")->shape[0];
+        sharc_batch_release(b);
+        rc = sharc_reader_next_batch_timed(r, &b, -1);
+    }
+    ck_assert_msg(rc == SHARC_END, "%s", sharc_reader_last_error(r));
+    ck_assert_int_eq(cuts, 6);
+    ck_assert_int_eq(sharc_reader_next_batch_timed(r, &b, 0), SHARC_END);
+    ck_assert_int_eq(sharc_reader_next_batch_timed(NULL, &b, 0), SHARC_ERR(EINVAL));
+    sharc_reader_close(&r);
+    ck_assert_int_eq(tu_sh("rm -rf '%s'", dir), 0);
+    free(dir);
 }
 END_TEST
 
@@ -2188,6 +2245,7 @@ int main(void)
     tcase_add_test(tc, corrupt_states_are_rejected);
     tcase_add_test(tc, threads_are_named);
     tcase_add_test(tc, backpressure_and_mode_errors);
+    tcase_add_test(tc, timed_next_waits_in_slices);
     tcase_add_test(tc, decode_errors_under_both_policies);
     tcase_add_test(tc, stats_are_those_of_the_batch_returned);
     tcase_add_test(tc, skipped_longest_row_narrows_the_batch);

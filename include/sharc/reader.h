@@ -510,6 +510,20 @@ SHARC_API int sharc_reader_expand_path(const char *path, char ***out, size_t *n,
 SHARC_API int sharc_estimate_duration_bins(const double *durations, size_t n, int num_buckets,
                                            double *bins_out, size_t *n_bins_out);
 
+/**
+ * sharc_reader_next_batch(), waiting at most `timeout_ms` milliseconds for the batch, so that
+ * a caller can wait in slices and do something else in between (the Python binding checks
+ * for Ctrl-C). A batch that is not ready in time gives SHARC_ERR_TIMEOUT and changes
+ * nothing: the reader stays usable, and the next call (timed or not) waits for the same
+ * batch, so none is lost or repeated. Timeouts do not stick as errors do.
+ * The first call of a reader starts its pipeline before the wait; with a resume_state that
+ * restores the buffered cuts, reading their shards on the caller's thread, in any time.
+ * @param timeout_ms the longest wait; 0 only takes a batch that is ready; < 0 waits as long
+ *                   as it takes (sharc_reader_next_batch())
+ * @return what sharc_reader_next_batch() returns, or SHARC_ERR_TIMEOUT
+ */
+SHARC_API int sharc_reader_next_batch_timed(sharc_reader *r, sharc_batch **batch, int timeout_ms);
+
 #ifdef __cplusplus
 }
 #endif

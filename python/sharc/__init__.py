@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import os
 import sys
+import threading
 import weakref
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
@@ -46,6 +47,40 @@ def _next_batch(c: Any) -> Batch:
     return Batch(tensors, step, epoch)
 
 
+def _open_interruptibly(c: Any, state: Optional[bytes]) -> None:
+    """``c.open(state)`` (a C reader's open: finding the shards, listing S3 prefixes) on a
+    thread of its own, waited for here, where Ctrl-C interrupts the wait. A C call holds off
+    signal handlers until it returns; an open that stalls on a remote listing would hold off
+    ``KeyboardInterrupt`` as long. Interrupted, the open finishes on its thread, which then
+    closes the reader it opened."""
+    lock = threading.Lock()
+    flags = {"abandoned": False, "finished": False}
+    failure: List[BaseException] = []
+
+    def run() -> None:
+        try:
+            c.open(state)
+        except BaseException as error:  # handed to the waiting thread
+            failure.append(error)
+        with lock:
+            flags["finished"] = True
+            if flags["abandoned"]:
+                c.close()
+
+    thread = threading.Thread(target=run, name="sharc-open", daemon=True)
+    thread.start()
+    try:
+        thread.join()
+    except BaseException:
+        with lock:
+            flags["abandoned"] = True
+            if flags["finished"]:
+                c.close()
+        raise
+    if failure:
+        raise failure[0]
+
+
 class Reader:
     """Batches read from shards by the C reader (Lhotse Shar, NeMo tarred, WebDataset).
 
@@ -64,7 +99,13 @@ class Reader:
 
     def __init__(self, paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]], **settings: Any):
         settings = _resolve_device(settings)
-        self._c = _sharc.CReader(paths, **settings)
+        if not isinstance(paths, (str, bytes, os.PathLike)) and hasattr(paths, "__iter__"):
+            paths = list(paths)  # kept for load_state_dict, which opens a reader again
+        c = _sharc.CReader(paths, _open=False, **settings)
+        _open_interruptibly(c, None)
+        self._c = c
+        self._closed = False
+        self._paths = paths
         self._settings = dict(settings)
 
     def __iter__(self) -> Iterator[Batch]:
@@ -84,11 +125,19 @@ class Reader:
         data or settings is refused by the first batch with :class:`sharc.Error`."""
         if not isinstance(state_dict, dict) or _STATE_KEY not in state_dict:
             raise ValueError(f"sharc.Reader.load_state_dict: expected a dict with key {_STATE_KEY!r}")
-        self._c.resume(state_dict[_STATE_KEY])
+        if self._closed:
+            raise ValueError("sharc.Reader is closed")
+        # A reader opened at the state replaces this one once it is open: interrupted or
+        # refused, this one is left as it was.
+        c = _sharc.CReader(self._paths, _open=False, **self._settings)
+        _open_interruptibly(c, state_dict[_STATE_KEY])
+        old, self._c = self._c, c
+        old.close()
 
     def close(self) -> None:
         """Stop the reader's threads. Tensors of batches already yielded stay valid."""
         self._c.close()
+        self._closed = True
 
     def __enter__(self) -> "Reader":
         return self

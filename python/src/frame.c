@@ -63,6 +63,9 @@ PyObject *sharc__py_frame_data(PyObject *mod, PyObject *args)
                  get_i64(d, 2, &device) == 0 && get_i64(d, 3, &ordinal) == 0 &&
                  get_i64(d, 5, &nbytes) == 0;
         PyObject *nb = ok ? PyUnicode_AsUTF8String(name) : NULL;
+        if (nb && sharc__py_no_nul(PyBytes_AsString(nb), PyBytes_Size(nb),
+                                   "frame_data: a tensor name") < 0)
+            Py_CLEAR(nb);
         Py_ssize_t ndim = ok && nb ? PySequence_Size(shape) : -1;
         if (nb && ndim >= 0) {
             snprintf(t[i].name, sizeof t[i].name, "%s", PyBytes_AsString(nb));
@@ -157,13 +160,16 @@ PyObject *sharc__py_frame_error(PyObject *mod, PyObject *args)
     const char *s = PyBytes_AsString(b);
     /* Cut a long message at a character boundary, so that the peer decodes it whole. */
     char text[SHARC__FRAME_MESSAGE_MAX + 1];
-    size_t len = strlen(s);
+    size_t len = (size_t)PyBytes_Size(b);
     if (len > SHARC__FRAME_MESSAGE_MAX) {
         len = SHARC__FRAME_MESSAGE_MAX;
         while (len > 0 && ((unsigned char)s[len] & 0xC0) == 0x80)
             len--;
     }
-    memcpy(text, s, len);
+    /* A NUL would end the message early: an error being reported is not refused for one,
+     * it is shown as '?' (as the "replace" encoding shows what it cannot encode). */
+    for (size_t i = 0; i < len; i++)
+        text[i] = s[i] ? s[i] : '?';
     text[len] = 0;
     Py_DECREF(b);
     sharc__frame_encode_error(buf, sizeof buf, step, code, text);

@@ -232,6 +232,20 @@ fail:
 
 static int fs_path(PyObject *p, const char *what, char **out);
 
+/* Whether JSON text holds the escape \u0000 (a NUL in a string, which C strings end at): a
+ * backslash that is not itself escaped, then u0000. */
+static int json_has_nul(const char *t)
+{
+    for (const char *p = t; (p = strstr(p, "\\u0000")) != NULL; p++) {
+        const char *q = p; /* the first of the backslashes that end at p */
+        while (q > t && q[-1] == '\\')
+            q--;
+        if ((p - q) % 2 == 0)
+            return 1;
+    }
+    return 0;
+}
+
 /* `v` (a list or dict of plain values) as JSON text, malloc'd into *out, with json.dumps;
  * a value json cannot write raises TypeError naming the keyword `what`. */
 static int json_text(PyObject *v, const char *what, char **out)
@@ -252,6 +266,11 @@ static int json_text(PyObject *v, const char *what, char **out)
     Py_DECREF(text);
     if (!b)
         return -1;
+    if (json_has_nul(PyBytes_AsString(b))) {
+        Py_DECREF(b);
+        PyErr_Format(PyExc_ValueError, "sharc.Reader: keyword '%s': embedded null byte", what);
+        return -1;
+    }
     *out = strdup(PyBytes_AsString(b));
     Py_DECREF(b);
     if (!*out) {
@@ -269,8 +288,14 @@ static int kw_device(ReaderObject *self, const kw_def *d, PyObject *v)
     Py_XDECREF(text);
     if (!utf8)
         return -1;
-    const char *t = PyBytes_AsString(utf8);
-    int ok = t != NULL;
+    char *t = NULL;
+    Py_ssize_t len = 0;
+    if (PyBytes_AsStringAndSize(utf8, &t, &len) < 0 ||
+        sharc__py_no_nul(t, len, "sharc.Reader: keyword 'device'") < 0) {
+        Py_DECREF(utf8);
+        return -1;
+    }
+    int ok = 1;
     long n = 0;
     if (ok && (strcmp(t, "cpu") == 0 || strcmp(t, "host") == 0)) {
         self->s.device = SHARC_DEVICE_HOST;
@@ -287,7 +312,7 @@ static int kw_device(ReaderObject *self, const kw_def *d, PyObject *v)
     } else {
         ok = 0;
     }
-    if (!ok && t)
+    if (!ok)
         PyErr_Format(PyExc_ValueError,
                      "sharc.Reader: keyword '%s' must be 'cpu', 'cuda' or 'cuda:N', got %R",
                      d->name, v);
@@ -450,7 +475,10 @@ static int fs_path(PyObject *p, const char *what, char **out)
         return -1;
     char *s = NULL;
     Py_ssize_t n = 0;
-    if (PyBytes_AsStringAndSize(b, &s, &n) < 0) {
+    char who[96];
+    snprintf(who, sizeof who,
+             strcmp(what, "paths") == 0 ? "sharc.Reader: %s" : "sharc.Reader: keyword '%s'", what);
+    if (PyBytes_AsStringAndSize(b, &s, &n) < 0 || sharc__py_no_nul(s, n, who) < 0) {
         Py_DECREF(b);
         return -1;
     }

@@ -158,11 +158,16 @@ static int Loader_init(PyObject *op, PyObject *args, PyObject *kw)
     static char *kwlist[] = {"settings", "mesh", "broadcast_axes", "nccl", NULL};
     PyObject *cfg, *nccl = Py_None;
     const char *mesh, *axes = NULL;
+    Py_ssize_t mesh_len = 0, axes_len = 0;
     if (self->cfg) {
         PyErr_SetString(PyExc_RuntimeError, "sharc.Loader: already initialized");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "Oz|zO:CLoader", kwlist, &cfg, &mesh, &axes, &nccl))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "Oz#|z#O:CLoader", kwlist, &cfg, &mesh, &mesh_len,
+                                     &axes, &axes_len, &nccl))
+        return -1;
+    if ((mesh && sharc__py_no_nul(mesh, mesh_len, "sharc.Loader: mesh") < 0) ||
+        (axes && sharc__py_no_nul(axes, axes_len, "sharc.Loader: broadcast_axes") < 0))
         return -1;
     if (!PyObject_TypeCheck(cfg, sharc__py_reader_type) || !((ReaderObject *)cfg)->log) {
         PyErr_SetString(PyExc_TypeError, "sharc.Loader: settings must be a parsed CReader");

@@ -13,6 +13,8 @@
  */
 #include "sharcmodule.h"
 
+#include <string.h>
+
 #include "batching/frame.h"
 
 /* ---------------------------------------------------------------------------------------
@@ -68,6 +70,14 @@ PyObject *sharc__py_type_name(PyObject *v)
         n = PyUnicode_FromString("?");
     }
     return n;
+}
+
+int sharc__py_no_nul(const char *s, Py_ssize_t n, const char *who)
+{
+    if (!memchr(s, 0, (size_t)n))
+        return 0;
+    PyErr_Format(PyExc_ValueError, "%s: embedded null byte", who);
+    return -1;
 }
 
 /* ---------------------------------------------------------------------------------------

@@ -116,9 +116,13 @@ static int reader_usable(ReaderObject *self)
     return 0;
 }
 
+/* How long a wait for a batch runs without the GIL before it checks for signals: Ctrl-C
+ * raises KeyboardInterrupt within this much, however long the batch takes. */
+#define WAIT_SLICE_MS 100
+
 static int reader_next(void *r, sharc_batch **out)
 {
-    return sharc_reader_next_batch(r, out);
+    return sharc_reader_next_batch_timed(r, out, WAIT_SLICE_MS);
 }
 
 static PyObject *Reader_next_batch(PyObject *op, PyObject *unused)
@@ -129,8 +133,17 @@ static PyObject *Reader_next_batch(PyObject *op, PyObject *unused)
     sharc_batch *b = NULL;
     int rc;
     self->busy = 1;
-    Py_BEGIN_ALLOW_THREADS rc = sharc__py_next_with_releases(reader_next, self->r, &b);
-    Py_END_ALLOW_THREADS self->busy = 0;
+    for (;;) {
+        Py_BEGIN_ALLOW_THREADS rc = sharc__py_next_with_releases(reader_next, self->r, &b);
+        Py_END_ALLOW_THREADS if (rc != SHARC_ERR_TIMEOUT) break;
+        /* A signal's handler raised (KeyboardInterrupt): the reader is left as it was, and
+         * the next call returns the batch this one waited for. */
+        if (PyErr_CheckSignals() < 0) {
+            self->busy = 0;
+            return NULL;
+        }
+    }
+    self->busy = 0;
     return sharc__py_batch_result(rc, b, sharc_reader_last_error(self->r));
 }
 
@@ -183,16 +196,24 @@ PyObject *sharc__py_reader_keep_state(ReaderObject *self, PyObject *blob)
     Py_RETURN_NONE;
 }
 
-static PyObject *Reader_resume(PyObject *op, PyObject *blob)
+/* open(state): open the C reader of a CReader made with _open=False at a state blob (None:
+ * the start). sharc.Reader calls it on a thread of its own, so that Ctrl-C interrupts the
+ * wait for an open that stalls (an S3 listing); the reader then closes when it is done. */
+static PyObject *Reader_open(PyObject *op, PyObject *blob)
 {
     ReaderObject *self = (ReaderObject *)op;
-    if (reader_usable(self) < 0)
+    if (!self->log || self->r || self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "sharc.Reader: open() needs a reader not yet opened");
         return NULL;
-    PyObject *r = sharc__py_reader_keep_state(self, blob);
-    if (!r)
+    }
+    PyObject *kept = sharc__py_reader_keep_state(self, blob);
+    if (!kept)
         return NULL;
-    Py_DECREF(r);
-    if (reader_open(self) < 0)
+    Py_DECREF(kept);
+    self->busy = 1;
+    int rc = reader_open(self);
+    self->busy = 0;
+    if (rc < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -261,7 +282,8 @@ static PyMethodDef Reader_methods[] = {
      "(batch dict, step, epoch), or None at the end; the GIL is released while it waits."},
     {"state", Reader_state, METH_NOARGS,
      "The state blob after the last batch returned (bytes), or None before the first."},
-    {"resume", Reader_resume, METH_O, "Reopen the reader at a state blob (None: the start)."},
+    {"open", Reader_open, METH_O,
+     "Open the reader of a CReader made with _open=False at a state blob (None: the start)."},
     {"close", Reader_close, METH_NOARGS, "Close the reader; held batches stay valid."},
     {"shards", Reader_shards, METH_NOARGS, "The shard files found, in dataset order."},
     {"stats", Reader_stats, METH_NOARGS, "The reader's counters as a dict."},

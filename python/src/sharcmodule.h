@@ -36,6 +36,10 @@ PyObject *sharc__py_raise(int code, const char *message);
  * "?" when it has none. */
 PyObject *sharc__py_type_name(PyObject *v);
 
+/* 0 when the `n` bytes at `s` hold no NUL, which would end them early as a C string; else
+ * -1 with ValueError("<who>: embedded null byte"), as CPython's own path functions raise. */
+int sharc__py_no_nul(const char *s, Py_ssize_t n, const char *who);
+
 /* ---------------------------------------------------------------------------------------
  * tensor.c: sharc.Tensor and batches as Python objects
  * ------------------------------------------------------------------------------------- */

@@ -2,6 +2,7 @@
 import gc
 import json
 import os
+import pathlib
 import subprocess
 import sys
 import threading
@@ -399,6 +400,48 @@ def test_input_cfg_keywords(args, kw, exc, text):
     with pytest.raises(exc) as e:
         sharc.Reader(*args, **kw)
     assert str(e.value) == text
+
+
+def test_embedded_null_byte_is_refused(corpus, tmp_path):
+    """A NUL in a string that goes into C would end it there ("DIR\x00x" read as DIR): every
+    entry refuses it with ValueError, as CPython's own path functions do."""
+    shar = str(corpus / "shar")
+    cfg = tmp_path / "mix.yaml"
+    cfg.write_text(f"input_cfg:\n  - {{type: lhotse_shar, shar_path: {shar}, weight: 1}}\n")
+    inline = [{"type": "lhotse_shar", "shar_path": shar + "\x00x", "weight": 1}]
+    cases = [
+        ((shar + "\x00x",), {}, "sharc.Reader: paths: embedded null byte"),
+        ((os.fsencode(shar) + b"\x00x",), {}, "sharc.Reader: paths: embedded null byte"),
+        ((pathlib.Path(shar + "\x00x"),), {}, "sharc.Reader: paths: embedded null byte"),
+        (([shar, shar + "\x00x"],), {}, "sharc.Reader: paths: embedded null byte"),
+        (([],), {"input_cfg": str(cfg) + "\x00x"}, "sharc.Reader: keyword 'input_cfg': embedded null byte"),
+        (([],), {"input_cfg": inline}, "sharc.Reader: keyword 'input_cfg': embedded null byte"),
+        (([],), {"input_cfg": {"input_cfg": inline}}, "sharc.Reader: keyword 'input_cfg': embedded null byte"),
+        ((shar,), {"device": "cpu\x00x"}, "sharc.Reader: keyword 'device': embedded null byte"),
+    ]
+    for args, kw, text in cases:
+        with pytest.raises(ValueError) as e:
+            sharc.Reader(*args, max_duration=12.0, **kw)
+        assert str(e.value) == text, (args, kw)
+    # Not a NUL: an escaped backslash before "u0000" in a name; the config without the NUL opens.
+    assert json.dumps(["\\u0000"]) == '["\\\\u0000"]'
+    with pytest.raises(sharc.Error, match=r"u0000"):
+        sharc.Reader([], input_cfg=[{"type": "lhotse_shar", "shar_path": shar + "\\u0000", "weight": 1}],
+                     max_duration=12.0)
+    sharc.Reader([], input_cfg=cfg, max_duration=12.0).close()
+    if hasattr(sharc._sharc, "CLoader"):  # the C side's check, before MPI is started
+        for kw, text in (({"mesh": "dp=1\x00x"}, "sharc.Loader: mesh: embedded null byte"),
+                         ({"broadcast_axes": ["cp\x00x"]}, "sharc.Loader: broadcast_axes: embedded null byte")):
+            with pytest.raises(ValueError) as e:
+                sharc.Loader(shar, transport="mpi", max_duration=12.0, **kw)
+            assert str(e.value) == text
+    # The frame codec of sharc.torch: a tensor name is refused; an error's text, which is
+    # being reported, keeps its length with '?' for the NUL.
+    with pytest.raises(ValueError, match="^frame_data: a tensor name: embedded null byte$"):
+        sharc._sharc.frame_data(4096, 0, 0, [("t\x000", sharc._sharc.DTYPE_U8, sharc._sharc.DEVICE_HOST, 0, (1,), 1)],
+                                True)
+    err = sharc._sharc.frame_decode(sharc._sharc.frame_error(0, sharc._sharc.ERR_REMOTE, "bad\x00cut"), 1 << 20)
+    assert err[6] == "bad?cut"
 
 
 def test_device_keyword(corpus):

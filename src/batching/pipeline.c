@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "batching/pipeline_impl.h"
@@ -383,11 +384,31 @@ static void take_state(sharc__pipeline *p, slot *s, sharc_reader_stats *counters
         sharc__resume_take_back(p->last_state, p->last_state_len, &p->consumed_skips, counters);
 }
 
-int sharc__pipeline_next(sharc__pipeline *p, sharc_batch **out)
+/* Wait on batch_done until `until` (CLOCK_MONOTONIC; NULL: as long as it takes); returns
+ * ETIMEDOUT when the time passed. */
+static int wait_batch(sharc__pipeline *p, const struct timespec *until)
+{
+    if (!until)
+        return pthread_cond_wait(&p->batch_done, &p->mu);
+    return pthread_cond_timedwait(&p->batch_done, &p->mu, until);
+}
+
+int sharc__pipeline_next(sharc__pipeline *p, sharc_batch **out, int timeout_ms)
 {
     *out = NULL;
     if (p->failed)
         return p->failed;
+    struct timespec deadline, *until = NULL;
+    if (timeout_ms >= 0) {
+        clock_gettime(CLOCK_MONOTONIC, &deadline);
+        deadline.tv_sec += timeout_ms / 1000;
+        deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (deadline.tv_nsec >= 1000000000L) {
+            deadline.tv_sec++;
+            deadline.tv_nsec -= 1000000000L;
+        }
+        until = &deadline;
+    }
     for (;;) {
         pthread_mutex_lock(&p->mu);
         size_t held = sharc__batch_pool_held(p->pool);
@@ -399,8 +420,14 @@ int sharc__pipeline_next(sharc__pipeline *p, sharc_batch **out)
                                     held - p->inflight, p->s->max_held_batches);
         }
         slot *s = &p->slots[p->consumed % p->n_slots];
-        while (!(p->consumed < p->planned && s->ready && s->pending == 0))
-            pthread_cond_wait(&p->batch_done, &p->mu);
+        while (!(p->consumed < p->planned && s->ready && s->pending == 0)) {
+            if (wait_batch(p, until) == ETIMEDOUT) {
+                /* Nothing taken or changed: the next call waits for the same batch. */
+                pthread_mutex_unlock(&p->mu);
+                return sharc__set_error(p->ctx, SHARC_ERR_TIMEOUT, "no batch ready within %d ms",
+                                        timeout_ms);
+            }
+        }
         pthread_mutex_unlock(&p->mu);
 
         int rc = s->end ? SHARC_END : s->rc;
@@ -655,7 +682,12 @@ int sharc__pipeline_start(sharc__pipeline **out, const sharc__pipeline_config *c
     sharc__bufpool_init(&p->bufs, ctx);
     pthread_cond_init(&p->slot_free, NULL);
     pthread_cond_init(&p->rows_ready, NULL);
-    pthread_cond_init(&p->batch_done, NULL);
+    /* Timed waits (sharc_reader_next_batch_timed) count on the monotonic clock. */
+    pthread_condattr_t monotonic;
+    pthread_condattr_init(&monotonic);
+    (void)pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
+    pthread_cond_init(&p->batch_done, &monotonic);
+    pthread_condattr_destroy(&monotonic);
     sharc__cs_batch_mode(&p->cs, &p->bufs, &p->mu);
     p->n_workers = rs->n_threads > 0 ? rs->n_threads : online_cores();
     /* Workers idle at batch boundaries unless the planner is well ahead: by default keep

@@ -35,11 +35,12 @@ int sharc__pipeline_check_settings(sharc__ctx *ctx, const sharc_reader_settings 
 /** Start the threads (restoring the state first, if there is one). */
 int sharc__pipeline_start(sharc__pipeline **out, const sharc__pipeline_config *c);
 /**
- * The next batch in step order. An error other than SHARC_ERR_BACKPRESSURE is returned
- * again by every later call.
+ * The next batch in step order, waiting at most `timeout_ms` for it (< 0: as long as it
+ * takes). An error other than SHARC_ERR_BACKPRESSURE and SHARC_ERR_TIMEOUT is returned
+ * again by every later call; after a timeout nothing has changed.
  * @return 0, SHARC_END, or an error with its message in the config's ctx
  */
-int sharc__pipeline_next(sharc__pipeline *p, sharc_batch **out);
+int sharc__pipeline_next(sharc__pipeline *p, sharc_batch **out, int timeout_ms);
 /** The state after the last batch returned: 0, SHARC_ERR(ENOSPC), or 1 when none was. */
 int sharc__pipeline_state_save(const sharc__pipeline *p, void *buf, size_t cap, size_t *size);
 void sharc__pipeline_stats(sharc__pipeline *p, sharc_reader_stats *out);

@@ -600,12 +600,18 @@ const double *sharc__reader_bins(const sharc_reader *r, size_t *n)
     return r->pipe ? sharc__pipeline_bins(r->pipe, n) : NULL;
 }
 
-static int pipeline_next(void *pipe, sharc_batch **out)
+typedef struct timed_next {
+    sharc__pipeline *pipe;
+    int timeout_ms;
+} timed_next;
+
+static int pipeline_next(void *cookie, sharc_batch **out)
 {
-    return sharc__pipeline_next(pipe, out);
+    const timed_next *t = cookie;
+    return sharc__pipeline_next(t->pipe, out, t->timeout_ms);
 }
 
-int sharc__reader_next_batch(sharc_reader *r, sharc_batch **batch)
+int sharc__reader_next_batch(sharc_reader *r, sharc_batch **batch, int timeout_ms)
 {
     *batch = NULL;
     if (r->mode == 1)
@@ -633,9 +639,10 @@ int sharc__reader_next_batch(sharc_reader *r, sharc_batch **batch)
             return rc;
         }
     }
+    timed_next t = {r->pipe, timeout_ms};
     if (r->dev)
-        return sharc__device_stage_next(r->dev, pipeline_next, r->pipe, batch);
-    return sharc__pipeline_next(r->pipe, batch);
+        return sharc__device_stage_next(r->dev, pipeline_next, &t, batch);
+    return sharc__pipeline_next(r->pipe, batch, timeout_ms);
 }
 
 void sharc__reader_device_stats(const sharc_reader *r, sharc_device_stats *out)

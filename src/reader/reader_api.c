@@ -169,7 +169,14 @@ int sharc_reader_next_batch(sharc_reader *r, sharc_batch **batch)
 {
     if (!r || !batch)
         return SHARC_ERR(EINVAL);
-    return sharc__reader_next_batch(r, batch);
+    return sharc__reader_next_batch(r, batch, -1);
+}
+
+int sharc_reader_next_batch_timed(sharc_reader *r, sharc_batch **batch, int timeout_ms)
+{
+    if (!r || !batch)
+        return SHARC_ERR(EINVAL);
+    return sharc__reader_next_batch(r, batch, timeout_ms < 0 ? -1 : timeout_ms);
 }
 
 int sharc_reader_state_save(sharc_reader *r, void *buf, size_t cap, size_t *size)
