@@ -213,6 +213,11 @@ static const cli_opt options[] = {
     USE("seed", "shard order and sampler seed (default 0)"),
     USE("on-error", "fail or skip (default fail)"),
     USE("sampling-rate", "required sampling rate (default: any; a batch holds one rate)"),
+    USE("resample", NULL),
+    USE("speed-perturb", NULL),
+    USE("speed-perturb-prob", NULL),
+    USE("volume-perturb", NULL),
+    USE("volume-perturb-prob", NULL),
     USE("channel", "keep channel K of multi-channel audio (default: all; batches\n"
                    "need one channel)"),
     USE("threads", "decode threads for batches (with N > 1, shard read-ahead\n"
