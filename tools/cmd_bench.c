@@ -401,7 +401,8 @@ static int finish_args(sharc_reader_settings *s, bench_opts *o, const char *batc
 /* Parse argv into settings and options. Returns -1 to continue, else an exit status. */
 static int parse_args(int argc, char **argv, sharc_reader_settings *s, bench_opts *o)
 {
-    cli_reader_opts ro = {0}; /* bench parses the list-valued options itself */
+    /* Static: the settings point into it (--speed-perturb) for the whole run. */
+    static cli_reader_opts ro;
     cli_parser p = {.cmd = cmd,
                     .table = options,
                     .print_help = print_help,
