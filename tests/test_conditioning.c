@@ -15,34 +15,51 @@
 #include "decode/condition.h"
 #include "testutil.h"
 
-/* Speech-like audio by sox: pink noise band-limited to 4 kHz with a syllable-rate
- * envelope; a second channel, when there is one, a 440 Hz tone (so that the channel
- * selected shows). */
+/*
+ * Test audio made by sox: speech (an utterance of the Lhotse fixture, espeak-ng at 16 kHz,
+ * converted to the cut's rate by sox), or, for lengths of a few samples, pink noise
+ * band-limited to 4 kHz with a syllable-rate envelope. A second channel, when there is
+ * one, is a 440 Hz tone, so that the channel selected shows.
+ */
 typedef struct src_cut {
     const char *id;
     int rate, channels;
-    const char *length; ///< sox synth length: seconds, or samples ("40s")
+    const char *trim;   ///< speech: sox `trim` start and length in seconds; else NULL
+    const char *length; ///< synthetic: sox synth length in samples ("40s")
 } src_cut;
 
 static const src_cut mixed[] = {
-    {"a-8k", 8000, 1, "1.1"},          {"b-44k", 44100, 1, "1.3"}, {"c-48k", 48000, 1, "0.7"},
-    {"d-48k-stereo", 48000, 2, "0.9"}, {"e-16k", 16000, 1, "0.6"}, {"f-48k-tiny", 48000, 1, "40s"},
-    {"g-48k-one", 48000, 1, "1s"},
+    {"a-8k", 8000, 1, "0.2 1.1", NULL},   {"b-44k", 44100, 1, "0.5 1.3", NULL},
+    {"c-48k", 48000, 1, "1.0 0.7", NULL}, {"d-48k-stereo", 48000, 2, "0.4 0.9", NULL},
+    {"e-16k", 16000, 1, "0.1 0.6", NULL}, {"f-48k-tiny", 48000, 1, NULL, "40s"},
+    {"g-48k-one", 48000, 1, NULL, "1s"},
 };
 #define N_MIXED (sizeof mixed / sizeof mixed[0])
 
 /* Write `cuts` as WAV files in dir/src and one WebDataset tar of them in dir/ds. */
 static void make_dataset(const char *dir, const src_cut *cuts, size_t n)
 {
-    ck_assert_int_eq(tu_sh("mkdir -p '%s/src' '%s/ds'", dir, dir), 0);
+    ck_assert_int_eq(tu_sh("mkdir -p '%s/src' '%s/ds' && tar xOf "
+                           "'%s/lhotse-shar-edge/wav/recording.000000.tar' dir/sub/utt-001.wav "
+                           "> '%s/speech.wav'",
+                           dir, dir, getenv("SHARC_TESTDATA"), dir),
+                     0);
     for (size_t i = 0; i < n; i++) {
-        const char *second = cuts[i].channels > 1 ? " sine 440" : "";
-        ck_assert_int_eq(tu_sh("cd '%s/src' && sox -R -n -r %d -c %d -b 16 %s.wav synth %s "
-                               "pinknoise%s sinc -4k tremolo 5 90 gain -n -3 2>/dev/null && "
-                               "echo 'words of %s' > %s.txt",
-                               dir, cuts[i].rate, cuts[i].channels, cuts[i].id, cuts[i].length,
-                               second, cuts[i].id, cuts[i].id),
-                         0);
+        const src_cut *c = &cuts[i];
+        int rc;
+        if (c->trim && c->channels > 1)
+            rc = tu_sh("cd '%s' && sox -R -M speech.wav '|sox -n -r 16000 -p synth 4 sine 440' "
+                       "-r %d -b 16 src/%s.wav trim %s 2>/dev/null",
+                       dir, c->rate, c->id, c->trim);
+        else if (c->trim)
+            rc = tu_sh("cd '%s' && sox -R speech.wav -r %d -b 16 src/%s.wav trim %s 2>/dev/null",
+                       dir, c->rate, c->id, c->trim);
+        else
+            rc = tu_sh("cd '%s' && sox -R -n -r %d -c %d -b 16 src/%s.wav synth %s pinknoise "
+                       "sinc -4k tremolo 5 90 gain -n -3 2>/dev/null",
+                       dir, c->rate, c->channels, c->id, c->length);
+        ck_assert_int_eq(rc, 0);
+        ck_assert_int_eq(tu_sh("echo 'words of %s' > '%s/src/%s.txt'", c->id, dir, c->id), 0);
     }
     ck_assert_int_eq(tu_sh("cd '%s/src' && ls | sort | xargs tar cf ../ds/shard-000000.tar", dir),
                      0);
@@ -180,6 +197,11 @@ static void read_batches(const sharc_reader_settings *s, float **rows, int64_t *
         }
         sharc_batch_release(b);
     }
+    sharc_reader_stats st;
+    sharc_reader_get_stats(r, &st);
+    /* the conversions' time, part of the decode threads' */
+    ck_assert(st.condition_seconds > 0 &&
+              st.condition_seconds < st.stage_seconds[SHARC_STAGE_DECODE]);
     sharc_reader_close(&r);
 }
 
@@ -251,8 +273,9 @@ START_TEST(without_resample_the_error_names_it)
 END_TEST
 
 static const src_cut speech16[] = {
-    {"s0", 16000, 1, "1.2"}, {"s1", 16000, 1, "0.9"}, {"s2", 16000, 1, "1.5"},
-    {"s3", 16000, 1, "0.8"}, {"s4", 48000, 1, "1.1"}, {"s5", 16000, 1, "1.0"},
+    {"s0", 16000, 1, "0.0 1.2", NULL}, {"s1", 16000, 1, "0.3 0.9", NULL},
+    {"s2", 16000, 1, "0.6 1.5", NULL}, {"s3", 16000, 1, "0.9 0.8", NULL},
+    {"s4", 48000, 1, "1.2 1.1", NULL}, {"s5", 16000, 1, "1.5 1.0", NULL},
 };
 #define N_SPEECH (sizeof speech16 / sizeof speech16[0])
 

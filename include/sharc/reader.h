@@ -332,8 +332,12 @@ typedef struct sharc_reader_stats {
     /** Seconds the decode threads spent computing log-mel features on the CPU (features =
      *  FBANK with host batches), summed over threads; not part of stage_seconds. */
     double feature_seconds;
+    /** Seconds the decode threads spent converting samples (resampling, speed and volume
+     *  perturbation; docs/conditioning.md), summed over threads; part of
+     *  stage_seconds[SHARC_STAGE_DECODE]. Filled in batch mode. */
+    double condition_seconds;
     /** Room for later counters, so that the struct keeps its size (sharc/common.h); zero. */
-    uint8_t reserved[32];
+    uint8_t reserved[24];
 } sharc_reader_stats;
 
 /** Indices of sharc_reader_stats.stage_seconds. */

@@ -316,7 +316,7 @@ static void *worker_main(void *arg)
             continue;
         }
         pthread_mutex_unlock(&p->mu);
-        double t0 = sharc__now_s();
+        double t0 = sharc__now_s(), cond0 = w->cond.seconds;
         w->feature_dt = 0;
         int rc = decode_row(w, s, i);
         if (rc < 0)
@@ -325,6 +325,7 @@ static void *worker_main(void *arg)
         pthread_mutex_lock(&p->mu);
         p->worker_stats.stage_seconds[SHARC_STAGE_DECODE] += dt - w->feature_dt;
         p->worker_stats.feature_seconds += w->feature_dt;
+        p->worker_stats.condition_seconds += w->cond.seconds - cond0;
         if (rc < 0 &&
             (p->s->on_error == SHARC_ON_ERROR_FAIL || w->err.kind >= SHARC_PROBLEM_COUNT)) {
             if (i < s->fail_row) {
@@ -509,6 +510,7 @@ void sharc__pipeline_stats(sharc__pipeline *p, sharc_reader_stats *out)
     memcpy(out->stage_seconds, p->planner_stats.stage_seconds, sizeof out->stage_seconds);
     out->stage_seconds[SHARC_STAGE_DECODE] += p->worker_stats.stage_seconds[SHARC_STAGE_DECODE];
     out->feature_seconds = p->worker_stats.feature_seconds;
+    out->condition_seconds = p->worker_stats.condition_seconds;
     out->batches = p->step_base + p->handed;
     pthread_mutex_unlock(&p->mu);
 }
