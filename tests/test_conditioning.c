@@ -163,6 +163,23 @@ START_TEST(resample_matches_sox)
     }
     ck_assert_uint_eq(seen, N_MIXED);
     sharc_reader_close(&r);
+    /* Without a channel chosen, cut mode converts both channels of the stereo cut. */
+    s.channel = -1;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    while (sharc_reader_next(r, &c) == 0 && strcmp(c->id, "d-48k-stereo") != 0)
+        ;
+    ck_assert_str_eq(c->id, "d-48k-stereo");
+    ck_assert_int_eq(c->channels, 2);
+    size_t n_ref;
+    float *ref = sox_reference(dir, c->id, "remix 2 rate 16000", &n_ref);
+    ck_assert_uint_eq(n_ref, (size_t)c->num_samples);
+    float *right = malloc(n_ref * sizeof(float));
+    for (size_t i = 0; i < n_ref; i++)
+        right[i] = c->samples[2 * i + 1];
+    ck_assert(sdr_db(right, ref, n_ref) >= 50);
+    free(right);
+    free(ref);
+    sharc_reader_close(&r);
     tu_rm_rf(dir);
     free(dir);
 }
@@ -550,6 +567,56 @@ START_TEST(resume_is_bit_identical)
 }
 END_TEST
 
+/* A mixture of an 8 kHz and a 24 kHz dataset reads at 16 kHz, in cuts and in batches. */
+START_TEST(mixture_resamples_every_source)
+{
+    char *dir = tu_mkdtemp();
+    ck_assert_int_eq(tu_sh("for r in 8000 24000; do '%s' --out \"%s/r$r\" --layout shar --shards 1 "
+                           "--cuts-per-shard 5 --min-duration 0.2 --max-duration 0.6 "
+                           "--sampling-rate $r --seed $r >/dev/null || exit 1; done",
+                           getenv("SHARC_GEN"), dir),
+                     0);
+    char cfg[2048];
+    snprintf(cfg, sizeof cfg,
+             "[{\"type\": \"lhotse_shar\", \"shar_path\": \"%s/r8000/shar\", \"weight\": 1},"
+             " {\"type\": \"lhotse_shar\", \"shar_path\": \"%s/r24000/shar\", \"weight\": 1}]",
+             dir, dir);
+    sharc_reader_settings s;
+    sharc_reader_default_settings(&s);
+    s.input_cfg_text = cfg;
+    s.mix_finite = 1;
+    s.sampling_rate = 16000;
+    s.resample = 1;
+    sharc_reader *r;
+    const sharc_cut *c;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    size_t n = 0;
+    while (sharc_reader_next(r, &c) == 0) {
+        ck_assert_int_eq(c->sampling_rate, 16000);
+        /* duration = n / rate, kept: n * 16000 / rate is duration * 16000 */
+        ck_assert_int_eq(c->num_samples, (int64_t)floor(c->duration * 16000 + 0.5));
+        n++;
+    }
+    ck_assert_uint_eq(n, 10);
+    sharc_reader_close(&r);
+    s.sampler.max_cuts = 3;
+    s.n_threads = 2;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    sharc_batch *b;
+    n = 0;
+    int rc;
+    while ((rc = sharc_reader_next_batch(r, &b)) == 0) {
+        n += (size_t)sharc_batch_tensor(b, "audio_lens")->shape[0];
+        sharc_batch_release(b);
+    }
+    ck_assert_int_eq(rc, SHARC_END);
+    ck_assert_uint_eq(n, 10);
+    sharc_reader_close(&r);
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
 /* Lhotse's rounding: half up when resampling and speeding up, half down when slowing
  * down, after rounding to 8 decimals (11 / 1.1 is 10.000000000000002 in doubles). */
 START_TEST(lengths_are_lhotses)
@@ -637,6 +704,7 @@ int main(void)
     tcase_add_test(tc, volume_scales_samples);
     tcase_add_test(tc, resume_is_bit_identical);
     tcase_add_test(tc, bad_settings_name_the_setting);
+    tcase_add_test(tc, mixture_resamples_every_source);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
