@@ -468,9 +468,9 @@ START_TEST(batches_gain_features_with_or_without_audio)
     ck_assert_str_eq(ctx.error,
                      "features: step 12: the batch's audio (cut c0, ...) is at 8000 Hz and the "
                      "fbank features are made for 16000 Hz (fbank_sample_rate, "
-                     "--fbank-sample-rate); sharc does not resample: require the rate with the "
-                     "sampling_rate setting (--sampling-rate 16000) to have each cut at another "
-                     "rate reported");
+                     "--fbank-sample-rate): require the rate with the sampling_rate setting "
+                     "(--sampling-rate 16000), and turn on resample (--resample) to convert each "
+                     "cut at another rate");
     ck_assert_uint_eq(b->n_tensors, 5);
     sharc_batch_release(b);
 

@@ -48,6 +48,63 @@ static int opt_bucket_batch_size(cli_parser *p, const cli_opt *o, const char *va
                               &p->ro->bucket_batch_size, &p->ro->n_bucket_batch_size);
 }
 
+/* The augment settings of `ro`, pointed to by the reader settings' `augment` (`target`),
+ * filled with their defaults when the first of their options is met. */
+static sharc_augment_settings *augment_of(cli_reader_opts *ro, void *target)
+{
+    if (ro->augment.struct_size == 0)
+        sharc_augment_default_settings(&ro->augment);
+    *(const sharc_augment_settings **)target = &ro->augment;
+    return &ro->augment;
+}
+
+/* The library checks the ranges at open, naming the setting; here only numbers. */
+#define AUGMENT_MAX 1e9
+
+static int opt_speed_perturb(cli_parser *p, const cli_opt *o, const char *val, void *target)
+{
+    sharc_augment_settings *a = augment_of(p->ro, target);
+    double *list = NULL;
+    size_t n = 0;
+    if (cli_parse_double_list(p->cmd, "--speed-perturb", val, -AUGMENT_MAX, AUGMENT_MAX, 0, &list,
+                              &n) < 0)
+        return -1;
+    free((void *)a->speed_perturb);
+    a->speed_perturb = list;
+    a->n_speed_perturb = n;
+    return 0;
+}
+
+static int opt_volume_perturb(cli_parser *p, const cli_opt *o, const char *val, void *target)
+{
+    sharc_augment_settings *a = augment_of(p->ro, target);
+    double *list = NULL;
+    size_t n = 0;
+    if (cli_parse_double_list(p->cmd, "--volume-perturb", val, -AUGMENT_MAX, AUGMENT_MAX, 0, &list,
+                              &n) < 0)
+        return -1;
+    if (n != 2) {
+        fprintf(stderr, "sharc %s: --volume-perturb takes two gains in dB, LOW,HIGH (got %zu)\n",
+                p->cmd, n);
+        free(list);
+        return -1;
+    }
+    a->volume_perturb_db[0] = list[0];
+    a->volume_perturb_db[1] = list[1];
+    free(list);
+    return 0;
+}
+
+/* --speed-perturb-prob and --volume-perturb-prob: `min` says which. */
+static int opt_perturb_prob(cli_parser *p, const cli_opt *o, const char *val, void *target)
+{
+    sharc_augment_settings *a = augment_of(p->ro, target);
+    char flag[32];
+    snprintf(flag, sizeof flag, "--%s", o->name);
+    return cli_parse_double(p->cmd, flag, val, -AUGMENT_MAX, AUGMENT_MAX,
+                            o->min ? &a->volume_perturb_prob : &a->speed_perturb_prob);
+}
+
 /* --device cpu|cuda[:N]: sets device and device_ordinal (the target is `device`). */
 static int opt_device(cli_parser *p, const cli_opt *o, const char *val, void *target)
 {
@@ -116,8 +173,23 @@ const cli_opt cli_reader_group[] = {
              "skip: skip it, count it by reason and go on"},
     {CLI_OPT_INT, "sampling-rate", .metavar = "HZ", R(sampling_rate), .min = 1, .max = 1 << 24,
      .help = "require this sampling rate; a cut at another rate is an error\n"
-             "(no resampling) (default: any; a batch still holds one rate,\n"
+             "unless --resample (default: any; a batch still holds one rate,\n"
              "and a cut drawn into a batch of another is an error)"},
+    {CLI_OPT_FLAG, "resample", R(resample), .min = 1,
+     .help = "convert every cut at another rate than --sampling-rate to it\n"
+             "(libsoxr, on the decode threads; docs/conditioning.md)"},
+    {CLI_OPT_CUSTOM, "speed-perturb", .metavar = "F,...", R(augment), .handler = opt_speed_perturb,
+     .help = "speed factors in (0, 3], one drawn per cut from the seed, its\n"
+             "id and epoch (Lhotse perturb_speed; its duration changes\n"
+             "before bucketing) (default: none)"},
+    {CLI_OPT_CUSTOM, "speed-perturb-prob", .metavar = "P", R(augment), .min = 0,
+     .handler = opt_perturb_prob, .help = "share of cuts whose speed is perturbed (default 1)"},
+    {CLI_OPT_CUSTOM, "volume-perturb", .metavar = "LO,HI", R(augment),
+     .handler = opt_volume_perturb,
+     .help = "gain range in dB, one gain drawn uniformly per cut (default:\n"
+             "none)"},
+    {CLI_OPT_CUSTOM, "volume-perturb-prob", .metavar = "P", R(augment), .min = 1,
+     .handler = opt_perturb_prob, .help = "share of cuts whose volume is perturbed (default 1)"},
     {CLI_OPT_INT, "channel", .metavar = "K", R(channel), .min = 0, .max = 1 << 16,
      .help = "keep only channel K (0-based) of the stored audio (default: all\n"
              "channels; batches need one, so multi-channel data needs it)"},
@@ -257,6 +329,8 @@ void cli_reader_opts_free(cli_reader_opts *ro)
 {
     free(ro->bins);
     free(ro->bucket_batch_size);
+    free((void *)ro->augment.speed_perturb);
+    ro->augment.speed_perturb = NULL;
     ro->bins = NULL;
     ro->bucket_batch_size = NULL;
     ro->n_bins = ro->n_bucket_batch_size = 0;

@@ -21,6 +21,9 @@ typedef struct cli_reader_opts {
     uint32_t *bucket_batch_size; ///< --bucket-batch-size, malloc'ed
     size_t n_bucket_batch_size;  ///< number of --bucket-batch-size
     int dp_given;                ///< --dp-rank or --dp-size was given
+    /** --speed-perturb, --volume-perturb and their probabilities: the settings' `augment`
+     *  points here once one is given (its factors malloc'ed). */
+    sharc_augment_settings augment;
 } cli_reader_opts;
 
 /**

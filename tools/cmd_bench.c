@@ -81,6 +81,7 @@ typedef struct run_result {
      * batch, feature kernel seconds and the bytes they read and wrote */
     double dev_batches, dev_seconds, feat_seconds, feat_bytes;
     double cpu_feat_seconds; /* --features on the host: the decode threads' feature seconds */
+    double cond_seconds;     /* the decode threads' conditioning seconds (part of decode) */
     uint64_t peak_rss;       /* bytes */
     size_t shards;           /* shards the reader found */
     int ended;               /* the data ended the window */
@@ -213,6 +214,11 @@ static const cli_opt options[] = {
     USE("seed", "shard order and sampler seed (default 0)"),
     USE("on-error", "fail or skip (default fail)"),
     USE("sampling-rate", "required sampling rate (default: any; a batch holds one rate)"),
+    USE("resample", NULL),
+    USE("speed-perturb", NULL),
+    USE("speed-perturb-prob", NULL),
+    USE("volume-perturb", NULL),
+    USE("volume-perturb-prob", NULL),
     USE("channel", "keep channel K of multi-channel audio (default: all; batches\n"
                    "need one channel)"),
     USE("threads", "decode threads for batches (with N > 1, shard read-ahead\n"
@@ -320,6 +326,8 @@ static void print_help(void)
         "threads waited for remote bytes in the window; 0 for local shards),\n"
         "feature_ms_per_batch (with --features on the host: seconds the decode threads\n"
         "spent computing features per batch, in ms, not part of stage_seconds; null\n"
+        "otherwise), conditioning_share (with --resample or a perturbation: the share of\n"
+        "stage_seconds.decode spent converting samples, docs/conditioning.md; null\n"
         "otherwise),\n"
         "cpu_us_per_cut {planner, decode, read_ahead, other}\n"
         "(CPU microseconds per cut in the window of the library's threads by role, told\n"
@@ -396,7 +404,8 @@ static int finish_args(sharc_reader_settings *s, bench_opts *o, const char *batc
 /* Parse argv into settings and options. Returns -1 to continue, else an exit status. */
 static int parse_args(int argc, char **argv, sharc_reader_settings *s, bench_opts *o)
 {
-    cli_reader_opts ro = {0}; /* bench parses the list-valued options itself */
+    /* Static: the settings point into it (--speed-perturb) for the whole run. */
+    static cli_reader_opts ro;
     cli_parser p = {.cmd = cmd,
                     .table = options,
                     .print_help = print_help,
@@ -524,6 +533,7 @@ typedef struct window {
     double net0[3]; /* bytes, retries, wait seconds */
     sharc_device_stats dev0;
     double cpu_feat0; /* the decode threads' feature seconds at the start */
+    double cond0;     /* and their conditioning seconds */
     int open;         /* the window has started */
 } window;
 
@@ -540,6 +550,7 @@ static void window_start(window *w, sharc_reader *r, double t0)
     w->net0[1] = st.net_retries;
     w->net0[2] = st.net_wait_seconds;
     w->cpu_feat0 = st.feature_seconds;
+    w->cond0 = st.condition_seconds;
     sharc_reader_get_device_stats(r, &w->dev0);
     w->open = 1;
 }
@@ -557,6 +568,7 @@ static void window_end(const window *w, sharc_reader *r, run_result *res)
     res->net_retries = st.net_retries - w->net0[1];
     res->net_wait = st.net_wait_seconds - w->net0[2];
     res->cpu_feat_seconds = st.feature_seconds - w->cpu_feat0;
+    res->cond_seconds = st.condition_seconds - w->cond0;
     sharc_device_stats ds;
     sharc_reader_get_device_stats(r, &ds);
     res->dev_batches = (double)(ds.batches - w->dev0.batches);
@@ -898,6 +910,12 @@ static double get_cpu_feat_ms(const run_result *r)
     return r->batches > 0 ? 1e3 * r->cpu_feat_seconds / r->batches : NAN;
 }
 
+/* The conditioning's share of the decode threads' decoding time. */
+static double get_cond_share(const run_result *r)
+{
+    return r->stage[SHARC_STAGE_DECODE] > 0 ? r->cond_seconds / r->stage[SHARC_STAGE_DECODE] : NAN;
+}
+
 static double get_dev_ms(const run_result *r)
 {
     return r->dev_batches > 0 ? 1e3 * r->dev_seconds / r->dev_batches : NAN;
@@ -1032,6 +1050,9 @@ static void print_json(const report *rp)
                        rp->s->device != SHARC_DEVICE_CUDA
                    ? median_of(runs, n, get_cpu_feat_ms)
                    : NAN);
+    json_field(f, "conditioning_share",
+               batches && (rp->s->resample || rp->s->augment) ? median_of(runs, n, get_cond_share)
+                                                              : NAN);
     cli_json_key(f, "cpu_us_per_cut", 0);
     fputc('{', f);
     for (int k = 0; k < N_ROLES; k++) {

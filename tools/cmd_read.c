@@ -117,6 +117,11 @@ static const cli_opt options[] = {
     USE("dp-size"),
     USE("on-error"),
     USE("sampling-rate"),
+    USE("resample"),
+    USE("speed-perturb"),
+    USE("speed-perturb-prob"),
+    USE("volume-perturb"),
+    USE("volume-perturb-prob"),
     USE("channel"),
     USE("retries"),
     USE("timeout-ms"),
@@ -264,9 +269,11 @@ static void print_help(void)
     printf(
         "JSON output (--cuts): one object per cut\n"
         "  {\"type\":\"cut\",\"id\",\"duration\",\"sampling_rate\",\"channels\",\"num_samples\",\n"
-        "   \"shard\",\"member\",\"text\",\"speaker\",\"language\",\"epoch\",\"sample_sum\"}\n"
+        "   \"shard\",\"member\",\"text\",\"speaker\",\"language\",\"epoch\",\"sample_sum\",\n"
+        "   \"speed\",\"gain\"}\n"
         "where sample_sum is the sum of all decoded samples (all channels, as float32\n"
-        "in [-1, 1], summed in double), and a last object\n"
+        "in [-1, 1], summed in double), speed and gain the cut's speed factor and linear\n"
+        "gain (1 without --speed-perturb and --volume-perturb), and a last object\n"
         "  "
         "{\"type\":\"summary\",\"layout\",\"cuts\",\"audio_seconds\",\"shards\",\"skipped_cuts\",\n"
         "   \"skipped_shards\",\"problems\":{<problem code>:count,...},\"wall_seconds\",\n"
@@ -359,6 +366,10 @@ static void print_cut_json(const sharc_cut *c)
     } else {
         fputs("null", f);
     }
+    cli_json_key(f, "speed", 0);
+    cli_json_num(f, c->speed);
+    cli_json_key(f, "gain", 0);
+    cli_json_num(f, c->gain);
     fputs("}\n", f);
 }
 

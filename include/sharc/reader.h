@@ -112,6 +112,10 @@ typedef struct sharc_cut {
                                ///< failed count too: positions only grow)
     size_t n_fields;           ///< number of extra fields present on this cut
     const sharc_field *fields; ///< extra fields, absent ones (.nodata, placeholders) omitted
+    /** The speed factor applied (sharc_augment_settings; 1 = none): `duration` and
+     *  `num_samples` are the perturbed ones. */
+    double speed;
+    double gain; ///< the linear gain applied to `samples` (1 = none)
 } sharc_cut;
 
 /**
@@ -144,6 +148,29 @@ typedef struct sharc_sampler_settings {
     double max_cut_duration;   ///< longer cuts are filtered out and counted; 0 = none (default 0)
     uint8_t reserved[64];      ///< room for later fields; must be zero
 } sharc_sampler_settings;
+
+/**
+ * Speed and volume perturbation of each cut (docs/conditioning.md maps every field to its
+ * NeMo and Lhotse name), applied on the decode threads after resampling. Each cut's draws
+ * come from the reader's seed, the cut's id and its epoch only, so batches are the same
+ * whatever the threads, the mesh or a resume. Fill with sharc_augment_default_settings().
+ */
+typedef struct sharc_augment_settings {
+    /** sizeof(sharc_augment_settings), set by sharc_augment_default_settings() */
+    uint32_t struct_size;
+    /** Speed factors, each in (0, 3], copied (Lhotse perturb_speed: resample by the factor,
+     *  keep the rate): a cut gets one, drawn uniformly, and n samples become
+     *  perturb_num_samples(n, factor), its duration with them, before bucketing. NULL =
+     *  none (default NULL). */
+    const double *speed_perturb;
+    size_t n_speed_perturb;    ///< number of speed factors (default 0)
+    double speed_perturb_prob; ///< share of cuts perturbed, in [0, 1] (default 1)
+    /** Gain range in dB, low <= high: a perturbed cut's samples are scaled by 10^(g/20),
+     *  g uniform in it. Off when both are 0 (default 0, 0). */
+    double volume_perturb_db[2];
+    double volume_perturb_prob; ///< share of cuts whose volume is perturbed, in [0, 1] (default 1)
+    uint8_t reserved[64];       ///< room for later fields; must be zero
+} sharc_augment_settings;
 
 /** Reader settings. Fill with sharc_reader_default_settings() first. */
 typedef struct sharc_reader_settings {
@@ -249,8 +276,17 @@ typedef struct sharc_reader_settings {
      *  build without CUDA, an ordinal no device has, or a device that cannot be used fails
      *  sharc_reader_open with the device named in the message. Batches only. */
     sharc_device device;
-    int device_ordinal;   ///< the CUDA device of SHARC_DEVICE_CUDA, >= 0 (default 0)
-    uint8_t reserved[40]; ///< room for later fields; must be zero
+    int device_ordinal; ///< the CUDA device of SHARC_DEVICE_CUDA, >= 0 (default 0)
+    /** Speed and volume perturbation (docs/conditioning.md), copied at open; NULL = none
+     *  (default NULL). Fill with sharc_augment_default_settings() first. */
+    const sharc_augment_settings *augment;
+    /** Convert every cut at another rate than `sampling_rate` (which must then be set) to
+     *  it on the decode threads, with libsoxr: a cut of n samples at rate r gets
+     *  round(n * sampling_rate / r) samples, half up (Lhotse's compute_num_samples), and
+     *  keeps its duration; windows are cut at the source rate, then converted. 0: a cut at
+     *  another rate is an AUDIO_FORMAT problem (default 0). */
+    int resample;
+    uint8_t reserved[28]; ///< room for later fields; must be zero
 } sharc_reader_settings;
 
 /**
@@ -296,8 +332,12 @@ typedef struct sharc_reader_stats {
     /** Seconds the decode threads spent computing log-mel features on the CPU (features =
      *  FBANK with host batches), summed over threads; not part of stage_seconds. */
     double feature_seconds;
+    /** Seconds the decode threads spent converting samples (resampling, speed and volume
+     *  perturbation; docs/conditioning.md), summed over threads; part of
+     *  stage_seconds[SHARC_STAGE_DECODE]. Filled in batch mode. */
+    double condition_seconds;
     /** Room for later counters, so that the struct keeps its size (sharc/common.h); zero. */
-    uint8_t reserved[32];
+    uint8_t reserved[24];
 } sharc_reader_stats;
 
 /** Indices of sharc_reader_stats.stage_seconds. */
@@ -332,6 +372,9 @@ typedef struct sharc_reader sharc_reader;
 
 /** Fill `s` with defaults. */
 SHARC_API void sharc_reader_default_settings(sharc_reader_settings *s);
+
+/** Fill `s` with defaults (no perturbation; probabilities 1). */
+SHARC_API void sharc_augment_default_settings(sharc_augment_settings *s);
 
 /**
  * Open a reader. Finds the shards (no audio is read yet) and validates settings.

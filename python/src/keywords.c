@@ -25,7 +25,10 @@ enum kw_kind {
     KW_DEVICE,
     KW_BINS,
     KW_BBS,
-    KW_PATH
+    KW_PATH,
+    KW_SPEEDS,    ///< augment.speed_perturb
+    KW_VOLUME,    ///< augment.volume_perturb_db: [low, high]
+    KW_AUG_DOUBLE ///< a double of augment, at `offset` in sharc_augment_settings
 };
 
 typedef struct {
@@ -38,6 +41,7 @@ typedef struct {
 
 #define R(f)  offsetof(sharc_reader_settings, f)
 #define SM(f) offsetof(sharc_reader_settings, sampler.f)
+#define AG(f) offsetof(sharc_augment_settings, f)
 static const kw_def kw_defs[] = {
     {"layout", KW_LAYOUT, R(layout), 0, 0, 0},
     {"epochs", KW_U64, R(epochs), 0, 0, 0},
@@ -47,6 +51,11 @@ static const kw_def kw_defs[] = {
     {"dp_size", KW_INT, R(dp_size), 1, 1 << 20, 0},
     {"on_error", KW_ON_ERROR, R(on_error), 0, 0, 0},
     {"sampling_rate", KW_INT, R(sampling_rate), 1, 1 << 24, 0},
+    {"resample", KW_BOOL, R(resample), 0, 0, 0},
+    {"speed_perturb", KW_SPEEDS, 0, 0, 3, 1},
+    {"speed_perturb_prob", KW_AUG_DOUBLE, AG(speed_perturb_prob), 0, 1, 0},
+    {"volume_perturb", KW_VOLUME, 0, -120, 120, 0},
+    {"volume_perturb_prob", KW_AUG_DOUBLE, AG(volume_perturb_prob), 0, 1, 0},
     {"channel", KW_INT, R(channel), 0, 1 << 16, 0},
     {"threads", KW_INT, R(n_threads), 0, 4096, 0},
     {"prefetch", KW_INT, R(prefetch), 0, 1024, 0},
@@ -211,7 +220,7 @@ static int kw_list(ReaderObject *self, const kw_def *d, PyObject *v, int ints, v
         } else {
             double x;
             rc = kw_double(d, item, &x);
-            if (rc == 0 && i > 0 && x < ((double *)arr)[i - 1]) {
+            if (rc == 0 && d->kind == KW_BINS && i > 0 && x < ((double *)arr)[i - 1]) {
                 PyErr_Format(PyExc_ValueError, "sharc.Reader: keyword 'bins' must be sorted");
                 rc = -1;
             }
@@ -320,6 +329,44 @@ static int kw_device(ReaderObject *self, const kw_def *d, PyObject *v)
     return ok ? 0 : -1;
 }
 
+/* The augment settings, pointed to by the settings once a perturbation keyword is met. */
+static sharc_augment_settings *augment_of(ReaderObject *self)
+{
+    if (self->augment.struct_size == 0)
+        sharc_augment_default_settings(&self->augment);
+    self->s.augment = &self->augment;
+    return &self->augment;
+}
+
+/* speed_perturb=[factors], volume_perturb=[low_db, high_db]. */
+static int kw_augment_list(ReaderObject *self, const kw_def *d, PyObject *v)
+{
+    void *arr = NULL;
+    size_t n = 0;
+    if (kw_list(self, d, v, 0, &arr, &n) < 0)
+        return -1;
+    sharc_augment_settings *a = augment_of(self);
+    if (d->kind == KW_SPEEDS) {
+        free(self->speeds);
+        self->speeds = arr;
+        a->speed_perturb = self->speeds;
+        a->n_speed_perturb = n;
+        return 0;
+    }
+    const double *db = arr;
+    if (n != 2 || db[0] > db[1]) {
+        PyErr_Format(PyExc_ValueError,
+                     "sharc.Reader: keyword '%s' must be [low, high] gains in dB, low <= high",
+                     d->name);
+        free(arr);
+        return -1;
+    }
+    a->volume_perturb_db[0] = db[0];
+    a->volume_perturb_db[1] = db[1];
+    free(arr);
+    return 0;
+}
+
 static int set_keyword(ReaderObject *self, const kw_def *d, PyObject *v, int *linspace)
 {
     static const char *const layouts[] = {"auto", "shar", "nemo", "wds", NULL};
@@ -373,6 +420,14 @@ static int set_keyword(ReaderObject *self, const kw_def *d, PyObject *v, int *li
         return 0;
     case KW_DEVICE:
         return kw_device(self, d, v);
+    case KW_SPEEDS:
+    case KW_VOLUME:
+        return kw_augment_list(self, d, v);
+    case KW_AUG_DOUBLE:
+        if (kw_double(d, v, &x) < 0)
+            return -1;
+        *(double *)((char *)augment_of(self) + d->offset) = x;
+        return 0;
     case KW_BINS: {
         if (PyUnicode_Check(v) && PyUnicode_CompareWithASCIIString(v, "linspace") == 0) {
             *linspace = 1;

@@ -30,12 +30,14 @@ static void reader_free_settings(ReaderObject *self)
     free(self->input_cfg);
     free(self->bins);
     free(self->bbs);
+    free(self->speeds);
     free(self->resume);
     self->paths = NULL;
     self->n_paths = 0;
     self->input_cfg = NULL;
     self->bins = NULL;
     self->bbs = NULL;
+    self->speeds = NULL;
     self->resume = NULL;
 }
 

@@ -93,6 +93,8 @@ typedef struct {
     char *input_cfg;
     double *bins;
     uint32_t *bbs;
+    sharc_augment_settings augment; ///< s.augment points here once a perturbation is given
+    double *speeds;                 ///< augment.speed_perturb
     void *resume;
     size_t resume_size;
     int busy;

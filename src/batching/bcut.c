@@ -80,6 +80,7 @@ int sharc__bcut_from_raw(sharc__bufpool *pool, sharc__rawcut *c, size_t n_shards
     b->job.offset = c->offset;
     b->job.window = c->window;
     b->job.shard = c->shard;
+    b->job.cond = c->cond;
     *out = b;
     return 0;
 }

@@ -46,7 +46,7 @@ void sharc__collate_choose_rate(sharc__collation *col, int required)
     int rates[MAX_BATCH_RATES];
     size_t counts[MAX_BATCH_RATES], firsts[MAX_BATCH_RATES], n_rates = 0;
     for (size_t i = 0; i < col->n; i++) {
-        int rate = col->cuts[i]->job.sampling_rate;
+        int rate = col->cuts[i]->job.cond.rate;
         size_t k = 0;
         while (k < n_rates && rates[k] != rate)
             k++;
@@ -105,13 +105,13 @@ int sharc__collate_layout(sharc__collation *col, sharc__ctx *ctx, sharc__batch_p
     const int n_cols = 4 + (int)col->n_tags;
     size_t longest = col->rate_first; /* named when the batch cannot be laid out */
     for (size_t i = 0; i < col->n; i++) {
-        if (col->cuts[i]->job.sampling_rate == col->rate && col->cuts[i]->job.num_samples > T) {
-            T = col->cuts[i]->job.num_samples;
+        if (col->cuts[i]->job.cond.rate == col->rate && col->cuts[i]->job.cond.num_samples > T) {
+            T = col->cuts[i]->job.cond.num_samples;
             longest = i;
         }
         /* audio_lens holds every row's length, at the batch's rate or not. */
-        if (col->cuts[i]->job.num_samples > most) {
-            most = col->cuts[i]->job.num_samples;
+        if (col->cuts[i]->job.cond.num_samples > most) {
+            most = col->cuts[i]->job.cond.num_samples;
             most_at = i;
         }
         for (int c = 0; c < n_cols; c++) {
@@ -161,7 +161,7 @@ int sharc__collate_layout(sharc__collation *col, sharc__ctx *ctx, sharc__batch_p
     int32_t *lens = b->tensors[1].data;
     float *dur = b->tensors[2].data;
     for (size_t i = 0; i < col->n; i++) {
-        lens[i] = (int32_t)col->cuts[i]->job.num_samples;
+        lens[i] = (int32_t)col->cuts[i]->job.cond.num_samples;
         dur[i] = (float)col->cuts[i]->duration;
     }
     for (int c = 0; c < n_cols; c++) {

@@ -45,7 +45,7 @@ int sharc__featurize_cut(sharc__fbank **plan, sharc__ctx *ctx, const sharc_reade
                          sharc__bufpool *pool, sharc__bcut *c, const float *x)
 {
     char why[SHARC__ERRLEN];
-    int64_t got = 0, nv = 0, len = c->job.num_samples;
+    int64_t got = 0, nv = 0, len = c->job.cond.num_samples;
     if (!*plan) {
         sharc__fbank_settings fs;
         sharc__featurize_settings(s, &fs);
@@ -117,9 +117,9 @@ static int check_audio(sharc__ctx *ctx, const sharc_reader_settings *s, sharc_ba
         return sharc__fail(ctx, SHARC_ERR_AUDIO_MISMATCH,
                            "features: step %llu: the batch's audio (cut %s, ...) is at %d Hz and "
                            "the fbank features are made for %d Hz (fbank_sample_rate, "
-                           "--fbank-sample-rate); sharc does not resample: require the rate "
-                           "with the sampling_rate setting (--sampling-rate %d) to have each "
-                           "cut at another rate reported",
+                           "--fbank-sample-rate): require the rate with the sampling_rate "
+                           "setting (--sampling-rate %d), and turn on resample (--resample) to "
+                           "convert each cut at another rate",
                            (unsigned long long)step, sharc__batch_first_cut(b, cut, sizeof cut),
                            rate, s->fbank_sample_rate, s->fbank_sample_rate);
     return 0;

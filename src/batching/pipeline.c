@@ -217,33 +217,33 @@ static int decode_row(worker *w, slot *s, size_t i)
         return sharc__stream_fail(&w->ctx, &w->err, rc, SHARC_PROBLEM_AUDIO_FORMAT, 0, b->job.shard,
                                   b->job.member, b->job.id);
     }
-    if (b->job.sampling_rate != s->col.rate && p->s->sampling_rate > 0) {
+    if (b->job.cond.rate != s->col.rate && p->s->sampling_rate > 0) {
         rc = sharc__set_error(&w->ctx, SHARC_ERR_AUDIO_MISMATCH,
                               "%s member %s (cut %s): %d Hz is required, the audio is %d Hz "
-                              "(sharc does not resample)",
+                              "(turn on the resample setting, --resample, to convert it)",
                               b->job.shard, b->job.member, b->job.id, s->col.rate,
                               b->job.sampling_rate);
         return sharc__stream_fail(&w->ctx, &w->err, rc, SHARC_PROBLEM_AUDIO_FORMAT, 0, b->job.shard,
                                   b->job.member, b->job.id);
     }
-    if (b->job.sampling_rate != s->col.rate) {
+    if (b->job.cond.rate != s->col.rate) {
         rc = sharc__set_error(
             &w->ctx, SHARC_ERR_AUDIO_MISMATCH,
             "%s member %s (cut %s): its audio is at %d Hz, and the batch it was drawn into at "
             "%d Hz (%zu of its %zu cuts, such as %s%s): the rows of a batch share one sampling "
-            "rate and sharc does not resample; require a rate with the sampling_rate setting "
-            "(--sampling-rate) to have every cut at another rate reported, whatever its batch",
+            "rate; require a rate with the sampling_rate setting (--sampling-rate), and turn on "
+            "resample (--resample) to convert every cut at another rate, whatever its batch",
             b->job.shard, b->job.member, b->job.id, b->job.sampling_rate, s->col.rate,
             s->col.rate_count, s->col.n, s->col.cuts[s->col.rate_first]->job.id,
             s->col.rate_tie ? "; a tie, won by the rate met first" : "");
         return sharc__stream_fail(&w->ctx, &w->err, rc, SHARC_PROBLEM_AUDIO_FORMAT, 0, b->job.shard,
                                   b->job.member, b->job.id);
     }
-    rc = sharc__decode(&p->dopts, &w->ctx, &w->fetch, &b->job, row, (size_t)s->col.T, &channels,
-                       &w->err);
+    rc = sharc__decode_cond(&p->dopts, &w->ctx, &w->fetch, &w->cond, &b->job, row, (size_t)s->col.T,
+                            &channels, &w->err);
     if (rc < 0)
         return rc;
-    size_t len = (size_t)b->job.num_samples;
+    size_t len = (size_t)b->job.cond.num_samples;
     /* The batch is read much later, after the batches planned ahead: stream the zeros. */
     if (len < (size_t)s->col.T)
         sharc__memzero_stream(row + len, ((size_t)s->col.T - len) * sizeof(float));
@@ -317,7 +317,7 @@ static void *worker_main(void *arg)
             continue;
         }
         pthread_mutex_unlock(&p->mu);
-        double t0 = sharc__now_s();
+        double t0 = sharc__now_s(), cond0 = w->cond.seconds;
         w->feature_dt = 0;
         int rc = decode_row(w, s, i);
         if (rc < 0)
@@ -326,6 +326,7 @@ static void *worker_main(void *arg)
         pthread_mutex_lock(&p->mu);
         p->worker_stats.stage_seconds[SHARC_STAGE_DECODE] += dt - w->feature_dt;
         p->worker_stats.feature_seconds += w->feature_dt;
+        p->worker_stats.condition_seconds += w->cond.seconds - cond0;
         if (rc < 0 &&
             (p->s->on_error == SHARC_ON_ERROR_FAIL || w->err.kind >= SHARC_PROBLEM_COUNT)) {
             if (i < s->fail_row) {
@@ -536,6 +537,7 @@ void sharc__pipeline_stats(sharc__pipeline *p, sharc_reader_stats *out)
     memcpy(out->stage_seconds, p->planner_stats.stage_seconds, sizeof out->stage_seconds);
     out->stage_seconds[SHARC_STAGE_DECODE] += p->worker_stats.stage_seconds[SHARC_STAGE_DECODE];
     out->feature_seconds = p->worker_stats.feature_seconds;
+    out->condition_seconds = p->worker_stats.condition_seconds;
     out->batches = p->step_base + p->handed;
     pthread_mutex_unlock(&p->mu);
 }
@@ -638,6 +640,7 @@ void sharc__pipeline_stop(sharc__pipeline **pp)
         sharc__buf_free(p->ctx, &p->workers[i].err.member);
         sharc__buf_free(p->ctx, &p->workers[i].err.cut_id);
         sharc__fetcher_free(&p->workers[i].fetch, p->ctx);
+        sharc__conditioner_free(&p->workers[i].cond, p->ctx);
     }
     sharc__free(p->ctx, p->workers);
     sharc__free(p->ctx, p->slots);
@@ -677,7 +680,11 @@ int sharc__pipeline_start(sharc__pipeline **out, const sharc__pipeline_config *c
     p->resume = c->resume;
     p->resume_len = c->resume_len;
     p->state_hash = c->state_hash;
-    p->dopts = (sharc__decode_opts){rs->length_tolerance, rs->channel, rs->sampling_rate, 1};
+    p->dopts = (sharc__decode_opts){.length_tolerance = rs->length_tolerance,
+                                    .channel = rs->channel,
+                                    .sampling_rate = rs->sampling_rate,
+                                    .stream_out = 1};
+    sharc__cond_opts_of(rs, &p->dopts.cond);
     pthread_mutex_init(&p->mu, NULL);
     sharc__bufpool_init(&p->bufs, ctx);
     pthread_cond_init(&p->slot_free, NULL);

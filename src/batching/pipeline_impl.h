@@ -55,9 +55,10 @@ typedef struct worker {
     struct sharc__pipeline *p;
     sharc__ctx ctx; ///< own error text
     sharc__stream_error err;
-    sharc__fetcher fetch; ///< audio left in shard files
-    sharc__fbank *fbank;  ///< the features' plan of this thread, made at its first row
-    double feature_dt;    ///< seconds the last row's features took
+    sharc__fetcher fetch;    ///< audio left in shard files
+    sharc__fbank *fbank;     ///< the features' plan of this thread, made at its first row
+    sharc__conditioner cond; ///< resamplers and decoded samples of conditioned rows
+    double feature_dt;       ///< seconds the last row's features took
     pthread_t thread;
     int started;
 } worker;

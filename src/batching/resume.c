@@ -81,6 +81,20 @@ uint64_t sharc__resume_hash(const sharc_reader_settings *s, const sharc__dataset
         static const char rows_revision[] = "nemo-rows-2";
         h = sharc__fnv1a(h, rows_revision, sizeof rows_revision);
     }
+    /* Conditioning changes the cuts' durations and samples; hashed only when on, so that
+     * states saved without it keep their hash. */
+    if (s->resample) {
+        static const char resample[] = "resample";
+        h = sharc__fnv1a(h, resample, sizeof resample);
+    }
+    const sharc_augment_settings *aug = s->augment;
+    if (aug && (aug->n_speed_perturb || aug->volume_perturb_db[0] || aug->volume_perturb_db[1])) {
+        double g[4] = {aug->speed_perturb_prob, aug->volume_perturb_db[0],
+                       aug->volume_perturb_db[1], aug->volume_perturb_prob};
+        h = sharc__fnv1a_u64(h, aug->n_speed_perturb);
+        h = sharc__fnv1a(h, aug->speed_perturb, aug->n_speed_perturb * sizeof(double));
+        h = sharc__fnv1a(h, g, sizeof g);
+    }
     for (size_t i = 0; i < ds->n_shards; i++) {
         const char *a = base_of(ds->shards[i].audio_path);
         const char *m = base_of(ds->shards[i].meta_path);

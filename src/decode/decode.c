@@ -42,7 +42,8 @@ sharc__decode_job sharc__decode_job_of(const sharc__rawcut *c)
                            sharc__buf_str(&c->id),
                            c->audio_in_file,
                            c->audio_at,
-                           c->audio_file_id};
+                           c->audio_file_id,
+                           c->cond};
     return j;
 }
 
@@ -269,6 +270,16 @@ static int check_metadata(sharc__ctx *ctx, const sharc__decode_opts *o, const sh
     return cut_problem(ctx, err, rc, kind, j.shard, j.member, j.id);
 }
 
+/* Check the metadata of a described cut, then draw its conditioning. */
+static int plan_cond(sharc__ctx *ctx, const sharc__decode_opts *o, sharc__rawcut *c,
+                     sharc__stream_error *err)
+{
+    int rc = check_metadata(ctx, o, c, err);
+    if (rc == 0)
+        sharc__cond_plan(&o->cond, c);
+    return rc;
+}
+
 /* A NeMo row is its whole member when its duration is within this of the member's. */
 #define NEMO_WHOLE_MEMBER_SECONDS 0.2
 
@@ -278,7 +289,7 @@ int sharc__decode_describe(sharc__ctx *ctx, sharc__fetcher *f, sharc__header_cac
                            const sharc__decode_opts *o, sharc__rawcut *c, sharc__stream_error *err)
 {
     if (c->sampling_rate > 0 && c->num_samples >= 0 && c->duration >= 0 && c->channels > 0)
-        return check_metadata(ctx, o, c, err);
+        return plan_cond(ctx, o, c, err);
     sharc__audio_info info;
     sharc__decode_job j = sharc__decode_job_of(c);
     int rc = job_info(ctx, f, cache, err, &j, &info);
@@ -309,7 +320,7 @@ int sharc__decode_describe(sharc__ctx *ctx, sharc__fetcher *f, sharc__header_cac
         c->duration = 0;
     if (c->num_samples < 0)
         c->num_samples = round_half_up(c->duration * c->sampling_rate);
-    return check_metadata(ctx, o, c, err);
+    return plan_cond(ctx, o, c, err);
 }
 
 int sharc__decode(const sharc__decode_opts *o, sharc__ctx *ctx, sharc__fetcher *f,
@@ -361,8 +372,10 @@ int sharc__decode(const sharc__decode_opts *o, sharc__ctx *ctx, sharc__fetcher *
         what = "metadata says %d channels, the audio has %d";
         want = j->channels;
         have = info.channels;
-    } else if (o->sampling_rate > 0 && info.sampling_rate != o->sampling_rate) {
-        what = "%d Hz is required, the audio is %d Hz (sharc does not resample)";
+    } else if (o->sampling_rate > 0 && info.sampling_rate != o->sampling_rate &&
+               !o->cond.resample) {
+        what = "%d Hz is required, the audio is %d Hz (turn on the resample setting, "
+               "--resample, to convert it)";
         want = o->sampling_rate;
         have = info.sampling_rate;
     }
@@ -374,5 +387,33 @@ int sharc__decode(const sharc__decode_opts *o, sharc__ctx *ctx, sharc__fetcher *
         return cut_problem(ctx, err, rc, SHARC_PROBLEM_AUDIO_FORMAT, j->shard, j->member, j->id);
     }
     *out_channels = o->channel >= 0 ? 1 : info.channels;
+    return 0;
+}
+
+int sharc__decode_cond(const sharc__decode_opts *o, sharc__ctx *ctx, sharc__fetcher *f,
+                       sharc__conditioner *cn, const sharc__decode_job *j, float *out, size_t cap,
+                       int *out_channels, sharc__stream_error *err)
+{
+    if (sharc__cond_is_identity(&j->cond, j->sampling_rate))
+        return sharc__decode(o, ctx, f, j, out, cap, out_channels, err);
+    const int stored = o->channel >= 0 ? 1 : j->channels;
+    const size_t n_in = (size_t)(j->num_samples > 0 ? j->num_samples : 1) * (size_t)stored;
+    int rc = sharc__conditioner_reserve(cn, ctx, n_in);
+    if (rc == 0 && (size_t)j->cond.num_samples * (size_t)stored > cap)
+        rc = sharc__set_error(ctx, SHARC_ERR_TOO_LARGE,
+                              "%lld conditioned samples do not fit the %zu of the row",
+                              (long long)j->cond.num_samples, cap);
+    if (rc < 0) {
+        sharc__wrap_error(ctx, rc, "%s member %s (cut %s)", j->shard, j->member, j->id);
+        return cut_problem(ctx, err, rc, SHARC_PROBLEM_TOO_LARGE, j->shard, j->member, j->id);
+    }
+    if ((rc = sharc__decode(o, ctx, f, j, cn->scratch, n_in, out_channels, err)) < 0)
+        return rc;
+    rc = sharc__cond_apply(cn, ctx, &j->cond, j->sampling_rate, *out_channels, cn->scratch,
+                           j->num_samples, out);
+    if (rc < 0) {
+        sharc__wrap_error(ctx, rc, "%s member %s (cut %s)", j->shard, j->member, j->id);
+        return cut_problem(ctx, err, rc, SHARC_PROBLEM_DECODE, j->shard, j->member, j->id);
+    }
     return 0;
 }

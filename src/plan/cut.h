@@ -22,6 +22,17 @@ typedef struct sharc__field_data {
     sharc__buf data;
 } sharc__field_data;
 
+/**
+ * What conditioning (decode/condition.h) makes of a cut, drawn when the cut is described:
+ * the rate and length of its samples once converted, and its speed factor and gain.
+ */
+typedef struct sharc__cut_cond {
+    int rate;            ///< Hz of the conditioned samples (the cut's own unless resampled)
+    int64_t num_samples; ///< their length
+    double speed;        ///< speed factor, 1 = none
+    double gain;         ///< linear gain, 1 = none
+} sharc__cut_cond;
+
 typedef struct sharc__rawcut {
     sharc__buf id;
     sharc__buf text;     ///< supervision texts joined by ' '
@@ -48,6 +59,7 @@ typedef struct sharc__rawcut {
     uint64_t epoch;
     uint32_t shard_index;
     uint64_t position;
+    sharc__cut_cond cond; ///< set when the cut is described (sharc__decode_describe)
     size_t n_fields;
     sharc__field_data fields[SHARC__MAX_FIELDS];
 } sharc__rawcut;

@@ -28,6 +28,8 @@ struct sharc_reader {
     char *nemo_text_field, *nemo_lang_field;
     double *bins;
     uint32_t *bucket_batch_size;
+    sharc_augment_settings augment; ///< the caller's, when given, with its factors copied
+    double *speeds;
     uint8_t *resume;
     sharc__dataset ds;
     uint64_t state_hash; ///< sharc__resume_hash, fixed once the reader is open
@@ -56,7 +58,8 @@ struct sharc_reader {
     sharc_reader_stats stats; ///< the walk's and the planner's counters
     /* Cut mode: the last cut returned. */
     float *samples;
-    size_t samples_cap; ///< in floats
+    size_t samples_cap;      ///< in floats
+    sharc__conditioner cond; ///< cut mode's resamplers
     sharc_cut cut;
     sharc_field fields[SHARC__MAX_FIELDS];
     int mode; ///< 0 unused, 1 cuts, 2 batches
@@ -96,6 +99,13 @@ static int copy_settings(sharc_reader *r, const sharc_reader_settings *s)
                         s->sampler.bucket_batch_size ? s->sampler.n_bins : 0, sizeof(uint32_t));
     if (rc == 0)
         rc = copy_array(ctx, (void **)&r->resume, s->resume_state, s->resume_state_size, 1);
+    if (rc == 0 && s->augment) {
+        r->augment = *s->augment;
+        rc = copy_array(ctx, (void **)&r->speeds, s->augment->speed_perturb,
+                        s->augment->n_speed_perturb, sizeof(double));
+        r->augment.speed_perturb = r->speeds;
+        r->s.augment = &r->augment;
+    }
     if (rc < 0)
         return rc;
     if (s->input_cfg && !(r->input_cfg_path = sharc__strdup(ctx, s->input_cfg)))
@@ -359,6 +369,8 @@ void sharc__reader_close(sharc_reader **rp)
     sharc__dataset_free(&r->ds, ctx);
     sharc__fetcher_free(&r->fetch, ctx);
     sharc__free(ctx, r->samples);
+    sharc__conditioner_free(&r->cond, ctx);
+    sharc__free(ctx, r->speeds);
     if (r->paths)
         for (size_t i = 0; i < r->s.n_paths; i++)
             sharc__free(ctx, r->paths[i]);
@@ -388,7 +400,9 @@ static int decode_cut(sharc_reader *r)
     sharc__rawcut *c = sharc__cs_cut(&r->cs);
     sharc__stream_error *err = sharc__cs_error(&r->cs);
     sharc__decode_job j = sharc__decode_job_of(c);
-    size_t cap = (size_t)(c->num_samples > 0 ? c->num_samples : 1) * (size_t)c->channels;
+    const int64_t most =
+        c->num_samples > c->cond.num_samples ? c->num_samples : c->cond.num_samples;
+    size_t cap = (size_t)(most > 0 ? most : 1) * (size_t)c->channels;
     sharc__stream_error_reset(err);
     int channels, rc = grow_samples(r, cap);
     if (rc < 0) {
@@ -398,8 +412,12 @@ static int decode_cut(sharc_reader *r)
         return sharc__stream_fail(&r->ctx, err, rc, SHARC_PROBLEM_TOO_LARGE, 0, j.shard, j.member,
                                   j.id);
     }
-    const sharc__decode_opts o = {r->s.length_tolerance, r->s.channel, r->s.sampling_rate, 0};
-    rc = sharc__decode(&o, &r->ctx, &r->fetch, &j, r->samples, cap, &channels, err);
+    sharc__decode_opts o = {.length_tolerance = r->s.length_tolerance,
+                            .channel = r->s.channel,
+                            .sampling_rate = r->s.sampling_rate,
+                            .stream_out = 0};
+    sharc__cond_opts_of(&r->s, &o.cond);
+    rc = sharc__decode_cond(&o, &r->ctx, &r->fetch, &r->cond, &j, r->samples, cap, &channels, err);
     if (rc < 0)
         return rc;
     c->channels = channels;
@@ -417,9 +435,11 @@ static void fill_cut(sharc_reader *r)
     sharc_cut *o = &r->cut;
     o->id = sharc__buf_str(&c->id);
     o->duration = c->duration;
-    o->sampling_rate = c->sampling_rate;
+    o->sampling_rate = c->cond.rate;
     o->channels = c->channels;
-    o->num_samples = c->num_samples;
+    o->num_samples = c->cond.num_samples;
+    o->speed = c->cond.speed;
+    o->gain = c->cond.gain;
     o->samples = r->s.decode ? r->samples : NULL;
     o->text = opt_str(&c->text, c->has_text);
     o->speaker = opt_str(&c->speaker, c->has_speaker);

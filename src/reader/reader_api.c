@@ -26,6 +26,14 @@ const char *sharc_problem_name(sharc_problem p)
     }
 }
 
+void sharc_augment_default_settings(sharc_augment_settings *s)
+{
+    memset(s, 0, sizeof *s);
+    s->struct_size = sizeof *s;
+    s->speed_perturb_prob = 1;
+    s->volume_perturb_prob = 1;
+}
+
 void sharc_reader_default_settings(sharc_reader_settings *s)
 {
     memset(s, 0, sizeof *s);
@@ -55,6 +63,8 @@ void sharc_reader_default_settings(sharc_reader_settings *s)
     s->read_ahead_bytes = (uint64_t)64 << 20;
     s->device = SHARC_DEVICE_HOST;
     s->device_ordinal = 0;
+    s->augment = NULL;
+    s->resample = 0;
     s->features = SHARC_FEATURES_NONE;
     s->keep_audio = 1;
     sharc__fbank_settings fs;
@@ -84,6 +94,34 @@ static int reserved_zero(const uint8_t *p, size_t n)
 /* Upper bounds on counts that size arrays and thread pools (far above any machine's need). */
 #define SHARC__MAX_THREADS  4096
 #define SHARC__MAX_PREFETCH 1024
+
+/* The conditioning settings (docs/conditioning.md), each error naming its setting. */
+static const char *check_conditioning(const sharc_reader_settings *s)
+{
+    const sharc_augment_settings *a = s->augment;
+    if (s->resample && s->sampling_rate <= 0)
+        return "resample needs sampling_rate (--sampling-rate) to convert the cuts to";
+    if (!a)
+        return NULL;
+    if (a->struct_size != sizeof *a)
+        return "augment: fill it with sharc_augment_default_settings()";
+    if (!reserved_zero(a->reserved, sizeof a->reserved))
+        return "augment reserved bytes must be zero";
+    if (a->n_speed_perturb && !a->speed_perturb)
+        return "speed_perturb is NULL with n_speed_perturb > 0";
+    for (size_t i = 0; i < a->n_speed_perturb; i++)
+        if (!(a->speed_perturb[i] > 0 && a->speed_perturb[i] <= 3))
+            return "speed_perturb: each factor must be in (0, 3]";
+    if (!(a->speed_perturb_prob >= 0 && a->speed_perturb_prob <= 1))
+        return "speed_perturb_prob must be in [0, 1]";
+    if (!(a->volume_perturb_db[0] <= a->volume_perturb_db[1]))
+        return "volume_perturb: the low gain must not be above the high one";
+    if (!(a->volume_perturb_db[0] >= -120 && a->volume_perturb_db[1] <= 120))
+        return "volume_perturb: gains must be in [-120, 120] dB";
+    if (!(a->volume_perturb_prob >= 0 && a->volume_perturb_prob <= 1))
+        return "volume_perturb_prob must be in [0, 1]";
+    return NULL;
+}
 
 static int check_reader_settings(const sharc_reader_settings *s, const char **why)
 {
@@ -125,6 +163,8 @@ static int check_reader_settings(const sharc_reader_settings *s, const char **wh
         *why = "reserved bytes must be zero";
     else if (!reserved_zero(s->sampler.reserved, sizeof s->sampler.reserved))
         *why = "sampler reserved bytes must be zero";
+    else
+        *why = check_conditioning(s);
     return *why ? SHARC_ERR(EINVAL) : 0;
 }
 

@@ -173,9 +173,11 @@ void sharc__walk_readahead_stop(sharc__walk *w)
     sharc__readahead_destroy(&w->ra);
 }
 
-/* Make the raw cut's rate, channels and length known and check them (decode.h). */
-static int describe(sharc__walk *w)
+/* Make the raw cut's rate, channels and length known and check them, and draw its
+ * conditioning, which depends on its epoch (decode.h). */
+static int describe(sharc__walk *w, uint64_t epoch)
 {
+    w->raw.epoch = epoch;
     return sharc__decode_describe(w->ctx, w->fetch, &w->info, &w->dopts, &w->raw, &w->err);
 }
 
@@ -309,7 +311,7 @@ int sharc__walk_pull(sharc__walk *w)
             w->pos.consumed++;
         if (rc == 0) {
             double t0 = sharc__now_s();
-            rc = describe(w);
+            rc = describe(w, w->pos.epoch);
             w->read_seconds += sharc__now_s() - t0;
         }
         if (rc < 0) {
@@ -376,7 +378,7 @@ int sharc__walk_scan_shard(sharc__walk *w, uint64_t epoch, uint32_t shard,
     while (rc == 0) {
         reset_err(w);
         rc = w->ops->next(st, &w->raw, &w->err);
-        if (rc == 0 && (rc = describe(w)) == 0) {
+        if (rc == 0 && (rc = describe(w, epoch)) == 0) {
             w->raw.epoch = epoch;
             w->raw.shard_index = shard;
             rc = cb(cookie, &w->raw);
@@ -407,7 +409,11 @@ int sharc__walk_open(sharc__walk **out, sharc__ctx *ctx, const sharc_reader_sett
     w->ds = ds;
     w->stats = stats;
     w->fetch = fetch;
-    w->dopts = (sharc__decode_opts){s->length_tolerance, s->channel, s->sampling_rate, 0};
+    w->dopts = (sharc__decode_opts){.length_tolerance = s->length_tolerance,
+                                    .channel = s->channel,
+                                    .sampling_rate = s->sampling_rate,
+                                    .stream_out = 0};
+    sharc__cond_opts_of(s, &w->dopts.cond);
     w->ops = ds->layout == SHARC_LAYOUT_SHAR   ? &sharc__shar_ops
              : ds->layout == SHARC_LAYOUT_NEMO ? &sharc__nemo_ops
                                                : &sharc__wds_ops;

@@ -300,7 +300,8 @@ static void other_rate(void)
     CHECK(sharc_reader_open(&r, &s) == 0);
     sharc_batch *b = NULL;
     int rc = sharc_reader_next_batch(r, &b);
-    const char *want = ": 16000 Hz is required, the audio is 8000 Hz (sharc does not resample)";
+    const char *want = ": 16000 Hz is required, the audio is 8000 Hz (turn on the resample "
+                       "setting, --resample, to convert it)";
     if (rc != SHARC_ERR_AUDIO_MISMATCH || !strstr(sharc_reader_last_error(r), want))
         fprintf(stderr, "8 kHz: %d: %s\n", rc, sharc_reader_last_error(r));
     CHECK(rc == SHARC_ERR_AUDIO_MISMATCH && b == NULL);

@@ -1,0 +1,710 @@
+/*
+ * Conditioning (docs/conditioning.md): resampling, speed and volume perturbation, against
+ * sox's `rate` and `speed` effects on speech-like audio and Lhotse's length formulas, in
+ * cut mode and in batches, threads 1 and 2, across a resume, and the settings' errors.
+ */
+#include <check.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sharc/sharc.h>
+
+#include "decode/condition.h"
+#include "testutil.h"
+
+/*
+ * Test audio made by sox: speech (an utterance of the Lhotse fixture, espeak-ng at 16 kHz,
+ * converted to the cut's rate by sox), or, for lengths of a few samples, pink noise
+ * band-limited to 4 kHz with a syllable-rate envelope. A second channel, when there is
+ * one, is a 440 Hz tone, so that the channel selected shows.
+ */
+typedef struct src_cut {
+    const char *id;
+    int rate, channels;
+    const char *trim;   ///< speech: sox `trim` start and length in seconds; else NULL
+    const char *length; ///< synthetic: sox synth length in samples ("40s")
+} src_cut;
+
+static const src_cut mixed[] = {
+    {"a-8k", 8000, 1, "0.2 1.1", NULL},   {"b-44k", 44100, 1, "0.5 1.3", NULL},
+    {"c-48k", 48000, 1, "1.0 0.7", NULL}, {"d-48k-stereo", 48000, 2, "0.4 0.9", NULL},
+    {"e-16k", 16000, 1, "0.1 0.6", NULL}, {"f-48k-tiny", 48000, 1, NULL, "40s"},
+    {"g-48k-one", 48000, 1, NULL, "1s"},
+};
+#define N_MIXED (sizeof mixed / sizeof mixed[0])
+
+/* Write `cuts` as WAV files in dir/src and one WebDataset tar of them in dir/ds. */
+static void make_dataset(const char *dir, const src_cut *cuts, size_t n)
+{
+    ck_assert_int_eq(tu_sh("mkdir -p '%s/src' '%s/ds' && tar xOf "
+                           "'%s/lhotse-shar-edge/wav/recording.000000.tar' dir/sub/utt-001.wav "
+                           "> '%s/speech.wav'",
+                           dir, dir, getenv("SHARC_TESTDATA"), dir),
+                     0);
+    for (size_t i = 0; i < n; i++) {
+        const src_cut *c = &cuts[i];
+        int rc;
+        if (c->trim && c->channels > 1)
+            rc = tu_sh("cd '%s' && sox -R -M speech.wav '|sox -n -r 16000 -p synth 4 sine 440' "
+                       "-r %d -b 16 src/%s.wav trim %s 2>/dev/null",
+                       dir, c->rate, c->id, c->trim);
+        else if (c->trim)
+            rc = tu_sh("cd '%s' && sox -R speech.wav -r %d -b 16 src/%s.wav trim %s 2>/dev/null",
+                       dir, c->rate, c->id, c->trim);
+        else
+            rc = tu_sh("cd '%s' && sox -R -n -r %d -c %d -b 16 src/%s.wav synth %s pinknoise "
+                       "sinc -4k tremolo 5 90 gain -n -3 2>/dev/null",
+                       dir, c->rate, c->channels, c->id, c->length);
+        ck_assert_int_eq(rc, 0);
+        ck_assert_int_eq(tu_sh("echo 'words of %s' > '%s/src/%s.txt'", c->id, dir, c->id), 0);
+    }
+    ck_assert_int_eq(tu_sh("cd '%s/src' && ls | sort | xargs tar cf ../ds/shard-000000.tar", dir),
+                     0);
+}
+
+/* sox's conversion of dir/src/<id>.wav with `effects` as float samples (malloc'ed). */
+static float *sox_reference(const char *dir, const char *id, const char *effects, size_t *n)
+{
+    ck_assert_int_eq(tu_sh("cd '%s' && sox -R src/%s.wav -t raw -e floating-point -b 32 ref.raw "
+                           "%s 2>/dev/null",
+                           dir, id, effects),
+                     0);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/ref.raw", dir);
+    size_t bytes;
+    float *ref = (float *)tu_read_file(path, &bytes);
+    ck_assert_ptr_nonnull(ref);
+    *n = bytes / sizeof(float);
+    return ref;
+}
+
+/* Signal to difference ratio of x against ref over their common length, in dB. */
+static double sdr_db(const float *x, const float *ref, size_t n)
+{
+    double s = 0, d = 0;
+    for (size_t i = 0; i < n; i++) {
+        s += (double)ref[i] * ref[i];
+        d += ((double)x[i] - ref[i]) * ((double)x[i] - ref[i]);
+    }
+    return d > 0 ? 10 * log10(s / d) : 999;
+}
+
+/* Lhotse's compute_num_samples(n / from, to), for the lengths used here (no ties at 8
+ * decimals). */
+static int64_t resampled(int64_t n, int from, int to)
+{
+    return from == to ? n : (int64_t)floor((double)n * to / from + 0.5);
+}
+
+static const src_cut *find_cut(const src_cut *cuts, size_t n, const char *id)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(cuts[i].id, id) == 0)
+            return &cuts[i];
+    ck_abort_msg("unknown cut %s", id);
+    return NULL;
+}
+
+static void settings_for(sharc_reader_settings *s, const char *dir, const char **path)
+{
+    static char ds[1024];
+    snprintf(ds, sizeof ds, "%s/ds", dir);
+    *path = ds;
+    sharc_reader_default_settings(s);
+    s->paths = path;
+    s->n_paths = 1;
+    s->shuffle_shards = 0;
+    s->channel = 0;
+    s->sampling_rate = 16000;
+    s->resample = 1;
+}
+
+/* Every rate to 16 kHz, against `sox ... rate 16000`: exact lengths, >= 50 dB. */
+START_TEST(resample_matches_sox)
+{
+    char *dir = tu_mkdtemp();
+    make_dataset(dir, mixed, N_MIXED);
+    sharc_reader_settings s;
+    const char *path;
+    settings_for(&s, dir, &path);
+    sharc_reader *r;
+    const sharc_cut *c;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    size_t seen = 0;
+    while (sharc_reader_next(r, &c) == 0) {
+        const src_cut *src = find_cut(mixed, N_MIXED, c->id);
+        char srcpath[1024];
+        snprintf(srcpath, sizeof srcpath, "%s/src/%s.wav", dir, c->id);
+        size_t n_ref;
+        /* The stored length, as sox reads it. */
+        float *orig = sox_reference(dir, c->id, "remix 1", &n_ref);
+        const int64_t n_src = (int64_t)n_ref;
+        free(orig);
+        ck_assert_int_eq(c->sampling_rate, 16000);
+        ck_assert_int_eq(c->channels, 1);
+        ck_assert_int_eq(c->num_samples, resampled(n_src, src->rate, 16000));
+        ck_assert_double_eq_tol(c->duration, (double)n_src / src->rate, 1e-9);
+        ck_assert(c->speed == 1 && c->gain == 1);
+        float *ref = sox_reference(dir, c->id, "remix 1 rate 16000", &n_ref);
+        size_t n = (size_t)c->num_samples < n_ref ? (size_t)c->num_samples : n_ref;
+        for (int64_t i = 0; i < c->num_samples; i++)
+            ck_assert(isfinite(c->samples[i]));
+        if (n_src > 4000) {
+            /* sox's length is the same rule within a sample */
+            ck_assert_int_le(llabs((long long)n_ref - (long long)c->num_samples), 1);
+            double q = sdr_db(c->samples, ref, n);
+            ck_assert_msg(q >= 50, "cut %s: %.1f dB against sox", c->id, q);
+        }
+        free(ref);
+        seen++;
+    }
+    ck_assert_uint_eq(seen, N_MIXED);
+    sharc_reader_close(&r);
+    /* Without a channel chosen, cut mode converts both channels of the stereo cut. */
+    s.channel = -1;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    while (sharc_reader_next(r, &c) == 0 && strcmp(c->id, "d-48k-stereo") != 0)
+        ;
+    ck_assert_str_eq(c->id, "d-48k-stereo");
+    ck_assert_int_eq(c->channels, 2);
+    size_t n_ref;
+    float *ref = sox_reference(dir, c->id, "remix 2 rate 16000", &n_ref);
+    ck_assert_uint_eq(n_ref, (size_t)c->num_samples);
+    float *right = malloc(n_ref * sizeof(float));
+    for (size_t i = 0; i < n_ref; i++)
+        right[i] = c->samples[2 * i + 1];
+    ck_assert(sdr_db(right, ref, n_ref) >= 50);
+    free(right);
+    free(ref);
+    sharc_reader_close(&r);
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
+/* Batches hold the cut-mode samples of each cut, the same with 1 and 2 threads. */
+static void read_batches(const sharc_reader_settings *s, float **rows, int64_t *lens,
+                         char ids[][32], size_t cap, size_t *n)
+{
+    sharc_reader *r;
+    sharc_batch *b;
+    ck_assert_int_eq(sharc_reader_open(&r, s), 0);
+    *n = 0;
+    while (sharc_reader_next_batch(r, &b) == 0) {
+        const sharc_tensor *audio = sharc_batch_tensor(b, "audio");
+        const sharc_tensor *al = sharc_batch_tensor(b, "audio_lens");
+        const sharc_tensor *dur = sharc_batch_tensor(b, "duration");
+        for (int64_t i = 0; i < audio->shape[0]; i++) {
+            ck_assert_uint_lt(*n, cap);
+            int32_t len = ((const int32_t *)al->data)[i];
+            const float *row = (const float *)audio->data + i * audio->shape[1];
+            size_t idl;
+            const char *id = sharc_batch_string(b, "cut_id", (size_t)i, &idl);
+            snprintf(ids[*n], 32, "%.*s", (int)idl, id);
+            /* the duration tensor is the cut's, whatever its rate */
+            ck_assert(((const float *)dur->data)[i] > 0);
+            rows[*n] = malloc((size_t)audio->shape[1] * sizeof(float) + 1);
+            memcpy(rows[*n], row, (size_t)audio->shape[1] * sizeof(float));
+            for (int64_t t = len; t < audio->shape[1]; t++)
+                ck_assert(row[t] == 0.0f); /* padding stays exactly 0 */
+            lens[(*n)++] = len;
+        }
+        sharc_batch_release(b);
+    }
+    sharc_reader_stats st;
+    sharc_reader_get_stats(r, &st);
+    /* the conversions' time, part of the decode threads' */
+    ck_assert(st.condition_seconds > 0 &&
+              st.condition_seconds < st.stage_seconds[SHARC_STAGE_DECODE]);
+    sharc_reader_close(&r);
+}
+
+START_TEST(batches_match_cuts_any_threads)
+{
+    char *dir = tu_mkdtemp();
+    make_dataset(dir, mixed, N_MIXED);
+    sharc_reader_settings s;
+    const char *path;
+    settings_for(&s, dir, &path);
+    s.sampler.max_cuts = 3;
+    s.sampler.shuffle = 0;
+    s.sampler.num_buckets = 1;
+    enum { CAP = 16 };
+    float *rows[2][CAP];
+    int64_t lens[2][CAP];
+    char ids[2][CAP][32];
+    size_t n[2];
+    for (int t = 0; t < 2; t++) {
+        s.n_threads = t + 1;
+        read_batches(&s, rows[t], lens[t], ids[t], CAP, &n[t]);
+    }
+    ck_assert_uint_eq(n[0], N_MIXED);
+    ck_assert_uint_eq(n[1], N_MIXED);
+    sharc_reader *r;
+    const sharc_cut *c;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    size_t matched = 0;
+    while (sharc_reader_next(r, &c) == 0)
+        for (size_t i = 0; i < n[0]; i++) {
+            if (strcmp(ids[0][i], c->id) != 0)
+                continue;
+            ck_assert_str_eq(ids[1][i], c->id);
+            ck_assert_int_eq(lens[0][i], c->num_samples);
+            ck_assert_int_eq(lens[1][i], c->num_samples);
+            ck_assert_mem_eq(rows[0][i], c->samples, (size_t)c->num_samples * sizeof(float));
+            ck_assert_mem_eq(rows[1][i], c->samples, (size_t)c->num_samples * sizeof(float));
+            matched++;
+        }
+    ck_assert_uint_eq(matched, N_MIXED);
+    sharc_reader_close(&r);
+    for (int t = 0; t < 2; t++)
+        for (size_t i = 0; i < n[t]; i++)
+            free(rows[t][i]);
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
+/* Without `resample`, a cut at another rate is an error that names the setting. */
+START_TEST(without_resample_the_error_names_it)
+{
+    char *dir = tu_mkdtemp();
+    make_dataset(dir, mixed, 1);
+    sharc_reader_settings s;
+    const char *path;
+    settings_for(&s, dir, &path);
+    s.resample = 0;
+    sharc_reader *r;
+    const sharc_cut *c;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    ck_assert_int_eq(sharc_reader_next(r, &c), SHARC_ERR_AUDIO_MISMATCH);
+    ck_assert_ptr_nonnull(strstr(sharc_reader_last_error(r), "a-8k"));
+    ck_assert_ptr_nonnull(strstr(sharc_reader_last_error(r), "--resample"));
+    sharc_reader_close(&r);
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
+static const src_cut speech16[] = {
+    {"s0", 16000, 1, "0.0 1.2", NULL}, {"s1", 16000, 1, "0.3 0.9", NULL},
+    {"s2", 16000, 1, "0.6 1.5", NULL}, {"s3", 16000, 1, "0.9 0.8", NULL},
+    {"s4", 48000, 1, "1.2 1.1", NULL}, {"s5", 16000, 1, "1.5 1.0", NULL},
+};
+#define N_SPEECH (sizeof speech16 / sizeof speech16[0])
+
+/* Lhotse's perturb_num_samples(n, f) for the lengths used here (no ties at 8 decimals). */
+static int64_t perturbed(int64_t n, double f)
+{
+    double x = round((double)n / f * 1e8) / 1e8;
+    return f >= 1 ? (int64_t)floor(x + 0.5) : (int64_t)ceil(x - 0.5);
+}
+
+/* Speed factors against `sox ... speed F rate 16000` (>= 40 dB), lengths and durations as
+ * Lhotse's perturb_speed, with resampling first for the 48 kHz cut. */
+START_TEST(speed_matches_sox)
+{
+    char *dir = tu_mkdtemp();
+    make_dataset(dir, speech16, N_SPEECH);
+    sharc_reader_settings s;
+    const char *path;
+    settings_for(&s, dir, &path);
+    static const double factors[] = {0.9, 1.0, 1.1};
+    sharc_augment_settings a;
+    sharc_augment_default_settings(&a);
+    a.speed_perturb = factors;
+    a.n_speed_perturb = 3;
+    s.augment = &a;
+    sharc_reader *r;
+    const sharc_cut *c;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    int used[3] = {0};
+    while (sharc_reader_next(r, &c) == 0) {
+        const src_cut *src = find_cut(speech16, N_SPEECH, c->id);
+        size_t n_ref;
+        float *orig = sox_reference(dir, c->id, "", &n_ref);
+        free(orig);
+        const int64_t n16 = resampled((int64_t)n_ref, src->rate, 16000);
+        int k = c->speed == 0.9 ? 0 : c->speed == 1.0 ? 1 : c->speed == 1.1 ? 2 : -1;
+        ck_assert_int_ge(k, 0);
+        used[k]++;
+        ck_assert_int_eq(c->num_samples, perturbed(n16, c->speed));
+        ck_assert_double_eq_tol(
+            c->duration, c->speed == 1 ? (double)n_ref / src->rate : (double)c->num_samples / 16000,
+            1e-9);
+        char effects[64];
+        snprintf(effects, sizeof effects, "speed %g rate 16000", c->speed);
+        float *ref = sox_reference(dir, c->id, c->speed == 1 ? "rate 16000" : effects, &n_ref);
+        ck_assert_int_le(llabs((long long)n_ref - (long long)c->num_samples), 1);
+        size_t n = (size_t)c->num_samples < n_ref ? (size_t)c->num_samples : n_ref;
+        double q = sdr_db(c->samples, ref, n);
+        ck_assert_msg(q >= 40, "cut %s at speed %g: %.1f dB against sox", c->id, c->speed, q);
+        free(ref);
+    }
+    /* six cuts draw each factor */
+    ck_assert(used[0] && used[1] && used[2]);
+    sharc_reader_close(&r);
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
+/* The draws depend on the seed, the cut and its epoch only: the same in batches and cuts,
+ * other draws in another epoch; with probability 0 none. */
+START_TEST(draws_depend_on_seed_cut_epoch)
+{
+    char *dir = tu_mkdtemp();
+    char args[64];
+    snprintf(args, sizeof args, "--layout wds --codec wav --shards 1 --cuts-per-shard 40");
+    ck_assert_int_eq(tu_sh("'%s' --out '%s' %s --min-duration 0.2 --max-duration 0.5 "
+                           ">/dev/null",
+                           getenv("SHARC_GEN"), dir, args),
+                     0);
+    char ds[1024];
+    snprintf(ds, sizeof ds, "%s/wds", dir);
+    const char *path = ds;
+    sharc_reader_settings s;
+    sharc_reader_default_settings(&s);
+    s.paths = &path;
+    s.n_paths = 1;
+    s.epochs = 2;
+    static const double factors[] = {0.9, 1.1};
+    sharc_augment_settings a;
+    sharc_augment_default_settings(&a);
+    a.speed_perturb = factors;
+    a.n_speed_perturb = 2;
+    a.volume_perturb_db[0] = -6;
+    a.volume_perturb_db[1] = 6;
+    s.augment = &a;
+    double speed[2][40], gain[2][40];
+    int64_t len[40];
+    char ids[40][64];
+    sharc_reader *r;
+    const sharc_cut *c;
+    for (int pass = 0; pass < 2; pass++) {
+        ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+        size_t k = 0;
+        while (sharc_reader_next(r, &c) == 0) {
+            ck_assert_uint_lt(c->epoch, 2);
+            size_t i = k % 40;
+            if (pass == 0 && c->epoch == 0)
+                snprintf(ids[i], sizeof ids[i], "%s", c->id);
+            ck_assert(c->gain >= pow(10, -0.3) - 1e-12 && c->gain <= pow(10, 0.3) + 1e-12);
+            ck_assert(c->speed == 0.9 || c->speed == 1.1);
+            if (pass == 1) { /* a rerun draws the same */
+                ck_assert(speed[c->epoch][i] == c->speed && gain[c->epoch][i] == c->gain);
+            }
+            speed[c->epoch][i] = c->speed;
+            gain[c->epoch][i] = c->gain;
+            if (c->epoch == 0)
+                len[i] = c->num_samples;
+            k++;
+        }
+        ck_assert_uint_eq(k, 80);
+        sharc_reader_close(&r);
+    }
+    int differ = 0;
+    for (size_t i = 0; i < 40; i++)
+        differ += speed[0][i] != speed[1][i] || gain[0][i] != gain[1][i];
+    ck_assert_int_gt(differ, 10);
+    /* The batches' lengths are the perturbed ones, whatever the threads. */
+    s.epochs = 1;
+    s.sampler.max_cuts = 7;
+    s.n_threads = 2;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    sharc_batch *b;
+    size_t rows = 0;
+    while (sharc_reader_next_batch(r, &b) == 0) {
+        const sharc_tensor *al = sharc_batch_tensor(b, "audio_lens");
+        const sharc_tensor *du = sharc_batch_tensor(b, "duration");
+        for (int64_t i = 0; i < al->shape[0]; i++, rows++) {
+            size_t idl;
+            const char *id = sharc_batch_string(b, "cut_id", (size_t)i, &idl);
+            size_t j = 0;
+            while (j < 40 && !(strlen(ids[j]) == idl && memcmp(ids[j], id, idl) == 0))
+                j++;
+            ck_assert_uint_lt(j, 40);
+            ck_assert_int_eq(((const int32_t *)al->data)[i], len[j]);
+            ck_assert_float_eq_tol(((const float *)du->data)[i], (float)len[j] / 16000, 1e-6);
+        }
+        sharc_batch_release(b);
+    }
+    ck_assert_uint_eq(rows, 40);
+    sharc_reader_close(&r);
+    /* probability 0: nothing drawn applies */
+    a.speed_perturb_prob = 0;
+    a.volume_perturb_prob = 0;
+    s.sampler.max_cuts = 0;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    while (sharc_reader_next(r, &c) == 0)
+        ck_assert(c->speed == 1 && c->gain == 1);
+    sharc_reader_close(&r);
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
+/* A volume-perturbed cut is the unperturbed one times its gain. */
+START_TEST(volume_scales_samples)
+{
+    char *dir = tu_mkdtemp();
+    make_dataset(dir, speech16, 2);
+    sharc_reader_settings s;
+    const char *path;
+    settings_for(&s, dir, &path);
+    sharc_augment_settings a;
+    sharc_augment_default_settings(&a);
+    a.volume_perturb_db[0] = -6;
+    a.volume_perturb_db[1] = 6;
+    sharc_reader *plain, *loud;
+    const sharc_cut *c, *d;
+    ck_assert_int_eq(sharc_reader_open(&plain, &s), 0);
+    s.augment = &a;
+    ck_assert_int_eq(sharc_reader_open(&loud, &s), 0);
+    while (sharc_reader_next(plain, &c) == 0) {
+        ck_assert_int_eq(sharc_reader_next(loud, &d), 0);
+        ck_assert_int_eq(c->num_samples, d->num_samples);
+        ck_assert(d->gain != 1 && c->gain == 1);
+        for (int64_t i = 0; i < c->num_samples; i++)
+            ck_assert(d->samples[i] == (float)(c->samples[i] * (float)d->gain));
+    }
+    sharc_reader_close(&plain);
+    sharc_reader_close(&loud);
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
+/* A run resumed at any step gives the batches of the run that went on, bit for bit. */
+START_TEST(resume_is_bit_identical)
+{
+    char *dir = tu_mkdtemp();
+    ck_assert_int_eq(tu_sh("'%s' --out '%s' --layout shar --codec flac --shards 2 "
+                           "--cuts-per-shard 12 --sampling-rate 24000 --min-duration 0.2 "
+                           "--max-duration 0.8 >/dev/null",
+                           getenv("SHARC_GEN"), dir),
+                     0);
+    char ds[1024];
+    snprintf(ds, sizeof ds, "%s/shar", dir);
+    const char *path = ds;
+    sharc_reader_settings s;
+    sharc_reader_default_settings(&s);
+    s.paths = &path;
+    s.n_paths = 1;
+    s.epochs = 2;
+    s.seed = 3;
+    s.sampling_rate = 16000;
+    s.resample = 1;
+    s.n_threads = 2;
+    s.sampler.max_cuts = 5;
+    s.sampler.num_buckets = 2;
+    s.sampler.num_cuts_for_bins_estimate = 10;
+    s.sampler.buffer_size = 8;
+    static const double factors[] = {0.9, 1.0, 1.1};
+    sharc_augment_settings a;
+    sharc_augment_default_settings(&a);
+    a.speed_perturb = factors;
+    a.n_speed_perturb = 3;
+    a.volume_perturb_db[0] = -3;
+    a.volume_perturb_db[1] = 3;
+    s.augment = &a;
+    enum { MAX_BATCHES = 16 };
+    size_t sizes[MAX_BATCHES];
+    uint8_t *audio[MAX_BATCHES];
+    sharc_reader *r;
+    sharc_batch *b;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    size_t n = 0;
+    while (sharc_reader_next_batch(r, &b) == 0) {
+        ck_assert_uint_lt(n, MAX_BATCHES);
+        const sharc_tensor *t = sharc_batch_tensor(b, "audio");
+        sizes[n] = t->nbytes;
+        audio[n] = malloc(t->nbytes + 1);
+        memcpy(audio[n++], t->data, t->nbytes);
+        sharc_batch_release(b);
+    }
+    sharc_reader_close(&r);
+    ck_assert_uint_ge(n, 6);
+    for (size_t at = 1; at < n; at += 2) {
+        ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+        for (size_t i = 0; i < at; i++) {
+            ck_assert_int_eq(sharc_reader_next_batch(r, &b), 0);
+            sharc_batch_release(b);
+        }
+        size_t size;
+        ck_assert_int_eq(sharc_reader_state_save(r, NULL, 0, &size), SHARC_ERR(ENOSPC));
+        void *blob = malloc(size);
+        ck_assert_int_eq(sharc_reader_state_save(r, blob, size, &size), 0);
+        sharc_reader_close(&r);
+        sharc_reader_settings t = s;
+        t.resume_state = blob;
+        t.resume_state_size = size;
+        ck_assert_int_eq(sharc_reader_open(&r, &t), 0);
+        for (size_t i = at; i < n; i++) {
+            ck_assert_int_eq(sharc_reader_next_batch(r, &b), 0);
+            const sharc_tensor *x = sharc_batch_tensor(b, "audio");
+            ck_assert_uint_eq(x->nbytes, sizes[i]);
+            ck_assert_mem_eq(x->data, audio[i], sizes[i]);
+            sharc_batch_release(b);
+        }
+        ck_assert_int_eq(sharc_reader_next_batch(r, &b), SHARC_END);
+        sharc_reader_close(&r);
+        /* a state saved with other conditioning is refused */
+        a.speed_perturb_prob = 0.5;
+        ck_assert_int_eq(sharc_reader_open(&r, &t), 0);
+        ck_assert_int_eq(sharc_reader_next_batch(r, &b), SHARC_ERR_STATE);
+        sharc_reader_close(&r);
+        a.speed_perturb_prob = 1;
+        free(blob);
+    }
+    for (size_t i = 0; i < n; i++)
+        free(audio[i]);
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
+/* A mixture of an 8 kHz and a 24 kHz dataset reads at 16 kHz, in cuts and in batches. */
+START_TEST(mixture_resamples_every_source)
+{
+    char *dir = tu_mkdtemp();
+    ck_assert_int_eq(tu_sh("for r in 8000 24000; do '%s' --out \"%s/r$r\" --layout shar --shards 1 "
+                           "--cuts-per-shard 5 --min-duration 0.2 --max-duration 0.6 "
+                           "--sampling-rate $r --seed $r >/dev/null || exit 1; done",
+                           getenv("SHARC_GEN"), dir),
+                     0);
+    char cfg[2048];
+    snprintf(cfg, sizeof cfg,
+             "[{\"type\": \"lhotse_shar\", \"shar_path\": \"%s/r8000/shar\", \"weight\": 1},"
+             " {\"type\": \"lhotse_shar\", \"shar_path\": \"%s/r24000/shar\", \"weight\": 1}]",
+             dir, dir);
+    sharc_reader_settings s;
+    sharc_reader_default_settings(&s);
+    s.input_cfg_text = cfg;
+    s.mix_finite = 1;
+    s.sampling_rate = 16000;
+    s.resample = 1;
+    sharc_reader *r;
+    const sharc_cut *c;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    size_t n = 0;
+    while (sharc_reader_next(r, &c) == 0) {
+        ck_assert_int_eq(c->sampling_rate, 16000);
+        /* duration = n / rate, kept: n * 16000 / rate is duration * 16000 */
+        ck_assert_int_eq(c->num_samples, (int64_t)floor(c->duration * 16000 + 0.5));
+        n++;
+    }
+    ck_assert_uint_eq(n, 10);
+    sharc_reader_close(&r);
+    s.sampler.max_cuts = 3;
+    s.n_threads = 2;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    sharc_batch *b;
+    n = 0;
+    int rc;
+    while ((rc = sharc_reader_next_batch(r, &b)) == 0) {
+        n += (size_t)sharc_batch_tensor(b, "audio_lens")->shape[0];
+        sharc_batch_release(b);
+    }
+    ck_assert_int_eq(rc, SHARC_END);
+    ck_assert_uint_eq(n, 10);
+    sharc_reader_close(&r);
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
+/* Lhotse's rounding: half up when resampling and speeding up, half down when slowing
+ * down, after rounding to 8 decimals (11 / 1.1 is 10.000000000000002 in doubles). */
+START_TEST(lengths_are_lhotses)
+{
+    ck_assert_int_eq(sharc__cond_resampled_length(1, 16000, 24000), 2);
+    ck_assert_int_eq(sharc__cond_resampled_length(3, 16000, 24000), 5);
+    ck_assert_int_eq(sharc__cond_resampled_length(1, 48000, 16000), 0);
+    ck_assert_int_eq(sharc__cond_resampled_length(2, 48000, 16000), 1);
+    ck_assert_int_eq(sharc__cond_resampled_length(44100, 44100, 16000), 16000);
+    ck_assert_int_eq(sharc__cond_resampled_length(1000, 44100, 16000), 363);
+    ck_assert_int_eq(sharc__cond_perturbed_length(3, 2.0), 2);
+    ck_assert_int_eq(sharc__cond_perturbed_length(2, 0.8), 2);
+    ck_assert_int_eq(sharc__cond_perturbed_length(6, 0.8), 7);
+    ck_assert_int_eq(sharc__cond_perturbed_length(11, 1.1), 10);
+    ck_assert_int_eq(sharc__cond_perturbed_length(16000, 0.9), 17778);
+    ck_assert_int_eq(sharc__cond_perturbed_length(16000, 1.1), 14545);
+    ck_assert_int_eq(sharc__cond_perturbed_length(7, 1.0), 7);
+}
+END_TEST
+
+/* Logged messages, for the errors of an open that fails. */
+static char logged[1024];
+static void keep_log(void *cookie, sharc_log_level level, const char *msg)
+{
+    (void)cookie;
+    (void)level;
+    snprintf(logged, sizeof logged, "%s", msg);
+}
+
+static void expect_refused(const sharc_reader_settings *s, const char *text)
+{
+    sharc_reader *r;
+    logged[0] = 0;
+    ck_assert_int_eq(sharc_reader_open(&r, s), SHARC_ERR(EINVAL));
+    ck_assert_msg(strstr(logged, text), "\"%s\" not in \"%s\"", text, logged);
+}
+
+START_TEST(bad_settings_name_the_setting)
+{
+    const char *path = "/nonexistent";
+    sharc_reader_settings s;
+    sharc_reader_default_settings(&s);
+    s.paths = &path;
+    s.n_paths = 1;
+    s.logger.callback = keep_log;
+    s.resample = 1;
+    expect_refused(&s, "resample needs sampling_rate");
+    s.resample = 0;
+    sharc_augment_settings a;
+    sharc_augment_default_settings(&a);
+    s.augment = &a;
+    double bad[] = {1.0, 0.0};
+    a.speed_perturb = bad;
+    a.n_speed_perturb = 2;
+    expect_refused(&s, "speed_perturb: each factor must be in (0, 3]");
+    bad[1] = 3.5;
+    expect_refused(&s, "speed_perturb: each factor must be in (0, 3]");
+    bad[1] = 1.1;
+    a.speed_perturb_prob = 1.5;
+    expect_refused(&s, "speed_perturb_prob must be in [0, 1]");
+    a.speed_perturb_prob = 1;
+    a.volume_perturb_db[0] = 6;
+    a.volume_perturb_db[1] = -6;
+    expect_refused(&s, "volume_perturb: the low gain must not be above the high one");
+    a.volume_perturb_db[0] = -6;
+    a.volume_perturb_prob = -0.1;
+    expect_refused(&s, "volume_perturb_prob must be in [0, 1]");
+    a.volume_perturb_prob = 1;
+    a.struct_size = 0;
+    expect_refused(&s, "sharc_augment_default_settings");
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("conditioning");
+    TCase *tc = tcase_create("conditioning");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, lengths_are_lhotses);
+    tcase_add_test(tc, resample_matches_sox);
+    tcase_add_test(tc, batches_match_cuts_any_threads);
+    tcase_add_test(tc, without_resample_the_error_names_it);
+    tcase_add_test(tc, speed_matches_sox);
+    tcase_add_test(tc, draws_depend_on_seed_cut_epoch);
+    tcase_add_test(tc, volume_scales_samples);
+    tcase_add_test(tc, resume_is_bit_identical);
+    tcase_add_test(tc, bad_settings_name_the_setting);
+    tcase_add_test(tc, mixture_resamples_every_source);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}
