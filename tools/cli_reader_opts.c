@@ -48,6 +48,25 @@ static int opt_bucket_batch_size(cli_parser *p, const cli_opt *o, const char *va
                               &p->ro->bucket_batch_size, &p->ro->n_bucket_batch_size);
 }
 
+/* --tokenizer M.model, or --tokenizer LANG=M.model once per language: each adds a model
+ * (the target is `tokenizer`, which n_tokenizer follows). */
+static int opt_tokenizer(cli_parser *p, const cli_opt *o, const char *val, void *target)
+{
+    cli_reader_opts *ro = p->ro;
+    sharc_reader_settings *s =
+        (sharc_reader_settings *)((char *)target - offsetof(sharc_reader_settings, tokenizer));
+    if (!*val)
+        return cli_usage_error(p->cmd, "--tokenizer wants a model file (or LANG=FILE)"), -1;
+    const char **more = realloc(ro->tokenizer, (ro->n_tokenizer + 1) * sizeof *more);
+    if (!more)
+        return cli_usage_error(p->cmd, "out of memory"), -1;
+    more[ro->n_tokenizer++] = val;
+    ro->tokenizer = more;
+    s->tokenizer = more;
+    s->n_tokenizer = ro->n_tokenizer;
+    return 0;
+}
+
 /* --device cpu|cuda[:N]: sets device and device_ordinal (the target is `device`). */
 static int opt_device(cli_parser *p, const cli_opt *o, const char *val, void *target)
 {
@@ -143,6 +162,12 @@ const cli_opt cli_reader_group[] = {
     {CLI_OPT_U32, "timeout-ms", .metavar = "MS", R(timeout_ms), .min = 1, .max = 86400000,
      .help = "remote shards: a transfer that receives nothing for MS\n"
              "milliseconds fails and is retried (default 30000)"},
+    {CLI_OPT_CUSTOM, "tokenizer", .metavar = "M", R(tokenizer), .handler = opt_tokenizer,
+     .help = "a SentencePiece model: each cut's transcript becomes token ids\n"
+             "(batches: tokens i32 [B, L], token_lens i32 [B]); repeat as\n"
+             "LANG=M, once per language, for NeMo's AggregateTokenizer (ids\n"
+             "offset by the models before; a cut's language picks its model)\n"
+             "(default: none)"},
     /* the sampler's: batches only */
     {CLI_OPT_CUSTOM, "max-duration", .metavar = "S", SM(max_duration),
      .handler = cli_opt_positive_seconds, .flags = CLI_BATCH_ONLY, .help = NULL},
@@ -257,6 +282,9 @@ void cli_reader_opts_free(cli_reader_opts *ro)
 {
     free(ro->bins);
     free(ro->bucket_batch_size);
+    free(ro->tokenizer);
+    ro->tokenizer = NULL;
+    ro->n_tokenizer = 0;
     ro->bins = NULL;
     ro->bucket_batch_size = NULL;
     ro->n_bins = ro->n_bucket_batch_size = 0;

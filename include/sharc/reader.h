@@ -249,8 +249,19 @@ typedef struct sharc_reader_settings {
      *  build without CUDA, an ordinal no device has, or a device that cannot be used fails
      *  sharc_reader_open with the device named in the message. Batches only. */
     sharc_device device;
-    int device_ordinal;   ///< the CUDA device of SHARC_DEVICE_CUDA, >= 0 (default 0)
-    uint8_t reserved[40]; ///< room for later fields; must be zero
+    int device_ordinal; ///< the CUDA device of SHARC_DEVICE_CUDA, >= 0 (default 0)
+    /** SentencePiece models that tokenize each cut's transcript (its supervisions' texts
+     *  joined by a space) once, when its metadata is read (docs/sampler.md): one "PATH", or
+     *  one "LANG=PATH" per language as NeMo's AggregateTokenizer (each language's ids offset
+     *  by the vocabulary sizes of the models before it; a cut's language from its metadata
+     *  or its mixture source's `lang` tag). Loaded by sharc_reader_open, which fails naming
+     *  a model that cannot be read. Batches then hold `tokens` i32 [B, L] (padded with the
+     *  first model's pad id, or 0 when it has none) and `token_lens` i32 [B]; a cut whose
+     *  transcript is not UTF-8, or whose language has no model, is a JSON problem. Strings
+     *  are read only by open. NULL: no tokens (default). */
+    const char *const *tokenizer;
+    size_t n_tokenizer;   ///< number of entries of `tokenizer` (default 0)
+    uint8_t reserved[24]; ///< room for later fields; must be zero
 } sharc_reader_settings;
 
 /**

@@ -25,7 +25,8 @@ enum kw_kind {
     KW_DEVICE,
     KW_BINS,
     KW_BBS,
-    KW_PATH
+    KW_PATH,
+    KW_TOKENIZER
 };
 
 typedef struct {
@@ -85,6 +86,9 @@ static const kw_def kw_defs[] = {
     {"mix_finite", KW_BOOL, R(mix_finite), 0, 0, 0},
     /* "cpu" or "cuda[:N]" (or a torch.device, by its str()): the CLI's --device */
     {"device", KW_DEVICE, R(device), 0, 0, 0},
+    /* a model path, a list of "LANG=PATH", or a dict {LANG: PATH} (NeMo's
+     * AggregateTokenizer): the CLI's --tokenizer, repeated */
+    {"tokenizer", KW_TOKENIZER, R(tokenizer), 0, 0, 0},
 };
 #undef R
 #undef SM
@@ -295,6 +299,68 @@ static int kw_device(ReaderObject *self, const kw_def *d, PyObject *v)
     return ok ? 0 : -1;
 }
 
+void sharc__py_free_tokenizer(ReaderObject *self)
+{
+    for (size_t i = 0; i < self->n_tokenizer; i++)
+        free(self->tokenizer[i]);
+    free(self->tokenizer);
+    self->tokenizer = NULL;
+    self->n_tokenizer = 0;
+    self->s.tokenizer = NULL;
+    self->s.n_tokenizer = 0;
+}
+
+/* Add one model, `lang` (NULL: none) and the path `p`, as "LANG=PATH" or "PATH". */
+static int add_model(ReaderObject *self, const kw_def *d, PyObject *lang, PyObject *p)
+{
+    char *path = NULL, *l = NULL, *spec = NULL;
+    if (fs_path(p, d->name, &path) < 0 || (lang && fs_path(lang, d->name, &l) < 0)) {
+        free(path);
+        return -1;
+    }
+    char **grown = realloc(self->tokenizer, (self->n_tokenizer + 1) * sizeof *grown);
+    if (grown)
+        self->tokenizer = grown;
+    if (grown && (spec = malloc((l ? strlen(l) : 0) + strlen(path) + 2)))
+        sprintf(spec, l ? "%s=%s" : "%s%s", l ? l : "", path);
+    free(path);
+    free(l);
+    if (!spec) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->tokenizer[self->n_tokenizer++] = spec;
+    return 0;
+}
+
+static int kw_tokenizer(ReaderObject *self, const kw_def *d, PyObject *v)
+{
+    sharc__py_free_tokenizer(self);
+    int rc = 0;
+    if (PyDict_Check(v)) {
+        PyObject *k, *p;
+        Py_ssize_t pos = 0;
+        while (rc == 0 && PyDict_Next(v, &pos, &k, &p))
+            rc = PyUnicode_Check(k) ? add_model(self, d, k, p)
+                                    : kw_error_type(d->name, "a dict with str keys", k);
+    } else if (PyList_Check(v) || PyTuple_Check(v)) {
+        for (Py_ssize_t i = 0; rc == 0 && i < PySequence_Size(v); i++) {
+            PyObject *item = PySequence_GetItem(v, i);
+            rc = item ? add_model(self, d, NULL, item) : -1;
+            Py_XDECREF(item);
+        }
+    } else if (v != Py_None) {
+        rc = add_model(self, d, NULL, v);
+    }
+    if (rc < 0) {
+        sharc__py_free_tokenizer(self);
+        return -1;
+    }
+    self->s.tokenizer = (const char *const *)self->tokenizer;
+    self->s.n_tokenizer = self->n_tokenizer;
+    return 0;
+}
+
 static int set_keyword(ReaderObject *self, const kw_def *d, PyObject *v, int *linspace)
 {
     static const char *const layouts[] = {"auto", "shar", "nemo", "wds", NULL};
@@ -373,6 +439,8 @@ static int set_keyword(ReaderObject *self, const kw_def *d, PyObject *v, int *li
         self->s.sampler.bucket_batch_size = self->bbs;
         return 0;
     }
+    case KW_TOKENIZER:
+        return kw_tokenizer(self, d, v);
     case KW_PATH: {
         char *cfg;
         const int structure = PyList_Check(v) || PyDict_Check(v);

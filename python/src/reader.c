@@ -30,6 +30,7 @@ static void reader_free_settings(ReaderObject *self)
     free(self->input_cfg);
     free(self->bins);
     free(self->bbs);
+    sharc__py_free_tokenizer(self);
     free(self->resume);
     self->paths = NULL;
     self->n_paths = 0;

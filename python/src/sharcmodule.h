@@ -89,11 +89,16 @@ typedef struct {
     char *input_cfg;
     double *bins;
     uint32_t *bbs;
+    char **tokenizer; /* the tokenizer keyword's models, "PATH" or "LANG=PATH" */
+    size_t n_tokenizer;
     void *resume;
     size_t resume_size;
     int busy;
     logcap *log;
 } ReaderObject;
+
+/** Free the tokenizer keyword's strings (self->tokenizer) and clear them. */
+void sharc__py_free_tokenizer(ReaderObject *self);
 
 /*
  * Fill self->s (already at its defaults) from the Reader's positional `paths` and its

@@ -46,6 +46,7 @@ struct sharc_reader {
     uint64_t *source_cuts; ///< cut mode: cuts of each source returned
     double *source_seconds;
     sharc__cutsource cs;   ///< the walk, or the mixer
+    sharc__tokenizer *tok; ///< the cuts' tokens (tokenizer setting), or NULL
     sharc__pipeline *pipe; ///< batch mode
     /** Batch mode with device = CUDA: the stage that makes device batches of the pipeline's,
      *  and the settings the pipeline runs with (sharc__device_pipeline_settings). */
@@ -110,6 +111,11 @@ static int copy_settings(sharc_reader *r, const sharc_reader_settings *s)
     r->s.sampler.bins = r->bins;
     r->s.sampler.bucket_batch_size = r->bucket_batch_size;
     r->s.resume_state = r->resume;
+    /* The models are read now, and the strings naming them are not needed again. */
+    if (s->n_tokenizer &&
+        (rc = sharc__tokenizer_open(ctx, s->tokenizer, s->n_tokenizer, &r->tok)) < 0)
+        return rc;
+    r->s.tokenizer = NULL; /* n_tokenizer stays: the batching settings' checks read it */
     return 0;
 }
 
@@ -269,7 +275,8 @@ static int open_mixture(sharc_reader *r)
                                   .finite = r->s.mix_finite,
                                   .max_open = r->s.max_open_streams,
                                   .stats = &r->stats,
-                                  .fetch = &r->fetch};
+                                  .fetch = &r->fetch,
+                                  .tokenizer = r->tok};
     if ((rc = sharc__mix_open(&r->mix, &mc)) < 0)
         goto fail;
     r->cs = sharc__mix_cutsource(r->mix);
@@ -323,6 +330,7 @@ int sharc__reader_open(sharc_reader **out, const sharc_reader_settings *s)
     }
     if ((rc = sharc__walk_open(&r->walk, &r->ctx, &r->s, &r->ds, &r->stats, &r->fetch)) < 0)
         goto fail;
+    sharc__walk_set_tokens(r->walk, r->tok, NULL);
     r->cs = sharc__walk_cutsource(r->walk, &r->ds);
     r->state_hash = sharc__resume_hash(&r->s, &r->ds); /* O(shards): once, not per state */
     *out = r;
@@ -344,6 +352,7 @@ void sharc__reader_close(sharc_reader **rp)
     sharc__device_stage_close(&r->dev);
     sharc__walk_close(&r->walk);
     sharc__mix_close(&r->mix);
+    sharc__tokenizer_close(&r->tok);
     for (size_t i = 0; r->mix_ds && i < r->cfg.n_sources; i++)
         sharc__dataset_free(&r->mix_ds[i], ctx);
     sharc__free(ctx, r->mix_ds);
@@ -616,9 +625,9 @@ int sharc__reader_next_batch(sharc_reader *r, sharc_batch **batch)
     if (r->mode == 0) {
         r->mode = 2;
         sharc__device_pipeline_settings(&r->s, &r->pipe_s);
-        const sharc__pipeline_config c = {&r->ctx,      &r->pipe_s, r->cs,
-                                          &r->stats,    r->resume,  r->s.resume_state_size,
-                                          r->state_hash};
+        const sharc__pipeline_config c = {&r->ctx,       &r->pipe_s, r->cs,
+                                          &r->stats,     r->resume,  r->s.resume_state_size,
+                                          r->state_hash, r->tok};
         int rc =
             sharc__device_wanted(&r->s) ? sharc__device_stage_open(&r->dev, &r->ctx, &r->s) : 0;
         if (rc == 0)

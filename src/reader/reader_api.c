@@ -121,6 +121,8 @@ static int check_reader_settings(const sharc_reader_settings *s, const char **wh
         *why = "retries must be in 0..1000 and timeout_ms in 0..86400000";
     else if (!s->resume_state != !s->resume_state_size)
         *why = "resume_state and resume_state_size must be given together";
+    else if (s->n_tokenizer && !s->tokenizer)
+        *why = "n_tokenizer is set and tokenizer is NULL";
     else if (!reserved_zero(s->reserved, sizeof s->reserved))
         *why = "reserved bytes must be zero";
     else if (!reserved_zero(s->sampler.reserved, sizeof s->sampler.reserved))
