@@ -21,6 +21,8 @@ typedef struct cli_reader_opts {
     uint32_t *bucket_batch_size; ///< --bucket-batch-size, malloc'ed
     size_t n_bucket_batch_size;  ///< number of --bucket-batch-size
     int dp_given;                ///< --dp-rank or --dp-size was given
+    double *bin_tokens;          ///< 2D --bins: the token limit of each bin, malloc'ed
+    double *max_tps;             ///< --max-tps, malloc'ed
     const char **tokenizer;      ///< --tokenizer values (argv's strings), malloc'ed
     size_t n_tokenizer;          ///< number of --tokenizer
 } cli_reader_opts;

@@ -144,6 +144,10 @@ static const cli_opt options[] = {
     USE("drop-last"),
     USE("min-duration"),
     USE("max-cut-duration"),
+    USE("max-tps"),
+    USE("min-tps"),
+    USE("min-tokens"),
+    USE("max-tokens"),
     USE("threads"),
     USE("prefetch"),
     USE("read-ahead-bytes"),
@@ -1291,6 +1295,7 @@ static int finish_args(sharc_reader_settings *s, read_opts *o)
     }
     st->bins = o->ro.bins;
     st->n_bins = o->ro.n_bins;
+    st->bin_tokens = o->ro.bin_tokens;
     if (st->max_cut_duration > 0 && st->max_cut_duration < st->min_duration)
         return cli_usage_error(cmd, "--max-cut-duration %g is less than --min-duration %g",
                                st->max_cut_duration, st->min_duration);

@@ -26,7 +26,8 @@ enum kw_kind {
     KW_BINS,
     KW_BBS,
     KW_PATH,
-    KW_TOKENIZER
+    KW_TOKENIZER,
+    KW_TPS
 };
 
 typedef struct {
@@ -89,6 +90,11 @@ static const kw_def kw_defs[] = {
     /* a model path, a list of "LANG=PATH", or a dict {LANG: PATH} (NeMo's
      * AggregateTokenizer): the CLI's --tokenizer, repeated */
     {"tokenizer", KW_TOKENIZER, R(tokenizer), 0, 0, 0},
+    /* with a tokenizer: NeMo's token filters; max_tps a number or one per 2D bin */
+    {"max_tps", KW_TPS, 0, 0, 1e9, 1},
+    {"min_tps", KW_DOUBLE, SM(min_tps), 0, 1e9, 0},
+    {"min_tokens", KW_U32, SM(min_tokens), 0, UINT32_MAX, 0},
+    {"max_tokens", KW_U32, SM(max_tokens), 1, UINT32_MAX, 0},
 };
 #undef R
 #undef SM
@@ -333,6 +339,89 @@ static int add_model(ReaderObject *self, const kw_def *d, PyObject *lang, PyObje
     return 0;
 }
 
+void sharc__py_free_token_lists(ReaderObject *self)
+{
+    free(self->bin_tokens);
+    free(self->max_tps);
+    self->bin_tokens = self->max_tps = NULL;
+}
+
+/* Numbers of `v` (a number, or a sequence of `pair` numbers per item when pair is 2, of one
+ * number each when 1) into a malloc'd array: column `col` of each item. */
+static int kw_numbers(const kw_def *d, PyObject *v, int pair, int col, double **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (pair == 1 && (PyFloat_Check(v) || PyLong_Check(v))) {
+        double x;
+        if (kw_double(d, v, &x) < 0 || !(*out = malloc(sizeof x)))
+            return PyErr_Occurred() ? -1 : (PyErr_NoMemory(), -1);
+        **out = x;
+        *n = 1;
+        return 0;
+    }
+    if (PyUnicode_Check(v) || !PySequence_Check(v))
+        return kw_error_type(
+            d->name,
+            pair == 2 ? "a list of [duration, tokens] pairs" : "a number or a list of numbers", v);
+    Py_ssize_t len = PySequence_Size(v);
+    if (len <= 0 || !(*out = calloc((size_t)len, sizeof **out)))
+        return len < 0 ? -1
+                       : (len == 0 ? kw_error_type(d->name, "a non-empty list", v)
+                                   : (PyErr_NoMemory(), -1));
+    int rc = 0;
+    for (Py_ssize_t i = 0; rc == 0 && i < len; i++) {
+        PyObject *item = PySequence_GetItem(v, i), *x = item;
+        if (item && pair == 2)
+            x = PySequence_Check(item) && PySequence_Size(item) == 2
+                    ? PySequence_GetItem(item, col)
+                    : (kw_error_type(d->name, "a list of [duration, tokens] pairs", item), NULL);
+        rc = x ? kw_double(d, x, &(*out)[i]) : -1;
+        if (x != item)
+            Py_XDECREF(x);
+        Py_XDECREF(item);
+    }
+    if (rc < 0) {
+        free(*out);
+        *out = NULL;
+        return -1;
+    }
+    *n = (size_t)len;
+    return 0;
+}
+
+/* bins=[[duration, tokens], ...]: NeMo's 2D bins (the sampler checks their order). */
+static int kw_bins_2d(ReaderObject *self, const kw_def *d, PyObject *v)
+{
+    double *dur = NULL, *tok = NULL;
+    size_t n = 0, n2 = 0;
+    if (kw_numbers(d, v, 2, 0, &dur, &n) < 0 || kw_numbers(d, v, 2, 1, &tok, &n2) < 0) {
+        free(dur);
+        return -1;
+    }
+    free(self->bins);
+    free(self->bin_tokens);
+    self->bins = dur;
+    self->bin_tokens = tok;
+    self->s.sampler.bins = dur;
+    self->s.sampler.bin_tokens = tok;
+    self->s.sampler.n_bins = n;
+    return 0;
+}
+
+static int kw_max_tps(ReaderObject *self, const kw_def *d, PyObject *v)
+{
+    double *x;
+    size_t n;
+    if (kw_numbers(d, v, 1, 0, &x, &n) < 0)
+        return -1;
+    free(self->max_tps);
+    self->max_tps = x;
+    self->s.sampler.max_tps = x;
+    self->s.sampler.n_max_tps = n;
+    return 0;
+}
+
 static int kw_tokenizer(ReaderObject *self, const kw_def *d, PyObject *v)
 {
     sharc__py_free_tokenizer(self);
@@ -419,6 +508,14 @@ static int set_keyword(ReaderObject *self, const kw_def *d, PyObject *v, int *li
             *linspace = 1;
             return 0;
         }
+        PyObject *first = PySequence_Check(v) && !PyUnicode_Check(v) && PySequence_Size(v) > 0
+                              ? PySequence_GetItem(v, 0)
+                              : NULL;
+        const int pairs = first && PySequence_Check(first) && !PyUnicode_Check(first);
+        Py_XDECREF(first);
+        PyErr_Clear();
+        if (pairs)
+            return kw_bins_2d(self, d, v);
         void *arr = NULL;
         size_t n = 0;
         if (kw_list(self, d, v, 0, &arr, &n) < 0)
@@ -441,6 +538,8 @@ static int set_keyword(ReaderObject *self, const kw_def *d, PyObject *v, int *li
     }
     case KW_TOKENIZER:
         return kw_tokenizer(self, d, v);
+    case KW_TPS:
+        return kw_max_tps(self, d, v);
     case KW_PATH: {
         char *cfg;
         const int structure = PyList_Check(v) || PyDict_Check(v);

@@ -31,6 +31,7 @@ static void reader_free_settings(ReaderObject *self)
     free(self->bins);
     free(self->bbs);
     sharc__py_free_tokenizer(self);
+    sharc__py_free_token_lists(self);
     free(self->resume);
     self->paths = NULL;
     self->n_paths = 0;

@@ -58,3 +58,25 @@ def test_bad_model_is_named(corpus, tmp_path):
     bad.write_text("not a model")
     with pytest.raises(sharc.Error, match="cannot load the SentencePiece model .*bad.model"):
         sharc.Reader(str(corpus / "shar"), tokenizer=str(bad))
+
+
+def test_nemo_2d_bins_and_token_filters(corpus, models):
+    """A Canary-style config: 2D bins, one batch size and one max_tps per bin."""
+    sp = spm.SentencePieceProcessor(model_file=models["en"])
+    bins = [[2.0, 30], [2.0, 60], [4.0, 40], [4.0, 80]]
+    sizes, caps = [2, 3, 2, 3], [40.0, 40.0, 20.0, 20.0]
+    with sharc.Reader(str(corpus / "shar"), tokenizer=models["en"], bins=bins, bucket_batch_size=sizes,
+                      max_tps=caps, min_tokens=2) as r:
+        rows = 0
+        for b in r:
+            lens = np.from_dlpack(b["token_lens"]).tolist()
+            durs = np.from_dlpack(b["duration"]).tolist()
+            fits = set()
+            for n, d in zip(lens, durs):
+                group = [i for i, (bd, _) in enumerate(bins) if bd == min(x for x, _ in bins if x >= d)]
+                k = next(i for i in group if bins[i][1] >= n)
+                assert n >= 2 and n / d <= caps[k]
+                fits.add(k)
+            assert len(fits) == 1 and len(lens) <= sizes[fits.pop()]
+            rows += len(lens)
+        assert rows + r.stats()["filtered_cuts"] == 12 and r.stats()["filtered_cuts"] > 0

@@ -28,6 +28,7 @@ struct sharc_reader {
     char *nemo_text_field, *nemo_lang_field;
     double *bins;
     uint32_t *bucket_batch_size;
+    double *bin_tokens, *max_tps;
     uint8_t *resume;
     sharc__dataset ds;
     uint64_t state_hash; ///< sharc__resume_hash, fixed once the reader is open
@@ -96,6 +97,12 @@ static int copy_settings(sharc_reader *r, const sharc_reader_settings *s)
         rc = copy_array(ctx, (void **)&r->bucket_batch_size, s->sampler.bucket_batch_size,
                         s->sampler.bucket_batch_size ? s->sampler.n_bins : 0, sizeof(uint32_t));
     if (rc == 0)
+        rc = copy_array(ctx, (void **)&r->bin_tokens, s->sampler.bin_tokens,
+                        s->sampler.bin_tokens ? s->sampler.n_bins : 0, sizeof(double));
+    if (rc == 0)
+        rc = copy_array(ctx, (void **)&r->max_tps, s->sampler.max_tps, s->sampler.n_max_tps,
+                        sizeof(double));
+    if (rc == 0)
         rc = copy_array(ctx, (void **)&r->resume, s->resume_state, s->resume_state_size, 1);
     if (rc < 0)
         return rc;
@@ -110,6 +117,8 @@ static int copy_settings(sharc_reader *r, const sharc_reader_settings *s)
     r->s.nemo_lang_field = r->nemo_lang_field;
     r->s.sampler.bins = r->bins;
     r->s.sampler.bucket_batch_size = r->bucket_batch_size;
+    r->s.sampler.bin_tokens = r->bin_tokens;
+    r->s.sampler.max_tps = r->max_tps;
     r->s.resume_state = r->resume;
     /* The models are read now, and the strings naming them are not needed again. */
     if (s->n_tokenizer &&
@@ -376,6 +385,8 @@ void sharc__reader_close(sharc_reader **rp)
     sharc__free(ctx, r->nemo_lang_field);
     sharc__free(ctx, r->bins);
     sharc__free(ctx, r->bucket_batch_size);
+    sharc__free(ctx, r->bin_tokens);
+    sharc__free(ctx, r->max_tps);
     sharc__free(ctx, r->resume);
     sharc__ctx copy = r->ctx;
     sharc__free(&copy, r);
@@ -457,6 +468,19 @@ static void fill_cut(sharc_reader *r)
         p->nbytes = f->is_tar ? f->data.len : 0;
     }
     o->fields = r->fields;
+}
+
+int sharc__reader_cut_tokens(sharc_reader *r, const int32_t **ids, size_t *n)
+{
+    *ids = NULL;
+    *n = 0;
+    if (!r->tok || r->mode != 1 || !r->cut.id)
+        return sharc__set_error(&r->ctx, SHARC_ERR(EINVAL),
+                                "no tokens: the reader has no tokenizer, or returned no cut");
+    const sharc__rawcut *c = sharc__cs_cut(&r->cs);
+    *ids = c->tokens.len ? (const int32_t *)(const void *)c->tokens.data : NULL;
+    *n = c->tokens.len / sizeof(int32_t);
+    return 0;
 }
 
 int sharc__reader_next(sharc_reader *r, const sharc_cut **cut)

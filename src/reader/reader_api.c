@@ -167,6 +167,13 @@ int sharc_reader_next(sharc_reader *r, const sharc_cut **cut)
     return sharc__reader_next(r, cut);
 }
 
+int sharc_reader_cut_tokens(sharc_reader *r, const int32_t **ids, size_t *n)
+{
+    if (!r || !ids || !n)
+        return SHARC_ERR(EINVAL);
+    return sharc__reader_cut_tokens(r, ids, n);
+}
+
 int sharc_reader_next_batch(sharc_reader *r, sharc_batch **batch)
 {
     if (!r || !batch)
