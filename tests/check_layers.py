@@ -63,7 +63,7 @@ def read_graph(src: str) -> "tuple[Dict[str, Set[str]], Dict[str, Set[str]]]":
     places: Dict[str, Set[str]] = {}
     for root, _, files in os.walk(src):
         for name in files:
-            if not name.endswith((".c", ".h")):
+            if not name.endswith((".c", ".cc", ".h")):
                 continue
             text = open(os.path.join(root, name), encoding="utf-8").read()
             mod = file_module(name, text)
@@ -88,7 +88,7 @@ def foreign_definitions(src: str) -> List[str]:
     defined: Dict[str, str] = {}
     for root, _, files in os.walk(src):
         for name in files:
-            if not name.endswith((".c", ".h")):
+            if not name.endswith((".c", ".cc", ".h")):
                 continue
             text = open(os.path.join(root, name), encoding="utf-8").read()
             mod = file_module(name, text)

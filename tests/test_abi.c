@@ -94,7 +94,13 @@ static const recorded_offset recorded[] = {
     AT(sharc_sampler_settings, world_size, 92),
     AT(sharc_sampler_settings, min_duration, 96),
     AT(sharc_sampler_settings, max_cut_duration, 104),
-    AT(sharc_sampler_settings, reserved, 112),
+    AT(sharc_sampler_settings, bin_tokens, 112),
+    AT(sharc_sampler_settings, max_tps, 120),
+    AT(sharc_sampler_settings, n_max_tps, 128),
+    AT(sharc_sampler_settings, min_tps, 136),
+    AT(sharc_sampler_settings, min_tokens, 144),
+    AT(sharc_sampler_settings, max_tokens, 148),
+    AT(sharc_sampler_settings, reserved, 152),
     SIZE(sharc_reader_settings, 528),
     AT(sharc_reader_settings, struct_size, 0),
     AT(sharc_reader_settings, paths, 8),
@@ -145,7 +151,9 @@ static const recorded_offset recorded[] = {
     AT(sharc_reader_settings, device_ordinal, 484),
     AT(sharc_reader_settings, augment, 488),
     AT(sharc_reader_settings, resample, 496),
-    AT(sharc_reader_settings, reserved, 500),
+    AT(sharc_reader_settings, tokenizer, 504),
+    AT(sharc_reader_settings, n_tokenizer, 512),
+    AT(sharc_reader_settings, reserved, 520),
     SIZE(sharc_augment_settings, 120),
     AT(sharc_augment_settings, struct_size, 0),
     AT(sharc_augment_settings, speed_perturb, 8),
@@ -355,7 +363,7 @@ START_TEST(open_refuses_a_wrong_struct_size)
                    "sharc: error: sharc_reader_settings.sampler.struct_size is 0: fill the "
                    "settings with sharc_reader_default_settings()\n");
     rs.sampler.struct_size = sizeof rs.sampler;
-    rs.sampler.reserved[63] = 1;
+    rs.sampler.reserved[sizeof rs.sampler.reserved - 1] = 1;
     expect_refused(open_reader, &rs,
                    "sharc: error: invalid reader settings: sampler reserved bytes must be zero\n");
 

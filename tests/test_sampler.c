@@ -30,7 +30,7 @@ typedef struct src {
     double reload_bias;   /* added to reloaded durations, to fake changed data */
     int no_peek;          /* offer no peek callback */
     size_t peeks, peeked; /* peek calls, durations visited */
-    uint64_t released[5];
+    uint64_t released[7];
 } src;
 
 static void src_init(src *s, size_t n)
@@ -278,6 +278,24 @@ static int read_case(const char *path, lhotse_case *c)
     fclose(f);
     return ok ? 0 : -1;
 }
+
+/* NeMo's find_smallest_bucket, strict mode, on its docstring's example and the edges. */
+START_TEST(bucket_of_2d_is_nemo_strict)
+{
+    const double d[] = {10, 10, 20, 20}, t[] = {5, 10, 12, 18}, tps[] = {1, 1, 0.5, 2};
+    ck_assert_uint_eq(sharc__bucket_of_2d(d, t, NULL, 4, 8, 11), 4); /* (8, 11): none */
+    ck_assert_uint_eq(sharc__bucket_of_2d(d, t, NULL, 4, 8, 5), 0);
+    ck_assert_uint_eq(sharc__bucket_of_2d(d, t, NULL, 4, 10, 6), 1);
+    ck_assert_uint_eq(sharc__bucket_of_2d(d, t, NULL, 4, 10.5, 6), 2);
+    ck_assert_uint_eq(sharc__bucket_of_2d(d, t, NULL, 4, 15, 13), 3);
+    ck_assert_uint_eq(sharc__bucket_of_2d(d, t, NULL, 4, 20.5, 1), 4); /* past every duration */
+    /* max_tps per bucket: tokens / duration above the bucket's cap fits nowhere. */
+    ck_assert_uint_eq(sharc__bucket_of_2d(d, t, tps, 4, 8, 8), 1);   /* 1 is not over 1 */
+    ck_assert_uint_eq(sharc__bucket_of_2d(d, t, tps, 4, 8, 9), 4);   /* 1.125 > 1 */
+    ck_assert_uint_eq(sharc__bucket_of_2d(d, t, tps, 4, 20, 11), 4); /* 0.55 > 0.5 */
+    ck_assert_uint_eq(sharc__bucket_of_2d(d, t, tps, 4, 20, 10), 2);
+}
+END_TEST
 
 START_TEST(bins_equal_lhotse)
 {
@@ -1321,6 +1339,7 @@ int main(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, bisect_left_boundaries);
     tcase_add_test(tc, bins_equal_lhotse);
+    tcase_add_test(tc, bucket_of_2d_is_nemo_strict);
     tcase_add_test(tc, bins_reject_bad_input);
     tcase_add_test(tc, bins_from_first_n_items);
     tcase_add_test(tc, bins_from_first_n_items_under_byte_budget);

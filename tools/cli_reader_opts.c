@@ -30,16 +30,70 @@ static int opt_dp(cli_parser *p, const cli_opt *o, const char *val, void *target
     return cli_parse_int(p->cmd, flag, val, (int)o->min, (int)o->max, target);
 }
 
+/* --bins [[D,T],[D,T],...]: NeMo's 2D bins, durations into ro->bins, token limits into
+ * ro->bin_tokens (the sampler checks their order). */
+static int bins_2d(cli_parser *p, const char *val)
+{
+    cli_reader_opts *ro = p->ro;
+    char *flat = malloc(strlen(val) + 1), *q = flat;
+    if (!flat)
+        return cli_usage_error(p->cmd, "out of memory"), -1;
+    for (const char *c = val; *c; c++)
+        if (*c != '[' && *c != ']' && *c != ' ')
+            *q++ = *c;
+    *q = 0;
+    double *v = NULL;
+    size_t n = 0;
+    int rc = cli_parse_double_list(p->cmd, "--bins", flat, 0, 1e9, 0, &v, &n);
+    free(flat);
+    if (rc < 0)
+        return -1;
+    if (n % 2) {
+        free(v);
+        return cli_usage_error(p->cmd, "--bins '%s': 2D bins are [duration, tokens] pairs", val),
+               -1;
+    }
+    ro->n_bins = n / 2;
+    ro->bins = malloc(ro->n_bins * sizeof *ro->bins);
+    ro->bin_tokens = malloc(ro->n_bins * sizeof *ro->bin_tokens);
+    if (!ro->bins || !ro->bin_tokens) {
+        free(v);
+        return cli_usage_error(p->cmd, "out of memory"), -1;
+    }
+    for (size_t i = 0; i < ro->n_bins; i++) {
+        ro->bins[i] = v[2 * i];
+        ro->bin_tokens[i] = v[2 * i + 1];
+    }
+    free(v);
+    return 0;
+}
+
 static int opt_bins(cli_parser *p, const cli_opt *o, const char *val, void *target)
 {
     cli_reader_opts *ro = p->ro;
     ro->bins_linspace = strcmp(val, "linspace") == 0;
     free(ro->bins);
-    ro->bins = NULL;
+    free(ro->bin_tokens);
+    ro->bins = ro->bin_tokens = NULL;
     ro->n_bins = 0;
+    if (strchr(val, '['))
+        return bins_2d(p, val);
     return ro->bins_linspace
                ? 0
                : cli_parse_double_list(p->cmd, "--bins", val, 0, 1e9, 1, &ro->bins, &ro->n_bins);
+}
+
+/* --max-tps X, or one per 2D bin (the target is sampler.max_tps, which n_max_tps follows). */
+static int opt_max_tps(cli_parser *p, const cli_opt *o, const char *val, void *target)
+{
+    cli_reader_opts *ro = p->ro;
+    sharc_sampler_settings *st =
+        (sharc_sampler_settings *)((char *)target - offsetof(sharc_sampler_settings, max_tps));
+    if (cli_parse_double_list(p->cmd, "--max-tps", val, 1e-9, 1e9, 0, &ro->max_tps,
+                              &st->n_max_tps) < 0)
+        return -1;
+    st->max_tps = ro->max_tps;
+    return 0;
 }
 
 static int opt_bucket_batch_size(cli_parser *p, const cli_opt *o, const char *val, void *target)
@@ -103,6 +157,25 @@ static int opt_perturb_prob(cli_parser *p, const cli_opt *o, const char *val, vo
     snprintf(flag, sizeof flag, "--%s", o->name);
     return cli_parse_double(p->cmd, flag, val, -AUGMENT_MAX, AUGMENT_MAX,
                             o->min ? &a->volume_perturb_prob : &a->speed_perturb_prob);
+}
+
+/* --tokenizer M.model, or --tokenizer LANG=M.model once per language: each adds a model
+ * (the target is `tokenizer`, which n_tokenizer follows). */
+static int opt_tokenizer(cli_parser *p, const cli_opt *o, const char *val, void *target)
+{
+    cli_reader_opts *ro = p->ro;
+    sharc_reader_settings *s =
+        (sharc_reader_settings *)((char *)target - offsetof(sharc_reader_settings, tokenizer));
+    if (!*val)
+        return cli_usage_error(p->cmd, "--tokenizer wants a model file (or LANG=FILE)"), -1;
+    const char **more = realloc(ro->tokenizer, (ro->n_tokenizer + 1) * sizeof *more);
+    if (!more)
+        return cli_usage_error(p->cmd, "out of memory"), -1;
+    more[ro->n_tokenizer++] = val;
+    ro->tokenizer = more;
+    s->tokenizer = more;
+    s->n_tokenizer = ro->n_tokenizer;
+    return 0;
 }
 
 /* --device cpu|cuda[:N]: sets device and device_ordinal (the target is `device`). */
@@ -215,6 +288,12 @@ const cli_opt cli_reader_group[] = {
     {CLI_OPT_U32, "timeout-ms", .metavar = "MS", R(timeout_ms), .min = 1, .max = 86400000,
      .help = "remote shards: a transfer that receives nothing for MS\n"
              "milliseconds fails and is retried (default 30000)"},
+    {CLI_OPT_CUSTOM, "tokenizer", .metavar = "M", R(tokenizer), .handler = opt_tokenizer,
+     .help = "a SentencePiece model: each cut's transcript becomes token ids\n"
+             "(batches: tokens i32 [B, L], token_lens i32 [B]); repeat as\n"
+             "LANG=M, once per language, for NeMo's AggregateTokenizer (ids\n"
+             "offset by the models before; a cut's language picks its model)\n"
+             "(default: none)"},
     /* the sampler's: batches only */
     {CLI_OPT_CUSTOM, "max-duration", .metavar = "S", SM(max_duration),
      .handler = cli_opt_positive_seconds, .flags = CLI_BATCH_ONLY, .help = NULL},
@@ -233,6 +312,10 @@ const cli_opt cli_reader_group[] = {
      .help = "sorted bucket boundaries in seconds instead of the estimate:\n"
              "N boundaries make N + 1 buckets, and a cut of d seconds goes\n"
              "to the first bucket whose boundary is >= d (default: estimate);\n"
+             "'[[D,T],...]': NeMo's 2D bins of [duration, tokens] pairs (with\n"
+             "--tokenizer and --bucket-batch-size, one size per pair): a cut\n"
+             "goes to the first pair whose D fits, then the smallest T that\n"
+             "fits among that D's pairs; a cut fitting none is filtered out;\n"
              "'linspace': NeMo's default when its config sets max_duration,\n"
              "evenly spaced from --min-duration to --max-cut-duration"},
     {CLI_OPT_CUSTOM, "bucket-batch-size", .metavar = "A,B,...", .handler = opt_bucket_batch_size,
@@ -260,6 +343,23 @@ const cli_opt cli_reader_group[] = {
     {CLI_OPT_CUSTOM, "max-cut-duration", .metavar = "S", SM(max_cut_duration),
      .handler = cli_opt_positive_seconds, .flags = CLI_BATCH_ONLY,
      .help = "filter out (and count) cuts longer than S seconds\n(default: none)"},
+    {CLI_OPT_CUSTOM, "max-tps", .metavar = "X[,X...]", SM(max_tps), .handler = opt_max_tps,
+     .flags = CLI_BATCH_ONLY,
+     .help = "with --tokenizer: filter out (and count) cuts of more than X\n"
+             "tokens per second; with 2D --bins, one X per bin, a cut over\n"
+             "its bucket's X fitting no bucket (default: none)"},
+    {CLI_OPT_DOUBLE, "min-tps", .metavar = "X", SM(min_tps), .dmin = 0, .dmax = 1e9,
+     .flags = CLI_BATCH_ONLY,
+     .help = "with --tokenizer: filter out (and count) cuts of fewer than X\n"
+             "tokens per second (default 0)"},
+    {CLI_OPT_U32, "min-tokens", .metavar = "N", SM(min_tokens), .min = 0, .max = UINT32_MAX,
+     .flags = CLI_BATCH_ONLY,
+     .help = "with --tokenizer: filter out (and count) cuts of fewer than N\n"
+             "tokens (default 0)"},
+    {CLI_OPT_U32, "max-tokens", .metavar = "N", SM(max_tokens), .min = 1, .max = UINT32_MAX,
+     .flags = CLI_BATCH_ONLY,
+     .help = "with --tokenizer: filter out (and count) cuts of more than N\n"
+             "tokens (default: none)"},
     /* features: batches only (docs/features.md) */
     {CLI_OPT_ENUM, "features", .metavar = "F", R(features), .choices = "none|fbank",
      .flags = CLI_BATCH_ONLY,
@@ -331,6 +431,12 @@ void cli_reader_opts_free(cli_reader_opts *ro)
     free(ro->bucket_batch_size);
     free((void *)ro->augment.speed_perturb);
     ro->augment.speed_perturb = NULL;
+    free(ro->tokenizer);
+    free(ro->bin_tokens);
+    free(ro->max_tps);
+    ro->bin_tokens = ro->max_tps = NULL;
+    ro->tokenizer = NULL;
+    ro->n_tokenizer = 0;
     ro->bins = NULL;
     ro->bucket_batch_size = NULL;
     ro->n_bins = ro->n_bucket_batch_size = 0;

@@ -24,6 +24,10 @@ typedef struct cli_reader_opts {
     /** --speed-perturb, --volume-perturb and their probabilities: the settings' `augment`
      *  points here once one is given (its factors malloc'ed). */
     sharc_augment_settings augment;
+    double *bin_tokens;     ///< 2D --bins: the token limit of each bin, malloc'ed
+    double *max_tps;        ///< --max-tps, malloc'ed
+    const char **tokenizer; ///< --tokenizer values (argv's strings), malloc'ed
+    size_t n_tokenizer;     ///< number of --tokenizer
 } cli_reader_opts;
 
 /**

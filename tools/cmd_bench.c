@@ -230,6 +230,7 @@ static const cli_opt options[] = {
                             "together; 0 = none (default 67108864)"),
     USE("retries", NULL),
     USE("timeout-ms", NULL),
+    USE("tokenizer", NULL),
     CLI_TEXT(
         "\nSampler (batches; Lhotse DynamicBucketingSampler equivalents in docs/sampler.md):\n"),
     {CLI_OPT_CUSTOM, "max-duration", .metavar = "S", SM(max_duration), .handler = parse_positive,

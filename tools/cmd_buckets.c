@@ -12,15 +12,19 @@
 
 #include "cli.h"
 #include "cli_opts.h"
+#include "buckets_2d.h"
 #include "cli_reader_opts.h"
 
 static const char *const cmd = "buckets";
 
 typedef struct buckets_opts {
     int num_buckets;
-    uint64_t num_cuts; /* 0 = all */
+    int num_subbuckets;       /* with --tokenizer: 2D bins */
+    double outlier_threshold; /* --token-outlier-threshold */
+    uint64_t num_cuts;        /* 0 = all */
     double min_duration, max_duration;
     int json, quiet;
+    cli_reader_opts ro; /* --tokenizer's list */
 } buckets_opts;
 
 /* --min-duration and --max-duration filter the cuts whose durations are estimated (they are
@@ -48,6 +52,18 @@ static const cli_opt options[] = {
      .help = "ignore cuts shorter than S seconds (default 0)"},
     {CLI_OPT_CUSTOM, "max-duration", .metavar = "S", OWN(max_duration), .handler = parse_seconds,
      .help = "ignore cuts longer than S seconds (default 0: no limit)"},
+    CLI_USE(cli_reader_group, "tokenizer",
+            "a SentencePiece model, or LANG=M once per language: estimate\n"
+            "NeMo's 2D bins of [duration, tokens] and each bin's max_tps\n"
+            "(estimate_duration_bins_2d.py; see below) (default: 1D bins)"),
+    {CLI_OPT_INT, "num-subbuckets", .metavar = "K", OWN(num_subbuckets), .min = 1, .max = 65536,
+     .help = "with --tokenizer: token sub-buckets per duration bucket\n"
+             "(default 2, as NeMo)"},
+    {CLI_OPT_DOUBLE, "token-outlier-threshold", .metavar = "Z", OWN(outlier_threshold),
+     .dmin = -1e9, .dmax = 1e9,
+     .help = "with --tokenizer: cuts whose tokens per second are more than Z\n"
+             "standard deviations above their bucket's mean are left out of\n"
+             "its sub-buckets (default 4, as NeMo)"},
     CLI_USE(cli_reader_group, "layout", "shard layout: auto, shar, nemo or wds (default auto)"),
     CLI_USE(cli_reader_group, "retries", NULL),
     CLI_USE(cli_reader_group, "timeout-ms", NULL),
@@ -92,6 +108,16 @@ static void print_help(void)
            "(len(bins) + 1 of them); padding_ratio = padding / (cuts * longest); min and max\n"
            "are null for an empty bucket. A run that fails prints {\"error\"} with why.\n"
            "\n"
+           "With --tokenizer, the bins are NeMo's 2D bins, as its\n"
+           "estimate_duration_bins_2d.py computes them: --num-buckets buckets of equal total\n"
+           "duration, each split into --num-subbuckets sub-buckets of equal total tokens\n"
+           "(buckets of one duration merged, with their sub-buckets), the cuts whose tokens\n"
+           "per second are outliers left out of the split, and each bucket's largest\n"
+           "remaining tokens per second as its max_tps; --max-duration, when given, is the\n"
+           "last bucket's duration. Text output: the script's lines (bucket_duration_bins and\n"
+           "max_tps, ready for a config); --json: {\"bucket_duration_bins\":[[d,t],...],\n"
+           "\"max_tps\":[...],\"cuts\",\"ignored_cuts\",\"num_buckets\"}.\n"
+           "\n"
            "Exit status: 0 success, 1 read error or too few cuts, 2 usage error.\n"
            "\n"
            "Example:\n"
@@ -105,6 +131,7 @@ static int parse_args(int argc, char **argv, sharc_reader_settings *s, buckets_o
                     .print_help = print_help,
                     .own = o,
                     .reader = s,
+                    .ro = &o->ro,
                     .argc = argc,
                     .argv = argv};
     int status = cli_opts_parse(&p);
@@ -125,11 +152,16 @@ static int parse_args(int argc, char **argv, sharc_reader_settings *s, buckets_o
 
 /* Durations of the cuts kept by the filters, in sorted shard order. Returns 0, or 1 after
  * saying why (a read error or out of memory). */
-static int collect(sharc_reader *r, const buckets_opts *o, double **out, size_t *n,
-                   uint64_t *ignored)
+static int collect(sharc_reader *r, const buckets_opts *o, double **out, uint32_t **tokens,
+                   size_t *n, uint64_t *ignored)
 {
     size_t cap = 1024;
     double *d = malloc(cap * sizeof *d);
+    uint32_t *t = tokens ? malloc(cap * sizeof *t) : NULL;
+    if (tokens && !t) {
+        free(d);
+        d = NULL;
+    }
     const sharc_cut *c;
     int rc = 0;
     *n = 0;
@@ -142,16 +174,26 @@ static int collect(sharc_reader *r, const buckets_opts *o, double **out, size_t 
         }
         if (*n == cap) {
             double *bigger = realloc(d, 2 * cap * sizeof *d);
-            if (!bigger) {
-                free(d);
+            uint32_t *more = tokens && bigger ? realloc(t, 2 * cap * sizeof *t) : t;
+            if (!bigger || !more) {
+                free(bigger ? bigger : d);
                 d = NULL;
                 break;
             }
             d = bigger;
+            t = more;
             cap *= 2;
+        }
+        if (tokens) {
+            const int32_t *ids;
+            size_t n_ids = 0;
+            (void)sharc_reader_cut_tokens(r, &ids, &n_ids);
+            t[*n] = (uint32_t)n_ids;
         }
         d[(*n)++] = c->duration;
     }
+    if (!d)
+        free(t);
     if (!d) {
         fail_with("out of memory after %zu cuts", *n);
         return 1;
@@ -160,9 +202,12 @@ static int collect(sharc_reader *r, const buckets_opts *o, double **out, size_t 
         snprintf(cli_failure_buf(), CLI_FAILURE_BYTES, "%s", sharc_reader_last_error(r));
         cli_report_error("buckets", "", cli_failure_buf());
         free(d);
+        free(t);
         return 1;
     }
     *out = d;
+    if (tokens)
+        *tokens = t;
     return 0;
 }
 
@@ -276,15 +321,18 @@ int cmd_buckets(int argc, char **argv)
     s.decode = 0;
     s.shuffle_shards = 0; /* sorted shard order: "the first N cuts" is well defined */
     s.epochs = 1;
-    buckets_opts o = {30, 0, 0, 0, 0, 0};
+    buckets_opts o = {.num_buckets = 30, .num_subbuckets = 2, .outlier_threshold = 4.0};
     int status = parse_args(argc, argv, &s, &o);
-    if (status >= 0)
+    if (status >= 0) {
+        cli_reader_opts_free(&o.ro);
         return status;
+    }
     cli_logger(&s.logger, o.quiet ? SHARC_LOG_ERROR : SHARC_LOG_WARN);
 
     status = CLI_EXIT_FAIL;
     sharc_reader *r = NULL;
     double *d = NULL, *bins = NULL;
+    uint32_t *t = NULL; /* with --tokenizer: each cut's tokens */
     bucket_stats *b = NULL;
     size_t n = 0, n_bins = 0;
     uint64_t ignored = 0;
@@ -294,7 +342,7 @@ int cmd_buckets(int argc, char **argv)
         cli_open_failure_text(cli_failure_buf(), CLI_FAILURE_BYTES, "dataset", rc);
         goto done;
     }
-    rc = collect(r, &o, &d, &n, &ignored);
+    rc = collect(r, &o, &d, s.n_tokenizer ? &t : NULL, &n, &ignored);
     sharc_reader_close(&r);
     if (rc != 0)
         goto done;
@@ -306,6 +354,12 @@ int cmd_buckets(int argc, char **argv)
         fail_with("%zu cuts are too few for %d buckets (Lhotse's estimation needs at least one "
                   "cut per bucket; a batch reader would use %zu buckets)%s",
                   n, o.num_buckets, n, filtered);
+        goto done;
+    }
+    if (t) {
+        status = cli_buckets_2d(d, t, n, ignored, o.num_buckets, o.num_subbuckets, o.max_duration,
+                                o.outlier_threshold, o.json);
+        reported = status == CLI_EXIT_OK;
         goto done;
     }
     bins = malloc((size_t)o.num_buckets * sizeof *bins);
@@ -335,5 +389,7 @@ done:
     free(bins);
     free(b);
     free(d);
+    free(t);
+    cli_reader_opts_free(&o.ro);
     return status;
 }

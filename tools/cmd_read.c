@@ -18,6 +18,7 @@
 #include "cli_loader.h"
 #include "cli_opts.h"
 #include "cli_reader_opts.h"
+#include "cli_tokens.h"
 #include "npy.h"
 
 static const char *const cmd = "read";
@@ -39,6 +40,7 @@ typedef struct save_point {
 typedef struct read_opts {
     int cuts_mode; /* --cuts */
     int json;
+    int json_tokens; /* --json-tokens */
     int quiet;
     int verbose;
     uint64_t limit; /* cuts with --cuts, else batches; 0 = no limit */
@@ -125,6 +127,7 @@ static const cli_opt options[] = {
     USE("channel"),
     USE("retries"),
     USE("timeout-ms"),
+    USE("tokenizer"),
     {CLI_OPT_U64, "limit", .metavar = "N", OWN(limit), .min = 1,
      .help = "stop after N batches (N cuts with --cuts) (default: no limit)"},
     CLI_TEXT("\nBatching (see docs/sampler.md for the Lhotse and NeMo names of each):\n"),
@@ -146,6 +149,10 @@ static const cli_opt options[] = {
     USE("drop-last"),
     USE("min-duration"),
     USE("max-cut-duration"),
+    USE("max-tps"),
+    USE("min-tps"),
+    USE("min-tokens"),
+    USE("max-tokens"),
     USE("threads"),
     USE("prefetch"),
     USE("read-ahead-bytes"),
@@ -200,6 +207,9 @@ static const cli_opt options[] = {
     CLI_TEXT("\nOutput:\n"),
     {CLI_OPT_FLAG, "json", OWN(json), .min = 1,
      .help = "print JSON Lines instead of text (see below)"},
+    {CLI_OPT_FLAG, "json-tokens", OWN(json_tokens), .min = 1, .flags = CLI_BATCH_ONLY,
+     .help = "with --json and --tokenizer: each batch object also holds\n"
+             "\"tokens\", each cut's token ids in row order"},
     {CLI_OPT_FLAG, "quiet", OWN(quiet), .min = 1,
      .help = "print only the summary; library warnings are not shown"},
     {CLI_OPT_FLAG, "verbose", OWN(verbose), .min = 1,
@@ -674,7 +684,7 @@ static int batch_info_compute(const sharc_batch *b, int given_rate, batch_info *
 }
 
 static void print_batch_json(const sharc_batch *b, const batch_info *bi, const cli_dist *d,
-                             const sharc_loader *l)
+                             const sharc_loader *l, int tokens)
 {
     FILE *f = stdout;
     fprintf(f, "{\"type\":\"batch\",\"step\":%" PRIu64 ",\"epoch\":%" PRIu64 ",\"cuts\":%" PRId64,
@@ -697,6 +707,8 @@ static void print_batch_json(const sharc_batch *b, const batch_info *bi, const c
     cli_json_key(f, "padded_seconds", 0);
     cli_json_num(f, bi->padded_seconds);
     fprintf(f, ",\"audio_crc32\":%" PRIu32, bi->crc);
+    if (tokens)
+        cli_tokens_json(f, b);
     cli_dist_json(f, d, l);
     fputs("}\n", f);
 }
@@ -935,7 +947,7 @@ static int handle_batch_host(sharc_loader *l, const sharc_batch *b, read_opts *o
     run->audio_seconds += bi.audio_seconds;
     run->padded_seconds += bi.padded_seconds;
     if (o->json)
-        print_batch_json(b, &bi, &o->dist, l);
+        print_batch_json(b, &bi, &o->dist, l, o->json_tokens);
     else if (!o->quiet)
         print_batch_text(b, &bi);
     /* A slot's peers receive the batch its source wrote: only the source writes it. */
@@ -1294,6 +1306,7 @@ static int finish_args(sharc_reader_settings *s, read_opts *o)
     }
     st->bins = o->ro.bins;
     st->n_bins = o->ro.n_bins;
+    st->bin_tokens = o->ro.bin_tokens;
     if (st->max_cut_duration > 0 && st->max_cut_duration < st->min_duration)
         return cli_usage_error(cmd, "--max-cut-duration %g is less than --min-duration %g",
                                st->max_cut_duration, st->min_duration);

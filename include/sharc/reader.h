@@ -146,7 +146,22 @@ typedef struct sharc_sampler_settings {
     uint32_t world_size;       ///< consecutive batches drawn from one bucket choice (default 1)
     double min_duration;       ///< shorter cuts are filtered out and counted (default 0)
     double max_cut_duration;   ///< longer cuts are filtered out and counted; 0 = none (default 0)
-    uint8_t reserved[64];      ///< room for later fields; must be zero
+    /** 2D buckets (NeMo's bucket_duration_bins as [duration, tokens] pairs; needs a
+     *  tokenizer): the token limit of each of the n_bins bins, whose durations are `bins`,
+     *  sorted by duration, then tokens; bucket_batch_size is then required. A cut goes to
+     *  the bucket NeMo's find_smallest_bucket picks in strict mode (the first bin whose
+     *  duration fits, then the first among the bins of that duration whose token limit
+     *  fits), and one that fits none is filtered out and counted. Copied. NULL: 1D (default) */
+    const double *bin_tokens;
+    /** Tokens per second, at most (needs a tokenizer): one cap for every cut, or, with
+     *  bin_tokens, one per bin (a cut over its bucket's cap fits no bucket); filtered cuts
+     *  are counted. Copied. NULL: none (default) */
+    const double *max_tps;
+    size_t n_max_tps;     ///< values in max_tps: 1, or n_bins with bin_tokens (default 0)
+    double min_tps;       ///< cuts with fewer tokens per second are filtered out (default 0)
+    uint32_t min_tokens;  ///< cuts with fewer tokens are filtered out (default 0)
+    uint32_t max_tokens;  ///< cuts with more tokens are filtered out; 0 = none (default 0)
+    uint8_t reserved[24]; ///< room for later fields; must be zero
 } sharc_sampler_settings;
 
 /**
@@ -286,7 +301,18 @@ typedef struct sharc_reader_settings {
      *  keeps its duration; windows are cut at the source rate, then converted. 0: a cut at
      *  another rate is an AUDIO_FORMAT problem (default 0). */
     int resample;
-    uint8_t reserved[28]; ///< room for later fields; must be zero
+    /** SentencePiece models that tokenize each cut's transcript (its supervisions' texts
+     *  joined by a space) once, when its metadata is read (docs/sampler.md): one "PATH", or
+     *  one "LANG=PATH" per language as NeMo's AggregateTokenizer (each language's ids offset
+     *  by the vocabulary sizes of the models before it; a cut's language from its metadata
+     *  or its mixture source's `lang` tag). Loaded by sharc_reader_open, which fails naming
+     *  a model that cannot be read. Batches then hold `tokens` i32 [B, L] (padded with the
+     *  first model's pad id, or 0 when it has none) and `token_lens` i32 [B]; a cut whose
+     *  transcript is not UTF-8, or whose language has no model, is a JSON problem. Strings
+     *  are read only by open. NULL: no tokens (default). */
+    const char *const *tokenizer;
+    size_t n_tokenizer;  ///< number of entries of `tokenizer` (default 0)
+    uint8_t reserved[8]; ///< room for later fields; must be zero
 } sharc_reader_settings;
 
 /**
@@ -397,6 +423,16 @@ SHARC_API int sharc_reader_open(sharc_reader **out, const sharc_reader_settings 
  *         stays failed and returns the same error.
  */
 SHARC_API int sharc_reader_next(sharc_reader *r, const sharc_cut **cut);
+
+/**
+ * The token ids of the cut the last sharc_reader_next() returned, made by the reader's
+ * tokenizer (sharc_reader_settings.tokenizer) from its transcript.
+ * @param ids receives a pointer owned by the reader, valid until the next call to
+ *        sharc_reader_next() (NULL when there are none)
+ * @param n receives the number of ids
+ * @return 0, or SHARC_ERR(EINVAL) for a reader without a tokenizer or before a cut
+ */
+SHARC_API int sharc_reader_cut_tokens(sharc_reader *r, const int32_t **ids, size_t *n);
 
 /**
  * Return the next batch (see include/sharc/batch.h for its tensors). The first call starts

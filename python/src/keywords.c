@@ -26,9 +26,11 @@ enum kw_kind {
     KW_BINS,
     KW_BBS,
     KW_PATH,
-    KW_SPEEDS,    ///< augment.speed_perturb
-    KW_VOLUME,    ///< augment.volume_perturb_db: [low, high]
-    KW_AUG_DOUBLE ///< a double of augment, at `offset` in sharc_augment_settings
+    KW_SPEEDS,     ///< augment.speed_perturb
+    KW_VOLUME,     ///< augment.volume_perturb_db: [low, high]
+    KW_AUG_DOUBLE, ///< a double of augment, at `offset` in sharc_augment_settings
+    KW_TOKENIZER,
+    KW_TPS
 };
 
 typedef struct {
@@ -94,6 +96,14 @@ static const kw_def kw_defs[] = {
     {"mix_finite", KW_BOOL, R(mix_finite), 0, 0, 0},
     /* "cpu" or "cuda[:N]" (or a torch.device, by its str()): the CLI's --device */
     {"device", KW_DEVICE, R(device), 0, 0, 0},
+    /* a model path, a list of "LANG=PATH", or a dict {LANG: PATH} (NeMo's
+     * AggregateTokenizer): the CLI's --tokenizer, repeated */
+    {"tokenizer", KW_TOKENIZER, R(tokenizer), 0, 0, 0},
+    /* with a tokenizer: NeMo's token filters; max_tps a number or one per 2D bin */
+    {"max_tps", KW_TPS, 0, 0, 1e9, 1},
+    {"min_tps", KW_DOUBLE, SM(min_tps), 0, 1e9, 0},
+    {"min_tokens", KW_U32, SM(min_tokens), 0, UINT32_MAX, 0},
+    {"max_tokens", KW_U32, SM(max_tokens), 1, UINT32_MAX, 0},
 };
 #undef R
 #undef SM
@@ -367,6 +377,151 @@ static int kw_augment_list(ReaderObject *self, const kw_def *d, PyObject *v)
     return 0;
 }
 
+void sharc__py_free_tokenizer(ReaderObject *self)
+{
+    for (size_t i = 0; i < self->n_tokenizer; i++)
+        free(self->tokenizer[i]);
+    free(self->tokenizer);
+    self->tokenizer = NULL;
+    self->n_tokenizer = 0;
+    self->s.tokenizer = NULL;
+    self->s.n_tokenizer = 0;
+}
+
+/* Add one model, `lang` (NULL: none) and the path `p`, as "LANG=PATH" or "PATH". */
+static int add_model(ReaderObject *self, const kw_def *d, PyObject *lang, PyObject *p)
+{
+    char *path = NULL, *l = NULL, *spec = NULL;
+    if (fs_path(p, d->name, &path) < 0 || (lang && fs_path(lang, d->name, &l) < 0)) {
+        free(path);
+        return -1;
+    }
+    char **grown = realloc(self->tokenizer, (self->n_tokenizer + 1) * sizeof *grown);
+    if (grown)
+        self->tokenizer = grown;
+    if (grown && (spec = malloc((l ? strlen(l) : 0) + strlen(path) + 2)))
+        sprintf(spec, l ? "%s=%s" : "%s%s", l ? l : "", path);
+    free(path);
+    free(l);
+    if (!spec) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->tokenizer[self->n_tokenizer++] = spec;
+    return 0;
+}
+
+void sharc__py_free_token_lists(ReaderObject *self)
+{
+    free(self->bin_tokens);
+    free(self->max_tps);
+    self->bin_tokens = self->max_tps = NULL;
+}
+
+/* Numbers of `v` (a number, or a sequence of `pair` numbers per item when pair is 2, of one
+ * number each when 1) into a malloc'd array: column `col` of each item. */
+static int kw_numbers(const kw_def *d, PyObject *v, int pair, int col, double **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (pair == 1 && (PyFloat_Check(v) || PyLong_Check(v))) {
+        double x;
+        if (kw_double(d, v, &x) < 0 || !(*out = malloc(sizeof x)))
+            return PyErr_Occurred() ? -1 : (PyErr_NoMemory(), -1);
+        **out = x;
+        *n = 1;
+        return 0;
+    }
+    if (PyUnicode_Check(v) || !PySequence_Check(v))
+        return kw_error_type(
+            d->name,
+            pair == 2 ? "a list of [duration, tokens] pairs" : "a number or a list of numbers", v);
+    Py_ssize_t len = PySequence_Size(v);
+    if (len <= 0 || !(*out = calloc((size_t)len, sizeof **out)))
+        return len < 0 ? -1
+                       : (len == 0 ? kw_error_type(d->name, "a non-empty list", v)
+                                   : (PyErr_NoMemory(), -1));
+    int rc = 0;
+    for (Py_ssize_t i = 0; rc == 0 && i < len; i++) {
+        PyObject *item = PySequence_GetItem(v, i), *x = item;
+        if (item && pair == 2)
+            x = PySequence_Check(item) && PySequence_Size(item) == 2
+                    ? PySequence_GetItem(item, col)
+                    : (kw_error_type(d->name, "a list of [duration, tokens] pairs", item), NULL);
+        rc = x ? kw_double(d, x, &(*out)[i]) : -1;
+        if (x != item)
+            Py_XDECREF(x);
+        Py_XDECREF(item);
+    }
+    if (rc < 0) {
+        free(*out);
+        *out = NULL;
+        return -1;
+    }
+    *n = (size_t)len;
+    return 0;
+}
+
+/* bins=[[duration, tokens], ...]: NeMo's 2D bins (the sampler checks their order). */
+static int kw_bins_2d(ReaderObject *self, const kw_def *d, PyObject *v)
+{
+    double *dur = NULL, *tok = NULL;
+    size_t n = 0, n2 = 0;
+    if (kw_numbers(d, v, 2, 0, &dur, &n) < 0 || kw_numbers(d, v, 2, 1, &tok, &n2) < 0) {
+        free(dur);
+        return -1;
+    }
+    free(self->bins);
+    free(self->bin_tokens);
+    self->bins = dur;
+    self->bin_tokens = tok;
+    self->s.sampler.bins = dur;
+    self->s.sampler.bin_tokens = tok;
+    self->s.sampler.n_bins = n;
+    return 0;
+}
+
+static int kw_max_tps(ReaderObject *self, const kw_def *d, PyObject *v)
+{
+    double *x;
+    size_t n;
+    if (kw_numbers(d, v, 1, 0, &x, &n) < 0)
+        return -1;
+    free(self->max_tps);
+    self->max_tps = x;
+    self->s.sampler.max_tps = x;
+    self->s.sampler.n_max_tps = n;
+    return 0;
+}
+
+static int kw_tokenizer(ReaderObject *self, const kw_def *d, PyObject *v)
+{
+    sharc__py_free_tokenizer(self);
+    int rc = 0;
+    if (PyDict_Check(v)) {
+        PyObject *k, *p;
+        Py_ssize_t pos = 0;
+        while (rc == 0 && PyDict_Next(v, &pos, &k, &p))
+            rc = PyUnicode_Check(k) ? add_model(self, d, k, p)
+                                    : kw_error_type(d->name, "a dict with str keys", k);
+    } else if (PyList_Check(v) || PyTuple_Check(v)) {
+        for (Py_ssize_t i = 0; rc == 0 && i < PySequence_Size(v); i++) {
+            PyObject *item = PySequence_GetItem(v, i);
+            rc = item ? add_model(self, d, NULL, item) : -1;
+            Py_XDECREF(item);
+        }
+    } else if (v != Py_None) {
+        rc = add_model(self, d, NULL, v);
+    }
+    if (rc < 0) {
+        sharc__py_free_tokenizer(self);
+        return -1;
+    }
+    self->s.tokenizer = (const char *const *)self->tokenizer;
+    self->s.n_tokenizer = self->n_tokenizer;
+    return 0;
+}
+
 static int set_keyword(ReaderObject *self, const kw_def *d, PyObject *v, int *linspace)
 {
     static const char *const layouts[] = {"auto", "shar", "nemo", "wds", NULL};
@@ -433,6 +588,14 @@ static int set_keyword(ReaderObject *self, const kw_def *d, PyObject *v, int *li
             *linspace = 1;
             return 0;
         }
+        PyObject *first = PySequence_Check(v) && !PyUnicode_Check(v) && PySequence_Size(v) > 0
+                              ? PySequence_GetItem(v, 0)
+                              : NULL;
+        const int pairs = first && PySequence_Check(first) && !PyUnicode_Check(first);
+        Py_XDECREF(first);
+        PyErr_Clear();
+        if (pairs)
+            return kw_bins_2d(self, d, v);
         void *arr = NULL;
         size_t n = 0;
         if (kw_list(self, d, v, 0, &arr, &n) < 0)
@@ -453,6 +616,10 @@ static int set_keyword(ReaderObject *self, const kw_def *d, PyObject *v, int *li
         self->s.sampler.bucket_batch_size = self->bbs;
         return 0;
     }
+    case KW_TOKENIZER:
+        return kw_tokenizer(self, d, v);
+    case KW_TPS:
+        return kw_max_tps(self, d, v);
     case KW_PATH: {
         char *cfg;
         const int structure = PyList_Check(v) || PyDict_Check(v);

@@ -31,6 +31,8 @@ static void reader_free_settings(ReaderObject *self)
     free(self->bins);
     free(self->bbs);
     free(self->speeds);
+    sharc__py_free_tokenizer(self);
+    sharc__py_free_token_lists(self);
     free(self->resume);
     self->paths = NULL;
     self->n_paths = 0;

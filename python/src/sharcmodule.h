@@ -95,11 +95,20 @@ typedef struct {
     uint32_t *bbs;
     sharc_augment_settings augment; ///< s.augment points here once a perturbation is given
     double *speeds;                 ///< augment.speed_perturb
+    char **tokenizer;               /* the tokenizer keyword's models, "PATH" or "LANG=PATH" */
+    size_t n_tokenizer;
+    double *bin_tokens; /* 2D bins' token limits */
+    double *max_tps;
     void *resume;
     size_t resume_size;
     int busy;
     logcap *log;
 } ReaderObject;
+
+/** Free the tokenizer keyword's strings (self->tokenizer) and clear them. */
+void sharc__py_free_tokenizer(ReaderObject *self);
+/** Free self->bin_tokens and self->max_tps. */
+void sharc__py_free_token_lists(ReaderObject *self);
 
 /*
  * Fill self->s (already at its defaults) from the Reader's positional `paths` and its

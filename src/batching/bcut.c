@@ -46,7 +46,9 @@ int sharc__bcut_from_raw(sharc__bufpool *pool, sharc__rawcut *c, size_t n_shards
     size_t strings = c->id.len + 1 + c->member.len + 1 + str_room(&c->text, c->has_text) +
                      str_room(&c->speaker, c->has_speaker) +
                      str_room(&c->language, c->has_language);
-    size_t bytes = sizeof(sharc__bcut) + strings;
+    /* The tokens first: the block is aligned for the struct, and so for int32 after it. */
+    const size_t token_bytes = c->has_tokens ? c->tokens.len : 0;
+    size_t bytes = sizeof(sharc__bcut) + token_bytes + strings;
     sharc__bcut *b = sharc__malloc(ctx, bytes);
     *out = NULL;
     if (!b)
@@ -57,6 +59,11 @@ int sharc__bcut_from_raw(sharc__bufpool *pool, sharc__rawcut *c, size_t n_shards
         return rc;
     }
     char *q = (char *)(b + 1);
+    b->tokens = c->has_tokens ? (const int32_t *)(void *)q : NULL;
+    b->n_tokens = (uint32_t)(token_bytes / sizeof(int32_t));
+    if (token_bytes)
+        memcpy(q, c->tokens.data, token_bytes);
+    q += token_bytes;
     b->duration = c->duration;
     b->block_bytes = bytes;
     b->job.id = put_str(&q, &c->id, 1);

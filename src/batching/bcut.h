@@ -45,6 +45,8 @@ typedef struct sharc__bcut {
     double duration;
     sharc__decode_job job; ///< points into this block and `audio`
     const char *text, *speaker, *language;
+    const int32_t *tokens; ///< the transcript's token ids, in this block (NULL without a tokenizer)
+    uint32_t n_tokens;     ///< how many
     /** A mixture's tag values for the batch's tag columns (NULL entries where its source has
      *  none), owned by the reader; NULL for a single dataset. */
     const char *const *tags;

@@ -94,6 +94,37 @@ int sharc__collate_check_i32(sharc__ctx *ctx, uint64_t step, size_t n_cuts, int6
     return 0;
 }
 
+/* `tokens` [B, L] (L the most tokens of a row) and `token_lens` [B]. */
+static int add_token_tensors(sharc__collation *col, int64_t B)
+{
+    int64_t L = 0;
+    for (size_t i = 0; i < col->n; i++)
+        if ((int64_t)col->cuts[i]->n_tokens > L)
+            L = col->cuts[i]->n_tokens;
+    int64_t shape_tokens[2] = {B, L}, shape_b[1] = {B};
+    int rc = sharc__batch_add_tensor(col->batch, "tokens", SHARC_DTYPE_I32, SHARC_DEVICE_HOST, 0, 2,
+                                     shape_tokens);
+    if (rc >= 0)
+        rc = sharc__batch_add_tensor(col->batch, "token_lens", SHARC_DTYPE_I32, SHARC_DEVICE_HOST,
+                                     0, 1, shape_b);
+    return rc;
+}
+
+/* Each row's ids, padded with the tokenizer's pad id; `t` is the tokens tensor. */
+static void fill_tokens(const sharc__collation *col, sharc_tensor *t)
+{
+    const size_t L = (size_t)t->shape[1];
+    int32_t *ids = t->data, *lens = t[1].data;
+    for (size_t i = 0; i < col->n; i++) {
+        const bcut *c = col->cuts[i];
+        if (c->n_tokens)
+            memcpy(ids + i * L, c->tokens, c->n_tokens * sizeof(int32_t));
+        for (size_t k = c->n_tokens; k < L; k++)
+            ids[i * L + k] = col->pad_id;
+        lens[i] = (int32_t)c->n_tokens;
+    }
+}
+
 /* Declare the batch's tensors, then fill everything but the audio samples. */
 int sharc__collate_layout(sharc__collation *col, sharc__ctx *ctx, sharc__batch_pool *pool,
                           uint64_t step)
@@ -149,6 +180,8 @@ int sharc__collate_layout(sharc__collation *col, sharc__ctx *ctx, sharc__batch_p
             rc = sharc__batch_add_tensor(b, name, SHARC_DTYPE_U8, SHARC_DEVICE_HOST, 0, 1,
                                          shape_bytes);
     }
+    if (rc >= 0 && col->tokens)
+        rc = add_token_tensors(col, B);
     if (rc < 0 || (rc = sharc__batch_finish(b)) < 0) {
         /* Most often one cut's metadata lies about its length: name the longest. */
         const bcut *c = col->cuts[longest];
@@ -178,7 +211,29 @@ int sharc__collate_layout(sharc__collation *col, sharc__ctx *ctx, sharc__batch_p
         }
         off[col->n] = at;
     }
+    if (col->tokens)
+        fill_tokens(col, &b->tensors[3 + 2 * n_cols]);
     return 0;
+}
+
+/* The rows of the tokens tensor `t` (and token_lens after it) without the skipped ones. */
+static void compact_tokens(sharc_tensor *t, const uint8_t *skipped, size_t n)
+{
+    const size_t L = (size_t)t->shape[1];
+    int32_t *ids = t->data, *lens = t[1].data;
+    size_t out = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (skipped[i])
+            continue;
+        if (out != i) {
+            memmove(ids + out * L, ids + i * L, L * sizeof(int32_t));
+            lens[out] = lens[i];
+        }
+        out++;
+    }
+    t->shape[0] = t[1].shape[0] = (int64_t)out;
+    t->nbytes = out * L * sizeof(int32_t);
+    t[1].nbytes = out * sizeof(int32_t);
 }
 
 /*
@@ -245,6 +300,8 @@ double sharc__collate_compact(sharc__collation *col, const uint8_t *skipped)
         b->tensors[t].shape[0] = (int64_t)out;
         b->tensors[t].nbytes = out * 4;
     }
+    if (col->tokens)
+        compact_tokens(&b->tensors[3 + 2 * n_cols], skipped, col->n);
     col->T = (int64_t)T2;
     return col->rate > 0 ? (double)kept * (double)(T - T2) / (double)col->rate : 0;
 }

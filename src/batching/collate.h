@@ -29,6 +29,10 @@ typedef struct sharc__collation {
      *  sharc__bcut.tags), at most SHARC__MAX_TAG_COLUMNS. */
     size_t n_tags;
     const char *const *tag_names;
+    /** The reader has a tokenizer: `tokens` i32 [B, L] (each row's ids, then `pad_id`) and
+     *  `token_lens` i32 [B] follow the string columns. */
+    int tokens;
+    int32_t pad_id;
 } sharc__collation;
 
 #define SHARC__MAX_TAG_COLUMNS 8

@@ -592,6 +592,12 @@ static void sampler_settings(const sharc_reader_settings *rs, sharc__sampler_set
     o->world_size = s->world_size;
     o->min_item_duration = s->min_duration;
     o->max_item_duration = s->max_cut_duration;
+    o->bin_tokens = s->bin_tokens;
+    o->max_tps = s->max_tps;
+    o->n_max_tps = s->n_max_tps;
+    o->min_tps = s->min_tps;
+    o->min_tokens = s->min_tokens;
+    o->max_tokens = s->max_tokens;
 }
 
 int sharc__pipeline_check_settings(sharc__ctx *ctx, const sharc_reader_settings *s)
@@ -602,6 +608,11 @@ int sharc__pipeline_check_settings(sharc__ctx *ctx, const sharc_reader_settings 
      * is given, that is reported at the first batch, and the rest is checked here. */
     if (o.max_duration == 0 && o.max_cuts == 0 && !o.bucket_batch_size)
         o.max_cuts = 1;
+    if (!s->n_tokenizer &&
+        (o.bin_tokens || o.n_max_tps || o.min_tps > 0 || o.min_tokens || o.max_tokens))
+        return sharc__fail(ctx, SHARC_ERR(EINVAL),
+                           "sampler settings: 2D bins (bin_tokens), max_tps, min_tps, "
+                           "min_tokens and max_tokens count tokens, and need a tokenizer");
     return sharc__sampler_check_settings(ctx, &o);
 }
 
@@ -713,6 +724,10 @@ int sharc__pipeline_start(sharc__pipeline **out, const sharc__pipeline_config *c
             p->slots[k].col.n_tags = n_tags;
             p->slots[k].col.tag_names = names;
         }
+    }
+    for (size_t k = 0; rc == 0 && c->tokenizer && k < p->n_slots; k++) {
+        p->slots[k].col.tokens = 1;
+        p->slots[k].col.pad_id = sharc__tokenizer_pad_id(c->tokenizer);
     }
     if (rc == 0 && p->cs.ops->n_sources) {
         size_t n = p->cs.ops->n_sources(p->cs.self);

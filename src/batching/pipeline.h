@@ -12,6 +12,7 @@
 
 #include "base/ctx.h"
 #include "plan/dataset.h"
+#include "plan/tokenizer.h"
 #include "sharc/reader.h"
 #include "walk/cutsource.h"
 #include "walk/walk.h"
@@ -27,6 +28,9 @@ typedef struct sharc__pipeline_config {
     const uint8_t *resume;     ///< a state to resume from (sharc_reader_state_save), or NULL
     size_t resume_len;
     uint64_t state_hash; ///< sharc__resume_hash() of the shards and settings
+    /** The tokenizer the cut source tokenizes with (its cuts carry tokens), or NULL: the
+     *  batches then hold `tokens` and `token_lens`. */
+    const sharc__tokenizer *tokenizer;
 } sharc__pipeline_config;
 
 /** Check the batching settings `s`, as starting a pipeline would. */

@@ -46,6 +46,7 @@ static int pull_item(void *cookie, sharc__sitem *out)
     out->duration = b->duration;
     out->key = b->key;
     out->bytes = sharc__bcut_bytes(b);
+    out->tokens = b->n_tokens;
     out->payload = b;
     return 0;
 }
@@ -53,7 +54,8 @@ static int pull_item(void *cookie, sharc__sitem *out)
 static void release_item(void *cookie, sharc__sitem *item, sharc__release_reason why)
 {
     sharc__pipeline *p = cookie;
-    if (why == SHARC__RELEASE_TOO_SHORT || why == SHARC__RELEASE_TOO_LONG) {
+    if (why == SHARC__RELEASE_TOO_SHORT || why == SHARC__RELEASE_TOO_LONG ||
+        why == SHARC__RELEASE_TOKENS || why == SHARC__RELEASE_NO_BUCKET) {
         p->stats->filtered_cuts++;
         /* Filtered as it was pulled, so it is a cut of the epoch being read. */
         sharc__cs_uncount_cut(&p->cs);
@@ -133,6 +135,7 @@ static int reload_item(void *cookie, uint64_t key, sharc__sitem *out)
     out->duration = b->duration;
     out->key = key;
     out->bytes = sharc__bcut_bytes(b);
+    out->tokens = b->n_tokens;
     out->payload = b;
     return 0;
 }

@@ -44,6 +44,25 @@ size_t sharc__bucket_of(const double *bins, size_t n_bins, double duration)
     return lo;
 }
 
+size_t sharc__bucket_of_2d(const double *bins, const double *tokens, const double *max_tps,
+                           size_t n_bins, double duration, uint32_t n_tokens)
+{
+    const size_t begin = sharc__bucket_of(bins, n_bins, duration);
+    if (begin == n_bins)
+        return n_bins;
+    size_t end = begin;
+    while (end < n_bins && bins[end] == bins[begin])
+        end++;
+    const size_t fit = begin + sharc__bucket_of(tokens + begin, end - begin, (double)n_tokens);
+    if (fit == end)
+        return n_bins;
+    /* NeMo compares tokens / duration > max_ratio: a zero duration gives inf (or nan for no
+     * tokens, which passes), as numpy's division does. */
+    if (max_tps && (double)n_tokens / duration > max_tps[fit])
+        return n_bins;
+    return fit;
+}
+
 /* numpy's pairwise summation (float64 add.reduce), so the per-bucket total, and thus
  * every comparison against it, is bit-identical to Lhotse's `sizes.sum()`. */
 static double pairwise_sum(const double *a, size_t n)
@@ -161,12 +180,60 @@ static uint64_t hash_settings(const sharc__sampler *s)
     h = sharc__fnv1a_u64(h, st->sync_buckets ? st->world_size : 0);
     h = sharc__fnv1a_u64(h, dbits(st->min_item_duration));
     h = sharc__fnv1a_u64(h, dbits(st->max_item_duration));
+    /* The token settings, only when set: states saved before they existed still match. */
+    if (s->bin_tokens || st->n_max_tps || st->min_tps > 0 || st->min_tokens || st->max_tokens) {
+        h = sharc__fnv1a_u64(h, 0x544f4b454e53ull); /* "TOKENS" */
+        for (size_t i = 0; s->bin_tokens && i < st->n_bins; i++)
+            h = sharc__fnv1a_u64(h, dbits(s->bin_tokens[i]));
+        h = sharc__fnv1a_u64(h, st->n_max_tps);
+        for (size_t i = 0; i < st->n_max_tps; i++)
+            h = sharc__fnv1a_u64(h, dbits(s->max_tps[i]));
+        h = sharc__fnv1a_u64(h, dbits(st->min_tps));
+        h = sharc__fnv1a_u64(h, st->min_tokens);
+        h = sharc__fnv1a_u64(h, st->max_tokens);
+    }
     return h;
 }
 
 int sharc__sampler_bad_nonneg(double x)
 {
     return !isfinite(x) || x < 0;
+}
+
+/* The 2D bins, the tokens-per-second caps and the token limits. */
+static int check_token_settings(sharc__ctx *ctx, const sharc__sampler_settings *st)
+{
+#define BAD(...) sharc__fail(ctx, SHARC_ERR(EINVAL), "sampler settings: " __VA_ARGS__)
+    if (st->bin_tokens) {
+        if (!st->bins || !st->bucket_batch_size)
+            return BAD("2D bins ([duration, tokens] pairs) need bucket_batch_size, one size per "
+                       "pair");
+        for (size_t i = 0; i < st->n_bins; i++) {
+            const double t = st->bin_tokens[i];
+            if (sharc__sampler_bad_nonneg(t))
+                return BAD("2D bin %zu has a token limit of %g, not a finite value >= 0", i, t);
+            if (i && st->bins[i] == st->bins[i - 1] && t < st->bin_tokens[i - 1])
+                return BAD("2D bins must be sorted by duration, then tokens: bin %zu [%g, %g] "
+                           "comes after [%g, %g]",
+                           i, st->bins[i], t, st->bins[i - 1], st->bin_tokens[i - 1]);
+        }
+    }
+    if (st->n_max_tps && !st->max_tps)
+        return BAD("n_max_tps is %zu but max_tps is NULL", st->n_max_tps);
+    if (st->n_max_tps > 1 && !(st->bin_tokens && st->n_max_tps == st->n_bins))
+        return BAD("max_tps has %zu values: one, or one per 2D bin (%zu)", st->n_max_tps,
+                   st->bin_tokens ? st->n_bins : (size_t)0);
+    for (size_t i = 0; i < st->n_max_tps; i++)
+        if (!(st->max_tps[i] > 0) || !isfinite(st->max_tps[i]))
+            return BAD("max_tps[%zu] is %g, not a finite value > 0", i, st->max_tps[i]);
+    if (sharc__sampler_bad_nonneg(st->min_tps))
+        return BAD("min_tps %g is not a finite value >= 0", st->min_tps);
+    if (st->n_max_tps == 1 && st->min_tps > st->max_tps[0])
+        return BAD("min_tps %g > max_tps %g", st->min_tps, st->max_tps[0]);
+    if (st->max_tokens && st->min_tokens > st->max_tokens)
+        return BAD("min_tokens %u > max_tokens %u", st->min_tokens, st->max_tokens);
+    return 0;
+#undef BAD
 }
 
 int sharc__sampler_check_settings(sharc__ctx *ctx, const sharc__sampler_settings *st)
@@ -209,7 +276,7 @@ int sharc__sampler_check_settings(sharc__ctx *ctx, const sharc__sampler_settings
     } else if (!(st->max_duration > 0) && !st->max_cuts) {
         return BAD("one of max_duration, max_cuts or bucket_batch_size is required");
     }
-    return 0;
+    return check_token_settings(ctx, st);
 #undef BAD
 }
 
@@ -266,9 +333,14 @@ void sharc__sampler_admit(sharc__sampler *s, const sharc__sitem *it, size_t b)
     s->bytes += it->bytes;
 }
 
-static size_t target_bucket(const sharc__sampler *s, double d)
+size_t sharc__sampler_bucket_of(const sharc__sampler *s, const sharc__sitem *it)
 {
-    return s->bins_ready ? sharc__bucket_of(s->bins, s->n_bins, d) : 0;
+    if (!s->bins_ready)
+        return 0;
+    if (s->bin_tokens)
+        return sharc__bucket_of_2d(s->bins, s->bin_tokens, s->st.n_max_tps > 1 ? s->max_tps : NULL,
+                                   s->n_bins, it->duration, it->tokens);
+    return sharc__bucket_of(s->bins, s->n_bins, it->duration);
 }
 
 void sharc__sampler_give_back(sharc__sampler *s, sharc__sitem *it, sharc__release_reason why)
@@ -323,6 +395,15 @@ static int filter_of(const sharc__sampler_settings *st, double duration)
     return -1;
 }
 
+/* Whether the token limits filter out `it` (NeMo's TokenCountFilter and, with one cap,
+ * TokenPerSecondFilter, whose bounds are inclusive). */
+static int token_filtered(const sharc__sampler_settings *st, const sharc__sitem *it)
+{
+    const double tps = (double)it->tokens / it->duration; /* numpy's: inf or nan at 0 s */
+    return it->tokens < st->min_tokens || (st->max_tokens && it->tokens > st->max_tokens) ||
+           tps < st->min_tps || (st->n_max_tps == 1 && tps > st->max_tps[0]);
+}
+
 /* Pull one item into `pending`. 0: pending set; FILTERED: item filtered, pull again. */
 static int pull_one(sharc__sampler *s)
 {
@@ -352,6 +433,15 @@ static int pull_one(sharc__sampler *s)
         else
             s->stats.too_long++;
         sharc__sampler_give_back(s, &it, (sharc__release_reason)filter);
+        return FILTERED;
+    }
+    /* Counted by the source, as the state's counters predate these filters. */
+    if (token_filtered(&s->st, &it)) {
+        sharc__sampler_give_back(s, &it, SHARC__RELEASE_TOKENS);
+        return FILTERED;
+    }
+    if (s->bin_tokens && sharc__sampler_bucket_of(s, &it) == s->n_bins) {
+        sharc__sampler_give_back(s, &it, SHARC__RELEASE_NO_BUCKET);
         return FILTERED;
     }
     if (s->bbs && it.duration > s->bins[s->n_bins - 1]) {
@@ -391,7 +481,7 @@ static int top_up(sharc__sampler *s, size_t target)
         }
         if (s->count >= target || over_budget(s))
             return 0;
-        sharc__sampler_admit(s, &s->pending, target_bucket(s, s->pending.duration));
+        sharc__sampler_admit(s, &s->pending, sharc__sampler_bucket_of(s, &s->pending));
         s->has_pending = 0;
     }
     return 0;
@@ -457,7 +547,7 @@ static int estimate_and_assign(sharc__sampler *s)
     bucket_reset(&s->buckets[0]);
     while (slot != NONE) {
         uint32_t nxt = s->next[slot];
-        list_append(s, target_bucket(s, s->items[slot].duration), slot);
+        list_append(s, sharc__sampler_bucket_of(s, &s->items[slot]), slot);
         slot = nxt;
     }
     return 0;
@@ -687,6 +777,8 @@ void sharc__sampler_close(sharc__sampler **sp)
     sharc__free(ctx, s->buckets);
     sharc__free(ctx, s->bins);
     sharc__free(ctx, s->bbs);
+    sharc__free(ctx, s->bin_tokens);
+    sharc__free(ctx, s->max_tps);
     sharc__free(ctx, s);
     *sp = NULL;
 }
@@ -723,8 +815,13 @@ int sharc__sampler_open(sharc__ctx *ctx, const sharc__sampler_settings *st,
     s->bins = sharc__malloc(ctx, s->max_buckets * sizeof *s->bins);
     if (st->bucket_batch_size)
         s->bbs = sharc__malloc(ctx, st->n_bins * sizeof *s->bbs);
+    if (st->bin_tokens)
+        s->bin_tokens = sharc__malloc(ctx, st->n_bins * sizeof(double));
+    if (st->n_max_tps)
+        s->max_tps = sharc__malloc(ctx, st->n_max_tps * sizeof(double));
     if (!s->items || !s->eff || !s->next || !s->prev || !s->free_slots || !s->scratch ||
-        !s->batch || !s->buckets || !s->bins || (st->bucket_batch_size && !s->bbs)) {
+        !s->batch || !s->buckets || !s->bins || (st->bucket_batch_size && !s->bbs) ||
+        (st->bin_tokens && !s->bin_tokens) || (st->n_max_tps && !s->max_tps)) {
         rc = sharc__fail(ctx, SHARC_ERR(ENOMEM), "sampler: out of memory for %u slots", s->cap);
         goto fail;
     }
@@ -745,6 +842,12 @@ int sharc__sampler_open(sharc__ctx *ctx, const sharc__sampler_settings *st,
     }
     s->st.bins = s->estimating ? NULL : s->bins;
     s->st.bucket_batch_size = s->bbs;
+    if (s->bin_tokens)
+        memcpy(s->bin_tokens, st->bin_tokens, st->n_bins * sizeof(double));
+    if (s->max_tps)
+        memcpy(s->max_tps, st->max_tps, st->n_max_tps * sizeof(double));
+    s->st.bin_tokens = s->bin_tokens;
+    s->st.max_tps = s->max_tps;
     sharc__rng_seed(&s->rng, st->seed);
     sharc__rng_seed(&s->brng, st->seed ^ SHARC__BUCKET_SEED_SALT);
     s->settings_hash = hash_settings(s);

@@ -56,6 +56,7 @@ typedef struct sharc__sitem {
     double duration; ///< seconds, finite and >= 0 (raw, without the quadratic term)
     uint64_t key;    ///< the caller's locator to re-read the item after a restore
     uint64_t bytes;  ///< memory the item holds, counted against max_buffer_bytes
+    uint32_t tokens; ///< its output tokens (the token filters and 2D buckets measure them)
     void *payload;   ///< the caller's object, returned untouched
 } sharc__sitem;
 
@@ -66,6 +67,8 @@ typedef enum sharc__release_reason {
     SHARC__RELEASE_DROPPED,       ///< left over when drop_last ended the iteration
     SHARC__RELEASE_REJECTED,      ///< invalid item whose pull made next() fail
     SHARC__RELEASE_CLOSE,         ///< still buffered when the sampler was closed
+    SHARC__RELEASE_TOKENS,        ///< outside the token or tokens-per-second limits (filtered)
+    SHARC__RELEASE_NO_BUCKET,     ///< fits no 2D bucket (filtered)
 } sharc__release_reason;
 
 /** Where items come from and go back to. `pull` is required, the others optional. */
@@ -136,6 +139,17 @@ typedef struct sharc__sampler_settings {
     uint32_t world_size;       ///< batches that reuse one synchronized draw (default 1)
     double min_item_duration;  ///< items shorter are filtered out (default 0)
     double max_item_duration;  ///< items longer are filtered out; 0 = no limit (default 0)
+    /** 2D buckets (NeMo's [duration, tokens] pairs): the token limit of each bin, n_bins of
+     *  them (copied), with `bins` the durations, sorted by (duration, tokens), and
+     *  bucket_batch_size required; an item goes to the bucket NeMo's find_smallest_bucket
+     *  picks in strict mode, and one that fits none is filtered (NO_BUCKET). NULL: 1D. */
+    const double *bin_tokens;
+    /** Tokens per second caps: one for every item (filtered above it, TOKENS), or, with 2D
+     *  bins, one per bin (an item over its bucket's cap fits no bucket); copied. */
+    const double *max_tps;
+    size_t n_max_tps; ///< 0 (none), 1, or n_bins with bin_tokens
+    double min_tps;   ///< items with fewer tokens per second are filtered (TOKENS) (default 0)
+    uint32_t min_tokens, max_tokens; ///< token count limits (TOKENS); max 0 = none (default 0)
 } sharc__sampler_settings;
 
 /** Counters since open (restored from a state blob on restore). */
@@ -234,5 +248,14 @@ int sharc__estimate_bins(sharc__ctx *ctx, const double *durations, size_t n, uin
 
 /** Index of the bucket for `duration`: the first i with bins[i] >= duration. */
 size_t sharc__bucket_of(const double *bins, size_t n_bins, double duration);
+
+/**
+ * NeMo's find_smallest_bucket in strict mode over the 2D bins (bins[i], tokens[i]), sorted:
+ * the first bin whose duration is >= `duration`, then, among the bins of that duration, the
+ * first whose token limit is >= `n_tokens`; with `max_tps` (n_bins caps), an item with more
+ * tokens per second than its bucket's cap fits none. @return the bin, or n_bins for none
+ */
+size_t sharc__bucket_of_2d(const double *bins, const double *tokens, const double *max_tps,
+                           size_t n_bins, double duration, uint32_t n_tokens);
 
 #endif /* SHARC_SRC_SAMPLER_H */

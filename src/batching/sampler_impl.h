@@ -45,6 +45,8 @@ struct sharc__sampler {
     double *bins;
     size_t n_bins;
     uint32_t *bbs;
+    double *bin_tokens; /* 2D bins' token limits (own copy), or NULL */
+    double *max_tps;    /* own copy of st.max_tps */
     int bins_ready;
 
     size_t count;   /* items in the buckets */
@@ -73,6 +75,9 @@ int sharc__sampler_bad_nonneg(double x);
 
 /** Put `it` into bucket `b` (a free slot must exist). */
 void sharc__sampler_admit(sharc__sampler *s, const sharc__sitem *it, size_t b);
+
+/** The bucket `it` goes to (0 before the bins are known; n_bins when it fits no 2D bin). */
+size_t sharc__sampler_bucket_of(const sharc__sampler *s, const sharc__sitem *it);
 
 /** Hand `it` back to the source (its release callback) for `why`. */
 void sharc__sampler_give_back(sharc__sampler *s, sharc__sitem *it, sharc__release_reason why);

@@ -219,6 +219,8 @@ static int check_items(sharc__sampler *s, const unsigned char *bins_p, uint32_t 
         int ok;
         if (pending && i == n_items - 1)
             ok = b == NONE;
+        else if (s->bin_tokens) /* 2D: checked against the item's tokens when reloaded */
+            ok = b >= prev_b && b < n_bins && s->bins[b] >= d;
         else if (bins_ready) /* saved bucket by bucket, each where bisect_left puts it */
             ok = b >= prev_b && b == sharc__bucket_of(s->bins, n_bins, d);
         else
@@ -262,6 +264,16 @@ static int reload_items(sharc__sampler *s, const unsigned char *items_p, uint32_
                                "since",
                                name, it.duration, (unsigned long long)it.bytes, d,
                                (unsigned long long)bytes);
+        }
+        if (b != NONE && s->bin_tokens && sharc__sampler_bucket_of(s, &it) != b) {
+            char name[SHARC__ERRLEN / 2];
+            sharc__sampler_item_name(s, &it, name, sizeof name);
+            sharc__sampler_give_back(s, &it, SHARC__RELEASE_REJECTED);
+            return sharc__fail(s->ctx, SHARC_ERR_STATE,
+                               "cannot resume: %s now has %u tokens, which put it in another 2D "
+                               "bucket than when the state was saved: the data or the tokenizer "
+                               "changed since",
+                               name, it.tokens);
         }
         if (b == NONE) {
             s->pending = it;

@@ -12,7 +12,8 @@ void sharc__rawcut_reset(sharc__rawcut *c)
     c->audio_in_file = 0;
     c->audio_file_id = 0;
     c->audio_lent = NULL;
-    c->has_text = c->has_speaker = c->has_language = 0;
+    sharc__buf_clear(&c->tokens);
+    c->has_text = c->has_speaker = c->has_language = c->has_tokens = 0;
     c->duration = 0;
     c->offset = 0;
     c->window = 0;
@@ -42,7 +43,7 @@ const uint8_t *sharc__rawcut_audio(const sharc__rawcut *c, size_t *n)
 void sharc__rawcut_free(sharc__ctx *ctx, sharc__rawcut *c)
 {
     sharc__buf *bufs[] = {&c->id,   &c->text,   &c->speaker, &c->language,
-                          &c->json, &c->member, &c->audio};
+                          &c->json, &c->member, &c->audio,   &c->tokens};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         sharc__buf_free(ctx, bufs[i]);
     for (size_t i = 0; i < SHARC__MAX_FIELDS; i++) {

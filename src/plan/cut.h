@@ -62,6 +62,10 @@ typedef struct sharc__rawcut {
     sharc__cut_cond cond; ///< set when the cut is described (sharc__decode_describe)
     size_t n_fields;
     sharc__field_data fields[SHARC__MAX_FIELDS];
+    /** The transcript's token ids, int32 (4 bytes each), when the reader has a tokenizer
+     *  (plan/tokenizer.h): made by the walk, once per cut. */
+    sharc__buf tokens;
+    int has_tokens;
 } sharc__rawcut;
 
 /** Reset the metadata of `c` for the next cut, keeping its buffers. */

@@ -30,6 +30,7 @@ struct sharc_reader {
     uint32_t *bucket_batch_size;
     sharc_augment_settings augment; ///< the caller's, when given, with its factors copied
     double *speeds;
+    double *bin_tokens, *max_tps;
     uint8_t *resume;
     sharc__dataset ds;
     uint64_t state_hash; ///< sharc__resume_hash, fixed once the reader is open
@@ -48,6 +49,7 @@ struct sharc_reader {
     uint64_t *source_cuts; ///< cut mode: cuts of each source returned
     double *source_seconds;
     sharc__cutsource cs;   ///< the walk, or the mixer
+    sharc__tokenizer *tok; ///< the cuts' tokens (tokenizer setting), or NULL
     sharc__pipeline *pipe; ///< batch mode
     /** Batch mode with device = CUDA: the stage that makes device batches of the pipeline's,
      *  and the settings the pipeline runs with (sharc__device_pipeline_settings). */
@@ -98,6 +100,12 @@ static int copy_settings(sharc_reader *r, const sharc_reader_settings *s)
         rc = copy_array(ctx, (void **)&r->bucket_batch_size, s->sampler.bucket_batch_size,
                         s->sampler.bucket_batch_size ? s->sampler.n_bins : 0, sizeof(uint32_t));
     if (rc == 0)
+        rc = copy_array(ctx, (void **)&r->bin_tokens, s->sampler.bin_tokens,
+                        s->sampler.bin_tokens ? s->sampler.n_bins : 0, sizeof(double));
+    if (rc == 0)
+        rc = copy_array(ctx, (void **)&r->max_tps, s->sampler.max_tps, s->sampler.n_max_tps,
+                        sizeof(double));
+    if (rc == 0)
         rc = copy_array(ctx, (void **)&r->resume, s->resume_state, s->resume_state_size, 1);
     if (rc == 0 && s->augment) {
         r->augment = *s->augment;
@@ -119,7 +127,14 @@ static int copy_settings(sharc_reader *r, const sharc_reader_settings *s)
     r->s.nemo_lang_field = r->nemo_lang_field;
     r->s.sampler.bins = r->bins;
     r->s.sampler.bucket_batch_size = r->bucket_batch_size;
+    r->s.sampler.bin_tokens = r->bin_tokens;
+    r->s.sampler.max_tps = r->max_tps;
     r->s.resume_state = r->resume;
+    /* The models are read now, and the strings naming them are not needed again. */
+    if (s->n_tokenizer &&
+        (rc = sharc__tokenizer_open(ctx, s->tokenizer, s->n_tokenizer, &r->tok)) < 0)
+        return rc;
+    r->s.tokenizer = NULL; /* n_tokenizer stays: the batching settings' checks read it */
     return 0;
 }
 
@@ -279,7 +294,8 @@ static int open_mixture(sharc_reader *r)
                                   .finite = r->s.mix_finite,
                                   .max_open = r->s.max_open_streams,
                                   .stats = &r->stats,
-                                  .fetch = &r->fetch};
+                                  .fetch = &r->fetch,
+                                  .tokenizer = r->tok};
     if ((rc = sharc__mix_open(&r->mix, &mc)) < 0)
         goto fail;
     r->cs = sharc__mix_cutsource(r->mix);
@@ -333,6 +349,7 @@ int sharc__reader_open(sharc_reader **out, const sharc_reader_settings *s)
     }
     if ((rc = sharc__walk_open(&r->walk, &r->ctx, &r->s, &r->ds, &r->stats, &r->fetch)) < 0)
         goto fail;
+    sharc__walk_set_tokens(r->walk, r->tok, NULL);
     r->cs = sharc__walk_cutsource(r->walk, &r->ds);
     r->state_hash = sharc__resume_hash(&r->s, &r->ds); /* O(shards): once, not per state */
     *out = r;
@@ -354,6 +371,7 @@ void sharc__reader_close(sharc_reader **rp)
     sharc__device_stage_close(&r->dev);
     sharc__walk_close(&r->walk);
     sharc__mix_close(&r->mix);
+    sharc__tokenizer_close(&r->tok);
     for (size_t i = 0; r->mix_ds && i < r->cfg.n_sources; i++)
         sharc__dataset_free(&r->mix_ds[i], ctx);
     sharc__free(ctx, r->mix_ds);
@@ -379,6 +397,8 @@ void sharc__reader_close(sharc_reader **rp)
     sharc__free(ctx, r->nemo_lang_field);
     sharc__free(ctx, r->bins);
     sharc__free(ctx, r->bucket_batch_size);
+    sharc__free(ctx, r->bin_tokens);
+    sharc__free(ctx, r->max_tps);
     sharc__free(ctx, r->resume);
     sharc__ctx copy = r->ctx;
     sharc__free(&copy, r);
@@ -468,6 +488,19 @@ static void fill_cut(sharc_reader *r)
         p->nbytes = f->is_tar ? f->data.len : 0;
     }
     o->fields = r->fields;
+}
+
+int sharc__reader_cut_tokens(sharc_reader *r, const int32_t **ids, size_t *n)
+{
+    *ids = NULL;
+    *n = 0;
+    if (!r->tok || r->mode != 1 || !r->cut.id)
+        return sharc__set_error(&r->ctx, SHARC_ERR(EINVAL),
+                                "no tokens: the reader has no tokenizer, or returned no cut");
+    const sharc__rawcut *c = sharc__cs_cut(&r->cs);
+    *ids = c->tokens.len ? (const int32_t *)(const void *)c->tokens.data : NULL;
+    *n = c->tokens.len / sizeof(int32_t);
+    return 0;
 }
 
 int sharc__reader_next(sharc_reader *r, const sharc_cut **cut)
@@ -642,9 +675,9 @@ int sharc__reader_next_batch(sharc_reader *r, sharc_batch **batch, int timeout_m
     if (r->mode == 0) {
         r->mode = 2;
         sharc__device_pipeline_settings(&r->s, &r->pipe_s);
-        const sharc__pipeline_config c = {&r->ctx,      &r->pipe_s, r->cs,
-                                          &r->stats,    r->resume,  r->s.resume_state_size,
-                                          r->state_hash};
+        const sharc__pipeline_config c = {&r->ctx,       &r->pipe_s, r->cs,
+                                          &r->stats,     r->resume,  r->s.resume_state_size,
+                                          r->state_hash, r->tok};
         int rc =
             sharc__device_wanted(&r->s) ? sharc__device_stage_open(&r->dev, &r->ctx, &r->s) : 0;
         if (rc == 0)

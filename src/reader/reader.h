@@ -18,6 +18,7 @@ int sharc__check_reader_struct_sizes(const sharc_reader_settings *s, const char 
 int sharc__reader_open(sharc_reader **out, const sharc_reader_settings *s);
 int sharc__reader_next(sharc_reader *r, const sharc_cut **cut);
 int sharc__reader_next_batch(sharc_reader *r, sharc_batch **batch, int timeout_ms);
+int sharc__reader_cut_tokens(sharc_reader *r, const int32_t **ids, size_t *n);
 int sharc__reader_state_save(sharc_reader *r, void *buf, size_t cap, size_t *size);
 const char *sharc__reader_last_error(const sharc_reader *r);
 void sharc__reader_get_stats(const sharc_reader *r, sharc_reader_stats *out);

@@ -159,6 +159,8 @@ static int check_reader_settings(const sharc_reader_settings *s, const char **wh
         *why = "retries must be in 0..1000 and timeout_ms in 0..86400000";
     else if (!s->resume_state != !s->resume_state_size)
         *why = "resume_state and resume_state_size must be given together";
+    else if (s->n_tokenizer && !s->tokenizer)
+        *why = "n_tokenizer is set and tokenizer is NULL";
     else if (!reserved_zero(s->reserved, sizeof s->reserved))
         *why = "reserved bytes must be zero";
     else if (!reserved_zero(s->sampler.reserved, sizeof s->sampler.reserved))
@@ -203,6 +205,13 @@ int sharc_reader_next(sharc_reader *r, const sharc_cut **cut)
     if (!r || !cut)
         return SHARC_ERR(EINVAL);
     return sharc__reader_next(r, cut);
+}
+
+int sharc_reader_cut_tokens(sharc_reader *r, const int32_t **ids, size_t *n)
+{
+    if (!r || !ids || !n)
+        return SHARC_ERR(EINVAL);
+    return sharc__reader_cut_tokens(r, ids, n);
 }
 
 int sharc_reader_next_batch(sharc_reader *r, sharc_batch **batch)

@@ -96,8 +96,10 @@ int sharc__mix_open(sharc__mix **out, const sharc__mix_config *c)
             m->live_weight += x->weight;
         m->n_shards += c->ds[i]->n_shards;
         rc = sharc__walk_open(&x->walk, c->ctx, &x->s, c->ds[i], c->stats, c->fetch);
-        if (rc == 0)
+        if (rc == 0) {
             sharc__walk_set_name(x->walk, x->name);
+            sharc__walk_set_tokens(x->walk, c->tokenizer, x->language);
+        }
     }
     if (rc < 0) {
         sharc__mix_close(&m);
@@ -197,11 +199,6 @@ static int mix_pull(void *self)
             return rc; /* named by the walk */
         sharc__rawcut *c = sharc__walk_cut(x->walk);
         c->shard_index += x->offset;
-        if (x->language) {
-            if ((rc = sharc__buf_set_str(m->ctx, &c->language, x->language)) < 0)
-                return rc;
-            c->has_language = 1;
-        }
         bound_open(m, i);
         return 0;
     }
@@ -296,8 +293,6 @@ static int mix_peek(void *self, int (*visit)(void *cookie, double duration), voi
 }
 
 typedef struct scan_job {
-    sharc__ctx *ctx;
-    const char *language;
     uint32_t offset;
     int (*cb)(void *cookie, sharc__rawcut *c);
     void *cookie;
@@ -307,12 +302,6 @@ static int scan_one(void *cookie, sharc__rawcut *c)
 {
     const scan_job *j = cookie;
     c->shard_index += j->offset;
-    if (j->language) {
-        int rc = sharc__buf_set_str(j->ctx, &c->language, j->language);
-        if (rc < 0)
-            return rc;
-        c->has_language = 1;
-    }
     return j->cb(j->cookie, c);
 }
 
@@ -324,7 +313,7 @@ static int mix_scan_shard(void *self, uint64_t epoch, uint32_t shard,
         return sharc__fail(m->ctx, SHARC_ERR_STATE, "state names shard %u of %zu", shard,
                            m->n_shards);
     mix_src *x = &m->src[sharc__mix_source_of(m, shard)];
-    scan_job j = {m->ctx, x->language, x->offset, cb, cookie};
+    scan_job j = {x->offset, cb, cookie};
     return sharc__walk_scan_shard(x->walk, epoch, shard - x->offset, scan_one, &j);
 }
 

@@ -39,6 +39,7 @@ typedef struct sharc__mix_config {
     size_t max_open; ///< sources with a shard open at once (0: no bound)
     sharc_reader_stats *stats;
     sharc__fetcher *fetch;
+    const sharc__tokenizer *tokenizer; ///< the cuts' tokens (NULL: none); outlives the mixture
 } sharc__mix_config;
 
 /**

@@ -34,6 +34,8 @@ struct sharc__walk {
     int suspended;       ///< the open shard was closed to bound open shards (pos kept)
     sharc__rawcut raw;
     sharc__stream_error err;
+    const sharc__tokenizer *tok; ///< tokenizes each cut's transcript (NULL: no tokens)
+    const char *language;        ///< every cut's language (a mixture source's tag), or NULL
     /** Held around on_problem calls once other threads report too, so the callback is
      *  never entered by two threads at once. */
     pthread_mutex_t *report_lock;
@@ -173,12 +175,38 @@ void sharc__walk_readahead_stop(sharc__walk *w)
     sharc__readahead_destroy(&w->ra);
 }
 
+/* The cut's tokens (tokenizer.h): a cut whose transcript cannot be tokenized is a problem
+ * of its metadata. */
+static int tokenize(sharc__walk *w)
+{
+    sharc__rawcut *c = &w->raw;
+    int rc = sharc__tokenizer_encode(
+        w->tok, w->ctx, sharc__buf_str(&c->text), c->has_text ? c->text.len : 0,
+        c->has_language ? sharc__buf_str(&c->language) : NULL, &c->tokens);
+    if (rc == 0) {
+        c->has_tokens = 1;
+        return 0;
+    }
+    const char *shard = c->shard ? c->shard : w->ds->shards[w->pos.shard_index].audio_path;
+    sharc__wrap_error(w->ctx, rc, "%s member %s (cut %s)", shard, sharc__buf_str(&c->member),
+                      sharc__buf_str(&c->id));
+    return sharc__stream_fail(w->ctx, &w->err, rc, SHARC_PROBLEM_JSON, 0, shard,
+                              sharc__buf_str(&c->member), sharc__buf_str(&c->id));
+}
+
 /* Make the raw cut's rate, channels and length known and check them, and draw its
- * conditioning, which depends on its epoch (decode.h). */
+ * conditioning, which depends on its epoch (decode.h); then give it its language and
+ * tokens. */
 static int describe(sharc__walk *w, uint64_t epoch)
 {
     w->raw.epoch = epoch;
-    return sharc__decode_describe(w->ctx, w->fetch, &w->info, &w->dopts, &w->raw, &w->err);
+    int rc = sharc__decode_describe(w->ctx, w->fetch, &w->info, &w->dopts, &w->raw, &w->err);
+    if (rc == 0 && w->language) {
+        if ((rc = sharc__buf_set_str(w->ctx, &w->raw.language, w->language)) < 0)
+            return rc;
+        w->raw.has_language = 1;
+    }
+    return rc == 0 && w->tok ? tokenize(w) : rc;
 }
 
 static void report(sharc__walk *w, int code, const sharc__stream_error *e, const char *message)
@@ -545,6 +573,12 @@ int sharc__walk_seek_later(sharc__walk *w, const sharc__walk_pos *pos)
 void sharc__walk_set_name(sharc__walk *w, const char *name)
 {
     w->name = name;
+}
+
+void sharc__walk_set_tokens(sharc__walk *w, const sharc__tokenizer *tok, const char *language)
+{
+    w->tok = tok;
+    w->language = language;
 }
 
 void sharc__walk_set_quiet(sharc__walk *w, int quiet)

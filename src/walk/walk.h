@@ -21,6 +21,7 @@
 #include "io/fetch.h"
 #include "plan/cut.h"
 #include "plan/dataset.h"
+#include "plan/tokenizer.h"
 #include "sharc/reader.h"
 #include "walk/cutsource.h"
 
@@ -134,6 +135,13 @@ int sharc__walk_has_open_shard(const sharc__walk *w);
  */
 void sharc__walk_set_name(sharc__walk *w, const char *name);
 /** Peeking through several walks: problems met are not reported while `quiet`. */
+/**
+ * Give every cut the walk produces the language `language` (NULL: its own), as a mixture's
+ * source with a `lang` tag does, and its tokens from `tok` (NULL: none), which then
+ * sharc__rawcut.tokens holds. Both outlive the walk. A cut whose transcript `tok` cannot
+ * tokenize is a JSON problem of that cut.
+ */
+void sharc__walk_set_tokens(sharc__walk *w, const sharc__tokenizer *tok, const char *language);
 void sharc__walk_set_quiet(sharc__walk *w, int quiet);
 /** Go back to `pos` after quiet pulls, forgetting a problem that stopped them. */
 int sharc__walk_rewind(sharc__walk *w, const sharc__walk_pos *pos);

@@ -1,0 +1,82 @@
+"""sharc.Reader(tokenizer=...): token ids in every batch, equal to Python sentencepiece's."""
+import shutil
+import subprocess
+
+import pytest
+
+import sharc
+
+np = pytest.importorskip("numpy")
+spm = pytest.importorskip("sentencepiece")
+
+TEXT = __import__("os").path.join(__import__("os").path.dirname(__file__), "..", "..", "tests", "data",
+                                  "tokenizer_text.txt")
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    if not shutil.which("spm_train"):
+        pytest.skip("spm_train (Debian sentencepiece) is not installed")
+    d = tmp_path_factory.mktemp("spm")
+    out = {}
+    for name, vocab in (("en", 70), ("de", 90), ("pl", 110)):
+        subprocess.run(["spm_train", f"--input={TEXT}", f"--model_prefix={d / name}", f"--vocab_size={vocab}",
+                        "--character_coverage=1.0", "--minloglevel=2"], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        out[name] = str(d / f"{name}.model")
+    return out
+
+
+def check_batches(reader, encode):
+    rows = 0
+    for b in reader:
+        assert {"tokens", "token_lens"} <= set(b)
+        tokens, lens = np.from_dlpack(b["tokens"]), np.from_dlpack(b["token_lens"])
+        assert tokens.dtype == np.int32 and lens.dtype == np.int32
+        for i, (text, lang) in enumerate(zip(b["text"], b["language"])):
+            assert tokens[i, : lens[i]].tolist() == encode(text, lang)
+            assert (tokens[i, lens[i]:] == 0).all()
+            rows += 1
+    return rows
+
+
+def test_one_model(corpus, models):
+    sp = spm.SentencePieceProcessor(model_file=models["en"])
+    with sharc.Reader(str(corpus / "shar"), max_duration=12.0, tokenizer=models["en"]) as r:
+        assert check_batches(r, lambda text, lang: sp.encode_as_ids(text)) == 12
+
+
+def test_aggregate_tokenizer_as_a_dict(corpus, models):
+    sps = {k: spm.SentencePieceProcessor(model_file=v) for k, v in models.items()}
+    offsets = {"en": 0, "de": 70, "pl": 160}
+    with sharc.Reader(str(corpus / "shar"), max_duration=12.0, tokenizer=models) as r:
+        assert check_batches(r, lambda text, lang: [x + offsets[lang] for x in sps[lang].encode_as_ids(text)]) == 12
+
+
+def test_bad_model_is_named(corpus, tmp_path):
+    bad = tmp_path / "bad.model"
+    bad.write_text("not a model")
+    with pytest.raises(sharc.Error, match="cannot load the SentencePiece model .*bad.model"):
+        sharc.Reader(str(corpus / "shar"), tokenizer=str(bad))
+
+
+def test_nemo_2d_bins_and_token_filters(corpus, models):
+    """A Canary-style config: 2D bins, one batch size and one max_tps per bin."""
+    sp = spm.SentencePieceProcessor(model_file=models["en"])
+    bins = [[2.0, 30], [2.0, 60], [4.0, 40], [4.0, 80]]
+    sizes, caps = [2, 3, 2, 3], [40.0, 40.0, 20.0, 20.0]
+    with sharc.Reader(str(corpus / "shar"), tokenizer=models["en"], bins=bins, bucket_batch_size=sizes,
+                      max_tps=caps, min_tokens=2) as r:
+        rows = 0
+        for b in r:
+            lens = np.from_dlpack(b["token_lens"]).tolist()
+            durs = np.from_dlpack(b["duration"]).tolist()
+            fits = set()
+            for n, d in zip(lens, durs):
+                group = [i for i, (bd, _) in enumerate(bins) if bd == min(x for x, _ in bins if x >= d)]
+                k = next(i for i in group if bins[i][1] >= n)
+                assert n >= 2 and n / d <= caps[k]
+                fits.add(k)
+            assert len(fits) == 1 and len(lens) <= sizes[fits.pop()]
+            rows += len(lens)
+        assert rows + r.stats()["filtered_cuts"] == 12 and r.stats()["filtered_cuts"] > 0
