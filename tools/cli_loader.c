@@ -66,6 +66,10 @@ const cli_opt cli_dist_group[] = {
      .help = "seconds a rank waits in one collective for the others before\n"
              "every rank of its group fails with a timeout (a rank that died,\n"
              "stopped or hangs); 0 waits forever (default 600)"},
+    CLI_END,
+};
+
+const cli_opt cli_even_group[] = {
     {CLI_OPT_FLAG, "even-steps", .target = CLI_T_DIST, .offset = offsetof(cli_dist, even_steps),
      .min = 1,
      .help = "with several data-parallel slots under mpi or nccl and a finite\n"

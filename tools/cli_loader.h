@@ -35,6 +35,9 @@ typedef struct cli_dist {
     sharc_transport *dp_t; ///< the sources of all slots, for even steps (NULL: none)
 } cli_dist;
 
+/** --even-steps and --no-even-steps (into the same cli_dist). */
+extern const cli_opt cli_even_group[];
+
 /** Defaults: self transport, no mesh. */
 void cli_dist_init(cli_dist *d);
 
