@@ -6,7 +6,9 @@
  *   2. each slot's batches are the first ones its reader gives alone, and those it drops
  *      (sharc_loader_dropped) are the rest of them: no cut is lost or repeated;
  *   3. every rank's batch of a step carries the same epoch, the last one the second epoch;
- *   4. a failure recorded on one slot's source ends every slot at the next step, naming it.
+ *   4. a failure recorded on one slot's source ends every slot at the next step, naming it;
+ *   5. every slot stopped after two steps and resumed from its own state gives the batches,
+ *      epochs, end and drops of the run that was not interrupted.
  * With 4 ranks the slots are also run as dp=2,cp=2, whose peers receive the same end.
  */
 #include <errno.h>
@@ -33,6 +35,7 @@ typedef struct seen {
     uint64_t cuts, solo_cuts;      ///< sources: cuts delivered; cuts of the reader alone
     uint64_t dropped_b, dropped_c; ///< sources: sharc_loader_dropped
     uint64_t epoch[MAX_STEPS];     ///< the epoch of each step's batch
+    uint32_t crc[MAX_STEPS];       ///< the CRC-32 of each step's audio
     char error[512];
 } seen;
 
@@ -124,11 +127,21 @@ static void transports(const sharc_mesh *m, sharc_transport **t, sharc_transport
         CHECK_RC(sharc_transport_mpi_split(t, MPI_COMM_WORLD, m, NULL), 0);
 }
 
+/* Where a run starts and stops: a saved state, and after how many steps to stop. */
+typedef struct span {
+    const void *state;
+    size_t state_size;
+    uint64_t first_step; ///< the step the state resumes at
+    int stop_after;      ///< 0: run to the end
+    void *saved;         ///< with stop_after: the state then (malloc'ed; NULL on peers)
+    size_t saved_size;
+} span;
+
 /*
  * One run of the loader with even steps; `fail_slot` >= 0: that slot's source records a
  * failure after its second batch.
  */
-static void run_even(const char *spec, int mixture, int fail_slot, seen *s)
+static void run_even_span(const char *spec, int mixture, int fail_slot, span *sp, seen *s)
 {
     sharc_mesh m;
     CHECK_RC(sharc_mesh_parse(&m, spec, world_rank, world_size), 0);
@@ -137,8 +150,10 @@ static void run_even(const char *spec, int mixture, int fail_slot, seen *s)
     memset(s, 0, sizeof *s);
     s->slot = sharc_mesh_dp_rank(&m);
     s->source = sharc_mesh_is_source(&m);
-    if (s->source && fail_slot < 0)
+    if (s->source && fail_slot < 0 && !sp->state && !sp->stop_after)
         run_solo(&ls, s);
+    ls.reader.resume_state = sp->state;
+    ls.reader.resume_state_size = sp->state_size;
     sharc_transport *t = NULL, *dp = NULL;
     transports(&m, &t, &dp);
     ls.transport = t;
@@ -147,10 +162,20 @@ static void run_even(const char *spec, int mixture, int fail_slot, seen *s)
     CHECK_RC(sharc_loader_open(&l, &ls), 0);
     sharc_batch *b = NULL;
     while ((s->last = sharc_loader_next(l, &b)) == 0) {
-        CHECK(s->n < MAX_STEPS && b->step == (uint64_t)s->n);
+        CHECK(s->n < MAX_STEPS && b->step == sp->first_step + (uint64_t)s->n);
+        const sharc_tensor *audio = sharc_batch_tensor(b, "audio");
+        s->crc[s->n] = (uint32_t)crc32(0, audio->data, (uInt)audio->nbytes);
         s->epoch[s->n++] = b->epoch;
         s->cuts += rows(b);
         sharc_batch_release(b);
+        if (sp->stop_after && s->n == sp->stop_after) { /* every rank stops here */
+            size_t size = 0;
+            if (sharc_loader_state_save(l, NULL, 0, &size) == SHARC_ERR(ENOSPC)) {
+                sp->saved = malloc(size);
+                CHECK_RC(sharc_loader_state_save(l, sp->saved, size, &sp->saved_size), 0);
+            }
+            break;
+        }
         if (s->n == 2 && s->slot == fail_slot && s->source)
             CHECK_RC(sharc_loader_fail(l, SHARC_ERR(EIO), "checkpoint disk full"), 0);
     }
@@ -160,6 +185,12 @@ static void run_even(const char *spec, int mixture, int fail_slot, seen *s)
     sharc_transport_close(&t);
     sharc_transport_close(&dp);
     MPI_Allgather(s, sizeof *s, MPI_BYTE, all, sizeof *s, MPI_BYTE, MPI_COMM_WORLD);
+}
+
+static void run_even(const char *spec, int mixture, int fail_slot, seen *s)
+{
+    span whole = {0};
+    run_even_span(spec, mixture, fail_slot, &whole, s);
 }
 
 static void check_even(const char *spec, int mixture)
@@ -213,6 +244,29 @@ static void check_failure(const char *spec)
     }
 }
 
+/* Every slot saves its state after two steps and stops; resumed, the run goes on as before. */
+static void check_resume(const char *spec, int mixture)
+{
+    static seen whole;
+    run_even(spec, mixture, -1, &whole);
+    enum { STOP = 2 };
+    CHECK(whole.n > STOP);
+    span first = {.stop_after = STOP}, second = {0};
+    seen s;
+    run_even_span(spec, mixture, -1, &first, &s);
+    CHECK(s.n == STOP && (first.saved != NULL) == s.source);
+    second.state = first.saved;
+    second.state_size = first.saved_size;
+    second.first_step = STOP;
+    run_even_span(spec, mixture, -1, &second, &s);
+    CHECK_RC(s.last, SHARC_END);
+    CHECK(s.n == whole.n - STOP);
+    CHECK(memcmp(s.crc, whole.crc + STOP, sizeof s.crc[0] * (size_t)s.n) == 0);
+    CHECK(memcmp(s.epoch, whole.epoch + STOP, sizeof s.epoch[0] * (size_t)s.n) == 0);
+    CHECK(s.dropped_b == whole.dropped_b && s.dropped_c == whole.dropped_c);
+    free(first.saved);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -229,6 +283,8 @@ int main(int argc, char **argv)
         check_failure("dp=2,cp=2");
     }
     check_failure(spec);
+    check_resume(spec, 0);
+    check_resume(spec, 1);
     MPI_Barrier(MPI_COMM_WORLD);
     if (world_rank == 0) {
         char cmd[300];
