@@ -417,6 +417,51 @@ START_TEST(nemo_aggregate_manifest_grouped_by_shard_id)
 }
 END_TEST
 
+/* Fewer shards than slots: each slot reads one shard, and the slots that read the same one
+ * keep disjoint entries of it, which together are all of them. */
+START_TEST(cut_share_gives_every_entry_to_one_slot)
+{
+    sharc__dataset d = {0};
+    uint32_t order[8];
+    for (size_t n = 1; n <= 8; n++) {
+        d.n_shards = n;
+        for (int slots = 1; slots <= 20; slots++) {
+            for (uint64_t epoch = 0; epoch < 3; epoch++) {
+                int owner[8][40];
+                memset(owner, -1, sizeof owner);
+                for (int s = 0; s < slots; s++) {
+                    size_t k = sharc__dataset_epoch_order(&d, 9, epoch, 1, s, slots, order);
+                    uint32_t every, first;
+                    sharc__dataset_cut_share(n, s, slots, &every, &first);
+                    ck_assert_uint_ge(k, 1);
+                    ck_assert(every >= 1 && first < every);
+                    if ((size_t)slots > n)
+                        ck_assert_uint_eq(k, 1);
+                    else
+                        ck_assert_uint_eq(every, 1);
+                    for (size_t i = 0; i < k; i++)
+                        for (int e = 0; e < 40; e++) {
+                            if ((uint32_t)e % every != first)
+                                continue;
+                            ck_assert_msg(owner[order[i]][e] < 0,
+                                          "%zu shards, %d slots: entry %d of shard %u goes to "
+                                          "slots %d and %d",
+                                          n, slots, e, order[i], owner[order[i]][e], s);
+                            owner[order[i]][e] = s;
+                        }
+                }
+                for (size_t sh = 0; sh < n; sh++)
+                    for (int e = 0; e < 40; e++)
+                        ck_assert_msg(owner[sh][e] >= 0,
+                                      "%zu shards, %d slots: entry %d of "
+                                      "shard %zu goes to no slot",
+                                      n, slots, e, sh);
+            }
+        }
+    }
+}
+END_TEST
+
 START_TEST(epoch_order_permutes_and_splits)
 {
     sharc__dataset d = {.layout = SHARC_LAYOUT_WDS, .n_shards = 10};
@@ -742,6 +787,7 @@ int main(void)
     tcase_add_test(tc, nemo_buckets_repeat_shard_ids);
     tcase_add_test(tc, nemo_aggregate_manifest_grouped_by_shard_id);
     tcase_add_test(tc, epoch_order_permutes_and_splits);
+    tcase_add_test(tc, cut_share_gives_every_entry_to_one_slot);
     tcase_add_test(tc, nothing_found);
     tcase_add_test(tc, wildcard_patterns);
     tcase_add_test(tc, every_path_counts);

@@ -461,6 +461,39 @@ START_TEST(epochs_shuffle_and_dp_split)
     }
     for (size_t i = 0; i < c.n; i++)
         ck_assert_int_eq(c.cuts[i].seen, 1);
+
+    /* Seven slots over four shards, two shuffled epochs: slots that read the same shard
+     * share its cuts, and every cut goes to exactly one slot in each epoch. */
+    for (size_t i = 0; i < c.n; i++)
+        c.cuts[i].seen = 0;
+    size_t epoch_cuts[2] = {0, 0}, slot_cuts[7] = {0};
+    for (int slot = 0; slot < 7; slot++) {
+        sharc_reader_settings s;
+        const char *paths[1];
+        settings_on(&s, paths, c.path);
+        s.dp_rank = slot;
+        s.dp_size = 7;
+        s.seed = 7;
+        s.epochs = 2;
+        s.shuffle_shards = 1;
+        ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+        while ((rc = sharc_reader_next(r, &cut)) == 0) {
+            ck_assert_uint_lt(cut->epoch, 2);
+            epoch_cuts[cut->epoch]++;
+            slot_cuts[slot]++;
+            find(&c, cut->id)->seen++;
+        }
+        ck_assert_int_eq(rc, SHARC_END);
+        sharc_reader_close(&r);
+    }
+    ck_assert_uint_eq(epoch_cuts[0], 12);
+    ck_assert_uint_eq(epoch_cuts[1], 12);
+    for (size_t i = 0; i < c.n; i++)
+        ck_assert_int_eq(c.cuts[i].seen, 2);
+    /* Slot 3 reads a shard alone; slots 0 and 4 share one (2 + 1 of its 3 cuts a epoch). */
+    ck_assert_uint_eq(slot_cuts[3], 6);
+    ck_assert_uint_eq(slot_cuts[0], 4);
+    ck_assert_uint_eq(slot_cuts[4], 2);
     free_corpus(&c);
 }
 END_TEST

@@ -108,6 +108,10 @@ static const cli_opt options[] = {
     CLI_USE(cli_dist_group, "timeout",
             "seconds a rank waits in one collective before its group fails\n"
             "with a timeout; 0 waits forever (default 600)"),
+    CLI_USE(cli_even_group, "even-steps",
+            "with several data-parallel slots, the sources agree at every\n"
+            "step (a one-word all-reduce, timed as part of the step; default)"),
+    CLI_USE(cli_even_group, "no-even-steps", NULL),
     {CLI_OPT_FLAG, "json", OWN(json), .min = 1,
      .help = "print one JSON object per rank:\n"
              "{\"seconds_per_step\",\"raw_seconds_per_step\",\"ratio\",\"bytes\",\n"

@@ -21,6 +21,7 @@ void cli_dist_init(cli_dist *d)
     d->world_size = 1;
     d->timeout_ms = 600000;
     d->device = -1;
+    d->even_steps = 1;
 }
 
 static int opt_transport(cli_parser *p, const cli_opt *o, const char *val, void *target)
@@ -68,6 +69,18 @@ const cli_opt cli_dist_group[] = {
     CLI_END,
 };
 
+const cli_opt cli_even_group[] = {
+    {CLI_OPT_FLAG, "even-steps", .target = CLI_T_DIST, .offset = offsetof(cli_dist, even_steps),
+     .min = 1,
+     .help = "with several data-parallel slots under mpi or nccl and a finite\n"
+             "--epochs, every slot ends at the same step: the sources agree\n"
+             "at every step, the stream ends when the first slot runs dry and\n"
+             "the others' remaining batches are dropped and counted (default)"},
+    {CLI_OPT_FLAG, "no-even-steps", .target = CLI_T_DIST, .offset = offsetof(cli_dist, even_steps),
+     .min = 0, .help = "every data-parallel slot reads to its own end"},
+    CLI_END,
+};
+
 int cli_dist_active(const cli_dist *d)
 {
     return strcmp(d->transport, "self") != 0 || d->mesh_spec != NULL;
@@ -107,6 +120,14 @@ static int mpi_setup(const char *cmd, cli_dist *d)
     return 0;
 }
 
+/* Even steps: the sources of all data-parallel slots agree over a transport of their own. */
+static int dp_transport(cli_dist *d)
+{
+    if (!d->even_steps || sharc_mesh_dp_size(&d->mesh) < 2)
+        return 0;
+    return sharc_transport_mpi_split_dp(&d->dp_t, MPI_COMM_WORLD, &d->mesh, transport_settings(d));
+}
+
 static int mpi_transport(const char *cmd, cli_dist *d)
 {
     if (strcmp(d->transport, "nccl") == 0) {
@@ -117,12 +138,15 @@ static int mpi_transport(const char *cmd, cli_dist *d)
             cli_env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0, 1 << 16, &device);
         if (device < 0)
             device = 0;
-        return sharc_transport_nccl_bootstrap_mpi(&d->t, MPI_COMM_WORLD, &d->mesh, device,
-                                                  transport_settings(d));
+        int rc = sharc_transport_nccl_bootstrap_mpi(&d->t, MPI_COMM_WORLD, &d->mesh, device,
+                                                    transport_settings(d));
+        return rc < 0 ? rc : dp_transport(d);
     }
     /* The split compares every rank's mesh first, so ranks started with different --mesh
      * all fail here instead of waiting on groups that do not match. */
     int rc = sharc_transport_mpi_split(&d->t, MPI_COMM_WORLD, &d->mesh, transport_settings(d));
+    if (rc == 0)
+        rc = dp_transport(d);
     if (rc < 0)
         return rc;
     /* Device batches travel staged through pinned memory, onto this rank's own device. */
@@ -213,6 +237,8 @@ void cli_dist_apply(const cli_dist *d, sharc_loader_settings *s)
 {
     s->mesh = d->mesh;
     s->transport = d->t;
+    s->dp_transport = d->dp_t;
+    s->even_steps = d->even_steps;
 }
 
 void cli_dist_json(FILE *f, const cli_dist *d, const sharc_loader *l)
@@ -238,6 +264,7 @@ void cli_dist_abort(cli_dist *d)
 
 void cli_dist_close(cli_dist *d)
 {
+    sharc_transport_close(&d->dp_t);
     sharc_transport_close(&d->t);
 #if SHARC_CLI_HAVE_MPI
     free(d->comm); /* the transport's communicator, freed with it */

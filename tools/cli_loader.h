@@ -31,7 +31,12 @@ typedef struct cli_dist {
      *  is opened on it (else on the rank's LOCAL_RANK), and the MPI transport stages device
      *  tensors through it. */
     int device;
+    int even_steps;        ///< --even-steps / --no-even-steps (default 1)
+    sharc_transport *dp_t; ///< the sources of all slots, for even steps (NULL: none)
 } cli_dist;
+
+/** --even-steps and --no-even-steps (into the same cli_dist). */
+extern const cli_opt cli_even_group[];
 
 /** Defaults: self transport, no mesh. */
 void cli_dist_init(cli_dist *d);

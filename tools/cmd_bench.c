@@ -279,8 +279,9 @@ static const cli_opt options[] = {
              "together)\n"
              "  --broadcast-only    measure the broadcast alone against a raw MPI_Bcast of the "
              "same\n"
-             "                      bytes (see sharc bench --broadcast-only --help)\n"
-             "\nOutput:\n"),
+             "                      bytes (see sharc bench --broadcast-only --help)\n"),
+    CLI_GROUP(cli_even_group),
+    CLI_TEXT("\nOutput:\n"),
     {CLI_OPT_FLAG, "json", OWN(json), .min = 1, .help = "print one JSON object at the end (below)"},
     {CLI_OPT_FLAG, "quiet", OWN(quiet), .min = 1, .help = "no progress line, no library warnings"},
     {CLI_OPT_FLAG, "verbose", OWN(verbose), .min = 1,

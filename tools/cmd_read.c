@@ -204,6 +204,7 @@ static const cli_opt options[] = {
     USE("mix-finite"),
     CLI_TEXT("\nDistributed (batches; see docs/training-loop.md):\n"),
     CLI_GROUP(cli_dist_group),
+    CLI_GROUP(cli_even_group),
     CLI_TEXT("\nOutput:\n"),
     {CLI_OPT_FLAG, "json", OWN(json), .min = 1,
      .help = "print JSON Lines instead of text (see below)"},

@@ -116,6 +116,15 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     s.transport = t;
+    /*    And one over the sources of all data-parallel slots (NULL on peers), over which the
+     *    sources agree at every step, so that every slot ends at the same step. */
+    sharc_transport *dp = NULL;
+    rc = sharc_transport_mpi_split_dp(&dp, MPI_COMM_WORLD, &s.mesh, NULL);
+    if (rc < 0) {
+        fprintf(stderr, "rank %d: transport: %s\n", rank, sharc_strerror(rc));
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    s.dp_transport = dp;
 
     /* 3. The reader: used on the source only; peers may pass the same settings. */
     s.reader.paths = data;
@@ -165,7 +174,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "rank %d: %s: %s\n", rank, sharc_err_name(rc), sharc_loader_last_error(l));
     }
     sharc_loader_close(&l);
-    sharc_transport_close(&t); /* collective over the group: every rank closes */
+    sharc_transport_close(&dp); /* collective over the sources */
+    sharc_transport_close(&t);  /* collective over the group: every rank closes */
     MPI_Finalize();
     return status;
 }

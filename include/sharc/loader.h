@@ -88,9 +88,26 @@ typedef struct sharc_loader_settings {
     sharc_loader_produce_fn produce; ///< source: make batches with this instead of a
                                      ///< reader; reader.paths are then unused (default NULL)
     void *produce_cookie;            ///< passed to produce (default NULL)
-    uint64_t max_steps;   ///< end the stream (STOP on every rank) after this many batches;
-                          ///< 0 = no limit (default 0)
-    uint8_t reserved[64]; ///< room for later fields; must be zero
+    uint64_t max_steps; ///< end the stream (STOP on every rank) after this many batches;
+                        ///< 0 = no limit (default 0)
+    /**
+     * A transport spanning the sources of all data-parallel slots, its rank being the slot
+     * (sharc_transport_mpi_split_dp() makes one; NULL on ranks that are not a source),
+     * borrowed like `transport`. With it and even_steps, the sources agree at every step
+     * (default NULL: every slot runs on its own).
+     */
+    sharc_transport *dp_transport;
+    /**
+     * 1: when the mesh has more than one data-parallel slot, reader.epochs is not 0 and a
+     * dp_transport is given, every slot ends at the same step: the sources agree at every
+     * step (a one-word all-reduce over dp_transport), the stream ends on every slot when
+     * the first one runs dry (the batches the others still had are dropped and counted,
+     * sharc_loader_dropped()), a failure of any slot's source ends every slot, and every
+     * slot's batch of a step carries the same epoch, the highest of the slots'. Every slot
+     * must give the same value. 0: every slot runs on its own (default 1)
+     */
+    int even_steps;
+    uint8_t reserved[52]; ///< room for later fields; must be zero
 } sharc_loader_settings;
 
 /**
@@ -121,6 +138,15 @@ SHARC_API void sharc_loader_default_settings(sharc_loader_settings *s);
  *         handle exists to hold it.
  */
 SHARC_API int sharc_loader_open(sharc_loader **out, const sharc_loader_settings *s);
+
+/**
+ * What even steps (sharc_loader_settings.even_steps) dropped on this slot's source: the
+ * batches its reader still had when another slot ran dry first, and their cuts (rows of
+ * "cut_id"), read to the end of the stream after STOP was sent so that the count is exact.
+ * 0 and 0 on peers, without even steps, and before the end.
+ * @return 0, or SHARC_ERR(EINVAL) for a NULL argument
+ */
+SHARC_API int sharc_loader_dropped(const sharc_loader *l, uint64_t *batches, uint64_t *cuts);
 
 /**
  * The next batch, on every rank of the group at the same step.

@@ -44,6 +44,19 @@ SHARC_API int sharc_transport_mpi_split(sharc_transport **out, MPI_Comm parent,
                                         const sharc_mesh *mesh, const sharc_transport_settings *s);
 
 /**
+ * A transport over the sources of all data-parallel slots, split from `parent` by `mesh`:
+ * MPI_Comm_split(parent, color = source or not, key = data-parallel slot), so that its rank
+ * is the slot. It is what sharc_loader_settings.dp_transport takes for even steps. Collective
+ * over `parent` (every rank calls it); every rank's mesh is compared first, as in
+ * sharc_transport_mpi_split(). On a rank that is not its group's source, *out is NULL and 0
+ * is returned. The communicator is owned by the transport.
+ * @return 0, or the errors of sharc_transport_mpi_split()
+ */
+SHARC_API int sharc_transport_mpi_split_dp(sharc_transport **out, MPI_Comm parent,
+                                           const sharc_mesh *mesh,
+                                           const sharc_transport_settings *s);
+
+/**
  * Let an MPI transport carry device tensors (SHARC_DEVICE_CUDA), staged through pinned host
  * memory: the source copies each device tensor to pinned memory on a CUDA stream the
  * transport owns, MPI_Bcast carries it, and every peer copies it into device memory on

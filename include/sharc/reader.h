@@ -199,7 +199,9 @@ typedef struct sharc_reader_settings {
     int shuffle_shards;       ///< permute shards each epoch (default 1)
     uint64_t epochs;          ///< epochs to read; 0 = forever (default 1)
     int dp_rank;              ///< this data-parallel slot (default 0)
-    int dp_size;              ///< number of data-parallel slots (default 1)
+    int dp_size;              ///< number of data-parallel slots; with fewer shards than
+                              ///< slots, slots that read the same shard share its cuts
+                              ///< (default 1)
     sharc_error_policy on_error; ///< error policy (default FAIL)
     int decode;                  ///< decode audio into float samples (default 1)
     /** Required rate in Hz, a cut at another is an error (no resampling); 0 = any, but the
@@ -407,7 +409,7 @@ SHARC_API void sharc_augment_default_settings(sharc_augment_settings *s);
  * @param out receives the reader; set to NULL on failure
  * @return 0, SHARC_ERR(EINVAL) for bad settings (the sampler's too, except a missing batch
  *         size: see sharc_reader_next_batch), SHARC_ERR_FORMAT when no shards or an unknown
- *         layout are found or there are fewer shards than dp_size, SHARC_ERR(ENOMEM), or the
+ *         layout are found, SHARC_ERR(ENOMEM), or the
  *         errno of a path that cannot be read (SHARC_ERR(ENOENT), SHARC_ERR(EACCES), ...).
  *         The message of a failed open is logged, since there is no handle to hold it.
  * Settings strings are copied; the caller keeps ownership of `s`.

@@ -547,6 +547,11 @@ int sharc__bcast_has_pending(const sharc__bcast *bc)
     return bc->pending_code != 0;
 }
 
+const char *sharc__bcast_pending_text(const sharc__bcast *bc)
+{
+    return bc->pending_code ? bc->pending : "";
+}
+
 /*
  * Peer: make `b` ready for the DATA frame just decoded. A failure is this rank's to report
  * in the status round, which then ends every rank before the payload collective.

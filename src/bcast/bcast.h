@@ -106,6 +106,9 @@ int sharc__bcast_fail(sharc__bcast *bc, int code, const char *message);
 /** 1 when a failure recorded by sharc__bcast_fail waits for the next step. */
 int sharc__bcast_has_pending(const sharc__bcast *bc);
 
+/** The text of that failure ("" when none). */
+const char *sharc__bcast_pending_text(const sharc__bcast *bc);
+
 /**
  * Source: broadcast STOP; the stream ends.
  * @return 0, or the failure a peer reported in the status round (SHARC_ERR_REMOTE), or a

@@ -7,6 +7,7 @@
 #include "batching/batch.h"
 #include "bcast/bcast.h"
 #include "base/ctx.h"
+#include "bcast/dpsync.h"
 #include "bcast/handshake.h"
 #include "base/hash.h"
 #include "reader/reader.h"
@@ -31,7 +32,13 @@ struct sharc_loader {
     char captured[SHARC__ERRLEN];
     int ended; ///< 0 while the stream runs; then what every later next returns
     uint64_t max_steps;
-    uint64_t steps; ///< source: batches sent so far
+    uint64_t steps;           ///< source: batches sent so far
+    sharc_transport *dp_t;    ///< source with even steps: the sources of all slots (else NULL)
+    int dp_done;              ///< even steps: a round has ended the stream (no more rounds)
+    uint64_t dropped_batches; ///< even steps: this slot's batches after the common end
+    uint64_t dropped_cuts;
+    int drain;                  ///< even steps: read the rest of the stream after STOP
+    char dp_why[SHARC__ERRLEN]; ///< even steps: the text of a failure the round brought
 };
 
 void sharc_loader_default_settings(sharc_loader_settings *s)
@@ -44,6 +51,7 @@ void sharc_loader_default_settings(sharc_loader_settings *s)
     sharc_mesh_init(&s->mesh, 1, dp, one, 0);
     s->max_frame_bytes = (uint64_t)4 << 30;
     s->control_bytes = 65536;
+    s->even_steps = 1;
 }
 
 /*
@@ -89,6 +97,15 @@ static int check_settings(sharc__ctx *ctx, const sharc_loader_settings *s)
                            sharc_transport_name(s->transport), sharc_transport_rank(s->transport),
                            sharc_transport_size(s->transport), m->rank, group_rank, group);
     int dp_size = sharc_mesh_dp_size(m), dp_rank = sharc_mesh_dp_rank(m);
+    if (s->dp_transport && sharc_mesh_is_source(m) &&
+        (sharc_transport_size(s->dp_transport) != dp_size ||
+         sharc_transport_rank(s->dp_transport) != dp_rank || dp_size > SHARC__DP_MAX_SLOTS))
+        return sharc__fail(
+            ctx, SHARC_ERR(EINVAL),
+            "loader settings: the %s dp_transport is rank %d of %d but the mesh "
+            "puts this source at data-parallel slot %d of %d (at most %d)",
+            sharc_transport_name(s->dp_transport), sharc_transport_rank(s->dp_transport),
+            sharc_transport_size(s->dp_transport), dp_rank, dp_size, SHARC__DP_MAX_SLOTS);
     if (dp_size > 1 && !(s->reader.dp_rank == 0 && s->reader.dp_size == 1) &&
         (s->reader.dp_rank != dp_rank || s->reader.dp_size != dp_size))
         return sharc__fail(ctx, SHARC_ERR(EINVAL),
@@ -176,6 +193,24 @@ static void describe_settings(sharc__handshake *h, const sharc_loader_settings *
     }
 }
 
+/* Source: whether its slot agrees with the others at every step (even steps). */
+static int setup_even_steps(sharc_loader *l, const sharc_loader_settings *s)
+{
+    if (!l->source || !s->even_steps || sharc_mesh_dp_size(&s->mesh) < 2 ||
+        (!s->produce && s->reader.epochs == 0))
+        return 0;
+    if (s->dp_transport) {
+        l->dp_t = s->dp_transport;
+        return 0;
+    }
+    if (sharc_mesh_dp_rank(&s->mesh) == 0)
+        sharc__log(&l->ctx, SHARC_LOG_WARN,
+                   "even steps are off: the %d data-parallel slots have no dp_transport to agree "
+                   "over (sharc_transport_mpi_split_dp), so they may end at different steps",
+                   sharc_mesh_dp_size(&s->mesh));
+    return 0;
+}
+
 int sharc_loader_open(sharc_loader **out, const sharc_loader_settings *s)
 {
     sharc__ctx boot;
@@ -207,6 +242,9 @@ int sharc_loader_open(sharc_loader **out, const sharc_loader_settings *s)
     l->produce_cookie = s->produce_cookie;
     l->max_steps = s->max_steps;
     l->t = s->transport;
+    rc = setup_even_steps(l, s);
+    if (rc < 0)
+        goto fail;
     if (!l->t) {
         sharc_transport_settings ts;
         sharc_transport_default_settings(&ts);
@@ -246,10 +284,20 @@ fail:
     return rc;
 }
 
-/* The stream has ended with `code`; the text stays in ctx.error for later calls. */
+/*
+ * The stream has ended with `code`; the text stays in ctx.error for later calls. Under even
+ * steps, a failure that no round has carried yet (a peer's, the transport's, the
+ * handshake's) goes to the other slots' sources in one more round, which they join at
+ * their next step, so that they end there instead of waiting for this slot.
+ */
 static int end_with(sharc_loader *l, int code)
 {
     l->ended = code;
+    if (code < 0 && l->dp_t && !l->dp_done) {
+        sharc__dp_agreement a;
+        l->dp_done = 1;
+        sharc__dp_agree(l->dp_t, SHARC__DP_FAIL, 0, l->ctx.error, &a);
+    }
     return code;
 }
 
@@ -283,14 +331,106 @@ static int produce_next(sharc_loader *l, sharc_batch **b)
     return rc;
 }
 
+/* Cuts of a batch: the rows of its cut ids, else of its audio lengths (0 if neither). */
+static uint64_t batch_cuts(const sharc_batch *b)
+{
+    const sharc_tensor *t = sharc_batch_tensor(b, "cut_id_offsets");
+    if (t && t->ndim == 1 && t->shape[0] > 0)
+        return (uint64_t)t->shape[0] - 1;
+    t = sharc_batch_tensor(b, "audio_lens");
+    return t && t->ndim == 1 ? (uint64_t)t->shape[0] : 0;
+}
+
+static void drop(sharc_loader *l, sharc_batch *b)
+{
+    l->dropped_batches++;
+    l->dropped_cuts += batch_cuts(b);
+    sharc_batch_release(b);
+}
+
+/*
+ * Even steps, after STOP went out because another slot ran dry: read this slot's stream to
+ * its end, so that what it drops is counted exactly, and say so in the log.
+ */
+static void drain_dropped(sharc_loader *l)
+{
+    sharc_batch *b = NULL;
+    int rc = 0;
+    while (l->reader && (rc = sharc_reader_next_batch(l->reader, &b)) == 0)
+        drop(l, b);
+    if (rc < 0 && rc != SHARC_ERR_BACKPRESSURE)
+        sharc__log(&l->ctx, SHARC_LOG_WARN, "even steps: reading the dropped batches failed: %s",
+                   sharc_reader_last_error(l->reader));
+    sharc__log(&l->ctx, SHARC_LOG_WARN,
+               "even steps: another data-parallel slot ran dry first, so the stream ended at "
+               "step %llu on every slot; slot %d drops the %llu batches (%llu cuts) it still "
+               "had%s",
+               (unsigned long long)l->steps, sharc_mesh_dp_rank(&l->mesh),
+               (unsigned long long)l->dropped_batches, (unsigned long long)l->dropped_cuts,
+               rc == SHARC_ERR_BACKPRESSURE || !l->reader ? " (at least)" : "");
+}
+
 /* Source: the stream ends with STOP (0) unless a failure recorded since is sent instead. */
 static int send_stop(sharc_loader *l)
 {
     int rc = sharc__bcast_send_stop(l->bc);
     if (rc < 0)
         return end_with(l, sharc__set_error(&l->ctx, rc, "%s", sharc__bcast_error(l->bc)));
+    if (l->drain)
+        drain_dropped(l);
     sharc__set_error(&l->ctx, SHARC_END, "end of stream");
     return end_with(l, SHARC_END);
+}
+
+/*
+ * Even steps: this slot's result for the step (`rc`: 0 with a batch, SHARC_END, or an
+ * error with `*why`; `pending`: a failure recorded with sharc_loader_fail) agreed with
+ * every other slot's. Returns what this slot does: its own failure, else another slot's
+ * failure (SHARC_ERR_REMOTE, *why naming the slot), else the end when any slot ended
+ * (its batch dropped), else its batch labelled with the slots' highest epoch.
+ */
+static int agree(sharc_loader *l, sharc_batch **b, int rc, int pending, const char **why)
+{
+    sharc__dp_kind mine = pending || (rc < 0) ? SHARC__DP_FAIL
+                          : rc == SHARC_END   ? SHARC__DP_END
+                                              : SHARC__DP_BATCH;
+    const char *text = pending ? sharc__bcast_pending_text(l->bc) : *why;
+    if (mine == SHARC__DP_FAIL && !text[0])
+        text = sharc_strerror(pending ? SHARC_ERR(EINVAL) : rc);
+    sharc__dp_agreement a;
+    int arc = sharc__dp_agree(l->dp_t, mine, *b ? (*b)->epoch : 0, text, &a);
+    if (arc < 0 || a.kind != SHARC__DP_BATCH)
+        l->dp_done = 1;
+    if (arc < 0) {
+        sharc_batch_release(*b);
+        *b = NULL;
+        snprintf(l->dp_why, sizeof l->dp_why,
+                 "step %llu: the agreement of the data-parallel slots over %s failed: %s",
+                 (unsigned long long)l->steps, sharc_transport_name(l->dp_t),
+                 sharc_transport_last_error(l->dp_t));
+        *why = l->dp_why;
+        return arc;
+    }
+    if (mine == SHARC__DP_FAIL)
+        return rc;
+    if (a.kind == SHARC__DP_FAIL) {
+        sharc_batch_release(*b);
+        *b = NULL;
+        snprintf(l->dp_why, sizeof l->dp_why, "data-parallel slot %d failed at step %llu: %.900s",
+                 a.failed_slot, (unsigned long long)l->steps, a.message);
+        *why = l->dp_why;
+        return SHARC_ERR_REMOTE;
+    }
+    if (a.kind == SHARC__DP_END) {
+        if (*b) {
+            drop(l, *b);
+            *b = NULL;
+            l->drain = !l->produce;
+        }
+        return SHARC_END;
+    }
+    (*b)->epoch = a.epoch;
+    return 0;
 }
 
 static int source_next(sharc_loader *l, sharc_batch **out)
@@ -299,14 +439,21 @@ static int source_next(sharc_loader *l, sharc_batch **out)
     int rc = sharc__bcast_start(l->bc); /* the handshake, before anything is read */
     if (rc < 0)
         return end_with(l, sharc__set_error(&l->ctx, rc, "%s", sharc__bcast_error(l->bc)));
-    if (sharc__bcast_has_pending(l->bc) || (l->max_steps && l->steps >= l->max_steps))
-        return send_stop(l); /* a pending failure goes out as ERROR in its place */
-    if (l->open_rc < 0)
-        return send_failure(l, l->open_rc, l->open_error);
-    rc = l->produce ? produce_next(l, &b) : sharc_reader_next_batch(l->reader, &b);
-    const char *why = l->produce ? l->produce_error : sharc_reader_last_error(l->reader);
-    if (rc == SHARC_ERR_BACKPRESSURE) /* local and retryable: nothing is sent */
-        return sharc__set_error(&l->ctx, rc, "%s", why[0] ? why : sharc_strerror(rc));
+    int pending = sharc__bcast_has_pending(l->bc);
+    const char *why = "";
+    if (pending || (l->max_steps && l->steps >= l->max_steps)) {
+        rc = SHARC_END; /* a pending failure goes out as ERROR in its place */
+    } else if (l->open_rc < 0) {
+        rc = l->open_rc;
+        why = l->open_error;
+    } else {
+        rc = l->produce ? produce_next(l, &b) : sharc_reader_next_batch(l->reader, &b);
+        why = l->produce ? l->produce_error : sharc_reader_last_error(l->reader);
+        if (rc == SHARC_ERR_BACKPRESSURE) /* local and retryable: nothing is sent */
+            return sharc__set_error(&l->ctx, rc, "%s", why[0] ? why : sharc_strerror(rc));
+    }
+    if (l->dp_t && !l->dp_done)
+        rc = agree(l, &b, rc, pending, &why);
     if (rc == SHARC_END)
         return send_stop(l);
     if (rc < 0)
@@ -418,6 +565,15 @@ int sharc_loader_state_save(sharc_loader *l, void *buf, size_t cap, size_t *size
     if (rc < 0)
         sharc__set_error(&l->ctx, rc, "%s", sharc_reader_last_error(l->reader));
     return rc;
+}
+
+int sharc_loader_dropped(const sharc_loader *l, uint64_t *batches, uint64_t *cuts)
+{
+    if (!l || !batches || !cuts)
+        return SHARC_ERR(EINVAL);
+    *batches = l->dropped_batches;
+    *cuts = l->dropped_cuts;
+    return 0;
 }
 
 int sharc_loader_is_source(const sharc_loader *l)

@@ -121,11 +121,10 @@ static int check_same_mesh(sharc__ctx *ctx, MPI_Comm parent, const sharc_mesh *m
     return rc;
 }
 
-int sharc__mpi_split_group(sharc__ctx *ctx, MPI_Comm parent, const sharc_mesh *mesh, int timeout_ms,
-                           MPI_Comm *out)
+/* Before a split: `mesh` is this rank's place in `parent`, and every rank has the same. */
+static int check_parent(sharc__ctx *ctx, MPI_Comm parent, const sharc_mesh *mesh, int timeout_ms)
 {
-    int rank = 0, size = 0, group_rank = -1;
-    *out = MPI_COMM_NULL;
+    int rank = 0, size = 0;
     int rc = SHARC__MPI_CHECK(ctx, MPI_Comm_rank(parent, &rank));
     if (rc == 0)
         rc = SHARC__MPI_CHECK(ctx, MPI_Comm_size(parent, &size));
@@ -135,7 +134,15 @@ int sharc__mpi_split_group(sharc__ctx *ctx, MPI_Comm parent, const sharc_mesh *m
         return sharc__fail(ctx, SHARC_ERR(EINVAL),
                            "mesh is for rank %d of %d but the communicator has rank %d of %d",
                            mesh->rank, mesh->size, rank, size);
-    rc = check_same_mesh(ctx, parent, mesh, rank, size, timeout_ms);
+    return check_same_mesh(ctx, parent, mesh, rank, size, timeout_ms);
+}
+
+int sharc__mpi_split_group(sharc__ctx *ctx, MPI_Comm parent, const sharc_mesh *mesh, int timeout_ms,
+                           MPI_Comm *out)
+{
+    int group_rank = -1;
+    *out = MPI_COMM_NULL;
+    int rc = check_parent(ctx, parent, mesh, timeout_ms);
     if (rc < 0)
         return rc;
     /* A fresh split every time: groups are never looked up by mesh identity. */
@@ -402,6 +409,30 @@ int sharc_transport_mpi_split(sharc_transport **out, MPI_Comm parent, const shar
     /* Our own communicator: report errors instead of aborting the job. */
     MPI_Comm_set_errhandler(group, MPI_ERRORS_RETURN);
     return open_comm(out, group, 1, s);
+}
+
+int sharc_transport_mpi_split_dp(sharc_transport **out, MPI_Comm parent, const sharc_mesh *mesh,
+                                 const sharc_transport_settings *s)
+{
+    int settings_rc = sharc__transport_check_settings(s);
+    if (settings_rc < 0) {
+        *out = NULL;
+        return settings_rc;
+    }
+    sharc__ctx ctx;
+    sharc__ctx_init(&ctx, s ? &s->allocator : NULL, s ? &s->logger : NULL);
+    *out = NULL;
+    int rc = check_parent(&ctx, parent, mesh, s ? s->timeout_ms : 600000);
+    if (rc < 0)
+        return rc;
+    int source = sharc_mesh_is_source(mesh);
+    MPI_Comm sources = MPI_COMM_NULL;
+    rc = SHARC__MPI_CHECK(&ctx, MPI_Comm_split(parent, source ? 0 : MPI_UNDEFINED,
+                                               sharc_mesh_dp_rank(mesh), &sources));
+    if (rc < 0 || !source)
+        return rc;
+    MPI_Comm_set_errhandler(sources, MPI_ERRORS_RETURN);
+    return open_comm(out, sources, 1, s);
 }
 
 int sharc_transport_mpi_comm(const sharc_transport *t, MPI_Comm *comm)

@@ -636,8 +636,26 @@ size_t sharc__dataset_epoch_order(const sharc__dataset *d, uint64_t seed, uint64
         sharc__rng_seed(&rng, seed + epoch);
         sharc__rng_shuffle_u32(&rng, order, d->n_shards);
     }
+    if ((size_t)dp_size > d->n_shards) { /* shared by cuts: sharc__dataset_cut_share */
+        if (d->n_shards == 0)
+            return 0;
+        order[0] = order[(size_t)dp_rank % d->n_shards];
+        return 1;
+    }
     for (size_t i = 0; i < d->n_shards; i++)
         if (i % (size_t)dp_size == (size_t)dp_rank)
             order[n++] = order[i];
     return n;
+}
+
+void sharc__dataset_cut_share(size_t n_shards, int dp_rank, int dp_size, uint32_t *every,
+                              uint32_t *first)
+{
+    *every = 1;
+    *first = 0;
+    if (n_shards == 0 || (size_t)dp_size <= n_shards)
+        return;
+    size_t j = (size_t)dp_rank % n_shards;
+    *every = (uint32_t)((size_t)dp_size / n_shards + (j < (size_t)dp_size % n_shards));
+    *first = (uint32_t)((size_t)dp_rank / n_shards);
 }

@@ -29,11 +29,23 @@ int sharc__dataset_find(sharc__dataset *d, sharc__ctx *ctx, const char *const *p
 /**
  * The shards of `epoch` for data-parallel slot `dp_rank` of `dp_size`: indices 0..n-1,
  * permuted with seed + epoch when `shuffle`, then position i goes to slot i % dp_size.
+ * With fewer shards than slots, slot s reads the one shard at position s % n, which it
+ * shares by cuts with the other slots of that position (sharc__dataset_cut_share).
  * @param order receives up to d->n_shards indices
  * @return the number of shards for this slot
  */
 size_t sharc__dataset_epoch_order(const sharc__dataset *d, uint64_t seed, uint64_t epoch,
                                   int shuffle, int dp_rank, int dp_size, uint32_t *order);
+
+/**
+ * Which entries of each shard slot `dp_rank` keeps: entry k (0-based, cuts and cut-level
+ * problems alike) when k % *every == *first. 1 and 0 (all) unless there are fewer shards
+ * than slots; then the slots s, s + n, s + 2n, ... that read the same shard (n shards)
+ * keep every g-th entry each, g being how many they are, so that every cut goes to exactly
+ * one slot.
+ */
+void sharc__dataset_cut_share(size_t n_shards, int dp_rank, int dp_size, uint32_t *every,
+                              uint32_t *first);
 
 const char *sharc__layout_name(sharc_layout l);
 

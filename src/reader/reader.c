@@ -237,11 +237,6 @@ static int open_mixture(sharc_reader *r)
         const sharc__input_source *src = &cfg->sources[i];
         rc = sharc__dataset_find(&r->mix_ds[i], ctx, (const char *const *)src->paths, src->n_paths,
                                  src->layout, r->s.max_line_bytes);
-        if (rc == 0 && (size_t)r->s.dp_size > r->mix_ds[i].n_shards)
-            rc = sharc__set_error(ctx, SHARC_ERR_FORMAT,
-                                  "%zu shards cannot feed %d data-parallel slots: slot %d "
-                                  "would get none",
-                                  r->mix_ds[i].n_shards, r->s.dp_size, r->s.dp_size - 1);
         if (rc == 0 && need_counts)
             rc = count_cuts(r, &r->mix_ds[i], &counts[i]);
         if (rc < 0) {
@@ -341,12 +336,6 @@ int sharc__reader_open(sharc_reader **out, const sharc_reader_settings *s)
      * here, as for every other setting, not at the first batch. */
     if ((rc = sharc__pipeline_check_settings(&r->ctx, &r->s)) < 0)
         goto fail;
-    if ((size_t)s->dp_size > r->ds.n_shards) {
-        rc = sharc__fail(&r->ctx, SHARC_ERR_FORMAT,
-                         "%zu shards cannot feed %d data-parallel slots: slot %d would get none",
-                         r->ds.n_shards, s->dp_size, s->dp_size - 1);
-        goto fail;
-    }
     if ((rc = sharc__walk_open(&r->walk, &r->ctx, &r->s, &r->ds, &r->stats, &r->fetch)) < 0)
         goto fail;
     sharc__walk_set_tokens(r->walk, r->tok, NULL);

@@ -19,6 +19,7 @@ struct sharc__walk {
     sharc__stream_opts sopts;
     uint32_t *order;
     size_t n_order;
+    uint32_t share_every, share_first; ///< the entries of each shard this slot keeps
     sharc__walk_pos pos;
     sharc__stream *stream; ///< the open shard, read on this thread
     /* With read-ahead: the open shard's entries come from a lane instead. */
@@ -335,8 +336,11 @@ int sharc__walk_pull(sharc__walk *w)
             w->pos.shard_open = 0;
             continue;
         }
-        if (rc == 0 || !w->err.shard_fatal)
+        if (rc == 0 || !w->err.shard_fatal) {
             w->pos.consumed++;
+            if ((w->pos.consumed - 1) % w->share_every != w->share_first)
+                continue; /* another slot's entry of a shard read by several */
+        }
         if (rc == 0) {
             double t0 = sharc__now_s();
             rc = describe(w, w->pos.epoch);
@@ -456,6 +460,8 @@ int sharc__walk_open(sharc__walk **out, sharc__ctx *ctx, const sharc_reader_sett
     }
     w->n_order = sharc__dataset_epoch_order(ds, s->seed, 0, s->shuffle_shards, s->dp_rank,
                                             s->dp_size, w->order);
+    sharc__dataset_cut_share(ds->n_shards, s->dp_rank, s->dp_size, &w->share_every,
+                             &w->share_first);
     *out = w;
     return 0;
 }

@@ -100,6 +100,31 @@ assert sorted(os.listdir(os.path.join(tmp, "dump"))) == ["dp0", "dp1"]
 assert saved[(0, 0)]["ids"] != saved[(2, 0)]["ids"]  # the slots read different data
 PY
 
+# Even steps: 4 shards over 3 slots give slot 0 twice the batches of the others; every rank
+# ends at the same step, and the slots that still had batches say how many they drop. With
+# --no-even-steps each slot reads to its own end.
+even_args=(read --transport mpi --mesh dp=3 --json --max-duration 30 --threads 1 --epochs 2)
+mpirun --oversubscribe -n 3 "$sharc" "${even_args[@]}" "$tmp/data/shar" >"$tmp/even.jsonl" \
+  2>"$tmp/err.even"
+mpirun --oversubscribe -n 3 "$sharc" "${even_args[@]}" --no-even-steps "$tmp/data/shar" \
+  >"$tmp/uneven.jsonl"
+python3 - "$tmp" <<'PY'
+import collections, json, os, re, sys
+tmp = sys.argv[1]
+def steps(name):
+    n = collections.Counter()
+    for l in open(os.path.join(tmp, name)):
+        r = json.loads(l)
+        n[r["rank"]] += "step" in r and "ids" in r
+    return n
+even, uneven = steps("even.jsonl"), steps("uneven.jsonl")
+assert len(set(uneven.values())) > 1, uneven  # the slots differ, or this proves nothing
+assert set(even.values()) == {min(uneven.values())}, (even, uneven)
+drops = re.findall(r"slot (\d) drops the (\d+) batches", open(os.path.join(tmp, "err.even")).read())
+assert sorted((int(s), int(b)) for s, b in drops) == sorted(
+    (r, uneven[r] - even[r]) for r in uneven if uneven[r] > even[r]), drops
+PY
+
 # A state file that would replace a shard is refused by every rank of the group, before
 # anything is read: no rank waits for another, and the shard is intact.
 cp "$tmp/data/shar/recording.000000.tar.gz" "$tmp/shard.orig"

@@ -1,0 +1,82 @@
+/*
+ * Elastic resume: the work that D old data-parallel slots left, split over D' new ones.
+ *
+ * A function of saved states only, so that every new slot computes the same split: from
+ * each old slot's walk position (and its own plan: dataset, seed, shuffle, its slot and
+ * slot count) the units of work it had left up to the end of the latest epoch any old slot
+ * had begun; then new slot s of D' takes units i with i % D' == s, or, with fewer units
+ * than new slots, shares unit s % U by entries with the other new slots that take it. The
+ * cuts the old samplers held (their keys) go by shard visit, visit i of all of them, in
+ * order, to new slot i % D', so that only that slot re-reads the shard. Later epochs are
+ * planned for D' as a fresh run plans them.
+ *
+ * A unit is the part of one shard visit (epoch, shard) left to read: the entries k of the
+ * shard's stream (cuts and cut-level problems alike, as the walk counts them) with k >= skip
+ * and k % every == first. Sharing a unit by g slots is again such a filter (every * g,
+ * first + every * i), so units compose over any number of resumes.
+ */
+#ifndef SHARC_SRC_ELASTIC_H
+#define SHARC_SRC_ELASTIC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/ctx.h"
+#include "plan/dataset.h"
+#include "walk/walk.h"
+
+typedef struct sharc__elastic_unit {
+    uint64_t epoch;
+    uint32_t shard;
+    uint64_t skip;  ///< entries before this are not part of the unit
+    uint64_t every; ///< entry k is part of it when k >= skip and k % every == first
+    uint64_t first;
+} sharc__elastic_unit;
+
+/** Whether entry k of the unit's shard is part of the unit. */
+static inline int sharc__elastic_unit_has(const sharc__elastic_unit *u, uint64_t k)
+{
+    return k >= u->skip && k % u->every == u->first;
+}
+
+/** Where one old slot was, as its state says. */
+typedef struct sharc__elastic_old {
+    sharc__walk_pos pos;  ///< its walk's position (in its prologue when in_prologue)
+    int dp_rank, dp_size; ///< the slot its regular epochs were planned for
+    /** Its own prologue, when it was itself resumed elastically (else none). */
+    const sharc__elastic_unit *units;
+    size_t n_units;
+    uint64_t unit_pos;    ///< units of the prologue opened so far
+    int in_prologue;      ///< 1 while it read its prologue
+    uint64_t start_epoch; ///< the first epoch of its regular plan (after its prologue)
+} sharc__elastic_old;
+
+/** The plan of the walk: its shard order and the epochs. */
+typedef struct sharc__elastic_plan {
+    const sharc__dataset *ds;
+    uint64_t seed;
+    int shuffle;
+    uint64_t epochs; ///< 0: without end
+} sharc__elastic_plan;
+
+/**
+ * New slot `rank` of `size`: its units of the old slots' remaining work, in the order it
+ * reads them, and the epoch its regular plan starts at.
+ * @param units receives an array (free with sharc__free(ctx, ...); NULL when none)
+ * @return 0, SHARC_ERR(ENOMEM), or SHARC_ERR_STATE when a unit would be shared by more
+ *         slots than a filter can say (resumed elastically too many times)
+ */
+int sharc__elastic_split(sharc__ctx *ctx, const sharc__elastic_plan *plan,
+                         const sharc__elastic_old *old, size_t n_old, int rank, int size,
+                         sharc__elastic_unit **units, size_t *n_units, uint64_t *start_epoch);
+
+/**
+ * The held keys (each old slot's sorted keys, keys[i] of n_keys[i]) that new slot `rank`
+ * of `size` takes: every key of a shard visit goes to the same slot, visit i (in order of
+ * all visits) to slot i % size. Written sorted into `out`, which has room for all keys.
+ * @return the number written
+ */
+size_t sharc__elastic_keys(const uint64_t *const *keys, const size_t *n_keys, size_t n_old,
+                           int rank, int size, uint64_t *out);
+
+#endif /* SHARC_SRC_ELASTIC_H */
