@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "cli_opts.h"
 #include "cli_reader_opts.h"
+#include "report.h"
 
 static const char *const cmd = "validate";
 
@@ -26,6 +27,7 @@ typedef struct validate_opts {
     int progress;
     int verbose;
     int json, per_cut; /* for the validator */
+    const char *report_html, *report_json;
 } validate_opts;
 
 #define OWN(field) .target = CLI_T_CMD, .offset = offsetof(validate_opts, field)
@@ -45,6 +47,11 @@ static const cli_opt options[] = {
     CLI_USE(cli_reader_group, "timeout-ms", NULL),
     {CLI_OPT_FLAG, "json", OWN(json), .min = 1,
      .help = "print JSON Lines instead of text (see below)"},
+    {CLI_OPT_STRING, "report", .metavar = "FILE", OWN(report_html),
+     .help = "also write a report of the corpus as one self-contained HTML page\n"
+             "(charts, tables and the report's JSON; see below), made in the same pass"},
+    {CLI_OPT_STRING, "report-json", .metavar = "FILE", OWN(report_json),
+     .help = "also write the report's JSON alone"},
     {CLI_OPT_FLAG, "per-cut", OWN(per_cut), .min = 1,
      .help = "also print one line per cut (id, duration, samples, peak, RMS)"},
     {CLI_OPT_FLAG, "no-progress", OWN(progress), .min = 0,
@@ -104,8 +111,15 @@ static void print_help(void)
         "a format allows them, but a writer that stopped early leaves them; the text summary\n"
         "warns.\n"
         "\n"
-        "Exit status: 0 no problems, 1 problems found (or the dataset could not be opened),\n"
-        "2 usage error.\n"
+        "The report (--report, --report-json) holds the totals (cuts, shards, hours, bytes,\n"
+        "layout, codecs), a duration histogram, sampling rates and channels, characters per\n"
+        "second of the transcripts with the outliers by cut id, signal checks made while\n"
+        "decoding (digital silence, clipping, DC offset, decoded length against the metadata),\n"
+        "a table of the shards and the problems grouped by kind; docs/cli.md describes its JSON.\n"
+        "Each file is written under a temporary name and renamed once complete.\n"
+        "\n"
+        "Exit status: 0 no problems, 1 problems found (or the dataset could not be opened, or\n"
+        "a report could not be written), 2 usage error.\n"
         "\n"
         "Example:\n"
         "  sharc validate --json --per-cut --threads 8 data/shar > report.jsonl\n");
@@ -233,6 +247,7 @@ typedef struct validator {
     char **shard_names;    /* shard paths by shard_index, from the probe's reader */
     uint64_t *shard_cuts;  /* cuts read, by shard_index */
     str_set other_shards;  /* interned shard paths without a usable index */
+    report *report;        /* with --report or --report-json */
     int oom;
     cli_progress progress;
 } validator;
@@ -306,6 +321,8 @@ static void emit_problem_locked(validator *v, const char *code, const char *shar
 {
     v->problems++;
     v->by_code[code_index(code)]++;
+    if (v->report != NULL)
+        report_add_problem(v->report, code, shard, member, cut_id, message);
     cli_progress_clear(&v->progress);
     if (v->json) {
         FILE *f = stdout;
@@ -369,7 +386,7 @@ static const char *intern_shard_locked(validator *v, const char *shard, uint32_t
     return e->key;
 }
 
-static void emit_cut_locked(validator *v, const sharc_cut *c, const cli_sample_stats *st)
+static void emit_cut_locked(validator *v, const sharc_cut *c, const report_signal *st)
 {
     double dbfs = st->rms > 0 ? 20.0 * log10(st->rms) : -INFINITY;
     cli_progress_clear(&v->progress);
@@ -453,9 +470,9 @@ static size_t sorted_rates(const validator *v, rate_count *out)
 static void on_cut(worker *w, sharc_reader *r, const sharc_cut *c)
 {
     validator *v = w->v;
-    cli_sample_stats st = {0};
+    report_signal st = {0};
     if (c->samples != NULL)
-        cli_sample_stats_compute(c->samples, (size_t)c->num_samples * (size_t)c->channels, &st);
+        report_signal_compute(c->samples, (size_t)c->num_samples * (size_t)c->channels, &st);
     sharc_reader_stats rs;
     sharc_reader_get_stats(r, &rs);
 
@@ -472,6 +489,20 @@ static void on_cut(worker *w, sharc_reader *r, const sharc_cut *c)
     }
     if (v->per_cut)
         emit_cut_locked(v, c, &st);
+    if (v->report != NULL) {
+        report_cut rc = {.id = c->id,
+                         .shard = c->shard,
+                         .text = c->text,
+                         .shard_index = c->shard_index,
+                         .duration = c->duration,
+                         .sampling_rate = c->sampling_rate,
+                         .channels = c->channels,
+                         .num_samples = c->num_samples,
+                         .audio = c->audio,
+                         .audio_nbytes = c->audio_nbytes,
+                         .signal = c->samples != NULL ? &st : NULL};
+        report_add_cut(v->report, &rc);
+    }
     if (c->id != NULL) {
         const char *shard = intern_shard_locked(v, c->shard, c->shard_index);
         const entry *first = set_insert(&v->ids, c->id, shard, c->member, &v->oom);
@@ -712,8 +743,29 @@ static void print_summary(validator *v, double wall)
                v->shards_cut_short == 1 ? "it" : "each");
 }
 
+/* Write --report and --report-json; a failure is named on stderr. */
+static int save_report(validator *v, const validate_opts *o, double wall)
+{
+    report *r = v->report;
+    r->command = "sharc validate";
+    r->layout = cli_layout_name(v->layout);
+    r->threads = v->n_workers;
+    r->wall_seconds = wall;
+    r->shards_cut_short = v->shards_cut_short;
+    const char *failed = NULL;
+    int err = r->oom ? ENOMEM : report_save(r, o->report_html, o->report_json, &failed);
+    if (err != 0) {
+        fprintf(stderr, "sharc validate: cannot write the report %s: %s\n", failed ? failed : "",
+                strerror(err));
+        return -1;
+    }
+    return 0;
+}
+
 static void validator_free(validator *v)
 {
+    if (v->report != NULL)
+        report_free(v->report);
     set_free(&v->ids);
     set_free(&v->open_problems);
     set_free(&v->other_shards);
@@ -770,8 +822,21 @@ int cmd_validate(int argc, char **argv)
     double t0 = cli_now();
     cli_progress_init(&v.progress, o.progress);
     status = CLI_EXIT_FAIL;
+    report rep;
+    if (o.report_html != NULL || o.report_json != NULL) {
+        if (report_init(&rep) < 0) {
+            fprintf(stderr, "sharc validate: out of memory\n");
+            goto done;
+        }
+        v.report = &rep;
+    }
     if (probe_dataset(&v, &s) < 0)
         goto done;
+    if (v.report != NULL &&
+        report_set_shards(v.report, v.n_shards, (const char *const *)v.shard_names) < 0) {
+        fprintf(stderr, "sharc validate: out of memory\n");
+        goto done;
+    }
     int threads = o.threads > 0 ? o.threads : cli_online_cpus();
     v.n_workers = (size_t)threads < v.n_shards ? threads : (int)v.n_shards;
     if (v.n_workers < 1)
@@ -790,7 +855,10 @@ int cmd_validate(int argc, char **argv)
     status = v.problems > 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 done:
     cli_progress_clear(&v.progress);
-    print_summary(&v, cli_now() - t0);
+    double wall = cli_now() - t0;
+    print_summary(&v, wall);
+    if (v.report != NULL && save_report(&v, &o, wall) < 0)
+        status = CLI_EXIT_FAIL;
     validator_free(&v);
     return cli_finish_output(cmd, status);
 }
