@@ -429,7 +429,7 @@ void report_add_problem(report *r, const char *code, const char *shard, const ch
         if (k->n_examples < REPORT_EXAMPLES)
             problem_copy(r, &k->examples[k->n_examples++], code, shard, member, cut_id, message);
     }
-    if (r->n_list < REPORT_MAX_PROBLEMS)
+    if (r->list != NULL && r->n_list < REPORT_MAX_PROBLEMS)
         problem_copy(r, &r->list[r->n_list++], code, shard, member, cut_id, message);
 }
 
