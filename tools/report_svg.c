@@ -155,41 +155,41 @@ void svg_bar_list(FILE *f, const char *id, const char *title, const char *const 
     fputs("</svg>\n", f);
 }
 
-void svg_lines(FILE *f, const char *id, const char *title, const double *x, size_t n,
-               const double *const *ys, const char *const *names, size_t n_series,
+void svg_lines(FILE *f, const char *id, const char *title, const double *const *xs,
+               const double *const *ys, const size_t *ns, const char *const *names, size_t n_series,
                const char *x_unit, const char *y_unit)
 {
     open_chart(f, id, title, H);
     double xmax = 0, ymax = 0;
-    for (size_t i = 0; i < n; i++) {
-        xmax = x[i] > xmax ? x[i] : xmax;
-        for (size_t s = 0; s < n_series; s++)
+    for (size_t s = 0; s < n_series; s++)
+        for (size_t i = 0; i < ns[s]; i++) {
+            xmax = isfinite(xs[s][i]) && xs[s][i] > xmax ? xs[s][i] : xmax;
             ymax = isfinite(ys[s][i]) && ys[s][i] > ymax ? ys[s][i] : ymax;
-    }
+        }
     double scale = y_axis(f, nice_ceil(ymax)), xtop = nice_ceil(xmax);
-    double xs = (W - ML - MR) / xtop;
+    double xscale = (W - ML - MR) / xtop;
     for (int i = 0; i <= 4; i++) {
         char label[32];
         fmt_num(label, sizeof label, xtop * i / 4);
-        fprintf(f, "<text class=\"xlab\" x=\"%.1f\" y=\"%g\">%s</text>\n", ML + xtop * i / 4 * xs,
-                H - MB + 16, label);
+        fprintf(f, "<text class=\"xlab\" x=\"%.1f\" y=\"%g\">%s</text>\n",
+                ML + xtop * i / 4 * xscale, H - MB + 16, label);
     }
     for (size_t s = 0; s < n_series; s++) {
         const char *color = palette[s % (sizeof palette / sizeof palette[0])];
         fprintf(f, "<polyline class=\"line\" stroke=\"%s\" points=\"", color);
-        for (size_t i = 0; i < n; i++)
-            if (isfinite(ys[s][i]))
-                fprintf(f, "%.1f,%.1f ", ML + x[i] * xs, H - MB - ys[s][i] * scale);
+        for (size_t i = 0; i < ns[s]; i++)
+            if (isfinite(xs[s][i]) && isfinite(ys[s][i]))
+                fprintf(f, "%.1f,%.1f ", ML + xs[s][i] * xscale, H - MB - ys[s][i] * scale);
         fputs("\"><title>", f);
         svg_escape(f, names[s]);
-        fprintf(f, "</title></polyline><text class=\"legend\" fill=\"%s\" x=\"%.1f\" y=\"18\">",
-                color, W - MR - 160.0 * (double)(n_series - s));
+        fputs(", ", f);
+        svg_escape(f, y_unit);
+        fprintf(f, "</title></polyline><text class=\"legend\" fill=\"%s\" x=\"%.1f\" y=\"%g\">",
+                color, W - MR - 110.0 * (double)(n_series - s), MT - 12);
         svg_escape(f, names[s]);
         fputs("</text>\n", f);
     }
     fprintf(f, "<text class=\"xlab\" x=\"%g\" y=\"%g\">", (W + ML) / 2, H - 6);
     svg_escape(f, x_unit);
-    fprintf(f, "</text><text class=\"ylab\" x=\"%g\" y=\"%g\">", ML - 6, MT - 12);
-    svg_escape(f, y_unit);
     fputs("</text></svg>\n", f);
 }

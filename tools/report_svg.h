@@ -25,11 +25,11 @@ void svg_bar_list(FILE *f, const char *id, const char *title, const char *const 
                   const double *values, size_t n, const char *unit);
 
 /**
- * Line chart of `n_series` series over a shared x (x[0..n)): ys[s][0..n), named names[s],
- * drawn against one y axis from 0.
+ * Line chart of `n_series` series, series s being the points (xs[s][i], ys[s][i]), i < ns[s],
+ * named names[s], against axes from 0 (non-finite y values are left out).
  */
-void svg_lines(FILE *f, const char *id, const char *title, const double *x, size_t n,
-               const double *const *ys, const char *const *names, size_t n_series,
+void svg_lines(FILE *f, const char *id, const char *title, const double *const *xs,
+               const double *const *ys, const size_t *ns, const char *const *names, size_t n_series,
                const char *x_unit, const char *y_unit);
 
 #endif /* SHARC_TOOLS_REPORT_SVG_H */

@@ -26,4 +26,17 @@ expect_rc 0 "$SHARC" validate --threads 2 --report "$tmp/r.html" --report-json "
 render "$tmp/r.html" "$tmp/r.png" "$tmp/r.dom"
 "$PYTHON" "$(dirname "$0")/reportcheck.py" png "$tmp/r.png"
 "$PYTHON" "$(dirname "$0")/reportcheck.py" dom "$tmp/r.dom" "$tmp/r.json"
+
+# The bench report: the throughput, memory and stage charts drawn.
+expect_rc 0 "$SHARC" bench --quiet --epochs 0 --seconds 1 --bins 1,2 --buffer-size 50 \
+    --report "$tmp/b.html" "$tmp/g/shar"
+render "$tmp/b.html" "$tmp/b.png" "$tmp/b.dom"
+"$PYTHON" "$(dirname "$0")/reportcheck.py" png "$tmp/b.png"
+tr '\n' ' ' <"$tmp/b.dom" | sed 's|</svg>|&\n|g' >"$tmp/b.svgs"
+for id in chart-audio-rate chart-batch-rate chart-memory; do
+    grep -q "<svg id=\"$id\".*<polyline class=\"line\"[^>]*points=\"[0-9]" "$tmp/b.svgs" ||
+        fail "the bench page's DOM has no line in $id"
+done
+[ "$(grep -o '<rect class="bar"' "$tmp/b.dom" | wc -l)" -eq 5 ] ||
+    fail "the bench page's stage chart has not one bar per stage"
 echo "ok"

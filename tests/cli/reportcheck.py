@@ -241,7 +241,53 @@ def check_dom(dom, path):
     print(f"ok {dom}: charts and tables")
 
 
-CHECKS = {"clean": check_clean, "embedded": check_embedded, "offline": check_offline,
+def check_bench(path, out, reps):
+    r = load(path)
+    result = json.load(open(out))
+    if r["result"] != result:
+        fail(f"{path}: result differs from the --json output")
+    if len(r["timeline"]) != int(reps) or [t["rep"] for t in r["timeline"]] != list(range(int(reps))):
+        fail(f"{path}: timeline of {len(r['timeline'])} repetitions, expected {reps}")
+    for t in r["timeline"]:
+        n = len(t["t"])
+        if n < 3 or len(t["rss_bytes"]) != n or t["t"] != sorted(t["t"]) or min(t["rss_bytes"]) <= 0:
+            fail(f"{path}: timeline {t}")
+        for k in ("interval_t", "batches_per_second", "audio_seconds_per_second"):
+            if len(t[k]) != n - 1 or min(t[k]) < 0:
+                fail(f"{path}: timeline {k} {t[k]}")
+        # The rates integrate back to what was counted between the first and last sample.
+        batches = sum(b * (t["t"][i + 1] - t["t"][i]) for i, b in enumerate(t["batches_per_second"]))
+        if batches > result["batches"] + 1e-6 or abs(batches - round(batches)) > 1e-6:
+            fail(f"{path}: the timeline counts {batches} batches of {result['batches']}")
+    m = r["machine"]
+    if m["cpus"] < 1 or m["memory_bytes"] <= 0 or not m["hostname"]:
+        fail(f"{path}: machine {m}")
+    if r["argv"][-1] != result.get("paths", r["argv"][-1]) or "--report-json" not in r["argv"]:
+        fail(f"{path}: argv {r['argv']}")
+    print(f"ok {path}: {reps} repetitions, {sum(len(t['t']) for t in r['timeline'])} samples")
+
+
+def check_compare(html, a, b):
+    got, text = embedded(html)
+    runs = got["runs"]
+    if [x["file"] for x in runs] != [a, b]:
+        fail(f"{html}: runs {[x['file'] for x in runs]}")
+    for x, p in zip(runs, (a, b)):
+        x = dict(x)
+        del x["file"]
+        if x != load(p):
+            fail(f"{html}: run {p} differs from its file")
+    for cid in ("chart-audio-rate", "chart-batch-rate", "chart-memory", "chart-stages"):
+        if f'<svg id="{cid}"' not in text:
+            fail(f"{html}: no chart {cid}")
+    series = len(re.findall(r'<polyline', text.split('id="chart-audio-rate"')[1].split("</svg>")[0]))
+    want = len(load(a)["timeline"]) + len(load(b)["timeline"])
+    if series != want:
+        fail(f"{html}: {series} throughput lines, expected {want}")
+    print(f"ok {html}: {a} and {b} side by side")
+
+
+CHECKS = {"bench": check_bench, "compare": check_compare, "clean": check_clean, "embedded": check_embedded, "offline": check_offline,
           "damaged": check_damaged, "png": check_png, "dom": check_dom}
 
 if __name__ == "__main__":
