@@ -290,7 +290,7 @@ static void cell_value(FILE *f, const cJSON *v)
     if (v == NULL || cJSON_IsNull(v)) {
         fputs("-", f);
     } else if (cJSON_IsNumber(v)) {
-        fprintf(f, "%.4g", v->valuedouble);
+        fprintf(f, "%.6g", v->valuedouble);
     } else if (cJSON_IsString(v)) {
         svg_escape(f, v->valuestring);
     } else if (cJSON_IsBool(v)) {

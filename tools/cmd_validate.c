@@ -430,6 +430,7 @@ static int save_report(validator *v, const validate_opts *o, double wall)
     r->threads = v->n_workers;
     r->wall_seconds = wall;
     r->shards_cut_short = v->shards_cut_short;
+    r->checked_shards = v->n_queue;
     const char *failed = NULL;
     int err = r->oom ? ENOMEM : report_save(r, o->report_html, o->report_json, &failed);
     if (err != 0) {

@@ -116,6 +116,7 @@ typedef struct report {
     int threads;
     double wall_seconds;
     uint64_t shards_cut_short;
+    size_t checked_shards; /* fewer than n_shards with --partition, --resume-from */
 
     size_t n_shards;
     char **shard_names; /* copies */

@@ -96,7 +96,7 @@ static void totals(FILE *f, const report *r)
     cli_json_str(f, r->layout);
     fprintf(f, ",\"threads\":%d", r->threads);
     num(f, "wall_seconds", r->wall_seconds);
-    fprintf(f, ",\"shards\":%zu", r->n_shards);
+    fprintf(f, ",\"shards\":%zu,\"checked_shards\":%zu", r->n_shards, r->checked_shards);
     u64(f, "cuts", r->cuts);
     num(f, "duration_seconds", r->seconds);
     num(f, "hours", r->seconds / 3600.0);

@@ -54,6 +54,17 @@ static double nice_ceil(double v)
     return 10 * p;
 }
 
+/* An axis from 0 over values up to v: its tick step (1, 2 or 5 times a power of ten, at most
+ * 5 ticks after 0) and its end *top, the first tick at or above v. */
+static double axis_step(double v, double *top)
+{
+    double step = nice_ceil(v / 5);
+    *top = step * ceil(v / step - 1e-9);
+    if (!(*top > 0))
+        *top = step;
+    return step;
+}
+
 /* A number for an axis: short, without trailing zeros. */
 static void fmt_num(char *buf, size_t n, double v)
 {
@@ -82,12 +93,14 @@ static void open_chart(FILE *f, const char *id, const char *title, double height
     fputs("</text>\n", f);
 }
 
-/* Horizontal grid lines and y labels from 0 to top; returns the y scale (pixels per unit). */
-static double y_axis(FILE *f, double top)
+/* Horizontal grid lines and y labels from 0 over values up to max; returns the y scale
+ * (pixels per unit). */
+static double y_axis(FILE *f, double max)
 {
+    double top, step = axis_step(max, &top);
     double scale = (H - MT - MB) / top;
-    for (int i = 0; i <= 4; i++) {
-        double v = top * i / 4, y = H - MB - v * scale;
+    for (int i = 0; i * step <= top * (1 + 1e-9); i++) {
+        double v = i * step, y = H - MB - v * scale;
         char label[32];
         fmt_num(label, sizeof label, v);
         fprintf(f,
@@ -105,7 +118,7 @@ void svg_histogram(FILE *f, const char *id, const char *title, const double *edg
     uint64_t max = 0;
     for (size_t i = 0; i < n; i++)
         max = counts[i] > max ? counts[i] : max;
-    double scale = y_axis(f, nice_ceil((double)max));
+    double scale = y_axis(f, (double)max);
     double bw = n ? (W - ML - MR) / (double)n : 0;
     size_t every = n > 20 ? (n + 9) / 10 : 1; /* x labels on every n-th edge */
     for (size_t i = 0; i < n; i++) {
@@ -166,13 +179,13 @@ void svg_lines(FILE *f, const char *id, const char *title, const double *const *
             xmax = isfinite(xs[s][i]) && xs[s][i] > xmax ? xs[s][i] : xmax;
             ymax = isfinite(ys[s][i]) && ys[s][i] > ymax ? ys[s][i] : ymax;
         }
-    double scale = y_axis(f, nice_ceil(ymax)), xtop = nice_ceil(xmax);
+    double scale = y_axis(f, ymax), xtop, xstep = axis_step(xmax, &xtop);
     double xscale = (W - ML - MR) / xtop;
-    for (int i = 0; i <= 4; i++) {
+    for (int i = 0; i * xstep <= xtop * (1 + 1e-9); i++) {
         char label[32];
-        fmt_num(label, sizeof label, xtop * i / 4);
-        fprintf(f, "<text class=\"xlab\" x=\"%.1f\" y=\"%g\">%s</text>\n",
-                ML + xtop * i / 4 * xscale, H - MB + 16, label);
+        fmt_num(label, sizeof label, i * xstep);
+        fprintf(f, "<text class=\"xlab\" x=\"%.1f\" y=\"%g\">%s</text>\n", ML + i * xstep * xscale,
+                H - MB + 16, label);
     }
     for (size_t s = 0; s < n_series; s++) {
         const char *color = palette[s % (sizeof palette / sizeof palette[0])];

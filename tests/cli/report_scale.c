@@ -83,6 +83,7 @@ int main(int argc, char **argv)
     r.layout = "shar";
     r.threads = 16;
     r.wall_seconds = 3600;
+    r.checked_shards = n_shards;
     const char *failed = NULL;
     int err = report_save(&r, argv[4], argv[5], &failed);
     if (err != 0)

@@ -35,7 +35,8 @@ def check_clean(path, expected, n_shards):
     r = load(path)
     exp = [json.loads(l) for l in open(expected, encoding="utf-8")]
     durations = [e["duration"] for e in exp]
-    want = {"cuts": len(exp), "shards": int(n_shards), "problem_count": 0, "problems": [],
+    want = {"cuts": len(exp), "shards": int(n_shards), "checked_shards": int(n_shards),
+            "problem_count": 0, "problems": [],
             "shards_cut_short": 0, "per_shard_omitted": 0}
     for k, v in want.items():
         if r[k] != v:
