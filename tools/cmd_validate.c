@@ -35,6 +35,10 @@ typedef struct validate_opts {
 /* --threads counts readers here, not decode threads: validate has its own. */
 static const cli_opt options[] = {
     CLI_USE(cli_reader_group, "layout", NULL),
+    CLI_USE(cli_reader_group, "input-cfg",
+            "check the sources of a NeMo input_cfg file (YAML or JSON) instead of\n"
+            "PATH, of any layouts: every source's cuts once, on one thread;\n"
+            "not with --partition or --resume-from"),
     {CLI_OPT_INT, "threads", .metavar = "N", OWN(threads), .min = 1, .max = 1024,
      .help = "shards read in parallel, each by a reader of its own\n"
              "(default: the number of online CPUs, at most one per shard)"},
@@ -184,6 +188,10 @@ static int parse_args(int argc, char **argv, sharc_reader_settings *s, validator
     size_t i, n;
     if (o->partition != NULL && parse_partition(o->partition, &i, &n) < 0)
         return cli_usage_error(cmd, "--partition: '%s' is not I/N with 0 <= I < N", o->partition);
+    if (s->input_cfg != NULL && (o->partition != NULL || o->resume_from != NULL))
+        return cli_usage_error(cmd, "--input-cfg reads the mixture as one: not with --partition "
+                                    "or --resume-from");
+    v->mixture = s->input_cfg != NULL;
     return cli_take_paths(cmd, argc, argv, s);
 }
 
@@ -299,6 +307,12 @@ static size_t count_empty_shards(const validator *v)
     return n;
 }
 
+/* The layout read: one, or "mixture" for an input_cfg's sources (of any layouts). */
+static const char *layout_name(const validator *v)
+{
+    return v->mixture ? "mixture" : cli_layout_name(v->layout);
+}
+
 /* Most cuts first, then the lower rate. */
 static int cmp_rate(const void *a, const void *b)
 {
@@ -327,7 +341,7 @@ static void print_summary(validator *v, double wall)
         cli_json_key(f, "audio_seconds", 0);
         cli_json_num(f, v->audio_seconds);
         cli_json_key(f, "layout", 0);
-        cli_json_str(f, cli_layout_name(v->layout));
+        cli_json_str(f, layout_name(v));
         printf(",\"threads\":%d,\"checked_shards\":%zu", v->n_workers, v->n_queue);
         cli_json_key(f, "wall_seconds", 0);
         cli_json_num(f, wall);
@@ -360,8 +374,8 @@ static void print_summary(validator *v, double wall)
     }
     char a[32], b[32];
     printf("-- %zu shards (%s), %" PRIu64 " cuts, %s of audio, %d threads, %s\n", v->n_shards,
-           cli_layout_name(v->layout), v->cuts, cli_fmt_duration(a, sizeof a, v->audio_seconds),
-           v->n_workers, cli_fmt_duration(b, sizeof b, wall));
+           layout_name(v), v->cuts, cli_fmt_duration(a, sizeof a, v->audio_seconds), v->n_workers,
+           cli_fmt_duration(b, sizeof b, wall));
     if (n_rates + (v->other_rate_cuts > 0) > 1) {
         printf("-- warning: several sampling rates: ");
         for (size_t i = 0; i < n_rates; i++)
@@ -426,7 +440,7 @@ static int save_report(validator *v, const validate_opts *o, double wall)
 {
     report *r = &v->report;
     r->command = "sharc validate";
-    r->layout = cli_layout_name(v->layout);
+    r->layout = layout_name(v);
     r->threads = v->n_workers;
     r->wall_seconds = wall;
     r->shards_cut_short = v->shards_cut_short;
@@ -474,6 +488,7 @@ int cmd_validate(int argc, char **argv)
     s.shuffle_shards = 0;
     s.epochs = 1;
     s.decode = 1;
+    s.mix_finite = 1;
 
     double t0 = cli_now();
     cli_progress_init(&v.progress, o.progress);
@@ -485,7 +500,7 @@ int cmd_validate(int argc, char **argv)
     }
     if (probe_dataset(&v, &s) < 0 || select_shards(&v, &o) < 0)
         goto done;
-    int threads = o.threads > 0 ? o.threads : cli_online_cpus();
+    int threads = v.mixture ? 1 : o.threads > 0 ? o.threads : cli_online_cpus();
     v.n_workers = (size_t)threads < v.n_queue ? threads : (int)v.n_queue;
     if (v.n_workers < 1)
         v.n_workers = 1;

@@ -65,6 +65,7 @@ typedef struct validator {
     size_t *queue;      /* the shards to check, in order */
     size_t n_queue;
     unsigned char *selected; /* by shard index: in the queue */
+    int mixture;             /* --input-cfg: one reader reads every source once */
     /* Guarded by lock: */
     size_t next; /* queue position of the next shard to hand out */
     size_t shards_done;

@@ -354,7 +354,7 @@ static void shard_done_locked(validator *v, size_t k, int checked)
 {
     const report_shard *s = &v->report.shards[k];
     v->shards_done++;
-    if (!checked)
+    if (!checked && !v->mixture)
         v->shards_cut_short++;
     if (v->json) {
         FILE *f = stdout;
@@ -411,10 +411,45 @@ static void check_shard(worker *w, size_t k)
     pthread_mutex_unlock(&v->lock);
 }
 
+/* --input-cfg: one reader over the whole mixture, each source read once (mix_finite). Which
+ * shard a problem stopped is not known here: the records say checked for all or none. */
+static void check_mixture(worker *w)
+{
+    validator *v = w->v;
+    sharc_reader_settings s = *w->base;
+    s.on_problem = on_problem;
+    s.problem_cookie = w;
+    sharc_reader *r = NULL;
+    w->opening = 1;
+    int rc = sharc_reader_open(&r, &s);
+    w->opening = 0;
+    sharc_reader_stats rs = {0};
+    if (rc < 0) {
+        validate_report_stop(v, w->rank, rc, NULL, 1);
+    } else {
+        const sharc_cut *c = NULL;
+        while ((rc = sharc_reader_next(r, &c)) == 0)
+            on_cut(w, c, c->shard_index);
+        if (rc < 0)
+            validate_report_stop(v, w->rank, rc, sharc_reader_last_error(r), 0);
+        sharc_reader_get_stats(r, &rs);
+    }
+    sharc_reader_close(&r);
+    pthread_mutex_lock(&v->lock);
+    v->shards_cut_short += rs.skipped_shards;
+    for (size_t i = 0; i < v->n_queue; i++)
+        shard_done_locked(v, v->queue[i], rc >= 0 && rs.skipped_shards == 0);
+    pthread_mutex_unlock(&v->lock);
+}
+
 static void *run_worker(void *arg)
 {
     worker *w = arg;
     validator *v = w->v;
+    if (v->mixture) {
+        check_mixture(w);
+        return NULL;
+    }
     for (;;) {
         pthread_mutex_lock(&v->lock);
         size_t pos = v->next < v->n_queue ? v->next++ : v->n_queue;

@@ -1,8 +1,8 @@
 #!/bin/sh
 # cli_validate_scale: `sharc validate` over a corpus in parts: --partition I/N covers every
 # shard once whatever --threads, --resume-from checks exactly the shards a stopped run did not
-# finish, the text output groups problems by kind, and --progress-every prints progress lines
-# to a stderr that is not a terminal.
+# finish, the text output groups problems by kind, --progress-every prints progress lines
+# to a stderr that is not a terminal, and --input-cfg checks sources of several layouts.
 . "$(dirname "$0")/lib.sh"
 
 gen "$tmp/g" --layout wds --shards 7 --cuts-per-shard 3 --max-duration 1 --seed 8 --compress none
@@ -69,4 +69,39 @@ expect_rc 0 "$SHARC" validate --threads 1 --progress-every 0.000001 "$d"
 expect_in "$tmp/err" "sharc validate: shards 7/7, 21 cuts"
 expect_rc 0 "$SHARC" validate --threads 1 "$d"
 [ ! -s "$tmp/err" ] || fail "progress lines without --progress-every: $(cat "$tmp/err")"
+
+# --input-cfg: the sources of several layouts in one run, every cut once, a record per shard.
+gen "$tmp/m1" --layout shar --shards 2 --cuts-per-shard 4 --max-duration 1 --seed 31
+gen "$tmp/m2" --layout nemo --shards 2 --cuts-per-shard 3 --max-duration 1 --seed 32
+cat >"$tmp/cfg.yaml" <<YAML
+- type: lhotse_shar
+  shar_path: $tmp/m1/shar
+  weight: 0.5
+- type: nemo_tarred
+  manifest_filepath: $tmp/m2/nemo/sharded_manifests/manifest__OP_0..1_CL_.json
+  tarred_audio_filepaths: $tmp/m2/nemo/audio__OP_0..1_CL_.tar.gz
+  weight: 0.3
+- type: wds
+  paths: $d
+  weight: 0.2
+YAML
+set +e
+"$SHARC" validate --json --input-cfg "$tmp/cfg.yaml" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+set -e
+[ $rc -le 1 ] || fail "validate --input-cfg exited with $rc: $(cat "$tmp/err")"
+"$PYTHON" - "$tmp/out" "$tmp/m1/shar.expected.jsonl" "$tmp/m2/nemo.expected.jsonl" \
+    "$tmp/g/wds.expected.jsonl" <<'PY' || fail "validate --input-cfg: $(tail -1 "$tmp/out")"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+exp = [json.loads(l) for p in sys.argv[2:] for l in open(p)]
+summary, shards = rows[-1], [r for r in rows if r["type"] == "shard"]
+assert summary["layout"] == "mixture" and summary["cuts"] == len(exp), summary
+assert summary["shards"] == 11 and sorted(r["index"] for r in shards) == list(range(11)), shards
+assert all(r["checked"] for r in shards), shards
+# Ids the three generated corpora share are the only problems.
+assert all(r["code"] == "duplicate_id" for r in rows if r["type"] == "problem"), rows
+PY
+expect_rc 2 "$SHARC" validate --input-cfg "$tmp/cfg.yaml" --partition 0/2
+expect_in "$tmp/err" "--input-cfg reads the mixture as one: not with --partition or --resume-from"
 echo "ok"
