@@ -15,6 +15,7 @@
 
 #include "bench_bcast.h"
 #include "bench_floor.h"
+#include "bench_report.h"
 #include "cli.h"
 #include "cli_loader.h"
 #include "cli_opts.h"
@@ -51,6 +52,7 @@ typedef struct bench_opts {
     double *bins;      /* --bins, owned */
     int bins_linspace; /* --bins linspace: NeMo's evenly spaced bins, made at the end */
     cli_dist dist;     /* --transport, --mesh: batches come from a sharc_loader */
+    const char *report_html, *report_json; /* --report, --report-json: bench_report.c */
 } bench_opts;
 
 /* Every failure is recorded for the {"error"} object --json ends with (cli_fail). */
@@ -283,6 +285,12 @@ static const cli_opt options[] = {
     CLI_GROUP(cli_even_group),
     CLI_TEXT("\nOutput:\n"),
     {CLI_OPT_FLAG, "json", OWN(json), .min = 1, .help = "print one JSON object at the end (below)"},
+    {CLI_OPT_STRING, "report", .metavar = "FILE", OWN(report_html),
+     .help = "also write the run as one self-contained HTML page: throughput over\n"
+             "the window, time by stage, memory over time, results, machine"},
+    {CLI_OPT_STRING, "report-json", .metavar = "FILE", OWN(report_json),
+     .help = "also write the report's JSON alone; two of them make a comparison:\n"
+             "sharc bench --compare A.json B.json --report C.html"},
     {CLI_OPT_FLAG, "quiet", OWN(quiet), .min = 1, .help = "no progress line, no library warnings"},
     {CLI_OPT_FLAG, "verbose", OWN(verbose), .min = 1,
      .help = "also the library's informational messages"},
@@ -784,6 +792,7 @@ static int run_loader(const sharc_reader_settings *s, const bench_opts *o, int r
         }
         double elapsed = cli_now() - w.t0;
         progress(p, o, "sharc", rep, ++n, elapsed, res->audio);
+        bench_timeline_add(rep, elapsed, (double)n, res->audio);
         if (window_done(o, n, elapsed))
             break;
     }
@@ -999,12 +1008,11 @@ static void print_run_json(FILE *f, const run_result *r, const run_result *fl)
     fputc('}', f);
 }
 
-static void print_json(const report *rp)
+static void print_json(FILE *f, const report *rp)
 {
     const bench_opts *o = rp->o;
     const run_result *runs = rp->runs;
     int n = o->repeat, batches = !o->cuts_mode;
-    FILE *f = stdout;
     uint64_t peak = 0;
     double audio = 0, cuts = 0, nb = 0;
     for (int i = 0; i < n; i++) {
@@ -1205,6 +1213,8 @@ int cmd_bench(int argc, char **argv)
 {
     if (bench_bcast_requested(argc, argv)) /* --broadcast-only: tools/bench_bcast.c */
         return bench_bcast_main(argc, argv);
+    if (bench_compare_requested(argc, argv)) /* --compare: tools/bench_report.c */
+        return bench_compare_main(argc, argv);
     sharc_reader_settings s;
     sharc_reader_default_settings(&s);
     bench_opts o = {0};
@@ -1246,10 +1256,21 @@ int cmd_bench(int argc, char **argv)
         rp.copy_bw = NAN;
     reported = 1;
     if (o.json)
-        print_json(&rp);
+        print_json(stdout, &rp);
     else
         print_text(&rp);
     status = cli_finish_output(cmd, CLI_EXIT_OK);
+    if (o.report_html != NULL || o.report_json != NULL) {
+        char *result = NULL;
+        size_t len = 0;
+        FILE *m = open_memstream(&result, &len);
+        if (m != NULL)
+            print_json(m, &rp);
+        if (m == NULL || fclose(m) != 0 ||
+            bench_report_save(o.report_html, o.report_json, result, argc, argv) < 0)
+            status = CLI_EXIT_FAIL;
+        free(result);
+    }
 done:
     if (status == CLI_EXIT_FAIL && o.json && !reported) /* the one object scripts wait for */
         cli_print_json_failure(stdout, dist_json, &o.dist);
@@ -1259,6 +1280,7 @@ done:
     free(o.bins);
     free(sources_text);
     free(sources_json);
+    bench_timeline_free();
     cli_dist_close(&o.dist);
     return status;
 }

@@ -14,18 +14,20 @@
 #include "cli.h"
 #include "cli_opts.h"
 #include "cli_reader_opts.h"
+#include "validate.h"
+
+#include <cjson/cJSON.h>
 
 static const char *const cmd = "validate";
-
-/* Problem codes the tool adds to the library's sharc_problem_name() codes. */
-static const char *const CODE_DUPLICATE = "duplicate_id";
-static const char *const CODE_ERROR = "error";
 
 typedef struct validate_opts {
     int threads; /* 0 = online CPUs */
     int progress;
     int verbose;
     int json, per_cut; /* for the validator */
+    const char *report_html, *report_json;
+    const char *partition, *resume_from;
+    double progress_every;
 } validate_opts;
 
 #define OWN(field) .target = CLI_T_CMD, .offset = offsetof(validate_opts, field)
@@ -33,9 +35,25 @@ typedef struct validate_opts {
 /* --threads counts readers here, not decode threads: validate has its own. */
 static const cli_opt options[] = {
     CLI_USE(cli_reader_group, "layout", NULL),
+    CLI_USE(cli_reader_group, "input-cfg",
+            "check the sources of a NeMo input_cfg file (YAML or JSON) instead of\n"
+            "PATH, of any layouts: every source's cuts once, on one thread;\n"
+            "not with --partition or --resume-from"),
     {CLI_OPT_INT, "threads", .metavar = "N", OWN(threads), .min = 1, .max = 1024,
-     .help = "readers running in parallel, each on every N-th shard\n"
+     .help = "shards read in parallel, each by a reader of its own\n"
              "(default: the number of online CPUs, at most one per shard)"},
+    {CLI_OPT_STRING, "partition", .metavar = "I/N", OWN(partition),
+     .help = "check only part I of N (0 <= I < N) of the shards: the shards whose index\n"
+             "in the sorted shard list leaves I when divided by N, so that N runs (on N\n"
+             "machines) check every shard once whatever their --threads"},
+    {CLI_OPT_STRING, "resume-from", .metavar = "LOG", OWN(resume_from),
+     .help = "skip the shards that LOG, the --json output of an earlier run that stopped,\n"
+             "has a shard record of (finished there); ids duplicated between the shards\n"
+             "checked then and now are not seen"},
+    {CLI_OPT_DOUBLE, "progress-every", .metavar = "SEC", OWN(progress_every), .dmin = 0,
+     .dmax = 1e6,
+     .help = "when stderr is not a terminal, print a progress line to it every SEC seconds\n"
+             "(for batch logs; default 0: none)"},
     CLI_USE(cli_reader_group, "sampling-rate",
             "also report every cut whose rate is not HZ (default: any)"),
     CLI_USE(cli_reader_group, "max-member-bytes",
@@ -45,6 +63,11 @@ static const cli_opt options[] = {
     CLI_USE(cli_reader_group, "timeout-ms", NULL),
     {CLI_OPT_FLAG, "json", OWN(json), .min = 1,
      .help = "print JSON Lines instead of text (see below)"},
+    {CLI_OPT_STRING, "report", .metavar = "FILE", OWN(report_html),
+     .help = "also write a report of the corpus as one self-contained HTML page\n"
+             "(charts, tables and the report's JSON; see below), made in the same pass"},
+    {CLI_OPT_STRING, "report-json", .metavar = "FILE", OWN(report_json),
+     .help = "also write the report's JSON alone"},
     {CLI_OPT_FLAG, "per-cut", OWN(per_cut), .min = 1,
      .help = "also print one line per cut (id, duration, samples, peak, RMS)"},
     {CLI_OPT_FLAG, "no-progress", OWN(progress), .min = 0,
@@ -78,6 +101,8 @@ static void print_help(void)
            "\n"
            "Options:\n");
     cli_opts_print(stdout, options);
+    printf("\nThe text output prints the first %d problems of each kind and counts the rest.\n",
+           VALIDATE_TEXT_EXAMPLES);
     printf(
         "\n"
         "Problem codes: archive, json, id_mismatch, orphan_member, missing_member, decode,\n"
@@ -89,9 +114,13 @@ static void print_help(void)
         "  {\"type\":\"cut\",\"id\",\"shard\",\"member\",\"duration\",\"num_samples\",\n"
         "   \"sampling_rate\",\"channels\",\"peak\",\"rms_dbfs\"}        with --per-cut\n"
         "  {\"type\":\"problem\",\"code\",\"shard\",\"member\",\"cut_id\",\"message\"}\n"
+        "  "
+        "{\"type\":\"shard\",\"shard\",\"index\",\"cuts\",\"audio_seconds\",\"bytes\",\"problems\","
+        "\n"
+        "   \"checked\"}                      each shard once it is done\n"
         "  {\"type\":\"summary\",\"shards\",\"cuts\",\"problems\",\"audio_seconds\",\"layout\",\n"
-        "   \"threads\",\"wall_seconds\",\"sampling_rates\":{<Hz>:cuts,...},\"other_rate_cuts\",\n"
-        "   \"multichannel_cuts\",\"shards_cut_short\",\"ignored_paths\",\n"
+        "   \"threads\",\"checked_shards\",\"wall_seconds\",\"sampling_rates\":{<Hz>:cuts,...},\n"
+        "   \"other_rate_cuts\",\"multichannel_cuts\",\"shards_cut_short\",\"ignored_paths\",\n"
         "   \"empty_shards\":[<path>,...],\"by_code\":{<code>:count,...}}          last\n"
         "peak is the largest absolute decoded sample (float32, full scale 1.0), rms_dbfs is\n"
         "20*log10(RMS) over all samples and channels, null for digital silence. shard, member\n"
@@ -102,335 +131,186 @@ static void print_help(void)
         "(batches hold one: 'sharc read' needs --channel). empty_shards lists, when no problem\n"
         "was found, the shards that gave no cut (a tar with no members, an empty cuts file):\n"
         "a format allows them, but a writer that stopped early leaves them; the text summary\n"
-        "warns.\n"
+        "warns. checked_shards counts the shards checked (all of them unless --partition or\n"
+        "--resume-from is given); a shard record's checked is false when a problem stopped the\n"
+        "reading of the shard before its end.\n"
         "\n"
-        "Exit status: 0 no problems, 1 problems found (or the dataset could not be opened),\n"
-        "2 usage error.\n"
+        "The report (--report, --report-json) holds the totals (cuts, shards, hours, bytes,\n"
+        "layout, codecs), a duration histogram, sampling rates and channels, characters per\n"
+        "second of the transcripts with the outliers by cut id, signal checks made while\n"
+        "decoding (digital silence, clipping, DC offset, decoded length against the metadata),\n"
+        "a table of the shards and the problems grouped by kind; docs/cli.md describes its JSON.\n"
+        "Each file is written under a temporary name and renamed once complete.\n"
+        "\n"
+        "Exit status: 0 no problems, 1 problems found (or the dataset could not be opened, or\n"
+        "a report could not be written), 2 usage error.\n"
         "\n"
         "Example:\n"
         "  sharc validate --json --per-cut --threads 8 data/shar > report.jsonl\n");
 }
 
-/* ---- A hash set of strings with a payload, for ids and problem signatures ---- */
+/* ---- Options ---- */
 
-typedef struct entry {
-    char *key;
-    const char *shard; /* interned, owned by the validator */
-    char *member;
-} entry;
-
-typedef struct str_set {
-    entry *slots;
-    size_t cap; /* power of two */
-    size_t count;
-} str_set;
-
-static uint64_t hash_str(const char *s)
+/* "I/N" into *index and *count. */
+static int parse_partition(const char *val, size_t *index, size_t *count)
 {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
-static entry *set_find_slot(entry *slots, size_t cap, const char *key)
-{
-    size_t i = (size_t)hash_str(key) & (cap - 1);
-    while (slots[i].key != NULL && strcmp(slots[i].key, key) != 0)
-        i = (i + 1) & (cap - 1);
-    return &slots[i];
-}
-
-static int set_grow(str_set *set)
-{
-    size_t cap = set->cap ? set->cap * 2 : 1024;
-    entry *slots = calloc(cap, sizeof *slots);
-    if (slots == NULL)
+    char *end = NULL;
+    errno = 0;
+    unsigned long long i = strtoull(val, &end, 10);
+    if (end == val || *end != '/' || val[0] == '-')
         return -1;
-    for (size_t i = 0; i < set->cap; i++) {
-        if (set->slots[i].key != NULL)
-            *set_find_slot(slots, cap, set->slots[i].key) = set->slots[i];
-    }
-    free(set->slots);
-    set->slots = slots;
-    set->cap = cap;
+    const char *rest = end + 1;
+    unsigned long long n = strtoull(rest, &end, 10);
+    if (end == rest || *end != '\0' || rest[0] == '-' || errno != 0 || n < 1 || i >= n ||
+        n > 1000000000ull)
+        return -1;
+    *index = (size_t)i;
+    *count = (size_t)n;
     return 0;
 }
 
+static int parse_args(int argc, char **argv, sharc_reader_settings *s, validator *v,
+                      validate_opts *o)
+{
+    cli_parser p = {.cmd = cmd,
+                    .table = options,
+                    .print_help = print_help,
+                    .own = o,
+                    .reader = s,
+                    .argc = argc,
+                    .argv = argv};
+    int status = cli_opts_parse(&p);
+    if (status >= 0)
+        return status;
+    v->json = o->json;
+    v->per_cut = o->per_cut;
+    v->progress_every = o->progress_every;
+    size_t i, n;
+    if (o->partition != NULL && parse_partition(o->partition, &i, &n) < 0)
+        return cli_usage_error(cmd, "--partition: '%s' is not I/N with 0 <= I < N", o->partition);
+    if (s->input_cfg != NULL && (o->partition != NULL || o->resume_from != NULL))
+        return cli_usage_error(cmd, "--input-cfg reads the mixture as one: not with --partition "
+                                    "or --resume-from");
+    v->mixture = s->input_cfg != NULL;
+    return cli_take_paths(cmd, argc, argv, s);
+}
+
 /*
- * Look `key` up; when absent insert it (copying key and member) and return NULL. When
- * present return the existing entry. *oom is set when memory ran out.
+ * Find the shards once, without reporting, so that the workers can be sized to them. A
+ * dataset that cannot be opened is itself the problem to report.
  */
-static const entry *set_insert(str_set *set, const char *key, const char *shard, const char *member,
-                               int *oom)
+static int probe_dataset(validator *v, const sharc_reader_settings *base)
 {
-    if ((set->count + 1) * 2 > set->cap && set_grow(set) < 0) {
-        *oom = 1;
-        return NULL;
+    sharc_reader_settings s = *base;
+    s.decode = 0;
+    v->layout = s.layout; /* the one asked for, until the dataset says which it is */
+    sharc_reader *r = NULL;
+    int rc = sharc_reader_open(&r, &s);
+    if (rc < 0) {
+        v->n_workers = 1;
+        validate_report_stop(v, 0, rc, NULL, 1);
+        return rc;
     }
-    entry *e = set_find_slot(set->slots, set->cap, key);
-    if (e->key != NULL)
-        return e;
-    e->key = strdup(key);
-    e->member = member ? strdup(member) : NULL;
-    if (e->key == NULL || (member && e->member == NULL)) {
-        free(e->key);
-        free(e->member);
-        e->key = e->member = NULL;
-        *oom = 1;
-        return NULL;
+    v->n_shards = sharc_reader_num_shards(r);
+    v->n_ignored = sharc_reader_num_ignored_paths(r);
+    v->layout = sharc_reader_layout(r);
+    v->shard_names = calloc(v->n_shards ? v->n_shards : 1, sizeof *v->shard_names);
+    for (size_t i = 0; v->shard_names && i < v->n_shards; i++)
+        if ((v->shard_names[i] = strdup(sharc_reader_shard_path(r, i))) == NULL)
+            v->oom = 1;
+    sharc_reader_close(&r);
+    if (v->shard_names == NULL || v->oom ||
+        report_set_shards(&v->report, v->n_shards, (const char *const *)v->shard_names) < 0) {
+        fprintf(stderr, "sharc validate: out of memory\n");
+        return SHARC_ERR(ENOMEM);
     }
-    e->shard = shard;
-    set->count++;
-    return NULL;
+    return 0;
 }
 
-static void set_free(str_set *set)
+/* The shard paths that the shard records of a --json log name, into `done`. */
+static int read_resume_log(validator *v, const char *path, vset *done)
 {
-    for (size_t i = 0; i < set->cap; i++) {
-        free(set->slots[i].key);
-        free(set->slots[i].member);
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        fprintf(stderr, "sharc validate: cannot read --resume-from %s: %s\n", path,
+                strerror(errno));
+        return -1;
     }
-    free(set->slots);
-    set->slots = NULL;
-    set->cap = set->count = 0;
-}
-
-/* ---- The validator shared by the worker threads ---- */
-
-typedef struct worker worker;
-
-/* A batch holds one sampling rate, so a dataset with several is worth a warning. */
-#define MAX_RATES 32
-typedef struct rate_count {
-    int rate;
-    uint64_t cuts;
-} rate_count;
-
-typedef struct validator {
-    pthread_mutex_t lock;
-    int json, per_cut;
-    size_t n_shards;
-    size_t n_ignored; /* paths found but not read (sharc_reader_num_ignored_paths) */
-    sharc_layout layout;
-    int n_workers;
-    worker *workers;
-    /* Guarded by lock: */
-    uint64_t cuts;
-    double audio_seconds;
-    rate_count rates[MAX_RATES]; /* sampling rates met, in order of first sight */
-    size_t n_rates;
-    uint64_t other_rate_cuts;   /* cuts at rates beyond MAX_RATES */
-    uint64_t multichannel_cuts; /* batches hold one channel: these need --channel */
-    int max_channels;
-    uint64_t problems;
-    uint64_t shards_cut_short;                 /* shards whose rest was not read after a problem */
-    uint64_t by_code[SHARC_PROBLEM_COUNT + 2]; /* + duplicate_id, error */
-    str_set ids;
-    str_set open_problems; /* problems reported while opening, once for all workers */
-    char **shard_names;    /* shard paths by shard_index, from the probe's reader */
-    uint64_t *shard_cuts;  /* cuts read, by shard_index */
-    str_set other_shards;  /* interned shard paths without a usable index */
-    int oom;
-    cli_progress progress;
-} validator;
-
-struct worker {
-    validator *v;
-    const sharc_reader_settings *base;
-    int rank;
-    int opening; /* inside sharc_reader_open */
-    int running;
-    uint64_t shards_opened;
-    pthread_t thread;
-};
-
-static size_t code_index(const char *code)
-{
-    if (code == CODE_DUPLICATE)
-        return SHARC_PROBLEM_COUNT;
-    if (code == CODE_ERROR)
-        return SHARC_PROBLEM_COUNT + 1;
-    for (int k = 0; k < SHARC_PROBLEM_COUNT; k++) {
-        if (strcmp(code, sharc_problem_name((sharc_problem)k)) == 0)
-            return (size_t)k;
+    char *line = NULL;
+    size_t cap = 0;
+    int rc = 0;
+    while (getline(&line, &cap, f) > 0) {
+        cJSON *j = cJSON_Parse(line);
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(j, "type");
+        const cJSON *shard = cJSON_GetObjectItemCaseSensitive(j, "shard");
+        if (cJSON_IsString(type) && strcmp(type->valuestring, "shard") == 0 &&
+            cJSON_IsString(shard))
+            vset_insert(done, shard->valuestring, NULL, NULL, &v->oom);
+        cJSON_Delete(j);
     }
-    return SHARC_PROBLEM_COUNT + 1;
-}
-
-static const char *code_name(size_t i)
-{
-    if (i == SHARC_PROBLEM_COUNT)
-        return CODE_DUPLICATE;
-    if (i == SHARC_PROBLEM_COUNT + 1)
-        return CODE_ERROR;
-    return sharc_problem_name((sharc_problem)i);
-}
-
-/* The problem code for a reader that stopped with `rc`. */
-static const char *code_of_error(int rc)
-{
-    switch (rc) {
-    case SHARC_ERR_CORRUPT:
-    case SHARC_ERR_IO:
-        return sharc_problem_name(SHARC_PROBLEM_ARCHIVE);
-    case SHARC_ERR_FORMAT:
-        return sharc_problem_name(SHARC_PROBLEM_LAYOUT);
-    case SHARC_ERR_MISMATCH:
-        return sharc_problem_name(SHARC_PROBLEM_ID_MISMATCH);
-    case SHARC_ERR_DECODE:
-        return sharc_problem_name(SHARC_PROBLEM_DECODE);
-    case SHARC_ERR_AUDIO_MISMATCH:
-        return sharc_problem_name(SHARC_PROBLEM_AUDIO_FORMAT);
-    case SHARC_ERR_TOO_LARGE:
-        return sharc_problem_name(SHARC_PROBLEM_TOO_LARGE);
-    case SHARC_ERR_JSON:
-        return sharc_problem_name(SHARC_PROBLEM_JSON);
-    default:
-        return CODE_ERROR;
+    if (ferror(f)) {
+        fprintf(stderr, "sharc validate: cannot read --resume-from %s: %s\n", path,
+                strerror(errno));
+        rc = -1;
     }
+    free(line);
+    fclose(f);
+    return rc;
 }
 
-/* Append " shard=X" etc. for what the message does not already name. */
-static void print_missing_origin(const char *label, const char *value, const char *message)
+/* The queue of shards to check: those of --partition, less those --resume-from finished. */
+static int select_shards(validator *v, const validate_opts *o)
 {
-    if (value != NULL && (message == NULL || strstr(message, value) == NULL))
-        printf(" %s=%s", label, value);
-}
-
-/* Emit one problem. Called with v->lock held. */
-static void emit_problem_locked(validator *v, const char *code, const char *shard,
-                                const char *member, const char *cut_id, const char *message)
-{
-    v->problems++;
-    v->by_code[code_index(code)]++;
-    cli_progress_clear(&v->progress);
-    if (v->json) {
-        FILE *f = stdout;
-        fputc('{', f);
-        cli_json_key(f, "type", 1);
-        cli_json_str(f, "problem");
-        cli_json_key(f, "code", 0);
-        cli_json_str(f, code);
-        cli_json_key(f, "shard", 0);
-        cli_json_str(f, shard);
-        cli_json_key(f, "member", 0);
-        cli_json_str(f, member);
-        cli_json_key(f, "cut_id", 0);
-        cli_json_str(f, cut_id);
-        cli_json_key(f, "message", 0);
-        cli_json_str(f, message);
-        fputs("}\n", f);
-    } else {
-        printf("problem %s: %s", code, message ? message : "");
-        print_missing_origin("shard", shard, message);
-        print_missing_origin("member", member, message);
-        print_missing_origin("cut", cut_id, message);
-        putchar('\n');
+    size_t part = 0, parts = 1;
+    vset done = {0};
+    if (o->partition != NULL)
+        parse_partition(o->partition, &part, &parts);
+    if (o->resume_from != NULL && read_resume_log(v, o->resume_from, &done) < 0)
+        return -1;
+    v->queue = calloc(v->n_shards ? v->n_shards : 1, sizeof *v->queue);
+    v->selected = calloc(v->n_shards ? v->n_shards : 1, 1);
+    if (v->queue == NULL || v->selected == NULL) {
+        vset_free(&done);
+        fprintf(stderr, "sharc validate: out of memory\n");
+        return -1;
     }
-    fflush(stdout);
-}
-
-static void on_problem(void *cookie, const sharc_problem_report *p)
-{
-    worker *w = cookie;
-    validator *v = w->v;
-    const char *code = sharc_problem_name(p->kind);
-    pthread_mutex_lock(&v->lock);
-    /* Every worker opens the same dataset, so what is found while opening would be
-     * reported by each of them; report each such problem once. */
-    int seen = 0;
-    if (w->opening) {
-        char sig[4096];
-        snprintf(sig, sizeof sig, "%s\x1f%s\x1f%s\x1f%s\x1f%s", code, p->shard ? p->shard : "",
-                 p->member ? p->member : "", p->cut_id ? p->cut_id : "",
-                 p->message ? p->message : "");
-        seen = set_insert(&v->open_problems, sig, NULL, NULL, &v->oom) != NULL;
-    }
-    if (!seen)
-        emit_problem_locked(v, code, p->shard, p->member, p->cut_id, p->message);
-    pthread_mutex_unlock(&v->lock);
-}
-
-/* A stable copy of a shard path, shared by all ids of that shard. Called with the lock. */
-static const char *intern_shard_locked(validator *v, const char *shard, uint32_t index)
-{
-    if (shard == NULL)
-        return NULL;
-    if (index < v->n_shards && strcmp(v->shard_names[index], shard) == 0)
-        return v->shard_names[index];
-    /* A shard index that names several files (or none): keep one copy per path. */
-    const entry *e = set_insert(&v->other_shards, shard, NULL, NULL, &v->oom);
-    if (e != NULL)
-        return e->key;
-    e = set_find_slot(v->other_shards.slots, v->other_shards.cap, shard);
-    return e->key;
-}
-
-static void emit_cut_locked(validator *v, const sharc_cut *c, const cli_sample_stats *st)
-{
-    double dbfs = st->rms > 0 ? 20.0 * log10(st->rms) : -INFINITY;
-    cli_progress_clear(&v->progress);
-    if (v->json) {
-        FILE *f = stdout;
-        fputc('{', f);
-        cli_json_key(f, "type", 1);
-        cli_json_str(f, "cut");
-        cli_json_key(f, "id", 0);
-        cli_json_str(f, c->id);
-        cli_json_key(f, "shard", 0);
-        cli_json_str(f, c->shard);
-        cli_json_key(f, "member", 0);
-        cli_json_str(f, c->member);
-        cli_json_key(f, "duration", 0);
-        cli_json_num(f, c->duration);
-        fprintf(f, ",\"num_samples\":%" PRId64 ",\"sampling_rate\":%d,\"channels\":%d",
-                c->num_samples, c->sampling_rate, c->channels);
-        cli_json_key(f, "peak", 0);
-        cli_json_num(f, st->peak);
-        cli_json_key(f, "rms_dbfs", 0);
-        cli_json_num(f, dbfs);
-        fputs("}\n", f);
-    } else {
-        printf("cut %s %.3fs %dHz %dch %" PRId64 " samples peak %.4f rms %.1f dBFS %s:%s\n",
-               c->id ? c->id : "?", c->duration, c->sampling_rate, c->channels, c->num_samples,
-               st->peak, dbfs, c->shard ? c->shard : "?", c->member ? c->member : "?");
-    }
-}
-
-static void draw_progress_locked(validator *v, int force)
-{
-    if (!v->progress.enabled)
-        return;
-    uint64_t done = 0;
-    for (int i = 0; i < v->n_workers; i++) {
-        /* A running worker's latest shard is still being read. */
-        uint64_t opened = v->workers[i].shards_opened;
-        done += opened - (v->workers[i].running && opened > 0 ? 1 : 0);
-    }
-    char cuts[32], suffix[160];
-    snprintf(suffix, sizeof suffix,
-             "shards %" PRIu64 "/%zu, %s cuts, %.2f h audio, %" PRIu64 " problems", done,
-             v->n_shards, cli_fmt_count(cuts, sizeof cuts, (double)v->cuts),
-             v->audio_seconds / 3600.0, v->problems);
-    cli_progress_update(&v->progress, (double)done, (double)v->n_shards, suffix, force);
-}
-
-static void count_rate_locked(validator *v, int rate)
-{
-    for (size_t i = 0; i < v->n_rates; i++) {
-        if (v->rates[i].rate == rate) {
-            v->rates[i].cuts++;
-            return;
+    size_t skipped = 0;
+    for (size_t k = part; k < v->n_shards; k += parts) {
+        if (vset_find(&done, v->shard_names[k]) != NULL) {
+            skipped++;
+            continue;
         }
+        v->selected[k] = 1;
+        v->queue[v->n_queue++] = k;
     }
-    if (v->n_rates == MAX_RATES) {
-        v->other_rate_cuts++;
-        return;
-    }
-    v->rates[v->n_rates++] = (rate_count){rate, 1};
+    vset_free(&done);
+    if (o->resume_from != NULL)
+        fprintf(stderr, "sharc validate: %zu shard%s finished in %s, %zu to check\n", skipped,
+                skipped == 1 ? "" : "s", o->resume_from, v->n_queue);
+    return 0;
+}
+
+/* A shard that gave no cut in a run that found no problem (a tar with no members, an empty
+ * cuts file): not an error in any format, but most likely a writer that stopped early. Where
+ * there are problems, a shard without cuts is one of them, or one a stopped reader never
+ * reached, and the problems say more. */
+static int empty_shard(const validator *v, size_t i)
+{
+    return v->problems == 0 && v->selected[i] && v->report.shards[i].cuts == 0;
+}
+
+static size_t count_empty_shards(const validator *v)
+{
+    size_t n = 0;
+    for (size_t i = 0; v->selected && i < v->n_shards; i++)
+        n += (size_t)empty_shard(v, i);
+    return n;
+}
+
+/* The layout read: one, or "mixture" for an input_cfg's sources (of any layouts). */
+static const char *layout_name(const validator *v)
+{
+    return v->mixture ? "mixture" : cli_layout_name(v->layout);
 }
 
 /* Most cuts first, then the lower rate. */
@@ -450,169 +330,6 @@ static size_t sorted_rates(const validator *v, rate_count *out)
     return v->n_rates;
 }
 
-static void on_cut(worker *w, sharc_reader *r, const sharc_cut *c)
-{
-    validator *v = w->v;
-    cli_sample_stats st = {0};
-    if (c->samples != NULL)
-        cli_sample_stats_compute(c->samples, (size_t)c->num_samples * (size_t)c->channels, &st);
-    sharc_reader_stats rs;
-    sharc_reader_get_stats(r, &rs);
-
-    pthread_mutex_lock(&v->lock);
-    w->shards_opened = rs.shards;
-    v->cuts++;
-    if (c->shard_index < v->n_shards)
-        v->shard_cuts[c->shard_index]++;
-    v->audio_seconds += c->duration;
-    count_rate_locked(v, c->sampling_rate);
-    if (c->channels > 1) {
-        v->multichannel_cuts++;
-        v->max_channels = c->channels > v->max_channels ? c->channels : v->max_channels;
-    }
-    if (v->per_cut)
-        emit_cut_locked(v, c, &st);
-    if (c->id != NULL) {
-        const char *shard = intern_shard_locked(v, c->shard, c->shard_index);
-        const entry *first = set_insert(&v->ids, c->id, shard, c->member, &v->oom);
-        if (first != NULL) {
-            char msg[2048];
-            snprintf(msg, sizeof msg,
-                     "duplicate cut id '%s' in %s member %s; first seen in %s "
-                     "member %s",
-                     c->id, c->shard ? c->shard : "?", c->member ? c->member : "?",
-                     first->shard ? first->shard : "?", first->member ? first->member : "?");
-            emit_problem_locked(v, CODE_DUPLICATE, c->shard, c->member, c->id, msg);
-        }
-    }
-    draw_progress_locked(v, 0);
-    pthread_mutex_unlock(&v->lock);
-}
-
-static void report_stop(worker *w, int rc, const char *why, int opening)
-{
-    validator *v = w->v;
-    char logged[1024];
-    if (why == NULL || why[0] == '\0')
-        why = cli_last_logged_error(logged, sizeof logged);
-    char msg[1400], text[1200];
-    cli_error_text(text, sizeof text, rc, why);
-    if (opening)
-        snprintf(msg, sizeof msg, "cannot open the dataset: %s", text);
-    else
-        snprintf(msg, sizeof msg, "reader %d of %d stopped: %s", w->rank, v->n_workers, text);
-    pthread_mutex_lock(&v->lock);
-    emit_problem_locked(v, code_of_error(rc), NULL, NULL, NULL, msg);
-    pthread_mutex_unlock(&v->lock);
-}
-
-static void *run_worker(void *arg)
-{
-    worker *w = arg;
-    sharc_reader_settings s = *w->base;
-    s.dp_rank = w->rank;
-    s.dp_size = w->v->n_workers;
-    s.on_problem = on_problem;
-    s.problem_cookie = w;
-
-    sharc_reader *r = NULL;
-    w->opening = 1;
-    int rc = sharc_reader_open(&r, &s);
-    w->opening = 0;
-    if (rc < 0) {
-        report_stop(w, rc, NULL, 1);
-        goto done;
-    }
-    const sharc_cut *c = NULL;
-    while ((rc = sharc_reader_next(r, &c)) == 0)
-        on_cut(w, r, c);
-    if (rc < 0)
-        report_stop(w, rc, sharc_reader_last_error(r), 0);
-    sharc_reader_stats rs;
-    sharc_reader_get_stats(r, &rs);
-    pthread_mutex_lock(&w->v->lock);
-    w->shards_opened = rs.shards;
-    w->v->shards_cut_short += rs.skipped_shards;
-    pthread_mutex_unlock(&w->v->lock);
-done:
-    sharc_reader_close(&r);
-    pthread_mutex_lock(&w->v->lock);
-    w->running = 0;
-    draw_progress_locked(w->v, 1);
-    pthread_mutex_unlock(&w->v->lock);
-    return NULL;
-}
-
-/* ---- Options ---- */
-
-static int parse_args(int argc, char **argv, sharc_reader_settings *s, validator *v,
-                      validate_opts *o)
-{
-    cli_parser p = {.cmd = cmd,
-                    .table = options,
-                    .print_help = print_help,
-                    .own = o,
-                    .reader = s,
-                    .argc = argc,
-                    .argv = argv};
-    int status = cli_opts_parse(&p);
-    if (status >= 0)
-        return status;
-    v->json = o->json;
-    v->per_cut = o->per_cut;
-    return cli_take_paths(cmd, argc, argv, s);
-}
-
-/*
- * Find the shards once, without reporting, so that the workers can be sized to them. A
- * dataset that cannot be opened is itself the problem to report.
- */
-static int probe_dataset(validator *v, const sharc_reader_settings *base)
-{
-    sharc_reader_settings s = *base;
-    s.decode = 0;
-    v->layout = s.layout; /* the one asked for, until the dataset says which it is */
-    sharc_reader *r = NULL;
-    int rc = sharc_reader_open(&r, &s);
-    if (rc < 0) {
-        worker w = {.v = v, .rank = 0};
-        v->n_workers = 1;
-        report_stop(&w, rc, NULL, 1);
-        return rc;
-    }
-    v->n_shards = sharc_reader_num_shards(r);
-    v->n_ignored = sharc_reader_num_ignored_paths(r);
-    v->layout = sharc_reader_layout(r);
-    v->shard_names = calloc(v->n_shards ? v->n_shards : 1, sizeof *v->shard_names);
-    v->shard_cuts = calloc(v->n_shards ? v->n_shards : 1, sizeof *v->shard_cuts);
-    for (size_t i = 0; v->shard_names && i < v->n_shards; i++)
-        if ((v->shard_names[i] = strdup(sharc_reader_shard_path(r, i))) == NULL)
-            v->oom = 1;
-    sharc_reader_close(&r);
-    if (v->shard_names == NULL || v->shard_cuts == NULL || v->oom) {
-        fprintf(stderr, "sharc validate: out of memory\n");
-        return SHARC_ERR(ENOMEM);
-    }
-    return 0;
-}
-
-/* A shard that gave no cut in a run that found no problem (a tar with no members, an empty
- * cuts file): not an error in any format, but most likely a writer that stopped early. Where
- * there are problems, a shard without cuts is one of them, or one a stopped reader never
- * reached, and the problems say more. */
-static int empty_shard(const validator *v, size_t i)
-{
-    return v->problems == 0 && v->shard_cuts[i] == 0;
-}
-
-static size_t count_empty_shards(const validator *v)
-{
-    size_t n = 0;
-    for (size_t i = 0; v->shard_cuts && i < v->n_shards; i++)
-        n += (size_t)empty_shard(v, i);
-    return n;
-}
-
 static void print_summary(validator *v, double wall)
 {
     rate_count rates[MAX_RATES];
@@ -624,8 +341,8 @@ static void print_summary(validator *v, double wall)
         cli_json_key(f, "audio_seconds", 0);
         cli_json_num(f, v->audio_seconds);
         cli_json_key(f, "layout", 0);
-        cli_json_str(f, cli_layout_name(v->layout));
-        printf(",\"threads\":%d", v->n_workers);
+        cli_json_str(f, layout_name(v));
+        printf(",\"threads\":%d,\"checked_shards\":%zu", v->n_workers, v->n_queue);
         cli_json_key(f, "wall_seconds", 0);
         cli_json_num(f, wall);
         cli_json_key(f, "sampling_rates", 0);
@@ -639,7 +356,7 @@ static void print_summary(validator *v, double wall)
         printf(",\"ignored_paths\":%zu", v->n_ignored);
         cli_json_key(f, "empty_shards", 0);
         fputc('[', f);
-        for (size_t i = 0, k = 0; v->shard_cuts && i < v->n_shards; i++)
+        for (size_t i = 0, k = 0; v->selected && i < v->n_shards; i++)
             if (empty_shard(v, i)) {
                 if (k++)
                     fputc(',', f);
@@ -649,7 +366,7 @@ static void print_summary(validator *v, double wall)
         cli_json_key(f, "by_code", 0);
         fputc('{', f);
         for (size_t i = 0; i < SHARC_PROBLEM_COUNT + 2; i++) {
-            cli_json_key(f, code_name(i), i == 0);
+            cli_json_key(f, validate_code_name(i), i == 0);
             printf("%" PRIu64, v->by_code[i]);
         }
         fputs("}}\n", f);
@@ -657,8 +374,8 @@ static void print_summary(validator *v, double wall)
     }
     char a[32], b[32];
     printf("-- %zu shards (%s), %" PRIu64 " cuts, %s of audio, %d threads, %s\n", v->n_shards,
-           cli_layout_name(v->layout), v->cuts, cli_fmt_duration(a, sizeof a, v->audio_seconds),
-           v->n_workers, cli_fmt_duration(b, sizeof b, wall));
+           layout_name(v), v->cuts, cli_fmt_duration(a, sizeof a, v->audio_seconds), v->n_workers,
+           cli_fmt_duration(b, sizeof b, wall));
     if (n_rates + (v->other_rate_cuts > 0) > 1) {
         printf("-- warning: several sampling rates: ");
         for (size_t i = 0; i < n_rates; i++)
@@ -701,9 +418,15 @@ static void print_summary(validator *v, double wall)
     printf("-- %" PRIu64 " problems:", v->problems);
     for (size_t i = 0; i < SHARC_PROBLEM_COUNT + 2; i++) {
         if (v->by_code[i] > 0)
-            printf(" %s %" PRIu64, code_name(i), v->by_code[i]);
+            printf(" %s %" PRIu64, validate_code_name(i), v->by_code[i]);
     }
     putchar('\n');
+    for (size_t i = 0; i < SHARC_PROBLEM_COUNT + 2; i++) {
+        if (v->by_code[i] > VALIDATE_TEXT_EXAMPLES)
+            printf("-- %s: the first %d of %" PRIu64 " are printed above (--json, --report list "
+                   "them all)\n",
+                   validate_code_name(i), VALIDATE_TEXT_EXAMPLES, v->by_code[i]);
+    }
     if (v->shards_cut_short)
         printf("-- %" PRIu64 " shard%s not checked to the end: the problem reported for %s\n"
                "   stops reading a shard (a damaged archive, members that no longer pair with\n"
@@ -712,42 +435,41 @@ static void print_summary(validator *v, double wall)
                v->shards_cut_short == 1 ? "it" : "each");
 }
 
+/* Write --report and --report-json; a failure is named on stderr. */
+static int save_report(validator *v, const validate_opts *o, double wall)
+{
+    report *r = &v->report;
+    r->command = "sharc validate";
+    r->layout = layout_name(v);
+    r->threads = v->n_workers;
+    r->wall_seconds = wall;
+    r->shards_cut_short = v->shards_cut_short;
+    r->checked_shards = v->n_queue;
+    const char *failed = NULL;
+    int err = r->oom ? ENOMEM : report_save(r, o->report_html, o->report_json, &failed);
+    if (err != 0) {
+        fprintf(stderr, "sharc validate: cannot write the report %s: %s\n", failed ? failed : "",
+                strerror(err));
+        return -1;
+    }
+    return 0;
+}
+
 static void validator_free(validator *v)
 {
-    set_free(&v->ids);
-    set_free(&v->open_problems);
-    set_free(&v->other_shards);
-    free(v->shard_cuts);
+    report_free(&v->report);
+    vset_free(&v->ids);
+    vset_free(&v->open_problems);
+    vset_free(&v->other_shards);
     if (v->shard_names != NULL) {
         for (size_t i = 0; i < v->n_shards; i++)
             free(v->shard_names[i]);
         free(v->shard_names);
     }
+    free(v->queue);
+    free(v->selected);
     free(v->workers);
     pthread_mutex_destroy(&v->lock);
-}
-
-static int run_workers(validator *v, const sharc_reader_settings *s)
-{
-    int started = 0;
-    for (int i = 0; i < v->n_workers; i++) {
-        worker *w = &v->workers[i];
-        *w = (worker){.v = v, .base = s, .rank = i, .running = 1};
-    }
-    for (; started < v->n_workers; started++) {
-        if (pthread_create(&v->workers[started].thread, NULL, run_worker, &v->workers[started]) !=
-            0)
-            break;
-    }
-    for (int i = 0; i < started; i++)
-        pthread_join(v->workers[i].thread, NULL);
-    if (started < v->n_workers) {
-        /* Without all workers some shards would go unchecked: that is not a clean run. */
-        fprintf(stderr, "sharc validate: could only start %d of %d threads\n", started,
-                v->n_workers);
-        return -1;
-    }
-    return 0;
 }
 
 int cmd_validate(int argc, char **argv)
@@ -766,14 +488,20 @@ int cmd_validate(int argc, char **argv)
     s.shuffle_shards = 0;
     s.epochs = 1;
     s.decode = 1;
+    s.mix_finite = 1;
 
     double t0 = cli_now();
     cli_progress_init(&v.progress, o.progress);
     status = CLI_EXIT_FAIL;
-    if (probe_dataset(&v, &s) < 0)
+    if (report_init(&v.report) < 0) {
+        fprintf(stderr, "sharc validate: out of memory\n");
+        validator_free(&v);
+        return cli_finish_output(cmd, status);
+    }
+    if (probe_dataset(&v, &s) < 0 || select_shards(&v, &o) < 0)
         goto done;
-    int threads = o.threads > 0 ? o.threads : cli_online_cpus();
-    v.n_workers = (size_t)threads < v.n_shards ? threads : (int)v.n_shards;
+    int threads = v.mixture ? 1 : o.threads > 0 ? o.threads : cli_online_cpus();
+    v.n_workers = (size_t)threads < v.n_queue ? threads : (int)v.n_queue;
     if (v.n_workers < 1)
         v.n_workers = 1;
     v.workers = calloc((size_t)v.n_workers, sizeof *v.workers);
@@ -781,7 +509,7 @@ int cmd_validate(int argc, char **argv)
         fprintf(stderr, "sharc validate: out of memory\n");
         goto done;
     }
-    if (run_workers(&v, &s) < 0)
+    if (validate_run(&v, &s) < 0)
         goto done;
     if (v.oom) {
         fprintf(stderr, "sharc validate: out of memory; duplicate ids may be missed\n");
@@ -790,7 +518,10 @@ int cmd_validate(int argc, char **argv)
     status = v.problems > 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 done:
     cli_progress_clear(&v.progress);
-    print_summary(&v, cli_now() - t0);
+    double wall = cli_now() - t0;
+    print_summary(&v, wall);
+    if ((o.report_html != NULL || o.report_json != NULL) && save_report(&v, &o, wall) < 0)
+        status = CLI_EXIT_FAIL;
     validator_free(&v);
     return cli_finish_output(cmd, status);
 }

@@ -33,5 +33,54 @@ gen="${1:-build}/testdata/sharc-gen"
   echo '```'
   "$gen" --help
   echo '```'
+  cat <<'DOC'
+
+## The report JSON
+
+`sharc validate --report R.html` embeds it in the page as
+`<script type="application/json" id="sharc-report">` (with `</` written `<\/`), and
+`--report-json F` writes it alone, one object:
+
+- `command`, `layout`, `threads`, `wall_seconds`; `shards` (found), `checked_shards`
+  (checked: fewer with `--partition` or `--resume-from`), `cuts`, `duration_seconds`,
+  `hours`, `audio_bytes` (encoded audio of the cuts), `shard_bytes` (sizes of the local shard
+  files), `shards_cut_short`.
+- `duration_stats`: `min`, `mean`, `p50`, `p90`, `p99`, `max` (quantiles to 0.1 s).
+- `duration_histogram`: `{edges, counts}`, at most 40 bins of a round width from 0 (the
+  last one reaches the longest cut when some are over an hour); `counts` sums to `cuts`, bin
+  i holds `edges[i] <= d < edges[i+1]`.
+- `sampling_rates`: `{"16000": N, ...}` (32 rates at most, then `other_rate_cuts`),
+  `channels`: `{"1": N, ...}` (8 or more counted as `"8"`), `codecs`: `{"flac": N, ...}`
+  (flac, wav, opus, vorbis, mp3, other; from the members' first bytes).
+- `text`: `cuts` (with a transcript), `chars` (Unicode characters), `chars_per_second_mean`,
+  `chars_per_second_histogram` `{edges, counts}`, and the 10 cuts with the highest and
+  lowest characters per second: `highest_chars_per_second`, `lowest_chars_per_second`, each
+  `[{cut_id, shard, value}]`.
+- `signal` (from the decoded samples, all channels): `decoded_cuts`, `samples`,
+  `digital_silence_share` (samples exactly 0), `clipping_share` (|sample| >= 0.99997),
+  `silent_cuts` (over half their samples 0), `clipping_cuts` (over 0.1 % clipped),
+  `dc_offset_cuts` (|mean| over 0.01), `length_mismatch_cuts` (decoded length off the
+  metadata duration by over 0.02 s), and the 10 worst cuts of each: `most_silent`,
+  `most_clipped` (shares), `largest_dc_offset` (|mean|), `largest_length_mismatch` (seconds),
+  each `[{cut_id, shard, value}]`.
+- `per_shard`: `[{shard, cuts, audio_seconds, bytes, problems}]` in shard order, the first
+  5000 (`per_shard_omitted` counts the rest; the page's table shows 500, the shards with
+  problems first). `bytes` is null for a remote shard.
+- `problem_count`, `unattributed_problems` (naming no shard of the table),
+  `problems_by_kind`: `[{code, count, examples: [the first 3 problems]}]`, `problems`: the
+  first 1000 problems `[{code, shard, member, cut_id, message}]` (`problems_omitted` counts the
+  rest; `--json` prints them all).
+
+A corpus of a million cuts in 10,000 shards gives a page of about 1.3 MB.
+
+`sharc bench --report B.html` (and `--report-json F`) holds `command`, `argv`, `machine`
+(`hostname`, `kernel`, `cpus`, `memory_bytes`, `cpu`), `result` (the object `--json`
+prints) and `timeline`: one entry per repetition, `{rep, t, rss_bytes, interval_t,
+batches_per_second, audio_seconds_per_second}`: `t` the seconds into the timed window of each
+sample (every 0.25 s or more, at most 1200 kept), `rss_bytes` the resident memory then, and
+per interval between samples its middle and its rates (cuts per second with `--cuts`).
+`sharc bench --compare A.json B.json --report C.html` embeds `{command, runs: [A, B]}`, each
+run with the `file` it came from.
+DOC
 } > docs/cli.md
 echo "wrote docs/cli.md"

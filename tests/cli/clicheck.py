@@ -41,8 +41,15 @@ def split_output(path):
         fail(f"{path}: more than one summary")
     cuts = [r for r in rows if r.get("type") == "cut"]
     problems = [r for r in rows if r.get("type") == "problem"]
-    if len(cuts) + len(problems) + 1 != len(rows):
+    shards = [r for r in rows if r.get("type") == "shard"]
+    if len(cuts) + len(problems) + len(shards) + 1 != len(rows):
         fail(f"{path}: lines of unknown type")
+    # One record per shard checked, and their cuts are the summary's.
+    if len({r["shard"] for r in shards}) != len(shards):
+        fail(f"{path}: a shard has two records")
+    if shards and sum(r["cuts"] for r in shards) != rows[-1]["cuts"]:
+        fail(f"{path}: the shard records count {sum(r['cuts'] for r in shards)} cuts, "
+             f"the summary {rows[-1]['cuts']}")
     return cuts, problems, rows[-1]
 
 

@@ -25,9 +25,16 @@ for corpus in c:3 w:2; do
     done
 done
 
-# Without --per-cut only the summary is printed for a clean corpus.
+# Without --per-cut only a record per shard and the summary are printed for a clean corpus.
 expect_rc 0 "$SHARC" validate --json "$tmp/c/shar"
-[ "$(wc -l <"$tmp/out")" -eq 1 ] || fail "validate --json printed more than a summary"
+[ "$(grep -vc '^{"type":"shard",' "$tmp/out")" -eq 1 ] ||
+    fail "validate --json printed more than shard records and a summary"
+"$PYTHON" -c 'import json,sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+shards = sorted(r["index"] for r in rows if r["type"] == "shard")
+assert shards == list(range(rows[-1]["shards"])), shards
+assert all(r["checked"] and r["problems"] == 0 and r["bytes"] > 0 for r in rows[:-1]), rows' \
+    "$tmp/out" || fail "validate --json: shard records"
 expect_in "$tmp/out" '"problems":0'
 expect_in "$tmp/out" '"empty_shards":[]'
 # A shard that gives no cut and no problem (a tar of zero blocks, an empty cuts file) is legal

@@ -1,0 +1,30 @@
+#!/bin/sh
+# cli_bench_report: `sharc bench --report/--report-json` and `--compare`: the report's JSON
+# holds the run's result, a timeline per repetition and the machine; the page embeds it and
+# fetches nothing; a comparison embeds both runs.
+. "$(dirname "$0")/lib.sh"
+rcheck() {
+    "$PYTHON" "$(dirname "$0")/reportcheck.py" "$@"
+}
+gen "$tmp/g" --layout shar --shards 2 --cuts-per-shard 6 --max-duration 3 --seed 4
+expect_rc 0 "$SHARC" bench --quiet --json --epochs 0 --seconds 1.2 --repeat 2 --threads 2 \
+    --bins 1,2 --buffer-size 50 \
+    --report "$tmp/a.html" --report-json "$tmp/a.json" "$tmp/g/shar"
+cp "$tmp/out" "$tmp/a.out"
+rcheck bench "$tmp/a.json" "$tmp/a.out" 2
+rcheck embedded "$tmp/a.html" "$tmp/a.json"
+rcheck offline "$tmp/a.html"
+expect_rc 0 "$SHARC" bench --quiet --cuts --epochs 0 --seconds 1 --report-json "$tmp/b.json" \
+    "$tmp/g/shar"
+expect_rc 0 "$SHARC" bench --compare "$tmp/a.json" "$tmp/b.json" --report "$tmp/c.html"
+rcheck compare "$tmp/c.html" "$tmp/a.json" "$tmp/b.json"
+rcheck offline "$tmp/c.html"
+# Not a bench report; a page that cannot be written; no --report.
+expect_rc 1 "$SHARC" bench --compare "$tmp/a.json" "$tmp/a.out" --report "$tmp/d.html"
+expect_in "$tmp/err" "$tmp/a.out is not the JSON of a bench report"
+[ ! -e "$tmp/d.html" ] || fail "a page was written after a failure"
+expect_rc 2 "$SHARC" bench --compare "$tmp/a.json" "$tmp/b.json"
+expect_in "$tmp/err" "--compare A.json B.json --report C.html"
+expect_rc 1 "$SHARC" bench --quiet --batches 2 --report "$tmp/missing/x.html" "$tmp/g/shar"
+expect_in "$tmp/err" "cannot write the report $tmp/missing/x.html"
+echo "ok"

@@ -1,0 +1,42 @@
+#!/bin/sh
+# cli_report: `sharc validate --report/--report-json`: the report's numbers against a generated
+# corpus, the problems of a damaged copy, the page self-contained, and no partial file when the
+# report cannot be written.
+. "$(dirname "$0")/lib.sh"
+rcheck() {
+    "$PYTHON" "$(dirname "$0")/reportcheck.py" "$@"
+}
+
+gen "$tmp/g" --layout shar --shards 3 --cuts-per-shard 8 --max-duration 6 --seed 5 --compress none
+expect_rc 0 "$SHARC" validate --threads 2 --report "$tmp/r.html" --report-json "$tmp/r.json" \
+    "$tmp/g/shar"
+rcheck clean "$tmp/r.json" "$tmp/g/shar.expected.jsonl" 3
+rcheck embedded "$tmp/r.html" "$tmp/r.json"
+rcheck offline "$tmp/r.html"
+# The text output is the same with a report as without.
+cp "$tmp/out" "$tmp/with"
+expect_rc 0 "$SHARC" validate --threads 2 "$tmp/g/shar"
+diff "$tmp/with" "$tmp/out" | grep -v '^[<>] -- 3 shards' | grep '^[<>]' && fail "text output differs"
+
+# A truncated tar: the archive problem names the shard, member and lost cut, grouped by kind.
+cp -r "$tmp/g/shar" "$tmp/x"
+member=$(check truncate "$tmp/x/recording.000001.tar")
+# The tar breaks inside an audio member (that cut is lost) or right after a cut's .json member
+# (the next cut is lost).
+lost=$("$PYTHON" -c 'import json,sys
+ids = [json.loads(l)["id"] for l in open(sys.argv[1]) if json.loads(l)["shard_index"] == 1]
+stem, ext = sys.argv[2].rsplit(".", 1)
+print(ids[ids.index(stem) + 1] if ext == "json" else stem)' "$tmp/g/shar.expected.jsonl" "$member")
+expect_rc 1 "$SHARC" validate --threads 2 --report-json "$tmp/d.json" "$tmp/x"
+rcheck damaged "$tmp/d.json" recording.000001.tar "$member" "$lost"
+
+# A report that cannot be written: exit 1 naming it, the checks' output still printed, and no
+# file left behind (the target is a directory, so the rename fails after the write).
+mkdir -p "$tmp/o/r.html"
+expect_rc 1 "$SHARC" validate --threads 2 --report "$tmp/o/r.html" "$tmp/g/shar"
+expect_in "$tmp/err" "cannot write the report $tmp/o/r.html"
+expect_in "$tmp/out" "-- OK: no problems found"
+[ "$(ls -A "$tmp/o")" = "r.html" ] || fail "left behind: $(ls -A "$tmp/o")"
+expect_rc 1 "$SHARC" validate --report-json "$tmp/missing/r.json" "$tmp/g/shar"
+expect_in "$tmp/err" "cannot write the report $tmp/missing/r.json"
+echo "ok"
