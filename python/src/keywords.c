@@ -30,7 +30,8 @@ enum kw_kind {
     KW_VOLUME,     ///< augment.volume_perturb_db: [low, high]
     KW_AUG_DOUBLE, ///< a double of augment, at `offset` in sharc_augment_settings
     KW_TOKENIZER,
-    KW_TPS
+    KW_TPS,
+    KW_FIELD ///< a NeMo manifest key, kept in self->nemo_fields[min]
 };
 
 typedef struct {
@@ -104,6 +105,9 @@ static const kw_def kw_defs[] = {
     {"min_tps", KW_DOUBLE, SM(min_tps), 0, 1e9, 0},
     {"min_tokens", KW_U32, SM(min_tokens), 0, UINT32_MAX, 0},
     {"max_tokens", KW_U32, SM(max_tokens), 1, UINT32_MAX, 0},
+    /* NeMo's text_field and lang_field: the manifest keys of the transcript and language */
+    {"nemo_text_field", KW_FIELD, R(nemo_text_field), 0, 0, 0},
+    {"nemo_lang_field", KW_FIELD, R(nemo_lang_field), 1, 0, 0},
 };
 #undef R
 #undef SM
@@ -296,6 +300,39 @@ static int json_text(PyObject *v, const char *what, char **out)
         PyErr_NoMemory();
         return -1;
     }
+    return 0;
+}
+
+/* A non-empty str naming a manifest key, kept in self->nemo_fields and pointed to by the
+ * settings' field at d->offset. */
+static int kw_field(ReaderObject *self, const kw_def *d, PyObject *v)
+{
+    if (!PyUnicode_Check(v))
+        return kw_error_type(d->name, "a str", v);
+    PyObject *utf8 = PyUnicode_AsUTF8String(v);
+    if (!utf8)
+        return -1;
+    char *t = NULL, who[64];
+    Py_ssize_t len = 0;
+    snprintf(who, sizeof who, "sharc.Reader: keyword '%s'", d->name);
+    if (PyBytes_AsStringAndSize(utf8, &t, &len) < 0 || sharc__py_no_nul(t, len, who) < 0) {
+        Py_DECREF(utf8);
+        return -1;
+    }
+    char *copy = len > 0 ? strdup(t) : NULL;
+    Py_DECREF(utf8);
+    if (len == 0) {
+        PyErr_Format(PyExc_ValueError, "sharc.Reader: keyword '%s' must not be empty", d->name);
+        return -1;
+    }
+    if (!copy) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    char **slot = &self->nemo_fields[(int)d->min];
+    free(*slot);
+    *slot = copy;
+    *(const char **)((char *)&self->s + d->offset) = copy;
     return 0;
 }
 
@@ -620,6 +657,8 @@ static int set_keyword(ReaderObject *self, const kw_def *d, PyObject *v, int *li
         return kw_tokenizer(self, d, v);
     case KW_TPS:
         return kw_max_tps(self, d, v);
+    case KW_FIELD:
+        return kw_field(self, d, v);
     case KW_PATH: {
         char *cfg;
         const int structure = PyList_Check(v) || PyDict_Check(v);
