@@ -286,13 +286,13 @@ START_TEST(limits)
                           "together), the limit");
 
     /* Just under the nodes' bound, one source's many paths are read at once. */
-    t = repeat("- {type: wds, paths: [", "a,", 499990, "a]}\n");
+    t = repeat("- {type: wds, paths: [", "a,", 199989, "a]}\n");
     parse_ok(&c, t);
-    ck_assert_uint_eq(c.sources[0].n_paths, 499991);
+    ck_assert_uint_eq(c.sources[0].n_paths, 199990);
     sharc__input_cfg_free(&c, &ctx);
     free(t);
-    expect_repeated_error("- {type: wds, paths: [", "a,", 500000, "a]}\n",
-                          "cfg.yaml: line 1 column 1000011: more than 500000 YAML nodes, the "
+    expect_repeated_error("- {type: wds, paths: [", "a,", 200000, "a]}\n",
+                          "cfg.yaml: line 1 column 400011: more than 200000 YAML nodes, the "
                           "limit for an input_cfg");
     expect_repeated_error("", "[", 65, "",
                           "cfg.yaml: line 1 column 65: YAML nested deeper than 64 levels, the "
@@ -400,6 +400,50 @@ START_TEST(other_meanings)
 }
 END_TEST
 
+static void *bytes_alloc(void *cookie, size_t size, size_t align)
+{
+    *(size_t *)cookie += size;
+    void *p = NULL;
+    return posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, size ? size : 1)
+               ? NULL
+               : p;
+}
+
+/* A group's tags are shared by its sources, not copied to each: a tag of 20 KB over 5000
+ * sources costs 20 KB, not 100 MB (a file of 16 MiB could otherwise ask for terabytes). */
+START_TEST(tags_shared_not_copied)
+{
+    char *value = malloc(20001);
+    ck_assert_ptr_nonnull(value);
+    memset(value, 'x', 20000);
+    value[20000] = 0;
+    char head[20100];
+    snprintf(head, sizeof head, "- type: group\n  tags: {lang: en, note: %s}\n  input_cfg:\n",
+             value);
+    char *t = repeat(head, "    - {type: wds, paths: /a, tags: {task: asr}}\n", 5000, "");
+    size_t allocated = 0;
+    sharc_allocator counting = {&allocated, bytes_alloc, tu_free};
+    sharc_logger quiet = {NULL, NULL, SHARC_LOG_ERROR};
+    sharc__ctx counted;
+    sharc__ctx_init(&counted, &counting, &quiet);
+    sharc__input_cfg c;
+    ck_assert_int_eq(sharc__input_cfg_parse(&c, &counted, "cfg.yaml", t, strlen(t)), 0);
+    ck_assert_uint_eq(c.n_sources, 5000);
+    ck_assert_msg(allocated < ((size_t)4 << 20), "%zu bytes allocated", allocated);
+    const sharc__input_source *last = &c.sources[4999];
+    ck_assert_uint_eq(last->n_tags, 3);
+    ck_assert_str_eq(last->tag_names[0], "language");
+    ck_assert_str_eq(last->tag_values[0], "en");
+    ck_assert_str_eq(last->tag_names[1], "note");
+    ck_assert_str_eq(last->tag_values[1], value);
+    ck_assert_str_eq(last->tag_names[2], "task");
+    ck_assert_str_eq(last->tag_values[2], "asr");
+    sharc__input_cfg_free(&c, &counted);
+    free(t);
+    free(value);
+}
+END_TEST
+
 START_TEST(missing_file)
 {
     sharc__input_cfg c;
@@ -423,6 +467,7 @@ int main(void)
     tcase_add_test(tc, limits);
     tcase_add_test(tc, extreme_weights);
     tcase_add_test(tc, other_meanings);
+    tcase_add_test(tc, tags_shared_not_copied);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -18,7 +18,7 @@
  * its YAML nodes and their nesting (while the YAML is scanned, before it is loaded), and
  * its entries (before the first is allocated). docs/mixing.md states them. */
 #define MAX_BYTES        ((size_t)16 << 20)
-#define MAX_YAML_NODES   500000
+#define MAX_YAML_NODES   200000
 #define MAX_YAML_NESTING 64
 #define MAX_ENTRIES      10000
 
@@ -200,6 +200,24 @@ typedef struct tagset {
     size_t n;
 } tagset;
 
+/* A copy of a tag's name or value, owned by the config, for every source to point to. */
+static const char *keep_tag(parse *p, const char *s)
+{
+    sharc__input_cfg *c = p->cfg;
+    if (c->n_tags == c->tags_cap) {
+        size_t cap = c->tags_cap ? c->tags_cap * 2 : 16;
+        char **g = sharc__realloc(p->ctx, c->tags, c->tags_cap * sizeof *g, cap * sizeof *g);
+        if (!g)
+            return NULL;
+        c->tags = g;
+        c->tags_cap = cap;
+    }
+    char *copy = sharc__strdup(p->ctx, s);
+    if (copy)
+        c->tags[c->n_tags++] = copy;
+    return copy;
+}
+
 static int read_tags(parse *p, const char *where, yaml_node_t *n, tagset *t)
 {
     if (n->type != YAML_MAPPING_NODE)
@@ -230,8 +248,8 @@ static int read_tags(parse *p, const char *where, yaml_node_t *n, tagset *t)
                 return bad(p, where, "more than %zu tags", t->n);
             t->n++;
         }
-        t->name[i] = k;
-        t->value[i] = v;
+        if (!(t->name[i] = keep_tag(p, k)) || !(t->value[i] = keep_tag(p, v)))
+            return SHARC_ERR(ENOMEM);
         here[i] = 1;
     }
     return 0;
@@ -353,16 +371,13 @@ static int parse_entry(parse *p, yaml_node_t *e, const char *where, int parent, 
     }
     if (rc < 0 || own.n == 0)
         return rc;
-    if ((rc = grow(p, &src->tag_names, 0, own.n)) < 0 ||
-        (rc = grow(p, &src->tag_values, 0, own.n)) < 0)
-        return rc;
-    for (size_t i = 0; i < own.n; i++) {
-        src->tag_names[i] = sharc__strdup(p->ctx, own.name[i]);
-        src->tag_values[i] = sharc__strdup(p->ctx, own.value[i]);
-        src->n_tags++; /* freed with the source, either copy or both NULL */
-        if (!src->tag_names[i] || !src->tag_values[i])
-            return SHARC_ERR(ENOMEM);
-    }
+    src->tag_names = sharc__malloc(p->ctx, own.n * sizeof *src->tag_names);
+    src->tag_values = sharc__malloc(p->ctx, own.n * sizeof *src->tag_values);
+    if (!src->tag_names || !src->tag_values)
+        return SHARC_ERR(ENOMEM);
+    memcpy(src->tag_names, own.name, own.n * sizeof *own.name);
+    memcpy(src->tag_values, own.value, own.n * sizeof *own.value);
+    src->n_tags = own.n;
     return 0;
 }
 
@@ -670,13 +685,14 @@ void sharc__input_cfg_free(sharc__input_cfg *cfg, sharc__ctx *ctx)
     for (size_t i = 0; i < cfg->n_sources; i++) {
         sharc__input_source *s = &cfg->sources[i];
         free_strings(ctx, s->paths, s->n_paths);
-        free_strings(ctx, s->tag_names, s->n_tags);
-        free_strings(ctx, s->tag_values, s->n_tags);
+        sharc__free(ctx, s->tag_names);
+        sharc__free(ctx, s->tag_values);
         sharc__free(ctx, s->where);
     }
     sharc__free(ctx, cfg->sources);
     sharc__free(ctx, cfg->nodes);
     sharc__free(ctx, cfg->temperatures);
+    free_strings(ctx, cfg->tags, cfg->n_tags);
     sharc__free(ctx, cfg->name);
     memset(cfg, 0, sizeof *cfg);
 }

@@ -19,8 +19,9 @@ typedef struct sharc__input_source {
     char **paths; ///< as dataset.h takes them (NeMo: the manifests, then the tar patterns)
     size_t n_paths;
     /** Tags, the source's own over its groups': column names and values (`lang` is named
-     *  `language`, as the cut's own column). */
-    char **tag_names, **tag_values;
+     *  `language`, as the cut's own column). The strings are the config's (`tags`), shared
+     *  by the sources of a group, so that a group's tags cost their size once. */
+    const char **tag_names, **tag_values;
     size_t n_tags;
     char *where; ///< "input_cfg[2].input_cfg[0]", for messages
 } sharc__input_source;
@@ -43,6 +44,8 @@ typedef struct sharc__input_cfg {
     int depth;                ///< levels of nesting (1: no group)
     size_t n_temperatures;    ///< 0 (none), or depth (a scalar is broadcast)
     double *temperatures;     ///< per level, from the top
+    char **tags;              ///< the tag names and values the sources point to, owned
+    size_t n_tags, tags_cap;
 } sharc__input_cfg;
 
 /**
