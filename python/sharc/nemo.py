@@ -240,7 +240,7 @@ def _batching(cfg: Dict[str, Any], tokenized: bool) -> Dict[str, Any]:
         s["bucket_batch_size"] = [int(x) for x in bbs]
     else:
         if cfg.get("batch_duration") is not None:
-            s["max_duration"] = float(cfg["batch_duration"])
+            s["batch_duration"] = float(cfg["batch_duration"])
         if cfg.get("batch_size") is not None:
             s["max_cuts"] = int(cfg["batch_size"])
         if not s:

@@ -65,6 +65,8 @@ static const kw_def kw_defs[] = {
     {"max_held_batches", KW_INT, R(max_held_batches), 1, 1024, 0},
     {"read_ahead_bytes", KW_U64, R(read_ahead_bytes), 0, 0, 0},
     {"max_member_bytes", KW_U64, R(max_member_bytes), 1, 0, 0},
+    {"batch_duration", KW_DOUBLE, SM(max_duration), 0, 1e9, 1},
+    /* batch_duration's old name, which NeMo gives its cut filter: warns */
     {"max_duration", KW_DOUBLE, SM(max_duration), 0, 1e9, 1},
     {"max_cuts", KW_U32, SM(max_cuts), 1, UINT32_MAX, 0},
     {"quadratic_duration", KW_DOUBLE, SM(quadratic_duration), 0, 1e9, 1},
@@ -795,13 +797,31 @@ static int parse_paths(ReaderObject *self, PyObject *paths)
     return 0;
 }
 
+/* max_duration= is batch_duration= under its old name, which NeMo gives its cut filter
+ * (max_cut_duration here): a DeprecationWarning at the caller of sharc.Reader(), and both
+ * together are an error. */
+static int deprecated_batch_limit(const kw_def *d, int *seen)
+{
+    if (++*seen > 1) {
+        PyErr_SetString(PyExc_TypeError, "sharc.Reader: give batch_duration only (max_duration "
+                                         "is its deprecated name)");
+        return -1;
+    }
+    if (strcmp(d->name, "max_duration") != 0)
+        return 0;
+    return PyErr_WarnEx(PyExc_DeprecationWarning,
+                        "sharc.Reader: keyword 'max_duration' is deprecated; use batch_duration "
+                        "(the batch limit; NeMo's max_duration is the cut filter max_cut_duration)",
+                        2);
+}
+
 int sharc__py_reader_settings(ReaderObject *self, PyObject *paths, PyObject *kw, int *open_reader)
 {
     if (parse_paths(self, paths) < 0)
         return -1;
     self->s.paths = (const char *const *)self->paths;
     self->s.n_paths = self->n_paths;
-    int linspace = 0;
+    int linspace = 0, batch_limits = 0;
     size_t n_bbs = 0;
     if (kw) {
         PyObject *key, *value;
@@ -821,6 +841,9 @@ int sharc__py_reader_settings(ReaderObject *self, PyObject *paths, PyObject *kw,
                 PyErr_Format(PyExc_TypeError, "sharc.Reader: unknown keyword '%U'", key);
                 return -1;
             }
+            if (d->offset == offsetof(sharc_reader_settings, sampler.max_duration) &&
+                d->kind == KW_DOUBLE && deprecated_batch_limit(d, &batch_limits) < 0)
+                return -1;
             if (set_keyword(self, d, value, &linspace) < 0)
                 return -1;
             if (d->kind == KW_BBS)

@@ -120,7 +120,7 @@ def test_fastconformer_train_ds(corpus, models):
     with pytest.warns(UserWarning):
         paths, settings = nemo.reader_settings(cfg, tokenizer=models["en"])
     assert settings["max_cut_duration"] == 3.5 and settings["max_cuts"] == 4 and settings["seed"] == 7
-    assert "max_duration" not in settings and settings["epochs"] == 0 and settings["threads"] == 2
+    assert "batch_duration" not in settings and settings["epochs"] == 0 and settings["threads"] == 2
     sp = spm.SentencePieceProcessor(model_file=models["en"])
     with sharc.Reader(paths, **settings) as reader:
         rows = 0
@@ -141,7 +141,7 @@ def test_canary_train_ds_2d_buckets(corpus, models):
     sps = {lang: spm.SentencePieceProcessor(model_file=models[lang]) for lang in ("en", "de", "pl")}
     offsets = {"en": 0, "de": 70, "pl": 160}
     paths, settings = nemo.reader_settings(cfg, tokenizer=models)
-    assert settings["bucket_batch_size"] == [2, 3, 2, 3] and "max_duration" not in settings
+    assert settings["bucket_batch_size"] == [2, 3, 2, 3] and "batch_duration" not in settings
     bins, sizes = cfg["bucket_duration_bins"], cfg["bucket_batch_size"]
     with sharc.Reader(paths, **settings, max_held_batches=64) as reader:
         expected = list(reader)
@@ -224,7 +224,7 @@ def test_nemo_defaults_are_sharcs(corpus):
     _, s = nemo.reader_settings({"shar_path": "x", "batch_duration": 100, "use_bucketing": True, "max_duration": 20,
                                  "shard_seed": 5})
     assert (s["num_buckets"], s["bins"], s["buffer_size"], s["num_cuts_for_bins"]) == (30, "linspace", 10000, 10000)
-    assert (s["max_duration"], s["max_cut_duration"], s["shuffle"], s["drop_last"]) == (100.0, 20.0, False, False)
+    assert (s["batch_duration"], s["max_cut_duration"], s["shuffle"], s["drop_last"]) == (100.0, 20.0, False, False)
     assert (s["sampling_rate"], s["resample"], s["on_error"], s["epochs"]) == (16000, True, "skip", 0)
     assert "min_duration" not in s and "threads" not in s
 
@@ -244,7 +244,7 @@ def test_docs_table_matches_the_config_with_every_key():
     assert rows == shipped
     # The shipped config (every key at NeMo's default), given data and a batch size, is accepted.
     _, s = nemo.reader_settings({**shipped, "shar_path": "x", "batch_duration": 60, "shard_seed": 3})
-    assert s["max_duration"] == 60 and s["num_buckets"] == 1 and s["buffer_size"] == 10000
+    assert s["batch_duration"] == 60 and s["num_buckets"] == 1 and s["buffer_size"] == 10000
 
 
 def test_reader_field_keywords(corpus):
@@ -255,3 +255,21 @@ def test_reader_field_keywords(corpus):
         sharc.Reader(paths, max_cuts=4, nemo_lang_field=1)
     with pytest.raises(ValueError, match="keyword 'nemo_text_field': embedded null byte"):
         sharc.Reader(paths, max_cuts=4, nemo_text_field="te\0xt")
+
+
+def test_reader_max_duration_is_batch_durations_deprecated_name(corpus):
+    """One meaning per name: batch_duration is the batch limit, max_cut_duration the filter; the
+    old max_duration= still works, warning at the caller's line and naming the new keyword."""
+    shar = str(corpus / "shar")
+    with sharc.Reader(shar, batch_duration=6.0, seed=2) as r:
+        want = [b["cut_id"] for b in r]
+    with pytest.warns(DeprecationWarning, match="keyword 'max_duration' is deprecated; use batch_duration") as w:
+        r = sharc.Reader(shar, max_duration=6.0, seed=2)
+    assert w[0].filename == __file__
+    with r:
+        assert [b["cut_id"] for b in r] == want
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sharc.Reader(shar, batch_duration=6.0).close()
+    with pytest.raises(TypeError, match="give batch_duration only"):
+        sharc.Reader(shar, batch_duration=6.0, max_duration=6.0)
