@@ -167,9 +167,10 @@ def _resolve_seed(key: str, value: Any, world_size: int, base: Optional[int] = N
         return base
     if value == "trng":
         if world_size > 1:
+            fix = ("set shard_seed to \"randomized\" (seeded by the config's seed) or an integer"
+                   if key == "shard_seed" else "set seed to an integer")
             raise _fail(key, value, "a true random seed differs on every rank, and sharc splits the shards "
-                                    "across ranks by one seeded order: set shard_seed to \"randomized\" "
-                                    "(seeded by the config's seed) or an integer")
+                                    f"across ranks by one seeded order: {fix}")
         return secrets.randbelow(2**32)
     raise _fail(key, value, "give an integer, \"randomized\" or \"trng\"")
 
@@ -231,8 +232,9 @@ def _sources(cfg: Dict[str, Any]) -> Tuple[List[Any], Dict[str, Any]]:
 
 def _batching(cfg: Dict[str, Any], tokenized: bool) -> Dict[str, Any]:
     s: Dict[str, Any] = {}
-    bucketing = bool(cfg.get("use_bucketing", False)) or cfg.get("bucket_batch_size") is not None
     bins, bbs = cfg.get("bucket_duration_bins"), cfg.get("bucket_batch_size")
+    # Newer NeMo turns bucketing on when bins or batch sizes are given, rather than ignore them.
+    bucketing = bool(cfg.get("use_bucketing", False)) or bins is not None or bbs is not None
     if bbs is not None:
         # NeMo's FixedBucketBatchSizeConstraint2D: the sizes replace batch_duration/batch_size.
         if bins is None:
@@ -342,6 +344,8 @@ def _model_file(tok: Any, where: str, tmp: List[Any]) -> str:
 
 
 def _tokenizer_models(tok: Any, tmp: List[Any]) -> Any:
+    while getattr(tok, "_tokenizer", None) is not None:  # NeMo's TokenizerWrapper, as datasets hold it
+        tok = tok._tokenizer
     if tok is None:
         return None
     langs = getattr(tok, "tokenizers_dict", None)  # NeMo's AggregateTokenizer

@@ -3,8 +3,6 @@ import itertools
 import json
 import os
 import re
-import shutil
-import subprocess
 import warnings
 
 import pytest
@@ -19,25 +17,24 @@ ROOT = os.environ.get("SHARC_SOURCE_ROOT", os.path.join(os.path.dirname(__file__
 ALL_KEYS = os.path.join(os.path.dirname(__file__), "data", "nemo_lhotse_config_all_keys.json")
 
 
-@pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    if not shutil.which("spm_train"):
-        pytest.skip("spm_train (Debian sentencepiece) is not installed")
-    d = tmp_path_factory.mktemp("spm")
-    out = {}
-    for lang, vocab in (("en", 70), ("de", 90), ("pl", 110)):
-        subprocess.run(["spm_train", f"--input={os.path.join(ROOT, 'tests', 'data', 'tokenizer_text.txt')}",
-                        f"--model_prefix={d / lang}", f"--vocab_size={vocab}", "--character_coverage=1.0",
-                        "--minloglevel=2"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        out[lang] = str(d / f"{lang}.model")
-    return out
-
-
 class SentencePieceTokenizer:
     """The attributes of NeMo's SentencePieceTokenizer that sharc.nemo reads (NeMo is not installed)."""
 
     def __init__(self, path):
         self.tokenizer = spm.SentencePieceProcessor(model_file=path)
+
+
+class TokenizerWrapper:
+    """NeMo's TokenizerWrapper, which its datasets hold (dataset.tokenizer)."""
+
+    def __init__(self, tokenizer):
+        self._tokenizer = tokenizer
+
+
+class LhotseSpeechToTextBpeDataset:
+    def __init__(self, tokenizer):
+        self.tokenizer = TokenizerWrapper(tokenizer)
+        self.return_cuts = False
 
 
 class AggregateTokenizer:
@@ -160,8 +157,10 @@ def test_canary_train_ds_2d_buckets(corpus, models):
 
 
 def test_state_dict_resumes(corpus, models):
+    """Also: the tokenizer of NeMo's ASR dataset, in its TokenizerWrapper."""
     cfg = {**canary_train_ds(corpus), "force_finite": True}
-    loader = nemo.get_lhotse_dataloader_from_config(cfg, 0, 1, tokenizer=models["en"])
+    dataset = LhotseSpeechToTextBpeDataset(SentencePieceTokenizer(models["en"]))
+    loader = nemo.get_lhotse_dataloader_from_config(cfg, 0, 1, dataset=dataset)
     it = iter(loader)
     next(it)
     state = loader.state_dict()
@@ -206,6 +205,8 @@ def test_errors_name_the_key(corpus):
         nemo.reader_settings({**base, "noise_path": "/n"})
     with pytest.raises(ValueError, match=r"'shard_seed' = 'trng' is not supported: .* set shard_seed to \"randomized\""):
         nemo.reader_settings(base, 0, 2)
+    with pytest.raises(ValueError, match=r"'seed' = 'trng' is not supported: .* set seed to an integer"):
+        nemo.reader_settings({**base, "seed": "trng", "shard_seed": "randomized"}, 1, 2)
     assert nemo.reader_settings(base, 0, 1)[1]["seed"] >= 0  # trng alone: NeMo's default, a random seed
     with pytest.raises(ValueError, match=r"'max_tps' = 20 is not supported: token filters count tokens: pass tokenizer="):
         nemo.reader_settings({**base, "max_tps": 20})
