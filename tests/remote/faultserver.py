@@ -38,7 +38,9 @@ counters of its own, so that each test can start from a first request:
             host: the server's second address, 127.0.0.2
 GET /MODE/BUCKET?list-type=2&prefix=P&delimiter=/ is an S3 ListObjectsV2 of ROOT/BUCKET/P,
 two keys a page (continuation tokens are the last key given), so that sharc can list
-s3://BUCKET/P/ with AWS_ENDPOINT_URL=http://127.0.0.1:PORT/MODE and no credentials.
+s3://BUCKET/P/ with AWS_ENDPOINT_URL=http://127.0.0.1:PORT/MODE and no credentials. Under
+MODE cycle its continuation tokens cycle (A, B, A, B ...), every page truncated and with the
+first two keys.
 Range requests (bytes=N- and bytes=N-M) get 206 with a Content-Range; ETag is the file's
 size and mtime, and a request whose If-Match names another gets 412 (PreconditionFailed).
 --delay-ms delays every answer, for latency benchmarks. --log FILE appends a line per
@@ -103,7 +105,7 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", "0")
         self.end_headers()
 
-    def list_objects(self, bucket, query):
+    def list_objects(self, bucket, query, mode):
         q = urllib.parse.parse_qs(query, keep_blank_values=True)
         prefix = q.get("prefix", [""])[0]
         after = q.get("continuation-token", [""])[0]
@@ -119,8 +121,12 @@ class Handler(BaseHTTPRequestHandler):
                     else:
                         keys.append(key)
         keys.sort()
-        keys = [k for k in keys if k > after]
-        page, more = keys[:2], len(keys) > 2
+        if mode == "cycle":
+            page, more, token = keys[:2], True, "B" if after == "A" else "A"
+        else:
+            keys = [k for k in keys if k > after]
+            page, more = keys[:2], len(keys) > 2
+            token = page[-1] if page else ""
         body = "<ListBucketResult><Name>%s</Name><Prefix>%s</Prefix>" % (bucket, escape(prefix))
         body += "<IsTruncated>%s</IsTruncated>" % ("true" if more else "false")
         body += "".join("<Contents><Key>%s</Key></Contents>" % escape(k) for k in page)
@@ -128,7 +134,7 @@ class Handler(BaseHTTPRequestHandler):
             body += "".join("<CommonPrefixes><Prefix>%s</Prefix></CommonPrefixes>" % escape(d)
                             for d in sorted(dirs))
         if more:
-            body += "<NextContinuationToken>%s</NextContinuationToken>" % escape(page[-1])
+            body += "<NextContinuationToken>%s</NextContinuationToken>" % escape(token)
         body = (body + "</ListBucketResult>").encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/xml")
@@ -146,7 +152,7 @@ class Handler(BaseHTTPRequestHandler):
             self.redirect(path, query)
             return self.log_request_line(parts[0], parts[1], self.headers.get("Range"))
         if query and "list-type=2" in query and len(parts) == 2 and "/" not in parts[1]:
-            return self.list_objects(parts[1], query)
+            return self.list_objects(parts[1], query, parts[0].split("-")[0])
         if len(parts) != 2:
             return self.error(404, "NoSuchKey", "no mode")
         key, rel = parts
