@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""An HTTP server on 127.0.0.1 that serves the files of a directory with injected faults, for
-the remote-shard tests (tests/cli/remote_http.sh) and benchmarks.
+"""An HTTP server on 127.0.0.1 (and 127.0.0.2, the other host that redirects lead to) that
+serves the files of a directory with injected faults, for the remote-shard tests
+(tests/cli/remote_*.sh) and benchmarks.
 
-Usage: faultserver.py ROOT PORTFILE [--delay-ms N]
+Usage: faultserver.py ROOT PORTFILE [--delay-ms N] [--log FILE]
 
-It writes the port it listens on to PORTFILE. GET /MODE/PATH serves ROOT/PATH; MODE says what
-goes wrong. The counters are per MODE and PATH, and MODE may carry a suffix (reset-2) for
+It writes the port it listens on to PORTFILE. GET /MODE/PATH serves ROOT/PATH (a query
+string is ignored, but under presigned); MODE says what goes wrong. The counters are per MODE and PATH, and MODE may carry a suffix (reset-2) for
 counters of its own, so that each test can start from a first request:
   ok        nothing
   reset     the first answer stops after half the body with a connection reset (RST)
@@ -44,8 +45,8 @@ first two keys.
 Range requests (bytes=N- and bytes=N-M) get 206 with a Content-Range; ETag is the file's
 size and mtime, and a request whose If-Match names another gets 412 (PreconditionFailed).
 --delay-ms delays every answer, for latency benchmarks. --log FILE appends a line per
-request once its answer is sent: MODE PATH RANGE BYTES PORT, RANGE the Range header ("-"
-for none), BYTES the body bytes the server wrote (handed to the kernel) and PORT the
+request once its answer is sent: MODE PATH RANGE BYTES PORT HOST CREDS, RANGE the Range
+header ("-" for none), BYTES the body bytes the server wrote (handed to the kernel) and PORT the
 client's port (requests over one kept-alive connection share it), HOST the server address
 it came to (127.0.0.1, or 127.0.0.2 after a redirect) and CREDS the credential headers it
 carried (Authorization, X-Amz-Security-Token, comma-separated; "-" for none), so that tests
