@@ -401,13 +401,7 @@ int sharc__pipeline_next(sharc__pipeline *p, sharc_batch **out, int timeout_ms)
         return p->failed;
     struct timespec deadline, *until = NULL;
     if (timeout_ms >= 0) {
-        clock_gettime(CLOCK_MONOTONIC, &deadline);
-        deadline.tv_sec += timeout_ms / 1000;
-        deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-        if (deadline.tv_nsec >= 1000000000L) {
-            deadline.tv_sec++;
-            deadline.tv_nsec -= 1000000000L;
-        }
+        sharc__deadline_in_ms(&deadline, timeout_ms);
         until = &deadline;
     }
     for (;;) {
