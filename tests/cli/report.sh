@@ -29,6 +29,11 @@ stem, ext = sys.argv[2].rsplit(".", 1)
 print(ids[ids.index(stem) + 1] if ext == "json" else stem)' "$tmp/g/shar.expected.jsonl" "$member")
 expect_rc 1 "$SHARC" validate --threads 2 --report-json "$tmp/d.json" "$tmp/x"
 rcheck damaged "$tmp/d.json" recording.000001.tar "$member" "$lost"
+# Its --json shard records: that shard not checked to its end, the two others checked.
+expect_rc 1 "$SHARC" validate --json --threads 2 "$tmp/x"
+"$PYTHON" -c 'import json,sys
+recs = {r["index"]: r["checked"] for r in map(json.loads, open(sys.argv[1])) if r["type"] == "shard"}
+assert recs == {0: True, 1: False, 2: True}, recs' "$tmp/out" || fail "shard records of $tmp/x"
 
 # A report that cannot be written: exit 1 naming it, the checks' output still printed, and no
 # file left behind (the target is a directory, so the rename fails after the write).
