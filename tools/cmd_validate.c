@@ -40,7 +40,8 @@ static const cli_opt options[] = {
             "PATH, of any layouts: every source's cuts once, on one thread;\n"
             "not with --partition or --resume-from"),
     {CLI_OPT_INT, "threads", .metavar = "N", OWN(threads), .min = 1, .max = 1024,
-     .help = "shards read in parallel, each by a reader of its own\n"
+     .help = "readers running in parallel, each on every N-th shard (after\n"
+             "--resume-from, each on one shard at a time)\n"
              "(default: the number of online CPUs, at most one per shard)"},
     {CLI_OPT_STRING, "partition", .metavar = "I/N", OWN(partition),
      .help = "check only part I of N (0 <= I < N) of the shards: the shards whose index\n"
