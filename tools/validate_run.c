@@ -17,19 +17,9 @@ const char *const VALIDATE_CODE_ERROR = "error";
 
 /* ---- The hash set ---- */
 
-static uint64_t hash_str(const char *s)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
 static vset_entry *set_find_slot(vset_entry *slots, size_t cap, const char *key)
 {
-    size_t i = (size_t)hash_str(key) & (cap - 1);
+    size_t i = (size_t)report_hash(key) & (cap - 1);
     while (slots[i].key != NULL && strcmp(slots[i].key, key) != 0)
         i = (i + 1) & (cap - 1);
     return &slots[i];

@@ -27,8 +27,9 @@ lost=$("$PYTHON" -c 'import json,sys
 ids = [json.loads(l)["id"] for l in open(sys.argv[1]) if json.loads(l)["shard_index"] == 1]
 stem, ext = sys.argv[2].rsplit(".", 1)
 print(ids[ids.index(stem) + 1] if ext == "json" else stem)' "$tmp/g/shar.expected.jsonl" "$member")
-expect_rc 1 "$SHARC" validate --threads 2 --report-json "$tmp/d.json" "$tmp/x"
+expect_rc 1 "$SHARC" validate --threads 2 --report "$tmp/d.html" --report-json "$tmp/d.json" "$tmp/x"
 rcheck damaged "$tmp/d.json" recording.000001.tar "$member" "$lost"
+rcheck problem-rows "$tmp/d.html" "$tmp/d.json"
 # Its --json shard records: that shard not checked to its end, the two others checked.
 expect_rc 1 "$SHARC" validate --json --threads 2 "$tmp/x"
 "$PYTHON" -c 'import json,sys
