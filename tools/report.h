@@ -214,7 +214,7 @@ int report_save_files(const char *html_path, const char *json_path, const char *
 /** The CSS of the report pages. */
 const char *report_style(void);
 
-/** `json` as <script type="application/json" id="sharc-report">, with "</" as "<\/". */
+/** `json` as <script type="application/json" id="sharc-report">, each '<' written \u003c. */
 void report_embed_json(FILE *f, const char *json, size_t len);
 
 /**

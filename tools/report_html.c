@@ -295,13 +295,14 @@ static int shard_table(FILE *f, const report *r)
     return 0;
 }
 
-/* The JSON inside <script>: "</" written as "<\/" so that no text in it ends the element. */
+/* The JSON inside <script>: every '<' written as \u003c, so that no text in it ends the
+ * element (or opens a comment). */
 void report_embed_json(FILE *f, const char *json, size_t len)
 {
     fputs("<script type=\"application/json\" id=\"sharc-report\">", f);
     for (size_t i = 0; i < len; i++) {
-        if (json[i] == '<' && i + 1 < len && json[i + 1] == '/')
-            fputs("<\\", f);
+        if (json[i] == '<')
+            fputs("\\u003c", f); /* only ever inside a string: the same JSON */
         else
             fputc(json[i], f);
     }

@@ -13,6 +13,16 @@ expect_rc 0 "$SHARC" validate --threads 2 --report "$tmp/r.html" --report-json "
 rcheck clean "$tmp/r.json" "$tmp/g/shar.expected.jsonl" 3
 rcheck embedded "$tmp/r.html" "$tmp/r.json"
 rcheck offline "$tmp/r.html"
+# Shard paths with markup in them: escaped in the tables, and the embedded JSON still whole.
+mkdir "$tmp/d<!--<script>&'"
+cp -r "$tmp/g/shar" "$tmp/d<!--<script>&'/shar"
+expect_rc 0 "$SHARC" validate --report "$tmp/m.html" --report-json "$tmp/m.json" \
+    "$tmp/d<!--<script>&'/shar"
+rcheck embedded "$tmp/m.html" "$tmp/m.json"
+rcheck offline "$tmp/m.html"
+grep -q "<!--<script>" "$tmp/m.html" && fail "a shard path's markup is in the page as it is"
+expect_in "$tmp/m.html" "d&lt;!--&lt;script&gt;&amp;&#39;/shar/recording.000000.tar"
+
 # The text output is the same with a report as without.
 cp "$tmp/out" "$tmp/with"
 expect_rc 0 "$SHARC" validate --threads 2 "$tmp/g/shar"
