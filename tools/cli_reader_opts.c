@@ -61,28 +61,23 @@ static sharc_augment_settings *augment_of(cli_reader_opts *ro, void *target)
 /* The library checks the ranges at open, naming the setting; here only numbers. */
 #define AUGMENT_MAX 1e9
 
-static int opt_speed_perturb(cli_parser *p, const cli_opt *o, const char *val, void *target)
+/* --speed-perturb F,... and --volume-perturb LOW,HIGH (in dB). */
+static int opt_perturb_list(cli_parser *p, const cli_opt *o, const char *val, void *target)
 {
     sharc_augment_settings *a = augment_of(p->ro, target);
+    const int speed = strcmp(o->name, "speed-perturb") == 0;
+    char flag[32];
     double *list = NULL;
     size_t n = 0;
-    if (cli_parse_double_list(p->cmd, "--speed-perturb", val, -AUGMENT_MAX, AUGMENT_MAX, 0, &list,
-                              &n) < 0)
+    snprintf(flag, sizeof flag, "--%s", o->name);
+    if (cli_parse_double_list(p->cmd, flag, val, -AUGMENT_MAX, AUGMENT_MAX, 0, &list, &n) < 0)
         return -1;
-    free((void *)a->speed_perturb);
-    a->speed_perturb = list;
-    a->n_speed_perturb = n;
-    return 0;
-}
-
-static int opt_volume_perturb(cli_parser *p, const cli_opt *o, const char *val, void *target)
-{
-    sharc_augment_settings *a = augment_of(p->ro, target);
-    double *list = NULL;
-    size_t n = 0;
-    if (cli_parse_double_list(p->cmd, "--volume-perturb", val, -AUGMENT_MAX, AUGMENT_MAX, 0, &list,
-                              &n) < 0)
-        return -1;
+    if (speed) {
+        free((void *)a->speed_perturb);
+        a->speed_perturb = list;
+        a->n_speed_perturb = n;
+        return 0;
+    }
     if (n != 2) {
         fprintf(stderr, "sharc %s: --volume-perturb takes two gains in dB, LOW,HIGH (got %zu)\n",
                 p->cmd, n);
@@ -178,14 +173,13 @@ const cli_opt cli_reader_group[] = {
     {CLI_OPT_FLAG, "resample", R(resample), .min = 1,
      .help = "convert every cut at another rate than --sampling-rate to it\n"
              "(libsoxr, on the decode threads; docs/conditioning.md)"},
-    {CLI_OPT_CUSTOM, "speed-perturb", .metavar = "F,...", R(augment), .handler = opt_speed_perturb,
+    {CLI_OPT_CUSTOM, "speed-perturb", .metavar = "F,...", R(augment), .handler = opt_perturb_list,
      .help = "speed factors in (0, 3], one drawn per cut from the seed, its\n"
              "id and epoch (Lhotse perturb_speed; its duration changes\n"
              "before bucketing) (default: none)"},
     {CLI_OPT_CUSTOM, "speed-perturb-prob", .metavar = "P", R(augment), .min = 0,
      .handler = opt_perturb_prob, .help = "share of cuts whose speed is perturbed (default 1)"},
-    {CLI_OPT_CUSTOM, "volume-perturb", .metavar = "LO,HI", R(augment),
-     .handler = opt_volume_perturb,
+    {CLI_OPT_CUSTOM, "volume-perturb", .metavar = "LO,HI", R(augment), .handler = opt_perturb_list,
      .help = "gain range in dB, one gain drawn uniformly per cut (default:\n"
              "none)"},
     {CLI_OPT_CUSTOM, "volume-perturb-prob", .metavar = "P", R(augment), .min = 1,
