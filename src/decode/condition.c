@@ -96,9 +96,11 @@ int sharc__conditioner_reserve(sharc__conditioner *cn, sharc__ctx *ctx, size_t n
 }
 
 /*
- * A resampler from `in_rate` to `out_rate`, cleared for a new signal: one kept from an
- * earlier cut when there is one (creating one designs its filter, which costs more than
- * converting a short cut), else a new one in place of the least recently used.
+ * A resampler from `in_rate` to `out_rate`, ready for a new signal: one kept from an
+ * earlier cut when there is one, cleared, else a new one in place of the least recently
+ * used. libsoxr 0.1.3's soxr_clear() rebuilds the resampler as soxr_create() does (its
+ * filter designed again, 0.04-0.2 ms), so keeping them saves only the allocations; the
+ * cache is there for a libsoxr whose clear keeps the filter.
  */
 static soxr_t get_soxr(sharc__conditioner *cn, sharc__ctx *ctx, double in_rate, double out_rate,
                        int channels)

@@ -48,7 +48,7 @@ void sharc__cond_plan(const sharc__cond_opts *o, sharc__rawcut *c);
 /** Whether `cond` of a cut at `rate` Hz leaves its samples as decoded. */
 int sharc__cond_is_identity(const sharc__cut_cond *cond, int rate);
 
-/** Resamplers kept for reuse, per thread: creating one designs its filter. */
+/** Resamplers kept for reuse, per thread, one per conversion. */
 #define SHARC__COND_HANDLES 8
 
 /** A decode thread's conditioning state: its resamplers and a buffer of decoded samples.
