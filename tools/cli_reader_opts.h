@@ -24,6 +24,7 @@ typedef struct cli_reader_opts {
     /** --speed-perturb, --volume-perturb and their probabilities: the settings' `augment`
      *  points here once one is given (its factors malloc'ed). */
     sharc_augment_settings augment;
+    const char **noise; ///< --noise paths (argv strings), malloc'ed list
 } cli_reader_opts;
 
 /**

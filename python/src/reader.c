@@ -31,6 +31,9 @@ static void reader_free_settings(ReaderObject *self)
     free(self->bins);
     free(self->bbs);
     free(self->speeds);
+    for (size_t i = 0; i < self->n_noise; i++)
+        free(self->noise[i]);
+    free(self->noise);
     free(self->resume);
     self->paths = NULL;
     self->n_paths = 0;
@@ -38,6 +41,8 @@ static void reader_free_settings(ReaderObject *self)
     self->bins = NULL;
     self->bbs = NULL;
     self->speeds = NULL;
+    self->noise = NULL;
+    self->n_noise = 0;
     self->resume = NULL;
 }
 

@@ -91,6 +91,8 @@ typedef struct {
     uint32_t *bbs;
     sharc_augment_settings augment; ///< s.augment points here once a perturbation is given
     double *speeds;                 ///< augment.speed_perturb
+    char **noise;                   ///< augment.noise
+    size_t n_noise;
     void *resume;
     size_t resume_size;
     int busy;

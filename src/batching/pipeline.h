@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "base/ctx.h"
+#include "decode/condition.h"
 #include "plan/dataset.h"
 #include "sharc/reader.h"
 #include "walk/cutsource.h"
@@ -26,7 +27,8 @@ typedef struct sharc__pipeline_config {
     sharc_reader_stats *stats; ///< the walk's counters, which the planner adds to
     const uint8_t *resume;     ///< a state to resume from (sharc_reader_state_save), or NULL
     size_t resume_len;
-    uint64_t state_hash; ///< sharc__resume_hash() of the shards and settings
+    uint64_t state_hash;            ///< sharc__resume_hash() of the shards and settings
+    const sharc__noise_bank *noise; ///< the noise mixed into cuts, or NULL
 } sharc__pipeline_config;
 
 /** Check the batching settings `s`, as starting a pipeline would. */
