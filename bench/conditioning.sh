@@ -3,8 +3,9 @@
 # seconds per audio second of `sharc bench` with one decode thread, plain and conditioned
 # runs alternating, the medians and their ratios:
 #   48 kHz FLAC read at 16 kHz with --resample, next to the same corpus read at 48 kHz;
-#   16 kHz FLAC with --speed-perturb 0.9,1.0,1.1 (and with --volume-perturb -6,6 too),
-#   next to its plain read.
+#   16 kHz FLAC with --speed-perturb 0.9,1.0,1.1 (and with --volume-perturb -6,6 too), and
+#   with --noise (a 16 kHz noise corpus, the default --noise-prob 0.5), next to its plain
+#   read.
 # Usage: bench/conditioning.sh [--build DIR] [--data DIR] [--seconds S] [--repeat R]
 set -eu
 build=build
@@ -28,6 +29,9 @@ for rate in 48000 16000; do
         --compress none --shards 2 --cuts-per-shard 40 --sampling-rate "$rate" \
         --min-duration 2 --max-duration 15 >/dev/null
 done
+[ -d "$data/noise/wds" ] || "$gen" --out "$data/noise" --layout wds --codec flac \
+    --compress none --shards 1 --cuts-per-shard 20 --seed 9 --min-duration 1 \
+    --max-duration 10 >/dev/null
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 run() { # NAME ARGS...
@@ -44,6 +48,7 @@ while [ $i -lt "$repeat" ]; do
     run plain16 "$data/r16000/shar"
     run speed16 --speed-perturb 0.9,1.0,1.1 "$data/r16000/shar"
     run speed_volume16 --speed-perturb 0.9,1.0,1.1 --volume-perturb -6,6 "$data/r16000/shar"
+    run noise16 --sampling-rate 16000 --noise "$data/noise/wds" "$data/r16000/shar"
     i=$((i + 1))
 done
 python3 - "$out" <<'EOF'
@@ -60,4 +65,5 @@ for k, v in runs.items():
 print(f"resample 48k->16k / plain 48k: {med['resample48to16'] / med['plain48']:.3f}")
 print(f"speed 0.9,1.0,1.1 / plain 16k: {med['speed16'] / med['plain16']:.3f}")
 print(f"speed + volume / plain 16k:    {med['speed_volume16'] / med['plain16']:.3f}")
+print(f"noise (p 0.5) / plain 16k:     {med['noise16'] / med['plain16']:.3f}")
 EOF
