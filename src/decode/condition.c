@@ -184,6 +184,20 @@ static int convert(sharc__ctx *ctx, soxr_t s, int channels, const float *in, int
  * noise's over the same frames are cond->snr_db apart. A silent cut, or silent noise, gets
  * none (no SNR can be reached).
  */
+/* The sum of squares of x[0..n), in eight running sums: one would make every addition wait
+ * for the one before. */
+static double sum_squares(const float *x, int64_t n)
+{
+    double s[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++)
+            s[k] += (double)x[i + k] * x[i + k];
+    for (; i < n; i++)
+        s[0] += (double)x[i] * x[i];
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
 static void mix_noise(const sharc__noise_bank *bank, const sharc__cut_cond *cond, int channels,
                       float *out, int64_t n)
 {
@@ -191,17 +205,27 @@ static void mix_noise(const sharc__noise_bank *bank, const sharc__cut_cond *cond
     const float *z = bank->samples[k];
     const int64_t len = bank->lens[k];
     const int64_t start = (int64_t)((cond->noise >> 24) % (uint64_t)len);
-    double ps = 0, pn = 0;
-    for (int64_t i = 0; i < n * channels; i++)
-        ps += (double)out[i] * out[i];
-    for (int64_t t = 0, at = start; t < n; t++, at = at + 1 == len ? 0 : at + 1)
-        pn += (double)z[at] * z[at] * channels;
+    const double ps = sum_squares(out, n * channels);
+    double pn = 0;
+    /* The noise in runs without a wrap inside. */
+    for (int64_t t = 0, at = start; t < n; t += len - at, at = 0)
+        pn += sum_squares(z + at, len - at < n - t ? len - at : n - t);
+    pn *= channels;
     if (!(ps > 0 && pn > 0))
         return;
     const float scale = (float)sqrt(ps / (pn * pow(10, cond->snr_db / 10)));
-    for (int64_t t = 0, at = start; t < n; t++, at = at + 1 == len ? 0 : at + 1)
-        for (int c = 0; c < channels; c++)
-            out[t * channels + c] += scale * z[at];
+    for (int64_t t = 0, at = start; t < n; t += len - at, at = 0) {
+        const int64_t run = len - at < n - t ? len - at : n - t;
+        float *o = out + t * channels;
+        if (channels == 1) {
+            for (int64_t i = 0; i < run; i++)
+                o[i] += scale * z[at + i];
+        } else {
+            for (int64_t i = 0; i < run; i++)
+                for (int c = 0; c < channels; c++)
+                    o[i * channels + c] += scale * z[at + i];
+        }
+    }
 }
 
 int sharc__cond_apply(sharc__conditioner *cn, sharc__ctx *ctx, const sharc__cut_cond *cond,
