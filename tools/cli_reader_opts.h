@@ -28,6 +28,7 @@ typedef struct cli_reader_opts {
     double *max_tps;        ///< --max-tps, malloc'ed
     const char **tokenizer; ///< --tokenizer values (argv's strings), malloc'ed
     size_t n_tokenizer;     ///< number of --tokenizer
+    const char **noise;     ///< --noise paths (argv strings), malloc'ed list
 } cli_reader_opts;
 
 /**

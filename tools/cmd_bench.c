@@ -173,6 +173,10 @@ static const cli_opt options[] = {
     USE("speed-perturb-prob", NULL),
     USE("volume-perturb", NULL),
     USE("volume-perturb-prob", NULL),
+    USE("noise", NULL),
+    USE("noise-snr", NULL),
+    USE("noise-prob", NULL),
+    USE("noise-max-bytes", NULL),
     USE("channel", "keep channel K of multi-channel audio (default: all; batches\n"
                    "need one channel)"),
     USE("threads", "decode threads for batches (with N > 1, shard read-ahead\n"

@@ -89,6 +89,10 @@ static const cli_opt options[] = {
     USE("speed-perturb-prob"),
     USE("volume-perturb"),
     USE("volume-perturb-prob"),
+    USE("noise"),
+    USE("noise-snr"),
+    USE("noise-prob"),
+    USE("noise-max-bytes"),
     USE("channel"),
     USE("retries"),
     USE("timeout-ms"),
@@ -246,10 +250,11 @@ static void print_help(void)
         "JSON output (--cuts): one object per cut\n"
         "  {\"type\":\"cut\",\"id\",\"duration\",\"sampling_rate\",\"channels\",\"num_samples\",\n"
         "   \"shard\",\"member\",\"text\",\"speaker\",\"language\",\"epoch\",\"sample_sum\",\n"
-        "   \"speed\",\"gain\"}\n"
+        "   \"speed\",\"gain\",\"snr_db\"}\n"
         "where sample_sum is the sum of all decoded samples (all channels, as float32\n"
         "in [-1, 1], summed in double), speed and gain the cut's speed factor and linear\n"
-        "gain (1 without --speed-perturb and --volume-perturb), and a last object\n"
+        "gain (1 without --speed-perturb and --volume-perturb), snr_db the SNR of the\n"
+        "noise mixed in (null without), and a last object\n"
         "  "
         "{\"type\":\"summary\",\"layout\",\"cuts\",\"audio_seconds\",\"shards\",\"skipped_cuts\",\n"
         "   \"skipped_shards\",\"problems\":{<problem code>:count,...},\"wall_seconds\",\n"
@@ -346,6 +351,8 @@ static void print_cut_json(const sharc_cut *c)
     cli_json_num(f, c->speed);
     cli_json_key(f, "gain", 0);
     cli_json_num(f, c->gain);
+    cli_json_key(f, "snr_db", 0);
+    cli_json_num(f, c->snr_db);
     fputs("}\n", f);
 }
 

@@ -116,6 +116,9 @@ typedef struct sharc_cut {
      *  `num_samples` are the perturbed ones. */
     double speed;
     double gain; ///< the linear gain applied to `samples` (1 = none)
+    /** The SNR in dB at which noise was mixed in (sharc_augment_settings.noise); NAN when
+     *  none was. */
+    double snr_db;
 } sharc_cut;
 
 /**
@@ -184,7 +187,17 @@ typedef struct sharc_augment_settings {
      *  g uniform in it. Off when both are 0 (default 0, 0). */
     double volume_perturb_db[2];
     double volume_perturb_prob; ///< share of cuts whose volume is perturbed, in [0, 1] (default 1)
-    uint8_t reserved[64];       ///< room for later fields; must be zero
+    /** Noise to mix in (Lhotse CutMix): paths of a dataset in any layout sharc reads, as
+     *  `paths` (default NULL: none). Needs `sampling_rate`: the noise cuts are read at open,
+     *  in the dataset's order, converted to it (channel 0), up to noise_max_bytes. */
+    const char *const *noise;
+    size_t n_noise;         ///< number of noise paths (default 0)
+    double noise_snr_db[2]; ///< SNR range in dB, low <= high, uniform per cut (default 10, 20)
+    double noise_prob;      ///< share of cuts that get noise, in [0, 1] (default 0.5)
+    /** Decoded noise held, in bytes of float samples; the noise dataset's cuts past it are
+     *  not read (default 64 MiB) */
+    uint64_t noise_max_bytes;
+    uint8_t reserved[16]; ///< room for later fields; must be zero
 } sharc_augment_settings;
 
 /** Reader settings. Fill with sharc_reader_default_settings() first. */

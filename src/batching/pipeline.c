@@ -768,6 +768,7 @@ int sharc__pipeline_start(sharc__pipeline **out, const sharc__pipeline_config *c
     for (int i = 0; i < p->n_workers; i++) {
         worker *w = &p->workers[i];
         w->p = p;
+        w->cond.noise = c->noise;
         sharc__ctx_init(&w->ctx, &ctx->alloc, &ctx->log);
         if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
             rc = sharc__fail(ctx, SHARC_ERR(EAGAIN), "cannot start decode thread %d", i);
