@@ -108,6 +108,14 @@ static int parse_bins(cli_parser *parser, const cli_opt *opt, const char *val, v
     o->bins_linspace = strcmp(val, "linspace") == 0;
     if (o->bins_linspace)
         return 0;
+    if (strchr(val, '[')) { /* NeMo's 2D bins, with --tokenizer and --bucket-batch-size */
+        cli_reader_opts *ro = parser->ro;
+        if (cli_parse_bins_2d(cmd, val, &ro->bins, &ro->bin_tokens, &st->n_bins) < 0)
+            return -1;
+        st->bins = ro->bins;
+        st->bin_tokens = ro->bin_tokens;
+        return 0;
+    }
     size_t n = 1;
     for (const char *p = val; *p; p++)
         n += *p == ',';
@@ -239,7 +247,10 @@ static const cli_opt options[] = {
      .flags = CLI_BATCH_ONLY | CLI_SHARED,
      .help = "explicit sorted bucket boundaries in seconds (default: estimate);\n"
              "'linspace': NeMo's default when its config sets max_duration,\n"
-             "evenly spaced from --min-duration to --max-cut-duration"},
+             "evenly spaced from --min-duration to --max-cut-duration;\n"
+             "'[[D,T],...]': NeMo's 2D bins (with --tokenizer and\n"
+             "--bucket-batch-size)"},
+    USE("bucket-batch-size", NULL),
     USE("min-duration", NULL),
     USE("max-cut-duration", NULL),
     {CLI_OPT_CUSTOM, "quadratic-duration", .metavar = "Q", SM(quadratic_duration),
@@ -410,6 +421,10 @@ static int parse_args(int argc, char **argv, sharc_reader_settings *s, bench_opt
     int status = cli_opts_parse(&p);
     if (status >= 0)
         return status;
+    /* The lists of 2D bins and their batch sizes live as long as the process. */
+    if (ro.bucket_batch_size && ro.n_bucket_batch_size != s->sampler.n_bins)
+        return cli_usage_error(cmd, "--bucket-batch-size needs one number per --bins entry");
+    s->sampler.bucket_batch_size = ro.bucket_batch_size;
     status = cli_take_paths(cmd, argc, argv, s);
     return status >= 0 ? status : finish_args(s, o, p.batch_only);
 }

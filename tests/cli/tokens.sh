@@ -102,6 +102,9 @@ grep '"type":"batch"' "$tmp/out" >"$tmp/r2"
 grep '"type":"batch"' "$tmp/2d.jsonl" | tail -n +3 >"$tmp/2drest"
 [ -s "$tmp/r2" ] || fail "the resumed 2D run gave no batch"
 cmp -s "$tmp/2drest" "$tmp/r2" || fail "the resumed 2D run differs from steps 2..."
+# sharc bench takes the same 2D bins, for timing them against 1D ones.
+expect_rc 0 "$SHARC" bench --json --quiet --batches 2 --warmup 0 $B2 "$tmp/c/shar"
+expect_in "$tmp/out" '"batches":2,'
 # Settings that cannot work are refused at open, naming them.
 expect_rc 1 "$SHARC" read --quiet --tokenizer "$tmp/pad.model" --bins '[[2,30],[2,20]]' \
     --bucket-batch-size 2,2 "$tmp/c/shar"
