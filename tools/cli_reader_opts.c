@@ -287,6 +287,15 @@ const cli_opt cli_reader_group[] = {
      .flags = CLI_BATCH_ONLY,
      .help = "with --tokenizer: filter out (and count) cuts of more than N\n"
              "tokens (default: none)"},
+    {CLI_OPT_DOUBLE, "token-equivalent-duration", .metavar = "S", SM(token_equivalent_duration),
+     .dmin = 0, .dmax = 1e9, .flags = CLI_BATCH_ONLY,
+     .help = "measure a cut of d seconds as ceil(d / S) audio tokens for the\n"
+             "bins, buckets and batch rule, as NeMo's multimodal sampling\n"
+             "(--quadratic-duration is then its quadratic_factor) (default: off)"},
+    {CLI_OPT_U32, "batch-tokens", .metavar = "N", SM(batch_tokens), .min = 1, .max = UINT32_MAX,
+     .flags = CLI_BATCH_ONLY,
+     .help = "with --token-equivalent-duration: audio tokens per batch, n cuts\n"
+             "x the longest, as --max-duration counts seconds (default: none)"},
     /* features: batches only (docs/features.md) */
     {CLI_OPT_ENUM, "features", .metavar = "F", R(features), .choices = "none|fbank",
      .flags = CLI_BATCH_ONLY,

@@ -251,6 +251,8 @@ static const cli_opt options[] = {
              "'[[D,T],...]': NeMo's 2D bins (with --tokenizer and\n"
              "--bucket-batch-size)"},
     USE("bucket-batch-size", NULL),
+    USE("token-equivalent-duration", NULL),
+    USE("batch-tokens", NULL),
     USE("min-duration", NULL),
     USE("max-cut-duration", NULL),
     {CLI_OPT_CUSTOM, "quadratic-duration", .metavar = "Q", SM(quadratic_duration),
@@ -398,7 +400,8 @@ static int finish_args(sharc_reader_settings *s, bench_opts *o, const char *batc
             return CLI_EXIT_USAGE;
         st->bins = o->bins;
     }
-    if (!(st->max_duration > 0) && st->max_cuts == 0 && st->bucket_batch_size == NULL)
+    if (!(st->max_duration > 0) && st->max_cuts == 0 && st->bucket_batch_size == NULL &&
+        st->batch_tokens == 0)
         st->max_duration = 200;
     if (s->n_threads == 0)
         s->n_threads = cli_online_cpus();

@@ -6,6 +6,7 @@
 #ifndef SHARC_SRC_SAMPLER_IMPL_H
 #define SHARC_SRC_SAMPLER_IMPL_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -68,6 +69,14 @@ static inline uint64_t dbits(double d)
     uint64_t u;
     memcpy(&u, &d, sizeof u);
     return u;
+}
+
+/** What the buckets and the batch rule measure of an item of `d` seconds: its seconds, or
+ *  its audio tokens with a token_equivalent_duration. */
+static inline double sharc__sampler_length(const sharc__sampler *s, double d)
+{
+    const double t = s->st.token_equivalent_duration;
+    return t > 0 ? ceil(d / t) : d;
 }
 
 /** 1 when `x` is not a finite number >= 0. */

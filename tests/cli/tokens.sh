@@ -102,6 +102,14 @@ grep '"type":"batch"' "$tmp/out" >"$tmp/r2"
 grep '"type":"batch"' "$tmp/2d.jsonl" | tail -n +3 >"$tmp/2drest"
 [ -s "$tmp/r2" ] || fail "the resumed 2D run gave no batch"
 cmp -s "$tmp/2drest" "$tmp/r2" || fail "the resumed 2D run differs from steps 2..."
+# NeMo's multimodal sampling: cuts measured in audio tokens, batches capped in them.
+expect_rc 0 "$SHARC" read --json --token-equivalent-duration 0.08 --batch-tokens 120 \
+    --num-buckets 3 --quadratic-duration 50 --seed 3 --buffer-size 8 "$tmp/c/shar"
+out=$("$py" "$here/multimodal_check.py" "$tmp/c/shar.expected.jsonl" "$tmp/out" 0.08 120 50) ||
+    fail "multimodal sampling: $out"
+case $out in "18 ["*) ;; *) fail "multimodal sampling: $out" ;; esac
+expect_rc 1 "$SHARC" read --quiet --batch-tokens 120 "$tmp/c/shar"
+expect_in "$tmp/err" "batch_tokens needs token_equivalent_duration"
 # sharc bench takes the same 2D bins, for timing them against 1D ones.
 expect_rc 0 "$SHARC" bench --json --quiet --batches 2 --warmup 0 $B2 "$tmp/c/shar"
 expect_in "$tmp/out" '"batches":2,'
