@@ -384,6 +384,13 @@ static uint64_t release_all(sharc__sampler *s, sharc__release_reason why)
 
 /* ---- pulling ------------------------------------------------------------------------- */
 
+const char *sharc__sampler_reject(sharc__sampler *s, sharc__sitem *it, char *name, size_t cap)
+{
+    sharc__sampler_item_name(s, it, name, cap);
+    sharc__sampler_give_back(s, it, SHARC__RELEASE_REJECTED);
+    return name;
+}
+
 /* What names `it` in a message: the source's description, else its key. */
 const char *sharc__sampler_item_name(const sharc__sampler *s, const sharc__sitem *it, char *out,
                                      size_t cap)
@@ -431,8 +438,7 @@ static int pull_one(sharc__sampler *s)
     s->stats.pulled++;
     char name[SHARC__ERRLEN / 2];
     if (sharc__sampler_bad_nonneg(it.duration)) {
-        sharc__sampler_item_name(s, &it, name, sizeof name);
-        sharc__sampler_give_back(s, &it, SHARC__RELEASE_REJECTED);
+        sharc__sampler_reject(s, &it, name, sizeof name);
         return sharc__fail(s->ctx, SHARC_ERR_FORMAT,
                            "sampler: %s has duration %g, not a finite value >= 0", name,
                            it.duration);
@@ -456,8 +462,7 @@ static int pull_one(sharc__sampler *s)
         return FILTERED;
     }
     if (s->bbs && sharc__sampler_length(s, it.duration) > s->bins[s->n_bins - 1]) {
-        sharc__sampler_item_name(s, &it, name, sizeof name);
-        sharc__sampler_give_back(s, &it, SHARC__RELEASE_REJECTED);
+        sharc__sampler_reject(s, &it, name, sizeof name);
         return sharc__fail(s->ctx, SHARC_ERR_TOO_LARGE,
                            "sampler: %s lasts %g s, longer than the last bin (%g s), which "
                            "bucket_batch_size has no batch size for; filter such cuts with a "

@@ -91,6 +91,9 @@ size_t sharc__sampler_bucket_of(const sharc__sampler *s, const sharc__sitem *it)
 /** Hand `it` back to the source (its release callback) for `why`. */
 void sharc__sampler_give_back(sharc__sampler *s, sharc__sitem *it, sharc__release_reason why);
 
+/** Name `it` into name[cap] for a message, then hand it back as REJECTED; returns name. */
+const char *sharc__sampler_reject(sharc__sampler *s, sharc__sitem *it, char *name, size_t cap);
+
 /** What names `it` in a message: the source's description, else its key. */
 const char *sharc__sampler_item_name(const sharc__sampler *s, const sharc__sitem *it, char *out,
                                      size_t cap);

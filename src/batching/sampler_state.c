@@ -249,8 +249,7 @@ static int reload_items(sharc__sampler *s, const unsigned char *items_p, uint32_
             return rc;
         if (it.key != key || dbits(it.duration) != dur || it.bytes != bytes) {
             char name[SHARC__ERRLEN / 2];
-            sharc__sampler_item_name(s, &it, name, sizeof name);
-            sharc__sampler_give_back(s, &it, SHARC__RELEASE_REJECTED);
+            sharc__sampler_reject(s, &it, name, sizeof name);
             double d;
             memcpy(&d, &dur, sizeof d);
             if (it.key != key)
@@ -267,8 +266,7 @@ static int reload_items(sharc__sampler *s, const unsigned char *items_p, uint32_
         }
         if (b != NONE && s->bin_tokens && sharc__sampler_bucket_of(s, &it) != b) {
             char name[SHARC__ERRLEN / 2];
-            sharc__sampler_item_name(s, &it, name, sizeof name);
-            sharc__sampler_give_back(s, &it, SHARC__RELEASE_REJECTED);
+            sharc__sampler_reject(s, &it, name, sizeof name);
             return sharc__fail(s->ctx, SHARC_ERR_STATE,
                                "cannot resume: %s now has %u tokens, which put it in another 2D "
                                "bucket than when the state was saved: the data or the tokenizer "
