@@ -48,9 +48,10 @@ typedef struct bench_opts {
     uint64_t count;        /* --batches: window length in batches (cuts); 0 = by time */
     double seconds;        /* --seconds: window length in seconds; 0 = by count */
     int repeat;
-    double *bins;      /* --bins, owned */
-    int bins_linspace; /* --bins linspace: NeMo's evenly spaced bins, made at the end */
-    cli_dist dist;     /* --transport, --mesh: batches come from a sharc_loader */
+    double *bins;       /* --bins, owned */
+    int bins_linspace;  /* --bins linspace: NeMo's evenly spaced bins, made at the end */
+    cli_dist dist;      /* --transport, --mesh: batches come from a sharc_loader */
+    cli_reader_opts ro; /* the shared list-valued options: 2D bins, batch sizes, models */
 } bench_opts;
 
 /* Every failure is recorded for the {"error"} object --json ends with (cli_fail). */
@@ -411,23 +412,21 @@ static int finish_args(sharc_reader_settings *s, bench_opts *o, const char *batc
 /* Parse argv into settings and options. Returns -1 to continue, else an exit status. */
 static int parse_args(int argc, char **argv, sharc_reader_settings *s, bench_opts *o)
 {
-    cli_reader_opts ro = {0}; /* bench parses the list-valued options itself */
     cli_parser p = {.cmd = cmd,
                     .table = options,
                     .print_help = print_help,
                     .own = o,
                     .reader = s,
-                    .ro = &ro,
+                    .ro = &o->ro,
                     .dist = &o->dist,
                     .argc = argc,
                     .argv = argv};
     int status = cli_opts_parse(&p);
     if (status >= 0)
         return status;
-    /* The lists of 2D bins and their batch sizes live as long as the process. */
-    if (ro.bucket_batch_size && ro.n_bucket_batch_size != s->sampler.n_bins)
+    if (o->ro.bucket_batch_size && o->ro.n_bucket_batch_size != s->sampler.n_bins)
         return cli_usage_error(cmd, "--bucket-batch-size needs one number per --bins entry");
-    s->sampler.bucket_batch_size = ro.bucket_batch_size;
+    s->sampler.bucket_batch_size = o->ro.bucket_batch_size;
     status = cli_take_paths(cmd, argc, argv, s);
     return status >= 0 ? status : finish_args(s, o, p.batch_only);
 }
@@ -1253,6 +1252,7 @@ done:
     free(floors);
     bench_floor_free_shards(shards, n_shards);
     free(o.bins);
+    cli_reader_opts_free(&o.ro);
     free(sources_text);
     free(sources_json);
     cli_dist_close(&o.dist);
