@@ -312,7 +312,7 @@ typedef struct sharc_reader_stats {
     /** Problems seen, by kind (sharc_problem); entries from n_problem_kinds on are zero. */
     uint64_t problems[SHARC_PROBLEM_CAPACITY];
     uint64_t batches;       ///< batches returned
-    uint64_t filtered_cuts; ///< cuts outside [min_duration, max_cut_duration]
+    uint64_t filtered_cuts; ///< cuts outside the duration and token limits, or fitting no 2D bin
     uint64_t dropped_cuts;  ///< cuts dropped at the end by drop_last
     double padded_seconds;  ///< sum over batches of B * T / rate
     /** Seconds spent per stage, summed over threads: reading files, decompressing and
