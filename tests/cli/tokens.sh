@@ -186,4 +186,31 @@ expect_rc 0 "$SHARC" read --json --json-tokens --max-cuts 2 --on-error skip \
     --tokenizer "$tmp/pad.model" "$tmp/w"
 expect_in "$tmp/out" '"ids":["good"]'
 expect_in "$tmp/out" '"skipped_cuts":1'
+# A row dropped under skip (a NaN sample, found while decoding) takes its tokens along, and
+# the rest are narrowed to their longest (tokens_check.py checks L = the longest row).
+mkdir "$tmp/n"
+"$py" - "$tmp/n/shard-000000.tar" <<'PY'
+import io, struct, sys, tarfile
+def wav(fmt, bits, samples):
+    data = struct.pack("<%d%s" % (len(samples), "h" if fmt == 1 else "f"), *samples)
+    head = struct.pack("<HHIIHH", fmt, 1, 16000, 16000 * bits // 8, bits // 8, bits)
+    return (b"RIFF" + struct.pack("<I", 36 + len(data)) + b"WAVEfmt " + struct.pack("<I", 16) +
+            head + b"data" + struct.pack("<I", len(data)) + data)
+cuts = (("a", wav(1, 16, [1] * 1600), b"hello world"),
+        ("b", wav(3, 32, [0.1] * 4000 + [float("nan")] + [0.1] * 4000),
+         b"the quick brown fox jumps over the lazy dog"),
+        ("c", wav(1, 16, [1] * 3200), b"brown fox"))
+with tarfile.open(sys.argv[1], "w", format=tarfile.USTAR_FORMAT) as t:
+    for key, audio, txt in cuts:
+        for ext, data in (("wav", audio), ("txt", txt)):
+            ti = tarfile.TarInfo(f"{key}.{ext}")
+            ti.size = len(data)
+            t.addfile(ti, io.BytesIO(data))
+PY
+rm -rf "$tmp/d"
+expect_rc 0 "$SHARC" read --quiet --max-cuts 3 --on-error skip --tokenizer "$tmp/pad.model" \
+    --dump-dir "$tmp/d" "$tmp/n"
+expect_in "$tmp/out" "non_finite 1"
+rows=$("$py" "$here/tokens_check.py" "$tmp/d" 3 "$tmp/pad.model")
+[ "$rows" = 2 ] || fail "skip: $rows rows checked, not 2"
 echo "ok"
