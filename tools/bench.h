@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "cli_loader.h"
+#include "cli_reader_opts.h"
 
 #define MAX_REPEAT 101
 #define N_STAGES   5
@@ -33,9 +34,10 @@ typedef struct bench_opts {
     uint64_t count;        /* --batches: window length in batches (cuts); 0 = by time */
     double seconds;        /* --seconds: window length in seconds; 0 = by count */
     int repeat;
-    double *bins;      /* --bins, owned */
-    int bins_linspace; /* --bins linspace: NeMo's evenly spaced bins, made at the end */
-    cli_dist dist;     /* --transport, --mesh: batches come from a sharc_loader */
+    double *bins;       /* --bins, owned */
+    int bins_linspace;  /* --bins linspace: NeMo's evenly spaced bins, made at the end */
+    cli_reader_opts ro; /* the shared list-valued options: 2D bins, batch sizes, models */
+    cli_dist dist;      /* --transport, --mesh: batches come from a sharc_loader */
     const char *report_html, *report_json; /* --report, --report-json: bench_report.c */
 } bench_opts;
 

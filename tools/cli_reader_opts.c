@@ -30,39 +30,38 @@ static int opt_dp(cli_parser *p, const cli_opt *o, const char *val, void *target
     return cli_parse_int(p->cmd, flag, val, (int)o->min, (int)o->max, target);
 }
 
-/* --bins [[D,T],[D,T],...]: NeMo's 2D bins, durations into ro->bins, token limits into
- * ro->bin_tokens (the sampler checks their order). */
-static int bins_2d(cli_parser *p, const char *val)
+int cli_parse_bins_2d(const char *cmd, const char *val, double **bins, double **tokens,
+                      size_t *n_bins)
 {
-    cli_reader_opts *ro = p->ro;
     char *flat = malloc(strlen(val) + 1), *q = flat;
     if (!flat)
-        return cli_usage_error(p->cmd, "out of memory"), -1;
+        return cli_usage_error(cmd, "out of memory"), -1;
     for (const char *c = val; *c; c++)
         if (*c != '[' && *c != ']' && *c != ' ')
             *q++ = *c;
     *q = 0;
     double *v = NULL;
     size_t n = 0;
-    int rc = cli_parse_double_list(p->cmd, "--bins", flat, 0, 1e9, 0, &v, &n);
+    int rc = cli_parse_double_list(cmd, "--bins", flat, 0, 1e9, 0, &v, &n);
     free(flat);
     if (rc < 0)
         return -1;
     if (n % 2) {
         free(v);
-        return cli_usage_error(p->cmd, "--bins '%s': 2D bins are [duration, tokens] pairs", val),
-               -1;
+        return cli_usage_error(cmd, "--bins '%s': 2D bins are [duration, tokens] pairs", val), -1;
     }
-    ro->n_bins = n / 2;
-    ro->bins = malloc(ro->n_bins * sizeof *ro->bins);
-    ro->bin_tokens = malloc(ro->n_bins * sizeof *ro->bin_tokens);
-    if (!ro->bins || !ro->bin_tokens) {
+    free(*bins);
+    free(*tokens);
+    *n_bins = n / 2;
+    *bins = malloc(*n_bins * sizeof **bins);
+    *tokens = malloc(*n_bins * sizeof **tokens);
+    if (!*bins || !*tokens) {
         free(v);
-        return cli_usage_error(p->cmd, "out of memory"), -1;
+        return cli_usage_error(cmd, "out of memory"), -1;
     }
-    for (size_t i = 0; i < ro->n_bins; i++) {
-        ro->bins[i] = v[2 * i];
-        ro->bin_tokens[i] = v[2 * i + 1];
+    for (size_t i = 0; i < *n_bins; i++) {
+        (*bins)[i] = v[2 * i];
+        (*tokens)[i] = v[2 * i + 1];
     }
     free(v);
     return 0;
@@ -77,7 +76,7 @@ static int opt_bins(cli_parser *p, const cli_opt *o, const char *val, void *targ
     ro->bins = ro->bin_tokens = NULL;
     ro->n_bins = 0;
     if (strchr(val, '['))
-        return bins_2d(p, val);
+        return cli_parse_bins_2d(p->cmd, val, &ro->bins, &ro->bin_tokens, &ro->n_bins);
     return ro->bins_linspace
                ? 0
                : cli_parse_double_list(p->cmd, "--bins", val, 0, 1e9, 1, &ro->bins, &ro->n_bins);
@@ -391,6 +390,15 @@ const cli_opt cli_reader_group[] = {
      .flags = CLI_BATCH_ONLY,
      .help = "with --tokenizer: filter out (and count) cuts of more than N\n"
              "tokens (default: none)"},
+    {CLI_OPT_DOUBLE, "token-equivalent-duration", .metavar = "S", SM(token_equivalent_duration),
+     .dmin = 0, .dmax = 1e9, .flags = CLI_BATCH_ONLY,
+     .help = "measure a cut of d seconds as ceil(d / S) audio tokens for the\n"
+             "bins, buckets and batch rule, as NeMo's multimodal sampling\n"
+             "(--quadratic-duration is then its quadratic_factor) (default: off)"},
+    {CLI_OPT_U32, "batch-tokens", .metavar = "N", SM(batch_tokens), .min = 1, .max = UINT32_MAX,
+     .flags = CLI_BATCH_ONLY,
+     .help = "with --token-equivalent-duration: audio tokens per batch, n cuts\n"
+             "x the longest, as --max-duration counts seconds (default: none)"},
     /* features: batches only (docs/features.md) */
     {CLI_OPT_ENUM, "features", .metavar = "F", R(features), .choices = "none|fbank",
      .flags = CLI_BATCH_ONLY,

@@ -63,6 +63,14 @@ static int parse_bins(cli_parser *parser, const cli_opt *opt, const char *val, v
     o->bins_linspace = strcmp(val, "linspace") == 0;
     if (o->bins_linspace)
         return 0;
+    if (strchr(val, '[')) { /* NeMo's 2D bins, with --tokenizer and --bucket-batch-size */
+        cli_reader_opts *ro = parser->ro;
+        if (cli_parse_bins_2d(cmd, val, &ro->bins, &ro->bin_tokens, &st->n_bins) < 0)
+            return -1;
+        st->bins = ro->bins;
+        st->bin_tokens = ro->bin_tokens;
+        return 0;
+    }
     size_t n = 1;
     for (const char *p = val; *p; p++)
         n += *p == ',';
@@ -203,7 +211,12 @@ static const cli_opt options[] = {
      .flags = CLI_BATCH_ONLY | CLI_SHARED,
      .help = "explicit sorted bucket boundaries in seconds (default: estimate);\n"
              "'linspace': NeMo's default when its config sets max_duration,\n"
-             "evenly spaced from --min-duration to --max-cut-duration"},
+             "evenly spaced from --min-duration to --max-cut-duration;\n"
+             "'[[D,T],...]': NeMo's 2D bins (with --tokenizer and\n"
+             "--bucket-batch-size)"},
+    USE("bucket-batch-size", NULL),
+    USE("token-equivalent-duration", NULL),
+    USE("batch-tokens", NULL),
     USE("min-duration", NULL),
     USE("max-cut-duration", NULL),
     {CLI_OPT_CUSTOM, "quadratic-duration", .metavar = "Q", SM(quadratic_duration),
@@ -360,7 +373,8 @@ static int finish_args(sharc_reader_settings *s, bench_opts *o, const char *batc
             return CLI_EXIT_USAGE;
         st->bins = o->bins;
     }
-    if (!(st->max_duration > 0) && st->max_cuts == 0 && st->bucket_batch_size == NULL)
+    if (!(st->max_duration > 0) && st->max_cuts == 0 && st->bucket_batch_size == NULL &&
+        st->batch_tokens == 0)
         st->max_duration = 200;
     if (s->n_threads == 0)
         s->n_threads = cli_online_cpus();
@@ -370,20 +384,21 @@ static int finish_args(sharc_reader_settings *s, bench_opts *o, const char *batc
 /* Parse argv into settings and options. Returns -1 to continue, else an exit status. */
 static int parse_args(int argc, char **argv, sharc_reader_settings *s, bench_opts *o)
 {
-    /* Static: the settings point into it (--speed-perturb) for the whole run. */
-    static cli_reader_opts ro;
     cli_parser p = {.cmd = cmd,
                     .table = options,
                     .print_help = print_help,
                     .own = o,
                     .reader = s,
-                    .ro = &ro,
+                    .ro = &o->ro,
                     .dist = &o->dist,
                     .argc = argc,
                     .argv = argv};
     int status = cli_opts_parse(&p);
     if (status >= 0)
         return status;
+    if (o->ro.bucket_batch_size && o->ro.n_bucket_batch_size != s->sampler.n_bins)
+        return cli_usage_error(cmd, "--bucket-batch-size needs one number per --bins entry");
+    s->sampler.bucket_batch_size = o->ro.bucket_batch_size;
     status = cli_take_paths(cmd, argc, argv, s);
     return status >= 0 ? status : finish_args(s, o, p.batch_only);
 }
@@ -789,6 +804,7 @@ done:
     free(bench_sources_text);
     free(bench_sources_json);
     bench_timeline_free();
+    cli_reader_opts_free(&o.ro);
     cli_dist_close(&o.dist);
     return status;
 }

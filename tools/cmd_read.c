@@ -122,6 +122,8 @@ static const cli_opt options[] = {
     USE("min-tps"),
     USE("min-tokens"),
     USE("max-tokens"),
+    USE("token-equivalent-duration"),
+    USE("batch-tokens"),
     USE("threads"),
     USE("prefetch"),
     USE("read-ahead-bytes"),
@@ -584,7 +586,8 @@ static int finish_args(sharc_reader_settings *s, read_opts *o)
     if (st->max_cut_duration > 0 && st->max_cut_duration < st->min_duration)
         return cli_usage_error(cmd, "--max-cut-duration %g is less than --min-duration %g",
                                st->max_cut_duration, st->min_duration);
-    if (!(st->max_duration > 0) && st->max_cuts == 0 && st->bucket_batch_size == NULL)
+    if (!(st->max_duration > 0) && st->max_cuts == 0 && st->bucket_batch_size == NULL &&
+        st->batch_tokens == 0)
         st->max_duration = DEFAULT_MAX_DURATION;
     return -1;
 }

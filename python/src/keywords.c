@@ -110,6 +110,8 @@ static const kw_def kw_defs[] = {
     {"min_tps", KW_DOUBLE, SM(min_tps), 0, 1e9, 0},
     {"min_tokens", KW_U32, SM(min_tokens), 0, UINT32_MAX, 0},
     {"max_tokens", KW_U32, SM(max_tokens), 1, UINT32_MAX, 0},
+    {"token_equivalent_duration", KW_DOUBLE, SM(token_equivalent_duration), 0, 1e9, 0},
+    {"batch_tokens", KW_U32, SM(batch_tokens), 1, UINT32_MAX, 0},
 };
 #undef R
 #undef SM

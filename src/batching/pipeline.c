@@ -592,6 +592,8 @@ static void sampler_settings(const sharc_reader_settings *rs, sharc__sampler_set
     o->min_tps = s->min_tps;
     o->min_tokens = s->min_tokens;
     o->max_tokens = s->max_tokens;
+    o->token_equivalent_duration = s->token_equivalent_duration;
+    o->batch_tokens = s->batch_tokens;
 }
 
 int sharc__pipeline_check_settings(sharc__ctx *ctx, const sharc_reader_settings *s)
@@ -600,7 +602,7 @@ int sharc__pipeline_check_settings(sharc__ctx *ctx, const sharc_reader_settings 
     sampler_settings(s, &o);
     /* A batch size is needed by batches only (the defaults leave it to be chosen): when none
      * is given, that is reported at the first batch, and the rest is checked here. */
-    if (o.max_duration == 0 && o.max_cuts == 0 && !o.bucket_batch_size)
+    if (o.max_duration == 0 && o.max_cuts == 0 && !o.bucket_batch_size && !o.batch_tokens)
         o.max_cuts = 1;
     if (!s->n_tokenizer &&
         (o.bin_tokens || o.n_max_tps || o.min_tps > 0 || o.min_tokens || o.max_tokens))
