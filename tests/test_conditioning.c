@@ -676,6 +676,59 @@ START_TEST(noise_reaches_the_drawn_snr)
 }
 END_TEST
 
+/* NeMo rows that cut windows out of one 24 kHz recording: each window is cut at 24 kHz, then
+ * converted, as sox converts the same window (`trim`, then `rate`). */
+START_TEST(windows_cut_then_resampled)
+{
+    char *dir = tu_mkdtemp();
+    ck_assert_int_eq(
+        tu_sh(
+            "'%s' --out '%s' --layout nemo --shards 1 --cuts-per-shard 2 "
+            "--sampling-rate 24000 --min-duration 5 --max-duration 6 --compress none >/dev/null && "
+            "python3 '%s/nemo_windows.py' '%s' 2 2.0 > '%s/member' && "
+            "cd '%s' && tar xf nemo/audio_0.tar \"$(cat member)\" && "
+            "sox -R \"$(cat member)\" -t raw -e floating-point -b 32 w2.raw "
+            "trim 48000s 48000s rate 16000",
+            getenv("SHARC_GEN"), dir, getenv("SHARC_TESTS_SRC"), dir, dir, dir),
+        0);
+    char ds[1024], ref_path[1024];
+    snprintf(ds, sizeof ds, "%s/nemo", dir);
+    snprintf(ref_path, sizeof ref_path, "%s/w2.raw", dir);
+    const char *path = ds;
+    sharc_reader_settings s;
+    sharc_reader_default_settings(&s);
+    s.paths = &path;
+    s.n_paths = 1;
+    s.on_error = SHARC_ON_ERROR_SKIP; /* the recording's other members have no rows */
+    s.sampling_rate = 16000;
+    s.resample = 1;
+    sharc_reader *r;
+    const sharc_cut *c;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    size_t n_ref, bytes, windows = 0;
+    int compared = 0;
+    float *ref = (float *)tu_read_file(ref_path, &bytes);
+    n_ref = bytes / sizeof(float);
+    while (sharc_reader_next(r, &c) == 0) {
+        ck_assert_int_eq(c->num_samples, 32000);
+        ck_assert_double_eq_tol(c->duration, 2.0, 1e-9);
+        if (strstr(c->id, "-sub2")) {
+            ck_assert_uint_eq(n_ref, 32000);
+            double q = sdr_db(c->samples, ref, n_ref);
+            ck_assert_msg(q >= 50, "window 2: %.1f dB against sox", q);
+            compared++;
+        }
+        windows++;
+    }
+    ck_assert_uint_eq(windows, 2);
+    ck_assert_int_eq(compared, 1);
+    free(ref);
+    sharc_reader_close(&r);
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
 /* A mixture of an 8 kHz and a 24 kHz dataset reads at 16 kHz, in cuts and in batches. */
 START_TEST(mixture_resamples_every_source)
 {
@@ -819,6 +872,7 @@ int main(void)
     tcase_add_test(tc, bad_settings_name_the_setting);
     tcase_add_test(tc, mixture_resamples_every_source);
     tcase_add_test(tc, noise_reaches_the_drawn_snr);
+    tcase_add_test(tc, windows_cut_then_resampled);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
