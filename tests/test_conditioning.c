@@ -65,6 +65,30 @@ static void make_dataset(const char *dir, const src_cut *cuts, size_t n)
                      0);
 }
 
+/* Logged messages, for the errors of an open that fails. */
+static char logged[1024];
+static void keep_log(void *cookie, sharc_log_level level, const char *msg)
+{
+    (void)cookie;
+    (void)level;
+    snprintf(logged, sizeof logged, "%s", msg);
+}
+
+/* A noise dataset of pink noise by sox in dir/noise: a cut shorter than the speech (looped)
+ * and a longer one at 48 kHz (resampled, from an offset). */
+static const char *make_noise(const char *dir)
+{
+    static char path[1024];
+    ck_assert_int_eq(tu_sh("mkdir -p '%s/nsrc' '%s/noise' && cd '%s/nsrc' && "
+                           "sox -R -n -r 16000 -b 16 n0.wav synth 0.3 pinknoise gain -n -10 && "
+                           "sox -R -n -r 48000 -b 16 n1.wav synth 3 brownnoise gain -n -10 && "
+                           "tar cf ../noise/shard-000000.tar n0.wav n1.wav",
+                           dir, dir, dir),
+                     0);
+    snprintf(path, sizeof path, "%s/noise", dir);
+    return path;
+}
+
 /* sox's conversion of dir/src/<id>.wav with `effects` as float samples (malloc'ed). */
 static float *sox_reference(const char *dir, const char *id, const char *effects, size_t *n)
 {
@@ -510,6 +534,9 @@ START_TEST(resume_is_bit_identical)
     a.n_speed_perturb = 3;
     a.volume_perturb_db[0] = -3;
     a.volume_perturb_db[1] = 3;
+    const char *noise = make_noise(dir);
+    a.noise = &noise;
+    a.n_noise = 1;
     s.augment = &a;
     enum { MAX_BATCHES = 16 };
     size_t sizes[MAX_BATCHES];
@@ -562,6 +589,141 @@ START_TEST(resume_is_bit_identical)
     }
     for (size_t i = 0; i < n; i++)
         free(audio[i]);
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
+/* Each noisy cut is the clean one plus noise at the SNR drawn for it (within 0.2 dB over
+ * the cut's own length), the same with 1 and 2 threads, padding 0. */
+START_TEST(noise_reaches_the_drawn_snr)
+{
+    char *dir = tu_mkdtemp();
+    make_dataset(dir, speech16, N_SPEECH);
+    const char *noise = make_noise(dir);
+    sharc_reader_settings s;
+    const char *path;
+    settings_for(&s, dir, &path);
+    sharc_augment_settings a;
+    sharc_augment_default_settings(&a);
+    a.noise = &noise;
+    a.n_noise = 1;
+    a.noise_snr_db[0] = 5;
+    a.noise_snr_db[1] = 15;
+    a.noise_prob = 0; /* the clean run: the same draws, none applied */
+    s.augment = &a;
+    sharc_reader *clean, *noisy;
+    const sharc_cut *c, *d;
+    ck_assert_int_eq(sharc_reader_open(&clean, &s), 0);
+    a.noise_prob = 1;
+    ck_assert_int_eq(sharc_reader_open(&noisy, &s), 0);
+    double first_snr = NAN;
+    int differ = 0;
+    while (sharc_reader_next(clean, &c) == 0) {
+        ck_assert_int_eq(sharc_reader_next(noisy, &d), 0);
+        ck_assert_str_eq(c->id, d->id);
+        ck_assert(isnan(c->snr_db));
+        ck_assert(d->snr_db >= 5 && d->snr_db <= 15);
+        ck_assert_int_eq(c->num_samples, d->num_samples);
+        double ps = 0, pn = 0;
+        for (int64_t i = 0; i < c->num_samples; i++) {
+            double z = (double)d->samples[i] - c->samples[i];
+            ps += (double)c->samples[i] * c->samples[i];
+            pn += z * z;
+        }
+        double snr = 10 * log10(ps / pn);
+        ck_assert_msg(fabs(snr - d->snr_db) <= 0.2, "cut %s: %.3f dB, drawn %.3f", c->id, snr,
+                      d->snr_db);
+        differ += !isnan(first_snr) && d->snr_db != first_snr;
+        first_snr = d->snr_db;
+    }
+    ck_assert_int_gt(differ, 0);
+    sharc_reader_close(&clean);
+    sharc_reader_close(&noisy);
+    /* A noise path without audio fails the open, saying so. */
+    char empty[1024];
+    snprintf(empty, sizeof empty, "%s/src/s0.txt", dir);
+    const char *bad = empty;
+    a.noise = &bad;
+    s.logger.callback = keep_log;
+    logged[0] = 0;
+    ck_assert_int_lt(sharc_reader_open(&clean, &s), 0);
+    ck_assert_ptr_nonnull(strstr(logged, "noise:"));
+    s.logger = (sharc_logger){0};
+    sharc_default_logger(&s.logger);
+    a.noise = &noise;
+    s.sampler.max_cuts = 4;
+    enum { CAP = 16 };
+    float *rows[2][CAP];
+    int64_t lens[2][CAP];
+    char ids[2][CAP][32];
+    size_t n[2];
+    for (int t = 0; t < 2; t++) {
+        s.n_threads = t + 1;
+        read_batches(&s, rows[t], lens[t], ids[t], CAP, &n[t]);
+    }
+    ck_assert_uint_eq(n[0], N_SPEECH);
+    ck_assert_uint_eq(n[1], N_SPEECH);
+    for (size_t i = 0; i < n[0]; i++) {
+        ck_assert_str_eq(ids[0][i], ids[1][i]);
+        ck_assert_int_eq(lens[0][i], lens[1][i]);
+        ck_assert_mem_eq(rows[0][i], rows[1][i], (size_t)lens[0][i] * sizeof(float));
+        free(rows[0][i]);
+        free(rows[1][i]);
+    }
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
+/* NeMo rows that cut windows out of one 24 kHz recording: each window is cut at 24 kHz, then
+ * converted, as sox converts the same window (`trim`, then `rate`). */
+START_TEST(windows_cut_then_resampled)
+{
+    char *dir = tu_mkdtemp();
+    ck_assert_int_eq(
+        tu_sh(
+            "'%s' --out '%s' --layout nemo --shards 1 --cuts-per-shard 2 "
+            "--sampling-rate 24000 --min-duration 5 --max-duration 6 --compress none >/dev/null && "
+            "python3 '%s/nemo_windows.py' '%s' 2 2.0 > '%s/member' && "
+            "cd '%s' && tar xf nemo/audio_0.tar \"$(cat member)\" && "
+            "sox -R \"$(cat member)\" -t raw -e floating-point -b 32 w2.raw "
+            "trim 48000s 48000s rate 16000",
+            getenv("SHARC_GEN"), dir, getenv("SHARC_TESTS_SRC"), dir, dir, dir),
+        0);
+    char ds[1024], ref_path[1024];
+    snprintf(ds, sizeof ds, "%s/nemo", dir);
+    snprintf(ref_path, sizeof ref_path, "%s/w2.raw", dir);
+    const char *path = ds;
+    sharc_reader_settings s;
+    sharc_reader_default_settings(&s);
+    s.paths = &path;
+    s.n_paths = 1;
+    s.on_error = SHARC_ON_ERROR_SKIP; /* the recording's other members have no rows */
+    s.sampling_rate = 16000;
+    s.resample = 1;
+    sharc_reader *r;
+    const sharc_cut *c;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    size_t n_ref, bytes, windows = 0;
+    int compared = 0;
+    float *ref = (float *)tu_read_file(ref_path, &bytes);
+    n_ref = bytes / sizeof(float);
+    while (sharc_reader_next(r, &c) == 0) {
+        ck_assert_int_eq(c->num_samples, 32000);
+        ck_assert_double_eq_tol(c->duration, 2.0, 1e-9);
+        if (strstr(c->id, "-sub2")) {
+            ck_assert_uint_eq(n_ref, 32000);
+            double q = sdr_db(c->samples, ref, n_ref);
+            ck_assert_msg(q >= 50, "window 2: %.1f dB against sox", q);
+            compared++;
+        }
+        windows++;
+    }
+    ck_assert_uint_eq(windows, 2);
+    ck_assert_int_eq(compared, 1);
+    free(ref);
+    sharc_reader_close(&r);
     tu_rm_rf(dir);
     free(dir);
 }
@@ -637,15 +799,6 @@ START_TEST(lengths_are_lhotses)
 }
 END_TEST
 
-/* Logged messages, for the errors of an open that fails. */
-static char logged[1024];
-static void keep_log(void *cookie, sharc_log_level level, const char *msg)
-{
-    (void)cookie;
-    (void)level;
-    snprintf(logged, sizeof logged, "%s", msg);
-}
-
 static void expect_refused(const sharc_reader_settings *s, const char *text)
 {
     sharc_reader *r;
@@ -685,6 +838,19 @@ START_TEST(bad_settings_name_the_setting)
     a.volume_perturb_prob = -0.1;
     expect_refused(&s, "volume_perturb_prob must be in [0, 1]");
     a.volume_perturb_prob = 1;
+    const char *noise = "/nonexistent-noise";
+    a.noise = &noise;
+    a.n_noise = 1;
+    expect_refused(&s, "noise needs sampling_rate (--sampling-rate)");
+    s.sampling_rate = 16000;
+    a.noise_snr_db[0] = 20;
+    a.noise_snr_db[1] = 10;
+    expect_refused(&s, "noise_snr: the low SNR must not be above the high one");
+    a.noise_snr_db[0] = 10;
+    a.noise_prob = 2;
+    expect_refused(&s, "noise_prob must be in [0, 1]");
+    a.noise_prob = 0.5;
+    a.n_noise = 0;
     a.struct_size = 0;
     expect_refused(&s, "sharc_augment_default_settings");
 }
@@ -705,6 +871,8 @@ int main(void)
     tcase_add_test(tc, resume_is_bit_identical);
     tcase_add_test(tc, bad_settings_name_the_setting);
     tcase_add_test(tc, mixture_resamples_every_source);
+    tcase_add_test(tc, noise_reaches_the_drawn_snr);
+    tcase_add_test(tc, windows_cut_then_resampled);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -1,7 +1,8 @@
-/* Remote shards (io/remote.h): which paths are remote, URLs with credentials refused, the
- * ListObjectsV2 page parser, pipe: commands read to their end or stopped, and ranged reads
- * against a server that ignores the range or answers other bytes. Transfers over
- * HTTP and S3 are tested end to end in tests/cli/remote_http.sh and remote_s3.sh. */
+/* Remote shards (io/remote.h): which paths are remote, URLs with credentials refused, query
+ * strings hidden, the ListObjectsV2 page parser and the bounds of a listing, pipe: commands
+ * read to their end or stopped, and ranged reads against a server that ignores the range or
+ * answers other bytes. Transfers over HTTP and S3 are tested end to end in
+ * tests/cli/remote_http.sh and remote_s3.sh. */
 #include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
@@ -151,6 +152,45 @@ START_TEST(refuses_broken_listings)
     ck_assert_str_eq(keys.items[1], "s3://b/y.tar");
     sharc__strs_free(&ctx, &keys);
     sharc__strs_free(&ctx, &dirs);
+}
+END_TEST
+
+START_TEST(stops_listings_that_never_end)
+{
+    sharc__ctx ctx = quiet_ctx();
+    sharc__s3_list_guard g = {.max_pages = 5000, .max_keys = 1000000};
+    /* Tokens that cycle: A, B, then A again, whatever came between. */
+    ck_assert_int_eq(sharc__s3_list_guard_page(&ctx, &g, "p/", "A", 2), 0);
+    ck_assert_int_eq(sharc__s3_list_guard_page(&ctx, &g, "p/", "B", 2), 0);
+    ck_assert_int_eq(sharc__s3_list_guard_page(&ctx, &g, "p/", "A", 2), SHARC_ERR_IO);
+    ck_assert_str_eq(ctx.error, "the server gave the continuation token of an earlier page "
+                                "again (after 3 pages): its listing would never end");
+    /* The same token under another prefix is another listing's. */
+    ck_assert_int_eq(sharc__s3_list_guard_page(&ctx, &g, "p/sharded_manifests/", "A", 2), 0);
+    sharc__s3_list_guard_free(&ctx, &g);
+    /* Tokens that never repeat (the set grows past its first size): the page cap. */
+    g = (sharc__s3_list_guard){.max_pages = 3000, .max_keys = 1000000};
+    char token[32];
+    for (int i = 0; i < 2999; i++) {
+        snprintf(token, sizeof token, "t%d", i);
+        ck_assert_int_eq(sharc__s3_list_guard_page(&ctx, &g, "", token, 0), 0);
+    }
+    ck_assert_int_eq(sharc__s3_list_guard_page(&ctx, &g, "", NULL, 0), 0); /* the last page */
+    ck_assert_int_eq(sharc__s3_list_guard_page(&ctx, &g, "", "t-last", 0), SHARC_ERR_IO);
+    ck_assert_str_eq(ctx.error, "more than 3000 pages: the server would list on forever, or the "
+                                "prefix holds more than one dataset (give its directories, or "
+                                "the shards by name with braces)");
+    sharc__s3_list_guard_free(&ctx, &g);
+    /* And the objects: more than the cap is an error, the cap itself is not. */
+    g = (sharc__s3_list_guard){.max_pages = 10, .max_keys = 2000};
+    ck_assert_int_eq(sharc__s3_list_guard_page(&ctx, &g, "", "a", 1000), 0);
+    ck_assert_int_eq(sharc__s3_list_guard_page(&ctx, &g, "", "b", 1000), 0);
+    ck_assert_int_eq(sharc__s3_list_guard_page(&ctx, &g, "", NULL, 1), SHARC_ERR_IO);
+    ck_assert_msg(strstr(ctx.error, "more than 2000 objects: ") == ctx.error, "%s", ctx.error);
+    sharc__s3_list_guard_free(&ctx, &g);
+    ck_assert_ptr_null(g.seen);
+    ck_assert_uint_eq(SHARC__NET_LIST_MAX_PAGES, 10000);
+    ck_assert_uint_eq(SHARC__NET_LIST_MAX_KEYS, 1000000);
 }
 END_TEST
 
@@ -434,6 +474,7 @@ int main(void)
     tcase_add_test(tc, hides_query_strings);
     tcase_add_test(tc, parses_a_listing_page);
     tcase_add_test(tc, refuses_broken_listings);
+    tcase_add_test(tc, stops_listings_that_never_end);
     tcase_add_test(tc, reads_a_command);
     tcase_add_test(tc, reports_a_failing_command);
     tcase_add_test(tc, stops_a_command_not_read_to_its_end);

@@ -200,6 +200,27 @@ START_TEST(a_read_waits_no_longer_than_asked)
 }
 END_TEST
 
+/* A writer that trickles (a server sending a byte now and then) never fills a quarter of
+ * the ring: a read without a time limit still gets what was written, after a lull. */
+START_TEST(a_read_without_limit_gets_a_trickle)
+{
+    sharc__ctx ctx;
+    sharc__ctx_init(&ctx, NULL, NULL);
+    sharc__ring q;
+    ck_assert_int_eq(sharc__ring_init(&q, &ctx, 4096), 0);
+    uint8_t b[2048];
+    ck_assert_int_eq(sharc__ring_write(&q, "xy", 2), 0);
+    ck_assert_int_eq(sharc__ring_read(&q, b, sizeof b, -1), 2);
+    ck_assert(memcmp(b, "xy", 2) == 0);
+    const void *p = NULL;
+    ck_assert_int_eq(sharc__ring_write(&q, "z", 1), 0);
+    ck_assert_int_eq(sharc__ring_peek(&q, &p, sizeof b, -1), 1);
+    ck_assert(memcmp(p, "z", 1) == 0);
+    sharc__ring_consume(&q, 1);
+    sharc__ring_free(&q, &ctx);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("ring");
@@ -210,6 +231,7 @@ int main(void)
     tcase_add_loop_test(tc, passes_every_byte_between_threads, 0, 2);
     tcase_add_test(tc, a_closed_reader_fails_a_waiting_writer);
     tcase_add_test(tc, a_read_waits_no_longer_than_asked);
+    tcase_add_test(tc, a_read_without_limit_gets_a_trickle);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -412,32 +412,22 @@ typedef struct page {
     size_t n_runs;
     const char *json;
     size_t len;
-    int html;
 } page;
 
-static int fill(FILE *f, const void *arg)
+static int fill_page(FILE *f, const void *arg)
 {
     const page *p = arg;
-    if (p->html)
-        return write_page(f, p->runs, p->names, p->n_runs, p->json, p->len);
-    if (fwrite(p->json, 1, p->len, f) != p->len || fputc('\n', f) == EOF)
-        return errno ? errno : EIO;
-    return 0;
+    return write_page(f, p->runs, p->names, p->n_runs, p->json, p->len);
 }
 
 static int save(const char *html_path, const char *json_path, page *p)
 {
-    const char *paths[2] = {html_path, json_path};
-    for (int k = 0; k < 2; k++) {
-        if (paths[k] == NULL)
-            continue;
-        p->html = k == 0;
-        int err = cli_write_file(paths[k], NULL, 0, fill, p);
-        if (err != 0) {
-            fprintf(stderr, "sharc bench: cannot write the report %s: %s\n", paths[k],
-                    strerror(err));
-            return -1;
-        }
+    const char *failed = NULL;
+    int err = report_save_files(html_path, json_path, p->json, p->len, fill_page, p, &failed);
+    if (err != 0) {
+        fprintf(stderr, "sharc bench: cannot write the report %s: %s\n", failed ? failed : "",
+                strerror(err));
+        return -1;
     }
     return 0;
 }

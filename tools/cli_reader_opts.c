@@ -30,39 +30,38 @@ static int opt_dp(cli_parser *p, const cli_opt *o, const char *val, void *target
     return cli_parse_int(p->cmd, flag, val, (int)o->min, (int)o->max, target);
 }
 
-/* --bins [[D,T],[D,T],...]: NeMo's 2D bins, durations into ro->bins, token limits into
- * ro->bin_tokens (the sampler checks their order). */
-static int bins_2d(cli_parser *p, const char *val)
+int cli_parse_bins_2d(const char *cmd, const char *val, double **bins, double **tokens,
+                      size_t *n_bins)
 {
-    cli_reader_opts *ro = p->ro;
     char *flat = malloc(strlen(val) + 1), *q = flat;
     if (!flat)
-        return cli_usage_error(p->cmd, "out of memory"), -1;
+        return cli_usage_error(cmd, "out of memory"), -1;
     for (const char *c = val; *c; c++)
         if (*c != '[' && *c != ']' && *c != ' ')
             *q++ = *c;
     *q = 0;
     double *v = NULL;
     size_t n = 0;
-    int rc = cli_parse_double_list(p->cmd, "--bins", flat, 0, 1e9, 0, &v, &n);
+    int rc = cli_parse_double_list(cmd, "--bins", flat, 0, 1e9, 0, &v, &n);
     free(flat);
     if (rc < 0)
         return -1;
     if (n % 2) {
         free(v);
-        return cli_usage_error(p->cmd, "--bins '%s': 2D bins are [duration, tokens] pairs", val),
-               -1;
+        return cli_usage_error(cmd, "--bins '%s': 2D bins are [duration, tokens] pairs", val), -1;
     }
-    ro->n_bins = n / 2;
-    ro->bins = malloc(ro->n_bins * sizeof *ro->bins);
-    ro->bin_tokens = malloc(ro->n_bins * sizeof *ro->bin_tokens);
-    if (!ro->bins || !ro->bin_tokens) {
+    free(*bins);
+    free(*tokens);
+    *n_bins = n / 2;
+    *bins = malloc(*n_bins * sizeof **bins);
+    *tokens = malloc(*n_bins * sizeof **tokens);
+    if (!*bins || !*tokens) {
         free(v);
-        return cli_usage_error(p->cmd, "out of memory"), -1;
+        return cli_usage_error(cmd, "out of memory"), -1;
     }
-    for (size_t i = 0; i < ro->n_bins; i++) {
-        ro->bins[i] = v[2 * i];
-        ro->bin_tokens[i] = v[2 * i + 1];
+    for (size_t i = 0; i < *n_bins; i++) {
+        (*bins)[i] = v[2 * i];
+        (*tokens)[i] = v[2 * i + 1];
     }
     free(v);
     return 0;
@@ -77,7 +76,7 @@ static int opt_bins(cli_parser *p, const cli_opt *o, const char *val, void *targ
     ro->bins = ro->bin_tokens = NULL;
     ro->n_bins = 0;
     if (strchr(val, '['))
-        return bins_2d(p, val);
+        return cli_parse_bins_2d(p->cmd, val, &ro->bins, &ro->bin_tokens, &ro->n_bins);
     return ro->bins_linspace
                ? 0
                : cli_parse_double_list(p->cmd, "--bins", val, 0, 1e9, 1, &ro->bins, &ro->n_bins);
@@ -115,48 +114,68 @@ static sharc_augment_settings *augment_of(cli_reader_opts *ro, void *target)
 /* The library checks the ranges at open, naming the setting; here only numbers. */
 #define AUGMENT_MAX 1e9
 
-static int opt_speed_perturb(cli_parser *p, const cli_opt *o, const char *val, void *target)
+/* --noise PATH, repeatable: the paths of the noise dataset. */
+static int opt_noise(cli_parser *p, const cli_opt *o, const char *val, void *target)
 {
-    sharc_augment_settings *a = augment_of(p->ro, target);
-    double *list = NULL;
-    size_t n = 0;
-    if (cli_parse_double_list(p->cmd, "--speed-perturb", val, -AUGMENT_MAX, AUGMENT_MAX, 0, &list,
-                              &n) < 0)
+    cli_reader_opts *ro = p->ro;
+    sharc_augment_settings *a = augment_of(ro, target);
+    const char **list = realloc(ro->noise, (a->n_noise + 1) * sizeof *list);
+    if (!list) {
+        fprintf(stderr, "sharc %s: out of memory\n", p->cmd);
         return -1;
-    free((void *)a->speed_perturb);
-    a->speed_perturb = list;
-    a->n_speed_perturb = n;
+    }
+    list[a->n_noise++] = val;
+    ro->noise = list;
+    a->noise = list;
     return 0;
 }
 
-static int opt_volume_perturb(cli_parser *p, const cli_opt *o, const char *val, void *target)
+/* --noise-max-bytes N. */
+static int opt_noise_max_bytes(cli_parser *p, const cli_opt *o, const char *val, void *target)
+{
+    return cli_parse_u64(p->cmd, "--noise-max-bytes", val,
+                         &augment_of(p->ro, target)->noise_max_bytes);
+}
+
+/* --speed-perturb F,..., --volume-perturb LOW,HIGH and --noise-snr LOW,HIGH (in dB). */
+static int opt_perturb_list(cli_parser *p, const cli_opt *o, const char *val, void *target)
 {
     sharc_augment_settings *a = augment_of(p->ro, target);
+    const int speed = strcmp(o->name, "speed-perturb") == 0;
+    char flag[32];
     double *list = NULL;
     size_t n = 0;
-    if (cli_parse_double_list(p->cmd, "--volume-perturb", val, -AUGMENT_MAX, AUGMENT_MAX, 0, &list,
-                              &n) < 0)
+    snprintf(flag, sizeof flag, "--%s", o->name);
+    if (cli_parse_double_list(p->cmd, flag, val, -AUGMENT_MAX, AUGMENT_MAX, 0, &list, &n) < 0)
         return -1;
+    if (speed) {
+        free((void *)a->speed_perturb);
+        a->speed_perturb = list;
+        a->n_speed_perturb = n;
+        return 0;
+    }
+    const int snr = strcmp(o->name, "noise-snr") == 0;
     if (n != 2) {
-        fprintf(stderr, "sharc %s: --volume-perturb takes two gains in dB, LOW,HIGH (got %zu)\n",
-                p->cmd, n);
+        fprintf(stderr, "sharc %s: %s takes two %s in dB, LOW,HIGH (got %zu)\n", p->cmd, flag,
+                snr ? "SNRs" : "gains", n);
         free(list);
         return -1;
     }
-    a->volume_perturb_db[0] = list[0];
-    a->volume_perturb_db[1] = list[1];
+    double *range = snr ? a->noise_snr_db : a->volume_perturb_db;
+    range[0] = list[0];
+    range[1] = list[1];
     free(list);
     return 0;
 }
 
-/* --speed-perturb-prob and --volume-perturb-prob: `min` says which. */
+/* --speed-perturb-prob, --volume-perturb-prob and --noise-prob: `min` says which. */
 static int opt_perturb_prob(cli_parser *p, const cli_opt *o, const char *val, void *target)
 {
     sharc_augment_settings *a = augment_of(p->ro, target);
+    double *const probs[] = {&a->speed_perturb_prob, &a->volume_perturb_prob, &a->noise_prob};
     char flag[32];
     snprintf(flag, sizeof flag, "--%s", o->name);
-    return cli_parse_double(p->cmd, flag, val, -AUGMENT_MAX, AUGMENT_MAX,
-                            o->min ? &a->volume_perturb_prob : &a->speed_perturb_prob);
+    return cli_parse_double(p->cmd, flag, val, -AUGMENT_MAX, AUGMENT_MAX, probs[(int)o->min]);
 }
 
 /* --tokenizer M.model, or --tokenizer LANG=M.model once per language: each adds a model
@@ -251,18 +270,29 @@ const cli_opt cli_reader_group[] = {
     {CLI_OPT_FLAG, "resample", R(resample), .min = 1,
      .help = "convert every cut at another rate than --sampling-rate to it\n"
              "(libsoxr, on the decode threads; docs/conditioning.md)"},
-    {CLI_OPT_CUSTOM, "speed-perturb", .metavar = "F,...", R(augment), .handler = opt_speed_perturb,
+    {CLI_OPT_CUSTOM, "speed-perturb", .metavar = "F,...", R(augment), .handler = opt_perturb_list,
      .help = "speed factors in (0, 3], one drawn per cut from the seed, its\n"
              "id and epoch (Lhotse perturb_speed; its duration changes\n"
              "before bucketing) (default: none)"},
     {CLI_OPT_CUSTOM, "speed-perturb-prob", .metavar = "P", R(augment), .min = 0,
      .handler = opt_perturb_prob, .help = "share of cuts whose speed is perturbed (default 1)"},
-    {CLI_OPT_CUSTOM, "volume-perturb", .metavar = "LO,HI", R(augment),
-     .handler = opt_volume_perturb,
+    {CLI_OPT_CUSTOM, "volume-perturb", .metavar = "LO,HI", R(augment), .handler = opt_perturb_list,
      .help = "gain range in dB, one gain drawn uniformly per cut (default:\n"
              "none)"},
     {CLI_OPT_CUSTOM, "volume-perturb-prob", .metavar = "P", R(augment), .min = 1,
      .handler = opt_perturb_prob, .help = "share of cuts whose volume is perturbed (default 1)"},
+    {CLI_OPT_CUSTOM, "noise", .metavar = "PATH", R(augment), .handler = opt_noise,
+     .help = "mix noise from this dataset (any layout; repeat for more paths)\n"
+             "into cuts, read at open up to --noise-max-bytes; needs\n"
+             "--sampling-rate (default: none)"},
+    {CLI_OPT_CUSTOM, "noise-snr", .metavar = "LO,HI", R(augment), .handler = opt_perturb_list,
+     .help = "SNR range in dB, one SNR drawn uniformly per cut (default\n"
+             "10,20)"},
+    {CLI_OPT_CUSTOM, "noise-prob", .metavar = "P", R(augment), .min = 2,
+     .handler = opt_perturb_prob, .help = "share of cuts that get noise (default 0.5)"},
+    {CLI_OPT_CUSTOM, "noise-max-bytes", .metavar = "N", R(augment), .handler = opt_noise_max_bytes,
+     .help = "decoded noise held, in bytes of float samples (default\n"
+             "67108864)"},
     {CLI_OPT_INT, "channel", .metavar = "K", R(channel), .min = 0, .max = 1 << 16,
      .help = "keep only channel K (0-based) of the stored audio (default: all\n"
              "channels; batches need one, so multi-channel data needs it)"},
@@ -364,6 +394,15 @@ const cli_opt cli_reader_group[] = {
      .flags = CLI_BATCH_ONLY,
      .help = "with --tokenizer: filter out (and count) cuts of more than N\n"
              "tokens (default: none)"},
+    {CLI_OPT_DOUBLE, "token-equivalent-duration", .metavar = "S", SM(token_equivalent_duration),
+     .dmin = 0, .dmax = 1e9, .flags = CLI_BATCH_ONLY,
+     .help = "measure a cut of d seconds as ceil(d / S) audio tokens for the\n"
+             "bins, buckets and batch rule, as NeMo's multimodal sampling\n"
+             "(--quadratic-duration is then its quadratic_factor) (default: off)"},
+    {CLI_OPT_U32, "batch-tokens", .metavar = "N", SM(batch_tokens), .min = 1, .max = UINT32_MAX,
+     .flags = CLI_BATCH_ONLY,
+     .help = "with --token-equivalent-duration: audio tokens per batch, n cuts\n"
+             "x the longest, as --max-duration counts seconds (default: none)"},
     /* features: batches only (docs/features.md) */
     {CLI_OPT_ENUM, "features", .metavar = "F", R(features), .choices = "none|fbank",
      .flags = CLI_BATCH_ONLY,
@@ -441,6 +480,8 @@ void cli_reader_opts_free(cli_reader_opts *ro)
     ro->bin_tokens = ro->max_tps = NULL;
     ro->tokenizer = NULL;
     ro->n_tokenizer = 0;
+    free(ro->noise);
+    ro->noise = NULL;
     ro->bins = NULL;
     ro->bucket_batch_size = NULL;
     ro->n_bins = ro->n_bucket_batch_size = 0;

@@ -28,6 +28,7 @@ typedef struct cli_reader_opts {
     double *max_tps;        ///< --max-tps, malloc'ed
     const char **tokenizer; ///< --tokenizer values (argv's strings), malloc'ed
     size_t n_tokenizer;     ///< number of --tokenizer
+    const char **noise;     ///< --noise paths (argv strings), malloc'ed list
 } cli_reader_opts;
 
 /**
@@ -40,6 +41,14 @@ typedef struct cli_reader_opts {
  *         not above --min-duration; fewer than 2 buckets)
  */
 int cli_linspace_bins(const char *cmd, const sharc_sampler_settings *st, double **bins,
+                      size_t *n_bins);
+
+/**
+ * Parse NeMo's 2D bins, "[[D,T],[D,T],...]", into *bins (the durations) and *tokens (the
+ * token limits), n_bins each (both freed first, then malloc'ed); the library checks their
+ * order. @return 0, or -1 after printing a usage error for `cmd`
+ */
+int cli_parse_bins_2d(const char *cmd, const char *val, double **bins, double **tokens,
                       size_t *n_bins);
 
 /** Free the lists held by `ro`. */

@@ -15,6 +15,7 @@
 
 #include "bench_bcast.h"
 #include "bench_floor.h"
+#include "bench.h"
 #include "bench_report.h"
 #include "cli.h"
 #include "cli_loader.h"
@@ -23,37 +24,13 @@
 
 static const char *const cmd = "bench";
 
-#define MAX_REPEAT 101
-#define N_STAGES   5
-
 /* JSON names of sharc_reader_stats.stage_seconds, by enum sharc_stage. */
-static const char *const stage_names[N_STAGES] = {[SHARC_STAGE_READ] = "read",
-                                                  [SHARC_STAGE_DECOMPRESS] = "decompress",
-                                                  [SHARC_STAGE_SAMPLE] = "sample",
-                                                  [SHARC_STAGE_DECODE] = "decode",
-                                                  [SHARC_STAGE_COLLATE] = "collate"};
-
-/* The threads of the process by role, told by the names the library gives them
- * (src/pipeline.c, src/readahead.c); "other" is the caller's thread and any thread not
- * sharc's. */
-enum { ROLE_PLANNER, ROLE_DECODE, ROLE_READ_AHEAD, ROLE_OTHER, N_ROLES };
-static const char *const role_names[N_ROLES] = {"planner", "decode", "read_ahead", "other"};
-
-typedef struct bench_opts {
-    int cuts_mode; /* --cuts: sharc_reader_next(), no batching */
-    int floor;     /* --floor */
-    int json, quiet, verbose;
-    uint64_t warmup; /* batches (cuts with --cuts) before the window */
-    int warmup_given;
-    double warmup_seconds; /* --warmup-seconds: and at least this long from opening */
-    uint64_t count;        /* --batches: window length in batches (cuts); 0 = by time */
-    double seconds;        /* --seconds: window length in seconds; 0 = by count */
-    int repeat;
-    double *bins;      /* --bins, owned */
-    int bins_linspace; /* --bins linspace: NeMo's evenly spaced bins, made at the end */
-    cli_dist dist;     /* --transport, --mesh: batches come from a sharc_loader */
-    const char *report_html, *report_json; /* --report, --report-json: bench_report.c */
-} bench_opts;
+const char *const bench_stage_names[N_STAGES] = {[SHARC_STAGE_READ] = "read",
+                                                 [SHARC_STAGE_DECOMPRESS] = "decompress",
+                                                 [SHARC_STAGE_SAMPLE] = "sample",
+                                                 [SHARC_STAGE_DECODE] = "decode",
+                                                 [SHARC_STAGE_COLLATE] = "collate"};
+const char *const bench_role_names[N_ROLES] = {"planner", "decode", "read_ahead", "other"};
 
 /* Every failure is recorded for the {"error"} object --json ends with (cli_fail). */
 #define fail_with(...) cli_fail(cmd, __VA_ARGS__)
@@ -63,31 +40,6 @@ static void dist_json(FILE *f, const void *dist)
 {
     cli_dist_json(f, dist, NULL);
 }
-
-/* One measured run of the loader or of the floor. */
-typedef struct run_result {
-    double wall;  /* the measured window, seconds */
-    double cpu;   /* process CPU seconds over the window */
-    double audio; /* seconds of audio (metadata durations) in the window */
-    double cuts, batches;
-    double real_frames, padded_frames; /* sum audio_lens, sum B * T */
-    double fill_sum;                   /* sum over batches of sum(duration) / max_duration */
-    double first;                      /* open to first batch (cut), seconds */
-    double warmup_wall;                /* open to the window's start, seconds */
-    uint64_t warmup_taken;             /* batches (cuts) taken before the window */
-    double stage[N_STAGES];            /* stage seconds over the window */
-    double role_cpu[N_ROLES];          /* CPU seconds of each role's threads over the window */
-    double net_bytes, net_retries;     /* remote shards: bytes received, transfers retried */
-    double net_wait;                   /* remote shards: seconds waited for their bytes */
-    /* --device cuda: the device stage's batches, wall seconds from host batch to device
-     * batch, feature kernel seconds and the bytes they read and wrote */
-    double dev_batches, dev_seconds, feat_seconds, feat_bytes;
-    double cpu_feat_seconds; /* --features on the host: the decode threads' feature seconds */
-    double cond_seconds;     /* the decode threads' conditioning seconds (part of decode) */
-    uint64_t peak_rss;       /* bytes */
-    size_t shards;           /* shards the reader found */
-    int ended;               /* the data ended the window */
-} run_result;
 
 /* A finite number >= min (> min when `strict`); -1 after a usage error. */
 static int parse_double(const char *opt, const char *val, double min, int strict, double *out)
@@ -111,6 +63,14 @@ static int parse_bins(cli_parser *parser, const cli_opt *opt, const char *val, v
     o->bins_linspace = strcmp(val, "linspace") == 0;
     if (o->bins_linspace)
         return 0;
+    if (strchr(val, '[')) { /* NeMo's 2D bins, with --tokenizer and --bucket-batch-size */
+        cli_reader_opts *ro = parser->ro;
+        if (cli_parse_bins_2d(cmd, val, &ro->bins, &ro->bin_tokens, &st->n_bins) < 0)
+            return -1;
+        st->bins = ro->bins;
+        st->bin_tokens = ro->bin_tokens;
+        return 0;
+    }
     size_t n = 1;
     for (const char *p = val; *p; p++)
         n += *p == ',';
@@ -221,6 +181,10 @@ static const cli_opt options[] = {
     USE("speed-perturb-prob", NULL),
     USE("volume-perturb", NULL),
     USE("volume-perturb-prob", NULL),
+    USE("noise", NULL),
+    USE("noise-snr", NULL),
+    USE("noise-prob", NULL),
+    USE("noise-max-bytes", NULL),
     USE("channel", "keep channel K of multi-channel audio (default: all; batches\n"
                    "need one channel)"),
     USE("threads", "decode threads for batches (with N > 1, shard read-ahead\n"
@@ -250,7 +214,12 @@ static const cli_opt options[] = {
      .flags = CLI_BATCH_ONLY | CLI_SHARED,
      .help = "explicit sorted bucket boundaries in seconds (default: estimate);\n"
              "'linspace': NeMo's default when its config sets max_duration,\n"
-             "evenly spaced from --min-duration to --max-cut-duration"},
+             "evenly spaced from --min-duration to --max-cut-duration;\n"
+             "'[[D,T],...]': NeMo's 2D bins (with --tokenizer and\n"
+             "--bucket-batch-size)"},
+    USE("bucket-batch-size", NULL),
+    USE("token-equivalent-duration", NULL),
+    USE("batch-tokens", NULL),
     USE("min-duration", NULL),
     USE("max-cut-duration", NULL),
     {CLI_OPT_CUSTOM, "quadratic-duration", .metavar = "Q", SM(quadratic_duration),
@@ -407,7 +376,8 @@ static int finish_args(sharc_reader_settings *s, bench_opts *o, const char *batc
             return CLI_EXIT_USAGE;
         st->bins = o->bins;
     }
-    if (!(st->max_duration > 0) && st->max_cuts == 0 && st->bucket_batch_size == NULL)
+    if (!(st->max_duration > 0) && st->max_cuts == 0 && st->bucket_batch_size == NULL &&
+        st->batch_tokens == 0)
         st->max_duration = 200;
     if (s->n_threads == 0)
         s->n_threads = cli_online_cpus();
@@ -417,124 +387,23 @@ static int finish_args(sharc_reader_settings *s, bench_opts *o, const char *batc
 /* Parse argv into settings and options. Returns -1 to continue, else an exit status. */
 static int parse_args(int argc, char **argv, sharc_reader_settings *s, bench_opts *o)
 {
-    /* Static: the settings point into it (--speed-perturb) for the whole run. */
-    static cli_reader_opts ro;
     cli_parser p = {.cmd = cmd,
                     .table = options,
                     .print_help = print_help,
                     .own = o,
                     .reader = s,
-                    .ro = &ro,
+                    .ro = &o->ro,
                     .dist = &o->dist,
                     .argc = argc,
                     .argv = argv};
     int status = cli_opts_parse(&p);
     if (status >= 0)
         return status;
+    if (o->ro.bucket_batch_size && o->ro.n_bucket_batch_size != s->sampler.n_bins)
+        return cli_usage_error(cmd, "--bucket-batch-size needs one number per --bins entry");
+    s->sampler.bucket_batch_size = o->ro.bucket_batch_size;
     status = cli_take_paths(cmd, argc, argv, s);
     return status >= 0 ? status : finish_args(s, o, p.batch_only);
-}
-
-/* ---- memory and CPU ---- */
-
-static double process_cpu_seconds(void)
-{
-    struct rusage ru;
-    if (getrusage(RUSAGE_SELF, &ru) != 0)
-        return 0.0;
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
-}
-
-/*
- * Writing 5 to /proc/self/clear_refs resets the peak RSS (VmHWM) to the current RSS (Linux
- * >= 4.0), so that each loader run reports its own peak, not the floor's or a previous run's.
- * Returns 1 when the reset worked.
- */
-static int reset_peak_rss(void)
-{
-    FILE *f = fopen("/proc/self/clear_refs", "w");
-    if (f == NULL)
-        return 0;
-    int ok = fputs("5", f) >= 0;
-    ok &= fclose(f) == 0;
-    return ok;
-}
-
-/* VmHWM from /proc/self/status, else the process's ru_maxrss; bytes. */
-static uint64_t peak_rss_bytes(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    if (f != NULL) {
-        char line[256];
-        unsigned long long kib = 0;
-        int found = 0;
-        while (!found && fgets(line, sizeof line, f) != NULL)
-            found = sscanf(line, "VmHWM: %llu kB", &kib) == 1;
-        fclose(f);
-        if (found)
-            return (uint64_t)kib * 1024;
-    }
-    struct rusage ru;
-    return getrusage(RUSAGE_SELF, &ru) == 0 ? (uint64_t)ru.ru_maxrss * 1024 : 0;
-}
-
-/* CPU seconds of thread `tid` of this process: from schedstat (nanoseconds), else from
- * stat (clock ticks); -1 when it is gone or /proc cannot tell. */
-static double task_cpu_seconds(const char *tid)
-{
-    char path[300], line[512];
-    snprintf(path, sizeof path, "/proc/self/task/%s/schedstat", tid);
-    FILE *f = fopen(path, "r");
-    unsigned long long ns;
-    if (f != NULL) {
-        int ok = fscanf(f, "%llu", &ns) == 1;
-        fclose(f);
-        if (ok)
-            return (double)ns * 1e-9;
-    }
-    snprintf(path, sizeof path, "/proc/self/task/%s/stat", tid);
-    if ((f = fopen(path, "r")) == NULL)
-        return -1;
-    const char *end = fgets(line, sizeof line, f) ? strrchr(line, ')') : NULL;
-    fclose(f);
-    unsigned long long utime, stime;
-    /* After the name: state, then 10 fields up to utime and stime (proc(5)). */
-    if (end == NULL || sscanf(end + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
-                              &utime, &stime) != 2)
-        return -1;
-    return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
-}
-
-/* CPU seconds so far of this process's threads, by role; 0 for all when /proc cannot tell. */
-static void role_cpu_seconds(double out[N_ROLES])
-{
-    for (int k = 0; k < N_ROLES; k++)
-        out[k] = 0;
-    DIR *d = opendir("/proc/self/task");
-    if (d == NULL)
-        return;
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        if (e->d_name[0] == '.')
-            continue;
-        char path[300], comm[32] = "";
-        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (f == NULL)
-            continue; /* the thread ended */
-        if (fgets(comm, sizeof comm, f) == NULL)
-            comm[0] = 0;
-        fclose(f);
-        double cpu = task_cpu_seconds(e->d_name);
-        if (cpu < 0)
-            continue;
-        int role = strncmp(comm, "sharc-planner", 13) == 0  ? ROLE_PLANNER
-                   : strncmp(comm, "sharc-decode", 12) == 0 ? ROLE_DECODE
-                   : strncmp(comm, "sharc-lane", 10) == 0   ? ROLE_READ_AHEAD
-                                                            : ROLE_OTHER;
-        out[role] += cpu;
-    }
-    closedir(d);
 }
 
 /* ---- the loader runs ---- */
@@ -556,8 +425,8 @@ static void window_start(window *w, sharc_reader *r, double t0)
     if (r != NULL) /* NULL on a peer of a broadcast group: it reads nothing */
         sharc_reader_get_stats(r, &st);
     w->t0 = t0;
-    w->cpu0 = process_cpu_seconds();
-    role_cpu_seconds(w->role0);
+    w->cpu0 = bench_process_cpu_seconds();
+    bench_role_cpu_seconds(w->role0);
     memcpy(w->stage0, st.stage_seconds, sizeof w->stage0);
     w->net0[0] = (double)st.net_bytes;
     w->net0[1] = st.net_retries;
@@ -574,7 +443,7 @@ static void window_end(const window *w, sharc_reader *r, run_result *res)
     if (r != NULL)
         sharc_reader_get_stats(r, &st);
     res->wall = cli_now() - w->t0;
-    res->cpu = process_cpu_seconds() - w->cpu0;
+    res->cpu = bench_process_cpu_seconds() - w->cpu0;
     for (int k = 0; k < N_STAGES; k++)
         res->stage[k] = st.stage_seconds[k] - w->stage0[k];
     res->net_bytes = (double)st.net_bytes - w->net0[0];
@@ -590,7 +459,7 @@ static void window_end(const window *w, sharc_reader *r, run_result *res)
     res->feat_bytes = (double)(ds.feature_read_bytes + ds.feature_write_bytes -
                                w->dev0.feature_read_bytes - w->dev0.feature_write_bytes);
     double role[N_ROLES];
-    role_cpu_seconds(role);
+    bench_role_cpu_seconds(role);
     for (int k = 0; k < N_ROLES; k++) /* a thread that ended in the window took its time */
         res->role_cpu[k] = role[k] > w->role0[k] ? role[k] - w->role0[k] : 0;
 }
@@ -741,22 +610,22 @@ static int open_loader(const sharc_reader_settings *s, const bench_opts *o, shar
 }
 
 /* A mixture's per-source summary of the last repetition, as text and as a JSON member. */
-static char *sources_text, *sources_json;
+char *bench_sources_text, *bench_sources_json;
 
 static void keep_sources(const sharc_reader *r)
 {
     if (r == NULL || sharc_reader_num_sources(r) == 0)
         return;
     size_t len;
-    free(sources_text);
-    free(sources_json);
-    sources_text = sources_json = NULL;
-    FILE *f = open_memstream(&sources_text, &len);
+    free(bench_sources_text);
+    free(bench_sources_json);
+    bench_sources_text = bench_sources_json = NULL;
+    FILE *f = open_memstream(&bench_sources_text, &len);
     if (f) {
         cli_print_sources_text(f, r);
         fclose(f);
     }
-    f = open_memstream(&sources_json, &len);
+    f = open_memstream(&bench_sources_json, &len);
     if (f) {
         cli_print_sources_json(f, r);
         fclose(f);
@@ -837,352 +706,6 @@ static int run_floor(char *const *shards, size_t n_shards, int threads, double s
     return 0;
 }
 
-/* ---- reporting ---- */
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Median of `get(run)` over n runs; NAN when any is NAN (undefined in this mode). */
-static double median_of(const run_result *runs, int n, double (*get)(const run_result *))
-{
-    double v[MAX_REPEAT];
-    for (int i = 0; i < n; i++) {
-        v[i] = get(&runs[i]);
-        if (isnan(v[i]))
-            return NAN;
-    }
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static double per_wall(double x, double wall)
-{
-    return wall > 0 ? x / wall : 0.0;
-}
-
-static double get_audio_rate(const run_result *r)
-{
-    return per_wall(r->audio, r->wall);
-}
-
-static double get_cut_rate(const run_result *r)
-{
-    return per_wall(r->cuts, r->wall);
-}
-
-static double get_batch_rate(const run_result *r)
-{
-    return per_wall(r->batches, r->wall);
-}
-
-static double get_padding(const run_result *r)
-{
-    return r->real_frames > 0 ? r->padded_frames / r->real_frames : NAN;
-}
-
-static double get_fill(const run_result *r)
-{
-    return r->batches > 0 && r->fill_sum > 0 ? r->fill_sum / r->batches : NAN;
-}
-
-static double get_first(const run_result *r)
-{
-    return r->first;
-}
-
-static double get_cpu_per_audio(const run_result *r)
-{
-    return r->audio > 0 ? r->cpu / r->audio : NAN;
-}
-
-static double get_wall(const run_result *r)
-{
-    return r->wall;
-}
-
-static double get_net_bytes(const run_result *r)
-{
-    return r->net_bytes;
-}
-
-static double get_net_retries(const run_result *r)
-{
-    return r->net_retries;
-}
-
-static double get_net_wait(const run_result *r)
-{
-    return r->net_wait;
-}
-
-/* Milliseconds the decode threads spent on each batch's features (host batches). */
-static double get_cpu_feat_ms(const run_result *r)
-{
-    return r->batches > 0 ? 1e3 * r->cpu_feat_seconds / r->batches : NAN;
-}
-
-/* The conditioning's share of the decode threads' decoding time. */
-static double get_cond_share(const run_result *r)
-{
-    return r->stage[SHARC_STAGE_DECODE] > 0 ? r->cond_seconds / r->stage[SHARC_STAGE_DECODE] : NAN;
-}
-
-static double get_dev_ms(const run_result *r)
-{
-    return r->dev_batches > 0 ? 1e3 * r->dev_seconds / r->dev_batches : NAN;
-}
-
-static double get_feat_ms(const run_result *r)
-{
-    return r->dev_batches > 0 ? 1e3 * r->feat_seconds / r->dev_batches : NAN;
-}
-
-/* Seconds of audio per second of the device stage: from a host batch to device features. */
-static double get_dev_rate(const run_result *r)
-{
-    return r->dev_seconds > 0 ? r->audio / r->dev_seconds : NAN;
-}
-
-static double get_feat_bw(const run_result *r)
-{
-    return r->feat_seconds > 0 ? r->feat_bytes / r->feat_seconds : NAN;
-}
-
-#define STAGE_GETTER(k)                                                                            \
-    static double get_stage##k(const run_result *r)                                                \
-    {                                                                                              \
-        return r->stage[k];                                                                        \
-    }
-STAGE_GETTER(0)
-STAGE_GETTER(1)
-STAGE_GETTER(2)
-STAGE_GETTER(3)
-STAGE_GETTER(4)
-static double (*const stage_getters[N_STAGES])(const run_result *) = {
-    get_stage0, get_stage1, get_stage2, get_stage3, get_stage4};
-
-#define ROLE_GETTER(k)                                                                             \
-    static double get_role##k(const run_result *r)                                                 \
-    {                                                                                              \
-        return r->cuts > 0 ? 1e6 * r->role_cpu[k] / r->cuts : NAN;                                 \
-    }
-ROLE_GETTER(0)
-ROLE_GETTER(1)
-ROLE_GETTER(2)
-ROLE_GETTER(3)
-/* CPU microseconds per cut of each role's threads. */
-static double (*const role_getters[N_ROLES])(const run_result *) = {get_role0, get_role1, get_role2,
-                                                                    get_role3};
-
-typedef struct report {
-    const bench_opts *o;
-    const sharc_reader_settings *s;
-    const run_result *runs, *floors;
-    size_t n_tars;      /* tar files the floor reads */
-    int peak_scope_run; /* the peak was reset before each run */
-    double copy_bw;     /* --device cuda: the device's copy bandwidth, bytes/s (NAN: none) */
-} report;
-
-static void json_field(FILE *f, const char *key, double v)
-{
-    cli_json_key(f, key, 0);
-    cli_json_num(f, v);
-}
-
-static void print_run_json(FILE *f, const run_result *r, const run_result *fl)
-{
-    fputc('{', f);
-    cli_json_key(f, "window_seconds", 1);
-    cli_json_num(f, r->wall);
-    json_field(f, "audio_seconds_per_second", get_audio_rate(r));
-    json_field(f, "cuts_per_second", get_cut_rate(r));
-    fprintf(f, ",\"peak_rss_bytes\":%" PRIu64 ",\"end_of_data\":%s", r->peak_rss,
-            r->ended ? "true" : "false");
-    json_field(f, "warmup_seconds", r->warmup_wall);
-    fprintf(f, ",\"warmup_batches\":%" PRIu64, r->warmup_taken);
-    if (fl != NULL) {
-        json_field(f, "floor_window_seconds", fl->wall);
-        json_field(f, "floor_audio_seconds_per_second", get_audio_rate(fl));
-        json_field(f, "ratio_to_floor", get_audio_rate(r) / get_audio_rate(fl));
-    }
-    fputc('}', f);
-}
-
-static void print_json(FILE *f, const report *rp)
-{
-    const bench_opts *o = rp->o;
-    const run_result *runs = rp->runs;
-    int n = o->repeat, batches = !o->cuts_mode;
-    uint64_t peak = 0;
-    double audio = 0, cuts = 0, nb = 0;
-    for (int i = 0; i < n; i++) {
-        peak = runs[i].peak_rss > peak ? runs[i].peak_rss : peak;
-        audio += runs[i].audio;
-        cuts += runs[i].cuts;
-        nb += runs[i].batches;
-    }
-    fputc('{', f);
-    cli_json_key(f, "mode", 1);
-    cli_json_str(f, o->cuts_mode ? "cuts" : "batches");
-    fprintf(f, ",\"threads\":%d,\"repeat\":%d,\"shards\":%zu,\"tar_files\":%zu",
-            o->cuts_mode ? 1 : rp->s->n_threads, n, runs[0].shards, rp->n_tars);
-    json_field(f, "window_seconds", median_of(runs, n, get_wall));
-    json_field(f, "audio_seconds", audio);
-    json_field(f, "cuts", cuts);
-    json_field(f, "batches", batches ? nb : NAN);
-    json_field(f, "audio_seconds_per_second", median_of(runs, n, get_audio_rate));
-    json_field(f, "cuts_per_second", median_of(runs, n, get_cut_rate));
-    json_field(f, "batches_per_second", batches ? median_of(runs, n, get_batch_rate) : NAN);
-    json_field(f, "padding_ratio", batches ? median_of(runs, n, get_padding) : NAN);
-    json_field(f, "batch_fill", batches ? median_of(runs, n, get_fill) : NAN);
-    json_field(f, "max_duration", batches ? rp->s->sampler.max_duration : NAN);
-    json_field(f, "time_to_first_batch_s", median_of(runs, n, get_first));
-    json_field(f, "cpu_seconds_per_audio_second", median_of(runs, n, get_cpu_per_audio));
-    fprintf(f, ",\"peak_rss_bytes\":%" PRIu64, peak);
-    cli_json_key(f, "peak_rss_scope", 0);
-    cli_json_str(f, rp->peak_scope_run ? "run" : "process");
-    cli_json_key(f, "stage_seconds", 0);
-    fputc('{', f);
-    for (int k = 0; k < N_STAGES; k++) {
-        cli_json_key(f, stage_names[k], k == 0);
-        cli_json_num(f, batches ? median_of(runs, n, stage_getters[k]) : NAN);
-    }
-    fputc('}', f);
-    cli_json_key(f, "network", 0);
-    fputc('{', f);
-    cli_json_key(f, "bytes", 1);
-    cli_json_num(f, median_of(runs, n, get_net_bytes));
-    json_field(f, "retries", median_of(runs, n, get_net_retries));
-    json_field(f, "wait_seconds", median_of(runs, n, get_net_wait));
-    fputc('}', f);
-    json_field(f, "feature_ms_per_batch",
-               batches && rp->s->features != SHARC_FEATURES_NONE &&
-                       rp->s->device != SHARC_DEVICE_CUDA
-                   ? median_of(runs, n, get_cpu_feat_ms)
-                   : NAN);
-    json_field(f, "conditioning_share",
-               batches && (rp->s->resample || rp->s->augment) ? median_of(runs, n, get_cond_share)
-                                                              : NAN);
-    cli_json_key(f, "cpu_us_per_cut", 0);
-    fputc('{', f);
-    for (int k = 0; k < N_ROLES; k++) {
-        cli_json_key(f, role_names[k], k == 0);
-        cli_json_num(f, median_of(runs, n, role_getters[k]));
-    }
-    fputc('}', f);
-    if (rp->floors != NULL) {
-        double fr = median_of(rp->floors, n, get_audio_rate);
-        json_field(f, "floor_audio_seconds_per_second", fr);
-        json_field(f, "floor_cuts_per_second", median_of(rp->floors, n, get_cut_rate));
-        json_field(f, "floor_cpu_seconds_per_audio_second",
-                   median_of(rp->floors, n, get_cpu_per_audio));
-        json_field(f, "ratio_to_floor", median_of(runs, n, get_audio_rate) / fr);
-    }
-    if (rp->s->device == SHARC_DEVICE_CUDA) {
-        double bw = median_of(runs, n, get_feat_bw);
-        cli_json_key(f, "device", 0);
-        fputc('{', f);
-        cli_json_key(f, "name", 1);
-        fprintf(f, "\"cuda:%d\"", rp->s->device_ordinal);
-        json_field(f, "ms_per_batch", median_of(runs, n, get_dev_ms));
-        json_field(f, "feature_ms_per_batch", median_of(runs, n, get_feat_ms));
-        json_field(f, "audio_seconds_per_second", median_of(runs, n, get_dev_rate));
-        json_field(f, "feature_bytes_per_second", bw);
-        json_field(f, "copy_bytes_per_second", rp->copy_bw);
-        json_field(f, "feature_to_copy_bandwidth", bw / rp->copy_bw);
-        fputc('}', f);
-    }
-    cli_dist_json(f, &o->dist, NULL);
-    cli_json_key(f, "runs", 0);
-    fputc('[', f);
-    for (int i = 0; i < n; i++) {
-        if (i)
-            fputc(',', f);
-        print_run_json(f, &runs[i], rp->floors ? &rp->floors[i] : NULL);
-    }
-    fputc(']', f);
-    if (sources_json)
-        fputs(sources_json, f);
-    fputs("}\n", f);
-}
-
-static void print_text(const report *rp)
-{
-    const bench_opts *o = rp->o;
-    const run_result *runs = rp->runs;
-    int n = o->repeat;
-    char a[32];
-    uint64_t peak = 0;
-    for (int i = 0; i < n; i++)
-        peak = runs[i].peak_rss > peak ? runs[i].peak_rss : peak;
-    printf("sharc bench: %s, %d thread%s, %zu shards, %d repetition%s (medians)\n",
-           o->cuts_mode ? "cuts (no batching)" : "batches", o->cuts_mode ? 1 : rp->s->n_threads,
-           (o->cuts_mode || rp->s->n_threads == 1) ? "" : "s", runs[0].shards, n,
-           n == 1 ? "" : "s");
-    double rate = median_of(runs, n, get_audio_rate);
-    printf("  audio          %10.1f s/s", rate);
-    if (rp->floors != NULL) {
-        double fr = median_of(rp->floors, n, get_audio_rate);
-        printf("   floor %.1f s/s, ratio %.3f", fr, rate / fr);
-    }
-    printf("\n  cuts           %10s /s\n",
-           cli_fmt_count(a, sizeof a, median_of(runs, n, get_cut_rate)));
-    if (!o->cuts_mode) {
-        printf("  batches        %10.2f /s\n", median_of(runs, n, get_batch_rate));
-        printf("  padding ratio  %10.3f (padded / real audio)\n", median_of(runs, n, get_padding));
-        double fill = median_of(runs, n, get_fill);
-        if (!isnan(fill))
-            printf("  batch fill     %10.3f (sum duration / max_duration %g s)\n", fill,
-                   rp->s->sampler.max_duration);
-    }
-    printf("  first %s    %10.3f s\n", o->cuts_mode ? "cut  " : "batch",
-           median_of(runs, n, get_first));
-    printf("  peak RSS       %10.1f MiB (%s)\n", (double)peak / (1024.0 * 1024.0),
-           rp->peak_scope_run ? "per run" : "whole process");
-    double net_bytes = median_of(runs, n, get_net_bytes);
-    if (net_bytes > 0)
-        printf("  network        %10.1f MiB received, %.0f retries, %.3f s waited\n",
-               net_bytes / (1024.0 * 1024.0), median_of(runs, n, get_net_retries),
-               median_of(runs, n, get_net_wait));
-    printf("  CPU            %10.3f ms per s of audio",
-           1e3 * median_of(runs, n, get_cpu_per_audio));
-    if (rp->floors != NULL)
-        printf("   floor %.3f ms", 1e3 * median_of(rp->floors, n, get_cpu_per_audio));
-    printf("\n");
-    if (!o->cuts_mode) {
-        printf("  stages (s)     ");
-        for (int k = 0; k < N_STAGES; k++)
-            printf(" %s %.3f", stage_names[k], median_of(runs, n, stage_getters[k]));
-        printf("\n");
-        if (rp->s->features != SHARC_FEATURES_NONE && rp->s->device != SHARC_DEVICE_CUDA)
-            printf("  features       %10.3f ms per batch in the decode threads\n",
-                   median_of(runs, n, get_cpu_feat_ms));
-        printf("  CPU per cut (us)");
-        for (int k = 0; k < N_ROLES; k++)
-            printf(" %s %.1f", role_names[k], median_of(runs, n, role_getters[k]));
-        printf("\n");
-    }
-    if (rp->s->device == SHARC_DEVICE_CUDA) {
-        double bw = median_of(runs, n, get_feat_bw);
-        printf("  device cuda:%-3d%10.3f ms per batch from the host batch, %.0f s of audio/s\n",
-               rp->s->device_ordinal, median_of(runs, n, get_dev_ms),
-               median_of(runs, n, get_dev_rate));
-        printf("  features       %10.3f ms per batch on the device, %.1f GB/s read and written "
-               "(%.2f of the copy bandwidth, %.1f GB/s)\n",
-               median_of(runs, n, get_feat_ms), bw * 1e-9, bw / rp->copy_bw, rp->copy_bw * 1e-9);
-    }
-    int ended = 0;
-    for (int i = 0; i < n; i++)
-        ended += runs[i].ended;
-    printf("  window         %10.2f s%s\n", median_of(runs, n, get_wall),
-           ended ? " (ended with the data; --epochs 0 reads on)" : "");
-    if (sources_text)
-        fputs(sources_text, stdout);
-}
-
 /* ---- the command ---- */
 
 /* Run the loader (and the floor) o->repeat times, alternating. */
@@ -1193,9 +716,9 @@ static int run_all(const sharc_reader_settings *s, const bench_opts *o, char **s
     cli_progress_init(&p, !o->quiet);
     *scope_run = 1;
     for (int i = 0; i < o->repeat; i++) {
-        *scope_run &= reset_peak_rss();
+        *scope_run &= bench_reset_peak_rss();
         int rc = run_loader(s, o, i, &p, &runs[i]);
-        runs[i].peak_rss = peak_rss_bytes();
+        runs[i].peak_rss = bench_peak_rss_bytes();
         if (rc < 0)
             return cli_progress_clear(&p), -1;
         if (floors == NULL)
@@ -1259,16 +782,16 @@ int cmd_bench(int argc, char **argv)
         rp.copy_bw = NAN;
     reported = 1;
     if (o.json)
-        print_json(stdout, &rp);
+        bench_print_json(stdout, &rp);
     else
-        print_text(&rp);
+        bench_print_text(&rp);
     status = cli_finish_output(cmd, CLI_EXIT_OK);
     if (o.report_html != NULL || o.report_json != NULL) {
         char *result = NULL;
         size_t len = 0;
         FILE *m = open_memstream(&result, &len);
         if (m != NULL)
-            print_json(m, &rp);
+            bench_print_json(m, &rp);
         if (m == NULL || fclose(m) != 0 ||
             bench_report_save(o.report_html, o.report_json, result, argc, argv) < 0)
             status = CLI_EXIT_FAIL;
@@ -1281,9 +804,10 @@ done:
     free(floors);
     bench_floor_free_shards(shards, n_shards);
     free(o.bins);
-    free(sources_text);
-    free(sources_json);
+    free(bench_sources_text);
+    free(bench_sources_json);
     bench_timeline_free();
+    cli_reader_opts_free(&o.ro);
     cli_dist_close(&o.dist);
     return status;
 }

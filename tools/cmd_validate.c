@@ -40,7 +40,8 @@ static const cli_opt options[] = {
             "PATH, of any layouts: every source's cuts once, on one thread;\n"
             "not with --partition or --resume-from"),
     {CLI_OPT_INT, "threads", .metavar = "N", OWN(threads), .min = 1, .max = 1024,
-     .help = "shards read in parallel, each by a reader of its own\n"
+     .help = "readers running in parallel, each on every N-th shard (after\n"
+             "--resume-from, each on one shard at a time)\n"
              "(default: the number of online CPUs, at most one per shard)"},
     {CLI_OPT_STRING, "partition", .metavar = "I/N", OWN(partition),
      .help = "check only part I of N (0 <= I < N) of the shards: the shards whose index\n"
@@ -290,6 +291,32 @@ static int select_shards(validator *v, const validate_opts *o)
     return 0;
 }
 
+/*
+ * Without --resume-from each worker reads a data-parallel slot of the dataset: with
+ * --partition I/N and W workers, slot I + N * w of N * W (every shard k with k % N == I once,
+ * whatever W); the slots may not outnumber the shards.
+ */
+static void plan_split(validator *v, const validate_opts *o)
+{
+    size_t part = 0, parts = 1;
+    if (o->partition != NULL)
+        parse_partition(o->partition, &part, &parts);
+    v->per_shard = o->resume_from != NULL;
+    if (v->per_shard || v->mixture || v->n_queue == 0)
+        return;
+    v->split_first = (int)part;
+    if (v->n_shards < parts) { /* k % N == I only for k = I: slot I of n_shards */
+        v->n_workers = 1;
+        v->split_step = 0;
+        v->split_size = (int)v->n_shards;
+        return;
+    }
+    if ((size_t)v->n_workers > v->n_shards / parts)
+        v->n_workers = (int)(v->n_shards / parts);
+    v->split_step = (int)parts;
+    v->split_size = (int)parts * v->n_workers;
+}
+
 /* A shard that gave no cut in a run that found no problem (a tar with no members, an empty
  * cuts file): not an error in any format, but most likely a writer that stopped early. Where
  * there are problems, a shard without cuts is one of them, or one a stopped reader never
@@ -504,12 +531,13 @@ int cmd_validate(int argc, char **argv)
     v.n_workers = (size_t)threads < v.n_queue ? threads : (int)v.n_queue;
     if (v.n_workers < 1)
         v.n_workers = 1;
+    plan_split(&v, &o);
     v.workers = calloc((size_t)v.n_workers, sizeof *v.workers);
     if (v.workers == NULL) {
         fprintf(stderr, "sharc validate: out of memory\n");
         goto done;
     }
-    if (validate_run(&v, &s) < 0)
+    if (v.n_queue > 0 && validate_run(&v, &s) < 0)
         goto done;
     if (v.oom) {
         fprintf(stderr, "sharc validate: out of memory; duplicate ids may be missed\n");

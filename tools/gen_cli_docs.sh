@@ -38,7 +38,7 @@ gen="${1:-build}/testdata/sharc-gen"
 ## The report JSON
 
 `sharc validate --report R.html` embeds it in the page as
-`<script type="application/json" id="sharc-report">` (with `</` written `<\/`), and
+`<script type="application/json" id="sharc-report">` (each `<` written `\u003c`), and
 `--report-json F` writes it alone, one object:
 
 - `command`, `layout`, `threads`, `wall_seconds`; `shards` (found), `checked_shards`

@@ -158,7 +158,7 @@ static void top_free(report_top *t)
 
 /* ---- Shard lookup ---- */
 
-static uint64_t hash_key(const char *s)
+uint64_t report_hash(const char *s)
 {
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
     for (; *s; s++) {
@@ -195,7 +195,7 @@ static char *sibling_key(const char *path)
 /* The slot of `key`: where it is, or the empty one where it would go. */
 static size_t lookup_slot(const report *r, const char *key)
 {
-    size_t i = (size_t)hash_key(key) & (r->lookup_cap - 1);
+    size_t i = (size_t)report_hash(key) & (r->lookup_cap - 1);
     while (r->lookup_keys[i] != NULL && strcmp(r->lookup_keys[i], key) != 0)
         i = (i + 1) & (r->lookup_cap - 1);
     return i;

@@ -170,6 +170,9 @@ void report_add_cut(report *r, const report_cut *c);
 void report_add_problem(report *r, const char *code, const char *shard, const char *member,
                         const char *cut_id, const char *message);
 
+/** FNV-1a of a string, for the hash tables of the report and of sharc validate. */
+uint64_t report_hash(const char *s);
+
 /** The index of the shard `path` names (its archive, or a file beside it with the same number),
  *  or (size_t)-1. */
 size_t report_find_shard(const report *r, const char *path);
@@ -198,10 +201,20 @@ int report_write_json(FILE *f, const report *r);
 /** The HTML page, with `json` (the report_write_json() text) embedded. @return 0 or errno */
 int report_write_html(FILE *f, const report *r, const char *json, size_t json_len);
 
+/**
+ * Write `json` (len bytes and a newline) to `json_path` and the page that write_page(f, arg)
+ * writes to `html_path` (either may be NULL), each under a temporary name renamed once
+ * complete (cli_write_file()): a failure leaves no partial file.
+ * @return 0, or an errno value (the failing path in *failed)
+ */
+int report_save_files(const char *html_path, const char *json_path, const char *json, size_t len,
+                      int (*write_page)(FILE *f, const void *arg), const void *arg,
+                      const char **failed);
+
 /** The CSS of the report pages. */
 const char *report_style(void);
 
-/** `json` as <script type="application/json" id="sharc-report">, with "</" as "<\/". */
+/** `json` as <script type="application/json" id="sharc-report">, each '<' written \u003c. */
 void report_embed_json(FILE *f, const char *json, size_t len);
 
 /**

@@ -198,21 +198,15 @@ static void signal(FILE *f, const report *r)
     fputs("</div>\n", f);
 }
 
-static void problem_row(FILE *f, const report_problem *p, int with_code)
+/* The shard, member, cut id and message cells of a problem's row. */
+static void problem_cells(FILE *f, const report_problem *p)
 {
-    fputs("<tr>", f);
-    if (with_code) {
-        fputs("<td>", f);
-        esc(f, p->code);
-        fputs("</td>", f);
-    }
     const char *cells[] = {p->shard, p->member, p->cut_id, p->message};
     for (size_t i = 0; i < 4; i++) {
         fputs("<td>", f);
         esc(f, cells[i] ? cells[i] : "-");
         fputs("</td>", f);
     }
-    fputs("</tr>\n", f);
 }
 
 static void problems(FILE *f, const report *r)
@@ -234,13 +228,7 @@ static void problems(FILE *f, const report *r)
                 fprintf(f, "</td><td rowspan=\"%zu\" class=\"n\">%" PRIu64 "</td>", k->n_examples,
                         k->count);
             }
-            const report_problem *p = &k->examples[j];
-            const char *cells[] = {p->shard, p->member, p->cut_id, p->message};
-            for (size_t c = 0; c < 4; c++) {
-                fputs("<td>", f);
-                esc(f, cells[c] ? cells[c] : "-");
-                fputs("</td>", f);
-            }
+            problem_cells(f, &k->examples[j]);
             fputs("</tr>\n", f);
         }
     }
@@ -248,8 +236,13 @@ static void problems(FILE *f, const report *r)
           "class=\"wide\"><tr><th>kind</th>"
           "<th>shard</th><th>member</th><th>cut id</th><th>message</th></tr>\n",
           f);
-    for (size_t i = 0; i < r->n_list; i++)
-        problem_row(f, &r->list[i], 1);
+    for (size_t i = 0; i < r->n_list; i++) {
+        fputs("<tr><td>", f);
+        esc(f, r->list[i].code);
+        fputs("</td>", f);
+        problem_cells(f, &r->list[i]);
+        fputs("</tr>\n", f);
+    }
     fputs("</table>\n", f);
     if (r->problems > r->n_list)
         fprintf(f, "<p class=\"note\">and %" PRIu64 " more (the first %d are listed)</p>\n",
@@ -302,13 +295,14 @@ static int shard_table(FILE *f, const report *r)
     return 0;
 }
 
-/* The JSON inside <script>: "</" written as "<\/" so that no text in it ends the element. */
+/* The JSON inside <script>: every '<' written as \u003c, so that no text in it ends the
+ * element (or opens a comment). */
 void report_embed_json(FILE *f, const char *json, size_t len)
 {
     fputs("<script type=\"application/json\" id=\"sharc-report\">", f);
     for (size_t i = 0; i < len; i++) {
-        if (json[i] == '<' && i + 1 < len && json[i + 1] == '/')
-            fputs("<\\", f);
+        if (json[i] == '<')
+            fputs("\\u003c", f); /* only ever inside a string: the same JSON */
         else
             fputc(json[i], f);
     }
@@ -342,9 +336,10 @@ int report_write_html(FILE *f, const report *r, const char *json, size_t json_le
 }
 
 typedef struct save_arg {
-    const report *r;
     const char *json;
     size_t len;
+    int (*write_page)(FILE *f, const void *arg);
+    const void *arg;
     int html;
 } save_arg;
 
@@ -352,10 +347,36 @@ static int fill(FILE *f, const void *arg)
 {
     const save_arg *a = arg;
     if (a->html)
-        return report_write_html(f, a->r, a->json, a->len);
+        return a->write_page(f, a->arg);
     if (fwrite(a->json, 1, a->len, f) != a->len || fputc('\n', f) == EOF)
         return errno ? errno : EIO;
     return 0;
+}
+
+int report_save_files(const char *html_path, const char *json_path, const char *json, size_t len,
+                      int (*write_page)(FILE *f, const void *arg), const void *arg,
+                      const char **failed)
+{
+    save_arg a = {.json = json, .len = len, .write_page = write_page, .arg = arg, .html = 1};
+    int err = 0;
+    if (html_path != NULL && (err = cli_write_file(html_path, NULL, 0, fill, &a)) != 0)
+        *failed = html_path;
+    a.html = 0;
+    if (err == 0 && json_path != NULL && (err = cli_write_file(json_path, NULL, 0, fill, &a)) != 0)
+        *failed = json_path;
+    return err;
+}
+
+typedef struct page {
+    const report *r;
+    const char *json;
+    size_t len;
+} page;
+
+static int write_page(FILE *f, const void *arg)
+{
+    const page *p = arg;
+    return report_write_html(f, p->r, p->json, p->len);
 }
 
 int report_save(const report *r, const char *html_path, const char *json_path, const char **failed)
@@ -368,12 +389,9 @@ int report_save(const report *r, const char *html_path, const char *json_path, c
     int err = report_write_json(m, r);
     if (fclose(m) != 0 && err == 0)
         err = ENOMEM;
-    save_arg a = {.r = r, .json = json, .len = len, .html = 1};
-    if (err == 0 && html_path != NULL && (err = cli_write_file(html_path, NULL, 0, fill, &a)) != 0)
-        *failed = html_path;
-    a.html = 0;
-    if (err == 0 && json_path != NULL && (err = cli_write_file(json_path, NULL, 0, fill, &a)) != 0)
-        *failed = json_path;
+    page p = {.r = r, .json = json, .len = len};
+    if (err == 0)
+        err = report_save_files(html_path, json_path, json, len, write_page, &p, failed);
     free(json);
     return err;
 }

@@ -1,7 +1,8 @@
 /*
  * sharc validate's checking pass (validate_run.c), shared with the command (cmd_validate.c):
- * worker threads take the selected shards one at a time from a queue, each shard read and
- * decoded by a reader of its own, and report every cut and problem to one validator.
+ * worker threads read the selected shards, each worker a data-parallel slot of them (or,
+ * after --resume-from, each shard from a queue with a reader of its own), and report every
+ * cut, problem and finished shard to one validator.
  */
 #ifndef SHARC_TOOLS_VALIDATE_H
 #define SHARC_TOOLS_VALIDATE_H
@@ -66,6 +67,10 @@ typedef struct validator {
     size_t n_queue;
     unsigned char *selected; /* by shard index: in the queue */
     int mixture;             /* --input-cfg: one reader reads every source once */
+    int per_shard;           /* --resume-from: a reader per shard of the queue */
+    int split_first;         /* else worker w reads the shards k = split_first + split_step * w */
+    int split_step;          /*  (mod split_size): a data-parallel slot of the dataset */
+    int split_size;
     /* Guarded by lock: */
     size_t next; /* queue position of the next shard to hand out */
     size_t shards_done;
@@ -92,7 +97,10 @@ struct worker {
     validator *v;
     const sharc_reader_settings *base;
     int rank;
-    int opening; /* inside sharc_reader_open */
+    int opening;       /* inside sharc_reader_open */
+    size_t pos;        /* split: the next of its shards not yet recorded as done */
+    uint64_t skips;    /* split: the reader's skipped_shards already given to shards */
+    size_t last_shard; /* split: the shard of the latest cut */
     pthread_t thread;
 };
 

@@ -1,8 +1,8 @@
 /*
- * sharc validate's checking pass (validate.h): worker threads take shards from a queue, read
- * and decode each with a reader of its own (dp_rank = the shard's index, dp_size = the number
- * of shards: exactly that shard), and report cuts, problems, ids seen twice and one record
- * per finished shard.
+ * sharc validate's checking pass (validate.h): each worker thread reads a data-parallel slot
+ * of the shards (or takes shards from a queue and reads each with a reader of its own:
+ * dp_rank = the shard's index, dp_size = the number of shards), and reports cuts, problems,
+ * ids seen twice and one record per finished shard.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -17,19 +17,9 @@ const char *const VALIDATE_CODE_ERROR = "error";
 
 /* ---- The hash set ---- */
 
-static uint64_t hash_str(const char *s)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
 static vset_entry *set_find_slot(vset_entry *slots, size_t cap, const char *key)
 {
-    size_t i = (size_t)hash_str(key) & (cap - 1);
+    size_t i = (size_t)report_hash(key) & (cap - 1);
     while (slots[i].key != NULL && strcmp(slots[i].key, key) != 0)
         i = (i + 1) & (cap - 1);
     return &slots[i];
@@ -301,7 +291,9 @@ static void count_rate_locked(validator *v, int rate)
     v->rates[v->n_rates++] = (rate_count){rate, 1};
 }
 
-static void on_cut(worker *w, const sharc_cut *c, uint32_t shard)
+static void shards_done_locked(worker *w, size_t until, uint64_t skipped);
+
+static void on_cut(worker *w, sharc_reader *r, const sharc_cut *c, uint32_t shard)
 {
     validator *v = w->v;
     report_signal st = {0};
@@ -319,7 +311,17 @@ static void on_cut(worker *w, const sharc_cut *c, uint32_t shard)
                      .audio_nbytes = c->audio_nbytes,
                      .signal = c->samples != NULL ? &st : NULL};
 
+    uint64_t skipped = 0;
+    if (r != NULL && shard != w->last_shard) {
+        sharc_reader_stats rs;
+        sharc_reader_get_stats(r, &rs);
+        skipped = rs.skipped_shards;
+    }
     pthread_mutex_lock(&v->lock);
+    if (r != NULL && shard != w->last_shard) {
+        shards_done_locked(w, shard, skipped); /* the worker's shards before this one */
+        w->last_shard = shard;
+    }
     v->cuts++;
     v->audio_seconds += c->duration;
     count_rate_locked(v, c->sampling_rate);
@@ -378,6 +380,69 @@ static void shard_done_locked(validator *v, size_t k, int checked)
     validate_draw_progress_locked(v, 1);
 }
 
+/*
+ * Split mode: the worker's shards before `until` (its order) are done. The reader's shards
+ * skipped since the last call (`skipped` in all) are given to them, latest first, those with
+ * problems before the others: a shard is skipped after the problem that stops it.
+ */
+static void shards_done_locked(worker *w, size_t until, uint64_t skipped)
+{
+    validator *v = w->v;
+    size_t step = (size_t)v->split_size, n = 0, bad = 0;
+    for (size_t k = w->pos; k < until && k < v->n_shards; k += step, n++)
+        bad += v->report.shards[k].problems > 0;
+    uint64_t m = skipped - w->skips; /* shards cut short among these n */
+    w->skips = skipped;
+    size_t later_bad = 0, later_good = 0;
+    for (size_t i = n; i-- > 0;) {
+        size_t k = w->pos + i * step;
+        int has = v->report.shards[k].problems > 0;
+        int cut_short = has ? later_bad < m : m > bad && later_good < m - bad;
+        later_bad += (size_t)has;
+        later_good += (size_t)!has;
+        shard_done_locked(v, k, !cut_short);
+    }
+    w->pos += n * step;
+}
+
+/* Split mode: read the worker's data-parallel slot of the shards. */
+static void check_split(worker *w)
+{
+    validator *v = w->v;
+    sharc_reader_settings s = *w->base;
+    s.dp_rank = v->split_first + v->split_step * w->rank;
+    s.dp_size = v->split_size;
+    s.on_problem = on_problem;
+    s.problem_cookie = w;
+    w->pos = (size_t)s.dp_rank;
+    w->last_shard = (size_t)-1;
+
+    sharc_reader *r = NULL;
+    w->opening = 1;
+    int rc = sharc_reader_open(&r, &s);
+    w->opening = 0;
+    if (rc < 0) {
+        validate_report_stop(v, w->rank, rc, NULL, 1);
+        sharc_reader_close(&r);
+        return;
+    }
+    const sharc_cut *c = NULL;
+    while ((rc = sharc_reader_next(r, &c)) == 0)
+        on_cut(w, r, c, c->shard_index);
+    if (rc < 0)
+        validate_report_stop(v, w->rank, rc, sharc_reader_last_error(r), 0);
+    sharc_reader_stats rs;
+    sharc_reader_get_stats(r, &rs);
+    sharc_reader_close(&r);
+    pthread_mutex_lock(&v->lock);
+    /* At the end every shard of the slot is done; after a stop, only the one being read (the
+     * others were never reached and are left for --resume-from). */
+    size_t until = rc >= 0 ? v->n_shards : w->last_shard + 1;
+    if (rc >= 0 || w->last_shard != (size_t)-1)
+        shards_done_locked(w, until, rs.skipped_shards + (rc < 0));
+    pthread_mutex_unlock(&v->lock);
+}
+
 /* Read shard k to its end (or to the problem that stops it). */
 static void check_shard(worker *w, size_t k)
 {
@@ -398,7 +463,7 @@ static void check_shard(worker *w, size_t k)
     } else {
         const sharc_cut *c = NULL;
         while ((rc = sharc_reader_next(r, &c)) == 0)
-            on_cut(w, c, (uint32_t)k);
+            on_cut(w, NULL, c, (uint32_t)k);
         if (rc < 0)
             validate_report_stop(v, w->rank, rc, sharc_reader_last_error(r), 0);
         sharc_reader_stats rs;
@@ -429,7 +494,7 @@ static void check_mixture(worker *w)
     } else {
         const sharc_cut *c = NULL;
         while ((rc = sharc_reader_next(r, &c)) == 0)
-            on_cut(w, c, c->shard_index);
+            on_cut(w, NULL, c, c->shard_index);
         if (rc < 0)
             validate_report_stop(v, w->rank, rc, sharc_reader_last_error(r), 0);
         sharc_reader_get_stats(r, &rs);
@@ -448,6 +513,10 @@ static void *run_worker(void *arg)
     validator *v = w->v;
     if (v->mixture) {
         check_mixture(w);
+        return NULL;
+    }
+    if (!v->per_shard) {
+        check_split(w);
         return NULL;
     }
     for (;;) {

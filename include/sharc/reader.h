@@ -116,6 +116,9 @@ typedef struct sharc_cut {
      *  `num_samples` are the perturbed ones. */
     double speed;
     double gain; ///< the linear gain applied to `samples` (1 = none)
+    /** The SNR in dB at which noise was mixed in (sharc_augment_settings.noise); NAN when
+     *  none was. */
+    double snr_db;
 } sharc_cut;
 
 /**
@@ -159,11 +162,21 @@ typedef struct sharc_sampler_settings {
      *  bin_tokens, one per bin (a cut over its bucket's cap fits no bucket); filtered cuts
      *  are counted. Copied. NULL: none (default) */
     const double *max_tps;
-    size_t n_max_tps;     ///< values in max_tps: 1, or n_bins with bin_tokens (default 0)
-    double min_tps;       ///< cuts with fewer tokens per second are filtered out (default 0)
-    uint32_t min_tokens;  ///< cuts with fewer tokens are filtered out (default 0)
-    uint32_t max_tokens;  ///< cuts with more tokens are filtered out; 0 = none (default 0)
-    uint8_t reserved[24]; ///< room for later fields; must be zero
+    size_t n_max_tps;    ///< values in max_tps: 1, or n_bins with bin_tokens (default 0)
+    double min_tps;      ///< cuts with fewer tokens per second are filtered out (default 0)
+    uint32_t min_tokens; ///< cuts with fewer tokens are filtered out (default 0)
+    uint32_t max_tokens; ///< cuts with more tokens are filtered out; 0 = none (default 0)
+    /** NeMo's MultimodalSamplingConstraint: seconds of audio one token is worth (its
+     *  token_equivalent_duration). Set, a cut of d seconds measures ceil(d / t) audio tokens
+     *  instead of d seconds for the bins (given or estimated), the buckets (the first
+     *  dimension of 2D bins too) and the batch rule, and quadratic_duration is NeMo's
+     *  quadratic_factor of that length. 0: seconds (default) */
+    double token_equivalent_duration;
+    /** With token_equivalent_duration: audio tokens per batch, as max_duration counts
+     *  seconds (n cuts x the longest, quadratic term included); excludes max_duration and
+     *  bucket_batch_size. 0: none (default) */
+    uint32_t batch_tokens;
+    uint8_t reserved[12]; ///< room for later fields; must be zero
 } sharc_sampler_settings;
 
 /**
@@ -186,7 +199,17 @@ typedef struct sharc_augment_settings {
      *  g uniform in it. Off when both are 0 (default 0, 0). */
     double volume_perturb_db[2];
     double volume_perturb_prob; ///< share of cuts whose volume is perturbed, in [0, 1] (default 1)
-    uint8_t reserved[64];       ///< room for later fields; must be zero
+    /** Noise to mix in (Lhotse CutMix): paths of a dataset in any layout sharc reads, as
+     *  `paths` (default NULL: none). Needs `sampling_rate`: the noise cuts are read at open,
+     *  in the dataset's order, converted to it (channel 0), up to noise_max_bytes. */
+    const char *const *noise;
+    size_t n_noise;         ///< number of noise paths (default 0)
+    double noise_snr_db[2]; ///< SNR range in dB, low <= high, uniform per cut (default 10, 20)
+    double noise_prob;      ///< share of cuts that get noise, in [0, 1] (default 0.5)
+    /** Decoded noise held, in bytes of float samples; the noise dataset's cuts past it are
+     *  not read (default 64 MiB) */
+    uint64_t noise_max_bytes;
+    uint8_t reserved[16]; ///< room for later fields; must be zero
 } sharc_augment_settings;
 
 /** Reader settings. Fill with sharc_reader_default_settings() first. */
@@ -342,7 +365,7 @@ typedef struct sharc_reader_stats {
     /** Problems seen, by kind (sharc_problem); entries from n_problem_kinds on are zero. */
     uint64_t problems[SHARC_PROBLEM_CAPACITY];
     uint64_t batches;       ///< batches returned
-    uint64_t filtered_cuts; ///< cuts outside [min_duration, max_cut_duration]
+    uint64_t filtered_cuts; ///< cuts outside the duration and token limits, or fitting no 2D bin
     uint64_t dropped_cuts;  ///< cuts dropped at the end by drop_last
     double padded_seconds;  ///< sum over batches of B * T / rate
     /** Seconds spent per stage, summed over threads: reading files, decompressing and

@@ -81,6 +81,44 @@ def _open_interruptibly(c: Any, state: Optional[bytes]) -> None:
         raise failure[0]
 
 
+_EPOCH_KEY = "sharc_reader_epoch"
+
+# The variables that tell a process how many ranks share its node: torchrun's, then Open
+# MPI's, Slurm's and MPICH's.
+_LOCAL_SIZE_VARS = ("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE",
+                    "MPI_LOCALNRANKS")
+
+
+def _default_threads() -> tuple:
+    """(threads, why): the cores this process may run on divided by the ranks on its node,
+    at least 1, so that ranks sharing a node do not each start a thread per core."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    for var in _LOCAL_SIZE_VARS:
+        try:
+            ranks = int(os.environ.get(var, ""))
+        except ValueError:
+            continue
+        if ranks > 0:
+            return max(1, cores // ranks), f"{cores} cores / {ranks} ranks on the node, {var}"
+    return cores, f"{cores} cores"
+
+
+_TORCH_READER = None
+
+
+def _torch_reader_class(iterable_dataset: type) -> type:
+    """Reader as a torch IterableDataset, so that ``DataLoader(reader, batch_size=None)``
+    iterates it instead of indexing it."""
+    global _TORCH_READER
+    if _TORCH_READER is None:
+        _TORCH_READER = type("Reader", (Reader, iterable_dataset), {"__module__": __name__,
+                                                                    "__doc__": Reader.__doc__})
+    return _TORCH_READER
+
+
 class Reader:
     """Batches read from shards by the C reader (Lhotse Shar, NeMo tarred, WebDataset).
 
@@ -90,49 +128,121 @@ class Reader:
     ``dp_rank``, ``dp_size``, ...; docs/python.md lists them all); an unknown keyword
     raises ``TypeError``, a value of the wrong type ``TypeError`` and one out of range
     ``ValueError``, each naming the keyword. Reading happens on the C threads with the GIL
-    released.
+    released; ``threads`` defaults to this process's cores divided by the ranks on its node
+    (``LOCAL_WORLD_SIZE``, ``OMPI_COMM_WORLD_LOCAL_SIZE``), as ``repr()`` shows.
 
-    Iterating yields :class:`Batch` objects until the configured epochs are read; a reader
-    is one pass. ``state_dict()`` saves where it stands after the last batch yielded and
-    ``load_state_dict()`` resumes there, in O(1), with the exact remaining batch sequence.
+    Iterating yields :class:`Batch` objects. Without ``epochs``, each iteration is one
+    epoch, and iterating again starts the next (its shards in epoch ``e``'s order, seed
+    ``seed + e``), as a PyTorch dataset does; with ``epochs=N`` (0: endless) one iteration
+    reads the N epochs as one stream, and iterating again raises :class:`sharc.Error`.
+    Made after ``torch`` is imported, a reader is a ``torch.utils.data.IterableDataset``:
+    ``DataLoader(reader, batch_size=None)`` yields its batches. ``state_dict()`` saves where
+    it stands after the last batch yielded and ``load_state_dict()`` resumes there, in
+    O(1), with the exact remaining batch sequence.
     """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> "Reader":
+        data = sys.modules.get("torch.utils.data")
+        if cls is Reader and data is not None and hasattr(data, "IterableDataset"):
+            cls = _torch_reader_class(data.IterableDataset)
+        return super().__new__(cls)
 
     def __init__(self, paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]], **settings: Any):
         settings = _resolve_device(settings)
         if not isinstance(paths, (str, bytes, os.PathLike)) and hasattr(paths, "__iter__"):
             paths = list(paths)  # kept for load_state_dict, which opens a reader again
-        c = _sharc.CReader(paths, _open=False, **settings)
-        _open_interruptibly(c, None)
-        self._c = c
+        self._threads_why = None
+        if "threads" not in settings:
+            settings["threads"], self._threads_why = _default_threads()
+        # Without `epochs`, one epoch per iteration: the C reader reads epoch e as a reader
+        # of one epoch with seed + e (docs/sampler.md, epochs that do not mix).
+        self._per_epoch = "epochs" not in settings
+        self._seed = settings.get("seed", 0)
+        self._epoch = 0
+        self._ended = False
         self._closed = False
         self._paths = paths
         self._settings = dict(settings)
+        self._c = self._open(0, None)
+
+    def _open(self, epoch: int, state: Optional[bytes]) -> Any:
+        settings = self._settings
+        if self._per_epoch and epoch:
+            if not isinstance(self._seed, int) or isinstance(self._seed, bool):
+                raise TypeError("sharc.Reader: keyword 'seed' must be an int")
+            settings = {**settings, "seed": (self._seed + epoch) % (1 << 64)}
+        c = _sharc.CReader(self._paths, _open=False, **settings)
+        _open_interruptibly(c, state)
+        return c
 
     def __iter__(self) -> Iterator[Batch]:
+        if not self._ended:
+            return self
+        if self._closed:
+            raise ValueError("sharc.Reader is closed")
+        if not self._per_epoch:
+            epochs = self._settings["epochs"]
+            read = "1 epoch it was asked for (epochs=1) is" if epochs == 1 else \
+                f"{epochs} epochs it was asked for (epochs={epochs}) are"
+            raise Error(f"sharc.Reader: the {read} read; leave epochs unset to iterate once per "
+                        "epoch, or make a new reader")
+        c = self._open(self._epoch + 1, None)
+        old, self._c = self._c, c
+        old.close()
+        self._epoch += 1
+        self._ended = False
         return self
 
     def __next__(self) -> Batch:
-        return _next_batch(self._c)
+        if self._ended:
+            raise StopIteration
+        try:
+            batch = _next_batch(self._c)
+        except StopIteration:
+            self._ended = True
+            raise
+        if self._epoch:
+            batch.epoch += self._epoch
+        return batch
 
-    def state_dict(self) -> Dict[str, Optional[bytes]]:
+    def __repr__(self) -> str:
+        shown = {k: v for k, v in self._settings.items() if k != "threads"}
+        threads = f"threads={self._settings['threads']}"
+        if self._threads_why:
+            threads += f" ({self._threads_why})"
+        parts = [repr(self._paths), threads] + [f"{k}={v!r}" for k, v in shown.items()]
+        if self._per_epoch:
+            parts.append(f"epoch {self._epoch}")
+        return f"sharc.Reader({', '.join(parts)})"
+
+    def state_dict(self) -> Dict[str, Any]:
         """The reader's position after the last batch yielded, as a dict holding the C state
-        blob (``None`` before the first batch: the start)."""
-        return {_STATE_KEY: self._c.state()}
+        blob (``None`` before the first batch: the start) and, past the first epoch of a
+        reader without ``epochs``, the epoch being iterated."""
+        state: Dict[str, Any] = {_STATE_KEY: self._c.state()}
+        if self._epoch:
+            state[_EPOCH_KEY] = self._epoch
+        return state
 
-    def load_state_dict(self, state_dict: Dict[str, Optional[bytes]]) -> None:
+    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
         """Resume at a state from :meth:`state_dict` (of a reader of the same shards, seed
         and settings): the next batch is the one that followed it. A state saved with other
         data or settings is refused by the first batch with :class:`sharc.Error`."""
         if not isinstance(state_dict, dict) or _STATE_KEY not in state_dict:
             raise ValueError(f"sharc.Reader.load_state_dict: expected a dict with key {_STATE_KEY!r}")
+        epoch = state_dict.get(_EPOCH_KEY, 0)
+        if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0 or (epoch and not self._per_epoch):
+            raise ValueError(f"sharc.Reader.load_state_dict: {_EPOCH_KEY} {epoch!r} is not an epoch of this "
+                             "reader (a number >= 0, for a reader without epochs=...)")
         if self._closed:
             raise ValueError("sharc.Reader is closed")
         # A reader opened at the state replaces this one once it is open: interrupted or
         # refused, this one is left as it was.
-        c = _sharc.CReader(self._paths, _open=False, **self._settings)
-        _open_interruptibly(c, state_dict[_STATE_KEY])
+        c = self._open(epoch, state_dict[_STATE_KEY])
         old, self._c = self._c, c
         old.close()
+        self._epoch = epoch
+        self._ended = False
 
     def close(self) -> None:
         """Stop the reader's threads. Tensors of batches already yielded stay valid."""
@@ -253,6 +363,8 @@ class Loader:
             mesh = ",".join(f"{n}={int(e)}" for n, e in zip(names, tuple(device_mesh.mesh.shape)))
         axes = None if broadcast_axes is None else ",".join(broadcast_axes)
         settings = _resolve_device(settings)
+        if "threads" not in settings:
+            settings["threads"], _ = _default_threads()
         cfg = _sharc.CReader(paths, _open=False, **settings)
         nccl = _nccl_bootstrap() if transport == "nccl" else None
         first = not _LIVE_LOADERS

@@ -12,14 +12,15 @@ signatures and semantics; docs/python.md has the migration):
     )
 
 Each step is one protocol message, whose kind is data, clean stop or source error, so all
-ranks finish or fail together whether or not the source has a length. Instead of pickle, a
-batch (nested dict/list/tuple of tensors, numbers, str, bytes and None) travels as a sharc
-frame over the caller's ``torch.distributed`` group: the frame's control block (header,
-tensor descriptors and, when it fits, the tensors themselves) in one broadcast, the host
-tensors packed into one payload in a second broadcast when they do not fit, and each
-device tensor in its own broadcast, from and into device memory (under NCCL, CUDA tensors
-stay on the GPU and arrive on each peer's current device). A receiver decodes only sharc's
-frame and structure encoding, never pickle.
+ranks finish or fail together whether or not the source has a length. A batch (nested
+dict/list/tuple of tensors, numbers, str, bytes and None; named tuples and dataclasses,
+which arrive as themselves; any other value, pickled into a bytes leaf as NeMo pickles the
+whole batch) travels as a sharc frame over the caller's ``torch.distributed`` group: the
+frame's control block (header, tensor descriptors and, when it fits, the tensors
+themselves) in one broadcast, the host tensors packed into one payload in a second
+broadcast when they do not fit, and each device tensor in its own broadcast, from and into
+device memory (under NCCL, CUDA tensors stay on the GPU and arrive on each peer's current
+device). Tensors are never pickled.
 """
 from __future__ import annotations
 

@@ -31,7 +31,9 @@ enum kw_kind {
     KW_AUG_DOUBLE, ///< a double of augment, at `offset` in sharc_augment_settings
     KW_TOKENIZER,
     KW_TPS,
-    KW_FIELD ///< a NeMo manifest key, kept in self->nemo_fields[min]
+    KW_NOISE,   ///< augment.noise: a path or a list of paths
+    KW_AUG_U64, ///< a uint64_t of augment, at `offset`
+    KW_FIELD    ///< a NeMo manifest key, kept in self->nemo_fields[min]
 };
 
 typedef struct {
@@ -59,6 +61,10 @@ static const kw_def kw_defs[] = {
     {"speed_perturb_prob", KW_AUG_DOUBLE, AG(speed_perturb_prob), 0, 1, 0},
     {"volume_perturb", KW_VOLUME, 0, -120, 120, 0},
     {"volume_perturb_prob", KW_AUG_DOUBLE, AG(volume_perturb_prob), 0, 1, 0},
+    {"noise", KW_NOISE, 0, 0, 0, 0},
+    {"noise_snr", KW_VOLUME, 0, -100, 100, 0},
+    {"noise_prob", KW_AUG_DOUBLE, AG(noise_prob), 0, 1, 0},
+    {"noise_max_bytes", KW_AUG_U64, AG(noise_max_bytes), 1, 0, 0},
     {"channel", KW_INT, R(channel), 0, 1 << 16, 0},
     {"threads", KW_INT, R(n_threads), 0, 4096, 0},
     {"prefetch", KW_INT, R(prefetch), 0, 1024, 0},
@@ -107,6 +113,8 @@ static const kw_def kw_defs[] = {
     {"min_tps", KW_DOUBLE, SM(min_tps), 0, 1e9, 0},
     {"min_tokens", KW_U32, SM(min_tokens), 0, UINT32_MAX, 0},
     {"max_tokens", KW_U32, SM(max_tokens), 1, UINT32_MAX, 0},
+    {"token_equivalent_duration", KW_DOUBLE, SM(token_equivalent_duration), 0, 1e9, 0},
+    {"batch_tokens", KW_U32, SM(batch_tokens), 1, UINT32_MAX, 0},
     /* NeMo's text_field and lang_field: the manifest keys of the transcript and language */
     {"nemo_text_field", KW_FIELD, R(nemo_text_field), 0, 0, 0},
     {"nemo_lang_field", KW_FIELD, R(nemo_lang_field), 1, 0, 0},
@@ -256,6 +264,7 @@ fail:
 }
 
 static int fs_path(PyObject *p, const char *what, char **out);
+static int parse_paths(char ***list, size_t *n, PyObject *paths, const char *what);
 
 /* Whether JSON text holds the escape \u0000 (a NUL in a string, which C strings end at): a
  * backslash that is not itself escaped, then u0000. */
@@ -403,15 +412,17 @@ static int kw_augment_list(ReaderObject *self, const kw_def *d, PyObject *v)
         return 0;
     }
     const double *db = arr;
+    const int snr = strcmp(d->name, "noise_snr") == 0;
     if (n != 2 || db[0] > db[1]) {
         PyErr_Format(PyExc_ValueError,
-                     "sharc.Reader: keyword '%s' must be [low, high] gains in dB, low <= high",
-                     d->name);
+                     "sharc.Reader: keyword '%s' must be [low, high] %s in dB, low <= high",
+                     d->name, snr ? "SNRs" : "gains");
         free(arr);
         return -1;
     }
-    a->volume_perturb_db[0] = db[0];
-    a->volume_perturb_db[1] = db[1];
+    double *range = snr ? a->noise_snr_db : a->volume_perturb_db;
+    range[0] = db[0];
+    range[1] = db[1];
     free(arr);
     return 0;
 }
@@ -622,6 +633,19 @@ static int set_keyword(ReaderObject *self, const kw_def *d, PyObject *v, int *li
             return -1;
         *(double *)((char *)augment_of(self) + d->offset) = x;
         return 0;
+    case KW_AUG_U64:
+        if (kw_integer(d, v, UINT64_MAX, &u) < 0)
+            return -1;
+        *(uint64_t *)((char *)augment_of(self) + d->offset) = (uint64_t)u;
+        return 0;
+    case KW_NOISE: {
+        if (parse_paths(&self->noise, &self->n_noise, v, d->name) < 0)
+            return -1;
+        sharc_augment_settings *a = augment_of(self);
+        a->noise = (const char *const *)self->noise;
+        a->n_noise = self->n_noise;
+        return 0;
+    }
     case KW_BINS: {
         if (PyUnicode_Check(v) && PyUnicode_CompareWithASCIIString(v, "linspace") == 0) {
             *linspace = 1;
@@ -754,37 +778,39 @@ static int fs_path(PyObject *p, const char *what, char **out)
     return 0;
 }
 
-static int add_path(ReaderObject *self, PyObject *p)
+/* Append path `p` to the list `*list` of `*n` (the positional paths, or `what` keyword's). */
+static int add_path(char ***list, size_t *n, PyObject *p, const char *what)
 {
     char *copy;
-    if (fs_path(p, "paths", &copy) < 0)
+    if (fs_path(p, what, &copy) < 0)
         return -1;
-    char **grown = realloc(self->paths, (self->n_paths + 1) * sizeof *grown);
+    char **grown = realloc(*list, (*n + 1) * sizeof *grown);
     if (!copy || !grown) {
         free(copy);
         if (grown)
-            self->paths = grown;
+            *list = grown;
         PyErr_NoMemory();
         return -1;
     }
-    self->paths = grown;
-    self->paths[self->n_paths++] = copy;
+    *list = grown;
+    (*list)[(*n)++] = copy;
     return 0;
 }
 
-static int parse_paths(ReaderObject *self, PyObject *paths)
+/* A path, or an iterable of paths, appended to `*list`. */
+static int parse_paths(char ***list, size_t *n, PyObject *paths, const char *what)
 {
     if (PyUnicode_Check(paths) || PyBytes_Check(paths) ||
         PyObject_HasAttrString(paths, "__fspath__"))
-        return add_path(self, paths);
+        return add_path(list, n, paths, what);
     PyObject *it = PyObject_GetIter(paths);
     if (!it) {
         PyErr_Clear();
-        return add_path(self, paths);
+        return add_path(list, n, paths, what);
     }
     PyObject *item;
     while ((item = PyIter_Next(it))) {
-        int rc = add_path(self, item);
+        int rc = add_path(list, n, item, what);
         Py_DECREF(item);
         if (rc < 0) {
             Py_DECREF(it);
@@ -817,7 +843,7 @@ static int deprecated_batch_limit(const kw_def *d, int *seen)
 
 int sharc__py_reader_settings(ReaderObject *self, PyObject *paths, PyObject *kw, int *open_reader)
 {
-    if (parse_paths(self, paths) < 0)
+    if (parse_paths(&self->paths, &self->n_paths, paths, "paths") < 0)
         return -1;
     self->s.paths = (const char *const *)self->paths;
     self->s.n_paths = self->n_paths;

@@ -33,6 +33,9 @@ static void reader_free_settings(ReaderObject *self)
     free(self->speeds);
     sharc__py_free_tokenizer(self);
     sharc__py_free_token_lists(self);
+    for (size_t i = 0; i < self->n_noise; i++)
+        free(self->noise[i]);
+    free(self->noise);
     free(self->resume);
     free(self->nemo_fields[0]);
     free(self->nemo_fields[1]);
@@ -43,6 +46,8 @@ static void reader_free_settings(ReaderObject *self)
     self->bins = NULL;
     self->bbs = NULL;
     self->speeds = NULL;
+    self->noise = NULL;
+    self->n_noise = 0;
     self->resume = NULL;
 }
 

@@ -99,6 +99,8 @@ typedef struct {
     size_t n_tokenizer;
     double *bin_tokens; /* 2D bins' token limits */
     double *max_tps;
+    char **noise; ///< augment.noise
+    size_t n_noise;
     void *resume;
     size_t resume_size;
     int busy;

@@ -1,6 +1,9 @@
 """Workers for test_torch.py: each spawned process joins a gloo group and runs every
 scenario in turn, putting (scenario, rank, result) on a queue. The scenarios run in the same
 group one after another, so each also proves that the one before it left the group in step."""
+import collections
+import dataclasses
+import fractions
 import hashlib
 import os
 import socket
@@ -94,7 +97,45 @@ class RaisesOnIteratorCreation:
 
 
 class NotFramable:
-    pass
+    """An object of no type the frame knows: it travels pickled."""
+
+    def __init__(self, payload):
+        self.payload = payload
+
+    def __eq__(self, other):
+        return type(other) is NotFramable and other.payload == self.payload
+
+
+class CutSetLike:
+    """Stands for a Lhotse CutSet (NeMo's return_cuts=True): a container of cut objects."""
+
+    def __init__(self, cuts):
+        self.cuts = list(cuts)
+
+    def __eq__(self, other):
+        return type(other) is CutSetLike and other.cuts == self.cuts
+
+
+class Unpicklable:
+    def __reduce__(self):
+        raise TypeError("batch is intentionally unpicklable")
+
+
+Pair = collections.namedtuple("Pair", "audio text")
+
+
+@dataclasses.dataclass
+class AudioBatch:
+    audio: torch.Tensor
+    lens: torch.Tensor
+    pairs: list
+    cuts: object = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Frozen:
+    step: int
+    name: str
 
 
 class StatefulSource:
@@ -143,11 +184,14 @@ def canonical(obj):
         c = obj.detach().cpu().contiguous()
         raw = c.reshape(-1).view(torch.uint8).numpy().tobytes() if c.numel() else b""
         return ("tensor", str(c.dtype), tuple(c.shape), hashlib.sha256(raw).hexdigest())
+    name = f"{type(obj).__module__}.{type(obj).__qualname__}"
     if isinstance(obj, dict):
         return ("dict", [(canonical(k), canonical(v)) for k, v in obj.items()])
     if isinstance(obj, (list, tuple)):
-        return (type(obj).__name__, [canonical(v) for v in obj])
-    return (type(obj).__name__, obj)
+        return (name, [canonical(v) for v in obj])
+    if dataclasses.is_dataclass(obj):
+        return (name, [(f.name, canonical(getattr(obj, f.name))) for f in dataclasses.fields(obj)])
+    return (name, obj)
 
 
 # ---------------------------------------------------------------------------
@@ -195,9 +239,30 @@ def s_creation_error(ctx):
     return _errors(ctx, RaisesOnIteratorCreation)
 
 
+def typed_batches():
+    """Leaves the frame has no tag for, next to tensors: named tuples and dataclasses (which
+    arrive as themselves, their tensors as frame tensors) and objects that travel pickled."""
+    g = torch.Generator().manual_seed(5)
+    audio = torch.randn(2, 50, generator=g)
+    return [
+        Pair(audio, ["a", "b"]),
+        {"batch": AudioBatch(audio, torch.tensor([50, 40]), [Pair(torch.ones(1), "x")],
+                             CutSetLike([{"id": "c1", "duration": 1.5}, {"id": "c2", "duration": 0.5}])),
+         "frozen": Frozen(3, "s")},
+        {"obj": NotFramable({"k": [1, 2]}), "frac": fractions.Fraction(1, 3), "t": torch.arange(3)},
+    ]
+
+
+def s_typed_leaves(ctx):
+    mesh = Mesh({"cp": ctx["world"]})
+    source = typed_batches() if is_dp_source_rank(mesh) else None
+    got = [canonical(b) for b in BroadcastingDataLoader(source=source, device_mesh=mesh)]
+    return (got, [canonical(b) for b in typed_batches()])
+
+
 def s_unframeable(ctx):
     mesh = Mesh({"cp": ctx["world"]})
-    source = [{"i": 0}, {"i": 1, "obj": NotFramable()}] if is_dp_source_rank(mesh) else None
+    source = [{"i": 0}, {"i": 1, "obj": Unpicklable()}] if is_dp_source_rank(mesh) else None
     received = []
     try:
         received.extend(b["i"] for b in BroadcastingDataLoader(source=source, device_mesh=mesh))
@@ -310,6 +375,7 @@ SCENARIOS = [
     s_iter_error,
     s_creation_error,
     s_unframeable,
+    s_typed_leaves,
     s_early_break,
     s_len_and_state,
     s_nested,

@@ -68,3 +68,37 @@ def test_bad_conditioning_keywords(corpus, kw, exc, text):
     with pytest.raises(exc) as info:
         sharc.Reader(str(corpus / "shar"), max_cuts=2, **kw)
     assert str(info.value).startswith(text), str(info.value)
+
+
+def test_noise_at_the_drawn_snr(corpus, tmp_path):
+    """Noise from a dataset of another layout, mixed into every cut: padding stays 0, and
+    each row differs from the clean one by noise at an SNR in the range."""
+    common = dict(sampling_rate=16000, noise=[str(corpus / "wds")], noise_snr=[5, 15], max_cuts=4,
+                  threads=2, seed=1)
+    clean = {c: n for c, n, _ in rows(sharc.Reader(str(corpus / "shar"), noise_prob=0.0, **common))}
+    audio = {}
+    for reader, p in ((sharc.Reader(str(corpus / "shar"), noise_prob=0.0, **common), "clean"),
+                      (sharc.Reader(str(corpus / "shar"), noise_prob=1.0, **common), "noisy")):
+        for b in reader:
+            a = np.from_dlpack(b["audio"])
+            lens = np.from_dlpack(b["audio_lens"])
+            for i, cut in enumerate(b["cut_id"]):
+                audio[p, cut] = a[i, :lens[i]].astype(np.float64)
+                assert not a[i, lens[i]:].any()
+    for cut, n in clean.items():
+        x, y = audio["clean", cut], audio["noisy", cut]
+        assert len(x) == len(y) == n
+        snr = 10 * np.log10((x * x).sum() / ((y - x) ** 2).sum())
+        assert 5 - 0.2 <= snr <= 15 + 0.2, (cut, snr)
+
+
+@pytest.mark.parametrize("kw, exc, text", [
+    (dict(noise="x"), sharc.Error, "invalid reader settings: noise needs sampling_rate"),
+    (dict(noise="x", sampling_rate=16000, noise_snr=[9, 1]), ValueError,
+     "sharc.Reader: keyword 'noise_snr' must be [low, high] SNRs in dB"),
+    (dict(noise_prob=3), ValueError, "sharc.Reader: keyword 'noise_prob' must be"),
+])
+def test_bad_noise_keywords(corpus, kw, exc, text):
+    with pytest.raises(exc) as info:
+        sharc.Reader(str(corpus / "shar"), max_cuts=2, **kw)
+    assert str(info.value).startswith(text), str(info.value)

@@ -60,8 +60,8 @@ import json
 import sharc
 r = sharc.Reader([{path!r}], layout="wds", max_duration=1000.0, threads=1)
 it = iter(r)
-print("waiting", flush=True)
 try:
+    print("waiting", flush=True)
     next(it)
     print("no interrupt", flush=True)
 except KeyboardInterrupt:
@@ -95,8 +95,8 @@ def test_ctrl_c_while_open_waits_for_a_stalled_listing():
         port = server.getsockname()[1]
         code = """
 import sharc
-print("waiting", flush=True)
 try:
+    print("waiting", flush=True)
     sharc.Reader("s3://bucket/prefix/", max_duration=10.0, timeout_ms=600000, retries=0)
     print("no interrupt", flush=True)
 except KeyboardInterrupt:

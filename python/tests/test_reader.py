@@ -3,6 +3,7 @@ import gc
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import threading
@@ -442,6 +443,75 @@ def test_embedded_null_byte_is_refused(corpus, tmp_path):
                                 True)
     err = sharc._sharc.frame_decode(sharc._sharc.frame_error(0, sharc._sharc.ERR_REMOTE, "bad\x00cut"), 1 << 20)
     assert err[6] == "bad?cut"
+
+
+def test_iterating_again_starts_the_next_epoch(corpus):
+    """Without epochs=, each iteration is one epoch (every cut once, batch.epoch e), the
+    batches of a reader of one epoch with seed + e; a state saved in epoch 1 resumes there.
+    With epochs=N, iterating a spent reader raises instead of yielding nothing."""
+    path = str(corpus / "shar")
+    ids = sorted(e["id"] for e in expected(corpus, "shar"))
+    r = sharc.Reader(path, **SETTINGS)
+    passes = [[(b.epoch, list(b["cut_id"])) for b in r] for _ in range(3)]
+    for e, batches in enumerate(passes):
+        assert {epoch for epoch, _ in batches} == {e}
+        assert sorted(i for _, b in batches for i in b) == ids
+        alone = sharc.Reader(path, **{**SETTINGS, "seed": SETTINGS["seed"] + e}, epochs=1)
+        assert [b for _, b in batches] == [list(b["cut_id"]) for b in alone]
+    assert passes[0] != passes[1]
+    assert next(r, None) is None  # a spent epoch stays spent until iterated again
+    # A state saved in the second epoch resumes in it, and the next iteration is the third.
+    r = sharc.Reader(path, **SETTINGS)
+    for _ in r:
+        pass
+    it = iter(r)
+    head = [list(next(it)["cut_id"])]
+    state = r.state_dict()
+    assert state["sharc_reader_epoch"] == 1
+    again = sharc.Reader(path, **SETTINGS)
+    again.load_state_dict(state)
+    assert head + [list(b["cut_id"]) for b in again] == [b for _, b in passes[1]]
+    assert [(b.epoch, list(b["cut_id"])) for b in again] == passes[2]
+    with pytest.raises(ValueError, match="sharc_reader_epoch 1 is not an epoch of this reader"):
+        sharc.Reader(path, **SETTINGS, epochs=2).load_state_dict(state)
+    for epochs, text in ((1, "the 1 epoch it was asked for (epochs=1) is read"),
+                         (2, "the 2 epochs it was asked for (epochs=2) are read")):
+        r = sharc.Reader(path, **SETTINGS, epochs=epochs)
+        assert sorted(i for b in r for i in b["cut_id"]) == sorted(ids * epochs)
+        with pytest.raises(sharc.Error, match=re.escape(text) + "; leave epochs unset"):
+            iter(r)
+
+
+def test_dataloader_iterates_a_reader(corpus):
+    """A reader made once torch is imported is an IterableDataset: DataLoader(reader,
+    batch_size=None) yields its batches, one epoch per iteration, and has no len()."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader, IterableDataset
+    path = str(corpus / "shar")
+    r = sharc.Reader(path, **SETTINGS)
+    assert isinstance(r, IterableDataset) and isinstance(r, sharc.Reader)
+    loader = DataLoader(r, batch_size=None)
+    got = [[list(b["cut_id"]) for b in loader] for _ in range(2)]
+    want = sharc.Reader(path, **SETTINGS)
+    assert got == [[list(b["cut_id"]) for b in want] for _ in range(2)]
+    with pytest.raises(TypeError):
+        len(loader)
+
+
+def test_threads_default_to_the_cores_of_a_local_rank(corpus, monkeypatch):
+    cores = len(os.sched_getaffinity(0))
+    path = str(corpus / "shar")
+    for var in ("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE", "MPI_LOCALNRANKS"):
+        monkeypatch.delenv(var, raising=False)
+    assert f"threads={cores} ({cores} cores)" in repr(sharc.Reader(path, max_duration=12.0))
+    monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "8")
+    want = f"threads={max(1, cores // 8)} ({cores} cores / 8 ranks on the node, OMPI_COMM_WORLD_LOCAL_SIZE)"
+    assert want in repr(sharc.Reader(path, max_duration=12.0))
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    r = sharc.Reader(path, max_duration=12.0)
+    assert f"threads={max(1, cores // 2)} ({cores} cores / 2 ranks on the node, LOCAL_WORLD_SIZE)" in repr(r)
+    assert repr(sharc.Reader(path, max_duration=12.0, threads=3)) == \
+        f"sharc.Reader({path!r}, threads=3, max_duration=12.0, epoch 0)"
 
 
 def test_device_keyword(corpus):

@@ -59,3 +59,16 @@ def test_nemo_2d_bins_and_token_filters(corpus, models):
             assert len(fits) == 1 and len(lens) <= sizes[fits.pop()]
             rows += len(lens)
         assert rows + r.stats()["filtered_cuts"] == 12 and r.stats()["filtered_cuts"] > 0
+
+
+def test_batches_by_audio_tokens(corpus):
+    """NeMo's multimodal sampling: cuts of ceil(d / 0.08) audio tokens, at most 400 per batch."""
+    with sharc.Reader(str(corpus / "shar"), token_equivalent_duration=0.08, batch_tokens=400, num_buckets=2) as r:
+        n = 0
+        for b in r:
+            lens = [-(-d // 0.08) for d in np.from_dlpack(b["duration"]).astype(np.float64).tolist()]
+            assert len(lens) * max(lens[:-1] or [0]) <= 400 or len(lens) == 1
+            n += len(lens)
+        assert n == 12
+    with pytest.raises(sharc.Error, match="batch_tokens needs token_equivalent_duration"):
+        sharc.Reader(str(corpus / "shar"), batch_tokens=400)

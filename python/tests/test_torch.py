@@ -1,7 +1,10 @@
 """sharc.torch: the contract of NeMo's BroadcastingDataLoader (tests of NVIDIA-NeMo/Speech
 PR #16069) under torch.distributed with gloo and 2 and 4 spawned processes, with sharc frames
 in place of pickle; plus nested batches, collective counts and a sharc.Reader source."""
+import collections
+import pickle
 import queue as queue_mod
+import struct
 
 import pytest
 
@@ -144,8 +147,25 @@ def test_tree_round_trip_and_refusals():
     back = _tree.decode(tree, lambda i, name, shape: ("T", i, name, tuple(shape)))
     assert back == {"a": [1, 2.5, None, True, "ś", b"\x00"], (1, "k"): (-(1 << 70), {"n": []}),
                     "t": ("T", 0, "float32", (2,))}
-    with pytest.raises(TypeError, match=r"cannot frame a builtins.object at batch\['x'\]\[1\]: a framed batch holds"):
-        _tree.encode({"x": [1, object()]}, torch.is_tensor, lambda t: 0, str)
+    # Named tuples and dataclasses keep their tensors as frame tensors; other values are
+    # pickled; what cannot be pickled raises pickle's error; a local class is not found
+    # by name, so its values are pickled, which fails.
+    tensors.clear()
+    typed = w.typed_batches()
+    tree = _tree.encode(typed, torch.is_tensor, lambda t: tensors.append(t) or len(tensors) - 1,
+                        lambda t: str(t.dtype).replace("torch.", ""))
+    assert [tuple(t.shape) for t in tensors] == [(2, 50), (2, 50), (2,), (1,), (3,)]
+    assert tree.count(b"P") >= 2 and b"_dist_workers:AudioBatch" in tree
+    back = _tree.decode(tree, lambda i, name, shape: tensors[i])
+    assert w.canonical(back) == w.canonical(typed)
+    assert type(back[1]["frozen"]) is w.Frozen and back[1]["frozen"] == w.Frozen(3, "s")
+    with pytest.raises(TypeError, match="^batch is intentionally unpicklable$"):
+        _tree.encode({"x": [1, w.Unpicklable()]}, torch.is_tensor, lambda t: 0, str)
+    local = collections.namedtuple("Local", "a")
+    with pytest.raises(pickle.PicklingError):
+        _tree.encode({"x": local(1)}, torch.is_tensor, lambda t: 0, str)
+    with pytest.raises(ValueError, match="cannot find class nowhere:Thing here"):
+        _tree.decode(b"Q" + struct.pack("<H", 13) + b"nowhere:Thing", lambda *a: None)
     for bad in (b"", b"L\x02\x00\x00\x00N", b"Q", b"NN", b"S\xff\xff\xff\xff"):
         with pytest.raises(ValueError):
             _tree.decode(bad, lambda *a: None)
@@ -238,14 +258,26 @@ def test_iterator_creation_error(dist_results):
                         "builtins.ValueError: iterator creation failed")
 
 
-def test_unframeable_batch(dist_results):
+def test_unpicklable_batch(dist_results):
+    """A leaf that neither the frame's tags nor pickle can carry: the source raises pickle's
+    error, every peer a RuntimeError naming it (the seed's contract)."""
     res = dist_results("s_unframeable")
-    assert res[0][:3] == ("err", [0], "TypeError")
-    assert res[0][3].startswith("cannot frame a _dist_workers.NotFramable at batch['obj']")
+    assert res[0] == ("err", [0], "TypeError", "batch is intentionally unpicklable")
     for r in res[1:]:
-        assert r[:3] == ("err", [0], "RuntimeError")
-        assert r[3].startswith("BroadcastingDataLoader source error: batch serialization failed: "
-                               "builtins.TypeError: cannot frame a _dist_workers.NotFramable at batch['obj']")
+        assert r == ("err", [0], "RuntimeError", "BroadcastingDataLoader source error: batch serialization "
+                     "failed: builtins.TypeError: batch is intentionally unpicklable")
+
+
+def test_typed_leaves_arrive_as_themselves(dist_results):
+    """Named tuples, dataclasses (frozen too) and pickled objects (a CutSet stand-in, a
+    Fraction) arrive equal and of their own type on every rank."""
+    res = dist_results("s_typed_leaves")
+    want = res[0][1]
+    assert want[0][0] == "_dist_workers.Pair"
+    assert want[1][1][0][1][0] == "_dist_workers.AudioBatch"
+    assert want[2][1][0][1] == ("_dist_workers.NotFramable", w.NotFramable({"k": [1, 2]}))
+    for got, _ in res:
+        assert got == want
 
 
 def test_synchronized_early_break(dist_results):

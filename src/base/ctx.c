@@ -18,6 +18,17 @@ double sharc__now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+void sharc__deadline_in_ms(struct timespec *out, int ms)
+{
+    clock_gettime(CLOCK_MONOTONIC, out);
+    out->tv_sec += ms / 1000;
+    out->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (out->tv_nsec >= 1000000000L) {
+        out->tv_sec++;
+        out->tv_nsec -= 1000000000L;
+    }
+}
+
 static void *default_alloc(void *cookie, size_t size, size_t align)
 {
     (void)cookie;

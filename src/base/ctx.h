@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 #ifndef __cplusplus
 #include <stdatomic.h>
 #endif
@@ -88,6 +89,10 @@ int sharc__check_struct_size(const char *name, uint32_t size, size_t known, cons
 
 /** Monotonic clock in seconds, for stage timings. */
 double sharc__now_s(void);
+
+/** The CLOCK_MONOTONIC time `ms` milliseconds from now, for pthread_cond_timedwait on a
+ *  condition variable made with that clock. */
+void sharc__deadline_in_ms(struct timespec *out, int ms);
 
 void sharc__log(sharc__ctx *ctx, sharc_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -216,23 +216,26 @@ int sharc__collate_layout(sharc__collation *col, sharc__ctx *ctx, sharc__batch_p
     return 0;
 }
 
-/* The rows of the tokens tensor `t` (and token_lens after it) without the skipped ones. */
+/* The rows of the tokens tensor `t` (and token_lens after it) without the skipped ones,
+ * narrowed to the longest row left, as the audio is. */
 static void compact_tokens(sharc_tensor *t, const uint8_t *skipped, size_t n)
 {
     const size_t L = (size_t)t->shape[1];
     int32_t *ids = t->data, *lens = t[1].data;
-    size_t out = 0;
+    size_t out = 0, L2 = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!skipped[i] && (size_t)lens[i] > L2)
+            L2 = (size_t)lens[i];
     for (size_t i = 0; i < n; i++) {
         if (skipped[i])
             continue;
-        if (out != i) {
-            memmove(ids + out * L, ids + i * L, L * sizeof(int32_t));
-            lens[out] = lens[i];
-        }
-        out++;
+        /* Forward, row by row: row `out` at stride L2 ends before row i at stride L. */
+        memmove(ids + out * L2, ids + i * L, L2 * sizeof(int32_t));
+        lens[out++] = lens[i];
     }
     t->shape[0] = t[1].shape[0] = (int64_t)out;
-    t->nbytes = out * L * sizeof(int32_t);
+    t->shape[1] = (int64_t)L2;
+    t->nbytes = out * L2 * sizeof(int32_t);
     t[1].nbytes = out * sizeof(int32_t);
 }
 

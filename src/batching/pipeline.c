@@ -401,13 +401,7 @@ int sharc__pipeline_next(sharc__pipeline *p, sharc_batch **out, int timeout_ms)
         return p->failed;
     struct timespec deadline, *until = NULL;
     if (timeout_ms >= 0) {
-        clock_gettime(CLOCK_MONOTONIC, &deadline);
-        deadline.tv_sec += timeout_ms / 1000;
-        deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-        if (deadline.tv_nsec >= 1000000000L) {
-            deadline.tv_sec++;
-            deadline.tv_nsec -= 1000000000L;
-        }
+        sharc__deadline_in_ms(&deadline, timeout_ms);
         until = &deadline;
     }
     for (;;) {
@@ -598,6 +592,8 @@ static void sampler_settings(const sharc_reader_settings *rs, sharc__sampler_set
     o->min_tps = s->min_tps;
     o->min_tokens = s->min_tokens;
     o->max_tokens = s->max_tokens;
+    o->token_equivalent_duration = s->token_equivalent_duration;
+    o->batch_tokens = s->batch_tokens;
 }
 
 int sharc__pipeline_check_settings(sharc__ctx *ctx, const sharc_reader_settings *s)
@@ -606,7 +602,7 @@ int sharc__pipeline_check_settings(sharc__ctx *ctx, const sharc_reader_settings 
     sampler_settings(s, &o);
     /* A batch size is needed by batches only (the defaults leave it to be chosen): when none
      * is given, that is reported at the first batch, and the rest is checked here. */
-    if (o.max_duration == 0 && o.max_cuts == 0 && !o.bucket_batch_size)
+    if (o.max_duration == 0 && o.max_cuts == 0 && !o.bucket_batch_size && !o.batch_tokens)
         o.max_cuts = 1;
     if (!s->n_tokenizer &&
         (o.bin_tokens || o.n_max_tps || o.min_tps > 0 || o.min_tokens || o.max_tokens))
@@ -774,6 +770,7 @@ int sharc__pipeline_start(sharc__pipeline **out, const sharc__pipeline_config *c
     for (int i = 0; i < p->n_workers; i++) {
         worker *w = &p->workers[i];
         w->p = p;
+        w->cond.noise = c->noise;
         sharc__ctx_init(&w->ctx, &ctx->alloc, &ctx->log);
         if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
             rc = sharc__fail(ctx, SHARC_ERR(EAGAIN), "cannot start decode thread %d", i);

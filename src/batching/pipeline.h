@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "base/ctx.h"
+#include "decode/condition.h"
 #include "plan/dataset.h"
 #include "plan/tokenizer.h"
 #include "sharc/reader.h"
@@ -31,6 +32,7 @@ typedef struct sharc__pipeline_config {
     /** The tokenizer the cut source tokenizes with (its cuts carry tokens), or NULL: the
      *  batches then hold `tokens` and `token_lens`. */
     const sharc__tokenizer *tokenizer;
+    const sharc__noise_bank *noise; ///< the noise mixed into cuts, or NULL
 } sharc__pipeline_config;
 
 /** Check the batching settings `s`, as starting a pipeline would. */

@@ -88,6 +88,11 @@ uint64_t sharc__resume_hash(const sharc_reader_settings *s, const sharc__dataset
         h = sharc__fnv1a(h, resample, sizeof resample);
     }
     const sharc_augment_settings *aug = s->augment;
+    if (aug && aug->n_noise) {
+        double g[4] = {aug->noise_snr_db[0], aug->noise_snr_db[1], aug->noise_prob,
+                       (double)aug->noise_max_bytes};
+        h = sharc__fnv1a(h, g, sizeof g);
+    }
     if (aug && (aug->n_speed_perturb || aug->volume_perturb_db[0] || aug->volume_perturb_db[1])) {
         double g[4] = {aug->speed_perturb_prob, aug->volume_perturb_db[0],
                        aug->volume_perturb_db[1], aug->volume_perturb_prob};

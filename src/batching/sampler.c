@@ -158,6 +158,8 @@ static uint64_t hash_settings(const sharc__sampler *s)
     const sharc__sampler_settings *st = &s->st;
     uint64_t h = SHARC__FNV_OFFSET;
     h = sharc__fnv1a_u64(h, dbits(st->max_duration));
+    if (st->token_equivalent_duration > 0) /* only when set: older states still match */
+        h = sharc__fnv1a_u64(h, dbits(st->token_equivalent_duration));
     h = sharc__fnv1a_u64(h, st->max_cuts);
     h = sharc__fnv1a_u64(h, dbits(st->quadratic_duration));
     h = sharc__fnv1a_u64(h, (uint64_t)s->estimating);
@@ -232,6 +234,14 @@ static int check_token_settings(sharc__ctx *ctx, const sharc__sampler_settings *
         return BAD("min_tps %g > max_tps %g", st->min_tps, st->max_tps[0]);
     if (st->max_tokens && st->min_tokens > st->max_tokens)
         return BAD("min_tokens %u > max_tokens %u", st->min_tokens, st->max_tokens);
+    if (sharc__sampler_bad_nonneg(st->token_equivalent_duration))
+        return BAD("token_equivalent_duration %g is not a finite value >= 0",
+                   st->token_equivalent_duration);
+    if (st->batch_tokens && !(st->token_equivalent_duration > 0))
+        return BAD("batch_tokens needs token_equivalent_duration (the seconds of audio a token "
+                   "is worth)");
+    if (st->batch_tokens && (st->max_duration > 0 || st->bucket_batch_size))
+        return BAD("batch_tokens excludes max_duration and bucket_batch_size");
     return 0;
 #undef BAD
 }
@@ -273,8 +283,9 @@ int sharc__sampler_check_settings(sharc__ctx *ctx, const sharc__sampler_settings
         for (size_t i = 0; i < st->n_bins; i++)
             if (st->bucket_batch_size[i] < 1)
                 return BAD("bucket_batch_size[%zu] is 0", i);
-    } else if (!(st->max_duration > 0) && !st->max_cuts) {
-        return BAD("one of max_duration, max_cuts or bucket_batch_size is required");
+    } else if (!(st->max_duration > 0) && !st->max_cuts && !st->batch_tokens) {
+        return BAD("one of max_duration, max_cuts, batch_tokens or bucket_batch_size is "
+                   "required");
     }
     return check_token_settings(ctx, st);
 #undef BAD
@@ -327,7 +338,7 @@ void sharc__sampler_admit(sharc__sampler *s, const sharc__sitem *it, size_t b)
 {
     uint32_t slot = s->free_slots[--s->n_free];
     s->items[slot] = *it;
-    s->eff[slot] = effective(s, it->duration);
+    s->eff[slot] = effective(s, sharc__sampler_length(s, it->duration));
     list_append(s, b, slot);
     s->count++;
     s->bytes += it->bytes;
@@ -339,8 +350,8 @@ size_t sharc__sampler_bucket_of(const sharc__sampler *s, const sharc__sitem *it)
         return 0;
     if (s->bin_tokens)
         return sharc__bucket_of_2d(s->bins, s->bin_tokens, s->st.n_max_tps > 1 ? s->max_tps : NULL,
-                                   s->n_bins, it->duration, it->tokens);
-    return sharc__bucket_of(s->bins, s->n_bins, it->duration);
+                                   s->n_bins, sharc__sampler_length(s, it->duration), it->tokens);
+    return sharc__bucket_of(s->bins, s->n_bins, sharc__sampler_length(s, it->duration));
 }
 
 void sharc__sampler_give_back(sharc__sampler *s, sharc__sitem *it, sharc__release_reason why)
@@ -372,6 +383,13 @@ static uint64_t release_all(sharc__sampler *s, sharc__release_reason why)
 }
 
 /* ---- pulling ------------------------------------------------------------------------- */
+
+const char *sharc__sampler_reject(sharc__sampler *s, sharc__sitem *it, char *name, size_t cap)
+{
+    sharc__sampler_item_name(s, it, name, cap);
+    sharc__sampler_give_back(s, it, SHARC__RELEASE_REJECTED);
+    return name;
+}
 
 /* What names `it` in a message: the source's description, else its key. */
 const char *sharc__sampler_item_name(const sharc__sampler *s, const sharc__sitem *it, char *out,
@@ -420,8 +438,7 @@ static int pull_one(sharc__sampler *s)
     s->stats.pulled++;
     char name[SHARC__ERRLEN / 2];
     if (sharc__sampler_bad_nonneg(it.duration)) {
-        sharc__sampler_item_name(s, &it, name, sizeof name);
-        sharc__sampler_give_back(s, &it, SHARC__RELEASE_REJECTED);
+        sharc__sampler_reject(s, &it, name, sizeof name);
         return sharc__fail(s->ctx, SHARC_ERR_FORMAT,
                            "sampler: %s has duration %g, not a finite value >= 0", name,
                            it.duration);
@@ -444,9 +461,8 @@ static int pull_one(sharc__sampler *s)
         sharc__sampler_give_back(s, &it, SHARC__RELEASE_NO_BUCKET);
         return FILTERED;
     }
-    if (s->bbs && it.duration > s->bins[s->n_bins - 1]) {
-        sharc__sampler_item_name(s, &it, name, sizeof name);
-        sharc__sampler_give_back(s, &it, SHARC__RELEASE_REJECTED);
+    if (s->bbs && sharc__sampler_length(s, it.duration) > s->bins[s->n_bins - 1]) {
+        sharc__sampler_reject(s, &it, name, sizeof name);
         return sharc__fail(s->ctx, SHARC_ERR_TOO_LARGE,
                            "sampler: %s lasts %g s, longer than the last bin (%g s), which "
                            "bucket_batch_size has no batch size for; filter such cuts with a "
@@ -501,7 +517,7 @@ static int take_peeked(void *cookie, double duration)
         return SHARC__PEEK_STOP; /* pull reports it when it gets there */
     if (filter_of(&p->s->st, duration) >= 0)
         return SHARC__PEEK_FILTERED;
-    p->d[p->n++] = duration;
+    p->d[p->n++] = sharc__sampler_length(p->s, duration);
     return p->n == p->want ? SHARC__PEEK_STOP : SHARC__PEEK_TAKEN;
 }
 
@@ -512,9 +528,9 @@ static int estimate_durations(sharc__sampler *s, double *d, size_t *n)
 {
     peek_into p = {s, d, 0, s->st.num_cuts_for_bins_estimate};
     for (uint32_t slot = s->buckets[0].head; slot != NONE && p.n < p.want; slot = s->next[slot])
-        d[p.n++] = s->items[slot].duration;
+        d[p.n++] = sharc__sampler_length(s, s->items[slot].duration);
     if (s->has_pending && p.n < p.want)
-        d[p.n++] = s->pending.duration;
+        d[p.n++] = sharc__sampler_length(s, s->pending.duration);
     int rc = 0;
     if (!s->exhausted && p.n < p.want && s->src.peek)
         rc = s->src.peek(s->src.cookie, take_peeked, &p);
@@ -799,6 +815,9 @@ int sharc__sampler_open(sharc__ctx *ctx, const sharc__sampler_settings *st,
         return sharc__fail(ctx, SHARC_ERR(ENOMEM), "sampler: out of memory");
     s->ctx = ctx;
     s->st = *st;
+    /* The batch rule caps n * longest at max_duration: in audio tokens, batch_tokens. */
+    if (st->batch_tokens)
+        s->st.max_duration = (double)st->batch_tokens;
     s->src = *src;
     s->estimating = st->bins == NULL;
     s->cap = st->buffer_size;

@@ -150,6 +150,13 @@ typedef struct sharc__sampler_settings {
     size_t n_max_tps; ///< 0 (none), 1, or n_bins with bin_tokens
     double min_tps;   ///< items with fewer tokens per second are filtered (TOKENS) (default 0)
     uint32_t min_tokens, max_tokens; ///< token count limits (TOKENS); max 0 = none (default 0)
+    /** NeMo's MultimodalSamplingConstraint: with a token_equivalent_duration t > 0, an item
+     *  of d seconds measures ceil(d / t) audio tokens instead of d seconds, for the bins, the
+     *  buckets (the first dimension of 2D bins too) and the batch rule, whose cap is then
+     *  batch_tokens (instead of max_duration), with the quadratic term q of
+     *  quadratic_duration applying to that length (NeMo's quadratic_factor). */
+    double token_equivalent_duration;
+    uint32_t batch_tokens; ///< audio tokens per batch, n * longest (default 0: none)
 } sharc__sampler_settings;
 
 /** Counters since open (restored from a state blob on restore). */

@@ -6,6 +6,7 @@
 #ifndef SHARC_SRC_SAMPLER_IMPL_H
 #define SHARC_SRC_SAMPLER_IMPL_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -70,6 +71,14 @@ static inline uint64_t dbits(double d)
     return u;
 }
 
+/** What the buckets and the batch rule measure of an item of `d` seconds: its seconds, or
+ *  its audio tokens with a token_equivalent_duration. */
+static inline double sharc__sampler_length(const sharc__sampler *s, double d)
+{
+    const double t = s->st.token_equivalent_duration;
+    return t > 0 ? ceil(d / t) : d;
+}
+
 /** 1 when `x` is not a finite number >= 0. */
 int sharc__sampler_bad_nonneg(double x);
 
@@ -81,6 +90,9 @@ size_t sharc__sampler_bucket_of(const sharc__sampler *s, const sharc__sitem *it)
 
 /** Hand `it` back to the source (its release callback) for `why`. */
 void sharc__sampler_give_back(sharc__sampler *s, sharc__sitem *it, sharc__release_reason why);
+
+/** Name `it` into name[cap] for a message, then hand it back as REJECTED; returns name. */
+const char *sharc__sampler_reject(sharc__sampler *s, sharc__sitem *it, char *name, size_t cap);
 
 /** What names `it` in a message: the source's description, else its key. */
 const char *sharc__sampler_item_name(const sharc__sampler *s, const sharc__sitem *it, char *out,

@@ -213,19 +213,19 @@ static int check_items(sharc__sampler *s, const unsigned char *bins_p, uint32_t 
     uint32_t prev_b = 0;
     for (uint32_t i = 0; i < n_items; i++) {
         r.p += 8;
-        double d = get_f64(&r);
+        double d = get_f64(&r), len = sharc__sampler_length(s, d);
         r.p += 8;
         uint32_t b = get_u32(&r);
         int ok;
         if (pending && i == n_items - 1)
             ok = b == NONE;
         else if (s->bin_tokens) /* 2D: checked against the item's tokens when reloaded */
-            ok = b >= prev_b && b < n_bins && s->bins[b] >= d;
+            ok = b >= prev_b && b < n_bins && s->bins[b] >= len;
         else if (bins_ready) /* saved bucket by bucket, each where bisect_left puts it */
-            ok = b >= prev_b && b == sharc__bucket_of(s->bins, n_bins, d);
+            ok = b >= prev_b && b == sharc__bucket_of(s->bins, n_bins, len);
         else
             ok = b == 0;
-        ok = ok && !sharc__sampler_bad_nonneg(d) && !(s->bbs && d > s->bins[n_bins - 1]);
+        ok = ok && !sharc__sampler_bad_nonneg(d) && !(s->bbs && len > s->bins[n_bins - 1]);
         prev_b = b;
         if (!ok)
             return sharc__fail(
@@ -249,8 +249,7 @@ static int reload_items(sharc__sampler *s, const unsigned char *items_p, uint32_
             return rc;
         if (it.key != key || dbits(it.duration) != dur || it.bytes != bytes) {
             char name[SHARC__ERRLEN / 2];
-            sharc__sampler_item_name(s, &it, name, sizeof name);
-            sharc__sampler_give_back(s, &it, SHARC__RELEASE_REJECTED);
+            sharc__sampler_reject(s, &it, name, sizeof name);
             double d;
             memcpy(&d, &dur, sizeof d);
             if (it.key != key)
@@ -267,8 +266,7 @@ static int reload_items(sharc__sampler *s, const unsigned char *items_p, uint32_
         }
         if (b != NONE && s->bin_tokens && sharc__sampler_bucket_of(s, &it) != b) {
             char name[SHARC__ERRLEN / 2];
-            sharc__sampler_item_name(s, &it, name, sizeof name);
-            sharc__sampler_give_back(s, &it, SHARC__RELEASE_REJECTED);
+            sharc__sampler_reject(s, &it, name, sizeof name);
             return sharc__fail(s->ctx, SHARC_ERR_STATE,
                                "cannot resume: %s now has %u tokens, which put it in another 2D "
                                "bucket than when the state was saved: the data or the tokenizer "

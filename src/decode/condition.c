@@ -36,6 +36,10 @@ void sharc__cond_opts_of(const sharc_reader_settings *s, sharc__cond_opts *o)
         o->gain_db[0] = s->augment->volume_perturb_db[0];
         o->gain_db[1] = s->augment->volume_perturb_db[1];
         o->gain_prob = s->augment->volume_perturb_prob;
+        o->noise = s->augment->n_noise > 0;
+        o->snr_db[0] = s->augment->noise_snr_db[0];
+        o->snr_db[1] = s->augment->noise_snr_db[1];
+        o->noise_prob = s->augment->noise_prob;
     }
 }
 
@@ -56,13 +60,15 @@ void sharc__cond_plan(const sharc__cond_opts *o, sharc__rawcut *c)
     d->num_samples = c->num_samples;
     d->speed = 1;
     d->gain = 1;
+    d->noise = 0;
+    d->snr_db = NAN;
     if (o->resample && o->rate > 0 && c->sampling_rate > 0 && c->sampling_rate != o->rate) {
         d->rate = o->rate;
         d->num_samples = sharc__cond_resampled_length(c->num_samples, c->sampling_rate, o->rate);
     }
-    if (!o->n_speeds && o->gain_db[0] == 0 && o->gain_db[1] == 0)
+    if (!o->n_speeds && o->gain_db[0] == 0 && o->gain_db[1] == 0 && !o->noise)
         return;
-    /* Four draws in a fixed order, whichever are used, from the cut alone. */
+    /* Seven draws in a fixed order, whichever are used, from the cut alone. */
     uint64_t h = sharc__fnv1a(SHARC__FNV_OFFSET, c->id.data, c->id.len);
     h = sharc__fnv1a_u64(sharc__fnv1a_u64(h, c->epoch), o->seed);
     sharc__rng rng;
@@ -71,6 +77,9 @@ void sharc__cond_plan(const sharc__cond_opts *o, sharc__rawcut *c)
     const uint64_t speed_k = sharc__rng_below(&rng, o->n_speeds ? o->n_speeds : 1);
     const double gain_u = sharc__rng_uniform(&rng);
     const double gain_at = sharc__rng_uniform(&rng);
+    const double noise_u = sharc__rng_uniform(&rng);
+    const uint64_t noise_pick = sharc__rng_next(&rng) | 1; /* never 0, which means none */
+    const double snr_at = sharc__rng_uniform(&rng);
     if (o->n_speeds && speed_u < o->speed_prob && o->speeds[speed_k] != 1) {
         d->speed = o->speeds[speed_k];
         d->num_samples = sharc__cond_perturbed_length(d->num_samples, d->speed);
@@ -78,11 +87,15 @@ void sharc__cond_plan(const sharc__cond_opts *o, sharc__rawcut *c)
     }
     if ((o->gain_db[0] != 0 || o->gain_db[1] != 0) && gain_u < o->gain_prob)
         d->gain = pow(10, (o->gain_db[0] + (o->gain_db[1] - o->gain_db[0]) * gain_at) / 20);
+    if (o->noise && noise_u < o->noise_prob) {
+        d->noise = noise_pick;
+        d->snr_db = o->snr_db[0] + (o->snr_db[1] - o->snr_db[0]) * snr_at;
+    }
 }
 
 int sharc__cond_is_identity(const sharc__cut_cond *cond, int rate)
 {
-    return cond->rate == rate && cond->speed == 1 && cond->gain == 1;
+    return cond->rate == rate && cond->speed == 1 && cond->gain == 1 && cond->noise == 0;
 }
 
 int sharc__conditioner_reserve(sharc__conditioner *cn, sharc__ctx *ctx, size_t n)
@@ -96,9 +109,11 @@ int sharc__conditioner_reserve(sharc__conditioner *cn, sharc__ctx *ctx, size_t n
 }
 
 /*
- * A resampler from `in_rate` to `out_rate`, cleared for a new signal: one kept from an
- * earlier cut when there is one (creating one designs its filter, which costs more than
- * converting a short cut), else a new one in place of the least recently used.
+ * A resampler from `in_rate` to `out_rate`, ready for a new signal: one kept from an
+ * earlier cut when there is one, cleared, else a new one in place of the least recently
+ * used. libsoxr 0.1.3's soxr_clear() rebuilds the resampler as soxr_create() does (its
+ * filter designed again, 0.04-0.2 ms), so keeping them saves only the allocations; the
+ * cache is there for a libsoxr whose clear keeps the filter.
  */
 static soxr_t get_soxr(sharc__conditioner *cn, sharc__ctx *ctx, double in_rate, double out_rate,
                        int channels)
@@ -163,6 +178,56 @@ static int convert(sharc__ctx *ctx, soxr_t s, int channels, const float *in, int
     return 0;
 }
 
+/*
+ * Add noise cut cond->noise % n of the bank, from an offset the draw's upper bits pick and
+ * looped when shorter, scaled so that the cut's own power over its `n` frames and the
+ * noise's over the same frames are cond->snr_db apart. A silent cut, or silent noise, gets
+ * none (no SNR can be reached).
+ */
+/* The sum of squares of x[0..n), in eight running sums: one would make every addition wait
+ * for the one before. */
+static double sum_squares(const float *x, int64_t n)
+{
+    double s[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++)
+            s[k] += (double)x[i + k] * x[i + k];
+    for (; i < n; i++)
+        s[0] += (double)x[i] * x[i];
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+static void mix_noise(const sharc__noise_bank *bank, const sharc__cut_cond *cond, int channels,
+                      float *out, int64_t n)
+{
+    const size_t k = (size_t)(cond->noise % bank->n);
+    const float *z = bank->samples[k];
+    const int64_t len = bank->lens[k];
+    const int64_t start = (int64_t)((cond->noise >> 24) % (uint64_t)len);
+    const double ps = sum_squares(out, n * channels);
+    double pn = 0;
+    /* The noise in runs without a wrap inside. */
+    for (int64_t t = 0, at = start; t < n; t += len - at, at = 0)
+        pn += sum_squares(z + at, len - at < n - t ? len - at : n - t);
+    pn *= channels;
+    if (!(ps > 0 && pn > 0))
+        return;
+    const float scale = (float)sqrt(ps / (pn * pow(10, cond->snr_db / 10)));
+    for (int64_t t = 0, at = start; t < n; t += len - at, at = 0) {
+        const int64_t run = len - at < n - t ? len - at : n - t;
+        float *o = out + t * channels;
+        if (channels == 1) {
+            for (int64_t i = 0; i < run; i++)
+                o[i] += scale * z[at + i];
+        } else {
+            for (int64_t i = 0; i < run; i++)
+                for (int c = 0; c < channels; c++)
+                    o[i * channels + c] += scale * z[at + i];
+        }
+    }
+}
+
 int sharc__cond_apply(sharc__conditioner *cn, sharc__ctx *ctx, const sharc__cut_cond *cond,
                       int rate, int channels, const float *in, int64_t n_in, float *out)
 {
@@ -184,6 +249,8 @@ int sharc__cond_apply(sharc__conditioner *cn, sharc__ctx *ctx, const sharc__cut_
         for (size_t i = 0; i < n_out; i++)
             out[i] *= g;
     }
+    if (rc == 0 && cond->noise && cn->noise && cn->noise->n)
+        mix_noise(cn->noise, cond, channels, out, want);
     cn->seconds += sharc__now_s() - t0;
     return rc;
 }

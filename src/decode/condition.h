@@ -26,7 +26,17 @@ typedef struct sharc__cond_opts {
     double speed_prob;    ///< share of cuts perturbed
     double gain_db[2];    ///< volume perturbation range in dB; off when both are 0
     double gain_prob;     ///< share of cuts whose volume is perturbed
+    int noise;            ///< noise is mixed in
+    double snr_db[2];     ///< its SNR range in dB
+    double noise_prob;    ///< share of cuts that get noise
 } sharc__cond_opts;
+
+/** Noise cuts to mix in: mono, at the required rate, each with at least one sample. */
+typedef struct sharc__noise_bank {
+    float **samples;
+    int64_t *lens;
+    size_t n;
+} sharc__noise_bank;
 
 /** The conditioning the reader's settings `s` ask for (its speed factors stay its own). */
 void sharc__cond_opts_of(const sharc_reader_settings *s, sharc__cond_opts *o);
@@ -48,7 +58,7 @@ void sharc__cond_plan(const sharc__cond_opts *o, sharc__rawcut *c);
 /** Whether `cond` of a cut at `rate` Hz leaves its samples as decoded. */
 int sharc__cond_is_identity(const sharc__cut_cond *cond, int rate);
 
-/** Resamplers kept for reuse, per thread: creating one designs its filter. */
+/** Resamplers kept for reuse, per thread, one per conversion. */
 #define SHARC__COND_HANDLES 8
 
 /** A decode thread's conditioning state: its resamplers and a buffer of decoded samples.
@@ -61,7 +71,8 @@ typedef struct sharc__conditioner {
         uint64_t used; ///< when last used, for replacing the oldest
     } handles[SHARC__COND_HANDLES];
     uint64_t uses;
-    float *scratch; ///< the decoded samples at the source rate
+    const sharc__noise_bank *noise; ///< the reader's noise, or NULL
+    float *scratch;                 ///< the decoded samples at the source rate
     size_t scratch_cap;
     double seconds; ///< time spent converting, summed
 } sharc__conditioner;
@@ -72,7 +83,8 @@ int sharc__conditioner_reserve(sharc__conditioner *cn, sharc__ctx *ctx, size_t n
 /**
  * Make the conditioned samples of a cut: `in` holds `n_in` frames of `channels`
  * interleaved at `rate` Hz; `out` receives cond->num_samples frames (zero-padded where the
- * resampler gives fewer), converted to cond->rate and by cond->speed, scaled by cond->gain.
+ * resampler gives fewer), converted to cond->rate and by cond->speed, scaled by cond->gain,
+ * then with noise from cn->noise added at cond->snr_db when cond->noise is set.
  * @return 0, or SHARC_ERR_DECODE when libsoxr fails (message in ctx), SHARC_ERR(ENOMEM)
  */
 int sharc__cond_apply(sharc__conditioner *cn, sharc__ctx *ctx, const sharc__cut_cond *cond,

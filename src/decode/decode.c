@@ -398,7 +398,9 @@ int sharc__decode_cond(const sharc__decode_opts *o, sharc__ctx *ctx, sharc__fetc
         return sharc__decode(o, ctx, f, j, out, cap, out_channels, err);
     const int stored = o->channel >= 0 ? 1 : j->channels;
     const size_t n_in = (size_t)(j->num_samples > 0 ? j->num_samples : 1) * (size_t)stored;
-    int rc = sharc__conditioner_reserve(cn, ctx, n_in);
+    /* Samples kept at their rate and length (gain, noise) are conditioned in place. */
+    const int in_place = j->cond.rate == j->sampling_rate && j->cond.speed == 1;
+    int rc = in_place ? 0 : sharc__conditioner_reserve(cn, ctx, n_in);
     if (rc == 0 && (size_t)j->cond.num_samples * (size_t)stored > cap)
         rc = sharc__set_error(ctx, SHARC_ERR_TOO_LARGE,
                               "%lld conditioned samples do not fit the %zu of the row",
@@ -407,10 +409,11 @@ int sharc__decode_cond(const sharc__decode_opts *o, sharc__ctx *ctx, sharc__fetc
         sharc__wrap_error(ctx, rc, "%s member %s (cut %s)", j->shard, j->member, j->id);
         return cut_problem(ctx, err, rc, SHARC_PROBLEM_TOO_LARGE, j->shard, j->member, j->id);
     }
-    if ((rc = sharc__decode(o, ctx, f, j, cn->scratch, n_in, out_channels, err)) < 0)
+    float *in = in_place ? out : cn->scratch;
+    if ((rc = sharc__decode(o, ctx, f, j, in, in_place ? cap : n_in, out_channels, err)) < 0)
         return rc;
-    rc = sharc__cond_apply(cn, ctx, &j->cond, j->sampling_rate, *out_channels, cn->scratch,
-                           j->num_samples, out);
+    rc = sharc__cond_apply(cn, ctx, &j->cond, j->sampling_rate, *out_channels, in, j->num_samples,
+                           out);
     if (rc < 0) {
         sharc__wrap_error(ctx, rc, "%s member %s (cut %s)", j->shard, j->member, j->id);
         return cut_problem(ctx, err, rc, SHARC_PROBLEM_DECODE, j->shard, j->member, j->id);

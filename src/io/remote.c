@@ -75,7 +75,7 @@ static void wipe_free(sharc__ctx *ctx, char *s)
 static void remote_free(sharc__ctx *ctx, sharc__remote *r)
 {
     sharc__free(ctx, r->name);
-    sharc__free(ctx, r->url);
+    wipe_free(ctx, r->url); /* a presigned URL's query is a credential */
     sharc__free(ctx, r->sigv4);
     sharc__ring_free(&r->ring, ctx);
     wipe_free(ctx, r->user);

@@ -54,6 +54,11 @@
 /** The longest ETag kept, NUL included: a longer one (no store sends one) is taken as none,
  *  so that no request sends a cut one in If-Match. */
 #define SHARC__NET_ETAG_MAX 4096
+/** The most pages and objects (keys and "subdirectories") one listing of an S3 prefix reads:
+ *  past either it fails, as a server that lists forever would never end. S3 gives 1000
+ *  keys a page. */
+#define SHARC__NET_LIST_MAX_PAGES 10000
+#define SHARC__NET_LIST_MAX_KEYS  1000000
 /** The most bytes of one listing page or error body kept. */
 #define SHARC__NET_PAGE_MAX ((size_t)32 << 20)
 
@@ -216,5 +221,27 @@ int sharc__remote_list(sharc__ctx *ctx, const char *url, sharc__strs *out, int r
  */
 int sharc__s3_parse_list(sharc__ctx *ctx, const char *xml, size_t n, const char *bucket,
                          sharc__strs *keys, sharc__strs *dirs, char **token);
+
+/** What one listing has read, so that a server that lists forever is stopped: the
+ *  continuation tokens given (hashed, with the prefix), the pages and objects read, and the
+ *  most of each (SHARC__NET_LIST_MAX_PAGES, SHARC__NET_LIST_MAX_KEYS; set by the caller). */
+typedef struct sharc__s3_list_guard {
+    uint64_t *seen; ///< open addressing, 0 for a free slot
+    size_t cap, n;
+    size_t pages, keys, max_pages, max_keys;
+} sharc__s3_list_guard;
+
+/**
+ * Count a listing page of `prefix` that gave `keys` objects and the continuation token
+ * `token` (NULL on the last page).
+ * @return 0; SHARC_ERR_IO for a token given before (tokens that cycle: A, B, A ...), or past
+ *         max_pages or max_keys, with the message (without the URL, which the caller's
+ *         names); SHARC_ERR(ENOMEM)
+ */
+int sharc__s3_list_guard_page(sharc__ctx *ctx, sharc__s3_list_guard *g, const char *prefix,
+                              const char *token, size_t keys);
+
+/** Free what `g` holds. */
+void sharc__s3_list_guard_free(sharc__ctx *ctx, sharc__s3_list_guard *g);
 
 #endif /* SHARC_SRC_REMOTE_H */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "base/layout.h"
 #include "io/remote_impl.h"
 
@@ -176,36 +177,96 @@ int sharc__s3_parse_list(sharc__ctx *ctx, const char *xml, size_t n, const char 
     return rc == SHARC_ERR(ENOMEM) ? sharc__set_error(ctx, rc, "out of memory") : rc;
 }
 
-static int list_prefix(sharc__ctx *ctx, sharc__remote *r, const char *bucket, const char *prefix,
-                       sharc__strs *out, int recurse_manifests, size_t *ignored)
+void sharc__s3_list_guard_free(sharc__ctx *ctx, sharc__s3_list_guard *g)
+{
+    sharc__free(ctx, g->seen);
+    g->seen = NULL;
+    g->cap = g->n = 0;
+}
+
+/* Put h (not 0) into the set of g: 1 when it was there already, 0, or SHARC_ERR(ENOMEM). */
+static int add_seen(sharc__ctx *ctx, sharc__s3_list_guard *g, uint64_t h)
+{
+    if (2 * (g->n + 1) > g->cap) {
+        size_t cap = g->cap ? 2 * g->cap : 64;
+        uint64_t *v = sharc__calloc(ctx, cap, sizeof *v);
+        if (!v)
+            return SHARC_ERR(ENOMEM);
+        uint64_t *old = g->seen;
+        size_t old_cap = g->cap;
+        g->seen = v;
+        g->cap = cap;
+        g->n = 0;
+        for (size_t i = 0; i < old_cap; i++)
+            if (old[i])
+                (void)add_seen(ctx, g, old[i]);
+        sharc__free(ctx, old);
+    }
+    size_t i = (size_t)(h % g->cap);
+    while (g->seen[i] && g->seen[i] != h)
+        i = (i + 1) % g->cap;
+    if (g->seen[i])
+        return 1;
+    g->seen[i] = h;
+    g->n++;
+    return 0;
+}
+
+int sharc__s3_list_guard_page(sharc__ctx *ctx, sharc__s3_list_guard *g, const char *prefix,
+                              const char *token, size_t keys)
+{
+    g->pages++;
+    g->keys += keys;
+    if (g->keys > g->max_keys || (token && g->pages >= g->max_pages))
+        return sharc__set_error(ctx, SHARC_ERR_IO,
+                                "more than %zu %s: the server would list on forever, or the "
+                                "prefix holds more than one dataset (give its directories, or "
+                                "the shards by name with braces)",
+                                g->keys > g->max_keys ? g->max_keys : g->max_pages,
+                                g->keys > g->max_keys ? "objects" : "pages");
+    if (!token)
+        return 0;
+    uint64_t h = sharc__fnv1a(SHARC__FNV_OFFSET, prefix, strlen(prefix) + 1);
+    h = sharc__fnv1a(h, token, strlen(token));
+    int seen = add_seen(ctx, g, h ? h : 1);
+    if (seen < 0)
+        return sharc__set_error(ctx, seen, "out of memory");
+    return seen ? sharc__set_error(ctx, SHARC_ERR_IO,
+                                   "the server gave the continuation token of an earlier page "
+                                   "again (after %zu pages): its listing would never end",
+                                   g->pages)
+                : 0;
+}
+
+static int list_prefix(sharc__ctx *ctx, sharc__remote *r, sharc__s3_list_guard *g,
+                       const char *bucket, const char *prefix, sharc__strs *out,
+                       int recurse_manifests, size_t *ignored)
 {
     sharc__buf base = {0}, url = {0}, page = {0};
     sharc__strs dirs = {0};
-    char *token = NULL, *last = NULL;
+    char *token = NULL;
     int rc = sharc__remote_s3_url(ctx, &base, bucket, strlen(bucket), NULL);
     do {
         rc = rc < 0 ? rc : sharc__buf_set(ctx, &url, base.data, base.len);
         rc = rc < 0 ? rc : list_query(ctx, &url, prefix, token);
         rc = rc < 0 ? rc : list_page(ctx, r, sharc__buf_str(&url), &page);
-        sharc__free(ctx, last);
-        last = token;
+        sharc__free(ctx, token); /* in the URL now */
         token = NULL;
+        const size_t before = out->n + dirs.n;
         if (rc == 0 && (rc = sharc__s3_parse_list(ctx, (const char *)page.data, page.len, bucket,
                                                   out, &dirs, &token)) < 0)
             sharc__wrap_error(ctx, rc, "cannot list s3://%s/%s", bucket, prefix);
-        /* A server that hands the same token again would be listed forever. */
-        if (rc == 0 && token && last && strcmp(token, last) == 0)
-            rc = sharc__set_error(ctx, SHARC_ERR_IO,
-                                  "cannot list s3://%s/%s: the server repeated the continuation "
-                                  "token of the page before",
-                                  bucket, prefix);
+        /* A server whose tokens cycle, or never end, would be listed forever. */
+        if (rc == 0 &&
+            (rc = sharc__s3_list_guard_page(ctx, g, prefix, token, out->n + dirs.n - before)) < 0)
+            sharc__wrap_error(ctx, rc, "cannot list s3://%s/%s", bucket, prefix);
     } while (rc == 0 && token);
     const size_t plen = strlen(prefix);
     for (size_t i = 0; rc == 0 && i < dirs.n; i++) {
         const char *sub = dirs.items[i];
         const int below = strncmp(sub, prefix, plen) == 0;
         if (recurse_manifests && below && strcmp(sub + plen, SHARC__NEMO_SHARDED_DIR "/") == 0) {
-            rc = list_prefix(ctx, r, bucket, sub, out, 0, ignored);
+            rc = list_prefix(ctx, r, g, bucket, sub, out, 0, ignored);
         } else {
             sharc__log(ctx, SHARC_LOG_WARN,
                        "ignoring directory s3://%s/%s: shards are read from the directories "
@@ -215,7 +276,6 @@ static int list_prefix(sharc__ctx *ctx, sharc__remote *r, const char *bucket, co
         }
     }
     sharc__free(ctx, token);
-    sharc__free(ctx, last);
     sharc__strs_free(ctx, &dirs);
     sharc__buf_free(ctx, &base);
     sharc__buf_free(ctx, &url);
@@ -244,8 +304,12 @@ int sharc__remote_list(sharc__ctx *ctx, const char *url, sharc__strs *out, int r
     ctx->error[0] = 0;
     if (rc == 0 && !bucket)
         rc = sharc__set_error(ctx, SHARC_ERR(ENOMEM), "cannot list %s: out of memory", url);
+    sharc__s3_list_guard g = {.max_pages = SHARC__NET_LIST_MAX_PAGES,
+                              .max_keys = SHARC__NET_LIST_MAX_KEYS};
     if (rc == 0)
-        rc = list_prefix(ctx, r, bucket, slash ? slash + 1 : "", out, recurse_manifests, ignored);
+        rc = list_prefix(ctx, r, &g, bucket, slash ? slash + 1 : "", out, recurse_manifests,
+                         ignored);
+    sharc__s3_list_guard_free(ctx, &g);
     sharc__free(ctx, bucket);
     if (rc == 0 && out->n > first)
         qsort(out->items + first, out->n - first, sizeof(char *), cmp_str);

@@ -88,6 +88,7 @@ int sharc__remote_keep_query(sharc__ctx *ctx, const char *shown, const char *que
         e = e->next;
     if (rc == 0 && e) {
         /* The same URL with another query (signed again): the latest is used. */
+        explicit_bzero(e->url, strlen(e->url));
         free(e->url);
         e->url = url;
         url = NULL;
@@ -99,6 +100,8 @@ int sharc__remote_keep_query(sharc__ctx *ctx, const char *shown, const char *que
         rc = SHARC_ERR(ENOMEM);
     }
     pthread_mutex_unlock(&table_lock);
+    if (url)
+        explicit_bzero(url, base + qn + 1);
     free(url);
     free(key);
     return rc < 0 ? sharc__set_error(ctx, rc, "%s: out of memory", shown) : 0;

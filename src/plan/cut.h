@@ -31,6 +31,8 @@ typedef struct sharc__cut_cond {
     int64_t num_samples; ///< their length
     double speed;        ///< speed factor, 1 = none
     double gain;         ///< linear gain, 1 = none
+    uint64_t noise;      ///< the draw that picks the noise cut and its offset; 0 = no noise
+    double snr_db;       ///< the SNR of the noise mixed in
 } sharc__cut_cond;
 
 typedef struct sharc__rawcut {

@@ -19,6 +19,7 @@
 #include "reader/reader.h"
 #include "walk/cutsource.h"
 #include "walk/mix.h"
+#include "reader/noise.h"
 #include "walk/walk.h"
 
 struct sharc_reader {
@@ -31,6 +32,8 @@ struct sharc_reader {
     sharc_augment_settings augment; ///< the caller's, when given, with its factors copied
     double *speeds;
     double *bin_tokens, *max_tps;
+    sharc__noise_bank noise; ///< the noise mixed in (augment.noise), read at open
+    uint64_t noise_hash;     ///< of the noise held, part of state_hash
     uint8_t *resume;
     sharc__dataset ds;
     uint64_t state_hash; ///< sharc__resume_hash, fixed once the reader is open
@@ -263,6 +266,8 @@ static int open_mixture(sharc_reader *r)
     r->state_hash = sharc__resume_hash(&r->s, &none);
     const uint64_t head[2] = {UINT64_C(0x6D697874757265), (uint64_t)r->s.mix_finite};
     r->state_hash = sharc__fnv1a(r->state_hash, head, sizeof head);
+    if (r->noise.n)
+        r->state_hash = sharc__fnv1a_u64(r->state_hash, r->noise_hash);
     for (size_t i = 0; i < n; i++) {
         const sharc__input_source *src = &cfg->sources[i];
         uint64_t h = sharc__resume_hash(&r->s, &r->mix_ds[i]);
@@ -317,6 +322,13 @@ int sharc__reader_open(sharc_reader **out, const sharc_reader_settings *s)
     int rc = copy_settings(r, s);
     if (rc < 0)
         goto fail;
+    if (r->s.augment && r->s.augment->n_noise) {
+        if ((rc = sharc__noise_load(&r->ctx, &r->s, &r->noise, &r->noise_hash)) < 0)
+            goto fail;
+        r->cond.noise = &r->noise;
+        /* The paths were read; the caller's strings are not kept. */
+        r->augment.noise = NULL;
+    }
     if (r->s.input_cfg || r->s.input_cfg_text) {
         if ((rc = sharc__pipeline_check_settings(&r->ctx, &r->s)) < 0 || (rc = open_mixture(r)) < 0)
             goto fail;
@@ -341,6 +353,8 @@ int sharc__reader_open(sharc_reader **out, const sharc_reader_settings *s)
     sharc__walk_set_tokens(r->walk, r->tok, NULL);
     r->cs = sharc__walk_cutsource(r->walk, &r->ds);
     r->state_hash = sharc__resume_hash(&r->s, &r->ds); /* O(shards): once, not per state */
+    if (r->noise.n)
+        r->state_hash = sharc__fnv1a_u64(r->state_hash, r->noise_hash);
     *out = r;
     return 0;
 fail:
@@ -377,6 +391,7 @@ void sharc__reader_close(sharc_reader **rp)
     sharc__fetcher_free(&r->fetch, ctx);
     sharc__free(ctx, r->samples);
     sharc__conditioner_free(&r->cond, ctx);
+    sharc__noise_free(ctx, &r->noise);
     sharc__free(ctx, r->speeds);
     if (r->paths)
         for (size_t i = 0; i < r->s.n_paths; i++)
@@ -449,6 +464,7 @@ static void fill_cut(sharc_reader *r)
     o->num_samples = c->cond.num_samples;
     o->speed = c->cond.speed;
     o->gain = c->cond.gain;
+    o->snr_db = c->cond.snr_db;
     o->samples = r->s.decode ? r->samples : NULL;
     o->text = opt_str(&c->text, c->has_text);
     o->speaker = opt_str(&c->speaker, c->has_speaker);
@@ -666,7 +682,7 @@ int sharc__reader_next_batch(sharc_reader *r, sharc_batch **batch, int timeout_m
         sharc__device_pipeline_settings(&r->s, &r->pipe_s);
         const sharc__pipeline_config c = {&r->ctx,       &r->pipe_s, r->cs,
                                           &r->stats,     r->resume,  r->s.resume_state_size,
-                                          r->state_hash, r->tok};
+                                          r->state_hash, r->tok,     r->noise.n ? &r->noise : NULL};
         int rc =
             sharc__device_wanted(&r->s) ? sharc__device_stage_open(&r->dev, &r->ctx, &r->s) : 0;
         if (rc == 0)

@@ -32,6 +32,10 @@ void sharc_augment_default_settings(sharc_augment_settings *s)
     s->struct_size = sizeof *s;
     s->speed_perturb_prob = 1;
     s->volume_perturb_prob = 1;
+    s->noise_snr_db[0] = 10;
+    s->noise_snr_db[1] = 20;
+    s->noise_prob = 0.5;
+    s->noise_max_bytes = (uint64_t)64 << 20;
 }
 
 void sharc_reader_default_settings(sharc_reader_settings *s)
@@ -120,6 +124,23 @@ static const char *check_conditioning(const sharc_reader_settings *s)
         return "volume_perturb: gains must be in [-120, 120] dB";
     if (!(a->volume_perturb_prob >= 0 && a->volume_perturb_prob <= 1))
         return "volume_perturb_prob must be in [0, 1]";
+    if (!a->n_noise)
+        return NULL;
+    if (!a->noise)
+        return "noise is NULL with n_noise > 0";
+    for (size_t i = 0; i < a->n_noise; i++)
+        if (!a->noise[i])
+            return "noise: a path is NULL";
+    if (s->sampling_rate <= 0)
+        return "noise needs sampling_rate (--sampling-rate), the rate it is mixed in at";
+    if (!(a->noise_snr_db[0] <= a->noise_snr_db[1]))
+        return "noise_snr: the low SNR must not be above the high one";
+    if (!(a->noise_snr_db[0] >= -100 && a->noise_snr_db[1] <= 100))
+        return "noise_snr: SNRs must be in [-100, 100] dB";
+    if (!(a->noise_prob >= 0 && a->noise_prob <= 1))
+        return "noise_prob must be in [0, 1]";
+    if (a->noise_max_bytes == 0)
+        return "noise_max_bytes must be > 0";
     return NULL;
 }
 

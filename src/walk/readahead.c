@@ -43,6 +43,8 @@ struct sharc__readahead {
     const sharc__stream_ops *ops;
     const sharc__dataset *ds;
     const sharc__stream_opts *opts;
+    const sharc__tokenizer *tok; ///< tokenizes the cuts on the lanes, or NULL
+    const char *language;        ///< every cut's language, or NULL: its own
     uint64_t lane_bytes;
     pthread_mutex_t mu;
     int stop;
@@ -75,6 +77,19 @@ static void reset_lane(sharc__lane *l, int state)
     pthread_cond_signal(&l->work);
 }
 
+/* The cut's tokens, here rather than on the walk's thread; a failure is the walk's to
+ * report (it tokenizes a cut without tokens again, and fails as it does). */
+static void tokenize(sharc__lane *l, sharc__rawcut *c)
+{
+    const sharc__readahead *ra = l->ra;
+    const char *lang = ra->language      ? ra->language
+                       : c->has_language ? sharc__buf_str(&c->language)
+                                         : NULL;
+    c->has_tokens = sharc__tokenizer_encode(ra->tok, &l->ctx, sharc__buf_str(&c->text),
+                                            c->has_text ? c->text.len : 0, lang, &c->tokens) == 0;
+    l->ctx.error[0] = 0;
+}
+
 /* Produce one entry of shard `shard` into `e`: the open when `st` is not open, else the
  * next cut. Returns whether it is the shard's last entry. Runs without the lock. */
 static int produce(sharc__lane *l, sharc__stream **st, uint32_t shard, entry *e)
@@ -89,6 +104,8 @@ static int produce(sharc__lane *l, sharc__stream **st, uint32_t shard, entry *e)
     e->read_s = sharc__now_s() - t0;
     e->io_s = l->ctx.io_seconds - io0;
     e->bytes = e->rc == 0 && !e->is_open ? entry_bytes(&e->raw) : 0;
+    if (e->rc == 0 && !e->is_open && ra->tok)
+        tokenize(l, &e->raw);
     if (e->rc < 0)
         memcpy(e->message, l->ctx.error, sizeof e->message);
     int last = e->rc == SHARC_END || (e->rc < 0 && (e->is_open || e->err.shard_fatal));
@@ -165,7 +182,7 @@ void sharc__readahead_destroy(sharc__readahead **rap)
 
 int sharc__readahead_create(sharc__readahead **out, sharc__ctx *ctx, const sharc__stream_ops *ops,
                             const sharc__dataset *ds, const sharc__stream_opts *opts, int n_lanes,
-                            uint64_t lane_bytes)
+                            uint64_t lane_bytes, const sharc__tokenizer *tok, const char *language)
 {
     *out = NULL;
     sharc__readahead *ra = sharc__calloc(ctx, 1, sizeof *ra);
@@ -175,6 +192,8 @@ int sharc__readahead_create(sharc__readahead **out, sharc__ctx *ctx, const sharc
     ra->ops = ops;
     ra->ds = ds;
     ra->opts = opts;
+    ra->tok = tok;
+    ra->language = language;
     ra->lane_bytes = lane_bytes;
     pthread_mutex_init(&ra->mu, NULL);
     ra->lanes = sharc__calloc(ctx, (size_t)n_lanes, sizeof *ra->lanes);

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "formats/stream.h"
+#include "plan/tokenizer.h"
 
 typedef struct sharc__readahead sharc__readahead;
 typedef struct sharc__lane sharc__lane;
@@ -21,12 +22,15 @@ typedef struct sharc__lane sharc__lane;
 /**
  * Start `n_lanes` lane threads reading shards of `ds` with `ops`. Each lane queues at
  * most `lane_bytes` of entries (metadata and encoded audio) ahead of the walk, and at
- * least one entry. `ctx` gives the allocator and logger (both must be thread-safe).
+ * least one entry. `ctx` gives the allocator and logger (both must be thread-safe). With
+ * `tok`, a lane also tokenizes each cut's transcript (in language `language` when not NULL,
+ * else the cut's own), off the walk's thread; a cut it cannot tokenize is left without
+ * tokens (sharc__rawcut.has_tokens 0), for the walk to report.
  * @return 0, SHARC_ERR(ENOMEM) or SHARC_ERR(EAGAIN) (no thread)
  */
 int sharc__readahead_create(sharc__readahead **out, sharc__ctx *ctx, const sharc__stream_ops *ops,
                             const sharc__dataset *ds, const sharc__stream_opts *opts, int n_lanes,
-                            uint64_t lane_bytes);
+                            uint64_t lane_bytes, const sharc__tokenizer *tok, const char *language);
 
 /** Stop every lane and free everything, including lanes taken and not released. */
 void sharc__readahead_destroy(sharc__readahead **ra);

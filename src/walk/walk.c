@@ -165,7 +165,8 @@ int sharc__walk_readahead_start(sharc__walk *w, int n_lanes, uint64_t lane_bytes
     w->ahead_order = sharc__malloc(w->ctx, w->ds->n_shards * sizeof *w->ahead_order);
     if (!w->ahead_order)
         return SHARC_ERR(ENOMEM);
-    return sharc__readahead_create(&w->ra, w->ctx, w->ops, w->ds, &w->sopts, n_lanes, lane_bytes);
+    return sharc__readahead_create(&w->ra, w->ctx, w->ops, w->ds, &w->sopts, n_lanes, lane_bytes,
+                                   w->tok, w->language);
 }
 
 void sharc__walk_readahead_stop(sharc__walk *w)
@@ -207,7 +208,8 @@ static int describe(sharc__walk *w, uint64_t epoch)
             return rc;
         w->raw.has_language = 1;
     }
-    return rc == 0 && w->tok ? tokenize(w) : rc;
+    /* A read-ahead lane may have made them already. */
+    return rc == 0 && w->tok && !w->raw.has_tokens ? tokenize(w) : rc;
 }
 
 static void report(sharc__walk *w, int code, const sharc__stream_error *e, const char *message)

@@ -1,7 +1,7 @@
 #!/bin/sh
-# cli_conditioning: --resample, --speed-perturb and --volume-perturb from the command line
+# cli_conditioning: --resample, --speed-perturb, --volume-perturb and --noise from the command line
 # (docs/conditioning.md): a 24 kHz corpus read at 16 kHz with Lhotse's lengths and the
-# durations kept, each cut's speed and gain in --json with the perturbed lengths, the same
+# durations kept, each cut's speed, gain and SNR in --json with the perturbed lengths, the same
 # batches with 1 and 2 threads, sharc bench's conditioning_share, and the errors that name
 # the setting.
 . "$(dirname "$0")/lib.sh"
@@ -35,8 +35,19 @@ for c in cuts:
 assert speeds == {0.9, 1.0, 1.1}, speeds
 EOF
 
+# Noise from a WebDataset corpus at 16 kHz: each cut's SNR in --json, within the range.
+gen "$tmp/n" --layout wds --shards 1 --cuts-per-shard 3 --min-duration 0.5 --max-duration 1
+expect_rc 0 "$SHARC" read --cuts --json --sampling-rate 16000 --resample --noise "$tmp/n/wds" \
+    --noise-snr 3,9 --noise-prob 0.5 "$d"
+"$PYTHON" -c '
+import json, sys
+snr = [c["snr_db"] for c in map(json.loads, open(sys.argv[1])) if c["type"] == "cut"]
+assert len(snr) == 12 and None in snr, snr
+assert all(3 <= s <= 9 for s in snr if s is not None) and any(s is not None for s in snr), snr' \
+    "$tmp/out"
+
 # Batches: the same with 1 and 2 threads.
-B="--sampling-rate 16000 --resample --speed-perturb 0.9,1.1 --max-cuts 4 --seed 3"
+B="--sampling-rate 16000 --resample --speed-perturb 0.9,1.1 --max-cuts 4 --seed 3 --noise $tmp/n/wds"
 expect_rc 0 "$SHARC" read --json $B --threads 1 "$d"
 grep -v '"summary"' "$tmp/out" >"$tmp/t1.jsonl"
 expect_rc 0 "$SHARC" read --json $B --threads 2 "$d"
@@ -63,4 +74,8 @@ expect_rc 1 "$SHARC" read --cuts --volume-perturb 6,-6 "$d"
 expect_in "$tmp/err" "volume_perturb: the low gain must not be above the high one"
 expect_rc 2 "$SHARC" read --cuts --volume-perturb 6 "$d"
 expect_in "$tmp/err" "--volume-perturb takes two gains in dB"
+expect_rc 1 "$SHARC" read --cuts --noise "$tmp/n/wds" "$d"
+expect_in "$tmp/err" "noise needs sampling_rate (--sampling-rate)"
+expect_rc 1 "$SHARC" read --cuts --sampling-rate 24000 --noise "$tmp/n/wds" --noise-snr 9,3 "$d"
+expect_in "$tmp/err" "noise_snr: the low SNR must not be above the high one"
 echo ok

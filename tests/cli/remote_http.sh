@@ -127,6 +127,11 @@ expect_in "$tmp/out" '"cuts":6,'
 expect_rc 0 timeout 60 "$SHARC" read --json "$url/trickle/shar/cuts.000000.jsonl.gz" "$url/trickle/shar/recording.000000.tar.gz"
 expect_in "$tmp/out" '"cuts":6,'
 
+# A listing whose continuation tokens cycle (A, B, A ...): an error once a token comes again,
+# not a listing forever.
+expect_rc 1 timeout 60 env AWS_ENDPOINT_URL="$url/cycle" "$SHARC" read "s3://wds/"
+expect_in "$tmp/err" "sharc read: cannot open the dataset: cannot list s3://wds/: the server gave the continuation token of an earlier page again (after 3 pages): its listing would never end"
+
 # Faults that outlast the retries, or are final: the URL, what happened, the retries made.
 one=shard-000001.tar.gz
 expect_rc 1 "$SHARC" read --retries 2 "$url/always503/wds/$one"

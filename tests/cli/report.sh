@@ -13,6 +13,16 @@ expect_rc 0 "$SHARC" validate --threads 2 --report "$tmp/r.html" --report-json "
 rcheck clean "$tmp/r.json" "$tmp/g/shar.expected.jsonl" 3
 rcheck embedded "$tmp/r.html" "$tmp/r.json"
 rcheck offline "$tmp/r.html"
+# Shard paths with markup in them: escaped in the tables, and the embedded JSON still whole.
+mkdir "$tmp/d<!--<script>&'"
+cp -r "$tmp/g/shar" "$tmp/d<!--<script>&'/shar"
+expect_rc 0 "$SHARC" validate --report "$tmp/m.html" --report-json "$tmp/m.json" \
+    "$tmp/d<!--<script>&'/shar"
+rcheck embedded "$tmp/m.html" "$tmp/m.json"
+rcheck offline "$tmp/m.html"
+grep -q "<!--<script>" "$tmp/m.html" && fail "a shard path's markup is in the page as it is"
+expect_in "$tmp/m.html" "d&lt;!--&lt;script&gt;&amp;&#39;/shar/recording.000000.tar"
+
 # The text output is the same with a report as without.
 cp "$tmp/out" "$tmp/with"
 expect_rc 0 "$SHARC" validate --threads 2 "$tmp/g/shar"
@@ -27,8 +37,14 @@ lost=$("$PYTHON" -c 'import json,sys
 ids = [json.loads(l)["id"] for l in open(sys.argv[1]) if json.loads(l)["shard_index"] == 1]
 stem, ext = sys.argv[2].rsplit(".", 1)
 print(ids[ids.index(stem) + 1] if ext == "json" else stem)' "$tmp/g/shar.expected.jsonl" "$member")
-expect_rc 1 "$SHARC" validate --threads 2 --report-json "$tmp/d.json" "$tmp/x"
+expect_rc 1 "$SHARC" validate --threads 2 --report "$tmp/d.html" --report-json "$tmp/d.json" "$tmp/x"
 rcheck damaged "$tmp/d.json" recording.000001.tar "$member" "$lost"
+rcheck problem-rows "$tmp/d.html" "$tmp/d.json"
+# Its --json shard records: that shard not checked to its end, the two others checked.
+expect_rc 1 "$SHARC" validate --json --threads 2 "$tmp/x"
+"$PYTHON" -c 'import json,sys
+recs = {r["index"]: r["checked"] for r in map(json.loads, open(sys.argv[1])) if r["type"] == "shard"}
+assert recs == {0: True, 1: False, 2: True}, recs' "$tmp/out" || fail "shard records of $tmp/x"
 
 # A report that cannot be written: exit 1 naming it, the checks' output still printed, and no
 # file left behind (the target is a directory, so the rename fails after the write).

@@ -169,6 +169,22 @@ def check_damaged(path, shard, member, cut):
     print(f"ok {path}: {r['problem_count']} problems, {shard} {member} {cut}")
 
 
+def check_problem_rows(html, path):
+    """The page's tables list the problems: by kind with their first examples, and each one."""
+    r = load(path)
+    text = open(html, encoding="utf-8").read()
+    for table, want in (("problem-kinds", sum(len(k["examples"]) for k in r["problems_by_kind"])),
+                        ("problem-list", len(r["problems"]))):
+        m = re.search(r'<table id="%s"[^>]*>(.*?)</table>' % table, text, re.S)
+        rows = re.findall(r"<tr>(.*?)</tr>", m.group(1), re.S) if m else []
+        if len(rows) != want + 1:
+            fail(f"{html}: {table} has {len(rows) - 1} rows, expected {want}")
+        for p in r["problems"][:1]:
+            if p["cut_id"] and p["cut_id"] not in m.group(1):
+                fail(f"{html}: {table} does not name cut {p['cut_id']}")
+    print(f"ok {html}: {len(r['problems'])} problems listed")
+
+
 def png_pixels(path):
     data = open(path, "rb").read()
     if data[:8] != b"\x89PNG\r\n\x1a\n":
@@ -289,7 +305,7 @@ def check_compare(html, a, b):
 
 
 CHECKS = {"bench": check_bench, "compare": check_compare, "clean": check_clean, "embedded": check_embedded, "offline": check_offline,
-          "damaged": check_damaged, "png": check_png, "dom": check_dom}
+          "damaged": check_damaged, "problem-rows": check_problem_rows, "png": check_png, "dom": check_dom}
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] not in CHECKS:

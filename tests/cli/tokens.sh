@@ -102,6 +102,17 @@ grep '"type":"batch"' "$tmp/out" >"$tmp/r2"
 grep '"type":"batch"' "$tmp/2d.jsonl" | tail -n +3 >"$tmp/2drest"
 [ -s "$tmp/r2" ] || fail "the resumed 2D run gave no batch"
 cmp -s "$tmp/2drest" "$tmp/r2" || fail "the resumed 2D run differs from steps 2..."
+# NeMo's multimodal sampling: cuts measured in audio tokens, batches capped in them.
+expect_rc 0 "$SHARC" read --json --token-equivalent-duration 0.08 --batch-tokens 120 \
+    --num-buckets 3 --quadratic-duration 50 --seed 3 --buffer-size 8 "$tmp/c/shar"
+out=$("$py" "$here/multimodal_check.py" "$tmp/c/shar.expected.jsonl" "$tmp/out" 0.08 120 50) ||
+    fail "multimodal sampling: $out"
+case $out in "18 ["*) ;; *) fail "multimodal sampling: $out" ;; esac
+expect_rc 1 "$SHARC" read --quiet --batch-tokens 120 "$tmp/c/shar"
+expect_in "$tmp/err" "batch_tokens needs token_equivalent_duration"
+# sharc bench takes the same 2D bins, for timing them against 1D ones.
+expect_rc 0 "$SHARC" bench --json --quiet --batches 2 --warmup 0 $B2 "$tmp/c/shar"
+expect_in "$tmp/out" '"batches":2,'
 # Settings that cannot work are refused at open, naming them.
 expect_rc 1 "$SHARC" read --quiet --tokenizer "$tmp/pad.model" --bins '[[2,30],[2,20]]' \
     --bucket-batch-size 2,2 "$tmp/c/shar"
@@ -175,4 +186,31 @@ expect_rc 0 "$SHARC" read --json --json-tokens --max-cuts 2 --on-error skip \
     --tokenizer "$tmp/pad.model" "$tmp/w"
 expect_in "$tmp/out" '"ids":["good"]'
 expect_in "$tmp/out" '"skipped_cuts":1'
+# A row dropped under skip (a NaN sample, found while decoding) takes its tokens along, and
+# the rest are narrowed to their longest (tokens_check.py checks L = the longest row).
+mkdir "$tmp/n"
+"$py" - "$tmp/n/shard-000000.tar" <<'PY'
+import io, struct, sys, tarfile
+def wav(fmt, bits, samples):
+    data = struct.pack("<%d%s" % (len(samples), "h" if fmt == 1 else "f"), *samples)
+    head = struct.pack("<HHIIHH", fmt, 1, 16000, 16000 * bits // 8, bits // 8, bits)
+    return (b"RIFF" + struct.pack("<I", 36 + len(data)) + b"WAVEfmt " + struct.pack("<I", 16) +
+            head + b"data" + struct.pack("<I", len(data)) + data)
+cuts = (("a", wav(1, 16, [1] * 1600), b"hello world"),
+        ("b", wav(3, 32, [0.1] * 4000 + [float("nan")] + [0.1] * 4000),
+         b"the quick brown fox jumps over the lazy dog"),
+        ("c", wav(1, 16, [1] * 3200), b"brown fox"))
+with tarfile.open(sys.argv[1], "w", format=tarfile.USTAR_FORMAT) as t:
+    for key, audio, txt in cuts:
+        for ext, data in (("wav", audio), ("txt", txt)):
+            ti = tarfile.TarInfo(f"{key}.{ext}")
+            ti.size = len(data)
+            t.addfile(ti, io.BytesIO(data))
+PY
+rm -rf "$tmp/d"
+expect_rc 0 "$SHARC" read --quiet --max-cuts 3 --on-error skip --tokenizer "$tmp/pad.model" \
+    --dump-dir "$tmp/d" "$tmp/n"
+expect_in "$tmp/out" "non_finite 1"
+rows=$("$py" "$here/tokens_check.py" "$tmp/d" 3 "$tmp/pad.model")
+[ "$rows" = 2 ] || fail "skip: $rows rows checked, not 2"
 echo "ok"

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""An HTTP server on 127.0.0.1 that serves the files of a directory with injected faults, for
-the remote-shard tests (tests/cli/remote_http.sh) and benchmarks.
+"""An HTTP server on 127.0.0.1 (and 127.0.0.2, the other host that redirects lead to) that
+serves the files of a directory with injected faults, for the remote-shard tests
+(tests/cli/remote_*.sh) and benchmarks.
 
-Usage: faultserver.py ROOT PORTFILE [--delay-ms N]
+Usage: faultserver.py ROOT PORTFILE [--delay-ms N] [--log FILE]
 
-It writes the port it listens on to PORTFILE. GET /MODE/PATH serves ROOT/PATH; MODE says what
-goes wrong. The counters are per MODE and PATH, and MODE may carry a suffix (reset-2) for
+It writes the port it listens on to PORTFILE. GET /MODE/PATH serves ROOT/PATH (a query
+string is ignored, but under presigned); MODE says what goes wrong. The counters are per MODE and PATH, and MODE may carry a suffix (reset-2) for
 counters of its own, so that each test can start from a first request:
   ok        nothing
   reset     the first answer stops after half the body with a connection reset (RST)
@@ -38,12 +39,14 @@ counters of its own, so that each test can start from a first request:
             host: the server's second address, 127.0.0.2
 GET /MODE/BUCKET?list-type=2&prefix=P&delimiter=/ is an S3 ListObjectsV2 of ROOT/BUCKET/P,
 two keys a page (continuation tokens are the last key given), so that sharc can list
-s3://BUCKET/P/ with AWS_ENDPOINT_URL=http://127.0.0.1:PORT/MODE and no credentials.
+s3://BUCKET/P/ with AWS_ENDPOINT_URL=http://127.0.0.1:PORT/MODE and no credentials. Under
+MODE cycle its continuation tokens cycle (A, B, A, B ...), every page truncated and with the
+first two keys.
 Range requests (bytes=N- and bytes=N-M) get 206 with a Content-Range; ETag is the file's
 size and mtime, and a request whose If-Match names another gets 412 (PreconditionFailed).
 --delay-ms delays every answer, for latency benchmarks. --log FILE appends a line per
-request once its answer is sent: MODE PATH RANGE BYTES PORT, RANGE the Range header ("-"
-for none), BYTES the body bytes the server wrote (handed to the kernel) and PORT the
+request once its answer is sent: MODE PATH RANGE BYTES PORT HOST CREDS, RANGE the Range
+header ("-" for none), BYTES the body bytes the server wrote (handed to the kernel) and PORT the
 client's port (requests over one kept-alive connection share it), HOST the server address
 it came to (127.0.0.1, or 127.0.0.2 after a redirect) and CREDS the credential headers it
 carried (Authorization, X-Amz-Security-Token, comma-separated; "-" for none), so that tests
@@ -103,7 +106,7 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", "0")
         self.end_headers()
 
-    def list_objects(self, bucket, query):
+    def list_objects(self, bucket, query, mode):
         q = urllib.parse.parse_qs(query, keep_blank_values=True)
         prefix = q.get("prefix", [""])[0]
         after = q.get("continuation-token", [""])[0]
@@ -119,8 +122,12 @@ class Handler(BaseHTTPRequestHandler):
                     else:
                         keys.append(key)
         keys.sort()
-        keys = [k for k in keys if k > after]
-        page, more = keys[:2], len(keys) > 2
+        if mode == "cycle":
+            page, more, token = keys[:2], True, "B" if after == "A" else "A"
+        else:
+            keys = [k for k in keys if k > after]
+            page, more = keys[:2], len(keys) > 2
+            token = page[-1] if page else ""
         body = "<ListBucketResult><Name>%s</Name><Prefix>%s</Prefix>" % (bucket, escape(prefix))
         body += "<IsTruncated>%s</IsTruncated>" % ("true" if more else "false")
         body += "".join("<Contents><Key>%s</Key></Contents>" % escape(k) for k in page)
@@ -128,7 +135,7 @@ class Handler(BaseHTTPRequestHandler):
             body += "".join("<CommonPrefixes><Prefix>%s</Prefix></CommonPrefixes>" % escape(d)
                             for d in sorted(dirs))
         if more:
-            body += "<NextContinuationToken>%s</NextContinuationToken>" % escape(page[-1])
+            body += "<NextContinuationToken>%s</NextContinuationToken>" % escape(token)
         body = (body + "</ListBucketResult>").encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/xml")
@@ -146,7 +153,7 @@ class Handler(BaseHTTPRequestHandler):
             self.redirect(path, query)
             return self.log_request_line(parts[0], parts[1], self.headers.get("Range"))
         if query and "list-type=2" in query and len(parts) == 2 and "/" not in parts[1]:
-            return self.list_objects(parts[1], query)
+            return self.list_objects(parts[1], query, parts[0].split("-")[0])
         if len(parts) != 2:
             return self.error(404, "NoSuchKey", "no mode")
         key, rel = parts
