@@ -402,7 +402,7 @@ const cli_opt cli_reader_group[] = {
     {CLI_OPT_U32, "batch-tokens", .metavar = "N", SM(batch_tokens), .min = 1, .max = UINT32_MAX,
      .flags = CLI_BATCH_ONLY,
      .help = "with --token-equivalent-duration: audio tokens per batch, n cuts\n"
-             "x the longest, as --max-duration counts seconds (default: none)"},
+             "x the longest, as --batch-duration counts seconds (default: none)"},
     /* features: batches only (docs/features.md) */
     {CLI_OPT_ENUM, "features", .metavar = "F", R(features), .choices = "none|fbank",
      .flags = CLI_BATCH_ONLY,

@@ -68,11 +68,6 @@ _ONLY_OFF = {
     "multi_config": "read each sub-config with its own loader",
     "sampler_weights": "read each sub-config with its own loader",
     "prompt_format": "apply the prompt to the batches' text in the model",
-    "use_multimodal_sampling": "sharc reads audio datasets only",
-    "token_equivalent_duration": "sharc reads audio datasets only",
-    "batch_tokens": "sharc reads audio datasets only",
-    "quadratic_factor": "sharc reads audio datasets only",
-    "noise_path": "noise mixing is not part of sharc: remove noise_path or mix noise in the model",
     "concatenate_samples": "remove it: sharc does not concatenate cuts",
     "truncate_duration": "remove it: sharc does not truncate cuts",
     "cut_into_windows_duration": "remove it: sharc does not window cuts",
@@ -92,8 +87,7 @@ _ONLY_VALUE = {
     "sampler_fusion": ("round_robin", "read each sub-config with its own loader"),
 }
 # Accepted and without effect in sharc (docs/python.md says why for each).
-_NO_EFFECT = ("concurrent_bucketing", "cuda_expandable_segments", "pin_memory", "measure_total_length",
-              "noise_snr", "noise_mix_prob", "concatenate_gap_seconds", "concatenate_duration_factor",
+_NO_EFFECT = ("concurrent_bucketing", "cuda_expandable_segments", "pin_memory", "concatenate_gap_seconds", "concatenate_duration_factor",
               "concatenate_merge_supervisions", "db_norm", "truncate_offset_type", "cut_into_windows_hop",
               "keep_excessive_supervisions", "rir_prob", "pad_direction", "force_map_dataset",
               "force_iterable_dataset", "use_stateful_dataloader")
@@ -230,6 +224,41 @@ def _sources(cfg: Dict[str, Any]) -> Tuple[List[Any], Dict[str, Any]]:
     return [], {"input_cfg": entries}
 
 
+def _multimodal(cfg: Dict[str, Any], fixed_sizes: bool) -> Dict[str, Any]:
+    """NeMo's MultimodalSamplingConstraint: cuts measured in audio tokens of
+    token_equivalent_duration seconds, batch_tokens per batch, quadratic_factor."""
+    s: Dict[str, Any] = {}
+    if cfg.get("token_equivalent_duration") is None:
+        raise _fail("use_multimodal_sampling", True, "give token_equivalent_duration too")
+    if cfg.get("measure_total_length", True) and not fixed_sizes:
+        raise _fail("measure_total_length", cfg.get("measure_total_length", True),
+                    "sharc measures a cut in audio tokens only: set measure_total_length: false")
+    s["token_equivalent_duration"] = float(cfg["token_equivalent_duration"])
+    if cfg.get("batch_tokens") is not None:
+        s["batch_tokens"] = int(cfg["batch_tokens"])
+    if cfg.get("quadratic_factor") is not None:
+        s["quadratic_duration"] = float(cfg["quadratic_factor"])
+    return s
+
+
+def _noise(cfg: Dict[str, Any]) -> Dict[str, Any]:
+    """NeMo's noise mixing (CutSet.mix): noise_path as sharc.Reader's noise paths."""
+    path = cfg.get("noise_path")
+    if path is None:
+        return {}
+    if isinstance(path, dict):
+        if path.get("shar_path") is not None:
+            path = path["shar_path"]
+        elif path.get("manifest_filepath") is not None and path.get("tarred_audio_filepaths") is not None:
+            path = [path["tarred_audio_filepaths"], path["manifest_filepath"]]
+        else:
+            raise _fail("noise_path", path, "give a path sharc reads, or a dict with shar_path, or with "
+                                            "manifest_filepath and tarred_audio_filepaths")
+    s = {"noise": path, "noise_prob": float(cfg.get("noise_mix_prob", 0.5))}
+    s["noise_snr"] = [float(x) for x in cfg.get("noise_snr", [10.0, 20.0])]
+    return s
+
+
 def _batching(cfg: Dict[str, Any], tokenized: bool) -> Dict[str, Any]:
     s: Dict[str, Any] = {}
     bins, bbs = cfg.get("bucket_duration_bins"), cfg.get("bucket_batch_size")
@@ -248,7 +277,9 @@ def _batching(cfg: Dict[str, Any], tokenized: bool) -> Dict[str, Any]:
         if not s:
             raise ValueError("sharc.nemo: the config sets no batch size: give batch_duration, batch_size, or "
                              "bucket_duration_bins with bucket_batch_size")
-    if cfg.get("quadratic_duration") is not None:
+    if cfg.get("use_multimodal_sampling"):
+        s.update(_multimodal(cfg, "bucket_batch_size" in s))
+    elif cfg.get("quadratic_duration") is not None:
         s["quadratic_duration"] = float(cfg["quadratic_duration"])
     max_cut = cfg.get("max_duration", _INF)
     if max_cut is not None and math.isfinite(float(max_cut)):
@@ -268,6 +299,9 @@ def _batching(cfg: Dict[str, Any], tokenized: bool) -> Dict[str, Any]:
         s["num_buckets"] = 1
         if cfg.get("shuffle_buffer_size") is not None:
             s["buffer_size"] = int(cfg["shuffle_buffer_size"])
+    for key in ("token_equivalent_duration", "batch_tokens", "quadratic_factor"):
+        if cfg.get(key) is not None and not cfg.get("use_multimodal_sampling"):
+            raise _fail(key, cfg[key], "it applies with use_multimodal_sampling: true")
     for key in ("min_tps", "max_tps", "min_tokens", "max_tokens"):
         value = cfg.get(key)
         off = value is None or (key == "min_tps" and value <= 0) or (key == "max_tps" and value == _INF)
@@ -312,6 +346,7 @@ def reader_settings(config: Any, global_rank: int = 0, world_size: int = 1,
         if isinstance(channel, bool) or not isinstance(channel, int):
             raise _fail("channel_selector", channel, "give a channel index (sharc selects one channel)")
         s["channel"] = channel
+    s.update(_noise(cfg))
     if get("perturb_speed"):
         s["speed_perturb"] = [0.9, 1.0, 1.1]  # NeMo's mux of the cuts at 1.0, 0.9 and 1.1
     s["on_error"] = "skip" if get("fault_tolerant_audio_loading") else "fail"

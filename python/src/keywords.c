@@ -823,6 +823,43 @@ static int parse_paths(char ***list, size_t *n, PyObject *paths, const char *wha
     return 0;
 }
 
+/* The stack level, as PyErr_WarnEx counts it (1: the innermost Python frame), of the first
+ * caller outside the sharc package's folder, so that a warning names the user's line however
+ * deep in the package the settings were read. */
+static int caller_level(void)
+{
+    int level = 1;
+    PyObject *os_path = PyImport_ImportModule("os.path");
+    PyObject *pkg = PyImport_ImportModule("sharc");
+    PyObject *file = pkg ? PyObject_GetAttrString(pkg, "__file__") : NULL;
+    PyObject *dir = file && os_path ? PyObject_CallMethod(os_path, "dirname", "O", file) : NULL;
+    PyObject *sys = PyImport_ImportModule("sys");
+    PyObject *frame = sys && dir ? PyObject_CallMethod(sys, "_getframe", NULL) : NULL;
+    while (frame && frame != Py_None) {
+        PyObject *code = PyObject_GetAttrString(frame, "f_code");
+        PyObject *name = code ? PyObject_GetAttrString(code, "co_filename") : NULL;
+        PyObject *where = name ? PyObject_CallMethod(os_path, "dirname", "O", name) : NULL;
+        int inside = where ? PyObject_RichCompareBool(where, dir, Py_EQ) : -1;
+        Py_XDECREF(code);
+        Py_XDECREF(name);
+        Py_XDECREF(where);
+        if (inside != 1)
+            break;
+        PyObject *back = PyObject_GetAttrString(frame, "f_back");
+        Py_DECREF(frame);
+        frame = back;
+        level++;
+    }
+    Py_XDECREF(frame);
+    Py_XDECREF(sys);
+    Py_XDECREF(dir);
+    Py_XDECREF(file);
+    Py_XDECREF(pkg);
+    Py_XDECREF(os_path);
+    PyErr_Clear(); /* a level found in part still names a line */
+    return level;
+}
+
 /* max_duration= is batch_duration= under its old name, which NeMo gives its cut filter
  * (max_cut_duration here): a DeprecationWarning at the caller of sharc.Reader(), and both
  * together are an error. */
@@ -838,7 +875,7 @@ static int deprecated_batch_limit(const kw_def *d, int *seen)
     return PyErr_WarnEx(PyExc_DeprecationWarning,
                         "sharc.Reader: keyword 'max_duration' is deprecated; use batch_duration "
                         "(the batch limit; NeMo's max_duration is the cut filter max_cut_duration)",
-                        2);
+                        caller_level());
 }
 
 int sharc__py_reader_settings(ReaderObject *self, PyObject *paths, PyObject *kw, int *open_reader)

@@ -201,8 +201,12 @@ def test_errors_name_the_key(corpus):
     base = {**nemo_tarred(corpus), "batch_size": 4}
     with pytest.raises(ValueError, match=r"unknown config key 'bath_duration': .* remove it or correct its spelling"):
         nemo.reader_settings({**base, "bath_duration": 10})
-    with pytest.raises(ValueError, match=r"'noise_path' = '/n' is not supported: noise mixing is not part of sharc"):
-        nemo.reader_settings({**base, "noise_path": "/n"})
+    with pytest.raises(ValueError, match=r"'rir_enabled' = True is not supported: remove it: sharc has no reverb"):
+        nemo.reader_settings({**base, "rir_enabled": True})
+    with pytest.raises(ValueError, match=r"'batch_tokens' = 100 .* it applies with use_multimodal_sampling: true"):
+        nemo.reader_settings({**base, "batch_tokens": 100})
+    with pytest.raises(ValueError, match=r"'measure_total_length' = True .* set measure_total_length: false"):
+        nemo.reader_settings({**base, "use_multimodal_sampling": True, "token_equivalent_duration": 0.08})
     with pytest.raises(ValueError, match=r"'shard_seed' = 'trng' is not supported: .* set shard_seed to \"randomized\""):
         nemo.reader_settings(base, 0, 2)
     with pytest.raises(ValueError, match=r"'seed' = 'trng' is not supported: .* set seed to an integer"):
@@ -274,3 +278,21 @@ def test_reader_max_duration_is_batch_durations_deprecated_name(corpus):
         sharc.Reader(shar, batch_duration=6.0).close()
     with pytest.raises(TypeError, match="give batch_duration only"):
         sharc.Reader(shar, batch_duration=6.0, max_duration=6.0)
+
+
+def test_noise_and_multimodal_keys(corpus):
+    """noise_path (a dict of a NeMo tarred set), noise_snr and noise_mix_prob mix noise into every
+    cut; use_multimodal_sampling measures cuts in audio tokens."""
+    base = {"shar_path": str(corpus / "shar"), "batch_size": 12, "force_finite": True, "shard_seed": 1}
+    noisy_cfg = {**base, "noise_path": nemo_tarred(corpus), "noise_snr": [0.0, 0.0], "noise_mix_prob": 1.0}
+    _, s = nemo.reader_settings(noisy_cfg)
+    assert s["noise"] == [nemo_tarred(corpus)["tarred_audio_filepaths"], nemo_tarred(corpus)["manifest_filepath"]]
+    assert (s["noise_snr"], s["noise_prob"]) == ([0.0, 0.0], 1.0)
+    clean = {i: a for b in nemo.get_lhotse_dataloader_from_config(base, 0, 1)
+             for i, a in zip(b["cut_id"], b["audio"])}
+    noisy = {i: a for b in nemo.get_lhotse_dataloader_from_config(noisy_cfg, 0, 1)
+             for i, a in zip(b["cut_id"], b["audio"])}
+    assert clean.keys() == noisy.keys() and all(not torch.equal(clean[i], noisy[i]) for i in clean)
+    _, s = nemo.reader_settings({**base, "use_multimodal_sampling": True, "token_equivalent_duration": 0.08,
+                                 "batch_tokens": 400, "quadratic_factor": 50, "measure_total_length": False})
+    assert (s["token_equivalent_duration"], s["batch_tokens"], s["quadratic_duration"]) == (0.08, 400, 50.0)
