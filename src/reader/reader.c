@@ -76,6 +76,34 @@ static int copy_array(sharc__ctx *ctx, void **dst, const void *src, size_t n, si
     return 0;
 }
 
+/*
+ * A bundle of as many states as this run has data-parallel slots: this slot's own state,
+ * as if it had been given alone. Other bundles stay whole for the elastic split (checked
+ * there, at the first batch); a malformed one too, to fail there as a bad state does.
+ */
+static int unbundle_own_state(sharc_reader *r)
+{
+    long n = sharc__resume_bundle_parse(r->resume, r->s.resume_state_size, NULL, NULL, 0);
+    if (n != r->s.dp_size)
+        return 0;
+    const uint8_t *states[1];
+    size_t sizes[1];
+    long want = r->s.dp_rank + 1;
+    const uint8_t **all = sharc__calloc(&r->ctx, (size_t)want, sizeof *all);
+    size_t *lens = sharc__calloc(&r->ctx, (size_t)want, sizeof *lens);
+    int rc = all && lens ? 0 : SHARC_ERR(ENOMEM);
+    if (rc == 0) {
+        sharc__resume_bundle_parse(r->resume, r->s.resume_state_size, all, lens, (size_t)want);
+        states[0] = all[r->s.dp_rank];
+        sizes[0] = lens[r->s.dp_rank];
+        memmove(r->resume, states[0], sizes[0]);
+        r->s.resume_state_size = sizes[0];
+    }
+    sharc__free(&r->ctx, all);
+    sharc__free(&r->ctx, lens);
+    return rc;
+}
+
 static int copy_settings(sharc_reader *r, const sharc_reader_settings *s)
 {
     sharc__ctx *ctx = &r->ctx;
@@ -110,7 +138,7 @@ static int copy_settings(sharc_reader *r, const sharc_reader_settings *s)
     r->s.sampler.bins = r->bins;
     r->s.sampler.bucket_batch_size = r->bucket_batch_size;
     r->s.resume_state = r->resume;
-    return 0;
+    return unbundle_own_state(r);
 }
 
 /* Cut counts of a source, for a level of the config without weights (NeMo's default):
