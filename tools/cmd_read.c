@@ -16,6 +16,7 @@
 
 #include "cli.h"
 #include "cli_loader.h"
+#include "cli_resume.h"
 #include "cli_opts.h"
 #include "cli_reader_opts.h"
 #include "npy.h"
@@ -44,6 +45,7 @@ typedef struct read_opts {
     uint64_t limit; /* cuts with --cuts, else batches; 0 = no limit */
     const char *dump_dir;
     const char *resume_file;
+    const char *resume_base; /* --resume as given, before FILE.dp<k> */
     save_point saves[MAX_SAVES];
     size_t n_saves;
     const char *batch_only; /* the first option given that only batches use */
@@ -160,7 +162,10 @@ static const cli_opt options[] = {
              "are those an uninterrupted run yields after that step; the\n"
              "data and the reader/batching options must be the same\n"
              "(--threads and --prefetch may differ); with several\n"
-             "data-parallel slots each reads FILE.dp<slot> (default: start)"},
+             "data-parallel slots each reads FILE.dp<slot>; states saved by\n"
+             "another number of slots (FILE.dp0 ... FILE.dp<D-1>, or FILE of\n"
+             "one) are all read by every slot, which takes its share of\n"
+             "what they left (elastic resume) (default: start)"},
     {CLI_OPT_STRING, "dump-dir", .metavar = "DIR", OWN(dump_dir), .flags = CLI_BATCH_ONLY,
      .help = "also write every tensor of every batch to DIR (created if\n"
              "missing) as DIR/step<k>.<tensor>.npy (NumPy format 1.0),\n"
@@ -1086,6 +1091,7 @@ static int name_files_by_slot(read_opts *o)
     for (size_t i = 0; i < o->n_saves; i++)
         if ((o->saves[i].file = slot_name(o, "%s.dp%d", o->saves[i].file, slot)) == NULL)
             return -1;
+    o->resume_base = o->resume_file;
     if (o->resume_file != NULL &&
         (o->resume_file = slot_name(o, "%s.dp%d", o->resume_file, slot)) == NULL)
         return -1;
@@ -1159,8 +1165,18 @@ static int run_batches_named(sharc_reader_settings *s, read_opts *o, const char 
 {
     char why[1400]; /* of a run that could not start */
     double t0 = cli_now();
+    int elastic = o->resume_file == NULL
+                      ? 0
+                      : cli_resume_bundle(o->resume_base ? o->resume_base : o->resume_file,
+                                          sharc_mesh_dp_rank(&o->dist.mesh),
+                                          sharc_mesh_dp_size(&o->dist.mesh), &o->state,
+                                          &o->state_size, why, sizeof why);
+    if (elastic < 0)
+        fprintf(stderr, "sharc read: %s\n", why);
+    if (elastic < 0)
+        return fail_to_start(o, why, t0);
     if (o->resume_file != NULL) {
-        if (read_state_file(o, why, sizeof why) < 0)
+        if (elastic == 0 && read_state_file(o, why, sizeof why) < 0)
             return fail_to_start(o, why, t0);
         s->resume_state = o->state;
         s->resume_state_size = o->state_size;
