@@ -20,7 +20,7 @@ static int exists(const char *path)
     return stat(path, &sb) == 0;
 }
 
-static int read_file(const char *path, void **data, size_t *size, char *why, size_t cap)
+int cli_resume_read_file(const char *path, void **data, size_t *size, char *why, size_t cap)
 {
     FILE *f = fopen(path, "rb");
     struct stat sb;
@@ -90,7 +90,7 @@ int cli_resume_bundle(const char *base, int slot, int slots, void **blob, size_t
     for (int k = 0; rc == 0 && k < count; k++) {
         if (!one)
             snprintf(path, len, "%s.dp%d", base, k);
-        rc = read_file(one ? base : path, &states[k], &sizes[k], why, cap);
+        rc = cli_resume_read_file(one ? base : path, &states[k], &sizes[k], why, cap);
     }
     if (rc == 0) {
         sharc_reader_pack_states((const void *const *)states, sizes, (size_t)count, NULL, 0, size);

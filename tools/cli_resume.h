@@ -20,4 +20,11 @@
 int cli_resume_bundle(const char *base, int slot, int slots, void **blob, size_t *size, char *why,
                       size_t cap);
 
+/**
+ * Read a state file whole (a regular file of 1 byte to 1 GiB).
+ * @param data receives the bytes (free them)
+ * @return 0, or -1 with "cannot read the state file PATH: <why>" in `why`
+ */
+int cli_resume_read_file(const char *path, void **data, size_t *size, char *why, size_t cap);
+
 #endif /* SHARC_TOOLS_CLI_RESUME_H */

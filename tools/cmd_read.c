@@ -27,7 +27,6 @@ static const char *const cmd = "read";
 #define DEFAULT_MAX_DURATION 600.0
 #define MAX_SAVES            16
 /* A state holds the buffered cuts as 8-byte locators plus the sampler: far below this. */
-#define MAX_STATE_FILE_BYTES ((uint64_t)1 << 30)
 /* Ids shown per batch in the text output. */
 #define TEXT_IDS 3
 
@@ -820,31 +819,10 @@ static int save_state(sharc_loader *l, const read_opts *o, save_point *sp, batch
 
 static int read_state_file(read_opts *o, char *error, size_t cap)
 {
-    const char *path = o->resume_file;
-    FILE *f = fopen(path, "rb");
-    struct stat sb;
-    const char *why = NULL;
-    if (f == NULL || fstat(fileno(f), &sb) != 0)
-        why = strerror(errno);
-    else if (!S_ISREG(sb.st_mode))
-        why = "not a regular file";
-    else if (sb.st_size == 0)
-        why = "the file is empty";
-    else if ((uint64_t)sb.st_size > MAX_STATE_FILE_BYTES)
-        why = "the file is too large for a reader state";
-    else if ((o->state = malloc((size_t)sb.st_size)) == NULL)
-        why = "out of memory";
-    else if (fread(o->state, 1, (size_t)sb.st_size, f) != (size_t)sb.st_size)
-        why = ferror(f) ? strerror(errno) : "the file shrank while being read";
-    if (f != NULL)
-        fclose(f);
-    if (why != NULL) {
-        snprintf(error, cap, "cannot read the state file %s: %s", path, why);
-        fprintf(stderr, "sharc read: %s\n", error);
-        return -1;
-    }
-    o->state_size = (size_t)sb.st_size;
-    return 0;
+    if (cli_resume_read_file(o->resume_file, &o->state, &o->state_size, error, cap) == 0)
+        return 0;
+    fprintf(stderr, "sharc read: %s\n", error);
+    return -1;
 }
 
 /* A batch whose device tensors (--device cuda) are copied to the host, so that it is
