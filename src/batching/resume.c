@@ -376,6 +376,16 @@ long sharc__resume_bundle_parse(const uint8_t *blob, size_t len, const uint8_t *
     return at == len ? (long)n : -1;
 }
 
+void sharc__resume_bundle_get(const uint8_t *blob, size_t i, const uint8_t **state, size_t *size)
+{
+    uint64_t n = sharc__load_le64(blob + 8);
+    size_t at = 16 + 8 * (size_t)n;
+    for (size_t k = 0; k < i; k++)
+        at += (size_t)sharc__load_le64(blob + 16 + 8 * k);
+    *state = blob + at;
+    *size = (size_t)sharc__load_le64(blob + 16 + 8 * i);
+}
+
 int sharc__resume_bundle_write(const void *const *states, const size_t *sizes, size_t n, void *buf,
                                size_t cap, size_t *size)
 {

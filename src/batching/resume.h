@@ -110,6 +110,9 @@ uint64_t sharc__resume_key(const sharc__resume *s, size_t i);
 long sharc__resume_bundle_parse(const uint8_t *blob, size_t len, const uint8_t **states,
                                 size_t *sizes, size_t cap);
 
+/** State `i` of a bundle that sharc__resume_bundle_parse() accepted. */
+void sharc__resume_bundle_get(const uint8_t *blob, size_t i, const uint8_t **state, size_t *size);
+
 /** Write a bundle of `n` states into buf (cap bytes); *size receives the bytes needed.
  *  @return 0, or SHARC_ERR(ENOSPC) when cap is too small */
 int sharc__resume_bundle_write(const void *const *states, const size_t *sizes, size_t n, void *buf,

@@ -86,22 +86,12 @@ static int unbundle_own_state(sharc_reader *r)
     long n = sharc__resume_bundle_parse(r->resume, r->s.resume_state_size, NULL, NULL, 0);
     if (n != r->s.dp_size)
         return 0;
-    const uint8_t *states[1];
-    size_t sizes[1];
-    long want = r->s.dp_rank + 1;
-    const uint8_t **all = sharc__calloc(&r->ctx, (size_t)want, sizeof *all);
-    size_t *lens = sharc__calloc(&r->ctx, (size_t)want, sizeof *lens);
-    int rc = all && lens ? 0 : SHARC_ERR(ENOMEM);
-    if (rc == 0) {
-        sharc__resume_bundle_parse(r->resume, r->s.resume_state_size, all, lens, (size_t)want);
-        states[0] = all[r->s.dp_rank];
-        sizes[0] = lens[r->s.dp_rank];
-        memmove(r->resume, states[0], sizes[0]);
-        r->s.resume_state_size = sizes[0];
-    }
-    sharc__free(&r->ctx, all);
-    sharc__free(&r->ctx, lens);
-    return rc;
+    const uint8_t *own = NULL;
+    size_t size = 0;
+    sharc__resume_bundle_get(r->resume, (size_t)r->s.dp_rank, &own, &size);
+    memmove(r->resume, own, size);
+    r->s.resume_state_size = size;
+    return 0;
 }
 
 static int copy_settings(sharc_reader *r, const sharc_reader_settings *s)
