@@ -6,18 +6,8 @@
 # --json's summary; without --tokenizer no token field.
 . "$(dirname "$0")/lib.sh"
 
-command -v spm_train >/dev/null || { echo "spm_train is not installed; skipping"; exit 77; }
-py=
-for p in "$PYTHON" /usr/bin/python3; do
-    if "$p" -c 'import sentencepiece' 2>/dev/null; then
-        py=$p
-        break
-    fi
-done
-[ -n "$py" ] || { echo "no Python with sentencepiece; skipping"; exit 77; }
-here=$(cd "$(dirname "$0")" && pwd)
-spm_train --input="$here/../data/tokenizer_text.txt" --model_prefix="$tmp/m" --vocab_size=100 \
-    --character_coverage=1.0 --minloglevel=2 >/dev/null 2>&1 || fail "spm_train failed"
+need_spm sentencepiece
+spm_model m 100
 
 gen "$tmp/g" --layout shar --shards 3 --cuts-per-shard 8 --max-duration 6 --seed 5 --compress none
 expect_rc 0 "$SHARC" validate --json --threads 2 --tokenizer "$tmp/m.model" --report "$tmp/r.html" \
