@@ -198,6 +198,9 @@ int cli_opts_parse(cli_parser *p)
             p->print_help();
             return CLI_EXIT_OK;
         }
+        if (o->replaced_by)
+            fprintf(stderr, "sharc %s: warning: --%s is deprecated; use --%s\n", p->cmd, o->name,
+                    o->replaced_by);
         if ((o->flags & CLI_BATCH_ONLY) && !p->batch_only)
             p->batch_only = o->name;
         if ((o->flags & CLI_CUTS_ONLY) && !p->cuts_only)

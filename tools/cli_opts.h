@@ -82,6 +82,9 @@ struct cli_opt {
     cli_opt_handler handler; ///< CUSTOM
     int flags;               ///< CLI_NO_VALUE, CLI_BATCH_ONLY, CLI_CUTS_ONLY
     const cli_opt *group;    ///< USE, GROUP
+    /** The option's new name: given, this one still works and warns on stderr, naming it
+     *  (NULL: a current option) */
+    const char *replaced_by;
 };
 
 /* Entries of a table, so that the tables read as lists of options. */

@@ -325,8 +325,12 @@ const cli_opt cli_reader_group[] = {
              "offset by the models before; a cut's language picks its model)\n"
              "(default: none)"},
     /* the sampler's: batches only */
-    {CLI_OPT_CUSTOM, "max-duration", .metavar = "S", SM(max_duration),
+    {CLI_OPT_CUSTOM, "batch-duration", .metavar = "S", SM(max_duration),
      .handler = cli_opt_positive_seconds, .flags = CLI_BATCH_ONLY, .help = NULL},
+    /* The batch limit's old name, which NeMo gives its cut filter (--max-cut-duration). */
+    {CLI_OPT_CUSTOM, "max-duration", .metavar = "S", SM(max_duration),
+     .handler = cli_opt_positive_seconds, .flags = CLI_BATCH_ONLY,
+     .help = "deprecated: --batch-duration", .replaced_by = "batch-duration"},
     {CLI_OPT_U32, "max-cuts", .metavar = "N", SM(max_cuts), .min = 1, .max = UINT32_MAX,
      .flags = CLI_BATCH_ONLY, .help = "at most N cuts per batch (default: no limit)"},
     {CLI_OPT_CUSTOM, "quadratic-duration", .metavar = "Q", SM(quadratic_duration),
@@ -352,7 +356,7 @@ const cli_opt cli_reader_group[] = {
      .flags = CLI_BATCH_ONLY,
      .help = "fixed cuts per batch for each boundary of --bins (one\n"
              "number per boundary, as NeMo's OOMptimizer writes them);\n"
-             "excludes --max-duration and --max-cuts; a cut longer than the\n"
+             "excludes --batch-duration and --max-cuts; a cut longer than the\n"
              "last boundary is an error, so also give --max-cut-duration\n"
              "(default: off)"},
     {CLI_OPT_U32, "buffer-size", .metavar = "N", SM(buffer_size), .min = 1, .max = 1u << 24,

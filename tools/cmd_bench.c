@@ -199,10 +199,13 @@ static const cli_opt options[] = {
     USE("tokenizer", NULL),
     CLI_TEXT(
         "\nSampler (batches; Lhotse DynamicBucketingSampler equivalents in docs/sampler.md):\n"),
-    {CLI_OPT_CUSTOM, "max-duration", .metavar = "S", SM(max_duration), .handler = parse_positive,
+    {CLI_OPT_CUSTOM, "batch-duration", .metavar = "S", SM(max_duration), .handler = parse_positive,
      .flags = CLI_BATCH_ONLY | CLI_SHARED,
      .help = "padded seconds per batch (default 200 here when neither\n"
-             "--max-duration nor --max-cuts is given)"},
+             "--batch-duration nor --max-cuts is given)"},
+    {CLI_OPT_CUSTOM, "max-duration", .metavar = "S", SM(max_duration), .handler = parse_positive,
+     .flags = CLI_BATCH_ONLY | CLI_SHARED, .help = "deprecated: --batch-duration",
+     .replaced_by = "batch-duration"},
     {CLI_OPT_CUSTOM, "max-cuts", .metavar = "N", SM(max_cuts), .handler = parse_max_cuts,
      .flags = CLI_BATCH_ONLY | CLI_SHARED, .help = "cuts per batch (default: no limit)"},
     {CLI_OPT_U32, "num-buckets", .metavar = "N", SM(num_buckets), .min = 1, .max = 1 << 20,
@@ -330,9 +333,9 @@ static void print_help(void)
         "Exit status: 0 success, 1 read or floor error, 2 usage error.\n"
         "\n"
         "Example:\n"
-        "  sharc bench --floor --threads 1 --max-duration 200 --seconds 10 data/shar\n"
+        "  sharc bench --floor --threads 1 --batch-duration 200 --seconds 10 data/shar\n"
         "  sharc bench --cuts --floor --json data/wds\n"
-        "  sharc bench --features fbank --device cuda:0 --max-duration 600 data/shar\n"
+        "  sharc bench --features fbank --device cuda:0 --batch-duration 600 data/shar\n"
         "  mpirun -n 4 sharc bench --transport mpi --mesh dp=2,cp=2 --batches 50 --json "
         "data/shar\n");
 }

@@ -27,8 +27,8 @@ typedef struct buckets_opts {
     cli_reader_opts ro; /* --tokenizer's list */
 } buckets_opts;
 
-/* --min-duration and --max-duration filter the cuts whose durations are estimated (they are
- * not the sampler's options of the same names). */
+/* --min-duration and --max-cut-duration filter the cuts whose durations are estimated, as
+ * the reader's options of the same names filter the cuts it reads. */
 static int parse_seconds(cli_parser *p, const cli_opt *o, const char *val, void *target)
 {
     (void)p;
@@ -50,8 +50,10 @@ static const cli_opt options[] = {
              "num_cuts_for_bins_estimate (default 0: all cuts)"},
     {CLI_OPT_CUSTOM, "min-duration", .metavar = "S", OWN(min_duration), .handler = parse_seconds,
      .help = "ignore cuts shorter than S seconds (default 0)"},
+    {CLI_OPT_CUSTOM, "max-cut-duration", .metavar = "S", OWN(max_duration),
+     .handler = parse_seconds, .help = "ignore cuts longer than S seconds (default 0: no limit)"},
     {CLI_OPT_CUSTOM, "max-duration", .metavar = "S", OWN(max_duration), .handler = parse_seconds,
-     .help = "ignore cuts longer than S seconds (default 0: no limit)"},
+     .help = "deprecated: --max-cut-duration", .replaced_by = "max-cut-duration"},
     CLI_USE(cli_reader_group, "tokenizer",
             "a SentencePiece model, or LANG=M once per language: estimate\n"
             "NeMo's 2D bins of [duration, tokens] and each bin's max_tps\n"
@@ -113,7 +115,7 @@ static void print_help(void)
            "duration, each split into --num-subbuckets sub-buckets of equal total tokens\n"
            "(buckets of one duration merged, with their sub-buckets), the cuts whose tokens\n"
            "per second are outliers left out of the split, and each bucket's largest\n"
-           "remaining tokens per second as its max_tps; --max-duration, when given, is the\n"
+           "remaining tokens per second as its max_tps; --max-cut-duration, when given, is the\n"
            "last bucket's duration. Text output: the script's lines (bucket_duration_bins and\n"
            "max_tps, ready for a config); --json: {\"bucket_duration_bins\":[[d,t],...],\n"
            "\"max_tps\":[...],\"cuts\",\"ignored_cuts\",\"num_buckets\"}.\n"
@@ -121,7 +123,7 @@ static void print_help(void)
            "Exit status: 0 success, 1 read error or too few cuts, 2 usage error.\n"
            "\n"
            "Example:\n"
-           "  sharc buckets --num-buckets 30 --max-duration 40 data/shar\n");
+           "  sharc buckets --num-buckets 30 --max-cut-duration 40 data/shar\n");
 }
 
 static int parse_args(int argc, char **argv, sharc_reader_settings *s, buckets_opts *o)
@@ -143,7 +145,7 @@ static int parse_args(int argc, char **argv, sharc_reader_settings *s, buckets_o
     if (status < 0 && s->input_cfg && o->num_cuts == 0)
         o->num_cuts = 10000;
     if (status < 0 && o->max_duration > 0 && o->max_duration < o->min_duration)
-        return cli_usage_error(cmd, "--max-duration is below --min-duration");
+        return cli_usage_error(cmd, "--max-cut-duration is below --min-duration");
     return status;
 }
 
@@ -175,7 +177,7 @@ static int collect(sharc_reader *r, const buckets_opts *o, double **out, uint32_
         if (*n == cap) {
             double *bigger = realloc(d, 2 * cap * sizeof *d);
             uint32_t *more = tokens && bigger ? realloc(t, 2 * cap * sizeof *t) : t;
-            if (!bigger || !more) {
+            if (!bigger || (tokens && !more)) {
                 free(bigger ? bigger : d);
                 d = NULL;
                 break;
@@ -350,7 +352,7 @@ int cmd_buckets(int argc, char **argv)
         char filtered[96] = "";
         if (ignored > 0)
             snprintf(filtered, sizeof filtered,
-                     "; %" PRIu64 " more were outside --min-duration/--max-duration", ignored);
+                     "; %" PRIu64 " more were outside --min-duration/--max-cut-duration", ignored);
         fail_with("%zu cuts are too few for %d buckets (Lhotse's estimation needs at least one "
                   "cut per bucket; a batch reader would use %zu buckets)%s",
                   n, o.num_buckets, n, filtered);

@@ -66,7 +66,7 @@ static int parse_save_point(cli_parser *p, const cli_opt *opt, const char *val, 
 }
 
 /* The help below spells these out. */
-_Static_assert((int)DEFAULT_MAX_DURATION == 600, "--max-duration's help says 600");
+_Static_assert((int)DEFAULT_MAX_DURATION == 600, "--batch-duration's help says 600");
 _Static_assert(MAX_SAVES == 16, "--save-state-at's help says 16");
 
 #define OWN(field) .target = CLI_T_CMD, .offset = offsetof(read_opts, field)
@@ -101,11 +101,12 @@ static const cli_opt options[] = {
     {CLI_OPT_U64, "limit", .metavar = "N", OWN(limit), .min = 1,
      .help = "stop after N batches (N cuts with --cuts) (default: no limit)"},
     CLI_TEXT("\nBatching (see docs/sampler.md for the Lhotse and NeMo names of each):\n"),
-    CLI_USE(cli_reader_group, "max-duration",
+    CLI_USE(cli_reader_group, "batch-duration",
             "padded seconds per batch: cuts are taken from a bucket until\n"
             "the n taken so far, the longest lasting L, have (n+1) * L > S\n"
             "(Lhotse's rule) (default 600 when neither --max-cuts nor\n"
             "--bucket-batch-size is given, else none)"),
+    USE("max-duration"),
     USE("max-cuts"),
     USE("quadratic-duration"),
     USE("num-buckets"),
@@ -280,7 +281,7 @@ static void print_help(void)
         "included).\n"
         "\n"
         "Example:\n"
-        "  sharc read --json --max-duration 200 --num-buckets 8 --threads 4 data/shar\n"
+        "  sharc read --json --batch-duration 200 --num-buckets 8 --threads 4 data/shar\n"
         "  mpirun -n 4 sharc read --transport mpi --mesh dp=2,cp=2 --json data/shar\n"
         "  sharc read --save-state-at 5 state.bin --limit 6 data/shar\n"
         "  sharc read --resume state.bin --dump-dir /tmp/batches --limit 5 data/shar\n"
@@ -581,7 +582,7 @@ static int finish_args(sharc_reader_settings *s, read_opts *o)
                                    o->ro.n_bucket_batch_size, o->ro.n_bins);
         if (st->max_duration > 0 || st->max_cuts > 0)
             return cli_usage_error(
-                cmd, "--bucket-batch-size cannot be combined with --max-duration or --max-cuts");
+                cmd, "--bucket-batch-size cannot be combined with --batch-duration or --max-cuts");
         st->bucket_batch_size = o->ro.bucket_batch_size;
     }
     st->bins = o->ro.bins;

@@ -104,7 +104,7 @@ def main():
     # The reader exists on the slot's source rank only; the other ranks receive its batches.
     reader = None
     if is_dp_source_rank(mesh):
-        reader = sharc.Reader(args.data, max_duration=args.max_duration, seed=1, epochs=0,
+        reader = sharc.Reader(args.data, batch_duration=args.max_duration, seed=1, epochs=0,
                               dp_rank=dp_rank, dp_size=args.dp, threads=2)
     loader = BroadcastingDataLoader(reader, mesh)
 

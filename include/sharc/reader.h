@@ -129,7 +129,9 @@ typedef struct sharc_sampler_settings {
     /** sizeof(sharc_sampler_settings), set by sharc_reader_default_settings() (the rule is in
      *  sharc/common.h) */
     uint32_t struct_size;
-    double max_duration;       ///< padded seconds per batch, n * longest; 0 = none (default 0)
+    /** padded seconds per batch, n * longest: CLI --batch-duration, Python batch_duration,
+     *  NeMo's batch_duration (NeMo's max_duration is max_cut_duration); 0 = none (default 0) */
+    double max_duration;
     uint32_t max_cuts;         ///< cuts per batch; 0 = none (default 0)
     double quadratic_duration; ///< q: a cut counts as d + d*d/q; 0 = off (default 0)
     uint32_t num_buckets;      ///< buckets estimated from metadata when no bins (default 10)

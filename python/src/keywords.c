@@ -31,8 +31,9 @@ enum kw_kind {
     KW_AUG_DOUBLE, ///< a double of augment, at `offset` in sharc_augment_settings
     KW_TOKENIZER,
     KW_TPS,
-    KW_NOISE,  ///< augment.noise: a path or a list of paths
-    KW_AUG_U64 ///< a uint64_t of augment, at `offset`
+    KW_NOISE,   ///< augment.noise: a path or a list of paths
+    KW_AUG_U64, ///< a uint64_t of augment, at `offset`
+    KW_FIELD    ///< a NeMo manifest key, kept in self->nemo_fields[min]
 };
 
 typedef struct {
@@ -70,6 +71,8 @@ static const kw_def kw_defs[] = {
     {"max_held_batches", KW_INT, R(max_held_batches), 1, 1024, 0},
     {"read_ahead_bytes", KW_U64, R(read_ahead_bytes), 0, 0, 0},
     {"max_member_bytes", KW_U64, R(max_member_bytes), 1, 0, 0},
+    {"batch_duration", KW_DOUBLE, SM(max_duration), 0, 1e9, 1},
+    /* batch_duration's old name, which NeMo gives its cut filter: warns */
     {"max_duration", KW_DOUBLE, SM(max_duration), 0, 1e9, 1},
     {"max_cuts", KW_U32, SM(max_cuts), 1, UINT32_MAX, 0},
     {"quadratic_duration", KW_DOUBLE, SM(quadratic_duration), 0, 1e9, 1},
@@ -112,6 +115,9 @@ static const kw_def kw_defs[] = {
     {"max_tokens", KW_U32, SM(max_tokens), 1, UINT32_MAX, 0},
     {"token_equivalent_duration", KW_DOUBLE, SM(token_equivalent_duration), 0, 1e9, 0},
     {"batch_tokens", KW_U32, SM(batch_tokens), 1, UINT32_MAX, 0},
+    /* NeMo's text_field and lang_field: the manifest keys of the transcript and language */
+    {"nemo_text_field", KW_FIELD, R(nemo_text_field), 0, 0, 0},
+    {"nemo_lang_field", KW_FIELD, R(nemo_lang_field), 1, 0, 0},
 };
 #undef R
 #undef SM
@@ -305,6 +311,39 @@ static int json_text(PyObject *v, const char *what, char **out)
         PyErr_NoMemory();
         return -1;
     }
+    return 0;
+}
+
+/* A non-empty str naming a manifest key, kept in self->nemo_fields and pointed to by the
+ * settings' field at d->offset. */
+static int kw_field(ReaderObject *self, const kw_def *d, PyObject *v)
+{
+    if (!PyUnicode_Check(v))
+        return kw_error_type(d->name, "a str", v);
+    PyObject *utf8 = PyUnicode_AsUTF8String(v);
+    if (!utf8)
+        return -1;
+    char *t = NULL, who[64];
+    Py_ssize_t len = 0;
+    snprintf(who, sizeof who, "sharc.Reader: keyword '%s'", d->name);
+    if (PyBytes_AsStringAndSize(utf8, &t, &len) < 0 || sharc__py_no_nul(t, len, who) < 0) {
+        Py_DECREF(utf8);
+        return -1;
+    }
+    char *copy = len > 0 ? strdup(t) : NULL;
+    Py_DECREF(utf8);
+    if (len == 0) {
+        PyErr_Format(PyExc_ValueError, "sharc.Reader: keyword '%s' must not be empty", d->name);
+        return -1;
+    }
+    if (!copy) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    char **slot = &self->nemo_fields[(int)d->min];
+    free(*slot);
+    *slot = copy;
+    *(const char **)((char *)&self->s + d->offset) = copy;
     return 0;
 }
 
@@ -644,6 +683,8 @@ static int set_keyword(ReaderObject *self, const kw_def *d, PyObject *v, int *li
         return kw_tokenizer(self, d, v);
     case KW_TPS:
         return kw_max_tps(self, d, v);
+    case KW_FIELD:
+        return kw_field(self, d, v);
     case KW_PATH: {
         char *cfg;
         const int structure = PyList_Check(v) || PyDict_Check(v);
@@ -782,13 +823,31 @@ static int parse_paths(char ***list, size_t *n, PyObject *paths, const char *wha
     return 0;
 }
 
+/* max_duration= is batch_duration= under its old name, which NeMo gives its cut filter
+ * (max_cut_duration here): a DeprecationWarning at the caller of sharc.Reader(), and both
+ * together are an error. */
+static int deprecated_batch_limit(const kw_def *d, int *seen)
+{
+    if (++*seen > 1) {
+        PyErr_SetString(PyExc_TypeError, "sharc.Reader: give batch_duration only (max_duration "
+                                         "is its deprecated name)");
+        return -1;
+    }
+    if (strcmp(d->name, "max_duration") != 0)
+        return 0;
+    return PyErr_WarnEx(PyExc_DeprecationWarning,
+                        "sharc.Reader: keyword 'max_duration' is deprecated; use batch_duration "
+                        "(the batch limit; NeMo's max_duration is the cut filter max_cut_duration)",
+                        2);
+}
+
 int sharc__py_reader_settings(ReaderObject *self, PyObject *paths, PyObject *kw, int *open_reader)
 {
     if (parse_paths(&self->paths, &self->n_paths, paths, "paths") < 0)
         return -1;
     self->s.paths = (const char *const *)self->paths;
     self->s.n_paths = self->n_paths;
-    int linspace = 0;
+    int linspace = 0, batch_limits = 0;
     size_t n_bbs = 0;
     if (kw) {
         PyObject *key, *value;
@@ -808,6 +867,9 @@ int sharc__py_reader_settings(ReaderObject *self, PyObject *paths, PyObject *kw,
                 PyErr_Format(PyExc_TypeError, "sharc.Reader: unknown keyword '%U'", key);
                 return -1;
             }
+            if (d->offset == offsetof(sharc_reader_settings, sampler.max_duration) &&
+                d->kind == KW_DOUBLE && deprecated_batch_limit(d, &batch_limits) < 0)
+                return -1;
             if (set_keyword(self, d, value, &linspace) < 0)
                 return -1;
             if (d->kind == KW_BBS)

@@ -37,6 +37,9 @@ static void reader_free_settings(ReaderObject *self)
         free(self->noise[i]);
     free(self->noise);
     free(self->resume);
+    free(self->nemo_fields[0]);
+    free(self->nemo_fields[1]);
+    self->nemo_fields[0] = self->nemo_fields[1] = NULL;
     self->paths = NULL;
     self->n_paths = 0;
     self->input_cfg = NULL;

@@ -105,6 +105,7 @@ typedef struct {
     size_t resume_size;
     int busy;
     logcap *log;
+    char *nemo_fields[2]; /* nemo_text_field, nemo_lang_field */
 } ReaderObject;
 
 /** Free the tokenizer keyword's strings (self->tokenizer) and clear them. */

@@ -44,3 +44,21 @@ def expected(corpus, layout):
 def corrupt(*args):
     root = os.environ.get("SHARC_SOURCE_ROOT", os.path.join(HERE, "..", ".."))
     subprocess.run([sys.executable, os.path.join(root, "tests", "corrupt.py"), *map(str, args)], check=True)
+
+
+@pytest.fixture(scope="session")
+def models(tmp_path_factory):
+    """SentencePiece models trained by spm_train on tests/data/tokenizer_text.txt: {lang: path}
+    for en, de and pl (vocabularies of 70, 90 and 110)."""
+    if not shutil.which("spm_train"):
+        pytest.skip("spm_train (Debian sentencepiece) is not installed")
+    root = os.environ.get("SHARC_SOURCE_ROOT", os.path.join(HERE, "..", ".."))
+    text = os.path.join(root, "tests", "data", "tokenizer_text.txt")
+    d = tmp_path_factory.mktemp("spm")
+    out = {}
+    for name, vocab in (("en", 70), ("de", 90), ("pl", 110)):
+        subprocess.run(["spm_train", f"--input={text}", f"--model_prefix={d / name}", f"--vocab_size={vocab}",
+                        "--character_coverage=1.0", "--minloglevel=2"], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        out[name] = str(d / f"{name}.model")
+    return out

@@ -1,31 +1,10 @@
 """sharc.Reader(tokenizer=...): token ids in every batch, equal to Python sentencepiece's."""
-import shutil
-import subprocess
-
 import pytest
 
 import sharc
 
 np = pytest.importorskip("numpy")
 spm = pytest.importorskip("sentencepiece")
-
-TEXT = __import__("os").path.join(__import__("os").path.dirname(__file__), "..", "..", "tests", "data",
-                                  "tokenizer_text.txt")
-
-
-@pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    if not shutil.which("spm_train"):
-        pytest.skip("spm_train (Debian sentencepiece) is not installed")
-    d = tmp_path_factory.mktemp("spm")
-    out = {}
-    for name, vocab in (("en", 70), ("de", 90), ("pl", 110)):
-        subprocess.run(["spm_train", f"--input={TEXT}", f"--model_prefix={d / name}", f"--vocab_size={vocab}",
-                        "--character_coverage=1.0", "--minloglevel=2"], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        out[name] = str(d / f"{name}.model")
-    return out
-
 
 def check_batches(reader, encode):
     rows = 0

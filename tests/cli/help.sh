@@ -63,6 +63,21 @@ expect_in "$tmp/err" "invalid value '0' for --max-duration (a number above 0, up
 expect_rc 2 "$SHARC" read --max-duration -1 "$tmp"
 expect_in "$tmp/err" "invalid value '-1' for --max-duration (a number above 0, up to 1e+09, is expected)"
 expect_rc 2 "$SHARC" read --max-duration nan "$tmp"
+expect_rc 2 "$SHARC" read --batch-duration 0 "$tmp"
+expect_in "$tmp/err" "invalid value '0' for --batch-duration (a number above 0, up to 1e+09, is expected)"
+# --max-duration is --batch-duration's deprecated name in read and bench (NeMo's max_duration
+# is the cut filter, --max-cut-duration): it works and warns, naming the new one.
+expect_rc 1 "$SHARC" read --max-duration 10 "$tmp/missing"
+expect_in "$tmp/err" "sharc read: warning: --max-duration is deprecated; use --batch-duration"
+expect_rc 1 "$SHARC" read --batch-duration 10 "$tmp/missing"
+grep -q "deprecated" "$tmp/err" && fail "--batch-duration warned: $(cat "$tmp/err")"
+expect_rc 1 "$SHARC" bench --max-duration 10 "$tmp/missing"
+expect_in "$tmp/err" "sharc bench: warning: --max-duration is deprecated; use --batch-duration"
+expect_rc 0 "$SHARC" read --help
+expect_in "$tmp/out" "--batch-duration S"
+expect_in "$tmp/out" "deprecated: --batch-duration"
+expect_rc 0 "$SHARC" buckets --help
+expect_in "$tmp/out" "deprecated: --max-cut-duration"
 expect_rc 2 "$SHARC" read --max-cuts 0 "$tmp"
 expect_rc 2 "$SHARC" read --threads -1 "$tmp"
 expect_rc 2 "$SHARC" read --bins 3,1 "$tmp"

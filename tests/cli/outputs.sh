@@ -48,9 +48,9 @@ ln -s "$d/recording.000001.tar.gz" "$tmp/slot.dp1"
 WORLD_SIZE=2 RANK=1 expect_rc 2 "$SHARC" read --save-state-at 0 "$tmp/slot" --limit 1 "$d"
 refused "$tmp/slot.dp1" "$d/recording.000001.tar.gz"
 # The state a run resumes from is one of its inputs.
-expect_rc 0 "$SHARC" read --save-state-at 0 "$tmp/st" --limit 1 --max-duration 20 "$d"
+expect_rc 0 "$SHARC" read --save-state-at 0 "$tmp/st" --limit 1 --batch-duration 20 "$d"
 cp "$tmp/st" "$tmp/st.orig"
-expect_rc 2 "$SHARC" read --resume "$tmp/st" --save-state-at 0 "$tmp/st" --max-duration 20 "$d"
+expect_rc 2 "$SHARC" read --resume "$tmp/st" --save-state-at 0 "$tmp/st" --batch-duration 20 "$d"
 expect_in "$tmp/err" "sharc read: --save-state-at 0 $tmp/st would overwrite $tmp/st, an input of this run: outputs never replace inputs"
 cmp -s "$tmp/st" "$tmp/st.orig" || fail "the --resume state was replaced"
 # A dump file named as an input, or a link there to one: refused, the input intact.
@@ -61,7 +61,7 @@ expect_rc 2 "$SHARC" read --layout wds --dump-dir "$tmp/dd" --limit 1 "$tmp/dd/s
 expect_in "$tmp/err" "sharc read: --dump-dir $tmp/dd would overwrite $tmp/dd/step0.audio.npy, an input of this run (dump files are named step<k>.<tensor>.npy): outputs never replace inputs"
 rm "$tmp/dd/step0.audio.npy"
 ln -s "$d/recording.000000.tar.gz" "$tmp/dd/step0.audio.npy"
-expect_rc 1 "$SHARC" read --dump-dir "$tmp/dd" --limit 1 --max-duration 20 --quiet "$d"
+expect_rc 1 "$SHARC" read --dump-dir "$tmp/dd" --limit 1 --batch-duration 20 --quiet "$d"
 expect_in "$tmp/err" "sharc read: cannot write tensor audio of step 0 to $tmp/dd/step0.audio.npy: it is the input file $d/recording.000000.tar.gz, which an output never replaces"
 unchanged
 rm -r "$tmp/dd"
@@ -72,7 +72,7 @@ set +e
 (
     trap '' XFSZ
     ulimit -f 4
-    exec "$SHARC" read --dump-dir "$tmp/dd" --limit 1 --max-duration 20 --quiet "$d" \
+    exec "$SHARC" read --dump-dir "$tmp/dd" --limit 1 --batch-duration 20 --quiet "$d" \
         >/dev/null 2>"$tmp/err"
 )
 rc=$?
@@ -86,7 +86,7 @@ set +e
 (
     trap '' XFSZ
     ulimit -f 0
-    exec "$SHARC" read --save-state-at 0 "$tmp/st2" --limit 1 --max-duration 20 --quiet "$d" \
+    exec "$SHARC" read --save-state-at 0 "$tmp/st2" --limit 1 --batch-duration 20 --quiet "$d" \
         2>&1 >/dev/null
 ) | cat >"$tmp/err"
 rc=${PIPESTATUS[0]}
@@ -117,14 +117,14 @@ for c in read validate buckets bench pack; do
     full help "$c"
 done
 want="sharc read"
-full read --json --max-duration 20 "$d"
+full read --json --batch-duration 20 "$d"
 full read --cuts "$d"
 want="sharc validate"
 full validate "$d"
 want="sharc buckets"
 full buckets --num-buckets 2 "$d"
 want="sharc bench"
-full bench --batches 2 --max-duration 20 "$d"
+full bench --batches 2 --batch-duration 20 "$d"
 "$PYTHON" -c 'import json; print(json.dumps({"audio_filepath": "a.wav"}))' >"$tmp/m.jsonl"
 "$PYTHON" - "$tmp/a.wav" <<'PY'
 import sys, wave
@@ -155,7 +155,7 @@ pipe_head() {
 gen "$tmp/big" --layout shar --shards 2 --cuts-per-shard 300 --min-duration 0.2 --max-duration 0.5 \
     --compress none
 for ignore in 0 1; do
-    pipe_head "$ignore" read --json --epochs 0 --max-duration 20 --threads 1 "$d"
+    pipe_head "$ignore" read --json --epochs 0 --batch-duration 20 --threads 1 "$d"
     pipe_head "$ignore" read --cuts --json --no-decode --epochs 0 "$d"
     pipe_head "$ignore" read --cuts --no-decode --epochs 0 "$d"
     pipe_head "$ignore" validate --per-cut --json "$tmp/big/shar"
