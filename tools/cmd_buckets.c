@@ -175,7 +175,7 @@ static int collect(sharc_reader *r, const buckets_opts *o, double **out, uint32_
         if (*n == cap) {
             double *bigger = realloc(d, 2 * cap * sizeof *d);
             uint32_t *more = tokens && bigger ? realloc(t, 2 * cap * sizeof *t) : t;
-            if (!bigger || !more) {
+            if (!bigger || (tokens && !more)) {
                 free(bigger ? bigger : d);
                 d = NULL;
                 break;
