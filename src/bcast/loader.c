@@ -178,6 +178,18 @@ static void describe_settings(sharc__handshake *h, const sharc_loader_settings *
     sharc__handshake_add(h, "sampler.world_size", "%u", (unsigned)p->world_size);
     sharc__handshake_add(h, "sampler.min_duration", "%.17g", p->min_duration);
     sharc__handshake_add(h, "sampler.max_cut_duration", "%.17g", p->max_cut_duration);
+    /* The tokens: the models are compared by number (their paths may differ by machine), the
+     * token settings that decide the batches by a hash. */
+    uint64_t tok = sharc__fnv1a(0xcbf29ce484222325ull, &p->min_tps, sizeof p->min_tps);
+    for (size_t i = 0; p->bin_tokens && i < p->n_bins; i++)
+        tok = sharc__fnv1a(tok, &p->bin_tokens[i], sizeof p->bin_tokens[i]);
+    for (size_t i = 0; p->max_tps && i < p->n_max_tps; i++)
+        tok = sharc__fnv1a(tok, &p->max_tps[i], sizeof p->max_tps[i]);
+    const uint64_t more[4] = {p->min_tokens, p->max_tokens, p->batch_tokens, p->n_max_tps};
+    tok = sharc__fnv1a(tok, more, sizeof more);
+    tok = sharc__fnv1a(tok, &p->token_equivalent_duration, sizeof p->token_equivalent_duration);
+    sharc__handshake_add(h, "reader.tokens", "%zu models, settings hash %016llx", r->n_tokenizer,
+                         (unsigned long long)tok);
     /* The features decide the batches' tensors: a peer set for other features would get
      * tensors it does not expect. Their parameters count only when they are on. */
     if (r->features == SHARC_FEATURES_NONE) {
