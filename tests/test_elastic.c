@@ -66,18 +66,17 @@ static uint64_t walk(slot *s, uint64_t epochs, uint64_t cuts, sharc__rng *rng)
     o->units = s->units;
     o->n_units = s->n_units;
     o->start_epoch = s->start_epoch;
-    o->in_prologue = s->units != NULL || s->start_epoch > 0;
+    o->pos.in_prologue = s->units != NULL || s->start_epoch > 0;
     uint64_t got = 0;
     if (cuts == 0)
         return 0;
     /* Stopped right after a cut: its shard still open, as the walk leaves it. */
-    for (size_t i = 0; o->in_prologue && i < s->n_units; i++) {
+    for (size_t i = 0; o->pos.in_prologue && i < s->n_units; i++) {
         const sharc__elastic_unit *u = &s->units[i];
-        o->unit_pos = i + 1;
-        o->pos = (sharc__walk_pos){u->epoch, 0, u->shard, 0, 1, 0};
+        o->pos = (sharc__walk_pos){u->epoch, 0, u->shard, 0, 1, 0, 1, i + 1};
         for (uint64_t k = 0; k < len[u->shard]; k++) {
             o->pos.consumed = k + 1;
-            if (sharc__elastic_unit_has(u, k)) {
+            if (sharc__walk_unit_has(u, k)) {
                 take(s, rng, u->epoch, u->shard, k);
                 if (++got == cuts)
                     return got;
@@ -85,16 +84,16 @@ static uint64_t walk(slot *s, uint64_t epochs, uint64_t cuts, sharc__rng *rng)
         }
         o->pos.shard_open = 0;
     }
-    if (o->in_prologue && s->start_epoch >= epochs)
+    if (o->pos.in_prologue && s->start_epoch >= epochs)
         return got; /* the end, after the prologue */
-    o->in_prologue = 0;
+    o->pos.in_prologue = 0;
     uint32_t every, first, order[MAX_SHARDS];
     sharc__dataset_cut_share(ds.n_shards, s->rank, s->size, &every, &first);
     for (uint64_t e = s->start_epoch; e < epochs; e++) {
         size_t n = sharc__dataset_epoch_order(&ds, 7, e, 1, s->rank, s->size, order);
-        o->pos = (sharc__walk_pos){e, 0, 0, 0, 0, 0};
+        o->pos = (sharc__walk_pos){e, 0, 0, 0, 0, 0, 0, 0};
         for (size_t p = 0; p < n; p++) {
-            o->pos = (sharc__walk_pos){e, p + 1, order[p], 0, 1, 0};
+            o->pos = (sharc__walk_pos){e, p + 1, order[p], 0, 1, 0, 0, 0};
             for (uint64_t k = 0; k < len[order[p]]; k++) {
                 o->pos.consumed = k + 1;
                 if (k % every == first) {

@@ -481,6 +481,136 @@ START_TEST(resume_equals_uninterrupted)
 }
 END_TEST
 
+static int cmp_str_ptr(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Add the ids of a fingerprint to ids[*n]. */
+static void add_ids(const print *p, char **ids, size_t *n)
+{
+    char copy[sizeof p->ids];
+    snprintf(copy, sizeof copy, "%s", p->ids);
+    for (char *save = NULL, *id = strtok_r(copy, " ", &save); id; id = strtok_r(NULL, " ", &save))
+        ids[(*n)++] = strdup(id);
+}
+
+/*
+ * Elastic resume: D slots stop after k batches each, their states packed into one bundle,
+ * and D' slots resume from it. Over the two runs every cut of both epochs is delivered
+ * exactly once per epoch, none lost, none repeated; with D' = D each slot's batches are those
+ * its own state alone gives.
+ */
+START_TEST(elastic_resume_delivers_every_cut_once)
+{
+    make_corpus();
+    static const int cases[][3] = {{2, 1, 1}, {2, 3, 2}, {3, 2, 1}, {3, 4, 3}, {4, 2, 1},
+                                   {4, 3, 5}, {1, 3, 2}, {2, 2, 1}, {8, 3, 1}, {3, 8, 2}};
+    static print got[256], want[256];
+    static char *ids[4 * 120];
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int D = cases[c][0], D2 = cases[c][1];
+        size_t k = (size_t)cases[c][2], n_ids = 0;
+        void *states[8];
+        size_t sizes[8];
+        for (int d = 0; d < D; d++) {
+            sharc_reader_settings s;
+            const char *paths[1];
+            settings_for(&s, paths, 2, 2);
+            s.epochs = 2;
+            s.dp_rank = d;
+            s.dp_size = D;
+            size_t n = run(&s, want, 256);
+            ck_assert_uint_gt(n, k);
+            states[d] = state_after(&s, k, &sizes[d]);
+            for (size_t i = 0; i < k; i++)
+                add_ids(&want[i], ids, &n_ids);
+        }
+        size_t size = 0;
+        ck_assert_int_eq(
+            sharc_reader_pack_states((const void *const *)states, sizes, (size_t)D, NULL, 0, &size),
+            SHARC_ERR(ENOSPC));
+        void *bundle = malloc(size);
+        ck_assert_int_eq(sharc_reader_pack_states((const void *const *)states, sizes, (size_t)D,
+                                                  bundle, size, &size),
+                         0);
+        for (int d = 0; d < D2; d++) {
+            sharc_reader_settings s;
+            const char *paths[1];
+            settings_for(&s, paths, 2, 2);
+            s.epochs = 2;
+            s.dp_rank = d;
+            s.dp_size = D2;
+            s.resume_state = bundle;
+            s.resume_state_size = size;
+            sharc_reader *r;
+            sharc_batch *b;
+            ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+            int rc;
+            size_t m = 0;
+            while ((rc = sharc_reader_next_batch(r, &b)) == 0) {
+                ck_assert_uint_lt(m, 256);
+                fingerprint(b, &got[m]);
+                add_ids(&got[m++], ids, &n_ids);
+                sharc_batch_release(b);
+            }
+            ck_assert_msg(rc == SHARC_END, "%d -> %d slot %d: %s", D, D2, d,
+                          sharc_reader_last_error(r));
+            sharc_reader_close(&r);
+            if (D2 != D && d == 0 && m > 2) {
+                /* Its own state after its first batch (with its share of the work and the
+                 * re-read cuts not yet taken) resumes to the same batches again. */
+                size_t again_size;
+                void *again = state_after(&s, 1, &again_size);
+                s.resume_state = again;
+                s.resume_state_size = again_size;
+                ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+                size_t resumed = 0;
+                while ((rc = sharc_reader_next_batch(r, &b)) == 0) {
+                    ck_assert_uint_lt(resumed, 255);
+                    fingerprint(b, &want[resumed++]);
+                    sharc_batch_release(b);
+                }
+                ck_assert_msg(rc == SHARC_END, "%s", sharc_reader_last_error(r));
+                sharc_reader_close(&r);
+                ck_assert_uint_eq(resumed, m - 1);
+                expect_same_batches(got + 1, want, m - 1);
+                free(again);
+            }
+            if (D2 == D) { /* the slot's own state alone gives the same batches */
+                s.resume_state = states[d];
+                s.resume_state_size = sizes[d];
+                ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+                size_t own = 0;
+                while ((rc = sharc_reader_next_batch(r, &b)) == 0) {
+                    fingerprint(b, &want[own++]);
+                    sharc_batch_release(b);
+                }
+                sharc_reader_close(&r);
+                ck_assert_uint_eq(own, m);
+                expect_same_batches(got, want, m);
+            }
+        }
+        ck_assert_msg(n_ids == 2 * (size_t)corpus_cuts,
+                      "%d -> %d slots after %zu batches: %zu cuts delivered, want %zu", D, D2, k,
+                      n_ids, 2 * (size_t)corpus_cuts);
+        qsort(ids, n_ids, sizeof *ids, cmp_str_ptr);
+        for (size_t i = 0; i < n_ids; i += 2) {
+            ck_assert_msg(strcmp(ids[i], ids[i + 1]) == 0 &&
+                              (i + 2 == n_ids || strcmp(ids[i + 1], ids[i + 2]) != 0),
+                          "%d -> %d slots after %zu batches: cut %s is not delivered twice (once "
+                          "an epoch)",
+                          D, D2, k, ids[i]);
+        }
+        for (size_t i = 0; i < n_ids; i++)
+            free(ids[i]);
+        for (int d = 0; d < D; d++)
+            free(states[d]);
+        free(bundle);
+    }
+}
+END_TEST
+
 #define WHY_LEN 1024 /* room for a reader's error text */
 
 /* The status of the first batch of a reader on `s` resumed from blob[size] (opening must
@@ -501,6 +631,56 @@ static int resume_status(const sharc_reader_settings *s, const void *blob, size_
     sharc_reader_close(&r);
     return rc;
 }
+
+/* A bundle with a slot missing, repeated or of other settings is refused, naming the slot. */
+START_TEST(elastic_resume_refuses_wrong_states)
+{
+    make_corpus();
+    void *states[3];
+    size_t sizes[3];
+    for (int d = 0; d < 3; d++) {
+        sharc_reader_settings s;
+        const char *paths[1];
+        settings_for(&s, paths, 1, 2);
+        s.dp_rank = d;
+        s.dp_size = 3;
+        s.seed = d == 2 ? 99 : 3; /* slot 2 with another seed */
+        states[d] = state_after(&s, 1, &sizes[d]);
+    }
+    static const struct {
+        int n, order[3];
+        const char *want;
+    } cases[] = {
+        {2, {0, 1}, "data-parallel slot 0 of 2"},    /* a slot missing */
+        {3, {0, 0, 1}, "data-parallel slot 1 of 3"}, /* slot 0 twice */
+        {3, {0, 1, 2}, "data-parallel slot 2 of 3"}, /* another seed */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const void *pick[3];
+        size_t pick_sizes[3], size = 0;
+        for (int i = 0; i < cases[c].n; i++) {
+            pick[i] = states[cases[c].order[i]];
+            pick_sizes[i] = sizes[cases[c].order[i]];
+        }
+        sharc_reader_pack_states(pick, pick_sizes, (size_t)cases[c].n, NULL, 0, &size);
+        void *bundle = malloc(size);
+        ck_assert_int_eq(
+            sharc_reader_pack_states(pick, pick_sizes, (size_t)cases[c].n, bundle, size, &size), 0);
+        sharc_reader_settings s;
+        const char *paths[1];
+        settings_for(&s, paths, 1, 2);
+        s.dp_rank = 0;
+        s.dp_size = 4;
+        char why[WHY_LEN];
+        ck_assert_int_eq(resume_status(&s, bundle, size, why), SHARC_ERR_STATE);
+        ck_assert_msg(strstr(why, cases[c].want) != NULL, "case %zu: '%s' lacks '%s'", c, why,
+                      cases[c].want);
+        free(bundle);
+    }
+    for (int d = 0; d < 3; d++)
+        free(states[d]);
+}
+END_TEST
 
 /* Write a state's checksum again (a CRC-32 in the last 8 bytes), as a forger would. */
 static void reseal(uint8_t *blob, size_t size)
@@ -2247,6 +2427,8 @@ int main(void)
     tcase_add_test(tc, batch_samples_exact);
     tcase_add_test(tc, same_batches_for_any_thread_count);
     tcase_add_loop_test(tc, resume_equals_uninterrupted, 0, 2);
+    tcase_add_test(tc, elastic_resume_delivers_every_cut_once);
+    tcase_add_test(tc, elastic_resume_refuses_wrong_states);
     tcase_add_test(tc, bins_estimated_past_the_byte_budget);
     tcase_add_test(tc, corrupt_states_are_rejected);
     tcase_add_test(tc, threads_are_named);

@@ -16,6 +16,7 @@
 
 #include "cli.h"
 #include "cli_loader.h"
+#include "cli_resume.h"
 #include "cli_opts.h"
 #include "cli_reader_opts.h"
 #include "cli_tokens.h"
@@ -144,7 +145,10 @@ static const cli_opt options[] = {
              "are those an uninterrupted run yields after that step; the\n"
              "data and the reader/batching options must be the same\n"
              "(--threads and --prefetch may differ); with several\n"
-             "data-parallel slots each reads FILE.dp<slot> (default: start)"},
+             "data-parallel slots each reads FILE.dp<slot>; states saved by\n"
+             "another number of slots (FILE.dp0 ... FILE.dp<D-1>, or FILE of\n"
+             "one) are all read by every slot, which takes its share of\n"
+             "what they left (elastic resume) (default: start)"},
     {CLI_OPT_STRING, "dump-dir", .metavar = "DIR", OWN(dump_dir), .flags = CLI_BATCH_ONLY,
      .help = "also write every tensor of every batch to DIR (created if\n"
              "missing) as DIR/step<k>.<tensor>.npy (NumPy format 1.0),\n"

@@ -28,6 +28,7 @@ typedef struct validate_opts {
     const char *report_html, *report_json;
     const char *partition, *resume_from;
     double progress_every;
+    cli_reader_opts ro; /* --tokenizer's list */
 } validate_opts;
 
 #define OWN(field) .target = CLI_T_CMD, .offset = offsetof(validate_opts, field)
@@ -69,6 +70,10 @@ static const cli_opt options[] = {
              "(charts, tables and the report's JSON; see below), made in the same pass"},
     {CLI_OPT_STRING, "report-json", .metavar = "FILE", OWN(report_json),
      .help = "also write the report's JSON alone"},
+    CLI_USE(cli_reader_group, "tokenizer",
+            "a SentencePiece model (or LANG=M, once per language, as for\n"
+            "'sharc read'): the report also gives tokens per second of the\n"
+            "transcripts, and --json's summary the tokens (default: none)"),
     {CLI_OPT_FLAG, "per-cut", OWN(per_cut), .min = 1,
      .help = "also print one line per cut (id, duration, samples, peak, RMS)"},
     {CLI_OPT_FLAG, "no-progress", OWN(progress), .min = 0,
@@ -122,7 +127,7 @@ static void print_help(void)
         "  {\"type\":\"summary\",\"shards\",\"cuts\",\"problems\",\"audio_seconds\",\"layout\",\n"
         "   \"threads\",\"checked_shards\",\"wall_seconds\",\"sampling_rates\":{<Hz>:cuts,...},\n"
         "   \"other_rate_cuts\",\"multichannel_cuts\",\"shards_cut_short\",\"ignored_paths\",\n"
-        "   \"empty_shards\":[<path>,...],\"by_code\":{<code>:count,...}}          last\n"
+        "   [\"tokens\",] \"empty_shards\":[<path>,...],\"by_code\":{<code>:count,...}}    last\n"
         "peak is the largest absolute decoded sample (float32, full scale 1.0), rms_dbfs is\n"
         "20*log10(RMS) over all samples and channels, null for digital silence. shard, member\n"
         "and cut_id are null when unknown. cuts counts the cuts read completely; sampling_rates\n"
@@ -134,13 +139,15 @@ static void print_help(void)
         "a format allows them, but a writer that stopped early leaves them; the text summary\n"
         "warns. checked_shards counts the shards checked (all of them unless --partition or\n"
         "--resume-from is given); a shard record's checked is false when a problem stopped the\n"
-        "reading of the shard before its end.\n"
+        "reading of the shard before its end. tokens (with --tokenizer only) sums the token\n"
+        "counts of the transcripts, as the report's text.tokens.\n"
         "\n"
         "The report (--report, --report-json) holds the totals (cuts, shards, hours, bytes,\n"
         "layout, codecs), a duration histogram, sampling rates and channels, characters per\n"
-        "second of the transcripts with the outliers by cut id, signal checks made while\n"
-        "decoding (digital silence, clipping, DC offset, decoded length against the metadata),\n"
-        "a table of the shards and the problems grouped by kind; docs/cli.md describes its JSON.\n"
+        "second of the transcripts (and tokens per second with --tokenizer) with the outliers\n"
+        "by cut id, signal checks made while decoding (digital silence, clipping, DC offset,\n"
+        "decoded length against the metadata), a table of the shards and the problems grouped\n"
+        "by kind; docs/cli.md describes its JSON.\n"
         "Each file is written under a temporary name and renamed once complete.\n"
         "\n"
         "Exit status: 0 no problems, 1 problems found (or the dataset could not be opened, or\n"
@@ -178,6 +185,7 @@ static int parse_args(int argc, char **argv, sharc_reader_settings *s, validator
                     .print_help = print_help,
                     .own = o,
                     .reader = s,
+                    .ro = &o->ro,
                     .argc = argc,
                     .argv = argv};
     int status = cli_opts_parse(&p);
@@ -381,6 +389,8 @@ static void print_summary(validator *v, double wall)
         printf(",\"multichannel_cuts\":%" PRIu64, v->multichannel_cuts);
         printf(",\"shards_cut_short\":%" PRIu64, v->shards_cut_short);
         printf(",\"ignored_paths\":%zu", v->n_ignored);
+        if (v->report.tokenized)
+            printf(",\"tokens\":%" PRIu64, v->report.text_tokens);
         cli_json_key(f, "empty_shards", 0);
         fputc('[', f);
         for (size_t i = 0, k = 0; v->selected && i < v->n_shards; i++)
@@ -506,8 +516,10 @@ int cmd_validate(int argc, char **argv)
     validator v = {.lock = PTHREAD_MUTEX_INITIALIZER};
     validate_opts o = {.threads = 0, .progress = 1};
     int status = parse_args(argc, argv, &s, &v, &o);
-    if (status >= 0)
+    if (status >= 0) {
+        cli_reader_opts_free(&o.ro);
         return status;
+    }
 
     /* Problems are printed by the tool; the library's log messages would repeat them. */
     cli_logger(&s.logger, o.verbose ? SHARC_LOG_WARN : CLI_LOG_SILENT);
@@ -523,8 +535,10 @@ int cmd_validate(int argc, char **argv)
     if (report_init(&v.report) < 0) {
         fprintf(stderr, "sharc validate: out of memory\n");
         validator_free(&v);
+        cli_reader_opts_free(&o.ro);
         return cli_finish_output(cmd, status);
     }
+    v.report.tokenized = s.n_tokenizer > 0;
     if (probe_dataset(&v, &s) < 0 || select_shards(&v, &o) < 0)
         goto done;
     int threads = v.mixture ? 1 : o.threads > 0 ? o.threads : cli_online_cpus();
@@ -551,5 +565,6 @@ done:
     if ((o.report_html != NULL || o.report_json != NULL) && save_report(&v, &o, wall) < 0)
         status = CLI_EXIT_FAIL;
     validator_free(&v);
+    cli_reader_opts_free(&o.ro);
     return cli_finish_output(cmd, status);
 }

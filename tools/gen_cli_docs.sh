@@ -55,7 +55,10 @@ gen="${1:-build}/testdata/sharc-gen"
 - `text`: `cuts` (with a transcript), `chars` (Unicode characters), `chars_per_second_mean`,
   `chars_per_second_histogram` `{edges, counts}`, and the 10 cuts with the highest and
   lowest characters per second: `highest_chars_per_second`, `lowest_chars_per_second`, each
-  `[{cut_id, shard, value}]`.
+  `[{cut_id, shard, value}]`. With `--tokenizer`, the same for the token ids the model makes
+  of each of these transcripts: `tokens` (their sum), `tokens_per_second_mean`,
+  `tokens_per_second_histogram` `{edges, counts}` (counts summing to `cuts`),
+  `highest_tokens_per_second`, `lowest_tokens_per_second`; without it these keys are absent.
 - `signal` (from the decoded samples, all channels): `decoded_cuts`, `samples`,
   `digital_silence_share` (samples exactly 0), `clipping_share` (|sample| >= 0.99997),
   `silent_cuts` (over half their samples 0), `clipping_cuts` (over 0.1 % clipped),

@@ -16,8 +16,6 @@
 /* Padded seconds per batch when no batch size is given: a typical single-GPU ASR batch. */
 #define DEFAULT_MAX_DURATION 600.0
 #define MAX_SAVES            16
-/* A state holds the buffered cuts as 8-byte locators plus the sampler: far below this. */
-#define MAX_STATE_FILE_BYTES ((uint64_t)1 << 30)
 /* Ids shown per batch in the text output. */
 #define TEXT_IDS 3
 
@@ -36,6 +34,7 @@ typedef struct read_opts {
     uint64_t limit; /* cuts with --cuts, else batches; 0 = no limit */
     const char *dump_dir;
     const char *resume_file;
+    const char *resume_base; /* --resume as given, before FILE.dp<k> */
     save_point saves[MAX_SAVES];
     size_t n_saves;
     const char *batch_only; /* the first option given that only batches use */

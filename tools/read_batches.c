@@ -18,6 +18,7 @@
 #include "cli_loader.h"
 #include "cli_opts.h"
 #include "cli_reader_opts.h"
+#include "cli_resume.h"
 #include "cli_tokens.h"
 #include "npy.h"
 #include "read.h"
@@ -294,31 +295,10 @@ static int save_state(sharc_loader *l, const read_opts *o, save_point *sp, batch
 
 static int read_state_file(read_opts *o, char *error, size_t cap)
 {
-    const char *path = o->resume_file;
-    FILE *f = fopen(path, "rb");
-    struct stat sb;
-    const char *why = NULL;
-    if (f == NULL || fstat(fileno(f), &sb) != 0)
-        why = strerror(errno);
-    else if (!S_ISREG(sb.st_mode))
-        why = "not a regular file";
-    else if (sb.st_size == 0)
-        why = "the file is empty";
-    else if ((uint64_t)sb.st_size > MAX_STATE_FILE_BYTES)
-        why = "the file is too large for a reader state";
-    else if ((o->state = malloc((size_t)sb.st_size)) == NULL)
-        why = "out of memory";
-    else if (fread(o->state, 1, (size_t)sb.st_size, f) != (size_t)sb.st_size)
-        why = ferror(f) ? strerror(errno) : "the file shrank while being read";
-    if (f != NULL)
-        fclose(f);
-    if (why != NULL) {
-        snprintf(error, cap, "cannot read the state file %s: %s", path, why);
-        fprintf(stderr, "sharc read: %s\n", error);
-        return -1;
-    }
-    o->state_size = (size_t)sb.st_size;
-    return 0;
+    if (cli_resume_read_file(o->resume_file, &o->state, &o->state_size, error, cap) == 0)
+        return 0;
+    fprintf(stderr, "sharc read: %s\n", error);
+    return -1;
 }
 
 /* A batch whose device tensors (--device cuda) are copied to the host, so that it is
@@ -565,6 +545,7 @@ static int name_files_by_slot(read_opts *o)
     for (size_t i = 0; i < o->n_saves; i++)
         if ((o->saves[i].file = slot_name(o, "%s.dp%d", o->saves[i].file, slot)) == NULL)
             return -1;
+    o->resume_base = o->resume_file;
     if (o->resume_file != NULL &&
         (o->resume_file = slot_name(o, "%s.dp%d", o->resume_file, slot)) == NULL)
         return -1;
@@ -638,8 +619,18 @@ static int run_batches_named(sharc_reader_settings *s, read_opts *o, const char 
 {
     char why[1400]; /* of a run that could not start */
     double t0 = cli_now();
+    int elastic = o->resume_file == NULL
+                      ? 0
+                      : cli_resume_bundle(o->resume_base ? o->resume_base : o->resume_file,
+                                          sharc_mesh_dp_rank(&o->dist.mesh),
+                                          sharc_mesh_dp_size(&o->dist.mesh), &o->state,
+                                          &o->state_size, why, sizeof why);
+    if (elastic < 0)
+        fprintf(stderr, "sharc read: %s\n", why);
+    if (elastic < 0)
+        return fail_to_start(o, why, t0);
     if (o->resume_file != NULL) {
-        if (read_state_file(o, why, sizeof why) < 0)
+        if (elastic == 0 && read_state_file(o, why, sizeof why) < 0)
             return fail_to_start(o, why, t0);
         s->resume_state = o->state;
         s->resume_state_size = o->state_size;

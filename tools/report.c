@@ -234,10 +234,10 @@ size_t report_find_shard(const report *r, const char *path)
 
 int report_init(report *r)
 {
-    *r = (report){.cps_low = {.lowest = 1}};
+    *r = (report){.cps_low = {.lowest = 1}, .tps_low = {.lowest = 1}};
     r->list = calloc(REPORT_MAX_PROBLEMS, sizeof *r->list);
     if (r->list == NULL || hist_init(&r->duration, 0.1, 36000) < 0 ||
-        hist_init(&r->cps, 0.5, 200) < 0) {
+        hist_init(&r->cps, 0.5, 200) < 0 || hist_init(&r->tps, 0.1, 500) < 0) {
         report_free(r);
         return -1;
     }
@@ -368,6 +368,13 @@ void report_add_cut(report *r, const report_cut *c)
         hist_add(&r->cps, cps);
         top_add(r, &r->cps_high, cps, c->id, c->shard_index);
         top_add(r, &r->cps_low, cps, c->id, c->shard_index);
+        if (c->tokenized) {
+            double tps = (double)c->tokens / c->duration;
+            r->text_tokens += c->tokens;
+            hist_add(&r->tps, tps);
+            top_add(r, &r->tps_high, tps, c->id, c->shard_index);
+            top_add(r, &r->tps_low, tps, c->id, c->shard_index);
+        }
     }
     if (c->signal != NULL)
         add_signal(r, c, c->signal);
@@ -437,6 +444,7 @@ void report_free(report *r)
 {
     free(r->duration.bins);
     free(r->cps.bins);
+    free(r->tps.bins);
     for (size_t i = 0; r->shard_names && i < r->n_shards; i++)
         free(r->shard_names[i]);
     free(r->shard_names);
@@ -447,6 +455,8 @@ void report_free(report *r)
     free(r->lookup);
     top_free(&r->cps_high);
     top_free(&r->cps_low);
+    top_free(&r->tps_high);
+    top_free(&r->tps_low);
     top_free(&r->silence_top);
     top_free(&r->clip_top);
     top_free(&r->dc_top);

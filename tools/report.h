@@ -51,6 +51,8 @@ typedef struct report_cut {
     const char *id;
     const char *shard;
     const char *text; /* NULL when none */
+    int tokenized;    /* `tokens` is the transcript's token count (a tokenizer is set) */
+    uint64_t tokens;
     uint32_t shard_index;
     double duration; /* metadata seconds */
     int sampling_rate;
@@ -140,6 +142,10 @@ typedef struct report {
     uint64_t text_chars;
     report_hist cps;
     report_top cps_high, cps_low;
+    int tokenized; /* set by the caller: a tokenizer gives each cut's tokens */
+    uint64_t text_tokens;
+    report_hist tps;
+    report_top tps_high, tps_low;
 
     uint64_t samples, zeros, clipped;
     uint64_t silent_cuts, clipping_cuts, dc_cuts, length_cuts, decoded_cuts;

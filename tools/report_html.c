@@ -169,6 +169,17 @@ static void transcripts(FILE *f, const report *r)
     top_table(f, r, "Highest characters per second", &r->cps_high, "chars/s", 1);
     top_table(f, r, "Lowest characters per second", &r->cps_low, "chars/s", 1);
     fputs("</div></div>\n", f);
+    if (!r->tokenized)
+        return;
+    fprintf(f,
+            "<p class=\"note\">%" PRIu64 " tokens (the tokenizer's), %.2f tokens per second on "
+            "average.</p>\n<div class=\"charts\">\n",
+            r->text_tokens, r->tps.count ? r->tps.sum / (double)r->tps.count : 0.0);
+    hist_chart(f, "chart-tps", "Tokens per second (cuts per bin)", &r->tps, "tokens/s");
+    fputs("<div>", f);
+    top_table(f, r, "Highest tokens per second", &r->tps_high, "tokens/s", 1);
+    top_table(f, r, "Lowest tokens per second", &r->tps_low, "tokens/s", 1);
+    fputs("</div></div>\n", f);
 }
 
 static void signal(FILE *f, const report *r)

@@ -150,6 +150,13 @@ static void text_and_signal(FILE *f, const report *r)
     histogram(f, "chars_per_second_histogram", &r->cps);
     top_list(f, r, "highest_chars_per_second", &r->cps_high);
     top_list(f, r, "lowest_chars_per_second", &r->cps_low);
+    if (r->tokenized) {
+        u64(f, "tokens", r->text_tokens);
+        num(f, "tokens_per_second_mean", r->tps.count ? r->tps.sum / (double)r->tps.count : 0.0);
+        histogram(f, "tokens_per_second_histogram", &r->tps);
+        top_list(f, r, "highest_tokens_per_second", &r->tps_high);
+        top_list(f, r, "lowest_tokens_per_second", &r->tps_low);
+    }
     fputc('}', f);
 
     key(f, "signal", 0);

@@ -293,15 +293,21 @@ static void count_rate_locked(validator *v, int rate)
 
 static void shards_done_locked(worker *w, size_t until, uint64_t skipped);
 
-static void on_cut(worker *w, sharc_reader *r, const sharc_cut *c, uint32_t shard)
+/* A cut read by `r`; `split`: in split mode (check_split), where it tells the shards done. */
+static void on_cut(worker *w, sharc_reader *r, int split, const sharc_cut *c, uint32_t shard)
 {
     validator *v = w->v;
+    const int32_t *ids = NULL;
+    size_t n_ids = 0;
+    int tokenized = w->base->n_tokenizer > 0 && sharc_reader_cut_tokens(r, &ids, &n_ids) == 0;
     report_signal st = {0};
     if (c->samples != NULL)
         report_signal_compute(c->samples, (size_t)c->num_samples * (size_t)c->channels, &st);
     report_cut rc = {.id = c->id,
                      .shard = c->shard,
                      .text = c->text,
+                     .tokenized = tokenized,
+                     .tokens = n_ids,
                      .shard_index = shard,
                      .duration = c->duration,
                      .sampling_rate = c->sampling_rate,
@@ -312,13 +318,13 @@ static void on_cut(worker *w, sharc_reader *r, const sharc_cut *c, uint32_t shar
                      .signal = c->samples != NULL ? &st : NULL};
 
     uint64_t skipped = 0;
-    if (r != NULL && shard != w->last_shard) {
+    if (split && shard != w->last_shard) {
         sharc_reader_stats rs;
         sharc_reader_get_stats(r, &rs);
         skipped = rs.skipped_shards;
     }
     pthread_mutex_lock(&v->lock);
-    if (r != NULL && shard != w->last_shard) {
+    if (split && shard != w->last_shard) {
         shards_done_locked(w, shard, skipped); /* the worker's shards before this one */
         w->last_shard = shard;
     }
@@ -428,7 +434,7 @@ static void check_split(worker *w)
     }
     const sharc_cut *c = NULL;
     while ((rc = sharc_reader_next(r, &c)) == 0)
-        on_cut(w, r, c, c->shard_index);
+        on_cut(w, r, 1, c, c->shard_index);
     if (rc < 0)
         validate_report_stop(v, w->rank, rc, sharc_reader_last_error(r), 0);
     sharc_reader_stats rs;
@@ -463,7 +469,7 @@ static void check_shard(worker *w, size_t k)
     } else {
         const sharc_cut *c = NULL;
         while ((rc = sharc_reader_next(r, &c)) == 0)
-            on_cut(w, NULL, c, (uint32_t)k);
+            on_cut(w, r, 0, c, (uint32_t)k);
         if (rc < 0)
             validate_report_stop(v, w->rank, rc, sharc_reader_last_error(r), 0);
         sharc_reader_stats rs;
@@ -494,7 +500,7 @@ static void check_mixture(worker *w)
     } else {
         const sharc_cut *c = NULL;
         while ((rc = sharc_reader_next(r, &c)) == 0)
-            on_cut(w, NULL, c, c->shard_index);
+            on_cut(w, r, 0, c, c->shard_index);
         if (rc < 0)
             validate_report_stop(v, w->rank, rc, sharc_reader_last_error(r), 0);
         sharc_reader_get_stats(r, &rs);

@@ -142,7 +142,9 @@ SHARC_API int sharc_loader_open(sharc_loader **out, const sharc_loader_settings 
 /**
  * What even steps (sharc_loader_settings.even_steps) dropped on this slot's source: the
  * batches its reader still had when another slot ran dry first, and their cuts (rows of
- * "cut_id"), read to the end of the stream after STOP was sent so that the count is exact.
+ * "cut_id"), read to the end of the stream after STOP was sent so that the count is exact
+ * (a stream without end, a repeating mixture or a produce callback, counts the batch in
+ * hand only).
  * 0 and 0 on peers, without even steps, and before the end.
  * @return 0, or SHARC_ERR(EINVAL) for a NULL argument
  */

@@ -493,6 +493,25 @@ SHARC_API int sharc_reader_next_batch(sharc_reader *r, sharc_batch **batch);
 SHARC_API int sharc_reader_state_save(sharc_reader *r, void *buf, size_t cap, size_t *size);
 
 /**
+ * Pack the states saved by all D data-parallel slots of a run (states[i] saved by slot i,
+ * sizes[i] bytes each) into one blob that resume_state accepts on any number of slots D'
+ * (elastic resume; docs/training-loop.md). With D' = D each slot resumes from its own state
+ * exactly as it would from that state alone. Otherwise every slot splits the same way what
+ * the D slots had left of their latest epoch (the rest of their shards, and the cuts their
+ * samplers held, re-read from their shards only), so that over the two runs every cut of
+ * that epoch is delivered once; later epochs are planned for D' slots. A bundle whose state
+ * i was not saved by slot i of D with these shards and reader settings (a slot missing or
+ * repeated, another dataset, other settings) fails the first sharc_reader_next_batch() with
+ * SHARC_ERR_STATE naming the slot. Mixtures (input_cfg) resume on D slots only.
+ * @param buf receives the blob; may be NULL to ask for the size
+ * @param size receives the bundle's size
+ * @return 0, SHARC_ERR(ENOSPC) when cap is too small (*size tells how much is needed),
+ *         SHARC_ERR(EINVAL) for a NULL argument, no states or more than 65535
+ */
+SHARC_API int sharc_reader_pack_states(const void *const *states, const size_t *sizes, size_t n,
+                                       void *buf, size_t cap, size_t *size);
+
+/**
  * The message of the error the last call on this reader returned ("" when none). Valid until
  * the next call. After a call that returned 0 or SHARC_END it is either "" or the text of a
  * problem skipped under SHARC_ON_ERROR_SKIP: read skipped problems from the problem callback

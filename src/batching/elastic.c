@@ -30,7 +30,7 @@ static int push(units *v, uint64_t epoch, uint32_t shard, uint64_t skip, uint64_
 /* The last epoch old slot `o` had begun: its walk's, or the one before its regular plan. */
 static uint64_t current_epoch(const sharc__elastic_old *o)
 {
-    if (o->in_prologue)
+    if (o->pos.in_prologue)
         return o->start_epoch ? o->start_epoch - 1 : 0;
     return o->pos.epoch;
 }
@@ -43,14 +43,14 @@ static int remaining(const sharc__elastic_plan *plan, const sharc__elastic_old *
     sharc__dataset_cut_share(plan->ds->n_shards, o->dp_rank, o->dp_size, &every, &first);
     int rc = 0;
     uint64_t epoch, from;
-    if (o->in_prologue) {
-        if (o->pos.shard_open && o->unit_pos > 0) {
-            sharc__elastic_unit u = o->units[o->unit_pos - 1];
+    if (o->pos.in_prologue) {
+        if (o->pos.shard_open && o->pos.unit_pos > 0) {
+            sharc__elastic_unit u = o->units[o->pos.unit_pos - 1];
             if (u.skip < o->pos.consumed)
                 u.skip = o->pos.consumed;
             rc = push(v, u.epoch, u.shard, u.skip, u.every, u.first);
         }
-        for (size_t i = o->unit_pos; rc == 0 && i < o->n_units; i++) {
+        for (size_t i = o->pos.unit_pos; rc == 0 && i < o->n_units; i++) {
             const sharc__elastic_unit *u = &o->units[i];
             rc = push(v, u->epoch, u->shard, u->skip, u->every, u->first);
         }

@@ -25,29 +25,16 @@
 #include "plan/dataset.h"
 #include "walk/walk.h"
 
-typedef struct sharc__elastic_unit {
-    uint64_t epoch;
-    uint32_t shard;
-    uint64_t skip;  ///< entries before this are not part of the unit
-    uint64_t every; ///< entry k is part of it when k >= skip and k % every == first
-    uint64_t first;
-} sharc__elastic_unit;
-
-/** Whether entry k of the unit's shard is part of the unit. */
-static inline int sharc__elastic_unit_has(const sharc__elastic_unit *u, uint64_t k)
-{
-    return k >= u->skip && k % u->every == u->first;
-}
+/** A unit: the part of one shard visit left to read (walk.h). */
+typedef sharc__walk_unit sharc__elastic_unit;
 
 /** Where one old slot was, as its state says. */
 typedef struct sharc__elastic_old {
-    sharc__walk_pos pos;  ///< its walk's position (in its prologue when in_prologue)
+    sharc__walk_pos pos;  ///< its walk's position (pos.in_prologue: in its prologue)
     int dp_rank, dp_size; ///< the slot its regular epochs were planned for
     /** Its own prologue, when it was itself resumed elastically (else none). */
     const sharc__elastic_unit *units;
     size_t n_units;
-    uint64_t unit_pos;    ///< units of the prologue opened so far
-    int in_prologue;      ///< 1 while it read its prologue
     uint64_t start_epoch; ///< the first epoch of its regular plan (after its prologue)
 } sharc__elastic_old;
 

@@ -65,6 +65,9 @@ static int snapshot(sharc__pipeline *p, slot *s, uint64_t next_step, const sharc
                         .pos =
                             p->cs.walk ? *sharc__walk_position(p->cs.walk) : (sharc__walk_pos){0},
                         .stats = *st};
+    if (p->cs.walk) /* an elastic run's prologue, if it has one */
+        at.units = sharc__walk_prologue(p->cs.walk, &at.n_units, &at.start_epoch);
+    at.has_prologue = at.units != NULL;
     if (p->cs.ops->state_write) { /* a mixture: its draw and its sources' positions */
         at.mix_len = p->cs.ops->state_size(p->cs.self);
         if (!p->mix_state && !(p->mix_state = sharc__malloc(p->ctx, at.mix_len)))
@@ -651,6 +654,7 @@ void sharc__pipeline_stop(sharc__pipeline **pp)
     }
     sharc__free(p->ctx, p->workers);
     sharc__free(p->ctx, p->slots);
+    sharc__pipeline_free_pending(p);
     sharc__keyset_free(p->ctx, &p->held);
     sharc__free(p->ctx, p->last_state);
     sharc__free(p->ctx, p->mix_state);

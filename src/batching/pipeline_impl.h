@@ -115,6 +115,10 @@ struct sharc__pipeline {
     bcut **preloaded;    ///< restore: cuts re-read for the saved keys, sorted by key
     uint8_t *taken;      ///< preloaded[i] was handed to the sampler
     size_t n_preloaded;
+    /** Cuts an elastic resume re-read that no sampler held yet: the sampler pulls them
+     *  before the walk's, in key order (their keys are in `held`, so states keep them). */
+    bcut **pending;
+    size_t n_pending, pending_at;
     int first_rate;   ///< the rate of the first batch planned (planner only)
     int rates_warned; ///< a batch at another rate was warned about (planner only)
 };
@@ -129,5 +133,8 @@ sharc__sampler_source sharc__pipeline_sampler_source(sharc__pipeline *p);
  */
 int sharc__pipeline_restore(sharc__pipeline *p, const sharc__sampler_settings *ss,
                             const sharc__sampler_source *src);
+
+/** Free the pending cuts of an elastic resume that were never pulled. */
+void sharc__pipeline_free_pending(sharc__pipeline *p);
 
 #endif /* SHARC_SRC_PIPELINE_IMPL_H */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "batching/elastic.h"
 #include "batching/pipeline_impl.h"
 #include "batching/resume.h"
 
@@ -18,9 +19,24 @@ static int cmp_u64(const void *a, const void *b)
 
 /* ---- sampler source ----------------------------------------------------------------- */
 
+/* An elastic resume's re-read cut, handed to the sampler before the walk's. */
+static void take_pending(sharc__pipeline *p, sharc__sitem *out)
+{
+    bcut *b = p->pending[p->pending_at];
+    p->pending[p->pending_at++] = NULL;
+    out->duration = b->duration;
+    out->key = b->key;
+    out->bytes = sharc__bcut_bytes(b);
+    out->payload = b;
+}
+
 static int pull_item(void *cookie, sharc__sitem *out)
 {
     sharc__pipeline *p = cookie;
+    if (p->pending_at < p->n_pending) {
+        take_pending(p, out);
+        return 0;
+    }
     double t0 = sharc__now_s(), io0 = p->ctx->io_seconds, read0 = sharc__cs_read_seconds(&p->cs);
     int rc = sharc__cs_pull(&p->cs);
     double t1 = sharc__now_s(), io = p->ctx->io_seconds - io0;
@@ -197,9 +213,176 @@ static int preload(sharc__pipeline *p, const uint64_t *keys, size_t n)
     return 0;
 }
 
+/* The preloaded cuts no sampler took become pending, their keys held, in key order. */
+static int keep_pending(sharc__pipeline *p)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < p->n_preloaded; i++)
+        n += !p->taken[i];
+    p->pending = sharc__calloc(p->ctx, n ? n : 1, sizeof *p->pending);
+    if (!p->pending)
+        return SHARC_ERR(ENOMEM);
+    for (size_t i = 0; i < p->n_preloaded; i++) {
+        if (p->taken[i])
+            continue;
+        int rc = sharc__keyset_add(p->ctx, &p->held, p->preloaded[i]->key);
+        if (rc < 0)
+            return rc;
+        p->pending[p->n_pending++] = p->preloaded[i];
+        p->taken[i] = 1;
+    }
+    return 0;
+}
+
+void sharc__pipeline_free_pending(sharc__pipeline *p)
+{
+    for (size_t i = p->pending_at; i < p->n_pending; i++)
+        sharc__bcut_free(&p->bufs, p->pending[i]);
+    sharc__free(p->ctx, p->pending);
+    p->pending = NULL;
+    p->n_pending = p->pending_at = 0;
+}
+
+static void free_preloaded(sharc__pipeline *p)
+{
+    for (size_t i = 0; i < p->n_preloaded; i++)
+        if (!p->taken[i])
+            sharc__bcut_free(&p->bufs, p->preloaded[i]);
+    sharc__free(p->ctx, p->preloaded);
+    sharc__free(p->ctx, p->taken);
+    p->preloaded = NULL;
+    p->taken = NULL;
+    p->n_preloaded = 0;
+}
+
+/* The walk reads a state's prologue (an elastic run's) first. */
+static int set_prologue(sharc__pipeline *p, const sharc__resume *st)
+{
+    if (!st->has_prologue)
+        return 0;
+    sharc__walk_unit *u = sharc__malloc(p->ctx, (st->n_units ? st->n_units : 1) * sizeof *u);
+    if (!u)
+        return SHARC_ERR(ENOMEM);
+    for (size_t i = 0; i < st->n_units; i++)
+        u[i] = sharc__resume_unit(st, i);
+    int rc = sharc__walk_set_prologue(p->cs.walk, u, st->n_units, st->start_epoch);
+    sharc__free(p->ctx, u);
+    return rc;
+}
+
+/*
+ * Resume on this slot from the states of `n` slots of another count (a bundle): the work they
+ * left split over this run's slots (elastic.h), the cuts their samplers held that fall to
+ * this slot re-read and handed to a fresh sampler first.
+ */
+static int restore_elastic(sharc__pipeline *p, const sharc__sampler_settings *ss,
+                           const sharc__sampler_source *src, const uint8_t **blobs,
+                           const size_t *lens, size_t n)
+{
+    if (!p->cs.walk)
+        return sharc__fail(p->ctx, SHARC_ERR_STATE,
+                           "cannot resume on %d data-parallel slots from the states of %zu: "
+                           "a mixture (input_cfg) resumes on as many slots as saved it",
+                           p->s->dp_size, n);
+    const sharc__dataset *ds = sharc__walk_dataset(p->cs.walk);
+    sharc__resume *st = sharc__calloc(p->ctx, n, sizeof *st);
+    sharc__elastic_old *old = sharc__calloc(p->ctx, n, sizeof *old);
+    sharc__walk_unit **units = sharc__calloc(p->ctx, n, sizeof *units);
+    uint64_t **keys = sharc__calloc(p->ctx, n, sizeof *keys);
+    size_t *n_keys = sharc__calloc(p->ctx, n, sizeof *n_keys), total = 0;
+    sharc__walk_unit *mine = NULL;
+    uint64_t *mine_keys = NULL;
+    int rc = st && old && units && keys && n_keys ? 0 : SHARC_ERR(ENOMEM);
+    for (size_t d = 0; rc == 0 && d < n; d++) {
+        sharc_reader_settings rs = *p->s;
+        rs.dp_rank = (int)d;
+        rs.dp_size = (int)n;
+        rc = sharc__resume_parse(p->ctx, blobs[d], lens[d], sharc__resume_hash(&rs, ds),
+                                 p->cs.n_shards, p->s->epochs, &st[d]);
+        if (rc < 0) {
+            sharc__wrap_error(p->ctx, rc,
+                              "the state of data-parallel slot %zu of %zu (the bundle's state "
+                              "%zu: a state of another slot, dataset or settings is refused)",
+                              d, n, d);
+            break;
+        }
+        old[d] = (sharc__elastic_old){st[d].pos, (int)d, (int)n, NULL, 0, st[d].start_epoch};
+        if (st[d].has_prologue) {
+            units[d] = sharc__malloc(p->ctx, (st[d].n_units ? st[d].n_units : 1) * sizeof **units);
+            if (!units[d]) {
+                rc = SHARC_ERR(ENOMEM);
+                break;
+            }
+            for (size_t i = 0; i < st[d].n_units; i++)
+                units[d][i] = sharc__resume_unit(&st[d], i);
+            old[d].units = units[d];
+            old[d].n_units = st[d].n_units;
+        }
+        keys[d] = sharc__malloc(p->ctx, (st[d].n_keys ? st[d].n_keys : 1) * sizeof **keys);
+        if (!keys[d]) {
+            rc = SHARC_ERR(ENOMEM);
+            break;
+        }
+        for (size_t i = 0; i < st[d].n_keys; i++)
+            keys[d][i] = sharc__resume_key(&st[d], i);
+        n_keys[d] = st[d].n_keys;
+        total += st[d].n_keys;
+        if (st[d].next_step > p->step_base)
+            p->step_base = st[d].next_step;
+    }
+    size_t n_mine = 0, n_mine_keys = 0;
+    uint64_t start_epoch = 0;
+    sharc__elastic_plan plan = {ds, p->s->seed, p->s->shuffle_shards, p->s->epochs};
+    if (rc == 0)
+        rc = sharc__elastic_split(p->ctx, &plan, old, n, p->s->dp_rank, p->s->dp_size, &mine,
+                                  &n_mine, &start_epoch);
+    if (rc == 0 && !(mine_keys = sharc__malloc(p->ctx, (total ? total : 1) * sizeof *mine_keys)))
+        rc = SHARC_ERR(ENOMEM);
+    if (rc == 0)
+        n_mine_keys = sharc__elastic_keys((const uint64_t *const *)keys, n_keys, n, p->s->dp_rank,
+                                          p->s->dp_size, mine_keys);
+    if (rc == 0)
+        rc = preload(p, mine_keys, n_mine_keys);
+    if (rc == 0)
+        rc = keep_pending(p);
+    if (rc == 0)
+        rc = sharc__walk_set_prologue(p->cs.walk, mine, n_mine, start_epoch);
+    if (rc == 0)
+        rc = sharc__sampler_open(p->ctx, ss, src, &p->sampler);
+    free_preloaded(p);
+    for (size_t d = 0; d < n && units && keys; d++) {
+        sharc__free(p->ctx, units[d]);
+        sharc__free(p->ctx, keys[d]);
+    }
+    sharc__free(p->ctx, st);
+    sharc__free(p->ctx, old);
+    sharc__free(p->ctx, units);
+    sharc__free(p->ctx, keys);
+    sharc__free(p->ctx, n_keys);
+    sharc__free(p->ctx, mine);
+    sharc__free(p->ctx, mine_keys);
+    return rc;
+}
+
 int sharc__pipeline_restore(sharc__pipeline *p, const sharc__sampler_settings *ss,
                             const sharc__sampler_source *src)
 {
+    long n = sharc__resume_bundle_parse(p->resume, p->resume_len, NULL, NULL, 0);
+    if (n < 0)
+        return sharc__fail(p->ctx, SHARC_ERR_STATE,
+                           "cannot resume: the bundle of states is truncated or malformed");
+    if (n > 0) { /* as many states as slots were unpacked when the reader opened */
+        const uint8_t **blobs = sharc__calloc(p->ctx, (size_t)n, sizeof *blobs);
+        size_t *lens = sharc__calloc(p->ctx, (size_t)n, sizeof *lens);
+        int rc = blobs && lens ? 0 : SHARC_ERR(ENOMEM);
+        if (rc == 0) {
+            sharc__resume_bundle_parse(p->resume, p->resume_len, blobs, lens, (size_t)n);
+            rc = restore_elastic(p, ss, src, blobs, lens, (size_t)n);
+        }
+        sharc__free(p->ctx, blobs);
+        sharc__free(p->ctx, lens);
+        return rc;
+    }
     sharc__resume st;
     int rc = sharc__resume_parse(p->ctx, p->resume, p->resume_len, p->state_hash, p->cs.n_shards,
                                  p->s->epochs, &st);
@@ -227,17 +410,15 @@ int sharc__pipeline_restore(sharc__pipeline *p, const sharc__sampler_settings *s
         rc = preload(p, keys, st.n_keys);
     sharc__free(p->ctx, keys);
     if (rc == 0 && p->cs.walk)
+        rc = set_prologue(p, &st);
+    if (rc == 0 && p->cs.walk)
         rc = sharc__walk_seek(p->cs.walk, &st.pos);
     if (rc == 0)
         rc = sharc__sampler_restore(p->ctx, ss, src, st.sampler, st.sampler_len, &p->sampler);
-    for (size_t i = 0; i < p->n_preloaded; i++)
-        if (!p->taken[i])
-            sharc__bcut_free(&p->bufs, p->preloaded[i]);
-    sharc__free(p->ctx, p->preloaded);
-    sharc__free(p->ctx, p->taken);
-    p->preloaded = NULL;
-    p->taken = NULL;
-    p->n_preloaded = 0;
+    /* An elastic run's re-read cuts that its sampler had not pulled yet come first again. */
+    if (rc == 0 && st.has_prologue)
+        rc = keep_pending(p);
+    free_preloaded(p);
     return rc;
 }
 

@@ -16,6 +16,13 @@
 /* Marks a mixture's section after the keys. Where a single dataset's state has its
  * sampler's length, which is below 2^40, so the two cannot be confused. */
 #define MIX_TAG UINT64_C(0xFFFFFFFF4D495853)
+/* Marks an elastic run's prologue after the keys, the same way. */
+#define PROLOGUE_TAG   UINT64_C(0xFFFFFFFF50524F4C)
+#define UNIT_FIELDS    5
+#define BUNDLE_MAGIC   0x42485253u /* "SRHB" little-endian */
+#define BUNDLE_VERSION 1u
+/* Most states in one bundle: data-parallel slots of a run. */
+#define BUNDLE_MAX 65535
 
 typedef struct wbuf {
     uint8_t *p;
@@ -224,7 +231,8 @@ int sharc__resume_write(sharc__ctx *ctx, uint8_t **buf, size_t *cap, size_t *len
 {
     size_t n_keys = held->n;
     size_t sampler_len = sharc__sampler_state_size(sampler);
-    size_t need = 8 * FIXED_FIELDS + 8 * n_keys + sampler_len + (st->mix ? 16 + st->mix_len : 0);
+    size_t need = 8 * FIXED_FIELDS + 8 * n_keys + sampler_len + (st->mix ? 16 + st->mix_len : 0) +
+                  (st->has_prologue ? 8 * (5 + UNIT_FIELDS * st->n_units) : 0);
     if (need > *cap) {
         uint8_t *n = sharc__malloc(ctx, need * 2);
         if (!n)
@@ -249,6 +257,21 @@ int sharc__resume_write(sharc__ctx *ctx, uint8_t **buf, size_t *cap, size_t *len
     uint64_t key;
     while (sharc__keyset_next(held, &cursor, &key))
         put_u64(&w, key);
+    if (st->has_prologue) {
+        put_u64(&w, PROLOGUE_TAG);
+        put_u64(&w, (uint64_t)st->pos.in_prologue);
+        put_u64(&w, st->pos.unit_pos);
+        put_u64(&w, st->start_epoch);
+        put_u64(&w, st->n_units);
+        for (size_t i = 0; i < st->n_units; i++) {
+            const sharc__walk_unit *u = &st->units[i];
+            put_u64(&w, u->epoch);
+            put_u64(&w, u->shard);
+            put_u64(&w, u->skip);
+            put_u64(&w, u->every);
+            put_u64(&w, u->first);
+        }
+    }
     if (st->mix) {
         put_u64(&w, MIX_TAG);
         put_u64(&w, st->mix_len);
@@ -299,6 +322,26 @@ int sharc__resume_parse(sharc__ctx *ctx, const uint8_t *blob, size_t len, uint64
     out->keys = blob + rb.at;
     rb.at += out->n_keys * 8;
     uint64_t sampler_len = get_u64(&rb);
+    if (!rb.bad && sampler_len == PROLOGUE_TAG) {
+        uint64_t in = get_u64(&rb), unit_pos = get_u64(&rb);
+        out->start_epoch = get_u64(&rb);
+        uint64_t n = get_u64(&rb);
+        if (rb.bad || n > (rb.len - rb.at) / (8 * UNIT_FIELDS) || in > 1 || unit_pos > n)
+            return bad_state(ctx, "the state's prologue is truncated or out of range");
+        out->has_prologue = 1;
+        out->pos.in_prologue = (int)in;
+        out->pos.unit_pos = unit_pos;
+        out->n_units = (size_t)n;
+        out->unit_bytes = blob + rb.at;
+        rb.at += out->n_units * 8 * UNIT_FIELDS;
+        for (size_t i = 0; i < out->n_units; i++) {
+            sharc__walk_unit u = sharc__resume_unit(out, i);
+            if (u.shard >= n_shards || u.every == 0 || u.first >= u.every ||
+                (epochs && u.epoch >= epochs))
+                return bad_state(ctx, "the state's prologue points outside this dataset");
+        }
+        sampler_len = get_u64(&rb);
+    }
     if (!rb.bad && sampler_len == MIX_TAG) {
         uint64_t mix_len = get_u64(&rb);
         if (rb.bad || mix_len > (rb.len - rb.at))
@@ -329,9 +372,71 @@ int sharc__resume_parse(sharc__ctx *ctx, const uint8_t *blob, size_t len, uint64
     return 0;
 }
 
+long sharc__resume_bundle_parse(const uint8_t *blob, size_t len, const uint8_t **states,
+                                size_t *sizes, size_t cap)
+{
+    if (!blob || len < 16 ||
+        sharc__load_le64(blob) != (((uint64_t)BUNDLE_VERSION << 32) | BUNDLE_MAGIC))
+        return 0;
+    uint64_t n = sharc__load_le64(blob + 8);
+    if (n == 0 || n > BUNDLE_MAX || n > (len - 16) / 8)
+        return -1;
+    size_t at = 16 + 8 * (size_t)n;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t size = sharc__load_le64(blob + 16 + 8 * i);
+        if (size > len - at)
+            return -1;
+        if (i < cap) {
+            states[i] = blob + at;
+            sizes[i] = (size_t)size;
+        }
+        at += (size_t)size;
+    }
+    return at == len ? (long)n : -1;
+}
+
+void sharc__resume_bundle_get(const uint8_t *blob, size_t i, const uint8_t **state, size_t *size)
+{
+    uint64_t n = sharc__load_le64(blob + 8);
+    size_t at = 16 + 8 * (size_t)n;
+    for (size_t k = 0; k < i; k++)
+        at += (size_t)sharc__load_le64(blob + 16 + 8 * k);
+    *state = blob + at;
+    *size = (size_t)sharc__load_le64(blob + 16 + 8 * i);
+}
+
+int sharc__resume_bundle_write(const void *const *states, const size_t *sizes, size_t n, void *buf,
+                               size_t cap, size_t *size)
+{
+    size_t need = 16 + 8 * n;
+    for (size_t i = 0; i < n; i++)
+        need += sizes[i];
+    *size = need;
+    if (need > cap)
+        return SHARC_ERR(ENOSPC);
+    uint8_t *p = buf;
+    sharc__store_le64(p, ((uint64_t)BUNDLE_VERSION << 32) | BUNDLE_MAGIC);
+    sharc__store_le64(p + 8, n);
+    size_t at = 16 + 8 * n;
+    for (size_t i = 0; i < n; i++) {
+        sharc__store_le64(p + 16 + 8 * i, sizes[i]);
+        memcpy(p + at, states[i], sizes[i]);
+        at += sizes[i];
+    }
+    return 0;
+}
+
 uint64_t sharc__resume_key(const sharc__resume *s, size_t i)
 {
     return sharc__load_le64(s->keys + 8 * i);
+}
+
+sharc__walk_unit sharc__resume_unit(const sharc__resume *s, size_t i)
+{
+    const uint8_t *p = s->unit_bytes + 8 * UNIT_FIELDS * i;
+    return (sharc__walk_unit){sharc__load_le64(p), (uint32_t)sharc__load_le64(p + 8),
+                              sharc__load_le64(p + 16), sharc__load_le64(p + 24),
+                              sharc__load_le64(p + 32)};
 }
 
 /* Heapsort of n little-endian u64 at p, in place: no allocation, O(n log n). */
@@ -377,6 +482,8 @@ void sharc__resume_finish(uint8_t *blob, size_t len, uint64_t step)
     uint8_t *keys = blob + KEYS_OFFSET + 8;
     sort_u64_le(keys, (size_t)n_keys);
     uint8_t *sampler = keys + 8 * n_keys + 8;
+    if (sharc__load_le64(sampler - 8) == PROLOGUE_TAG) /* past an elastic run's prologue */
+        sampler += 8 * (4 + UNIT_FIELDS * sharc__load_le64(sampler + 24)) + 8;
     if (sharc__load_le64(sampler - 8) == MIX_TAG) /* past a mixture's section */
         sampler += 8 + sharc__load_le64(sampler) + 8;
     sharc__sampler_seal(sampler, (size_t)sharc__load_le64(sampler - 8));

@@ -62,7 +62,18 @@ typedef struct sharc__resume {
      *  mixture's states have one, so a single dataset's keep their bytes. */
     const uint8_t *mix;
     size_t mix_len;
+    /** An elastic run's prologue (walk.h) with pos.in_prologue and pos.unit_pos, or none
+     *  (has_prologue 0): only such runs' states have the section, so the others keep their
+     *  bytes. Writing: `units` are the walk's; parsing: read them with sharc__resume_unit. */
+    int has_prologue;
+    uint64_t start_epoch;
+    size_t n_units;
+    const sharc__walk_unit *units;
+    const uint8_t *unit_bytes;
 } sharc__resume;
+
+/** Unit i of a parsed state's prologue. */
+sharc__walk_unit sharc__resume_unit(const sharc__resume *s, size_t i);
 
 /** Hash of what a state depends on: shard names (not their directory), the walk and the
  *  decode settings. The sampler hashes its own settings. O(shards): the reader computes it
@@ -89,6 +100,23 @@ int sharc__resume_parse(sharc__ctx *ctx, const uint8_t *blob, size_t len, uint64
                         size_t n_shards, uint64_t epochs, sharc__resume *out);
 
 uint64_t sharc__resume_key(const sharc__resume *s, size_t i);
+
+/**
+ * A bundle: the states of the D data-parallel slots of a run in one blob (slot i's at i),
+ * which a reader on any number of slots resumes from (sharc_reader_pack_states).
+ * @return the number of states, 0 when `blob` is not a bundle, -1 when it is one but
+ *         malformed; with n > 0, states[i] and sizes[i] (up to `cap`) point into it
+ */
+long sharc__resume_bundle_parse(const uint8_t *blob, size_t len, const uint8_t **states,
+                                size_t *sizes, size_t cap);
+
+/** State `i` of a bundle that sharc__resume_bundle_parse() accepted. */
+void sharc__resume_bundle_get(const uint8_t *blob, size_t i, const uint8_t **state, size_t *size);
+
+/** Write a bundle of `n` states into buf (cap bytes); *size receives the bytes needed.
+ *  @return 0, or SHARC_ERR(ENOSPC) when cap is too small */
+int sharc__resume_bundle_write(const void *const *states, const size_t *sizes, size_t n, void *buf,
+                               size_t cap, size_t *size);
 
 /** Finish a draft (or rewrite a state) of `len` bytes: set its next step, sort its keys,
  *  seal the sampler's blob and write the CRC. */

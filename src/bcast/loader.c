@@ -37,7 +37,8 @@ struct sharc_loader {
     int dp_done;              ///< even steps: a round has ended the stream (no more rounds)
     uint64_t dropped_batches; ///< even steps: this slot's batches after the common end
     uint64_t dropped_cuts;
-    int drain;                  ///< even steps: read the rest of the stream after STOP
+    int drain;  ///< even steps: read the rest of the stream after STOP
+    int finite; ///< the reader's stream ends (finite epochs, no repeating mixture): drain it
     char dp_why[SHARC__ERRLEN]; ///< even steps: the text of a failure the round brought
 };
 
@@ -178,6 +179,18 @@ static void describe_settings(sharc__handshake *h, const sharc_loader_settings *
     sharc__handshake_add(h, "sampler.world_size", "%u", (unsigned)p->world_size);
     sharc__handshake_add(h, "sampler.min_duration", "%.17g", p->min_duration);
     sharc__handshake_add(h, "sampler.max_cut_duration", "%.17g", p->max_cut_duration);
+    /* The tokens: the models are compared by number (their paths may differ by machine), the
+     * token settings that decide the batches by a hash. */
+    uint64_t tok = sharc__fnv1a(0xcbf29ce484222325ull, &p->min_tps, sizeof p->min_tps);
+    for (size_t i = 0; p->bin_tokens && i < p->n_bins; i++)
+        tok = sharc__fnv1a(tok, &p->bin_tokens[i], sizeof p->bin_tokens[i]);
+    for (size_t i = 0; p->max_tps && i < p->n_max_tps; i++)
+        tok = sharc__fnv1a(tok, &p->max_tps[i], sizeof p->max_tps[i]);
+    const uint64_t more[4] = {p->min_tokens, p->max_tokens, p->batch_tokens, p->n_max_tps};
+    tok = sharc__fnv1a(tok, more, sizeof more);
+    tok = sharc__fnv1a(tok, &p->token_equivalent_duration, sizeof p->token_equivalent_duration);
+    sharc__handshake_add(h, "reader.tokens", "%zu models, settings hash %016llx", r->n_tokenizer,
+                         (unsigned long long)tok);
     /* The features decide the batches' tensors: a peer set for other features would get
      * tensors it does not expect. Their parameters count only when they are on. */
     if (r->features == SHARC_FEATURES_NONE) {
@@ -200,7 +213,10 @@ static int setup_even_steps(sharc_loader *l, const sharc_loader_settings *s)
         (!s->produce && s->reader.epochs == 0))
         return 0;
     if (s->dp_transport) {
+        const sharc_reader_settings *r = &s->reader;
         l->dp_t = s->dp_transport;
+        l->finite = !s->produce && r->epochs != 0 &&
+                    (!(r->input_cfg || r->input_cfg_text) || r->mix_finite);
         return 0;
     }
     if (sharc_mesh_dp_rank(&s->mesh) == 0)
@@ -356,7 +372,7 @@ static void drain_dropped(sharc_loader *l)
 {
     sharc_batch *b = NULL;
     int rc = 0;
-    while (l->reader && (rc = sharc_reader_next_batch(l->reader, &b)) == 0)
+    while (l->finite && l->reader && (rc = sharc_reader_next_batch(l->reader, &b)) == 0)
         drop(l, b);
     if (rc < 0 && rc != SHARC_ERR_BACKPRESSURE)
         sharc__log(&l->ctx, SHARC_LOG_WARN, "even steps: reading the dropped batches failed: %s",
@@ -367,7 +383,7 @@ static void drain_dropped(sharc_loader *l)
                "had%s",
                (unsigned long long)l->steps, sharc_mesh_dp_rank(&l->mesh),
                (unsigned long long)l->dropped_batches, (unsigned long long)l->dropped_cuts,
-               rc == SHARC_ERR_BACKPRESSURE || !l->reader ? " (at least)" : "");
+               rc == SHARC_ERR_BACKPRESSURE || !l->finite ? " (at least)" : "");
 }
 
 /* Source: the stream ends with STOP (0) unless a failure recorded since is sent instead. */
@@ -425,7 +441,7 @@ static int agree(sharc_loader *l, sharc_batch **b, int rc, int pending, const ch
         if (*b) {
             drop(l, *b);
             *b = NULL;
-            l->drain = !l->produce;
+            l->drain = 1; /* read to the end when it has one, and said */
         }
         return SHARC_END;
     }

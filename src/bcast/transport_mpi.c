@@ -391,48 +391,49 @@ int sharc_transport_mpi_open(sharc_transport **out, MPI_Comm comm,
     return open_comm(out, comm, 0, s);
 }
 
+/* The sources of all data-parallel slots, ranked by slot (MPI_COMM_NULL on the others). */
+static int split_sources(sharc__ctx *ctx, MPI_Comm parent, const sharc_mesh *mesh, int timeout_ms,
+                         MPI_Comm *out)
+{
+    *out = MPI_COMM_NULL;
+    int rc = check_parent(ctx, parent, mesh, timeout_ms);
+    if (rc == 0)
+        rc = SHARC__MPI_CHECK(ctx,
+                              MPI_Comm_split(parent, sharc_mesh_is_source(mesh) ? 0 : MPI_UNDEFINED,
+                                             sharc_mesh_dp_rank(mesh), out));
+    return rc;
+}
+
+/* A transport over this rank's part of `parent`, split by `split` (none where it has none). */
+static int open_split(sharc_transport **out, MPI_Comm parent, const sharc_mesh *mesh,
+                      const sharc_transport_settings *s,
+                      int (*split)(sharc__ctx *, MPI_Comm, const sharc_mesh *, int, MPI_Comm *))
+{
+    *out = NULL;
+    int rc = sharc__transport_check_settings(s);
+    if (rc < 0)
+        return rc;
+    sharc__ctx ctx;
+    sharc__ctx_init(&ctx, s ? &s->allocator : NULL, s ? &s->logger : NULL);
+    MPI_Comm comm = MPI_COMM_NULL;
+    rc = split(&ctx, parent, mesh, s ? s->timeout_ms : 600000, &comm);
+    if (rc < 0 || comm == MPI_COMM_NULL)
+        return rc;
+    /* Our own communicator: report errors instead of aborting the job. */
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    return open_comm(out, comm, 1, s);
+}
+
 int sharc_transport_mpi_split(sharc_transport **out, MPI_Comm parent, const sharc_mesh *mesh,
                               const sharc_transport_settings *s)
 {
-    int settings_rc = sharc__transport_check_settings(s);
-    if (settings_rc < 0) {
-        *out = NULL;
-        return settings_rc;
-    }
-    sharc__ctx ctx;
-    sharc__ctx_init(&ctx, s ? &s->allocator : NULL, s ? &s->logger : NULL);
-    MPI_Comm group = MPI_COMM_NULL;
-    *out = NULL;
-    int rc = sharc__mpi_split_group(&ctx, parent, mesh, s ? s->timeout_ms : 600000, &group);
-    if (rc < 0)
-        return rc;
-    /* Our own communicator: report errors instead of aborting the job. */
-    MPI_Comm_set_errhandler(group, MPI_ERRORS_RETURN);
-    return open_comm(out, group, 1, s);
+    return open_split(out, parent, mesh, s, sharc__mpi_split_group);
 }
 
 int sharc_transport_mpi_split_dp(sharc_transport **out, MPI_Comm parent, const sharc_mesh *mesh,
                                  const sharc_transport_settings *s)
 {
-    int settings_rc = sharc__transport_check_settings(s);
-    if (settings_rc < 0) {
-        *out = NULL;
-        return settings_rc;
-    }
-    sharc__ctx ctx;
-    sharc__ctx_init(&ctx, s ? &s->allocator : NULL, s ? &s->logger : NULL);
-    *out = NULL;
-    int rc = check_parent(&ctx, parent, mesh, s ? s->timeout_ms : 600000);
-    if (rc < 0)
-        return rc;
-    int source = sharc_mesh_is_source(mesh);
-    MPI_Comm sources = MPI_COMM_NULL;
-    rc = SHARC__MPI_CHECK(&ctx, MPI_Comm_split(parent, source ? 0 : MPI_UNDEFINED,
-                                               sharc_mesh_dp_rank(mesh), &sources));
-    if (rc < 0 || !source)
-        return rc;
-    MPI_Comm_set_errhandler(sources, MPI_ERRORS_RETURN);
-    return open_comm(out, sources, 1, s);
+    return open_split(out, parent, mesh, s, split_sources);
 }
 
 int sharc_transport_mpi_comm(const sharc_transport *t, MPI_Comm *comm)

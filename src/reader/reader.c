@@ -84,6 +84,24 @@ static int copy_array(sharc__ctx *ctx, void **dst, const void *src, size_t n, si
     return 0;
 }
 
+/*
+ * A bundle of as many states as this run has data-parallel slots: this slot's own state,
+ * as if it had been given alone. Other bundles stay whole for the elastic split (checked
+ * there, at the first batch); a malformed one too, to fail there as a bad state does.
+ */
+static int unbundle_own_state(sharc_reader *r)
+{
+    long n = sharc__resume_bundle_parse(r->resume, r->s.resume_state_size, NULL, NULL, 0);
+    if (n != r->s.dp_size)
+        return 0;
+    const uint8_t *own = NULL;
+    size_t size = 0;
+    sharc__resume_bundle_get(r->resume, (size_t)r->s.dp_rank, &own, &size);
+    memmove(r->resume, own, size);
+    r->s.resume_state_size = size;
+    return 0;
+}
+
 static int copy_settings(sharc_reader *r, const sharc_reader_settings *s)
 {
     sharc__ctx *ctx = &r->ctx;
@@ -138,7 +156,7 @@ static int copy_settings(sharc_reader *r, const sharc_reader_settings *s)
         (rc = sharc__tokenizer_open(ctx, s->tokenizer, s->n_tokenizer, &r->tok)) < 0)
         return rc;
     r->s.tokenizer = NULL; /* n_tokenizer stays: the batching settings' checks read it */
-    return 0;
+    return unbundle_own_state(r);
 }
 
 /* Cut counts of a source, for a level of the config without weights (NeMo's default):

@@ -6,6 +6,7 @@
 
 #include "sharc/sharc.h"
 #include "base/ctx.h"
+#include "batching/resume.h"
 #include "batching/featurize.h"
 #include "plan/json.h"
 #include "reader/reader.h"
@@ -254,6 +255,17 @@ int sharc_reader_state_save(sharc_reader *r, void *buf, size_t cap, size_t *size
     if (!r || !size)
         return SHARC_ERR(EINVAL);
     return sharc__reader_state_save(r, buf, cap, size);
+}
+
+int sharc_reader_pack_states(const void *const *states, const size_t *sizes, size_t n, void *buf,
+                             size_t cap, size_t *size)
+{
+    if (!states || !sizes || !size || n == 0 || n > 65535 || (!buf && cap))
+        return SHARC_ERR(EINVAL);
+    for (size_t i = 0; i < n; i++)
+        if (!states[i] && sizes[i])
+            return SHARC_ERR(EINVAL);
+    return sharc__resume_bundle_write(states, sizes, n, buf, cap, size);
 }
 
 const char *sharc_reader_last_error(const sharc_reader *r)

@@ -422,7 +422,7 @@ static int mix_state_restore(void *self, const uint8_t *in, size_t len)
             return sharc__fail(m->ctx, SHARC_ERR_STATE,
                                "cannot resume: the state's position of source %s is out of range",
                                x->name);
-        const sharc__walk_pos p = {v[2], v[3], (uint32_t)v[4], v[5], (int)v[6], v[7]};
+        const sharc__walk_pos p = {v[2], v[3], (uint32_t)v[4], v[5], (int)v[6], v[7], 0, 0};
         x->live = (int)v[1];
         x->last_used = 0;
         int rc = sharc__walk_seek_later(x->walk, &p);

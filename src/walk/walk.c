@@ -20,6 +20,10 @@ struct sharc__walk {
     uint32_t *order;
     size_t n_order;
     uint32_t share_every, share_first; ///< the entries of each shard this slot keeps
+    sharc__walk_unit *units;           ///< the prologue (sharc__walk_set_prologue)
+    size_t n_units;
+    uint64_t start_epoch; ///< the first epoch after the prologue
+    int has_prologue;
     sharc__walk_pos pos;
     sharc__stream *stream; ///< the open shard, read on this thread
     /* With read-ahead: the open shard's entries come from a lane instead. */
@@ -127,7 +131,7 @@ static int lane_next(sharc__walk *w)
 static int shard_open(sharc__walk *w)
 {
     const sharc__shard *shard = &w->ds->shards[w->pos.shard_index];
-    if (!w->ra) {
+    if (!w->ra || w->pos.in_prologue) { /* lanes read the epochs' plan, not a prologue */
         double t0 = sharc__now_s();
         int rc = w->ops->open(&w->stream, w->ctx, shard, &w->sopts, &w->err);
         w->read_seconds += sharc__now_s() - t0;
@@ -280,9 +284,40 @@ static void set_epoch(sharc__walk *w, uint64_t epoch)
                                             w->s->dp_rank, w->s->dp_size, w->order);
 }
 
+/* The prologue's next unit (*opened 1), or the first epoch after it (*opened 0). */
+static int open_next_unit(sharc__walk *w, int *opened)
+{
+    *opened = w->pos.unit_pos < w->n_units;
+    if (*opened) {
+        const sharc__walk_unit *u = &w->units[w->pos.unit_pos++];
+        w->pos.epoch = u->epoch;
+        w->pos.shard_index = u->shard;
+        w->pos.consumed = 0;
+        w->pos.shard_open = 1;
+        w->stats->shards++;
+        reset_err(w);
+        return shard_open(w);
+    }
+    if (w->s->epochs && w->start_epoch >= w->s->epochs)
+        return SHARC_END;
+    w->pos.in_prologue = 0;
+    set_epoch(w, w->start_epoch);
+    w->pos.order_pos = 0;
+    w->pos.epoch_cuts = 0;
+    if (w->ra)
+        plan_from(w, 0);
+    return 0;
+}
+
 /* Open the next shard of the plan, moving to the next epoch when needed. */
 static int open_next_shard(sharc__walk *w)
 {
+    int opened = 0;
+    if (w->pos.in_prologue) {
+        int rc = open_next_unit(w, &opened);
+        if (rc != 0 || opened)
+            return rc;
+    }
     while (w->pos.order_pos == w->n_order) {
         if (w->pos.epoch_cuts == 0 && w->s->epochs == 0 && w->stats->shards > 0) {
             /* Not a problem of one shard or cut, so no policy applies: it stops the reader
@@ -340,7 +375,9 @@ int sharc__walk_pull(sharc__walk *w)
         }
         if (rc == 0 || !w->err.shard_fatal) {
             w->pos.consumed++;
-            if ((w->pos.consumed - 1) % w->share_every != w->share_first)
+            uint64_t k = w->pos.consumed - 1;
+            if (w->pos.in_prologue ? !sharc__walk_unit_has(&w->units[w->pos.unit_pos - 1], k)
+                                   : k % w->share_every != w->share_first)
                 continue; /* another slot's entry of a shard read by several */
         }
         if (rc == 0) {
@@ -366,22 +403,39 @@ int sharc__walk_seek(sharc__walk *w, const sharc__walk_pos *pos)
     w->suspended = 0;
     reset_err(w);
     shard_close(w);
-    set_epoch(w, pos->epoch);
-    if (pos->order_pos > w->n_order)
-        return walk_fail(w, SHARC_ERR_STATE,
-                         "cannot resume: the state points at position %llu of a shard order "
-                         "of %zu",
-                         (unsigned long long)pos->order_pos, w->n_order);
-    w->pos = *pos;
-    if (w->ra) /* read ahead from the shard after the open one */
-        plan_from(w, pos->order_pos);
-    if (!pos->shard_open)
-        return 0;
-    if (pos->order_pos == 0 || w->order[pos->order_pos - 1] != pos->shard_index)
-        return walk_fail(w, SHARC_ERR_STATE,
-                         "cannot resume: the state points at shard %u, which is not "
-                         "where this dataset's shard order puts it",
-                         pos->shard_index);
+    if (pos->in_prologue) {
+        if (!w->has_prologue || pos->unit_pos > w->n_units ||
+            (pos->shard_open && pos->unit_pos == 0))
+            return walk_fail(w, SHARC_ERR_STATE,
+                             "cannot resume: the state points at unit %llu of a prologue of %zu",
+                             (unsigned long long)pos->unit_pos, w->n_units);
+        w->pos = *pos;
+        if (!pos->shard_open)
+            return 0;
+        const sharc__walk_unit *u = &w->units[pos->unit_pos - 1];
+        if (u->epoch != pos->epoch || u->shard != pos->shard_index)
+            return walk_fail(w, SHARC_ERR_STATE,
+                             "cannot resume: the state points at shard %u, which is not "
+                             "where its prologue puts it",
+                             pos->shard_index);
+    } else {
+        set_epoch(w, pos->epoch);
+        if (pos->order_pos > w->n_order)
+            return walk_fail(w, SHARC_ERR_STATE,
+                             "cannot resume: the state points at position %llu of a shard "
+                             "order of %zu",
+                             (unsigned long long)pos->order_pos, w->n_order);
+        w->pos = *pos;
+        if (w->ra) /* read ahead from the shard after the open one */
+            plan_from(w, pos->order_pos);
+        if (!pos->shard_open)
+            return 0;
+        if (pos->order_pos == 0 || w->order[pos->order_pos - 1] != pos->shard_index)
+            return walk_fail(w, SHARC_ERR_STATE,
+                             "cannot resume: the state points at shard %u, which is not "
+                             "where this dataset's shard order puts it",
+                             pos->shard_index);
+    }
     /* Skip what the saved reader had taken from the open shard: bounded by one shard. */
     reset_err(w);
     rc = w->ops->open(&w->stream, w->ctx, &w->ds->shards[pos->shard_index], &w->sopts, &w->err);
@@ -480,6 +534,7 @@ void sharc__walk_close(sharc__walk **wp)
     sharc__buf_free(ctx, &w->err.member);
     sharc__buf_free(ctx, &w->err.cut_id);
     sharc__free(ctx, w->order);
+    sharc__free(ctx, w->units);
     sharc__free(ctx, w->ahead_order);
     sharc__free(ctx, w);
     *wp = NULL;
@@ -511,6 +566,36 @@ int sharc__walk_problem(sharc__walk *w, int rc)
 sharc__stream_error *sharc__walk_error(sharc__walk *w)
 {
     return &w->err;
+}
+
+int sharc__walk_set_prologue(sharc__walk *w, const sharc__walk_unit *units, size_t n,
+                             uint64_t start_epoch)
+{
+    sharc__walk_unit *copy = sharc__malloc(w->ctx, (n ? n : 1) * sizeof *copy);
+    if (!copy)
+        return SHARC_ERR(ENOMEM);
+    if (n)
+        memcpy(copy, units, n * sizeof *copy);
+    sharc__free(w->ctx, w->units);
+    w->units = copy;
+    w->n_units = n;
+    w->start_epoch = start_epoch;
+    w->has_prologue = 1;
+    w->pos = (sharc__walk_pos){0};
+    w->pos.in_prologue = 1;
+    return 0;
+}
+
+const sharc__dataset *sharc__walk_dataset(const sharc__walk *w)
+{
+    return w->ds;
+}
+
+const sharc__walk_unit *sharc__walk_prologue(const sharc__walk *w, size_t *n, uint64_t *start_epoch)
+{
+    *n = w->has_prologue ? w->n_units : 0;
+    *start_epoch = w->start_epoch;
+    return w->has_prologue ? w->units : NULL;
 }
 
 const sharc__walk_pos *sharc__walk_position(const sharc__walk *w)

@@ -35,7 +35,29 @@ typedef struct sharc__walk_pos {
     uint64_t consumed;    ///< stream entries (cuts and cut-level problems) taken from it
     int shard_open;       ///< a stream is open on shard_index
     uint64_t epoch_cuts;  ///< cuts produced in this epoch, less those the sampler filtered out
+    int in_prologue;      ///< reading the prologue (sharc__walk_set_prologue), not an epoch
+    uint64_t unit_pos;    ///< units of the prologue opened so far
 } sharc__walk_pos;
+
+/**
+ * A unit of a prologue: the part of one shard visit (epoch, shard) left to read by an
+ * elastic resume (batching/elastic.h): the entries k of the shard's stream (cuts and
+ * cut-level problems alike, counted as walk_pos.consumed counts them) with k >= skip and
+ * k % every == first.
+ */
+typedef struct sharc__walk_unit {
+    uint64_t epoch;
+    uint32_t shard;
+    uint64_t skip;
+    uint64_t every;
+    uint64_t first;
+} sharc__walk_unit;
+
+/** Whether entry k of the unit's shard is part of the unit. */
+static inline int sharc__walk_unit_has(const sharc__walk_unit *u, uint64_t k)
+{
+    return k >= u->skip && k % u->every == u->first;
+}
 
 /**
  * Start a walk at the first shard of epoch 0.
@@ -80,6 +102,22 @@ sharc__stream_error *sharc__walk_error(sharc__walk *w);
 const sharc__walk_pos *sharc__walk_position(const sharc__walk *w);
 /** Re-open the walk at `pos`, skipping the entries already consumed in the open shard. */
 int sharc__walk_seek(sharc__walk *w, const sharc__walk_pos *pos);
+
+/**
+ * Read `units` (copied) first, in order, then the regular epochs from `start_epoch` (the
+ * end at once when the epochs are finite and start_epoch is past them). Before the first
+ * pull or seek. With `in_prologue` 0 in walk_pos, a seek goes to the regular epochs.
+ * @return 0, SHARC_ERR(ENOMEM)
+ */
+int sharc__walk_set_prologue(sharc__walk *w, const sharc__walk_unit *units, size_t n,
+                             uint64_t start_epoch);
+
+/** The dataset the walk reads. */
+const sharc__dataset *sharc__walk_dataset(const sharc__walk *w);
+
+/** The prologue's units (NULL, 0 when none) and the epoch the regular plan starts at. */
+const sharc__walk_unit *sharc__walk_prologue(const sharc__walk *w, size_t *n,
+                                             uint64_t *start_epoch);
 /** The sampler filtered out the last cut pulled: it is not one the epoch produced (an epoch
  *  of filtered cuts must end the walk, not repeat forever). */
 void sharc__walk_uncount_cut(sharc__walk *w);

@@ -51,3 +51,32 @@ gen() {
     fi
     "$SHARC_GEN" --out "$@" >/dev/null
 }
+
+# need_spm IMPORTS: skip (77) unless spm_train is installed and a Python ($PYTHON, else
+# /usr/bin/python3) runs "import IMPORTS" (e.g. "sentencepiece, numpy"); that Python in $py.
+need_spm() {
+    command -v spm_train >/dev/null || {
+        echo "spm_train is not installed; skipping"
+        exit 77
+    }
+    py=
+    for p in "$PYTHON" /usr/bin/python3; do
+        if "$p" -c "import $1" 2>/dev/null; then
+            py=$p
+            return 0
+        fi
+    done
+    echo "no Python with $1; skipping"
+    exit 77
+}
+
+# spm_model PREFIX VOCAB [spm_train options]: train $tmp/PREFIX.model on
+# tests/data/tokenizer_text.txt (English, German, Polish).
+spm_model() {
+    prefix=$1
+    vocab=$2
+    shift 2
+    spm_train --input="$(dirname "$0")/../data/tokenizer_text.txt" --model_prefix="$tmp/$prefix" \
+        --vocab_size="$vocab" --character_coverage=1.0 --minloglevel=2 "$@" >/dev/null 2>&1 ||
+        fail "spm_train $prefix failed"
+}

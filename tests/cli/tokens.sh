@@ -8,30 +8,13 @@
 # transcript is not UTF-8.
 . "$(dirname "$0")/lib.sh"
 
-command -v spm_train >/dev/null || { echo "spm_train is not installed; skipping"; exit 77; }
-py=
-for p in "$PYTHON" /usr/bin/python3; do
-    if "$p" -c 'import sentencepiece, numpy' 2>/dev/null; then
-        py=$p
-        break
-    fi
-done
-[ -n "$py" ] || { echo "no Python with sentencepiece and numpy; skipping"; exit 77; }
+need_spm "sentencepiece, numpy"
 here=$(cd "$(dirname "$0")" && pwd)
 text=$here/../data/tokenizer_text.txt
-
-train() { # train PREFIX VOCAB [spm_train options]
-    prefix=$1
-    vocab=$2
-    shift 2
-    spm_train --input="$text" --model_prefix="$tmp/$prefix" --vocab_size="$vocab" \
-        --character_coverage=1.0 --minloglevel=2 "$@" >/dev/null 2>&1 ||
-        fail "spm_train $prefix failed"
-}
-train pad 100 --pad_id=3 --unk_id=0 --bos_id=1 --eos_id=2
-train en 70
-train de 90
-train pl 110
+spm_model pad 100 --pad_id=3 --unk_id=0 --bos_id=1 --eos_id=2
+spm_model en 70
+spm_model de 90
+spm_model pl 110
 
 gen "$tmp/c" --layout all --shards 3 --cuts-per-shard 6 --min-duration 0.5 --max-duration 4 \
     --seed 5
