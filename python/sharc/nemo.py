@@ -148,11 +148,26 @@ def _check_keys(cfg: Dict[str, Any]) -> None:
                       "NeMo's Lhotse loader ignores them, and so does sharc", UserWarning, stacklevel=3)
 
 
+def _shared_random_seed() -> Optional[int]:
+    """A true random number drawn on rank 0 and broadcast to every rank, when
+    torch.distributed is initialized; None otherwise."""
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return None
+    if not (dist.is_available() and dist.is_initialized()):
+        return None
+    box = [secrets.randbelow(2**32) if dist.get_rank() == 0 else None]
+    dist.broadcast_object_list(box, src=0)
+    return int(box[0])
+
+
 def _resolve_seed(key: str, value: Any, world_size: int, base: Optional[int] = None) -> int:
     """NeMo's seeds: an integer as is; "trng" a true random number (every run differs);
     "randomized" the config's ``seed``. sharc splits shards across data-parallel ranks by
-    one seeded order, so every rank must resolve the same number: "trng" is refused with
-    world_size > 1 (NeMo draws one per rank)."""
+    one seeded order, so every rank must resolve the same number: with world_size > 1,
+    "trng" is drawn on rank 0 and broadcast over torch.distributed (NeMo draws one per
+    rank), and refused when torch.distributed is not initialized."""
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise _fail(key, value, "give an integer, \"randomized\" or \"trng\"")
     if isinstance(value, int):
@@ -161,6 +176,9 @@ def _resolve_seed(key: str, value: Any, world_size: int, base: Optional[int] = N
         return base
     if value == "trng":
         if world_size > 1:
+            shared = _shared_random_seed()
+            if shared is not None:
+                return shared
             fix = ("set shard_seed to \"randomized\" (seeded by the config's seed) or an integer"
                    if key == "shard_seed" else "set seed to an integer")
             raise _fail(key, value, "a true random seed differs on every rank, and sharc splits the shards "

@@ -197,6 +197,21 @@ def test_text_and_lang_fields(corpus):
     assert sorted(rows) == want
 
 
+def test_trng_is_shared_over_torch_distributed(corpus, tmp_path):
+    """With torch.distributed initialized, shard_seed: trng is drawn on rank 0 and broadcast,
+    so the ranks of a job split the shards by one order (here a group of one process)."""
+    dist = pytest.importorskip("torch.distributed")
+    if not dist.is_available():
+        pytest.skip("torch.distributed is not available")
+    base = {**nemo_tarred(corpus), "batch_size": 4}
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
+    try:
+        seeds = {nemo.reader_settings(base, 0, 2)[1]["seed"] for _ in range(4)}
+    finally:
+        dist.destroy_process_group()
+    assert len(seeds) > 1 and all(0 <= x < 2**32 for x in seeds)  # a fresh draw each time
+
+
 def test_errors_name_the_key(corpus):
     base = {**nemo_tarred(corpus), "batch_size": 4}
     with pytest.raises(ValueError, match=r"unknown config key 'bath_duration': .* remove it or correct its spelling"):
