@@ -128,6 +128,7 @@ typedef struct {
     PyObject_HEAD PyObject *cfg; /* the CReader holding the reader settings */
     sharc_loader_settings s;
     sharc_transport *t;
+    sharc_transport *dp_t; /* over the slots' sources, for even steps (MPI); NULL on peers */
     sharc_loader *l;
     int busy;
 } LoaderObject;
@@ -155,16 +156,17 @@ static int loader_open(LoaderObject *self)
 static int Loader_init(PyObject *op, PyObject *args, PyObject *kw)
 {
     LoaderObject *self = (LoaderObject *)op;
-    static char *kwlist[] = {"settings", "mesh", "broadcast_axes", "nccl", NULL};
+    static char *kwlist[] = {"settings", "mesh", "broadcast_axes", "nccl", "even_steps", NULL};
     PyObject *cfg, *nccl = Py_None;
+    int even_steps = -1; /* -1: the C default */
     const char *mesh, *axes = NULL;
     Py_ssize_t mesh_len = 0, axes_len = 0;
     if (self->cfg) {
         PyErr_SetString(PyExc_RuntimeError, "sharc.Loader: already initialized");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "Oz#|z#O:CLoader", kwlist, &cfg, &mesh, &mesh_len,
-                                     &axes, &axes_len, &nccl))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "Oz#|z#Oi:CLoader", kwlist, &cfg, &mesh, &mesh_len,
+                                     &axes, &axes_len, &nccl, &even_steps))
         return -1;
     if ((mesh && sharc__py_no_nul(mesh, mesh_len, "sharc.Loader: mesh") < 0) ||
         (axes && sharc__py_no_nul(axes, axes_len, "sharc.Loader: broadcast_axes") < 0))
@@ -201,6 +203,8 @@ static int Loader_init(PyObject *op, PyObject *args, PyObject *kw)
 #endif
     }
     sharc_loader_default_settings(&self->s);
+    if (even_steps >= 0)
+        self->s.even_steps = even_steps != 0;
     char every_rank_dp[32];
     if (!mesh) {
         /* No mesh: every rank is its own data-parallel slot. */
@@ -247,6 +251,18 @@ static int Loader_init(PyObject *op, PyObject *args, PyObject *kw)
             return sharc__py_raise(rc, sharc_transport_last_error(self->t)), -1;
 #endif
     }
+#if SHARC_HAVE_MPI
+    /* Even steps: the sources of the slots agree at every step over a communicator of
+     * their own (collective over the world, as the mesh is the same on every rank). */
+    if (!nccl_id && self->s.even_steps && sharc_mesh_dp_size(&self->s.mesh) > 1) {
+        Py_BEGIN_ALLOW_THREADS rc =
+            sharc_transport_mpi_split_dp(&self->dp_t, MPI_COMM_WORLD, &self->s.mesh, NULL);
+        Py_END_ALLOW_THREADS if (rc != 0) return sharc__py_raise(
+            rc, "cannot split the MPI communicator of the data-parallel sources (see the log)"),
+            -1;
+        self->s.dp_transport = self->dp_t;
+    }
+#endif
     self->s.transport = self->t;
     return loader_open(self);
 }
@@ -256,6 +272,7 @@ static void Loader_dealloc(PyObject *op)
     LoaderObject *self = (LoaderObject *)op;
     sharc_loader_close(&self->l);
     sharc_transport_close(&self->t);
+    sharc_transport_close(&self->dp_t);
     Py_XDECREF(self->cfg);
     PyTypeObject *tp = Py_TYPE(op);
     freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
@@ -339,6 +356,16 @@ static PyObject *Loader_info(PyObject *op, PyObject *unused)
         sharc_loader_transport_name(self->l));
 }
 
+static PyObject *Loader_dropped(PyObject *op, PyObject *unused)
+{
+    LoaderObject *self = (LoaderObject *)op;
+    if (loader_usable(self) < 0)
+        return NULL;
+    uint64_t batches = 0, cuts = 0;
+    sharc_loader_dropped(self->l, &batches, &cuts);
+    return Py_BuildValue("(KK)", (unsigned long long)batches, (unsigned long long)cuts);
+}
+
 static PyObject *Loader_close(PyObject *op, PyObject *unused)
 {
     LoaderObject *self = (LoaderObject *)op;
@@ -348,6 +375,7 @@ static PyObject *Loader_close(PyObject *op, PyObject *unused)
     }
     sharc_loader_close(&self->l);
     sharc_transport_close(&self->t);
+    sharc_transport_close(&self->dp_t);
     Py_RETURN_NONE;
 }
 
@@ -356,6 +384,8 @@ static PyMethodDef Loader_methods[] = {
     {"state", Loader_state, METH_NOARGS, "The loader's state blob after the last batch."},
     {"resume", Loader_resume, METH_O, "Reopen at a state blob (collective)."},
     {"info", Loader_info, METH_NOARGS, "This rank's place: source, dp slot, transport."},
+    {"dropped", Loader_dropped, METH_NOARGS,
+     "(batches, cuts) even steps dropped on this slot's source at the end."},
     {"close", Loader_close, METH_NOARGS, "Close the loader and its transport (collective)."},
     {NULL, NULL, 0, NULL},
 };

@@ -1,0 +1,127 @@
+"""Elastic resume from Python (the states of D data-parallel slots resumed on D' slots: every
+cut of the epoch delivered once) for sharc.Reader and, under mpirun, sharc.Loader; and the
+Loader's even steps (every slot ends at the same step, the rest counted as dropped)."""
+import collections
+import json
+import subprocess
+
+import pytest
+
+import sharc
+from sharc import _sharc
+from conftest import _gen
+from test_loader import MPIRUN, mpirun
+
+SETTINGS = dict(batch_duration=6.0, num_buckets=2, buffer_size=10, seed=1, threads=1, epochs=1)
+needs_mpi = pytest.mark.skipif(not (hasattr(_sharc, "CLoader") and MPIRUN),
+                               reason="no MPI transport in this build or no mpirun: sharc.Loader is not tested")
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    """6 Shar shards of 8 cuts of 0.5..3 s: slots get different numbers of batches."""
+    out = tmp_path_factory.mktemp("elastic") / "c"
+    subprocess.run([_gen(), "--out", str(out), "--layout", "shar", "--shards", "6", "--cuts-per-shard", "8",
+                    "--max-duration", "3", "--compress", "none"], check=True, stdout=subprocess.DEVNULL)
+    return out / "shar"
+
+
+@pytest.fixture(scope="module")
+def every_id(shards):
+    ids = [i for b in sharc.Reader(str(shards), **SETTINGS) for i in b["cut_id"]]
+    assert len(ids) == 48
+    return sorted(ids)
+
+
+def stop_on(shards, dp_size, steps):
+    """Each slot of dp_size read `steps` batches: (the ids delivered, the slots' states)."""
+    ids, states = [], []
+    for slot in range(dp_size):
+        reader = sharc.Reader(str(shards), dp_rank=slot, dp_size=dp_size, **SETTINGS)
+        for _ in range(steps):
+            ids += next(reader)["cut_id"]
+        states.append(reader.state_dict())
+    return ids, states
+
+
+@pytest.mark.parametrize("old,new,steps", [(2, 3, 1), (2, 3, 2), (3, 2, 1), (3, 2, 2), (1, 3, 2)])
+def test_reader_elastic_resume_delivers_every_cut_once(shards, every_id, old, new, steps):
+    ids, states = stop_on(shards, old, steps)
+    for slot in range(new):
+        reader = sharc.Reader(str(shards), dp_rank=slot, dp_size=new, **SETTINGS)
+        reader.load_state_dict(states)
+        ids += [i for b in reader for i in b["cut_id"]]
+    assert max(collections.Counter(ids).values()) == 1
+    assert sorted(ids) == every_id
+
+
+def test_reader_resume_on_as_many_slots_is_the_uninterrupted_run(shards):
+    _, states = stop_on(shards, 2, 2)
+    for slot in range(2):
+        alone = [b["cut_id"] for b in sharc.Reader(str(shards), dp_rank=slot, dp_size=2, **SETTINGS)]
+        reader = sharc.Reader(str(shards), dp_rank=slot, dp_size=2, **SETTINGS)
+        reader.load_state_dict(states)
+        assert [b["cut_id"] for b in reader] == alone[2:]
+
+
+def test_reader_elastic_resume_refuses_a_missing_slot(shards):
+    _, states = stop_on(shards, 3, 1)
+    reader = sharc.Reader(str(shards), dp_rank=0, dp_size=3, **SETTINGS)
+    reader.load_state_dict([states[0], states[2]])  # slot 1 of 3 left out: read as 2 slots
+    with pytest.raises(sharc.Error, match=r"^the state of data-parallel slot 0 of 2 \(the bundle's state 0: "
+                       r"a state of another slot, dataset or settings is refused\)") as e:
+        next(reader)
+    assert e.value.code_name == "SHARC_ERR_STATE"
+    with pytest.raises(ValueError, match="gathered state 1 is neither"):
+        reader.load_state_dict([states[0], {"other": 1}])
+
+
+def test_reader_gathered_states_of_different_epochs_are_refused(shards):
+    settings = {k: v for k, v in SETTINGS.items() if k != "epochs"}
+    readers = [sharc.Reader(str(shards), dp_rank=s, dp_size=2, **settings) for s in range(2)]
+    for _ in readers[0]:  # epoch 0 read: the reader is in epoch 1
+        pass
+    next(iter(readers[0]))
+    next(readers[1])
+    with pytest.raises(ValueError, match=r"different epochs \(\[0, 1\]\)"):
+        readers[1].load_state_dict([r.state_dict() for r in readers])
+
+
+def loader_run(n, shards, out, **cfg):
+    got = mpirun(n, "run", shards, out, json.dumps(dict(SETTINGS, **cfg)))
+    batches = {r: [e for e in lines if "ids" in e] for r, lines in got.items()}
+    ends = {r: lines[-1] for r, lines in got.items() if "dropped" in lines[-1]}
+    return batches, ends
+
+
+@needs_mpi
+@pytest.mark.parametrize("old,new", [(2, 3), (3, 2), (2, 2)])
+def test_loader_elastic_resume_delivers_every_cut_once(shards, every_id, tmp_path, old, new):
+    saved = tmp_path / "states"
+    saved.mkdir()
+    first, _ = loader_run(old, shards, tmp_path / "a", steps=2, save=str(saved), even_steps=False)
+    assert [len(first[r]) for r in range(old)] == [2] * old
+    rest, ends = loader_run(new, shards, tmp_path / "b", resume=str(saved), even_steps=False)
+    assert [ends[r]["dropped"] for r in range(new)] == [[0, 0]] * new
+    ids = [i for got in (first, rest) for lines in got.values() for e in lines for i in e["ids"]]
+    assert max(collections.Counter(ids).values()) == 1
+    assert sorted(ids) == every_id
+    if old == new:  # each slot goes on as it would have without the stop
+        for slot in range(new):
+            alone = [b["cut_id"] for b in sharc.Reader(str(shards), dp_rank=slot, dp_size=new, **SETTINGS)]
+            assert [e["ids"] for e in rest[slot]] == alone[2:]
+
+
+@needs_mpi
+def test_loader_even_steps_end_every_slot_at_the_same_step(shards, every_id, tmp_path):
+    uneven, _ = loader_run(3, shards, tmp_path / "a", even_steps=False)
+    counts = [len(uneven[r]) for r in range(3)]
+    assert len(set(counts)) > 1  # the slots alone end at different steps
+    even, ends = loader_run(3, shards, tmp_path / "b")  # even steps by default
+    for r in range(3):
+        assert [e["ids"] for e in even[r]] == [e["ids"] for e in uneven[r]][:min(counts)]
+        assert [e["step"] for e in even[r]] == list(range(min(counts)))
+        left = uneven[r][min(counts):]
+        assert ends[r]["dropped"] == [len(left), sum(len(e["ids"]) for e in left)]
+    delivered = sum(len(e["ids"]) for lines in even.values() for e in lines)
+    assert delivered + sum(e["dropped"][1] for e in ends.values()) == len(every_id)
