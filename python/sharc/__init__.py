@@ -377,8 +377,8 @@ class Loader:
     NCCL backend and ``"mpi"`` otherwise.
 
     ``even_steps`` (default: on when there are several data-parallel slots and ``epochs``
-    is finite; MPI only) makes every slot end at the same step: the sources agree at every
-    step, the stream ends on every slot when the first one runs dry, and :attr:`dropped`
+    is finite) makes every slot end at the same step: the sources agree at every step over
+    a communicator of their own, the stream ends on every slot when the first one runs dry, and :attr:`dropped`
     counts what a slot still had (docs/training-loop.md, "even steps").
 
     ``state_dict()``/``load_state_dict()`` wrap the loader's state; loading reopens the

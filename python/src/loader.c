@@ -65,11 +65,14 @@ PyObject *sharc__py_nccl_unique_id(PyObject *mod, PyObject *unused)
 /*
  * The NCCL transport of this rank's broadcast group: a communicator over the whole world
  * (rank `rank` of `world`, on CUDA device `device`) from the shared unique id, split by
- * the mesh. The world communicator is only the split's parent and is destroyed after it.
- * The caller's current device is left as it was.
+ * the mesh. With `dp_out` (even steps), also the transport over the sources of all
+ * data-parallel slots, its rank the slot (NULL on the other ranks), over a communicator
+ * split from the same parent, which the caller destroys (*dp_comm) after closing it. The
+ * world communicator is only the splits' parent and is destroyed after them. The caller's
+ * current device is left as it was.
  */
 static int nccl_transport(sharc_transport **out, PyObject *uid, int rank, int world, int device,
-                          const sharc_mesh *mesh)
+                          const sharc_mesh *mesh, sharc_transport **dp_out, void **dp_comm)
 {
     char *bytes = NULL;
     Py_ssize_t len = 0;
@@ -111,8 +114,35 @@ static int nccl_transport(sharc_transport **out, PyObject *uid, int rank, int wo
             snprintf(why, sizeof why,
                      "cannot split the NCCL communicator by the mesh: %s (the log says why)",
                      sharc_strerror(rc));
-        ncclCommDestroy(world_comm);
     }
+    if (world_comm && dp_out) {
+        /* Collective over the world: a rank whose group split failed still takes part (in
+         * no group), so that the others do not wait for it here. */
+        int color = rc == 0 && sharc_mesh_group_rank(mesh) == 0 ? 0 : NCCL_SPLIT_NOCOLOR;
+        ncclComm_t dp = NULL;
+        ncclResult_t r = ncclCommSplit(world_comm, color, sharc_mesh_dp_rank(mesh), &dp, NULL);
+        if (rc == 0 && r != ncclSuccess) {
+            rc = SHARC_ERR_NCCL;
+            const char *last = ncclGetLastError(world_comm);
+            snprintf(why, sizeof why,
+                     "cannot split the NCCL communicator of the data-parallel sources: %s",
+                     last && last[0] ? last : ncclGetErrorString(r));
+        }
+        if (rc == 0 && dp) {
+            rc = sharc_transport_nccl_open(dp_out, dp, device, NULL);
+            if (rc != 0)
+                snprintf(why, sizeof why,
+                         "cannot open the transport of the data-parallel sources: %s (the log "
+                         "says why)",
+                         sharc_strerror(rc));
+        }
+        if (rc == 0)
+            *dp_comm = dp;
+        else if (dp)
+            ncclCommDestroy(dp);
+    }
+    if (world_comm)
+        ncclCommDestroy(world_comm);
     if (previous >= 0)
         cudaSetDevice(previous);
     Py_END_ALLOW_THREADS;
@@ -128,10 +158,23 @@ typedef struct {
     PyObject_HEAD PyObject *cfg; /* the CReader holding the reader settings */
     sharc_loader_settings s;
     sharc_transport *t;
-    sharc_transport *dp_t; /* over the slots' sources, for even steps (MPI); NULL on peers */
+    sharc_transport *dp_t; /* over the slots' sources, for even steps; NULL on peers */
+    void *dp_comm;         /* dp_t's NCCL communicator (ncclComm_t), destroyed after it */
     sharc_loader *l;
     int busy;
 } LoaderObject;
+
+/* Close the transports (collective over their groups) and the dp communicator. */
+static void loader_close_transports(LoaderObject *self)
+{
+    sharc_transport_close(&self->t);
+    sharc_transport_close(&self->dp_t);
+#if SHARC_HAVE_NCCL
+    if (self->dp_comm)
+        ncclCommDestroy((ncclComm_t)self->dp_comm);
+#endif
+    self->dp_comm = NULL;
+}
 
 static int loader_open(LoaderObject *self)
 {
@@ -233,8 +276,11 @@ static int Loader_init(PyObject *op, PyObject *args, PyObject *kw)
         const sharc_reader_settings *rs = &((ReaderObject *)cfg)->s;
         if (rs->device == SHARC_DEVICE_CUDA)
             device = rs->device_ordinal;
-        if (nccl_transport(&self->t, nccl_id, rank, size, device, &self->s.mesh) < 0)
+        int even = self->s.even_steps && sharc_mesh_dp_size(&self->s.mesh) > 1;
+        if (nccl_transport(&self->t, nccl_id, rank, size, device, &self->s.mesh,
+                           even ? &self->dp_t : NULL, &self->dp_comm) < 0)
             return -1;
+        self->s.dp_transport = self->dp_t;
 #endif
     } else if (sharc_mesh_group_size(&self->s.mesh) > 1) {
 #if SHARC_HAVE_MPI
@@ -252,8 +298,9 @@ static int Loader_init(PyObject *op, PyObject *args, PyObject *kw)
 #endif
     }
 #if SHARC_HAVE_MPI
-    /* Even steps: the sources of the slots agree at every step over a communicator of
-     * their own (collective over the world, as the mesh is the same on every rank). */
+    /* Even steps (MPI; under NCCL nccl_transport made it): the sources of the slots agree at every
+     * step over a communicator of their own (collective over the world, as the mesh is the same on
+     * every rank). */
     if (!nccl_id && self->s.even_steps && sharc_mesh_dp_size(&self->s.mesh) > 1) {
         Py_BEGIN_ALLOW_THREADS rc =
             sharc_transport_mpi_split_dp(&self->dp_t, MPI_COMM_WORLD, &self->s.mesh, NULL);
@@ -271,8 +318,7 @@ static void Loader_dealloc(PyObject *op)
 {
     LoaderObject *self = (LoaderObject *)op;
     sharc_loader_close(&self->l);
-    sharc_transport_close(&self->t);
-    sharc_transport_close(&self->dp_t);
+    loader_close_transports(self);
     Py_XDECREF(self->cfg);
     PyTypeObject *tp = Py_TYPE(op);
     freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
@@ -374,8 +420,7 @@ static PyObject *Loader_close(PyObject *op, PyObject *unused)
         return NULL;
     }
     sharc_loader_close(&self->l);
-    sharc_transport_close(&self->t);
-    sharc_transport_close(&self->dp_t);
+    loader_close_transports(self);
     Py_RETURN_NONE;
 }
 
