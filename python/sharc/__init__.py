@@ -88,18 +88,24 @@ def _pack_gathered(states: Sequence[Any], who: str) -> Optional[bytes]:
     """One blob for an elastic resume from the states of every data-parallel slot of a run,
     gathered in rank order (``torch.distributed.all_gather_object``): each a dict from
     ``state_dict()`` or its blob. Empty states (a broadcast peer's) are left out, so that
-    the states of every rank may be passed; the rest must be slot 0, 1, ... D-1."""
-    blobs = []
+    the states of every rank may be passed; the rest must be slot 0, 1, ... D-1. None
+    states (a reader's before its first batch) are the start, for all of them or none."""
+    blobs, fresh = [], []
     for i, state in enumerate(states):
         blob = state.get(_STATE_KEY) if isinstance(state, dict) else state
         if (isinstance(state, dict) and _STATE_KEY not in state) or not isinstance(blob, (bytes, type(None))):
             raise ValueError(f"{who}: gathered state {i} is neither a state_dict() with key {_STATE_KEY!r} "
                              "nor a state blob")
-        if blob:
+        if blob is None:
+            fresh.append(i)
+        elif blob:
             blobs.append(blob)
-    if not blobs:
-        return None  # no slot had returned a batch: the start
-    return _sharc.pack_states(blobs)
+    if not states:
+        raise ValueError(f"{who}: no gathered states (the list holds one per rank of the saved run)")
+    if fresh and blobs:
+        raise ValueError(f"{who}: gathered state {fresh[0]} is None (its reader had yielded no batch) but "
+                         "others are not: save every slot's state at the same step")
+    return _sharc.pack_states(blobs) if blobs else None  # all None: the start
 
 # The variables that tell a process how many ranks share its node: torchrun's, then Open
 # MPI's, Slurm's and MPICH's.

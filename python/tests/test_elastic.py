@@ -74,6 +74,10 @@ def test_reader_elastic_resume_refuses_a_missing_slot(shards):
     assert e.value.code_name == "SHARC_ERR_STATE"
     with pytest.raises(ValueError, match="gathered state 1 is neither"):
         reader.load_state_dict([states[0], {"other": 1}])
+    with pytest.raises(ValueError, match=r"gathered state 1 is None \(its reader had yielded no batch\)"):
+        reader.load_state_dict([states[0], {"sharc_reader_state": None}])
+    with pytest.raises(ValueError, match="no gathered states"):
+        reader.load_state_dict([])
 
 
 def test_reader_gathered_states_of_different_epochs_are_refused(shards):
