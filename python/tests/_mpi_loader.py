@@ -31,7 +31,7 @@ def run(data, cfg):
         loader.load_state_dict(states)
     info = loader.info
     for b in itertools.islice(loader, steps):
-        emit(slot=info["dp_rank"], step=b.step, epoch=b.epoch, ids=b["cut_id"])
+        emit(slot=info["dp_rank"], source=info["is_source"], step=b.step, ids=b["cut_id"])
         del b
     if save:
         with open(os.path.join(save, str(RANK)), "wb") as f:

@@ -3,6 +3,7 @@ cut of the epoch delivered once) for sharc.Reader and, under mpirun, sharc.Loade
 Loader's even steps (every slot ends at the same step, the rest counted as dropped)."""
 import collections
 import json
+import math
 import subprocess
 
 import pytest
@@ -91,41 +92,53 @@ def test_reader_gathered_states_of_different_epochs_are_refused(shards):
         readers[1].load_state_dict([r.state_dict() for r in readers])
 
 
-def loader_run(n, shards, out, **cfg):
-    got = mpirun(n, "run", shards, out, json.dumps(dict(SETTINGS, **cfg)))
-    batches = {r: [e for e in lines if "ids" in e] for r, lines in got.items()}
-    ends = {r: lines[-1] for r, lines in got.items() if "dropped" in lines[-1]}
-    return batches, ends
+def loader_run(mesh, shards, out, **cfg):
+    """sharc.Loader on the ranks of `mesh` (mpirun): ({slot: its batches' ids}, {slot: its
+    source's dropped counts}), each peer having got its source's batches."""
+    n = math.prod(int(axis.split("=")[1]) for axis in mesh.split(","))
+    got = mpirun(n, "run", shards, out, json.dumps(dict(SETTINGS, mesh=mesh, **cfg)))
+    batches, dropped = {}, {}
+    for lines in got.values():
+        slot, source = lines[0]["slot"], lines[0].get("source", True)
+        ids = [e["ids"] for e in lines if "ids" in e]
+        if source:
+            batches[slot] = ids
+            dropped[slot] = lines[-1].get("dropped")
+        else:
+            assert lines[-1].get("dropped", [0, 0]) == [0, 0]
+    for lines in got.values():
+        assert [e["ids"] for e in lines if "ids" in e] == batches[lines[0]["slot"]]
+    return batches, dropped
 
 
 @needs_mpi
-@pytest.mark.parametrize("old,new", [(2, 3), (3, 2), (2, 2)])
+@pytest.mark.parametrize("old,new", [("dp=2,cp=2", "dp=3"), ("dp=3", "dp=2"), ("dp=2", "dp=2")])
 def test_loader_elastic_resume_delivers_every_cut_once(shards, every_id, tmp_path, old, new):
+    """The states of every rank, the peers' empty ones too, gathered in rank order."""
     saved = tmp_path / "states"
     saved.mkdir()
     first, _ = loader_run(old, shards, tmp_path / "a", steps=2, save=str(saved), even_steps=False)
-    assert [len(first[r]) for r in range(old)] == [2] * old
-    rest, ends = loader_run(new, shards, tmp_path / "b", resume=str(saved), even_steps=False)
-    assert [ends[r]["dropped"] for r in range(new)] == [[0, 0]] * new
-    ids = [i for got in (first, rest) for lines in got.values() for e in lines for i in e["ids"]]
+    assert [len(ids) for ids in first.values()] == [2] * len(first)
+    rest, dropped = loader_run(new, shards, tmp_path / "b", resume=str(saved), even_steps=False)
+    assert list(dropped.values()) == [[0, 0]] * len(rest)
+    ids = [i for got in (first, rest) for batches in got.values() for b in batches for i in b]
     assert max(collections.Counter(ids).values()) == 1
     assert sorted(ids) == every_id
     if old == new:  # each slot goes on as it would have without the stop
-        for slot in range(new):
-            alone = [b["cut_id"] for b in sharc.Reader(str(shards), dp_rank=slot, dp_size=new, **SETTINGS)]
-            assert [e["ids"] for e in rest[slot]] == alone[2:]
+        for slot, batches in rest.items():
+            alone = [b["cut_id"] for b in sharc.Reader(str(shards), dp_rank=slot, dp_size=2, **SETTINGS)]
+            assert batches == alone[2:]
 
 
 @needs_mpi
 def test_loader_even_steps_end_every_slot_at_the_same_step(shards, every_id, tmp_path):
-    uneven, _ = loader_run(3, shards, tmp_path / "a", even_steps=False)
-    counts = [len(uneven[r]) for r in range(3)]
+    uneven, _ = loader_run("dp=3", shards, tmp_path / "a", even_steps=False)
+    counts = [len(uneven[slot]) for slot in range(3)]
     assert len(set(counts)) > 1  # the slots alone end at different steps
-    even, ends = loader_run(3, shards, tmp_path / "b")  # even steps by default
-    for r in range(3):
-        assert [e["ids"] for e in even[r]] == [e["ids"] for e in uneven[r]][:min(counts)]
-        assert [e["step"] for e in even[r]] == list(range(min(counts)))
-        left = uneven[r][min(counts):]
-        assert ends[r]["dropped"] == [len(left), sum(len(e["ids"]) for e in left)]
-    delivered = sum(len(e["ids"]) for lines in even.values() for e in lines)
-    assert delivered + sum(e["dropped"][1] for e in ends.values()) == len(every_id)
+    even, dropped = loader_run("dp=3", shards, tmp_path / "b")  # even steps by default
+    for slot in range(3):
+        assert even[slot] == uneven[slot][:min(counts)]
+        left = uneven[slot][min(counts):]
+        assert dropped[slot] == [len(left), sum(len(b) for b in left)]
+    delivered = sum(len(b) for batches in even.values() for b in batches)
+    assert delivered + sum(d[1] for d in dropped.values()) == len(every_id)
