@@ -56,6 +56,23 @@ def test_reader_elastic_resume_delivers_every_cut_once(shards, every_id, old, ne
     assert sorted(ids) == every_id
 
 
+def test_reader_states_saved_right_after_an_elastic_resume_resume_again(shards, every_id):
+    """Saved before a batch, each new slot's state is the packed states it was resumed from."""
+    ids, states = stop_on(shards, 2, 1)
+    again = []
+    for slot in range(3):
+        reader = sharc.Reader(str(shards), dp_rank=slot, dp_size=3, **SETTINGS)
+        reader.load_state_dict(states)
+        again.append(reader.state_dict())
+    for slot in range(2):
+        reader = sharc.Reader(str(shards), dp_rank=slot, dp_size=2, **SETTINGS)
+        reader.load_state_dict(again)
+        ids += [i for b in reader for i in b["cut_id"]]
+    assert sorted(ids) == every_id
+    with pytest.raises(ValueError, match="mix states saved right after an elastic resume with others"):
+        reader.load_state_dict([again[0], states[1]])
+
+
 def test_reader_resume_on_as_many_slots_is_the_uninterrupted_run(shards):
     _, states = stop_on(shards, 2, 2)
     for slot in range(2):
