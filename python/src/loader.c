@@ -298,9 +298,9 @@ static int Loader_init(PyObject *op, PyObject *args, PyObject *kw)
 #endif
     }
 #if SHARC_HAVE_MPI
-    /* Even steps (MPI; under NCCL nccl_transport made it): the sources of the slots agree at every
-     * step over a communicator of their own (collective over the world, as the mesh is the same on
-     * every rank). */
+    /* Even steps over MPI (under NCCL, nccl_transport made it): the sources of the slots
+     * agree at every step over a communicator of their own, split collectively over the
+     * world (the mesh is the same on every rank). */
     if (!nccl_id && self->s.even_steps && sharc_mesh_dp_size(&self->s.mesh) > 1) {
         Py_BEGIN_ALLOW_THREADS rc =
             sharc_transport_mpi_split_dp(&self->dp_t, MPI_COMM_WORLD, &self->s.mesh, NULL);
