@@ -21,6 +21,9 @@ __all__ = ["Reader", "Loader", "Batch", "Tensor", "Error", "DataError", "RemoteE
 __version__ = _sharc.version
 
 _STATE_KEY = "sharc_reader_state"
+# Marks the state of a reader resumed from gathered states that has yielded no batch since:
+# the packed blob itself, which every new slot saves alike and which is passed on as it is.
+_BUNDLE_KEY = "sharc_reader_bundle"
 
 
 class Batch(dict):
@@ -82,6 +85,37 @@ def _open_interruptibly(c: Any, state: Optional[bytes]) -> None:
 
 
 _EPOCH_KEY = "sharc_reader_epoch"
+
+
+def _pack_gathered(states: Sequence[Any], who: str) -> Optional[bytes]:
+    """One blob for an elastic resume from the states of every data-parallel slot of a run,
+    gathered in rank order (``torch.distributed.all_gather_object``): each a dict from
+    ``state_dict()`` or its blob. Empty states (a broadcast peer's) are left out, so that
+    the states of every rank may be passed; the rest must be slot 0, 1, ... D-1. None
+    states (a reader's before its first batch) are the start, for all of them or none."""
+    blobs, fresh, bundles = [], [], set()
+    for i, state in enumerate(states):
+        blob = state.get(_STATE_KEY) if isinstance(state, dict) else state
+        if (isinstance(state, dict) and _STATE_KEY not in state) or not isinstance(blob, (bytes, type(None))):
+            raise ValueError(f"{who}: gathered state {i} is neither a state_dict() with key {_STATE_KEY!r} "
+                             "nor a state blob")
+        if blob is None:
+            fresh.append(i)
+        elif isinstance(state, dict) and state.get(_BUNDLE_KEY):
+            bundles.add(blob)
+        elif blob:
+            blobs.append(blob)
+    if not states:
+        raise ValueError(f"{who}: no gathered states (the list holds one per rank of the saved run)")
+    if fresh and (blobs or bundles):
+        raise ValueError(f"{who}: gathered state {fresh[0]} is None (its reader had yielded no batch) but "
+                         "others are not: save every slot's state at the same step")
+    if bundles:  # saved right after an elastic resume: the states it was resumed from
+        if blobs or len(bundles) > 1:
+            raise ValueError(f"{who}: the gathered states mix states saved right after an elastic resume "
+                             "with others: save every slot's state at the same step")
+        return bundles.pop()
+    return _sharc.pack_states(blobs) if blobs else None  # all None: the start
 
 # The variables that tell a process how many ranks share its node: torchrun's, then Open
 # MPI's, Slurm's and MPICH's.
@@ -163,6 +197,7 @@ class Reader:
         self._closed = False
         self._paths = paths
         self._settings = dict(settings)
+        self._bundle = None  # the packed states of the last elastic resume
         self._c = self._open(0, None)
 
     def _open(self, epoch: int, state: Optional[bytes]) -> Any:
@@ -219,15 +254,32 @@ class Reader:
         """The reader's position after the last batch yielded, as a dict holding the C state
         blob (``None`` before the first batch: the start) and, past the first epoch of a
         reader without ``epochs``, the epoch being iterated."""
-        state: Dict[str, Any] = {_STATE_KEY: self._c.state()}
+        blob = self._c.state()
+        state: Dict[str, Any] = {_STATE_KEY: blob}
         if self._epoch:
             state[_EPOCH_KEY] = self._epoch
+        if blob is not None and blob == self._bundle:
+            state[_BUNDLE_KEY] = True
         return state
 
-    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
+    def load_state_dict(self, state_dict: Union[Dict[str, Any], Sequence[Dict[str, Any]]]) -> None:
         """Resume at a state from :meth:`state_dict` (of a reader of the same shards, seed
         and settings): the next batch is the one that followed it. A state saved with other
-        data or settings is refused by the first batch with :class:`sharc.Error`."""
+        data or settings is refused by the first batch with :class:`sharc.Error`.
+
+        Elastic resume: given the list of the states of all D data-parallel slots of a run
+        (``dp_rank`` 0 ... D-1, in that order), this reader takes its share (by its own
+        ``dp_rank``/``dp_size``) of what they had left of their epoch, so that over the two
+        runs every cut of it is delivered once, whatever the new ``dp_size``
+        (docs/python.md)."""
+        gathered = isinstance(state_dict, (list, tuple))
+        if gathered:
+            epochs = {s.get(_EPOCH_KEY, 0) for s in state_dict if isinstance(s, dict)}
+            if len(epochs) > 1:
+                raise ValueError(f"sharc.Reader.load_state_dict: the gathered states are of different "
+                                 f"epochs ({sorted(epochs)}); save every slot's state at the same step")
+            state_dict = {_STATE_KEY: _pack_gathered(state_dict, "sharc.Reader.load_state_dict"),
+                          _EPOCH_KEY: epochs.pop() if epochs else 0}
         if not isinstance(state_dict, dict) or _STATE_KEY not in state_dict:
             raise ValueError(f"sharc.Reader.load_state_dict: expected a dict with key {_STATE_KEY!r}")
         epoch = state_dict.get(_EPOCH_KEY, 0)
@@ -241,6 +293,7 @@ class Reader:
         c = self._open(epoch, state_dict[_STATE_KEY])
         old, self._c = self._c, c
         old.close()
+        self._bundle = state_dict[_STATE_KEY] if gathered or state_dict.get(_BUNDLE_KEY) else None
         self._epoch = epoch
         self._ended = False
 
@@ -345,13 +398,21 @@ class Loader:
     device); the default is ``"nccl"`` when ``torch.distributed`` is initialized with the
     NCCL backend and ``"mpi"`` otherwise.
 
+    ``even_steps`` (default: on when there are several data-parallel slots and ``epochs``
+    is finite) makes every slot end at the same step: the sources agree at every step over
+    a communicator of their own, the stream ends on every slot when the first one runs dry, and :attr:`dropped`
+    counts what a slot still had (docs/training-loop.md, "even steps").
+
     ``state_dict()``/``load_state_dict()`` wrap the loader's state; loading reopens the
-    loader and is collective (every rank calls it at the same step).
+    loader and is collective (every rank calls it at the same step). Given the list of
+    every rank's ``state_dict()`` (``torch.distributed.all_gather_object``), loading is an
+    elastic resume: each slot takes its share of what the saved slots had left, on any
+    number of slots.
     """
 
     def __init__(self, paths, device_mesh=None, *, mesh: Optional[str] = None,
                  broadcast_axes: Optional[Sequence[str]] = None, transport: Optional[str] = None,
-                 **settings: Any):
+                 even_steps: Optional[bool] = None, **settings: Any):
         if not hasattr(_sharc, "CLoader"):
             raise Error("sharc.Loader: this build of sharc has neither the MPI nor the NCCL transport")
         if transport is None:
@@ -368,7 +429,8 @@ class Loader:
         cfg = _sharc.CReader(paths, _open=False, **settings)
         nccl = _nccl_bootstrap() if transport == "nccl" else None
         first = not _LIVE_LOADERS
-        self._c = _sharc.CLoader(cfg, mesh, axes, nccl)
+        self._bundle = None  # the packed states of the last elastic resume
+        self._c = _sharc.CLoader(cfg, mesh, axes, nccl, -1 if even_steps is None else int(bool(even_steps)))
         _LIVE_LOADERS.add(self)
         if first:
             atexit.register(_finalize_mpi)
@@ -385,13 +447,27 @@ class Loader:
         ``transport``."""
         return self._c.info()
 
-    def state_dict(self) -> Dict[str, Optional[bytes]]:
-        return {_STATE_KEY: self._c.state()}
+    @property
+    def dropped(self) -> tuple:
+        """``(batches, cuts)`` that even steps dropped on this slot's source at the end of
+        the stream, because another slot ran dry first; ``(0, 0)`` on peers and before
+        the end."""
+        return self._c.dropped()
 
-    def load_state_dict(self, state_dict: Dict[str, Optional[bytes]]) -> None:
+    def state_dict(self) -> Dict[str, Any]:
+        blob = self._c.state()
+        return {_STATE_KEY: blob, _BUNDLE_KEY: True} if blob and blob == self._bundle else {_STATE_KEY: blob}
+
+    def load_state_dict(self, state_dict: Union[Dict[str, Optional[bytes]], Sequence[Any]]) -> None:
+        """Resume at this rank's ``state_dict()``, or elastically at the list of every
+        rank's (or every slot source's) states in rank order; collective."""
+        gathered = isinstance(state_dict, (list, tuple))
+        if gathered:
+            state_dict = {_STATE_KEY: _pack_gathered(state_dict, "sharc.Loader.load_state_dict")}
         if not isinstance(state_dict, dict) or _STATE_KEY not in state_dict:
             raise ValueError(f"sharc.Loader.load_state_dict: expected a dict with key {_STATE_KEY!r}")
         self._c.resume(state_dict[_STATE_KEY] or None)
+        self._bundle = state_dict[_STATE_KEY] if gathered or state_dict.get(_BUNDLE_KEY) else None
 
     def close(self) -> None:
         """Close the loader and its transport; collective."""

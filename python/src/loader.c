@@ -65,11 +65,14 @@ PyObject *sharc__py_nccl_unique_id(PyObject *mod, PyObject *unused)
 /*
  * The NCCL transport of this rank's broadcast group: a communicator over the whole world
  * (rank `rank` of `world`, on CUDA device `device`) from the shared unique id, split by
- * the mesh. The world communicator is only the split's parent and is destroyed after it.
- * The caller's current device is left as it was.
+ * the mesh. With `dp_out` (even steps), also the transport over the sources of all
+ * data-parallel slots, its rank the slot (NULL on the other ranks), over a communicator
+ * split from the same parent, which the caller destroys (*dp_comm) after closing it. The
+ * world communicator is only the splits' parent and is destroyed after them. The caller's
+ * current device is left as it was.
  */
 static int nccl_transport(sharc_transport **out, PyObject *uid, int rank, int world, int device,
-                          const sharc_mesh *mesh)
+                          const sharc_mesh *mesh, sharc_transport **dp_out, void **dp_comm)
 {
     char *bytes = NULL;
     Py_ssize_t len = 0;
@@ -111,8 +114,35 @@ static int nccl_transport(sharc_transport **out, PyObject *uid, int rank, int wo
             snprintf(why, sizeof why,
                      "cannot split the NCCL communicator by the mesh: %s (the log says why)",
                      sharc_strerror(rc));
-        ncclCommDestroy(world_comm);
     }
+    if (world_comm && dp_out) {
+        /* Collective over the world: a rank whose group split failed still takes part (in
+         * no group), so that the others do not wait for it here. */
+        int color = rc == 0 && sharc_mesh_group_rank(mesh) == 0 ? 0 : NCCL_SPLIT_NOCOLOR;
+        ncclComm_t dp = NULL;
+        ncclResult_t r = ncclCommSplit(world_comm, color, sharc_mesh_dp_rank(mesh), &dp, NULL);
+        if (rc == 0 && r != ncclSuccess) {
+            rc = SHARC_ERR_NCCL;
+            const char *last = ncclGetLastError(world_comm);
+            snprintf(why, sizeof why,
+                     "cannot split the NCCL communicator of the data-parallel sources: %s",
+                     last && last[0] ? last : ncclGetErrorString(r));
+        }
+        if (rc == 0 && dp) {
+            rc = sharc_transport_nccl_open(dp_out, dp, device, NULL);
+            if (rc != 0)
+                snprintf(why, sizeof why,
+                         "cannot open the transport of the data-parallel sources: %s (the log "
+                         "says why)",
+                         sharc_strerror(rc));
+        }
+        if (rc == 0)
+            *dp_comm = dp;
+        else if (dp)
+            ncclCommDestroy(dp);
+    }
+    if (world_comm)
+        ncclCommDestroy(world_comm);
     if (previous >= 0)
         cudaSetDevice(previous);
     Py_END_ALLOW_THREADS;
@@ -128,9 +158,23 @@ typedef struct {
     PyObject_HEAD PyObject *cfg; /* the CReader holding the reader settings */
     sharc_loader_settings s;
     sharc_transport *t;
+    sharc_transport *dp_t; /* over the slots' sources, for even steps; NULL on peers */
+    void *dp_comm;         /* dp_t's NCCL communicator (ncclComm_t), destroyed after it */
     sharc_loader *l;
     int busy;
 } LoaderObject;
+
+/* Close the transports (collective over their groups) and the dp communicator. */
+static void loader_close_transports(LoaderObject *self)
+{
+    sharc_transport_close(&self->t);
+    sharc_transport_close(&self->dp_t);
+#if SHARC_HAVE_NCCL
+    if (self->dp_comm)
+        ncclCommDestroy((ncclComm_t)self->dp_comm);
+#endif
+    self->dp_comm = NULL;
+}
 
 static int loader_open(LoaderObject *self)
 {
@@ -155,16 +199,17 @@ static int loader_open(LoaderObject *self)
 static int Loader_init(PyObject *op, PyObject *args, PyObject *kw)
 {
     LoaderObject *self = (LoaderObject *)op;
-    static char *kwlist[] = {"settings", "mesh", "broadcast_axes", "nccl", NULL};
+    static char *kwlist[] = {"settings", "mesh", "broadcast_axes", "nccl", "even_steps", NULL};
     PyObject *cfg, *nccl = Py_None;
+    int even_steps = -1; /* -1: the C default */
     const char *mesh, *axes = NULL;
     Py_ssize_t mesh_len = 0, axes_len = 0;
     if (self->cfg) {
         PyErr_SetString(PyExc_RuntimeError, "sharc.Loader: already initialized");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "Oz#|z#O:CLoader", kwlist, &cfg, &mesh, &mesh_len,
-                                     &axes, &axes_len, &nccl))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "Oz#|z#Oi:CLoader", kwlist, &cfg, &mesh, &mesh_len,
+                                     &axes, &axes_len, &nccl, &even_steps))
         return -1;
     if ((mesh && sharc__py_no_nul(mesh, mesh_len, "sharc.Loader: mesh") < 0) ||
         (axes && sharc__py_no_nul(axes, axes_len, "sharc.Loader: broadcast_axes") < 0))
@@ -201,6 +246,8 @@ static int Loader_init(PyObject *op, PyObject *args, PyObject *kw)
 #endif
     }
     sharc_loader_default_settings(&self->s);
+    if (even_steps >= 0)
+        self->s.even_steps = even_steps != 0;
     char every_rank_dp[32];
     if (!mesh) {
         /* No mesh: every rank is its own data-parallel slot. */
@@ -229,8 +276,11 @@ static int Loader_init(PyObject *op, PyObject *args, PyObject *kw)
         const sharc_reader_settings *rs = &((ReaderObject *)cfg)->s;
         if (rs->device == SHARC_DEVICE_CUDA)
             device = rs->device_ordinal;
-        if (nccl_transport(&self->t, nccl_id, rank, size, device, &self->s.mesh) < 0)
+        int even = self->s.even_steps && sharc_mesh_dp_size(&self->s.mesh) > 1;
+        if (nccl_transport(&self->t, nccl_id, rank, size, device, &self->s.mesh,
+                           even ? &self->dp_t : NULL, &self->dp_comm) < 0)
             return -1;
+        self->s.dp_transport = self->dp_t;
 #endif
     } else if (sharc_mesh_group_size(&self->s.mesh) > 1) {
 #if SHARC_HAVE_MPI
@@ -247,6 +297,19 @@ static int Loader_init(PyObject *op, PyObject *args, PyObject *kw)
             return sharc__py_raise(rc, sharc_transport_last_error(self->t)), -1;
 #endif
     }
+#if SHARC_HAVE_MPI
+    /* Even steps over MPI (under NCCL, nccl_transport made it): the sources of the slots
+     * agree at every step over a communicator of their own, split collectively over the
+     * world (the mesh is the same on every rank). */
+    if (!nccl_id && self->s.even_steps && sharc_mesh_dp_size(&self->s.mesh) > 1) {
+        Py_BEGIN_ALLOW_THREADS rc =
+            sharc_transport_mpi_split_dp(&self->dp_t, MPI_COMM_WORLD, &self->s.mesh, NULL);
+        Py_END_ALLOW_THREADS if (rc != 0) return sharc__py_raise(
+            rc, "cannot split the MPI communicator of the data-parallel sources (see the log)"),
+            -1;
+        self->s.dp_transport = self->dp_t;
+    }
+#endif
     self->s.transport = self->t;
     return loader_open(self);
 }
@@ -255,7 +318,7 @@ static void Loader_dealloc(PyObject *op)
 {
     LoaderObject *self = (LoaderObject *)op;
     sharc_loader_close(&self->l);
-    sharc_transport_close(&self->t);
+    loader_close_transports(self);
     Py_XDECREF(self->cfg);
     PyTypeObject *tp = Py_TYPE(op);
     freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
@@ -339,6 +402,16 @@ static PyObject *Loader_info(PyObject *op, PyObject *unused)
         sharc_loader_transport_name(self->l));
 }
 
+static PyObject *Loader_dropped(PyObject *op, PyObject *unused)
+{
+    LoaderObject *self = (LoaderObject *)op;
+    if (loader_usable(self) < 0)
+        return NULL;
+    uint64_t batches = 0, cuts = 0;
+    sharc_loader_dropped(self->l, &batches, &cuts);
+    return Py_BuildValue("(KK)", (unsigned long long)batches, (unsigned long long)cuts);
+}
+
 static PyObject *Loader_close(PyObject *op, PyObject *unused)
 {
     LoaderObject *self = (LoaderObject *)op;
@@ -347,7 +420,7 @@ static PyObject *Loader_close(PyObject *op, PyObject *unused)
         return NULL;
     }
     sharc_loader_close(&self->l);
-    sharc_transport_close(&self->t);
+    loader_close_transports(self);
     Py_RETURN_NONE;
 }
 
@@ -356,6 +429,8 @@ static PyMethodDef Loader_methods[] = {
     {"state", Loader_state, METH_NOARGS, "The loader's state blob after the last batch."},
     {"resume", Loader_resume, METH_O, "Reopen at a state blob (collective)."},
     {"info", Loader_info, METH_NOARGS, "This rank's place: source, dp slot, transport."},
+    {"dropped", Loader_dropped, METH_NOARGS,
+     "(batches, cuts) even steps dropped on this slot's source at the end."},
     {"close", Loader_close, METH_NOARGS, "Close the loader and its transport (collective)."},
     {NULL, NULL, 0, NULL},
 };

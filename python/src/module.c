@@ -98,6 +98,8 @@ static PyMethodDef module_methods[] = {
     {"frame_error", sharc__py_frame_error, METH_VARARGS, "Encode an ERROR frame."},
     {"frame_decode", sharc__py_frame_decode, METH_VARARGS, "Decode and check a control block."},
     {"strerror", strerror_py, METH_VARARGS, "(name, description) of a sharc result code."},
+    {"pack_states", sharc__py_pack_states, METH_O,
+     "The state blobs of D data-parallel slots packed into one (elastic resume)."},
 #if SHARC_HAVE_MPI
     {"mpi_finalize", sharc__py_mpi_finalize, METH_NOARGS, "MPI_Finalize, when sharc started MPI."},
 #endif

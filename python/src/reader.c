@@ -208,6 +208,55 @@ PyObject *sharc__py_reader_keep_state(ReaderObject *self, PyObject *blob)
     Py_RETURN_NONE;
 }
 
+PyObject *sharc__py_pack_states(PyObject *mod, PyObject *states)
+{
+    PyObject *seq = PySequence_List(states);
+    if (!seq)
+        return NULL;
+    Py_ssize_t n = PyList_Size(seq);
+    PyObject *out = NULL;
+    const void **blobs = calloc(n ? (size_t)n : 1, sizeof *blobs);
+    size_t *sizes = calloc(n ? (size_t)n : 1, sizeof *sizes);
+    if (!blobs || !sizes) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *b = PyList_GetItem(seq, i);
+        char *s;
+        Py_ssize_t len;
+        if (!PyBytes_Check(b) || PyBytes_AsStringAndSize(b, &s, &len) < 0 || len == 0) {
+            PyObject *tn = sharc__py_type_name(b);
+            PyErr_Format(PyExc_ValueError,
+                         "sharc: state %zd of %zd is %s%S, not the state blob of data-parallel "
+                         "slot %zd",
+                         i, n, PyBytes_Check(b) ? "empty " : "", tn, i);
+            Py_XDECREF(tn);
+            goto fail;
+        }
+        blobs[i] = s;
+        sizes[i] = (size_t)len;
+    }
+    size_t size = 0;
+    int rc = sharc_reader_pack_states(blobs, sizes, (size_t)n, NULL, 0, &size);
+    if (rc == SHARC_ERR(ENOSPC) || rc == 0) {
+        out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
+        if (!out)
+            goto fail;
+        rc = sharc_reader_pack_states(blobs, sizes, (size_t)n, PyBytes_AsString(out), size, &size);
+    }
+    if (rc != 0) {
+        Py_CLEAR(out);
+        PyErr_Format(PyExc_ValueError, "sharc: cannot pack %zd states (%s; 1 to 65535 states)", n,
+                     sharc_strerror(rc));
+    }
+fail:
+    free(blobs);
+    free(sizes);
+    Py_DECREF(seq);
+    return out;
+}
+
 /* open(state): open the C reader of a CReader made with _open=False at a state blob (None:
  * the start). sharc.Reader calls it on a thread of its own, so that Ctrl-C interrupts the
  * wait for an open that stalls (an S3 listing); the reader then closes when it is done. */

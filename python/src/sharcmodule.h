@@ -129,6 +129,10 @@ extern PyTypeObject *sharc__py_reader_type;
  * None, or NULL with a Python exception set. */
 PyObject *sharc__py_reader_keep_state(ReaderObject *self, PyObject *blob);
 
+/* pack_states(states): the state blobs (bytes) of the D data-parallel slots of a run, in
+ * slot order, packed by sharc_reader_pack_states() into one blob for an elastic resume. */
+PyObject *sharc__py_pack_states(PyObject *mod, PyObject *states);
+
 /* ---------------------------------------------------------------------------------------
  * loader.c: the CLoader type (sharc.Loader's C side), built with either transport
  * ------------------------------------------------------------------------------------- */

@@ -1,6 +1,8 @@
 """Run under mpirun by test_loader.py: sharc.Loader on every rank, one JSON line per event."""
+import itertools
 import json
 import os
+import pickle
 import sys
 
 import sharc
@@ -12,6 +14,31 @@ def emit(**kw):
     # One file per rank: lines that ranks print together may interleave in mpirun's output.
     with open(os.path.join(sys.argv[3], f"{RANK}.jsonl"), "a") as f:
         f.write(json.dumps(dict(rank=RANK, **kw)) + "\n")
+
+
+def run(data, cfg):
+    """sharc.Loader with cfg's settings: resumed from every state file in cfg["resume"] (an
+    elastic resume, the states in rank order), stopped after cfg["steps"] batches with this
+    rank's state saved in cfg["save"], or read to the end, its dropped counts emitted."""
+    steps, save, resume = cfg.pop("steps", None), cfg.pop("save", None), cfg.pop("resume", None)
+    loader = sharc.Loader(data, **cfg)
+    if resume:
+        names = sorted(os.listdir(resume), key=int)
+        states = []
+        for name in names:
+            with open(os.path.join(resume, name), "rb") as f:
+                states.append(pickle.load(f))
+        loader.load_state_dict(states)
+    info = loader.info
+    for b in itertools.islice(loader, steps):
+        emit(slot=info["dp_rank"], source=info["is_source"], step=b.step, ids=b["cut_id"])
+        del b
+    if save:
+        with open(os.path.join(save, str(RANK)), "wb") as f:
+            pickle.dump(loader.state_dict(), f)
+    else:
+        emit(slot=info["dp_rank"], dropped=list(loader.dropped))
+    loader.close()
 
 
 def main():
@@ -36,6 +63,8 @@ def main():
         for b in again:
             emit(step=b.step, ids=b["cut_id"])
             del b
+    elif scenario == "run":
+        run(data, json.loads(sys.argv[4]))
     elif scenario == "error":
         loader = sharc.Loader(data, mesh="cp=2", **settings)
         try:

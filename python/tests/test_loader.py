@@ -19,7 +19,7 @@ pytestmark = pytest.mark.skipif(not (hasattr(_sharc, "CLoader") and MPIRUN),
 SETTINGS = dict(max_duration=12.0, seed=1, threads=1)
 
 
-def mpirun(n, scenario, data, out):
+def mpirun(n, scenario, data, out, *args):
     env = dict(os.environ)
     # Open MPI refuses root and probes network interfaces otherwise (tools/dev sets the same).
     for k, v in dict(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_btl="self,vader",
@@ -28,7 +28,7 @@ def mpirun(n, scenario, data, out):
         env.setdefault(k, v)
     out.mkdir()
     run = subprocess.run([MPIRUN, "-n", str(n), sys.executable, os.path.join(HERE, "_mpi_loader.py"), scenario,
-                          str(data), str(out)], capture_output=True, text=True, env=env, timeout=300)
+                          str(data), str(out), *args], capture_output=True, text=True, env=env, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     by_rank = {}
     for rank in range(n):
