@@ -41,6 +41,10 @@ typedef struct bench_opts {
     const char *report_html, *report_json; /* --report, --report-json: bench_report.c */
 } bench_opts;
 
+/* Parse argv into settings and options (bench_args.c). Returns -1 to continue, else an exit
+ * status. */
+int bench_parse_args(int argc, char **argv, sharc_reader_settings *s, bench_opts *o);
+
 /* One measured run of the loader or of the floor. */
 typedef struct run_result {
     double wall;  /* the measured window, seconds */
