@@ -280,6 +280,27 @@ static void stage_chart(FILE *f, const cJSON *const *runs, const char *const *na
             lp[n] = labels[n];
             v[n++] = st->valuedouble;
         }
+        /* The stages the library's stage clock does not split out: the conditioning's share
+         * of decode, and host features, which the decode threads compute beside it. */
+        const cJSON *decode = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(res, "stage_seconds"), "decode");
+        const cJSON *share = cJSON_GetObjectItemCaseSensitive(res, "conditioning_share");
+        const cJSON *feat = cJSON_GetObjectItemCaseSensitive(res, "feature_ms_per_batch");
+        const cJSON *batches = cJSON_GetObjectItemCaseSensitive(res, "batches");
+        const char *extra[2] = {"conditioning (part of decode)", "features"};
+        double seconds[2] = {NAN, NAN};
+        if (cJSON_IsNumber(decode) && cJSON_IsNumber(share))
+            seconds[0] = decode->valuedouble * share->valuedouble;
+        if (cJSON_IsNumber(feat) && cJSON_IsNumber(batches))
+            seconds[1] = feat->valuedouble * batches->valuedouble / 1e3;
+        for (int k = 0; k < 2; k++) {
+            if (n == 2 * 16 || !isfinite(seconds[k]))
+                continue;
+            snprintf(labels[n], sizeof labels[n], "%s%s%s", names[r] ? names[r] : "",
+                     names[r] ? ": " : "", extra[k]);
+            lp[n] = labels[n];
+            v[n++] = seconds[k];
+        }
     }
     svg_bar_list(f, "chart-stages", "Time by stage (seconds over all threads, in the window)", lp,
                  v, n, "s");

@@ -14,6 +14,19 @@ cp "$tmp/out" "$tmp/a.out"
 rcheck bench "$tmp/a.json" "$tmp/a.out" 2
 rcheck embedded "$tmp/a.html" "$tmp/a.json"
 rcheck offline "$tmp/a.html"
+# With a perturbation, the stage chart also shows the conditioning's part of decode, as the
+# run's decode seconds times its conditioning_share.
+expect_rc 0 "$SHARC" bench --quiet --json --epochs 0 --batches 3 --threads 1 --bins 1,2 \
+    --volume-perturb -6,6 --report "$tmp/v.html" --report-json "$tmp/v.json" "$tmp/g/shar"
+"$PYTHON" - "$tmp/v.json" "$tmp/v.html" <<'PY' || fail "no conditioning bar in the stage chart"
+import json, re, sys
+res = json.load(open(sys.argv[1]))["result"]
+want = res["stage_seconds"]["decode"] * res["conditioning_share"]
+page = open(sys.argv[2]).read()
+chart = page[page.index('id="chart-stages"'):]
+assert "conditioning (part of decode)" in chart.split("</svg>")[0], "bar missing"
+assert res["conditioning_share"] > 0 and want > 0, res
+PY
 expect_rc 0 "$SHARC" bench --quiet --cuts --epochs 0 --seconds 1 --report-json "$tmp/b.json" \
     "$tmp/g/shar"
 expect_rc 0 "$SHARC" bench --compare "$tmp/a.json" "$tmp/b.json" --report "$tmp/c.html"
