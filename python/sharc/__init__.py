@@ -170,7 +170,9 @@ class Reader:
     ``seed + e``), as a PyTorch dataset does; with ``epochs=N`` (0: endless) one iteration
     reads the N epochs as one stream, and iterating again raises :class:`sharc.Error`.
     Made after ``torch`` is imported, a reader is a ``torch.utils.data.IterableDataset``:
-    ``DataLoader(reader, batch_size=None)`` yields its batches. ``state_dict()`` saves where
+    ``DataLoader(reader, batch_size=None)`` yields its batches. ``len()`` is the number of
+    batches of an epoch where the metadata fix it (``max_cuts`` with ``num_buckets=1``; see
+    :meth:`__len__`) and raises ``TypeError`` otherwise. ``state_dict()`` saves where
     it stands after the last batch yielded and ``load_state_dict()`` resumes there, in
     O(1), with the exact remaining batch sequence.
     """
@@ -198,6 +200,7 @@ class Reader:
         self._paths = paths
         self._settings = dict(settings)
         self._bundle = None  # the packed states of the last elastic resume
+        self._lens: Dict[int, int] = {}  # len() by epoch
         self._c = self._open(0, None)
 
     def _open(self, epoch: int, state: Optional[bytes]) -> Any:
@@ -239,6 +242,57 @@ class Reader:
         if self._epoch:
             batch.epoch += self._epoch
         return batch
+
+    def _unknown_len(self) -> Optional[str]:
+        """Why the number of batches is not known from metadata alone, or None."""
+        s = self._settings
+        if s.get("input_cfg") is not None:
+            return "it reads a mixture (input_cfg)"
+        epochs = s.get("epochs", 1)
+        if epochs == 0:
+            return "it reads epochs without end (epochs=0)"
+        if epochs != 1:
+            return f"one iteration reads {epochs} epochs as one stream"
+        by = [k for k in ("batch_duration", "max_duration", "batch_tokens", "bucket_batch_size")
+              if s.get(k)]
+        if by or not s.get("max_cuts"):
+            return (f"it batches by {by[0] if by else 'duration'}: the number of batches depends "
+                    "on the data (give max_cuts alone for a fixed batch size)")
+        if s.get("bins") is not None or s.get("num_buckets", 10) != 1:
+            return ("its cuts go to several buckets, each ending in a partial batch that depends "
+                    "on the data (give num_buckets=1)")
+        filters = [k for k in ("min_duration", "max_cut_duration", "max_tps", "min_tps",
+                               "min_tokens", "max_tokens") if s.get(k)]
+        if filters:
+            return f"its filter {filters[0]} drops cuts that only reading finds"
+        if s.get("buffer_size", 20000) < s["max_cuts"]:
+            return "its buffer_size holds less than one batch of max_cuts"
+        return None
+
+    def __len__(self) -> int:
+        """The number of batches of the epoch that iterating reads (the one under way, or
+        the next once it ended), when it is known from metadata alone: ``max_cuts`` alone
+        with ``num_buckets=1``, no cut filters, one epoch per iteration or ``epochs=1`` and
+        no mixture. It counts this slot's cuts (``dp_rank``/``dp_size``) by reading the
+        shards' metadata once per epoch, without decoding, and is ceil(cuts / max_cuts), or
+        floor with ``drop_last``. Otherwise it raises ``TypeError`` saying why; iterate, or
+        use ``DataLoader(reader, batch_size=None)``, which needs no length."""
+        why = self._unknown_len()
+        if why is not None:
+            raise TypeError(f"len(sharc.Reader) is not known: {why}; iterate the reader, or use "
+                            "DataLoader(reader, batch_size=None), which needs no length")
+        epoch = self._epoch + 1 if self._ended and self._per_epoch else self._epoch
+        if epoch not in self._lens:
+            settings = self._settings
+            if self._per_epoch and epoch:
+                settings = {**settings, "seed": (self._seed + epoch) % (1 << 64)}
+            cuts = _sharc.CReader(self._paths, _open=False, **settings).count_cuts()
+            size = self._settings["max_cuts"]
+            self._lens = {epoch: cuts // size if self._settings.get("drop_last") else -(-cuts // size)}
+        return self._lens[epoch]
+
+    def __bool__(self) -> bool:
+        return True  # a reader is true, whatever its len() (which may read or raise)
 
     def __repr__(self) -> str:
         shown = {k: v for k, v in self._settings.items() if k != "threads"}

@@ -338,6 +338,38 @@ static PyObject *Reader_stats(PyObject *op, PyObject *unused)
         problems);
 }
 
+/* The cuts this reader's settings read (this slot's share, all its epochs), counted from
+ * the metadata by a reader of cuts that decodes nothing: sharc.Reader.__len__. */
+static PyObject *Reader_count_cuts(PyObject *op, PyObject *unused)
+{
+    ReaderObject *self = (ReaderObject *)op;
+    sharc_reader_settings s = self->s;
+    s.decode = 0;
+    s.features = SHARC_FEATURES_NONE;
+    s.device = SHARC_DEVICE_HOST;
+    s.augment = NULL;
+    s.resume_state = NULL;
+    s.resume_state_size = 0;
+    self->log->last[0] = 0;
+    sharc_reader *r = NULL;
+    const sharc_cut *cut;
+    unsigned long long n = 0;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc = sharc_reader_open(&r, &s);
+    while (rc == 0 && (rc = sharc_reader_next(r, &cut)) == 0)
+        n++;
+    Py_END_ALLOW_THREADS if (rc != SHARC_END)
+    {
+        PyObject *err =
+            sharc__py_raise(rc, r ? sharc_reader_last_error(r)
+                                  : (self->log->last[0] ? self->log->last : sharc_strerror(rc)));
+        sharc_reader_close(&r);
+        return err;
+    }
+    sharc_reader_close(&r);
+    return PyLong_FromUnsignedLongLong(n);
+}
+
 static PyMethodDef Reader_methods[] = {
     {"next_batch", Reader_next_batch, METH_NOARGS,
      "(batch dict, step, epoch), or None at the end; the GIL is released while it waits."},
@@ -348,6 +380,8 @@ static PyMethodDef Reader_methods[] = {
     {"close", Reader_close, METH_NOARGS, "Close the reader; held batches stay valid."},
     {"shards", Reader_shards, METH_NOARGS, "The shard files found, in dataset order."},
     {"stats", Reader_stats, METH_NOARGS, "The reader's counters as a dict."},
+    {"count_cuts", Reader_count_cuts, METH_NOARGS,
+     "The cuts of the settings' epochs for this slot, counted from metadata, no decoding."},
     {NULL, NULL, 0, NULL},
 };
 

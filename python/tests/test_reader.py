@@ -484,7 +484,8 @@ def test_iterating_again_starts_the_next_epoch(corpus):
 
 def test_dataloader_iterates_a_reader(corpus):
     """A reader made once torch is imported is an IterableDataset: DataLoader(reader,
-    batch_size=None) yields its batches, one epoch per iteration, and has no len()."""
+    batch_size=None) yields its batches, one epoch per iteration, and has no len() when it
+    batches by duration."""
     torch = pytest.importorskip("torch")
     from torch.utils.data import DataLoader, IterableDataset
     path = str(corpus / "shar")
@@ -494,8 +495,50 @@ def test_dataloader_iterates_a_reader(corpus):
     got = [[list(b["cut_id"]) for b in loader] for _ in range(2)]
     want = sharc.Reader(path, **SETTINGS)
     assert got == [[list(b["cut_id"]) for b in want] for _ in range(2)]
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match=r"^len\(sharc.Reader\) is not known: it batches by max_duration: "):
         len(loader)
+
+
+FIXED = dict(max_cuts=5, num_buckets=1, threads=1, seed=3)
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_len_is_the_number_of_batches_of_a_fixed_batch_size(corpus, drop_last):
+    """With max_cuts alone and one bucket, len() is the number of batches of the epoch
+    iterating reads (this slot's cuts, also with more slots than shards), counted from
+    metadata; DataLoader(reader, batch_size=None) has that len() too."""
+    path = str(corpus / "shar")  # 2 shards of 6 cuts
+    # slots' cuts: 12; 6 and 6; 3, 3 and 6 (two slots share a shard). Batches of 5, all
+    # slots of an epoch together, without and with drop_last; the cuts in them, with it.
+    for dp_size, batches, kept in ((1, (3, 2), 10), (2, (4, 2), 10), (3, (4, 1), 5)):
+        lens, cuts = [0, 0], [0, 0]
+        for rank in range(dp_size):
+            r = sharc.Reader(path, dp_rank=rank, dp_size=dp_size, drop_last=drop_last, **FIXED)
+            for epoch in range(2):  # len() before and after each epoch
+                n = len(r)
+                got = [len(b["cut_id"]) for b in r]
+                assert n == len(got)
+                lens[epoch] += n
+                cuts[epoch] += sum(got)
+            assert len(r) == len(list(r))
+        assert lens == [batches[drop_last]] * 2
+        assert cuts == [kept if drop_last else 12] * 2
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+    loader = DataLoader(sharc.Reader(path, drop_last=drop_last, **FIXED), batch_size=None)
+    assert len(loader) == len(list(loader)) == (2 if drop_last else 3)
+
+
+def test_len_says_why_it_is_not_known(corpus):
+    path = str(corpus / "shar")
+    for settings, why in ((dict(threads=1, batch_duration=12.0), "it batches by batch_duration: the number"),
+                          (dict(threads=1, max_cuts=5), "its cuts go to several buckets"),
+                          (dict(FIXED, max_cut_duration=3.0), "its filter max_cut_duration drops"),
+                          (dict(FIXED, epochs=0), "it reads epochs without end"),
+                          (dict(FIXED, epochs=2), "one iteration reads 2 epochs as one stream")):
+        with pytest.raises(TypeError, match=f"^len\\(sharc.Reader\\) is not known: {why}.*"
+                                            r"use DataLoader\(reader, batch_size=None\)"):
+            len(sharc.Reader(path, **settings))
 
 
 def test_threads_default_to_the_cores_of_a_local_rank(corpus, monkeypatch):
