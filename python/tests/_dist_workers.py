@@ -347,7 +347,7 @@ def s_reader_source(ctx):
     mesh = Mesh({"cp": ctx["world"]})
     src = is_dp_source_rank(mesh)
     # max_held_batches=1: the loader holds no batch of the reader once the caller lets go.
-    reader = sharc.Reader(ctx["corpus"], max_duration=12.0, threads=1, seed=3, max_held_batches=1) if src else None
+    reader = sharc.Reader(ctx["corpus"], batch_duration=12.0, threads=1, seed=3, max_held_batches=1) if src else None
     out = []
     for b in BroadcastingDataLoader(reader, mesh):
         assert torch.is_tensor(b["audio"]) and torch.is_tensor(b["audio_lens"])
@@ -364,7 +364,7 @@ def s_native_loader_nccl_without_gpu(ctx):
     if not hasattr(sharc._sharc, "nccl_unique_id"):
         return "skipped: no NCCL in this build"
     try:
-        sharc.Loader(ctx["corpus"], mesh=f"cp={ctx['world']}", transport="nccl", max_duration=12.0)
+        sharc.Loader(ctx["corpus"], mesh=f"cp={ctx['world']}", transport="nccl", batch_duration=12.0)
     except sharc.Error as error:
         return (type(error).__name__, str(error).split(":")[0])
     return "no error"

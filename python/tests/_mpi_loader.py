@@ -43,7 +43,7 @@ def run(data, cfg):
 
 def main():
     scenario, data = sys.argv[1], sys.argv[2]
-    settings = dict(max_duration=12.0, seed=1, threads=1)
+    settings = dict(batch_duration=12.0, seed=1, threads=1)
     if scenario == "read":
         loader = sharc.Loader(data, mesh="dp=2,cp=2", **settings)
         info = loader.info

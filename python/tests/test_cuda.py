@@ -41,7 +41,7 @@ def test_native_loader_over_nccl_on_one_rank(corpus):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
     dist.init_process_group("nccl", rank=0, world_size=1)
     try:
-        settings = dict(max_duration=12.0, threads=1, seed=5, epochs=1)
+        settings = dict(batch_duration=12.0, threads=1, seed=5, epochs=1)
         loader = sharc.Loader(str(corpus / "shar"), mesh="cp=1", **settings)
         assert loader.info["transport"] == "nccl" and loader.info["is_source"]
         got = [(list(b["cut_id"]), torch.from_dlpack(b["audio"]).clone()) for b in loader]
@@ -59,7 +59,7 @@ def test_reader_device_batches_into_torch(corpus):
     DLPack without a copy, its features within 1e-3 of the host path's, strings on the host."""
     import sharc
 
-    settings = dict(max_duration=20.0, threads=1, seed=2, epochs=1, features="fbank")
+    settings = dict(batch_duration=20.0, threads=1, seed=2, epochs=1, features="fbank")
     host = [(list(b["cut_id"]), torch.from_dlpack(b["features"]).clone(), torch.from_dlpack(b["feature_lens"]).clone())
             for b in sharc.Reader(str(corpus / "shar"), **settings)]
     got = []
@@ -80,7 +80,7 @@ def test_device_batch_memory_waits_for_the_consumers_stream(corpus):
     waits for the stream (busy with a sleep kernel) that reads the one before."""
     import sharc
 
-    settings = dict(max_duration=20.0, threads=1, seed=2, epochs=1, max_held_batches=1)
+    settings = dict(batch_duration=20.0, threads=1, seed=2, epochs=1, max_held_batches=1)
     host = [torch.from_dlpack(b["audio"]).clone() for b in sharc.Reader(str(corpus / "shar"), **settings)]
     stream = torch.cuda.Stream()
     copies = []

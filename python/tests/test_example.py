@@ -50,7 +50,7 @@ def test_single_process_resumes_at_the_next_batch(corpus, tmp_path):
     second = run([data, tmp_path / "b", "--steps", 3])
     assert sorted(whole) == [(0, s) for s in range(7)]
     assert {**first, **second} == whole
-    reader = sharc.Reader(str(data), max_duration=12.0, seed=1, epochs=0, threads=2)
+    reader = sharc.Reader(str(data), batch_duration=12.0, seed=1, epochs=0, threads=2)
     assert [whole[(0, s)] for s in range(7)] == [list(next(reader)["cut_id"]) for _ in range(7)]
 
 
@@ -61,7 +61,7 @@ def test_torchrun_dp2_cp2(corpus, tmp_path):
     got = {**first, **second}
     assert sorted(got) == [(r, s) for r in range(4) for s in range(5)]
     for slot in range(2):
-        reader = sharc.Reader(str(data), max_duration=12.0, seed=1, epochs=0, threads=2, dp_rank=slot, dp_size=2)
+        reader = sharc.Reader(str(data), batch_duration=12.0, seed=1, epochs=0, threads=2, dp_rank=slot, dp_size=2)
         want = [list(next(reader)["cut_id"]) for _ in range(5)]
         for rank in (2 * slot, 2 * slot + 1):  # the slot's source and its cp peer
             assert [got[(rank, s)] for s in range(5)] == want

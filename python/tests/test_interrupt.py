@@ -58,7 +58,7 @@ def test_ctrl_c_while_next_waits_for_a_stalled_shard(corpus, tmp_path):
     code = f"""
 import json
 import sharc
-r = sharc.Reader([{path!r}], layout="wds", max_duration=1000.0, threads=1)
+r = sharc.Reader([{path!r}], layout="wds", batch_duration=1000.0, threads=1)
 it = iter(r)
 try:
     print("waiting", flush=True)
@@ -97,7 +97,7 @@ def test_ctrl_c_while_open_waits_for_a_stalled_listing():
 import sharc
 try:
     print("waiting", flush=True)
-    sharc.Reader("s3://bucket/prefix/", max_duration=10.0, timeout_ms=600000, retries=0)
+    sharc.Reader("s3://bucket/prefix/", batch_duration=10.0, timeout_ms=600000, retries=0)
     print("no interrupt", flush=True)
 except KeyboardInterrupt:
     print("interrupted", flush=True)

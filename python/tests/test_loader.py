@@ -16,7 +16,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MPIRUN = shutil.which("mpirun")
 pytestmark = pytest.mark.skipif(not (hasattr(_sharc, "CLoader") and MPIRUN),
                                 reason="no MPI transport in this build or no mpirun: sharc.Loader is not tested")
-SETTINGS = dict(max_duration=12.0, seed=1, threads=1)
+SETTINGS = dict(batch_duration=12.0, seed=1, threads=1)
 
 
 def mpirun(n, scenario, data, out, *args):

@@ -16,7 +16,7 @@ from conftest import corrupt, expected
 
 np = pytest.importorskip("numpy")
 
-SETTINGS = dict(max_duration=12.0, threads=2, seed=3)
+SETTINGS = dict(batch_duration=12.0, threads=2, seed=3)
 
 
 def read_all(reader):
@@ -164,7 +164,7 @@ def test_held_tensors_hold_back_the_pool(corpus):
 
 @pytest.mark.parametrize("layout", ["shar", "nemo", "wds"])
 def test_state_round_trip_equals_an_uninterrupted_run(corpus, layout):
-    settings = dict(SETTINGS, epochs=2, max_duration=6.0)
+    settings = dict(SETTINGS, epochs=2, batch_duration=6.0)
     whole = read_all(sharc.Reader(str(corpus / layout), **settings))
     assert len(whole) > 4
     for k in (1, len(whole) // 2, len(whole) - 1):
@@ -252,7 +252,7 @@ def test_bad_keywords(corpus, kw, exc, text):
 def test_every_cli_keyword_is_accepted(corpus):
     r = sharc.Reader([str(corpus / "shar")], layout="shar", epochs=1, seed=1, shuffle_shards=False, dp_rank=0,
                      dp_size=1, on_error="skip", sampling_rate=16000, channel=0, threads=1, prefetch=2,
-                     read_ahead_bytes=0, max_member_bytes=1 << 30, max_duration=10, max_cuts=8,
+                     read_ahead_bytes=0, max_member_bytes=1 << 30, batch_duration=10, max_cuts=8,
                      quadratic_duration=30.0, num_buckets=2, num_cuts_for_bins=100, buffer_size=100,
                      max_buffer_bytes=0, shuffle=False, drop_last=False, min_duration=0.0, max_cut_duration=30,
                      max_held_batches=4)
@@ -289,9 +289,9 @@ def test_dp_slots_split_the_shards(corpus):
 
 def test_bad_paths():
     with pytest.raises(TypeError, match="paths must be str, bytes or os.PathLike"):
-        sharc.Reader([1], max_duration=3)
+        sharc.Reader([1], batch_duration=3)
     with pytest.raises(sharc.Error) as info:
-        sharc.Reader("/nonexistent/shards", max_duration=3)
+        sharc.Reader("/nonexistent/shards", batch_duration=3)
     assert info.value.code_name == "ENOENT"
     assert str(info.value) == "/nonexistent/shards: No such file or directory"
     assert not isinstance(info.value, sharc.DataError)
@@ -324,7 +324,7 @@ def test_gil_is_released_while_reading(corpus):
     turn while a second thread is inside the C call, long before the call returns. A call
     that kept the GIL would let the main thread run only once it had returned."""
     # One batch of every cut of 50 epochs: a call of tens of milliseconds at least.
-    r = sharc.Reader(str(corpus / "shar"), max_duration=10000.0, threads=1, epochs=50, buffer_size=100000)
+    r = sharc.Reader(str(corpus / "shar"), batch_duration=10000.0, threads=1, epochs=50, buffer_size=100000)
     inside = threading.Event()
     state = {}
 
@@ -357,7 +357,7 @@ def test_input_cfg_mixture(corpus, tmp_path):
 
     def run():
         out = []
-        for b in sharc.Reader([], input_cfg=cfg, max_duration=12.0, seed=3, max_open_streams=1):
+        for b in sharc.Reader([], input_cfg=cfg, batch_duration=12.0, seed=3, max_open_streams=1):
             out.append((b["cut_id"], b["language"], b["task"]))
             if len(out) == 12:
                 return out
@@ -422,19 +422,19 @@ def test_embedded_null_byte_is_refused(corpus, tmp_path):
     ]
     for args, kw, text in cases:
         with pytest.raises(ValueError) as e:
-            sharc.Reader(*args, max_duration=12.0, **kw)
+            sharc.Reader(*args, batch_duration=12.0, **kw)
         assert str(e.value) == text, (args, kw)
     # Not a NUL: an escaped backslash before "u0000" in a name; the config without the NUL opens.
     assert json.dumps(["\\u0000"]) == '["\\\\u0000"]'
     with pytest.raises(sharc.Error, match=r"u0000"):
         sharc.Reader([], input_cfg=[{"type": "lhotse_shar", "shar_path": shar + "\\u0000", "weight": 1}],
-                     max_duration=12.0)
-    sharc.Reader([], input_cfg=cfg, max_duration=12.0).close()
+                     batch_duration=12.0)
+    sharc.Reader([], input_cfg=cfg, batch_duration=12.0).close()
     if hasattr(sharc._sharc, "CLoader"):  # the C side's check, before MPI is started
         for kw, text in (({"mesh": "dp=1\x00x"}, "sharc.Loader: mesh: embedded null byte"),
                          ({"broadcast_axes": ["cp\x00x"]}, "sharc.Loader: broadcast_axes: embedded null byte")):
             with pytest.raises(ValueError) as e:
-                sharc.Loader(shar, transport="mpi", max_duration=12.0, **kw)
+                sharc.Loader(shar, transport="mpi", batch_duration=12.0, **kw)
             assert str(e.value) == text
     # The frame codec of sharc.torch: a tensor name is refused; an error's text, which is
     # being reported, keeps its length with '?' for the NUL.
@@ -495,7 +495,7 @@ def test_dataloader_iterates_a_reader(corpus):
     got = [[list(b["cut_id"]) for b in loader] for _ in range(2)]
     want = sharc.Reader(path, **SETTINGS)
     assert got == [[list(b["cut_id"]) for b in want] for _ in range(2)]
-    with pytest.raises(TypeError, match=r"^len\(sharc.Reader\) is not known: it batches by max_duration: "):
+    with pytest.raises(TypeError, match=r"^len\(sharc.Reader\) is not known: it batches by batch_duration: "):
         len(loader)
 
 
@@ -546,26 +546,26 @@ def test_threads_default_to_the_cores_of_a_local_rank(corpus, monkeypatch):
     path = str(corpus / "shar")
     for var in ("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE", "MPI_LOCALNRANKS"):
         monkeypatch.delenv(var, raising=False)
-    assert f"threads={cores} ({cores} cores)" in repr(sharc.Reader(path, max_duration=12.0))
+    assert f"threads={cores} ({cores} cores)" in repr(sharc.Reader(path, batch_duration=12.0))
     monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "8")
     want = f"threads={max(1, cores // 8)} ({cores} cores / 8 ranks on the node, OMPI_COMM_WORLD_LOCAL_SIZE)"
-    assert want in repr(sharc.Reader(path, max_duration=12.0))
+    assert want in repr(sharc.Reader(path, batch_duration=12.0))
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
-    r = sharc.Reader(path, max_duration=12.0)
+    r = sharc.Reader(path, batch_duration=12.0)
     assert f"threads={max(1, cores // 2)} ({cores} cores / 2 ranks on the node, LOCAL_WORLD_SIZE)" in repr(r)
-    assert repr(sharc.Reader(path, max_duration=12.0, threads=3)) == \
-        f"sharc.Reader({path!r}, threads=3, max_duration=12.0, epoch 0)"
+    assert repr(sharc.Reader(path, batch_duration=12.0, threads=3)) == \
+        f"sharc.Reader({path!r}, threads=3, batch_duration=12.0, epoch 0)"
 
 
 def test_device_keyword(corpus):
     for bad in ("gpu", "cuda:x", "cuda:"):
         with pytest.raises(ValueError, match=r"^sharc.Reader: keyword 'device' must be 'cpu', 'cuda' or 'cuda:N', got '"):
             sharc.Reader(str(corpus / "shar"), device=bad)
-    batch = next(sharc.Reader(str(corpus / "shar"), device="cpu", max_duration=30.0))
+    batch = next(sharc.Reader(str(corpus / "shar"), device="cpu", batch_duration=30.0))
     assert batch["audio"].__dlpack_device__() == (1, 0)
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available():
         pytest.skip("a GPU is visible: the device path is test_cuda.py's")
     # Without a usable GPU (or without CUDA in the build), opening names the device.
     with pytest.raises(sharc.Error, match=r"cuda:3"):
-        sharc.Reader(str(corpus / "shar"), device="cuda:3", max_duration=30.0)
+        sharc.Reader(str(corpus / "shar"), device="cuda:3", batch_duration=30.0)

@@ -21,14 +21,14 @@ def check_batches(reader, encode):
 
 def test_one_model(corpus, models):
     sp = spm.SentencePieceProcessor(model_file=models["en"])
-    with sharc.Reader(str(corpus / "shar"), max_duration=12.0, tokenizer=models["en"]) as r:
+    with sharc.Reader(str(corpus / "shar"), batch_duration=12.0, tokenizer=models["en"]) as r:
         assert check_batches(r, lambda text, lang: sp.encode_as_ids(text)) == 12
 
 
 def test_aggregate_tokenizer_as_a_dict(corpus, models):
     sps = {k: spm.SentencePieceProcessor(model_file=v) for k, v in models.items()}
     offsets = {"en": 0, "de": 70, "pl": 160}
-    with sharc.Reader(str(corpus / "shar"), max_duration=12.0, tokenizer=models) as r:
+    with sharc.Reader(str(corpus / "shar"), batch_duration=12.0, tokenizer=models) as r:
         assert check_batches(r, lambda text, lang: [x + offsets[lang] for x in sps[lang].encode_as_ids(text)]) == 12
 
 

@@ -88,7 +88,7 @@ def test_noop_loader_iterates_source():
 
 def test_noop_loader_over_a_reader_yields_torch_tensors(corpus):
     n = 0
-    for b in BroadcastingDataLoader(sharc.Reader(str(corpus / "shar"), max_duration=12.0, max_held_batches=1), None):
+    for b in BroadcastingDataLoader(sharc.Reader(str(corpus / "shar"), batch_duration=12.0, max_held_batches=1), None):
         assert torch.is_tensor(b["audio"]) and isinstance(b["cut_id"], list)
         n += 1
         del b  # the batch goes back to the pool here, or the next one would be refused
@@ -316,7 +316,7 @@ def test_broadcast_batch(dist_results):
 
 def test_reader_as_source(dist_results, corpus):
     res = dist_results("s_reader_source")
-    local = [list(b["cut_id"]) for b in sharc.Reader(str(corpus / "shar"), max_duration=12.0, threads=1, seed=3)]
+    local = [list(b["cut_id"]) for b in sharc.Reader(str(corpus / "shar"), batch_duration=12.0, threads=1, seed=3)]
     assert [b[0] for b in res[0]] == local
     for r in res[1:]:
         assert r == res[0]
