@@ -56,7 +56,7 @@ cell() {
     t0=$(date +%s.%N)
     s0=-
     [ "$server" = - ] || s0=$(ticks "$server")
-    "$sharc" bench --json --epochs 0 $warmup --seconds "$secs" --max-duration 100 "$@" \
+    "$sharc" bench --json --epochs 0 $warmup --seconds "$secs" --batch-duration 100 "$@" \
         >"$tmp/out.json"
     s1=-
     [ "$server" = - ] || s1=$(ticks "$server")

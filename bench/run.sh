@@ -44,7 +44,7 @@
 #                      (default BUILD/lhotse-venv); without it the Lhotse runs are skipped
 #   --require-lhotse   exit 77 (skipped) instead when there is no such venv
 #   --no-pin           do not pin a run with N threads to cores 0..N-1 (taskset)
-# Batching settings are the same for both loaders: --max-duration 200, 10 buckets (one per
+# Batching settings are the same for both loaders: --batch-duration 200, 10 buckets (one per
 # cut on a corpus of fewer than 10 cuts; the batch runs need 2) with the bins that
 # `sharc buckets` estimates (equal to Lhotse's), buffer of 1000 cuts, seed 0.
 # Exit status: 0, 1 when a run fails, 2 on usage errors, 77 when nothing could run (no
@@ -308,7 +308,7 @@ for codec in $codecs; do
         }
         bins=$(printf "%s\n" "$json" |
             python3 -c 'import json,sys; print(",".join(map(repr, json.load(sys.stdin)["bins"])))')
-        batching="--max-duration 200 --bins $bins --buffer-size 1000"
+        batching="--batch-duration 200 --bins $bins --buffer-size 1000"
     fi
     echo "$codec: $d ($(du -sh "$d" | cut -f1)), bins ${bins:-none (not needed)}" >&2
     # How the page cache holds the corpus changes how fast it is read: on a WAV corpus cached

@@ -17,7 +17,7 @@ for layout in shar nemo wds; do
   "$sharc" validate "$out/$layout"
 done
 echo "== sharc read: duration-bucketed padded batches from the Shar corpus"
-"$sharc" read "$out/shar" --max-duration 120 --num-buckets 4 --limit 8
+"$sharc" read "$out/shar" --batch-duration 120 --num-buckets 4 --limit 8
 if command -v mpirun >/dev/null; then
   echo "== 4 MPI ranks, mesh dp=2,cp=2: one source per data-parallel slot broadcasts"
   bash "$here/demo_mpi.sh" "$build" "$out/shar"

@@ -19,9 +19,9 @@ export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 echo "\$ mpirun --oversubscribe -n 4 $sharc read --transport mpi --mesh dp=2,cp=2 --json" \
-  "--max-duration 120 --num-buckets 4 --threads 2 $data"
+  "--batch-duration 120 --num-buckets 4 --threads 2 $data"
 mpirun --oversubscribe -n 4 --output-filename "$out/log" \
-  "$sharc" read --transport mpi --mesh dp=2,cp=2 --json --max-duration 120 --num-buckets 4 \
+  "$sharc" read --transport mpi --mesh dp=2,cp=2 --json --batch-duration 120 --num-buckets 4 \
   --threads 2 "$data" >/dev/null
 
 python3 - "$out/log" <<'PY'
