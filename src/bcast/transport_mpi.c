@@ -164,11 +164,14 @@ int sharc__mpi_split_group(sharc__ctx *ctx, MPI_Comm parent, const sharc_mesh *m
  * communicator. */
 #define PROBE_TAG 0x5348
 
-/* How long the probe waits for the other ranks: a twentieth of the timeout, 0.1 to 1 s. */
+/* How long the probe waits for the other ranks: a fifth of the timeout, 0.1 to 2 s. The
+ * ranks of a group reach their timeouts as far apart as they entered the collective (up to
+ * a step: peers wait for the control block while the source reads), and a probe must
+ * outlast that and the network's latency to hear from every rank still there. */
 static int probe_window_ms(int timeout_ms)
 {
-    int w = timeout_ms / 20;
-    return w < 100 ? 100 : w > 1000 ? 1000 : w;
+    int w = timeout_ms / 5;
+    return w < 100 ? 100 : w > 2000 ? 2000 : w;
 }
 
 /* Append "R (world rank W)", after "; " unless first, for group rank `r` to `out`. */
