@@ -706,6 +706,52 @@ START_TEST(self_transport_sends_nothing)
 }
 END_TEST
 
+/* A transport failure names the step whose collectives were under way: here a peer's status
+ * round of step 1, after its control block came. */
+START_TEST(transport_failure_names_its_step)
+{
+    sharc__ctx ctx;
+    sharc__batch_pool *pool = NULL;
+    sharc__ctx_init(&ctx, NULL, NULL);
+    sharc__batch_pool_create(&pool, &ctx, 2, NULL);
+    open_pair(NULL);
+    sharc_batch *b0 = pooled_batch(pool, 2, 100, 0), *b1 = pooled_batch(pool, 2, 100, 1);
+    sharc_batch *got = NULL;
+    ck_assert_int_eq(sharc__bcast_send(src, b0), 0);
+    ck_assert_int_eq(sharc__bcast_send(src, b1), 0);
+    ck_assert_int_eq(tape_len, 6); /* handshake, step 0, step 1: each with its status word */
+    tape_len = 5;                  /* step 1's status word is lost */
+    ck_assert_int_eq(sharc__bcast_recv(peer, &got), 0);
+    sharc_batch_release(got);
+    ck_assert_int_eq(sharc__bcast_recv(peer, &got), SHARC_ERR_MPI);
+    ck_assert_str_eq(sharc__bcast_error(peer), "step 1: broadcast over tape failed: tape is empty");
+    tape_len = 6;
+    sharc_batch_release(b0);
+    sharc_batch_release(b1);
+    close_pair();
+    sharc__batch_pool_destroy(&pool);
+}
+END_TEST
+
+/* A collective that fails inside a group (a payload timeout) keeps its text through the
+ * group's end, which a broken transport still refuses; later calls say it was aborted. */
+START_TEST(failure_in_a_group_keeps_its_text)
+{
+    sharc_transport *t = NULL;
+    ck_assert_int_eq(sharc_transport_self_open(&t, NULL), 0);
+    ck_assert_int_eq(sharc__transport_group_begin(t), 0);
+    sharc__fail(&t->ctx, SHARC_ERR_TIMEOUT, "MPI_Ibcast of 8 bytes did not complete");
+    sharc__transport_abort(t);
+    ck_assert_int_eq(sharc__transport_group_end(t), SHARC_ERR_UNSUPPORTED);
+    ck_assert_str_eq(sharc_transport_last_error(t), "MPI_Ibcast of 8 bytes did not complete");
+    uint32_t word = 0;
+    ck_assert_int_eq(sharc__transport_allreduce_max(t, &word), SHARC_ERR_UNSUPPORTED);
+    ck_assert_str_eq(sharc_transport_last_error(t), "self transport was aborted after an earlier "
+                                                    "failure");
+    sharc_transport_close(&t);
+}
+END_TEST
+
 static Suite *bcast_suite(void)
 {
     Suite *s = suite_create("bcast");
@@ -725,6 +771,8 @@ static Suite *bcast_suite(void)
     tcase_add_test(tc, peer_failure_is_reported_before_the_payload);
     tcase_add_test(tc, steady_state_allocates_nothing);
     tcase_add_test(tc, self_transport_sends_nothing);
+    tcase_add_test(tc, failure_in_a_group_keeps_its_text);
+    tcase_add_test(tc, transport_failure_names_its_step);
     tcase_add_test(tc, inline_batch_with_device_tensors);
     tcase_add_test(tc, peer_allocates_on_its_own_device);
     tcase_add_test(tc, device_batch_released_after_close);

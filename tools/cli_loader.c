@@ -269,7 +269,7 @@ void cli_dist_close(cli_dist *d)
 #if SHARC_CLI_HAVE_MPI
     free(d->comm); /* the transport's communicator, freed with it */
     d->comm = NULL;
-    if (d->mpi_initialized)
+    if (d->mpi_initialized && !d->collective_lost)
         MPI_Finalize();
 #endif
     d->mpi_initialized = 0;

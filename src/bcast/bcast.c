@@ -21,6 +21,7 @@ struct sharc__bcast {
     sharc__frame_header header;
     int ended; ///< 0 while running; then the result every later call returns
     uint64_t frames;
+    uint64_t step; ///< the step whose collectives are under way, for messages
     uint64_t collectives;
     int remote_code;
     char remote_message[SHARC__FRAME_MESSAGE_MAX + 1];
@@ -155,7 +156,7 @@ static int transport_failed(sharc__bcast *bc, int rc)
 {
     bc->ended = rc;
     return sharc__fail(&bc->ctx, rc, "step %llu: broadcast over %s failed: %s",
-                       (unsigned long long)bc->frames, bc->t->ops->name, bc->t->ctx.error);
+                       (unsigned long long)bc->step, bc->t->ops->name, bc->t->ctx.error);
 }
 
 static int end_with(sharc__bcast *bc, int code)
@@ -308,6 +309,7 @@ static int send_pending(sharc__bcast *bc)
 /* Source: start a step (handshake, pending failure). */
 static int begin_step(sharc__bcast *bc)
 {
+    bc->step = bc->frames;
     int rc = check_running(bc, 1);
     if (rc == 0)
         rc = handshake(bc);
@@ -609,6 +611,7 @@ int sharc__bcast_recv(sharc__bcast *bc, sharc_batch **out)
 {
     sharc_batch *b = NULL;
     *out = NULL;
+    bc->step = bc->frames;
     int rc = check_running(bc, 0);
     if (rc == 0)
         rc = handshake(bc);

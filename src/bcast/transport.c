@@ -193,9 +193,12 @@ int sharc__transport_group_begin(sharc_transport *t)
 
 int sharc__transport_group_end(sharc_transport *t)
 {
-    int rc = check_usable(t);
-    if (rc < 0 || !t->ops->group_end)
-        return rc;
+    /* Broken inside the group (group_begin checked before it): the text stays that of the
+     * failure, for the caller to report. */
+    if (t->broken)
+        return SHARC_ERR_UNSUPPORTED;
+    if (!t->ops->group_end)
+        return 0;
     return t->ops->group_end(t);
 }
 

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <string.h>
 #include <stdint.h>
 #include <time.h>
@@ -159,18 +160,119 @@ int sharc__mpi_split_group(sharc__ctx *ctx, MPI_Comm parent, const sharc_mesh *m
     return rc;
 }
 
+/* The tag of the probe after a timeout: nothing else goes point to point on the transport's
+ * communicator. */
+#define PROBE_TAG 0x5348
+
+/* How long the probe waits for the other ranks: a fifth of the timeout, 0.1 to 2 s. The
+ * ranks of a group reach their timeouts as far apart as they entered the collective (up to
+ * a step: peers wait for the control block while the source reads), and a probe must
+ * outlast that and the network's latency to hear from every rank still there. */
+static int probe_window_ms(int timeout_ms)
+{
+    int w = timeout_ms / 5;
+    return w < 100 ? 100 : w > 2000 ? 2000 : w;
+}
+
+/* Append "R (world rank W)", after "; " unless first, for group rank `r` to `out`. */
+static void append_rank(MPI_Comm comm, int r, char *out, size_t cap)
+{
+    MPI_Group group, world;
+    int w = MPI_UNDEFINED;
+    if (MPI_Comm_group(comm, &group) == MPI_SUCCESS) {
+        if (MPI_Comm_group(MPI_COMM_WORLD, &world) == MPI_SUCCESS) {
+            MPI_Group_translate_ranks(group, 1, &r, world, &w);
+            MPI_Group_free(&world);
+        }
+        MPI_Group_free(&group);
+    }
+    size_t len = strlen(out);
+    if (w != MPI_UNDEFINED && w != r)
+        snprintf(out + len, cap - len, "%s%d (world rank %d)", len ? "; " : "", r, w);
+    else
+        snprintf(out + len, cap - len, "%s%d", len ? "; " : "", r);
+}
+
+/*
+ * After a timeout, which ranks of the group are still there? Each rank that times out sends
+ * one byte to every other rank and waits `window_ms` for theirs. A rank that can be reached
+ * times out too, in the same collective within about a step, so its byte comes; one that
+ * died, hangs or sits behind a cut link sends none. The silent ranks are listed in `out`
+ * (empty: every rank answered). MPI failures here only leave a rank listed.
+ */
+static void name_silent_ranks(sharc_transport *t, int window_ms, char *out, size_t cap)
+{
+    static const uint8_t hello = 1;
+    mpi_impl *m = t->impl;
+    int n = t->size;
+    out[0] = 0;
+    MPI_Request *req = sharc__malloc(&t->ctx, (size_t)n * 2 * sizeof *req);
+    uint8_t *got = sharc__malloc(&t->ctx, (size_t)n * 2);
+    if (req == NULL || got == NULL) {
+        snprintf(out, cap, "?");
+        goto done;
+    }
+    for (int r = 0; r < n; r++) {
+        req[r] = req[n + r] = MPI_REQUEST_NULL;
+        got[n + r] = r == t->rank; /* done: got[n + r] */
+        if (r == t->rank)
+            continue;
+        if (MPI_Irecv(&got[r], 1, MPI_BYTE, r, PROBE_TAG, m->comm, &req[r]) != MPI_SUCCESS)
+            req[r] = MPI_REQUEST_NULL;
+        if (MPI_Isend(&hello, 1, MPI_BYTE, r, PROBE_TAG, m->comm, &req[n + r]) == MPI_SUCCESS)
+            MPI_Request_free(&req[n + r]); /* a static byte: it may go whenever it can */
+    }
+    double start = now_ms();
+    for (int waiting = 1; waiting && now_ms() - start < window_ms;) {
+        waiting = 0;
+        for (int r = 0; r < n; r++) {
+            int done = 0;
+            if (!got[n + r] && req[r] != MPI_REQUEST_NULL &&
+                MPI_Test(&req[r], &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done)
+                got[n + r] = 1;
+            waiting |= !got[n + r];
+        }
+        struct timespec pause = {0, 50000};
+        nanosleep(&pause, NULL);
+    }
+    for (int r = 0; r < n; r++) {
+        if (got[n + r])
+            continue;
+        if (req[r] != MPI_REQUEST_NULL) { /* the receive buffer is freed below */
+            MPI_Cancel(&req[r]);
+            MPI_Wait(&req[r], MPI_STATUS_IGNORE);
+        }
+        append_rank(m->comm, r, out, cap);
+    }
+done:
+    sharc__free(&t->ctx, req);
+    sharc__free(&t->ctx, got);
+}
+
 static int wait_request(sharc_transport *t, MPI_Request *req, const char *what, size_t nbytes)
 {
     int timed_out = 0;
     int rc = wait_within(&t->ctx, req, t->timeout_ms, &timed_out);
     if (!timed_out)
         return rc;
+    char silent[256];
+    int window_ms = probe_window_ms(t->timeout_ms);
+    name_silent_ranks(t, window_ms, silent, sizeof silent);
     sharc__transport_abort(t);
+    if (silent[0] == 0)
+        return sharc__fail(&t->ctx, SHARC_ERR_TIMEOUT,
+                           "%s of %zu bytes did not complete within %d ms on rank %d of a "
+                           "broadcast group of %d, though every other rank answered a probe "
+                           "after it: another rank of the group stopped, died or is stuck in "
+                           "another call; the transport is aborted",
+                           what, nbytes, t->timeout_ms, t->rank, t->size);
     return sharc__fail(&t->ctx, SHARC_ERR_TIMEOUT,
                        "%s of %zu bytes did not complete within %d ms on rank %d of a "
                        "broadcast group of %d: another rank of the group stopped, died or is "
-                       "stuck; the transport is aborted",
-                       what, nbytes, t->timeout_ms, t->rank, t->size);
+                       "stuck, or cannot be reached: no answer to a probe within %d ms from "
+                       "%s %s; the transport is aborted",
+                       what, nbytes, t->timeout_ms, t->rank, t->size, window_ms,
+                       strchr(silent, ';') ? "ranks" : "rank", silent);
 }
 
 static int bcast_host(sharc_transport *t, void *buf, size_t nbytes, int root)
