@@ -228,7 +228,8 @@ static int probe_dataset(validator *v, const sharc_reader_settings *base)
         if ((v->shard_names[i] = strdup(sharc_reader_shard_path(r, i))) == NULL)
             v->oom = 1;
     sharc_reader_close(&r);
-    if (v->shard_names == NULL || v->oom ||
+    v->left = calloc(v->n_shards ? v->n_shards : 1, 1);
+    if (v->shard_names == NULL || v->left == NULL || v->oom ||
         report_set_shards(&v->report, v->n_shards, (const char *const *)v->shard_names) < 0) {
         fprintf(stderr, "sharc validate: out of memory\n");
         return SHARC_ERR(ENOMEM);
@@ -503,6 +504,7 @@ static void validator_free(validator *v)
             free(v->shard_names[i]);
         free(v->shard_names);
     }
+    free(v->left);
     free(v->queue);
     free(v->selected);
     free(v->workers);

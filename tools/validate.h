@@ -62,8 +62,9 @@ typedef struct validator {
     sharc_layout layout;
     int n_workers;
     worker *workers;
-    char **shard_names; /* shard paths by shard_index, from the probe's reader */
-    size_t *queue;      /* the shards to check, in order */
+    char **shard_names;  /* shard paths by shard_index, from the probe's reader */
+    unsigned char *left; /* by shard_index: a problem left the shard unread to its end */
+    size_t *queue;       /* the shards to check, in order */
     size_t n_queue;
     unsigned char *selected; /* by shard index: in the queue */
     int mixture;             /* --input-cfg: one reader reads every source once */
@@ -99,7 +100,6 @@ struct worker {
     int rank;
     int opening;       /* inside sharc_reader_open */
     size_t pos;        /* split: the next of its shards not yet recorded as done */
-    uint64_t skips;    /* split: the reader's skipped_shards already given to shards */
     size_t last_shard; /* split: the shard of the latest cut */
     pthread_t thread;
 };

@@ -192,6 +192,9 @@ static void on_problem(void *cookie, const sharc_problem_report *p)
     }
     if (!seen)
         validate_problem_locked(v, code, p->shard, p->member, p->cut_id, p->message);
+    size_t k = p->shard_left ? report_find_shard(&v->report, p->shard) : (size_t)-1;
+    if (k < v->n_shards)
+        v->left[k] = 1;
     pthread_mutex_unlock(&v->lock);
 }
 
@@ -291,7 +294,7 @@ static void count_rate_locked(validator *v, int rate)
     v->rates[v->n_rates++] = (rate_count){rate, 1};
 }
 
-static void shards_done_locked(worker *w, size_t until, uint64_t skipped);
+static void shards_done_locked(worker *w, size_t until, int stopped);
 
 /* A cut read by `r`; `split`: in split mode (check_split), where it tells the shards done. */
 static void on_cut(worker *w, sharc_reader *r, int split, const sharc_cut *c, uint32_t shard)
@@ -317,15 +320,9 @@ static void on_cut(worker *w, sharc_reader *r, int split, const sharc_cut *c, ui
                      .audio_nbytes = c->audio_nbytes,
                      .signal = c->samples != NULL ? &st : NULL};
 
-    uint64_t skipped = 0;
-    if (split && shard != w->last_shard) {
-        sharc_reader_stats rs;
-        sharc_reader_get_stats(r, &rs);
-        skipped = rs.skipped_shards;
-    }
     pthread_mutex_lock(&v->lock);
     if (split && shard != w->last_shard) {
-        shards_done_locked(w, shard, skipped); /* the worker's shards before this one */
+        shards_done_locked(w, shard, 0); /* the worker's shards before this one */
         w->last_shard = shard;
     }
     v->cuts++;
@@ -387,28 +384,16 @@ static void shard_done_locked(validator *v, size_t k, int checked)
 }
 
 /*
- * Split mode: the worker's shards before `until` (its order) are done. The reader's shards
- * skipped since the last call (`skipped` in all) are given to them, latest first, those with
- * problems before the others: a shard is skipped after the problem that stops it.
+ * Split mode: the worker's shards before `until` (its order) are done, each checked to its
+ * end unless a problem left it (sharc_problem_report.shard_left) or, with `stopped`, it is
+ * the last of them, where the reader stopped.
  */
-static void shards_done_locked(worker *w, size_t until, uint64_t skipped)
+static void shards_done_locked(worker *w, size_t until, int stopped)
 {
     validator *v = w->v;
-    size_t step = (size_t)v->split_size, n = 0, bad = 0;
-    for (size_t k = w->pos; k < until && k < v->n_shards; k += step, n++)
-        bad += v->report.shards[k].problems > 0;
-    uint64_t m = skipped - w->skips; /* shards cut short among these n */
-    w->skips = skipped;
-    size_t later_bad = 0, later_good = 0;
-    for (size_t i = n; i-- > 0;) {
-        size_t k = w->pos + i * step;
-        int has = v->report.shards[k].problems > 0;
-        int cut_short = has ? later_bad < m : m > bad && later_good < m - bad;
-        later_bad += (size_t)has;
-        later_good += (size_t)!has;
-        shard_done_locked(v, k, !cut_short);
-    }
-    w->pos += n * step;
+    size_t step = (size_t)v->split_size;
+    for (size_t k = w->pos; k < until && k < v->n_shards; k += step, w->pos += step)
+        shard_done_locked(v, k, !v->left[k] && !(stopped && k + step >= until));
 }
 
 /* Split mode: read the worker's data-parallel slot of the shards. */
@@ -445,7 +430,7 @@ static void check_split(worker *w)
      * others were never reached and are left for --resume-from). */
     size_t until = rc >= 0 ? v->n_shards : w->last_shard + 1;
     if (rc >= 0 || w->last_shard != (size_t)-1)
-        shards_done_locked(w, until, rs.skipped_shards + (rc < 0));
+        shards_done_locked(w, until, rc < 0);
     pthread_mutex_unlock(&v->lock);
 }
 
@@ -482,8 +467,8 @@ static void check_shard(worker *w, size_t k)
     pthread_mutex_unlock(&v->lock);
 }
 
-/* --input-cfg: one reader over the whole mixture, each source read once (mix_finite). Which
- * shard a problem stopped is not known here: the records say checked for all or none. */
+/* --input-cfg: one reader over the whole mixture, each source read once (mix_finite). After
+ * a stop, where the mixture was in each source is not known: no record says checked. */
 static void check_mixture(worker *w)
 {
     validator *v = w->v;
@@ -509,7 +494,7 @@ static void check_mixture(worker *w)
     pthread_mutex_lock(&v->lock);
     v->shards_cut_short += rs.skipped_shards;
     for (size_t i = 0; i < v->n_queue; i++)
-        shard_done_locked(v, v->queue[i], rc >= 0 && rs.skipped_shards == 0);
+        shard_done_locked(v, v->queue[i], rc >= 0 && !v->left[v->queue[i]]);
     pthread_mutex_unlock(&v->lock);
 }
 

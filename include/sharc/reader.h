@@ -75,6 +75,10 @@ typedef struct sharc_problem_report {
     const char *member; ///< archive member or metadata line concerned
     const char *cut_id; ///< cut id concerned
     const char *message;
+    /** 1 when the shard is not read to its end after this problem: the rest of it is
+     *  skipped (a problem of the whole shard under SHARC_ON_ERROR_SKIP) or the reader stops
+     *  here (SHARC_ON_ERROR_FAIL); 0 when reading goes on in the same shard. */
+    int shard_left;
 } sharc_problem_report;
 
 /** One extra field of a cut (Shar fields other than cuts/recording, WebDataset extras). */

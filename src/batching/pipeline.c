@@ -268,9 +268,13 @@ static void report(sharc__pipeline *p, int code, sharc_problem kind, const char 
 {
     if (!p->s->on_problem)
         return;
-    sharc_problem_report rep = {
-        kind,   code, path, member && *member ? member : NULL, cut_id && *cut_id ? cut_id : NULL,
-        message};
+    sharc_problem_report rep = {kind,
+                                code,
+                                path,
+                                member && *member ? member : NULL,
+                                cut_id && *cut_id ? cut_id : NULL,
+                                message,
+                                p->s->on_error == SHARC_ON_ERROR_FAIL};
     p->s->on_problem(p->s->problem_cookie, &rep);
 }
 

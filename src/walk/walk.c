@@ -227,7 +227,8 @@ static void report(sharc__walk *w, int code, const sharc__stream_error *e, const
                                   e->path,
                                   e->member.len ? sharc__buf_str(&e->member) : NULL,
                                   e->cut_id.len ? sharc__buf_str(&e->cut_id) : NULL,
-                                  message};
+                                  message,
+                                  w->s->on_error == SHARC_ON_ERROR_FAIL || e->shard_fatal};
         w->s->on_problem(w->s->problem_cookie, &p);
         if (w->report_lock)
             pthread_mutex_unlock(w->report_lock);

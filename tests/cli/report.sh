@@ -46,6 +46,24 @@ expect_rc 1 "$SHARC" validate --json --threads 2 "$tmp/x"
 recs = {r["index"]: r["checked"] for r in map(json.loads, open(sys.argv[1])) if r["type"] == "shard"}
 assert recs == {0: True, 1: False, 2: True}, recs' "$tmp/out" || fail "shard records of $tmp/x"
 
+# A shard truncated before its one cut, then one whose one cut does not decode: no cut comes
+# from either, and the records must still say exactly that the truncated one was not checked
+# to its end (the decode problem leaves its shard read on: sharc_problem_report.shard_left).
+gen "$tmp/h" --layout shar --shards 4 --cuts-per-shard 1 --max-duration 3 --seed 6 --compress none
+check truncate "$tmp/h/shar/recording.000001.tar" >/dev/null
+audio=$("$PYTHON" -c 'import sys, tarfile
+print([m.name for m in tarfile.open(sys.argv[1]) if not m.name.endswith(".json")][0])' \
+    "$tmp/h/shar/recording.000002.tar")
+"$PYTHON" "$(dirname "$0")/../corrupt.py" tar-replace "$tmp/h/shar/recording.000002.tar" "$audio" \
+    "@flac-garbage:2000"
+expect_rc 1 "$SHARC" validate --json --threads 1 "$tmp/h/shar"
+"$PYTHON" -c 'import json,sys
+rows = list(map(json.loads, open(sys.argv[1])))
+recs = {r["index"]: r["checked"] for r in rows if r["type"] == "shard"}
+assert recs == {0: True, 1: False, 2: True, 3: True}, recs
+assert any(r["type"] == "problem" and r["shard"].endswith("recording.000002.tar") for r in rows)' \
+    "$tmp/out" || fail "shard records of $tmp/h"
+
 # A report that cannot be written: exit 1 naming it, the checks' output still printed, and no
 # file left behind (the target is a directory, so the rename fails after the write).
 mkdir -p "$tmp/o/r.html"
