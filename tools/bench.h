@@ -65,6 +65,7 @@ typedef struct run_result {
     double dev_batches, dev_seconds, feat_seconds, feat_bytes;
     double cpu_feat_seconds; /* --features on the host: the decode threads' feature seconds */
     double cond_seconds;     /* the decode threads' conditioning seconds (part of decode) */
+    double bcast_seconds;    /* this rank's seconds in the broadcast (NAN without a loader) */
     uint64_t peak_rss;       /* bytes */
     size_t shards;           /* shards the reader found */
     int ended;               /* the data ended the window */

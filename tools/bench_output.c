@@ -105,6 +105,12 @@ static double get_cpu_feat_ms(const run_result *r)
     return r->batches > 0 ? 1e3 * r->cpu_feat_seconds / r->batches : NAN;
 }
 
+/* This rank's seconds in the broadcast over the window (sharc_loader_broadcast_seconds). */
+static double get_bcast_seconds(const run_result *r)
+{
+    return r->bcast_seconds;
+}
+
 /* The conditioning's share of the decode threads' decoding time. */
 static double get_cond_share(const run_result *r)
 {
@@ -235,6 +241,7 @@ void bench_print_json(FILE *f, const report *rp)
                        rp->s->device != SHARC_DEVICE_CUDA
                    ? median_of(runs, n, get_cpu_feat_ms)
                    : NAN);
+    json_field(f, "broadcast_seconds", batches ? median_of(runs, n, get_bcast_seconds) : NAN);
     json_field(f, "conditioning_share",
                batches && (rp->s->resample || rp->s->augment) ? median_of(runs, n, get_cond_share)
                                                               : NAN);

@@ -51,10 +51,11 @@ typedef struct window {
     sharc_device_stats dev0;
     double cpu_feat0; /* the decode threads' feature seconds at the start */
     double cond0;     /* and their conditioning seconds */
+    double bcast0;    /* this rank's broadcast seconds (sharc_loader_broadcast_seconds) */
     int open;         /* the window has started */
 } window;
 
-static void window_start(window *w, sharc_reader *r, double t0)
+static void window_start(window *w, sharc_reader *r, const sharc_loader *l, double t0)
 {
     sharc_reader_stats st = {0};
     if (r != NULL) /* NULL on a peer of a broadcast group: it reads nothing */
@@ -68,11 +69,13 @@ static void window_start(window *w, sharc_reader *r, double t0)
     w->net0[2] = st.net_wait_seconds;
     w->cpu_feat0 = st.feature_seconds;
     w->cond0 = st.condition_seconds;
+    if (l == NULL || sharc_loader_broadcast_seconds(l, &w->bcast0) < 0)
+        w->bcast0 = 0;
     sharc_reader_get_device_stats(r, &w->dev0);
     w->open = 1;
 }
 
-static void window_end(const window *w, sharc_reader *r, run_result *res)
+static void window_end(const window *w, sharc_reader *r, const sharc_loader *l, run_result *res)
 {
     sharc_reader_stats st = {0};
     if (r != NULL)
@@ -86,6 +89,9 @@ static void window_end(const window *w, sharc_reader *r, run_result *res)
     res->net_wait = st.net_wait_seconds - w->net0[2];
     res->cpu_feat_seconds = st.feature_seconds - w->cpu_feat0;
     res->cond_seconds = st.condition_seconds - w->cond0;
+    double bcast = 0;
+    res->bcast_seconds =
+        l != NULL && sharc_loader_broadcast_seconds(l, &bcast) == 0 ? bcast - w->bcast0 : NAN;
     sharc_device_stats ds;
     sharc_reader_get_device_stats(r, &ds);
     res->dev_batches = (double)(ds.batches - w->dev0.batches);
@@ -282,7 +288,7 @@ static int run_loader(const sharc_reader_settings *s, const bench_opts *o, int r
     res->shards = r != NULL ? sharc_reader_num_shards(r) : 0;
     window w = {0};
     if (o->warmup == 0 && o->warmup_seconds == 0)
-        window_start(&w, r, t0);
+        window_start(&w, r, l, t0);
     uint64_t taken = 0, n = 0;
     int rc;
     while ((rc = take_one(r, l, o, s->sampler.max_duration, w.open, res)) == 1) {
@@ -291,7 +297,7 @@ static int run_loader(const sharc_reader_settings *s, const bench_opts *o, int r
         if (!w.open) {
             double now = cli_now();
             if (taken >= o->warmup && now - t0 >= o->warmup_seconds) {
-                window_start(&w, r, now);
+                window_start(&w, r, l, now);
                 res->warmup_wall = now - t0;
                 res->warmup_taken = taken;
             }
@@ -311,7 +317,7 @@ static int run_loader(const sharc_reader_settings *s, const bench_opts *o, int r
     }
     res->ended = rc == 0;
     if (rc >= 0)
-        window_end(&w, r, res);
+        window_end(&w, r, l, res);
     keep_sources(r);
     if (l != NULL)
         sharc_loader_close(&l); /* the reader is the loader's */

@@ -151,6 +151,15 @@ SHARC_API int sharc_loader_open(sharc_loader **out, const sharc_loader_settings 
 SHARC_API int sharc_loader_dropped(const sharc_loader *l, uint64_t *batches, uint64_t *cuts);
 
 /**
+ * Seconds this rank has spent in the broadcast of its steps so far: on a source, the
+ * agreement of the data-parallel slots (even steps) and the sending of each batch's frame;
+ * on a peer, the receiving of each frame, which includes waiting for its source to have
+ * the batch. Any thread may call it while no other thread is in sharc_loader_next().
+ * @return 0, or SHARC_ERR(EINVAL) for a NULL argument
+ */
+SHARC_API int sharc_loader_broadcast_seconds(const sharc_loader *l, double *seconds);
+
+/**
  * The next batch, on every rank of the group at the same step.
  * @param batch receives a batch owned by the loader until sharc_batch_release() (any
  *              thread may release it); NULL unless 0 is returned

@@ -40,6 +40,7 @@ struct sharc_loader {
     int drain;  ///< even steps: read the rest of the stream after STOP
     int finite; ///< the reader's stream ends (finite epochs, no repeating mixture): drain it
     char dp_why[SHARC__ERRLEN]; ///< even steps: the text of a failure the round brought
+    double bcast_seconds;       ///< in the broadcast so far (sharc_loader_broadcast_seconds)
 };
 
 void sharc_loader_default_settings(sharc_loader_settings *s)
@@ -468,6 +469,7 @@ static int source_next(sharc_loader *l, sharc_batch **out)
         if (rc == SHARC_ERR_BACKPRESSURE) /* local and retryable: nothing is sent */
             return sharc__set_error(&l->ctx, rc, "%s", why[0] ? why : sharc_strerror(rc));
     }
+    const double t0 = sharc__now_s(); /* the broadcast's share of the step starts here */
     if (l->dp_t && !l->dp_done)
         rc = agree(l, &b, rc, pending, &why);
     if (rc == SHARC_END)
@@ -475,6 +477,7 @@ static int source_next(sharc_loader *l, sharc_batch **out)
     if (rc < 0)
         return send_failure(l, rc, why);
     rc = sharc__bcast_send(l->bc, b); /* a frame that cannot be built goes out as ERROR */
+    l->bcast_seconds += sharc__now_s() - t0;
     if (rc < 0) {
         sharc_batch_release(b);
         return end_with(l, sharc__set_error(&l->ctx, rc, "%s", sharc__bcast_error(l->bc)));
@@ -486,7 +489,9 @@ static int source_next(sharc_loader *l, sharc_batch **out)
 
 static int peer_next(sharc_loader *l, sharc_batch **out)
 {
+    const double t0 = sharc__now_s();
     int rc = sharc__bcast_recv(l->bc, out);
+    l->bcast_seconds += sharc__now_s() - t0;
     if (rc == 0)
         return 0;
     sharc__set_error(&l->ctx, rc, "%s", sharc__bcast_error(l->bc));
@@ -581,6 +586,14 @@ int sharc_loader_state_save(sharc_loader *l, void *buf, size_t cap, size_t *size
     if (rc < 0)
         sharc__set_error(&l->ctx, rc, "%s", sharc_reader_last_error(l->reader));
     return rc;
+}
+
+int sharc_loader_broadcast_seconds(const sharc_loader *l, double *seconds)
+{
+    if (!l || !seconds)
+        return SHARC_ERR(EINVAL);
+    *seconds = l->bcast_seconds;
+    return 0;
 }
 
 int sharc_loader_dropped(const sharc_loader *l, uint64_t *batches, uint64_t *cuts)

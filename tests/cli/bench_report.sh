@@ -29,6 +29,18 @@ assert res["conditioning_share"] > 0 and want > 0, res
 PY
 expect_rc 0 "$SHARC" bench --quiet --cuts --epochs 0 --seconds 1 --report-json "$tmp/b.json" \
     "$tmp/g/shar"
+# Batches give this rank's broadcast seconds (near 0 for a group of one) and the chart a bar
+# for them; cuts (no broadcast) give null.
+expect_rc 0 "$SHARC" bench --quiet --json --epochs 0 --batches 3 --threads 1 --bins 1,2 \
+    --transport self --report "$tmp/t.html" --report-json "$tmp/t.json" "$tmp/g/shar"
+"$PYTHON" - "$tmp/t.json" "$tmp/t.html" "$tmp/b.json" <<'PY' || fail "broadcast seconds"
+import json, sys
+res = json.load(open(sys.argv[1]))["result"]
+assert isinstance(res["broadcast_seconds"], float) and res["broadcast_seconds"] >= 0, res
+page = open(sys.argv[2]).read()
+assert "broadcast" in page[page.index('id="chart-stages"'):].split("</svg>")[0], "bar missing"
+assert json.load(open(sys.argv[3]))["result"]["broadcast_seconds"] is None
+PY
 expect_rc 0 "$SHARC" bench --compare "$tmp/a.json" "$tmp/b.json" --report "$tmp/c.html"
 rcheck compare "$tmp/c.html" "$tmp/a.json" "$tmp/b.json"
 rcheck offline "$tmp/c.html"

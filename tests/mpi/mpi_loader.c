@@ -231,6 +231,11 @@ static void lockstep_and_early_break(void)
     run(l, &m, MAX_STEPS, &mine);
     sharc_batch *b = NULL;
     CHECK_RC(sharc_loader_next(l, &b), SHARC_END);
+    /* Every rank spent some time in the broadcast: a peer at least in receiving its frames. */
+    double bcast = -1;
+    CHECK_RC(sharc_loader_broadcast_seconds(l, &bcast), 0);
+    CHECK(bcast > 0 && bcast < 600);
+    CHECK_RC(sharc_loader_broadcast_seconds(NULL, &bcast), SHARC_ERR(EINVAL));
     sharc_loader_close(&l);
     gather(&mine);
     check_groups_identical();
