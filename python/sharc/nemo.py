@@ -189,6 +189,8 @@ def _resolve_seed(key: str, value: Any, world_size: int, base: Optional[int] = N
 
 def _weighted(entries: Any, key: str) -> List[Tuple[Any, Optional[float]]]:
     """NeMo's list forms: ``[path, ...]``, ``[[path], ...]`` or ``[[path, weight], ...]``."""
+    if len(entries) == 0:
+        raise _fail(key, entries, "give at least one path")
     out = []
     for e in entries:
         if isinstance(e, list):

@@ -214,6 +214,8 @@ def test_trng_is_shared_over_torch_distributed(corpus, tmp_path):
 
 def test_errors_name_the_key(corpus):
     base = {**nemo_tarred(corpus), "batch_size": 4}
+    with pytest.raises(ValueError, match=r"'manifest_filepath' = \[\] is not supported: give at least one path"):
+        nemo.reader_settings({**base, "manifest_filepath": [], "tarred_audio_filepaths": []})
     with pytest.raises(ValueError, match=r"unknown config key 'bath_duration': .* remove it or correct its spelling"):
         nemo.reader_settings({**base, "bath_duration": 10})
     with pytest.raises(ValueError, match=r"'rir_enabled' = True is not supported: remove it: sharc has no reverb"):
