@@ -1947,7 +1947,7 @@ static void windows_in_cut_mode(const char *path, uint64_t seed, int rows, int64
 }
 
 /*
- * Long-form audio: 60 manifest rows cut consecutive 2 s windows out of one 130 s member (as
+ * Long-form audio: 20 manifest rows cut consecutive 2 s windows out of one 40 s member (as
  * NeMo manifests segment a long recording), in a plain tar, WAV and FLAC. Every window's
  * samples are exact, and the member is read about once in all, not once or twice per row:
  * its header from its first bytes, each window's samples alone (WAV), or what libsndfile
@@ -1959,15 +1959,15 @@ static void windows_in_cut_mode(const char *path, uint64_t seed, int rows, int64
 START_TEST(long_member_windows_read_once)
 {
     static const char *const codecs[] = {"wav", "flac"};
-    enum { ROWS = 60, RATE = 16000, WINDOW = 2 * RATE };
+    enum { ROWS = 20, RATE = 16000, WINDOW = 2 * RATE };
     for (int c = 0; c < 2; c++) {
         char args[256];
         snprintf(args, sizeof args,
                  "--layout nemo --codec %s --compress none --shards 1 --cuts-per-shard 3 "
-                 "--min-duration 130 --max-duration 130",
+                 "--min-duration 40 --max-duration 40",
                  codecs[c]);
         char *dir = gen_corpus(args);
-        ck_assert_int_eq(tu_sh("python3 '%s/nemo_windows.py' '%s' %d 2 131 >/dev/null",
+        ck_assert_int_eq(tu_sh("python3 '%s/nemo_windows.py' '%s' %d 2 41 >/dev/null",
                                getenv("SHARC_TESTS_SRC"), dir, ROWS),
                          0);
         char path[600], tar[700], line[4096];
