@@ -53,6 +53,41 @@ tail -n +3 "$tmp/t1" >"$tmp/t1rest"
 [ -s "$tmp/r" ] || fail "the resumed run gave no batch"
 cmp -s "$tmp/t1rest" "$tmp/r" || fail "the resumed run's tokens differ from steps 2..."
 
+# BPE models whose merges stop at word starts are encoded word by word, through a cache: the
+# same ids as Python's encode_as_ids of the whole transcript, whatever its spacing, script or
+# repeats. Models where that does not hold (pieces across words, no dummy prefix) are encoded
+# whole, and give Python's ids too.
+spm_model bpe 150 --model_type=bpe
+spm_model bpe_across 150 --model_type=bpe --split_by_whitespace=false
+spm_model bpe_noprefix 150 --model_type=bpe --add_dummy_prefix=false
+mkdir "$tmp/ws"
+"$py" - "$tmp/ws/shard-000000.tar" <<'PY'
+import io, sys, tarfile, wave
+def wav():
+    b = io.BytesIO()
+    with wave.open(b, "wb") as w:
+        w.setnchannels(1); w.setsampwidth(2); w.setframerate(16000)
+        w.writeframes(b"\0\0" * 1600)
+    return b.getvalue()
+texts = ["the quick brown fox", "  the   quick  brown fox  ", "the\tquick\nbrown fox",
+         "the\u00a0quick\u3000brown fox", "caf\u00e9 cafe\u0301 \u0301tail",
+         "\u0141\u00f3d\u017a \u00fcber stra\u00dfe", "\u4f60\u597d \u4e16\u754c x",
+         "the quick brown fox", "a" * 70 + " the " + "b" * 70, "\U0001f600 smile \ufb01le",
+         " ", "the the the the quick quick"]
+with tarfile.open(sys.argv[1], "w", format=tarfile.USTAR_FORMAT) as t:
+    for k, txt in enumerate(texts):
+        for ext, data in (("wav", wav()), ("txt", txt.encode())):
+            ti = tarfile.TarInfo(f"c{k:02d}.{ext}"); ti.size = len(data)
+            t.addfile(ti, io.BytesIO(data))
+PY
+for m in bpe bpe_across bpe_noprefix; do
+    rm -rf "$tmp/d"
+    expect_rc 0 "$SHARC" read --quiet --max-cuts 4 --tokenizer "$tmp/$m.model" \
+        --dump-dir "$tmp/d" "$tmp/ws"
+    rows=$("$py" "$here/tokens_check.py" "$tmp/d" 0 "$tmp/$m.model")
+    [ "$rows" = 12 ] || fail "$m: $rows rows checked, not 12"
+done
+
 # Token filters and NeMo's 2D buckets: every batch inside one bucket and within its size,
 # exactly the cuts that pass out, the rest counted (tokens_buckets.py, NeMo's algorithm).
 buckets() { # buckets NAME SETTINGS_JSON SHARC_OPTIONS...
