@@ -110,9 +110,9 @@ struct pb_reader {
 
 /* Whether the model's ids for a text are the ids of its space-separated words, each encoded
  * alone, one after the other. True of a BPE model whose pieces hold U+2581 (the escaped
- * space) only at their start, which adds a dummy prefix to the text, removes extra
- * whitespace, escapes it, and puts it before words: its merges never cross the start of a
- * word, each word is encoded as if it began the text, and the normalizer's map works one
+ * space) only at their start, with U+2581 a piece of its own, which adds a dummy prefix to the
+ * text, removes extra whitespace, escapes it, and puts it before words: its merges never cross the
+ * start of a word, each word is encoded as if it began the text, and the normalizer's map works one
  * code point at a time. Not of unigram models: their Viterbi search sums float scores along
  * the whole text, so a near tie between two splits of a word can go another way after the
  * score of the words before it. */
@@ -153,6 +153,11 @@ static bool split_into_words(const sentencepiece::SentencePieceProcessor &sp)
     if (!top.ok || model_type != 2 || suffix || !dummy_prefix || !extra_whitespace || !escape)
         return false;
     static const char space[] = "\xe2\x96\x81"; /* U+2581 */
+    /* Without a piece of its own, a word's escaped space would be unknown, and runs of
+     * unknown pieces are merged: across the words, in a whole text. */
+    const int alone = sp.PieceToId(space);
+    if (sp.IsUnknown(alone) || sp.IsControl(alone) || sp.IsUnused(alone))
+        return false;
     for (int id = 0; id < sp.GetPieceSize(); id++) {
         const std::string &piece = sp.IdToPiece(id);
         if (piece.size() > 1 && piece.find(space, 1) != std::string::npos)
