@@ -11,6 +11,7 @@
 #include "plan/tokenizer.h"
 
 #include <errno.h>
+#include <math.h>
 #include <string.h>
 
 #include <mutex>
@@ -28,18 +29,29 @@ namespace
  * shard is emptied): 16 x 4096 words of a few ids, a few MiB per model at most. */
 constexpr size_t kCacheShards = 16;
 constexpr size_t kCacheWords = 4096;
-constexpr size_t kCacheWordBytes = 64; /* longer words are encoded each time */
+constexpr size_t kCacheWordBytes = 64; /* a text with a longer word is encoded whole */
+
+/* A word's ids; for a unigram model also the score of its best split and by how much that
+ * beats the second best (exact sums of the pieces' scores), or a negative margin where the
+ * word must not be taken from the cache (see unigram_word()). */
+struct cached_word {
+    std::vector<int> ids;
+    double score = 0;
+    double margin = HUGE_VAL;
+};
 
 struct word_cache {
     std::mutex lock[kCacheShards];
-    std::unordered_map<std::string, std::vector<int>> words[kCacheShards];
+    std::unordered_map<std::string, cached_word> words[kCacheShards];
 };
+
+enum class by_words { no, bpe, unigram };
 
 struct model {
     sentencepiece::SentencePieceProcessor sp;
     std::string lang; /* empty: the only model, for every cut */
     int32_t offset = 0;
-    bool by_words = false; /* split_into_words() holds */
+    by_words words = by_words::no; /* split_into_words() */
     mutable word_cache *cache = nullptr;
     ~model()
     {
@@ -108,15 +120,17 @@ struct pb_reader {
     }
 };
 
-/* Whether the model's ids for a text are the ids of its space-separated words, each encoded
- * alone, one after the other. True of a BPE model whose pieces hold U+2581 (the escaped
- * space) only at their start, with U+2581 a piece of its own, which adds a dummy prefix to the
- * text, removes extra whitespace, escapes it, and puts it before words: its merges never cross the
- * start of a word, each word is encoded as if it began the text, and the normalizer's map works one
- * code point at a time. Not of unigram models: their Viterbi search sums float scores along
- * the whole text, so a near tie between two splits of a word can go another way after the
- * score of the words before it. */
-static bool split_into_words(const sentencepiece::SentencePieceProcessor &sp)
+/* How the model's ids for a text may come from its space-separated words, each encoded
+ * alone. That needs pieces that hold U+2581 (the escaped space) only at their start, U+2581
+ * a piece of its own, and a model that adds a dummy prefix to the text, removes extra
+ * whitespace, escapes it and puts it before words: then no piece crosses the start of a
+ * word, each word is encoded as if it began the text, and the normalizer's map works one
+ * code point at a time.
+ * - BPE: the merges inside a word are those of the word alone, so its ids are.
+ * - Unigram: the best split of the text is the best split of each word, but the Viterbi
+ *   search adds float scores along the whole text, so where two splits of a word nearly tie
+ *   the words before it can tip the choice; unigram_word() keeps each word's margin. */
+static by_words split_into_words(const sentencepiece::SentencePieceProcessor &sp)
 {
     const std::string proto = sp.serialized_model_proto();
     pb_reader top{(const unsigned char *)proto.data(),
@@ -148,71 +162,114 @@ static bool split_into_words(const sentencepiece::SentencePieceProcessor &sp)
                 escape = v != 0;
         }
         if (!sub.ok)
-            return false;
+            return by_words::no;
     }
-    if (!top.ok || model_type != 2 || suffix || !dummy_prefix || !extra_whitespace || !escape)
-        return false;
+    if (!top.ok || (model_type != 1 && model_type != 2) || suffix || !dummy_prefix ||
+        !extra_whitespace || !escape)
+        return by_words::no;
     static const char space[] = "\xe2\x96\x81"; /* U+2581 */
     /* Without a piece of its own, a word's escaped space would be unknown, and runs of
      * unknown pieces are merged: across the words, in a whole text. */
     const int alone = sp.PieceToId(space);
     if (sp.IsUnknown(alone) || sp.IsControl(alone) || sp.IsUnused(alone))
-        return false;
+        return by_words::no;
     for (int id = 0; id < sp.GetPieceSize(); id++) {
         const std::string &piece = sp.IdToPiece(id);
         if (piece.size() > 1 && piece.find(space, 1) != std::string::npos)
-            return false;
+            return by_words::no;
     }
-    return true;
+    return model_type == 2 ? by_words::bpe : by_words::unigram;
 }
 
-/* Append to `out` the ids of the word text[0, len), from the cache or encoded now. */
-static sentencepiece::util::Status encode_word(const model *m, const char *text, size_t len,
-                                               std::vector<int> &out)
+/* A unigram model's word: its ids, and the margin by which their split beats the next best
+ * (NBestEncode's second), both scored as exact sums of the pieces' scores. A word whose
+ * split holds a piece scored otherwise in the search (unknown, bytes, user-defined symbols,
+ * all of score 0 or none) gets a negative margin: never taken from the cache. */
+static sentencepiece::util::Status unigram_word(const model *m, absl::string_view word,
+                                                cached_word &w)
 {
-    if (len > kCacheWordBytes) {
-        std::vector<int> ids;
-        const auto st = m->sp.Encode(absl::string_view(text, len), &ids);
-        out.insert(out.end(), ids.begin(), ids.end());
+    std::vector<std::vector<int>> best;
+    auto st = m->sp.Encode(word, &w.ids);
+    if (st.ok())
+        st = m->sp.NBestEncode(word, 2, &best);
+    if (!st.ok())
         return st;
+    double score[2] = {0, -HUGE_VAL};
+    for (size_t k = 0; k < best.size() && k < 2; k++) {
+        score[k] = 0;
+        for (int id : best[k]) {
+            const float piece = m->sp.GetScore(id);
+            if (!(piece < 0) || m->sp.IsUnknown(id) || m->sp.IsByte(id)) {
+                w.margin = -1;
+                return st;
+            }
+            score[k] += piece;
+        }
     }
+    w.score = score[0];
+    w.margin = best.empty() || best[0] != w.ids ? -1 : score[0] - score[1];
+    return st;
+}
+
+/* The word text[0, len), from the cache or encoded (and cached) now. */
+static sentencepiece::util::Status lookup_word(const model *m, const char *text, size_t len,
+                                               cached_word &w)
+{
     const std::string word(text, len);
     const size_t shard = std::hash<std::string>{}(word) % kCacheShards;
     {
         std::lock_guard<std::mutex> hold(m->cache->lock[shard]);
         const auto it = m->cache->words[shard].find(word);
         if (it != m->cache->words[shard].end()) {
-            out.insert(out.end(), it->second.begin(), it->second.end());
+            w = it->second;
             return sentencepiece::util::Status();
         }
     }
-    std::vector<int> ids;
-    const auto st = m->sp.Encode(absl::string_view(text, len), &ids);
+    const auto st =
+        m->words == by_words::unigram ? unigram_word(m, word, w) : m->sp.Encode(word, &w.ids);
     if (!st.ok())
         return st;
-    out.insert(out.end(), ids.begin(), ids.end());
     std::lock_guard<std::mutex> hold(m->cache->lock[shard]);
     auto &words = m->cache->words[shard];
     if (words.size() >= kCacheWords)
         words.clear();
-    words.emplace(word, std::move(ids));
-    return sentencepiece::util::Status();
+    words.emplace(word, w);
+    return st;
 }
 
-/* The ids of text[0, len): word by word where the model allows it, else whole. */
+/*
+ * The ids of text[0, len): word by word where the model allows it, else whole. A unigram
+ * word is taken from the cache only when its margin exceeds what float rounding can move
+ * in the whole text's search: each path through the word adds at most len + 2 scores to
+ * partial sums no larger than the text's score so far plus the word's, each sum off by at
+ * most half an ulp (2^-24 of it), so two splits compared there are off by at most twice
+ * that; four times that is required. Otherwise the whole text is encoded.
+ */
 static sentencepiece::util::Status encode_text(const model *m, const char *text, size_t len,
                                                std::vector<int> &out)
 {
-    if (!m->by_words)
+    if (m->words == by_words::no)
         return m->sp.Encode(absl::string_view(text, len), &out);
     out.clear();
+    double so_far = 0; /* minus the best split's score of the words before */
+    cached_word w;
     for (size_t at = 0; at < len;) {
         const char *space = (const char *)memchr(text + at, ' ', len - at);
         const size_t end = space ? (size_t)(space - text) : len;
-        if (end > at) {
-            const auto st = encode_word(m, text + at, end - at, out);
+        const size_t n = end - at;
+        if (n > kCacheWordBytes)
+            return m->sp.Encode(absl::string_view(text, len), &out);
+        if (n > 0) {
+            const auto st = lookup_word(m, text + at, n, w);
             if (!st.ok())
                 return st;
+            if (m->words == by_words::unigram) {
+                so_far -= w.score;
+                const double rounding = 8.0 * (double)(n + 2) * so_far * 0x1p-24;
+                if (!(w.margin > rounding))
+                    return m->sp.Encode(absl::string_view(text, len), &out);
+            }
+            out.insert(out.end(), w.ids.begin(), w.ids.end());
         }
         at = end + 1;
     }
@@ -280,8 +337,8 @@ static int add_model(sharc__tokenizer *t, sharc__ctx *ctx, const char *spec, siz
                            path, size);
     m->offset = (int32_t)t->vocab;
     t->vocab += (uint32_t)size;
-    m->by_words = split_into_words(m->sp);
-    if (m->by_words)
+    m->words = split_into_words(m->sp);
+    if (m->words != by_words::no)
         m->cache = new word_cache;
     return 0;
 }

@@ -53,10 +53,11 @@ tail -n +3 "$tmp/t1" >"$tmp/t1rest"
 [ -s "$tmp/r" ] || fail "the resumed run gave no batch"
 cmp -s "$tmp/t1rest" "$tmp/r" || fail "the resumed run's tokens differ from steps 2..."
 
-# BPE models whose merges stop at word starts are encoded word by word, through a cache: the
-# same ids as Python's encode_as_ids of the whole transcript, whatever its spacing, script or
-# repeats. Models where that does not hold (pieces across words, no dummy prefix) are encoded
-# whole, and give Python's ids too.
+# Models whose pieces stop at word starts are encoded word by word, through a cache (unigram
+# ones where a word's best split wins by a safe margin): the same ids as Python's
+# encode_as_ids of the whole transcript, whatever its spacing, script or repeats. Models
+# where that does not hold (pieces across words, no dummy prefix) are encoded whole, and give
+# Python's ids too.
 spm_model bpe 150 --model_type=bpe
 spm_model bpe_across 150 --model_type=bpe --split_by_whitespace=false
 spm_model bpe_noprefix 150 --model_type=bpe --add_dummy_prefix=false
@@ -80,11 +81,13 @@ with tarfile.open(sys.argv[1], "w", format=tarfile.USTAR_FORMAT) as t:
             ti = tarfile.TarInfo(f"c{k:02d}.{ext}"); ti.size = len(data)
             t.addfile(ti, io.BytesIO(data))
 PY
-for m in bpe bpe_across bpe_noprefix; do
+for m in bpe:0 bpe_across:0 bpe_noprefix:0 en:0 pad:3; do
+    pad=${m#*:}
+    m=${m%:*}
     rm -rf "$tmp/d"
     expect_rc 0 "$SHARC" read --quiet --max-cuts 4 --tokenizer "$tmp/$m.model" \
         --dump-dir "$tmp/d" "$tmp/ws"
-    rows=$("$py" "$here/tokens_check.py" "$tmp/d" 0 "$tmp/$m.model")
+    rows=$("$py" "$here/tokens_check.py" "$tmp/d" "$pad" "$tmp/$m.model")
     [ "$rows" = 12 ] || fail "$m: $rows rows checked, not 12"
 done
 
