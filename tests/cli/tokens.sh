@@ -91,6 +91,35 @@ for m in bpe:0 bpe_across:0 bpe_noprefix:0 en:0 pad:3; do
     [ "$rows" = 12 ] || fail "$m: $rows rows checked, not 12"
 done
 
+# And over 1000 random transcripts of the shipped text's words (some reversed, so that
+# rarer splits come up), each word met many times.
+mkdir "$tmp/rw"
+"$py" - "$tmp/rw/shard-000000.tar" "$text" <<'PY'
+import io, random, sys, tarfile, wave
+words = open(sys.argv[2], encoding="utf-8").read().split()
+rnd = random.Random(3)
+b = io.BytesIO()
+with wave.open(b, "wb") as w:
+    w.setnchannels(1); w.setsampwidth(2); w.setframerate(16000)
+    w.writeframes(b"\0\0" * 160)
+with tarfile.open(sys.argv[1], "w", format=tarfile.USTAR_FORMAT) as t:
+    for k in range(1000):
+        txt = " ".join(rnd.choice(words)[:: 1 if rnd.random() > 0.05 else -1]
+                       for _ in range(rnd.randint(1, 60)))
+        for ext, data in (("wav", b.getvalue()), ("txt", txt.encode())):
+            ti = tarfile.TarInfo(f"c{k:04d}.{ext}"); ti.size = len(data)
+            t.addfile(ti, io.BytesIO(data))
+PY
+for m in bpe:0 en:0 pad:3; do
+    pad=${m#*:}
+    m=${m%:*}
+    rm -rf "$tmp/d"
+    expect_rc 0 "$SHARC" read --quiet --max-cuts 100 --tokenizer "$tmp/$m.model" \
+        --dump-dir "$tmp/d" "$tmp/rw"
+    rows=$("$py" "$here/tokens_check.py" "$tmp/d" "$pad" "$tmp/$m.model")
+    [ "$rows" = 1000 ] || fail "$m, random texts: $rows rows checked, not 1000"
+done
+
 # Token filters and NeMo's 2D buckets: every batch inside one bucket and within its size,
 # exactly the cuts that pass out, the rest counted (tokens_buckets.py, NeMo's algorithm).
 buckets() { # buckets NAME SETTINGS_JSON SHARC_OPTIONS...
