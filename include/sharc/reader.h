@@ -324,7 +324,8 @@ typedef struct sharc_reader_settings {
     sharc_device device;
     int device_ordinal; ///< the CUDA device of SHARC_DEVICE_CUDA, >= 0 (default 0)
     /** Speed and volume perturbation (docs/conditioning.md), copied at open; NULL = none
-     *  (default NULL). Fill with sharc_augment_default_settings() first. */
+     *  (default NULL). Fill with sharc_augment_default_settings() first. Given, batches
+     *  hold each cut's `speed`, `gain` and `snr_db` f32 [B] (sharc/batch.h). */
     const sharc_augment_settings *augment;
     /** Convert every cut at another rate than `sampling_rate` (which must then be set) to
      *  it on the decode threads, with libsoxr: a cut of n samples at rate r gets

@@ -733,6 +733,8 @@ int sharc__pipeline_start(sharc__pipeline **out, const sharc__pipeline_config *c
         p->slots[k].col.tokens = 1;
         p->slots[k].col.pad_id = sharc__tokenizer_pad_id(c->tokenizer);
     }
+    for (size_t k = 0; rc == 0 && rs->augment && k < p->n_slots; k++)
+        p->slots[k].col.cond = 1; /* each row's speed, gain and SNR */
     if (rc == 0 && p->cs.ops->n_sources) {
         size_t n = p->cs.ops->n_sources(p->cs.self);
         p->source_cuts = sharc__calloc(ctx, n, sizeof *p->source_cuts);
