@@ -141,6 +141,26 @@ static int batch_info_compute(const sharc_batch *b, int given_rate, batch_info *
     return 0;
 }
 
+/* Each cut's speed factor, gain and SNR (null without noise) when the batch has them (a
+ * reader with conditioning): ,"speed":[..],"gain":[..],"snr_db":[..]. */
+static void print_cond_json(FILE *f, const sharc_batch *b, int64_t B)
+{
+    static const char *const names[] = {"speed", "gain", "snr_db"};
+    for (size_t k = 0; k < 3; k++) {
+        const sharc_tensor *t = tensor_of(b, names[k], SHARC_DTYPE_F32, 1, B);
+        if (t == NULL)
+            continue;
+        cli_json_key(f, names[k], 0);
+        fputc('[', f);
+        for (int64_t i = 0; i < B; i++) {
+            if (i > 0)
+                fputc(',', f);
+            cli_json_f32(f, ((const float *)t->data)[i]);
+        }
+        fputc(']', f);
+    }
+}
+
 static void print_batch_json(const sharc_batch *b, const batch_info *bi, const cli_dist *d,
                              const sharc_loader *l, int tokens)
 {
@@ -167,6 +187,7 @@ static void print_batch_json(const sharc_batch *b, const batch_info *bi, const c
     fprintf(f, ",\"audio_crc32\":%" PRIu32, bi->crc);
     if (tokens)
         cli_tokens_json(f, b);
+    print_cond_json(f, b, bi->B);
     cli_dist_json(f, d, l);
     fputs("}\n", f);
 }
