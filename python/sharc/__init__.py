@@ -369,7 +369,7 @@ class Reader:
         return self._c.shards()
 
     def stats(self) -> dict:
-        """The reader's counters (cuts, batches, problems by kind, ...)."""
+        """The reader's counters (cuts, batches, filtered cuts by reason, problems by kind, ...)."""
         return self._c.stats()
 
 
