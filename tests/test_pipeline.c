@@ -1800,6 +1800,42 @@ START_TEST(skipped_longest_row_narrows_the_batch)
     ck_assert_uint_eq(st.skipped_cuts, 1);
     ck_assert_double_eq_tol(st.padded_seconds, 11.0 * second / 16000.0, 1e-6);
     sharc_reader_close(&r);
+    /* With conditioning, the per-row gains are compacted with the rows: each kept row has
+     * its own cut's gain, as cut mode draws it. */
+    sharc_augment_settings a;
+    sharc_augment_default_settings(&a);
+    a.volume_perturb_db[0] = -6;
+    a.volume_perturb_db[1] = 6;
+    s.augment = &a;
+    char ids[12][256];
+    double gains[12];
+    size_t n = 0;
+    const sharc_cut *c;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    while (sharc_reader_next(r, &c) == 0) {
+        ck_assert_uint_lt(n, 12);
+        snprintf(ids[n], sizeof ids[n], "%s", c->id);
+        gains[n++] = c->gain;
+    }
+    sharc_reader_close(&r);
+    ck_assert_uint_eq(n, 11);
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    ck_assert_int_eq(sharc_reader_next_batch(r, &b), 0);
+    const sharc_tensor *gain = sharc_batch_tensor(b, "gain");
+    ck_assert_int_eq(gain->shape[0], 11);
+    ck_assert_uint_eq(gain->nbytes, 11 * sizeof(float));
+    ck_assert_int_eq(sharc_batch_tensor(b, "speed")->shape[0], 11);
+    ck_assert_int_eq(sharc_batch_tensor(b, "snr_db")->shape[0], 11);
+    for (size_t i = 0; i < 11; i++) {
+        size_t len, k = 0;
+        const char *cid = sharc_batch_string(b, "cut_id", i, &len);
+        while (k < n && !(strlen(ids[k]) == len && memcmp(ids[k], cid, len) == 0))
+            k++;
+        ck_assert_uint_lt(k, n);
+        ck_assert(((const float *)gain->data)[i] == (float)gains[k]);
+    }
+    sharc_batch_release(b);
+    sharc_reader_close(&r);
     tu_rm_rf(dir);
     free(dir);
 }
