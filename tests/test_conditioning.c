@@ -482,16 +482,13 @@ START_TEST(batches_carry_the_draws)
                            getenv("SHARC_GEN"), dir),
                      0);
     const char *noise = make_noise(dir);
+    sharc_reader_settings s;
+    const char *path;
+    settings_for(&s, dir, &path);
     char ds[1024];
     snprintf(ds, sizeof ds, "%s/wds", dir);
-    const char *path = ds;
-    sharc_reader_settings s;
-    sharc_reader_default_settings(&s);
-    s.paths = &path;
-    s.n_paths = 1;
+    path = ds; /* sharc-gen's, for dir/ds */
     s.epochs = 2;
-    s.sampling_rate = 16000;
-    s.resample = 1;
     static const double factors[] = {0.9, 1.0, 1.1};
     sharc_augment_settings a;
     sharc_augment_default_settings(&a);
