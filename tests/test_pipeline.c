@@ -744,15 +744,18 @@ START_TEST(corrupt_states_are_rejected)
     reseal(bad, size);
     ck_assert_int_eq(resume_status(&s, bad, size, why), SHARC_ERR_STATE);
     ck_assert_str_eq(why, "cannot resume: the state points at position 100 of a shard order of 6");
-    /* Forged counters and steps no run writes: NaN seconds, a step past 2^62. */
+    /* Forged counters and steps no run writes: NaN seconds, a step past 2^62, more cuts
+     * filtered by a reason than in all (the u64 after the two seconds). */
     const size_t seconds_at = 8 * (9 + 7 + SHARC_PROBLEM_COUNT);
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
         memcpy(bad, blob, size);
         if (k == 0) {
             double nan_value = NAN;
             memcpy(bad + seconds_at, &nan_value, 8);
-        } else {
+        } else if (k == 1) {
             bad[16 + 7] = 0x80;
+        } else {
+            bad[seconds_at + 16] = 1;
         }
         reseal(bad, size);
         ck_assert_int_eq(resume_status(&s, bad, size, why), SHARC_ERR_STATE);
