@@ -471,6 +471,111 @@ START_TEST(draws_depend_on_seed_cut_epoch)
 }
 END_TEST
 
+/* Each batch row carries its cut's speed factor, gain and SNR: those of cut mode for the same
+ * cut and epoch (as f32), NAN where no noise was mixed in, whatever the threads; each of the
+ * 2 epochs' cuts is met once. A reader without conditioning has no such tensors. */
+START_TEST(batches_carry_the_draws)
+{
+    char *dir = tu_mkdtemp();
+    ck_assert_int_eq(tu_sh("'%s' --out '%s' --layout wds --codec wav --shards 2 "
+                           "--cuts-per-shard 12 --min-duration 0.2 --max-duration 0.5 >/dev/null",
+                           getenv("SHARC_GEN"), dir),
+                     0);
+    const char *noise = make_noise(dir);
+    sharc_reader_settings s;
+    const char *path;
+    settings_for(&s, dir, &path);
+    char ds[1024];
+    snprintf(ds, sizeof ds, "%s/wds", dir);
+    path = ds; /* sharc-gen's, for dir/ds */
+    s.epochs = 2;
+    static const double factors[] = {0.9, 1.0, 1.1};
+    sharc_augment_settings a;
+    sharc_augment_default_settings(&a);
+    a.speed_perturb = factors;
+    a.n_speed_perturb = 3;
+    a.volume_perturb_db[0] = -6;
+    a.volume_perturb_db[1] = 6;
+    a.volume_perturb_prob = 0.5;
+    a.noise = &noise;
+    a.n_noise = 1;
+    s.augment = &a;
+    enum { N = 48 };
+    char ids[N][64];
+    double speed[N], gain[N], snr[N];
+    sharc_reader *r;
+    const sharc_cut *c;
+    size_t n = 0;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    while (sharc_reader_next(r, &c) == 0) {
+        ck_assert_uint_lt(n, N);
+        snprintf(ids[n], sizeof ids[n], "%s", c->id);
+        speed[n] = c->speed;
+        gain[n] = c->gain;
+        snr[n++] = c->snr_db;
+    }
+    sharc_reader_close(&r);
+    ck_assert_uint_eq(n, N);
+    s.sampler.max_cuts = 5;
+    for (int threads = 1; threads <= 2; threads++) {
+        s.n_threads = threads;
+        ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+        sharc_batch *b;
+        size_t rows = 0, noisy = 0, gained = 0, sped = 0;
+        uint8_t seen[N] = {0};
+        while (sharc_reader_next_batch(r, &b) == 0) {
+            const sharc_tensor *t[3] = {sharc_batch_tensor(b, "speed"),
+                                        sharc_batch_tensor(b, "gain"),
+                                        sharc_batch_tensor(b, "snr_db")};
+            for (int k = 0; k < 3; k++) {
+                ck_assert_ptr_nonnull(t[k]);
+                ck_assert_int_eq(t[k]->dtype, SHARC_DTYPE_F32);
+                ck_assert_int_eq(t[k]->ndim, 1);
+                ck_assert_int_eq(t[k]->shape[0], sharc_batch_tensor(b, "audio_lens")->shape[0]);
+            }
+            for (int64_t i = 0; i < t[0]->shape[0]; i++, rows++) {
+                size_t idl;
+                const char *id = sharc_batch_string(b, "cut_id", (size_t)i, &idl);
+                const float *v[3] = {t[0]->data, t[1]->data, t[2]->data};
+                /* A batch may hold cuts of two epochs: the row is the one of its cut's two
+                 * (id, epoch) entries whose draws it has, each entry met once. */
+                size_t j = 0;
+                while (j < N && (seen[j] || strlen(ids[j]) != idl || memcmp(ids[j], id, idl) != 0 ||
+                                 v[0][i] != (float)speed[j] || v[1][i] != (float)gain[j] ||
+                                 (isnan(snr[j]) ? !isnan(v[2][i]) : v[2][i] != (float)snr[j])))
+                    j++;
+                ck_assert_msg(j < N,
+                              "row %lld of step %llu (cut %.*s): no cut of that id has "
+                              "speed %g, gain %g, SNR %g",
+                              (long long)i, (unsigned long long)b->step, (int)idl, id, v[0][i],
+                              v[1][i], v[2][i]);
+                seen[j] = 1;
+                noisy += !isnan(snr[j]);
+                gained += gain[j] != 1;
+                sped += speed[j] != 1;
+            }
+            sharc_batch_release(b);
+        }
+        ck_assert_uint_eq(rows, N);
+        /* Every kind of draw shows, and not on every row. */
+        ck_assert(noisy > 0 && noisy < N && gained > 0 && gained < N && sped > 0 && sped < N);
+        sharc_reader_close(&r);
+    }
+    /* Without conditioning, no such tensors. */
+    s.augment = NULL;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    sharc_batch *b;
+    ck_assert_int_eq(sharc_reader_next_batch(r, &b), 0);
+    ck_assert_ptr_null(sharc_batch_tensor(b, "speed"));
+    ck_assert_ptr_null(sharc_batch_tensor(b, "gain"));
+    ck_assert_ptr_null(sharc_batch_tensor(b, "snr_db"));
+    sharc_batch_release(b);
+    sharc_reader_close(&r);
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
 /* A volume-perturbed cut is the unperturbed one times its gain. */
 START_TEST(volume_scales_samples)
 {
@@ -867,6 +972,7 @@ int main(void)
     tcase_add_test(tc, without_resample_the_error_names_it);
     tcase_add_test(tc, speed_matches_sox);
     tcase_add_test(tc, draws_depend_on_seed_cut_epoch);
+    tcase_add_test(tc, batches_carry_the_draws);
     tcase_add_test(tc, volume_scales_samples);
     tcase_add_test(tc, resume_is_bit_identical);
     tcase_add_test(tc, bad_settings_name_the_setting);

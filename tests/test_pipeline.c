@@ -744,15 +744,18 @@ START_TEST(corrupt_states_are_rejected)
     reseal(bad, size);
     ck_assert_int_eq(resume_status(&s, bad, size, why), SHARC_ERR_STATE);
     ck_assert_str_eq(why, "cannot resume: the state points at position 100 of a shard order of 6");
-    /* Forged counters and steps no run writes: NaN seconds, a step past 2^62. */
+    /* Forged counters and steps no run writes: NaN seconds, a step past 2^62, more cuts
+     * filtered by a reason than in all (the u64 after the two seconds). */
     const size_t seconds_at = 8 * (9 + 7 + SHARC_PROBLEM_COUNT);
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
         memcpy(bad, blob, size);
         if (k == 0) {
             double nan_value = NAN;
             memcpy(bad + seconds_at, &nan_value, 8);
-        } else {
+        } else if (k == 1) {
             bad[16 + 7] = 0x80;
+        } else {
+            bad[seconds_at + 16] = 1;
         }
         reseal(bad, size);
         ck_assert_int_eq(resume_status(&s, bad, size, why), SHARC_ERR_STATE);
@@ -1451,6 +1454,139 @@ START_TEST(stats_are_those_of_the_batch_returned)
 }
 END_TEST
 
+/*
+ * Filtered cuts by reason (sharc_reader_filter_counts) follow the counters' rule: at each
+ * step those of the last batch returned, the same for any threads and prefetch, summing to
+ * filtered_cuts, at the end the cuts that cut mode shows outside the limits; restored by a
+ * resume; a state of version 2 (without them) restores the total, and the reasons count
+ * from zero.
+ */
+typedef struct filter_step {
+    uint64_t total, by[SHARC_FILTER_COUNT];
+} filter_step;
+
+static filter_step filters_now(const sharc_reader *r)
+{
+    filter_step f = {0};
+    sharc_reader_stats st;
+    sharc_reader_get_stats(r, &st);
+    f.total = st.filtered_cuts;
+    ck_assert_uint_eq(sharc_reader_filter_counts(r, f.by, SHARC_FILTER_COUNT), SHARC_FILTER_COUNT);
+    return f;
+}
+
+START_TEST(filtered_cuts_by_reason)
+{
+    make_corpus();
+    const char *paths[1];
+    sharc_reader_settings s;
+    settings_for(&s, paths, 1, 1);
+    sharc_reader *r;
+    const sharc_cut *c;
+    uint64_t short_n = 0, long_n = 0;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    while (sharc_reader_next(r, &c) == 0) {
+        short_n += c->duration < 1.5;
+        long_n += c->duration > 6;
+    }
+    filter_step none = filters_now(r); /* a cut reader filters nothing */
+    ck_assert_uint_eq(none.total + none.by[SHARC_FILTER_MIN_DURATION], 0);
+    sharc_reader_close(&r);
+    ck_assert(short_n > 0 && long_n > 0);
+    s.sampler.min_duration = 1.5;
+    s.sampler.max_cut_duration = 6;
+    enum { CAP = 128 };
+    static filter_step ref[CAP], got;
+    static uint8_t state[1 << 16];
+    size_t n_ref = 0, state_len = 0;
+    const size_t save_at = 2;
+    sharc_batch *b;
+    for (int run = 0; run < 3; run++) {
+        s.n_threads = 1 + run;
+        s.prefetch = run == 0 ? 1 : 8;
+        size_t n = 0;
+        ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+        while (sharc_reader_next_batch(r, &b) == 0) {
+            ck_assert_uint_lt(n, CAP);
+            if (run > 0)
+                usleep(5000); /* the planner runs ahead */
+            got = filters_now(r);
+            ck_assert_uint_eq(got.by[SHARC_FILTER_MIN_DURATION] + got.by[SHARC_FILTER_MAX_DURATION],
+                              got.total);
+            if (run == 0) {
+                ref[n] = got;
+                if (n + 1 == save_at)
+                    ck_assert_int_eq(sharc_reader_state_save(r, state, sizeof state, &state_len),
+                                     0);
+            }
+            ck_assert_mem_eq(&got, &ref[n], sizeof got);
+            sharc_batch_release(b);
+            n++;
+        }
+        got = filters_now(r);
+        sharc_reader_close(&r);
+        if (run == 0)
+            n_ref = n;
+        ck_assert_uint_eq(n, n_ref);
+        ck_assert_uint_eq(got.by[SHARC_FILTER_MIN_DURATION], short_n);
+        ck_assert_uint_eq(got.by[SHARC_FILTER_MAX_DURATION], long_n);
+        ck_assert_uint_eq(got.total, short_n + long_n);
+        for (int k = SHARC_FILTER_MIN_TOKENS; k < SHARC_FILTER_COUNT; k++)
+            ck_assert_uint_eq(got.by[k], 0);
+    }
+    /* The reference run counted them as it went, not all at once. */
+    ck_assert_uint_gt(ref[save_at - 1].total, 0);
+    ck_assert_uint_lt(ref[save_at - 1].total, short_n + long_n);
+    /* Resumed: the saved step's counts before any batch, then the same steps. */
+    s.resume_state = state;
+    s.resume_state_size = state_len;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    got = filters_now(r);
+    ck_assert_mem_eq(&got, &ref[save_at - 1], sizeof got);
+    for (size_t i = save_at; i < n_ref; i++) {
+        ck_assert_int_eq(sharc_reader_next_batch(r, &b), 0);
+        sharc_batch_release(b);
+        got = filters_now(r);
+        ck_assert_mem_eq(&got, &ref[i], sizeof got);
+    }
+    ck_assert_int_eq(sharc_reader_next_batch(r, &b), SHARC_END);
+    sharc_reader_close(&r);
+    /* The same state as version 2 wrote it (no counts by reason after the counters). */
+    static uint8_t old[1 << 16];
+    const size_t by_at = 8 * (9 + 7 + SHARC_PROBLEM_COUNT + 2), by_len = 8 * SHARC_FILTER_COUNT;
+    memcpy(old, state, by_at);
+    memcpy(old + by_at, state + by_at + by_len, state_len - by_at - by_len);
+    old[4] = 2;
+    reseal(old, state_len - by_len);
+    s.resume_state = old;
+    s.resume_state_size = state_len - by_len;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    got = filters_now(r);
+    ck_assert_uint_eq(got.total, ref[save_at - 1].total);
+    ck_assert_uint_eq(got.by[SHARC_FILTER_MIN_DURATION] + got.by[SHARC_FILTER_MAX_DURATION], 0);
+    size_t steps = save_at;
+    while (sharc_reader_next_batch(r, &b) == 0) {
+        sharc_batch_release(b);
+        steps++;
+    }
+    ck_assert_msg(steps == n_ref, "%s", sharc_reader_last_error(r));
+    got = filters_now(r);
+    sharc_reader_close(&r);
+    ck_assert_uint_eq(got.total, short_n + long_n);
+    ck_assert_uint_eq(got.by[SHARC_FILTER_MIN_DURATION] + got.by[SHARC_FILTER_MAX_DURATION],
+                      short_n + long_n - ref[save_at - 1].total);
+    /* Names, and a caller that knows fewer reasons. */
+    ck_assert_str_eq(sharc_filter_name(SHARC_FILTER_MIN_DURATION), "min_duration");
+    ck_assert_str_eq(sharc_filter_name(SHARC_FILTER_MAX_DURATION), "max_cut_duration");
+    ck_assert_str_eq(sharc_filter_name(SHARC_FILTER_MAX_TPS), "max_tps");
+    ck_assert_str_eq(sharc_filter_name(SHARC_FILTER_NO_BUCKET), "no_bucket");
+    ck_assert_str_eq(sharc_filter_name(SHARC_FILTER_COUNT), "unknown");
+    uint64_t two[2] = {7, 7};
+    ck_assert_uint_eq(sharc_reader_filter_counts(NULL, two, 2), 0);
+    ck_assert_uint_eq(two[0], 7);
+}
+END_TEST
+
 /* Endless epochs that produce nothing stop with one error instead of looping: every cut
  * filtered out (batches), and every shard skipped under SKIP (cuts and batches). */
 START_TEST(endless_epochs_of_nothing_stop)
@@ -1477,6 +1613,10 @@ START_TEST(endless_epochs_of_nothing_stop)
     ck_assert_int_eq(sharc_reader_next_batch(r, &b), SHARC_ERR_FORMAT); /* sticks */
     sharc_reader_get_stats(r, &st);
     ck_assert_uint_eq(st.filtered_cuts, 12); /* one epoch, then the stop */
+    uint64_t by[SHARC_FILTER_COUNT];
+    ck_assert_uint_eq(sharc_reader_filter_counts(r, by, SHARC_FILTER_COUNT), SHARC_FILTER_COUNT);
+    ck_assert_uint_eq(by[SHARC_FILTER_MIN_DURATION], 12);
+    ck_assert_uint_eq(by[SHARC_FILTER_MAX_DURATION], 0);
     ck_assert_uint_eq(st.batches, 0);
     sharc_reader_close(&r);
 
@@ -1662,6 +1802,42 @@ START_TEST(skipped_longest_row_narrows_the_batch)
     ck_assert_uint_eq(st.cuts, 11);
     ck_assert_uint_eq(st.skipped_cuts, 1);
     ck_assert_double_eq_tol(st.padded_seconds, 11.0 * second / 16000.0, 1e-6);
+    sharc_reader_close(&r);
+    /* With conditioning, the per-row gains are compacted with the rows: each kept row has
+     * its own cut's gain, as cut mode draws it. */
+    sharc_augment_settings a;
+    sharc_augment_default_settings(&a);
+    a.volume_perturb_db[0] = -6;
+    a.volume_perturb_db[1] = 6;
+    s.augment = &a;
+    char ids[12][256];
+    double gains[12];
+    size_t n = 0;
+    const sharc_cut *c;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    while (sharc_reader_next(r, &c) == 0) {
+        ck_assert_uint_lt(n, 12);
+        snprintf(ids[n], sizeof ids[n], "%s", c->id);
+        gains[n++] = c->gain;
+    }
+    sharc_reader_close(&r);
+    ck_assert_uint_eq(n, 11);
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    ck_assert_int_eq(sharc_reader_next_batch(r, &b), 0);
+    const sharc_tensor *gain = sharc_batch_tensor(b, "gain");
+    ck_assert_int_eq(gain->shape[0], 11);
+    ck_assert_uint_eq(gain->nbytes, 11 * sizeof(float));
+    ck_assert_int_eq(sharc_batch_tensor(b, "speed")->shape[0], 11);
+    ck_assert_int_eq(sharc_batch_tensor(b, "snr_db")->shape[0], 11);
+    for (size_t i = 0; i < 11; i++) {
+        size_t len, k = 0;
+        const char *cid = sharc_batch_string(b, "cut_id", i, &len);
+        while (k < n && !(strlen(ids[k]) == len && memcmp(ids[k], cid, len) == 0))
+            k++;
+        ck_assert_uint_lt(k, n);
+        ck_assert(((const float *)gain->data)[i] == (float)gains[k]);
+    }
+    sharc_batch_release(b);
     sharc_reader_close(&r);
     tu_rm_rf(dir);
     free(dir);
@@ -2436,6 +2612,7 @@ int main(void)
     tcase_add_test(tc, timed_next_waits_in_slices);
     tcase_add_test(tc, decode_errors_under_both_policies);
     tcase_add_test(tc, stats_are_those_of_the_batch_returned);
+    tcase_add_test(tc, filtered_cuts_by_reason);
     tcase_add_test(tc, skipped_longest_row_narrows_the_batch);
     tcase_add_test(tc, batches_hold_one_sampling_rate);
     tcase_add_test(tc, batch_too_large_names_its_longest_cut);

@@ -30,7 +30,7 @@ typedef struct src {
     double reload_bias;   /* added to reloaded durations, to fake changed data */
     int no_peek;          /* offer no peek callback */
     size_t peeks, peeked; /* peek calls, durations visited */
-    uint64_t released[7];
+    uint64_t released[SHARC__RELEASE_REASONS];
 } src;
 
 static void src_init(src *s, size_t n)

@@ -249,6 +249,8 @@ int cli_same_file(const char *a, const char *b);
 
 /** Write a number with round-trip precision, or `null` when it is not finite. */
 void cli_json_num(FILE *f, double v);
+/** A float as the shortest JSON number that reads back as it; null when not finite. */
+void cli_json_f32(FILE *f, float v);
 /** v[0..n) as a JSON array of cli_json_num values. */
 void cli_json_nums(FILE *f, const double *v, size_t n);
 

@@ -445,6 +445,22 @@ void cli_json_num(FILE *f, double v)
     fputs(buf, f);
 }
 
+void cli_json_f32(FILE *f, float v)
+{
+    if (!isfinite(v)) {
+        fputs("null", f);
+        return;
+    }
+    /* The shortest of %.6g..%.9g that reads back as the same float. */
+    char buf[40];
+    for (int prec = 6; prec <= 9; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, (double)v);
+        if (strtof(buf, NULL) == v)
+            break;
+    }
+    fputs(buf, f);
+}
+
 void cli_json_nums(FILE *f, const double *v, size_t n)
 {
     fputc('[', f);

@@ -141,6 +141,26 @@ static int batch_info_compute(const sharc_batch *b, int given_rate, batch_info *
     return 0;
 }
 
+/* Each cut's speed factor, gain and SNR (null without noise) when the batch has them (a
+ * reader with conditioning): ,"speed":[..],"gain":[..],"snr_db":[..]. */
+static void print_cond_json(FILE *f, const sharc_batch *b, int64_t B)
+{
+    static const char *const names[] = {"speed", "gain", "snr_db"};
+    for (size_t k = 0; k < 3; k++) {
+        const sharc_tensor *t = tensor_of(b, names[k], SHARC_DTYPE_F32, 1, B);
+        if (t == NULL)
+            continue;
+        cli_json_key(f, names[k], 0);
+        fputc('[', f);
+        for (int64_t i = 0; i < B; i++) {
+            if (i > 0)
+                fputc(',', f);
+            cli_json_f32(f, ((const float *)t->data)[i]);
+        }
+        fputc(']', f);
+    }
+}
+
 static void print_batch_json(const sharc_batch *b, const batch_info *bi, const cli_dist *d,
                              const sharc_loader *l, int tokens)
 {
@@ -167,6 +187,7 @@ static void print_batch_json(const sharc_batch *b, const batch_info *bi, const c
     fprintf(f, ",\"audio_crc32\":%" PRIu32, bi->crc);
     if (tokens)
         cli_tokens_json(f, b);
+    print_cond_json(f, b, bi->B);
     cli_dist_json(f, d, l);
     fputs("}\n", f);
 }
@@ -408,16 +429,32 @@ static int handle_batch_host(sharc_loader *l, const sharc_batch *b, read_opts *o
     return 0;
 }
 
-static void print_reader_stats_json(FILE *f, const sharc_reader_stats *st)
+/* The filtered cuts by reason, counts[k] for sharc_filter k; zero without a reader (a peer). */
+static void filter_counts(const sharc_reader *r, uint64_t counts[SHARC_FILTER_COUNT])
 {
+    memset(counts, 0, SHARC_FILTER_COUNT * sizeof *counts);
+    if (r != NULL)
+        sharc_reader_filter_counts(r, counts, SHARC_FILTER_COUNT);
+}
+
+static void print_reader_stats_json(FILE *f, const sharc_reader *r, const sharc_reader_stats *st)
+{
+    uint64_t by[SHARC_FILTER_COUNT];
+    filter_counts(r, by);
     cli_json_key(f, "reader", 0);
     fprintf(f, "{\"batches\":%" PRIu64 ",\"cuts\":%" PRIu64, st->batches, st->cuts);
     cli_json_key(f, "audio_seconds", 0);
     cli_json_num(f, st->audio_seconds);
     cli_json_key(f, "padded_seconds", 0);
     cli_json_num(f, st->padded_seconds);
-    fprintf(f, ",\"filtered_cuts\":%" PRIu64 ",\"dropped_cuts\":%" PRIu64, st->filtered_cuts,
-            st->dropped_cuts);
+    fprintf(f, ",\"filtered_cuts\":%" PRIu64, st->filtered_cuts);
+    cli_json_key(f, "filtered", 0);
+    for (int k = 0; k < SHARC_FILTER_COUNT; k++) {
+        fputc(k ? ',' : '{', f);
+        cli_json_str(f, sharc_filter_name((sharc_filter)k));
+        fprintf(f, ":%" PRIu64, by[k]);
+    }
+    fprintf(f, "},\"dropped_cuts\":%" PRIu64, st->dropped_cuts);
     read_print_shards_json(f, st);
     fputc('}', f);
 }
@@ -451,7 +488,7 @@ static void print_batch_summary_json(const sharc_reader *r, const batch_run *run
         cli_json_nums(f, bins, n_bins);
     else
         fputs("null", f);
-    print_reader_stats_json(f, st);
+    print_reader_stats_json(f, r, st);
     cli_print_sources_json(f, r);
     cli_dist_json(f, d, l);
     cli_json_key(f, "error", 0);
@@ -475,9 +512,16 @@ static void print_batch_summary_text(const sharc_reader *r, const batch_run *run
            run->padded_seconds, padding > 0 ? padding : 0.0,
            r != NULL ? cli_layout_name(sharc_reader_layout(r))
                      : "unknown (a peer reads no shards)");
-    printf("-- filtered %" PRIu64 " cuts, dropped %" PRIu64 " (drop-last), %" PRIu64
-           " shards opened; ",
-           st->filtered_cuts, st->dropped_cuts, st->shards);
+    uint64_t by[SHARC_FILTER_COUNT];
+    filter_counts(r, by);
+    printf("-- filtered %" PRIu64 " cuts", st->filtered_cuts);
+    int reasons = 0; /* the reasons that filtered any, in parentheses */
+    for (int k = 0; k < SHARC_FILTER_COUNT; k++)
+        if (by[k] > 0)
+            printf("%s%s %" PRIu64, reasons++ ? ", " : " (", sharc_filter_name((sharc_filter)k),
+                   by[k]);
+    printf("%s, dropped %" PRIu64 " (drop-last), %" PRIu64 " shards opened; ", reasons ? ")" : "",
+           st->dropped_cuts, st->shards);
     read_print_skipped_text("", st);
     printf("\n-- wall time %s, %s batches/s, %.1f s of audio per second\n",
            cli_fmt_duration(a, sizeof a, wall),

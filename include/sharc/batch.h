@@ -56,7 +56,10 @@ typedef struct sharc_tensor {
  * language has an empty string there (length 0), not a missing row. A mixture's batches
  * (sharc_reader_settings.input_cfg) have one more string column per tag name of its sources
  * besides `lang` (which sets `language`), such as `task`: empty for the cuts of a source
- * without that tag. A batch whose row lengths
+ * without that tag. A reader with conditioning (sharc_reader_settings.augment) adds `speed`,
+ * `gain` and `snr_db` f32 [B]: each cut's speed factor and linear gain (1 = none) and the SNR
+ * in dB of the noise mixed in (NAN where none was), the values sharc_cut has for the cut in
+ * the same epoch. A batch whose row lengths
  * or a column's string bytes would pass INT32_MAX is not made: sharc_reader_next_batch() fails
  * with SHARC_ERR_TOO_LARGE naming the step and the tensor.
  */

@@ -324,7 +324,8 @@ typedef struct sharc_reader_settings {
     sharc_device device;
     int device_ordinal; ///< the CUDA device of SHARC_DEVICE_CUDA, >= 0 (default 0)
     /** Speed and volume perturbation (docs/conditioning.md), copied at open; NULL = none
-     *  (default NULL). Fill with sharc_augment_default_settings() first. */
+     *  (default NULL). Fill with sharc_augment_default_settings() first. Given, batches
+     *  hold each cut's `speed`, `gain` and `snr_db` f32 [B] (sharc/batch.h). */
     const sharc_augment_settings *augment;
     /** Convert every cut at another rate than `sampling_rate` (which must then be set) to
      *  it on the decode threads, with libsoxr: a cut of n samples at rate r gets
@@ -369,7 +370,8 @@ typedef struct sharc_reader_stats {
     /** Problems seen, by kind (sharc_problem); entries from n_problem_kinds on are zero. */
     uint64_t problems[SHARC_PROBLEM_CAPACITY];
     uint64_t batches;       ///< batches returned
-    uint64_t filtered_cuts; ///< cuts outside the duration and token limits, or fitting no 2D bin
+    uint64_t filtered_cuts; ///< cuts outside the duration and token limits, or fitting no 2D
+                            ///< bin (by reason: sharc_reader_filter_counts())
     uint64_t dropped_cuts;  ///< cuts dropped at the end by drop_last
     double padded_seconds;  ///< sum over batches of B * T / rate
     /** Seconds spent per stage, summed over threads: reading files, decompressing and
@@ -396,6 +398,30 @@ typedef struct sharc_reader_stats {
     /** Room for later counters, so that the struct keeps its size (sharc/common.h); zero. */
     uint8_t reserved[24];
 } sharc_reader_stats;
+
+/**
+ * Why batching filtered a cut out (sharc_reader_filter_counts()), named after the setting
+ * that did (sharc_sampler_settings). A cut is counted once, under the first reason that
+ * holds, in this order.
+ */
+#define SHARC_FILTER_MAP(X)                                                                        \
+    X(MIN_DURATION, "min_duration", "shorter than min_duration")                                   \
+    X(MAX_DURATION, "max_cut_duration", "longer than max_cut_duration")                            \
+    X(MIN_TOKENS, "min_tokens", "fewer tokens than min_tokens")                                    \
+    X(MAX_TOKENS, "max_tokens", "more tokens than max_tokens")                                     \
+    X(MIN_TPS, "min_tps", "fewer tokens per second than min_tps")                                  \
+    X(MAX_TPS, "max_tps", "more tokens per second than max_tps, or than its 2D bucket's")          \
+    X(NO_BUCKET, "no_bucket", "fits no 2D bucket by its duration and tokens")
+
+typedef enum sharc_filter {
+#define SHARC_X_(name, str, desc) SHARC_FILTER_##name,
+    SHARC_FILTER_MAP(SHARC_X_)
+#undef SHARC_X_
+        SHARC_FILTER_COUNT ///< the reasons this header knows
+} sharc_filter;
+
+/** The short machine name of a filter reason ("max_tps"); "unknown" if out of range. */
+SHARC_API const char *sharc_filter_name(sharc_filter f);
 
 /** Indices of sharc_reader_stats.stage_seconds. */
 enum sharc_stage {
@@ -525,6 +551,17 @@ SHARC_API const char *sharc_reader_last_error(const sharc_reader *r);
 
 /** Copy the reader's counters into `out`. */
 SHARC_API void sharc_reader_get_stats(const sharc_reader *r, sharc_reader_stats *out);
+
+/**
+ * The cuts that batching filtered out, by reason: counts[k] for sharc_filter k, for k below
+ * both `n` and the returned count. They sum to sharc_reader_stats.filtered_cuts and follow
+ * its rule (those of the last batch returned, the same whatever the threads, and restored by
+ * a resume; a state saved by a sharc without these counts restores the total only, and the
+ * reasons count from zero). All zero for a cut reader, which filters nothing.
+ * @return SHARC_FILTER_COUNT of the library, which may exceed `n` (a program built with an
+ *         older header); 0 for a NULL reader or counts
+ */
+SHARC_API size_t sharc_reader_filter_counts(const sharc_reader *r, uint64_t *counts, size_t n);
 
 /** Copy the device stage's counters into `out` (zero for a reader of host batches). */
 SHARC_API void sharc_reader_get_device_stats(const sharc_reader *r, sharc_device_stats *out);

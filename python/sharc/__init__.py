@@ -28,7 +28,8 @@ _BUNDLE_KEY = "sharc_reader_bundle"
 
 class Batch(dict):
     """One batch: tensor name -> :class:`Tensor` for numeric tensors (``audio``,
-    ``audio_lens``, ``duration``, ...) and name -> ``list[str]`` for the string columns
+    ``audio_lens``, ``duration``, with conditioning ``speed``, ``gain``, ``snr_db``, ...) and
+    name -> ``list[str]`` for the string columns
     (``cut_id``, ``text``, ``speaker``, ``language``). ``step`` and ``epoch`` say where it
     comes from. The batch's memory goes back to the reader's pool when the last of its
     tensors, and of their DLPack exports, is freed."""
@@ -368,7 +369,7 @@ class Reader:
         return self._c.shards()
 
     def stats(self) -> dict:
-        """The reader's counters (cuts, batches, problems by kind, ...)."""
+        """The reader's counters (cuts, batches, filtered cuts by reason, problems by kind, ...)."""
         return self._c.stats()
 
 

@@ -309,6 +309,32 @@ static PyObject *Reader_shards(PyObject *op, PyObject *unused)
     return list;
 }
 
+static const char *problem_name(size_t k)
+{
+    return sharc_problem_name((sharc_problem)k);
+}
+
+static const char *filter_name(size_t k)
+{
+    return sharc_filter_name((sharc_filter)k);
+}
+
+/* A dict of counts[k] by name(k), k < n; NULL with an exception set. */
+static PyObject *counts_dict(const uint64_t *counts, size_t n, const char *(*name)(size_t))
+{
+    PyObject *d = PyDict_New();
+    for (size_t k = 0; d && k < n; k++) {
+        PyObject *v = PyLong_FromUnsignedLongLong(counts[k]);
+        if (!v || PyDict_SetItemString(d, name(k), v) < 0) {
+            Py_XDECREF(v);
+            Py_DECREF(d);
+            return NULL;
+        }
+        Py_DECREF(v);
+    }
+    return d;
+}
+
 static PyObject *Reader_stats(PyObject *op, PyObject *unused)
 {
     ReaderObject *self = (ReaderObject *)op;
@@ -316,24 +342,25 @@ static PyObject *Reader_stats(PyObject *op, PyObject *unused)
         return NULL;
     sharc_reader_stats st;
     sharc_reader_get_stats(self->r, &st);
-    PyObject *problems = PyDict_New();
-    for (uint32_t k = 0; problems && k < st.n_problem_kinds && k < SHARC_PROBLEM_CAPACITY; k++) {
-        PyObject *v = PyLong_FromUnsignedLongLong(st.problems[k]);
-        if (!v || PyDict_SetItemString(problems, sharc_problem_name((sharc_problem)k), v) < 0) {
-            Py_XDECREF(v);
-            Py_DECREF(problems);
-            return NULL;
-        }
-        Py_DECREF(v);
-    }
+    uint64_t by[SHARC_FILTER_COUNT];
+    size_t n_by = sharc_reader_filter_counts(self->r, by, SHARC_FILTER_COUNT);
+    size_t n_kinds =
+        st.n_problem_kinds < SHARC_PROBLEM_CAPACITY ? st.n_problem_kinds : SHARC_PROBLEM_CAPACITY;
+    PyObject *problems = counts_dict(st.problems, n_kinds, problem_name);
     if (!problems)
         return NULL;
+    PyObject *filtered =
+        counts_dict(by, n_by < SHARC_FILTER_COUNT ? n_by : SHARC_FILTER_COUNT, filter_name);
+    if (!filtered) {
+        Py_DECREF(problems);
+        return NULL;
+    }
     return Py_BuildValue(
-        "{s:K,s:d,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:N}", "cuts", (unsigned long long)st.cuts,
+        "{s:K,s:d,s:K,s:K,s:K,s:K,s:K,s:N,s:K,s:d,s:N}", "cuts", (unsigned long long)st.cuts,
         "audio_seconds", st.audio_seconds, "shards", (unsigned long long)st.shards, "skipped_cuts",
         (unsigned long long)st.skipped_cuts, "skipped_shards",
         (unsigned long long)st.skipped_shards, "batches", (unsigned long long)st.batches,
-        "filtered_cuts", (unsigned long long)st.filtered_cuts, "dropped_cuts",
+        "filtered_cuts", (unsigned long long)st.filtered_cuts, "filtered", filtered, "dropped_cuts",
         (unsigned long long)st.dropped_cuts, "padded_seconds", st.padded_seconds, "problems",
         problems);
 }

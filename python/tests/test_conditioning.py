@@ -102,3 +102,43 @@ def test_bad_noise_keywords(corpus, kw, exc, text):
     with pytest.raises(exc) as info:
         sharc.Reader(str(corpus / "shar"), max_cuts=2, **kw)
     assert str(info.value).startswith(text), str(info.value)
+
+
+def test_batches_carry_the_draws(corpus):
+    """Each batch has every cut's speed factor, linear gain and noise SNR (NaN without noise):
+    the lengths follow the factors, and against the same cuts without gain and noise each row
+    is the clean one times its gain, plus noise at its SNR where it has one."""
+    exp = {e["id"]: e for e in expected(corpus, "shar")}
+    common = dict(sampling_rate=16000, speed_perturb=[0.9, 1.0, 1.1], volume_perturb=[-6, 6],
+                  noise=[str(corpus / "wds")], max_cuts=4, threads=2, seed=3)
+    clean = {}
+    for b in sharc.Reader(str(corpus / "shar"), volume_perturb_prob=0.0, noise_prob=0.0, **common):
+        a, lens = np.from_dlpack(b["audio"]), np.from_dlpack(b["audio_lens"])
+        assert (np.from_dlpack(b["gain"]) == 1).all() and np.isnan(np.from_dlpack(b["snr_db"])).all()
+        for i, cut in enumerate(b["cut_id"]):
+            clean[cut] = a[i, :lens[i]].astype(np.float64)
+    seen = {"noise": 0, "clean": 0}
+    for b in sharc.Reader(str(corpus / "shar"), noise_prob=0.5, **common):
+        a, lens = np.from_dlpack(b["audio"]), np.from_dlpack(b["audio_lens"])
+        speed, gain, snr = (np.from_dlpack(b[k]) for k in ("speed", "gain", "snr_db"))
+        assert speed.dtype == gain.dtype == snr.dtype == np.float32
+        assert len(speed) == len(gain) == len(snr) == len(b["cut_id"])
+        for i, cut in enumerate(b["cut_id"]):
+            assert speed[i] in (np.float32(0.9), np.float32(1.0), np.float32(1.1)), speed[i]
+            assert lens[i] == perturb_num_samples(exp[cut]["num_samples"], float(speed[i]))
+            assert 10 ** -0.3 - 1e-6 <= gain[i] <= 10 ** 0.3 + 1e-6, gain[i]
+            x, y = clean.pop(cut) * float(gain[i]), a[i, :lens[i]].astype(np.float64)
+            if np.isnan(snr[i]):
+                seen["clean"] += 1
+                np.testing.assert_allclose(y, x, rtol=1e-5, atol=1e-7)
+            else:
+                seen["noise"] += 1
+                assert 10 <= snr[i] <= 20, snr[i]
+                measured = 10 * np.log10((x * x).sum() / ((y - x) ** 2).sum())
+                assert abs(measured - snr[i]) <= 0.2, (cut, measured, snr[i])
+    assert not clean and seen["noise"] > 0 and seen["clean"] > 0, seen
+
+
+def test_no_draws_without_conditioning(corpus):
+    b = next(iter(sharc.Reader(str(corpus / "shar"), max_cuts=4)))
+    assert not {"speed", "gain", "snr_db"} & set(b.keys())

@@ -2,6 +2,7 @@
 import pytest
 
 import sharc
+from conftest import expected
 
 np = pytest.importorskip("numpy")
 spm = pytest.importorskip("sentencepiece")
@@ -59,6 +60,21 @@ def test_nemo_2d_bins_and_token_filters(corpus, models):
             assert len(fits) == 1 and len(lens) <= sizes[fits.pop()]
             rows += len(lens)
         assert rows + r.stats()["filtered_cuts"] == 12 and r.stats()["filtered_cuts"] > 0
+        # Each filtered cut under the first filter it fails, as NeMo's filters and strict
+        # find_smallest_bucket: min_tokens, then no bucket, or over its bucket's max_tps.
+        want = dict.fromkeys(("min_duration", "max_cut_duration", "min_tokens", "max_tokens", "min_tps",
+                              "max_tps", "no_bucket"), 0)
+        for e in expected(corpus, "shar"):
+            n, d = len(sp.encode_as_ids(e["text"])), e["duration"]
+            fit = [i for i, (bd, bt) in enumerate(bins)
+                   if bd == min((x for x, _ in bins if x >= d), default=None) and bt >= n]
+            if n < 2:
+                want["min_tokens"] += 1
+            elif not fit:
+                want["no_bucket"] += 1
+            elif n / d > caps[fit[0]]:
+                want["max_tps"] += 1
+        assert r.stats()["filtered"] == want and sum(want.values()) == r.stats()["filtered_cuts"], want
 
 
 def test_batches_by_audio_tokens(corpus):

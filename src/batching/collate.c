@@ -5,6 +5,7 @@
  */
 #include "batching/collate.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -125,6 +126,28 @@ static void fill_tokens(const sharc__collation *col, sharc_tensor *t)
     }
 }
 
+/* The conditioning's per-row tensors, in this order (sharc__collation.cond). */
+static const char *const cond_names[] = {"speed", "gain", "snr_db"};
+#define N_COND 3
+
+/* The index of the first conditioning tensor: after the string columns and the tokens. */
+static size_t cond_at(const sharc__collation *col)
+{
+    return 3 + 2 * (4 + col->n_tags) + (col->tokens ? 2 : 0);
+}
+
+/* Each row's speed factor, linear gain and SNR (NAN without noise), as drawn for it. */
+static void fill_cond(const sharc__collation *col, sharc_tensor *t)
+{
+    float *speed = t[0].data, *gain = t[1].data, *snr = t[2].data;
+    for (size_t i = 0; i < col->n; i++) {
+        const sharc__cut_cond *c = &col->cuts[i]->job.cond;
+        speed[i] = (float)c->speed;
+        gain[i] = (float)c->gain;
+        snr[i] = c->noise ? (float)c->snr_db : NAN;
+    }
+}
+
 /* Declare the batch's tensors, then fill everything but the audio samples. */
 int sharc__collate_layout(sharc__collation *col, sharc__ctx *ctx, sharc__batch_pool *pool,
                           uint64_t step)
@@ -182,6 +205,9 @@ int sharc__collate_layout(sharc__collation *col, sharc__ctx *ctx, sharc__batch_p
     }
     if (rc >= 0 && col->tokens)
         rc = add_token_tensors(col, B);
+    for (int k = 0; k < N_COND && rc >= 0 && col->cond; k++)
+        rc = sharc__batch_add_tensor(b, cond_names[k], SHARC_DTYPE_F32, SHARC_DEVICE_HOST, 0, 1,
+                                     shape_b);
     if (rc < 0 || (rc = sharc__batch_finish(b)) < 0) {
         /* Most often one cut's metadata lies about its length: name the longest. */
         const bcut *c = col->cuts[longest];
@@ -213,6 +239,8 @@ int sharc__collate_layout(sharc__collation *col, sharc__ctx *ctx, sharc__batch_p
     }
     if (col->tokens)
         fill_tokens(col, &b->tensors[3 + 2 * n_cols]);
+    if (col->cond)
+        fill_cond(col, &b->tensors[cond_at(col)]);
     return 0;
 }
 
@@ -237,6 +265,18 @@ static void compact_tokens(sharc_tensor *t, const uint8_t *skipped, size_t n)
     t->shape[1] = (int64_t)L2;
     t->nbytes = out * L2 * sizeof(int32_t);
     t[1].nbytes = out * sizeof(int32_t);
+}
+
+/* The rows of the f32 [B] tensor `t` without the skipped ones. */
+static void compact_rows_f32(sharc_tensor *t, const uint8_t *skipped, size_t n)
+{
+    float *v = t->data;
+    size_t out = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!skipped[i])
+            v[out++] = v[i];
+    t->shape[0] = (int64_t)out;
+    t->nbytes = out * sizeof(float);
 }
 
 /*
@@ -305,6 +345,8 @@ double sharc__collate_compact(sharc__collation *col, const uint8_t *skipped)
     }
     if (col->tokens)
         compact_tokens(&b->tensors[3 + 2 * n_cols], skipped, col->n);
+    for (size_t k = 0, t = cond_at(col); col->cond && k < N_COND; k++, t++)
+        compact_rows_f32(&b->tensors[t], skipped, col->n);
     col->T = (int64_t)T2;
     return col->rate > 0 ? (double)kept * (double)(T - T2) / (double)col->rate : 0;
 }

@@ -2,8 +2,9 @@
  * Collating one batch from its buffered cuts: the sampling rate its rows share, its tensors
  * (audio [B, T] f32, audio_lens and duration [B], and per string column (cut_id, text,
  * speaker, language, then a mixture's tags) `<column>_offsets` i32 [B + 1] and
- * `<column>_bytes` u8) declared and filled but for the audio rows, and, once rows were
- * skipped while decoding, compacted.
+ * `<column>_bytes` u8, then `tokens` and `token_lens`, then the conditioning's `speed`, `gain`
+ * and `snr_db` [B], each when on) declared and filled but for the audio rows, and, once rows
+ * were skipped while decoding, compacted.
  */
 #ifndef SHARC_SRC_COLLATE_H
 #define SHARC_SRC_COLLATE_H
@@ -33,6 +34,10 @@ typedef struct sharc__collation {
      *  `token_lens` i32 [B] follow the string columns. */
     int tokens;
     int32_t pad_id;
+    /** The reader conditions its cuts (sharc_reader_settings.augment): `speed`, `gain` and
+     *  `snr_db` f32 [B] (each row's job.cond: speed factor, linear gain, SNR of the noise
+     *  mixed in or NAN) follow the tokens, or the string columns. */
+    int cond;
 } sharc__collation;
 
 #define SHARC__MAX_TAG_COLUMNS 8

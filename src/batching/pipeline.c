@@ -64,7 +64,8 @@ static int snapshot(sharc__pipeline *p, slot *s, uint64_t next_step, const sharc
                         .next_step = next_step,
                         .pos =
                             p->cs.walk ? *sharc__walk_position(p->cs.walk) : (sharc__walk_pos){0},
-                        .stats = *st};
+                        .stats = *st,
+                        .filtered = p->filtered};
     if (p->cs.walk) /* an elastic run's prologue, if it has one */
         at.units = sharc__walk_prologue(p->cs.walk, &at.n_units, &at.start_epoch);
     at.has_prologue = at.units != NULL;
@@ -88,6 +89,7 @@ static void publish_stats(sharc__pipeline *p)
     p->stats->stage_seconds[SHARC_STAGE_SAMPLE] = p->stage[SHARC_STAGE_SAMPLE];
     p->stats->stage_seconds[SHARC_STAGE_COLLATE] = p->stage[SHARC_STAGE_COLLATE];
     p->planner_stats = *p->stats;
+    p->planner_filtered = p->filtered;
 }
 
 /* Plan one batch into `s`. Returns 0, SHARC_END or an error (message in p->ctx). */
@@ -377,7 +379,8 @@ static void *worker_main(void *arg)
  * previous one's buffer to write a later draft into: a swap, not a copy of the draft (tens
  * of kB with a large buffer, written on the planner's core) per batch. A draft that could not
  * be written (len 0) makes state_save report ENOMEM. *counters receives the state's. */
-static void take_state(sharc__pipeline *p, slot *s, sharc_reader_stats *counters)
+static void take_state(sharc__pipeline *p, slot *s, sharc_reader_stats *counters,
+                       sharc__filter_counts *filtered)
 {
     uint8_t *buf = p->last_state;
     size_t cap = p->last_state_cap;
@@ -388,8 +391,10 @@ static void take_state(sharc__pipeline *p, slot *s, sharc_reader_stats *counters
     s->state_cap = cap;
     s->state_len = 0;
     /* Written before the rows were decoded: the skips since are known now. */
-    if (p->last_state_len)
+    if (p->last_state_len) {
         sharc__resume_take_back(p->last_state, p->last_state_len, &p->consumed_skips, counters);
+        sharc__resume_draft_filtered(p->last_state, p->last_state_len, filtered);
+    }
 }
 
 /* Wait on batch_done until `until` (CLOCK_MONOTONIC; NULL: as long as it takes); returns
@@ -458,8 +463,9 @@ int sharc__pipeline_next(sharc__pipeline *p, sharc_batch **out, int timeout_ms)
         if (rc == 0)
             add_skips(&p->consumed_skips, &s->skips);
         sharc_reader_stats handed = p->handed_stats; /* written by this thread only */
+        sharc__filter_counts filtered = p->handed_filtered;
         if (rc == 0 && !empty)
-            take_state(p, s, &handed);
+            take_state(p, s, &handed, &filtered);
         if (rc != 0)
             snprintf(p->ctx->error, sizeof p->ctx->error, "%s", s->message);
 
@@ -468,6 +474,7 @@ int sharc__pipeline_next(sharc__pipeline *p, sharc_batch **out, int timeout_ms)
         uint64_t step = 0;
         if (rc == 0 && !empty) {
             p->handed_stats = handed;
+            p->handed_filtered = filtered;
             step = p->step_base + p->handed++;
         }
         if (rc == SHARC_END || (rc < 0 && s->fail_row == SIZE_MAX)) {
@@ -479,6 +486,7 @@ int sharc__pipeline_next(sharc__pipeline *p, sharc_batch **out, int timeout_ms)
              * with the cuts of the batches handed out and this batch's problems. */
             sharc_reader_stats at = handed;
             if (sharc__resume_draft_stats(s->state, s->state_len, &p->consumed_skips, &at) == 0) {
+                sharc__resume_draft_filtered(s->state, s->state_len, &p->handed_filtered);
                 at.cuts = handed.cuts;
                 at.audio_seconds = handed.audio_seconds;
                 at.padded_seconds = handed.padded_seconds;
@@ -540,6 +548,13 @@ void sharc__pipeline_stats(sharc__pipeline *p, sharc_reader_stats *out)
     out->feature_seconds = p->worker_stats.feature_seconds;
     out->condition_seconds = p->worker_stats.condition_seconds;
     out->batches = p->step_base + p->handed;
+    pthread_mutex_unlock(&p->mu);
+}
+
+void sharc__pipeline_filter_counts(sharc__pipeline *p, sharc__filter_counts *out)
+{
+    pthread_mutex_lock(&p->mu);
+    *out = p->caller_done ? p->planner_filtered : p->handed_filtered;
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -733,6 +748,8 @@ int sharc__pipeline_start(sharc__pipeline **out, const sharc__pipeline_config *c
         p->slots[k].col.tokens = 1;
         p->slots[k].col.pad_id = sharc__tokenizer_pad_id(c->tokenizer);
     }
+    for (size_t k = 0; rc == 0 && rs->augment && k < p->n_slots; k++)
+        p->slots[k].col.cond = 1; /* each row's speed, gain and SNR */
     if (rc == 0 && p->cs.ops->n_sources) {
         size_t n = p->cs.ops->n_sources(p->cs.self);
         p->source_cuts = sharc__calloc(ctx, n, sizeof *p->source_cuts);

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "base/ctx.h"
+#include "batching/sampler.h"
 #include "decode/condition.h"
 #include "plan/dataset.h"
 #include "plan/tokenizer.h"
@@ -50,6 +51,8 @@ int sharc__pipeline_next(sharc__pipeline *p, sharc_batch **out, int timeout_ms);
 /** The state after the last batch returned: 0, SHARC_ERR(ENOSPC), or 1 when none was. */
 int sharc__pipeline_state_save(const sharc__pipeline *p, void *buf, size_t cap, size_t *size);
 void sharc__pipeline_stats(sharc__pipeline *p, sharc_reader_stats *out);
+/** The filtered cuts by reason, as of the same moment as sharc__pipeline_stats(). */
+void sharc__pipeline_filter_counts(sharc__pipeline *p, sharc__filter_counts *out);
 /** A mixture's source `i`: the cuts and seconds of audio in the batches handed out since
  *  the pipeline started. Caller's thread. */
 void sharc__pipeline_source_stats(const sharc__pipeline *p, size_t i, uint64_t *cuts,

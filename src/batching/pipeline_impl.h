@@ -73,7 +73,8 @@ struct sharc__pipeline {
     uint64_t *source_cuts;
     double *source_seconds;    ///< a mixture's section of the state being written (planner only)
     sharc_reader_stats *stats; ///< the walk's counters, which the planner adds to
-    const uint8_t *resume;     ///< the state to resume from, or NULL
+    sharc__filter_counts filtered; ///< stats->filtered_cuts by reason (planner only)
+    const uint8_t *resume;         ///< the state to resume from, or NULL
     size_t resume_len;
     uint64_t state_hash;
     sharc__decode_opts dopts;
@@ -98,10 +99,11 @@ struct sharc__pipeline {
     uint64_t handed;    ///< batches handed out since start
     size_t inflight;    ///< batches acquired for slots not yet handed out
     int stop, finished;
-    sharc_reader_stats planner_stats; ///< published copy of *stats (under mu)
-    sharc_reader_stats worker_stats;  ///< decode counters (under mu)
-    double stage[5];                  ///< planner-side stage seconds (planner only)
-    double pull_wall;                 ///< wall time of pull_item calls (planner only)
+    sharc_reader_stats planner_stats;      ///< published copy of *stats (under mu)
+    sharc__filter_counts planner_filtered; ///< published copy of `filtered` (under mu)
+    sharc_reader_stats worker_stats;       ///< decode counters (under mu)
+    double stage[5];                       ///< planner-side stage seconds (planner only)
+    double pull_wall;                      ///< wall time of pull_item calls (planner only)
     uint8_t *last_state;
     size_t last_state_len, last_state_cap;
     sharc_reader_stats consumed_skips; ///< the skips of the batches consumed (caller only)
@@ -109,6 +111,7 @@ struct sharc__pipeline {
      *  how far ahead the planner is; and whether the caller has met the end or an error,
      *  after which the totals are final (both under mu: a loader's other thread asks). */
     sharc_reader_stats handed_stats;
+    sharc__filter_counts handed_filtered; ///< their filtered cuts by reason (under mu)
     int caller_done;
     sharc__keyset held;  ///< keys of the cuts the sampler holds, for the resume state
     sharc__bufpool bufs; ///< audio member buffers, recycled

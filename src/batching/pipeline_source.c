@@ -70,9 +70,10 @@ static int pull_item(void *cookie, sharc__sitem *out)
 static void release_item(void *cookie, sharc__sitem *item, sharc__release_reason why)
 {
     sharc__pipeline *p = cookie;
-    if (why == SHARC__RELEASE_TOO_SHORT || why == SHARC__RELEASE_TOO_LONG ||
-        why == SHARC__RELEASE_TOKENS || why == SHARC__RELEASE_NO_BUCKET) {
+    const int filter = sharc__filter_of_release(why);
+    if (filter >= 0) {
         p->stats->filtered_cuts++;
+        p->filtered.n[filter]++;
         /* Filtered as it was pulled, so it is a cut of the epoch being read. */
         sharc__cs_uncount_cut(&p->cs);
     } else if (why == SHARC__RELEASE_DROPPED)
@@ -397,6 +398,8 @@ int sharc__pipeline_restore(sharc__pipeline *p, const sharc__sampler_settings *s
     p->step_base = st.next_step;
     *p->stats = st.stats;
     p->handed_stats = st.stats;
+    p->filtered = st.filtered;
+    p->handed_filtered = st.filtered;
     uint64_t *keys = sharc__malloc(p->ctx, (st.n_keys ? st.n_keys : 1) * sizeof *keys);
     if (!keys)
         return SHARC_ERR(ENOMEM);

@@ -10,8 +10,9 @@
 #define STATE_MAGIC 0x53485253u /* "SRHS" little-endian */
 /* Version 2: cut keys locate a shard visit (epoch * shards + shard, see bcut.h) instead of
  * 16 bits of epoch and 24 of shard, so a run past epoch 65535 can be saved and resumed; and
- * a counter for the non_finite problem kind. */
-#define STATE_VERSION 2u
+ * a counter for the non_finite problem kind. Version 3: the filtered cuts by reason
+ * (sharc_filter) after the other counters; a version 2 state is read with them zero. */
+#define STATE_VERSION 3u
 #define STEP_OFFSET   16 /* byte offset of next_step */
 /* Marks a mixture's section after the keys. Where a single dataset's state has its
  * sampler's length, which is below 2^40, so the two cannot be confused. */
@@ -128,7 +129,7 @@ void sharc__stats_take_back(sharc_reader_stats *st, const sharc_reader_stats *sk
 
 #define N_COUNTERS 7
 
-static void put_stats(wbuf *w, const sharc_reader_stats *st)
+static void put_stats(wbuf *w, const sharc_reader_stats *st, const sharc__filter_counts *filtered)
 {
     uint64_t u[N_COUNTERS] = {st->cuts,    st->shards,        st->skipped_cuts, st->skipped_shards,
                               st->batches, st->filtered_cuts, st->dropped_cuts};
@@ -138,9 +139,15 @@ static void put_stats(wbuf *w, const sharc_reader_stats *st)
         put_u64(w, st->problems[i]);
     put_f64(w, st->audio_seconds);
     put_f64(w, st->padded_seconds);
+    if (filtered)
+        for (int i = 0; i < SHARC_FILTER_COUNT; i++)
+            put_u64(w, filtered->n[i]);
 }
 
-static void get_stats(rbuf *rb, sharc_reader_stats *st)
+/* The counters of a state of `version`, the filtered cuts by reason too (zero before
+ * version 3) when `filtered` is not NULL. */
+static void get_stats(rbuf *rb, sharc_reader_stats *st, sharc__filter_counts *filtered,
+                      uint64_t version)
 {
     uint64_t *u[N_COUNTERS] = {&st->cuts,           &st->shards,  &st->skipped_cuts,
                                &st->skipped_shards, &st->batches, &st->filtered_cuts,
@@ -151,12 +158,20 @@ static void get_stats(rbuf *rb, sharc_reader_stats *st)
         st->problems[i] = get_u64(rb);
     st->audio_seconds = get_f64(rb);
     st->padded_seconds = get_f64(rb);
+    sharc__filter_counts f = {{0}};
+    for (int i = 0; version >= 3 && i < SHARC_FILTER_COUNT; i++)
+        f.n[i] = get_u64(rb);
+    if (filtered)
+        *filtered = f;
 }
 
+/* The counters' u64 fields in a state of `version`. */
+#define STATS_FIELDS(version)                                                                      \
+    (N_COUNTERS + SHARC_PROBLEM_COUNT + 2 + ((version) >= 3 ? SHARC_FILTER_COUNT : 0))
 /* Fixed u64 fields: magic, hash, step, 6 of position, counters, n_keys, sampler_len, CRC. */
-#define FIXED_FIELDS (3 + 6 + N_COUNTERS + SHARC_PROBLEM_COUNT + 2 + 3)
-/* Byte offset of n_keys, which the keys follow. */
-#define KEYS_OFFSET (8 * (3 + 6 + N_COUNTERS + SHARC_PROBLEM_COUNT + 2))
+#define FIXED_FIELDS(version) (3 + 6 + STATS_FIELDS(version) + 3)
+/* Byte offset of n_keys, which the keys follow, in a draft (always of this version). */
+#define KEYS_OFFSET (8 * (3 + 6 + STATS_FIELDS(STATE_VERSION)))
 
 /* Byte offset of the counters: after magic, hash, step and the 6 fields of the position. */
 #define STATS_OFFSET (8 * (3 + 6))
@@ -166,12 +181,22 @@ int sharc__resume_draft_stats(const uint8_t *draft, size_t len, const sharc_read
 {
     sharc_reader_stats st = {0};
     rbuf rb = {draft, len, STATS_OFFSET, 0};
-    get_stats(&rb, &st);
+    get_stats(&rb, &st, NULL, STATE_VERSION);
     if (rb.bad)
         return -1;
     sharc__stats_take_back(&st, skipped);
     *out = st;
     return 0;
+}
+
+void sharc__resume_draft_filtered(const uint8_t *draft, size_t len, sharc__filter_counts *out)
+{
+    sharc_reader_stats st;
+    sharc__filter_counts f;
+    rbuf rb = {draft, len, STATS_OFFSET, 0};
+    get_stats(&rb, &st, &f, STATE_VERSION);
+    if (!rb.bad)
+        *out = f;
 }
 
 void sharc__resume_take_back(uint8_t *draft, size_t len, const sharc_reader_stats *skipped,
@@ -181,48 +206,58 @@ void sharc__resume_take_back(uint8_t *draft, size_t len, const sharc_reader_stat
     if (sharc__resume_draft_stats(draft, len, skipped, &st) < 0)
         return;
     wbuf w = {draft, STATS_OFFSET, len};
-    put_stats(&w, &st);
+    put_stats(&w, &st, NULL); /* the filtered cuts after them stay */
     *out = st;
 }
 
 /* Why a blob is not a state of this build for shards and settings hashing to `state_hash`
- * (magic, size, checksum, version, hash), or NULL; *rb then reads it from the step on. */
-static const char *header_problem(const uint8_t *blob, size_t len, uint64_t state_hash, rbuf *rb)
+ * (magic, size, checksum, version, hash), or NULL; *rb then reads it from the step on, and
+ * *version is its version (2 or 3). */
+static const char *header_problem(const uint8_t *blob, size_t len, uint64_t state_hash, rbuf *rb,
+                                  uint64_t *version_out)
 {
     if (len < 4 || sharc__load_le32(blob) != STATE_MAGIC)
         return "not a sharc reader state (it does not start as one)";
-    if (len < 8 * FIXED_FIELDS)
+    if (len < 8 * FIXED_FIELDS(2))
         return "the state blob is truncated";
     if (sharc__load_le64(blob + len - 8) != (uint64_t)(uint32_t)crc32(0L, blob, (uInt)(len - 8)))
         return "the state blob is corrupt (checksum mismatch)";
     *rb = (rbuf){blob, len - 8, 0, 0};
     uint64_t version = get_u64(rb) >> 32;
+    *version_out = version;
     if (version == 1)
         return "the state was saved by an older sharc (state version 1, whose cut keys hold 16 "
                "bits of epoch and no non_finite counter), whose states this one cannot read: "
                "resume it with the sharc that "
                "saved it, or start the run again";
-    if (version != STATE_VERSION)
+    if (version != STATE_VERSION && version != 2)
         return "the state was saved by another version of sharc, whose states this one cannot read";
+    if (len < 8 * FIXED_FIELDS(version))
+        return "the state blob is truncated";
     if (get_u64(rb) != state_hash)
         return "the state was saved with other shards or reader settings";
     return NULL;
 }
 
 void sharc__resume_saved_stats(const uint8_t *blob, size_t len, uint64_t state_hash,
-                               sharc_reader_stats *out)
+                               sharc_reader_stats *out, sharc__filter_counts *filtered)
 {
     rbuf rb;
-    if (header_problem(blob, len, state_hash, &rb))
+    uint64_t version;
+    if (header_problem(blob, len, state_hash, &rb, &version))
         return;
     uint64_t step = get_u64(&rb);
     sharc_reader_stats st = {0};
+    sharc__filter_counts f;
     rb.at = STATS_OFFSET;
-    get_stats(&rb, &st);
+    get_stats(&rb, &st, &f, version);
     if (rb.bad)
         return;
     st.batches = step;
-    *out = st;
+    if (out)
+        *out = st;
+    if (filtered)
+        *filtered = f;
 }
 
 int sharc__resume_write(sharc__ctx *ctx, uint8_t **buf, size_t *cap, size_t *len,
@@ -231,7 +266,8 @@ int sharc__resume_write(sharc__ctx *ctx, uint8_t **buf, size_t *cap, size_t *len
 {
     size_t n_keys = held->n;
     size_t sampler_len = sharc__sampler_state_size(sampler);
-    size_t need = 8 * FIXED_FIELDS + 8 * n_keys + sampler_len + (st->mix ? 16 + st->mix_len : 0) +
+    size_t need = 8 * FIXED_FIELDS(STATE_VERSION) + 8 * n_keys + sampler_len +
+                  (st->mix ? 16 + st->mix_len : 0) +
                   (st->has_prologue ? 8 * (5 + UNIT_FIELDS * st->n_units) : 0);
     if (need > *cap) {
         uint8_t *n = sharc__malloc(ctx, need * 2);
@@ -251,7 +287,7 @@ int sharc__resume_write(sharc__ctx *ctx, uint8_t **buf, size_t *cap, size_t *len
     put_u64(&w, st->pos.consumed);
     put_u64(&w, (uint64_t)st->pos.shard_open);
     put_u64(&w, st->pos.epoch_cuts);
-    put_stats(&w, &st->stats);
+    put_stats(&w, &st->stats, &st->filtered);
     put_u64(&w, n_keys);
     size_t cursor = 0;
     uint64_t key;
@@ -303,7 +339,8 @@ int sharc__resume_parse(sharc__ctx *ctx, const uint8_t *blob, size_t len, uint64
 {
     memset(out, 0, sizeof *out);
     rbuf rb;
-    const char *why = header_problem(blob, len, state_hash, &rb);
+    uint64_t version;
+    const char *why = header_problem(blob, len, state_hash, &rb, &version);
     if (why)
         return bad_state(ctx, why);
     out->state_hash = state_hash;
@@ -314,7 +351,7 @@ int sharc__resume_parse(sharc__ctx *ctx, const uint8_t *blob, size_t len, uint64
     out->pos.consumed = get_u64(&rb);
     uint64_t open = get_u64(&rb);
     out->pos.epoch_cuts = get_u64(&rb);
-    get_stats(&rb, &out->stats);
+    get_stats(&rb, &out->stats, &out->filtered, version);
     uint64_t n_keys = get_u64(&rb);
     if (rb.bad || n_keys > (rb.len - rb.at) / 8)
         return bad_state(ctx, "the state blob is truncated");
@@ -360,9 +397,12 @@ int sharc__resume_parse(sharc__ctx *ctx, const uint8_t *blob, size_t len, uint64
     /* Values no run writes: steps and counts past 2^62, seconds that are not finite or are
      * negative. */
     const uint64_t huge = (uint64_t)1 << 62;
+    uint64_t by_reason = 0; /* at most filtered_cuts (less in a version 2 state) */
+    for (int k = 0; k < SHARC_FILTER_COUNT; k++)
+        by_reason += out->filtered.n[k] > huge ? huge : out->filtered.n[k];
     if (out->next_step > huge || out->pos.epoch > huge || out->stats.cuts > huge ||
         out->stats.batches > huge || !seconds_ok(out->stats.audio_seconds) ||
-        !seconds_ok(out->stats.padded_seconds))
+        !seconds_ok(out->stats.padded_seconds) || by_reason > out->stats.filtered_cuts)
         return bad_state(ctx, "the state's step or counters are out of range");
     out->pos.shard_index = (uint32_t)shard;
     out->pos.shard_open = (int)open;

@@ -1,6 +1,7 @@
 /*
  * The reader's resume state blob. Little-endian u64 fields: magic and version, a hash of
- * the shards and settings, the next step, the walk position, the counters, the sorted
+ * the shards and settings, the next step, the walk position, the counters (the filtered
+ * cuts by reason last among them), the sorted
  * keys of the cuts the sampler holds, the sampler's own blob, and a CRC-32 (zlib) of all
  * that precedes it.
  *
@@ -43,10 +44,16 @@ int sharc__resume_draft_stats(const uint8_t *draft, size_t len, const sharc_read
 void sharc__resume_take_back(uint8_t *draft, size_t len, const sharc_reader_stats *skipped,
                              sharc_reader_stats *out);
 
-/** The counters of a state the caller passed to resume, with `batches` its step, when its
- *  checksum, version and hash `state_hash` are right; else `out` is left as it is. */
+/** The filtered cuts by reason of a draft state into *out (left as it is when the draft is
+ *  too short). */
+void sharc__resume_draft_filtered(const uint8_t *draft, size_t len, sharc__filter_counts *out);
+
+/** The counters of a state the caller passed to resume, with `batches` its step, and its
+ *  filtered cuts by reason (zero in a state of version 2), when its checksum, version and
+ *  hash `state_hash` are right; else `out` and `filtered` (each may be NULL) are left as
+ *  they are. */
 void sharc__resume_saved_stats(const uint8_t *blob, size_t len, uint64_t state_hash,
-                               sharc_reader_stats *out);
+                               sharc_reader_stats *out, sharc__filter_counts *filtered);
 
 /** What a state blob says; pointers point into the blob. */
 typedef struct sharc__resume {
@@ -54,6 +61,7 @@ typedef struct sharc__resume {
     uint64_t next_step;
     sharc__walk_pos pos;
     sharc_reader_stats stats;
+    sharc__filter_counts filtered; ///< stats.filtered_cuts by reason (zero in version 2)
     size_t n_keys;
     const uint8_t *keys; ///< n_keys little-endian u64, read with sharc__resume_key()
     const uint8_t *sampler;

@@ -414,12 +414,41 @@ static int filter_of(const sharc__sampler_settings *st, double duration)
 }
 
 /* Whether the token limits filter out `it` (NeMo's TokenCountFilter and, with one cap,
- * TokenPerSecondFilter, whose bounds are inclusive). */
-static int token_filtered(const sharc__sampler_settings *st, const sharc__sitem *it)
+ * TokenPerSecondFilter, whose bounds are inclusive): the reason, or -1 when it passes. */
+static int token_filter_of(const sharc__sampler_settings *st, const sharc__sitem *it)
 {
     const double tps = (double)it->tokens / it->duration; /* numpy's: inf or nan at 0 s */
-    return it->tokens < st->min_tokens || (st->max_tokens && it->tokens > st->max_tokens) ||
-           tps < st->min_tps || (st->n_max_tps == 1 && tps > st->max_tps[0]);
+    if (it->tokens < st->min_tokens)
+        return SHARC__RELEASE_MIN_TOKENS;
+    if (st->max_tokens && it->tokens > st->max_tokens)
+        return SHARC__RELEASE_MAX_TOKENS;
+    if (tps < st->min_tps)
+        return SHARC__RELEASE_MIN_TPS;
+    if (st->n_max_tps == 1 && tps > st->max_tps[0])
+        return SHARC__RELEASE_MAX_TPS;
+    return -1;
+}
+
+int sharc__filter_of_release(sharc__release_reason why)
+{
+    switch (why) {
+    case SHARC__RELEASE_TOO_SHORT:
+        return SHARC_FILTER_MIN_DURATION;
+    case SHARC__RELEASE_TOO_LONG:
+        return SHARC_FILTER_MAX_DURATION;
+    case SHARC__RELEASE_MIN_TOKENS:
+        return SHARC_FILTER_MIN_TOKENS;
+    case SHARC__RELEASE_MAX_TOKENS:
+        return SHARC_FILTER_MAX_TOKENS;
+    case SHARC__RELEASE_MIN_TPS:
+        return SHARC_FILTER_MIN_TPS;
+    case SHARC__RELEASE_MAX_TPS:
+        return SHARC_FILTER_MAX_TPS;
+    case SHARC__RELEASE_NO_BUCKET:
+        return SHARC_FILTER_NO_BUCKET;
+    default:
+        return -1;
+    }
 }
 
 /* Pull one item into `pending`. 0: pending set; FILTERED: item filtered, pull again. */
@@ -453,12 +482,18 @@ static int pull_one(sharc__sampler *s)
         return FILTERED;
     }
     /* Counted by the source, as the state's counters predate these filters. */
-    if (token_filtered(&s->st, &it)) {
-        sharc__sampler_give_back(s, &it, SHARC__RELEASE_TOKENS);
+    if ((filter = token_filter_of(&s->st, &it)) >= 0) {
+        sharc__sampler_give_back(s, &it, (sharc__release_reason)filter);
         return FILTERED;
     }
     if (s->bin_tokens && sharc__sampler_bucket_of(s, &it) == s->n_bins) {
-        sharc__sampler_give_back(s, &it, SHARC__RELEASE_NO_BUCKET);
+        /* Over its bucket's max_tps when it fits one without the caps. */
+        int over_tps =
+            s->st.n_max_tps > 1 &&
+            sharc__bucket_of_2d(s->bins, s->bin_tokens, NULL, s->n_bins,
+                                sharc__sampler_length(s, it.duration), it.tokens) < s->n_bins;
+        sharc__sampler_give_back(s, &it,
+                                 over_tps ? SHARC__RELEASE_MAX_TPS : SHARC__RELEASE_NO_BUCKET);
         return FILTERED;
     }
     if (s->bbs && sharc__sampler_length(s, it.duration) > s->bins[s->n_bins - 1]) {

@@ -50,6 +50,7 @@
 #include <stdint.h>
 
 #include "base/ctx.h"
+#include "sharc/reader.h"
 
 /** One item as the sampler sees it. */
 typedef struct sharc__sitem {
@@ -67,9 +68,22 @@ typedef enum sharc__release_reason {
     SHARC__RELEASE_DROPPED,       ///< left over when drop_last ended the iteration
     SHARC__RELEASE_REJECTED,      ///< invalid item whose pull made next() fail
     SHARC__RELEASE_CLOSE,         ///< still buffered when the sampler was closed
-    SHARC__RELEASE_TOKENS,        ///< outside the token or tokens-per-second limits (filtered)
+    SHARC__RELEASE_MIN_TOKENS,    ///< fewer tokens than min_tokens (filtered)
     SHARC__RELEASE_NO_BUCKET,     ///< fits no 2D bucket (filtered)
+    SHARC__RELEASE_MAX_TOKENS,    ///< more tokens than max_tokens (filtered)
+    SHARC__RELEASE_MIN_TPS,       ///< fewer tokens per second than min_tps (filtered)
+    /** more tokens per second than max_tps, or than its 2D bucket's max_tps (filtered) */
+    SHARC__RELEASE_MAX_TPS,
+    SHARC__RELEASE_REASONS ///< how many reasons there are
 } sharc__release_reason;
+
+/** The items filtered out, by reason (sharc_filter), as the reader counts them. */
+typedef struct sharc__filter_counts {
+    uint64_t n[SHARC_FILTER_COUNT];
+} sharc__filter_counts;
+
+/** The sharc_filter of a release reason, or -1 for one that is no filter (DROPPED, ...). */
+int sharc__filter_of_release(sharc__release_reason why);
 
 /** Where items come from and go back to. `pull` is required, the others optional. */
 typedef struct sharc__sampler_source {
@@ -144,12 +158,13 @@ typedef struct sharc__sampler_settings {
      *  bucket_batch_size required; an item goes to the bucket NeMo's find_smallest_bucket
      *  picks in strict mode, and one that fits none is filtered (NO_BUCKET). NULL: 1D. */
     const double *bin_tokens;
-    /** Tokens per second caps: one for every item (filtered above it, TOKENS), or, with 2D
-     *  bins, one per bin (an item over its bucket's cap fits no bucket); copied. */
+    /** Tokens per second caps: one for every item (filtered above it, MAX_TPS), or, with 2D
+     *  bins, one per bin (an item over its bucket's cap fits no bucket: MAX_TPS); copied. */
     const double *max_tps;
     size_t n_max_tps; ///< 0 (none), 1, or n_bins with bin_tokens
-    double min_tps;   ///< items with fewer tokens per second are filtered (TOKENS) (default 0)
-    uint32_t min_tokens, max_tokens; ///< token count limits (TOKENS); max 0 = none (default 0)
+    double min_tps;   ///< items with fewer tokens per second are filtered (MIN_TPS) (default 0)
+    /** token count limits (MIN_TOKENS, MAX_TOKENS); max 0 = none (default 0) */
+    uint32_t min_tokens, max_tokens;
     /** NeMo's MultimodalSamplingConstraint: with a token_equivalent_duration t > 0, an item
      *  of d seconds measures ceil(d / t) audio tokens instead of d seconds, for the bins, the
      *  buckets (the first dimension of 2D bins too) and the batch rule, whose cap is then

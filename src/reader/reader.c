@@ -585,7 +585,16 @@ static void get_stats(const sharc_reader *r, sharc_reader_stats *out)
     *out = r->stats;
     /* Resumed, and no batch asked for yet: the counters are the state's. */
     if (r->mode != 1 && r->resume && !r->batch_failed)
-        sharc__resume_saved_stats(r->resume, r->s.resume_state_size, r->state_hash, out);
+        sharc__resume_saved_stats(r->resume, r->s.resume_state_size, r->state_hash, out, NULL);
+}
+
+void sharc__reader_filter_counts(const sharc_reader *r, sharc__filter_counts *out)
+{
+    memset(out, 0, sizeof *out);
+    if (r->pipe)
+        sharc__pipeline_filter_counts(r->pipe, out);
+    else if (r->mode != 1 && r->resume && !r->batch_failed) /* as get_stats() */
+        sharc__resume_saved_stats(r->resume, r->s.resume_state_size, r->state_hash, NULL, out);
 }
 
 void sharc__reader_get_stats(const sharc_reader *r, sharc_reader_stats *out)

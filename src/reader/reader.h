@@ -5,6 +5,7 @@
 #ifndef SHARC_SRC_READER_H
 #define SHARC_SRC_READER_H
 
+#include "batching/sampler.h"
 #include "reader/device.h"
 #include "sharc/reader.h"
 
@@ -22,6 +23,8 @@ int sharc__reader_cut_tokens(sharc_reader *r, const int32_t **ids, size_t *n);
 int sharc__reader_state_save(sharc_reader *r, void *buf, size_t cap, size_t *size);
 const char *sharc__reader_last_error(const sharc_reader *r);
 void sharc__reader_get_stats(const sharc_reader *r, sharc_reader_stats *out);
+/** The filtered cuts by reason, as of the counters sharc__reader_get_stats() gives. */
+void sharc__reader_filter_counts(const sharc_reader *r, sharc__filter_counts *out);
 size_t sharc__reader_num_shards(const sharc_reader *r);
 const char *sharc__reader_shard_path(const sharc_reader *r, size_t i);
 size_t sharc__reader_num_ignored(const sharc_reader *r);

@@ -27,6 +27,19 @@ const char *sharc_problem_name(sharc_problem p)
     }
 }
 
+const char *sharc_filter_name(sharc_filter f)
+{
+    switch (f) {
+#define X(name, str, desc)                                                                         \
+    case SHARC_FILTER_##name:                                                                      \
+        return str;
+        SHARC_FILTER_MAP(X)
+#undef X
+    default:
+        return "unknown";
+    }
+}
+
 void sharc_augment_default_settings(sharc_augment_settings *s)
 {
     memset(s, 0, sizeof *s);
@@ -311,6 +324,17 @@ void sharc_reader_get_stats(const sharc_reader *r, sharc_reader_stats *out)
     else
         sharc__reader_get_stats(r, out);
     out->n_problem_kinds = SHARC_PROBLEM_COUNT;
+}
+
+size_t sharc_reader_filter_counts(const sharc_reader *r, uint64_t *counts, size_t n)
+{
+    if (!r || (!counts && n))
+        return 0;
+    sharc__filter_counts f;
+    sharc__reader_filter_counts(r, &f);
+    for (size_t k = 0; k < n && k < SHARC_FILTER_COUNT; k++)
+        counts[k] = f.n[k];
+    return SHARC_FILTER_COUNT;
 }
 
 size_t sharc_reader_num_shards(const sharc_reader *r)

@@ -1,7 +1,8 @@
 #!/bin/sh
 # cli_conditioning: --resample, --speed-perturb, --volume-perturb and --noise from the command line
 # (docs/conditioning.md): a 24 kHz corpus read at 16 kHz with Lhotse's lengths and the
-# durations kept, each cut's speed, gain and SNR in --json with the perturbed lengths, the same
+# durations kept, each cut's speed, gain and SNR in --json with the perturbed lengths, and in
+# the batches' --json the same values per cut, the same
 # batches with 1 and 2 threads, sharc bench's conditioning_share, and the errors that name
 # the setting.
 . "$(dirname "$0")/lib.sh"
@@ -45,6 +46,31 @@ snr = [c["snr_db"] for c in map(json.loads, open(sys.argv[1])) if c["type"] == "
 assert len(snr) == 12 and None in snr, snr
 assert all(3 <= s <= 9 for s in snr if s is not None) and any(s is not None for s in snr), snr' \
     "$tmp/out"
+
+# Batches carry each cut's speed, gain and SNR in --json: cut mode's values as float32.
+C="--sampling-rate 16000 --resample --speed-perturb 0.9,1.0,1.1 --volume-perturb -6,6 --seed 2
+   --noise $tmp/n/wds --noise-snr 3,9 --noise-prob 0.5"
+expect_rc 0 "$SHARC" read --cuts --json $C "$d"
+mv "$tmp/out" "$tmp/cuts.jsonl"
+expect_rc 0 "$SHARC" read --json $C --max-cuts 5 --threads 2 "$d"
+"$PYTHON" - "$tmp/cuts.jsonl" "$tmp/out" <<'EOF'
+import json, struct, sys
+f32 = lambda v: None if v is None else struct.unpack("f", struct.pack("f", v))[0]
+cuts = {c["id"]: c for c in map(json.loads, open(sys.argv[1])) if c["type"] == "cut"}
+rows = 0
+for b in (b for b in map(json.loads, open(sys.argv[2])) if b["type"] == "batch"):
+    for k in ("speed", "gain", "snr_db"):
+        assert len(b[k]) == b["cuts"], (k, b)
+    for i, cid in enumerate(b["ids"]):
+        c = cuts.pop(cid)
+        # printed as the shortest text that reads back as the same float32
+        got = tuple(f32(b[k][i]) for k in ("speed", "gain", "snr_db"))
+        assert got == tuple(f32(c[k]) for k in ("speed", "gain", "snr_db")), (cid, got, c)
+        rows += 1
+assert rows == 12 and not cuts, (rows, cuts)
+EOF
+expect_rc 0 "$SHARC" read --json --max-cuts 5 "$d"
+if grep -q '"speed"' "$tmp/out"; then fail "batches without conditioning list speeds"; fi
 
 # Batches: the same with 1 and 2 threads.
 B="--sampling-rate 16000 --resample --speed-perturb 0.9,1.1 --max-cuts 4 --seed 3 --noise $tmp/n/wds"

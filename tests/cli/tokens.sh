@@ -121,7 +121,8 @@ for m in bpe:0 en:0 pad:3; do
 done
 
 # Token filters and NeMo's 2D buckets: every batch inside one bucket and within its size,
-# exactly the cuts that pass out, the rest counted (tokens_buckets.py, NeMo's algorithm).
+# exactly the cuts that pass out, the rest counted, each under the filter it failed first
+# (tokens_buckets.py, NeMo's algorithm).
 buckets() { # buckets NAME SETTINGS_JSON SHARC_OPTIONS...
     name=$1
     cfg=$2
@@ -136,13 +137,20 @@ buckets() { # buckets NAME SETTINGS_JSON SHARC_OPTIONS...
 bins='[[1.5,20],[1.5,35],[3,25],[3,37],[4,30],[4,44]]'
 n=$(buckets filters '{"min_tokens":10,"max_tokens":42,"min_tps":5,"max_tps":30}' \
     --max-duration 10 --min-tokens 10 --max-tokens 42 --min-tps 5 --max-tps 30)
-[ "$n" = 9 ] || fail "token filters: $n cuts filtered, not 9"
+[ "$n" = "9 min_tokens=2 max_tokens=2 min_tps=3 max_tps=2" ] ||
+    fail "token filters: $n cuts filtered, not 9 (2, 2, 3, 2)"
+cfg='{"min_duration":1,"max_cut_duration":3.5,"min_tokens":10,"max_tokens":42,"min_tps":5,"max_tps":30}'
+n=$(buckets durations "$cfg" --max-duration 10 --min-duration 1 --max-cut-duration 3.5 \
+    --min-tokens 10 --max-tokens 42 --min-tps 5 --max-tps 30)
+[ "$n" = "10 min_duration=2 max_cut_duration=2 min_tokens=1 max_tokens=2 min_tps=2 max_tps=1" ] ||
+    fail "duration and token filters: $n cuts filtered, not 10 (2, 2, 1, 2, 2, 1)"
 n=$(buckets 2d "{\"bins\":$bins,\"bbs\":[2,2,3,2,2,3]}" --bins "$bins" \
     --bucket-batch-size 2,2,3,2,2,3)
-[ "$n" = 4 ] || fail "2D buckets: $n cuts filtered, not 4"
+[ "$n" = "4 no_bucket=4" ] || fail "2D buckets: $n cuts filtered, not 4 (no_bucket)"
 n=$(buckets 2d-tps "{\"bins\":$bins,\"bbs\":[2,2,3,2,2,3],\"max_tps\":[20,20,15,9,10,12]}" \
     --bins "$bins" --bucket-batch-size 2,2,3,2,2,3 --max-tps 20,20,15,9,10,12)
-[ "$n" = 8 ] || fail "2D buckets with max_tps per bucket: $n cuts filtered, not 8"
+[ "$n" = "8 max_tps=4 no_bucket=4" ] ||
+    fail "2D buckets with max_tps per bucket: $n cuts filtered, not 8 (max_tps 4, no_bucket 4)"
 # The 2D sampler resumes: steps 2... of an uninterrupted run.
 B2="--seed 3 --buffer-size 5 --tokenizer $tmp/pad.model --bins $bins --bucket-batch-size 2,2,3,2,2,3"
 expect_rc 0 "$SHARC" read --json --json-tokens $B2 --threads 2 --save-state-at 1 "$tmp/s2" \
@@ -152,6 +160,12 @@ grep '"type":"batch"' "$tmp/out" >"$tmp/r2"
 grep '"type":"batch"' "$tmp/2d.jsonl" | tail -n +3 >"$tmp/2drest"
 [ -s "$tmp/r2" ] || fail "the resumed 2D run gave no batch"
 cmp -s "$tmp/2drest" "$tmp/r2" || fail "the resumed 2D run differs from steps 2..."
+# Its counters, filtered cuts by reason included, end where the uninterrupted run's do.
+"$py" -c '
+import json, sys
+a, b = ([o["reader"] for o in map(json.loads, open(f)) if o["type"] == "summary"][0] for f in sys.argv[1:])
+assert (a["filtered_cuts"], a["filtered"]) == (b["filtered_cuts"], b["filtered"]), (a, b)
+assert b["filtered"]["no_bucket"] == 4, b' "$tmp/out" "$tmp/2d.jsonl" || fail "resumed counters"
 # NeMo's multimodal sampling: cuts measured in audio tokens, batches capped in them.
 expect_rc 0 "$SHARC" read --json --token-equivalent-duration 0.08 --batch-tokens 120 \
     --num-buckets 3 --quadratic-duration 50 --seed 3 --buffer-size 8 "$tmp/c/shar"

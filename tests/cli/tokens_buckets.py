@@ -3,13 +3,16 @@
 --json-tokens` batches against NeMo's 2D bucketing and token filters, reimplemented here.
 
 SETTINGS_JSON holds any of: bins ([[duration, tokens], ...]), bbs (one size per pair),
-max_tps (a number, or one per pair), min_tps, min_tokens, max_tokens. A cut is filtered as
-NeMo's TokenPerSecondFilter (inclusive bounds, tps = tokens / duration; a list of max_tps
-leaves it to the buckets), TokenCountFilter-like min/max tokens, and BucketingFilter
+max_tps (a number, or one per pair), min_tps, min_tokens, max_tokens, min_duration,
+max_cut_duration. A cut is filtered as NeMo's DurationFilter, TokenPerSecondFilter (inclusive
+bounds, tps = tokens / duration; a list of max_tps leaves it to the buckets),
+TokenCountFilter-like min/max tokens, and BucketingFilter
 (find_smallest_bucket in strict mode, max_tps per bucket). Every batch must lie in one bucket
 with at most its size, and the cuts that come out must be exactly those that pass, with the
 ids Python sentencepiece gives their transcripts (MODEL); the summary's filtered_cuts must be
-the number filtered here. Prints that number.
+the number filtered here, and its "filtered" object the number filtered for each reason (the
+first filter a cut fails, a 2D bucket's max_tps counting as max_tps). Prints that number, then
+reason=count for each reason that filtered any.
 """
 import json
 import sys
@@ -35,29 +38,46 @@ def find_smallest_bucket(bins, dur, tok, max_ratio):
     return fit
 
 
-def passes(cfg, dur, n):
-    """Whether a cut of `dur` s and `n` tokens passes the filters and fits a bucket."""
+def reason(cfg, dur, n):
+    """Why a cut of `dur` s and `n` tokens is filtered (the first filter it fails, in the
+    order NeMo applies them: duration, token count, tokens per second, buckets), or None."""
     max_tps = cfg.get("max_tps")
     tps = n / dur
-    if not cfg.get("min_tokens", 0) <= n <= cfg.get("max_tokens", 1 << 40):
-        return False
-    if not cfg.get("min_tps", 0) <= tps <= (max_tps if isinstance(max_tps, (int, float)) else float("inf")):
-        return False
+    if dur < cfg.get("min_duration", 0):
+        return "min_duration"
+    if dur > cfg.get("max_cut_duration", float("inf")):
+        return "max_cut_duration"
+    if n < cfg.get("min_tokens", 0):
+        return "min_tokens"
+    if n > cfg.get("max_tokens", 1 << 40):
+        return "max_tokens"
+    if tps < cfg.get("min_tps", 0):
+        return "min_tps"
+    if tps > (max_tps if isinstance(max_tps, (int, float)) else float("inf")):
+        return "max_tps"
     bins = cfg.get("bins")
     ratios = max_tps if isinstance(max_tps, list) else None
-    return not bins or find_smallest_bucket(bins, dur, n, ratios) is not None
+    if bins and find_smallest_bucket(bins, dur, n, ratios) is None:
+        # over its bucket's max_tps when it fits one without the caps
+        return "no_bucket" if find_smallest_bucket(bins, dur, n, None) is None else "max_tps"
+    return None
 
 
 def main():
     exp, want = {}, set()
+    reasons = dict.fromkeys(("min_duration", "max_cut_duration", "min_tokens", "max_tokens",
+                             "min_tps", "max_tps", "no_bucket"), 0)
     cfg = json.loads(sys.argv[3])
     sp = spm.SentencePieceProcessor(model_file=sys.argv[4])
     with open(sys.argv[1]) as f:
         for line in f:
             e = json.loads(line)
             exp[e["id"]] = (e["duration"], sp.encode_as_ids(e["text"]))
-            if passes(cfg, e["duration"], len(exp[e["id"]][1])):
+            why = reason(cfg, e["duration"], len(exp[e["id"]][1]))
+            if why is None:
                 want.add(e["id"])
+            else:
+                reasons[why] += 1
     batches, summary = [], None
     with open(sys.argv[2]) as f:
         for line in f:
@@ -94,7 +114,9 @@ def main():
     filtered = len(exp) - len(want)
     got = summary["reader"]["filtered_cuts"]
     assert got == filtered, f"filtered_cuts {got}, but {filtered} cuts did not come out"
-    print(filtered)
+    got = summary["reader"]["filtered"]
+    assert got == reasons, f"filtered by reason {got}, not {reasons}"
+    print(filtered, " ".join(f"{k}={v}" for k, v in reasons.items() if v))
 
 
 if __name__ == "__main__":

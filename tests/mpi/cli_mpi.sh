@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The CLI under mpirun: tools/demo_mpi.sh (4 ranks, dp=2,cp=2, peers must print their
 # source's batches), `sharc bench --broadcast-only` JSON on 2 ranks, and the usage errors of
-# --transport/--mesh.   cli_mpi.sh BUILD_ROOT SOURCE_ROOT SHARC_GEN
+# --transport/--mesh, and a peer's batches with the source's conditioning values.
+#   cli_mpi.sh BUILD_ROOT SOURCE_ROOT SHARC_GEN
 set -euo pipefail
 build=$1 src=$2 gen=$3
 sharc=$build/tools/sharc
@@ -41,6 +42,17 @@ for src, peer in ((0, 1), (2, 3)):
     assert rows[src]["source"] and not rows[peer]["source"]
     assert rows[src]["batches"] == rows[peer]["batches"] == 3
     assert rows[src]["cuts"] == rows[peer]["cuts"] > 0
+PY
+# Conditioning's per-cut speed and gain travel in the frames: the peer prints its source's.
+mpirun --oversubscribe -n 2 "$sharc" read --json --transport mpi --mesh cp=2 --threads 1 \
+  --max-cuts 4 --speed-perturb 0.9,1.1 --volume-perturb -6,6 "$tmp/data/shar" >"$tmp/cond.jsonl"
+python3 - "$tmp/cond.jsonl" <<'PY'
+import json, sys
+rows = [r for r in map(json.loads, open(sys.argv[1])) if r["type"] == "batch"]
+by = {rank: [(r["step"], r["ids"], r["speed"], r["gain"]) for r in rows if r["rank"] == rank]
+      for rank in (0, 1)}
+assert len(by[0]) == 12 and by[0] == by[1], by  # 40 cuts, 4 a batch at most
+assert {f for b in by[0] for f in b[2]} == {0.9, 1.1}, by[0]
 PY
 rc=0
 "$sharc" bench --mesh dp=1 --seconds 2 "$tmp/data/shar" >/dev/null 2>"$tmp/err" || rc=$?
