@@ -1,7 +1,8 @@
 /*
- * The sampler's handle, shared by the sampling (sampler.c) and the codec of its state
- * (sampler_state.c), which reads and rebuilds it. Nothing else includes this header, and
- * sampler.c calls nothing of sampler_state.c.
+ * The sampler's handle, shared by the sampling (sampler.c), its settings and bins
+ * (sampler_settings.c) and the codec of its state (sampler_state.c), which reads and
+ * rebuilds it. Nothing else includes this header, and sampler.c calls nothing of
+ * sampler_state.c.
  */
 #ifndef SHARC_SRC_SAMPLER_IMPL_H
 #define SHARC_SRC_SAMPLER_IMPL_H
@@ -81,6 +82,17 @@ static inline double sharc__sampler_length(const sharc__sampler *s, double d)
 
 /** 1 when `x` is not a finite number >= 0. */
 int sharc__sampler_bad_nonneg(double x);
+
+/** Everything that changes the batch sequence, hashed: what a state is checked by. */
+uint64_t sharc__sampler_hash_settings(const sharc__sampler *s);
+
+/** Whether the duration limits filter out an item of `duration`: SHARC__RELEASE_TOO_SHORT,
+ *  SHARC__RELEASE_TOO_LONG, or -1 when it passes. */
+int sharc__sampler_filter_of(const sharc__sampler_settings *st, double duration);
+
+/** Whether the token limits filter out `it` (NeMo's TokenCountFilter and, with one cap,
+ *  TokenPerSecondFilter, whose bounds are inclusive): the reason, or -1 when it passes. */
+int sharc__sampler_token_filter_of(const sharc__sampler_settings *st, const sharc__sitem *it);
 
 /** Put `it` into bucket `b` (a free slot must exist). */
 void sharc__sampler_admit(sharc__sampler *s, const sharc__sitem *it, size_t b);
