@@ -108,7 +108,8 @@ static uint64_t walk(slot *s, uint64_t epochs, uint64_t cuts, sharc__rng *rng)
     return got;
 }
 
-/* The next generation: `next` new slots split the work `old` left. */
+/* The next generation: `next` new slots split the work `old` left of a plan of `epochs`
+ * epochs (0: without end, as a repeating mixture's source). */
 static void split(slot *old, int n_old, slot *next, int n_next, uint64_t epochs)
 {
     sharc__elastic_old at[MAX_SLOTS];
@@ -159,19 +160,26 @@ static void expect_each_once(uint64_t epochs, const char *what)
                               (unsigned long long)e, sh, (unsigned long long)k, seen[e][sh][k]);
 }
 
-/* D slots stop anywhere, D' slots take over (and stop anywhere too), D'' finish. */
-START_TEST(every_entry_once_over_three_generations)
+/*
+ * D slots stop anywhere, D' slots take over (and stop anywhere too), D'' finish. With
+ * `forever`, the plan has no end (a repeating mixture's source): each split takes what the
+ * old slots left up to the end of the latest epoch any of them had begun, the later epochs
+ * planned afresh; the model walks such a plan up to a bound, and every entry of the epochs
+ * below it is delivered once.
+ */
+static void three_generations(int forever)
 {
     sharc__ctx_init(&ctx, NULL, NULL);
     static slot a[MAX_SLOTS], b[MAX_SLOTS], c[MAX_SLOTS];
     sharc__rng rng;
-    sharc__rng_seed(&rng, 1234);
+    sharc__rng_seed(&rng, forever ? 4321 : 1234);
     for (int trial = 0; trial < 3000; trial++) {
         memset(seen, 0, sizeof seen);
         ds.n_shards = 1 + sharc__rng_below(&rng, MAX_SHARDS);
         for (size_t i = 0; i < ds.n_shards; i++)
             len[i] = 1 + sharc__rng_below(&rng, MAX_LEN);
         uint64_t epochs = 1 + sharc__rng_below(&rng, MAX_EPOCHS);
+        uint64_t plan = forever ? 0 : epochs;
         int d0 = 1 + (int)sharc__rng_below(&rng, MAX_SLOTS);
         int d1 = 1 + (int)sharc__rng_below(&rng, MAX_SLOTS);
         int d2 = 1 + (int)sharc__rng_below(&rng, MAX_SLOTS);
@@ -182,10 +190,10 @@ START_TEST(every_entry_once_over_three_generations)
             a[s].size = d0;
             walk(&a[s], epochs, sharc__rng_below(&rng, budget), &rng);
         }
-        split(a, d0, b, d1, epochs);
+        split(a, d0, b, d1, plan);
         for (int s = 0; s < d1; s++)
             walk(&b[s], epochs, sharc__rng_below(&rng, budget), &rng);
-        split(b, d1, c, d2, epochs);
+        split(b, d1, c, d2, plan);
         for (int s = 0; s < d2; s++)
             walk(&c[s], epochs, UINT64_MAX, &rng);
         for (int s = 0; s < d2; s++) /* nothing is held at the end */
@@ -195,12 +203,24 @@ START_TEST(every_entry_once_over_three_generations)
                     [sharc__key_position(key)]++;
             }
         char what[128];
-        snprintf(what, sizeof what, "trial %d: %zu shards, %llu epochs, %d -> %d -> %d slots",
-                 trial, ds.n_shards, (unsigned long long)epochs, d0, d1, d2);
+        snprintf(what, sizeof what, "trial %d: %zu shards, %llu epochs%s, %d -> %d -> %d slots",
+                 trial, ds.n_shards, (unsigned long long)epochs, forever ? " of no end" : "", d0,
+                 d1, d2);
         expect_each_once(epochs, what);
         free_slots(b, d1);
         free_slots(c, d2);
     }
+}
+
+START_TEST(every_entry_once_over_three_generations)
+{
+    three_generations(0);
+}
+END_TEST
+
+START_TEST(every_entry_once_without_end)
+{
+    three_generations(1);
 }
 END_TEST
 
@@ -238,6 +258,7 @@ int main(void)
     TCase *tc = tcase_create("split");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, every_entry_once_over_three_generations);
+    tcase_add_test(tc, every_entry_once_without_end);
     tcase_add_test(tc, new_slots_share_units_when_fewer_than_slots);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
