@@ -122,6 +122,10 @@ static void split(slot *old, int n_old, slot *next, int n_next, uint64_t epochs)
         n_keys[d] = old[d].n_held;
     }
     sharc__elastic_plan plan = {&ds, 7, 1, epochs};
+    int owner[MAX_EPOCHS * MAX_SHARDS]; /* the new slot that took a visit's held cuts */
+    size_t load[MAX_SLOTS] = {0}, largest = 0;
+    for (size_t v = 0; v < MAX_EPOCHS * MAX_SHARDS; v++)
+        owner[v] = -1;
     for (int s = 0; s < n_next; s++) {
         slot *n = &next[s];
         memset(n, 0, sizeof *n);
@@ -132,16 +136,27 @@ static void split(slot *old, int n_old, slot *next, int n_next, uint64_t epochs)
                          0);
         /* The held cuts it takes are delivered first. */
         uint64_t mine[MAX_EPOCHS * MAX_SHARDS * MAX_LEN * MAX_SLOTS];
-        size_t k = sharc__elastic_keys(keys, n_keys, (size_t)n_old, s, n_next, mine);
-        for (size_t i = 0; i < k; i++) {
+        size_t k = 0;
+        ck_assert_int_eq(
+            sharc__elastic_keys(&ctx, keys, n_keys, (size_t)n_old, s, n_next, mine, &k), 0);
+        load[s] = k;
+        for (size_t i = 0, run = 0; i < k; i++) {
             uint64_t key = mine[i];
             seen[sharc__key_epoch(key, ds.n_shards)][sharc__key_shard(key, ds.n_shards)]
                 [sharc__key_position(key)]++;
+            /* Every visit's keys went to this slot alone, in order. */
+            uint64_t visit = sharc__key_visit(key);
+            ck_assert(owner[visit] == -1 || owner[visit] == s);
+            owner[visit] = s;
+            ck_assert(i == 0 || mine[i - 1] < key);
+            run = i > 0 && sharc__key_visit(mine[i - 1]) == visit ? run + 1 : 1;
+            largest = run > largest ? run : largest;
         }
-        /* Every visit's keys went to one slot. */
-        for (size_t i = 1; i < k; i++)
-            ck_assert_uint_lt(mine[i - 1], mine[i]);
     }
+    /* Balanced by count: the slots' loads differ by at most the largest visit's. */
+    for (int s = 0; s < n_next; s++)
+        for (int t = 0; t < n_next; t++)
+            ck_assert_uint_le(load[s], load[t] + largest);
 }
 
 static void free_slots(slot *s, int n)

@@ -127,23 +127,104 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-size_t sharc__elastic_keys(const uint64_t *const *keys, const size_t *n_keys, size_t n_old,
-                           int rank, int size, uint64_t *out)
+/* A shard visit's held keys: out[at, at + count), and the new slot that takes them. */
+typedef struct visit {
+    size_t at, count;
+    int slot;
+} visit;
+
+/* Larger visits first; among equals, the earlier visit. */
+static int cmp_visit(const void *a, const void *b)
 {
-    size_t n = 0;
+    const visit *x = *(const visit *const *)a, *y = *(const visit *const *)b;
+    if (x->count != y->count)
+        return x->count > y->count ? -1 : 1;
+    return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/* A min-heap of the new slots by (keys taken, slot). */
+typedef struct heap {
+    int *slot;
+    size_t *load;
+    int n;
+} heap;
+
+static int lighter(const heap *h, int a, int b)
+{
+    return h->load[a] != h->load[b] ? h->load[a] < h->load[b] : a < b;
+}
+
+static void sift(heap *h, int i)
+{
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= h->n)
+            return;
+        if (c + 1 < h->n && lighter(h, h->slot[c + 1], h->slot[c]))
+            c++;
+        if (!lighter(h, h->slot[c], h->slot[i]))
+            return;
+        int t = h->slot[c];
+        h->slot[c] = h->slot[i];
+        h->slot[i] = t;
+        i = c;
+    }
+}
+
+/* Each visit, the largest first, to the slot that has taken the fewest keys so far. */
+static void assign(visit **by_size, size_t n, heap *h)
+{
+    for (int i = 0; i < h->n; i++)
+        h->slot[i] = i; /* all loads 0: already a heap */
+    for (size_t v = 0; v < n; v++) {
+        int s = h->slot[0];
+        by_size[v]->slot = s;
+        h->load[s] += by_size[v]->count;
+        sift(h, 0);
+    }
+}
+
+int sharc__elastic_keys(sharc__ctx *ctx, const uint64_t *const *keys, const size_t *n_keys,
+                        size_t n_old, int rank, int size, uint64_t *out, size_t *n_out)
+{
+    size_t n = 0, n_visits = 0;
     for (size_t d = 0; d < n_old; d++) {
         if (n_keys[d])
             memcpy(out + n, keys[d], n_keys[d] * sizeof *out);
         n += n_keys[d];
     }
     qsort(out, n, sizeof *out, cmp_u64);
-    size_t kept = 0;
-    uint64_t visits = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (i > 0 && sharc__key_visit(out[i]) != sharc__key_visit(out[i - 1]))
-            visits++;
-        if (visits % (uint64_t)size == (uint64_t)rank)
-            out[kept++] = out[i];
+    for (size_t i = 0; i < n; i++)
+        n_visits += i == 0 || sharc__key_visit(out[i]) != sharc__key_visit(out[i - 1]);
+    *n_out = 0;
+    if (n_visits == 0)
+        return 0;
+    visit *v = sharc__calloc(ctx, n_visits, sizeof *v);
+    visit **by_size = sharc__calloc(ctx, n_visits, sizeof *by_size);
+    heap h = {sharc__calloc(ctx, (size_t)size, sizeof *h.slot),
+              sharc__calloc(ctx, (size_t)size, sizeof *h.load), size};
+    int rc = v && by_size && h.slot && h.load ? 0 : SHARC_ERR(ENOMEM);
+    if (rc == 0) {
+        for (size_t i = 0, k = 0; i < n; i++) {
+            if (i > 0 && sharc__key_visit(out[i]) != sharc__key_visit(out[i - 1]))
+                k++;
+            if (v[k].count++ == 0)
+                v[k].at = i;
+        }
+        for (size_t k = 0; k < n_visits; k++)
+            by_size[k] = &v[k];
+        qsort(by_size, n_visits, sizeof *by_size, cmp_visit);
+        assign(by_size, n_visits, &h);
+        size_t kept = 0;
+        for (size_t k = 0; k < n_visits; k++)
+            if (v[k].slot == rank)
+                for (size_t i = 0; i < v[k].count; i++)
+                    out[kept++] = out[v[k].at + i];
+        *n_out = kept;
     }
-    return kept;
+    sharc__free(ctx, v);
+    sharc__free(ctx, by_size);
+    sharc__free(ctx, h.slot);
+    sharc__free(ctx, h.load);
+    return rc;
 }

@@ -6,9 +6,10 @@
  * slot count) the units of work it had left up to the end of the latest epoch any old slot
  * had begun; then new slot s of D' takes units i with i % D' == s, or, with fewer units
  * than new slots, shares unit s % U by entries with the other new slots that take it. The
- * cuts the old samplers held (their keys) go by shard visit, visit i of all of them, in
- * order, to new slot i % D', so that only that slot re-reads the shard. Later epochs are
- * planned for D' as a fresh run plans them.
+ * cuts the old samplers held (their keys) go by shard visit, all of a visit's to one new
+ * slot, so that only that slot re-reads the shard, the visits balanced over the new slots
+ * by their counts (sharc__elastic_keys). Later epochs are planned for D' as a fresh run
+ * plans them.
  *
  * A unit is the part of one shard visit (epoch, shard) left to read: the entries k of the
  * shard's stream (cuts and cut-level problems alike, as the walk counts them) with k >= skip
@@ -59,11 +60,14 @@ int sharc__elastic_split(sharc__ctx *ctx, const sharc__elastic_plan *plan,
 
 /**
  * The held keys (each old slot's sorted keys, keys[i] of n_keys[i]) that new slot `rank`
- * of `size` takes: every key of a shard visit goes to the same slot, visit i (in order of
- * all visits) to slot i % size. Written sorted into `out`, which has room for all keys.
- * @return the number written
+ * of `size` takes: every key of a shard visit goes to the same slot (which alone re-reads
+ * that shard), and the visits are balanced by their number of keys: the largest first, each
+ * to the slot that has taken the fewest keys so far (the lowest slot among equals), so the
+ * slots' counts differ by at most the largest visit's. Written sorted into `out`, which has
+ * room for all keys; *n_out receives the number written.
+ * @return 0, SHARC_ERR(ENOMEM)
  */
-size_t sharc__elastic_keys(const uint64_t *const *keys, const size_t *n_keys, size_t n_old,
-                           int rank, int size, uint64_t *out);
+int sharc__elastic_keys(sharc__ctx *ctx, const uint64_t *const *keys, const size_t *n_keys,
+                        size_t n_old, int rank, int size, uint64_t *out, size_t *n_out);
 
 #endif /* SHARC_SRC_ELASTIC_H */

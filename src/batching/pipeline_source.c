@@ -447,8 +447,8 @@ static int restore_elastic(sharc__pipeline *p, const sharc__sampler_settings *ss
         rc = SHARC_ERR(ENOMEM);
     size_t n_mine_keys = 0;
     if (rc == 0)
-        n_mine_keys = sharc__elastic_keys((const uint64_t *const *)k.keys, k.n_keys, n,
-                                          p->s->dp_rank, p->s->dp_size, mine_keys);
+        rc = sharc__elastic_keys(p->ctx, (const uint64_t *const *)k.keys, k.n_keys, n,
+                                 p->s->dp_rank, p->s->dp_size, mine_keys, &n_mine_keys);
     if (rc == 0)
         rc = preload(p, mine_keys, n_mine_keys);
     if (rc == 0)
