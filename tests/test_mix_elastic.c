@@ -306,20 +306,6 @@ START_TEST(repeating_pass_once)
 }
 END_TEST
 
-/* The status of the first batch of a slot resumed from `bundle`, its error in why. */
-static int first_status(const sharc_reader_settings *s, char *why, size_t cap)
-{
-    sharc_reader *r;
-    sharc_batch *b;
-    ck_assert_int_eq(sharc_reader_open(&r, s), 0);
-    int rc = sharc_reader_next_batch(r, &b);
-    if (rc == 0)
-        sharc_batch_release(b);
-    snprintf(why, cap, "%s", sharc_reader_last_error(r));
-    sharc_reader_close(&r);
-    return rc;
-}
-
 /* A slot missing, a slot repeated, another source config or another seed: refused naming the
  * slot (and the source, where one differs). */
 START_TEST(refuses_wrong_states)
@@ -360,7 +346,7 @@ START_TEST(refuses_wrong_states)
         s.resume_state = bundle;
         s.resume_state_size = size;
         char why[2048];
-        ck_assert_int_eq(first_status(&s, why, sizeof why), SHARC_ERR_STATE);
+        ck_assert_int_eq(tu_first_batch_status(&s, why, sizeof why), SHARC_ERR_STATE);
         ck_assert_msg(strstr(why, cases[c].want) != NULL, "case %zu: '%s' lacks '%s'", c, why,
                       cases[c].want);
         free(bundle);

@@ -621,15 +621,7 @@ static int resume_status(const sharc_reader_settings *s, const void *blob, size_
     sharc_reader_settings s2 = *s;
     s2.resume_state = blob;
     s2.resume_state_size = size;
-    sharc_reader *r;
-    sharc_batch *b;
-    ck_assert_int_eq(sharc_reader_open(&r, &s2), 0);
-    int rc = sharc_reader_next_batch(r, &b);
-    if (rc == 0)
-        sharc_batch_release(b);
-    snprintf(why, WHY_LEN, "%s", sharc_reader_last_error(r));
-    sharc_reader_close(&r);
-    return rc;
+    return tu_first_batch_status(&s2, why, WHY_LEN);
 }
 
 /* A bundle with a slot missing, repeated or of other settings is refused, naming the slot. */

@@ -178,3 +178,16 @@ void tu_spoil_member(const char *dir, int index, int cuts_per_shard, char member
                            dir, getenv("SHARC_TESTS_SRC"), index / cuts_per_shard, member),
                      0);
 }
+
+int tu_first_batch_status(const sharc_reader_settings *s, char *why, size_t cap)
+{
+    sharc_reader *r;
+    sharc_batch *b;
+    ck_assert_int_eq(sharc_reader_open(&r, s), 0);
+    int rc = sharc_reader_next_batch(r, &b);
+    if (rc == 0)
+        sharc_batch_release(b);
+    snprintf(why, cap, "%s", sharc_reader_last_error(r));
+    sharc_reader_close(&r);
+    return rc;
+}

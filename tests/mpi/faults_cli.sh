@@ -113,22 +113,29 @@ for n in 2 4; do
   expect "mesh$n" $n "the ranks were started with different meshes: rank 0 has $mesh broadcast=cp but rank $((n - 1)) has dp=$n broadcast=-"
 done
 
+# rank_pid NAME PATTERN RANK: the pid of global rank RANK of a job whose command line holds
+# PATTERN, once it runs (within 10 s).
+rank_pid() {
+  local p
+  for _ in $(seq 100); do
+    for p in $(pgrep -f "$2" || true); do
+      if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$3"; then
+        echo "$p"
+        return
+      fi
+    done
+    sleep 0.1
+  done
+  fail "$1: rank $3 never started"
+}
+
 # kill_rank N RANK: SIGKILL global rank RANK of an endless read on N ranks, once it runs.
 kill_rank() {
-  local n=$1 rank=$2 name=kill$1-$2 pid="" start rc=0
+  local n=$1 rank=$2 name=kill$1-$2 pid start rc=0
   mpirun --oversubscribe -n "$n" "$sharc" read --transport mpi --mesh cp="$n" --quiet --epochs 0 \
     --timeout 5 "$data" >"$tmp/$name.out" 2>&1 &
   local job=$!
-  for _ in $(seq 100); do
-    for p in $(pgrep -f "$sharc read --transport mpi" || true); do
-      if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$rank"; then
-        pid=$p
-      fi
-    done
-    [ -n "$pid" ] && break
-    sleep 0.1
-  done
-  [ -n "$pid" ] || fail "$name: rank $rank never started"
+  pid=$(rank_pid "$name" "$sharc read --transport mpi" "$rank")
   sleep 1 # well into the endless read
   start=$(date +%s.%N)
   kill -9 "$pid"
@@ -152,20 +159,11 @@ kill_rank 4 3
 # out, and it exits 1 without MPI_Finalize, which would wait for the stopped rank forever;
 # mpirun then ends the job. The job must end within the timeout plus a margin (it hung before).
 stall_bench() {
-  local name=stall-bench pid="" start rc=0
+  local name=stall-bench pid start rc=0
   mpirun --oversubscribe -n 2 "$sharc" bench --transport mpi --mesh cp=2 --quiet --epochs 0 \
     --batches 100000 --batch-duration 20 --threads 1 --timeout 3 "$data" >"$tmp/$name.out" 2>&1 &
   local job=$!
-  for _ in $(seq 100); do
-    for p in $(pgrep -f "$sharc bench --transport mpi" || true); do
-      if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then
-        pid=$p
-      fi
-    done
-    [ -n "$pid" ] && break
-    sleep 0.1
-  done
-  [ -n "$pid" ] || fail "$name: rank 1 never started"
+  pid=$(rank_pid "$name" "$sharc bench --transport mpi" 1)
   sleep 1 # well into the run
   start=$(date +%s.%N)
   kill -STOP "$pid"
