@@ -105,6 +105,14 @@ static void add_batch(sharc_batch *b, run_out *out, char **ids, size_t *n_ids)
     }
 }
 
+/* The reader's state after its last batch, in a new *state of *len bytes. */
+static void save_state(sharc_reader *r, void **state, size_t *len)
+{
+    ck_assert_int_eq(sharc_reader_state_save(r, NULL, 0, len), SHARC_ERR(ENOSPC));
+    *state = malloc(*len);
+    ck_assert_int_eq(sharc_reader_state_save(r, *state, *len, len), 0);
+}
+
 /* Up to `steps` batches of a reader on `s` (to its end with SIZE_MAX); with `state`, the
  * state after the last batch returned. */
 static void run(const sharc_reader_settings *s, size_t steps, run_out *out, char **ids,
@@ -123,11 +131,8 @@ static void run(const sharc_reader_settings *s, size_t steps, run_out *out, char
     ck_assert_msg(rc == 0 || rc == SHARC_END, "slot %d of %d: %s", s->dp_rank, s->dp_size,
                   sharc_reader_last_error(r));
     out->end = rc == SHARC_END;
-    if (state) {
-        ck_assert_int_eq(sharc_reader_state_save(r, NULL, 0, state_len), SHARC_ERR(ENOSPC));
-        *state = malloc(*state_len);
-        ck_assert_int_eq(sharc_reader_state_save(r, *state, *state_len, state_len), 0);
-    }
+    if (state)
+        save_state(r, state, state_len);
     sharc_reader_close(&r);
 }
 
@@ -250,11 +255,8 @@ static void run_passes(sharc_reader_settings *s, size_t steps, char **ids, size_
         ids[(*n)++] = strdup(one);
         sharc_batch_release(b);
     }
-    if (state) {
-        ck_assert_int_eq(sharc_reader_state_save(r, NULL, 0, state_len), SHARC_ERR(ENOSPC));
-        *state = malloc(*state_len);
-        ck_assert_int_eq(sharc_reader_state_save(r, *state, *state_len, state_len), 0);
-    }
+    if (state)
+        save_state(r, state, state_len);
     sharc_reader_close(&r);
 }
 
