@@ -358,6 +358,79 @@ START_TEST(refuses_wrong_states)
 }
 END_TEST
 
+/* Little-endian u64 at p. */
+static uint64_t le64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int k = 7; k >= 0; k--)
+        v = v << 8 | p[k];
+    return v;
+}
+
+static void put_le64(uint8_t *p, uint64_t v)
+{
+    for (int k = 0; k < 8; k++)
+        p[k] = (uint8_t)(v >> (8 * k));
+}
+
+/* A new slot's state whose mixture section's prologues were tampered with (the checksum made
+ * right again): refused naming the source, never read past the blob. */
+START_TEST(refuses_tampered_prologues)
+{
+    void *states[2], *mid;
+    size_t sizes[2], size, len;
+    stop_old(1, 3, 2, 1, states, sizes, NULL, NULL);
+    void *bundle = pack(states, sizes, 2, &size);
+    sharc_reader_settings s;
+    settings_for(&s, cfg, 1, 3, 0, 3);
+    s.resume_state = bundle;
+    s.resume_state_size = size;
+    run(&s, 1, &again_out, NULL, NULL, &mid, &len);
+    const uint8_t *blob = mid;
+    size_t at = 0; /* the mixture section's prologue tag */
+    while (at + 8 <= len && le64(blob + at) != UINT64_C(0xFFFFFFFF50524F4C))
+        at++;
+    ck_assert_uint_lt(at + 8, len);
+    const size_t source0 = at + 8, n_units = source0 + 32;
+    ck_assert_uint_eq(le64(blob + source0), 1); /* source 0 has a prologue ... */
+    ck_assert_uint_ge(le64(blob + n_units), 1); /* ... of a unit at least */
+    static const struct {
+        size_t offset;
+        uint64_t value;
+        const char *want;
+    } cases[] = {
+        {0, 2,
+         "cannot resume: the state's prologue is truncated or out of range of source "
+         "input_cfg[0]"},
+        {32, UINT64_C(1) << 40,
+         "cannot resume: the state's prologue is truncated or out of range "
+         "of source input_cfg[0]"},
+        {40 + 8, 1000,
+         "cannot resume: the state's prologue points outside the shards of source "
+         "input_cfg[0]"},
+        {40 + 24, 0,
+         "cannot resume: the state's prologue points outside the shards of source "
+         "input_cfg[0]"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        uint8_t *bad = malloc(len);
+        memcpy(bad, blob, len);
+        put_le64(bad + source0 + cases[c].offset, cases[c].value);
+        tu_reseal_state(bad, len);
+        s.resume_state = bad;
+        s.resume_state_size = len;
+        char why[2048];
+        ck_assert_int_eq(tu_first_batch_status(&s, why, sizeof why), SHARC_ERR_STATE);
+        ck_assert_msg(strstr(why, cases[c].want) != NULL, "case %zu: '%s'", c, why);
+        free(bad);
+    }
+    free(mid);
+    free(bundle);
+    for (int d = 0; d < 2; d++)
+        free(states[d]);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("mix_elastic");
@@ -367,6 +440,7 @@ int main(void)
     tcase_add_test(tc, finite_every_cut_once);
     tcase_add_test(tc, repeating_pass_once);
     tcase_add_test(tc, refuses_wrong_states);
+    tcase_add_test(tc, refuses_tampered_prologues);
     suite_add_tcase(s, tc);
     int rc = tu_run_suite(s);
     tu_rm_rf(dir);

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 
 #include <cjson/cJSON.h>
+#include <zlib.h>
 
 const char *tu_testdata(const char *rel)
 {
@@ -190,4 +191,11 @@ int tu_first_batch_status(const sharc_reader_settings *s, char *why, size_t cap)
     snprintf(why, cap, "%s", sharc_reader_last_error(r));
     sharc_reader_close(&r);
     return rc;
+}
+
+void tu_reseal_state(uint8_t *blob, size_t size)
+{
+    uint64_t crc = (uint32_t)crc32(0L, blob, (uInt)(size - 8));
+    for (int k = 0; k < 8; k++)
+        blob[size - 8 + (size_t)k] = (uint8_t)(crc >> (8 * k));
 }

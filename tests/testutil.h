@@ -67,4 +67,7 @@ void tu_spoil_member(const char *dir, int index, int cuts_per_shard, char member
  */
 int tu_first_batch_status(const sharc_reader_settings *s, char *why, size_t cap);
 
+/** Write a resume state's checksum again (a CRC-32 in its last 8 bytes), as a forger would. */
+void tu_reseal_state(uint8_t *blob, size_t size);
+
 #endif
