@@ -110,7 +110,7 @@ static uint64_t walk(slot *s, uint64_t epochs, uint64_t cuts, sharc__rng *rng)
 
 /* The next generation: `next` new slots split the work `old` left of a plan of `epochs`
  * epochs (0: without end, as a repeating mixture's source). */
-static void split(slot *old, int n_old, slot *next, int n_next, uint64_t epochs)
+static void split(slot *old, int n_old, slot *next, int n_next, uint64_t epochs, uint64_t offset)
 {
     sharc__elastic_old at[MAX_SLOTS];
     const uint64_t *keys[MAX_SLOTS];
@@ -121,7 +121,8 @@ static void split(slot *old, int n_old, slot *next, int n_next, uint64_t epochs)
         keys[d] = old[d].held;
         n_keys[d] = old[d].n_held;
     }
-    sharc__elastic_plan plan = {&ds, 7, 1, epochs};
+    /* A mixture's source starts the round where the sources before it left it. */
+    sharc__elastic_plan plan = {&ds, 7, 1, epochs, offset};
     int owner[MAX_EPOCHS * MAX_SHARDS]; /* the new slot that took a visit's held cuts */
     size_t load[MAX_SLOTS] = {0}, largest = 0;
     for (size_t v = 0; v < MAX_EPOCHS * MAX_SHARDS; v++)
@@ -132,7 +133,7 @@ static void split(slot *old, int n_old, slot *next, int n_next, uint64_t epochs)
         n->rank = s;
         n->size = n_next;
         ck_assert_int_eq(sharc__elastic_split(&ctx, &plan, at, (size_t)n_old, s, n_next, &n->units,
-                                              &n->n_units, &n->start_epoch),
+                                              &n->n_units, &n->start_epoch, NULL),
                          0);
         /* The held cuts it takes are delivered first. */
         uint64_t mine[MAX_EPOCHS * MAX_SHARDS * MAX_LEN * MAX_SLOTS];
@@ -205,10 +206,10 @@ static void three_generations(int forever)
             a[s].size = d0;
             walk(&a[s], epochs, sharc__rng_below(&rng, budget), &rng);
         }
-        split(a, d0, b, d1, plan);
+        split(a, d0, b, d1, plan, sharc__rng_below(&rng, 20));
         for (int s = 0; s < d1; s++)
             walk(&b[s], epochs, sharc__rng_below(&rng, budget), &rng);
-        split(b, d1, c, d2, plan);
+        split(b, d1, c, d2, plan, sharc__rng_below(&rng, 20));
         for (int s = 0; s < d2; s++)
             walk(&c[s], epochs, UINT64_MAX, &rng);
         for (int s = 0; s < d2; s++) /* nothing is held at the end */
@@ -252,7 +253,7 @@ START_TEST(new_slots_share_units_when_fewer_than_slots)
     sharc__rng rng;
     sharc__rng_seed(&rng, 5);
     walk(&a[0], 1, 3, &rng); /* three cuts into the first shard of the one epoch */
-    split(a, 1, b, 5, 1);
+    split(a, 1, b, 5, 1, 0);
     /* Two units (the first shard's rest, the second shard) over five slots: slots 0, 2, 4
      * share the first, slots 1 and 3 the second. */
     for (int s = 0; s < 5; s++) {
@@ -267,6 +268,39 @@ START_TEST(new_slots_share_units_when_fewer_than_slots)
 }
 END_TEST
 
+/* The round of units starts at the plan's offset: 4 units over 3 slots from slot 1 give
+ * slot 1 the first and the fourth (a mixture's next source then starts at slot 2). */
+START_TEST(units_start_at_the_offset)
+{
+    sharc__ctx_init(&ctx, NULL, NULL);
+    ds.n_shards = 4;
+    len[0] = len[1] = len[2] = len[3] = 2;
+    memset(seen, 0, sizeof seen);
+    static slot a[1], b[3];
+    a[0].rank = 0;
+    a[0].size = 1;
+    sharc__rng rng;
+    sharc__rng_seed(&rng, 5);
+    walk(&a[0], 1, 0, &rng); /* stopped before its first cut: all 4 shards left */
+    split(a, 1, b, 3, 1, 1);
+    ck_assert_uint_eq(b[0].n_units, 1);
+    ck_assert_uint_eq(b[1].n_units, 2);
+    ck_assert_uint_eq(b[2].n_units, 1);
+    size_t n_all = 0;
+    sharc__elastic_unit *u = NULL;
+    size_t n_u = 0;
+    uint64_t start = 0;
+    sharc__elastic_plan plan = {&ds, 7, 1, 1, 1};
+    ck_assert_int_eq(sharc__elastic_split(&ctx, &plan, &a[0].at, 1, 2, 3, &u, &n_u, &start, &n_all),
+                     0);
+    ck_assert_uint_eq(n_all, 4);
+    ck_assert_uint_eq(n_u, 1);
+    ck_assert_uint_eq(u[0].shard, b[2].units[0].shard);
+    sharc__free(&ctx, u);
+    free_slots(b, 3);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("elastic");
@@ -275,6 +309,7 @@ int main(void)
     tcase_add_test(tc, every_entry_once_over_three_generations);
     tcase_add_test(tc, every_entry_once_without_end);
     tcase_add_test(tc, new_slots_share_units_when_fewer_than_slots);
+    tcase_add_test(tc, units_start_at_the_offset);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

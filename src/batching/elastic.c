@@ -73,10 +73,14 @@ static int remaining(const sharc__elastic_plan *plan, const sharc__elastic_old *
 
 int sharc__elastic_split(sharc__ctx *ctx, const sharc__elastic_plan *plan,
                          const sharc__elastic_old *old, size_t n_old, int rank, int size,
-                         sharc__elastic_unit **out, size_t *n_out, uint64_t *start_epoch)
+                         sharc__elastic_unit **out, size_t *n_out, uint64_t *start_epoch,
+                         size_t *n_all)
 {
     *out = NULL;
     *n_out = 0;
+    /* Slots relabelled so that slot `offset` takes unit 0: r is this slot's place. */
+    const size_t r = (size_t)(((uint64_t)rank + (uint64_t)size - plan->offset % (uint64_t)size) %
+                              (uint64_t)size);
     uint64_t last = 0;
     for (size_t d = 0; d < n_old; d++)
         if (current_epoch(&old[d]) > last)
@@ -92,14 +96,16 @@ int sharc__elastic_split(sharc__ctx *ctx, const sharc__elastic_plan *plan,
         rc = remaining(plan, &old[d], last, order, &all);
     sharc__free(ctx, order);
     units mine = {ctx, NULL, 0, 0};
+    if (n_all)
+        *n_all = all.n;
     if (rc == 0 && all.n >= (size_t)size) {
-        for (size_t i = (size_t)rank; rc == 0 && i < all.n; i += (size_t)size) {
+        for (size_t i = r; rc == 0 && i < all.n; i += (size_t)size) {
             const sharc__elastic_unit *u = &all.u[i];
             rc = push(&mine, u->epoch, u->shard, u->skip, u->every, u->first);
         }
     } else if (rc == 0 && all.n > 0) {
         /* Fewer units than slots: the slots j, j + U, ... share unit j by entries. */
-        size_t j = (size_t)rank % all.n;
+        size_t j = r % all.n;
         uint64_t g = (uint64_t)size / all.n + (j < (size_t)size % all.n);
         const sharc__elastic_unit *u = &all.u[j];
         if (u->every > UINT64_MAX / 2 / g)
@@ -109,7 +115,7 @@ int sharc__elastic_split(sharc__ctx *ctx, const sharc__elastic_plan *plan,
                              u->shard);
         else
             rc = push(&mine, u->epoch, u->shard, u->skip, u->every * g,
-                      u->first + u->every * ((uint64_t)rank / all.n));
+                      u->first + u->every * ((uint64_t)r / all.n));
     }
     sharc__free(ctx, all.u);
     if (rc < 0) {

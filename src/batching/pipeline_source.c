@@ -307,15 +307,17 @@ static sharc__walk_unit saved_unit(const void *saved, size_t i)
     return sharc__mix_saved_unit(saved, i);
 }
 
-/* This slot's share of the work the n old slots left of one walk's plan: its prologue. */
+/* This slot's share of the work the n old slots left of one walk's plan: its prologue.
+ * *n_all receives the units of all slots. */
 static int split_plan(sharc__pipeline *p, const sharc__elastic_plan *plan,
-                      const sharc__elastic_old *old, size_t n, sharc__walk *walk, size_t source)
+                      const sharc__elastic_old *old, size_t n, sharc__walk *walk, size_t source,
+                      size_t *n_all)
 {
     sharc__walk_unit *mine = NULL;
     size_t n_mine = 0;
     uint64_t start_epoch = 0;
     int rc = sharc__elastic_split(p->ctx, plan, old, n, p->s->dp_rank, p->s->dp_size, &mine,
-                                  &n_mine, &start_epoch);
+                                  &n_mine, &start_epoch, n_all);
     if (rc == 0)
         rc = walk ? sharc__walk_set_prologue(walk, mine, n_mine, start_epoch)
                   : sharc__mix_set_prologue(p->cs.mix, source, mine, n_mine, start_epoch);
@@ -333,9 +335,10 @@ static int split_walk(sharc__pipeline *p, const sharc__resume *st, size_t n)
         rc = old_slot(p->ctx, &st[d].pos, st[d].has_prologue, st[d].start_epoch, st[d].n_units,
                       state_unit, &st[d], d, n, &old[d], &units[d]);
     sharc__elastic_plan plan = {sharc__walk_dataset(p->cs.walk), p->s->seed, p->s->shuffle_shards,
-                                p->s->epochs};
+                                p->s->epochs, 0};
+    size_t n_all;
     if (rc == 0)
-        rc = split_plan(p, &plan, old, n, p->cs.walk, 0);
+        rc = split_plan(p, &plan, old, n, p->cs.walk, 0, &n_all);
     for (size_t d = 0; units && d < n; d++)
         sharc__free(p->ctx, units[d]);
     sharc__free(p->ctx, units);
@@ -355,6 +358,7 @@ static int split_mix(sharc__pipeline *p, const sharc__resume *st, size_t n, cons
     sharc__elastic_old *old = sharc__calloc(p->ctx, n, sizeof *old);
     sharc__walk_unit **units = sharc__calloc(p->ctx, n, sizeof *units);
     int rc = old && units ? 0 : SHARC_ERR(ENOMEM);
+    uint64_t dealt = 0; /* units of the sources before: the round goes on where they left it */
     for (size_t i = 0; rc == 0 && i < m; i++) {
         for (size_t d = 0; rc == 0 && d < n; d++) {
             sharc__mix_saved saved;
@@ -378,9 +382,11 @@ static int split_mix(sharc__pipeline *p, const sharc__resume *st, size_t n, cons
         }
         const sharc_reader_settings *ss = sharc__mix_source_settings(mix, i);
         sharc__elastic_plan plan = {sharc__mix_source_dataset(mix, i), ss->seed, ss->shuffle_shards,
-                                    ss->epochs};
+                                    ss->epochs, dealt % (uint64_t)p->s->dp_size};
+        size_t n_all = 0;
         if (rc == 0)
-            rc = split_plan(p, &plan, old, n, NULL, i);
+            rc = split_plan(p, &plan, old, n, NULL, i, &n_all);
+        dealt += n_all;
     }
     for (size_t d = 0; units && d < n; d++)
         sharc__free(p->ctx, units[d]);
