@@ -174,6 +174,50 @@ static void stop_old(int finite, uint64_t seed, int D, size_t k, void **states, 
     }
 }
 
+/* The slots of a run resumed from `bundle` on D slots each stop after k batches (SIZE_MAX: to
+ * the end), their ids added; with `states`, their states after it. */
+static void resume_all(const void *bundle, size_t size, int D, size_t k, char **ids, size_t *n_ids,
+                       void **states, size_t *sizes)
+{
+    for (int d = 0; d < D; d++) {
+        sharc_reader_settings s;
+        settings_for(&s, cfg, 1, 12, d, D);
+        s.resume_state = bundle;
+        s.resume_state_size = size;
+        run(&s, k, &new_out, ids, n_ids, states ? &states[d] : NULL, sizes ? &sizes[d] : NULL);
+    }
+}
+
+/* Three generations of a finite mixture, 2 -> 3 -> 2 and 3 -> 5 -> 2: the second run's states
+ * (each source reading its share as a prologue) split again; every cut once over the three. */
+START_TEST(finite_three_generations)
+{
+    static const int cases[][3] = {{2, 3, 2}, {3, 5, 2}};
+    static char *ids[MAX_IDS];
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        void *a[8], *b[8];
+        size_t a_sizes[8], b_sizes[8], n_ids = 0, size, size2;
+        stop_old(1, 12, cases[c][0], 1, a, a_sizes, ids, &n_ids);
+        void *bundle = pack(a, a_sizes, (size_t)cases[c][0], &size);
+        resume_all(bundle, size, cases[c][1], 1, ids, &n_ids, b, b_sizes);
+        void *bundle2 = pack(b, b_sizes, (size_t)cases[c][1], &size2);
+        resume_all(bundle2, size2, cases[c][2], SIZE_MAX, ids, &n_ids, NULL, NULL);
+        ck_assert_uint_eq(n_ids, TOTAL);
+        qsort(ids, n_ids, sizeof *ids, cmp_str);
+        for (size_t i = 1; i < n_ids; i++)
+            ck_assert_msg(strcmp(ids[i - 1], ids[i]) != 0, "case %zu: %s twice", c, ids[i]);
+        for (size_t i = 0; i < n_ids; i++)
+            free(ids[i]);
+        for (int d = 0; d < cases[c][0]; d++)
+            free(a[d]);
+        for (int d = 0; d < cases[c][1]; d++)
+            free(b[d]);
+        free(bundle);
+        free(bundle2);
+    }
+}
+END_TEST
+
 /*
  * Finite mixtures: every cut of every source exactly once over the old run and the new one,
  * for D -> D' with stop steps and seeds; with D' = D each slot's batches are those its own
@@ -438,6 +482,7 @@ int main(void)
     tcase_set_timeout(tc, 240);
     make_corpora();
     tcase_add_test(tc, finite_every_cut_once);
+    tcase_add_test(tc, finite_three_generations);
     tcase_add_test(tc, repeating_pass_once);
     tcase_add_test(tc, refuses_wrong_states);
     tcase_add_test(tc, refuses_tampered_prologues);
