@@ -5,7 +5,8 @@
  * delivered exactly once. Repeating (one cut per batch, so that a batch's epoch is its cut's
  * pass): every cut of each source's first pass once, and none twice in a pass. D' = D gives
  * each slot's own batches; a resumed slot's state resumes again; a bundle with a slot
- * missing, of another config or other settings is refused naming the slot.
+ * missing, of another config or other settings is refused naming the slot. With noise mixed
+ * in, one dataset and a mixture alike.
  */
 #include <check.h>
 #include <errno.h>
@@ -92,9 +93,12 @@ static void add_batch(sharc_batch *b, run_out *out, char **ids, size_t *n_ids)
     char *line = out->lines[out->n++];
     int at = snprintf(line, 512, "%08lx:", crc32(0L, audio->data, (uInt)audio->nbytes));
     for (int64_t k = 0; k < audio->shape[0]; k++) {
-        size_t len, clen;
+        size_t len, clen = 0;
         const char *id = sharc_batch_string(b, "cut_id", (size_t)k, &len);
-        const char *corpus = sharc_batch_string(b, "corpus", (size_t)k, &clen);
+        /* A mixture's corpus tag; one dataset has no such column. */
+        const char *corpus = sharc_batch_tensor(b, "corpus_bytes")
+                                 ? sharc_batch_string(b, "corpus", (size_t)k, &clen)
+                                 : "";
         char one[160];
         snprintf(one, sizeof one, "%.*s/%.*s", (int)clen, corpus, (int)len, id);
         if (ids) {
@@ -475,6 +479,52 @@ START_TEST(refuses_tampered_prologues)
 }
 END_TEST
 
+/* With noise mixed in (which a state's hash covers), one dataset and a mixture resume on
+ * another number of slots alike: 2 -> 3, every cut once. */
+START_TEST(noise_resumes_elastically)
+{
+    static char *ids[MAX_IDS];
+    char shar[700], noise[700];
+    snprintf(shar, sizeof shar, "%s/a/shar", dir);
+    snprintf(noise, sizeof noise, "%s/c/wds", dir);
+    const char *paths[1] = {shar}, *noises[1] = {noise};
+    sharc_augment_settings aug;
+    sharc_augment_default_settings(&aug);
+    aug.noise = noises;
+    aug.n_noise = 1;
+    for (int mixture = 0; mixture < 2; mixture++) {
+        void *states[2];
+        size_t sizes[2], size, n_ids = 0;
+        for (int gen = 0; gen < 2; gen++) {
+            void *bundle = gen ? pack(states, sizes, 2, &size) : NULL;
+            for (int d = 0; d < 2 + gen; d++) {
+                sharc_reader_settings s;
+                settings_for(&s, mixture ? cfg : NULL, 1, 6, d, 2 + gen);
+                if (!mixture) {
+                    s.paths = paths;
+                    s.n_paths = 1;
+                }
+                s.augment = &aug;
+                s.sampling_rate = 16000; /* noise is mixed in at a rate of its own */
+                s.resume_state = bundle;
+                s.resume_state_size = gen ? size : 0;
+                run(&s, gen ? SIZE_MAX : 1, &new_out, ids, &n_ids, gen ? NULL : &states[d],
+                    &sizes[d]);
+            }
+            free(bundle);
+        }
+        ck_assert_uint_eq(n_ids, mixture ? TOTAL : SHAR_CUTS);
+        qsort(ids, n_ids, sizeof *ids, cmp_str);
+        for (size_t i = 0; i < n_ids; i++) {
+            ck_assert(i == 0 || strcmp(ids[i - 1], ids[i]) != 0);
+            free(ids[i]);
+        }
+        for (int d = 0; d < 2; d++)
+            free(states[d]);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("mix_elastic");
@@ -486,6 +536,7 @@ int main(void)
     tcase_add_test(tc, repeating_pass_once);
     tcase_add_test(tc, refuses_wrong_states);
     tcase_add_test(tc, refuses_tampered_prologues);
+    tcase_add_test(tc, noise_resumes_elastically);
     suite_add_tcase(s, tc);
     int rc = tu_run_suite(s);
     tu_rm_rf(dir);
