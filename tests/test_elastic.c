@@ -108,8 +108,9 @@ static uint64_t walk(slot *s, uint64_t epochs, uint64_t cuts, sharc__rng *rng)
     return got;
 }
 
-/* The next generation: `next` new slots split the work `old` left. */
-static void split(slot *old, int n_old, slot *next, int n_next, uint64_t epochs)
+/* The next generation: `next` new slots split the work `old` left of a plan of `epochs`
+ * epochs (0: without end, as a repeating mixture's source). */
+static void split(slot *old, int n_old, slot *next, int n_next, uint64_t epochs, uint64_t offset)
 {
     sharc__elastic_old at[MAX_SLOTS];
     const uint64_t *keys[MAX_SLOTS];
@@ -120,27 +121,43 @@ static void split(slot *old, int n_old, slot *next, int n_next, uint64_t epochs)
         keys[d] = old[d].held;
         n_keys[d] = old[d].n_held;
     }
-    sharc__elastic_plan plan = {&ds, 7, 1, epochs};
+    /* A mixture's source starts the round where the sources before it left it. */
+    sharc__elastic_plan plan = {&ds, 7, 1, epochs, offset};
+    int owner[MAX_EPOCHS * MAX_SHARDS]; /* the new slot that took a visit's held cuts */
+    size_t load[MAX_SLOTS] = {0}, largest = 0;
+    for (size_t v = 0; v < MAX_EPOCHS * MAX_SHARDS; v++)
+        owner[v] = -1;
     for (int s = 0; s < n_next; s++) {
         slot *n = &next[s];
         memset(n, 0, sizeof *n);
         n->rank = s;
         n->size = n_next;
         ck_assert_int_eq(sharc__elastic_split(&ctx, &plan, at, (size_t)n_old, s, n_next, &n->units,
-                                              &n->n_units, &n->start_epoch),
+                                              &n->n_units, &n->start_epoch, NULL),
                          0);
         /* The held cuts it takes are delivered first. */
         uint64_t mine[MAX_EPOCHS * MAX_SHARDS * MAX_LEN * MAX_SLOTS];
-        size_t k = sharc__elastic_keys(keys, n_keys, (size_t)n_old, s, n_next, mine);
-        for (size_t i = 0; i < k; i++) {
+        size_t k = 0;
+        ck_assert_int_eq(
+            sharc__elastic_keys(&ctx, keys, n_keys, (size_t)n_old, s, n_next, mine, &k), 0);
+        load[s] = k;
+        for (size_t i = 0, run = 0; i < k; i++) {
             uint64_t key = mine[i];
             seen[sharc__key_epoch(key, ds.n_shards)][sharc__key_shard(key, ds.n_shards)]
                 [sharc__key_position(key)]++;
+            /* Every visit's keys went to this slot alone, in order. */
+            uint64_t visit = sharc__key_visit(key);
+            ck_assert(owner[visit] == -1 || owner[visit] == s);
+            owner[visit] = s;
+            ck_assert(i == 0 || mine[i - 1] < key);
+            run = i > 0 && sharc__key_visit(mine[i - 1]) == visit ? run + 1 : 1;
+            largest = run > largest ? run : largest;
         }
-        /* Every visit's keys went to one slot. */
-        for (size_t i = 1; i < k; i++)
-            ck_assert_uint_lt(mine[i - 1], mine[i]);
     }
+    /* Balanced by count: the slots' loads differ by at most the largest visit's. */
+    for (int s = 0; s < n_next; s++)
+        for (int t = 0; t < n_next; t++)
+            ck_assert_uint_le(load[s], load[t] + largest);
 }
 
 static void free_slots(slot *s, int n)
@@ -159,19 +176,26 @@ static void expect_each_once(uint64_t epochs, const char *what)
                               (unsigned long long)e, sh, (unsigned long long)k, seen[e][sh][k]);
 }
 
-/* D slots stop anywhere, D' slots take over (and stop anywhere too), D'' finish. */
-START_TEST(every_entry_once_over_three_generations)
+/*
+ * D slots stop anywhere, D' slots take over (and stop anywhere too), D'' finish. With
+ * `forever`, the plan has no end (a repeating mixture's source): each split takes what the
+ * old slots left up to the end of the latest epoch any of them had begun, the later epochs
+ * planned afresh; the model walks such a plan up to a bound, and every entry of the epochs
+ * below it is delivered once.
+ */
+static void three_generations(int forever)
 {
     sharc__ctx_init(&ctx, NULL, NULL);
     static slot a[MAX_SLOTS], b[MAX_SLOTS], c[MAX_SLOTS];
     sharc__rng rng;
-    sharc__rng_seed(&rng, 1234);
+    sharc__rng_seed(&rng, forever ? 4321 : 1234);
     for (int trial = 0; trial < 3000; trial++) {
         memset(seen, 0, sizeof seen);
         ds.n_shards = 1 + sharc__rng_below(&rng, MAX_SHARDS);
         for (size_t i = 0; i < ds.n_shards; i++)
             len[i] = 1 + sharc__rng_below(&rng, MAX_LEN);
         uint64_t epochs = 1 + sharc__rng_below(&rng, MAX_EPOCHS);
+        uint64_t plan = forever ? 0 : epochs;
         int d0 = 1 + (int)sharc__rng_below(&rng, MAX_SLOTS);
         int d1 = 1 + (int)sharc__rng_below(&rng, MAX_SLOTS);
         int d2 = 1 + (int)sharc__rng_below(&rng, MAX_SLOTS);
@@ -182,10 +206,10 @@ START_TEST(every_entry_once_over_three_generations)
             a[s].size = d0;
             walk(&a[s], epochs, sharc__rng_below(&rng, budget), &rng);
         }
-        split(a, d0, b, d1, epochs);
+        split(a, d0, b, d1, plan, sharc__rng_below(&rng, 20));
         for (int s = 0; s < d1; s++)
             walk(&b[s], epochs, sharc__rng_below(&rng, budget), &rng);
-        split(b, d1, c, d2, epochs);
+        split(b, d1, c, d2, plan, sharc__rng_below(&rng, 20));
         for (int s = 0; s < d2; s++)
             walk(&c[s], epochs, UINT64_MAX, &rng);
         for (int s = 0; s < d2; s++) /* nothing is held at the end */
@@ -195,12 +219,24 @@ START_TEST(every_entry_once_over_three_generations)
                     [sharc__key_position(key)]++;
             }
         char what[128];
-        snprintf(what, sizeof what, "trial %d: %zu shards, %llu epochs, %d -> %d -> %d slots",
-                 trial, ds.n_shards, (unsigned long long)epochs, d0, d1, d2);
+        snprintf(what, sizeof what, "trial %d: %zu shards, %llu epochs%s, %d -> %d -> %d slots",
+                 trial, ds.n_shards, (unsigned long long)epochs, forever ? " of no end" : "", d0,
+                 d1, d2);
         expect_each_once(epochs, what);
         free_slots(b, d1);
         free_slots(c, d2);
     }
+}
+
+START_TEST(every_entry_once_over_three_generations)
+{
+    three_generations(0);
+}
+END_TEST
+
+START_TEST(every_entry_once_without_end)
+{
+    three_generations(1);
 }
 END_TEST
 
@@ -217,7 +253,7 @@ START_TEST(new_slots_share_units_when_fewer_than_slots)
     sharc__rng rng;
     sharc__rng_seed(&rng, 5);
     walk(&a[0], 1, 3, &rng); /* three cuts into the first shard of the one epoch */
-    split(a, 1, b, 5, 1);
+    split(a, 1, b, 5, 1, 0);
     /* Two units (the first shard's rest, the second shard) over five slots: slots 0, 2, 4
      * share the first, slots 1 and 3 the second. */
     for (int s = 0; s < 5; s++) {
@@ -232,13 +268,48 @@ START_TEST(new_slots_share_units_when_fewer_than_slots)
 }
 END_TEST
 
+/* The round of units starts at the plan's offset: 4 units over 3 slots from slot 1 give
+ * slot 1 the first and the fourth (a mixture's next source then starts at slot 2). */
+START_TEST(units_start_at_the_offset)
+{
+    sharc__ctx_init(&ctx, NULL, NULL);
+    ds.n_shards = 4;
+    len[0] = len[1] = len[2] = len[3] = 2;
+    memset(seen, 0, sizeof seen);
+    static slot a[1], b[3];
+    a[0].rank = 0;
+    a[0].size = 1;
+    sharc__rng rng;
+    sharc__rng_seed(&rng, 5);
+    walk(&a[0], 1, 0, &rng); /* stopped before its first cut: all 4 shards left */
+    split(a, 1, b, 3, 1, 1);
+    ck_assert_uint_eq(b[0].n_units, 1);
+    ck_assert_uint_eq(b[1].n_units, 2);
+    ck_assert_uint_eq(b[2].n_units, 1);
+    size_t n_all = 0;
+    sharc__elastic_unit *u = NULL;
+    size_t n_u = 0;
+    uint64_t start = 0;
+    sharc__elastic_plan plan = {&ds, 7, 1, 1, 1};
+    ck_assert_int_eq(sharc__elastic_split(&ctx, &plan, &a[0].at, 1, 2, 3, &u, &n_u, &start, &n_all),
+                     0);
+    ck_assert_uint_eq(n_all, 4);
+    ck_assert_uint_eq(n_u, 1);
+    ck_assert_uint_eq(u[0].shard, b[2].units[0].shard);
+    sharc__free(&ctx, u);
+    free_slots(b, 3);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("elastic");
     TCase *tc = tcase_create("split");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, every_entry_once_over_three_generations);
+    tcase_add_test(tc, every_entry_once_without_end);
     tcase_add_test(tc, new_slots_share_units_when_fewer_than_slots);
+    tcase_add_test(tc, units_start_at_the_offset);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -621,15 +621,7 @@ static int resume_status(const sharc_reader_settings *s, const void *blob, size_
     sharc_reader_settings s2 = *s;
     s2.resume_state = blob;
     s2.resume_state_size = size;
-    sharc_reader *r;
-    sharc_batch *b;
-    ck_assert_int_eq(sharc_reader_open(&r, &s2), 0);
-    int rc = sharc_reader_next_batch(r, &b);
-    if (rc == 0)
-        sharc_batch_release(b);
-    snprintf(why, WHY_LEN, "%s", sharc_reader_last_error(r));
-    sharc_reader_close(&r);
-    return rc;
+    return tu_first_batch_status(&s2, why, WHY_LEN);
 }
 
 /* A bundle with a slot missing, repeated or of other settings is refused, naming the slot. */
@@ -682,14 +674,6 @@ START_TEST(elastic_resume_refuses_wrong_states)
 }
 END_TEST
 
-/* Write a state's checksum again (a CRC-32 in the last 8 bytes), as a forger would. */
-static void reseal(uint8_t *blob, size_t size)
-{
-    uint64_t crc = (uint32_t)crc32(0L, blob, (uInt)(size - 8));
-    for (int k = 0; k < 8; k++)
-        blob[size - 8 + (size_t)k] = (uint8_t)(crc >> (8 * k));
-}
-
 START_TEST(corrupt_states_are_rejected)
 {
     make_corpus();
@@ -721,7 +705,7 @@ START_TEST(corrupt_states_are_rejected)
     ck_assert_str_eq(why, "cannot resume: not a sharc reader state (it does not start as one)");
     memcpy(bad, blob, size);
     bad[4] ^= 0x7f;
-    reseal(bad, size);
+    tu_reseal_state(bad, size);
     ck_assert_int_eq(resume_status(&s, bad, size, why), SHARC_ERR_STATE);
     ck_assert_str_eq(why, "cannot resume: the state was saved by another version of sharc, whose "
                           "states this one cannot read");
@@ -729,7 +713,7 @@ START_TEST(corrupt_states_are_rejected)
     memcpy(bad, blob, size);
     bad[4] = 1;
     memset(bad + 5, 0, 3);
-    reseal(bad, size);
+    tu_reseal_state(bad, size);
     ck_assert_int_eq(resume_status(&s, bad, size, why), SHARC_ERR_STATE);
     ck_assert_str_eq(why, "cannot resume: the state was saved by an older sharc (state version 1, "
                           "whose cut keys hold 16 bits of epoch and no non_finite counter), whose "
@@ -741,7 +725,7 @@ START_TEST(corrupt_states_are_rejected)
     bad[32] = 100;
     memset(bad + 33, 0, 7);
     memset(bad + 56, 0, 8);
-    reseal(bad, size);
+    tu_reseal_state(bad, size);
     ck_assert_int_eq(resume_status(&s, bad, size, why), SHARC_ERR_STATE);
     ck_assert_str_eq(why, "cannot resume: the state points at position 100 of a shard order of 6");
     /* Forged counters and steps no run writes: NaN seconds, a step past 2^62, more cuts
@@ -757,7 +741,7 @@ START_TEST(corrupt_states_are_rejected)
         } else {
             bad[seconds_at + 16] = 1;
         }
-        reseal(bad, size);
+        tu_reseal_state(bad, size);
         ck_assert_int_eq(resume_status(&s, bad, size, why), SHARC_ERR_STATE);
         ck_assert_str_eq(why, "cannot resume: the state's step or counters are out of range");
     }

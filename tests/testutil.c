@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 
 #include <cjson/cJSON.h>
+#include <zlib.h>
 
 const char *tu_testdata(const char *rel)
 {
@@ -177,4 +178,24 @@ void tu_spoil_member(const char *dir, int index, int cuts_per_shard, char member
                            "'%s' @flac-garbage:2000",
                            dir, getenv("SHARC_TESTS_SRC"), index / cuts_per_shard, member),
                      0);
+}
+
+int tu_first_batch_status(const sharc_reader_settings *s, char *why, size_t cap)
+{
+    sharc_reader *r;
+    sharc_batch *b;
+    ck_assert_int_eq(sharc_reader_open(&r, s), 0);
+    int rc = sharc_reader_next_batch(r, &b);
+    if (rc == 0)
+        sharc_batch_release(b);
+    snprintf(why, cap, "%s", sharc_reader_last_error(r));
+    sharc_reader_close(&r);
+    return rc;
+}
+
+void tu_reseal_state(uint8_t *blob, size_t size)
+{
+    uint64_t crc = (uint32_t)crc32(0L, blob, (uInt)(size - 8));
+    for (int k = 0; k < 8; k++)
+        blob[size - 8 + (size_t)k] = (uint8_t)(crc >> (8 * k));
 }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "sharc/common.h"
+#include "sharc/reader.h"
 
 /** Run a suite (each test forked, Check's default) and free it; the exit status for main(). */
 int tu_run_suite(Suite *s);
@@ -59,5 +60,14 @@ int tu_longest_cuts(const char *dir, int *longest, int64_t *most, int64_t *secon
  */
 void tu_spoil_member(const char *dir, int index, int cuts_per_shard, char member[256],
                      char id[256]);
+
+/**
+ * The status of the first batch of a reader opened on `s` (opening must succeed: a resume
+ * state is checked when the pipeline starts), with the reader's error text in why[cap].
+ */
+int tu_first_batch_status(const sharc_reader_settings *s, char *why, size_t cap);
+
+/** Write a resume state's checksum again (a CRC-32 in its last 8 bytes), as a forger would. */
+void tu_reseal_state(uint8_t *blob, size_t size);
 
 #endif

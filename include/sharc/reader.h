@@ -532,7 +532,9 @@ SHARC_API int sharc_reader_state_save(sharc_reader *r, void *buf, size_t cap, si
  * that epoch is delivered once; later epochs are planned for D' slots. A bundle whose state
  * i was not saved by slot i of D with these shards and reader settings (a slot missing or
  * repeated, another dataset, other settings) fails the first sharc_reader_next_batch() with
- * SHARC_ERR_STATE naming the slot. Mixtures (input_cfg) resume on D slots only.
+ * SHARC_ERR_STATE naming the slot. A mixture (input_cfg) is split source by source: each
+ * source's pass (its one epoch when finite) that the D slots had begun, with the draw
+ * started afresh on every new slot (docs/training-loop.md, "Mixtures").
  * @param buf receives the blob; may be NULL to ask for the size
  * @param size receives the bundle's size
  * @return 0, SHARC_ERR(ENOSPC) when cap is too small (*size tells how much is needed),

@@ -1,6 +1,8 @@
 """Elastic resume from Python (the states of D data-parallel slots resumed on D' slots: every
-cut of the epoch delivered once) for sharc.Reader and, under mpirun, sharc.Loader; and the
-Loader's even steps (every slot ends at the same step, the rest counted as dropped)."""
+cut of the epoch delivered once) for sharc.Reader, for a mixture under torch.distributed with
+gloo (spawned processes, the states gathered with all_gather_object) and, under mpirun,
+sharc.Loader; and the Loader's even steps (every slot ends at the same step, the rest counted
+as dropped)."""
 import collections
 import json
 import math
@@ -159,3 +161,66 @@ def test_loader_even_steps_end_every_slot_at_the_same_step(shards, every_id, tmp
         assert dropped[slot] == [len(left), sum(len(b) for b in left)]
     delivered = sum(len(b) for batches in even.values() for b in batches)
     assert delivered + sum(d[1] for d in dropped.values()) == len(every_id)
+
+
+def gloo_group(world, reader_args, settings, steps=None, states=None):
+    """`world` spawned processes in a torch.distributed gloo group, each its own data-parallel
+    slot reading through sharc.Reader (_gloo_elastic.worker): (every rank's delivered ids, every
+    rank's state gathered with all_gather_object when `steps` stopped them)."""
+    torch = pytest.importorskip("torch", reason="torch is not installed: the gloo tests need it "
+                                                "(tools/dev setup installs Debian's python3-torch)")
+    import queue as queue_mod
+    import torch.multiprocessing as mp
+    import _gloo_elastic
+    from _dist_workers import free_port
+
+    del torch
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    port = free_port()
+    procs = [ctx.Process(target=_gloo_elastic.worker,
+                         args=(r, world, port, q, reader_args, settings, steps, states))
+             for r in range(world)]
+    for p in procs:
+        p.start()
+    try:
+        got = q.get(timeout=120)
+    except queue_mod.Empty:
+        got = ("crash", None, "no answer within 120 s")
+    for p in procs:
+        p.join(timeout=30)
+        if p.is_alive():
+            p.terminate()
+    assert got[0] == "ok", got
+    return got[1], got[2]
+
+
+@pytest.fixture(scope="module")
+def mixture(tmp_path_factory, shards):
+    """A finite mixture of the Shar corpus and a WebDataset one, each cut tagged by corpus."""
+    root = tmp_path_factory.mktemp("mixture")
+    subprocess.run([_gen(), "--out", str(root / "w"), "--layout", "wds", "--shards", "3", "--cuts-per-shard", "5",
+                    "--max-duration", "3", "--compress", "none", "--seed", "4"], check=True,
+                   stdout=subprocess.DEVNULL)
+    cfg = root / "mix.yaml"
+    cfg.write_text(f"- {{type: lhotse_shar, shar_path: {shards}, weight: 2, tags: {{corpus: a}}}}\n"
+                   f"- {{type: wds, paths: {root / 'w' / 'wds'}, weight: 1, tags: {{corpus: b}}}}\n")
+    want = [f"a/{i}" for i in (json.loads(l)["id"] for l in open(shards.parent / "shar.expected.jsonl"))]
+    want += [f"b/{json.loads(l)['id']}" for l in open(root / "w" / "wds.expected.jsonl")]
+    return cfg, sorted(want)
+
+
+@pytest.mark.parametrize("old,new", [(2, 3)])
+def test_gloo_elastic_resume_of_a_mixture_delivers_every_cut_once(mixture, old, new):
+    """Under torch.distributed with gloo (spawned processes, no MPI): each rank a data-parallel
+    slot of a finite mixture; the states gathered with all_gather_object on `old` ranks are
+    loaded on `new` ranks, and over the two groups every cut of both corpora comes once."""
+    cfg, want = mixture
+    settings = dict(SETTINGS, input_cfg=str(cfg), mix_finite=True)
+    settings.pop("epochs")
+    first, states = gloo_group(old, ([],), settings, steps=2)
+    assert all(len(ids) > 0 for ids in first) and all(s is not None for s in states)
+    rest, _ = gloo_group(new, ([],), settings, states=states)
+    ids = [i for got in (first, rest) for per_rank in got for i in per_rank]
+    assert max(collections.Counter(ids).values()) == 1
+    assert sorted(ids) == want

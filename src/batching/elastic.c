@@ -73,10 +73,14 @@ static int remaining(const sharc__elastic_plan *plan, const sharc__elastic_old *
 
 int sharc__elastic_split(sharc__ctx *ctx, const sharc__elastic_plan *plan,
                          const sharc__elastic_old *old, size_t n_old, int rank, int size,
-                         sharc__elastic_unit **out, size_t *n_out, uint64_t *start_epoch)
+                         sharc__elastic_unit **out, size_t *n_out, uint64_t *start_epoch,
+                         size_t *n_all)
 {
     *out = NULL;
     *n_out = 0;
+    /* Slots relabelled so that slot `offset` takes unit 0: r is this slot's place. */
+    const size_t r = (size_t)(((uint64_t)rank + (uint64_t)size - plan->offset % (uint64_t)size) %
+                              (uint64_t)size);
     uint64_t last = 0;
     for (size_t d = 0; d < n_old; d++)
         if (current_epoch(&old[d]) > last)
@@ -92,14 +96,16 @@ int sharc__elastic_split(sharc__ctx *ctx, const sharc__elastic_plan *plan,
         rc = remaining(plan, &old[d], last, order, &all);
     sharc__free(ctx, order);
     units mine = {ctx, NULL, 0, 0};
+    if (n_all)
+        *n_all = all.n;
     if (rc == 0 && all.n >= (size_t)size) {
-        for (size_t i = (size_t)rank; rc == 0 && i < all.n; i += (size_t)size) {
+        for (size_t i = r; rc == 0 && i < all.n; i += (size_t)size) {
             const sharc__elastic_unit *u = &all.u[i];
             rc = push(&mine, u->epoch, u->shard, u->skip, u->every, u->first);
         }
     } else if (rc == 0 && all.n > 0) {
         /* Fewer units than slots: the slots j, j + U, ... share unit j by entries. */
-        size_t j = (size_t)rank % all.n;
+        size_t j = r % all.n;
         uint64_t g = (uint64_t)size / all.n + (j < (size_t)size % all.n);
         const sharc__elastic_unit *u = &all.u[j];
         if (u->every > UINT64_MAX / 2 / g)
@@ -109,7 +115,7 @@ int sharc__elastic_split(sharc__ctx *ctx, const sharc__elastic_plan *plan,
                              u->shard);
         else
             rc = push(&mine, u->epoch, u->shard, u->skip, u->every * g,
-                      u->first + u->every * ((uint64_t)rank / all.n));
+                      u->first + u->every * ((uint64_t)r / all.n));
     }
     sharc__free(ctx, all.u);
     if (rc < 0) {
@@ -127,23 +133,104 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-size_t sharc__elastic_keys(const uint64_t *const *keys, const size_t *n_keys, size_t n_old,
-                           int rank, int size, uint64_t *out)
+/* A shard visit's held keys: out[at, at + count), and the new slot that takes them. */
+typedef struct visit {
+    size_t at, count;
+    int slot;
+} visit;
+
+/* Larger visits first; among equals, the earlier visit. */
+static int cmp_visit(const void *a, const void *b)
 {
-    size_t n = 0;
+    const visit *x = *(const visit *const *)a, *y = *(const visit *const *)b;
+    if (x->count != y->count)
+        return x->count > y->count ? -1 : 1;
+    return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/* A min-heap of the new slots by (keys taken, slot). */
+typedef struct heap {
+    int *slot;
+    size_t *load;
+    int n;
+} heap;
+
+static int lighter(const heap *h, int a, int b)
+{
+    return h->load[a] != h->load[b] ? h->load[a] < h->load[b] : a < b;
+}
+
+static void sift(heap *h, int i)
+{
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= h->n)
+            return;
+        if (c + 1 < h->n && lighter(h, h->slot[c + 1], h->slot[c]))
+            c++;
+        if (!lighter(h, h->slot[c], h->slot[i]))
+            return;
+        int t = h->slot[c];
+        h->slot[c] = h->slot[i];
+        h->slot[i] = t;
+        i = c;
+    }
+}
+
+/* Each visit, the largest first, to the slot that has taken the fewest keys so far. */
+static void assign(visit **by_size, size_t n, heap *h)
+{
+    for (int i = 0; i < h->n; i++)
+        h->slot[i] = i; /* all loads 0: already a heap */
+    for (size_t v = 0; v < n; v++) {
+        int s = h->slot[0];
+        by_size[v]->slot = s;
+        h->load[s] += by_size[v]->count;
+        sift(h, 0);
+    }
+}
+
+int sharc__elastic_keys(sharc__ctx *ctx, const uint64_t *const *keys, const size_t *n_keys,
+                        size_t n_old, int rank, int size, uint64_t *out, size_t *n_out)
+{
+    size_t n = 0, n_visits = 0;
     for (size_t d = 0; d < n_old; d++) {
         if (n_keys[d])
             memcpy(out + n, keys[d], n_keys[d] * sizeof *out);
         n += n_keys[d];
     }
     qsort(out, n, sizeof *out, cmp_u64);
-    size_t kept = 0;
-    uint64_t visits = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (i > 0 && sharc__key_visit(out[i]) != sharc__key_visit(out[i - 1]))
-            visits++;
-        if (visits % (uint64_t)size == (uint64_t)rank)
-            out[kept++] = out[i];
+    for (size_t i = 0; i < n; i++)
+        n_visits += i == 0 || sharc__key_visit(out[i]) != sharc__key_visit(out[i - 1]);
+    *n_out = 0;
+    if (n_visits == 0)
+        return 0;
+    visit *v = sharc__calloc(ctx, n_visits, sizeof *v);
+    visit **by_size = sharc__calloc(ctx, n_visits, sizeof *by_size);
+    heap h = {sharc__calloc(ctx, (size_t)size, sizeof *h.slot),
+              sharc__calloc(ctx, (size_t)size, sizeof *h.load), size};
+    int rc = v && by_size && h.slot && h.load ? 0 : SHARC_ERR(ENOMEM);
+    if (rc == 0) {
+        for (size_t i = 0, k = 0; i < n; i++) {
+            if (i > 0 && sharc__key_visit(out[i]) != sharc__key_visit(out[i - 1]))
+                k++;
+            if (v[k].count++ == 0)
+                v[k].at = i;
+        }
+        for (size_t k = 0; k < n_visits; k++)
+            by_size[k] = &v[k];
+        qsort(by_size, n_visits, sizeof *by_size, cmp_visit);
+        assign(by_size, n_visits, &h);
+        size_t kept = 0;
+        for (size_t k = 0; k < n_visits; k++)
+            if (v[k].slot == rank)
+                for (size_t i = 0; i < v[k].count; i++)
+                    out[kept++] = out[v[k].at + i];
+        *n_out = kept;
     }
-    return kept;
+    sharc__free(ctx, v);
+    sharc__free(ctx, by_size);
+    sharc__free(ctx, h.slot);
+    sharc__free(ctx, h.load);
+    return rc;
 }

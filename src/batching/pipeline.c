@@ -710,6 +710,8 @@ int sharc__pipeline_start(sharc__pipeline **out, const sharc__pipeline_config *c
     p->resume = c->resume;
     p->resume_len = c->resume_len;
     p->state_hash = c->state_hash;
+    p->slot_hashes = c->slot_hashes;
+    p->slot_hashes_cookie = c->slot_hashes_cookie;
     p->dopts = (sharc__decode_opts){.length_tolerance = rs->length_tolerance,
                                     .channel = rs->channel,
                                     .sampling_rate = rs->sampling_rate,

@@ -34,6 +34,14 @@ typedef struct sharc__pipeline_config {
      *  batches then hold `tokens` and `token_lens`. */
     const sharc__tokenizer *tokenizer;
     const sharc__noise_bank *noise; ///< the noise mixed into cuts, or NULL
+    /**
+     * The state hash that data-parallel slot dp_rank of dp_size would record with these
+     * shards and settings, and for a mixture each source's hash (mix_config.hashes) into
+     * `sources`: an elastic resume checks each old slot's state against them.
+     */
+    void (*slot_hashes)(void *cookie, int dp_rank, int dp_size, uint64_t *state_hash,
+                        uint64_t *sources);
+    void *slot_hashes_cookie;
 } sharc__pipeline_config;
 
 /** Check the batching settings `s`, as starting a pipeline would. */

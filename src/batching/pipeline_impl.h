@@ -77,6 +77,10 @@ struct sharc__pipeline {
     const uint8_t *resume;         ///< the state to resume from, or NULL
     size_t resume_len;
     uint64_t state_hash;
+    /** The hashes an old slot's state must have (pipeline_config.slot_hashes). */
+    void (*slot_hashes)(void *cookie, int dp_rank, int dp_size, uint64_t *state_hash,
+                        uint64_t *sources);
+    void *slot_hashes_cookie;
     sharc__decode_opts dopts;
     int failed; ///< the error every later call returns, once the caller met it
     sharc__sampler *sampler;

@@ -10,6 +10,7 @@
 #include "batching/elastic.h"
 #include "batching/pipeline_impl.h"
 #include "batching/resume.h"
+#include "walk/mix.h"
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -271,96 +272,203 @@ static int set_prologue(sharc__pipeline *p, const sharc__resume *st)
     return rc;
 }
 
+/* The held keys of the old states (keys[d] of n_keys[d], sorted as saved). */
+typedef struct old_keys {
+    uint64_t **keys;
+    size_t *n_keys, total;
+} old_keys;
+
+/* Old slot d's prologue and position as the split reads them; *units receives the decoded
+ * prologue (freed by the caller). */
+static int old_slot(sharc__ctx *ctx, const sharc__walk_pos *pos, int has_prologue,
+                    uint64_t start_epoch, size_t n_units,
+                    sharc__walk_unit (*unit)(const void *, size_t), const void *from, size_t d,
+                    size_t n, sharc__elastic_old *out, sharc__walk_unit **units)
+{
+    *out = (sharc__elastic_old){*pos, (int)d, (int)n, NULL, 0, start_epoch};
+    *units = NULL;
+    if (!has_prologue)
+        return 0;
+    if (!(*units = sharc__malloc(ctx, (n_units ? n_units : 1) * sizeof **units)))
+        return SHARC_ERR(ENOMEM);
+    for (size_t i = 0; i < n_units; i++)
+        (*units)[i] = unit(from, i);
+    out->units = *units;
+    out->n_units = n_units;
+    return 0;
+}
+
+static sharc__walk_unit state_unit(const void *st, size_t i)
+{
+    return sharc__resume_unit(st, i);
+}
+
+static sharc__walk_unit saved_unit(const void *saved, size_t i)
+{
+    return sharc__mix_saved_unit(saved, i);
+}
+
+/* This slot's share of the work the n old slots left of one walk's plan: its prologue.
+ * *n_all receives the units of all slots. */
+static int split_plan(sharc__pipeline *p, const sharc__elastic_plan *plan,
+                      const sharc__elastic_old *old, size_t n, sharc__walk *walk, size_t source,
+                      size_t *n_all)
+{
+    sharc__walk_unit *mine = NULL;
+    size_t n_mine = 0;
+    uint64_t start_epoch = 0;
+    int rc = sharc__elastic_split(p->ctx, plan, old, n, p->s->dp_rank, p->s->dp_size, &mine,
+                                  &n_mine, &start_epoch, n_all);
+    if (rc == 0)
+        rc = walk ? sharc__walk_set_prologue(walk, mine, n_mine, start_epoch)
+                  : sharc__mix_set_prologue(p->cs.mix, source, mine, n_mine, start_epoch);
+    sharc__free(p->ctx, mine);
+    return rc;
+}
+
+/* One dataset: split the walk's plan. */
+static int split_walk(sharc__pipeline *p, const sharc__resume *st, size_t n)
+{
+    sharc__elastic_old *old = sharc__calloc(p->ctx, n, sizeof *old);
+    sharc__walk_unit **units = sharc__calloc(p->ctx, n, sizeof *units);
+    int rc = old && units ? 0 : SHARC_ERR(ENOMEM);
+    for (size_t d = 0; rc == 0 && d < n; d++)
+        rc = old_slot(p->ctx, &st[d].pos, st[d].has_prologue, st[d].start_epoch, st[d].n_units,
+                      state_unit, &st[d], d, n, &old[d], &units[d]);
+    sharc__elastic_plan plan = {sharc__walk_dataset(p->cs.walk), p->s->seed, p->s->shuffle_shards,
+                                p->s->epochs, 0};
+    size_t n_all;
+    if (rc == 0)
+        rc = split_plan(p, &plan, old, n, p->cs.walk, 0, &n_all);
+    for (size_t d = 0; units && d < n; d++)
+        sharc__free(p->ctx, units[d]);
+    sharc__free(p->ctx, units);
+    sharc__free(p->ctx, old);
+    return rc;
+}
+
+/*
+ * A mixture: each source's plan split on its own (its shards, seed and epochs: 1 finite,
+ * without end repeating), from what each old slot's mixture section says of it, checked
+ * against the source's hash for that slot (sources[d * m + i]). The draw starts afresh.
+ */
+static int split_mix(sharc__pipeline *p, const sharc__resume *st, size_t n, const uint64_t *sources)
+{
+    sharc__mix *mix = p->cs.mix;
+    size_t m = sharc__mix_n_sources(mix);
+    sharc__elastic_old *old = sharc__calloc(p->ctx, n, sizeof *old);
+    sharc__walk_unit **units = sharc__calloc(p->ctx, n, sizeof *units);
+    int rc = old && units ? 0 : SHARC_ERR(ENOMEM);
+    uint64_t dealt = 0; /* units of the sources before: the round goes on where they left it */
+    for (size_t i = 0; rc == 0 && i < m; i++) {
+        for (size_t d = 0; rc == 0 && d < n; d++) {
+            sharc__mix_saved saved;
+            sharc__free(p->ctx, units[d]);
+            units[d] = NULL;
+            rc = sharc__mix_saved_source(mix, st[d].mix, st[d].mix_len, i, &saved);
+            if (rc == 0 && saved.hash != sources[d * m + i])
+                rc = sharc__fail(p->ctx, SHARC_ERR_STATE,
+                                 "cannot resume: source %s is not the one the state was saved "
+                                 "with (its type, shards, weight or tags differ)",
+                                 sharc__mix_source_name(mix, i));
+            if (rc == 0)
+                rc = old_slot(p->ctx, &saved.pos, saved.has_prologue, saved.start_epoch,
+                              saved.n_units, saved_unit, &saved, d, n, &old[d], &units[d]);
+            if (rc < 0)
+                sharc__wrap_error(p->ctx, rc,
+                                  "the state of data-parallel slot %zu of %zu (the bundle's "
+                                  "state %zu: a state of another slot, dataset or settings is "
+                                  "refused)",
+                                  d, n, d);
+        }
+        const sharc_reader_settings *ss = sharc__mix_source_settings(mix, i);
+        sharc__elastic_plan plan = {sharc__mix_source_dataset(mix, i), ss->seed, ss->shuffle_shards,
+                                    ss->epochs, dealt % (uint64_t)p->s->dp_size};
+        size_t n_all = 0;
+        if (rc == 0)
+            rc = split_plan(p, &plan, old, n, NULL, i, &n_all);
+        dealt += n_all;
+    }
+    for (size_t d = 0; units && d < n; d++)
+        sharc__free(p->ctx, units[d]);
+    sharc__free(p->ctx, units);
+    sharc__free(p->ctx, old);
+    /* Another draw than the run's first, the same on every new slot. */
+    if (rc == 0)
+        sharc__mix_restart_draw(mix, p->step_base * UINT64_C(0x9E3779B97F4A7C15) ^ n);
+    return rc;
+}
+
+/* Parse the n old states, each checked against the hashes of its slot; collect their keys. */
+static int parse_old(sharc__pipeline *p, const uint8_t **blobs, const size_t *lens, size_t n,
+                     sharc__resume *st, uint64_t *sources, old_keys *k)
+{
+    size_t m = p->cs.mix ? sharc__mix_n_sources(p->cs.mix) : 0;
+    for (size_t d = 0; d < n; d++) {
+        uint64_t hash = 0;
+        p->slot_hashes(p->slot_hashes_cookie, (int)d, (int)n, &hash, sources + d * m);
+        int rc = sharc__resume_parse(p->ctx, blobs[d], lens[d], hash, p->cs.n_shards, p->s->epochs,
+                                     &st[d]);
+        if (rc == 0 && !st[d].mix != !p->cs.mix)
+            rc = sharc__fail(p->ctx, SHARC_ERR_STATE, "cannot resume: the state is of %s",
+                             st[d].mix ? "a mixture" : "one dataset");
+        if (rc < 0)
+            return sharc__wrap_error(p->ctx, rc,
+                                     "the state of data-parallel slot %zu of %zu (the bundle's "
+                                     "state %zu: a state of another slot, dataset or settings "
+                                     "is refused)",
+                                     d, n, d);
+        if (!(k->keys[d] = sharc__malloc(p->ctx, (st[d].n_keys ? st[d].n_keys : 1) * 8)))
+            return SHARC_ERR(ENOMEM);
+        for (size_t i = 0; i < st[d].n_keys; i++)
+            k->keys[d][i] = sharc__resume_key(&st[d], i);
+        k->n_keys[d] = st[d].n_keys;
+        k->total += st[d].n_keys;
+        if (st[d].next_step > p->step_base)
+            p->step_base = st[d].next_step;
+    }
+    return 0;
+}
+
 /*
  * Resume on this slot from the states of `n` slots of another count (a bundle): the work they
- * left split over this run's slots (elastic.h), the cuts their samplers held that fall to
- * this slot re-read and handed to a fresh sampler first.
+ * left split over this run's slots (elastic.h), source by source for a mixture, the cuts their
+ * samplers held that fall to this slot re-read and handed to a fresh sampler first.
  */
 static int restore_elastic(sharc__pipeline *p, const sharc__sampler_settings *ss,
                            const sharc__sampler_source *src, const uint8_t **blobs,
                            const size_t *lens, size_t n)
 {
-    if (!p->cs.walk)
-        return sharc__fail(p->ctx, SHARC_ERR_STATE,
-                           "cannot resume on %d data-parallel slots from the states of %zu: "
-                           "a mixture (input_cfg) resumes on as many slots as saved it",
-                           p->s->dp_size, n);
-    const sharc__dataset *ds = sharc__walk_dataset(p->cs.walk);
+    size_t m = p->cs.mix ? sharc__mix_n_sources(p->cs.mix) : 0;
     sharc__resume *st = sharc__calloc(p->ctx, n, sizeof *st);
-    sharc__elastic_old *old = sharc__calloc(p->ctx, n, sizeof *old);
-    sharc__walk_unit **units = sharc__calloc(p->ctx, n, sizeof *units);
-    uint64_t **keys = sharc__calloc(p->ctx, n, sizeof *keys);
-    size_t *n_keys = sharc__calloc(p->ctx, n, sizeof *n_keys), total = 0;
-    sharc__walk_unit *mine = NULL;
+    uint64_t *sources = sharc__calloc(p->ctx, n * m + 1, sizeof *sources);
+    old_keys k = {sharc__calloc(p->ctx, n, sizeof *k.keys),
+                  sharc__calloc(p->ctx, n, sizeof *k.n_keys), 0};
     uint64_t *mine_keys = NULL;
-    int rc = st && old && units && keys && n_keys ? 0 : SHARC_ERR(ENOMEM);
-    for (size_t d = 0; rc == 0 && d < n; d++) {
-        sharc_reader_settings rs = *p->s;
-        rs.dp_rank = (int)d;
-        rs.dp_size = (int)n;
-        rc = sharc__resume_parse(p->ctx, blobs[d], lens[d], sharc__resume_hash(&rs, ds),
-                                 p->cs.n_shards, p->s->epochs, &st[d]);
-        if (rc < 0) {
-            sharc__wrap_error(p->ctx, rc,
-                              "the state of data-parallel slot %zu of %zu (the bundle's state "
-                              "%zu: a state of another slot, dataset or settings is refused)",
-                              d, n, d);
-            break;
-        }
-        old[d] = (sharc__elastic_old){st[d].pos, (int)d, (int)n, NULL, 0, st[d].start_epoch};
-        if (st[d].has_prologue) {
-            units[d] = sharc__malloc(p->ctx, (st[d].n_units ? st[d].n_units : 1) * sizeof **units);
-            if (!units[d]) {
-                rc = SHARC_ERR(ENOMEM);
-                break;
-            }
-            for (size_t i = 0; i < st[d].n_units; i++)
-                units[d][i] = sharc__resume_unit(&st[d], i);
-            old[d].units = units[d];
-            old[d].n_units = st[d].n_units;
-        }
-        keys[d] = sharc__malloc(p->ctx, (st[d].n_keys ? st[d].n_keys : 1) * sizeof **keys);
-        if (!keys[d]) {
-            rc = SHARC_ERR(ENOMEM);
-            break;
-        }
-        for (size_t i = 0; i < st[d].n_keys; i++)
-            keys[d][i] = sharc__resume_key(&st[d], i);
-        n_keys[d] = st[d].n_keys;
-        total += st[d].n_keys;
-        if (st[d].next_step > p->step_base)
-            p->step_base = st[d].next_step;
-    }
-    size_t n_mine = 0, n_mine_keys = 0;
-    uint64_t start_epoch = 0;
-    sharc__elastic_plan plan = {ds, p->s->seed, p->s->shuffle_shards, p->s->epochs};
+    int rc = st && sources && k.keys && k.n_keys ? 0 : SHARC_ERR(ENOMEM);
     if (rc == 0)
-        rc = sharc__elastic_split(p->ctx, &plan, old, n, p->s->dp_rank, p->s->dp_size, &mine,
-                                  &n_mine, &start_epoch);
-    if (rc == 0 && !(mine_keys = sharc__malloc(p->ctx, (total ? total : 1) * sizeof *mine_keys)))
+        rc = parse_old(p, blobs, lens, n, st, sources, &k);
+    if (rc == 0)
+        rc = p->cs.walk ? split_walk(p, st, n) : split_mix(p, st, n, sources);
+    if (rc == 0 && !(mine_keys = sharc__malloc(p->ctx, (k.total ? k.total : 1) * 8)))
         rc = SHARC_ERR(ENOMEM);
+    size_t n_mine_keys = 0;
     if (rc == 0)
-        n_mine_keys = sharc__elastic_keys((const uint64_t *const *)keys, n_keys, n, p->s->dp_rank,
-                                          p->s->dp_size, mine_keys);
+        rc = sharc__elastic_keys(p->ctx, (const uint64_t *const *)k.keys, k.n_keys, n,
+                                 p->s->dp_rank, p->s->dp_size, mine_keys, &n_mine_keys);
     if (rc == 0)
         rc = preload(p, mine_keys, n_mine_keys);
     if (rc == 0)
         rc = keep_pending(p);
     if (rc == 0)
-        rc = sharc__walk_set_prologue(p->cs.walk, mine, n_mine, start_epoch);
-    if (rc == 0)
         rc = sharc__sampler_open(p->ctx, ss, src, &p->sampler);
     free_preloaded(p);
-    for (size_t d = 0; d < n && units && keys; d++) {
-        sharc__free(p->ctx, units[d]);
-        sharc__free(p->ctx, keys[d]);
-    }
+    for (size_t d = 0; k.keys && d < n; d++)
+        sharc__free(p->ctx, k.keys[d]);
     sharc__free(p->ctx, st);
-    sharc__free(p->ctx, old);
-    sharc__free(p->ctx, units);
-    sharc__free(p->ctx, keys);
-    sharc__free(p->ctx, n_keys);
-    sharc__free(p->ctx, mine);
+    sharc__free(p->ctx, sources);
+    sharc__free(p->ctx, k.keys);
+    sharc__free(p->ctx, k.n_keys);
     sharc__free(p->ctx, mine_keys);
     return rc;
 }
@@ -419,7 +527,7 @@ int sharc__pipeline_restore(sharc__pipeline *p, const sharc__sampler_settings *s
     if (rc == 0)
         rc = sharc__sampler_restore(p->ctx, ss, src, st.sampler, st.sampler_len, &p->sampler);
     /* An elastic run's re-read cuts that its sampler had not pulled yet come first again. */
-    if (rc == 0 && st.has_prologue)
+    if (rc == 0 && (st.has_prologue || st.mix))
         rc = keep_pending(p);
     free_preloaded(p);
     return rc;

@@ -223,6 +223,49 @@ static int tag_columns(sharc_reader *r)
     return 0;
 }
 
+/* The hashes a mixture's state records with settings `s`: the header's covers the settings,
+ * and each source's its shards, weight and tags, so that a state of another config is
+ * refused naming the first source that differs. */
+static void mixture_hashes(const sharc_reader *r, const sharc_reader_settings *s,
+                           uint64_t *state_hash, uint64_t *sources)
+{
+    const sharc__input_cfg *cfg = &r->cfg;
+    const sharc__dataset none = {0};
+    uint64_t h = sharc__resume_hash(s, &none);
+    const uint64_t head[2] = {UINT64_C(0x6D697874757265), (uint64_t)s->mix_finite};
+    h = sharc__fnv1a(h, head, sizeof head);
+    if (r->noise.n)
+        h = sharc__fnv1a_u64(h, r->noise_hash);
+    *state_hash = h;
+    for (size_t i = 0; i < cfg->n_sources; i++) {
+        const sharc__input_source *src = &cfg->sources[i];
+        h = sharc__resume_hash(s, &r->mix_ds[i]);
+        h = sharc__fnv1a(h, &r->mix_weights[i], sizeof r->mix_weights[i]);
+        for (size_t t = 0; t < src->n_tags; t++) {
+            h = sharc__fnv1a(h, src->tag_names[t], strlen(src->tag_names[t]) + 1);
+            h = sharc__fnv1a(h, src->tag_values[t], strlen(src->tag_values[t]) + 1);
+        }
+        sources[i] = h;
+    }
+}
+
+/* The hashes of data-parallel slot dp_rank of dp_size (pipeline_config.slot_hashes). */
+static void slot_hashes(void *cookie, int dp_rank, int dp_size, uint64_t *state_hash,
+                        uint64_t *sources)
+{
+    const sharc_reader *r = cookie;
+    sharc_reader_settings s = r->s;
+    s.dp_rank = dp_rank;
+    s.dp_size = dp_size;
+    if (r->mix) {
+        mixture_hashes(r, &s, state_hash, sources);
+        return;
+    }
+    *state_hash = sharc__resume_hash(&s, &r->ds);
+    if (r->noise.n)
+        *state_hash = sharc__fnv1a_u64(*state_hash, r->noise_hash);
+}
+
 /* Read the input_cfg, find each source's shards, weigh the sources and open the mixer. */
 static int open_mixture(sharc_reader *r)
 {
@@ -278,24 +321,7 @@ static int open_mixture(sharc_reader *r)
     }
     if ((rc = sharc__input_cfg_weights(cfg, ctx, need_counts ? counts : NULL, r->mix_weights)) < 0)
         goto fail;
-    /* A state records each source's hash, and is refused naming the first that differs;
-     * the header's hash covers the settings. */
-    const sharc__dataset none = {0};
-    r->state_hash = sharc__resume_hash(&r->s, &none);
-    const uint64_t head[2] = {UINT64_C(0x6D697874757265), (uint64_t)r->s.mix_finite};
-    r->state_hash = sharc__fnv1a(r->state_hash, head, sizeof head);
-    if (r->noise.n)
-        r->state_hash = sharc__fnv1a_u64(r->state_hash, r->noise_hash);
-    for (size_t i = 0; i < n; i++) {
-        const sharc__input_source *src = &cfg->sources[i];
-        uint64_t h = sharc__resume_hash(&r->s, &r->mix_ds[i]);
-        h = sharc__fnv1a(h, &r->mix_weights[i], sizeof r->mix_weights[i]);
-        for (size_t t = 0; t < src->n_tags; t++) {
-            h = sharc__fnv1a(h, src->tag_names[t], strlen(src->tag_names[t]) + 1);
-            h = sharc__fnv1a(h, src->tag_values[t], strlen(src->tag_values[t]) + 1);
-        }
-        hashes[i] = h;
-    }
+    mixture_hashes(r, &r->s, &r->state_hash, hashes);
     if ((rc = tag_columns(r)) < 0)
         goto fail;
     const sharc__mix_config mc = {.ctx = ctx,
@@ -709,7 +735,8 @@ int sharc__reader_next_batch(sharc_reader *r, sharc_batch **batch, int timeout_m
         sharc__device_pipeline_settings(&r->s, &r->pipe_s);
         const sharc__pipeline_config c = {&r->ctx,       &r->pipe_s, r->cs,
                                           &r->stats,     r->resume,  r->s.resume_state_size,
-                                          r->state_hash, r->tok,     r->noise.n ? &r->noise : NULL};
+                                          r->state_hash, r->tok,     r->noise.n ? &r->noise : NULL,
+                                          slot_hashes,   r};
         int rc =
             sharc__device_wanted(&r->s) ? sharc__device_stage_open(&r->dev, &r->ctx, &r->s) : 0;
         if (rc == 0)

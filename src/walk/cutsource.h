@@ -54,6 +54,8 @@ typedef struct sharc__cutsource {
     size_t n_shards;
     /** The path of a shard, for the pipeline's choice of read-ahead lanes. */
     const char *first_shard;
+    /** A mixture (mix.h), whose sources an elastic resume splits one by one, else NULL. */
+    struct sharc__mix *mix;
 } sharc__cutsource;
 
 static inline int sharc__cs_pull(const sharc__cutsource *cs)

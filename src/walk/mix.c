@@ -1,39 +1,10 @@
-#include "walk/mix.h"
+#include "walk/mix_impl.h"
 
 #include <errno.h>
 #include <math.h>
 #include <string.h>
 
-#include "base/le.h"
 #include "base/rng.h"
-
-typedef struct mix_src {
-    sharc__walk *walk;
-    sharc_reader_settings s; ///< the reader's, with this source's seed and epoch limit
-    uint32_t offset;         ///< of its shards among the mixture's
-    double weight;
-    const char *name;
-    const char *language;
-    uint64_t hash;
-    int live;           ///< still in the draw
-    uint64_t last_used; ///< the draw that last pulled from it
-} mix_src;
-
-struct sharc__mix {
-    sharc__ctx *ctx;
-    sharc_reader_stats *stats;
-    size_t n;
-    mix_src *src;
-    size_t n_shards;
-    double live_weight; ///< the sum of the weights still in the draw
-    sharc__rng rng;
-    uint64_t draws;
-    size_t last; ///< the source of the last cut pulled
-    size_t max_open, n_open;
-    size_t n_tag_columns;
-    const char *const *tag_columns;
-    const char *const *tag_values;
-};
 
 /* A different shard order per source, from the reader's seed. */
 static uint64_t source_seed(uint64_t seed, size_t i)
@@ -80,6 +51,7 @@ int sharc__mix_open(sharc__mix **out, const sharc__mix_config *c)
     m->src = sharc__calloc(c->ctx, c->n ? c->n : 1, sizeof *m->src);
     rc = m->src ? 0 : SHARC_ERR(ENOMEM);
     /* The draw's own stream, apart from the shard orders that the seed also drives. */
+    m->seed = c->s->seed;
     sharc__rng_seed(&m->rng, c->s->seed ^ UINT64_C(0x6D69787475726521));
     for (size_t i = 0; rc == 0 && i < c->n; i++) {
         mix_src *x = &m->src[i];
@@ -134,9 +106,7 @@ size_t sharc__mix_source_of(const sharc__mix *m, uint32_t shard)
     return lo;
 }
 
-/* The weights still in the draw, summed in one order, so that a restored mixture draws
- * exactly as the saved one did. */
-static void live_sum(sharc__mix *m)
+void sharc__mix_live_sum(sharc__mix *m)
 {
     m->live_weight = 0;
     for (size_t i = 0; i < m->n; i++)
@@ -192,7 +162,7 @@ static int mix_pull(void *self)
         if (rc == SHARC_END) {
             /* Finite: the source is read; the draw goes on over the others. */
             x->live = 0;
-            live_sum(m);
+            sharc__mix_live_sum(m);
             continue;
         }
         if (rc < 0)
@@ -355,82 +325,24 @@ static double mix_read_seconds(const void *self)
     return t;
 }
 
-/*
- * The state: the draw's generator, its count and last source, then per source its hash,
- * whether it is still in the draw, and its walk's position; all little-endian u64.
- */
-enum { HEAD_WORDS = 4 + 3, SOURCE_WORDS = 2 + 6 };
-
-static size_t mix_state_size(const void *self)
+const sharc_reader_settings *sharc__mix_source_settings(const sharc__mix *m, size_t i)
 {
-    const sharc__mix *m = self;
-    return 8 * (HEAD_WORDS + SOURCE_WORDS * m->n);
+    return &m->src[i].s;
 }
 
-static void mix_state_write(const void *self, uint8_t *out)
+const sharc__dataset *sharc__mix_source_dataset(const sharc__mix *m, size_t i)
 {
-    const sharc__mix *m = self;
-    for (int k = 0; k < 4; k++, out += 8)
-        sharc__store_le64(out, m->rng.s[k]);
-    const uint64_t head[3] = {m->draws, m->last, m->n};
-    for (int k = 0; k < 3; k++, out += 8)
-        sharc__store_le64(out, head[k]);
-    for (size_t i = 0; i < m->n; i++) {
-        const mix_src *x = &m->src[i];
-        const sharc__walk_pos *p = sharc__walk_position(x->walk);
-        const uint64_t v[SOURCE_WORDS] = {
-            x->hash,     (uint64_t)x->live,       p->epoch,     p->order_pos, p->shard_index,
-            p->consumed, (uint64_t)p->shard_open, p->epoch_cuts};
-        for (int k = 0; k < SOURCE_WORDS; k++, out += 8)
-            sharc__store_le64(out, v[k]);
-    }
+    return sharc__walk_dataset(m->src[i].walk);
 }
 
-static int mix_state_restore(void *self, const uint8_t *in, size_t len)
+const char *sharc__mix_source_name(const sharc__mix *m, size_t i)
 {
-    sharc__mix *m = self;
-    if (len < 8 * HEAD_WORDS)
-        return sharc__fail(m->ctx, SHARC_ERR_STATE, "cannot resume: the state blob is truncated");
-    uint64_t n = sharc__load_le64(in + 8 * 6);
-    if (n != m->n)
-        return sharc__fail(m->ctx, SHARC_ERR_STATE,
-                           "cannot resume: the state is of a mixture of %llu sources, and the "
-                           "input_cfg lists %zu",
-                           (unsigned long long)n, m->n);
-    if (len != mix_state_size(m))
-        return sharc__fail(m->ctx, SHARC_ERR_STATE,
-                           "cannot resume: the state's mixture section has the wrong size");
-    const uint8_t *src = in + 8 * HEAD_WORDS;
-    for (size_t i = 0; i < m->n; i++)
-        if (sharc__load_le64(src + 8 * SOURCE_WORDS * i) != m->src[i].hash)
-            return sharc__fail(m->ctx, SHARC_ERR_STATE,
-                               "cannot resume: source %s is not the one the state was saved "
-                               "with (its type, shards, weight or tags differ)",
-                               m->src[i].name);
-    for (int k = 0; k < 4; k++)
-        m->rng.s[k] = sharc__load_le64(in + 8 * k);
-    m->draws = sharc__load_le64(in + 8 * 4);
-    uint64_t last = sharc__load_le64(in + 8 * 5);
-    m->last = last < m->n ? (size_t)last : 0;
-    m->n_open = 0;
-    for (size_t i = 0; i < m->n; i++, src += 8 * SOURCE_WORDS) {
-        mix_src *x = &m->src[i];
-        uint64_t v[SOURCE_WORDS];
-        for (int k = 0; k < SOURCE_WORDS; k++)
-            v[k] = sharc__load_le64(src + 8 * k);
-        if (v[1] > 1 || v[4] > UINT32_MAX || v[6] > 1 || (v[1] && !(x->weight > 0)))
-            return sharc__fail(m->ctx, SHARC_ERR_STATE,
-                               "cannot resume: the state's position of source %s is out of range",
-                               x->name);
-        const sharc__walk_pos p = {v[2], v[3], (uint32_t)v[4], v[5], (int)v[6], v[7], 0, 0};
-        x->live = (int)v[1];
-        x->last_used = 0;
-        int rc = sharc__walk_seek_later(x->walk, &p);
-        if (rc < 0)
-            return rc; /* named by the walk */
-    }
-    live_sum(m);
-    return 0;
+    return m->src[i].name;
+}
+
+size_t sharc__mix_n_sources(const sharc__mix *m)
+{
+    return m->n;
 }
 
 static size_t mix_n_sources(const void *self)
@@ -475,9 +387,9 @@ static const sharc__cutsource_ops mix_ops = {
     .readahead_start = mix_readahead_start,
     .readahead_stop = mix_readahead_stop,
     .read_seconds = mix_read_seconds,
-    .state_size = mix_state_size,
-    .state_write = mix_state_write,
-    .state_restore = mix_state_restore,
+    .state_size = sharc__mix_state_size,
+    .state_write = sharc__mix_state_write,
+    .state_restore = sharc__mix_state_restore,
     .n_sources = mix_n_sources,
     .source_of = mix_source_of,
     .source_name = mix_source_name,
@@ -488,5 +400,5 @@ static const sharc__cutsource_ops mix_ops = {
 sharc__cutsource sharc__mix_cutsource(sharc__mix *m)
 {
     const char *first = NULL;
-    return (sharc__cutsource){&mix_ops, m, NULL, m->n_shards, first};
+    return (sharc__cutsource){&mix_ops, m, NULL, m->n_shards, first, m};
 }

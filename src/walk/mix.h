@@ -55,4 +55,43 @@ sharc__cutsource sharc__mix_cutsource(sharc__mix *m);
 /** The source a shard index of the cut source belongs to. */
 size_t sharc__mix_source_of(const sharc__mix *m, uint32_t shard);
 
+/** The mixture's sources. */
+size_t sharc__mix_n_sources(const sharc__mix *m);
+/** Source i's name ("input_cfg[1]"). */
+const char *sharc__mix_source_name(const sharc__mix *m, size_t i);
+/** Source i's walk settings: the reader's, with the source's seed and epochs (1 finite, 0
+ *  repeating). */
+const sharc_reader_settings *sharc__mix_source_settings(const sharc__mix *m, size_t i);
+/** Source i's shards. */
+const sharc__dataset *sharc__mix_source_dataset(const sharc__mix *m, size_t i);
+
+/** What a state's mixture section says of one source. */
+typedef struct sharc__mix_saved {
+    uint64_t hash;        ///< the source's hash (mix_config.hashes) in the run that saved it
+    int live;             ///< still in the draw
+    sharc__walk_pos pos;  ///< its walk's position (pos.in_prologue: in its prologue)
+    int has_prologue;     ///< it read a prologue (an elastic resume's share of the work)
+    uint64_t start_epoch; ///< the first epoch after the prologue
+    size_t n_units;
+    const uint8_t *unit_bytes; ///< the prologue's units, read with sharc__mix_saved_unit
+} sharc__mix_saved;
+
+/**
+ * Check a state's mixture section (in[len], written for a mixture of as many sources as
+ * this one) and read what it says of source `i`; the hash is not compared.
+ * @return 0, or SHARC_ERR_STATE with "cannot resume: ..." naming what is wrong
+ */
+int sharc__mix_saved_source(sharc__mix *m, const uint8_t *in, size_t len, size_t i,
+                            sharc__mix_saved *out);
+/** Unit k of a saved source's prologue. */
+sharc__walk_unit sharc__mix_saved_unit(const sharc__mix_saved *s, size_t k);
+
+/** Source i reads `units` first, then its epochs from `start_epoch` (walk.h); before the
+ *  first pull. */
+int sharc__mix_set_prologue(sharc__mix *m, size_t i, const sharc__walk_unit *units, size_t n,
+                            uint64_t start_epoch);
+/** Start the draw afresh, from the reader's seed and `salt`, every source of weight above 0
+ *  in it (an elastic resume: the old slots' draws are not this slot's). */
+void sharc__mix_restart_draw(sharc__mix *m, uint64_t salt);
+
 #endif /* SHARC_SRC_MIX_H */

@@ -653,6 +653,21 @@ int sharc__walk_has_open_shard(const sharc__walk *w)
 int sharc__walk_seek_later(sharc__walk *w, const sharc__walk_pos *pos)
 {
     shard_close(w);
+    if (pos->in_prologue) {
+        /* Checked as sharc__walk_seek checks it; the shard opens at the next pull. */
+        const sharc__walk_unit *u =
+            w->has_prologue && pos->unit_pos > 0 && pos->unit_pos <= w->n_units
+                ? &w->units[pos->unit_pos - 1]
+                : NULL;
+        if (!w->has_prologue || pos->unit_pos > w->n_units ||
+            (pos->shard_open && (!u || u->epoch != pos->epoch || u->shard != pos->shard_index)))
+            return walk_fail(w, SHARC_ERR_STATE,
+                             "cannot resume: the state points at unit %llu of a prologue of %zu",
+                             (unsigned long long)pos->unit_pos, w->n_units);
+        w->pos = *pos;
+        w->suspended = pos->shard_open;
+        return 0;
+    }
     set_epoch(w, pos->epoch);
     if (pos->order_pos > w->n_order || (pos->shard_open && pos->order_pos == 0))
         return walk_fail(w, SHARC_ERR_STATE,
@@ -756,6 +771,6 @@ static const sharc__cutsource_ops walk_ops = {
 
 sharc__cutsource sharc__walk_cutsource(sharc__walk *w, const sharc__dataset *ds)
 {
-    return (sharc__cutsource){&walk_ops, w, w, ds->n_shards,
-                              ds->n_shards ? ds->shards[0].audio_path : NULL};
+    return (sharc__cutsource){
+        &walk_ops, w, w, ds->n_shards, ds->n_shards ? ds->shards[0].audio_path : NULL, NULL};
 }

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Failures of `sharc read` under mpirun, on 2 and 4 ranks: every rank must end, non-zero,
+# Failures of `sharc read` (and a hang of `sharc bench`) under mpirun, on 2 and 4 ranks: every rank must end, non-zero,
 # within the timeout (plus a margin), with a message naming the failing rank and the cause.
 #   - the source cannot write --save-state-at, or its file system fills up while it writes
 #     --dump-dir files (its peers are told at the next step); a --dump-dir that cannot be
 #     made (every rank checks it before the first step);
 #   - ranks started with a different --limit or a different --mesh;
-#   - the source, or a peer, is killed with SIGKILL mid-run.
+#   - the source, or a peer, is killed with SIGKILL mid-run;
+#   - `sharc bench`'s peer stops (SIGSTOP): the source times out and exits without hanging.
 #   faults_cli.sh BUILD_ROOT SHARC_GEN
 set -euo pipefail
 build=$1 gen=$2
@@ -112,22 +113,29 @@ for n in 2 4; do
   expect "mesh$n" $n "the ranks were started with different meshes: rank 0 has $mesh broadcast=cp but rank $((n - 1)) has dp=$n broadcast=-"
 done
 
+# rank_pid NAME PATTERN RANK: the pid of global rank RANK of a job whose command line holds
+# PATTERN, once it runs (within 10 s).
+rank_pid() {
+  local p
+  for _ in $(seq 100); do
+    for p in $(pgrep -f "$2" || true); do
+      if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$3"; then
+        echo "$p"
+        return
+      fi
+    done
+    sleep 0.1
+  done
+  fail "$1: rank $3 never started"
+}
+
 # kill_rank N RANK: SIGKILL global rank RANK of an endless read on N ranks, once it runs.
 kill_rank() {
-  local n=$1 rank=$2 name=kill$1-$2 pid="" start rc=0
+  local n=$1 rank=$2 name=kill$1-$2 pid start rc=0
   mpirun --oversubscribe -n "$n" "$sharc" read --transport mpi --mesh cp="$n" --quiet --epochs 0 \
     --timeout 5 "$data" >"$tmp/$name.out" 2>&1 &
   local job=$!
-  for _ in $(seq 100); do
-    for p in $(pgrep -f "$sharc read --transport mpi" || true); do
-      if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$rank"; then
-        pid=$p
-      fi
-    done
-    [ -n "$pid" ] && break
-    sleep 0.1
-  done
-  [ -n "$pid" ] || fail "$name: rank $rank never started"
+  pid=$(rank_pid "$name" "$sharc read --transport mpi" "$rank")
   sleep 1 # well into the endless read
   start=$(date +%s.%N)
   kill -9 "$pid"
@@ -146,4 +154,35 @@ kill_rank 2 0
 kill_rank 2 1
 kill_rank 4 0
 kill_rank 4 3
+
+# `sharc bench` on 2 ranks whose peer stops (SIGSTOP) mid-run: the source's collective times
+# out, and it exits 1 without MPI_Finalize, which would wait for the stopped rank forever;
+# mpirun then ends the job. The job must end within the timeout plus a margin (it hung before).
+stall_bench() {
+  local name=stall-bench pid start rc=0
+  mpirun --oversubscribe -n 2 "$sharc" bench --transport mpi --mesh cp=2 --quiet --epochs 0 \
+    --batches 100000 --batch-duration 20 --threads 1 --timeout 3 "$data" >"$tmp/$name.out" 2>&1 &
+  local job=$!
+  pid=$(rank_pid "$name" "$sharc bench --transport mpi" 1)
+  sleep 1 # well into the run
+  start=$(date +%s.%N)
+  kill -STOP "$pid"
+  # Were the source to wait in MPI_Finalize, the job would never end: 40 s, then the stopped
+  # rank is killed, which ends it (late, and the check below fails).
+  (sleep 40 && kill -KILL "$pid") >/dev/null 2>&1 &
+  local guard=$!
+  wait "$job" || rc=$?
+  kill "$guard" 2>/dev/null || true
+  kill -KILL "$pid" 2>/dev/null || true
+  local took
+  took=$(python3 -c "print(round($(date +%s.%N) - $start, 1))")
+  [ "$rc" != 0 ] || fail "$name: the job exited 0"
+  # mpirun takes a few seconds more to end the stopped rank once the source has exited.
+  python3 -c "import sys; sys.exit(0 if $took <= 3 + 15 else 1)" ||
+    { cat "$tmp/$name.out" >&2; fail "$name: the job took $took s to end after the stop, over the 3 s timeout + 15 s"; }
+  grep -q "did not complete within 3000 ms" "$tmp/$name.out" ||
+    { cat "$tmp/$name.out" >&2; fail "$name: no message names the timeout"; }
+  echo "$name: the job ended $took s after rank 1 stopped (exit $rc)"
+}
+stall_bench
 echo "faults_cli: passed"
