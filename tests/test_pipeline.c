@@ -1541,7 +1541,7 @@ START_TEST(filtered_cuts_by_reason)
     memcpy(old, state, by_at);
     memcpy(old + by_at, state + by_at + by_len, state_len - by_at - by_len);
     old[4] = 2;
-    reseal(old, state_len - by_len);
+    tu_reseal_state(old, state_len - by_len);
     s.resume_state = old;
     s.resume_state_size = state_len - by_len;
     ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
