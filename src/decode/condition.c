@@ -62,6 +62,7 @@ void sharc__cond_plan(const sharc__cond_opts *o, sharc__rawcut *c)
     d->gain = 1;
     d->noise = 0;
     d->snr_db = NAN;
+    d->noise_cut = NULL;
     if (o->resample && o->rate > 0 && c->sampling_rate > 0 && c->sampling_rate != o->rate) {
         d->rate = o->rate;
         d->num_samples = sharc__cond_resampled_length(c->num_samples, c->sampling_rate, o->rate);
@@ -96,6 +97,29 @@ void sharc__cond_plan(const sharc__cond_opts *o, sharc__rawcut *c)
 int sharc__cond_is_identity(const sharc__cut_cond *cond, int rate)
 {
     return cond->rate == rate && cond->speed == 1 && cond->gain == 1 && cond->noise == 0;
+}
+
+sharc__noise_cut *sharc__noise_cut_new(sharc__ctx *ctx, int64_t len)
+{
+    sharc__noise_cut *c = sharc__malloc(ctx, sizeof *c + (size_t)len * sizeof(float));
+    if (!c)
+        return NULL;
+    atomic_init(&c->refs, 1);
+    c->ctx = ctx;
+    c->len = len;
+    return c;
+}
+
+sharc__noise_cut *sharc__noise_cut_ref(sharc__noise_cut *c)
+{
+    atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
+    return c;
+}
+
+void sharc__noise_cut_unref(sharc__noise_cut *c)
+{
+    if (c && atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) == 1)
+        sharc__free(c->ctx, c);
 }
 
 int sharc__conditioner_reserve(sharc__conditioner *cn, sharc__ctx *ctx, size_t n)
@@ -178,12 +202,6 @@ static int convert(sharc__ctx *ctx, soxr_t s, int channels, const float *in, int
     return 0;
 }
 
-/*
- * Add noise cut cond->noise % n of the bank, from an offset the draw's upper bits pick and
- * looped when shorter, scaled so that the cut's own power over its `n` frames and the
- * noise's over the same frames are cond->snr_db apart. A silent cut, or silent noise, gets
- * none (no SNR can be reached).
- */
 /* The sum of squares of x[0..n), in eight running sums: one would make every addition wait
  * for the one before. */
 static double sum_squares(const float *x, int64_t n)
@@ -198,12 +216,16 @@ static double sum_squares(const float *x, int64_t n)
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
-static void mix_noise(const sharc__noise_bank *bank, const sharc__cut_cond *cond, int channels,
-                      float *out, int64_t n)
+/*
+ * Add the noise cut assigned to the cut, from an offset the draw's upper bits pick and
+ * looped when shorter, scaled so that the cut's own power over its `n` frames and the
+ * noise's over the same frames are cond->snr_db apart. A silent cut, or silent noise, gets
+ * none (no SNR can be reached).
+ */
+static void mix_noise(const sharc__cut_cond *cond, int channels, float *out, int64_t n)
 {
-    const size_t k = (size_t)(cond->noise % bank->n);
-    const float *z = bank->samples[k];
-    const int64_t len = bank->lens[k];
+    const float *z = cond->noise_cut->samples;
+    const int64_t len = cond->noise_cut->len;
     const int64_t start = (int64_t)((cond->noise >> 24) % (uint64_t)len);
     const double ps = sum_squares(out, n * channels);
     double pn = 0;
@@ -249,8 +271,8 @@ int sharc__cond_apply(sharc__conditioner *cn, sharc__ctx *ctx, const sharc__cut_
         for (size_t i = 0; i < n_out; i++)
             out[i] *= g;
     }
-    if (rc == 0 && cond->noise && cn->noise && cn->noise->n)
-        mix_noise(cn->noise, cond, channels, out, want);
+    if (rc == 0 && cond->noise && cond->noise_cut)
+        mix_noise(cond, channels, out, want);
     cn->seconds += sharc__now_s() - t0;
     return rc;
 }

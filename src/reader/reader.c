@@ -32,8 +32,10 @@ struct sharc_reader {
     sharc_augment_settings augment; ///< the caller's, when given, with its factors copied
     double *speeds;
     double *bin_tokens, *max_tps;
-    sharc__noise_bank noise; ///< the noise mixed in (augment.noise), read at open
-    uint64_t noise_hash;     ///< of the noise held, part of state_hash
+    sharc__noise_stream *noise;    ///< the noise mixed in (augment.noise), or NULL
+    sharc__noise_source noise_src; ///< the stream, as the pipeline's source of noise
+    uint64_t noise_hash;           ///< of the noise dataset and settings, part of state_hash
+    sharc__noise_cut *noise_held;  ///< cut mode: the noise of the last cut returned
     uint8_t *resume;
     sharc__dataset ds;
     uint64_t state_hash; ///< sharc__resume_hash, fixed once the reader is open
@@ -284,7 +286,7 @@ static int open_mixture(sharc_reader *r)
     r->state_hash = sharc__resume_hash(&r->s, &none);
     const uint64_t head[2] = {UINT64_C(0x6D697874757265), (uint64_t)r->s.mix_finite};
     r->state_hash = sharc__fnv1a(r->state_hash, head, sizeof head);
-    if (r->noise.n)
+    if (r->noise)
         r->state_hash = sharc__fnv1a_u64(r->state_hash, r->noise_hash);
     for (size_t i = 0; i < n; i++) {
         const sharc__input_source *src = &cfg->sources[i];
@@ -326,6 +328,22 @@ fail:
     return rc;
 }
 
+/* The noise stream's hooks into its cut reader (reader/noise.h), a single dataset's. */
+static void noise_position(const sharc_reader *r, sharc__walk_pos *out)
+{
+    *out = *sharc__walk_position(r->walk);
+}
+
+static int noise_seek(sharc_reader *r, const sharc__walk_pos *pos)
+{
+    return sharc__walk_seek(r->walk, pos);
+}
+
+static uint64_t noise_state_hash(const sharc_reader *r)
+{
+    return r->state_hash;
+}
+
 int sharc__reader_open(sharc_reader **out, const sharc_reader_settings *s)
 {
     sharc__ctx boot;
@@ -341,9 +359,10 @@ int sharc__reader_open(sharc_reader **out, const sharc_reader_settings *s)
     if (rc < 0)
         goto fail;
     if (r->s.augment && r->s.augment->n_noise) {
-        if ((rc = sharc__noise_load(&r->ctx, &r->s, &r->noise, &r->noise_hash)) < 0)
+        static const sharc__noise_hooks hooks = {noise_position, noise_seek, noise_state_hash};
+        if ((rc = sharc__noise_open(&r->noise, &r->ctx, &r->s, &hooks, &r->noise_hash)) < 0)
             goto fail;
-        r->cond.noise = &r->noise;
+        r->noise_src = sharc__noise_source_of(r->noise);
         /* The paths were read; the caller's strings are not kept. */
         r->augment.noise = NULL;
     }
@@ -371,7 +390,7 @@ int sharc__reader_open(sharc_reader **out, const sharc_reader_settings *s)
     sharc__walk_set_tokens(r->walk, r->tok, NULL);
     r->cs = sharc__walk_cutsource(r->walk, &r->ds);
     r->state_hash = sharc__resume_hash(&r->s, &r->ds); /* O(shards): once, not per state */
-    if (r->noise.n)
+    if (r->noise)
         r->state_hash = sharc__fnv1a_u64(r->state_hash, r->noise_hash);
     *out = r;
     return 0;
@@ -409,7 +428,8 @@ void sharc__reader_close(sharc_reader **rp)
     sharc__fetcher_free(&r->fetch, ctx);
     sharc__free(ctx, r->samples);
     sharc__conditioner_free(&r->cond, ctx);
-    sharc__noise_free(ctx, &r->noise);
+    sharc__noise_cut_unref(r->noise_held);
+    sharc__noise_close(&r->noise);
     sharc__free(ctx, r->speeds);
     if (r->paths)
         for (size_t i = 0; i < r->s.n_paths; i++)
@@ -459,6 +479,14 @@ static int decode_cut(sharc_reader *r)
                             .sampling_rate = r->s.sampling_rate,
                             .stream_out = 0};
     sharc__cond_opts_of(&r->s, &o.cond);
+    /* Noise is given to the cuts in the order they are read, as the planner gives it. */
+    sharc__noise_cut_unref(r->noise_held);
+    r->noise_held = NULL;
+    if (r->noise && j.cond.noise) {
+        if ((rc = r->noise_src.assign(r->noise_src.self, &r->ctx, &j.cond)) < 0)
+            return rc;
+        r->noise_held = j.cond.noise_cut;
+    }
     rc = sharc__decode_cond(&o, &r->ctx, &r->fetch, &r->cond, &j, r->samples, cap, &channels, err);
     if (rc < 0)
         return rc;
@@ -698,9 +726,10 @@ int sharc__reader_next_batch(sharc_reader *r, sharc_batch **batch, int timeout_m
     if (r->mode == 0) {
         r->mode = 2;
         sharc__device_pipeline_settings(&r->s, &r->pipe_s);
-        const sharc__pipeline_config c = {&r->ctx,       &r->pipe_s, r->cs,
-                                          &r->stats,     r->resume,  r->s.resume_state_size,
-                                          r->state_hash, r->tok,     r->noise.n ? &r->noise : NULL};
+        const sharc__pipeline_config c = {
+            &r->ctx,       &r->pipe_s, r->cs,
+            &r->stats,     r->resume,  r->s.resume_state_size,
+            r->state_hash, r->tok,     r->noise ? &r->noise_src : NULL};
         int rc =
             sharc__device_wanted(&r->s) ? sharc__device_stage_open(&r->dev, &r->ctx, &r->s) : 0;
         if (rc == 0)
