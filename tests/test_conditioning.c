@@ -13,6 +13,7 @@
 #include <sharc/sharc.h>
 
 #include "decode/condition.h"
+#include "reader/reader.h"
 #include "testutil.h"
 
 /*
@@ -502,7 +503,9 @@ START_TEST(volume_scales_samples)
 }
 END_TEST
 
-/* A run resumed at any step gives the batches of the run that went on, bit for bit. */
+/* A run resumed at any step gives the batches of the run that went on, bit for bit, with 2
+ * threads as with 1; the noise streamed through a bound smaller than the noise dataset,
+ * which it reads over and over. A state without the noise stream's position is refused. */
 START_TEST(resume_is_bit_identical)
 {
     char *dir = tu_mkdtemp();
@@ -537,7 +540,9 @@ START_TEST(resume_is_bit_identical)
     const char *noise = make_noise(dir);
     a.noise = &noise;
     a.n_noise = 1;
+    a.noise_max_bytes = 40000; /* noise cuts of 2500 samples, two at a time in the window */
     s.augment = &a;
+    s.n_threads = 1;
     enum { MAX_BATCHES = 16 };
     size_t sizes[MAX_BATCHES];
     uint8_t *audio[MAX_BATCHES];
@@ -555,6 +560,7 @@ START_TEST(resume_is_bit_identical)
     }
     sharc_reader_close(&r);
     ck_assert_uint_ge(n, 6);
+    s.n_threads = 2;
     for (size_t at = 1; at < n; at += 2) {
         ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
         for (size_t i = 0; i < at; i++) {
@@ -587,6 +593,27 @@ START_TEST(resume_is_bit_identical)
         a.speed_perturb_prob = 1;
         free(blob);
     }
+    /* A state without the noise's position (saved without noise, or by a sharc that held a
+     * fixed bank of noise) is refused, saying so. */
+    a.n_noise = 0;
+    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+    ck_assert_int_eq(sharc_reader_next_batch(r, &b), 0);
+    sharc_batch_release(b);
+    size_t size;
+    ck_assert_int_eq(sharc_reader_state_save(r, NULL, 0, &size), SHARC_ERR(ENOSPC));
+    void *blob = malloc(size);
+    ck_assert_int_eq(sharc_reader_state_save(r, blob, size, &size), 0);
+    sharc_reader_close(&r);
+    a.n_noise = 1;
+    sharc_reader_settings t = s;
+    t.resume_state = blob;
+    t.resume_state_size = size;
+    t.logger.callback = keep_log; /* the refusal is expected */
+    ck_assert_int_eq(sharc_reader_open(&r, &t), 0);
+    ck_assert_int_eq(sharc_reader_next_batch(r, &b), SHARC_ERR_STATE);
+    ck_assert_ptr_nonnull(strstr(sharc_reader_last_error(r), "holds no position of the noise"));
+    sharc_reader_close(&r);
+    free(blob);
     for (size_t i = 0; i < n; i++)
         free(audio[i]);
     tu_rm_rf(dir);
@@ -665,6 +692,131 @@ START_TEST(noise_reaches_the_drawn_snr)
     ck_assert_uint_eq(n[0], N_SPEECH);
     ck_assert_uint_eq(n[1], N_SPEECH);
     for (size_t i = 0; i < n[0]; i++) {
+        ck_assert_str_eq(ids[0][i], ids[1][i]);
+        ck_assert_int_eq(lens[0][i], lens[1][i]);
+        ck_assert_mem_eq(rows[0][i], rows[1][i], (size_t)lens[0][i] * sizeof(float));
+        free(rows[0][i]);
+        free(rows[1][i]);
+    }
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
+/* Noise cuts told apart by their tone: cut k of the noise dataset is 0.1 s of a sine at
+ * 200 + 100 k Hz (whole periods, so that it loops seamlessly), all in one shard, read in
+ * that order. */
+enum { N_TONES = 40, TONE_SAMPLES = 1600 };
+
+static const char *make_tones(const char *dir)
+{
+    static char path[1024];
+    ck_assert_int_eq(tu_sh("mkdir -p '%s/tsrc' '%s/tones' && cd '%s/tsrc' && "
+                           "for k in $(seq 0 %d); do sox -R -n -r 16000 -b 16 "
+                           "n$(printf %%02d $k).wav synth 0.1 sine $((200 + 100 * k)) gain -3; "
+                           "done && tar cf ../tones/shard-000000.tar n*.wav",
+                           dir, dir, dir, N_TONES - 1),
+                     0);
+    snprintf(path, sizeof path, "%s/tones", dir);
+    return path;
+}
+
+/* Which tone `z` (the noise mixed into a cut, n samples at 16 kHz) is: its sign changes
+ * (with hysteresis, about its peak) give its frequency. -1 when it is no tone. */
+static int tone_of(const double *z, int64_t n)
+{
+    double peak = 0;
+    for (int64_t i = 0; i < n; i++)
+        peak = fabs(z[i]) > peak ? fabs(z[i]) : peak;
+    int sign = 0, changes = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int now = z[i] > 0.3 * peak ? 1 : z[i] < -0.3 * peak ? -1 : 0;
+        if (now && sign && now != sign)
+            changes++;
+        if (now)
+            sign = now;
+    }
+    double hz = changes / 2.0 / ((double)n / 16000);
+    int k = (int)lround((hz - 200) / 100);
+    return k >= 0 && k < N_TONES && fabs(hz - (200 + 100 * k)) < 20 ? k : -1;
+}
+
+/* A noise dataset larger than noise_max_bytes is streamed: cuts past the first
+ * noise_max_bytes of it are mixed in, the noise held stays within the bound, and the
+ * batches are the same with 1 and 2 threads. */
+START_TEST(noise_streams_past_the_bound)
+{
+    char *dir = tu_mkdtemp();
+    ck_assert_int_eq(tu_sh("'%s' --out '%s' --layout shar --codec flac --shards 2 "
+                           "--cuts-per-shard 10 --sampling-rate 16000 --min-duration 0.3 "
+                           "--max-duration 0.8 >/dev/null",
+                           getenv("SHARC_GEN"), dir),
+                     0);
+    char ds[1024];
+    snprintf(ds, sizeof ds, "%s/shar", dir);
+    const char *path = ds, *tones = make_tones(dir);
+    sharc_reader_settings s;
+    sharc_reader_default_settings(&s);
+    s.paths = &path;
+    s.n_paths = 1;
+    s.seed = 5;
+    s.sampling_rate = 16000;
+    sharc_augment_settings a;
+    sharc_augment_default_settings(&a);
+    a.noise = &tones;
+    a.n_noise = 1;
+    a.noise_prob = 0; /* the clean run: the same draws, none applied */
+    /* Five tones and a little: the window holds two (half the bound). */
+    a.noise_max_bytes = 5 * TONE_SAMPLES * sizeof(float) + 768;
+    s.augment = &a;
+    sharc_reader *clean, *noisy;
+    const sharc_cut *c, *d;
+    ck_assert_int_eq(sharc_reader_open(&clean, &s), 0);
+    a.noise_prob = 1;
+    ck_assert_int_eq(sharc_reader_open(&noisy, &s), 0);
+    int last = -1, most = -1;
+    size_t n = 0;
+    while (sharc_reader_next(clean, &c) == 0) {
+        ck_assert_int_eq(sharc_reader_next(noisy, &d), 0);
+        ck_assert_str_eq(c->id, d->id);
+        double *z = malloc((size_t)c->num_samples * sizeof *z);
+        for (int64_t i = 0; i < c->num_samples; i++)
+            z[i] = (double)d->samples[i] - c->samples[i];
+        last = tone_of(z, c->num_samples);
+        free(z);
+        ck_assert_msg(last >= 0, "cut %s: the noise mixed in is no tone", c->id);
+        most = last > most ? last : most;
+        n++;
+    }
+    ck_assert_uint_eq(n, 20);
+    /* Past the first noise_max_bytes of the noise dataset (its first five cuts). */
+    ck_assert_int_ge(most, 6);
+    uint64_t held, index;
+    sharc__reader_noise_stats(noisy, &held, &index);
+    ck_assert_uint_le(held, a.noise_max_bytes);
+    ck_assert_uint_eq(index, (uint64_t)last);
+    sharc_reader_close(&clean);
+    sharc_reader_close(&noisy);
+    /* Batches: the same rows whatever the threads, with speed and volume on too. */
+    static const double factors[] = {0.9, 1.0, 1.1};
+    a.speed_perturb = factors;
+    a.n_speed_perturb = 3;
+    a.volume_perturb_db[0] = -3;
+    a.volume_perturb_db[1] = 3;
+    a.noise_prob = 0.7;
+    s.sampler.max_cuts = 3;
+    enum { CAP = 32 };
+    float *rows[2][CAP];
+    int64_t lens[2][CAP];
+    char ids[2][CAP][32];
+    size_t got[2];
+    for (int t = 0; t < 2; t++) {
+        s.n_threads = t + 1;
+        read_batches(&s, rows[t], lens[t], ids[t], CAP, &got[t]);
+    }
+    ck_assert_uint_eq(got[0], 20);
+    ck_assert_uint_eq(got[1], 20);
+    for (size_t i = 0; i < got[0]; i++) {
         ck_assert_str_eq(ids[0][i], ids[1][i]);
         ck_assert_int_eq(lens[0][i], lens[1][i]);
         ck_assert_mem_eq(rows[0][i], rows[1][i], (size_t)lens[0][i] * sizeof(float));
@@ -872,6 +1024,7 @@ int main(void)
     tcase_add_test(tc, bad_settings_name_the_setting);
     tcase_add_test(tc, mixture_resamples_every_source);
     tcase_add_test(tc, noise_reaches_the_drawn_snr);
+    tcase_add_test(tc, noise_streams_past_the_bound);
     tcase_add_test(tc, windows_cut_then_resampled);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);

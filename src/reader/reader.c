@@ -588,6 +588,14 @@ int sharc__reader_next(sharc_reader *r, const sharc_cut **cut)
     }
 }
 
+void sharc__reader_noise_stats(const sharc_reader *r, uint64_t *held_max, uint64_t *last_index)
+{
+    *held_max = 0;
+    *last_index = UINT64_MAX;
+    if (r->noise)
+        sharc__noise_stream_stats(r->noise, held_max, last_index);
+}
+
 const char *sharc__reader_last_error(const sharc_reader *r)
 {
     return r->ctx.error;
