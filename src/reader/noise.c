@@ -321,6 +321,7 @@ int sharc__noise_open(sharc__noise_stream **out, sharc__ctx *ctx, const sharc_re
     rs.sampling_rate = s->sampling_rate;
     rs.resample = 1;
     rs.channel = 0;
+    rs.on_error = s->on_error; /* a bad noise cut or shard is skipped as the reader's are */
     rs.logger = s->logger;
     rs.allocator = s->allocator;
     rs.retries = s->retries;
