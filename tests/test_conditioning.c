@@ -703,17 +703,17 @@ START_TEST(noise_reaches_the_drawn_snr)
 }
 END_TEST
 
-/* Noise cuts told apart by their tone: cut k of the noise dataset is 0.1 s of a sine at
+/* Noise cuts told apart by their tone: cut k of the noise dataset is 0.05 s of a sine at
  * 200 + 100 k Hz (whole periods, so that it loops seamlessly), all in one shard, read in
  * that order. */
-enum { N_TONES = 40, TONE_SAMPLES = 1600 };
+enum { N_TONES = 40, TONE_SAMPLES = 800 };
 
 static const char *make_tones(const char *dir)
 {
     static char path[1024];
     ck_assert_int_eq(tu_sh("mkdir -p '%s/tsrc' '%s/tones' && cd '%s/tsrc' && "
                            "for k in $(seq 0 %d); do sox -R -n -r 16000 -b 16 "
-                           "n$(printf %%02d $k).wav synth 0.1 sine $((200 + 100 * k)) gain -3; "
+                           "n$(printf %%02d $k).wav synth 0.05 sine $((200 + 100 * k)) gain -3; "
                            "done && tar cf ../tones/shard-000000.tar n*.wav",
                            dir, dir, dir, N_TONES - 1),
                      0);
@@ -748,7 +748,7 @@ START_TEST(noise_streams_past_the_bound)
 {
     char *dir = tu_mkdtemp();
     ck_assert_int_eq(tu_sh("'%s' --out '%s' --layout shar --codec flac --shards 2 "
-                           "--cuts-per-shard 10 --sampling-rate 16000 --min-duration 0.3 "
+                           "--cuts-per-shard 20 --sampling-rate 16000 --min-duration 0.3 "
                            "--max-duration 0.8 >/dev/null",
                            getenv("SHARC_GEN"), dir),
                      0);
@@ -788,7 +788,7 @@ START_TEST(noise_streams_past_the_bound)
         most = last > most ? last : most;
         n++;
     }
-    ck_assert_uint_eq(n, 20);
+    ck_assert_uint_eq(n, 40);
     /* Past the first noise_max_bytes of the noise dataset (its first five cuts). */
     ck_assert_int_ge(most, 6);
     uint64_t held, index;
@@ -805,7 +805,7 @@ START_TEST(noise_streams_past_the_bound)
     a.volume_perturb_db[1] = 3;
     a.noise_prob = 0.7;
     s.sampler.max_cuts = 3;
-    enum { CAP = 32 };
+    enum { CAP = 48 };
     float *rows[2][CAP];
     int64_t lens[2][CAP];
     char ids[2][CAP][32];
@@ -814,8 +814,8 @@ START_TEST(noise_streams_past_the_bound)
         s.n_threads = t + 1;
         read_batches(&s, rows[t], lens[t], ids[t], CAP, &got[t]);
     }
-    ck_assert_uint_eq(got[0], 20);
-    ck_assert_uint_eq(got[1], 20);
+    ck_assert_uint_eq(got[0], 40);
+    ck_assert_uint_eq(got[1], 40);
     for (size_t i = 0; i < got[0]; i++) {
         ck_assert_str_eq(ids[0][i], ids[1][i]);
         ck_assert_int_eq(lens[0][i], lens[1][i]);

@@ -117,7 +117,7 @@ static void *read_ahead(void *arg)
         ns->hooks.position(ns->r, &after);
         pthread_mutex_lock(&ns->mu);
         while (rc == 0 && !ns->stop && ns->queued_bytes > 0 &&
-               ns->queued_bytes + bytes_of(nc) > ns->bound)
+               (ns->queued_bytes + bytes_of(nc) > ns->bound || ns->q_n >= 2 * SHARC__NOISE_WINDOW))
             pthread_cond_wait(&ns->room, &ns->mu);
         if (rc == 0 && !ns->stop && (rc = push(ns, nc, &ns->next_pos)) == 0) {
             ns->next_pos = after;
@@ -156,16 +156,19 @@ static int wait_for(sharc__noise_stream *ns, sharc__ctx *ctx, size_t n)
     return 0;
 }
 
-/* The cuts of the window: from the first, as many as fit window_bytes (one at least); it is
- * known once a cut that does not fit is queued, which the bound leaves room for. */
+/* The cuts of the window: from the first, as many as fit window_bytes, SHARC__NOISE_WINDOW at
+ * most (one at least); it is known once that many are queued or one that does not fit is,
+ * which the read-ahead's limits (twice the window's) leave room for. */
 static int window(sharc__noise_stream *ns, sharc__ctx *ctx, size_t *w)
 {
     uint64_t sum = 0;
     size_t k = 0;
     for (;;) {
-        for (; k < ns->q_n && sum + bytes_of(at(ns, k)->cut) <= ns->window_bytes; k++)
+        for (; k < ns->q_n && k < SHARC__NOISE_WINDOW &&
+               sum + bytes_of(at(ns, k)->cut) <= ns->window_bytes;
+             k++)
             sum += bytes_of(at(ns, k)->cut);
-        if (k < ns->q_n)
+        if (k < ns->q_n || k == SHARC__NOISE_WINDOW)
             break;
         int rc = wait_for(ns, ctx, k + 1);
         if (rc < 0)

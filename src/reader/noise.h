@@ -4,7 +4,8 @@
  * epoch, with a seed derived from the reader's), converted to the required rate, channel 0,
  * on a read-ahead thread that holds at most noise_max_bytes of decoded noise. The cuts that
  * draw noise are given one, in the order they are planned, from a window at the front of the
- * stream: the noise cuts from the window's first, up to half of noise_max_bytes. The window
+ * stream: the noise cuts from the window's first, SHARC__NOISE_WINDOW of them at most, within
+ * half of noise_max_bytes. The window
  * moves past its first cut once the cuts given noise since it became first add up to
  * SHARC__NOISE_REUSE times its length. Which noise a cut gets thus depends on the order of
  * planning alone; the stream's position (the first cut of the window, as a walk position,
@@ -20,8 +21,11 @@
 #include "sharc/reader.h"
 #include "walk/walk.h"
 
-/** Audio given noise, in multiples of a noise cut's length, before the window moves past it. */
-#define SHARC__NOISE_REUSE 8
+/** Audio given noise, in multiples of a noise cut's length, before the window moves past it:
+ *  each noise cut is decoded once and serves that much, so noise costs little decoding. */
+#define SHARC__NOISE_REUSE 32
+/** Noise cuts in the window at most; the read-ahead holds up to twice as many. */
+#define SHARC__NOISE_WINDOW 16
 
 typedef struct sharc__noise_stream sharc__noise_stream;
 
