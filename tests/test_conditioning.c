@@ -828,6 +828,104 @@ START_TEST(noise_streams_past_the_bound)
 }
 END_TEST
 
+/* The bytes of the audio of every batch a reader gives from where it starts to its end, as
+ * one hash; *n receives the batches. */
+static uint64_t audio_hash(const sharc_reader_settings *s, size_t *n)
+{
+    sharc_reader *r;
+    sharc_batch *b;
+    uint64_t h = 1469598103934665603ull;
+    ck_assert_int_eq(sharc_reader_open(&r, s), 0);
+    int rc;
+    for (*n = 0; (rc = sharc_reader_next_batch(r, &b)) == 0; ++*n) {
+        const sharc_tensor *t = sharc_batch_tensor(b, "audio");
+        for (size_t i = 0; i < t->nbytes; i++)
+            h = (h ^ ((const uint8_t *)t->data)[i]) * 1099511628211ull;
+        sharc_batch_release(b);
+    }
+    ck_assert_msg(rc == SHARC_END, "%s", sharc_reader_last_error(r));
+    sharc_reader_close(&r);
+    return h;
+}
+
+/* A bundle of the slots' states resumes with noise: on as many slots, a slot gives what its
+ * own state gives; on fewer (an elastic resume, whose states are checked against the noise's
+ * hash too), the same batches at every rerun. */
+START_TEST(noise_resumes_elastic)
+{
+    char *dir = tu_mkdtemp();
+    ck_assert_int_eq(tu_sh("'%s' --out '%s' --layout shar --codec flac --shards 2 "
+                           "--cuts-per-shard 12 --sampling-rate 16000 --min-duration 0.2 "
+                           "--max-duration 0.8 >/dev/null",
+                           getenv("SHARC_GEN"), dir),
+                     0);
+    char ds[1024];
+    snprintf(ds, sizeof ds, "%s/shar", dir);
+    const char *path = ds, *noise = make_noise(dir);
+    sharc_reader_settings s;
+    sharc_reader_default_settings(&s);
+    s.paths = &path;
+    s.n_paths = 1;
+    s.seed = 11;
+    s.sampling_rate = 16000;
+    s.n_threads = 2;
+    s.sampler.max_cuts = 3;
+    sharc_augment_settings a;
+    sharc_augment_default_settings(&a);
+    a.noise = &noise;
+    a.n_noise = 1;
+    a.noise_max_bytes = 4096; /* noise cuts of 256 samples, each serving 8192 */
+    a.volume_perturb_db[0] = -3;
+    a.volume_perturb_db[1] = 3;
+    s.augment = &a;
+    s.dp_size = 2;
+    void *states[2];
+    size_t sizes[2];
+    for (int d = 0; d < 2; d++) {
+        s.dp_rank = d;
+        sharc_reader *r;
+        sharc_batch *b;
+        ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
+        for (int i = 0; i < 2; i++) {
+            ck_assert_int_eq(sharc_reader_next_batch(r, &b), 0);
+            sharc_batch_release(b);
+        }
+        ck_assert_int_eq(sharc_reader_state_save(r, NULL, 0, &sizes[d]), SHARC_ERR(ENOSPC));
+        states[d] = malloc(sizes[d]);
+        ck_assert_int_eq(sharc_reader_state_save(r, states[d], sizes[d], &sizes[d]), 0);
+        sharc_reader_close(&r);
+    }
+    size_t size = 0, n, m;
+    ck_assert_int_eq(
+        sharc_reader_pack_states((const void *const *)states, sizes, 2, NULL, 0, &size),
+        SHARC_ERR(ENOSPC));
+    void *bundle = malloc(size);
+    ck_assert_int_eq(
+        sharc_reader_pack_states((const void *const *)states, sizes, 2, bundle, size, &size), 0);
+    sharc_reader_settings t = s;
+    t.dp_rank = 1;
+    t.resume_state = states[1];
+    t.resume_state_size = sizes[1];
+    const uint64_t own = audio_hash(&t, &n);
+    t.resume_state = bundle;
+    t.resume_state_size = size;
+    ck_assert_uint_eq(audio_hash(&t, &m), own);
+    ck_assert_uint_eq(m, n);
+    ck_assert_uint_gt(n, 0);
+    t.dp_rank = 0;
+    t.dp_size = 1;
+    const uint64_t one = audio_hash(&t, &n);
+    ck_assert_uint_eq(audio_hash(&t, &m), one);
+    ck_assert_uint_eq(m, n);
+    ck_assert_uint_gt(n, 0);
+    free(bundle);
+    free(states[0]);
+    free(states[1]);
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
 /* NeMo rows that cut windows out of one 24 kHz recording: each window is cut at 24 kHz, then
  * converted, as sox converts the same window (`trim`, then `rate`). */
 START_TEST(windows_cut_then_resampled)
@@ -1025,6 +1123,7 @@ int main(void)
     tcase_add_test(tc, mixture_resamples_every_source);
     tcase_add_test(tc, noise_reaches_the_drawn_snr);
     tcase_add_test(tc, noise_streams_past_the_bound);
+    tcase_add_test(tc, noise_resumes_elastic);
     tcase_add_test(tc, windows_cut_then_resampled);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "batching/elastic.h"
 #include "batching/pipeline_impl.h"
 #include "batching/resume.h"
@@ -312,8 +313,11 @@ static int restore_elastic(sharc__pipeline *p, const sharc__sampler_settings *ss
         sharc_reader_settings rs = *p->s;
         rs.dp_rank = (int)d;
         rs.dp_size = (int)n;
-        rc = sharc__resume_parse(p->ctx, blobs[d], lens[d], sharc__resume_hash(&rs, ds),
-                                 p->cs.n_shards, p->s->epochs, &st[d]);
+        uint64_t hash = sharc__resume_hash(&rs, ds);
+        if (p->noise) /* as the reader's state_hash */
+            hash = sharc__fnv1a_u64(hash, p->noise->hash);
+        rc = sharc__resume_parse(p->ctx, blobs[d], lens[d], hash, p->cs.n_shards, p->s->epochs,
+                                 &st[d]);
         if (rc < 0) {
             sharc__wrap_error(p->ctx, rc,
                               "the state of data-parallel slot %zu of %zu (the bundle's state "

@@ -55,6 +55,9 @@ void sharc__noise_cut_unref(sharc__noise_cut *c);
  */
 typedef struct sharc__noise_source {
     void *self;
+    /** A hash of what the noise depends on (its dataset and settings), which resume states
+     *  are checked against with the reader's. */
+    uint64_t hash;
     /** Assign noise to a cut whose cond->noise is set: cond->noise_cut gets a reference.
      *  @return 0, or an error with its message ("noise: ...") in ctx */
     int (*assign)(void *self, sharc__ctx *ctx, sharc__cut_cond *cond);

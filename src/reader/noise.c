@@ -28,6 +28,7 @@ struct sharc__noise_stream {
     sharc__ctx *ctx;
     sharc_reader *r; ///< used by the read-ahead thread alone once it runs
     sharc__noise_hooks hooks;
+    uint64_t hash;         ///< sharc__noise_source.hash
     uint64_t bound;        ///< bytes of decoded noise queued at most
     uint64_t window_bytes; ///< bytes of the window at most (a first cut always fits)
     int64_t cap_samples;   ///< samples kept of a longer noise cut
@@ -262,7 +263,7 @@ static int restore(void *self, sharc__ctx *ctx, const uint8_t *in, size_t len)
 
 sharc__noise_source sharc__noise_source_of(sharc__noise_stream *ns)
 {
-    return (sharc__noise_source){ns, assign, state_size, state_write, restore};
+    return (sharc__noise_source){ns, ns->hash, assign, state_size, state_write, restore};
 }
 
 void sharc__noise_stream_stats(sharc__noise_stream *ns, uint64_t *held_max, uint64_t *last_index)
@@ -297,7 +298,7 @@ static int first_cut(sharc__noise_stream *ns, const sharc_augment_settings *a)
 }
 
 int sharc__noise_open(sharc__noise_stream **out, sharc__ctx *ctx, const sharc_reader_settings *s,
-                      const sharc__noise_hooks *hooks, uint64_t *hash)
+                      const sharc__noise_hooks *hooks)
 {
     const sharc_augment_settings *a = s->augment;
     *out = NULL;
@@ -339,8 +340,8 @@ int sharc__noise_open(sharc__noise_stream **out, sharc__ctx *ctx, const sharc_re
         goto fail;
     /* The noise read depends on its dataset and reader settings, the window on the bound. */
     static const char revision[] = "noise-stream-1";
-    *hash = sharc__fnv1a(hooks->state_hash(ns->r), revision, sizeof revision);
-    *hash = sharc__fnv1a_u64(*hash, ns->bound);
+    ns->hash = sharc__fnv1a(hooks->state_hash(ns->r), revision, sizeof revision);
+    ns->hash = sharc__fnv1a_u64(ns->hash, ns->bound);
     *out = ns;
     return 0;
 fail:

@@ -42,11 +42,10 @@ typedef struct sharc__noise_hooks {
 /**
  * Open the noise stream of the settings `s` (s->augment->n_noise > 0) and read up to its
  * first cut with audio (an open that finds none fails).
- * @param hash receives a hash of the noise dataset and settings, for resume states
  * @return 0, or an error with a message in ctx that begins "noise:"
  */
 int sharc__noise_open(sharc__noise_stream **out, sharc__ctx *ctx, const sharc_reader_settings *s,
-                      const sharc__noise_hooks *hooks, uint64_t *hash);
+                      const sharc__noise_hooks *hooks);
 
 /** The stream as the pipeline's source of noise. */
 sharc__noise_source sharc__noise_source_of(sharc__noise_stream *ns);

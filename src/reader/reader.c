@@ -34,7 +34,6 @@ struct sharc_reader {
     double *bin_tokens, *max_tps;
     sharc__noise_stream *noise;    ///< the noise mixed in (augment.noise), or NULL
     sharc__noise_source noise_src; ///< the stream, as the pipeline's source of noise
-    uint64_t noise_hash;           ///< of the noise dataset and settings, part of state_hash
     sharc__noise_cut *noise_held;  ///< cut mode: the noise of the last cut returned
     uint8_t *resume;
     sharc__dataset ds;
@@ -287,7 +286,7 @@ static int open_mixture(sharc_reader *r)
     const uint64_t head[2] = {UINT64_C(0x6D697874757265), (uint64_t)r->s.mix_finite};
     r->state_hash = sharc__fnv1a(r->state_hash, head, sizeof head);
     if (r->noise)
-        r->state_hash = sharc__fnv1a_u64(r->state_hash, r->noise_hash);
+        r->state_hash = sharc__fnv1a_u64(r->state_hash, r->noise_src.hash);
     for (size_t i = 0; i < n; i++) {
         const sharc__input_source *src = &cfg->sources[i];
         uint64_t h = sharc__resume_hash(&r->s, &r->mix_ds[i]);
@@ -360,7 +359,7 @@ int sharc__reader_open(sharc_reader **out, const sharc_reader_settings *s)
         goto fail;
     if (r->s.augment && r->s.augment->n_noise) {
         static const sharc__noise_hooks hooks = {noise_position, noise_seek, noise_state_hash};
-        if ((rc = sharc__noise_open(&r->noise, &r->ctx, &r->s, &hooks, &r->noise_hash)) < 0)
+        if ((rc = sharc__noise_open(&r->noise, &r->ctx, &r->s, &hooks)) < 0)
             goto fail;
         r->noise_src = sharc__noise_source_of(r->noise);
         /* The paths were read; the caller's strings are not kept. */
@@ -391,7 +390,7 @@ int sharc__reader_open(sharc_reader **out, const sharc_reader_settings *s)
     r->cs = sharc__walk_cutsource(r->walk, &r->ds);
     r->state_hash = sharc__resume_hash(&r->s, &r->ds); /* O(shards): once, not per state */
     if (r->noise)
-        r->state_hash = sharc__fnv1a_u64(r->state_hash, r->noise_hash);
+        r->state_hash = sharc__fnv1a_u64(r->state_hash, r->noise_src.hash);
     *out = r;
     return 0;
 fail:
