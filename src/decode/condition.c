@@ -99,15 +99,52 @@ int sharc__cond_is_identity(const sharc__cut_cond *cond, int rate)
     return cond->rate == rate && cond->speed == 1 && cond->gain == 1 && cond->noise == 0;
 }
 
+/* The sum of squares of x[0..n), in eight running sums: one would make every addition wait
+ * for the one before. */
+static double sum_squares(const float *x, int64_t n)
+{
+    double s[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++)
+            s[k] += (double)x[i + k] * x[i + k];
+    for (; i < n; i++)
+        s[0] += (double)x[i] * x[i];
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+/* Where a noise cut's sums begin: after its samples, aligned for doubles. */
+static size_t sums_at(int64_t len)
+{
+    const size_t at = sizeof(sharc__noise_cut) + (size_t)len * sizeof(float);
+    return (at + sizeof(double) - 1) / sizeof(double) * sizeof(double);
+}
+
+uint64_t sharc__noise_cut_bytes(int64_t len)
+{
+    return (uint64_t)len * sizeof(float) +
+           (uint64_t)(len / SHARC__NOISE_BLOCK + 1) * sizeof(double);
+}
+
 sharc__noise_cut *sharc__noise_cut_new(sharc__ctx *ctx, int64_t len)
 {
-    sharc__noise_cut *c = sharc__malloc(ctx, sizeof *c + (size_t)len * sizeof(float));
+    const size_t n_sums = (size_t)(len / SHARC__NOISE_BLOCK + 1);
+    sharc__noise_cut *c = sharc__malloc(ctx, sums_at(len) + n_sums * sizeof(double));
     if (!c)
         return NULL;
     atomic_init(&c->refs, 1);
     c->ctx = ctx;
     c->len = len;
+    c->sq = (double *)(void *)((char *)c + sums_at(len));
     return c;
+}
+
+void sharc__noise_cut_seal(sharc__noise_cut *c)
+{
+    c->sq[0] = 0;
+    for (int64_t b = 0; b < c->len / SHARC__NOISE_BLOCK; b++)
+        c->sq[b + 1] =
+            c->sq[b] + sum_squares(c->samples + b * SHARC__NOISE_BLOCK, SHARC__NOISE_BLOCK);
 }
 
 sharc__noise_cut *sharc__noise_cut_ref(sharc__noise_cut *c)
@@ -202,26 +239,23 @@ static int convert(sharc__ctx *ctx, soxr_t s, int channels, const float *in, int
     return 0;
 }
 
-/* The sum of squares of x[0..n), in eight running sums: one would make every addition wait
- * for the one before. */
-static double sum_squares(const float *x, int64_t n)
-{
-    double s[8] = {0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++)
-            s[k] += (double)x[i + k] * x[i + k];
-    for (; i < n; i++)
-        s[0] += (double)x[i] * x[i];
-    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-}
-
 /*
  * Add the noise cut assigned to the cut, from an offset the draw's upper bits pick and
  * looped when shorter, scaled so that the cut's own power over its `n` frames and the
  * noise's over the same frames are cond->snr_db apart. A silent cut, or silent noise, gets
  * none (no SNR can be reached).
  */
+/* The sum of squares of a noise cut's samples [a, e): its sums for the whole blocks. */
+static double range_squares(const sharc__noise_cut *c, int64_t a, int64_t e)
+{
+    const int64_t ba = (a + SHARC__NOISE_BLOCK - 1) / SHARC__NOISE_BLOCK,
+                  be = e / SHARC__NOISE_BLOCK;
+    if (ba >= be)
+        return sum_squares(c->samples + a, e - a);
+    return sum_squares(c->samples + a, ba * SHARC__NOISE_BLOCK - a) + (c->sq[be] - c->sq[ba]) +
+           sum_squares(c->samples + be * SHARC__NOISE_BLOCK, e - be * SHARC__NOISE_BLOCK);
+}
+
 static void mix_noise(const sharc__cut_cond *cond, int channels, float *out, int64_t n)
 {
     const float *z = cond->noise_cut->samples;
@@ -231,7 +265,7 @@ static void mix_noise(const sharc__cut_cond *cond, int channels, float *out, int
     double pn = 0;
     /* The noise in runs without a wrap inside. */
     for (int64_t t = 0, at = start; t < n; t += len - at, at = 0)
-        pn += sum_squares(z + at, len - at < n - t ? len - at : n - t);
+        pn += range_squares(cond->noise_cut, at, at + (len - at < n - t ? len - at : n - t));
     pn *= channels;
     if (!(ps > 0 && pn > 0))
         return;

@@ -31,17 +31,30 @@ typedef struct sharc__cond_opts {
     double noise_prob;    ///< share of cuts that get noise
 } sharc__cond_opts;
 
+/** Samples per block of a noise cut's sums of squares. */
+#define SHARC__NOISE_BLOCK 256
+
 /** A noise cut to mix in: mono, at the required rate, at least one sample; shared by the
  *  noise stream and the cuts it was assigned to, freed with its last reference. */
 typedef struct sharc__noise_cut {
     sharc__atomic_u64 refs;
     sharc__ctx *ctx; ///< whose allocator it was made with (outlives every reference)
     int64_t len;
+    /** sq[b]: the sum of squares of the samples before b * SHARC__NOISE_BLOCK, for b up to
+     *  len / SHARC__NOISE_BLOCK: the noise's power over a stretch costs no pass over it. */
+    double *sq;
     float samples[]; ///< len of them
 } sharc__noise_cut;
 
-/** A noise cut of `len` samples (uninitialised) with one reference. NULL: out of memory. */
+/** A noise cut of `len` samples (uninitialised) with one reference. NULL: out of memory.
+ *  Once its samples are written, sharc__noise_cut_seal() it. */
 sharc__noise_cut *sharc__noise_cut_new(sharc__ctx *ctx, int64_t len);
+
+/** Compute the sums of squares of a new noise cut's samples. */
+void sharc__noise_cut_seal(sharc__noise_cut *c);
+
+/** Bytes a noise cut of `len` samples takes: its samples and its sums. */
+uint64_t sharc__noise_cut_bytes(int64_t len);
 
 /** One more reference to `c`; returns it. */
 sharc__noise_cut *sharc__noise_cut_ref(sharc__noise_cut *c);

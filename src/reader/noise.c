@@ -56,7 +56,7 @@ static entry *at(sharc__noise_stream *ns, size_t i)
 
 static uint64_t bytes_of(const sharc__noise_cut *c)
 {
-    return (uint64_t)c->len * sizeof(float);
+    return sharc__noise_cut_bytes(c->len);
 }
 
 /* Append to the queue (under mu). */
@@ -98,8 +98,10 @@ static sharc__noise_cut *copy_cut(sharc__noise_stream *ns, const sharc_cut *c)
 {
     int64_t n = c->num_samples < ns->cap_samples ? c->num_samples : ns->cap_samples;
     sharc__noise_cut *nc = sharc__noise_cut_new(ns->ctx, n);
-    if (nc)
+    if (nc) {
         memcpy(nc->samples, c->samples, (size_t)n * sizeof(float));
+        sharc__noise_cut_seal(nc);
+    }
     return nc;
 }
 
