@@ -247,6 +247,28 @@ static void read_batches(const sharc_reader_settings *s, float **rows, int64_t *
     sharc_reader_close(&r);
 }
 
+/* The batches of `s` hold the same `want` rows, bit for bit, with 1 and 2 threads. */
+static void same_rows_any_threads(sharc_reader_settings *s, size_t want)
+{
+    enum { CAP = 48 };
+    float *rows[2][CAP];
+    int64_t lens[2][CAP];
+    char ids[2][CAP][32];
+    size_t n[2];
+    for (int t = 0; t < 2; t++) {
+        s->n_threads = t + 1;
+        read_batches(s, rows[t], lens[t], ids[t], CAP, &n[t]);
+        ck_assert_uint_eq(n[t], want);
+    }
+    for (size_t i = 0; i < n[0]; i++) {
+        ck_assert_str_eq(ids[0][i], ids[1][i]);
+        ck_assert_int_eq(lens[0][i], lens[1][i]);
+        ck_assert_mem_eq(rows[0][i], rows[1][i], (size_t)lens[0][i] * sizeof(float));
+        free(rows[0][i]);
+        free(rows[1][i]);
+    }
+}
+
 START_TEST(batches_match_cuts_any_threads)
 {
     char *dir = tu_mkdtemp();
@@ -503,27 +525,35 @@ START_TEST(volume_scales_samples)
 }
 END_TEST
 
+/* A FLAC Shar corpus by sharc-gen in dir/shar (2 shards of `cuts` cuts of `min`-0.8 s at
+ * `rate` Hz), and settings that read it (path in `ds`) at 16 kHz with `seed`. */
+static void gen_corpus(const char *dir, int rate, int cuts, const char *min, char *ds, size_t cap,
+                       sharc_reader_settings *s, const char **path, uint64_t seed)
+{
+    ck_assert_int_eq(tu_sh("'%s' --out '%s' --layout shar --codec flac --shards 2 "
+                           "--cuts-per-shard %d --sampling-rate %d --min-duration %s "
+                           "--max-duration 0.8 >/dev/null",
+                           getenv("SHARC_GEN"), dir, cuts, rate, min),
+                     0);
+    snprintf(ds, cap, "%s/shar", dir);
+    *path = ds;
+    sharc_reader_default_settings(s);
+    s->paths = path;
+    s->n_paths = 1;
+    s->seed = seed;
+    s->sampling_rate = 16000;
+}
+
 /* A run resumed at any step gives the batches of the run that went on, bit for bit, with 2
  * threads as with 1; the noise streamed through a bound smaller than the noise dataset,
  * which it reads over and over. A state without the noise stream's position is refused. */
 START_TEST(resume_is_bit_identical)
 {
-    char *dir = tu_mkdtemp();
-    ck_assert_int_eq(tu_sh("'%s' --out '%s' --layout shar --codec flac --shards 2 "
-                           "--cuts-per-shard 12 --sampling-rate 24000 --min-duration 0.2 "
-                           "--max-duration 0.8 >/dev/null",
-                           getenv("SHARC_GEN"), dir),
-                     0);
-    char ds[1024];
-    snprintf(ds, sizeof ds, "%s/shar", dir);
-    const char *path = ds;
+    char *dir = tu_mkdtemp(), ds[1024];
+    const char *path;
     sharc_reader_settings s;
-    sharc_reader_default_settings(&s);
-    s.paths = &path;
-    s.n_paths = 1;
+    gen_corpus(dir, 24000, 12, "0.2", ds, sizeof ds, &s, &path, 3);
     s.epochs = 2;
-    s.seed = 3;
-    s.sampling_rate = 16000;
     s.resample = 1;
     s.n_threads = 2;
     s.sampler.max_cuts = 5;
@@ -562,16 +592,8 @@ START_TEST(resume_is_bit_identical)
     ck_assert_uint_ge(n, 6);
     s.n_threads = 2;
     for (size_t at = 1; at < n; at += 2) {
-        ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
-        for (size_t i = 0; i < at; i++) {
-            ck_assert_int_eq(sharc_reader_next_batch(r, &b), 0);
-            sharc_batch_release(b);
-        }
         size_t size;
-        ck_assert_int_eq(sharc_reader_state_save(r, NULL, 0, &size), SHARC_ERR(ENOSPC));
-        void *blob = malloc(size);
-        ck_assert_int_eq(sharc_reader_state_save(r, blob, size, &size), 0);
-        sharc_reader_close(&r);
+        void *blob = tu_state_after(&s, at, &size);
         sharc_reader_settings t = s;
         t.resume_state = blob;
         t.resume_state_size = size;
@@ -596,14 +618,8 @@ START_TEST(resume_is_bit_identical)
     /* A state without the noise's position (saved without noise, or by a sharc that held a
      * fixed bank of noise) is refused, saying so. */
     a.n_noise = 0;
-    ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
-    ck_assert_int_eq(sharc_reader_next_batch(r, &b), 0);
-    sharc_batch_release(b);
     size_t size;
-    ck_assert_int_eq(sharc_reader_state_save(r, NULL, 0, &size), SHARC_ERR(ENOSPC));
-    void *blob = malloc(size);
-    ck_assert_int_eq(sharc_reader_state_save(r, blob, size, &size), 0);
-    sharc_reader_close(&r);
+    void *blob = tu_state_after(&s, 1, &size);
     a.n_noise = 1;
     sharc_reader_settings t = s;
     t.resume_state = blob;
@@ -680,24 +696,7 @@ START_TEST(noise_reaches_the_drawn_snr)
     sharc_default_logger(&s.logger);
     a.noise = &noise;
     s.sampler.max_cuts = 4;
-    enum { CAP = 16 };
-    float *rows[2][CAP];
-    int64_t lens[2][CAP];
-    char ids[2][CAP][32];
-    size_t n[2];
-    for (int t = 0; t < 2; t++) {
-        s.n_threads = t + 1;
-        read_batches(&s, rows[t], lens[t], ids[t], CAP, &n[t]);
-    }
-    ck_assert_uint_eq(n[0], N_SPEECH);
-    ck_assert_uint_eq(n[1], N_SPEECH);
-    for (size_t i = 0; i < n[0]; i++) {
-        ck_assert_str_eq(ids[0][i], ids[1][i]);
-        ck_assert_int_eq(lens[0][i], lens[1][i]);
-        ck_assert_mem_eq(rows[0][i], rows[1][i], (size_t)lens[0][i] * sizeof(float));
-        free(rows[0][i]);
-        free(rows[1][i]);
-    }
+    same_rows_any_threads(&s, N_SPEECH);
     tu_rm_rf(dir);
     free(dir);
 }
@@ -746,21 +745,10 @@ static int tone_of(const double *z, int64_t n)
  * batches are the same with 1 and 2 threads. */
 START_TEST(noise_streams_past_the_bound)
 {
-    char *dir = tu_mkdtemp();
-    ck_assert_int_eq(tu_sh("'%s' --out '%s' --layout shar --codec flac --shards 2 "
-                           "--cuts-per-shard 20 --sampling-rate 16000 --min-duration 0.3 "
-                           "--max-duration 0.8 >/dev/null",
-                           getenv("SHARC_GEN"), dir),
-                     0);
-    char ds[1024];
-    snprintf(ds, sizeof ds, "%s/shar", dir);
-    const char *path = ds, *tones = make_tones(dir);
+    char *dir = tu_mkdtemp(), ds[1024];
+    const char *path, *tones = make_tones(dir);
     sharc_reader_settings s;
-    sharc_reader_default_settings(&s);
-    s.paths = &path;
-    s.n_paths = 1;
-    s.seed = 5;
-    s.sampling_rate = 16000;
+    gen_corpus(dir, 16000, 20, "0.3", ds, sizeof ds, &s, &path, 5);
     sharc_augment_settings a;
     sharc_augment_default_settings(&a);
     a.noise = &tones;
@@ -805,24 +793,7 @@ START_TEST(noise_streams_past_the_bound)
     a.volume_perturb_db[1] = 3;
     a.noise_prob = 0.7;
     s.sampler.max_cuts = 3;
-    enum { CAP = 48 };
-    float *rows[2][CAP];
-    int64_t lens[2][CAP];
-    char ids[2][CAP][32];
-    size_t got[2];
-    for (int t = 0; t < 2; t++) {
-        s.n_threads = t + 1;
-        read_batches(&s, rows[t], lens[t], ids[t], CAP, &got[t]);
-    }
-    ck_assert_uint_eq(got[0], 40);
-    ck_assert_uint_eq(got[1], 40);
-    for (size_t i = 0; i < got[0]; i++) {
-        ck_assert_str_eq(ids[0][i], ids[1][i]);
-        ck_assert_int_eq(lens[0][i], lens[1][i]);
-        ck_assert_mem_eq(rows[0][i], rows[1][i], (size_t)lens[0][i] * sizeof(float));
-        free(rows[0][i]);
-        free(rows[1][i]);
-    }
+    same_rows_any_threads(&s, 40);
     tu_rm_rf(dir);
     free(dir);
 }
@@ -853,21 +824,10 @@ static uint64_t audio_hash(const sharc_reader_settings *s, size_t *n)
  * hash too), the same batches at every rerun. */
 START_TEST(noise_resumes_elastic)
 {
-    char *dir = tu_mkdtemp();
-    ck_assert_int_eq(tu_sh("'%s' --out '%s' --layout shar --codec flac --shards 2 "
-                           "--cuts-per-shard 12 --sampling-rate 16000 --min-duration 0.2 "
-                           "--max-duration 0.8 >/dev/null",
-                           getenv("SHARC_GEN"), dir),
-                     0);
-    char ds[1024];
-    snprintf(ds, sizeof ds, "%s/shar", dir);
-    const char *path = ds, *noise = make_noise(dir);
+    char *dir = tu_mkdtemp(), ds[1024];
+    const char *path, *noise = make_noise(dir);
     sharc_reader_settings s;
-    sharc_reader_default_settings(&s);
-    s.paths = &path;
-    s.n_paths = 1;
-    s.seed = 11;
-    s.sampling_rate = 16000;
+    gen_corpus(dir, 16000, 12, "0.2", ds, sizeof ds, &s, &path, 11);
     s.n_threads = 2;
     s.sampler.max_cuts = 3;
     sharc_augment_settings a;
@@ -883,17 +843,7 @@ START_TEST(noise_resumes_elastic)
     size_t sizes[2];
     for (int d = 0; d < 2; d++) {
         s.dp_rank = d;
-        sharc_reader *r;
-        sharc_batch *b;
-        ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
-        for (int i = 0; i < 2; i++) {
-            ck_assert_int_eq(sharc_reader_next_batch(r, &b), 0);
-            sharc_batch_release(b);
-        }
-        ck_assert_int_eq(sharc_reader_state_save(r, NULL, 0, &sizes[d]), SHARC_ERR(ENOSPC));
-        states[d] = malloc(sizes[d]);
-        ck_assert_int_eq(sharc_reader_state_save(r, states[d], sizes[d], &sizes[d]), 0);
-        sharc_reader_close(&r);
+        states[d] = tu_state_after(&s, 2, &sizes[d]);
     }
     size_t size = 0, n, m;
     ck_assert_int_eq(

@@ -1,6 +1,7 @@
 #include "testutil.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,8 @@
 #include <sys/wait.h>
 
 #include <cjson/cJSON.h>
+
+#include "sharc/sharc.h"
 
 const char *tu_testdata(const char *rel)
 {
@@ -177,4 +180,20 @@ void tu_spoil_member(const char *dir, int index, int cuts_per_shard, char member
                            "'%s' @flac-garbage:2000",
                            dir, getenv("SHARC_TESTS_SRC"), index / cuts_per_shard, member),
                      0);
+}
+
+void *tu_state_after(const sharc_reader_settings *s, size_t batches, size_t *size)
+{
+    sharc_reader *r;
+    sharc_batch *b;
+    ck_assert_int_eq(sharc_reader_open(&r, s), 0);
+    for (size_t i = 0; i < batches; i++) {
+        ck_assert_int_eq(sharc_reader_next_batch(r, &b), 0);
+        sharc_batch_release(b);
+    }
+    ck_assert_int_eq(sharc_reader_state_save(r, NULL, 0, size), SHARC_ERR(ENOSPC));
+    void *blob = malloc(*size);
+    ck_assert_int_eq(sharc_reader_state_save(r, blob, *size, size), 0);
+    sharc_reader_close(&r);
+    return blob;
 }

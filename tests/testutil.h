@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "sharc/common.h"
+#include "sharc/reader.h"
 
 /** Run a suite (each test forked, Check's default) and free it; the exit status for main(). */
 int tu_run_suite(Suite *s);
@@ -25,6 +26,9 @@ uint8_t *tu_read_file(const char *path, size_t *n);
 
 /** Run a shell command (for fixtures made with tar/gzip/zstd); returns its exit status. */
 int tu_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/** The resume state of a reader of `s` after `batches` batches, in *size bytes (free it). */
+void *tu_state_after(const sharc_reader_settings *s, size_t batches, size_t *size);
 
 /* How many file descriptors this process has open. */
 int tu_open_fds(void);

@@ -211,9 +211,9 @@ typedef struct sharc_augment_settings {
     size_t n_noise;         ///< number of noise paths (default 0)
     double noise_snr_db[2]; ///< SNR range in dB, low <= high, uniform per cut (default 10, 20)
     double noise_prob;      ///< share of cuts that get noise, in [0, 1] (default 0.5)
-    /** Decoded noise the noise stream holds at most, in bytes of float samples (64 at
-     *  least): cuts draw their noise from the first 16 noise cuts within its first half, and
-     *  a noise cut is kept to its first quarter (default 64 MiB) */
+    /** Decoded noise the noise stream holds at most, in bytes of float samples (and a sum
+     *  per 256 of them; 64 at least): cuts draw their noise from the first 16 noise cuts within its
+     * first half, and a noise cut is kept to its first quarter (default 64 MiB) */
     uint64_t noise_max_bytes;
     uint8_t reserved[16]; ///< room for later fields; must be zero
 } sharc_augment_settings;
