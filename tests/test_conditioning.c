@@ -799,14 +799,18 @@ START_TEST(noise_streams_past_the_bound)
 }
 END_TEST
 
-/* The bytes of the audio of every batch a reader gives from where it starts to its end, as
- * one hash; *n receives the batches. */
-static uint64_t audio_hash(const sharc_reader_settings *s, size_t *n)
+/* The bytes of the audio of every batch a reader gives from where it starts to its end, but
+ * the first `skip`, as one hash; *n receives the batches hashed. */
+static uint64_t audio_hash(const sharc_reader_settings *s, size_t skip, size_t *n)
 {
     sharc_reader *r;
     sharc_batch *b;
     uint64_t h = 1469598103934665603ull;
     ck_assert_int_eq(sharc_reader_open(&r, s), 0);
+    for (size_t i = 0; i < skip; i++) {
+        ck_assert_int_eq(sharc_reader_next_batch(r, &b), 0);
+        sharc_batch_release(b);
+    }
     int rc;
     for (*n = 0; (rc = sharc_reader_next_batch(r, &b)) == 0; ++*n) {
         const sharc_tensor *t = sharc_batch_tensor(b, "audio");
@@ -856,21 +860,68 @@ START_TEST(noise_resumes_elastic)
     t.dp_rank = 1;
     t.resume_state = states[1];
     t.resume_state_size = sizes[1];
-    const uint64_t own = audio_hash(&t, &n);
+    const uint64_t own = audio_hash(&t, 0, &n);
     t.resume_state = bundle;
     t.resume_state_size = size;
-    ck_assert_uint_eq(audio_hash(&t, &m), own);
+    ck_assert_uint_eq(audio_hash(&t, 0, &m), own);
     ck_assert_uint_eq(m, n);
     ck_assert_uint_gt(n, 0);
     t.dp_rank = 0;
     t.dp_size = 1;
-    const uint64_t one = audio_hash(&t, &n);
-    ck_assert_uint_eq(audio_hash(&t, &m), one);
+    const uint64_t one = audio_hash(&t, 0, &n);
+    ck_assert_uint_eq(audio_hash(&t, 0, &m), one);
     ck_assert_uint_eq(m, n);
     ck_assert_uint_gt(n, 0);
     free(bundle);
     free(states[0]);
     free(states[1]);
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
+/* A mixture (input_cfg) with noise resumes bit for bit: its state holds the mixture's
+ * section and the noise's position. */
+START_TEST(noise_resumes_in_a_mixture)
+{
+    char *dir = tu_mkdtemp();
+    ck_assert_int_eq(tu_sh("for r in 8000 24000; do '%s' --out \"%s/r$r\" --layout shar --shards 2 "
+                           "--cuts-per-shard 5 --min-duration 0.2 --max-duration 0.6 "
+                           "--sampling-rate $r --seed $r >/dev/null || exit 1; done",
+                           getenv("SHARC_GEN"), dir),
+                     0);
+    char cfg[2048];
+    snprintf(cfg, sizeof cfg,
+             "[{\"type\": \"lhotse_shar\", \"shar_path\": \"%s/r8000/shar\", \"weight\": 1},"
+             " {\"type\": \"lhotse_shar\", \"shar_path\": \"%s/r24000/shar\", \"weight\": 1}]",
+             dir, dir);
+    const char *noise = make_noise(dir);
+    sharc_reader_settings s;
+    sharc_reader_default_settings(&s);
+    s.input_cfg_text = cfg;
+    s.mix_finite = 1;
+    s.sampling_rate = 16000;
+    s.resample = 1;
+    s.n_threads = 2;
+    s.sampler.max_cuts = 2;
+    sharc_augment_settings a;
+    sharc_augment_default_settings(&a);
+    a.noise = &noise;
+    a.n_noise = 1;
+    a.noise_max_bytes = 4096;
+    s.augment = &a;
+    for (size_t k = 1; k <= 3; k += 2) {
+        size_t size, n, m;
+        void *blob = tu_state_after(&s, k, &size);
+        const uint64_t want = audio_hash(&s, k, &n);
+        sharc_reader_settings t = s;
+        t.resume_state = blob;
+        t.resume_state_size = size;
+        ck_assert_uint_eq(audio_hash(&t, 0, &m), want);
+        ck_assert_uint_eq(m, n);
+        ck_assert_uint_gt(n, 0);
+        free(blob);
+    }
     tu_rm_rf(dir);
     free(dir);
 }
@@ -1074,6 +1125,7 @@ int main(void)
     tcase_add_test(tc, noise_reaches_the_drawn_snr);
     tcase_add_test(tc, noise_streams_past_the_bound);
     tcase_add_test(tc, noise_resumes_elastic);
+    tcase_add_test(tc, noise_resumes_in_a_mixture);
     tcase_add_test(tc, windows_cut_then_resampled);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
