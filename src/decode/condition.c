@@ -239,12 +239,6 @@ static int convert(sharc__ctx *ctx, soxr_t s, int channels, const float *in, int
     return 0;
 }
 
-/*
- * Add the noise cut assigned to the cut, from an offset the draw's upper bits pick and
- * looped when shorter, scaled so that the cut's own power over its `n` frames and the
- * noise's over the same frames are cond->snr_db apart. A silent cut, or silent noise, gets
- * none (no SNR can be reached).
- */
 /* The sum of squares of a noise cut's samples [a, e): its sums for the whole blocks. */
 static double range_squares(const sharc__noise_cut *c, int64_t a, int64_t e)
 {
@@ -256,6 +250,12 @@ static double range_squares(const sharc__noise_cut *c, int64_t a, int64_t e)
            sum_squares(c->samples + be * SHARC__NOISE_BLOCK, e - be * SHARC__NOISE_BLOCK);
 }
 
+/*
+ * Add the noise cut assigned to the cut, from an offset the draw's upper bits pick and
+ * looped when shorter, scaled so that the cut's own power over its `n` frames and the
+ * noise's over the same frames are cond->snr_db apart. A silent cut, or silent noise, gets
+ * none (no SNR can be reached).
+ */
 static void mix_noise(const sharc__cut_cond *cond, int channels, float *out, int64_t n)
 {
     const float *z = cond->noise_cut->samples;
