@@ -927,6 +927,45 @@ START_TEST(noise_resumes_in_a_mixture)
 }
 END_TEST
 
+/* A noise shard that cannot be read fails the reading when the stream reaches it, naming
+ * it, in cuts and in batches; nothing waits for noise that never comes. */
+START_TEST(noise_error_names_the_noise_shard)
+{
+    char *dir = tu_mkdtemp(), ds[1024];
+    const char *path, *noise = make_noise(dir);
+    ck_assert_int_eq(tu_sh("head -c 5000 /dev/urandom > '%s/shard-000001.tar'", noise), 0);
+    sharc_reader_settings s;
+    gen_corpus(dir, 16000, 12, "0.2", ds, sizeof ds, &s, &path, 2);
+    sharc_augment_settings a;
+    sharc_augment_default_settings(&a);
+    a.noise = &noise;
+    a.n_noise = 1;
+    a.noise_prob = 1;
+    a.noise_max_bytes = 4096; /* the stream moves on every few cuts */
+    s.augment = &a;
+    s.logger.callback = keep_log; /* the failure is expected */
+    s.sampler.max_cuts = 3;
+    for (int batches = 0; batches < 2; batches++) {
+        sharc_reader *r;
+        int rc;
+        ck_assert_int_eq(sharc_reader_open(&r, &s), 0); /* its first pass begins with shard 0 */
+        const sharc_cut *c;
+        sharc_batch *b;
+        while ((rc = batches ? sharc_reader_next_batch(r, &b) : sharc_reader_next(r, &c)) == 0)
+            if (batches)
+                sharc_batch_release(b);
+        ck_assert_int_lt(rc, 0);
+        ck_assert_msg(strstr(sharc_reader_last_error(r), "noise:"), "%s",
+                      sharc_reader_last_error(r));
+        ck_assert_msg(strstr(sharc_reader_last_error(r), "shard-000001.tar"), "%s",
+                      sharc_reader_last_error(r));
+        sharc_reader_close(&r);
+    }
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
 /* NeMo rows that cut windows out of one 24 kHz recording: each window is cut at 24 kHz, then
  * converted, as sox converts the same window (`trim`, then `rate`). */
 START_TEST(windows_cut_then_resampled)
@@ -1126,6 +1165,7 @@ int main(void)
     tcase_add_test(tc, noise_streams_past_the_bound);
     tcase_add_test(tc, noise_resumes_elastic);
     tcase_add_test(tc, noise_resumes_in_a_mixture);
+    tcase_add_test(tc, noise_error_names_the_noise_shard);
     tcase_add_test(tc, windows_cut_then_resampled);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
