@@ -195,9 +195,11 @@ static int assign(void *self, sharc__ctx *ctx, sharc__cut_cond *cond)
         ns->last_index = ns->first + k;
         ns->used += (uint64_t)cond->num_samples;
     }
-    /* The window moves past each first cut that has served its share. */
-    while (rc == 0 && ns->used >= SHARC__NOISE_REUSE * (uint64_t)at(ns, 0)->cut->len) {
-        ns->used -= SHARC__NOISE_REUSE * (uint64_t)at(ns, 0)->cut->len;
+    /* The window moves past its first cut once that has served its share: by one cut at
+     * most per cut given noise, so that noise cuts far shorter than the cuts are not read
+     * by the thousand for each. */
+    if (rc == 0 && ns->used >= SHARC__NOISE_REUSE * (uint64_t)at(ns, 0)->cut->len) {
+        ns->used = 0;
         pop(ns);
         rc = wait_for(ns, ctx, 1);
     }

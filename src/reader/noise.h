@@ -7,9 +7,9 @@
  * stream: the noise cuts from the window's first, SHARC__NOISE_WINDOW of them at most, within
  * half of noise_max_bytes. The window
  * moves past its first cut once the cuts given noise since it became first add up to
- * SHARC__NOISE_REUSE times its length. Which noise a cut gets thus depends on the order of
- * planning alone; the stream's position (the first cut of the window, as a walk position,
- * and what was given since) is part of the resume state.
+ * SHARC__NOISE_REUSE times its length (by one cut at most per cut given noise). Which noise a cut
+ * gets thus depends on the order of planning alone; the stream's position (the first cut of the
+ * window, as a walk position, and what was given since) is part of the resume state.
  */
 #ifndef SHARC_SRC_NOISE_H
 #define SHARC_SRC_NOISE_H
