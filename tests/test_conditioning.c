@@ -247,26 +247,44 @@ static void read_batches(const sharc_reader_settings *s, float **rows, int64_t *
     sharc_reader_close(&r);
 }
 
+/* The rows of the batches of a reader, as read_batches() gives them. */
+enum { MAX_ROWS = 48 };
+typedef struct rows_read {
+    float *rows[MAX_ROWS];
+    int64_t lens[MAX_ROWS];
+    char ids[MAX_ROWS][32];
+    size_t n;
+} rows_read;
+
+/* The rows of the batches of `s` with 1 thread (got[0]) and with 2 (got[1]), `want` each;
+ * free them with free_rows(). */
+static void read_any_threads(sharc_reader_settings *s, rows_read got[2], size_t want)
+{
+    for (int t = 0; t < 2; t++) {
+        s->n_threads = t + 1;
+        read_batches(s, got[t].rows, got[t].lens, got[t].ids, MAX_ROWS, &got[t].n);
+        ck_assert_uint_eq(got[t].n, want);
+    }
+}
+
+static void free_rows(rows_read got[2])
+{
+    for (int t = 0; t < 2; t++)
+        for (size_t i = 0; i < got[t].n; i++)
+            free(got[t].rows[i]);
+}
+
 /* The batches of `s` hold the same `want` rows, bit for bit, with 1 and 2 threads. */
 static void same_rows_any_threads(sharc_reader_settings *s, size_t want)
 {
-    enum { CAP = 48 };
-    float *rows[2][CAP];
-    int64_t lens[2][CAP];
-    char ids[2][CAP][32];
-    size_t n[2];
-    for (int t = 0; t < 2; t++) {
-        s->n_threads = t + 1;
-        read_batches(s, rows[t], lens[t], ids[t], CAP, &n[t]);
-        ck_assert_uint_eq(n[t], want);
+    rows_read got[2];
+    read_any_threads(s, got, want);
+    for (size_t i = 0; i < want; i++) {
+        ck_assert_str_eq(got[0].ids[i], got[1].ids[i]);
+        ck_assert_int_eq(got[0].lens[i], got[1].lens[i]);
+        ck_assert_mem_eq(got[0].rows[i], got[1].rows[i], (size_t)got[0].lens[i] * sizeof(float));
     }
-    for (size_t i = 0; i < n[0]; i++) {
-        ck_assert_str_eq(ids[0][i], ids[1][i]);
-        ck_assert_int_eq(lens[0][i], lens[1][i]);
-        ck_assert_mem_eq(rows[0][i], rows[1][i], (size_t)lens[0][i] * sizeof(float));
-        free(rows[0][i]);
-        free(rows[1][i]);
-    }
+    free_rows(got);
 }
 
 START_TEST(batches_match_cuts_any_threads)
@@ -279,37 +297,27 @@ START_TEST(batches_match_cuts_any_threads)
     s.sampler.max_cuts = 3;
     s.sampler.shuffle = 0;
     s.sampler.num_buckets = 1;
-    enum { CAP = 16 };
-    float *rows[2][CAP];
-    int64_t lens[2][CAP];
-    char ids[2][CAP][32];
-    size_t n[2];
-    for (int t = 0; t < 2; t++) {
-        s.n_threads = t + 1;
-        read_batches(&s, rows[t], lens[t], ids[t], CAP, &n[t]);
-    }
-    ck_assert_uint_eq(n[0], N_MIXED);
-    ck_assert_uint_eq(n[1], N_MIXED);
+    rows_read got[2];
+    read_any_threads(&s, got, N_MIXED);
     sharc_reader *r;
     const sharc_cut *c;
     ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
     size_t matched = 0;
     while (sharc_reader_next(r, &c) == 0)
-        for (size_t i = 0; i < n[0]; i++) {
-            if (strcmp(ids[0][i], c->id) != 0)
+        for (size_t i = 0; i < N_MIXED; i++) {
+            if (strcmp(got[0].ids[i], c->id) != 0)
                 continue;
-            ck_assert_str_eq(ids[1][i], c->id);
-            ck_assert_int_eq(lens[0][i], c->num_samples);
-            ck_assert_int_eq(lens[1][i], c->num_samples);
-            ck_assert_mem_eq(rows[0][i], c->samples, (size_t)c->num_samples * sizeof(float));
-            ck_assert_mem_eq(rows[1][i], c->samples, (size_t)c->num_samples * sizeof(float));
+            for (int t = 0; t < 2; t++) {
+                ck_assert_str_eq(got[t].ids[i], c->id);
+                ck_assert_int_eq(got[t].lens[i], c->num_samples);
+                ck_assert_mem_eq(got[t].rows[i], c->samples,
+                                 (size_t)c->num_samples * sizeof(float));
+            }
             matched++;
         }
     ck_assert_uint_eq(matched, N_MIXED);
     sharc_reader_close(&r);
-    for (int t = 0; t < 2; t++)
-        for (size_t i = 0; i < n[t]; i++)
-            free(rows[t][i]);
+    free_rows(got);
     tu_rm_rf(dir);
     free(dir);
 }
@@ -544,6 +552,30 @@ static void gen_corpus(const char *dir, int rate, int cuts, const char *min, cha
     s->sampling_rate = 16000;
 }
 
+/* Settings `s` mixing in the noise of `*noise` through `a` (its defaults but those), with
+ * noise_max_bytes `max_bytes` (0: the default). */
+static void with_noise(sharc_reader_settings *s, sharc_augment_settings *a, const char **noise,
+                       uint64_t max_bytes)
+{
+    sharc_augment_default_settings(a);
+    a->noise = noise;
+    a->n_noise = 1;
+    if (max_bytes)
+        a->noise_max_bytes = max_bytes;
+    s->augment = a;
+}
+
+/* Two readers of `s` with the same draws: `clean` without noise (noise_prob 0), `noisy`
+ * with noise for every cut. */
+static void open_clean_and_noisy(const sharc_reader_settings *s, sharc_augment_settings *a,
+                                 sharc_reader **clean, sharc_reader **noisy)
+{
+    a->noise_prob = 0;
+    ck_assert_int_eq(sharc_reader_open(clean, s), 0);
+    a->noise_prob = 1;
+    ck_assert_int_eq(sharc_reader_open(noisy, s), 0);
+}
+
 /* A run resumed at any step gives the batches of the run that went on, bit for bit, with 2
  * threads as with 1; the noise streamed through a bound smaller than the noise dataset,
  * which it reads over and over. A state without the noise stream's position is refused. */
@@ -648,18 +680,12 @@ START_TEST(noise_reaches_the_drawn_snr)
     const char *path;
     settings_for(&s, dir, &path);
     sharc_augment_settings a;
-    sharc_augment_default_settings(&a);
-    a.noise = &noise;
-    a.n_noise = 1;
+    with_noise(&s, &a, &noise, 0);
     a.noise_snr_db[0] = 5;
     a.noise_snr_db[1] = 15;
-    a.noise_prob = 0; /* the clean run: the same draws, none applied */
-    s.augment = &a;
     sharc_reader *clean, *noisy;
     const sharc_cut *c, *d;
-    ck_assert_int_eq(sharc_reader_open(&clean, &s), 0);
-    a.noise_prob = 1;
-    ck_assert_int_eq(sharc_reader_open(&noisy, &s), 0);
+    open_clean_and_noisy(&s, &a, &clean, &noisy);
     double first_snr = NAN;
     int differ = 0;
     while (sharc_reader_next(clean, &c) == 0) {
@@ -750,18 +776,11 @@ START_TEST(noise_streams_past_the_bound)
     sharc_reader_settings s;
     gen_corpus(dir, 16000, 20, "0.3", ds, sizeof ds, &s, &path, 5);
     sharc_augment_settings a;
-    sharc_augment_default_settings(&a);
-    a.noise = &tones;
-    a.n_noise = 1;
-    a.noise_prob = 0; /* the clean run: the same draws, none applied */
     /* Five tones and a little: the window holds two (half the bound). */
-    a.noise_max_bytes = 5 * TONE_SAMPLES * sizeof(float) + 768;
-    s.augment = &a;
+    with_noise(&s, &a, &tones, 5 * TONE_SAMPLES * sizeof(float) + 768);
     sharc_reader *clean, *noisy;
     const sharc_cut *c, *d;
-    ck_assert_int_eq(sharc_reader_open(&clean, &s), 0);
-    a.noise_prob = 1;
-    ck_assert_int_eq(sharc_reader_open(&noisy, &s), 0);
+    open_clean_and_noisy(&s, &a, &clean, &noisy);
     int last = -1, most = -1;
     size_t n = 0;
     while (sharc_reader_next(clean, &c) == 0) {
@@ -835,13 +854,9 @@ START_TEST(noise_resumes_elastic)
     s.n_threads = 2;
     s.sampler.max_cuts = 3;
     sharc_augment_settings a;
-    sharc_augment_default_settings(&a);
-    a.noise = &noise;
-    a.n_noise = 1;
-    a.noise_max_bytes = 4096; /* noise cuts of 256 samples, each serving 8192 */
+    with_noise(&s, &a, &noise, 4096); /* noise cuts of 256 samples */
     a.volume_perturb_db[0] = -3;
     a.volume_perturb_db[1] = 3;
-    s.augment = &a;
     s.dp_size = 2;
     void *states[2];
     size_t sizes[2];
@@ -880,36 +895,39 @@ START_TEST(noise_resumes_elastic)
 }
 END_TEST
 
+/* An input_cfg (in `cfg`) mixing an 8 kHz and a 24 kHz Shar dataset generated in dir, each
+ * of `shards` shards of 5 cuts, and settings reading it once at 16 kHz, resampled. */
+static void gen_mixture(const char *dir, int shards, char *cfg, size_t cap,
+                        sharc_reader_settings *s)
+{
+    ck_assert_int_eq(tu_sh("for r in 8000 24000; do '%s' --out \"%s/r$r\" --layout shar "
+                           "--shards %d --cuts-per-shard 5 --min-duration 0.2 --max-duration 0.6 "
+                           "--sampling-rate $r --seed $r >/dev/null || exit 1; done",
+                           getenv("SHARC_GEN"), dir, shards),
+                     0);
+    snprintf(cfg, cap,
+             "[{\"type\": \"lhotse_shar\", \"shar_path\": \"%s/r8000/shar\", \"weight\": 1},"
+             " {\"type\": \"lhotse_shar\", \"shar_path\": \"%s/r24000/shar\", \"weight\": 1}]",
+             dir, dir);
+    sharc_reader_default_settings(s);
+    s->input_cfg_text = cfg;
+    s->mix_finite = 1;
+    s->sampling_rate = 16000;
+    s->resample = 1;
+}
+
 /* A mixture (input_cfg) with noise resumes bit for bit: its state holds the mixture's
  * section and the noise's position. */
 START_TEST(noise_resumes_in_a_mixture)
 {
-    char *dir = tu_mkdtemp();
-    ck_assert_int_eq(tu_sh("for r in 8000 24000; do '%s' --out \"%s/r$r\" --layout shar --shards 2 "
-                           "--cuts-per-shard 5 --min-duration 0.2 --max-duration 0.6 "
-                           "--sampling-rate $r --seed $r >/dev/null || exit 1; done",
-                           getenv("SHARC_GEN"), dir),
-                     0);
-    char cfg[2048];
-    snprintf(cfg, sizeof cfg,
-             "[{\"type\": \"lhotse_shar\", \"shar_path\": \"%s/r8000/shar\", \"weight\": 1},"
-             " {\"type\": \"lhotse_shar\", \"shar_path\": \"%s/r24000/shar\", \"weight\": 1}]",
-             dir, dir);
-    const char *noise = make_noise(dir);
+    char *dir = tu_mkdtemp(), cfg[2048];
     sharc_reader_settings s;
-    sharc_reader_default_settings(&s);
-    s.input_cfg_text = cfg;
-    s.mix_finite = 1;
-    s.sampling_rate = 16000;
-    s.resample = 1;
+    gen_mixture(dir, 2, cfg, sizeof cfg, &s);
+    const char *noise = make_noise(dir);
     s.n_threads = 2;
     s.sampler.max_cuts = 2;
     sharc_augment_settings a;
-    sharc_augment_default_settings(&a);
-    a.noise = &noise;
-    a.n_noise = 1;
-    a.noise_max_bytes = 4096;
-    s.augment = &a;
+    with_noise(&s, &a, &noise, 4096);
     for (size_t k = 1; k <= 3; k += 2) {
         size_t size, n, m;
         void *blob = tu_state_after(&s, k, &size);
@@ -937,12 +955,8 @@ START_TEST(noise_error_names_the_noise_shard)
     sharc_reader_settings s;
     gen_corpus(dir, 16000, 12, "0.2", ds, sizeof ds, &s, &path, 2);
     sharc_augment_settings a;
-    sharc_augment_default_settings(&a);
-    a.noise = &noise;
-    a.n_noise = 1;
+    with_noise(&s, &a, &noise, 4096); /* the stream moves on every few cuts */
     a.noise_prob = 1;
-    a.noise_max_bytes = 4096; /* the stream moves on every few cuts */
-    s.augment = &a;
     s.logger.callback = keep_log; /* the failure is expected */
     s.sampler.max_cuts = 3;
     for (int batches = 0; batches < 2; batches++) {
@@ -1022,23 +1036,9 @@ END_TEST
 /* A mixture of an 8 kHz and a 24 kHz dataset reads at 16 kHz, in cuts and in batches. */
 START_TEST(mixture_resamples_every_source)
 {
-    char *dir = tu_mkdtemp();
-    ck_assert_int_eq(tu_sh("for r in 8000 24000; do '%s' --out \"%s/r$r\" --layout shar --shards 1 "
-                           "--cuts-per-shard 5 --min-duration 0.2 --max-duration 0.6 "
-                           "--sampling-rate $r --seed $r >/dev/null || exit 1; done",
-                           getenv("SHARC_GEN"), dir),
-                     0);
-    char cfg[2048];
-    snprintf(cfg, sizeof cfg,
-             "[{\"type\": \"lhotse_shar\", \"shar_path\": \"%s/r8000/shar\", \"weight\": 1},"
-             " {\"type\": \"lhotse_shar\", \"shar_path\": \"%s/r24000/shar\", \"weight\": 1}]",
-             dir, dir);
+    char *dir = tu_mkdtemp(), cfg[2048];
     sharc_reader_settings s;
-    sharc_reader_default_settings(&s);
-    s.input_cfg_text = cfg;
-    s.mix_finite = 1;
-    s.sampling_rate = 16000;
-    s.resample = 1;
+    gen_mixture(dir, 1, cfg, sizeof cfg, &s);
     sharc_reader *r;
     const sharc_cut *c;
     ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
