@@ -13,6 +13,7 @@
 #include <sharc/sharc.h>
 
 #include "decode/condition.h"
+#include "reader/reader.h"
 #include "testutil.h"
 
 /*
@@ -246,6 +247,46 @@ static void read_batches(const sharc_reader_settings *s, float **rows, int64_t *
     sharc_reader_close(&r);
 }
 
+/* The rows of the batches of a reader, as read_batches() gives them. */
+enum { MAX_ROWS = 48 };
+typedef struct rows_read {
+    float *rows[MAX_ROWS];
+    int64_t lens[MAX_ROWS];
+    char ids[MAX_ROWS][32];
+    size_t n;
+} rows_read;
+
+/* The rows of the batches of `s` with 1 thread (got[0]) and with 2 (got[1]), `want` each;
+ * free them with free_rows(). */
+static void read_any_threads(sharc_reader_settings *s, rows_read got[2], size_t want)
+{
+    for (int t = 0; t < 2; t++) {
+        s->n_threads = t + 1;
+        read_batches(s, got[t].rows, got[t].lens, got[t].ids, MAX_ROWS, &got[t].n);
+        ck_assert_uint_eq(got[t].n, want);
+    }
+}
+
+static void free_rows(rows_read got[2])
+{
+    for (int t = 0; t < 2; t++)
+        for (size_t i = 0; i < got[t].n; i++)
+            free(got[t].rows[i]);
+}
+
+/* The batches of `s` hold the same `want` rows, bit for bit, with 1 and 2 threads. */
+static void same_rows_any_threads(sharc_reader_settings *s, size_t want)
+{
+    rows_read got[2];
+    read_any_threads(s, got, want);
+    for (size_t i = 0; i < want; i++) {
+        ck_assert_str_eq(got[0].ids[i], got[1].ids[i]);
+        ck_assert_int_eq(got[0].lens[i], got[1].lens[i]);
+        ck_assert_mem_eq(got[0].rows[i], got[1].rows[i], (size_t)got[0].lens[i] * sizeof(float));
+    }
+    free_rows(got);
+}
+
 START_TEST(batches_match_cuts_any_threads)
 {
     char *dir = tu_mkdtemp();
@@ -256,37 +297,27 @@ START_TEST(batches_match_cuts_any_threads)
     s.sampler.max_cuts = 3;
     s.sampler.shuffle = 0;
     s.sampler.num_buckets = 1;
-    enum { CAP = 16 };
-    float *rows[2][CAP];
-    int64_t lens[2][CAP];
-    char ids[2][CAP][32];
-    size_t n[2];
-    for (int t = 0; t < 2; t++) {
-        s.n_threads = t + 1;
-        read_batches(&s, rows[t], lens[t], ids[t], CAP, &n[t]);
-    }
-    ck_assert_uint_eq(n[0], N_MIXED);
-    ck_assert_uint_eq(n[1], N_MIXED);
+    rows_read got[2];
+    read_any_threads(&s, got, N_MIXED);
     sharc_reader *r;
     const sharc_cut *c;
     ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
     size_t matched = 0;
     while (sharc_reader_next(r, &c) == 0)
-        for (size_t i = 0; i < n[0]; i++) {
-            if (strcmp(ids[0][i], c->id) != 0)
+        for (size_t i = 0; i < N_MIXED; i++) {
+            if (strcmp(got[0].ids[i], c->id) != 0)
                 continue;
-            ck_assert_str_eq(ids[1][i], c->id);
-            ck_assert_int_eq(lens[0][i], c->num_samples);
-            ck_assert_int_eq(lens[1][i], c->num_samples);
-            ck_assert_mem_eq(rows[0][i], c->samples, (size_t)c->num_samples * sizeof(float));
-            ck_assert_mem_eq(rows[1][i], c->samples, (size_t)c->num_samples * sizeof(float));
+            for (int t = 0; t < 2; t++) {
+                ck_assert_str_eq(got[t].ids[i], c->id);
+                ck_assert_int_eq(got[t].lens[i], c->num_samples);
+                ck_assert_mem_eq(got[t].rows[i], c->samples,
+                                 (size_t)c->num_samples * sizeof(float));
+            }
             matched++;
         }
     ck_assert_uint_eq(matched, N_MIXED);
     sharc_reader_close(&r);
-    for (int t = 0; t < 2; t++)
-        for (size_t i = 0; i < n[t]; i++)
-            free(rows[t][i]);
+    free_rows(got);
     tu_rm_rf(dir);
     free(dir);
 }
@@ -607,25 +638,59 @@ START_TEST(volume_scales_samples)
 }
 END_TEST
 
-/* A run resumed at any step gives the batches of the run that went on, bit for bit. */
+/* A FLAC Shar corpus by sharc-gen in dir/shar (2 shards of `cuts` cuts of `min`-0.8 s at
+ * `rate` Hz), and settings that read it (path in `ds`) at 16 kHz with `seed`. */
+static void gen_corpus(const char *dir, int rate, int cuts, const char *min, char *ds, size_t cap,
+                       sharc_reader_settings *s, const char **path, uint64_t seed)
+{
+    ck_assert_int_eq(tu_sh("'%s' --out '%s' --layout shar --codec flac --shards 2 "
+                           "--cuts-per-shard %d --sampling-rate %d --min-duration %s "
+                           "--max-duration 0.8 >/dev/null",
+                           getenv("SHARC_GEN"), dir, cuts, rate, min),
+                     0);
+    snprintf(ds, cap, "%s/shar", dir);
+    *path = ds;
+    sharc_reader_default_settings(s);
+    s->paths = path;
+    s->n_paths = 1;
+    s->seed = seed;
+    s->sampling_rate = 16000;
+}
+
+/* Settings `s` mixing in the noise of `*noise` through `a` (its defaults but those), with
+ * noise_max_bytes `max_bytes` (0: the default). */
+static void with_noise(sharc_reader_settings *s, sharc_augment_settings *a, const char **noise,
+                       uint64_t max_bytes)
+{
+    sharc_augment_default_settings(a);
+    a->noise = noise;
+    a->n_noise = 1;
+    if (max_bytes)
+        a->noise_max_bytes = max_bytes;
+    s->augment = a;
+}
+
+/* Two readers of `s` with the same draws: `clean` without noise (noise_prob 0), `noisy`
+ * with noise for every cut. */
+static void open_clean_and_noisy(const sharc_reader_settings *s, sharc_augment_settings *a,
+                                 sharc_reader **clean, sharc_reader **noisy)
+{
+    a->noise_prob = 0;
+    ck_assert_int_eq(sharc_reader_open(clean, s), 0);
+    a->noise_prob = 1;
+    ck_assert_int_eq(sharc_reader_open(noisy, s), 0);
+}
+
+/* A run resumed at any step gives the batches of the run that went on, bit for bit, with 2
+ * threads as with 1; the noise streamed through a bound smaller than the noise dataset,
+ * which it reads over and over. A state without the noise stream's position is refused. */
 START_TEST(resume_is_bit_identical)
 {
-    char *dir = tu_mkdtemp();
-    ck_assert_int_eq(tu_sh("'%s' --out '%s' --layout shar --codec flac --shards 2 "
-                           "--cuts-per-shard 12 --sampling-rate 24000 --min-duration 0.2 "
-                           "--max-duration 0.8 >/dev/null",
-                           getenv("SHARC_GEN"), dir),
-                     0);
-    char ds[1024];
-    snprintf(ds, sizeof ds, "%s/shar", dir);
-    const char *path = ds;
+    char *dir = tu_mkdtemp(), ds[1024];
+    const char *path;
     sharc_reader_settings s;
-    sharc_reader_default_settings(&s);
-    s.paths = &path;
-    s.n_paths = 1;
+    gen_corpus(dir, 24000, 12, "0.2", ds, sizeof ds, &s, &path, 3);
     s.epochs = 2;
-    s.seed = 3;
-    s.sampling_rate = 16000;
     s.resample = 1;
     s.n_threads = 2;
     s.sampler.max_cuts = 5;
@@ -642,7 +707,9 @@ START_TEST(resume_is_bit_identical)
     const char *noise = make_noise(dir);
     a.noise = &noise;
     a.n_noise = 1;
+    a.noise_max_bytes = 40000; /* noise cuts of 2500 samples, two at a time in the window */
     s.augment = &a;
+    s.n_threads = 1;
     enum { MAX_BATCHES = 16 };
     size_t sizes[MAX_BATCHES];
     uint8_t *audio[MAX_BATCHES];
@@ -660,17 +727,10 @@ START_TEST(resume_is_bit_identical)
     }
     sharc_reader_close(&r);
     ck_assert_uint_ge(n, 6);
+    s.n_threads = 2;
     for (size_t at = 1; at < n; at += 2) {
-        ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
-        for (size_t i = 0; i < at; i++) {
-            ck_assert_int_eq(sharc_reader_next_batch(r, &b), 0);
-            sharc_batch_release(b);
-        }
         size_t size;
-        ck_assert_int_eq(sharc_reader_state_save(r, NULL, 0, &size), SHARC_ERR(ENOSPC));
-        void *blob = malloc(size);
-        ck_assert_int_eq(sharc_reader_state_save(r, blob, size, &size), 0);
-        sharc_reader_close(&r);
+        void *blob = tu_state_after(&s, at, &size);
         sharc_reader_settings t = s;
         t.resume_state = blob;
         t.resume_state_size = size;
@@ -692,6 +752,21 @@ START_TEST(resume_is_bit_identical)
         a.speed_perturb_prob = 1;
         free(blob);
     }
+    /* A state without the noise's position (saved without noise, or by a sharc that held a
+     * fixed bank of noise) is refused, saying so. */
+    a.n_noise = 0;
+    size_t size;
+    void *blob = tu_state_after(&s, 1, &size);
+    a.n_noise = 1;
+    sharc_reader_settings t = s;
+    t.resume_state = blob;
+    t.resume_state_size = size;
+    t.logger.callback = keep_log; /* the refusal is expected */
+    ck_assert_int_eq(sharc_reader_open(&r, &t), 0);
+    ck_assert_int_eq(sharc_reader_next_batch(r, &b), SHARC_ERR_STATE);
+    ck_assert_ptr_nonnull(strstr(sharc_reader_last_error(r), "holds no position of the noise"));
+    sharc_reader_close(&r);
+    free(blob);
     for (size_t i = 0; i < n; i++)
         free(audio[i]);
     tu_rm_rf(dir);
@@ -710,18 +785,12 @@ START_TEST(noise_reaches_the_drawn_snr)
     const char *path;
     settings_for(&s, dir, &path);
     sharc_augment_settings a;
-    sharc_augment_default_settings(&a);
-    a.noise = &noise;
-    a.n_noise = 1;
+    with_noise(&s, &a, &noise, 0);
     a.noise_snr_db[0] = 5;
     a.noise_snr_db[1] = 15;
-    a.noise_prob = 0; /* the clean run: the same draws, none applied */
-    s.augment = &a;
     sharc_reader *clean, *noisy;
     const sharc_cut *c, *d;
-    ck_assert_int_eq(sharc_reader_open(&clean, &s), 0);
-    a.noise_prob = 1;
-    ck_assert_int_eq(sharc_reader_open(&noisy, &s), 0);
+    open_clean_and_noisy(&s, &a, &clean, &noisy);
     double first_snr = NAN;
     int differ = 0;
     while (sharc_reader_next(clean, &c) == 0) {
@@ -758,23 +827,258 @@ START_TEST(noise_reaches_the_drawn_snr)
     sharc_default_logger(&s.logger);
     a.noise = &noise;
     s.sampler.max_cuts = 4;
-    enum { CAP = 16 };
-    float *rows[2][CAP];
-    int64_t lens[2][CAP];
-    char ids[2][CAP][32];
-    size_t n[2];
-    for (int t = 0; t < 2; t++) {
-        s.n_threads = t + 1;
-        read_batches(&s, rows[t], lens[t], ids[t], CAP, &n[t]);
+    same_rows_any_threads(&s, N_SPEECH);
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
+/* Noise cuts told apart by their tone: cut k of the noise dataset is 0.05 s of a sine at
+ * 200 + 100 k Hz (whole periods, so that it loops seamlessly), all in one shard, read in
+ * that order. */
+enum { N_TONES = 40, TONE_SAMPLES = 800 };
+
+static const char *make_tones(const char *dir)
+{
+    static char path[1024];
+    ck_assert_int_eq(tu_sh("mkdir -p '%s/tsrc' '%s/tones' && cd '%s/tsrc' && "
+                           "for k in $(seq 0 %d); do sox -R -n -r 16000 -b 16 "
+                           "n$(printf %%02d $k).wav synth 0.05 sine $((200 + 100 * k)) gain -3; "
+                           "done && tar cf ../tones/shard-000000.tar n*.wav",
+                           dir, dir, dir, N_TONES - 1),
+                     0);
+    snprintf(path, sizeof path, "%s/tones", dir);
+    return path;
+}
+
+/* Which tone `z` (the noise mixed into a cut, n samples at 16 kHz) is: its sign changes
+ * (with hysteresis, about its peak) give its frequency. -1 when it is no tone. */
+static int tone_of(const double *z, int64_t n)
+{
+    double peak = 0;
+    for (int64_t i = 0; i < n; i++)
+        peak = fabs(z[i]) > peak ? fabs(z[i]) : peak;
+    int sign = 0, changes = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int now = z[i] > 0.3 * peak ? 1 : z[i] < -0.3 * peak ? -1 : 0;
+        if (now && sign && now != sign)
+            changes++;
+        if (now)
+            sign = now;
     }
-    ck_assert_uint_eq(n[0], N_SPEECH);
-    ck_assert_uint_eq(n[1], N_SPEECH);
-    for (size_t i = 0; i < n[0]; i++) {
-        ck_assert_str_eq(ids[0][i], ids[1][i]);
-        ck_assert_int_eq(lens[0][i], lens[1][i]);
-        ck_assert_mem_eq(rows[0][i], rows[1][i], (size_t)lens[0][i] * sizeof(float));
-        free(rows[0][i]);
-        free(rows[1][i]);
+    double hz = changes / 2.0 / ((double)n / 16000);
+    int k = (int)lround((hz - 200) / 100);
+    return k >= 0 && k < N_TONES && fabs(hz - (200 + 100 * k)) < 20 ? k : -1;
+}
+
+/* A noise dataset larger than noise_max_bytes is streamed: cuts past the first
+ * noise_max_bytes of it are mixed in, the noise held stays within the bound, and the
+ * batches are the same with 1 and 2 threads. */
+START_TEST(noise_streams_past_the_bound)
+{
+    char *dir = tu_mkdtemp(), ds[1024];
+    const char *path, *tones = make_tones(dir);
+    sharc_reader_settings s;
+    gen_corpus(dir, 16000, 20, "0.3", ds, sizeof ds, &s, &path, 5);
+    sharc_augment_settings a;
+    /* Five tones and a little: the window holds two (half the bound). */
+    with_noise(&s, &a, &tones, 5 * TONE_SAMPLES * sizeof(float) + 768);
+    sharc_reader *clean, *noisy;
+    const sharc_cut *c, *d;
+    open_clean_and_noisy(&s, &a, &clean, &noisy);
+    int last = -1, most = -1;
+    size_t n = 0;
+    while (sharc_reader_next(clean, &c) == 0) {
+        ck_assert_int_eq(sharc_reader_next(noisy, &d), 0);
+        ck_assert_str_eq(c->id, d->id);
+        double *z = malloc((size_t)c->num_samples * sizeof *z);
+        for (int64_t i = 0; i < c->num_samples; i++)
+            z[i] = (double)d->samples[i] - c->samples[i];
+        last = tone_of(z, c->num_samples);
+        free(z);
+        ck_assert_msg(last >= 0, "cut %s: the noise mixed in is no tone", c->id);
+        most = last > most ? last : most;
+        n++;
+    }
+    ck_assert_uint_eq(n, 40);
+    /* Past the first noise_max_bytes of the noise dataset (its first five cuts). */
+    ck_assert_int_ge(most, 6);
+    uint64_t held, index;
+    sharc__reader_noise_stats(noisy, &held, &index);
+    ck_assert_uint_le(held, a.noise_max_bytes);
+    ck_assert_uint_eq(index, (uint64_t)last);
+    sharc_reader_close(&clean);
+    sharc_reader_close(&noisy);
+    /* Batches: the same rows whatever the threads, with speed and volume on too. */
+    static const double factors[] = {0.9, 1.0, 1.1};
+    a.speed_perturb = factors;
+    a.n_speed_perturb = 3;
+    a.volume_perturb_db[0] = -3;
+    a.volume_perturb_db[1] = 3;
+    a.noise_prob = 0.7;
+    s.sampler.max_cuts = 3;
+    same_rows_any_threads(&s, 40);
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
+/* The bytes of the audio of every batch a reader gives from where it starts to its end, but
+ * the first `skip`, as one hash; *n receives the batches hashed. */
+static uint64_t audio_hash(const sharc_reader_settings *s, size_t skip, size_t *n)
+{
+    sharc_reader *r;
+    sharc_batch *b;
+    uint64_t h = 1469598103934665603ull;
+    ck_assert_int_eq(sharc_reader_open(&r, s), 0);
+    for (size_t i = 0; i < skip; i++) {
+        ck_assert_int_eq(sharc_reader_next_batch(r, &b), 0);
+        sharc_batch_release(b);
+    }
+    int rc;
+    for (*n = 0; (rc = sharc_reader_next_batch(r, &b)) == 0; ++*n) {
+        const sharc_tensor *t = sharc_batch_tensor(b, "audio");
+        for (size_t i = 0; i < t->nbytes; i++)
+            h = (h ^ ((const uint8_t *)t->data)[i]) * 1099511628211ull;
+        sharc_batch_release(b);
+    }
+    ck_assert_msg(rc == SHARC_END, "%s", sharc_reader_last_error(r));
+    sharc_reader_close(&r);
+    return h;
+}
+
+/* A bundle of the slots' states resumes with noise: on as many slots, a slot gives what its
+ * own state gives; on fewer (an elastic resume, whose states are checked against the noise's
+ * hash too), the same batches at every rerun. */
+START_TEST(noise_resumes_elastic)
+{
+    char *dir = tu_mkdtemp(), ds[1024];
+    const char *path, *noise = make_noise(dir);
+    sharc_reader_settings s;
+    gen_corpus(dir, 16000, 12, "0.2", ds, sizeof ds, &s, &path, 11);
+    s.n_threads = 2;
+    s.sampler.max_cuts = 3;
+    sharc_augment_settings a;
+    with_noise(&s, &a, &noise, 4096); /* noise cuts of 256 samples */
+    a.volume_perturb_db[0] = -3;
+    a.volume_perturb_db[1] = 3;
+    s.dp_size = 2;
+    void *states[2];
+    size_t sizes[2];
+    for (int d = 0; d < 2; d++) {
+        s.dp_rank = d;
+        states[d] = tu_state_after(&s, 2, &sizes[d]);
+    }
+    size_t size = 0, n, m;
+    ck_assert_int_eq(
+        sharc_reader_pack_states((const void *const *)states, sizes, 2, NULL, 0, &size),
+        SHARC_ERR(ENOSPC));
+    void *bundle = malloc(size);
+    ck_assert_int_eq(
+        sharc_reader_pack_states((const void *const *)states, sizes, 2, bundle, size, &size), 0);
+    sharc_reader_settings t = s;
+    t.dp_rank = 1;
+    t.resume_state = states[1];
+    t.resume_state_size = sizes[1];
+    const uint64_t own = audio_hash(&t, 0, &n);
+    t.resume_state = bundle;
+    t.resume_state_size = size;
+    ck_assert_uint_eq(audio_hash(&t, 0, &m), own);
+    ck_assert_uint_eq(m, n);
+    ck_assert_uint_gt(n, 0);
+    t.dp_rank = 0;
+    t.dp_size = 1;
+    const uint64_t one = audio_hash(&t, 0, &n);
+    ck_assert_uint_eq(audio_hash(&t, 0, &m), one);
+    ck_assert_uint_eq(m, n);
+    ck_assert_uint_gt(n, 0);
+    free(bundle);
+    free(states[0]);
+    free(states[1]);
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
+/* An input_cfg (in `cfg`) mixing an 8 kHz and a 24 kHz Shar dataset generated in dir, each
+ * of `shards` shards of 5 cuts, and settings reading it once at 16 kHz, resampled. */
+static void gen_mixture(const char *dir, int shards, char *cfg, size_t cap,
+                        sharc_reader_settings *s)
+{
+    ck_assert_int_eq(tu_sh("for r in 8000 24000; do '%s' --out \"%s/r$r\" --layout shar "
+                           "--shards %d --cuts-per-shard 5 --min-duration 0.2 --max-duration 0.6 "
+                           "--sampling-rate $r --seed $r >/dev/null || exit 1; done",
+                           getenv("SHARC_GEN"), dir, shards),
+                     0);
+    snprintf(cfg, cap,
+             "[{\"type\": \"lhotse_shar\", \"shar_path\": \"%s/r8000/shar\", \"weight\": 1},"
+             " {\"type\": \"lhotse_shar\", \"shar_path\": \"%s/r24000/shar\", \"weight\": 1}]",
+             dir, dir);
+    sharc_reader_default_settings(s);
+    s->input_cfg_text = cfg;
+    s->mix_finite = 1;
+    s->sampling_rate = 16000;
+    s->resample = 1;
+}
+
+/* A mixture (input_cfg) with noise resumes bit for bit: its state holds the mixture's
+ * section and the noise's position. */
+START_TEST(noise_resumes_in_a_mixture)
+{
+    char *dir = tu_mkdtemp(), cfg[2048];
+    sharc_reader_settings s;
+    gen_mixture(dir, 2, cfg, sizeof cfg, &s);
+    const char *noise = make_noise(dir);
+    s.n_threads = 2;
+    s.sampler.max_cuts = 2;
+    sharc_augment_settings a;
+    with_noise(&s, &a, &noise, 4096);
+    for (size_t k = 1; k <= 3; k += 2) {
+        size_t size, n, m;
+        void *blob = tu_state_after(&s, k, &size);
+        const uint64_t want = audio_hash(&s, k, &n);
+        sharc_reader_settings t = s;
+        t.resume_state = blob;
+        t.resume_state_size = size;
+        ck_assert_uint_eq(audio_hash(&t, 0, &m), want);
+        ck_assert_uint_eq(m, n);
+        ck_assert_uint_gt(n, 0);
+        free(blob);
+    }
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
+/* A noise shard that cannot be read fails the reading when the stream reaches it, naming
+ * it, in cuts and in batches; nothing waits for noise that never comes. */
+START_TEST(noise_error_names_the_noise_shard)
+{
+    char *dir = tu_mkdtemp(), ds[1024];
+    const char *path, *noise = make_noise(dir);
+    ck_assert_int_eq(tu_sh("head -c 5000 /dev/urandom > '%s/shard-000001.tar'", noise), 0);
+    sharc_reader_settings s;
+    gen_corpus(dir, 16000, 12, "0.2", ds, sizeof ds, &s, &path, 2);
+    sharc_augment_settings a;
+    with_noise(&s, &a, &noise, 4096); /* the stream moves on every few cuts */
+    a.noise_prob = 1;
+    s.logger.callback = keep_log; /* the failure is expected */
+    s.sampler.max_cuts = 3;
+    for (int batches = 0; batches < 2; batches++) {
+        sharc_reader *r;
+        int rc;
+        ck_assert_int_eq(sharc_reader_open(&r, &s), 0); /* its first pass begins with shard 0 */
+        const sharc_cut *c;
+        sharc_batch *b;
+        while ((rc = batches ? sharc_reader_next_batch(r, &b) : sharc_reader_next(r, &c)) == 0)
+            if (batches)
+                sharc_batch_release(b);
+        ck_assert_int_lt(rc, 0);
+        ck_assert_msg(strstr(sharc_reader_last_error(r), "noise:"), "%s",
+                      sharc_reader_last_error(r));
+        ck_assert_msg(strstr(sharc_reader_last_error(r), "shard-000001.tar"), "%s",
+                      sharc_reader_last_error(r));
+        sharc_reader_close(&r);
     }
     tu_rm_rf(dir);
     free(dir);
@@ -837,23 +1141,9 @@ END_TEST
 /* A mixture of an 8 kHz and a 24 kHz dataset reads at 16 kHz, in cuts and in batches. */
 START_TEST(mixture_resamples_every_source)
 {
-    char *dir = tu_mkdtemp();
-    ck_assert_int_eq(tu_sh("for r in 8000 24000; do '%s' --out \"%s/r$r\" --layout shar --shards 1 "
-                           "--cuts-per-shard 5 --min-duration 0.2 --max-duration 0.6 "
-                           "--sampling-rate $r --seed $r >/dev/null || exit 1; done",
-                           getenv("SHARC_GEN"), dir),
-                     0);
-    char cfg[2048];
-    snprintf(cfg, sizeof cfg,
-             "[{\"type\": \"lhotse_shar\", \"shar_path\": \"%s/r8000/shar\", \"weight\": 1},"
-             " {\"type\": \"lhotse_shar\", \"shar_path\": \"%s/r24000/shar\", \"weight\": 1}]",
-             dir, dir);
+    char *dir = tu_mkdtemp(), cfg[2048];
     sharc_reader_settings s;
-    sharc_reader_default_settings(&s);
-    s.input_cfg_text = cfg;
-    s.mix_finite = 1;
-    s.sampling_rate = 16000;
-    s.resample = 1;
+    gen_mixture(dir, 1, cfg, sizeof cfg, &s);
     sharc_reader *r;
     const sharc_cut *c;
     ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
@@ -978,6 +1268,10 @@ int main(void)
     tcase_add_test(tc, bad_settings_name_the_setting);
     tcase_add_test(tc, mixture_resamples_every_source);
     tcase_add_test(tc, noise_reaches_the_drawn_snr);
+    tcase_add_test(tc, noise_streams_past_the_bound);
+    tcase_add_test(tc, noise_resumes_elastic);
+    tcase_add_test(tc, noise_resumes_in_a_mixture);
+    tcase_add_test(tc, noise_error_names_the_noise_shard);
     tcase_add_test(tc, windows_cut_then_resampled);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);

@@ -274,23 +274,6 @@ START_TEST(decode_threads_near_the_open_file_limit)
 }
 END_TEST
 
-/* The state after `batches` batches of a run with `s`, in *size bytes (free it). */
-static void *state_after(const sharc_reader_settings *s, size_t batches, size_t *size)
-{
-    sharc_reader *r;
-    sharc_batch *b;
-    ck_assert_int_eq(sharc_reader_open(&r, s), 0);
-    for (size_t i = 0; i < batches; i++) {
-        ck_assert_int_eq(sharc_reader_next_batch(r, &b), 0);
-        sharc_batch_release(b);
-    }
-    ck_assert_int_eq(sharc_reader_state_save(r, NULL, 0, size), SHARC_ERR(ENOSPC));
-    void *blob = malloc(*size);
-    ck_assert_int_eq(sharc_reader_state_save(r, blob, *size, size), 0);
-    sharc_reader_close(&r);
-    return blob;
-}
-
 /* The bucket of duration d: the first bin >= d (bisect_left). */
 static size_t bucket_of(const double *bins, size_t n, double d)
 {
@@ -389,7 +372,7 @@ static void bins_past_the_budget(const char *path, size_t n_cuts, int threads)
     /* Resumed after the second batch: the rest of the run, and the same bins. */
     static print got[256];
     size_t size;
-    void *blob = state_after(&s, 2, &size);
+    void *blob = tu_state_after(&s, 2, &size);
     sharc_reader_settings s2 = s;
     s2.resume_state = blob;
     s2.resume_state_size = size;
@@ -447,7 +430,7 @@ START_TEST(resume_equals_uninterrupted)
         sharc_reader *r;
         sharc_batch *b;
         size_t size;
-        void *blob = state_after(&s, k + 1, &size);
+        void *blob = tu_state_after(&s, k + 1, &size);
         sharc_reader_settings s2 = s;
         s2.resume_state = blob;
         s2.resume_state_size = size;
@@ -522,7 +505,7 @@ START_TEST(elastic_resume_delivers_every_cut_once)
             s.dp_size = D;
             size_t n = run(&s, want, 256);
             ck_assert_uint_gt(n, k);
-            states[d] = state_after(&s, k, &sizes[d]);
+            states[d] = tu_state_after(&s, k, &sizes[d]);
             for (size_t i = 0; i < k; i++)
                 add_ids(&want[i], ids, &n_ids);
         }
@@ -561,7 +544,7 @@ START_TEST(elastic_resume_delivers_every_cut_once)
                 /* Its own state after its first batch (with its share of the work and the
                  * re-read cuts not yet taken) resumes to the same batches again. */
                 size_t again_size;
-                void *again = state_after(&s, 1, &again_size);
+                void *again = tu_state_after(&s, 1, &again_size);
                 s.resume_state = again;
                 s.resume_state_size = again_size;
                 ck_assert_int_eq(sharc_reader_open(&r, &s), 0);
@@ -637,7 +620,7 @@ START_TEST(elastic_resume_refuses_wrong_states)
         s.dp_rank = d;
         s.dp_size = 3;
         s.seed = d == 2 ? 99 : 3; /* slot 2 with another seed */
-        states[d] = state_after(&s, 1, &sizes[d]);
+        states[d] = tu_state_after(&s, 1, &sizes[d]);
     }
     static const struct {
         int n, order[3];
@@ -683,7 +666,7 @@ START_TEST(corrupt_states_are_rejected)
     sharc_reader *r;
     size_t size;
     char why[WHY_LEN];
-    uint8_t *blob = state_after(&s, 3, &size), *bad = malloc(size);
+    uint8_t *blob = tu_state_after(&s, 3, &size), *bad = malloc(size);
     /* Every flipped byte, every truncation: rejected at the first batch, never a crash. */
     for (size_t i = 0; i < size; i += (size > 400 ? 7 : 1)) {
         memcpy(bad, blob, size);
@@ -1925,7 +1908,7 @@ START_TEST(batches_hold_one_sampling_rate)
      * also takes back the rows skipped while decoding the batches before it. */
     for (size_t k = 1; k < steps; k++) {
         size_t size;
-        void *blob = state_after(&s, k, &size);
+        void *blob = tu_state_after(&s, k, &size);
         sharc_reader_settings s2 = s;
         s2.resume_state = blob;
         s2.resume_state_size = size;

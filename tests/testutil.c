@@ -1,6 +1,7 @@
 #include "testutil.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,8 @@
 
 #include <cjson/cJSON.h>
 #include <zlib.h>
+
+#include "sharc/sharc.h"
 
 const char *tu_testdata(const char *rel)
 {
@@ -198,4 +201,20 @@ void tu_reseal_state(uint8_t *blob, size_t size)
     uint64_t crc = (uint32_t)crc32(0L, blob, (uInt)(size - 8));
     for (int k = 0; k < 8; k++)
         blob[size - 8 + (size_t)k] = (uint8_t)(crc >> (8 * k));
+}
+
+void *tu_state_after(const sharc_reader_settings *s, size_t batches, size_t *size)
+{
+    sharc_reader *r;
+    sharc_batch *b;
+    ck_assert_int_eq(sharc_reader_open(&r, s), 0);
+    for (size_t i = 0; i < batches; i++) {
+        ck_assert_int_eq(sharc_reader_next_batch(r, &b), 0);
+        sharc_batch_release(b);
+    }
+    ck_assert_int_eq(sharc_reader_state_save(r, NULL, 0, size), SHARC_ERR(ENOSPC));
+    void *blob = malloc(*size);
+    ck_assert_int_eq(sharc_reader_state_save(r, blob, *size, size), 0);
+    sharc_reader_close(&r);
+    return blob;
 }

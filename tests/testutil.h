@@ -27,6 +27,9 @@ uint8_t *tu_read_file(const char *path, size_t *n);
 /** Run a shell command (for fixtures made with tar/gzip/zstd); returns its exit status. */
 int tu_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/** The resume state of a reader of `s` after `batches` batches, in *size bytes (free it). */
+void *tu_state_after(const sharc_reader_settings *s, size_t batches, size_t *size);
+
 /* How many file descriptors this process has open. */
 int tu_open_fds(void);
 

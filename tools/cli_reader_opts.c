@@ -283,15 +283,16 @@ const cli_opt cli_reader_group[] = {
      .handler = opt_perturb_prob, .help = "share of cuts whose volume is perturbed (default 1)"},
     {CLI_OPT_CUSTOM, "noise", .metavar = "PATH", R(augment), .handler = opt_noise,
      .help = "mix noise from this dataset (any layout; repeat for more paths)\n"
-             "into cuts, read at open up to --noise-max-bytes; needs\n"
-             "--sampling-rate (default: none)"},
+             "into cuts, streamed without end (shards shuffled each pass);\n"
+             "needs --sampling-rate (default: none)"},
     {CLI_OPT_CUSTOM, "noise-snr", .metavar = "LO,HI", R(augment), .handler = opt_perturb_list,
      .help = "SNR range in dB, one SNR drawn uniformly per cut (default\n"
              "10,20)"},
     {CLI_OPT_CUSTOM, "noise-prob", .metavar = "P", R(augment), .min = 2,
      .handler = opt_perturb_prob, .help = "share of cuts that get noise (default 0.5)"},
     {CLI_OPT_CUSTOM, "noise-max-bytes", .metavar = "N", R(augment), .handler = opt_noise_max_bytes,
-     .help = "decoded noise held, in bytes of float samples (default\n"
+     .help = "decoded noise the noise stream holds at most, in bytes of\n"
+             "float samples; cuts draw from its first half (default\n"
              "67108864)"},
     {CLI_OPT_INT, "channel", .metavar = "K", R(channel), .min = 0, .max = 1 << 16,
      .help = "keep only channel K (0-based) of the stored audio (default: all\n"

@@ -204,14 +204,16 @@ typedef struct sharc_augment_settings {
     double volume_perturb_db[2];
     double volume_perturb_prob; ///< share of cuts whose volume is perturbed, in [0, 1] (default 1)
     /** Noise to mix in (Lhotse CutMix): paths of a dataset in any layout sharc reads, as
-     *  `paths` (default NULL: none). Needs `sampling_rate`: the noise cuts are read at open,
-     *  in the dataset's order, converted to it (channel 0), up to noise_max_bytes. */
+     *  `paths` (default NULL: none). Needs `sampling_rate`: the noise dataset is streamed
+     *  without end (its shards shuffled anew each pass, seeded from `seed`), converted to
+     *  it (channel 0), by a read-ahead thread (docs/conditioning.md). */
     const char *const *noise;
     size_t n_noise;         ///< number of noise paths (default 0)
     double noise_snr_db[2]; ///< SNR range in dB, low <= high, uniform per cut (default 10, 20)
     double noise_prob;      ///< share of cuts that get noise, in [0, 1] (default 0.5)
-    /** Decoded noise held, in bytes of float samples; the noise dataset's cuts past it are
-     *  not read (default 64 MiB) */
+    /** Decoded noise the noise stream holds at most, in bytes of float samples (and a sum
+     *  per 256 of them; 64 at least): cuts draw their noise from the first 16 noise cuts within its
+     * first half, and a noise cut is kept to its first quarter (default 64 MiB) */
     uint64_t noise_max_bytes;
     uint8_t reserved[16]; ///< room for later fields; must be zero
 } sharc_augment_settings;

@@ -103,5 +103,6 @@ void sharc__bcut_free(sharc__bufpool *pool, sharc__bcut *b)
         return;
     sharc__bufpool_give(pool, &b->audio);
     sharc__bufpool_give(pool, &b->feats);
+    sharc__noise_cut_unref(b->job.cond.noise_cut);
     sharc__free(pool->ctx, b);
 }

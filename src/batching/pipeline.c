@@ -76,6 +76,13 @@ static int snapshot(sharc__pipeline *p, slot *s, uint64_t next_step, const sharc
         p->cs.ops->state_write(p->cs.self, p->mix_state);
         at.mix = p->mix_state;
     }
+    if (p->noise) { /* the noise stream's position after this batch's cuts were given theirs */
+        at.noise_len = p->noise->state_size(p->noise->self);
+        if (!p->noise_state && !(p->noise_state = sharc__malloc(p->ctx, at.noise_len)))
+            return SHARC_ERR(ENOMEM);
+        p->noise->state_write(p->noise->self, p->noise_state);
+        at.noise = p->noise_state;
+    }
     return sharc__resume_write(p->ctx, &s->state, &s->state_cap, &s->state_len, &at, &p->held,
                                p->sampler);
 }
@@ -111,6 +118,13 @@ static int plan_one(sharc__pipeline *p, slot *s, uint64_t step)
         s->col.cuts[i] = items[i].payload;
         s->skipped[i] = 0;
         sharc__keyset_remove(&p->held, items[i].key);
+    }
+    /* Noise, in the order of planning: which a cut gets does not depend on the threads. */
+    for (size_t i = 0; p->noise && i < n; i++) {
+        sharc__cut_cond *cond = &s->col.cuts[i]->job.cond;
+        if (cond->noise && !cond->noise_cut &&
+            (rc = p->noise->assign(p->noise->self, p->ctx, cond)) < 0)
+            goto fail_cuts;
     }
     s->n_skipped = 0;
     memset(&s->skips, 0, sizeof s->skips);
@@ -677,6 +691,7 @@ void sharc__pipeline_stop(sharc__pipeline **pp)
     sharc__keyset_free(p->ctx, &p->held);
     sharc__free(p->ctx, p->last_state);
     sharc__free(p->ctx, p->mix_state);
+    sharc__free(p->ctx, p->noise_state);
     sharc__free(p->ctx, p->source_cuts);
     sharc__free(p->ctx, p->source_seconds);
     sharc__cs_batch_mode(&p->cs, NULL, NULL);
@@ -712,6 +727,7 @@ int sharc__pipeline_start(sharc__pipeline **out, const sharc__pipeline_config *c
     p->state_hash = c->state_hash;
     p->slot_hashes = c->slot_hashes;
     p->slot_hashes_cookie = c->slot_hashes_cookie;
+    p->noise = c->noise;
     p->dopts = (sharc__decode_opts){.length_tolerance = rs->length_tolerance,
                                     .channel = rs->channel,
                                     .sampling_rate = rs->sampling_rate,
@@ -797,7 +813,6 @@ int sharc__pipeline_start(sharc__pipeline **out, const sharc__pipeline_config *c
     for (int i = 0; i < p->n_workers; i++) {
         worker *w = &p->workers[i];
         w->p = p;
-        w->cond.noise = c->noise;
         sharc__ctx_init(&w->ctx, &ctx->alloc, &ctx->log);
         if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
             rc = sharc__fail(ctx, SHARC_ERR(EAGAIN), "cannot start decode thread %d", i);

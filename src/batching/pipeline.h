@@ -33,7 +33,9 @@ typedef struct sharc__pipeline_config {
     /** The tokenizer the cut source tokenizes with (its cuts carry tokens), or NULL: the
      *  batches then hold `tokens` and `token_lens`. */
     const sharc__tokenizer *tokenizer;
-    const sharc__noise_bank *noise; ///< the noise mixed into cuts, or NULL
+    /** Where the noise mixed into cuts comes from, or NULL: given to the cuts of each batch
+     *  as it is planned, its position saved with the batch's state. */
+    const sharc__noise_source *noise;
     /**
      * The state hash that data-parallel slot dp_rank of dp_size would record with these
      * shards and settings, and for a mixture each source's hash (mix_config.hashes) into

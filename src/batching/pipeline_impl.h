@@ -126,8 +126,10 @@ struct sharc__pipeline {
      *  before the walk's, in key order (their keys are in `held`, so states keep them). */
     bcut **pending;
     size_t n_pending, pending_at;
-    int first_rate;   ///< the rate of the first batch planned (planner only)
-    int rates_warned; ///< a batch at another rate was warned about (planner only)
+    const sharc__noise_source *noise; ///< gives noise to the planned cuts, or NULL
+    uint8_t *noise_state;             ///< its position, for the state being written (planner)
+    int first_rate;                   ///< the rate of the first batch planned (planner only)
+    int rates_warned;                 ///< a batch at another rate was warned about (planner only)
 };
 
 /** The sampler's source of cuts: the walk, through the pipeline's buffered cuts. */

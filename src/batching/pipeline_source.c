@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "batching/elastic.h"
 #include "batching/pipeline_impl.h"
 #include "batching/resume.h"
@@ -257,6 +258,21 @@ static void free_preloaded(sharc__pipeline *p)
     p->n_preloaded = 0;
 }
 
+static const char no_noise[] =
+    "cannot resume: the state holds no position of the noise stream: it was saved without "
+    "noise, or by a sharc that held a fixed bank of noise (noise is streamed now); start the "
+    "run again, or resume it with the sharc that saved it";
+
+/* The noise stream goes back to the state's position. */
+static int restore_noise(sharc__pipeline *p, const sharc__resume *st)
+{
+    if (!p->noise)
+        return 0;
+    if (!st->noise)
+        return sharc__fail(p->ctx, SHARC_ERR_STATE, "%s", no_noise);
+    return p->noise->restore(p->noise->self, p->ctx, st->noise, st->noise_len);
+}
+
 /* The walk reads a state's prologue (an elastic run's) first. */
 static int set_prologue(sharc__pipeline *p, const sharc__resume *st)
 {
@@ -460,6 +476,9 @@ static int restore_elastic(sharc__pipeline *p, const sharc__sampler_settings *ss
         rc = preload(p, mine_keys, n_mine_keys);
     if (rc == 0)
         rc = keep_pending(p);
+    /* Each slot streams its own noise: a new slot goes on from an old slot's position. */
+    if (rc == 0)
+        rc = restore_noise(p, &st[(size_t)p->s->dp_rank % n]);
     if (rc == 0)
         rc = sharc__sampler_open(p->ctx, ss, src, &p->sampler);
     free_preloaded(p);
@@ -476,6 +495,8 @@ static int restore_elastic(sharc__pipeline *p, const sharc__sampler_settings *ss
 int sharc__pipeline_restore(sharc__pipeline *p, const sharc__sampler_settings *ss,
                             const sharc__sampler_source *src)
 {
+    if (p->noise && sharc__resume_lacks_noise(p->resume, p->resume_len))
+        return sharc__fail(p->ctx, SHARC_ERR_STATE, "%s", no_noise);
     long n = sharc__resume_bundle_parse(p->resume, p->resume_len, NULL, NULL, 0);
     if (n < 0)
         return sharc__fail(p->ctx, SHARC_ERR_STATE,
@@ -524,6 +545,8 @@ int sharc__pipeline_restore(sharc__pipeline *p, const sharc__sampler_settings *s
         rc = set_prologue(p, &st);
     if (rc == 0 && p->cs.walk)
         rc = sharc__walk_seek(p->cs.walk, &st.pos);
+    if (rc == 0)
+        rc = restore_noise(p, &st);
     if (rc == 0)
         rc = sharc__sampler_restore(p->ctx, ss, src, st.sampler, st.sampler_len, &p->sampler);
     /* An elastic run's re-read cuts that its sampler had not pulled yet come first again. */

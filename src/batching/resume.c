@@ -17,6 +17,8 @@
 /* Marks a mixture's section after the keys. Where a single dataset's state has its
  * sampler's length, which is below 2^40, so the two cannot be confused. */
 #define MIX_TAG UINT64_C(0xFFFFFFFF4D495853)
+/* Marks the noise stream's position after the keys (and a mixture's section), the same way. */
+#define NOISE_TAG UINT64_C(0xFFFFFFFF4E4F4953)
 /* Marks an elastic run's prologue after the keys, the same way. */
 #define PROLOGUE_TAG   UINT64_C(0xFFFFFFFF50524F4C)
 #define UNIT_FIELDS    5
@@ -268,7 +270,8 @@ int sharc__resume_write(sharc__ctx *ctx, uint8_t **buf, size_t *cap, size_t *len
     size_t sampler_len = sharc__sampler_state_size(sampler);
     size_t need = 8 * FIXED_FIELDS(STATE_VERSION) + 8 * n_keys + sampler_len +
                   (st->mix ? 16 + st->mix_len : 0) +
-                  (st->has_prologue ? 8 * (5 + UNIT_FIELDS * st->n_units) : 0);
+                  (st->has_prologue ? 8 * (5 + UNIT_FIELDS * st->n_units) : 0) +
+                  (st->noise ? 16 + st->noise_len : 0);
     if (need > *cap) {
         uint8_t *n = sharc__malloc(ctx, need * 2);
         if (!n)
@@ -313,6 +316,12 @@ int sharc__resume_write(sharc__ctx *ctx, uint8_t **buf, size_t *cap, size_t *len
         put_u64(&w, st->mix_len);
         memcpy(w.p + w.len, st->mix, st->mix_len);
         w.len += st->mix_len;
+    }
+    if (st->noise) {
+        put_u64(&w, NOISE_TAG);
+        put_u64(&w, st->noise_len);
+        memcpy(w.p + w.len, st->noise, st->noise_len);
+        w.len += st->noise_len;
     }
     put_u64(&w, sampler_len);
     int rc = sharc__sampler_save_draft(sampler, w.p + w.len, sampler_len);
@@ -388,6 +397,15 @@ int sharc__resume_parse(sharc__ctx *ctx, const uint8_t *blob, size_t len, uint64
         rb.at += out->mix_len;
         sampler_len = get_u64(&rb);
     }
+    if (!rb.bad && sampler_len == NOISE_TAG) {
+        uint64_t noise_len = get_u64(&rb);
+        if (rb.bad || noise_len > (rb.len - rb.at))
+            return bad_state(ctx, "the state blob is truncated");
+        out->noise = blob + rb.at;
+        out->noise_len = (size_t)noise_len;
+        rb.at += out->noise_len;
+        sampler_len = get_u64(&rb);
+    }
     if (rb.bad || sampler_len != rb.len - rb.at)
         return bad_state(ctx, "the state blob's sizes do not add up");
     out->sampler = blob + rb.at;
@@ -410,6 +428,19 @@ int sharc__resume_parse(sharc__ctx *ctx, const uint8_t *blob, size_t len, uint64
         if (sharc__resume_key(out, i) <= sharc__resume_key(out, i - 1))
             return bad_state(ctx, "the state's cut list is not sorted");
     return 0;
+}
+
+int sharc__resume_lacks_noise(const uint8_t *blob, size_t len)
+{
+    const sharc_logger none = {0}; /* no callback: nothing logged */
+    sharc__ctx quiet;
+    sharc__ctx_init(&quiet, NULL, &none);
+    sharc__resume st;
+    /* Parsed as if its hash were right: only its sections are looked at. */
+    return len >= 8 * FIXED_FIELDS(2) &&
+           sharc__resume_parse(&quiet, blob, len, sharc__load_le64(blob + 8), SIZE_MAX, 0, &st) ==
+               0 &&
+           !st.noise;
 }
 
 long sharc__resume_bundle_parse(const uint8_t *blob, size_t len, const uint8_t **states,
@@ -525,6 +556,8 @@ void sharc__resume_finish(uint8_t *blob, size_t len, uint64_t step)
     if (sharc__load_le64(sampler - 8) == PROLOGUE_TAG) /* past an elastic run's prologue */
         sampler += 8 * (4 + UNIT_FIELDS * sharc__load_le64(sampler + 24)) + 8;
     if (sharc__load_le64(sampler - 8) == MIX_TAG) /* past a mixture's section */
+        sampler += 8 + sharc__load_le64(sampler) + 8;
+    if (sharc__load_le64(sampler - 8) == NOISE_TAG) /* past the noise stream's position */
         sampler += 8 + sharc__load_le64(sampler) + 8;
     sharc__sampler_seal(sampler, (size_t)sharc__load_le64(sampler - 8));
     sharc__store_le64(blob + len - 8, (uint32_t)crc32(0L, blob, (uInt)(len - 8)));

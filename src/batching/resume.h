@@ -70,6 +70,10 @@ typedef struct sharc__resume {
      *  mixture's states have one, so a single dataset's keep their bytes. */
     const uint8_t *mix;
     size_t mix_len;
+    /** The noise stream's position (sharc__noise_source.state_write), or NULL: only the
+     *  states of readers that mix noise have one. */
+    const uint8_t *noise;
+    size_t noise_len;
     /** An elastic run's prologue (walk.h) with pos.in_prologue and pos.unit_pos, or none
      *  (has_prologue 0): only such runs' states have the section, so the others keep their
      *  bytes. Writing: `units` are the walk's; parsing: read them with sharc__resume_unit. */
@@ -108,6 +112,10 @@ int sharc__resume_parse(sharc__ctx *ctx, const uint8_t *blob, size_t len, uint64
                         size_t n_shards, uint64_t epochs, sharc__resume *out);
 
 uint64_t sharc__resume_key(const sharc__resume *s, size_t i);
+
+/** Whether `blob` is a state of this version, intact, without a noise position (saved
+ *  without noise, or by a sharc that held a fixed bank of noise instead of streaming it). */
+int sharc__resume_lacks_noise(const uint8_t *blob, size_t len);
 
 /**
  * A bundle: the states of the D data-parallel slots of a run in one blob (slot i's at i),

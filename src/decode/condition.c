@@ -62,6 +62,7 @@ void sharc__cond_plan(const sharc__cond_opts *o, sharc__rawcut *c)
     d->gain = 1;
     d->noise = 0;
     d->snr_db = NAN;
+    d->noise_cut = NULL;
     if (o->resample && o->rate > 0 && c->sampling_rate > 0 && c->sampling_rate != o->rate) {
         d->rate = o->rate;
         d->num_samples = sharc__cond_resampled_length(c->num_samples, c->sampling_rate, o->rate);
@@ -96,6 +97,66 @@ void sharc__cond_plan(const sharc__cond_opts *o, sharc__rawcut *c)
 int sharc__cond_is_identity(const sharc__cut_cond *cond, int rate)
 {
     return cond->rate == rate && cond->speed == 1 && cond->gain == 1 && cond->noise == 0;
+}
+
+/* The sum of squares of x[0..n), in eight running sums: one would make every addition wait
+ * for the one before. */
+static double sum_squares(const float *x, int64_t n)
+{
+    double s[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++)
+            s[k] += (double)x[i + k] * x[i + k];
+    for (; i < n; i++)
+        s[0] += (double)x[i] * x[i];
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+/* Where a noise cut's sums begin: after its samples, aligned for doubles. */
+static size_t sums_at(int64_t len)
+{
+    const size_t at = sizeof(sharc__noise_cut) + (size_t)len * sizeof(float);
+    return (at + sizeof(double) - 1) / sizeof(double) * sizeof(double);
+}
+
+uint64_t sharc__noise_cut_bytes(int64_t len)
+{
+    return (uint64_t)len * sizeof(float) +
+           (uint64_t)(len / SHARC__NOISE_BLOCK + 1) * sizeof(double);
+}
+
+sharc__noise_cut *sharc__noise_cut_new(sharc__ctx *ctx, int64_t len)
+{
+    const size_t n_sums = (size_t)(len / SHARC__NOISE_BLOCK + 1);
+    sharc__noise_cut *c = sharc__malloc(ctx, sums_at(len) + n_sums * sizeof(double));
+    if (!c)
+        return NULL;
+    atomic_init(&c->refs, 1);
+    c->ctx = ctx;
+    c->len = len;
+    c->sq = (double *)(void *)((char *)c + sums_at(len));
+    return c;
+}
+
+void sharc__noise_cut_seal(sharc__noise_cut *c)
+{
+    c->sq[0] = 0;
+    for (int64_t b = 0; b < c->len / SHARC__NOISE_BLOCK; b++)
+        c->sq[b + 1] =
+            c->sq[b] + sum_squares(c->samples + b * SHARC__NOISE_BLOCK, SHARC__NOISE_BLOCK);
+}
+
+sharc__noise_cut *sharc__noise_cut_ref(sharc__noise_cut *c)
+{
+    atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
+    return c;
+}
+
+void sharc__noise_cut_unref(sharc__noise_cut *c)
+{
+    if (c && atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) == 1)
+        sharc__free(c->ctx, c);
 }
 
 int sharc__conditioner_reserve(sharc__conditioner *cn, sharc__ctx *ctx, size_t n)
@@ -178,38 +239,33 @@ static int convert(sharc__ctx *ctx, soxr_t s, int channels, const float *in, int
     return 0;
 }
 
+/* The sum of squares of a noise cut's samples [a, e): its sums for the whole blocks. */
+static double range_squares(const sharc__noise_cut *c, int64_t a, int64_t e)
+{
+    const int64_t ba = (a + SHARC__NOISE_BLOCK - 1) / SHARC__NOISE_BLOCK,
+                  be = e / SHARC__NOISE_BLOCK;
+    if (ba >= be)
+        return sum_squares(c->samples + a, e - a);
+    return sum_squares(c->samples + a, ba * SHARC__NOISE_BLOCK - a) + (c->sq[be] - c->sq[ba]) +
+           sum_squares(c->samples + be * SHARC__NOISE_BLOCK, e - be * SHARC__NOISE_BLOCK);
+}
+
 /*
- * Add noise cut cond->noise % n of the bank, from an offset the draw's upper bits pick and
+ * Add the noise cut assigned to the cut, from an offset the draw's upper bits pick and
  * looped when shorter, scaled so that the cut's own power over its `n` frames and the
  * noise's over the same frames are cond->snr_db apart. A silent cut, or silent noise, gets
  * none (no SNR can be reached).
  */
-/* The sum of squares of x[0..n), in eight running sums: one would make every addition wait
- * for the one before. */
-static double sum_squares(const float *x, int64_t n)
+static void mix_noise(const sharc__cut_cond *cond, int channels, float *out, int64_t n)
 {
-    double s[8] = {0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++)
-            s[k] += (double)x[i + k] * x[i + k];
-    for (; i < n; i++)
-        s[0] += (double)x[i] * x[i];
-    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-}
-
-static void mix_noise(const sharc__noise_bank *bank, const sharc__cut_cond *cond, int channels,
-                      float *out, int64_t n)
-{
-    const size_t k = (size_t)(cond->noise % bank->n);
-    const float *z = bank->samples[k];
-    const int64_t len = bank->lens[k];
+    const float *z = cond->noise_cut->samples;
+    const int64_t len = cond->noise_cut->len;
     const int64_t start = (int64_t)((cond->noise >> 24) % (uint64_t)len);
     const double ps = sum_squares(out, n * channels);
     double pn = 0;
     /* The noise in runs without a wrap inside. */
     for (int64_t t = 0, at = start; t < n; t += len - at, at = 0)
-        pn += sum_squares(z + at, len - at < n - t ? len - at : n - t);
+        pn += range_squares(cond->noise_cut, at, at + (len - at < n - t ? len - at : n - t));
     pn *= channels;
     if (!(ps > 0 && pn > 0))
         return;
@@ -249,8 +305,8 @@ int sharc__cond_apply(sharc__conditioner *cn, sharc__ctx *ctx, const sharc__cut_
         for (size_t i = 0; i < n_out; i++)
             out[i] *= g;
     }
-    if (rc == 0 && cond->noise && cn->noise && cn->noise->n)
-        mix_noise(cn->noise, cond, channels, out, want);
+    if (rc == 0 && cond->noise && cond->noise_cut)
+        mix_noise(cond, channels, out, want);
     cn->seconds += sharc__now_s() - t0;
     return rc;
 }

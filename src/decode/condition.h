@@ -31,12 +31,56 @@ typedef struct sharc__cond_opts {
     double noise_prob;    ///< share of cuts that get noise
 } sharc__cond_opts;
 
-/** Noise cuts to mix in: mono, at the required rate, each with at least one sample. */
-typedef struct sharc__noise_bank {
-    float **samples;
-    int64_t *lens;
-    size_t n;
-} sharc__noise_bank;
+/** Samples per block of a noise cut's sums of squares. */
+#define SHARC__NOISE_BLOCK 256
+
+/** A noise cut to mix in: mono, at the required rate, at least one sample; shared by the
+ *  noise stream and the cuts it was assigned to, freed with its last reference. */
+typedef struct sharc__noise_cut {
+    sharc__atomic_u64 refs;
+    sharc__ctx *ctx; ///< whose allocator it was made with (outlives every reference)
+    int64_t len;
+    /** sq[b]: the sum of squares of the samples before b * SHARC__NOISE_BLOCK, for b up to
+     *  len / SHARC__NOISE_BLOCK: the noise's power over a stretch costs no pass over it. */
+    double *sq;
+    float samples[]; ///< len of them
+} sharc__noise_cut;
+
+/** A noise cut of `len` samples (uninitialised) with one reference. NULL: out of memory.
+ *  Once its samples are written, sharc__noise_cut_seal() it. */
+sharc__noise_cut *sharc__noise_cut_new(sharc__ctx *ctx, int64_t len);
+
+/** Compute the sums of squares of a new noise cut's samples. */
+void sharc__noise_cut_seal(sharc__noise_cut *c);
+
+/** Bytes a noise cut of `len` samples takes: its samples and its sums. */
+uint64_t sharc__noise_cut_bytes(int64_t len);
+
+/** One more reference to `c`; returns it. */
+sharc__noise_cut *sharc__noise_cut_ref(sharc__noise_cut *c);
+
+/** Drop a reference to `c` (NULL-safe), freeing it with the last. */
+void sharc__noise_cut_unref(sharc__noise_cut *c);
+
+/**
+ * Where noise comes from (reader/noise.h): called in the order the cuts are planned, on the
+ * one thread that plans them, so that which noise a cut gets does not depend on threads.
+ */
+typedef struct sharc__noise_source {
+    void *self;
+    /** A hash of what the noise depends on (its dataset and settings), which resume states
+     *  are checked against with the reader's. */
+    uint64_t hash;
+    /** Assign noise to a cut whose cond->noise is set: cond->noise_cut gets a reference.
+     *  @return 0, or an error with its message ("noise: ...") in ctx */
+    int (*assign)(void *self, sharc__ctx *ctx, sharc__cut_cond *cond);
+    /** Bytes of the stream's position, and writing them (sharc__noise_source.restore). */
+    size_t (*state_size)(void *self);
+    void (*state_write)(void *self, uint8_t *out);
+    /** Go back to a position written by state_write, before the first assign.
+     *  @return 0, or SHARC_ERR_STATE (or another error) with a message in ctx */
+    int (*restore)(void *self, sharc__ctx *ctx, const uint8_t *in, size_t len);
+} sharc__noise_source;
 
 /** The conditioning the reader's settings `s` ask for (its speed factors stay its own). */
 void sharc__cond_opts_of(const sharc_reader_settings *s, sharc__cond_opts *o);
@@ -71,8 +115,7 @@ typedef struct sharc__conditioner {
         uint64_t used; ///< when last used, for replacing the oldest
     } handles[SHARC__COND_HANDLES];
     uint64_t uses;
-    const sharc__noise_bank *noise; ///< the reader's noise, or NULL
-    float *scratch;                 ///< the decoded samples at the source rate
+    float *scratch; ///< the decoded samples at the source rate
     size_t scratch_cap;
     double seconds; ///< time spent converting, summed
 } sharc__conditioner;
@@ -84,7 +127,7 @@ int sharc__conditioner_reserve(sharc__conditioner *cn, sharc__ctx *ctx, size_t n
  * Make the conditioned samples of a cut: `in` holds `n_in` frames of `channels`
  * interleaved at `rate` Hz; `out` receives cond->num_samples frames (zero-padded where the
  * resampler gives fewer), converted to cond->rate and by cond->speed, scaled by cond->gain,
- * then with noise from cn->noise added at cond->snr_db when cond->noise is set.
+ * then with cond->noise_cut added at cond->snr_db when one was assigned.
  * @return 0, or SHARC_ERR_DECODE when libsoxr fails (message in ctx), SHARC_ERR(ENOMEM)
  */
 int sharc__cond_apply(sharc__conditioner *cn, sharc__ctx *ctx, const sharc__cut_cond *cond,

@@ -33,6 +33,9 @@ typedef struct sharc__cut_cond {
     double gain;         ///< linear gain, 1 = none
     uint64_t noise;      ///< the draw that picks the noise cut and its offset; 0 = no noise
     double snr_db;       ///< the SNR of the noise mixed in
+    /** The noise cut assigned to it where batches are planned (decode/condition.h), one
+     *  reference held by whoever holds the cut; NULL until then. */
+    struct sharc__noise_cut *noise_cut;
 } sharc__cut_cond;
 
 typedef struct sharc__rawcut {

@@ -32,8 +32,9 @@ struct sharc_reader {
     sharc_augment_settings augment; ///< the caller's, when given, with its factors copied
     double *speeds;
     double *bin_tokens, *max_tps;
-    sharc__noise_bank noise; ///< the noise mixed in (augment.noise), read at open
-    uint64_t noise_hash;     ///< of the noise held, part of state_hash
+    sharc__noise_stream *noise;    ///< the noise mixed in (augment.noise), or NULL
+    sharc__noise_source noise_src; ///< the stream, as the pipeline's source of noise
+    sharc__noise_cut *noise_held;  ///< cut mode: the noise of the last cut returned
     uint8_t *resume;
     sharc__dataset ds;
     uint64_t state_hash; ///< sharc__resume_hash, fixed once the reader is open
@@ -234,8 +235,8 @@ static void mixture_hashes(const sharc_reader *r, const sharc_reader_settings *s
     uint64_t h = sharc__resume_hash(s, &none);
     const uint64_t head[2] = {UINT64_C(0x6D697874757265), (uint64_t)s->mix_finite};
     h = sharc__fnv1a(h, head, sizeof head);
-    if (r->noise.n)
-        h = sharc__fnv1a_u64(h, r->noise_hash);
+    if (r->noise)
+        h = sharc__fnv1a_u64(h, r->noise_src.hash);
     *state_hash = h;
     for (size_t i = 0; i < cfg->n_sources; i++) {
         const sharc__input_source *src = &cfg->sources[i];
@@ -262,8 +263,8 @@ static void slot_hashes(void *cookie, int dp_rank, int dp_size, uint64_t *state_
         return;
     }
     *state_hash = sharc__resume_hash(&s, &r->ds);
-    if (r->noise.n)
-        *state_hash = sharc__fnv1a_u64(*state_hash, r->noise_hash);
+    if (r->noise)
+        *state_hash = sharc__fnv1a_u64(*state_hash, r->noise_src.hash);
 }
 
 /* Read the input_cfg, find each source's shards, weigh the sources and open the mixer. */
@@ -352,6 +353,22 @@ fail:
     return rc;
 }
 
+/* The noise stream's hooks into its cut reader (reader/noise.h), a single dataset's. */
+static void noise_position(const sharc_reader *r, sharc__walk_pos *out)
+{
+    *out = *sharc__walk_position(r->walk);
+}
+
+static int noise_seek(sharc_reader *r, const sharc__walk_pos *pos)
+{
+    return sharc__walk_seek(r->walk, pos);
+}
+
+static uint64_t noise_state_hash(const sharc_reader *r)
+{
+    return r->state_hash;
+}
+
 int sharc__reader_open(sharc_reader **out, const sharc_reader_settings *s)
 {
     sharc__ctx boot;
@@ -367,9 +384,10 @@ int sharc__reader_open(sharc_reader **out, const sharc_reader_settings *s)
     if (rc < 0)
         goto fail;
     if (r->s.augment && r->s.augment->n_noise) {
-        if ((rc = sharc__noise_load(&r->ctx, &r->s, &r->noise, &r->noise_hash)) < 0)
+        static const sharc__noise_hooks hooks = {noise_position, noise_seek, noise_state_hash};
+        if ((rc = sharc__noise_open(&r->noise, &r->ctx, &r->s, &hooks)) < 0)
             goto fail;
-        r->cond.noise = &r->noise;
+        r->noise_src = sharc__noise_source_of(r->noise);
         /* The paths were read; the caller's strings are not kept. */
         r->augment.noise = NULL;
     }
@@ -397,8 +415,8 @@ int sharc__reader_open(sharc_reader **out, const sharc_reader_settings *s)
     sharc__walk_set_tokens(r->walk, r->tok, NULL);
     r->cs = sharc__walk_cutsource(r->walk, &r->ds);
     r->state_hash = sharc__resume_hash(&r->s, &r->ds); /* O(shards): once, not per state */
-    if (r->noise.n)
-        r->state_hash = sharc__fnv1a_u64(r->state_hash, r->noise_hash);
+    if (r->noise)
+        r->state_hash = sharc__fnv1a_u64(r->state_hash, r->noise_src.hash);
     *out = r;
     return 0;
 fail:
@@ -435,7 +453,8 @@ void sharc__reader_close(sharc_reader **rp)
     sharc__fetcher_free(&r->fetch, ctx);
     sharc__free(ctx, r->samples);
     sharc__conditioner_free(&r->cond, ctx);
-    sharc__noise_free(ctx, &r->noise);
+    sharc__noise_cut_unref(r->noise_held);
+    sharc__noise_close(&r->noise);
     sharc__free(ctx, r->speeds);
     if (r->paths)
         for (size_t i = 0; i < r->s.n_paths; i++)
@@ -485,6 +504,14 @@ static int decode_cut(sharc_reader *r)
                             .sampling_rate = r->s.sampling_rate,
                             .stream_out = 0};
     sharc__cond_opts_of(&r->s, &o.cond);
+    /* Noise is given to the cuts in the order they are read, as the planner gives it. */
+    sharc__noise_cut_unref(r->noise_held);
+    r->noise_held = NULL;
+    if (r->noise && j.cond.noise) {
+        if ((rc = r->noise_src.assign(r->noise_src.self, &r->ctx, &j.cond)) < 0)
+            return rc;
+        r->noise_held = j.cond.noise_cut;
+    }
     rc = sharc__decode_cond(&o, &r->ctx, &r->fetch, &r->cond, &j, r->samples, cap, &channels, err);
     if (rc < 0)
         return rc;
@@ -584,6 +611,14 @@ int sharc__reader_next(sharc_reader *r, const sharc_cut **cut)
         *cut = &r->cut;
         return 0;
     }
+}
+
+void sharc__reader_noise_stats(const sharc_reader *r, uint64_t *held_max, uint64_t *last_index)
+{
+    *held_max = 0;
+    *last_index = UINT64_MAX;
+    if (r->noise)
+        sharc__noise_stream_stats(r->noise, held_max, last_index);
 }
 
 const char *sharc__reader_last_error(const sharc_reader *r)
@@ -733,10 +768,11 @@ int sharc__reader_next_batch(sharc_reader *r, sharc_batch **batch, int timeout_m
     if (r->mode == 0) {
         r->mode = 2;
         sharc__device_pipeline_settings(&r->s, &r->pipe_s);
-        const sharc__pipeline_config c = {&r->ctx,       &r->pipe_s, r->cs,
-                                          &r->stats,     r->resume,  r->s.resume_state_size,
-                                          r->state_hash, r->tok,     r->noise.n ? &r->noise : NULL,
-                                          slot_hashes,   r};
+        const sharc__pipeline_config c = {
+            &r->ctx,       &r->pipe_s, r->cs,
+            &r->stats,     r->resume,  r->s.resume_state_size,
+            r->state_hash, r->tok,     r->noise ? &r->noise_src : NULL,
+            slot_hashes,   r};
         int rc =
             sharc__device_wanted(&r->s) ? sharc__device_stage_open(&r->dev, &r->ctx, &r->s) : 0;
         if (rc == 0)

@@ -42,6 +42,8 @@ void sharc__reader_device_stats(const sharc_reader *r, sharc_device_stats *out);
 sharc__device_stage *sharc__reader_device_stage(sharc_reader *r);
 /** Tests: have the device stage poison its device tensors, from the first batch on. */
 void sharc__reader_device_poison(sharc_reader *r, int on);
+/** Tests: the noise stream's sharc__noise_stream_stats(); 0 and UINT64_MAX without noise. */
+void sharc__reader_noise_stats(const sharc_reader *r, uint64_t *held_max, uint64_t *last_index);
 void sharc__reader_close(sharc_reader **r);
 
 #endif /* SHARC_SRC_READER_H */
