@@ -479,6 +479,47 @@ START_TEST(refuses_tampered_prologues)
 }
 END_TEST
 
+/* An old slot's state whose mixture section puts a source's open shard past its shards (the
+ * checksum made right again): refused naming the source on every new slot, never opened (the
+ * split would hand the shard to a new slot as a unit of work). */
+START_TEST(refuses_tampered_positions)
+{
+    void *states[2];
+    size_t sizes[2], size;
+    stop_old(1, 3, 2, 1, states, sizes, NULL, NULL);
+    uint8_t *blob = states[0];
+    size_t at = 0; /* the state's mixture tag, its length, then the section */
+    while (at + 8 <= sizes[0] && le64(blob + at) != UINT64_C(0xFFFFFFFF4D495853))
+        at++;
+    ck_assert_uint_lt(at + 16, sizes[0]);
+    const size_t section = at + 16;
+    ck_assert_uint_eq(le64(blob + section + 8 * 6), 3); /* sources */
+    size_t open = 3; /* a source with a shard open: words hash, live, epoch, order_pos, */
+    for (size_t i = 0; open == 3 && i < 3; i++) /* shard_index, consumed, shard_open, ... */
+        if (le64(blob + section + 8 * (7 + 8 * i + 6)) == 1)
+            open = i;
+    ck_assert_uint_lt(open, 3);
+    put_le64(blob + section + 8 * (7 + 8 * open + 4), 1000);
+    tu_reseal_state(blob, sizes[0]);
+    void *bundle = pack(states, sizes, 2, &size);
+    char want[160];
+    snprintf(want, sizeof want,
+             "cannot resume: the state's position is out of range of source input_cfg[%zu]", open);
+    for (int rank = 0; rank < 3; rank++) {
+        sharc_reader_settings s;
+        settings_for(&s, cfg, 1, 3, rank, 3);
+        s.resume_state = bundle;
+        s.resume_state_size = size;
+        char why[2048];
+        ck_assert_int_eq(tu_first_batch_status(&s, why, sizeof why), SHARC_ERR_STATE);
+        ck_assert_msg(strstr(why, want) != NULL, "slot %d: '%s'", rank, why);
+    }
+    free(bundle);
+    for (int d = 0; d < 2; d++)
+        free(states[d]);
+}
+END_TEST
+
 /* With noise mixed in (which a state's hash covers), one dataset and a mixture resume on
  * another number of slots alike: 2 -> 3, every cut once. */
 START_TEST(noise_resumes_elastically)
@@ -536,6 +577,7 @@ int main(void)
     tcase_add_test(tc, repeating_pass_once);
     tcase_add_test(tc, refuses_wrong_states);
     tcase_add_test(tc, refuses_tampered_prologues);
+    tcase_add_test(tc, refuses_tampered_positions);
     tcase_add_test(tc, noise_resumes_elastically);
     suite_add_tcase(s, tc);
     int rc = tu_run_suite(s);
