@@ -556,10 +556,10 @@ START_TEST(noise_resumes_elastically)
         }
         ck_assert_uint_eq(n_ids, mixture ? TOTAL : SHAR_CUTS);
         qsort(ids, n_ids, sizeof *ids, cmp_str);
-        for (size_t i = 0; i < n_ids; i++) {
-            ck_assert(i == 0 || strcmp(ids[i - 1], ids[i]) != 0);
+        for (size_t i = 1; i < n_ids; i++)
+            ck_assert(strcmp(ids[i - 1], ids[i]) != 0);
+        for (size_t i = 0; i < n_ids; i++)
             free(ids[i]);
-        }
         for (int d = 0; d < 2; d++)
             free(states[d]);
     }
