@@ -1607,6 +1607,8 @@ START_TEST(endless_epochs_of_nothing_stop)
     ck_assert_uint_eq(sharc_reader_filter_counts(r, by, SHARC_FILTER_COUNT), SHARC_FILTER_COUNT);
     ck_assert_uint_eq(by[SHARC_FILTER_MIN_DURATION], 12);
     ck_assert_uint_eq(by[SHARC_FILTER_MAX_DURATION], 0);
+    ck_assert_uint_eq(sharc_reader_filter_counts(r, NULL, 0), SHARC_FILTER_COUNT); /* a query */
+    ck_assert_uint_eq(sharc_reader_filter_counts(r, NULL, 2), 0);
     ck_assert_uint_eq(st.batches, 0);
     sharc_reader_close(&r);
 
