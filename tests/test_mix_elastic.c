@@ -520,6 +520,57 @@ START_TEST(refuses_tampered_positions)
 }
 END_TEST
 
+/* Every third byte of a mixture section with prologues (an elastically resumed slot's
+ * state) flipped, the checksum made right again: resumed on as many slots and split over fewer,
+ * each either reads or is refused as a state, never reads past the blob (ASan). */
+START_TEST(flipped_sections_are_refused_or_read)
+{
+    void *a[2], *b[3];
+    size_t a_sizes[2], b_sizes[3], size;
+    stop_old(1, 12, 2, 1, a, a_sizes, NULL, NULL);
+    void *bundle = pack(a, a_sizes, 2, &size);
+    resume_all(bundle, size, 3, 1, NULL, NULL, b, b_sizes);
+    free(bundle);
+    const uint8_t *blob = b[0];
+    const size_t len = b_sizes[0];
+    size_t at = 0; /* the state's mixture tag, its length, then the section */
+    while (at + 8 <= len && le64(blob + at) != UINT64_C(0xFFFFFFFF4D495853))
+        at++;
+    ck_assert_uint_lt(at + 16, len);
+    const size_t from = at + 16, to = from + le64(blob + at + 8);
+    ck_assert_uint_gt(to - from, 8 * (7 + 3 * 8 + 1)); /* with its prologues */
+    uint8_t *bad = malloc(len);
+    for (size_t i = from; i < to; i += 3) { /* 3: every byte of a word, over three words */
+        memcpy(bad, blob, len);
+        bad[i] ^= (uint8_t)(0x81u << (i % 3));
+        tu_reseal_state(bad, len);
+        sharc_reader_settings s;
+        char why[2048];
+        settings_for(&s, cfg, 1, 12, 0, 3);
+        s.resume_state = bad;
+        s.resume_state_size = len;
+        int rc = tu_first_batch_status(&s, why, sizeof why);
+        ck_assert_msg(rc == 0 || rc == SHARC_ERR_STATE, "byte %zu: %d %s", i, rc, why);
+        void *pick[3] = {bad, b[1], b[2]};
+        void *bundle2 = pack(pick, b_sizes, 3, &size);
+        for (int rank = 0; rank < 2; rank++) {
+            settings_for(&s, cfg, 1, 12, rank, 2);
+            s.resume_state = bundle2;
+            s.resume_state_size = size;
+            rc = tu_first_batch_status(&s, why, sizeof why);
+            ck_assert_msg(rc == 0 || rc == SHARC_ERR_STATE, "byte %zu, slot %d of 2: %d %s", i,
+                          rank, rc, why);
+        }
+        free(bundle2);
+    }
+    free(bad);
+    for (int d = 0; d < 2; d++)
+        free(a[d]);
+    for (int d = 0; d < 3; d++)
+        free(b[d]);
+}
+END_TEST
+
 /* With noise mixed in (which a state's hash covers), one dataset and a mixture resume on
  * another number of slots alike: 2 -> 3, every cut once. */
 START_TEST(noise_resumes_elastically)
@@ -578,6 +629,7 @@ int main(void)
     tcase_add_test(tc, refuses_wrong_states);
     tcase_add_test(tc, refuses_tampered_prologues);
     tcase_add_test(tc, refuses_tampered_positions);
+    tcase_add_test(tc, flipped_sections_are_refused_or_read);
     tcase_add_test(tc, noise_resumes_elastically);
     suite_add_tcase(s, tc);
     int rc = tu_run_suite(s);
