@@ -421,6 +421,17 @@ static void put_le64(uint8_t *p, uint64_t v)
         p[k] = (uint8_t)(v >> (8 * k));
 }
 
+/* The state's mixture section: after its tag and its length; *len receives the length. */
+static size_t mix_section(const uint8_t *blob, size_t size, size_t *len)
+{
+    size_t at = 0;
+    while (at + 8 <= size && le64(blob + at) != UINT64_C(0xFFFFFFFF4D495853))
+        at++;
+    ck_assert_uint_lt(at + 16, size);
+    *len = (size_t)le64(blob + at + 8);
+    return at + 16;
+}
+
 /* A new slot's state whose mixture section's prologues were tampered with (the checksum made
  * right again): refused naming the source, never read past the blob. */
 START_TEST(refuses_tampered_prologues)
@@ -488,11 +499,8 @@ START_TEST(refuses_tampered_positions)
     size_t sizes[2], size;
     stop_old(1, 3, 2, 1, states, sizes, NULL, NULL);
     uint8_t *blob = states[0];
-    size_t at = 0; /* the state's mixture tag, its length, then the section */
-    while (at + 8 <= sizes[0] && le64(blob + at) != UINT64_C(0xFFFFFFFF4D495853))
-        at++;
-    ck_assert_uint_lt(at + 16, sizes[0]);
-    const size_t section = at + 16;
+    size_t section_len;
+    const size_t section = mix_section(blob, sizes[0], &section_len);
     ck_assert_uint_eq(le64(blob + section + 8 * 6), 3); /* sources */
     size_t open = 3; /* a source with a shard open: words hash, live, epoch, order_pos, */
     for (size_t i = 0; open == 3 && i < 3; i++) /* shard_index, consumed, shard_open, ... */
@@ -533,11 +541,8 @@ START_TEST(flipped_sections_are_refused_or_read)
     free(bundle);
     const uint8_t *blob = b[0];
     const size_t len = b_sizes[0];
-    size_t at = 0; /* the state's mixture tag, its length, then the section */
-    while (at + 8 <= len && le64(blob + at) != UINT64_C(0xFFFFFFFF4D495853))
-        at++;
-    ck_assert_uint_lt(at + 16, len);
-    const size_t from = at + 16, to = from + le64(blob + at + 8);
+    size_t section_len;
+    const size_t from = mix_section(blob, len, &section_len), to = from + section_len;
     ck_assert_uint_gt(to - from, 8 * (7 + 3 * 8 + 1)); /* with its prologues */
     uint8_t *bad = malloc(len);
     for (size_t i = from; i < to; i += 3) { /* 3: every byte of a word, over three words */
