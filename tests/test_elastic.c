@@ -301,6 +301,34 @@ START_TEST(units_start_at_the_offset)
 }
 END_TEST
 
+/* Old slots whose epochs no run reaches from each other's (a forged state) are refused
+ * before their remaining work is planned: slot 1 of 2 at epoch 2^30 of a dataset without
+ * end would leave 2^30 epochs of slot 0's shards to split. */
+START_TEST(epochs_far_apart_are_refused)
+{
+    sharc__ctx_init(&ctx, NULL, NULL);
+    ds.n_shards = 2;
+    sharc__elastic_old old[2] = {{.pos = {.epoch = 0}, .dp_rank = 0, .dp_size = 2},
+                                 {.pos = {.epoch = UINT64_C(1) << 30}, .dp_rank = 1, .dp_size = 2}};
+    sharc__elastic_plan plan = {&ds, 7, 1, 0, 0};
+    sharc__elastic_unit *u = NULL;
+    size_t n_u = 0, n_all = 0;
+    uint64_t start = 0;
+    ck_assert_int_eq(sharc__elastic_split(&ctx, &plan, old, 2, 0, 3, &u, &n_u, &start, &n_all),
+                     SHARC_ERR_STATE);
+    ck_assert_ptr_null(u);
+    ck_assert_str_eq(ctx.error, "cannot resume: the states leave more than 16777216 shard visits "
+                                "to split up to epoch 1073741824, which data-parallel slot 1 of "
+                                "2 had begun (an epoch no run reaches from the others')");
+    /* Three epochs apart: planned. */
+    old[1].pos.epoch = 3;
+    ck_assert_int_eq(sharc__elastic_split(&ctx, &plan, old, 2, 0, 3, &u, &n_u, &start, &n_all), 0);
+    ck_assert_uint_eq(n_all, 4 + 1); /* slot 0's epochs 0..3, one shard each; slot 1's epoch 3 */
+    ck_assert_uint_eq(start, 4);
+    sharc__free(&ctx, u);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("elastic");
@@ -310,6 +338,7 @@ int main(void)
     tcase_add_test(tc, every_entry_once_without_end);
     tcase_add_test(tc, new_slots_share_units_when_fewer_than_slots);
     tcase_add_test(tc, units_start_at_the_offset);
+    tcase_add_test(tc, epochs_far_apart_are_refused);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

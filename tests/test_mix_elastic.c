@@ -421,6 +421,17 @@ static void put_le64(uint8_t *p, uint64_t v)
         p[k] = (uint8_t)(v >> (8 * k));
 }
 
+/* The state's mixture section: after its tag and its length; *len receives the length. */
+static size_t mix_section(const uint8_t *blob, size_t size, size_t *len)
+{
+    size_t at = 0;
+    while (at + 8 <= size && le64(blob + at) != UINT64_C(0xFFFFFFFF4D495853))
+        at++;
+    ck_assert_uint_lt(at + 16, size);
+    *len = (size_t)le64(blob + at + 8);
+    return at + 16;
+}
+
 /* A new slot's state whose mixture section's prologues were tampered with (the checksum made
  * right again): refused naming the source, never read past the blob. */
 START_TEST(refuses_tampered_prologues)
@@ -479,6 +490,92 @@ START_TEST(refuses_tampered_prologues)
 }
 END_TEST
 
+/* An old slot's state whose mixture section puts a source's open shard past its shards (the
+ * checksum made right again): refused naming the source on every new slot, never opened (the
+ * split would hand the shard to a new slot as a unit of work). */
+START_TEST(refuses_tampered_positions)
+{
+    void *states[2];
+    size_t sizes[2], size;
+    stop_old(1, 3, 2, 1, states, sizes, NULL, NULL);
+    uint8_t *blob = states[0];
+    size_t section_len;
+    const size_t section = mix_section(blob, sizes[0], &section_len);
+    ck_assert_uint_eq(le64(blob + section + 8 * 6), 3); /* sources */
+    size_t open = 3; /* a source with a shard open: words hash, live, epoch, order_pos, */
+    for (size_t i = 0; open == 3 && i < 3; i++) /* shard_index, consumed, shard_open, ... */
+        if (le64(blob + section + 8 * (7 + 8 * i + 6)) == 1)
+            open = i;
+    ck_assert_uint_lt(open, 3);
+    put_le64(blob + section + 8 * (7 + 8 * open + 4), 1000);
+    tu_reseal_state(blob, sizes[0]);
+    void *bundle = pack(states, sizes, 2, &size);
+    char want[160];
+    snprintf(want, sizeof want,
+             "cannot resume: the state's position is out of range of source input_cfg[%zu]", open);
+    for (int rank = 0; rank < 3; rank++) {
+        sharc_reader_settings s;
+        settings_for(&s, cfg, 1, 3, rank, 3);
+        s.resume_state = bundle;
+        s.resume_state_size = size;
+        char why[2048];
+        ck_assert_int_eq(tu_first_batch_status(&s, why, sizeof why), SHARC_ERR_STATE);
+        ck_assert_msg(strstr(why, want) != NULL, "slot %d: '%s'", rank, why);
+    }
+    free(bundle);
+    for (int d = 0; d < 2; d++)
+        free(states[d]);
+}
+END_TEST
+
+/* Every third byte of a mixture section with prologues (an elastically resumed slot's
+ * state) flipped, the checksum made right again: resumed on as many slots and split over fewer,
+ * each either reads or is refused as a state, never reads past the blob (ASan). */
+START_TEST(flipped_sections_are_refused_or_read)
+{
+    void *a[2], *b[3];
+    size_t a_sizes[2], b_sizes[3], size;
+    stop_old(1, 12, 2, 1, a, a_sizes, NULL, NULL);
+    void *bundle = pack(a, a_sizes, 2, &size);
+    resume_all(bundle, size, 3, 1, NULL, NULL, b, b_sizes);
+    free(bundle);
+    const uint8_t *blob = b[0];
+    const size_t len = b_sizes[0];
+    size_t section_len;
+    const size_t from = mix_section(blob, len, &section_len), to = from + section_len;
+    ck_assert_uint_gt(to - from, 8 * (7 + 3 * 8 + 1)); /* with its prologues */
+    uint8_t *bad = malloc(len);
+    for (size_t i = from; i < to; i += 3) { /* 3: every byte of a word, over three words */
+        memcpy(bad, blob, len);
+        bad[i] ^= (uint8_t)(0x81u << (i % 3));
+        tu_reseal_state(bad, len);
+        sharc_reader_settings s;
+        char why[2048];
+        settings_for(&s, cfg, 1, 12, 0, 3);
+        s.resume_state = bad;
+        s.resume_state_size = len;
+        int rc = tu_first_batch_status(&s, why, sizeof why);
+        ck_assert_msg(rc == 0 || rc == SHARC_ERR_STATE, "byte %zu: %d %s", i, rc, why);
+        void *pick[3] = {bad, b[1], b[2]};
+        void *bundle2 = pack(pick, b_sizes, 3, &size);
+        for (int rank = 0; rank < 2; rank++) {
+            settings_for(&s, cfg, 1, 12, rank, 2);
+            s.resume_state = bundle2;
+            s.resume_state_size = size;
+            rc = tu_first_batch_status(&s, why, sizeof why);
+            ck_assert_msg(rc == 0 || rc == SHARC_ERR_STATE, "byte %zu, slot %d of 2: %d %s", i,
+                          rank, rc, why);
+        }
+        free(bundle2);
+    }
+    free(bad);
+    for (int d = 0; d < 2; d++)
+        free(a[d]);
+    for (int d = 0; d < 3; d++)
+        free(b[d]);
+}
+END_TEST
+
 /* With noise mixed in (which a state's hash covers), one dataset and a mixture resume on
  * another number of slots alike: 2 -> 3, every cut once. */
 START_TEST(noise_resumes_elastically)
@@ -515,10 +612,10 @@ START_TEST(noise_resumes_elastically)
         }
         ck_assert_uint_eq(n_ids, mixture ? TOTAL : SHAR_CUTS);
         qsort(ids, n_ids, sizeof *ids, cmp_str);
-        for (size_t i = 0; i < n_ids; i++) {
-            ck_assert(i == 0 || strcmp(ids[i - 1], ids[i]) != 0);
+        for (size_t i = 1; i < n_ids; i++)
+            ck_assert(strcmp(ids[i - 1], ids[i]) != 0);
+        for (size_t i = 0; i < n_ids; i++)
             free(ids[i]);
-        }
         for (int d = 0; d < 2; d++)
             free(states[d]);
     }
@@ -536,6 +633,8 @@ int main(void)
     tcase_add_test(tc, repeating_pass_once);
     tcase_add_test(tc, refuses_wrong_states);
     tcase_add_test(tc, refuses_tampered_prologues);
+    tcase_add_test(tc, refuses_tampered_positions);
+    tcase_add_test(tc, flipped_sections_are_refused_or_read);
     tcase_add_test(tc, noise_resumes_elastically);
     suite_add_tcase(s, tc);
     int rc = tu_run_suite(s);

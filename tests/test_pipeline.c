@@ -712,17 +712,23 @@ START_TEST(corrupt_states_are_rejected)
     ck_assert_int_eq(resume_status(&s, bad, size, why), SHARC_ERR_STATE);
     ck_assert_str_eq(why, "cannot resume: the state points at position 100 of a shard order of 6");
     /* Forged counters and steps no run writes: NaN seconds, a step past 2^62, more cuts
-     * filtered by a reason than in all (the u64 after the two seconds). */
+     * filtered by a reason than in all (the u64 after the two seconds), four reasons of 2^63
+     * each (whose sum wraps to 0 in 64 bits). */
     const size_t seconds_at = 8 * (9 + 7 + SHARC_PROBLEM_COUNT);
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 4; k++) {
         memcpy(bad, blob, size);
         if (k == 0) {
             double nan_value = NAN;
             memcpy(bad + seconds_at, &nan_value, 8);
         } else if (k == 1) {
             bad[16 + 7] = 0x80;
-        } else {
+        } else if (k == 2) {
             bad[seconds_at + 16] = 1;
+        } else {
+            for (int reason = 0; reason < 4; reason++) {
+                memset(bad + seconds_at + 16 + 8 * reason, 0, 8);
+                bad[seconds_at + 16 + 8 * reason + 7] = 0x80;
+            }
         }
         tu_reseal_state(bad, size);
         ck_assert_int_eq(resume_status(&s, bad, size, why), SHARC_ERR_STATE);
@@ -1584,6 +1590,8 @@ START_TEST(endless_epochs_of_nothing_stop)
     ck_assert_uint_eq(sharc_reader_filter_counts(r, by, SHARC_FILTER_COUNT), SHARC_FILTER_COUNT);
     ck_assert_uint_eq(by[SHARC_FILTER_MIN_DURATION], 12);
     ck_assert_uint_eq(by[SHARC_FILTER_MAX_DURATION], 0);
+    ck_assert_uint_eq(sharc_reader_filter_counts(r, NULL, 0), SHARC_FILTER_COUNT); /* a query */
+    ck_assert_uint_eq(sharc_reader_filter_counts(r, NULL, 2), 0);
     ck_assert_uint_eq(st.batches, 0);
     sharc_reader_close(&r);
 

@@ -563,7 +563,8 @@ SHARC_API void sharc_reader_get_stats(const sharc_reader *r, sharc_reader_stats 
  * a resume; a state saved by a sharc without these counts restores the total only, and the
  * reasons count from zero). All zero for a cut reader, which filters nothing.
  * @return SHARC_FILTER_COUNT of the library, which may exceed `n` (a program built with an
- *         older header); 0 for a NULL reader or counts
+ *         older header), also for NULL counts with `n` 0 (which asks for it); 0 for a NULL
+ *         reader, or NULL counts with `n` above 0
  */
 SHARC_API size_t sharc_reader_filter_counts(const sharc_reader *r, uint64_t *counts, size_t n);
 

@@ -71,6 +71,42 @@ static int remaining(const sharc__elastic_plan *plan, const sharc__elastic_old *
     return rc;
 }
 
+/* The most shard visits a split leaves (40 bytes each): far more than any run leaves (its
+ * slots' epochs differ by what one slot read while the others read their share), far less
+ * than the memory that a state with a forged epoch would have the split take. */
+#define MAX_UNITS (UINT64_C(1) << 24)
+
+/* Refuse states whose remaining work up to epoch `last` (which old slot `far` had begun)
+ * exceeds MAX_UNITS, counted before it is planned: each old slot's prologue, then its epochs'
+ * orders (its first one's size each). */
+static int check_work(sharc__ctx *ctx, const sharc__elastic_plan *plan,
+                      const sharc__elastic_old *old, size_t n_old, uint64_t last,
+                      const sharc__elastic_old *far, uint32_t *order)
+{
+    uint64_t total = 0;
+    for (size_t d = 0; d < n_old; d++) {
+        const sharc__elastic_old *o = &old[d];
+        const uint64_t from = o->pos.in_prologue ? o->start_epoch : o->pos.epoch;
+        uint64_t work = o->pos.in_prologue ? o->n_units + 1 : 1;
+        if (from <= last) {
+            const uint64_t per_epoch = sharc__dataset_epoch_order(
+                plan->ds, plan->seed, from, plan->shuffle, o->dp_rank, o->dp_size, order);
+            const uint64_t epochs = last - from + 1;
+            work += epochs > MAX_UNITS || per_epoch * epochs > MAX_UNITS ? MAX_UNITS + 1
+                                                                         : per_epoch * epochs;
+        }
+        total += work > MAX_UNITS ? MAX_UNITS + 1 : work;
+        if (total > MAX_UNITS)
+            return sharc__fail(ctx, SHARC_ERR_STATE,
+                               "cannot resume: the states leave more than %llu shard visits to "
+                               "split up to epoch %llu, which data-parallel slot %d of %d had "
+                               "begun (an epoch no run reaches from the others')",
+                               (unsigned long long)MAX_UNITS, (unsigned long long)last,
+                               far->dp_rank, far->dp_size);
+    }
+    return 0;
+}
+
 int sharc__elastic_split(sharc__ctx *ctx, const sharc__elastic_plan *plan,
                          const sharc__elastic_old *old, size_t n_old, int rank, int size,
                          sharc__elastic_unit **out, size_t *n_out, uint64_t *start_epoch,
@@ -82,9 +118,12 @@ int sharc__elastic_split(sharc__ctx *ctx, const sharc__elastic_plan *plan,
     const size_t r = (size_t)(((uint64_t)rank + (uint64_t)size - plan->offset % (uint64_t)size) %
                               (uint64_t)size);
     uint64_t last = 0;
+    size_t far = 0;
     for (size_t d = 0; d < n_old; d++)
-        if (current_epoch(&old[d]) > last)
+        if (current_epoch(&old[d]) > last) {
             last = current_epoch(&old[d]);
+            far = d;
+        }
     if (plan->epochs && last >= plan->epochs)
         last = plan->epochs - 1;
     *start_epoch = last + 1;
@@ -92,6 +131,8 @@ int sharc__elastic_split(sharc__ctx *ctx, const sharc__elastic_plan *plan,
     uint32_t *order =
         sharc__malloc(ctx, (plan->ds->n_shards ? plan->ds->n_shards : 1) * sizeof *order);
     int rc = order ? 0 : SHARC_ERR(ENOMEM);
+    if (rc == 0)
+        rc = check_work(ctx, plan, old, n_old, last, &old[far], order);
     for (size_t d = 0; rc == 0 && d < n_old; d++)
         rc = remaining(plan, &old[d], last, order, &all);
     sharc__free(ctx, order);

@@ -58,7 +58,8 @@ typedef struct sharc__elastic_plan {
  * @param units receives an array (free with sharc__free(ctx, ...); NULL when none)
  * @param n_all receives the number of units of all new slots (may be NULL)
  * @return 0, SHARC_ERR(ENOMEM), or SHARC_ERR_STATE when a unit would be shared by more
- *         slots than a filter can say (resumed elastically too many times)
+ *         slots than a filter can say (resumed elastically too many times), or when the old
+ *         slots leave more than 2^24 shard visits (their epochs too far apart: forged)
  */
 int sharc__elastic_split(sharc__ctx *ctx, const sharc__elastic_plan *plan,
                          const sharc__elastic_old *old, size_t n_old, int rank, int size,

@@ -415,12 +415,19 @@ int sharc__resume_parse(sharc__ctx *ctx, const uint8_t *blob, size_t len, uint64
     /* Values no run writes: steps and counts past 2^62, seconds that are not finite or are
      * negative. */
     const uint64_t huge = (uint64_t)1 << 62;
-    uint64_t by_reason = 0; /* at most filtered_cuts (less in a version 2 state) */
-    for (int k = 0; k < SHARC_FILTER_COUNT; k++)
-        by_reason += out->filtered.n[k] > huge ? huge : out->filtered.n[k];
+    /* The reasons sum to at most filtered_cuts (less in a version 2 state): taken off what
+     * is left of it one by one, as a sum of forged counts could wrap. */
+    uint64_t unclaimed = out->stats.filtered_cuts;
+    int reasons_fit = 1;
+    for (int k = 0; k < SHARC_FILTER_COUNT; k++) {
+        if (out->filtered.n[k] > unclaimed)
+            reasons_fit = 0;
+        else
+            unclaimed -= out->filtered.n[k];
+    }
     if (out->next_step > huge || out->pos.epoch > huge || out->stats.cuts > huge ||
         out->stats.batches > huge || !seconds_ok(out->stats.audio_seconds) ||
-        !seconds_ok(out->stats.padded_seconds) || by_reason > out->stats.filtered_cuts)
+        !seconds_ok(out->stats.padded_seconds) || !reasons_fit)
         return bad_state(ctx, "the state's step or counters are out of range");
     out->pos.shard_index = (uint32_t)shard;
     out->pos.shard_open = (int)open;

@@ -148,7 +148,11 @@ int sharc__mix_saved_source(sharc__mix *m, const uint8_t *in, size_t len, size_t
     uint64_t v[SOURCE_WORDS];
     for (int k = 0; k < SOURCE_WORDS; k++)
         v[k] = sharc__load_le64(src + 8 * k);
-    if (v[1] > 1 || v[4] > UINT32_MAX || v[6] > 1 || (v[1] && !(m->src[i].weight > 0)))
+    /* An open shard must be one of the source's: an elastic split makes it a unit of work,
+     * which the walk opens without looking it up in its shard order. */
+    const sharc__dataset *ds = sharc__walk_dataset(m->src[i].walk);
+    if (v[1] > 1 || v[4] > UINT32_MAX || v[6] > 1 || (v[6] && v[4] >= ds->n_shards) ||
+        (v[1] && !(m->src[i].weight > 0)))
         return bad_section(m, "the state's position is out of range", m->src[i].name);
     *out = (sharc__mix_saved){.hash = v[0], .live = (int)v[1]};
     out->pos = (sharc__walk_pos){v[2], v[3], (uint32_t)v[4], v[5], (int)v[6], v[7], 0, 0};
