@@ -14,6 +14,7 @@
 #include <math.h>
 #include <string.h>
 
+#include <memory>
 #include <mutex>
 #include <new>
 #include <string>
@@ -311,8 +312,9 @@ static void split_spec(const char *spec, std::string &lang, const char *&path)
 
 static int add_model(sharc__tokenizer *t, sharc__ctx *ctx, const char *spec, size_t n)
 {
-    model *m = new model;
-    t->models.push_back(m);
+    std::unique_ptr<model> owned(new model);
+    t->models.push_back(owned.get()); /* may throw: then `owned` frees the model */
+    model *m = owned.release();
     const char *path;
     split_spec(spec, m->lang, path);
     if (n > 1 && m->lang.empty())
