@@ -263,57 +263,6 @@ fail:
     return -1;
 }
 
-static int fs_path(PyObject *p, const char *what, char **out);
-static int parse_paths(char ***list, size_t *n, PyObject *paths, const char *what);
-
-/* Whether JSON text holds the escape \u0000 (a NUL in a string, which C strings end at): a
- * backslash that is not itself escaped, then u0000. */
-static int json_has_nul(const char *t)
-{
-    for (const char *p = t; (p = strstr(p, "\\u0000")) != NULL; p++) {
-        const char *q = p; /* the first of the backslashes that end at p */
-        while (q > t && q[-1] == '\\')
-            q--;
-        if ((p - q) % 2 == 0)
-            return 1;
-    }
-    return 0;
-}
-
-/* `v` (a list or dict of plain values) as JSON text, malloc'd into *out, with json.dumps;
- * a value json cannot write raises TypeError naming the keyword `what`. */
-static int json_text(PyObject *v, const char *what, char **out)
-{
-    *out = NULL;
-    PyObject *json = PyImport_ImportModule("json");
-    PyObject *text = json ? PyObject_CallMethod(json, "dumps", "O", v) : NULL;
-    Py_XDECREF(json);
-    if (!text) {
-        if (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_ValueError)) {
-            PyErr_Clear();
-            PyErr_Format(PyExc_TypeError,
-                         "sharc.Reader: keyword '%s' holds a value JSON cannot represent", what);
-        }
-        return -1;
-    }
-    PyObject *b = PyUnicode_AsUTF8String(text);
-    Py_DECREF(text);
-    if (!b)
-        return -1;
-    if (json_has_nul(PyBytes_AsString(b))) {
-        Py_DECREF(b);
-        PyErr_Format(PyExc_ValueError, "sharc.Reader: keyword '%s': embedded null byte", what);
-        return -1;
-    }
-    *out = strdup(PyBytes_AsString(b));
-    Py_DECREF(b);
-    if (!*out) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    return 0;
-}
-
 /* A non-empty str naming a manifest key, kept in self->nemo_fields and pointed to by the
  * settings' field at d->offset. */
 static int kw_field(ReaderObject *self, const kw_def *d, PyObject *v)
@@ -442,7 +391,8 @@ void sharc__py_free_tokenizer(ReaderObject *self)
 static int add_model(ReaderObject *self, const kw_def *d, PyObject *lang, PyObject *p)
 {
     char *path = NULL, *l = NULL, *spec = NULL;
-    if (fs_path(p, d->name, &path) < 0 || (lang && fs_path(lang, d->name, &l) < 0)) {
+    if (sharc__py_fs_path(p, d->name, &path) < 0 ||
+        (lang && sharc__py_fs_path(lang, d->name, &l) < 0)) {
         free(path);
         return -1;
     }
@@ -639,7 +589,7 @@ static int set_keyword(ReaderObject *self, const kw_def *d, PyObject *v, int *li
         *(uint64_t *)((char *)augment_of(self) + d->offset) = (uint64_t)u;
         return 0;
     case KW_NOISE: {
-        if (parse_paths(&self->noise, &self->n_noise, v, d->name) < 0)
+        if (sharc__py_parse_paths(&self->noise, &self->n_noise, v, d->name) < 0)
             return -1;
         sharc_augment_settings *a = augment_of(self);
         a->noise = (const char *const *)self->noise;
@@ -688,7 +638,8 @@ static int set_keyword(ReaderObject *self, const kw_def *d, PyObject *v, int *li
     case KW_PATH: {
         char *cfg;
         const int structure = PyList_Check(v) || PyDict_Check(v);
-        if ((structure ? json_text(v, d->name, &cfg) : fs_path(v, d->name, &cfg)) < 0)
+        if ((structure ? sharc__py_json_text(v, d->name, &cfg)
+                       : sharc__py_fs_path(v, d->name, &cfg)) < 0)
             return -1;
         free(self->input_cfg);
         self->input_cfg = cfg;
@@ -732,94 +683,6 @@ static int linspace_bins(ReaderObject *self)
     self->bins = v;
     self->s.sampler.bins = v;
     self->s.sampler.n_bins = n;
-    return 0;
-}
-
-/* A str, bytes or os.PathLike as a file system path, malloc'd into *out; `what` names the
- * argument in the TypeError for anything else. */
-static int fs_path(PyObject *p, const char *what, char **out)
-{
-    *out = NULL;
-    PyObject *fs = PyOS_FSPath(p);
-    if (!fs) {
-        PyErr_Clear();
-        PyObject *tn = sharc__py_type_name(p);
-        if (strcmp(what, "paths") == 0)
-            PyErr_Format(PyExc_TypeError,
-                         "sharc.Reader: paths must be str, bytes or os.PathLike (or a list of "
-                         "them), not %S",
-                         tn);
-        else
-            PyErr_Format(PyExc_TypeError,
-                         "sharc.Reader: keyword '%s' must be str, bytes or os.PathLike, not %S",
-                         what, tn);
-        Py_XDECREF(tn);
-        return -1;
-    }
-    PyObject *b = PyUnicode_Check(fs) ? PyUnicode_EncodeFSDefault(fs) : (Py_INCREF(fs), fs);
-    Py_DECREF(fs);
-    if (!b)
-        return -1;
-    char *s = NULL;
-    Py_ssize_t n = 0;
-    char who[96];
-    snprintf(who, sizeof who,
-             strcmp(what, "paths") == 0 ? "sharc.Reader: %s" : "sharc.Reader: keyword '%s'", what);
-    if (PyBytes_AsStringAndSize(b, &s, &n) < 0 || sharc__py_no_nul(s, n, who) < 0) {
-        Py_DECREF(b);
-        return -1;
-    }
-    *out = strndup(s, (size_t)n);
-    Py_DECREF(b);
-    if (!*out) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    return 0;
-}
-
-/* Append path `p` to the list `*list` of `*n` (the positional paths, or `what` keyword's). */
-static int add_path(char ***list, size_t *n, PyObject *p, const char *what)
-{
-    char *copy;
-    if (fs_path(p, what, &copy) < 0)
-        return -1;
-    char **grown = realloc(*list, (*n + 1) * sizeof *grown);
-    if (!copy || !grown) {
-        free(copy);
-        if (grown)
-            *list = grown;
-        PyErr_NoMemory();
-        return -1;
-    }
-    *list = grown;
-    (*list)[(*n)++] = copy;
-    return 0;
-}
-
-/* A path, or an iterable of paths, appended to `*list`. */
-static int parse_paths(char ***list, size_t *n, PyObject *paths, const char *what)
-{
-    if (PyUnicode_Check(paths) || PyBytes_Check(paths) ||
-        PyObject_HasAttrString(paths, "__fspath__"))
-        return add_path(list, n, paths, what);
-    PyObject *it = PyObject_GetIter(paths);
-    if (!it) {
-        PyErr_Clear();
-        return add_path(list, n, paths, what);
-    }
-    PyObject *item;
-    while ((item = PyIter_Next(it))) {
-        int rc = add_path(list, n, item, what);
-        Py_DECREF(item);
-        if (rc < 0) {
-            Py_DECREF(it);
-            return -1;
-        }
-    }
-    Py_DECREF(it);
-    if (PyErr_Occurred())
-        return -1;
     return 0;
 }
 
@@ -880,7 +743,7 @@ static int deprecated_batch_limit(const kw_def *d, int *seen)
 
 int sharc__py_reader_settings(ReaderObject *self, PyObject *paths, PyObject *kw, int *open_reader)
 {
-    if (parse_paths(&self->paths, &self->n_paths, paths, "paths") < 0)
+    if (sharc__py_parse_paths(&self->paths, &self->n_paths, paths, "paths") < 0)
         return -1;
     self->s.paths = (const char *const *)self->paths;
     self->s.n_paths = self->n_paths;

@@ -41,6 +41,21 @@ PyObject *sharc__py_type_name(PyObject *v);
 int sharc__py_no_nul(const char *s, Py_ssize_t n, const char *who);
 
 /* ---------------------------------------------------------------------------------------
+ * args.c: sharc.Reader's arguments as C values
+ * ------------------------------------------------------------------------------------- */
+
+/* A str, bytes or os.PathLike as a file system path, malloc'd into *out; 0, or -1 with
+ * TypeError or ValueError naming `what` ("paths", or a keyword). */
+int sharc__py_fs_path(PyObject *p, const char *what, char **out);
+
+/* A path, or an iterable of paths, appended to the malloc'd list `*list` of `*n`. */
+int sharc__py_parse_paths(char ***list, size_t *n, PyObject *paths, const char *what);
+
+/* `v` (a list or dict of plain values) as JSON text, malloc'd into *out, with json.dumps;
+ * a value json cannot write raises TypeError naming the keyword `what`. */
+int sharc__py_json_text(PyObject *v, const char *what, char **out);
+
+/* ---------------------------------------------------------------------------------------
  * tensor.c: sharc.Tensor and batches as Python objects
  * ------------------------------------------------------------------------------------- */
 
