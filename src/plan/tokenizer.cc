@@ -212,9 +212,10 @@ static sentencepiece::util::Status unigram_word(const model *m, absl::string_vie
     return st;
 }
 
-/* The word text[0, len), from the cache or encoded (and cached) now. */
-static sentencepiece::util::Status lookup_word(const model *m, const char *text, size_t len,
-                                               cached_word &w)
+/* Append the ids of the word text[0, len) to `out`, from the cache or encoded (and cached)
+ * now; `score` and `margin` receive a unigram word's (cached_word). */
+static sentencepiece::util::Status append_word(const model *m, const char *text, size_t len,
+                                               std::vector<int> &out, double &score, double &margin)
 {
     const std::string word(text, len);
     const size_t shard = std::hash<std::string>{}(word) % kCacheShards;
@@ -222,20 +223,34 @@ static sentencepiece::util::Status lookup_word(const model *m, const char *text,
         std::lock_guard<std::mutex> hold(m->cache->lock[shard]);
         const auto it = m->cache->words[shard].find(word);
         if (it != m->cache->words[shard].end()) {
-            w = it->second;
+            out.insert(out.end(), it->second.ids.begin(), it->second.ids.end());
+            score = it->second.score;
+            margin = it->second.margin;
             return sentencepiece::util::Status();
         }
     }
+    cached_word w;
     const auto st =
         m->words == by_words::unigram ? unigram_word(m, word, w) : m->sp.Encode(word, &w.ids);
     if (!st.ok())
         return st;
+    out.insert(out.end(), w.ids.begin(), w.ids.end());
+    score = w.score;
+    margin = w.margin;
     std::lock_guard<std::mutex> hold(m->cache->lock[shard]);
     auto &words = m->cache->words[shard];
     if (words.size() >= kCacheWords)
         words.clear();
-    words.emplace(word, w);
+    words.emplace(word, std::move(w));
     return st;
+}
+
+/* The ids of the whole text[0, len), in place of any in `out`. */
+static sentencepiece::util::Status encode_whole(const model *m, const char *text, size_t len,
+                                                std::vector<int> &out)
+{
+    out.clear();
+    return m->sp.Encode(absl::string_view(text, len), &out);
 }
 
 /*
@@ -250,27 +265,24 @@ static sentencepiece::util::Status encode_text(const model *m, const char *text,
                                                std::vector<int> &out)
 {
     if (m->words == by_words::no)
-        return m->sp.Encode(absl::string_view(text, len), &out);
+        return encode_whole(m, text, len, out);
     out.clear();
     double so_far = 0; /* minus the best split's score of the words before */
-    cached_word w;
     for (size_t at = 0; at < len;) {
         const char *space = (const char *)memchr(text + at, ' ', len - at);
         const size_t end = space ? (size_t)(space - text) : len;
         const size_t n = end - at;
         if (n > kCacheWordBytes)
-            return m->sp.Encode(absl::string_view(text, len), &out);
+            return encode_whole(m, text, len, out);
         if (n > 0) {
-            const auto st = lookup_word(m, text + at, n, w);
+            double score = 0, margin = HUGE_VAL;
+            const auto st = append_word(m, text + at, n, out, score, margin);
             if (!st.ok())
                 return st;
-            if (m->words == by_words::unigram) {
-                so_far -= w.score;
-                const double rounding = 8.0 * (double)(n + 2) * so_far * 0x1p-24;
-                if (!(w.margin > rounding))
-                    return m->sp.Encode(absl::string_view(text, len), &out);
-            }
-            out.insert(out.end(), w.ids.begin(), w.ids.end());
+            so_far -= score;
+            if (m->words == by_words::unigram &&
+                !(margin > 8.0 * (double)(n + 2) * so_far * 0x1p-24))
+                return encode_whole(m, text, len, out);
         }
         at = end + 1;
     }
