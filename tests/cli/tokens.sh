@@ -62,24 +62,16 @@ spm_model bpe 150 --model_type=bpe
 spm_model bpe_across 150 --model_type=bpe --split_by_whitespace=false
 spm_model bpe_noprefix 150 --model_type=bpe --add_dummy_prefix=false
 mkdir "$tmp/ws"
-"$py" - "$tmp/ws/shard-000000.tar" <<'PY'
-import io, sys, tarfile, wave
-def wav():
-    b = io.BytesIO()
-    with wave.open(b, "wb") as w:
-        w.setnchannels(1); w.setsampwidth(2); w.setframerate(16000)
-        w.writeframes(b"\0\0" * 1600)
-    return b.getvalue()
+"$py" - "$tmp/ws/shard-000000.tar" "$here" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[2])
+from wds_texts import write
 texts = ["the quick brown fox", "  the   quick  brown fox  ", "the\tquick\nbrown fox",
          "the\u00a0quick\u3000brown fox", "caf\u00e9 cafe\u0301 \u0301tail",
          "\u0141\u00f3d\u017a \u00fcber stra\u00dfe", "\u4f60\u597d \u4e16\u754c x",
          "the quick brown fox", "a" * 70 + " the " + "b" * 70, "\U0001f600 smile \ufb01le",
          " ", "the the the the quick quick"]
-with tarfile.open(sys.argv[1], "w", format=tarfile.USTAR_FORMAT) as t:
-    for k, txt in enumerate(texts):
-        for ext, data in (("wav", wav()), ("txt", txt.encode())):
-            ti = tarfile.TarInfo(f"c{k:02d}.{ext}"); ti.size = len(data)
-            t.addfile(ti, io.BytesIO(data))
+write(sys.argv[1], ((f"c{k:02d}", t.encode()) for k, t in enumerate(texts)))
 PY
 for m in bpe:0 bpe_across:0 bpe_noprefix:0 en:0 pad:3; do
     pad=${m#*:}
@@ -94,21 +86,15 @@ done
 # And over 1000 random transcripts of the shipped text's words (some reversed, so that
 # rarer splits come up), each word met many times.
 mkdir "$tmp/rw"
-"$py" - "$tmp/rw/shard-000000.tar" "$text" <<'PY'
-import io, random, sys, tarfile, wave
+"$py" - "$tmp/rw/shard-000000.tar" "$text" "$here" <<'PY'
+import random, sys
+sys.path.insert(0, sys.argv[3])
+from wds_texts import write
 words = open(sys.argv[2], encoding="utf-8").read().split()
 rnd = random.Random(3)
-b = io.BytesIO()
-with wave.open(b, "wb") as w:
-    w.setnchannels(1); w.setsampwidth(2); w.setframerate(16000)
-    w.writeframes(b"\0\0" * 160)
-with tarfile.open(sys.argv[1], "w", format=tarfile.USTAR_FORMAT) as t:
-    for k in range(1000):
-        txt = " ".join(rnd.choice(words)[:: 1 if rnd.random() > 0.05 else -1]
-                       for _ in range(rnd.randint(1, 60)))
-        for ext, data in (("wav", b.getvalue()), ("txt", txt.encode())):
-            ti = tarfile.TarInfo(f"c{k:04d}.{ext}"); ti.size = len(data)
-            t.addfile(ti, io.BytesIO(data))
+write(sys.argv[1], ((f"c{k:04d}", " ".join(rnd.choice(words)[:: 1 if rnd.random() > 0.05 else -1]
+                                          for _ in range(rnd.randint(1, 60))).encode())
+                    for k in range(1000)))
 PY
 for m in bpe:0 en:0 pad:3; do
     pad=${m#*:}
@@ -229,19 +215,11 @@ grep -q "its language 'pl' has no tokenizer model" "$tmp/err" ||
 
 # A WebDataset transcript that is not UTF-8: the cut is named, and skipped under skip.
 mkdir "$tmp/w"
-"$py" - "$tmp/w/shard-000000.tar" <<'PY'
-import io, sys, tarfile, wave
-def wav():
-    b = io.BytesIO()
-    with wave.open(b, "wb") as w:
-        w.setnchannels(1); w.setsampwidth(2); w.setframerate(16000)
-        w.writeframes(b"\0\0" * 1600)
-    return b.getvalue()
-with tarfile.open(sys.argv[1], "w", format=tarfile.USTAR_FORMAT) as t:
-    for key, txt in (("good", b"hello world"), ("bad", b"caf\xe9 au lait")):
-        for ext, data in (("wav", wav()), ("txt", txt)):
-            ti = tarfile.TarInfo(f"{key}.{ext}"); ti.size = len(data)
-            t.addfile(ti, io.BytesIO(data))
+"$py" - "$tmp/w/shard-000000.tar" "$here" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[2])
+from wds_texts import write
+write(sys.argv[1], (("good", b"hello world"), ("bad", b"caf\xe9 au lait")))
 PY
 expect_rc 1 "$SHARC" read --quiet --max-cuts 2 --tokenizer "$tmp/pad.model" "$tmp/w"
 expect_in "$tmp/err" "(cut bad)"
@@ -253,23 +231,14 @@ expect_in "$tmp/out" '"skipped_cuts":1'
 # A row dropped under skip (a NaN sample, found while decoding) takes its tokens along, and
 # the rest are narrowed to their longest (tokens_check.py checks L = the longest row).
 mkdir "$tmp/n"
-"$py" - "$tmp/n/shard-000000.tar" <<'PY'
-import io, struct, sys, tarfile
-def wav(fmt, bits, samples):
-    data = struct.pack("<%d%s" % (len(samples), "h" if fmt == 1 else "f"), *samples)
-    head = struct.pack("<HHIIHH", fmt, 1, 16000, 16000 * bits // 8, bits // 8, bits)
-    return (b"RIFF" + struct.pack("<I", 36 + len(data)) + b"WAVEfmt " + struct.pack("<I", 16) +
-            head + b"data" + struct.pack("<I", len(data)) + data)
-cuts = (("a", wav(1, 16, [1] * 1600), b"hello world"),
-        ("b", wav(3, 32, [0.1] * 4000 + [float("nan")] + [0.1] * 4000),
-         b"the quick brown fox jumps over the lazy dog"),
-        ("c", wav(1, 16, [1] * 3200), b"brown fox"))
-with tarfile.open(sys.argv[1], "w", format=tarfile.USTAR_FORMAT) as t:
-    for key, audio, txt in cuts:
-        for ext, data in (("wav", audio), ("txt", txt)):
-            ti = tarfile.TarInfo(f"{key}.{ext}")
-            ti.size = len(data)
-            t.addfile(ti, io.BytesIO(data))
+"$py" - "$tmp/n/shard-000000.tar" "$here" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[2])
+from wds_texts import wav, write
+write(sys.argv[1], (("a", b"hello world", wav(1, 16, [1] * 1600)),
+                    ("b", b"the quick brown fox jumps over the lazy dog",
+                     wav(3, 32, [0.1] * 4000 + [float("nan")] + [0.1] * 4000)),
+                    ("c", b"brown fox", wav(1, 16, [1] * 3200))))
 PY
 rm -rf "$tmp/d"
 expect_rc 0 "$SHARC" read --quiet --max-cuts 3 --on-error skip --tokenizer "$tmp/pad.model" \
