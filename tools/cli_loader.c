@@ -264,12 +264,15 @@ void cli_dist_abort(cli_dist *d)
 
 void cli_dist_close(cli_dist *d)
 {
+    /* After a collective timed out, MPI_Finalize would wait for the rank that never
+     * answered, forever when it is stopped or unreachable: the rank exits without it. */
+    const int aborted = sharc_transport_aborted(d->t) || sharc_transport_aborted(d->dp_t);
     sharc_transport_close(&d->dp_t);
     sharc_transport_close(&d->t);
 #if SHARC_CLI_HAVE_MPI
     free(d->comm); /* the transport's communicator, freed with it */
     d->comm = NULL;
-    if (d->mpi_initialized && !d->collective_lost)
+    if (d->mpi_initialized && !aborted)
         MPI_Finalize();
 #endif
     d->mpi_initialized = 0;

@@ -33,9 +33,6 @@ typedef struct cli_dist {
     int device;
     int even_steps;        ///< --even-steps / --no-even-steps (default 1)
     sharc_transport *dp_t; ///< the sources of all slots, for even steps (NULL: none)
-    /** A collective timed out (SHARC_ERR_TIMEOUT): MPI_Finalize would wait for the rank
-     *  that never answered, forever when its host is unreachable, so it is not called. */
-    int collective_lost;
 } cli_dist;
 
 /** --even-steps and --no-even-steps (into the same cli_dist). */

@@ -187,7 +187,7 @@ static int count_batch(const sharc_batch *b, double max_duration, run_result *re
 
 /* Take one batch (cut); 1 with one, 0 at the end, -1 after printing the error. */
 static int take_one(sharc_reader *r, sharc_loader *l, const bench_opts *o, double max_duration,
-                    int counted, run_result *res, int *lost)
+                    int counted, run_result *res)
 {
     int rc;
     if (o->cuts_mode) {
@@ -209,8 +209,6 @@ static int take_one(sharc_reader *r, sharc_loader *l, const bench_opts *o, doubl
     }
     if (rc == SHARC_END)
         return 0;
-    if (rc == SHARC_ERR_TIMEOUT) /* a collective is left pending on the lost rank */
-        *lost = 1;
     if (rc < 0) {
         const char *why = l != NULL ? sharc_loader_last_error(l) : sharc_reader_last_error(r);
         snprintf(cli_failure_buf(), CLI_FAILURE_BYTES, "read error: %s",
@@ -277,7 +275,7 @@ static void keep_sources(const sharc_reader *r)
 
 /* One loader run: open, warm up, time the window. 0, or -1 after printing the error. */
 static int run_loader(const sharc_reader_settings *s, const bench_opts *o, int rep, cli_progress *p,
-                      run_result *res, int *lost)
+                      run_result *res)
 {
     memset(res, 0, sizeof *res);
     double t0 = cli_now();
@@ -293,7 +291,7 @@ static int run_loader(const sharc_reader_settings *s, const bench_opts *o, int r
         window_start(&w, r, l, t0);
     uint64_t taken = 0, n = 0;
     int rc;
-    while ((rc = take_one(r, l, o, s->sampler.max_duration, w.open, res, lost)) == 1) {
+    while ((rc = take_one(r, l, o, s->sampler.max_duration, w.open, res)) == 1) {
         if (taken++ == 0)
             res->first = cli_now() - t0;
         if (!w.open) {
@@ -351,16 +349,16 @@ static int run_floor(char *const *shards, size_t n_shards, int threads, double s
 
 /* ---- the command ---- */
 
-/* Run the loader (and the floor) o->repeat times, alternating. *lost: a collective timed out. */
+/* Run the loader (and the floor) o->repeat times, alternating. */
 static int run_all(const sharc_reader_settings *s, const bench_opts *o, char **shards,
-                   size_t n_shards, run_result *runs, run_result *floors, int *scope_run, int *lost)
+                   size_t n_shards, run_result *runs, run_result *floors, int *scope_run)
 {
     cli_progress p;
     cli_progress_init(&p, !o->quiet);
     *scope_run = 1;
     for (int i = 0; i < o->repeat; i++) {
         *scope_run &= bench_reset_peak_rss();
-        int rc = run_loader(s, o, i, &p, &runs[i], lost);
+        int rc = run_loader(s, o, i, &p, &runs[i]);
         runs[i].peak_rss = bench_peak_rss_bytes();
         if (rc < 0)
             return cli_progress_clear(&p), -1;
@@ -416,9 +414,7 @@ int cmd_bench(int argc, char **argv)
         goto done;
     status = CLI_EXIT_FAIL;
     int scope_run;
-    /* After a timeout MPI_Finalize would wait for the rank that never answered, forever when
-     * it is stopped or unreachable: the rank exits without it (as `sharc read` does). */
-    if (run_all(&s, &o, shards, n_shards, runs, floors, &scope_run, &o.dist.collective_lost) < 0)
+    if (run_all(&s, &o, shards, n_shards, runs, floors, &scope_run) < 0)
         goto done;
     report rp = {&o, &s, runs, floors, n_shards, scope_run, NAN};
     /* The device's copy bandwidth, measured once: the yardstick of the feature kernels'. */

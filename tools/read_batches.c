@@ -716,8 +716,6 @@ static int run_batches_named(sharc_reader_settings *s, read_opts *o, const char 
             rc = sharc_loader_next(l, &b);
     }
     double wall = cli_now() - t0;
-    if (rc == SHARC_ERR_TIMEOUT) /* a collective is left pending on the lost rank */
-        o->dist.collective_lost = 1;
     if (!failed && rc >= 0 && !ferror(stdout)) /* else the output's failure is the reason */
         failed = check_saves_done(o, &run) < 0;
     fclose(saved_f);

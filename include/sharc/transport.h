@@ -71,6 +71,14 @@ SHARC_API const char *sharc_transport_name(const sharc_transport *t);
 /** Text of the transport's last error ("" when none). */
 SHARC_API const char *sharc_transport_last_error(const sharc_transport *t);
 
+/**
+ * 1 once a failure has aborted the transport (a collective that did not complete within
+ * timeout_ms, a rank lost): every later call fails at once, and an MPI program should end
+ * without MPI_Finalize, which would wait for the collective left pending on a rank that
+ * never answers. 0 otherwise, and for NULL.
+ */
+SHARC_API int sharc_transport_aborted(const sharc_transport *t);
+
 #ifdef __cplusplus
 }
 #endif

@@ -145,6 +145,11 @@ const char *sharc_transport_last_error(const sharc_transport *t)
     return t ? t->ctx.error : "";
 }
 
+int sharc_transport_aborted(const sharc_transport *t)
+{
+    return t && t->broken;
+}
+
 const sharc__device_allocator *sharc__transport_device_allocator(const sharc_transport *t)
 {
     return t->device.alloc ? &t->device : NULL;

@@ -300,8 +300,11 @@ static void stall(int who, int bcast, int after, int good_steps)
     double ms;
     staller st = {NULL, who, bcast, after, 0, TIMEOUT_MS * 3};
     open_group(&g, &st, -1, NULL, -1);
+    CHECK(!sharc_transport_aborted(g.inner) && !sharc_transport_aborted(NULL));
     int rc = run_steps(&g, good_steps, &ms);
     CHECK_RC(rc, SHARC_ERR_TIMEOUT);
+    /* The MPI transport tells the program to end without MPI_Finalize. */
+    CHECK(sharc_transport_aborted(g.inner));
     CHECK_TEXT(sharc_loader_last_error(g.l), "did not complete within 1500 ms");
     CHECK_TEXT(sharc_loader_last_error(g.l), "another rank of the group stopped, died or is");
     if (world_rank != who && ms > TIMEOUT_MS + MARGIN_MS) {
