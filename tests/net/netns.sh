@@ -50,11 +50,15 @@ for i in 0 1 2; do
   ip -n "$ns" addr add "$net.$((i + 1))/24" dev eth0
   ip -n "$ns" link set eth0 up
   ip -n "$ns" link set lo up
+  mkdir "$tmp/$ns"
   echo "$net.$((i + 1)) slots=1" >>"$tmp/hostfile"
 done
 
 # mpirun starts its daemons through this "remote shell": the host argument names the
-# namespace to run the command in (ssh would run it through the remote user's shell).
+# namespace to run the command in (ssh would run it through the remote user's shell). The
+# hosts share one file system and one host name, so each has a TMPDIR of its own: OpenMPI's
+# daemons of one job on the same host name would otherwise make the same session directory
+# and write the same topology file in it at once, and one in ten launches failed or hung.
 cat >"$tmp/agent.sh" <<EOF
 #!/bin/sh
 host=\$1
@@ -65,7 +69,7 @@ case "\$host" in
   $net.3) ns=${pfx}h2 ;;
   *) echo "agent.sh: unknown host \$host" >&2; exit 1 ;;
 esac
-exec ip netns exec "\$ns" /bin/sh -c "\$*"
+exec ip netns exec "\$ns" env TMPDIR="$tmp/\$ns" /bin/sh -c "\$*"
 EOF
 chmod +x "$tmp/agent.sh"
 
@@ -110,7 +114,7 @@ read_args=(read --transport mpi --mesh dp=1,cp=3 --json --batch-duration 20 --th
 
 # (a) The batches of three hosts equal those of one.
 start=$(date +%s.%N)
-ip netns exec "${pfx}h0" timeout -k 5 60 env -u OMPI_MCA_btl mpirun "${mpi_net[@]}" \
+ip netns exec "${pfx}h0" timeout -k 5 60 env -u OMPI_MCA_btl TMPDIR="$tmp/${pfx}h0" mpirun "${mpi_net[@]}" \
   bash "$tmp/rank.sh" "$tmp/a" "$sharc" "${read_args[@]}" "$data" >"$tmp/a.mpirun" 2>&1 ||
   { cat "$tmp/a.mpirun" "$tmp"/a.* >&2; fail "(a): the run across namespaces failed"; }
 took=$(python3 -c "print(round($(date +%s.%N) - $start, 2))")
@@ -146,18 +150,21 @@ saves=()
 for s in $(seq 4 4 64); do saves+=(--save-state-at "$s" "$tmp/state$s"); done
 # Fixed bins and a small buffer: the first batch comes at once even though the read is endless.
 endless=(--epochs 0 --bins 2,4 --buffer-size 100)
-ip netns exec "${pfx}h0" timeout -k 5 60 env -u OMPI_MCA_btl mpirun "${mpi_net[@]}" \
+ip netns exec "${pfx}h0" timeout -k 5 60 env -u OMPI_MCA_btl TMPDIR="$tmp/${pfx}h0" mpirun "${mpi_net[@]}" \
   bash "$tmp/rank.sh" "$tmp/b" "$sharc" "${read_args[@]}" "${endless[@]}" --timeout $timeout_s \
   "${saves[@]}" "$data" >"$tmp/b.mpirun" 2>&1 &
 job=$!
-for _ in $(seq 200); do # until the ranks are a few steps in
+for _ in $(seq 400); do # until the ranks are a few steps in
   [ "$(cat "$tmp/b.2" 2>/dev/null | grep -c "\"ids\"")" -ge 8 ] && break
+  kill -0 "$job" 2>/dev/null || break
   sleep 0.05
 done
+[ "$(cat "$tmp/b.2" 2>/dev/null | grep -c "\"ids\"")" -ge 8 ] ||
+  { cat "$tmp/b.mpirun" "$tmp"/b.[012] >&2 2>/dev/null; fail "(b): the ranks did not start"; }
 cut=$(date +%s.%N)
 ip -n "${pfx}h2" link set eth0 down
 for _ in $(seq 300); do # until every rank has ended, or 30 s
-  [ "$(cat "$tmp"/b.[012] | grep -c '^rank [0-9] exited')" = 3 ] && break
+  [ "$(cat "$tmp"/b.[012] 2>/dev/null | grep -c '^rank [0-9] exited')" = 3 ] && break
   sleep 0.1
 done
 # The link comes back: mpirun hears from h2's daemon and ends (killed if it does not).
