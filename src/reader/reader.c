@@ -4,74 +4,12 @@
  * pulls on the caller's thread.
  */
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "base/hash.h"
-#include "batching/collate.h"
-#include "batching/pipeline.h"
 #include "batching/resume.h"
-#include "decode/decode.h"
-#include "plan/dataset.h"
-#include "plan/input_cfg.h"
-#include "reader/device.h"
-#include "reader/reader.h"
-#include "walk/cutsource.h"
-#include "walk/mix.h"
-#include "reader/noise.h"
-#include "walk/walk.h"
-
-struct sharc_reader {
-    sharc__ctx ctx;
-    sharc_reader_settings s; ///< the caller's, with its strings and arrays copied below
-    char **paths;
-    char *nemo_text_field, *nemo_lang_field;
-    double *bins;
-    uint32_t *bucket_batch_size;
-    sharc_augment_settings augment; ///< the caller's, when given, with its factors copied
-    double *speeds;
-    double *bin_tokens, *max_tps;
-    sharc__noise_stream *noise;    ///< the noise mixed in (augment.noise), or NULL
-    sharc__noise_source noise_src; ///< the stream, as the pipeline's source of noise
-    sharc__noise_cut *noise_held;  ///< cut mode: the noise of the last cut returned
-    uint8_t *resume;
-    sharc__dataset ds;
-    uint64_t state_hash; ///< sharc__resume_hash, fixed once the reader is open
-    sharc__walk *walk;
-    /* A mixture (input_cfg): its sources' datasets, weights and the mixer, which then
-     * stands for the walk. */
-    char *input_cfg_path, *input_cfg_text;
-    sharc__input_cfg cfg;
-    sharc__dataset *mix_ds;
-    double *mix_weights;
-    size_t *mix_offsets; ///< of each source's shards; n_sources + 1 of them
-    sharc__mix *mix;
-    const char **tag_columns; ///< a mixture's tag columns besides language
-    const char **tag_values;  ///< per source, its value for each column, or NULL
-    size_t n_tag_columns;
-    uint64_t *source_cuts; ///< cut mode: cuts of each source returned
-    double *source_seconds;
-    sharc__cutsource cs;   ///< the walk, or the mixer
-    sharc__tokenizer *tok; ///< the cuts' tokens (tokenizer setting), or NULL
-    sharc__pipeline *pipe; ///< batch mode
-    /** Batch mode with device = CUDA: the stage that makes device batches of the pipeline's,
-     *  and the settings the pipeline runs with (sharc__device_pipeline_settings). */
-    sharc__device_stage *dev;
-    sharc_reader_settings pipe_s;
-    int dev_poison; ///< tests: the stage poisons its device tensors (sharc__device_stage_poison)
-    sharc__fetcher fetch;     ///< the walk's and cut mode's reads of audio left in shard files
-    sharc_reader_stats stats; ///< the walk's and the planner's counters
-    /* Cut mode: the last cut returned. */
-    float *samples;
-    size_t samples_cap;      ///< in floats
-    sharc__conditioner cond; ///< cut mode's resamplers
-    sharc_cut cut;
-    sharc_field fields[SHARC__MAX_FIELDS];
-    int mode; ///< 0 unused, 1 cuts, 2 batches
-    /** Batch mode: the pipeline could not start, and every call returns this. */
-    int batch_failed;
-};
+#include "reader/reader_impl.h"
 
 static int copy_array(sharc__ctx *ctx, void **dst, const void *src, size_t n, size_t size)
 {
@@ -160,199 +98,6 @@ static int copy_settings(sharc_reader *r, const sharc_reader_settings *s)
     return unbundle_own_state(r);
 }
 
-/* Cut counts of a source, for a level of the config without weights (NeMo's default):
- * its whole data set, read once through a walk of its own. */
-static int count_cuts(sharc_reader *r, const sharc__dataset *ds, double *out)
-{
-    sharc_reader_settings one = r->s;
-    sharc_reader_stats st = {0};
-    one.epochs = 1;
-    one.dp_rank = 0;
-    one.dp_size = 1;
-    one.on_problem = NULL;
-    sharc__walk *w = NULL;
-    int rc = sharc__walk_open(&w, &r->ctx, &one, ds, &st, &r->fetch);
-    uint64_t n = 0;
-    while (rc == 0 && (rc = sharc__walk_pull(w)) == 0)
-        n++;
-    sharc__walk_close(&w);
-    *out = (double)n;
-    return rc == SHARC_END ? 0 : rc;
-}
-
-/* The batch columns of the sources' tags besides language (which is the cuts' own), in the
- * order the file first names them, and each source's values for them. */
-static int tag_columns(sharc_reader *r)
-{
-    sharc__ctx *ctx = &r->ctx;
-    const sharc__input_cfg *cfg = &r->cfg;
-    size_t n = 0;
-    r->tag_columns = sharc__calloc(ctx, SHARC__MAX_TAG_COLUMNS, sizeof *r->tag_columns);
-    if (!r->tag_columns)
-        return SHARC_ERR(ENOMEM);
-    for (size_t i = 0; i < cfg->n_sources; i++)
-        for (size_t t = 0; t < cfg->sources[i].n_tags; t++) {
-            const char *name = cfg->sources[i].tag_names[t];
-            size_t k = 0;
-            while (k < n && strcmp(r->tag_columns[k], name))
-                k++;
-            if (k < n || !strcmp(name, "language"))
-                continue;
-            static const char *const taken[] = {"cut_id", "text",       "speaker",
-                                                "audio",  "audio_lens", "duration"};
-            for (size_t j = 0; j < sizeof taken / sizeof *taken; j++)
-                if (!strcmp(name, taken[j]))
-                    return sharc__set_error(ctx, SHARC_ERR_FORMAT,
-                                            "%s: %s: tag '%s' would replace the batch's own "
-                                            "column of that name",
-                                            cfg->name, cfg->sources[i].where, name);
-            if (n == SHARC__MAX_TAG_COLUMNS)
-                return sharc__set_error(
-                    ctx, SHARC_ERR_FORMAT, "%s: %s: tag '%s': at most %d tag names besides lang",
-                    cfg->name, cfg->sources[i].where, name, SHARC__MAX_TAG_COLUMNS);
-            r->tag_columns[n++] = name;
-        }
-    r->n_tag_columns = n;
-    r->tag_values = sharc__calloc(ctx, cfg->n_sources * (n ? n : 1), sizeof *r->tag_values);
-    if (!r->tag_values)
-        return SHARC_ERR(ENOMEM);
-    for (size_t i = 0; i < cfg->n_sources; i++)
-        for (size_t t = 0; t < cfg->sources[i].n_tags; t++)
-            for (size_t k = 0; k < n; k++)
-                if (!strcmp(r->tag_columns[k], cfg->sources[i].tag_names[t]))
-                    r->tag_values[i * n + k] = cfg->sources[i].tag_values[t];
-    return 0;
-}
-
-/* The hashes a mixture's state records with settings `s`: the header's covers the settings,
- * and each source's its shards, weight and tags, so that a state of another config is
- * refused naming the first source that differs. */
-static void mixture_hashes(const sharc_reader *r, const sharc_reader_settings *s,
-                           uint64_t *state_hash, uint64_t *sources)
-{
-    const sharc__input_cfg *cfg = &r->cfg;
-    const sharc__dataset none = {0};
-    uint64_t h = sharc__resume_hash(s, &none);
-    const uint64_t head[2] = {UINT64_C(0x6D697874757265), (uint64_t)s->mix_finite};
-    h = sharc__fnv1a(h, head, sizeof head);
-    if (r->noise)
-        h = sharc__fnv1a_u64(h, r->noise_src.hash);
-    *state_hash = h;
-    for (size_t i = 0; i < cfg->n_sources; i++) {
-        const sharc__input_source *src = &cfg->sources[i];
-        h = sharc__resume_hash(s, &r->mix_ds[i]);
-        h = sharc__fnv1a(h, &r->mix_weights[i], sizeof r->mix_weights[i]);
-        for (size_t t = 0; t < src->n_tags; t++) {
-            h = sharc__fnv1a(h, src->tag_names[t], strlen(src->tag_names[t]) + 1);
-            h = sharc__fnv1a(h, src->tag_values[t], strlen(src->tag_values[t]) + 1);
-        }
-        sources[i] = h;
-    }
-}
-
-/* The hashes of data-parallel slot dp_rank of dp_size (pipeline_config.slot_hashes). */
-static void slot_hashes(void *cookie, int dp_rank, int dp_size, uint64_t *state_hash,
-                        uint64_t *sources)
-{
-    const sharc_reader *r = cookie;
-    sharc_reader_settings s = r->s;
-    s.dp_rank = dp_rank;
-    s.dp_size = dp_size;
-    if (r->mix) {
-        mixture_hashes(r, &s, state_hash, sources);
-        return;
-    }
-    *state_hash = sharc__resume_hash(&s, &r->ds);
-    if (r->noise)
-        *state_hash = sharc__fnv1a_u64(*state_hash, r->noise_src.hash);
-}
-
-/* Read the input_cfg, find each source's shards, weigh the sources and open the mixer. */
-static int open_mixture(sharc_reader *r)
-{
-    sharc__ctx *ctx = &r->ctx;
-    sharc__input_cfg *cfg = &r->cfg;
-    const char **names = NULL, **langs = NULL;
-    const sharc__dataset **dss = NULL;
-    double *counts = NULL;
-    uint64_t *hashes = NULL;
-    const char *text = r->s.input_cfg_text;
-    int rc = text ? sharc__input_cfg_parse(cfg, ctx, "input_cfg text", text, strlen(text))
-                  : sharc__input_cfg_load(cfg, ctx, r->s.input_cfg);
-    if (rc < 0)
-        return rc;
-    size_t n = cfg->n_sources;
-    r->mix_ds = sharc__calloc(ctx, n, sizeof *r->mix_ds);
-    r->mix_weights = sharc__calloc(ctx, n, sizeof *r->mix_weights);
-    r->mix_offsets = sharc__calloc(ctx, n + 1, sizeof *r->mix_offsets);
-    names = sharc__calloc(ctx, n, sizeof *names);
-    langs = sharc__calloc(ctx, n, sizeof *langs);
-    dss = sharc__calloc(ctx, n, sizeof *dss);
-    counts = sharc__calloc(ctx, n, sizeof *counts);
-    hashes = sharc__calloc(ctx, n, sizeof *hashes);
-    r->source_cuts = sharc__calloc(ctx, n, sizeof *r->source_cuts);
-    r->source_seconds = sharc__calloc(ctx, n, sizeof *r->source_seconds);
-    if (!r->mix_ds || !r->mix_weights || !r->mix_offsets || !names || !langs || !dss || !counts ||
-        !hashes || !r->source_cuts || !r->source_seconds) {
-        rc = SHARC_ERR(ENOMEM);
-        goto fail;
-    }
-    int need_counts = sharc__input_cfg_needs_counts(cfg);
-    for (size_t i = 0; i < n; i++) {
-        const sharc__input_source *src = &cfg->sources[i];
-        rc = sharc__dataset_find(&r->mix_ds[i], ctx, (const char *const *)src->paths, src->n_paths,
-                                 src->layout, r->s.max_line_bytes);
-        if (rc == 0 && need_counts)
-            rc = count_cuts(r, &r->mix_ds[i], &counts[i]);
-        if (rc < 0) {
-            rc = sharc__wrap_error(ctx, rc, "%s: %s", cfg->name, src->where);
-            goto fail;
-        }
-        r->mix_offsets[i + 1] = r->mix_offsets[i] + r->mix_ds[i].n_shards;
-        names[i] = src->where;
-        dss[i] = &r->mix_ds[i];
-        for (size_t t = 0; t < src->n_tags; t++)
-            if (!strcmp(src->tag_names[t], "language"))
-                langs[i] = src->tag_values[t];
-    }
-    if (r->mix_offsets[n] >= (1u << 24)) {
-        rc = sharc__set_error(ctx, SHARC_ERR_FORMAT, "too many shards (%zu, at most 2^24)",
-                              r->mix_offsets[n]);
-        goto fail;
-    }
-    if ((rc = sharc__input_cfg_weights(cfg, ctx, need_counts ? counts : NULL, r->mix_weights)) < 0)
-        goto fail;
-    mixture_hashes(r, &r->s, &r->state_hash, hashes);
-    if ((rc = tag_columns(r)) < 0)
-        goto fail;
-    const sharc__mix_config mc = {.ctx = ctx,
-                                  .s = &r->s,
-                                  .n = n,
-                                  .ds = dss,
-                                  .weights = r->mix_weights,
-                                  .names = names,
-                                  .languages = langs,
-                                  .hashes = hashes,
-                                  .n_tag_columns = r->n_tag_columns,
-                                  .tag_columns = r->tag_columns,
-                                  .tag_values = r->tag_values,
-                                  .finite = r->s.mix_finite,
-                                  .max_open = r->s.max_open_streams,
-                                  .stats = &r->stats,
-                                  .fetch = &r->fetch,
-                                  .tokenizer = r->tok};
-    if ((rc = sharc__mix_open(&r->mix, &mc)) < 0)
-        goto fail;
-    r->cs = sharc__mix_cutsource(r->mix);
-fail:
-    sharc__free(ctx, names);
-    sharc__free(ctx, langs);
-    sharc__free(ctx, dss);
-    sharc__free(ctx, counts);
-    sharc__free(ctx, hashes);
-    return rc;
-}
-
 /* The noise stream's hooks into its cut reader (reader/noise.h), a single dataset's. */
 static void noise_position(const sharc_reader *r, sharc__walk_pos *out)
 {
@@ -392,7 +137,8 @@ int sharc__reader_open(sharc_reader **out, const sharc_reader_settings *s)
         r->augment.noise = NULL;
     }
     if (r->s.input_cfg || r->s.input_cfg_text) {
-        if ((rc = sharc__pipeline_check_settings(&r->ctx, &r->s)) < 0 || (rc = open_mixture(r)) < 0)
+        if ((rc = sharc__pipeline_check_settings(&r->ctx, &r->s)) < 0 ||
+            (rc = sharc__reader_open_mixture(r)) < 0)
             goto fail;
         *out = r;
         return 0;
@@ -768,11 +514,17 @@ int sharc__reader_next_batch(sharc_reader *r, sharc_batch **batch, int timeout_m
     if (r->mode == 0) {
         r->mode = 2;
         sharc__device_pipeline_settings(&r->s, &r->pipe_s);
-        const sharc__pipeline_config c = {
-            &r->ctx,       &r->pipe_s, r->cs,
-            &r->stats,     r->resume,  r->s.resume_state_size,
-            r->state_hash, r->tok,     r->noise ? &r->noise_src : NULL,
-            slot_hashes,   r};
+        const sharc__pipeline_config c = {&r->ctx,
+                                          &r->pipe_s,
+                                          r->cs,
+                                          &r->stats,
+                                          r->resume,
+                                          r->s.resume_state_size,
+                                          r->state_hash,
+                                          r->tok,
+                                          r->noise ? &r->noise_src : NULL,
+                                          sharc__reader_slot_hashes,
+                                          r};
         int rc =
             sharc__device_wanted(&r->s) ? sharc__device_stage_open(&r->dev, &r->ctx, &r->s) : 0;
         if (rc == 0)
