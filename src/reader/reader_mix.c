@@ -116,72 +116,81 @@ void sharc__reader_slot_hashes(void *cookie, int dp_rank, int dp_size, uint64_t 
         *state_hash = sharc__fnv1a_u64(*state_hash, r->noise_src.hash);
 }
 
-/* Read the input_cfg, find each source's shards, weigh the sources and open the mixer. */
-int sharc__reader_open_mixture(sharc_reader *r)
+/* What opening a mixture needs for the mixer's config alone, one entry per source. */
+typedef struct mix_scratch {
+    const char **names, **langs;
+    const sharc__dataset **dss;
+    double *counts; ///< each source's cuts, when the weights need them (need_counts)
+    uint64_t *hashes;
+    int need_counts;
+} mix_scratch;
+
+static int alloc_sources(sharc_reader *r, size_t n, mix_scratch *t)
 {
     sharc__ctx *ctx = &r->ctx;
-    sharc__input_cfg *cfg = &r->cfg;
-    const char **names = NULL, **langs = NULL;
-    const sharc__dataset **dss = NULL;
-    double *counts = NULL;
-    uint64_t *hashes = NULL;
-    const char *text = r->s.input_cfg_text;
-    int rc = text ? sharc__input_cfg_parse(cfg, ctx, "input_cfg text", text, strlen(text))
-                  : sharc__input_cfg_load(cfg, ctx, r->s.input_cfg);
-    if (rc < 0)
-        return rc;
-    size_t n = cfg->n_sources;
     r->mix_ds = sharc__calloc(ctx, n, sizeof *r->mix_ds);
     r->mix_weights = sharc__calloc(ctx, n, sizeof *r->mix_weights);
     r->mix_offsets = sharc__calloc(ctx, n + 1, sizeof *r->mix_offsets);
-    names = sharc__calloc(ctx, n, sizeof *names);
-    langs = sharc__calloc(ctx, n, sizeof *langs);
-    dss = sharc__calloc(ctx, n, sizeof *dss);
-    counts = sharc__calloc(ctx, n, sizeof *counts);
-    hashes = sharc__calloc(ctx, n, sizeof *hashes);
+    t->names = sharc__calloc(ctx, n, sizeof *t->names);
+    t->langs = sharc__calloc(ctx, n, sizeof *t->langs);
+    t->dss = sharc__calloc(ctx, n, sizeof *t->dss);
+    t->counts = sharc__calloc(ctx, n, sizeof *t->counts);
+    t->hashes = sharc__calloc(ctx, n, sizeof *t->hashes);
     r->source_cuts = sharc__calloc(ctx, n, sizeof *r->source_cuts);
     r->source_seconds = sharc__calloc(ctx, n, sizeof *r->source_seconds);
-    if (!r->mix_ds || !r->mix_weights || !r->mix_offsets || !names || !langs || !dss || !counts ||
-        !hashes || !r->source_cuts || !r->source_seconds) {
-        rc = SHARC_ERR(ENOMEM);
-        goto fail;
-    }
-    int need_counts = sharc__input_cfg_needs_counts(cfg);
+    if (!r->mix_ds || !r->mix_weights || !r->mix_offsets || !t->names || !t->langs || !t->dss ||
+        !t->counts || !t->hashes || !r->source_cuts || !r->source_seconds)
+        return SHARC_ERR(ENOMEM);
+    return 0;
+}
+
+static void free_scratch(sharc__ctx *ctx, mix_scratch *t)
+{
+    sharc__free(ctx, t->names);
+    sharc__free(ctx, t->langs);
+    sharc__free(ctx, t->dss);
+    sharc__free(ctx, t->counts);
+    sharc__free(ctx, t->hashes);
+}
+
+/* Each source's shards (and its cuts, when the weights need them), name and language. */
+static int find_sources(sharc_reader *r, mix_scratch *t)
+{
+    sharc__ctx *ctx = &r->ctx;
+    const sharc__input_cfg *cfg = &r->cfg;
+    size_t n = cfg->n_sources;
+    t->need_counts = sharc__input_cfg_needs_counts(cfg);
     for (size_t i = 0; i < n; i++) {
         const sharc__input_source *src = &cfg->sources[i];
-        rc = sharc__dataset_find(&r->mix_ds[i], ctx, (const char *const *)src->paths, src->n_paths,
-                                 src->layout, r->s.max_line_bytes);
-        if (rc == 0 && need_counts)
-            rc = count_cuts(r, &r->mix_ds[i], &counts[i]);
-        if (rc < 0) {
-            rc = sharc__wrap_error(ctx, rc, "%s: %s", cfg->name, src->where);
-            goto fail;
-        }
+        int rc = sharc__dataset_find(&r->mix_ds[i], ctx, (const char *const *)src->paths,
+                                     src->n_paths, src->layout, r->s.max_line_bytes);
+        if (rc == 0 && t->need_counts)
+            rc = count_cuts(r, &r->mix_ds[i], &t->counts[i]);
+        if (rc < 0)
+            return sharc__wrap_error(ctx, rc, "%s: %s", cfg->name, src->where);
         r->mix_offsets[i + 1] = r->mix_offsets[i] + r->mix_ds[i].n_shards;
-        names[i] = src->where;
-        dss[i] = &r->mix_ds[i];
-        for (size_t t = 0; t < src->n_tags; t++)
-            if (!strcmp(src->tag_names[t], "language"))
-                langs[i] = src->tag_values[t];
+        t->names[i] = src->where;
+        t->dss[i] = &r->mix_ds[i];
+        for (size_t k = 0; k < src->n_tags; k++)
+            if (!strcmp(src->tag_names[k], "language"))
+                t->langs[i] = src->tag_values[k];
     }
-    if (r->mix_offsets[n] >= (1u << 24)) {
-        rc = sharc__set_error(ctx, SHARC_ERR_FORMAT, "too many shards (%zu, at most 2^24)",
-                              r->mix_offsets[n]);
-        goto fail;
-    }
-    if ((rc = sharc__input_cfg_weights(cfg, ctx, need_counts ? counts : NULL, r->mix_weights)) < 0)
-        goto fail;
-    mixture_hashes(r, &r->s, &r->state_hash, hashes);
-    if ((rc = tag_columns(r)) < 0)
-        goto fail;
-    const sharc__mix_config mc = {.ctx = ctx,
+    if (r->mix_offsets[n] >= (1u << 24))
+        return sharc__set_error(ctx, SHARC_ERR_FORMAT, "too many shards (%zu, at most 2^24)",
+                                r->mix_offsets[n]);
+    return 0;
+}
+
+static int start_mixer(sharc_reader *r, const mix_scratch *t)
+{
+    const sharc__mix_config mc = {.ctx = &r->ctx,
                                   .s = &r->s,
-                                  .n = n,
-                                  .ds = dss,
+                                  .n = r->cfg.n_sources,
+                                  .ds = t->dss,
                                   .weights = r->mix_weights,
-                                  .names = names,
-                                  .languages = langs,
-                                  .hashes = hashes,
+                                  .names = t->names,
+                                  .languages = t->langs,
+                                  .hashes = t->hashes,
                                   .n_tag_columns = r->n_tag_columns,
                                   .tag_columns = r->tag_columns,
                                   .tag_values = r->tag_values,
@@ -190,14 +199,32 @@ int sharc__reader_open_mixture(sharc_reader *r)
                                   .stats = &r->stats,
                                   .fetch = &r->fetch,
                                   .tokenizer = r->tok};
-    if ((rc = sharc__mix_open(&r->mix, &mc)) < 0)
+    int rc = sharc__mix_open(&r->mix, &mc);
+    if (rc == 0)
+        r->cs = sharc__mix_cutsource(r->mix);
+    return rc;
+}
+
+int sharc__reader_open_mixture(sharc_reader *r)
+{
+    sharc__ctx *ctx = &r->ctx;
+    sharc__input_cfg *cfg = &r->cfg;
+    mix_scratch t = {0};
+    const char *text = r->s.input_cfg_text;
+    int rc = text ? sharc__input_cfg_parse(cfg, ctx, "input_cfg text", text, strlen(text))
+                  : sharc__input_cfg_load(cfg, ctx, r->s.input_cfg);
+    if (rc < 0)
+        return rc;
+    if ((rc = alloc_sources(r, cfg->n_sources, &t)) < 0 || (rc = find_sources(r, &t)) < 0)
         goto fail;
-    r->cs = sharc__mix_cutsource(r->mix);
+    rc = sharc__input_cfg_weights(cfg, ctx, t.need_counts ? t.counts : NULL, r->mix_weights);
+    if (rc < 0)
+        goto fail;
+    mixture_hashes(r, &r->s, &r->state_hash, t.hashes);
+    if ((rc = tag_columns(r)) < 0)
+        goto fail;
+    rc = start_mixer(r, &t);
 fail:
-    sharc__free(ctx, names);
-    sharc__free(ctx, langs);
-    sharc__free(ctx, dss);
-    sharc__free(ctx, counts);
-    sharc__free(ctx, hashes);
+    free_scratch(ctx, &t);
     return rc;
 }
