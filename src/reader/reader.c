@@ -114,6 +114,43 @@ static uint64_t noise_state_hash(const sharc_reader *r)
     return r->state_hash;
 }
 
+/* The noise stream of augment.noise, whose paths are read now. */
+static int open_noise(sharc_reader *r)
+{
+    static const sharc__noise_hooks hooks = {noise_position, noise_seek, noise_state_hash};
+    int rc = sharc__noise_open(&r->noise, &r->ctx, &r->s, &hooks);
+    if (rc < 0)
+        return rc;
+    r->noise_src = sharc__noise_source_of(r->noise);
+    /* The paths were read; the caller's strings are not kept. */
+    r->augment.noise = NULL;
+    return 0;
+}
+
+/* A single dataset: its shards found, the settings checked and the walk over it opened. */
+static int open_dataset(sharc_reader *r)
+{
+    int rc = sharc__dataset_find(&r->ds, &r->ctx, r->s.paths, r->s.n_paths, r->s.layout,
+                                 r->s.max_line_bytes);
+    if (rc < 0)
+        return rc;
+    if (r->ds.n_shards >= (1u << 24))
+        return sharc__fail(&r->ctx, SHARC_ERR_FORMAT, "too many shards (%zu, at most 2^24)",
+                           r->ds.n_shards);
+    /* The batching settings too, though only batches use them: a mistake there is reported
+     * here, as for every other setting, not at the first batch. */
+    if ((rc = sharc__pipeline_check_settings(&r->ctx, &r->s)) < 0)
+        return rc;
+    if ((rc = sharc__walk_open(&r->walk, &r->ctx, &r->s, &r->ds, &r->stats, &r->fetch)) < 0)
+        return rc;
+    sharc__walk_set_tokens(r->walk, r->tok, NULL);
+    r->cs = sharc__walk_cutsource(r->walk, &r->ds);
+    r->state_hash = sharc__resume_hash(&r->s, &r->ds); /* O(shards): once, not per state */
+    if (r->noise)
+        r->state_hash = sharc__fnv1a_u64(r->state_hash, r->noise_src.hash);
+    return 0;
+}
+
 int sharc__reader_open(sharc_reader **out, const sharc_reader_settings *s)
 {
     sharc__ctx boot;
@@ -126,43 +163,16 @@ int sharc__reader_open(sharc_reader **out, const sharc_reader_settings *s)
     sharc__ctx_set_net(&r->ctx, s->retries, s->timeout_ms);
     sharc__fetcher_init(&r->fetch, 1);
     int rc = copy_settings(r, s);
+    if (rc == 0 && r->s.augment && r->s.augment->n_noise)
+        rc = open_noise(r);
     if (rc < 0)
         goto fail;
-    if (r->s.augment && r->s.augment->n_noise) {
-        static const sharc__noise_hooks hooks = {noise_position, noise_seek, noise_state_hash};
-        if ((rc = sharc__noise_open(&r->noise, &r->ctx, &r->s, &hooks)) < 0)
-            goto fail;
-        r->noise_src = sharc__noise_source_of(r->noise);
-        /* The paths were read; the caller's strings are not kept. */
-        r->augment.noise = NULL;
-    }
-    if (r->s.input_cfg || r->s.input_cfg_text) {
-        if ((rc = sharc__pipeline_check_settings(&r->ctx, &r->s)) < 0 ||
-            (rc = sharc__reader_open_mixture(r)) < 0)
-            goto fail;
-        *out = r;
-        return 0;
-    }
-    rc = sharc__dataset_find(&r->ds, &r->ctx, r->s.paths, r->s.n_paths, s->layout,
-                             s->max_line_bytes);
+    if (!r->s.input_cfg && !r->s.input_cfg_text)
+        rc = open_dataset(r);
+    else if ((rc = sharc__pipeline_check_settings(&r->ctx, &r->s)) >= 0)
+        rc = sharc__reader_open_mixture(r);
     if (rc < 0)
         goto fail;
-    if (r->ds.n_shards >= (1u << 24)) {
-        rc = sharc__fail(&r->ctx, SHARC_ERR_FORMAT, "too many shards (%zu, at most 2^24)",
-                         r->ds.n_shards);
-        goto fail;
-    }
-    /* The batching settings too, though only batches use them: a mistake there is reported
-     * here, as for every other setting, not at the first batch. */
-    if ((rc = sharc__pipeline_check_settings(&r->ctx, &r->s)) < 0)
-        goto fail;
-    if ((rc = sharc__walk_open(&r->walk, &r->ctx, &r->s, &r->ds, &r->stats, &r->fetch)) < 0)
-        goto fail;
-    sharc__walk_set_tokens(r->walk, r->tok, NULL);
-    r->cs = sharc__walk_cutsource(r->walk, &r->ds);
-    r->state_hash = sharc__resume_hash(&r->s, &r->ds); /* O(shards): once, not per state */
-    if (r->noise)
-        r->state_hash = sharc__fnv1a_u64(r->state_hash, r->noise_src.hash);
     *out = r;
     return 0;
 fail:
