@@ -1,7 +1,8 @@
 /*
  * sharc_reader: the composition of the stages. It owns the settings, the shard plan, the
  * walk over it and, in batch mode, the pipeline; in cut mode it decodes each cut the walk
- * pulls on the caller's thread.
+ * pulls on the caller's thread. A mixture's sources are opened by reader_mix.c, and what
+ * the reader says of itself is in reader_info.c (the handle: reader_impl.h).
  */
 #include <errno.h>
 #include <stdio.h>
