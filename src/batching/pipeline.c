@@ -438,6 +438,147 @@ static int wait_batch(sharc__pipeline *p, const struct timespec *until)
     return pthread_cond_timedwait(&p->batch_done, &p->mu, until);
 }
 
+/* Wait until the oldest batch not handed out is complete, or ended; takes p->mu and gives
+ * it back. Returns 0 with its slot in *out, or SHARC_ERR_BACKPRESSURE when the caller holds
+ * max_held_batches, or SHARC_ERR_TIMEOUT when `until` passed first: then nothing changed. */
+static int wait_slot(sharc__pipeline *p, const struct timespec *until, int timeout_ms, slot **out)
+{
+    pthread_mutex_lock(&p->mu);
+    size_t held = sharc__batch_pool_held(p->pool);
+    if (held > p->inflight && held - p->inflight >= (size_t)p->s->max_held_batches) {
+        pthread_mutex_unlock(&p->mu);
+        return sharc__set_error(p->ctx, SHARC_ERR_BACKPRESSURE,
+                                "the caller holds %zu batches (max_held_batches %d); "
+                                "release some first",
+                                held - p->inflight, p->s->max_held_batches);
+    }
+    slot *s = &p->slots[p->consumed % p->n_slots];
+    while (!(p->consumed < p->planned && s->ready && s->pending == 0)) {
+        if (wait_batch(p, until) == ETIMEDOUT) {
+            /* Nothing taken or changed: the next call waits for the same batch. */
+            pthread_mutex_unlock(&p->mu);
+            return sharc__set_error(p->ctx, SHARC_ERR_TIMEOUT, "no batch ready within %d ms",
+                                    timeout_ms);
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
+    *out = s;
+    return 0;
+}
+
+/* What the caller's side took from a complete slot, for settle_batch(). */
+typedef struct handout {
+    int rc;                        ///< 0, SHARC_END, or the batch's error
+    sharc_batch *b;                ///< the slot's batch (NULL when it had none)
+    int empty;                     ///< every row was skipped: nothing to hand out
+    double narrowed;               ///< padded seconds that compacting took from the kept rows
+    sharc_reader_stats handed;     ///< the counters as of this batch (its state's)
+    sharc__filter_counts filtered; ///< their filtered cuts by reason
+} handout;
+
+/* Free the slot's cuts, first counting each kept row to its mixture source when the batch
+ * is handed out (rc 0). */
+static void free_rows(sharc__pipeline *p, slot *s, int rc)
+{
+    for (size_t i = 0; i < s->col.n; i++) {
+        const sharc__bcut *c = s->col.cuts[i];
+        if (rc == 0 && p->source_cuts && !(s->n_skipped && s->skipped[i])) {
+            size_t k = p->cs.ops->source_of(p->cs.self, sharc__key_shard(c->key, p->cs.n_shards));
+            p->source_cuts[k]++;
+            p->source_seconds[k] += c->duration;
+        }
+        sharc__bcut_free(&p->bufs, s->col.cuts[i]);
+    }
+}
+
+/* Take the batch of the complete slot `s`, without the lock: the workers are done with it
+ * and the planner reuses the slot only once it is consumed. Drops the rows skipped while
+ * decoding, adds the features, frees the cuts and takes the batch's state. */
+static void take_batch(sharc__pipeline *p, slot *s, handout *h)
+{
+    int rc = s->end ? SHARC_END : s->rc;
+    sharc_batch *b = s->col.batch;
+    h->narrowed = 0;
+    if (rc == 0 && s->n_skipped) {
+        h->narrowed = sharc__collate_compact(&s->col, s->skipped);
+        s->skips.padded_seconds += h->narrowed;
+    }
+    h->empty = rc == 0 && b->tensors[0].shape[0] == 0;
+    if (rc == 0 && !h->empty && sharc__featurize_on_cpu(p->s) &&
+        (rc = sharc__featurize_collate(p->ctx, p->s, b, s->col.cuts,
+                                       s->n_skipped ? s->skipped : NULL, s->col.n, s->col.rate,
+                                       p->step_base + p->handed)) < 0)
+        snprintf(s->message, sizeof s->message, "%s", p->ctx->error);
+    free_rows(p, s, rc);
+    if (rc == 0)
+        add_skips(&p->consumed_skips, &s->skips);
+    h->handed = p->handed_stats; /* written by this thread only */
+    h->filtered = p->handed_filtered;
+    if (rc == 0 && !h->empty)
+        take_state(p, s, &h->handed, &h->filtered);
+    if (rc != 0)
+        snprintf(p->ctx->error, sizeof p->ctx->error, "%s", s->message);
+    h->rc = rc;
+    h->b = b;
+}
+
+/* A row of the batch of `s` failed to decode: later batches may be planned and decoded
+ * already, so the counters are those this batch's state holds (what was read to plan it),
+ * with the cuts of the batches handed out (`handed`) and this batch's problems. Under
+ * p->mu. */
+static void stats_at_failure(sharc__pipeline *p, const slot *s, const sharc_reader_stats *handed)
+{
+    sharc_reader_stats at = *handed;
+    if (sharc__resume_draft_stats(s->state, s->state_len, &p->consumed_skips, &at) == 0) {
+        sharc__resume_draft_filtered(s->state, s->state_len, &p->handed_filtered);
+        at.cuts = handed->cuts;
+        at.audio_seconds = handed->audio_seconds;
+        at.padded_seconds = handed->padded_seconds;
+    }
+    for (int k = 0; k < SHARC_PROBLEM_COUNT; k++)
+        at.problems[k] += s->skips.problems[k];
+    at.skipped_cuts += s->skips.skipped_cuts;
+    if (s->fail_kind < SHARC_PROBLEM_COUNT)
+        at.problems[s->fail_kind]++;
+    p->handed_stats = at;
+}
+
+/* Under p->mu, settle what take_batch() took from `s`: publish the counters as of it,
+ * report a row's failure, and empty the slot, which is consumed when its batch is handed
+ * out. Returns the step of a batch handed out. */
+static uint64_t settle_batch(sharc__pipeline *p, slot *s, const handout *h)
+{
+    int rc = h->rc;
+    p->worker_stats.padded_seconds += h->narrowed;
+    uint64_t step = 0;
+    if (rc == 0 && !h->empty) {
+        p->handed_stats = h->handed;
+        p->handed_filtered = h->filtered;
+        step = p->step_base + p->handed++;
+    }
+    if (rc == SHARC_END || (rc < 0 && s->fail_row == SIZE_MAX)) {
+        /* The planner stopped there: every batch it planned has been handed out. */
+        p->caller_done = 1;
+    } else if (rc < 0) {
+        stats_at_failure(p, s, &h->handed);
+    }
+    if (rc < 0 && s->fail_row != SIZE_MAX && s->fail_kind < SHARC_PROBLEM_COUNT) {
+        p->worker_stats.problems[s->fail_kind]++;
+        sharc__log(p->ctx, SHARC_LOG_ERROR, "%s", s->message);
+        report(p, rc, s->fail_kind, s->fail_path, s->fail_member, s->fail_cut, s->message);
+    }
+    s->col.batch = NULL;
+    s->col.n = 0;
+    if (h->b)
+        p->inflight--;
+    if (rc == 0) {
+        s->ready = 0;
+        p->consumed++;
+        pthread_cond_signal(&p->slot_free);
+    }
+    return step;
+}
+
 int sharc__pipeline_next(sharc__pipeline *p, sharc_batch **out, int timeout_ms)
 {
     *out = NULL;
@@ -448,116 +589,29 @@ int sharc__pipeline_next(sharc__pipeline *p, sharc_batch **out, int timeout_ms)
         sharc__deadline_in_ms(&deadline, timeout_ms);
         until = &deadline;
     }
-    for (;;) {
-        pthread_mutex_lock(&p->mu);
-        size_t held = sharc__batch_pool_held(p->pool);
-        if (held > p->inflight && held - p->inflight >= (size_t)p->s->max_held_batches) {
-            pthread_mutex_unlock(&p->mu);
-            return sharc__set_error(p->ctx, SHARC_ERR_BACKPRESSURE,
-                                    "the caller holds %zu batches (max_held_batches %d); "
-                                    "release some first",
-                                    held - p->inflight, p->s->max_held_batches);
-        }
-        slot *s = &p->slots[p->consumed % p->n_slots];
-        while (!(p->consumed < p->planned && s->ready && s->pending == 0)) {
-            if (wait_batch(p, until) == ETIMEDOUT) {
-                /* Nothing taken or changed: the next call waits for the same batch. */
-                pthread_mutex_unlock(&p->mu);
-                return sharc__set_error(p->ctx, SHARC_ERR_TIMEOUT, "no batch ready within %d ms",
-                                        timeout_ms);
-            }
-        }
-        pthread_mutex_unlock(&p->mu);
-
-        int rc = s->end ? SHARC_END : s->rc;
-        sharc_batch *b = s->col.batch;
-        double narrowed = 0; /* padded seconds that compacting took from the kept rows */
-        if (rc == 0 && s->n_skipped) {
-            narrowed = sharc__collate_compact(&s->col, s->skipped);
-            s->skips.padded_seconds += narrowed;
-        }
-        int empty = rc == 0 && b->tensors[0].shape[0] == 0;
-        if (rc == 0 && !empty && sharc__featurize_on_cpu(p->s) &&
-            (rc = sharc__featurize_collate(p->ctx, p->s, b, s->col.cuts,
-                                           s->n_skipped ? s->skipped : NULL, s->col.n, s->col.rate,
-                                           p->step_base + p->handed)) < 0)
-            snprintf(s->message, sizeof s->message, "%s", p->ctx->error);
-        for (size_t i = 0; i < s->col.n; i++) {
-            const sharc__bcut *c = s->col.cuts[i];
-            if (rc == 0 && p->source_cuts && !(s->n_skipped && s->skipped[i])) {
-                size_t k =
-                    p->cs.ops->source_of(p->cs.self, sharc__key_shard(c->key, p->cs.n_shards));
-                p->source_cuts[k]++;
-                p->source_seconds[k] += c->duration;
-            }
-            sharc__bcut_free(&p->bufs, s->col.cuts[i]);
-        }
-        if (rc == 0)
-            add_skips(&p->consumed_skips, &s->skips);
-        sharc_reader_stats handed = p->handed_stats; /* written by this thread only */
-        sharc__filter_counts filtered = p->handed_filtered;
-        if (rc == 0 && !empty)
-            take_state(p, s, &handed, &filtered);
+    for (;;) { /* until a batch with rows, the end or an error */
+        slot *s = NULL;
+        int rc = wait_slot(p, until, timeout_ms, &s);
         if (rc != 0)
-            snprintf(p->ctx->error, sizeof p->ctx->error, "%s", s->message);
-
-        pthread_mutex_lock(&p->mu);
-        p->worker_stats.padded_seconds += narrowed;
-        uint64_t step = 0;
-        if (rc == 0 && !empty) {
-            p->handed_stats = handed;
-            p->handed_filtered = filtered;
-            step = p->step_base + p->handed++;
-        }
-        if (rc == SHARC_END || (rc < 0 && s->fail_row == SIZE_MAX)) {
-            /* The planner stopped there: every batch it planned has been handed out. */
-            p->caller_done = 1;
-        } else if (rc < 0) {
-            /* A row failed to decode: later batches may be planned and decoded already, so
-             * the counters are those this batch's state holds (what was read to plan it),
-             * with the cuts of the batches handed out and this batch's problems. */
-            sharc_reader_stats at = handed;
-            if (sharc__resume_draft_stats(s->state, s->state_len, &p->consumed_skips, &at) == 0) {
-                sharc__resume_draft_filtered(s->state, s->state_len, &p->handed_filtered);
-                at.cuts = handed.cuts;
-                at.audio_seconds = handed.audio_seconds;
-                at.padded_seconds = handed.padded_seconds;
-            }
-            for (int k = 0; k < SHARC_PROBLEM_COUNT; k++)
-                at.problems[k] += s->skips.problems[k];
-            at.skipped_cuts += s->skips.skipped_cuts;
-            if (s->fail_kind < SHARC_PROBLEM_COUNT)
-                at.problems[s->fail_kind]++;
-            p->handed_stats = at;
-        }
-        if (rc < 0 && s->fail_row != SIZE_MAX && s->fail_kind < SHARC_PROBLEM_COUNT) {
-            p->worker_stats.problems[s->fail_kind]++;
-            sharc__log(p->ctx, SHARC_LOG_ERROR, "%s", s->message);
-            report(p, rc, s->fail_kind, s->fail_path, s->fail_member, s->fail_cut, s->message);
-        }
-        s->col.batch = NULL;
-        s->col.n = 0;
-        if (b)
-            p->inflight--;
-        if (rc == 0) {
-            s->ready = 0;
-            p->consumed++;
-            pthread_cond_signal(&p->slot_free);
-        }
-        pthread_mutex_unlock(&p->mu);
-        if (rc != 0) {
-            if (b)
-                sharc_batch_release(b);
-            if (rc != SHARC_END)
-                p->failed = rc; /* logged where it happened */
             return rc;
+        handout h;
+        take_batch(p, s, &h);
+        pthread_mutex_lock(&p->mu);
+        uint64_t step = settle_batch(p, s, &h);
+        pthread_mutex_unlock(&p->mu);
+        if (h.rc != 0) {
+            if (h.b)
+                sharc_batch_release(h.b);
+            if (h.rc != SHARC_END)
+                p->failed = h.rc; /* logged where it happened */
+            return h.rc;
         }
-        if (empty) {
-            sharc_batch_release(b);
+        if (h.empty) {
+            sharc_batch_release(h.b);
             continue;
         }
-        b->step = step;
-        *out = b;
+        h.b->step = step;
+        *out = h.b;
         return 0;
     }
 }
