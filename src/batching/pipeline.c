@@ -3,7 +3,8 @@
  * each batch (shapes, lengths, strings); worker threads decode the batch's cuts straight
  * into its padded audio tensor; the caller takes batches in step order. The planner alone
  * decides what goes into which batch, in a fixed order, so the batches do not depend on
- * the number of threads or their timing.
+ * the number of threads or their timing. Starting and stopping it: pipeline_open.c; the
+ * sampler's source of cuts and restoring a state: pipeline_source.c.
  */
 #include <errno.h>
 #include <pthread.h>
