@@ -3,7 +3,8 @@
  * each batch (shapes, lengths, strings); worker threads decode the batch's cuts straight
  * into its padded audio tensor; the caller takes batches in step order. The planner alone
  * decides what goes into which batch, in a fixed order, so the batches do not depend on
- * the number of threads or their timing.
+ * the number of threads or their timing. Starting and stopping it: pipeline_open.c; the
+ * sampler's source of cuts and restoring a state: pipeline_source.c.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -11,12 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "batching/pipeline_impl.h"
 #include "batching/resume.h"
-#include "io/remote.h"
-#include "io/tar.h"
 
 static int grow_slot(sharc__ctx *ctx, slot *s, size_t n)
 {
@@ -387,6 +385,27 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+int sharc__pipeline_start_threads(sharc__pipeline *p)
+{
+    publish_stats(p);
+    for (int i = 0; i < p->n_workers; i++) {
+        worker *w = &p->workers[i];
+        w->p = p;
+        sharc__ctx_init(&w->ctx, &p->ctx->alloc, &p->ctx->log);
+        if (pthread_create(&w->thread, NULL, worker_main, w) != 0)
+            return sharc__fail(p->ctx, SHARC_ERR(EAGAIN), "cannot start decode thread %d", i);
+        w->started = 1;
+        char name[16];
+        snprintf(name, sizeof name, "sharc-decode%d", i % 100);
+        (void)pthread_setname_np(w->thread, name); /* for top -H, perf, gdb */
+    }
+    if (pthread_create(&p->planner, NULL, planner_main, p) != 0)
+        return sharc__fail(p->ctx, SHARC_ERR(EAGAIN), "cannot start the planner thread");
+    p->planner_started = 1;
+    (void)pthread_setname_np(p->planner, "sharc-planner");
+    return 0;
+}
+
 /* ---- the caller's side ------------------------------------------------------------- */
 
 /* The slot's draft becomes the state of the last batch handed out, and the slot takes the
@@ -420,6 +439,147 @@ static int wait_batch(sharc__pipeline *p, const struct timespec *until)
     return pthread_cond_timedwait(&p->batch_done, &p->mu, until);
 }
 
+/* Wait until the oldest batch not handed out is complete, or ended; takes p->mu and gives
+ * it back. Returns 0 with its slot in *out, or SHARC_ERR_BACKPRESSURE when the caller holds
+ * max_held_batches, or SHARC_ERR_TIMEOUT when `until` passed first: then nothing changed. */
+static int wait_slot(sharc__pipeline *p, const struct timespec *until, int timeout_ms, slot **out)
+{
+    pthread_mutex_lock(&p->mu);
+    size_t held = sharc__batch_pool_held(p->pool);
+    if (held > p->inflight && held - p->inflight >= (size_t)p->s->max_held_batches) {
+        pthread_mutex_unlock(&p->mu);
+        return sharc__set_error(p->ctx, SHARC_ERR_BACKPRESSURE,
+                                "the caller holds %zu batches (max_held_batches %d); "
+                                "release some first",
+                                held - p->inflight, p->s->max_held_batches);
+    }
+    slot *s = &p->slots[p->consumed % p->n_slots];
+    while (!(p->consumed < p->planned && s->ready && s->pending == 0)) {
+        if (wait_batch(p, until) == ETIMEDOUT) {
+            /* Nothing taken or changed: the next call waits for the same batch. */
+            pthread_mutex_unlock(&p->mu);
+            return sharc__set_error(p->ctx, SHARC_ERR_TIMEOUT, "no batch ready within %d ms",
+                                    timeout_ms);
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
+    *out = s;
+    return 0;
+}
+
+/* What the caller's side took from a complete slot, for settle_batch(). */
+typedef struct handout {
+    int rc;                        ///< 0, SHARC_END, or the batch's error
+    sharc_batch *b;                ///< the slot's batch (NULL when it had none)
+    int empty;                     ///< every row was skipped: nothing to hand out
+    double narrowed;               ///< padded seconds that compacting took from the kept rows
+    sharc_reader_stats handed;     ///< the counters as of this batch (its state's)
+    sharc__filter_counts filtered; ///< their filtered cuts by reason
+} handout;
+
+/* Free the slot's cuts, first counting each kept row to its mixture source when the batch
+ * is handed out (rc 0). */
+static void free_rows(sharc__pipeline *p, slot *s, int rc)
+{
+    for (size_t i = 0; i < s->col.n; i++) {
+        const sharc__bcut *c = s->col.cuts[i];
+        if (rc == 0 && p->source_cuts && !(s->n_skipped && s->skipped[i])) {
+            size_t k = p->cs.ops->source_of(p->cs.self, sharc__key_shard(c->key, p->cs.n_shards));
+            p->source_cuts[k]++;
+            p->source_seconds[k] += c->duration;
+        }
+        sharc__bcut_free(&p->bufs, s->col.cuts[i]);
+    }
+}
+
+/* Take the batch of the complete slot `s`, without the lock: the workers are done with it
+ * and the planner reuses the slot only once it is consumed. Drops the rows skipped while
+ * decoding, adds the features, frees the cuts and takes the batch's state. */
+static void take_batch(sharc__pipeline *p, slot *s, handout *h)
+{
+    int rc = s->end ? SHARC_END : s->rc;
+    sharc_batch *b = s->col.batch;
+    h->narrowed = 0;
+    if (rc == 0 && s->n_skipped) {
+        h->narrowed = sharc__collate_compact(&s->col, s->skipped);
+        s->skips.padded_seconds += h->narrowed;
+    }
+    h->empty = rc == 0 && b->tensors[0].shape[0] == 0;
+    if (rc == 0 && !h->empty && sharc__featurize_on_cpu(p->s) &&
+        (rc = sharc__featurize_collate(p->ctx, p->s, b, s->col.cuts,
+                                       s->n_skipped ? s->skipped : NULL, s->col.n, s->col.rate,
+                                       p->step_base + p->handed)) < 0)
+        snprintf(s->message, sizeof s->message, "%s", p->ctx->error);
+    free_rows(p, s, rc);
+    if (rc == 0)
+        add_skips(&p->consumed_skips, &s->skips);
+    h->handed = p->handed_stats; /* written by this thread only */
+    h->filtered = p->handed_filtered;
+    if (rc == 0 && !h->empty)
+        take_state(p, s, &h->handed, &h->filtered);
+    if (rc != 0)
+        snprintf(p->ctx->error, sizeof p->ctx->error, "%s", s->message);
+    h->rc = rc;
+    h->b = b;
+}
+
+/* A row of the batch of `s` failed to decode: later batches may be planned and decoded
+ * already, so the counters are those this batch's state holds (what was read to plan it),
+ * with the cuts of the batches handed out (`handed`) and this batch's problems. Under
+ * p->mu. */
+static void stats_at_failure(sharc__pipeline *p, const slot *s, const sharc_reader_stats *handed)
+{
+    sharc_reader_stats at = *handed;
+    if (sharc__resume_draft_stats(s->state, s->state_len, &p->consumed_skips, &at) == 0) {
+        sharc__resume_draft_filtered(s->state, s->state_len, &p->handed_filtered);
+        at.cuts = handed->cuts;
+        at.audio_seconds = handed->audio_seconds;
+        at.padded_seconds = handed->padded_seconds;
+    }
+    for (int k = 0; k < SHARC_PROBLEM_COUNT; k++)
+        at.problems[k] += s->skips.problems[k];
+    at.skipped_cuts += s->skips.skipped_cuts;
+    if (s->fail_kind < SHARC_PROBLEM_COUNT)
+        at.problems[s->fail_kind]++;
+    p->handed_stats = at;
+}
+
+/* Under p->mu, settle what take_batch() took from `s`: publish the counters as of it,
+ * report a row's failure, and empty the slot, which is consumed when its batch is handed
+ * out. Returns the step of a batch handed out. */
+static uint64_t settle_batch(sharc__pipeline *p, slot *s, const handout *h)
+{
+    int rc = h->rc;
+    p->worker_stats.padded_seconds += h->narrowed;
+    uint64_t step = 0;
+    if (rc == 0 && !h->empty) {
+        p->handed_stats = h->handed;
+        p->handed_filtered = h->filtered;
+        step = p->step_base + p->handed++;
+    }
+    if (rc == SHARC_END || (rc < 0 && s->fail_row == SIZE_MAX)) {
+        /* The planner stopped there: every batch it planned has been handed out. */
+        p->caller_done = 1;
+    } else if (rc < 0) {
+        stats_at_failure(p, s, &h->handed);
+    }
+    if (rc < 0 && s->fail_row != SIZE_MAX && s->fail_kind < SHARC_PROBLEM_COUNT) {
+        p->worker_stats.problems[s->fail_kind]++;
+        sharc__log(p->ctx, SHARC_LOG_ERROR, "%s", s->message);
+        report(p, rc, s->fail_kind, s->fail_path, s->fail_member, s->fail_cut, s->message);
+    }
+    s->col.batch = NULL;
+    s->col.n = 0;
+    if (h->b)
+        p->inflight--;
+    if (rc == 0) {
+        s->ready = 0;
+        p->consumed++;
+        pthread_cond_signal(&p->slot_free);
+    }
+    return step;
+}
+
 int sharc__pipeline_next(sharc__pipeline *p, sharc_batch **out, int timeout_ms)
 {
     *out = NULL;
@@ -430,116 +590,29 @@ int sharc__pipeline_next(sharc__pipeline *p, sharc_batch **out, int timeout_ms)
         sharc__deadline_in_ms(&deadline, timeout_ms);
         until = &deadline;
     }
-    for (;;) {
-        pthread_mutex_lock(&p->mu);
-        size_t held = sharc__batch_pool_held(p->pool);
-        if (held > p->inflight && held - p->inflight >= (size_t)p->s->max_held_batches) {
-            pthread_mutex_unlock(&p->mu);
-            return sharc__set_error(p->ctx, SHARC_ERR_BACKPRESSURE,
-                                    "the caller holds %zu batches (max_held_batches %d); "
-                                    "release some first",
-                                    held - p->inflight, p->s->max_held_batches);
-        }
-        slot *s = &p->slots[p->consumed % p->n_slots];
-        while (!(p->consumed < p->planned && s->ready && s->pending == 0)) {
-            if (wait_batch(p, until) == ETIMEDOUT) {
-                /* Nothing taken or changed: the next call waits for the same batch. */
-                pthread_mutex_unlock(&p->mu);
-                return sharc__set_error(p->ctx, SHARC_ERR_TIMEOUT, "no batch ready within %d ms",
-                                        timeout_ms);
-            }
-        }
-        pthread_mutex_unlock(&p->mu);
-
-        int rc = s->end ? SHARC_END : s->rc;
-        sharc_batch *b = s->col.batch;
-        double narrowed = 0; /* padded seconds that compacting took from the kept rows */
-        if (rc == 0 && s->n_skipped) {
-            narrowed = sharc__collate_compact(&s->col, s->skipped);
-            s->skips.padded_seconds += narrowed;
-        }
-        int empty = rc == 0 && b->tensors[0].shape[0] == 0;
-        if (rc == 0 && !empty && sharc__featurize_on_cpu(p->s) &&
-            (rc = sharc__featurize_collate(p->ctx, p->s, b, s->col.cuts,
-                                           s->n_skipped ? s->skipped : NULL, s->col.n, s->col.rate,
-                                           p->step_base + p->handed)) < 0)
-            snprintf(s->message, sizeof s->message, "%s", p->ctx->error);
-        for (size_t i = 0; i < s->col.n; i++) {
-            const sharc__bcut *c = s->col.cuts[i];
-            if (rc == 0 && p->source_cuts && !(s->n_skipped && s->skipped[i])) {
-                size_t k =
-                    p->cs.ops->source_of(p->cs.self, sharc__key_shard(c->key, p->cs.n_shards));
-                p->source_cuts[k]++;
-                p->source_seconds[k] += c->duration;
-            }
-            sharc__bcut_free(&p->bufs, s->col.cuts[i]);
-        }
-        if (rc == 0)
-            add_skips(&p->consumed_skips, &s->skips);
-        sharc_reader_stats handed = p->handed_stats; /* written by this thread only */
-        sharc__filter_counts filtered = p->handed_filtered;
-        if (rc == 0 && !empty)
-            take_state(p, s, &handed, &filtered);
+    for (;;) { /* until a batch with rows, the end or an error */
+        slot *s = NULL;
+        int rc = wait_slot(p, until, timeout_ms, &s);
         if (rc != 0)
-            snprintf(p->ctx->error, sizeof p->ctx->error, "%s", s->message);
-
-        pthread_mutex_lock(&p->mu);
-        p->worker_stats.padded_seconds += narrowed;
-        uint64_t step = 0;
-        if (rc == 0 && !empty) {
-            p->handed_stats = handed;
-            p->handed_filtered = filtered;
-            step = p->step_base + p->handed++;
-        }
-        if (rc == SHARC_END || (rc < 0 && s->fail_row == SIZE_MAX)) {
-            /* The planner stopped there: every batch it planned has been handed out. */
-            p->caller_done = 1;
-        } else if (rc < 0) {
-            /* A row failed to decode: later batches may be planned and decoded already, so
-             * the counters are those this batch's state holds (what was read to plan it),
-             * with the cuts of the batches handed out and this batch's problems. */
-            sharc_reader_stats at = handed;
-            if (sharc__resume_draft_stats(s->state, s->state_len, &p->consumed_skips, &at) == 0) {
-                sharc__resume_draft_filtered(s->state, s->state_len, &p->handed_filtered);
-                at.cuts = handed.cuts;
-                at.audio_seconds = handed.audio_seconds;
-                at.padded_seconds = handed.padded_seconds;
-            }
-            for (int k = 0; k < SHARC_PROBLEM_COUNT; k++)
-                at.problems[k] += s->skips.problems[k];
-            at.skipped_cuts += s->skips.skipped_cuts;
-            if (s->fail_kind < SHARC_PROBLEM_COUNT)
-                at.problems[s->fail_kind]++;
-            p->handed_stats = at;
-        }
-        if (rc < 0 && s->fail_row != SIZE_MAX && s->fail_kind < SHARC_PROBLEM_COUNT) {
-            p->worker_stats.problems[s->fail_kind]++;
-            sharc__log(p->ctx, SHARC_LOG_ERROR, "%s", s->message);
-            report(p, rc, s->fail_kind, s->fail_path, s->fail_member, s->fail_cut, s->message);
-        }
-        s->col.batch = NULL;
-        s->col.n = 0;
-        if (b)
-            p->inflight--;
-        if (rc == 0) {
-            s->ready = 0;
-            p->consumed++;
-            pthread_cond_signal(&p->slot_free);
-        }
-        pthread_mutex_unlock(&p->mu);
-        if (rc != 0) {
-            if (b)
-                sharc_batch_release(b);
-            if (rc != SHARC_END)
-                p->failed = rc; /* logged where it happened */
             return rc;
+        handout h;
+        take_batch(p, s, &h);
+        pthread_mutex_lock(&p->mu);
+        uint64_t step = settle_batch(p, s, &h);
+        pthread_mutex_unlock(&p->mu);
+        if (h.rc != 0) {
+            if (h.b)
+                sharc_batch_release(h.b);
+            if (h.rc != SHARC_END)
+                p->failed = h.rc; /* logged where it happened */
+            return h.rc;
         }
-        if (empty) {
-            sharc_batch_release(b);
+        if (h.empty) {
+            sharc_batch_release(h.b);
             continue;
         }
-        b->step = step;
-        *out = b;
+        h.b->step = step;
+        *out = h.b;
         return 0;
     }
 }
@@ -597,243 +670,4 @@ int sharc__pipeline_state_save(const sharc__pipeline *p, void *buf, size_t cap, 
     /* The step field counts batches handed out, which only the caller's side knows. */
     sharc__resume_finish(buf, *size, p->step_base + p->handed);
     return 0;
-}
-
-/* ---- start and stop ----------------------------------------------------------------- */
-
-static void sampler_settings(const sharc_reader_settings *rs, sharc__sampler_settings *o)
-{
-    const sharc_sampler_settings *s = &rs->sampler;
-    sharc__sampler_default_settings(o);
-    o->max_duration = s->max_duration;
-    o->max_cuts = s->max_cuts;
-    o->quadratic_duration = s->quadratic_duration;
-    o->num_buckets = s->num_buckets;
-    o->bins = s->bins;
-    o->n_bins = s->n_bins;
-    o->bucket_batch_size = s->bucket_batch_size;
-    o->num_cuts_for_bins_estimate = s->num_cuts_for_bins_estimate;
-    o->buffer_size = s->buffer_size;
-    o->max_buffer_bytes = s->max_buffer_bytes;
-    o->shuffle = s->shuffle;
-    o->drop_last = s->drop_last;
-    o->seed = rs->seed ^ 0x5a17c0de5a17c0deull; /* independent of the shard order's stream */
-    o->sync_buckets = s->sync_buckets;
-    o->world_size = s->world_size;
-    o->min_item_duration = s->min_duration;
-    o->max_item_duration = s->max_cut_duration;
-    o->bin_tokens = s->bin_tokens;
-    o->max_tps = s->max_tps;
-    o->n_max_tps = s->n_max_tps;
-    o->min_tps = s->min_tps;
-    o->min_tokens = s->min_tokens;
-    o->max_tokens = s->max_tokens;
-    o->token_equivalent_duration = s->token_equivalent_duration;
-    o->batch_tokens = s->batch_tokens;
-}
-
-int sharc__pipeline_check_settings(sharc__ctx *ctx, const sharc_reader_settings *s)
-{
-    sharc__sampler_settings o;
-    sampler_settings(s, &o);
-    /* A batch size is needed by batches only (the defaults leave it to be chosen): when none
-     * is given, that is reported at the first batch, and the rest is checked here. */
-    if (o.max_duration == 0 && o.max_cuts == 0 && !o.bucket_batch_size && !o.batch_tokens)
-        o.max_cuts = 1;
-    if (!s->n_tokenizer &&
-        (o.bin_tokens || o.n_max_tps || o.min_tps > 0 || o.min_tokens || o.max_tokens))
-        return sharc__fail(ctx, SHARC_ERR(EINVAL),
-                           "sampler settings: 2D bins (bin_tokens), max_tps, min_tps, "
-                           "min_tokens and max_tokens count tokens, and need a tokenizer");
-    return sharc__sampler_check_settings(ctx, &o);
-}
-
-void sharc__pipeline_stop(sharc__pipeline **pp)
-{
-    sharc__pipeline *p = *pp;
-    if (!p)
-        return;
-    pthread_mutex_lock(&p->mu);
-    p->stop = 1;
-    pthread_cond_broadcast(&p->slot_free);
-    pthread_cond_broadcast(&p->rows_ready);
-    pthread_cond_broadcast(&p->batch_done);
-    pthread_mutex_unlock(&p->mu);
-    if (p->planner_started)
-        pthread_join(p->planner, NULL);
-    sharc__cs_readahead_stop(&p->cs);
-    /* Either array may be missing when starting ran out of memory. */
-    for (int i = 0; p->workers && i < p->n_workers; i++)
-        if (p->workers[i].started)
-            pthread_join(p->workers[i].thread, NULL);
-    for (size_t k = 0; p->slots && k < p->n_slots; k++) {
-        slot *s = &p->slots[k];
-        if (s->col.batch)
-            sharc_batch_release(s->col.batch);
-        for (size_t i = 0; i < s->col.n; i++)
-            sharc__bcut_free(&p->bufs, s->col.cuts[i]);
-        sharc__free(p->ctx, s->col.cuts);
-        sharc__free(p->ctx, s->skipped);
-        sharc__free(p->ctx, s->state);
-    }
-    sharc__sampler_close(&p->sampler);
-    sharc__batch_pool_destroy(&p->pool);
-    for (int i = 0; p->workers && i < p->n_workers; i++) {
-        sharc__fbank_destroy(&p->workers[i].fbank);
-        sharc__buf_free(p->ctx, &p->workers[i].err.member);
-        sharc__buf_free(p->ctx, &p->workers[i].err.cut_id);
-        sharc__fetcher_free(&p->workers[i].fetch, p->ctx);
-        sharc__conditioner_free(&p->workers[i].cond, p->ctx);
-    }
-    sharc__free(p->ctx, p->workers);
-    sharc__free(p->ctx, p->slots);
-    sharc__pipeline_free_pending(p);
-    sharc__keyset_free(p->ctx, &p->held);
-    sharc__free(p->ctx, p->last_state);
-    sharc__free(p->ctx, p->mix_state);
-    sharc__free(p->ctx, p->noise_state);
-    sharc__free(p->ctx, p->source_cuts);
-    sharc__free(p->ctx, p->source_seconds);
-    sharc__cs_batch_mode(&p->cs, NULL, NULL);
-    sharc__bufpool_destroy(&p->bufs);
-    pthread_cond_destroy(&p->slot_free);
-    pthread_cond_destroy(&p->rows_ready);
-    pthread_cond_destroy(&p->batch_done);
-    pthread_mutex_destroy(&p->mu);
-    sharc__free(p->ctx, p);
-    *pp = NULL;
-}
-
-static int online_cores(void)
-{
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
-
-int sharc__pipeline_start(sharc__pipeline **out, const sharc__pipeline_config *c)
-{
-    sharc__pipeline *p = sharc__calloc(c->ctx, 1, sizeof *p);
-    *out = NULL;
-    if (!p)
-        return SHARC_ERR(ENOMEM);
-    const sharc_reader_settings *rs = c->s;
-    sharc__ctx *ctx = c->ctx;
-    p->ctx = ctx;
-    p->s = rs;
-    p->cs = c->cs;
-    p->stats = c->stats;
-    p->resume = c->resume;
-    p->resume_len = c->resume_len;
-    p->state_hash = c->state_hash;
-    p->slot_hashes = c->slot_hashes;
-    p->slot_hashes_cookie = c->slot_hashes_cookie;
-    p->noise = c->noise;
-    p->dopts = (sharc__decode_opts){.length_tolerance = rs->length_tolerance,
-                                    .channel = rs->channel,
-                                    .sampling_rate = rs->sampling_rate,
-                                    .stream_out = 1};
-    sharc__cond_opts_of(rs, &p->dopts.cond);
-    pthread_mutex_init(&p->mu, NULL);
-    sharc__bufpool_init(&p->bufs, ctx);
-    pthread_cond_init(&p->slot_free, NULL);
-    pthread_cond_init(&p->rows_ready, NULL);
-    /* Timed waits (sharc_reader_next_batch_timed) count on the monotonic clock. */
-    pthread_condattr_t monotonic;
-    pthread_condattr_init(&monotonic);
-    (void)pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
-    pthread_cond_init(&p->batch_done, &monotonic);
-    pthread_condattr_destroy(&monotonic);
-    sharc__cs_batch_mode(&p->cs, &p->bufs, &p->mu);
-    p->n_workers = rs->n_threads > 0 ? rs->n_threads : online_cores();
-    /* Workers idle at batch boundaries unless the planner is well ahead: by default keep
-     * two batches per worker in flight (measured: 2 workers on WAV went from 45k to 63k
-     * s of audio/s between prefetch 2 and 6). */
-    p->n_slots =
-        (size_t)(rs->prefetch > 0 ? rs->prefetch
-                                  : (p->n_workers * 2 + 2 < 16 ? p->n_workers * 2 + 2 : 16));
-    p->slots = sharc__calloc(ctx, p->n_slots, sizeof *p->slots);
-    p->workers = sharc__calloc(ctx, (size_t)p->n_workers, sizeof *p->workers);
-    int rc = (p->slots && p->workers) ? 0 : SHARC_ERR(ENOMEM);
-    if (rc == 0 && p->cs.ops->tag_columns) { /* a mixture's tags are columns of its batches */
-        const char *const *names = NULL;
-        size_t n_tags = p->cs.ops->tag_columns(p->cs.self, &names);
-        for (size_t k = 0; k < p->n_slots; k++) {
-            p->slots[k].col.n_tags = n_tags;
-            p->slots[k].col.tag_names = names;
-        }
-    }
-    for (size_t k = 0; rc == 0 && c->tokenizer && k < p->n_slots; k++) {
-        p->slots[k].col.tokens = 1;
-        p->slots[k].col.pad_id = sharc__tokenizer_pad_id(c->tokenizer);
-    }
-    for (size_t k = 0; rc == 0 && rs->augment && k < p->n_slots; k++)
-        p->slots[k].col.cond = 1; /* each row's speed, gain and SNR */
-    if (rc == 0 && p->cs.ops->n_sources) {
-        size_t n = p->cs.ops->n_sources(p->cs.self);
-        p->source_cuts = sharc__calloc(ctx, n, sizeof *p->source_cuts);
-        p->source_seconds = sharc__calloc(ctx, n, sizeof *p->source_seconds);
-        if (!p->source_cuts || !p->source_seconds)
-            rc = SHARC_ERR(ENOMEM);
-    }
-    for (int i = 0; p->workers && i < p->n_workers; i++)
-        sharc__fetcher_init(&p->workers[i].fetch, p->n_workers);
-    /* Shards are read ahead when there are threads to spare: the walk alone would cap
-     * the pipeline at one core's worth of reading (measured: WAV with 2 threads). */
-    /* Audio of plain tars is left in the file and read by the decode threads, so reading
-     * a shard is only headers and metadata: lanes then cost more than they give (measured:
-     * WAV and FLAC with 2 threads). The first shard stands for the dataset. */
-    int n_lanes = p->n_workers;
-    if (p->cs.first_shard && sharc__tar_file_is_plain(p->cs.first_shard))
-        n_lanes = p->n_workers / PLAIN_WORKERS_PER_LANE;
-    if (n_lanes > SHARC__MAX_LANES)
-        n_lanes = SHARC__MAX_LANES;
-    /* Remote shards (io/remote.h) are read ahead even with one thread, by REMOTE_LANES lanes
-     * at least: each keeps a shard's transfer in flight, so that the latency of the next
-     * shards' requests passes while this one is read, and waiting costs no core (measured:
-     * WAV over HTTP with 20 ms per request, 1 thread, 3x the batches of one lane). */
-    const int remote = p->cs.first_shard && sharc__is_remote(p->cs.first_shard);
-    if ((p->n_workers < 2 && !remote) || rs->read_ahead_bytes == 0)
-        n_lanes = 0;
-    else if (remote && n_lanes < REMOTE_LANES)
-        n_lanes = REMOTE_LANES;
-    if (rc == 0 && n_lanes > 0)
-        rc = sharc__cs_readahead_start(&p->cs, n_lanes, rs->read_ahead_bytes / (uint64_t)n_lanes);
-    if (rc == 0)
-        rc = sharc__batch_pool_create(&p->pool, ctx, p->n_slots + (size_t)rs->max_held_batches,
-                                      NULL);
-    sharc__sampler_settings ss;
-    sampler_settings(rs, &ss);
-    sharc__sampler_source src = sharc__pipeline_sampler_source(p);
-    if (rc == 0)
-        rc = p->resume ? sharc__pipeline_restore(p, &ss, &src)
-                       : sharc__sampler_open(ctx, &ss, &src, &p->sampler);
-    if (rc < 0)
-        goto fail;
-    publish_stats(p);
-    for (int i = 0; i < p->n_workers; i++) {
-        worker *w = &p->workers[i];
-        w->p = p;
-        sharc__ctx_init(&w->ctx, &ctx->alloc, &ctx->log);
-        if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
-            rc = sharc__fail(ctx, SHARC_ERR(EAGAIN), "cannot start decode thread %d", i);
-            goto fail;
-        }
-        w->started = 1;
-        char name[16];
-        snprintf(name, sizeof name, "sharc-decode%d", i % 100);
-        (void)pthread_setname_np(w->thread, name); /* for top -H, perf, gdb */
-    }
-    if (pthread_create(&p->planner, NULL, planner_main, p) != 0) {
-        rc = sharc__fail(ctx, SHARC_ERR(EAGAIN), "cannot start the planner thread");
-        goto fail;
-    }
-    p->planner_started = 1;
-    (void)pthread_setname_np(p->planner, "sharc-planner");
-    *out = p;
-    return 0;
-fail:
-    if (ctx->error[0] == 0)
-        sharc__set_error(ctx, rc, "cannot start the batch pipeline: %s", sharc_strerror(rc));
-    sharc__pipeline_stop(&p);
-    return rc;
 }

@@ -1,7 +1,8 @@
 /*
  * The batch pipeline's internals, shared by pipeline.c (threads, planning, the caller's
- * side, start and stop) and pipeline_source.c (the sampler's source of cuts, and restoring a
- * state), which pipeline.c calls and which never calls back.
+ * side), pipeline_open.c (start and stop) and pipeline_source.c (the sampler's source of
+ * cuts, and restoring a state). pipeline_open.c calls the other two, which never call back
+ * and do not call each other.
  */
 #ifndef SHARC_SRC_PIPELINE_IMPL_H
 #define SHARC_SRC_PIPELINE_IMPL_H
@@ -131,6 +132,13 @@ struct sharc__pipeline {
     int first_rate;                   ///< the rate of the first batch planned (planner only)
     int rates_warned;                 ///< a batch at another rate was warned about (planner only)
 };
+
+/**
+ * Publish the counters (as restored, or zero), then start the decode workers and the
+ * planner; each thread started is marked so, for sharc__pipeline_stop() to join.
+ * @return 0, or SHARC_ERR(EAGAIN) with its message in p->ctx
+ */
+int sharc__pipeline_start_threads(sharc__pipeline *p);
 
 /** The sampler's source of cuts: the walk, through the pipeline's buffered cuts. */
 sharc__sampler_source sharc__pipeline_sampler_source(sharc__pipeline *p);
