@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include "batching/batch.h"
+#include "batching/featurize.h"
 #include "features/fbank.h"
 
 int sharc__device_wanted(const sharc_reader_settings *s)
@@ -150,21 +151,6 @@ int sharc__device_tensor_to_host(sharc__ctx *ctx, const sharc_tensor *t, void *d
 /* A group is at least this many bytes of audio, so that small batches are one copy. */
 #define MIN_GROUP_BYTES ((size_t)1 << 20)
 
-/* The fbank settings of reader settings `s`, as the CPU path reads them. */
-static void fbank_settings_of(const sharc_reader_settings *s, sharc__fbank_settings *fs)
-{
-    sharc__fbank_default_settings(fs);
-    fs->sample_rate = s->fbank_sample_rate;
-    fs->window = s->fbank_window;
-    fs->hop = s->fbank_hop;
-    fs->n_fft = s->fbank_n_fft;
-    fs->n_mels = s->fbank_n_mels;
-    fs->pad_to = s->fbank_pad_to;
-    fs->preemph = s->fbank_preemph;
-    fs->dither = s->fbank_dither;
-    fs->seed = s->seed;
-}
-
 /* ---- The stage ------------------------------------------------------------------------ */
 
 struct sharc__device_stage {
@@ -301,7 +287,7 @@ int sharc__device_stage_open(sharc__device_stage **out, sharc__ctx *ctx,
     d->features = s->features == SHARC_FEATURES_FBANK;
     d->keep_audio = !d->features || s->keep_audio;
     d->max_held = s->max_held_batches;
-    fbank_settings_of(s, &d->fs);
+    sharc__featurize_settings(s, &d->fs); /* as the CPU path reads them */
     const uint64_t step = 0;
     int prev = -1;
     d->mem = sharc__calloc(ctx, 1, sizeof *d->mem);
