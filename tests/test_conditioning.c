@@ -1022,6 +1022,16 @@ static uint64_t audio_hash(const sharc_reader_settings *s, size_t skip, size_t *
     return h;
 }
 
+/* The n states packed into a bundle (malloc'd, of *size bytes). */
+static void *pack_states(void *const *states, const size_t *sizes, size_t n, size_t *size)
+{
+    const void *const *blobs = (const void *const *)states;
+    ck_assert_int_eq(sharc_reader_pack_states(blobs, sizes, n, NULL, 0, size), SHARC_ERR(ENOSPC));
+    void *bundle = malloc(*size);
+    ck_assert_int_eq(sharc_reader_pack_states(blobs, sizes, n, bundle, *size, size), 0);
+    return bundle;
+}
+
 /* A bundle of the slots' states resumes with noise: on as many slots, a slot gives what its
  * own state gives; on fewer (an elastic resume, whose states are checked against the noise's
  * hash too), the same batches at every rerun. */
@@ -1044,13 +1054,8 @@ START_TEST(noise_resumes_elastic)
         s.dp_rank = d;
         states[d] = tu_state_after(&s, 2, &sizes[d]);
     }
-    size_t size = 0, n, m;
-    ck_assert_int_eq(
-        sharc_reader_pack_states((const void *const *)states, sizes, 2, NULL, 0, &size),
-        SHARC_ERR(ENOSPC));
-    void *bundle = malloc(size);
-    ck_assert_int_eq(
-        sharc_reader_pack_states((const void *const *)states, sizes, 2, bundle, size, &size), 0);
+    size_t size, n, m;
+    void *bundle = pack_states(states, sizes, 2, &size);
     sharc_reader_settings t = s;
     t.dp_rank = 1;
     t.resume_state = states[1];
@@ -1119,6 +1124,102 @@ START_TEST(noise_resumes_in_a_mixture)
         ck_assert_uint_eq(m, n);
         ck_assert_uint_gt(n, 0);
         free(blob);
+    }
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
+/* The tones of the rows of the batches that a reader of `s` gives, noise at -60 dB SNR (a
+ * row is its tone, nearly), each counted once when in consecutive rows: with a window of one
+ * noise cut, the noise stream's order from where the reader starts. @return how many */
+static size_t tones_batched(const sharc_reader_settings *s, int *tones, size_t cap)
+{
+    sharc_reader *r;
+    sharc_batch *b;
+    size_t n = 0;
+    int rc;
+    ck_assert_int_eq(sharc_reader_open(&r, s), 0);
+    while ((rc = sharc_reader_next_batch(r, &b)) == 0) {
+        const sharc_tensor *audio = sharc_batch_tensor(b, "audio");
+        const int32_t *lens = sharc_batch_tensor(b, "audio_lens")->data;
+        for (int64_t i = 0; i < audio->shape[0]; i++) {
+            const float *row = (const float *)audio->data + i * audio->shape[1];
+            double *z = malloc((size_t)lens[i] * sizeof *z);
+            for (int32_t k = 0; k < lens[i]; k++)
+                z[k] = row[k];
+            const int tone = tone_of(z, lens[i]);
+            free(z);
+            ck_assert_int_ge(tone, 0);
+            if (!n || tones[n - 1] != tone) {
+                ck_assert_uint_lt(n, cap);
+                tones[n++] = tone;
+            }
+        }
+        sharc_batch_release(b);
+    }
+    ck_assert_msg(rc == SHARC_END, "%s", sharc_reader_last_error(r));
+    sharc_reader_close(&r);
+    return n;
+}
+
+/* An elastic resume with noise, 2 slots -> 3, of one dataset and of a mixture: new slots 0
+ * and 1 go on with the noise streams of old slots 0 and 1 from where their states left
+ * them, new slot 2 streams its own from its beginning, as a fresh slot 2 of 3 does. */
+START_TEST(noise_goes_on_per_slot_elastically)
+{
+    char *dir = tu_mkdtemp(), ds[1024], cfg[2048];
+    const char *path = ds, *tones = make_tones(dir, 2); /* 20 shards of 2 tones */
+    sharc_reader_settings mix;
+    gen_mixture(dir, 8, cfg, sizeof cfg, &mix);
+    snprintf(ds, sizeof ds, "%s/r24000/shar", dir);
+    for (int mixture = 0; mixture < 2; mixture++) {
+        sharc_reader_settings s = mix; /* or its second source alone */
+        if (!mixture) {
+            s.input_cfg_text = NULL;
+            s.paths = &path;
+            s.n_paths = 1;
+        }
+        s.sampler.max_cuts = 2;
+        sharc_augment_settings a;
+        with_noise(&s, &a, &tones, 4 * TONE_SAMPLES * sizeof(float)); /* a window of one */
+        a.noise_prob = 1;
+        a.noise_snr_db[0] = a.noise_snr_db[1] = -60;
+        int old[2][64], fresh[64], now[64];
+        size_t n_old[2], sizes[2], size;
+        void *states[2];
+        s.dp_size = 2;
+        for (int d = 0; d < 2; d++) {
+            s.dp_rank = d;
+            n_old[d] = tones_batched(&s, old[d], 64);
+            states[d] = tu_state_after(&s, 3, &sizes[d]);
+        }
+        sharc_reader_settings t = s;
+        t.dp_size = 3;
+        t.dp_rank = 2;
+        const size_t n_fresh = tones_batched(&t, fresh, 64);
+        void *bundle = pack_states(states, sizes, 2, &size);
+        t.resume_state = bundle;
+        t.resume_state_size = size;
+        for (int d = 0; d < 3; d++) {
+            t.dp_rank = d;
+            const size_t n = tones_batched(&t, now, 64);
+            ck_assert_uint_gt(n, 1);
+            const int *from = d < 2 ? old[d] : fresh;
+            const size_t n_from = d < 2 ? n_old[d] : n_fresh;
+            size_t j = 0; /* where in `from` it goes on */
+            while (j < n_from && from[j] != now[0])
+                j++;
+            ck_assert_msg(d < 2 ? j > 0 && j < n_from : j == 0,
+                          "mixture %d, new slot %d: its first tone is %zu into its stream", mixture,
+                          d, j);
+            ck_assert_uint_gt(n, 1);
+            for (size_t k = 0; k < n && j + k < n_from; k++)
+                ck_assert_int_eq(now[k], from[j + k]);
+        }
+        free(bundle);
+        free(states[0]);
+        free(states[1]);
     }
     tu_rm_rf(dir);
     free(dir);
@@ -1347,6 +1448,7 @@ int main(void)
     tcase_add_test(tc, noise_order_is_each_slots_own);
     tcase_add_test(tc, noise_resumes_elastic);
     tcase_add_test(tc, noise_resumes_in_a_mixture);
+    tcase_add_test(tc, noise_goes_on_per_slot_elastically);
     tcase_add_test(tc, noise_error_names_the_noise_shard);
     tcase_add_test(tc, windows_cut_then_resampled);
     suite_add_tcase(s, tc);
