@@ -1033,8 +1033,9 @@ static void *pack_states(void *const *states, const size_t *sizes, size_t n, siz
 }
 
 /* A bundle of the slots' states resumes with noise: on as many slots, a slot gives what its
- * own state gives; on fewer (an elastic resume, whose states are checked against the noise's
- * hash too), the same batches at every rerun. */
+ * own state gives (another slot's state is refused); on fewer (an elastic resume, whose
+ * states are checked against each old slot's noise hash too), the same batches at every
+ * rerun. */
 START_TEST(noise_resumes_elastic)
 {
     char *dir = tu_mkdtemp(), ds[1024];
@@ -1061,6 +1062,15 @@ START_TEST(noise_resumes_elastic)
     t.resume_state = states[1];
     t.resume_state_size = sizes[1];
     const uint64_t own = audio_hash(&t, 0, &n);
+    /* Slot 0's state, whose noise order is another, is refused on slot 1. */
+    t.resume_state = states[0];
+    t.resume_state_size = sizes[0];
+    sharc_reader *r;
+    sharc_batch *b;
+    ck_assert_int_eq(sharc_reader_open(&r, &t), 0);
+    ck_assert_int_eq(sharc_reader_next_batch(r, &b), SHARC_ERR_STATE);
+    ck_assert_ptr_nonnull(strstr(sharc_reader_last_error(r), "cannot resume"));
+    sharc_reader_close(&r);
     t.resume_state = bundle;
     t.resume_state_size = size;
     ck_assert_uint_eq(audio_hash(&t, 0, &m), own);
