@@ -12,6 +12,7 @@
 
 #include <sharc/sharc.h>
 
+#include "base/hash.h"
 #include "decode/condition.h"
 #include "reader/reader.h"
 #include "testutil.h"
@@ -834,18 +835,21 @@ START_TEST(noise_reaches_the_drawn_snr)
 END_TEST
 
 /* Noise cuts told apart by their tone: cut k of the noise dataset is 0.05 s of a sine at
- * 200 + 100 k Hz (whole periods, so that it loops seamlessly), all in one shard, read in
- * that order. */
+ * 200 + 100 k Hz (whole periods, so that it loops seamlessly), `per_shard` of them to a
+ * shard, in that order (shard j holds cuts j * per_shard on). */
 enum { N_TONES = 40, TONE_SAMPLES = 800 };
 
-static const char *make_tones(const char *dir)
+static const char *make_tones(const char *dir, int per_shard)
 {
     static char path[1024];
     ck_assert_int_eq(tu_sh("mkdir -p '%s/tsrc' '%s/tones' && cd '%s/tsrc' && "
                            "for k in $(seq 0 %d); do sox -R -n -r 16000 -b 16 "
                            "n$(printf %%02d $k).wav synth 0.05 sine $((200 + 100 * k)) gain -3; "
-                           "done && tar cf ../tones/shard-000000.tar n*.wav",
-                           dir, dir, dir, N_TONES - 1),
+                           "done && for j in $(seq 0 %d); do tar cf "
+                           "../tones/shard-$(printf %%06d $j).tar $(ls n*.wav | sed -n "
+                           "\"$((j * %d + 1)),$((j * %d + %d))p\"); done",
+                           dir, dir, dir, N_TONES - 1, N_TONES / per_shard - 1, per_shard,
+                           per_shard, per_shard),
                      0);
     snprintf(path, sizeof path, "%s/tones", dir);
     return path;
@@ -871,44 +875,55 @@ static int tone_of(const double *z, int64_t n)
     return k >= 0 && k < N_TONES && fabs(hz - (200 + 100 * k)) < 20 ? k : -1;
 }
 
+/* The tone mixed into each cut that readers of `s` give, noise drawn for every cut, in
+ * tones[] (room for `cap`); *held and *index receive the noise stream's stats at the end.
+ * @return the cuts read */
+static size_t tones_mixed(const sharc_reader_settings *s, sharc_augment_settings *a, int *tones,
+                          size_t cap, uint64_t *held, uint64_t *index)
+{
+    sharc_reader *clean, *noisy;
+    const sharc_cut *c, *d;
+    open_clean_and_noisy(s, a, &clean, &noisy);
+    size_t n = 0;
+    while (sharc_reader_next(clean, &c) == 0) {
+        ck_assert_int_eq(sharc_reader_next(noisy, &d), 0);
+        ck_assert_str_eq(c->id, d->id);
+        ck_assert_uint_lt(n, cap);
+        double *z = malloc((size_t)c->num_samples * sizeof *z);
+        for (int64_t i = 0; i < c->num_samples; i++)
+            z[i] = (double)d->samples[i] - c->samples[i];
+        tones[n] = tone_of(z, c->num_samples);
+        free(z);
+        ck_assert_msg(tones[n++] >= 0, "cut %s: the noise mixed in is no tone", c->id);
+    }
+    sharc__reader_noise_stats(noisy, held, index);
+    sharc_reader_close(&clean);
+    sharc_reader_close(&noisy);
+    return n;
+}
+
 /* A noise dataset larger than noise_max_bytes is streamed: cuts past the first
  * noise_max_bytes of it are mixed in, the noise held stays within the bound, and the
  * batches are the same with 1 and 2 threads. */
 START_TEST(noise_streams_past_the_bound)
 {
     char *dir = tu_mkdtemp(), ds[1024];
-    const char *path, *tones = make_tones(dir);
+    const char *path, *tones = make_tones(dir, N_TONES);
     sharc_reader_settings s;
     gen_corpus(dir, 16000, 20, "0.3", ds, sizeof ds, &s, &path, 5);
     sharc_augment_settings a;
     /* Five tones and a little: the window holds two (half the bound). */
     with_noise(&s, &a, &tones, 5 * TONE_SAMPLES * sizeof(float) + 768);
-    sharc_reader *clean, *noisy;
-    const sharc_cut *c, *d;
-    open_clean_and_noisy(&s, &a, &clean, &noisy);
-    int last = -1, most = -1;
-    size_t n = 0;
-    while (sharc_reader_next(clean, &c) == 0) {
-        ck_assert_int_eq(sharc_reader_next(noisy, &d), 0);
-        ck_assert_str_eq(c->id, d->id);
-        double *z = malloc((size_t)c->num_samples * sizeof *z);
-        for (int64_t i = 0; i < c->num_samples; i++)
-            z[i] = (double)d->samples[i] - c->samples[i];
-        last = tone_of(z, c->num_samples);
-        free(z);
-        ck_assert_msg(last >= 0, "cut %s: the noise mixed in is no tone", c->id);
-        most = last > most ? last : most;
-        n++;
-    }
+    int got[64], most = -1;
+    uint64_t held, index;
+    size_t n = tones_mixed(&s, &a, got, 64, &held, &index);
     ck_assert_uint_eq(n, 40);
+    for (size_t i = 0; i < n; i++)
+        most = got[i] > most ? got[i] : most;
     /* Past the first noise_max_bytes of the noise dataset (its first five cuts). */
     ck_assert_int_ge(most, 6);
-    uint64_t held, index;
-    sharc__reader_noise_stats(noisy, &held, &index);
     ck_assert_uint_le(held, a.noise_max_bytes);
-    ck_assert_uint_eq(index, (uint64_t)last);
-    sharc_reader_close(&clean);
-    sharc_reader_close(&noisy);
+    ck_assert_uint_eq(index, (uint64_t)got[n - 1]);
     /* Batches: the same rows whatever the threads, with speed and volume on too. */
     static const double factors[] = {0.9, 1.0, 1.1};
     a.speed_perturb = factors;
@@ -918,6 +933,66 @@ START_TEST(noise_streams_past_the_bound)
     a.noise_prob = 0.7;
     s.sampler.max_cuts = 3;
     same_rows_any_threads(&s, 40);
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
+/* The first n tones of `tones` in the order a reader of seed `seed` walks them (its shards
+ * shuffled each epoch, epochs without end), as the noise stream's reader does. */
+static void tone_order(const char *tones, uint64_t seed, int *order, size_t n)
+{
+    sharc_reader_settings t;
+    sharc_reader_default_settings(&t);
+    t.paths = &tones;
+    t.n_paths = 1;
+    t.epochs = 0;
+    t.seed = seed;
+    t.decode = 0;
+    sharc_reader *r;
+    const sharc_cut *c;
+    ck_assert_int_eq(sharc_reader_open(&r, &t), 0);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_int_eq(sharc_reader_next(r, &c), 0);
+        order[i] = atoi(c->id + strlen(c->id) - 2); /* nKK */
+    }
+    sharc_reader_close(&r);
+}
+
+/* Each data-parallel slot streams the noise in an order of its own: slot 0 in the order
+ * every slot had before (the noise reader seeded by the reader's seed and "noise"), whatever
+ * dp_size, and slot 1 in another. With a window of one noise cut, the tones mixed into the
+ * cuts, each counted once, are the stream's order. */
+START_TEST(noise_order_is_each_slots_own)
+{
+    char *dir = tu_mkdtemp(), ds[1024];
+    const char *path, *tones = make_tones(dir, 2); /* 20 shards of 2 tones */
+    sharc_reader_settings s;
+    gen_corpus(dir, 16000, 20, "0.5", ds, sizeof ds, &s, &path, 7);
+    sharc_augment_settings a;
+    with_noise(&s, &a, &tones, 4 * TONE_SAMPLES * sizeof(float));
+    static const char salt[] = "noise";
+    const uint64_t seed =
+        sharc__fnv1a(sharc__fnv1a_u64(SHARC__FNV_OFFSET, s.seed), salt, sizeof salt);
+    int order[N_TONES], got[3][64];
+    tone_order(tones, seed, order, N_TONES);
+    size_t n[3];
+    for (int i = 0; i < 3; i++) { /* one slot; slot 0 of 2; slot 1 of 2 */
+        s.dp_size = i ? 2 : 1;
+        s.dp_rank = i == 2;
+        uint64_t held, index;
+        size_t cuts = tones_mixed(&s, &a, got[i], 64, &held, &index);
+        n[i] = 0;
+        for (size_t k = 0; k < cuts; k++)
+            if (!n[i] || got[i][n[i] - 1] != got[i][k])
+                got[i][n[i]++] = got[i][k];
+        ck_assert_uint_ge(n[i], 3);
+        ck_assert_uint_eq(index, n[i] - 1);
+    }
+    for (int i = 0; i < 2; i++)
+        for (size_t k = 0; k < n[i]; k++)
+            ck_assert_int_eq(got[i][k], order[k]);
+    ck_assert_int_ne(got[2][0], order[0]);
     tu_rm_rf(dir);
     free(dir);
 }
@@ -947,9 +1022,20 @@ static uint64_t audio_hash(const sharc_reader_settings *s, size_t skip, size_t *
     return h;
 }
 
+/* The n states packed into a bundle (malloc'd, of *size bytes). */
+static void *pack_states(void *const *states, const size_t *sizes, size_t n, size_t *size)
+{
+    const void *const *blobs = (const void *const *)states;
+    ck_assert_int_eq(sharc_reader_pack_states(blobs, sizes, n, NULL, 0, size), SHARC_ERR(ENOSPC));
+    void *bundle = malloc(*size);
+    ck_assert_int_eq(sharc_reader_pack_states(blobs, sizes, n, bundle, *size, size), 0);
+    return bundle;
+}
+
 /* A bundle of the slots' states resumes with noise: on as many slots, a slot gives what its
- * own state gives; on fewer (an elastic resume, whose states are checked against the noise's
- * hash too), the same batches at every rerun. */
+ * own state gives (another slot's state is refused); on fewer (an elastic resume, whose
+ * states are checked against each old slot's noise hash too), the same batches at every
+ * rerun. */
 START_TEST(noise_resumes_elastic)
 {
     char *dir = tu_mkdtemp(), ds[1024];
@@ -969,18 +1055,22 @@ START_TEST(noise_resumes_elastic)
         s.dp_rank = d;
         states[d] = tu_state_after(&s, 2, &sizes[d]);
     }
-    size_t size = 0, n, m;
-    ck_assert_int_eq(
-        sharc_reader_pack_states((const void *const *)states, sizes, 2, NULL, 0, &size),
-        SHARC_ERR(ENOSPC));
-    void *bundle = malloc(size);
-    ck_assert_int_eq(
-        sharc_reader_pack_states((const void *const *)states, sizes, 2, bundle, size, &size), 0);
+    size_t size, n, m;
+    void *bundle = pack_states(states, sizes, 2, &size);
     sharc_reader_settings t = s;
     t.dp_rank = 1;
     t.resume_state = states[1];
     t.resume_state_size = sizes[1];
     const uint64_t own = audio_hash(&t, 0, &n);
+    /* Slot 0's state, whose noise order is another, is refused on slot 1. */
+    t.resume_state = states[0];
+    t.resume_state_size = sizes[0];
+    sharc_reader *r;
+    sharc_batch *b;
+    ck_assert_int_eq(sharc_reader_open(&r, &t), 0);
+    ck_assert_int_eq(sharc_reader_next_batch(r, &b), SHARC_ERR_STATE);
+    ck_assert_ptr_nonnull(strstr(sharc_reader_last_error(r), "cannot resume"));
+    sharc_reader_close(&r);
     t.resume_state = bundle;
     t.resume_state_size = size;
     ck_assert_uint_eq(audio_hash(&t, 0, &m), own);
@@ -1044,6 +1134,101 @@ START_TEST(noise_resumes_in_a_mixture)
         ck_assert_uint_eq(m, n);
         ck_assert_uint_gt(n, 0);
         free(blob);
+    }
+    tu_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
+/* The tones of the rows of the batches that a reader of `s` gives, noise at -60 dB SNR (a
+ * row is its tone, nearly), each counted once when in consecutive rows: with a window of one
+ * noise cut, the noise stream's order from where the reader starts. @return how many */
+static size_t tones_batched(const sharc_reader_settings *s, int *tones, size_t cap)
+{
+    sharc_reader *r;
+    sharc_batch *b;
+    size_t n = 0;
+    int rc;
+    ck_assert_int_eq(sharc_reader_open(&r, s), 0);
+    while ((rc = sharc_reader_next_batch(r, &b)) == 0) {
+        const sharc_tensor *audio = sharc_batch_tensor(b, "audio");
+        const int32_t *lens = sharc_batch_tensor(b, "audio_lens")->data;
+        for (int64_t i = 0; i < audio->shape[0]; i++) {
+            const float *row = (const float *)audio->data + i * audio->shape[1];
+            double *z = malloc((size_t)lens[i] * sizeof *z);
+            for (int32_t k = 0; k < lens[i]; k++)
+                z[k] = row[k];
+            const int tone = tone_of(z, lens[i]);
+            free(z);
+            ck_assert_int_ge(tone, 0);
+            if (!n || tones[n - 1] != tone) {
+                ck_assert_uint_lt(n, cap);
+                tones[n++] = tone;
+            }
+        }
+        sharc_batch_release(b);
+    }
+    ck_assert_msg(rc == SHARC_END, "%s", sharc_reader_last_error(r));
+    sharc_reader_close(&r);
+    return n;
+}
+
+/* An elastic resume with noise, 2 slots -> 3, of one dataset and of a mixture: new slots 0
+ * and 1 go on with the noise streams of old slots 0 and 1 from where their states left
+ * them, new slot 2 streams its own from its beginning, as a fresh slot 2 of 3 does. */
+START_TEST(noise_goes_on_per_slot_elastically)
+{
+    char *dir = tu_mkdtemp(), ds[1024], cfg[2048];
+    const char *path = ds, *tones = make_tones(dir, 2); /* 20 shards of 2 tones */
+    sharc_reader_settings mix;
+    gen_mixture(dir, 8, cfg, sizeof cfg, &mix);
+    snprintf(ds, sizeof ds, "%s/r24000/shar", dir);
+    for (int mixture = 0; mixture < 2; mixture++) {
+        sharc_reader_settings s = mix; /* or its second source alone */
+        if (!mixture) {
+            s.input_cfg_text = NULL;
+            s.paths = &path;
+            s.n_paths = 1;
+        }
+        s.sampler.max_cuts = 2;
+        sharc_augment_settings a;
+        with_noise(&s, &a, &tones, 4 * TONE_SAMPLES * sizeof(float)); /* a window of one */
+        a.noise_prob = 1;
+        a.noise_snr_db[0] = a.noise_snr_db[1] = -60;
+        int old[2][64], fresh[64], now[64];
+        size_t n_old[2], sizes[2], size;
+        void *states[2];
+        s.dp_size = 2;
+        for (int d = 0; d < 2; d++) {
+            s.dp_rank = d;
+            n_old[d] = tones_batched(&s, old[d], 64);
+            states[d] = tu_state_after(&s, 3, &sizes[d]);
+        }
+        sharc_reader_settings t = s;
+        t.dp_size = 3;
+        t.dp_rank = 2;
+        const size_t n_fresh = tones_batched(&t, fresh, 64);
+        void *bundle = pack_states(states, sizes, 2, &size);
+        t.resume_state = bundle;
+        t.resume_state_size = size;
+        for (int d = 0; d < 3; d++) {
+            t.dp_rank = d;
+            const size_t n = tones_batched(&t, now, 64);
+            ck_assert_uint_gt(n, 1);
+            const int *from = d < 2 ? old[d] : fresh;
+            const size_t n_from = d < 2 ? n_old[d] : n_fresh;
+            size_t j = 0; /* where in `from` it goes on */
+            while (j < n_from && from[j] != now[0])
+                j++;
+            ck_assert_msg(d < 2 ? j > 0 && j < n_from : j == 0,
+                          "mixture %d, new slot %d: its first tone is %zu into its stream", mixture,
+                          d, j);
+            for (size_t k = 0; k < n && j + k < n_from; k++)
+                ck_assert_int_eq(now[k], from[j + k]);
+        }
+        free(bundle);
+        free(states[0]);
+        free(states[1]);
     }
     tu_rm_rf(dir);
     free(dir);
@@ -1269,8 +1454,10 @@ int main(void)
     tcase_add_test(tc, mixture_resamples_every_source);
     tcase_add_test(tc, noise_reaches_the_drawn_snr);
     tcase_add_test(tc, noise_streams_past_the_bound);
+    tcase_add_test(tc, noise_order_is_each_slots_own);
     tcase_add_test(tc, noise_resumes_elastic);
     tcase_add_test(tc, noise_resumes_in_a_mixture);
+    tcase_add_test(tc, noise_goes_on_per_slot_elastically);
     tcase_add_test(tc, noise_error_names_the_noise_shard);
     tcase_add_test(tc, windows_cut_then_resampled);
     suite_add_tcase(s, tc);

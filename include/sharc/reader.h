@@ -205,7 +205,8 @@ typedef struct sharc_augment_settings {
     double volume_perturb_prob; ///< share of cuts whose volume is perturbed, in [0, 1] (default 1)
     /** Noise to mix in (Lhotse CutMix): paths of a dataset in any layout sharc reads, as
      *  `paths` (default NULL: none). Needs `sampling_rate`: the noise dataset is streamed
-     *  without end (its shards shuffled anew each pass, seeded from `seed`), converted to
+     *  without end (its shards shuffled anew each pass, seeded from `seed` and `dp_rank`:
+     *  each data-parallel slot in an order of its own, slot 0's as before), converted to
      *  it (channel 0), by a read-ahead thread (docs/conditioning.md). */
     const char *const *noise;
     size_t n_noise;         ///< number of noise paths (default 0)

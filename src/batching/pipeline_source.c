@@ -263,14 +263,15 @@ static const char no_noise[] =
     "noise, or by a sharc that held a fixed bank of noise (noise is streamed now); start the "
     "run again, or resume it with the sharc that saved it";
 
-/* The noise stream goes back to the state's position. */
-static int restore_noise(sharc__pipeline *p, const sharc__resume *st)
+/* The noise stream goes back to the state's position, if `go_back`; else it starts from its
+ * beginning (the state must have noise all the same). */
+static int restore_noise(sharc__pipeline *p, const sharc__resume *st, int go_back)
 {
     if (!p->noise)
         return 0;
     if (!st->noise)
         return sharc__fail(p->ctx, SHARC_ERR_STATE, "%s", no_noise);
-    return p->noise->restore(p->noise->self, p->ctx, st->noise, st->noise_len);
+    return go_back ? p->noise->restore(p->noise->self, p->ctx, st->noise, st->noise_len) : 0;
 }
 
 /* The walk reads a state's prologue (an elastic run's) first. */
@@ -476,9 +477,11 @@ static int restore_elastic(sharc__pipeline *p, const sharc__sampler_settings *ss
         rc = preload(p, mine_keys, n_mine_keys);
     if (rc == 0)
         rc = keep_pending(p);
-    /* Each slot streams its own noise: a new slot goes on from an old slot's position. */
+    /* Each slot streams noise of its own, seeded by its dp_rank: new slot d goes on from old
+     * slot d's position, a slot the old run had not starts its stream from the beginning. */
+    const size_t mine = (size_t)p->s->dp_rank;
     if (rc == 0)
-        rc = restore_noise(p, &st[(size_t)p->s->dp_rank % n]);
+        rc = restore_noise(p, &st[mine < n ? mine : 0], mine < n);
     if (rc == 0)
         rc = sharc__sampler_open(p->ctx, ss, src, &p->sampler);
     free_preloaded(p);
@@ -546,7 +549,7 @@ int sharc__pipeline_restore(sharc__pipeline *p, const sharc__sampler_settings *s
     if (rc == 0 && p->cs.walk)
         rc = sharc__walk_seek(p->cs.walk, &st.pos);
     if (rc == 0)
-        rc = restore_noise(p, &st);
+        rc = restore_noise(p, &st, 1);
     if (rc == 0)
         rc = sharc__sampler_restore(p->ctx, ss, src, st.sampler, st.sampler_len, &p->sampler);
     /* An elastic run's re-read cuts that its sampler had not pulled yet come first again. */

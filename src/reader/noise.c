@@ -26,9 +26,11 @@ typedef struct entry {
 
 struct sharc__noise_stream {
     sharc__ctx *ctx;
-    sharc_reader *r; ///< used by the read-ahead thread alone once it runs
+    sharc_reader *r; ///< read by the read-ahead thread alone once it runs (its settings and
+                     ///< shards, fixed since its open, are hashed by any)
     sharc__noise_hooks hooks;
-    uint64_t hash;         ///< sharc__noise_source.hash
+    uint64_t seed;         ///< slot 0's noise seed: the reader's seed and "noise"
+    uint64_t hash;         ///< sharc__noise_source.hash, of this slot
     uint64_t bound;        ///< bytes of decoded noise queued at most
     uint64_t window_bytes; ///< bytes of the window at most (a first cut always fits)
     int64_t cap_samples;   ///< samples kept of a longer noise cut
@@ -265,6 +267,22 @@ static int restore(void *self, sharc__ctx *ctx, const uint8_t *in, size_t len)
     return 0;
 }
 
+/* The noise seed of data-parallel slot `dp_rank`: slot 0's is the one every slot had before
+ * the slots had noise orders of their own, so that its states and one-slot runs stay valid. */
+static uint64_t slot_seed(uint64_t seed, int dp_rank)
+{
+    return dp_rank == 0 ? seed : sharc__fnv1a_u64(seed, (uint64_t)dp_rank);
+}
+
+uint64_t sharc__noise_slot_hash(const sharc__noise_stream *ns, int dp_rank)
+{
+    /* The noise read depends on its dataset and reader settings, the window on the bound. */
+    static const char revision[] = "noise-stream-1";
+    uint64_t h = ns->hooks.state_hash(ns->r, slot_seed(ns->seed, dp_rank));
+    h = sharc__fnv1a(h, revision, sizeof revision);
+    return sharc__fnv1a_u64(h, ns->bound);
+}
+
 sharc__noise_source sharc__noise_source_of(sharc__noise_stream *ns)
 {
     return (sharc__noise_source){ns, ns->hash, assign, state_size, state_write, restore};
@@ -325,7 +343,8 @@ int sharc__noise_open(sharc__noise_stream **out, sharc__ctx *ctx, const sharc_re
     rs.epochs = 0; /* without end */
     rs.shuffle_shards = 1;
     static const char salt[] = "noise";
-    rs.seed = sharc__fnv1a(sharc__fnv1a_u64(SHARC__FNV_OFFSET, s->seed), salt, sizeof salt);
+    ns->seed = sharc__fnv1a(sharc__fnv1a_u64(SHARC__FNV_OFFSET, s->seed), salt, sizeof salt);
+    rs.seed = slot_seed(ns->seed, s->dp_rank);
     rs.sampling_rate = s->sampling_rate;
     rs.resample = 1;
     rs.channel = 0;
@@ -342,10 +361,7 @@ int sharc__noise_open(sharc__noise_stream **out, sharc__ctx *ctx, const sharc_re
     }
     if ((rc = first_cut(ns, a)) < 0)
         goto fail;
-    /* The noise read depends on its dataset and reader settings, the window on the bound. */
-    static const char revision[] = "noise-stream-1";
-    ns->hash = sharc__fnv1a(hooks->state_hash(ns->r), revision, sizeof revision);
-    ns->hash = sharc__fnv1a_u64(ns->hash, ns->bound);
+    ns->hash = sharc__noise_slot_hash(ns, s->dp_rank);
     *out = ns;
     return 0;
 fail:

@@ -1,7 +1,8 @@
 /*
  * The noise mixed into cuts (sharc_augment_settings.noise; docs/conditioning.md), streamed:
  * a cut reader of its own reads the noise dataset without end (its shards shuffled anew each
- * epoch, with a seed derived from the reader's), converted to the required rate, channel 0,
+ * epoch, with a seed derived from the reader's seed and data-parallel slot, so that each slot
+ * walks the noise in an order of its own), converted to the required rate, channel 0,
  * on a read-ahead thread that holds at most noise_max_bytes of decoded noise. The cuts that
  * draw noise are given one, in the order they are planned, from a window at the front of the
  * stream: the noise cuts from the window's first, SHARC__NOISE_WINDOW of them at most, within
@@ -35,8 +36,9 @@ typedef struct sharc__noise_hooks {
     void (*position)(const sharc_reader *r, sharc__walk_pos *out);
     /** Read on from `pos` (a position of the same reader). */
     int (*seek)(sharc_reader *r, const sharc__walk_pos *pos);
-    /** The hash of the reader's shards and settings, as a resume state has it. */
-    uint64_t (*state_hash)(const sharc_reader *r);
+    /** The hash of the reader's shards and settings, as a resume state has it, were its
+     *  seed `seed` (the noise reader of another data-parallel slot). */
+    uint64_t (*state_hash)(const sharc_reader *r, uint64_t seed);
 } sharc__noise_hooks;
 
 /**
@@ -46,6 +48,10 @@ typedef struct sharc__noise_hooks {
  */
 int sharc__noise_open(sharc__noise_stream **out, sharc__ctx *ctx, const sharc_reader_settings *s,
                       const sharc__noise_hooks *hooks);
+
+/** The hash of the noise that data-parallel slot `dp_rank` streams (that slot's
+ *  sharc__noise_source.hash): old slots' states are checked with it on an elastic resume. */
+uint64_t sharc__noise_slot_hash(const sharc__noise_stream *ns, int dp_rank);
 
 /** The stream as the pipeline's source of noise. */
 sharc__noise_source sharc__noise_source_of(sharc__noise_stream *ns);

@@ -110,9 +110,11 @@ static int noise_seek(sharc_reader *r, const sharc__walk_pos *pos)
     return sharc__walk_seek(r->walk, pos);
 }
 
-static uint64_t noise_state_hash(const sharc_reader *r)
+static uint64_t noise_state_hash(const sharc_reader *r, uint64_t seed)
 {
-    return r->state_hash;
+    sharc_reader_settings s = r->s;
+    s.seed = seed;
+    return sharc__resume_hash(&s, &r->ds);
 }
 
 /* The noise stream of augment.noise, whose paths are read now. */

@@ -86,7 +86,7 @@ static void mixture_hashes(const sharc_reader *r, const sharc_reader_settings *s
     const uint64_t head[2] = {UINT64_C(0x6D697874757265), (uint64_t)s->mix_finite};
     h = sharc__fnv1a(h, head, sizeof head);
     if (r->noise)
-        h = sharc__fnv1a_u64(h, r->noise_src.hash);
+        h = sharc__fnv1a_u64(h, sharc__noise_slot_hash(r->noise, s->dp_rank));
     *state_hash = h;
     for (size_t i = 0; i < cfg->n_sources; i++) {
         const sharc__input_source *src = &cfg->sources[i];
@@ -113,7 +113,7 @@ void sharc__reader_slot_hashes(void *cookie, int dp_rank, int dp_size, uint64_t 
     }
     *state_hash = sharc__resume_hash(&s, &r->ds);
     if (r->noise)
-        *state_hash = sharc__fnv1a_u64(*state_hash, r->noise_src.hash);
+        *state_hash = sharc__fnv1a_u64(*state_hash, sharc__noise_slot_hash(r->noise, dp_rank));
 }
 
 /* What opening a mixture needs for the mixer's config alone, one entry per source. */
