@@ -267,8 +267,8 @@ static int restore(void *self, sharc__ctx *ctx, const uint8_t *in, size_t len)
     return 0;
 }
 
-/* The noise seed of data-parallel slot `dp_rank`: slot 0's is the one every slot had before
- * the slots had noise orders of their own, so that its states and one-slot runs stay valid. */
+/* The noise seed of data-parallel slot `dp_rank`: slot 0's is the noise seed itself, so that
+ * a one-slot run and slot 0 of any number of slots stream the same noise. */
 static uint64_t slot_seed(uint64_t seed, int dp_rank)
 {
     return dp_rank == 0 ? seed : sharc__fnv1a_u64(seed, (uint64_t)dp_rank);
