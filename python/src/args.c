@@ -21,6 +21,19 @@ static int json_has_nul(const char *t)
     return 0;
 }
 
+/* A malloc'd copy of the `n` bytes at `s`, which bytes object `b` holds, into *out; `b` is
+ * released either way. */
+static int copy_out(PyObject *b, const char *s, Py_ssize_t n, char **out)
+{
+    *out = strndup(s, (size_t)n);
+    Py_DECREF(b);
+    if (!*out) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
 /* `v` (a list or dict of plain values) as JSON text, malloc'd into *out, with json.dumps;
  * a value json cannot write raises TypeError naming the keyword `what`. */
 int sharc__py_json_text(PyObject *v, const char *what, char **out)
@@ -46,13 +59,7 @@ int sharc__py_json_text(PyObject *v, const char *what, char **out)
         PyErr_Format(PyExc_ValueError, "sharc.Reader: keyword '%s': embedded null byte", what);
         return -1;
     }
-    *out = strdup(PyBytes_AsString(b));
-    Py_DECREF(b);
-    if (!*out) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    return 0;
+    return copy_out(b, PyBytes_AsString(b), PyBytes_Size(b), out);
 }
 
 /* A str, bytes or os.PathLike as a file system path, malloc'd into *out; `what` names the
@@ -89,13 +96,7 @@ int sharc__py_fs_path(PyObject *p, const char *what, char **out)
         Py_DECREF(b);
         return -1;
     }
-    *out = strndup(s, (size_t)n);
-    Py_DECREF(b);
-    if (!*out) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    return 0;
+    return copy_out(b, s, n, out);
 }
 
 /* Append path `p` to the list `*list` of `*n` (the positional paths, or `what` keyword's). */
