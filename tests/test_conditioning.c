@@ -245,6 +245,8 @@ static void read_batches(const sharc_reader_settings *s, float **rows, int64_t *
     /* the conversions' time, part of the decode threads' */
     ck_assert(st.condition_seconds > 0 &&
               st.condition_seconds < st.stage_seconds[SHARC_STAGE_DECODE]);
+    /* and the noise stream's, apart from them, 0 without noise */
+    ck_assert((st.noise_seconds > 0) == (s->augment && s->augment->n_noise > 0));
     sharc_reader_close(&r);
 }
 
@@ -897,6 +899,10 @@ static size_t tones_mixed(const sharc_reader_settings *s, sharc_augment_settings
         ck_assert_msg(tones[n++] >= 0, "cut %s: the noise mixed in is no tone", c->id);
     }
     sharc__reader_noise_stats(noisy, held, index);
+    /* the noise stream's time reading and decoding noise */
+    sharc_reader_stats st;
+    sharc_reader_get_stats(noisy, &st);
+    ck_assert(st.noise_seconds > 0);
     sharc_reader_close(&clean);
     sharc_reader_close(&noisy);
     return n;

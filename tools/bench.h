@@ -21,7 +21,7 @@ extern const char *const bench_stage_names[N_STAGES];
 /* The threads of the process by role, told by the names the library gives them
  * (src/pipeline.c, src/readahead.c); "other" is the caller's thread and any thread not
  * sharc's. */
-enum { ROLE_PLANNER, ROLE_DECODE, ROLE_READ_AHEAD, ROLE_OTHER, N_ROLES };
+enum { ROLE_PLANNER, ROLE_DECODE, ROLE_READ_AHEAD, ROLE_NOISE, ROLE_OTHER, N_ROLES };
 extern const char *const bench_role_names[N_ROLES];
 
 typedef struct bench_opts {
@@ -65,6 +65,7 @@ typedef struct run_result {
     double dev_batches, dev_seconds, feat_seconds, feat_bytes;
     double cpu_feat_seconds; /* --features on the host: the decode threads' feature seconds */
     double cond_seconds;     /* the decode threads' conditioning seconds (part of decode) */
+    double noise_seconds;    /* the noise stream's seconds reading and decoding noise */
     double bcast_seconds;    /* this rank's seconds in the broadcast (NAN without a loader) */
     uint64_t peak_rss;       /* bytes */
     size_t shards;           /* shards the reader found */

@@ -111,6 +111,12 @@ static double get_bcast_seconds(const run_result *r)
     return r->bcast_seconds;
 }
 
+/* The noise stream's seconds reading and decoding noise, on its own thread. */
+static double get_noise_seconds(const run_result *r)
+{
+    return r->noise_seconds;
+}
+
 /* The conditioning's share of the decode threads' decoding time. */
 static double get_cond_share(const run_result *r)
 {
@@ -160,9 +166,10 @@ ROLE_GETTER(0)
 ROLE_GETTER(1)
 ROLE_GETTER(2)
 ROLE_GETTER(3)
+ROLE_GETTER(4)
 /* CPU microseconds per cut of each role's threads. */
 static double (*const role_getters[N_ROLES])(const run_result *) = {get_role0, get_role1, get_role2,
-                                                                    get_role3};
+                                                                    get_role3, get_role4};
 
 static void json_field(FILE *f, const char *key, double v)
 {
@@ -245,6 +252,10 @@ void bench_print_json(FILE *f, const report *rp)
     json_field(f, "conditioning_share",
                batches && (rp->s->resample || rp->s->augment) ? median_of(runs, n, get_cond_share)
                                                               : NAN);
+    json_field(f, "noise_seconds",
+               batches && rp->s->augment && rp->s->augment->n_noise > 0
+                   ? median_of(runs, n, get_noise_seconds)
+                   : NAN);
     cli_json_key(f, "cpu_us_per_cut", 0);
     fputc('{', f);
     for (int k = 0; k < N_ROLES; k++) {
@@ -339,6 +350,12 @@ void bench_print_text(const report *rp)
         if (rp->s->features != SHARC_FEATURES_NONE && rp->s->device != SHARC_DEVICE_CUDA)
             printf("  features       %10.3f ms per batch in the decode threads\n",
                    median_of(runs, n, get_cpu_feat_ms));
+        if (rp->s->resample || rp->s->augment)
+            printf("  conditioning   %10.3f of the decode threads' decoding time\n",
+                   median_of(runs, n, get_cond_share));
+        if (rp->s->augment && rp->s->augment->n_noise > 0)
+            printf("  noise          %10.3f s reading and decoding noise, on its own thread\n",
+                   median_of(runs, n, get_noise_seconds));
         printf("  CPU per cut (us)");
         for (int k = 0; k < N_ROLES; k++)
             printf(" %s %.1f", bench_role_names[k], median_of(runs, n, role_getters[k]));

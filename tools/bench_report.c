@@ -281,23 +281,27 @@ static void stage_chart(FILE *f, const cJSON *const *runs, const char *const *na
             v[n++] = st->valuedouble;
         }
         /* The stages the library's stage clock does not split out: the conditioning's share
-         * of decode, host features, which the decode threads compute beside it, and with a
-         * transport this rank's broadcast. */
+         * of decode, host features, which the decode threads compute beside it, the noise
+         * stream's reading and decoding on its own thread, and with a transport this rank's
+         * broadcast. */
         const cJSON *decode = cJSON_GetObjectItemCaseSensitive(
             cJSON_GetObjectItemCaseSensitive(res, "stage_seconds"), "decode");
         const cJSON *share = cJSON_GetObjectItemCaseSensitive(res, "conditioning_share");
         const cJSON *feat = cJSON_GetObjectItemCaseSensitive(res, "feature_ms_per_batch");
         const cJSON *batches = cJSON_GetObjectItemCaseSensitive(res, "batches");
         const cJSON *bcast = cJSON_GetObjectItemCaseSensitive(res, "broadcast_seconds");
-        const char *extra[3] = {"conditioning (part of decode)", "features", "broadcast"};
-        double seconds[3] = {NAN, NAN, NAN};
+        const cJSON *noise = cJSON_GetObjectItemCaseSensitive(res, "noise_seconds");
+        const char *extra[4] = {"conditioning (part of decode)", "features", "noise", "broadcast"};
+        double seconds[4] = {NAN, NAN, NAN, NAN};
         if (cJSON_IsNumber(decode) && cJSON_IsNumber(share))
             seconds[0] = decode->valuedouble * share->valuedouble;
         if (cJSON_IsNumber(feat) && cJSON_IsNumber(batches))
             seconds[1] = feat->valuedouble * batches->valuedouble / 1e3;
+        if (cJSON_IsNumber(noise))
+            seconds[2] = noise->valuedouble;
         if (cJSON_IsNumber(bcast))
-            seconds[2] = bcast->valuedouble;
-        for (int k = 0; k < 3; k++) {
+            seconds[3] = bcast->valuedouble;
+        for (int k = 0; k < 4; k++) {
             if (n == 2 * 16 || !isfinite(seconds[k]))
                 continue;
             snprintf(labels[n], sizeof labels[n], "%s%s%s", names[r] ? names[r] : "",

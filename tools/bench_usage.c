@@ -107,6 +107,7 @@ void bench_role_cpu_seconds(double out[N_ROLES])
         int role = strncmp(comm, "sharc-planner", 13) == 0  ? ROLE_PLANNER
                    : strncmp(comm, "sharc-decode", 12) == 0 ? ROLE_DECODE
                    : strncmp(comm, "sharc-lane", 10) == 0   ? ROLE_READ_AHEAD
+                   : strncmp(comm, "sharc-noise", 11) == 0  ? ROLE_NOISE
                                                             : ROLE_OTHER;
         out[role] += cpu;
     }

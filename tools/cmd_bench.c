@@ -30,7 +30,7 @@ const char *const bench_stage_names[N_STAGES] = {[SHARC_STAGE_READ] = "read",
                                                  [SHARC_STAGE_SAMPLE] = "sample",
                                                  [SHARC_STAGE_DECODE] = "decode",
                                                  [SHARC_STAGE_COLLATE] = "collate"};
-const char *const bench_role_names[N_ROLES] = {"planner", "decode", "read_ahead", "other"};
+const char *const bench_role_names[N_ROLES] = {"planner", "decode", "read_ahead", "noise", "other"};
 
 /* Every failure is recorded for the {"error"} object --json ends with (cli_fail). */
 #define fail_with(...) cli_fail(cmd, __VA_ARGS__)
@@ -51,6 +51,7 @@ typedef struct window {
     sharc_device_stats dev0;
     double cpu_feat0; /* the decode threads' feature seconds at the start */
     double cond0;     /* and their conditioning seconds */
+    double noise0;    /* the noise stream's seconds */
     double bcast0;    /* this rank's broadcast seconds (sharc_loader_broadcast_seconds) */
     int open;         /* the window has started */
 } window;
@@ -69,6 +70,7 @@ static void window_start(window *w, sharc_reader *r, const sharc_loader *l, doub
     w->net0[2] = st.net_wait_seconds;
     w->cpu_feat0 = st.feature_seconds;
     w->cond0 = st.condition_seconds;
+    w->noise0 = st.noise_seconds;
     if (l == NULL || sharc_loader_broadcast_seconds(l, &w->bcast0) < 0)
         w->bcast0 = 0;
     sharc_reader_get_device_stats(r, &w->dev0);
@@ -89,6 +91,7 @@ static void window_end(const window *w, sharc_reader *r, const sharc_loader *l, 
     res->net_wait = st.net_wait_seconds - w->net0[2];
     res->cpu_feat_seconds = st.feature_seconds - w->cpu_feat0;
     res->cond_seconds = st.condition_seconds - w->cond0;
+    res->noise_seconds = st.noise_seconds - w->noise0;
     double bcast = 0;
     res->bcast_seconds =
         l != NULL && sharc_loader_broadcast_seconds(l, &bcast) == 0 ? bcast - w->bcast0 : NAN;

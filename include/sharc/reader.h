@@ -398,8 +398,12 @@ typedef struct sharc_reader_stats {
      *  perturbation; docs/conditioning.md), summed over threads; part of
      *  stage_seconds[SHARC_STAGE_DECODE]. Filled in batch mode. */
     double condition_seconds;
+    /** Seconds the noise stream's read-ahead thread spent reading and decoding noise
+     *  (sharc_augment_settings.noise; docs/conditioning.md), its waits for room not counted;
+     *  not part of stage_seconds, 0 without noise. */
+    double noise_seconds;
     /** Room for later counters, so that the struct keeps its size (sharc/common.h); zero. */
-    uint8_t reserved[24];
+    uint8_t reserved[16];
 } sharc_reader_stats;
 
 /**

@@ -42,6 +42,7 @@ struct sharc__noise_stream {
     entry *q; ///< a ring of q_cap entries, q_n of them from q_head
     size_t q_cap, q_head, q_n;
     uint64_t queued_bytes, held_max;
+    double busy_seconds;      ///< reading and decoding noise, waits for room not counted
     sharc__walk_pos next_pos; ///< the position after the last cut queued
     int rc;                   ///< the thread's error, 0 while none
     char error[SHARC__ERRLEN];
@@ -110,17 +111,24 @@ static sharc__noise_cut *copy_cut(sharc__noise_stream *ns, const sharc_cut *c)
 static void *read_ahead(void *arg)
 {
     sharc__noise_stream *ns = arg;
+    double busy = 0;
     for (;;) {
+        const double t0 = sharc__now_s();
         const sharc_cut *c;
         int rc = sharc_reader_next(ns->r, &c);
         sharc__noise_cut *nc = NULL;
-        if (rc == 0 && c->num_samples <= 0)
+        if (rc == 0 && c->num_samples <= 0) {
+            busy += sharc__now_s() - t0;
             continue;
+        }
         if (rc == 0 && !(nc = copy_cut(ns, c)))
             rc = SHARC_ERR(ENOMEM);
         sharc__walk_pos after;
         ns->hooks.position(ns->r, &after);
+        busy += sharc__now_s() - t0;
         pthread_mutex_lock(&ns->mu);
+        ns->busy_seconds += busy;
+        busy = 0;
         while (rc == 0 && !ns->stop && ns->queued_bytes > 0 &&
                (ns->queued_bytes + bytes_of(nc) > ns->bound || ns->q_n >= 2 * SHARC__NOISE_WINDOW))
             pthread_cond_wait(&ns->room, &ns->mu);
@@ -296,9 +304,18 @@ void sharc__noise_stream_stats(sharc__noise_stream *ns, uint64_t *held_max, uint
     pthread_mutex_unlock(&ns->mu);
 }
 
+double sharc__noise_seconds(sharc__noise_stream *ns)
+{
+    pthread_mutex_lock(&ns->mu);
+    const double s = ns->busy_seconds;
+    pthread_mutex_unlock(&ns->mu);
+    return s;
+}
+
 /* Read up to the first cut with audio and queue it; a whole epoch without one fails. */
 static int first_cut(sharc__noise_stream *ns, const sharc_augment_settings *a)
 {
+    const double t0 = sharc__now_s();
     const sharc_cut *c;
     int rc;
     ns->hooks.position(ns->r, &ns->next_pos);
@@ -316,6 +333,7 @@ static int first_cut(sharc__noise_stream *ns, const sharc_augment_settings *a)
     ns->hooks.position(ns->r, &ns->next_pos);
     if ((rc = push(ns, nc, &before)) < 0)
         sharc__noise_cut_unref(nc);
+    ns->busy_seconds = sharc__now_s() - t0; /* before the thread starts: no lock needed */
     return rc;
 }
 

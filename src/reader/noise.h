@@ -60,6 +60,10 @@ sharc__noise_source sharc__noise_source_of(sharc__noise_stream *ns);
  *  stream of the latest noise cut assigned (its first is 0), or UINT64_MAX before any. */
 void sharc__noise_stream_stats(sharc__noise_stream *ns, uint64_t *held_max, uint64_t *last_index);
 
+/** Seconds spent reading and decoding noise so far: the first cut's at open, then the
+ *  read-ahead thread's, its waits for room not counted (sharc_reader_stats.noise_seconds). */
+double sharc__noise_seconds(sharc__noise_stream *ns);
+
 /** Stop the read-ahead and free the stream; the noise cuts still assigned stay valid. */
 void sharc__noise_close(sharc__noise_stream **ns);
 

@@ -50,6 +50,7 @@ void sharc__reader_get_stats(const sharc_reader *r, sharc_reader_stats *out)
     out->net_retries = (uint32_t)atomic_load(&net->retries);
     out->net_bytes = atomic_load(&net->bytes);
     out->net_wait_seconds = (double)atomic_load(&net->wait_ns) * 1e-9;
+    out->noise_seconds = r->noise ? sharc__noise_seconds(r->noise) : 0;
 }
 
 size_t sharc__reader_num_shards(const sharc_reader *r)

@@ -35,8 +35,10 @@ assert sorted(j["stage_seconds"]) == sorted(stages), j
 assert all(v is None for v in j["stage_seconds"].values()), j  # filled in batch mode only
 # CPU per cut by thread role: with --cuts all of it is the caller's thread.
 roles = j["cpu_us_per_cut"]
-assert sorted(roles) == sorted(["planner", "decode", "read_ahead", "other"]), roles
-assert roles["other"] > 0 and roles["planner"] == roles["decode"] == roles["read_ahead"] == 0, j
+assert sorted(roles) == sorted(["planner", "decode", "read_ahead", "noise", "other"]), roles
+assert roles["other"] > 0, j
+assert roles["planner"] == roles["decode"] == roles["read_ahead"] == roles["noise"] == 0, j
+assert j["noise_seconds"] is None, j
 assert "floor_audio_seconds_per_second" not in j and len(j["runs"]) == 1, j
 PYEOF
 

@@ -85,7 +85,11 @@ expect_rc 0 "$SHARC" bench --json --threads 1 --batches 2 --warmup 0 $B "$d"
 "$PYTHON" -c '
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert 0 < d["conditioning_share"] < 1, d["conditioning_share"]' "$tmp/out"
+assert 0 < d["conditioning_share"] < 1, d["conditioning_share"]
+assert d["noise_seconds"] > 0 and "noise" in d["cpu_us_per_cut"], d' "$tmp/out"
+expect_rc 0 "$SHARC" bench --threads 1 --batches 2 --warmup 0 $B "$d"
+expect_in "$tmp/out" "of the decode threads' decoding time"
+expect_in "$tmp/out" "s reading and decoding noise, on its own thread"
 
 # Errors that name the setting.
 expect_rc 1 "$SHARC" read --cuts --sampling-rate 16000 "$d"
