@@ -1,8 +1,9 @@
 /*
- * The batch pipeline's internals, shared by pipeline.c (threads, planning, the caller's
- * side), pipeline_open.c (start and stop) and pipeline_source.c (the sampler's source of
- * cuts, and restoring a state). pipeline_open.c calls the other two, which never call back
- * and do not call each other.
+ * The batch pipeline's internals, shared by pipeline.c (threads and planning),
+ * pipeline_take.c (the caller's side), pipeline_open.c (start and stop) and
+ * pipeline_source.c (the sampler's source of cuts, and restoring a state). pipeline_open.c
+ * calls pipeline.c and pipeline_source.c, which never call back and do not call each other;
+ * pipeline_take.c calls only pipeline.c's two helpers below.
  */
 #ifndef SHARC_SRC_PIPELINE_IMPL_H
 #define SHARC_SRC_PIPELINE_IMPL_H
@@ -139,6 +140,14 @@ struct sharc__pipeline {
  * @return 0, or SHARC_ERR(EAGAIN) with its message in p->ctx
  */
 int sharc__pipeline_start_threads(sharc__pipeline *p);
+
+/** Call on_problem with a problem found in a row or a batch; the caller holds p->mu, which
+ *  serialises the calls. */
+void sharc__pipeline_report(sharc__pipeline *p, int code, sharc_problem kind, const char *path,
+                            const char *member, const char *cut_id, const char *message);
+
+/** Add the skips `s` (cuts, seconds and problems of rows skipped while decoding) to `sum`. */
+void sharc__pipeline_add_skips(sharc_reader_stats *sum, const sharc_reader_stats *s);
 
 /** The sampler's source of cuts: the walk, through the pipeline's buffered cuts. */
 sharc__sampler_source sharc__pipeline_sampler_source(sharc__pipeline *p);
