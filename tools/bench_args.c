@@ -311,7 +311,8 @@ static void print_help(void)
         "run that fails (exit status 1) prints {\"error\",\"rank\",\"source\"} instead, error\n"
         "saying why.\n"
         "\n"
-        "Exit status: 0 success, 1 read or floor error, 2 usage error.\n"
+        "Exit status: 0 success, 1 read or floor error, 2 usage error (a report file that would\n"
+        "replace an input, a shard, manifest or --compare's JSON, included).\n"
         "\n"
         "Example:\n"
         "  sharc bench --floor --threads 1 --batch-duration 200 --seconds 10 data/shar\n"
@@ -384,5 +385,7 @@ int bench_parse_args(int argc, char **argv, sharc_reader_settings *s, bench_opts
         return cli_usage_error(cmd, "--bucket-batch-size needs one number per --bins entry");
     s->sampler.bucket_batch_size = o->ro.bucket_batch_size;
     status = cli_take_paths(cmd, argc, argv, s);
+    if (status < 0)
+        status = cli_refuse_reports_over_inputs(cmd, s, NULL, 0, o->report_html, o->report_json);
     return status >= 0 ? status : finish_args(s, o, p.batch_only);
 }

@@ -552,6 +552,9 @@ int bench_compare_main(int argc, char **argv)
     if (n_files != 2 || html == NULL)
         return cli_usage_error("bench", "--compare A.json B.json --report C.html: two report "
                                         "JSON files (sharc bench --report-json) and the page");
+    int refused = cli_refuse_reports_over_inputs("bench", NULL, files, 2, html, NULL);
+    if (refused >= 0)
+        return refused;
     char *raw[2] = {NULL, NULL};
     cJSON *runs[2] = {load_json(files[0], &raw[0]), NULL};
     runs[1] = runs[0] ? load_json(files[1], &raw[1]) : NULL;

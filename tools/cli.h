@@ -189,6 +189,23 @@ const char *cli_inputs_find(const cli_inputs *in, const char *path);
 void cli_inputs_free(cli_inputs *in);
 
 /**
+ * Add the files a reader with settings `s` reads: its dataset (cli_inputs_add_dataset()), its
+ * input_cfg file, its noise dataset and its tokenizer models.
+ * @return 0, or -1 when out of memory
+ */
+int cli_inputs_add_reader(cli_inputs *in, const sharc_reader_settings *s);
+
+/**
+ * Refuse --report `html` and --report-json `json` (either may be NULL) when one would replace
+ * an input of the run: a file the reader with settings `s` reads (NULL: none), one of the
+ * `n_more` files `more` (NULL entries skipped), or the other report file.
+ * @return -1 to go on, CLI_EXIT_USAGE after the message, CLI_EXIT_FAIL when out of memory
+ */
+int cli_refuse_reports_over_inputs(const char *cmd, const sharc_reader_settings *s,
+                                   const char *const *more, size_t n_more, const char *html,
+                                   const char *json);
+
+/**
  * Create a new, empty file beside `path` for its content, under a hidden temporary name
  * (".<name>.<pid>.<n>.tmp" in the same folder, the name cut at 200 bytes, created with O_EXCL:
  * never an existing file), so that `path` is replaced only by a complete file (cli_rename_tmp())

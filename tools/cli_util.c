@@ -204,6 +204,23 @@ const char *cli_inputs_find(const cli_inputs *in, const char *path)
     return NULL;
 }
 
+int cli_inputs_add_reader(cli_inputs *in, const sharc_reader_settings *s)
+{
+    if (cli_inputs_add_dataset(in, s->paths, s->n_paths) != 0 ||
+        (s->input_cfg != NULL && cli_inputs_add(in, s->input_cfg) != 0))
+        return -1;
+    const sharc_augment_settings *a = s->augment;
+    if (a != NULL && a->n_noise > 0 && cli_inputs_add_dataset(in, a->noise, a->n_noise) != 0)
+        return -1;
+    for (size_t i = 0; i < s->n_tokenizer; i++) {
+        /* PATH or LANG=PATH: both spellings are tried, the one that is no file adds nothing */
+        const char *eq = strchr(s->tokenizer[i], '=');
+        if (cli_inputs_add(in, s->tokenizer[i]) != 0 || (eq && cli_inputs_add(in, eq + 1) != 0))
+            return -1;
+    }
+    return 0;
+}
+
 void cli_inputs_free(cli_inputs *in)
 {
     for (size_t i = 0; i < in->n; i++)

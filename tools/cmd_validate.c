@@ -151,7 +151,8 @@ static void print_help(void)
         "Each file is written under a temporary name and renamed once complete.\n"
         "\n"
         "Exit status: 0 no problems, 1 problems found (or the dataset could not be opened, or\n"
-        "a report could not be written), 2 usage error.\n"
+        "a report could not be written), 2 usage error (a report file that would replace an\n"
+        "input, a shard, cuts file, manifest or the --resume-from log, included).\n"
         "\n"
         "Example:\n"
         "  sharc validate --json --per-cut --threads 8 data/shar > report.jsonl\n");
@@ -201,7 +202,10 @@ static int parse_args(int argc, char **argv, sharc_reader_settings *s, validator
         return cli_usage_error(cmd, "--input-cfg reads the mixture as one: not with --partition "
                                     "or --resume-from");
     v->mixture = s->input_cfg != NULL;
-    return cli_take_paths(cmd, argc, argv, s);
+    if ((status = cli_take_paths(cmd, argc, argv, s)) >= 0)
+        return status;
+    const char *log[1] = {o->resume_from};
+    return cli_refuse_reports_over_inputs(cmd, s, log, 1, o->report_html, o->report_json);
 }
 
 /*

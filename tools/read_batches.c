@@ -634,7 +634,7 @@ static int refuse_outputs_over_inputs(const sharc_reader_settings *s, read_opts 
 {
     if (o->n_saves == 0 && o->dump_dir == NULL)
         return -1; /* nothing is written but stdout */
-    if (cli_inputs_add_dataset(&o->inputs, s->paths, s->n_paths) != 0 ||
+    if (cli_inputs_add_reader(&o->inputs, s) != 0 ||
         (o->resume_file != NULL && cli_inputs_add(&o->inputs, o->resume_file) != 0)) {
         fprintf(stderr, "sharc read: out of memory\n");
         return CLI_EXIT_FAIL;
