@@ -241,15 +241,24 @@ static int probe_dataset(validator *v, const sharc_reader_settings *base)
     return 0;
 }
 
+/* A --resume-from log that cannot be read: the problem of the run (code "error"), so that
+ * the summary and --json say it, as for a dataset that cannot be opened. */
+static int resume_log_failed(validator *v, const char *path, int err)
+{
+    char msg[1200];
+    snprintf(msg, sizeof msg, "cannot read --resume-from %s: %s", path, strerror(err));
+    pthread_mutex_lock(&v->lock);
+    validate_problem_locked(v, VALIDATE_CODE_ERROR, NULL, NULL, NULL, msg);
+    pthread_mutex_unlock(&v->lock);
+    return -1;
+}
+
 /* The shard paths that the shard records of a --json log name, into `done`. */
 static int read_resume_log(validator *v, const char *path, vset *done)
 {
     FILE *f = fopen(path, "r");
-    if (f == NULL) {
-        fprintf(stderr, "sharc validate: cannot read --resume-from %s: %s\n", path,
-                strerror(errno));
-        return -1;
-    }
+    if (f == NULL)
+        return resume_log_failed(v, path, errno);
     char *line = NULL;
     size_t cap = 0;
     int rc = 0;
@@ -262,11 +271,8 @@ static int read_resume_log(validator *v, const char *path, vset *done)
             vset_insert(done, shard->valuestring, NULL, NULL, &v->oom);
         cJSON_Delete(j);
     }
-    if (ferror(f)) {
-        fprintf(stderr, "sharc validate: cannot read --resume-from %s: %s\n", path,
-                strerror(errno));
-        rc = -1;
-    }
+    if (ferror(f))
+        rc = resume_log_failed(v, path, errno ? errno : EIO);
     free(line);
     fclose(f);
     return rc;
