@@ -186,7 +186,8 @@ static const cli_opt options[] = {
      .help = "print JSON Lines instead of text (see below)"},
     {CLI_OPT_FLAG, "json-tokens", OWN(json_tokens), .min = 1, .flags = CLI_BATCH_ONLY,
      .help = "with --json and --tokenizer: each batch object also holds\n"
-             "\"tokens\", each cut's token ids in row order"},
+             "\"tokens\", each cut's token ids in row order",
+     .needs = "json,tokenizer"},
     {CLI_OPT_FLAG, "quiet", OWN(quiet), .min = 1,
      .help = "print only the summary; library warnings are not shown"},
     {CLI_OPT_FLAG, "verbose", OWN(verbose), .min = 1,

@@ -93,6 +93,24 @@ expect_rc 2 "$SHARC" read --save-state-at 3
 expect_in "$tmp/err" "--save-state-at needs a STEP and a FILE"
 expect_rc 2 "$SHARC" read --save-state-at 1 --json "$tmp"
 expect_in "$tmp/err" "needs a FILE after the step, not '--json'"
+# An option that only works with another is refused without it, rather than ignored.
+needs() { # needs CMD OPTION NEEDED ARGS...: exit 2 naming both
+    c=$1 o=$2 w=$3
+    shift 3
+    expect_rc 2 "$SHARC" "$c" "$@" "$tmp"
+    expect_in "$tmp/err" "sharc $c: --$o works with --$w, which is not given"
+}
+needs read noise-prob noise --sampling-rate 16000 --noise-prob 0.3
+needs bench noise-snr noise --noise-snr 1,2
+needs read speed-perturb-prob speed-perturb --speed-perturb-prob 0.5
+needs read volume-perturb-prob volume-perturb --cuts --volume-perturb-prob 0.5
+needs read n-mels features --n-mels 40
+needs bench no-keep-audio features --no-keep-audio
+needs read json-tokens json --json-tokens
+needs read json-tokens tokenizer --json --json-tokens
+needs read mix-finite input-cfg --mix-finite
+needs bench max-open-streams input-cfg --max-open-streams 2
+needs buckets num-subbuckets tokenizer --num-subbuckets 3
 expect_rc 2 "$SHARC" read --bogus "$tmp"
 expect_in "$tmp/err" "sharc read: unknown option '--bogus'"
 # A refused option is one line that says why, then where to look.
