@@ -113,6 +113,10 @@ int cli_parse_on_error(const char *cmd, const char *val, sharc_error_policy *out
 /** The name of a layout ("shar"); "auto" for SHARC_LAYOUT_AUTO. */
 const char *cli_layout_name(sharc_layout l);
 
+/** The layout reader `r` reads: its name, "mixture" for an input_cfg's sources (of any
+ *  layouts), or NULL when it is not known (a peer, which opens no shards). */
+const char *cli_reader_layout_name(const sharc_reader *r);
+
 /**
  * Read an integer environment variable (RANK, WORLD_SIZE, LOCAL_RANK, ...).
  * @return 1 with *out set when it is set and valid, 0 when unset or empty, -1 when it is

@@ -281,6 +281,14 @@ const char *cli_layout_name(sharc_layout l)
     return "unknown";
 }
 
+const char *cli_reader_layout_name(const sharc_reader *r)
+{
+    if (sharc_reader_num_sources(r) > 0)
+        return "mixture";
+    sharc_layout l = sharc_reader_layout(r);
+    return l == SHARC_LAYOUT_AUTO ? NULL : cli_layout_name(l);
+}
+
 int cli_parse_on_error(const char *cmd, const char *val, sharc_error_policy *out)
 {
     if (strcmp(val, "fail") == 0) {

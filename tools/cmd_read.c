@@ -249,8 +249,8 @@ static void print_help(void)
            "\"min_tps\",\n"
            "   \"max_tps\",\"no_bucket\"},\"dropped_cuts\",\"shards\",\"skipped_cuts\","
            "\"skipped_shards\",\n"
-           "   \"problems\":{...}},\"rank\",\"source\",\"error\"} (layout null on a peer, which\n"
-           "reads no shards)\n"
+           "   \"problems\":{...}},\"rank\",\"source\",\"error\"} (layout \"mixture\" with\n"
+           "--input-cfg, null on a peer, which reads no shards)\n"
            "where the top-level counts are this run's printed batches, reader holds the\n"
            "library's cumulative counters as of the last batch read (they include what a\n"
            "resumed state had counted, and do not depend on --threads or --prefetch; zero on\n"
@@ -407,10 +407,7 @@ void read_print_summary_head(FILE *f, const sharc_reader *r)
     cli_json_str(f, "summary");
     cli_json_key(f, "layout", 0);
     /* A peer never opens the shards: its layout is unknown (null), not "auto". */
-    if (sharc_reader_layout(r) == SHARC_LAYOUT_AUTO)
-        fputs("null", f);
-    else
-        cli_json_str(f, cli_layout_name(sharc_reader_layout(r)));
+    cli_json_str(f, cli_reader_layout_name(r));
 }
 
 static void print_cut_summary_json(const sharc_reader *r, const sharc_reader_stats *st, double wall,
@@ -447,7 +444,7 @@ static void print_cut_summary_text(const sharc_reader *r, const sharc_reader_sta
     char a[32], b[32];
     printf("-- %" PRIu64 " cuts, %.3f s of audio (%s), %" PRIu64 " shards opened, layout %s\n",
            st->cuts, st->audio_seconds, cli_fmt_duration(a, sizeof a, st->audio_seconds),
-           st->shards, cli_layout_name(sharc_reader_layout(r)));
+           st->shards, cli_reader_layout_name(r) ? cli_reader_layout_name(r) : "unknown");
     read_print_skipped_text("-- ", st);
     printf("\n-- wall time %s, %s cuts/s, %.1f s of audio per second\n",
            cli_fmt_duration(a, sizeof a, wall),

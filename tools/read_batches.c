@@ -510,8 +510,8 @@ static void print_batch_summary_text(const sharc_reader *r, const batch_run *run
     printf(", %" PRIu64 " cuts, %.3f s of audio (%s), %.3f s padded (%.1f%% padding), layout %s\n",
            run->cuts, run->audio_seconds, cli_fmt_duration(a, sizeof a, run->audio_seconds),
            run->padded_seconds, padding > 0 ? padding : 0.0,
-           r != NULL ? cli_layout_name(sharc_reader_layout(r))
-                     : "unknown (a peer reads no shards)");
+           r != NULL && cli_reader_layout_name(r) ? cli_reader_layout_name(r)
+                                                  : "unknown (a peer reads no shards)");
     uint64_t by[SHARC_FILTER_COUNT];
     filter_counts(r, by);
     printf("-- filtered %" PRIu64 " cuts", st->filtered_cuts);
