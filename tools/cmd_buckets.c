@@ -250,7 +250,7 @@ static void json_array(const char *key, const bucket_stats *b, size_t nb, int wh
             printf("%" PRIu64, b[i].count);
         else if (what == 1)
             cli_json_num(stdout, b[i].seconds);
-        else if (b[i].count == 0 && what < 5)
+        else if (b[i].count == 0 && what < 4) /* min and max of no cut */
             fputs("null", stdout);
         else
             cli_json_num(stdout, what == 2   ? b[i].min
