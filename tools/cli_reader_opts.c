@@ -4,6 +4,7 @@
 #include "cli_reader_opts.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,40 +31,63 @@ static int opt_dp(cli_parser *p, const cli_opt *o, const char *val, void *target
     return cli_parse_int(p->cmd, flag, val, (int)o->min, (int)o->max, target);
 }
 
+/* Skip spaces, then take `c` when it comes next. */
+static int take(const char **p, char c)
+{
+    while (**p == ' ')
+        (*p)++;
+    if (**p != c)
+        return 0;
+    (*p)++;
+    return 1;
+}
+
+/* A number of --bins from 0 to 1e9 (strtod skips the spaces before it). */
+static int take_number(const char **p, double *out)
+{
+    char *end;
+    errno = 0;
+    *out = strtod(*p, &end);
+    if (end == *p || errno == ERANGE || !isfinite(*out) || *out < 0 || *out > 1e9)
+        return 0;
+    *p = end;
+    return 1;
+}
+
 int cli_parse_bins_2d(const char *cmd, const char *val, double **bins, double **tokens,
                       size_t *n_bins)
 {
-    char *flat = malloc(strlen(val) + 1), *q = flat;
-    if (!flat)
+    size_t cap = strlen(val) / 4 + 1, n = 0; /* "[a,b]" takes 5 bytes at least */
+    double *d = malloc(cap * sizeof *d), *t = malloc(cap * sizeof *t);
+    if (!d || !t) {
+        free(d);
+        free(t);
         return cli_usage_error(cmd, "out of memory"), -1;
-    for (const char *c = val; *c; c++)
-        if (*c != '[' && *c != ']' && *c != ' ')
-            *q++ = *c;
-    *q = 0;
-    double *v = NULL;
-    size_t n = 0;
-    int rc = cli_parse_double_list(cmd, "--bins", flat, 0, 1e9, 0, &v, &n);
-    free(flat);
-    if (rc < 0)
-        return -1;
-    if (n % 2) {
-        free(v);
-        return cli_usage_error(cmd, "--bins '%s': 2D bins are [duration, tokens] pairs", val), -1;
+    }
+    /* '[' '[' D ',' T ']' (',' '[' D ',' T ']')* ']', spaces anywhere between */
+    const char *p = val;
+    int ok = take(&p, '[');
+    do
+        ok = ok && n < cap && take(&p, '[') && take_number(&p, &d[n]) && take(&p, ',') &&
+             take_number(&p, &t[n]) && take(&p, ']') && ++n;
+    while (ok && take(&p, ','));
+    ok = ok && take(&p, ']');
+    while (*p == ' ')
+        p++;
+    if (!ok || *p != '\0') {
+        free(d);
+        free(t);
+        return cli_usage_error(cmd,
+                               "--bins '%s': 2D bins are [duration, tokens] pairs, '[[D,T],...]', "
+                               "of numbers from 0 to 1e+09",
+                               val),
+               -1;
     }
     free(*bins);
     free(*tokens);
-    *n_bins = n / 2;
-    *bins = malloc(*n_bins * sizeof **bins);
-    *tokens = malloc(*n_bins * sizeof **tokens);
-    if (!*bins || !*tokens) {
-        free(v);
-        return cli_usage_error(cmd, "out of memory"), -1;
-    }
-    for (size_t i = 0; i < *n_bins; i++) {
-        (*bins)[i] = v[2 * i];
-        (*tokens)[i] = v[2 * i + 1];
-    }
-    free(v);
+    *bins = d;
+    *tokens = t;
+    *n_bins = n;
     return 0;
 }
 

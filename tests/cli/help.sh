@@ -83,6 +83,13 @@ expect_rc 2 "$SHARC" read --threads -1 "$tmp"
 expect_rc 2 "$SHARC" read --bins 3,1 "$tmp"
 expect_in "$tmp/err" "invalid value '3,1' for --bins"
 expect_rc 2 "$SHARC" read --bins 1,,3 "$tmp"
+# NeMo's 2D bins: '[[D,T],...]' exactly (spaces allowed), the value named as given.
+for b in '[' '[[5,10],[3]]' '[[5,10,3,4]]' '[5,10]' '[[2,a]]' '[[5,10],]' '[[5,10]]]' '[[-1,3]]'; do
+    expect_rc 2 "$SHARC" read --bins "$b" "$tmp"
+    expect_in "$tmp/err" "sharc read: --bins '$b': 2D bins are [duration, tokens] pairs, '[[D,T],...]', of numbers from 0 to 1e+09"
+done
+expect_rc 2 "$SHARC" bench --bins '[[1,2] [3,4]]' "$tmp"
+expect_in "$tmp/err" "sharc bench: --bins '[[1,2] [3,4]]': 2D bins are"
 expect_rc 2 "$SHARC" read --bucket-batch-size 8,4 "$tmp"
 expect_in "$tmp/err" "--bucket-batch-size needs --bins"
 expect_rc 2 "$SHARC" read --bins 2,4 --bucket-batch-size 8 "$tmp"
