@@ -137,7 +137,13 @@ expect_in "$tmp/err" "sharc validate: invalid value '0' for --threads (an intege
 expect_rc 2 "$SHARC" read --num-buckets 65537 "$tmp"
 expect_in "$tmp/err" "sharc read: invalid value '65537' for --num-buckets (an integer from 1 to 65536 is expected)"
 expect_rc 2 "$SHARC" bench --num-buckets 0 "$tmp"
-expect_in "$tmp/err" "sharc bench: invalid value '0' for --num-buckets (an integer from 1 to 1048576 is expected)"
+expect_in "$tmp/err" "sharc bench: invalid value '0' for --num-buckets (an integer from 1 to 65536 is expected)"
+# bench takes what read takes, up to the library's limits: more is a usage error, not a
+# failure to open the dataset.
+expect_rc 2 "$SHARC" bench --num-buckets 65537 "$tmp"
+expect_in "$tmp/err" "sharc bench: invalid value '65537' for --num-buckets (an integer from 1 to 65536 is expected)"
+expect_rc 2 "$SHARC" bench --buffer-size 16777217 "$tmp"
+expect_in "$tmp/err" "sharc bench: invalid value '16777217' for --buffer-size (an integer from 1 to 16777216 is expected)"
 expect_rc 2 "$SHARC" bench --max-cuts 0 "$tmp"
 expect_in "$tmp/err" "sharc bench: --max-cuts must be in [1, 4294967295], not 0"
 expect_rc 2 "$SHARC" buckets --max-duration -1 "$tmp"
