@@ -194,6 +194,7 @@ static int parse_args(int argc, char **argv, sharc_reader_settings *s, validator
         return status;
     v->json = o->json;
     v->per_cut = o->per_cut;
+    v->verbose = o->verbose;
     v->progress_every = o->progress_every;
     size_t i, n;
     if (o->partition != NULL && parse_partition(o->partition, &i, &n) < 0)
@@ -437,9 +438,10 @@ static void print_summary(validator *v, double wall)
     }
     if (v->n_ignored > 0)
         printf("-- note: %zu file%s or director%s beside the shards %s not read (stray files,\n"
-               "   another layout's shards, subdirectories); --verbose names them\n",
+               "   another layout's shards, subdirectories)%s\n",
                v->n_ignored, v->n_ignored == 1 ? "" : "s", v->n_ignored == 1 ? "y" : "ies",
-               v->n_ignored == 1 ? "was" : "were");
+               v->n_ignored == 1 ? "was" : "were",
+               v->verbose ? ", named on stderr" : "; --verbose names them");
     size_t n_empty = count_empty_shards(v);
     if (n_empty > 0) {
         printf("-- warning: %zu shard%s gave no cut (and no problem): ", n_empty,
