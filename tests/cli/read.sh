@@ -177,4 +177,17 @@ expect_in "$tmp/err" "$txt_why"
 expect_rc 1 "$SHARC" validate "$tmp/nultxt"
 expect_in "$tmp/out" "problem json: $txt_why"
 
+# An empty directory: every command fails (1) naming it, --json with its error object.
+mkdir "$tmp/void"
+none="no shards found in $tmp/void (expected Lhotse Shar cuts.*.jsonl, NeMo audio_N.tar + manifests, or .tar shards)"
+for c in "read" "read --cuts" "buckets" "bench --batches 1"; do
+    expect_rc 1 "$SHARC" $c "$tmp/void"
+    expect_in "$tmp/err" "$none"
+    expect_rc 1 "$SHARC" $c --json "$tmp/void"
+    "$PYTHON" -c 'import json, sys; assert sys.argv[2] in json.loads(open(sys.argv[1]).readlines()[-1])["error"]' \
+        "$tmp/out" "$none" || fail "sharc $c --json: $(cat "$tmp/out")"
+done
+expect_rc 1 "$SHARC" validate "$tmp/void"
+expect_in "$tmp/out" "problem layout: cannot open the dataset: invalid shard layout or metadata: $none"
+
 echo "ok"
