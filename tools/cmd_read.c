@@ -138,8 +138,8 @@ static const cli_opt options[] = {
              "RANK/WORLD_SIZE) each slot's source writes FILE.dp<slot>.\n"
              "FILE is written whole under a temporary name beside it, then\n"
              "renamed; it may not be a file the run reads (a shard, cuts\n"
-             "file, manifest or the --resume state, or a link to one)\n"
-             "(default: none)"},
+             "file, manifest, noise, --input-cfg or --tokenizer file, the\n"
+             "--resume state, or a link to one) (default: none)"},
     {CLI_OPT_STRING, "resume", .metavar = "FILE", OWN(resume_file), .flags = CLI_BATCH_ONLY,
      .help = "start from a state written by --save-state-at: the batches\n"
              "are those an uninterrupted run yields after that step; the\n"

@@ -66,6 +66,16 @@ expect_rc 1 "$SHARC" read --dump-dir "$tmp/dd" --limit 1 --batch-duration 20 --q
 expect_in "$tmp/err" "sharc read: cannot write tensor audio of step 0 to $tmp/dd/step0.audio.npy: it is the input file $d/recording.000000.tar.gz, which an output never replaces"
 unchanged
 rm -r "$tmp/dd"
+# The noise dataset, the --input-cfg file and the tokenizer model are inputs of read too.
+expect_rc 2 "$SHARC" read --save-state-at 0 "$tmp/c/wds/$(ls "$tmp/c/wds" | head -1)" --limit 1 \
+    --noise "$tmp/c/wds" --sampling-rate 16000 "$d"
+refused "$tmp/c/wds/$(ls "$tmp/c/wds" | head -1)" "$tmp/c/wds/$(ls "$tmp/c/wds" | head -1)"
+printf -- '- {type: lhotse_shar, shar_path: %s}\n' "$d" >"$tmp/cfg.yaml"
+expect_rc 2 "$SHARC" read --save-state-at 0 "$tmp/cfg.yaml" --limit 1 --input-cfg "$tmp/cfg.yaml"
+refused "$tmp/cfg.yaml" "$tmp/cfg.yaml"
+echo model >"$tmp/m.model"
+expect_rc 2 "$SHARC" read --save-state-at 0 "$tmp/m.model" --limit 1 --tokenizer "en=$tmp/m.model" "$d"
+refused "$tmp/m.model" "$tmp/m.model"
 # The report files of validate and bench, and the page of bench --compare: the same rule.
 report_refused() { # report_refused CMD OPTION OUTPUT INPUT
     expect_in "$tmp/err" "sharc $1: $2 $3 would overwrite $4, an input of this run: outputs never replace inputs"
