@@ -118,6 +118,13 @@ needs read json-tokens tokenizer --json --json-tokens
 needs read mix-finite input-cfg --mix-finite
 needs bench max-open-streams input-cfg --max-open-streams 2
 needs buckets num-subbuckets tokenizer --num-subbuckets 3
+# The broadcast's options are for batches: --cuts refuses them as it refuses --mesh.
+for o in "--timeout 5" --even-steps --no-even-steps; do
+    expect_rc 2 "$SHARC" read --cuts $o "$tmp"
+    expect_in "$tmp/err" "sharc read: ${o% *} applies to batches; it cannot be used with --cuts"
+    expect_rc 2 "$SHARC" bench --cuts $o "$tmp"
+    expect_in "$tmp/err" "sharc bench: ${o% *} applies to batches; it cannot be used with --cuts"
+done
 expect_rc 2 "$SHARC" read --bogus "$tmp"
 expect_in "$tmp/err" "sharc read: unknown option '--bogus'"
 # A refused option is one line that says why, then where to look.
