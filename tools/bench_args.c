@@ -240,6 +240,10 @@ static const cli_opt options[] = {
     {CLI_OPT_STRING, "report-json", .metavar = "FILE", OWN(report_json),
      .help = "also write the report's JSON alone; two of them make a comparison:\n"
              "sharc bench --compare A.json B.json --report C.html"},
+    /* --compare is taken before the options are parsed (bench_compare_requested). */
+    CLI_TEXT("  --compare A.json B.json  instead of measuring: write the page of --report C.html\n"
+             "                      that compares two runs' --report-json files (see sharc\n"
+             "                      bench --compare --help)\n"),
     {CLI_OPT_FLAG, "quiet", OWN(quiet), .min = 1, .help = "no progress line, no library warnings"},
     {CLI_OPT_FLAG, "verbose", OWN(verbose), .min = 1,
      .help = "also the library's informational messages"},

@@ -28,6 +28,12 @@ gen="${1:-build}/testdata/sharc-gen"
   "$sharc" bench --broadcast-only --help
   echo '```'
   echo
+  echo "## sharc bench --compare"
+  echo
+  echo '```'
+  "$sharc" bench --compare --help
+  echo '```'
+  echo
   echo "## sharc-gen (test corpus generator, built in testdata/)"
   echo
   echo '```'
