@@ -169,16 +169,25 @@ static int has_option(const cli_opt *const *opts, const char *seen, size_t n, co
     return 0;
 }
 
-/* An option given without one it needs (cli_opt.needs) would be silently ignored: refused. */
+/* An option given without one it needs (cli_opt.needs), or with one that makes it do nothing
+ * (cli_opt.conflicts), would be silently ignored: refused. */
 static int check_needs(const cli_parser *p, const cli_opt *const *opts, const char *seen, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        if (!seen[i] || opts[i]->needs == NULL)
+        if (!seen[i])
             continue;
-        for (const char *c = opts[i]->needs; *c;) {
+        for (const char *c = opts[i]->needs ? opts[i]->needs : ""; *c;) {
             size_t len = strcspn(c, ",");
             if (has_option(opts, NULL, n, c, len) && !has_option(opts, seen, n, c, len))
                 return cli_usage_error(p->cmd, "--%s works with --%.*s, which is not given",
+                                       opts[i]->name, (int)len, c);
+            c += len + (c[len] == ',');
+        }
+        for (const char *c = opts[i]->conflicts ? opts[i]->conflicts : ""; *c;) {
+            size_t len = strcspn(c, ",");
+            if (has_option(opts, seen, n, c, len))
+                return cli_usage_error(p->cmd,
+                                       "--%s does nothing with --%.*s: give one or the other",
                                        opts[i]->name, (int)len, c);
             c += len + (c[len] == ',');
         }

@@ -89,6 +89,9 @@ struct cli_opt {
      *  one of them (and the command has it), this one would do nothing, so it is refused
      *  as a usage error naming both (NULL: none) */
     const char *needs;
+    /** The options that make this one do nothing, comma-separated: given with one of them,
+     *  it is refused as a usage error naming both (NULL: none) */
+    const char *conflicts;
 };
 
 /* Entries of a table, so that the tables read as lists of options. */

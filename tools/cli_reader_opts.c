@@ -256,7 +256,8 @@ _Static_assert(SHARC_FEATURES_NONE == 0 && SHARC_FEATURES_FBANK == 1,
 /* The help of each option as `sharc read` prints it; other commands may word their own. */
 const cli_opt cli_reader_group[] = {
     {CLI_OPT_CUSTOM, "layout", .metavar = "L", R(layout), .handler = opt_layout,
-     .help = "shard layout: auto, shar, nemo or wds (default auto: detect)"},
+     .help = "shard layout: auto, shar, nemo or wds (default auto: detect)",
+     .conflicts = "input-cfg"},
     {CLI_OPT_STRING, "input-cfg", .metavar = "FILE", R(input_cfg),
      .help = "read the mixture a NeMo input_cfg file (YAML or JSON) lists\n"
              "instead of PATH: each cut drawn from a source in proportion\n"
@@ -269,7 +270,7 @@ const cli_opt cli_reader_group[] = {
     {CLI_OPT_FLAG, "mix-finite", R(mix_finite), .min = 1,
      .help = "with --input-cfg: read each source once, then end", .needs = "input-cfg"},
     {CLI_OPT_U64, "epochs", .metavar = "N", R(epochs),
-     .help = "epochs to read; 0 reads forever (default 1)"},
+     .help = "epochs to read; 0 reads forever (default 1)", .conflicts = "input-cfg"},
     {CLI_OPT_U64, "seed", .metavar = "S", R(seed),
      .help = "seed of the shard order (epoch e uses S + e) and of the\n"
              "sampler's bucket choice and in-bucket shuffle (default 0)"},

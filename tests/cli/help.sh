@@ -118,6 +118,17 @@ needs read json-tokens tokenizer --json --json-tokens
 needs read mix-finite input-cfg --mix-finite
 needs bench max-open-streams input-cfg --max-open-streams 2
 needs buckets num-subbuckets tokenizer --num-subbuckets 3
+# ... and one that does nothing with another: a mixture's sources have their own layouts and
+# repeat without end (--mix-finite reads each once).
+printf -- '- {type: lhotse_shar, shar_path: %s}\n' "$tmp" >"$tmp/cfg.yaml"
+expect_rc 2 "$SHARC" read --input-cfg "$tmp/cfg.yaml" --epochs 2
+expect_in "$tmp/err" "sharc read: --epochs does nothing with --input-cfg: give one or the other"
+expect_rc 2 "$SHARC" bench --epochs 0 --input-cfg "$tmp/cfg.yaml"
+expect_in "$tmp/err" "sharc bench: --epochs does nothing with --input-cfg: give one or the other"
+expect_rc 2 "$SHARC" validate --input-cfg "$tmp/cfg.yaml" --layout shar
+expect_in "$tmp/err" "sharc validate: --layout does nothing with --input-cfg: give one or the other"
+expect_rc 2 "$SHARC" buckets --layout nemo --input-cfg "$tmp/cfg.yaml"
+expect_in "$tmp/err" "sharc buckets: --layout does nothing with --input-cfg: give one or the other"
 # The broadcast's options are for batches: --cuts refuses them as it refuses --mesh.
 for o in "--timeout 5" --even-steps --no-even-steps; do
     expect_rc 2 "$SHARC" read --cuts $o "$tmp"
