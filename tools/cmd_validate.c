@@ -422,8 +422,11 @@ static void print_summary(validator *v, double wall)
         return;
     }
     char a[32], b[32];
-    printf("-- %zu shards (%s), %" PRIu64 " cuts, %s of audio, %d threads, %s\n", v->n_shards,
-           layout_name(v), v->cuts, cli_fmt_duration(a, sizeof a, v->audio_seconds), v->n_workers,
+    printf("-- %zu shards (%s)", v->n_shards, layout_name(v));
+    if (v->n_queue != v->n_shards) /* --partition, --resume-from: checked_shards of --json */
+        printf(", %zu checked", v->n_queue);
+    printf(", %" PRIu64 " cuts, %s of audio, %d threads, %s\n", v->cuts,
+           cli_fmt_duration(a, sizeof a, v->audio_seconds), v->n_workers,
            cli_fmt_duration(b, sizeof b, wall));
     if (n_rates + (v->other_rate_cuts > 0) > 1) {
         printf("-- warning: several sampling rates: ");

@@ -33,6 +33,13 @@ expect_rc 0 "$SHARC" validate --json --partition 1/3 "$d"
 s = [json.loads(l) for l in open(sys.argv[1])][-1]
 assert (s["shards"], s["checked_shards"], s["cuts"]) == (7, 2, 6), s' "$tmp/out" ||
     fail "--partition 1/3: summary"
+# The text summary says how many shards were checked, as checked_shards does.
+expect_rc 0 "$SHARC" validate --partition 1/3 "$d"
+expect_in "$tmp/out" "-- 7 shards (wds), 2 checked, 6 cuts,"
+expect_rc 0 "$SHARC" validate --partition 9/10 "$d"
+expect_in "$tmp/out" "-- 7 shards (wds), 0 checked, 0 cuts,"
+expect_rc 0 "$SHARC" validate "$d"
+grep -q "checked" "$tmp/out" && fail "a whole run says checked: $(cat "$tmp/out")"
 expect_rc 2 "$SHARC" validate --partition 3/3 "$d"
 expect_in "$tmp/err" "--partition: '3/3' is not I/N with 0 <= I < N"
 
