@@ -193,6 +193,21 @@ const char *cli_inputs_find(const cli_inputs *in, const char *path);
 void cli_inputs_free(cli_inputs *in);
 
 /**
+ * Make `s` safe to print on a terminal, in place: the control characters (C0, DEL and the C1
+ * ones as UTF-8) that a shard's ids, names and transcripts may hold, and that could move the
+ * cursor or recolour the screen, each become one '?'; tabs and line breaks become spaces, or
+ * stay with `keep_lines` (messages of several lines). Bytes that are not UTF-8 are kept.
+ */
+void cli_text_sanitize(char *s, int keep_lines);
+
+/**
+ * `s` as text output shows it (cli_text_sanitize(), one line): `s` itself when there is
+ * nothing to change, else a sanitized copy, malloc'ed into *tmp, which the caller frees (NULL
+ * stays NULL; without memory, `s`).
+ */
+const char *cli_text(const char *s, char **tmp);
+
+/**
  * Add the files a reader with settings `s` reads: its dataset (cli_inputs_add_dataset()), its
  * input_cfg file, its noise dataset and its tokenizer models.
  * @return 0, or -1 when out of memory

@@ -316,11 +316,9 @@ const char *read_shorten(char *buf, size_t n, const char *s, size_t max_chars)
         memcpy(buf + i, "...", 4);
     else
         buf[i] = '\0';
-    /* Newlines and tabs would break the one-line-per-cut format. */
-    for (char *p = buf; *p; p++) {
-        if (*p == '\n' || *p == '\r' || *p == '\t')
-            *p = ' ';
-    }
+    /* Newlines and tabs would break the one-line-per-cut format, other controls the
+     * terminal. */
+    cli_text_sanitize(buf, 0);
     return buf;
 }
 
@@ -374,10 +372,14 @@ static void print_cut_json(const sharc_cut *c)
 
 static void print_cut_text(const sharc_cut *c)
 {
-    char text[256];
-    printf("%-32s %8.3fs %6dHz %dch %10" PRId64 "  %s:%s  %s\n", c->id ? c->id : "?", c->duration,
-           c->sampling_rate, c->channels, c->num_samples, basename_of(c->shard),
-           c->member ? c->member : "?", read_shorten(text, sizeof text, c->text, 60));
+    char text[256], *id = NULL, *shard = NULL, *member = NULL;
+    printf("%-32s %8.3fs %6dHz %dch %10" PRId64 "  %s:%s  %s\n", c->id ? cli_text(c->id, &id) : "?",
+           c->duration, c->sampling_rate, c->channels, c->num_samples,
+           cli_text(basename_of(c->shard), &shard), c->member ? cli_text(c->member, &member) : "?",
+           read_shorten(text, sizeof text, c->text, 60));
+    free(id);
+    free(shard);
+    free(member);
 }
 
 static void print_problems_json(FILE *f, const sharc_reader_stats *st)
