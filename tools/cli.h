@@ -235,6 +235,14 @@ int cli_refuse_reports_over_inputs(const char *cmd, const sharc_reader_settings 
 int cli_make_tmp(const char *path, char **tmp);
 
 /**
+ * Whether `path` can be written as cli_write_file() writes it: a temporary file beside it is
+ * created and removed again; `path` itself is not touched. For an output that a long run
+ * writes at its end, checked before the run.
+ * @return 0, or an errno value (ENOENT: no such folder, EACCES, ...)
+ */
+int cli_check_writable(const char *path);
+
+/**
  * Write `n` bytes of `data` (or, with `fill`, what it writes to the FILE) to `path` through
  * a temporary file (cli_make_tmp()), renamed to `path` once complete and closed; on any
  * failure the temporary is removed and `path` is left as it was.

@@ -293,6 +293,16 @@ int cli_make_tmp(const char *path, char **tmp)
     return EEXIST;
 }
 
+int cli_check_writable(const char *path)
+{
+    char *tmp = NULL;
+    int err = cli_make_tmp(path, &tmp);
+    if (err == 0)
+        unlink(tmp);
+    free(tmp);
+    return err;
+}
+
 int cli_write_file(const char *path, const void *data, size_t n,
                    int (*fill)(FILE *f, const void *arg), const void *arg)
 {

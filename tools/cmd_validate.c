@@ -488,6 +488,26 @@ static void print_summary(validator *v, double wall)
                v->shards_cut_short == 1 ? "it" : "each");
 }
 
+/* A report that could not be written once the corpus is read: the problem of the run, found
+ * before reading it (the report is then not written at the end). Returns 1 when there is one. */
+static int report_unwritable(validator *v, validate_opts *o)
+{
+    const char *paths[2] = {o->report_html, o->report_json};
+    for (int k = 0; k < 2; k++) {
+        int err = paths[k] != NULL ? cli_check_writable(paths[k]) : 0;
+        if (err == 0)
+            continue;
+        char msg[1200];
+        snprintf(msg, sizeof msg, "cannot write the report %s: %s", paths[k], strerror(err));
+        pthread_mutex_lock(&v->lock);
+        validate_problem_locked(v, VALIDATE_CODE_ERROR, NULL, NULL, NULL, msg);
+        pthread_mutex_unlock(&v->lock);
+        o->report_html = o->report_json = NULL;
+        return 1;
+    }
+    return 0;
+}
+
 /* Write --report and --report-json; a failure is named on stderr. */
 static int save_report(validator *v, const validate_opts *o, double wall)
 {
@@ -556,7 +576,7 @@ int cmd_validate(int argc, char **argv)
         return cli_finish_output(cmd, status);
     }
     v.report.tokenized = s.n_tokenizer > 0;
-    if (probe_dataset(&v, &s) < 0 || select_shards(&v, &o) < 0)
+    if (report_unwritable(&v, &o) || probe_dataset(&v, &s) < 0 || select_shards(&v, &o) < 0)
         goto done;
     int threads = v.mixture ? 1 : o.threads > 0 ? o.threads : cli_online_cpus();
     v.n_workers = (size_t)threads < v.n_queue ? threads : (int)v.n_queue;
