@@ -679,6 +679,18 @@ static int run_batches_named(sharc_reader_settings *s, read_opts *o, const char 
         s->resume_state = o->state;
         s->resume_state_size = o->state_size;
     }
+    /* A state file that cannot be written, found before the run rather than at its step (a
+     * process of its own slot is its source; in a broadcast group only the source writes, and
+     * it is known once the loader is open). */
+    for (size_t i = 0; !cli_dist_active(&o->dist) && i < o->n_saves; i++) {
+        int err = cli_check_writable(o->saves[i].file);
+        if (err != 0) {
+            snprintf(why, sizeof why, "cannot write the state of step %" PRIu64 " to %s: %s",
+                     o->saves[i].step, o->saves[i].file, strerror(err));
+            fprintf(stderr, "sharc read: %s\n", why);
+            return fail_to_start(o, why, t0);
+        }
+    }
     batch_run run = {0};
     /* DIR, then DIR/dp<k> when the slot names it (the same directory otherwise). */
     if (o->dump_dir != NULL &&
