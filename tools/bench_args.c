@@ -185,7 +185,7 @@ static const cli_opt options[] = {
      .replaced_by = "batch-duration"},
     {CLI_OPT_CUSTOM, "max-cuts", .metavar = "N", SM(max_cuts), .handler = parse_max_cuts,
      .flags = CLI_BATCH_ONLY | CLI_SHARED, .help = "cuts per batch (default: no limit)"},
-    {CLI_OPT_U32, "num-buckets", .metavar = "N", SM(num_buckets), .min = 1, .max = 1 << 20,
+    {CLI_OPT_U32, "num-buckets", .metavar = "N", SM(num_buckets), .min = 1, .max = 65536,
      .flags = CLI_BATCH_ONLY | CLI_SHARED, .help = "buckets estimated from metadata (default 10)"},
     {CLI_OPT_CUSTOM, "bins", .metavar = "A,B,...", .handler = parse_bins,
      .flags = CLI_BATCH_ONLY | CLI_SHARED,
@@ -202,7 +202,7 @@ static const cli_opt options[] = {
     {CLI_OPT_CUSTOM, "quadratic-duration", .metavar = "Q", SM(quadratic_duration),
      .handler = parse_positive, .flags = CLI_BATCH_ONLY | CLI_SHARED,
      .help = "a cut counts as d + d*d/Q (default off)"},
-    {CLI_OPT_U32, "buffer-size", .metavar = "N", SM(buffer_size), .min = 1, .max = 1 << 30,
+    {CLI_OPT_U32, "buffer-size", .metavar = "N", SM(buffer_size), .min = 1, .max = 1 << 24,
      .flags = CLI_BATCH_ONLY | CLI_SHARED, .help = "cuts held in the buckets (default 20000)"},
     USE("max-buffer-bytes", NULL),
     {CLI_OPT_CUSTOM, "no-shuffle", .handler = parse_no_shuffle, .flags = CLI_NO_VALUE | CLI_SHARED,
@@ -240,6 +240,10 @@ static const cli_opt options[] = {
     {CLI_OPT_STRING, "report-json", .metavar = "FILE", OWN(report_json),
      .help = "also write the report's JSON alone; two of them make a comparison:\n"
              "sharc bench --compare A.json B.json --report C.html"},
+    /* --compare is taken before the options are parsed (bench_compare_requested). */
+    CLI_TEXT("  --compare A.json B.json  instead of measuring: write the page of --report C.html\n"
+             "                      that compares two runs' --report-json files (see sharc\n"
+             "                      bench --compare --help)\n"),
     {CLI_OPT_FLAG, "quiet", OWN(quiet), .min = 1, .help = "no progress line, no library warnings"},
     {CLI_OPT_FLAG, "verbose", OWN(verbose), .min = 1,
      .help = "also the library's informational messages"},
@@ -311,7 +315,8 @@ static void print_help(void)
         "run that fails (exit status 1) prints {\"error\",\"rank\",\"source\"} instead, error\n"
         "saying why.\n"
         "\n"
-        "Exit status: 0 success, 1 read or floor error, 2 usage error.\n"
+        "Exit status: 0 success, 1 read or floor error, 2 usage error (a report file that would\n"
+        "replace an input, a shard, manifest or --compare's JSON, included).\n"
         "\n"
         "Example:\n"
         "  sharc bench --floor --threads 1 --batch-duration 200 --seconds 10 data/shar\n"
@@ -384,5 +389,7 @@ int bench_parse_args(int argc, char **argv, sharc_reader_settings *s, bench_opts
         return cli_usage_error(cmd, "--bucket-batch-size needs one number per --bins entry");
     s->sampler.bucket_batch_size = o->ro.bucket_batch_size;
     status = cli_take_paths(cmd, argc, argv, s);
+    if (status < 0)
+        status = cli_refuse_reports_over_inputs(cmd, s, NULL, 0, o->report_html, o->report_json);
     return status >= 0 ? status : finish_args(s, o, p.batch_only);
 }

@@ -112,7 +112,8 @@ static int add_dir(path_list *l, const char *dir, char *err, size_t errn)
         set_err(err, errn, "out of memory");
         return -1;
     }
-    qsort(l->v + first, l->n - first, sizeof *l->v, cmp_str);
+    if (l->n > first) /* none: l->v may be NULL, which qsort may not be given */
+        qsort(l->v + first, l->n - first, sizeof *l->v, cmp_str);
     return 0;
 }
 

@@ -252,10 +252,10 @@ void bench_print_json(FILE *f, const report *rp)
     json_field(f, "conditioning_share",
                batches && (rp->s->resample || rp->s->augment) ? median_of(runs, n, get_cond_share)
                                                               : NAN);
+    /* The noise stream has a thread of its own in both modes. */
     json_field(f, "noise_seconds",
-               batches && rp->s->augment && rp->s->augment->n_noise > 0
-                   ? median_of(runs, n, get_noise_seconds)
-                   : NAN);
+               rp->s->augment && rp->s->augment->n_noise > 0 ? median_of(runs, n, get_noise_seconds)
+                                                             : NAN);
     cli_json_key(f, "cpu_us_per_cut", 0);
     fputc('{', f);
     for (int k = 0; k < N_ROLES; k++) {
@@ -342,6 +342,9 @@ void bench_print_text(const report *rp)
     if (rp->floors != NULL)
         printf("   floor %.3f ms", 1e3 * median_of(rp->floors, n, get_cpu_per_audio));
     printf("\n");
+    if (rp->s->augment && rp->s->augment->n_noise > 0)
+        printf("  noise          %10.3f s reading and decoding noise, on its own thread\n",
+               median_of(runs, n, get_noise_seconds));
     if (!o->cuts_mode) {
         printf("  stages (s)     ");
         for (int k = 0; k < N_STAGES; k++)
@@ -353,9 +356,6 @@ void bench_print_text(const report *rp)
         if (rp->s->resample || rp->s->augment)
             printf("  conditioning   %10.3f of the decode threads' decoding time\n",
                    median_of(runs, n, get_cond_share));
-        if (rp->s->augment && rp->s->augment->n_noise > 0)
-            printf("  noise          %10.3f s reading and decoding noise, on its own thread\n",
-                   median_of(runs, n, get_noise_seconds));
         printf("  CPU per cut (us)");
         for (int k = 0; k < N_ROLES; k++)
             printf(" %s %.1f", bench_role_names[k], median_of(runs, n, role_getters[k]));

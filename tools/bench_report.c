@@ -529,12 +529,36 @@ static cJSON *load_json(const char *path, char **raw)
     return j;
 }
 
+static void print_compare_help(void)
+{
+    printf("Usage: sharc bench --compare A.json B.json --report C.html\n"
+           "\n"
+           "Write one self-contained HTML page that sets two runs of sharc bench side by side,\n"
+           "A and B, from the JSON files their --report-json wrote: their command lines,\n"
+           "throughput and memory over the window, time by stage, results and machines, with\n"
+           "both JSON objects embedded. Nothing is measured; --report is the only option.\n"
+           "C.html is written under a temporary name and renamed once complete, and may not\n"
+           "be A.json or B.json.\n"
+           "\n"
+           "Exit status: 0 success, 1 a file that cannot be read, is not a bench report's\n"
+           "JSON, or a page that cannot be written, 2 usage error.\n"
+           "\n"
+           "Example:\n"
+           "  sharc bench --threads 4 --report-json a.json data/shar\n"
+           "  sharc bench --threads 8 --report-json b.json data/shar\n"
+           "  sharc bench --compare a.json b.json --report threads.html\n");
+}
+
 int bench_compare_main(int argc, char **argv)
 {
     const char *html = NULL, *files[2] = {NULL, NULL};
     size_t n_files = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            print_compare_help();
+            return cli_finish_output("bench", CLI_EXIT_OK);
+        }
         if (strcmp(a, "--report") == 0 && i + 1 < argc)
             html = argv[++i];
         else if (strncmp(a, "--report=", 9) == 0)
@@ -552,6 +576,9 @@ int bench_compare_main(int argc, char **argv)
     if (n_files != 2 || html == NULL)
         return cli_usage_error("bench", "--compare A.json B.json --report C.html: two report "
                                         "JSON files (sharc bench --report-json) and the page");
+    int refused = cli_refuse_reports_over_inputs("bench", NULL, files, 2, html, NULL);
+    if (refused >= 0)
+        return refused;
     char *raw[2] = {NULL, NULL};
     cJSON *runs[2] = {load_json(files[0], &raw[0]), NULL};
     runs[1] = runs[0] ? load_json(files[1], &raw[1]) : NULL;

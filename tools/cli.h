@@ -113,6 +113,10 @@ int cli_parse_on_error(const char *cmd, const char *val, sharc_error_policy *out
 /** The name of a layout ("shar"); "auto" for SHARC_LAYOUT_AUTO. */
 const char *cli_layout_name(sharc_layout l);
 
+/** The layout reader `r` reads: its name, "mixture" for an input_cfg's sources (of any
+ *  layouts), or NULL when it is not known (a peer, which opens no shards). */
+const char *cli_reader_layout_name(const sharc_reader *r);
+
 /**
  * Read an integer environment variable (RANK, WORLD_SIZE, LOCAL_RANK, ...).
  * @return 1 with *out set when it is set and valid, 0 when unset or empty, -1 when it is
@@ -189,6 +193,38 @@ const char *cli_inputs_find(const cli_inputs *in, const char *path);
 void cli_inputs_free(cli_inputs *in);
 
 /**
+ * Make `s` safe to print on a terminal, in place: the control characters (C0, DEL and the C1
+ * ones as UTF-8) that a shard's ids, names and transcripts may hold, and that could move the
+ * cursor or recolour the screen, each become one '?'; tabs and line breaks become spaces, or
+ * stay with `keep_lines` (messages of several lines). Bytes that are not UTF-8 are kept.
+ */
+void cli_text_sanitize(char *s, int keep_lines);
+
+/**
+ * `s` as text output shows it (cli_text_sanitize(), one line): `s` itself when there is
+ * nothing to change, else a sanitized copy, malloc'ed into *tmp, which the caller frees (NULL
+ * stays NULL; without memory, `s`).
+ */
+const char *cli_text(const char *s, char **tmp);
+
+/**
+ * Add the files a reader with settings `s` reads: its dataset (cli_inputs_add_dataset()), its
+ * input_cfg file, its noise dataset and its tokenizer models.
+ * @return 0, or -1 when out of memory
+ */
+int cli_inputs_add_reader(cli_inputs *in, const sharc_reader_settings *s);
+
+/**
+ * Refuse --report `html` and --report-json `json` (either may be NULL) when one would replace
+ * an input of the run: a file the reader with settings `s` reads (NULL: none), one of the
+ * `n_more` files `more` (NULL entries skipped), or the other report file.
+ * @return -1 to go on, CLI_EXIT_USAGE after the message, CLI_EXIT_FAIL when out of memory
+ */
+int cli_refuse_reports_over_inputs(const char *cmd, const sharc_reader_settings *s,
+                                   const char *const *more, size_t n_more, const char *html,
+                                   const char *json);
+
+/**
  * Create a new, empty file beside `path` for its content, under a hidden temporary name
  * (".<name>.<pid>.<n>.tmp" in the same folder, the name cut at 200 bytes, created with O_EXCL:
  * never an existing file), so that `path` is replaced only by a complete file (cli_rename_tmp())
@@ -197,6 +233,14 @@ void cli_inputs_free(cli_inputs *in);
  * @return 0, or an errno value
  */
 int cli_make_tmp(const char *path, char **tmp);
+
+/**
+ * Whether `path` can be written as cli_write_file() writes it: a temporary file beside it is
+ * created and removed again; `path` itself is not touched. For an output that a long run
+ * writes at its end, checked before the run.
+ * @return 0, or an errno value (ENOENT: no such folder, EACCES, ...)
+ */
+int cli_check_writable(const char *path);
 
 /**
  * Write `n` bytes of `data` (or, with `fill`, what it writes to the FILE) to `path` through

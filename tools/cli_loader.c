@@ -62,7 +62,7 @@ const cli_opt cli_dist_group[] = {
              "broadcast axes: their coordinate-0 rank reads, its peers receive\n"
              "(default: dp=<world size>, every rank reads its own slot)"},
     {CLI_OPT_CUSTOM, "timeout", .metavar = "S", .target = CLI_T_DIST,
-     .offset = offsetof(cli_dist, timeout_ms), .handler = opt_timeout,
+     .offset = offsetof(cli_dist, timeout_ms), .handler = opt_timeout, .flags = CLI_BATCH_ONLY,
      .help = "seconds a rank waits in one collective for the others before\n"
              "every rank of its group fails with a timeout (a rank that died,\n"
              "stopped or hangs); 0 waits forever (default 600)"},
@@ -71,13 +71,13 @@ const cli_opt cli_dist_group[] = {
 
 const cli_opt cli_even_group[] = {
     {CLI_OPT_FLAG, "even-steps", .target = CLI_T_DIST, .offset = offsetof(cli_dist, even_steps),
-     .min = 1,
+     .min = 1, .flags = CLI_BATCH_ONLY,
      .help = "with several data-parallel slots under mpi or nccl and a finite\n"
              "--epochs, every slot ends at the same step: the sources agree\n"
              "at every step, the stream ends when the first slot runs dry and\n"
              "the others' remaining batches are dropped and counted (default)"},
     {CLI_OPT_FLAG, "no-even-steps", .target = CLI_T_DIST, .offset = offsetof(cli_dist, even_steps),
-     .min = 0, .help = "every data-parallel slot reads to its own end"},
+     .min = 0, .flags = CLI_BATCH_ONLY, .help = "every data-parallel slot reads to its own end"},
     CLI_END,
 };
 

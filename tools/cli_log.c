@@ -101,6 +101,7 @@ static void log_to_stderr(void *cookie, sharc_log_level level, const char *messa
     }
     if (show) {
         erase_progress_locked();
+        cli_text_sanitize(text, 1); /* a shard's names in it do not drive the terminal */
         fprintf(stderr, "sharc: %s: %s\n", level_name(level), text);
     }
     pthread_mutex_unlock(&cli_stderr.lock);
@@ -112,7 +113,11 @@ void cli_report_error(const char *cmd, const char *prefix, const char *text)
     int shown = cli_stderr.last_error_shown && strcmp(cli_stderr.last_error, text) == 0;
     if (!shown) {
         erase_progress_locked();
-        fprintf(stderr, "sharc %s: %s%s\n", cmd, prefix, text);
+        char *safe = strdup(text); /* a shard's names in it do not drive the terminal */
+        if (safe != NULL)
+            cli_text_sanitize(safe, 1);
+        fprintf(stderr, "sharc %s: %s%s\n", cmd, prefix, safe ? safe : text);
+        free(safe);
     }
     pthread_mutex_unlock(&cli_stderr.lock);
 }

@@ -158,6 +158,43 @@ static int takes_value(const cli_opt *o)
            !(o->kind == CLI_OPT_CUSTOM && (o->flags & CLI_NO_VALUE));
 }
 
+/* Whether the option named `name` (length `len`) is one of the `n` options `opts` and, when
+ * `seen` is given, was given. */
+static int has_option(const cli_opt *const *opts, const char *seen, size_t n, const char *name,
+                      size_t len)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strlen(opts[i]->name) == len && strncmp(opts[i]->name, name, len) == 0)
+            return seen == NULL || seen[i];
+    return 0;
+}
+
+/* An option given without one it needs (cli_opt.needs), or with one that makes it do nothing
+ * (cli_opt.conflicts), would be silently ignored: refused. */
+static int check_needs(const cli_parser *p, const cli_opt *const *opts, const char *seen, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!seen[i])
+            continue;
+        for (const char *c = opts[i]->needs ? opts[i]->needs : ""; *c;) {
+            size_t len = strcspn(c, ",");
+            if (has_option(opts, NULL, n, c, len) && !has_option(opts, seen, n, c, len))
+                return cli_usage_error(p->cmd, "--%s works with --%.*s, which is not given",
+                                       opts[i]->name, (int)len, c);
+            c += len + (c[len] == ',');
+        }
+        for (const char *c = opts[i]->conflicts ? opts[i]->conflicts : ""; *c;) {
+            size_t len = strcspn(c, ",");
+            if (has_option(opts, seen, n, c, len))
+                return cli_usage_error(p->cmd,
+                                       "--%s does nothing with --%.*s: give one or the other",
+                                       opts[i]->name, (int)len, c);
+            c += len + (c[len] == ',');
+        }
+    }
+    return -1;
+}
+
 int cli_opts_parse(cli_parser *p)
 {
     const cli_opt *opts[MAX_OPTS];
@@ -180,6 +217,7 @@ int cli_opts_parse(cli_parser *p)
     }
     long_opts[n] = (struct option){NULL, 0, NULL, 0};
     short_opts[ns] = '\0';
+    char seen[MAX_OPTS] = {0};
     int code;
     while ((code = getopt_long(p->argc, p->argv, short_opts, long_opts, NULL)) != -1) {
         if (code == '?' || code == ':')
@@ -194,6 +232,8 @@ int cli_opts_parse(cli_parser *p)
         }
         if (!o)
             return cli_usage_error(p->cmd, "internal error: option %d is not handled", code);
+        for (size_t i = 0; i < n; i++)
+            seen[i] |= opts[i] == o;
         if (o->kind == CLI_OPT_HELP) {
             p->print_help();
             return CLI_EXIT_OK;
@@ -208,7 +248,7 @@ int cli_opts_parse(cli_parser *p)
         if (apply(p, o, takes_value(o) ? optarg : NULL) < 0)
             return CLI_EXIT_USAGE;
     }
-    return -1;
+    return check_needs(p, opts, seen, n);
 }
 
 /* The help of option `o` at the column the commands have always used. */

@@ -85,6 +85,13 @@ struct cli_opt {
     /** The option's new name: given, this one still works and warns on stderr, naming it
      *  (NULL: a current option) */
     const char *replaced_by;
+    /** The options this one works with, comma-separated ("json,tokenizer"): given without
+     *  one of them (and the command has it), this one would do nothing, so it is refused
+     *  as a usage error naming both (NULL: none) */
+    const char *needs;
+    /** The options that make this one do nothing, comma-separated: given with one of them,
+     *  it is refused as a usage error naming both (NULL: none) */
+    const char *conflicts;
 };
 
 /* Entries of a table, so that the tables read as lists of options. */

@@ -281,6 +281,14 @@ const char *cli_layout_name(sharc_layout l)
     return "unknown";
 }
 
+const char *cli_reader_layout_name(const sharc_reader *r)
+{
+    if (sharc_reader_num_sources(r) > 0)
+        return "mixture";
+    sharc_layout l = sharc_reader_layout(r);
+    return l == SHARC_LAYOUT_AUTO ? NULL : cli_layout_name(l);
+}
+
 int cli_parse_on_error(const char *cmd, const char *val, sharc_error_policy *out)
 {
     if (strcmp(val, "fail") == 0) {
@@ -310,4 +318,38 @@ int cli_env_int(const char *name, int min, int max, int *out)
     }
     *out = (int)v;
     return 1;
+}
+
+int cli_refuse_reports_over_inputs(const char *cmd, const sharc_reader_settings *s,
+                                   const char *const *more, size_t n_more, const char *html,
+                                   const char *json)
+{
+    if (html == NULL && json == NULL)
+        return -1;
+    if (html != NULL && json != NULL && cli_same_file(html, json))
+        return cli_usage_error(cmd,
+                               "--report %s and --report-json %s name the same file: each "
+                               "needs a file of its own",
+                               html, json);
+    cli_inputs in = {0};
+    int rc = s != NULL ? cli_inputs_add_reader(&in, s) : 0;
+    for (size_t i = 0; rc == 0 && i < n_more; i++)
+        rc = more[i] != NULL ? cli_inputs_add(&in, more[i]) : 0;
+    if (rc != 0) {
+        cli_inputs_free(&in);
+        fprintf(stderr, "sharc %s: out of memory\n", cmd);
+        return CLI_EXIT_FAIL;
+    }
+    const char *const outs[2] = {html, json}, *const names[2] = {"--report", "--report-json"};
+    int status = -1;
+    for (int k = 0; status < 0 && k < 2; k++) {
+        const char *input = outs[k] != NULL ? cli_inputs_find(&in, outs[k]) : NULL;
+        if (input != NULL)
+            status = cli_usage_error(cmd,
+                                     "%s %s would overwrite %s, an input of this run: outputs "
+                                     "never replace inputs",
+                                     names[k], outs[k], input);
+    }
+    cli_inputs_free(&in);
+    return status;
 }

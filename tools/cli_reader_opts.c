@@ -4,6 +4,7 @@
 #include "cli_reader_opts.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,40 +31,63 @@ static int opt_dp(cli_parser *p, const cli_opt *o, const char *val, void *target
     return cli_parse_int(p->cmd, flag, val, (int)o->min, (int)o->max, target);
 }
 
+/* Skip spaces, then take `c` when it comes next. */
+static int take(const char **p, char c)
+{
+    while (**p == ' ')
+        (*p)++;
+    if (**p != c)
+        return 0;
+    (*p)++;
+    return 1;
+}
+
+/* A number of --bins from 0 to 1e9 (strtod skips the spaces before it). */
+static int take_number(const char **p, double *out)
+{
+    char *end;
+    errno = 0;
+    *out = strtod(*p, &end);
+    if (end == *p || errno == ERANGE || !isfinite(*out) || *out < 0 || *out > 1e9)
+        return 0;
+    *p = end;
+    return 1;
+}
+
 int cli_parse_bins_2d(const char *cmd, const char *val, double **bins, double **tokens,
                       size_t *n_bins)
 {
-    char *flat = malloc(strlen(val) + 1), *q = flat;
-    if (!flat)
+    size_t cap = strlen(val) / 4 + 1, n = 0; /* "[a,b]" takes 5 bytes at least */
+    double *d = malloc(cap * sizeof *d), *t = malloc(cap * sizeof *t);
+    if (!d || !t) {
+        free(d);
+        free(t);
         return cli_usage_error(cmd, "out of memory"), -1;
-    for (const char *c = val; *c; c++)
-        if (*c != '[' && *c != ']' && *c != ' ')
-            *q++ = *c;
-    *q = 0;
-    double *v = NULL;
-    size_t n = 0;
-    int rc = cli_parse_double_list(cmd, "--bins", flat, 0, 1e9, 0, &v, &n);
-    free(flat);
-    if (rc < 0)
-        return -1;
-    if (n % 2) {
-        free(v);
-        return cli_usage_error(cmd, "--bins '%s': 2D bins are [duration, tokens] pairs", val), -1;
+    }
+    /* '[' '[' D ',' T ']' (',' '[' D ',' T ']')* ']', spaces anywhere between */
+    const char *p = val;
+    int ok = take(&p, '[');
+    do
+        ok = ok && n < cap && take(&p, '[') && take_number(&p, &d[n]) && take(&p, ',') &&
+             take_number(&p, &t[n]) && take(&p, ']') && ++n;
+    while (ok && take(&p, ','));
+    ok = ok && take(&p, ']');
+    while (*p == ' ')
+        p++;
+    if (!ok || *p != '\0') {
+        free(d);
+        free(t);
+        return cli_usage_error(cmd,
+                               "--bins '%s': 2D bins are [duration, tokens] pairs, '[[D,T],...]', "
+                               "of numbers from 0 to 1e+09",
+                               val),
+               -1;
     }
     free(*bins);
     free(*tokens);
-    *n_bins = n / 2;
-    *bins = malloc(*n_bins * sizeof **bins);
-    *tokens = malloc(*n_bins * sizeof **tokens);
-    if (!*bins || !*tokens) {
-        free(v);
-        return cli_usage_error(cmd, "out of memory"), -1;
-    }
-    for (size_t i = 0; i < *n_bins; i++) {
-        (*bins)[i] = v[2 * i];
-        (*tokens)[i] = v[2 * i + 1];
-    }
-    free(v);
+    *bins = d;
+    *tokens = t;
+    *n_bins = n;
     return 0;
 }
 
@@ -232,7 +256,8 @@ _Static_assert(SHARC_FEATURES_NONE == 0 && SHARC_FEATURES_FBANK == 1,
 /* The help of each option as `sharc read` prints it; other commands may word their own. */
 const cli_opt cli_reader_group[] = {
     {CLI_OPT_CUSTOM, "layout", .metavar = "L", R(layout), .handler = opt_layout,
-     .help = "shard layout: auto, shar, nemo or wds (default auto: detect)"},
+     .help = "shard layout: auto, shar, nemo or wds (default auto: detect)",
+     .conflicts = "input-cfg"},
     {CLI_OPT_STRING, "input-cfg", .metavar = "FILE", R(input_cfg),
      .help = "read the mixture a NeMo input_cfg file (YAML or JSON) lists\n"
              "instead of PATH: each cut drawn from a source in proportion\n"
@@ -240,11 +265,12 @@ const cli_opt cli_reader_group[] = {
     {CLI_OPT_U32, "max-open-streams", .metavar = "N", R(max_open_streams), .min = 1,
      .max = UINT32_MAX,
      .help = "with --input-cfg: at most N sources with a shard open at once\n"
-             "(default: no bound)"},
+             "(default: no bound)",
+     .needs = "input-cfg"},
     {CLI_OPT_FLAG, "mix-finite", R(mix_finite), .min = 1,
-     .help = "with --input-cfg: read each source once, then end"},
+     .help = "with --input-cfg: read each source once, then end", .needs = "input-cfg"},
     {CLI_OPT_U64, "epochs", .metavar = "N", R(epochs),
-     .help = "epochs to read; 0 reads forever (default 1)"},
+     .help = "epochs to read; 0 reads forever (default 1)", .conflicts = "input-cfg"},
     {CLI_OPT_U64, "seed", .metavar = "S", R(seed),
      .help = "seed of the shard order (epoch e uses S + e) and of the\n"
              "sampler's bucket choice and in-bucket shuffle (default 0)"},
@@ -275,25 +301,30 @@ const cli_opt cli_reader_group[] = {
              "id and epoch (Lhotse perturb_speed; its duration changes\n"
              "before bucketing) (default: none)"},
     {CLI_OPT_CUSTOM, "speed-perturb-prob", .metavar = "P", R(augment), .min = 0,
-     .handler = opt_perturb_prob, .help = "share of cuts whose speed is perturbed (default 1)"},
+     .handler = opt_perturb_prob, .help = "share of cuts whose speed is perturbed (default 1)",
+     .needs = "speed-perturb"},
     {CLI_OPT_CUSTOM, "volume-perturb", .metavar = "LO,HI", R(augment), .handler = opt_perturb_list,
      .help = "gain range in dB, one gain drawn uniformly per cut (default:\n"
              "none)"},
     {CLI_OPT_CUSTOM, "volume-perturb-prob", .metavar = "P", R(augment), .min = 1,
-     .handler = opt_perturb_prob, .help = "share of cuts whose volume is perturbed (default 1)"},
+     .handler = opt_perturb_prob, .help = "share of cuts whose volume is perturbed (default 1)",
+     .needs = "volume-perturb"},
     {CLI_OPT_CUSTOM, "noise", .metavar = "PATH", R(augment), .handler = opt_noise,
      .help = "mix noise from this dataset (any layout; repeat for more paths)\n"
              "into cuts, streamed without end (shards shuffled each pass);\n"
              "needs --sampling-rate (default: none)"},
     {CLI_OPT_CUSTOM, "noise-snr", .metavar = "LO,HI", R(augment), .handler = opt_perturb_list,
      .help = "SNR range in dB, one SNR drawn uniformly per cut (default\n"
-             "10,20)"},
+             "10,20)",
+     .needs = "noise"},
     {CLI_OPT_CUSTOM, "noise-prob", .metavar = "P", R(augment), .min = 2,
-     .handler = opt_perturb_prob, .help = "share of cuts that get noise (default 0.5)"},
+     .handler = opt_perturb_prob, .help = "share of cuts that get noise (default 0.5)",
+     .needs = "noise"},
     {CLI_OPT_CUSTOM, "noise-max-bytes", .metavar = "N", R(augment), .handler = opt_noise_max_bytes,
      .help = "decoded noise the noise stream holds at most, in bytes of\n"
              "float samples; cuts draw from its first half (default\n"
-             "67108864)"},
+             "67108864)",
+     .needs = "noise"},
     {CLI_OPT_INT, "channel", .metavar = "K", R(channel), .min = 0, .max = 1 << 16,
      .help = "keep only channel K (0-based) of the stored audio (default: all\n"
              "channels; batches need one, so multi-channel data needs it)"},
@@ -411,29 +442,37 @@ const cli_opt cli_reader_group[] = {
              "batch as tensors features f32 [B, n_mels, frames] and\n"
              "feature_lens i32 [B] (default none)"},
     {CLI_OPT_INT, "n-mels", .metavar = "N", R(fbank_n_mels), .min = 1, .max = 256,
-     .flags = CLI_BATCH_ONLY, .help = "mel bins of --features fbank, 1..256 (default 80)"},
+     .flags = CLI_BATCH_ONLY, .help = "mel bins of --features fbank, 1..256 (default 80)",
+     .needs = "features"},
     {CLI_OPT_INT, "fbank-sample-rate", .metavar = "HZ", R(fbank_sample_rate), .min = 1000,
      .max = 384000, .flags = CLI_BATCH_ONLY,
      .help = "the rate the features are made for; a batch at another rate\n"
-             "is an error (default 16000)"},
+             "is an error (default 16000)",
+     .needs = "features"},
     {CLI_OPT_INT, "fbank-window", .metavar = "N", R(fbank_window), .min = 1, .max = 65536,
-     .flags = CLI_BATCH_ONLY, .help = "window length in samples (default 400)"},
+     .flags = CLI_BATCH_ONLY, .help = "window length in samples (default 400)",
+     .needs = "features"},
     {CLI_OPT_INT, "fbank-hop", .metavar = "N", R(fbank_hop), .min = 1, .max = 65536,
-     .flags = CLI_BATCH_ONLY, .help = "hop in samples (default 160)"},
+     .flags = CLI_BATCH_ONLY, .help = "hop in samples (default 160)", .needs = "features"},
     {CLI_OPT_INT, "fbank-n-fft", .metavar = "N", R(fbank_n_fft), .min = 2, .max = 65536,
-     .flags = CLI_BATCH_ONLY, .help = "FFT size, even, >= the window (default 512)"},
+     .flags = CLI_BATCH_ONLY, .help = "FFT size, even, >= the window (default 512)",
+     .needs = "features"},
     {CLI_OPT_INT, "fbank-pad-to", .metavar = "N", R(fbank_pad_to), .min = 0, .max = 4096,
      .flags = CLI_BATCH_ONLY,
-     .help = "round the frame count up to a multiple of N; 0 = no rounding\n(default 16)"},
+     .help = "round the frame count up to a multiple of N; 0 = no rounding\n(default 16)",
+     .needs = "features"},
     {CLI_OPT_DOUBLE, "fbank-preemph", .metavar = "A", R(fbank_preemph), .dmin = 0, .dmax = 0.999999,
-     .flags = CLI_BATCH_ONLY, .help = "pre-emphasis coefficient; 0 = none (default 0.97)"},
+     .flags = CLI_BATCH_ONLY, .help = "pre-emphasis coefficient; 0 = none (default 0.97)",
+     .needs = "features"},
     {CLI_OPT_DOUBLE, "fbank-dither", .metavar = "D", R(fbank_dither), .dmin = 0, .dmax = 1,
      .flags = CLI_BATCH_ONLY,
      .help = "standard deviation of a Gaussian dither, seeded by --seed,\n"
-             "the cut and its epoch; 0 = off (NeMo dithers in training only)\n(default 0)"},
+             "the cut and its epoch; 0 = off (NeMo dithers in training only)\n(default 0)",
+     .needs = "features"},
     {CLI_OPT_FLAG, "no-keep-audio", R(keep_audio), .min = 0, .flags = CLI_BATCH_ONLY,
      .help = "drop the audio tensor from the batches once the features are\n"
-             "computed; audio_lens stays (default: keep it)"},
+             "computed; audio_lens stays (default: keep it)",
+     .needs = "features"},
     {CLI_OPT_CUSTOM, "device", .metavar = "D", R(device), .handler = opt_device,
      .flags = CLI_BATCH_ONLY,
      .help = "cpu, or cuda[:N]: upload each batch once to CUDA device N\n"

@@ -204,6 +204,60 @@ const char *cli_inputs_find(const cli_inputs *in, const char *path)
     return NULL;
 }
 
+/* The length of the control character at `p` that cli_text_sanitize() replaces, else 0. */
+static size_t control_len(const unsigned char *p, int keep_lines)
+{
+    if (*p == '\n' || *p == '\t' || *p == '\r')
+        return keep_lines && *p != '\r' ? 0 : 1;
+    if (*p < 0x20 || *p == 0x7f)
+        return 1;
+    return p[0] == 0xC2 && p[1] >= 0x80 && p[1] <= 0x9F ? 2 : 0; /* U+0080..U+009F */
+}
+
+void cli_text_sanitize(char *s, int keep_lines)
+{
+    unsigned char *r = (unsigned char *)s, *w = r;
+    while (*r) {
+        size_t n = control_len(r, keep_lines);
+        if (n == 0) {
+            *w++ = *r++;
+            continue;
+        }
+        *w++ = *r == '\n' || *r == '\t' || *r == '\r' ? ' ' : '?';
+        r += n;
+    }
+    *w = '\0';
+}
+
+const char *cli_text(const char *s, char **tmp)
+{
+    *tmp = NULL;
+    const unsigned char *p = (const unsigned char *)s;
+    while (p && *p && control_len(p, 0) == 0)
+        p++;
+    if (p == NULL || *p == '\0' || (*tmp = strdup(s)) == NULL)
+        return s;
+    cli_text_sanitize(*tmp, 0);
+    return *tmp;
+}
+
+int cli_inputs_add_reader(cli_inputs *in, const sharc_reader_settings *s)
+{
+    if (cli_inputs_add_dataset(in, s->paths, s->n_paths) != 0 ||
+        (s->input_cfg != NULL && cli_inputs_add(in, s->input_cfg) != 0))
+        return -1;
+    const sharc_augment_settings *a = s->augment;
+    if (a != NULL && a->n_noise > 0 && cli_inputs_add_dataset(in, a->noise, a->n_noise) != 0)
+        return -1;
+    for (size_t i = 0; i < s->n_tokenizer; i++) {
+        /* PATH or LANG=PATH: both spellings are tried, the one that is no file adds nothing */
+        const char *eq = strchr(s->tokenizer[i], '=');
+        if (cli_inputs_add(in, s->tokenizer[i]) != 0 || (eq && cli_inputs_add(in, eq + 1) != 0))
+            return -1;
+    }
+    return 0;
+}
+
 void cli_inputs_free(cli_inputs *in)
 {
     for (size_t i = 0; i < in->n; i++)
@@ -237,6 +291,16 @@ int cli_make_tmp(const char *path, char **tmp)
             return err;
     }
     return EEXIST;
+}
+
+int cli_check_writable(const char *path)
+{
+    char *tmp = NULL;
+    int err = cli_make_tmp(path, &tmp);
+    if (err == 0)
+        unlink(tmp);
+    free(tmp);
+    return err;
 }
 
 int cli_write_file(const char *path, const void *data, size_t n,

@@ -398,6 +398,15 @@ int cmd_bench(int argc, char **argv)
         goto done;
     status = CLI_EXIT_FAIL;
     cli_logger(&s.logger, o.quiet ? CLI_LOG_SILENT : (o.verbose ? SHARC_LOG_INFO : SHARC_LOG_WARN));
+    /* The report is written at the end: a folder it cannot go to is found before the run. */
+    const char *report_paths[2] = {o.report_html, o.report_json};
+    for (int k = 0; k < 2; k++) {
+        int err = report_paths[k] != NULL ? cli_check_writable(report_paths[k]) : 0;
+        if (err != 0) {
+            fail_with("cannot write the report %s: %s", report_paths[k], strerror(err));
+            goto done;
+        }
+    }
     char err[1024];
     if (bench_floor_find_shards(s.paths, s.n_paths, &shards, &n_shards, err, sizeof err) < 0) {
         if (o.floor) {

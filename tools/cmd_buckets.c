@@ -60,12 +60,14 @@ static const cli_opt options[] = {
             "(estimate_duration_bins_2d.py; see below) (default: 1D bins)"),
     {CLI_OPT_INT, "num-subbuckets", .metavar = "K", OWN(num_subbuckets), .min = 1, .max = 65536,
      .help = "with --tokenizer: token sub-buckets per duration bucket\n"
-             "(default 2, as NeMo)"},
+             "(default 2, as NeMo)",
+     .needs = "tokenizer"},
     {CLI_OPT_DOUBLE, "token-outlier-threshold", .metavar = "Z", OWN(outlier_threshold),
      .dmin = -1e9, .dmax = 1e9,
      .help = "with --tokenizer: cuts whose tokens per second are more than Z\n"
              "standard deviations above their bucket's mean are left out of\n"
-             "its sub-buckets (default 4, as NeMo)"},
+             "its sub-buckets (default 4, as NeMo)",
+     .needs = "tokenizer"},
     CLI_USE(cli_reader_group, "layout", "shard layout: auto, shar, nemo or wds (default auto)"),
     CLI_USE(cli_reader_group, "retries", NULL),
     CLI_USE(cli_reader_group, "timeout-ms", NULL),
@@ -248,7 +250,7 @@ static void json_array(const char *key, const bucket_stats *b, size_t nb, int wh
             printf("%" PRIu64, b[i].count);
         else if (what == 1)
             cli_json_num(stdout, b[i].seconds);
-        else if (b[i].count == 0 && what < 5)
+        else if (b[i].count == 0 && what < 4) /* min and max of no cut */
             fputs("null", stdout);
         else
             cli_json_num(stdout, what == 2   ? b[i].min

@@ -138,8 +138,8 @@ static const cli_opt options[] = {
              "RANK/WORLD_SIZE) each slot's source writes FILE.dp<slot>.\n"
              "FILE is written whole under a temporary name beside it, then\n"
              "renamed; it may not be a file the run reads (a shard, cuts\n"
-             "file, manifest or the --resume state, or a link to one)\n"
-             "(default: none)"},
+             "file, manifest, noise, --input-cfg or --tokenizer file, the\n"
+             "--resume state, or a link to one) (default: none)"},
     {CLI_OPT_STRING, "resume", .metavar = "FILE", OWN(resume_file), .flags = CLI_BATCH_ONLY,
      .help = "start from a state written by --save-state-at: the batches\n"
              "are those an uninterrupted run yields after that step; the\n"
@@ -186,7 +186,8 @@ static const cli_opt options[] = {
      .help = "print JSON Lines instead of text (see below)"},
     {CLI_OPT_FLAG, "json-tokens", OWN(json_tokens), .min = 1, .flags = CLI_BATCH_ONLY,
      .help = "with --json and --tokenizer: each batch object also holds\n"
-             "\"tokens\", each cut's token ids in row order"},
+             "\"tokens\", each cut's token ids in row order",
+     .needs = "json,tokenizer"},
     {CLI_OPT_FLAG, "quiet", OWN(quiet), .min = 1,
      .help = "print only the summary; library warnings are not shown"},
     {CLI_OPT_FLAG, "verbose", OWN(verbose), .min = 1,
@@ -248,8 +249,8 @@ static void print_help(void)
            "\"min_tps\",\n"
            "   \"max_tps\",\"no_bucket\"},\"dropped_cuts\",\"shards\",\"skipped_cuts\","
            "\"skipped_shards\",\n"
-           "   \"problems\":{...}},\"rank\",\"source\",\"error\"} (layout null on a peer, which\n"
-           "reads no shards)\n"
+           "   \"problems\":{...}},\"rank\",\"source\",\"error\"} (layout \"mixture\" with\n"
+           "--input-cfg, null on a peer, which reads no shards)\n"
            "where the top-level counts are this run's printed batches, reader holds the\n"
            "library's cumulative counters as of the last batch read (they include what a\n"
            "resumed state had counted, and do not depend on --threads or --prefetch; zero on\n"
@@ -315,11 +316,9 @@ const char *read_shorten(char *buf, size_t n, const char *s, size_t max_chars)
         memcpy(buf + i, "...", 4);
     else
         buf[i] = '\0';
-    /* Newlines and tabs would break the one-line-per-cut format. */
-    for (char *p = buf; *p; p++) {
-        if (*p == '\n' || *p == '\r' || *p == '\t')
-            *p = ' ';
-    }
+    /* Newlines and tabs would break the one-line-per-cut format, other controls the
+     * terminal. */
+    cli_text_sanitize(buf, 0);
     return buf;
 }
 
@@ -373,10 +372,14 @@ static void print_cut_json(const sharc_cut *c)
 
 static void print_cut_text(const sharc_cut *c)
 {
-    char text[256];
-    printf("%-32s %8.3fs %6dHz %dch %10" PRId64 "  %s:%s  %s\n", c->id ? c->id : "?", c->duration,
-           c->sampling_rate, c->channels, c->num_samples, basename_of(c->shard),
-           c->member ? c->member : "?", read_shorten(text, sizeof text, c->text, 60));
+    char text[256], *id = NULL, *shard = NULL, *member = NULL;
+    printf("%-32s %8.3fs %6dHz %dch %10" PRId64 "  %s:%s  %s\n", c->id ? cli_text(c->id, &id) : "?",
+           c->duration, c->sampling_rate, c->channels, c->num_samples,
+           cli_text(basename_of(c->shard), &shard), c->member ? cli_text(c->member, &member) : "?",
+           read_shorten(text, sizeof text, c->text, 60));
+    free(id);
+    free(shard);
+    free(member);
 }
 
 static void print_problems_json(FILE *f, const sharc_reader_stats *st)
@@ -406,10 +409,7 @@ void read_print_summary_head(FILE *f, const sharc_reader *r)
     cli_json_str(f, "summary");
     cli_json_key(f, "layout", 0);
     /* A peer never opens the shards: its layout is unknown (null), not "auto". */
-    if (sharc_reader_layout(r) == SHARC_LAYOUT_AUTO)
-        fputs("null", f);
-    else
-        cli_json_str(f, cli_layout_name(sharc_reader_layout(r)));
+    cli_json_str(f, cli_reader_layout_name(r));
 }
 
 static void print_cut_summary_json(const sharc_reader *r, const sharc_reader_stats *st, double wall,
@@ -446,7 +446,7 @@ static void print_cut_summary_text(const sharc_reader *r, const sharc_reader_sta
     char a[32], b[32];
     printf("-- %" PRIu64 " cuts, %.3f s of audio (%s), %" PRIu64 " shards opened, layout %s\n",
            st->cuts, st->audio_seconds, cli_fmt_duration(a, sizeof a, st->audio_seconds),
-           st->shards, cli_layout_name(sharc_reader_layout(r)));
+           st->shards, cli_reader_layout_name(r) ? cli_reader_layout_name(r) : "unknown");
     read_print_skipped_text("-- ", st);
     printf("\n-- wall time %s, %s cuts/s, %.1f s of audio per second\n",
            cli_fmt_duration(a, sizeof a, wall),

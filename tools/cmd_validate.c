@@ -151,7 +151,8 @@ static void print_help(void)
         "Each file is written under a temporary name and renamed once complete.\n"
         "\n"
         "Exit status: 0 no problems, 1 problems found (or the dataset could not be opened, or\n"
-        "a report could not be written), 2 usage error.\n"
+        "a report could not be written), 2 usage error (a report file that would replace an\n"
+        "input, a shard, cuts file, manifest or the --resume-from log, included).\n"
         "\n"
         "Example:\n"
         "  sharc validate --json --per-cut --threads 8 data/shar > report.jsonl\n");
@@ -193,6 +194,7 @@ static int parse_args(int argc, char **argv, sharc_reader_settings *s, validator
         return status;
     v->json = o->json;
     v->per_cut = o->per_cut;
+    v->verbose = o->verbose;
     v->progress_every = o->progress_every;
     size_t i, n;
     if (o->partition != NULL && parse_partition(o->partition, &i, &n) < 0)
@@ -201,7 +203,10 @@ static int parse_args(int argc, char **argv, sharc_reader_settings *s, validator
         return cli_usage_error(cmd, "--input-cfg reads the mixture as one: not with --partition "
                                     "or --resume-from");
     v->mixture = s->input_cfg != NULL;
-    return cli_take_paths(cmd, argc, argv, s);
+    if ((status = cli_take_paths(cmd, argc, argv, s)) >= 0)
+        return status;
+    const char *log[1] = {o->resume_from};
+    return cli_refuse_reports_over_inputs(cmd, s, log, 1, o->report_html, o->report_json);
 }
 
 /*
@@ -237,15 +242,24 @@ static int probe_dataset(validator *v, const sharc_reader_settings *base)
     return 0;
 }
 
+/* A --resume-from log that cannot be read: the problem of the run (code "error"), so that
+ * the summary and --json say it, as for a dataset that cannot be opened. */
+static int resume_log_failed(validator *v, const char *path, int err)
+{
+    char msg[1200];
+    snprintf(msg, sizeof msg, "cannot read --resume-from %s: %s", path, strerror(err));
+    pthread_mutex_lock(&v->lock);
+    validate_problem_locked(v, VALIDATE_CODE_ERROR, NULL, NULL, NULL, msg);
+    pthread_mutex_unlock(&v->lock);
+    return -1;
+}
+
 /* The shard paths that the shard records of a --json log name, into `done`. */
 static int read_resume_log(validator *v, const char *path, vset *done)
 {
     FILE *f = fopen(path, "r");
-    if (f == NULL) {
-        fprintf(stderr, "sharc validate: cannot read --resume-from %s: %s\n", path,
-                strerror(errno));
-        return -1;
-    }
+    if (f == NULL)
+        return resume_log_failed(v, path, errno);
     char *line = NULL;
     size_t cap = 0;
     int rc = 0;
@@ -258,11 +272,8 @@ static int read_resume_log(validator *v, const char *path, vset *done)
             vset_insert(done, shard->valuestring, NULL, NULL, &v->oom);
         cJSON_Delete(j);
     }
-    if (ferror(f)) {
-        fprintf(stderr, "sharc validate: cannot read --resume-from %s: %s\n", path,
-                strerror(errno));
-        rc = -1;
-    }
+    if (ferror(f))
+        rc = resume_log_failed(v, path, errno ? errno : EIO);
     free(line);
     fclose(f);
     return rc;
@@ -411,8 +422,11 @@ static void print_summary(validator *v, double wall)
         return;
     }
     char a[32], b[32];
-    printf("-- %zu shards (%s), %" PRIu64 " cuts, %s of audio, %d threads, %s\n", v->n_shards,
-           layout_name(v), v->cuts, cli_fmt_duration(a, sizeof a, v->audio_seconds), v->n_workers,
+    printf("-- %zu shards (%s)", v->n_shards, layout_name(v));
+    if (v->n_queue != v->n_shards) /* --partition, --resume-from: checked_shards of --json */
+        printf(", %zu checked", v->n_queue);
+    printf(", %" PRIu64 " cuts, %s of audio, %d threads, %s\n", v->cuts,
+           cli_fmt_duration(a, sizeof a, v->audio_seconds), v->n_workers,
            cli_fmt_duration(b, sizeof b, wall));
     if (n_rates + (v->other_rate_cuts > 0) > 1) {
         printf("-- warning: several sampling rates: ");
@@ -427,9 +441,10 @@ static void print_summary(validator *v, double wall)
     }
     if (v->n_ignored > 0)
         printf("-- note: %zu file%s or director%s beside the shards %s not read (stray files,\n"
-               "   another layout's shards, subdirectories); --verbose names them\n",
+               "   another layout's shards, subdirectories)%s\n",
                v->n_ignored, v->n_ignored == 1 ? "" : "s", v->n_ignored == 1 ? "y" : "ies",
-               v->n_ignored == 1 ? "was" : "were");
+               v->n_ignored == 1 ? "was" : "were",
+               v->verbose ? ", named on stderr" : "; --verbose names them");
     size_t n_empty = count_empty_shards(v);
     if (n_empty > 0) {
         printf("-- warning: %zu shard%s gave no cut (and no problem): ", n_empty,
@@ -471,6 +486,26 @@ static void print_summary(validator *v, double wall)
                "   the cuts); fix it and validate again\n",
                v->shards_cut_short, v->shards_cut_short == 1 ? "" : "s",
                v->shards_cut_short == 1 ? "it" : "each");
+}
+
+/* A report that could not be written once the corpus is read: the problem of the run, found
+ * before reading it (the report is then not written at the end). Returns 1 when there is one. */
+static int report_unwritable(validator *v, validate_opts *o)
+{
+    const char *paths[2] = {o->report_html, o->report_json};
+    for (int k = 0; k < 2; k++) {
+        int err = paths[k] != NULL ? cli_check_writable(paths[k]) : 0;
+        if (err == 0)
+            continue;
+        char msg[1200];
+        snprintf(msg, sizeof msg, "cannot write the report %s: %s", paths[k], strerror(err));
+        pthread_mutex_lock(&v->lock);
+        validate_problem_locked(v, VALIDATE_CODE_ERROR, NULL, NULL, NULL, msg);
+        pthread_mutex_unlock(&v->lock);
+        o->report_html = o->report_json = NULL;
+        return 1;
+    }
+    return 0;
 }
 
 /* Write --report and --report-json; a failure is named on stderr. */
@@ -541,7 +576,7 @@ int cmd_validate(int argc, char **argv)
         return cli_finish_output(cmd, status);
     }
     v.report.tokenized = s.n_tokenizer > 0;
-    if (probe_dataset(&v, &s) < 0 || select_shards(&v, &o) < 0)
+    if (report_unwritable(&v, &o) || probe_dataset(&v, &s) < 0 || select_shards(&v, &o) < 0)
         goto done;
     int threads = v.mixture ? 1 : o.threads > 0 ? o.threads : cli_online_cpus();
     v.n_workers = (size_t)threads < v.n_queue ? threads : (int)v.n_queue;

@@ -28,6 +28,12 @@ gen="${1:-build}/testdata/sharc-gen"
   "$sharc" bench --broadcast-only --help
   echo '```'
   echo
+  echo "## sharc bench --compare"
+  echo
+  echo '```'
+  "$sharc" bench --compare --help
+  echo '```'
+  echo
   echo "## sharc-gen (test corpus generator, built in testdata/)"
   echo
   echo '```'
@@ -45,7 +51,8 @@ gen="${1:-build}/testdata/sharc-gen"
   (checked: fewer with `--partition` or `--resume-from`), `cuts`, `duration_seconds`,
   `hours`, `audio_bytes` (encoded audio of the cuts), `shard_bytes` (sizes of the local shard
   files), `shards_cut_short`.
-- `duration_stats`: `min`, `mean`, `p50`, `p90`, `p99`, `max` (quantiles to 0.1 s).
+- `duration_stats`: `min`, `mean`, `p50`, `p90`, `p99`, `max` (`min`, `mean` and `max`
+  exact, the quantiles to 0.1 s).
 - `duration_histogram`: `{edges, counts}`, at most 40 bins of a round width from 0 (the
   last one reaches the longest cut when some are over an hour); `counts` sums to `cuts`, bin
   i holds `edges[i] <= d < edges[i+1]`.

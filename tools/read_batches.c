@@ -510,8 +510,8 @@ static void print_batch_summary_text(const sharc_reader *r, const batch_run *run
     printf(", %" PRIu64 " cuts, %.3f s of audio (%s), %.3f s padded (%.1f%% padding), layout %s\n",
            run->cuts, run->audio_seconds, cli_fmt_duration(a, sizeof a, run->audio_seconds),
            run->padded_seconds, padding > 0 ? padding : 0.0,
-           r != NULL ? cli_layout_name(sharc_reader_layout(r))
-                     : "unknown (a peer reads no shards)");
+           r != NULL && cli_reader_layout_name(r) ? cli_reader_layout_name(r)
+                                                  : "unknown (a peer reads no shards)");
     uint64_t by[SHARC_FILTER_COUNT];
     filter_counts(r, by);
     printf("-- filtered %" PRIu64 " cuts", st->filtered_cuts);
@@ -634,7 +634,7 @@ static int refuse_outputs_over_inputs(const sharc_reader_settings *s, read_opts 
 {
     if (o->n_saves == 0 && o->dump_dir == NULL)
         return -1; /* nothing is written but stdout */
-    if (cli_inputs_add_dataset(&o->inputs, s->paths, s->n_paths) != 0 ||
+    if (cli_inputs_add_reader(&o->inputs, s) != 0 ||
         (o->resume_file != NULL && cli_inputs_add(&o->inputs, o->resume_file) != 0)) {
         fprintf(stderr, "sharc read: out of memory\n");
         return CLI_EXIT_FAIL;
@@ -678,6 +678,18 @@ static int run_batches_named(sharc_reader_settings *s, read_opts *o, const char 
             return fail_to_start(o, why, t0);
         s->resume_state = o->state;
         s->resume_state_size = o->state_size;
+    }
+    /* A state file that cannot be written, found before the run rather than at its step (a
+     * process of its own slot is its source; in a broadcast group only the source writes, and
+     * it is known once the loader is open). */
+    for (size_t i = 0; !cli_dist_active(&o->dist) && i < o->n_saves; i++) {
+        int err = cli_check_writable(o->saves[i].file);
+        if (err != 0) {
+            snprintf(why, sizeof why, "cannot write the state of step %" PRIu64 " to %s: %s",
+                     o->saves[i].step, o->saves[i].file, strerror(err));
+            fprintf(stderr, "sharc read: %s\n", why);
+            return fail_to_start(o, why, t0);
+        }
     }
     batch_run run = {0};
     /* DIR, then DIR/dp<k> when the slot names it (the same directory otherwise). */

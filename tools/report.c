@@ -53,6 +53,7 @@ static void hist_add(report_hist *h, double v)
         h->over++;
     else
         h->bins[(size_t)pos]++;
+    h->min = h->count == 0 || v < h->min ? v : h->min;
     h->max = v > h->max ? v : h->max;
     h->count++;
     h->sum += v;

@@ -69,6 +69,7 @@ typedef struct report_hist {
     size_t n;
     uint64_t *bins;
     uint64_t over; /* values >= n * step */
+    double min;    /* smallest value added (0 before the first) */
     double max;    /* largest value added */
     uint64_t count;
     double sum;

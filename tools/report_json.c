@@ -107,13 +107,7 @@ static void totals(FILE *f, const report *r)
     key(f, "duration_stats", 0);
     fputc('{', f);
     key(f, "min", 1);
-    double min = 0;
-    for (size_t i = 0; i < r->duration.n && r->duration.count; i++)
-        if (r->duration.bins[i]) {
-            min = (double)i * r->duration.step;
-            break;
-        }
-    cli_json_num(f, min);
+    cli_json_num(f, r->duration.min);
     num(f, "mean", r->cuts ? r->seconds / (double)r->cuts : 0.0);
     num(f, "p50", report_hist_quantile(&r->duration, 0.5));
     num(f, "p90", report_hist_quantile(&r->duration, 0.9));

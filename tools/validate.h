@@ -55,7 +55,7 @@ typedef struct rate_count {
 
 typedef struct validator {
     pthread_mutex_t lock;
-    int json, per_cut;
+    int json, per_cut, verbose;
     double progress_every; /* seconds between progress lines when stderr is no terminal */
     size_t n_shards;
     size_t n_ignored; /* paths found but not read (sharc_reader_num_ignored_paths) */

@@ -134,8 +134,10 @@ static const char *code_of_error(int rc)
 /* Append " shard=X" etc. for what the message does not already name. */
 static void print_missing_origin(const char *label, const char *value, const char *message)
 {
+    char *tmp = NULL;
     if (value != NULL && (message == NULL || strstr(message, value) == NULL))
-        printf(" %s=%s", label, value);
+        printf(" %s=%s", label, cli_text(value, &tmp));
+    free(tmp);
 }
 
 void validate_problem_locked(validator *v, const char *code, const char *shard, const char *member,
@@ -165,7 +167,9 @@ void validate_problem_locked(validator *v, const char *code, const char *shard, 
         cli_json_str(f, message);
         fputs("}\n", f);
     } else {
-        printf("problem %s: %s", code, message ? message : "");
+        char *tmp = NULL;
+        printf("problem %s: %s", code, message ? cli_text(message, &tmp) : "");
+        free(tmp);
         print_missing_origin("shard", shard, message);
         print_missing_origin("member", member, message);
         print_missing_origin("cut", cut_id, message);
@@ -253,9 +257,14 @@ static void emit_cut_locked(validator *v, const sharc_cut *c, const report_signa
         cli_json_num(f, dbfs);
         fputs("}\n", f);
     } else {
+        char *id = NULL, *shard = NULL, *member = NULL;
         printf("cut %s %.3fs %dHz %dch %" PRId64 " samples peak %.4f rms %.1f dBFS %s:%s\n",
-               c->id ? c->id : "?", c->duration, c->sampling_rate, c->channels, c->num_samples,
-               st->peak, dbfs, c->shard ? c->shard : "?", c->member ? c->member : "?");
+               c->id ? cli_text(c->id, &id) : "?", c->duration, c->sampling_rate, c->channels,
+               c->num_samples, st->peak, dbfs, c->shard ? cli_text(c->shard, &shard) : "?",
+               c->member ? cli_text(c->member, &member) : "?");
+        free(id);
+        free(shard);
+        free(member);
     }
 }
 

@@ -660,7 +660,12 @@ int sharc__json_nemo_row(sharc__ctx *ctx, const char *line, size_t len, const ch
     if (!path)
         path = get_string(root, "audio_file");
     if (!path || !*path) {
-        rc = sharc__set_error(ctx, SHARC_ERR_JSON, "manifest row has no \"audio_filepath\"");
+        const char *key = member(root, "audio_filepath") ? "audio_filepath"
+                          : member(root, "audio_file")   ? "audio_file"
+                                                         : NULL;
+        rc = key ? sharc__set_error(ctx, SHARC_ERR_JSON,
+                                    "manifest row's \"%s\" is not a non-empty string", key)
+                 : sharc__set_error(ctx, SHARC_ERR_JSON, "manifest row has no \"audio_filepath\"");
         goto done;
     }
     if (holds_nul(path)) {

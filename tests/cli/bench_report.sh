@@ -50,6 +50,17 @@ expect_in "$tmp/err" "$tmp/a.out is not the JSON of a bench report"
 [ ! -e "$tmp/d.html" ] || fail "a page was written after a failure"
 expect_rc 2 "$SHARC" bench --compare "$tmp/a.json" "$tmp/b.json"
 expect_in "$tmp/err" "--compare A.json B.json --report C.html"
+# --compare has a help of its own, and bench's lists it.
+expect_rc 0 "$SHARC" bench --compare --help
+expect_in "$tmp/out" "Usage: sharc bench --compare A.json B.json --report C.html"
+expect_rc 0 "$SHARC" bench --help
+expect_in "$tmp/out" "  --compare A.json B.json  instead of measuring"
 expect_rc 1 "$SHARC" bench --quiet --batches 2 --report "$tmp/missing/x.html" "$tmp/g/shar"
 expect_in "$tmp/err" "cannot write the report $tmp/missing/x.html"
+# ... found before the run, not after it: --json gives the error object, and no result.
+expect_rc 1 "$SHARC" bench --json --batches 2 --report-json "$tmp/missing/x.json" "$tmp/g/shar"
+"$PYTHON" -c 'import json, sys
+o = json.load(open(sys.argv[1]))
+assert o["error"] == "cannot write the report " + sys.argv[2] + ": No such file or directory", o
+assert "audio_seconds_per_second" not in o, o' "$tmp/out" "$tmp/missing/x.json"
 echo "ok"

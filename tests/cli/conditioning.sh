@@ -90,6 +90,16 @@ assert d["noise_seconds"] > 0 and "noise" in d["cpu_us_per_cut"], d' "$tmp/out"
 expect_rc 0 "$SHARC" bench --threads 1 --batches 2 --warmup 0 $B "$d"
 expect_in "$tmp/out" "of the decode threads' decoding time"
 expect_in "$tmp/out" "s reading and decoding noise, on its own thread"
+# The cut reader mixes noise from the same thread of its own: its time is reported too.
+C="--sampling-rate 16000 --resample --noise $tmp/n/wds --noise-prob 1 --batches 4 --warmup 0"
+expect_rc 0 "$SHARC" bench --cuts --json $C "$d"
+"$PYTHON" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["mode"] == "cuts" and d["noise_seconds"] > 0, d
+assert d["conditioning_share"] is None, d' "$tmp/out"
+expect_rc 0 "$SHARC" bench --cuts $C "$d"
+expect_in "$tmp/out" "s reading and decoding noise, on its own thread"
 
 # Errors that name the setting.
 expect_rc 1 "$SHARC" read --cuts --sampling-rate 16000 "$d"

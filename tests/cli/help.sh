@@ -83,6 +83,13 @@ expect_rc 2 "$SHARC" read --threads -1 "$tmp"
 expect_rc 2 "$SHARC" read --bins 3,1 "$tmp"
 expect_in "$tmp/err" "invalid value '3,1' for --bins"
 expect_rc 2 "$SHARC" read --bins 1,,3 "$tmp"
+# NeMo's 2D bins: '[[D,T],...]' exactly (spaces allowed), the value named as given.
+for b in '[' '[[5,10],[3]]' '[[5,10,3,4]]' '[5,10]' '[[2,a]]' '[[5,10],]' '[[5,10]]]' '[[-1,3]]'; do
+    expect_rc 2 "$SHARC" read --bins "$b" "$tmp"
+    expect_in "$tmp/err" "sharc read: --bins '$b': 2D bins are [duration, tokens] pairs, '[[D,T],...]', of numbers from 0 to 1e+09"
+done
+expect_rc 2 "$SHARC" bench --bins '[[1,2] [3,4]]' "$tmp"
+expect_in "$tmp/err" "sharc bench: --bins '[[1,2] [3,4]]': 2D bins are"
 expect_rc 2 "$SHARC" read --bucket-batch-size 8,4 "$tmp"
 expect_in "$tmp/err" "--bucket-batch-size needs --bins"
 expect_rc 2 "$SHARC" read --bins 2,4 --bucket-batch-size 8 "$tmp"
@@ -93,6 +100,42 @@ expect_rc 2 "$SHARC" read --save-state-at 3
 expect_in "$tmp/err" "--save-state-at needs a STEP and a FILE"
 expect_rc 2 "$SHARC" read --save-state-at 1 --json "$tmp"
 expect_in "$tmp/err" "needs a FILE after the step, not '--json'"
+# An option that only works with another is refused without it, rather than ignored.
+needs() { # needs CMD OPTION NEEDED ARGS...: exit 2 naming both
+    c=$1 o=$2 w=$3
+    shift 3
+    expect_rc 2 "$SHARC" "$c" "$@" "$tmp"
+    expect_in "$tmp/err" "sharc $c: --$o works with --$w, which is not given"
+}
+needs read noise-prob noise --sampling-rate 16000 --noise-prob 0.3
+needs bench noise-snr noise --noise-snr 1,2
+needs read speed-perturb-prob speed-perturb --speed-perturb-prob 0.5
+needs read volume-perturb-prob volume-perturb --cuts --volume-perturb-prob 0.5
+needs read n-mels features --n-mels 40
+needs bench no-keep-audio features --no-keep-audio
+needs read json-tokens json --json-tokens
+needs read json-tokens tokenizer --json --json-tokens
+needs read mix-finite input-cfg --mix-finite
+needs bench max-open-streams input-cfg --max-open-streams 2
+needs buckets num-subbuckets tokenizer --num-subbuckets 3
+# ... and one that does nothing with another: a mixture's sources have their own layouts and
+# repeat without end (--mix-finite reads each once).
+printf -- '- {type: lhotse_shar, shar_path: %s}\n' "$tmp" >"$tmp/cfg.yaml"
+expect_rc 2 "$SHARC" read --input-cfg "$tmp/cfg.yaml" --epochs 2
+expect_in "$tmp/err" "sharc read: --epochs does nothing with --input-cfg: give one or the other"
+expect_rc 2 "$SHARC" bench --epochs 0 --input-cfg "$tmp/cfg.yaml"
+expect_in "$tmp/err" "sharc bench: --epochs does nothing with --input-cfg: give one or the other"
+expect_rc 2 "$SHARC" validate --input-cfg "$tmp/cfg.yaml" --layout shar
+expect_in "$tmp/err" "sharc validate: --layout does nothing with --input-cfg: give one or the other"
+expect_rc 2 "$SHARC" buckets --layout nemo --input-cfg "$tmp/cfg.yaml"
+expect_in "$tmp/err" "sharc buckets: --layout does nothing with --input-cfg: give one or the other"
+# The broadcast's options are for batches: --cuts refuses them as it refuses --mesh.
+for o in "--timeout 5" --even-steps --no-even-steps; do
+    expect_rc 2 "$SHARC" read --cuts $o "$tmp"
+    expect_in "$tmp/err" "sharc read: ${o% *} applies to batches; it cannot be used with --cuts"
+    expect_rc 2 "$SHARC" bench --cuts $o "$tmp"
+    expect_in "$tmp/err" "sharc bench: ${o% *} applies to batches; it cannot be used with --cuts"
+done
 expect_rc 2 "$SHARC" read --bogus "$tmp"
 expect_in "$tmp/err" "sharc read: unknown option '--bogus'"
 # A refused option is one line that says why, then where to look.
@@ -112,7 +155,13 @@ expect_in "$tmp/err" "sharc validate: invalid value '0' for --threads (an intege
 expect_rc 2 "$SHARC" read --num-buckets 65537 "$tmp"
 expect_in "$tmp/err" "sharc read: invalid value '65537' for --num-buckets (an integer from 1 to 65536 is expected)"
 expect_rc 2 "$SHARC" bench --num-buckets 0 "$tmp"
-expect_in "$tmp/err" "sharc bench: invalid value '0' for --num-buckets (an integer from 1 to 1048576 is expected)"
+expect_in "$tmp/err" "sharc bench: invalid value '0' for --num-buckets (an integer from 1 to 65536 is expected)"
+# bench takes what read takes, up to the library's limits: more is a usage error, not a
+# failure to open the dataset.
+expect_rc 2 "$SHARC" bench --num-buckets 65537 "$tmp"
+expect_in "$tmp/err" "sharc bench: invalid value '65537' for --num-buckets (an integer from 1 to 65536 is expected)"
+expect_rc 2 "$SHARC" bench --buffer-size 16777217 "$tmp"
+expect_in "$tmp/err" "sharc bench: invalid value '16777217' for --buffer-size (an integer from 1 to 16777216 is expected)"
 expect_rc 2 "$SHARC" bench --max-cuts 0 "$tmp"
 expect_in "$tmp/err" "sharc bench: --max-cuts must be in [1, 4294967295], not 0"
 expect_rc 2 "$SHARC" buckets --max-duration -1 "$tmp"

@@ -32,6 +32,7 @@ import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
 summary = lines[-1]
 assert summary["type"] == "summary", summary
+assert summary["layout"] == "mixture", summary["layout"]
 src = summary["sources"]
 assert [s["name"] for s in src] == ["input_cfg[0]", "input_cfg[1].input_cfg[0]", "input_cfg[1].input_cfg[1]"], src
 assert [s["cuts"] for s in src] == [120, 60, 30], src
@@ -47,6 +48,7 @@ PY
 # Repeating: the text summary names each source with its share and weight.
 expect_rc 0 "$SHARC" read --input-cfg "$tmp/cfg.yaml" --cuts --no-decode --limit 2000
 expect_in "$tmp/out" "-- 3 sources (input_cfg): cuts, seconds of audio, share of cuts against weight"
+expect_in "$tmp/out" "shards opened, layout mixture"
 expect_in "$tmp/out" "(weight 60.00%)"
 expect_in "$tmp/out" "(weight 30.00%)"
 expect_in "$tmp/out" "(weight 10.00%)"
@@ -56,6 +58,7 @@ grep -q "^--   input_cfg\[1\].input_cfg\[1\] " "$tmp/out" || fail "no line for t
 expect_rc 0 "$SHARC" read --input-cfg "$tmp/cfg.yaml" --max-duration 10 --limit 12 \
     --save-state-at 4 "$tmp/state" --threads 2
 grep '^step' "$tmp/out" | tail -7 >"$tmp/whole"
+expect_in "$tmp/out" "padding), layout mixture"
 expect_rc 0 "$SHARC" read --input-cfg "$tmp/cfg.yaml" --max-duration 10 --limit 7 \
     --resume "$tmp/state" --threads 1
 grep '^step' "$tmp/out" >"$tmp/rest"

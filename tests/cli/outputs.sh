@@ -1,8 +1,9 @@
 #!/bin/bash
 # cli_outputs: what the commands write. No output replaces an input (read's state and dump
-# files, checked by file identity against every shard, cuts file, manifest and --resume
-# state, before anything is read); a failed write leaves no partial file and exits 1 with the
-# reason, stdout and --help included (/dev/full, ulimit -f); a pipe whose reader left ends
+# files, validate's and bench's reports, checked by file identity against every shard, cuts
+# file, manifest, noise file, --resume state and --resume-from log, before anything is
+# read); a failed write leaves no partial file and exits 1 with the reason, stdout and
+# --help included (/dev/full, ulimit -f); a pipe whose reader left ends
 # the program quietly, as SIGPIPE does, even when SIGPIPE is ignored.
 . "$(dirname "$0")/lib.sh"
 
@@ -65,6 +66,42 @@ expect_rc 1 "$SHARC" read --dump-dir "$tmp/dd" --limit 1 --batch-duration 20 --q
 expect_in "$tmp/err" "sharc read: cannot write tensor audio of step 0 to $tmp/dd/step0.audio.npy: it is the input file $d/recording.000000.tar.gz, which an output never replaces"
 unchanged
 rm -r "$tmp/dd"
+# The noise dataset, the --input-cfg file and the tokenizer model are inputs of read too.
+expect_rc 2 "$SHARC" read --save-state-at 0 "$tmp/c/wds/$(ls "$tmp/c/wds" | head -1)" --limit 1 \
+    --noise "$tmp/c/wds" --sampling-rate 16000 "$d"
+refused "$tmp/c/wds/$(ls "$tmp/c/wds" | head -1)" "$tmp/c/wds/$(ls "$tmp/c/wds" | head -1)"
+printf -- '- {type: lhotse_shar, shar_path: %s}\n' "$d" >"$tmp/cfg.yaml"
+expect_rc 2 "$SHARC" read --save-state-at 0 "$tmp/cfg.yaml" --limit 1 --input-cfg "$tmp/cfg.yaml"
+refused "$tmp/cfg.yaml" "$tmp/cfg.yaml"
+echo model >"$tmp/m.model"
+expect_rc 2 "$SHARC" read --save-state-at 0 "$tmp/m.model" --limit 1 --tokenizer "en=$tmp/m.model" "$d"
+refused "$tmp/m.model" "$tmp/m.model"
+# The report files of validate and bench, and the page of bench --compare: the same rule.
+report_refused() { # report_refused CMD OPTION OUTPUT INPUT
+    expect_in "$tmp/err" "sharc $1: $2 $3 would overwrite $4, an input of this run: outputs never replace inputs"
+    [ ! -s "$tmp/out" ] || fail "a refused run printed $(head -3 "$tmp/out")"
+    unchanged
+}
+expect_rc 2 "$SHARC" validate --report-json "$d/cuts.000001.jsonl.gz" "$d"
+report_refused validate --report-json "$d/cuts.000001.jsonl.gz" "$d/cuts.000001.jsonl.gz"
+expect_rc 2 "$SHARC" validate --report "$tmp/link" "$d"
+report_refused validate --report "$tmp/link" "$d/recording.000000.tar.gz"
+expect_rc 2 "$SHARC" bench --batches 1 --report "$d/recording.000001.tar.gz" "$d"
+report_refused bench --report "$d/recording.000001.tar.gz" "$d/recording.000001.tar.gz"
+# ... also a file of the noise dataset, and the log that validate resumes from.
+expect_rc 2 "$SHARC" bench --batches 1 --report-json "$tmp/c/wds/$(ls "$tmp/c/wds" | head -1)" \
+    --noise "$tmp/c/wds" --sampling-rate 16000 "$d"
+report_refused bench --report-json "$tmp/c/wds/$(ls "$tmp/c/wds" | head -1)" "$tmp/c/wds/$(ls "$tmp/c/wds" | head -1)"
+echo '{"type":"summary"}' >"$tmp/v.log"
+expect_rc 2 "$SHARC" validate --resume-from "$tmp/v.log" --report-json "$tmp/v.log" "$d"
+report_refused validate --report-json "$tmp/v.log" "$tmp/v.log"
+expect_rc 2 "$SHARC" validate --report "$tmp/r.html" --report-json "$tmp/./r.html" "$d"
+expect_in "$tmp/err" "sharc validate: --report $tmp/r.html and --report-json $tmp/./r.html name the same file: each needs a file of its own"
+expect_rc 0 "$SHARC" bench --batches 1 --batch-duration 20 --report-json "$tmp/b.json" "$d"
+cp "$tmp/b.json" "$tmp/b.orig"
+expect_rc 2 "$SHARC" bench --compare "$tmp/b.json" "$tmp/b.orig" --report "$tmp/b.json"
+report_refused bench --report "$tmp/b.json" "$tmp/b.json"
+cmp -s "$tmp/b.json" "$tmp/b.orig" || fail "bench --compare replaced its input"
 
 # --- A failed write leaves no partial file and exits 1 ----------------------------------
 # A dump file larger than the file size limit: EFBIG (SIGXFSZ ignored), nothing half written.

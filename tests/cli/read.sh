@@ -177,4 +177,51 @@ expect_in "$tmp/err" "$txt_why"
 expect_rc 1 "$SHARC" validate "$tmp/nultxt"
 expect_in "$tmp/out" "problem json: $txt_why"
 
+# Control characters in a shard's names and transcripts (ESC sequences, C1 controls) are
+# shown as '?' in text output, so that they cannot drive the terminal; JSON keeps them.
+mkdir "$tmp/ctl"
+"$PYTHON" - "$tmp/nultxt/shard-000000.tar" "$tmp/ctl/shard-000000.tar" <<'PYEOF'
+import io, sys, tarfile
+src = tarfile.open(sys.argv[1])
+audio = src.extractfile(next(m for m in src.getmembers() if m.name.endswith(".flac"))).read()
+with tarfile.open(sys.argv[2], "w", format=tarfile.GNU_FORMAT) as t:
+    for name, body in (("u\x1b[2Jx.flac", audio), ("u\x1b[2Jx.txt", "a\x1b[31mred\u009b1m".encode()),
+                       ("bad\x07.flac", b"no audio here")):
+        i = tarfile.TarInfo(name); i.size = len(body); t.addfile(i, io.BytesIO(body))
+PYEOF
+no_controls() { # no_controls FILE: no C0 control but newlines, no C1 control (UTF-8)
+    "$PYTHON" -c 'import re, sys
+t = open(sys.argv[1], encoding="utf-8").read()
+bad = re.findall("[\x00-\x09\x0b-\x1f\x7f-\x9f]", t)
+assert not bad, (bad, t)' "$1" || fail "control characters in $(cat -v "$1")"
+}
+expect_rc 1 "$SHARC" read --cuts --no-shuffle-shards "$tmp/ctl"
+expect_in "$tmp/out" "u?[2Jx "
+expect_in "$tmp/out" "a?[31mred?1m"
+no_controls "$tmp/out"
+no_controls "$tmp/err"
+expect_rc 1 "$SHARC" validate --per-cut "$tmp/ctl"
+expect_in "$tmp/out" "cut u?[2Jx "
+expect_in "$tmp/out" "member bad?.flac"
+no_controls "$tmp/out"
+expect_rc 0 "$SHARC" read --limit 1 --on-error skip --quiet "$tmp/ctl"
+no_controls "$tmp/out"
+expect_rc 0 "$SHARC" read --limit 1 --on-error skip "$tmp/ctl"
+expect_in "$tmp/out" "u?[2Jx"
+expect_rc 1 "$SHARC" read --cuts --json "$tmp/ctl"
+expect_in "$tmp/out" '"id":"u\u001b[2Jx"'
+
+# An empty directory: every command fails (1) naming it, --json with its error object.
+mkdir "$tmp/void"
+none="no shards found in $tmp/void (expected Lhotse Shar cuts.*.jsonl, NeMo audio_N.tar + manifests, or .tar shards)"
+for c in "read" "read --cuts" "buckets" "bench --batches 1"; do
+    expect_rc 1 "$SHARC" $c "$tmp/void"
+    expect_in "$tmp/err" "$none"
+    expect_rc 1 "$SHARC" $c --json "$tmp/void"
+    "$PYTHON" -c 'import json, sys; assert sys.argv[2] in json.loads(open(sys.argv[1]).readlines()[-1])["error"]' \
+        "$tmp/out" "$none" || fail "sharc $c --json: $(cat "$tmp/out")"
+done
+expect_rc 1 "$SHARC" validate "$tmp/void"
+expect_in "$tmp/out" "problem layout: cannot open the dataset: invalid shard layout or metadata: $none"
+
 echo "ok"

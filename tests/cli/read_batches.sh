@@ -136,6 +136,9 @@ expect_rc 1 "$SHARC" read --json --cuts "$tmp/no-such-dataset"
 "$PYTHON" -c 'import json,sys; s=json.loads(open(sys.argv[1]).read()); assert s["type"] == "summary" and s["cuts"] == 0 and "No such file" in s["error"], s' "$tmp/out"
 expect_rc 1 "$SHARC" read $B --save-state-at 1 "$tmp/no/such/dir/s.bin" "$d"
 expect_in "$tmp/err" "cannot write the state of step 1 to $tmp/no/such/dir/s.bin"
+# ... found before the run, not at that step: no batch is read.
+expect_rc 1 "$SHARC" read --json $B --save-state-at 1 "$tmp/no/such/dir/s.bin" "$d"
+"$PYTHON" -c 'import json,sys; s=json.loads(open(sys.argv[1]).read()); assert s["type"] == "summary" and s["batches"] == 0 and s["error"] == "cannot write the state of step 1 to " + sys.argv[2] + ": No such file or directory", s' "$tmp/out" "$tmp/no/such/dir/s.bin"
 
 # Size rules and filters: --max-cuts, --quadratic-duration, --bins with --bucket-batch-size,
 # --min-duration/--max-cut-duration (counted as filtered), --drop-last (counted as dropped),

@@ -45,6 +45,11 @@ def check_clean(path, expected, n_shards):
         fail(f"{path}: duration_seconds {r['duration_seconds']} != {sum(durations)}")
     if not close(r["hours"], sum(durations) / 3600):
         fail(f"{path}: hours {r['hours']}")
+    st = r["duration_stats"]
+    for k, v in (("min", min(durations)), ("max", max(durations)),
+                 ("mean", sum(durations) / len(durations))):
+        if not close(st[k], v):
+            fail(f"{path}: duration_stats {k} {st[k]} != {v}")
     h = r["duration_histogram"]
     edges, counts = h["edges"], h["counts"]
     if len(edges) != len(counts) + 1 or sum(counts) != len(exp):

@@ -79,8 +79,12 @@ cp -r "$tmp/c/nemo/"* "$tmp/mixed/"
 cp "$tmp/c/wds/"* "$tmp/mixed/"
 expect_rc 0 "$SHARC" validate --verbose --threads 3 "$tmp/mixed"
 expect_in "$tmp/out" "-- note: 3 files or directories beside the shards were not read"
+expect_in "$tmp/out" "subdirectories), named on stderr"
+grep -q -- "--verbose names them" "$tmp/out" && fail "--verbose told to use --verbose: $(cat "$tmp/out")"
 [ "$(grep -c 'ignoring .*shard-000000.tar.gz: not a NeMo shard or manifest' "$tmp/err")" -eq 1 ] ||
     fail "the warning for an ignored file is not printed once: $(cat "$tmp/err")"
+expect_rc 0 "$SHARC" validate "$tmp/mixed"
+expect_in "$tmp/out" "subdirectories); --verbose names them"
 expect_rc 0 "$SHARC" validate --json "$tmp/mixed"
 expect_in "$tmp/out" '"ignored_paths":3'
 expect_rc 0 "$SHARC" validate --per-cut "$tmp/w/nemo"

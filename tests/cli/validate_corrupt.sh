@@ -135,6 +135,16 @@ check add-member "$tmp/x/recording.000002.tar" extra-cut.flac extra-cut.json
 validate
 check problem "$tmp/v.jsonl" "code=orphan_member|layout,shard=.000002."
 
+# A manifest row whose audio_filepath is no string, or that has none: a json problem that
+# says which.
+fresh nemo
+m=$(ls "$tmp/x/sharded_manifests/"*_1.json)
+echo '{"audio_filepath": 5, "duration": 1}' >>"$m"
+echo '{"duration": 1}' >>"$m"
+validate
+expect_in "$tmp/v.jsonl" 'invalid manifest row: manifest row'"'"'s \"audio_filepath\" is not a non-empty string"'
+expect_in "$tmp/v.jsonl" 'invalid manifest row: manifest row has no \"audio_filepath\""'
+
 # A member removed from a NeMo tar: its manifest rows have no audio.
 fresh nemo
 removed=$(check remove-member "$tmp/x/audio_0.tar" 0)

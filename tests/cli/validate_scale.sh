@@ -33,6 +33,13 @@ expect_rc 0 "$SHARC" validate --json --partition 1/3 "$d"
 s = [json.loads(l) for l in open(sys.argv[1])][-1]
 assert (s["shards"], s["checked_shards"], s["cuts"]) == (7, 2, 6), s' "$tmp/out" ||
     fail "--partition 1/3: summary"
+# The text summary says how many shards were checked, as checked_shards does.
+expect_rc 0 "$SHARC" validate --partition 1/3 "$d"
+expect_in "$tmp/out" "-- 7 shards (wds), 2 checked, 6 cuts,"
+expect_rc 0 "$SHARC" validate --partition 9/10 "$d"
+expect_in "$tmp/out" "-- 7 shards (wds), 0 checked, 0 cuts,"
+expect_rc 0 "$SHARC" validate "$d"
+grep -q "checked" "$tmp/out" && fail "a whole run says checked: $(cat "$tmp/out")"
 expect_rc 2 "$SHARC" validate --partition 3/3 "$d"
 expect_in "$tmp/err" "--partition: '3/3' is not I/N with 0 <= I < N"
 
@@ -49,8 +56,16 @@ expect_rc 0 "$SHARC" validate --json --threads 2 --resume-from "$tmp/log" "$d"
 expect_in "$tmp/err" "3 shards finished in $tmp/log, 4 to check"
 [ "$( (records "$tmp/log"; records "$tmp/out") | tr ' ' '\n' | sort -n | tr '\n' ' ')" = \
     "0 1 2 3 4 5 6 " ] || fail "resumed after shards $done, checked $(records "$tmp/out")"
+# A log that cannot be read is the run's problem (code error), never "OK: no problems found".
 expect_rc 1 "$SHARC" validate --resume-from "$tmp/nothing.jsonl" "$d"
-expect_in "$tmp/err" "cannot read --resume-from $tmp/nothing.jsonl"
+expect_in "$tmp/out" "problem error: cannot read --resume-from $tmp/nothing.jsonl: No such file or directory"
+expect_in "$tmp/out" "-- 1 problems: error 1"
+grep -q "OK: no problems" "$tmp/out" && fail "an unreadable --resume-from log said OK: $(cat "$tmp/out")"
+expect_rc 1 "$SHARC" validate --json --resume-from "$tmp" "$d"
+"$PYTHON" -c 'import json, sys
+p, s = [json.loads(l) for l in open(sys.argv[1])]
+assert (p["type"], p["code"], p["message"]) == ("problem", "error", "cannot read --resume-from " + sys.argv[2] + ": Is a directory"), p
+assert (s["type"], s["problems"], s["by_code"]["error"], s["checked_shards"]) == ("summary", 1, 1, 0), s' "$tmp/out" "$tmp"
 
 # Grouped problems: a rate no cut has is one audio_format problem per cut (21); the text
 # prints the first 5 and counts them all.
