@@ -8,6 +8,7 @@ a data-parallel slot.
 from __future__ import annotations
 
 import atexit
+import numbers
 import os
 import sys
 import threading
@@ -204,13 +205,17 @@ class Reader:
         self._lens: Dict[int, int] = {}  # len() by epoch
         self._c = self._open(0, None)
 
+    def _epoch_settings(self, epoch: int) -> Dict[str, Any]:
+        """The settings of the C reader of ``epoch``: without ``epochs``, seed + epoch."""
+        if not (self._per_epoch and epoch):
+            return self._settings
+        seed = self._seed
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+            raise TypeError("sharc.Reader: keyword 'seed' must be an int")
+        return {**self._settings, "seed": (int(seed) + epoch) % (1 << 64)}
+
     def _open(self, epoch: int, state: Optional[bytes]) -> Any:
-        settings = self._settings
-        if self._per_epoch and epoch:
-            if not isinstance(self._seed, int) or isinstance(self._seed, bool):
-                raise TypeError("sharc.Reader: keyword 'seed' must be an int")
-            settings = {**settings, "seed": (self._seed + epoch) % (1 << 64)}
-        c = _sharc.CReader(self._paths, _open=False, **settings)
+        c = _sharc.CReader(self._paths, _open=False, **self._epoch_settings(epoch))
         _open_interruptibly(c, state)
         return c
 
@@ -284,10 +289,7 @@ class Reader:
                             "DataLoader(reader, batch_size=None), which needs no length")
         epoch = self._epoch + 1 if self._ended and self._per_epoch else self._epoch
         if epoch not in self._lens:
-            settings = self._settings
-            if self._per_epoch and epoch:
-                settings = {**settings, "seed": (self._seed + epoch) % (1 << 64)}
-            cuts = _sharc.CReader(self._paths, _open=False, **settings).count_cuts()
+            cuts = _sharc.CReader(self._paths, _open=False, **self._epoch_settings(epoch)).count_cuts()
             size = self._settings["max_cuts"]
             self._lens = {epoch: cuts // size if self._settings.get("drop_last") else -(-cuts // size)}
         return self._lens[epoch]

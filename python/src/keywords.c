@@ -130,12 +130,37 @@ static int kw_error_type(const char *name, const char *want, PyObject *v)
     return -1;
 }
 
-/* An int (not a bool) in [min, max] (max 0: the type's own limit). */
+/* 1 when `v` is an instance of numbers.<abc> ("Integral", "Real"), as numpy's scalars are
+ * (np.int64, np.float32: not int or float subclasses); numpy's bool_ is neither. 0 when it is
+ * not, -1 with an exception set. */
+static int is_number_abc(PyObject *v, const char *abc)
+{
+    PyObject *numbers = PyImport_ImportModule("numbers");
+    PyObject *cls = numbers ? PyObject_GetAttrString(numbers, abc) : NULL;
+    int yes = cls ? PyObject_IsInstance(v, cls) : -1;
+    Py_XDECREF(cls);
+    Py_XDECREF(numbers);
+    return yes;
+}
+
+/* An int (not a bool) in [min, max] (max 0: the type's own limit); any numbers.Integral
+ * (numpy's integer scalars) is taken as the int it stands for. */
 static int kw_integer(const kw_def *d, PyObject *v, unsigned long long limit,
                       unsigned long long *out)
 {
-    if (PyBool_Check(v) || !PyLong_Check(v))
+    if (PyBool_Check(v))
         return kw_error_type(d->name, "an int", v);
+    if (!PyLong_Check(v)) {
+        int integral = is_number_abc(v, "Integral");
+        if (integral <= 0)
+            return integral < 0 ? -1 : kw_error_type(d->name, "an int", v);
+        PyObject *i = PyNumber_Index(v);
+        if (!i)
+            return -1;
+        int rc = kw_integer(d, i, limit, out);
+        Py_DECREF(i);
+        return rc;
+    }
     int overflow = 0;
     long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
     if (x == -1 && PyErr_Occurred())
@@ -163,10 +188,20 @@ static int kw_integer(const kw_def *d, PyObject *v, unsigned long long limit,
     return 0;
 }
 
+/* 1 when `v` is a number a float setting takes: an int or float (not a bool), or any
+ * numbers.Real (numpy's float and integer scalars); 0 when not, -1 with an exception set. */
+static int is_real(PyObject *v)
+{
+    if (PyBool_Check(v))
+        return 0;
+    return PyLong_Check(v) || PyFloat_Check(v) ? 1 : is_number_abc(v, "Real");
+}
+
 static int kw_number(const char *name, PyObject *v, double *out)
 {
-    if (PyBool_Check(v) || !(PyLong_Check(v) || PyFloat_Check(v)))
-        return kw_error_type(name, "a number", v);
+    int real = is_real(v);
+    if (real <= 0)
+        return real < 0 ? -1 : kw_error_type(name, "a number", v);
     double x = PyFloat_AsDouble(v);
     if (x == -1.0 && PyErr_Occurred())
         return -1;
@@ -424,7 +459,10 @@ static int kw_numbers(const kw_def *d, PyObject *v, int pair, int col, double **
 {
     *out = NULL;
     *n = 0;
-    if (pair == 1 && (PyFloat_Check(v) || PyLong_Check(v))) {
+    int real = pair == 1 ? is_real(v) : 0;
+    if (real < 0)
+        return -1;
+    if (real) {
         double x;
         if (kw_double(d, v, &x) < 0 || !(*out = malloc(sizeof x)))
             return PyErr_Occurred() ? -1 : (PyErr_NoMemory(), -1);

@@ -569,3 +569,25 @@ def test_device_keyword(corpus):
     # Without a usable GPU (or without CUDA in the build), opening names the device.
     with pytest.raises(sharc.Error, match=r"cuda:3"):
         sharc.Reader(str(corpus / "shar"), device="cuda:3", batch_duration=30.0)
+
+
+def test_numpy_scalars_are_numbers(corpus):
+    """numpy's integer and float scalars (np.int64 from an array, np.float32) are ints and
+    numbers as Python's are; a float where an int goes, and numpy's bool_, are still refused."""
+    path = str(corpus / "shar")
+    want = [b["cut_id"] for b in sharc.Reader(path, max_cuts=4, num_buckets=1, epochs=1, threads=1)]
+    got = [b["cut_id"] for b in sharc.Reader(path, max_cuts=np.int64(4), num_buckets=np.uint8(1),
+                                             epochs=np.int32(1), threads=1)]
+    assert got == want
+    sizes = np.array([3, 2])
+    r = sharc.Reader(path, bins=[np.float32(1.5), np.float64(4)], bucket_batch_size=list(sizes), seed=np.int64(2), threads=1)
+    assert all(len(b["cut_id"]) <= 3 for b in r)
+    assert [b.epoch for b in r][:1] == [1]  # the next epoch's seed is seed + 1
+    with pytest.raises(ValueError, match=r"^sharc.Reader: keyword 'num_buckets' must be in 1..65536, got 0"):
+        sharc.Reader(path, num_buckets=np.int64(0))
+    with pytest.raises(TypeError, match=r"^sharc.Reader: keyword 'max_cuts' must be an int, not float32"):
+        sharc.Reader(path, max_cuts=np.float32(4))
+    with pytest.raises(TypeError, match=r"^sharc.Reader: keyword 'max_cuts' must be an int, not bool_"):
+        sharc.Reader(path, max_cuts=np.bool_(True))
+    with pytest.raises(TypeError, match=r"^sharc.Reader: keyword 'batch_duration' must be a number, not bool_"):
+        sharc.Reader(path, batch_duration=np.bool_(True))
