@@ -444,7 +444,7 @@ class Loader:
 
     The mesh is ``mesh`` (``"dp=2,cp=2"``, row-major over the ranks) or the axes of a torch
     ``device_mesh`` (its ``mesh_dim_names`` and extents); without either every rank is its
-    own data-parallel slot. ``broadcast_axes`` (default ``("cp", "tp")``) span a group; the
+    own data-parallel slot. ``broadcast_axes`` (default ``("cp", "tp")``, or a str ``"cp,tp"``) span a group; the
     other axes are the data-parallel slots, whose source reads its own shards. The keyword
     settings are :class:`Reader`'s (``dp_rank``/``dp_size`` come from the mesh).
 
@@ -479,7 +479,10 @@ class Loader:
         if mesh is None and device_mesh is not None:
             names = device_mesh.mesh_dim_names
             mesh = ",".join(f"{n}={int(e)}" for n, e in zip(names, tuple(device_mesh.mesh.shape)))
-        axes = None if broadcast_axes is None else ",".join(broadcast_axes)
+        # A str is the axis names as the CLI's --broadcast-axes gives them ("cp" or "cp,tp"),
+        # not a sequence of one-letter axes.
+        axes = broadcast_axes if broadcast_axes is None or isinstance(broadcast_axes, str) \
+            else ",".join(broadcast_axes)
         settings = _resolve_device(settings)
         if "threads" not in settings:
             settings["threads"], _ = _default_threads()

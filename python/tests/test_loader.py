@@ -73,3 +73,13 @@ def test_a_corrupt_shard_fails_every_rank_at_the_same_step(plain_shar, tmp_path)
                                          "(cut spk04-utt-000000): ")
     assert peer[-1]["error"] == "RemoteError" and peer[-1]["code"] == "SHARC_ERR_REMOTE"
     assert peer[-1]["message"] == "source rank 0: " + src[-1]["message"]
+
+
+def test_broadcast_axes_as_a_string_names_axes_not_letters(corpus, tmp_path):
+    # "cp" is the axis cp (as "cp,tp" is two axes), not the axes "c" and "p", which this mesh
+    # lacks and which would make both ranks sources of slots of their own.
+    cfg = dict(SETTINGS, mesh="cp=2", broadcast_axes="cp", steps=1)
+    got = mpirun(2, "run", corpus / "shar", tmp_path / "out", json.dumps(cfg))
+    want = reader_ids(corpus / "shar")[:1]
+    for rank in (0, 1):
+        assert [(e["slot"], e["source"], e["ids"]) for e in got[rank] if "ids" in e] == [(0, rank == 0, want[0])]
