@@ -122,6 +122,70 @@ static const kw_def kw_defs[] = {
 #undef R
 #undef SM
 
+/* Lhotse's and NeMo's names for keywords (docs/python.md, "Settings"), named by the error of
+ * a keyword that sharc.Reader does not know. */
+static const struct {
+    const char *theirs, *whose, *ours;
+} kw_aliases[] = {
+    {"duration_bins", "Lhotse's", "bins"},
+    {"bucket_duration_bins", "NeMo's", "bins"},
+    {"num_cuts_for_bins_estimate", "Lhotse's and NeMo's", "num_cuts_for_bins"},
+    {"bucket_buffer_size", "NeMo's", "buffer_size"},
+    {"shuffle_buffer_size", "NeMo's", "buffer_size"},
+    {"batch_size", "NeMo's", "max_cuts"},
+    {"quadratic_factor", "NeMo's", "quadratic_duration"},
+    {"rank", "Lhotse's", "dp_rank"},
+    {"world_size", "Lhotse's", "dp_size"},
+    {"shard_seed", "NeMo's", "seed"},
+    {"sample_rate", "NeMo's", "sampling_rate"},
+    {"channel_selector", "NeMo's", "channel"},
+    {"perturb_speed", "NeMo's", "speed_perturb"},
+    {"noise_path", "NeMo's", "noise"},
+    {"noise_mix_prob", "NeMo's", "noise_prob"},
+    {"text_field", "NeMo's", "nemo_text_field"},
+    {"lang_field", "NeMo's", "nemo_lang_field"},
+    {"num_workers", "NeMo's", "threads"},
+};
+
+/* TypeError for the keyword `key` that sharc.Reader does not know: naming the sharc keyword
+ * when it is Lhotse's or NeMo's name for one, else the closest keyword
+ * (difflib.get_close_matches) when one is close. */
+static int kw_unknown(PyObject *key)
+{
+    for (size_t i = 0; i < sizeof kw_aliases / sizeof kw_aliases[0]; i++)
+        if (PyUnicode_CompareWithASCIIString(key, kw_aliases[i].theirs) == 0) {
+            PyErr_Format(PyExc_TypeError, "sharc.Reader: unknown keyword '%U' (%s name for %s)",
+                         key, kw_aliases[i].whose, kw_aliases[i].ours);
+            return -1;
+        }
+    const size_t n = sizeof kw_defs / sizeof kw_defs[0];
+    PyObject *names = PyList_New((Py_ssize_t)n), *difflib = NULL, *close = NULL;
+    for (size_t i = 0; names && i < n; i++) {
+        PyObject *name = PyUnicode_FromString(kw_defs[i].name);
+        if (!name) {
+            Py_CLEAR(names);
+            break;
+        }
+        PyList_SetItem(names, (Py_ssize_t)i, name);
+    }
+    if (names)
+        difflib = PyImport_ImportModule("difflib");
+    if (difflib)
+        close = PyObject_CallMethod(difflib, "get_close_matches", "OOid", key, names, 1, 0.75);
+    PyObject *best =
+        close && PyList_Check(close) && PyList_Size(close) == 1 ? PyList_GetItem(close, 0) : NULL;
+    PyErr_Clear(); /* without a suggestion, the error still names the keyword */
+    if (best)
+        PyErr_Format(PyExc_TypeError, "sharc.Reader: unknown keyword '%U' (did you mean %U?)", key,
+                     best);
+    else
+        PyErr_Format(PyExc_TypeError, "sharc.Reader: unknown keyword '%U'", key);
+    Py_XDECREF(close);
+    Py_XDECREF(difflib);
+    Py_XDECREF(names);
+    return -1;
+}
+
 static int kw_error_type(const char *name, const char *want, PyObject *v)
 {
     PyObject *tn = sharc__py_type_name(v);
@@ -801,10 +865,8 @@ int sharc__py_reader_settings(ReaderObject *self, PyObject *paths, PyObject *kw,
             for (size_t i = 0; i < sizeof kw_defs / sizeof kw_defs[0]; i++)
                 if (PyUnicode_CompareWithASCIIString(key, kw_defs[i].name) == 0)
                     d = &kw_defs[i];
-            if (!d) {
-                PyErr_Format(PyExc_TypeError, "sharc.Reader: unknown keyword '%U'", key);
-                return -1;
-            }
+            if (!d)
+                return kw_unknown(key);
             if (d->offset == offsetof(sharc_reader_settings, sampler.max_duration) &&
                 d->kind == KW_DOUBLE && deprecated_batch_limit(d, &batch_limits) < 0)
                 return -1;

@@ -591,3 +591,22 @@ def test_numpy_scalars_are_numbers(corpus):
         sharc.Reader(path, max_cuts=np.bool_(True))
     with pytest.raises(TypeError, match=r"^sharc.Reader: keyword 'batch_duration' must be a number, not bool_"):
         sharc.Reader(path, batch_duration=np.bool_(True))
+
+
+@pytest.mark.parametrize("kw, hint", [
+    ("duration_bins", "Lhotse's name for bins"),
+    ("num_cuts_for_bins_estimate", "Lhotse's and NeMo's name for num_cuts_for_bins"),
+    ("bucket_buffer_size", "NeMo's name for buffer_size"),
+    ("world_size", "Lhotse's name for dp_size"),
+    ("sample_rate", "NeMo's name for sampling_rate"),
+    ("batch_size", "NeMo's name for max_cuts"),
+    ("num_bucket", "did you mean num_buckets?"),
+    ("sampling_rte", "did you mean sampling_rate?"),
+    ("zzzz", None),
+])
+def test_unknown_keyword_names_the_sharc_keyword(corpus, kw, hint):
+    """A Lhotse or NeMo name gets the sharc keyword it is; a misspelling the closest keyword."""
+    with pytest.raises(TypeError) as info:
+        sharc.Reader(str(corpus / "shar"), **{kw: 1})
+    want = f"sharc.Reader: unknown keyword '{kw}'" + (f" ({hint})" if hint else "")
+    assert str(info.value) == want
