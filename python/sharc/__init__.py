@@ -220,6 +220,8 @@ class Reader:
         return c
 
     def __iter__(self) -> Iterator[Batch]:
+        if not self._closed:
+            self._c.check_process()  # not in a DataLoader worker, which would read it again
         if not self._ended:
             return self
         if self._closed:
@@ -293,6 +295,11 @@ class Reader:
             size = self._settings["max_cuts"]
             self._lens = {epoch: cuts // size if self._settings.get("drop_last") else -(-cuts // size)}
         return self._lens[epoch]
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise TypeError("sharc.Reader cannot be pickled: it holds the C reader, its threads and buffers; keep "
+                        "DataLoader's num_workers at 0 (the reader decodes on threads of its own), or make a "
+                        "reader in each process")
 
     def __bool__(self) -> bool:
         return True  # a reader is true, whatever its len() (which may read or raise)

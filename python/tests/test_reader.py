@@ -499,6 +499,53 @@ def test_dataloader_iterates_a_reader(corpus):
         len(loader)
 
 
+def test_dataloader_workers_are_refused_not_hung(corpus):
+    """DataLoader(num_workers > 0) forks workers (or pickles the dataset into them): the
+    reader's threads are not in a forked worker, so there it raises, naming num_workers,
+    instead of waiting for ever (or crashing when closed); pickling it says the same."""
+    pytest.importorskip("torch")
+    import pickle
+    from torch.utils.data import DataLoader
+    r = sharc.Reader(str(corpus / "shar"), **SETTINGS)
+    for epoch in range(2):  # the first epoch's reader, and the next one opened by iterating again
+        with pytest.raises(RuntimeError, match=r"opened in process \d+, used in process \d+ .* "
+                                               r"keep DataLoader's num_workers at 0"):
+            next(iter(DataLoader(r, batch_size=None, num_workers=1, timeout=20)))
+        assert len([b.step for b in r]) > 0  # this process still reads it
+    with pytest.raises(TypeError, match=r"^sharc.Reader cannot be pickled: .* keep DataLoader's num_workers at 0"):
+        pickle.dumps(r)
+
+
+def test_a_forked_child_neither_hangs_nor_crashes(corpus):
+    r = sharc.Reader(str(corpus / "shar"), **SETTINGS)
+    next(r)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: next() raises, close() forgets the parent's reader
+        try:
+            try:
+                next(r)
+                said = "read a batch"
+            except RuntimeError as e:
+                said = str(e)
+            r.close()
+            os.write(write, said.encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    deadline = time.time() + 20
+    while os.waitpid(pid, os.WNOHANG) == (0, 0):
+        if time.time() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung")
+        time.sleep(0.05)
+    said = os.read(read, 4096).decode()
+    os.close(read)
+    assert re.match(rf"sharc.Reader: opened in process {os.getpid()}, used in process \d+", said), said
+    assert next(r).step == 1  # the parent's reader is untouched
+
+
 FIXED = dict(max_cuts=5, num_buckets=1, threads=1, seed=3)
 
 
