@@ -159,7 +159,7 @@ class Reader:
     """Batches read from shards by the C reader (Lhotse Shar, NeMo tarred, WebDataset).
 
     ``paths`` is a path, a brace or wildcard pattern, or a list of them. Keyword settings
-    carry the names of ``sharc read``'s options with ``_`` for ``-`` (``max_duration``,
+    carry the names of ``sharc read``'s options with ``_`` for ``-`` (``batch_duration``,
     ``num_buckets``, ``bins``, ``seed``, ``threads``, ``buffer_size``, ``layout``,
     ``dp_rank``, ``dp_size``, ...; docs/python.md lists them all); an unknown keyword
     raises ``TypeError``, a value of the wrong type ``TypeError`` and one out of range
