@@ -453,7 +453,9 @@ class Loader:
     ``device_mesh`` (its ``mesh_dim_names`` and extents); without either every rank is its
     own data-parallel slot. ``broadcast_axes`` (default ``("cp", "tp")``, or a str ``"cp,tp"``) span a group; the
     other axes are the data-parallel slots, whose source reads its own shards. The keyword
-    settings are :class:`Reader`'s (``dp_rank``/``dp_size`` come from the mesh).
+    settings are :class:`Reader`'s (``dp_rank``/``dp_size`` come from the mesh, and are refused).
+    One iteration reads ``epochs`` (default 1) as one stream; iterating again once they are
+    read raises :class:`sharc.Error`. A loader is a context manager that closes it.
 
     ``transport`` is ``"mpi"`` (a job started by ``mpirun``; sharc initializes MPI when the
     program has not) or ``"nccl"`` (a job whose ``torch.distributed`` default group is
@@ -483,6 +485,11 @@ class Loader:
             transport = _default_transport()
         if transport not in ("mpi", "nccl"):
             raise ValueError(f"sharc.Loader: transport {transport!r}: 'mpi' or 'nccl'")
+        mesh_keys = [k for k in ("dp_rank", "dp_size") if k in settings]
+        if mesh_keys:  # refused on every rank alike, before any collective
+            raise TypeError(f"sharc.Loader: keywords {', '.join(mesh_keys)} are not settings of a loader: its "
+                            "data-parallel slots come from the mesh (mesh=, device_mesh=, broadcast_axes=); "
+                            "remove them")
         if mesh is None and device_mesh is not None:
             names = device_mesh.mesh_dim_names
             mesh = ",".join(f"{n}={int(e)}" for n, e in zip(names, tuple(device_mesh.mesh.shape)))
@@ -497,16 +504,33 @@ class Loader:
         nccl = _nccl_bootstrap() if transport == "nccl" else None
         first = not _LIVE_LOADERS
         self._bundle = None  # the packed states of the last elastic resume
+        self._epochs = settings.get("epochs", 1)
+        self._ended = False  # every rank sees the end at the same step
         self._c = _sharc.CLoader(cfg, mesh, axes, nccl, -1 if even_steps is None else int(bool(even_steps)))
         _LIVE_LOADERS.add(self)
         if first:
             atexit.register(_finalize_mpi)
 
     def __iter__(self) -> Iterator[Batch]:
+        if self._ended:
+            read = "1 epoch it was asked for (epochs=1) is" if self._epochs == 1 else \
+                f"{self._epochs} epochs it was asked for (epochs={self._epochs}) are"
+            raise Error(f"sharc.Loader: the {read} read; give epochs=N (0: endless) to read more, or make a "
+                        "new loader")
         return self
 
     def __next__(self) -> Batch:
-        return _next_batch(self._c)
+        try:
+            return _next_batch(self._c)
+        except StopIteration:
+            self._ended = True
+            raise
+
+    def __enter__(self) -> "Loader":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
     @property
     def info(self) -> dict:
@@ -534,6 +558,7 @@ class Loader:
         if not isinstance(state_dict, dict) or _STATE_KEY not in state_dict:
             raise ValueError(f"sharc.Loader.load_state_dict: expected a dict with key {_STATE_KEY!r}")
         self._c.resume(state_dict[_STATE_KEY] or None)
+        self._ended = False
         self._bundle = state_dict[_STATE_KEY] if gathered or state_dict.get(_BUNDLE_KEY) else None
 
     def close(self) -> None:

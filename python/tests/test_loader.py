@@ -83,3 +83,18 @@ def test_broadcast_axes_as_a_string_names_axes_not_letters(corpus, tmp_path):
     want = reader_ids(corpus / "shar")[:1]
     for rank in (0, 1):
         assert [(e["slot"], e["source"], e["ids"]) for e in got[rank] if "ids" in e] == [(0, rank == 0, want[0])]
+
+
+def test_iterating_a_spent_loader_again_closing_and_mesh_keywords(corpus, tmp_path):
+    """A loader iterated again once its epochs are read raises, as a sharc.Reader with epochs
+    does, instead of yielding nothing; it is a context manager; dp_rank/dp_size, which the
+    mesh sets, are refused rather than ignored."""
+    got = mpirun(1, "api", corpus / "shar", tmp_path / "out")[0]
+    assert got[0] == {"batches": len(reader_ids(corpus / "shar"))}
+    spent = ("sharc.Loader: the 1 epoch it was asked for (epochs=1) is read; give epochs=N (0: endless) "
+             "to read more, or make a new loader")
+    assert got[1:3] == [{"again": spent}, {"again": "StopIteration"}]
+    assert got[3] == {"closed": "sharc.Loader is closed"}
+    assert got[4] == {"dp": "sharc.Loader: keywords dp_rank, dp_size are not settings of a loader: its "
+                            "data-parallel slots come from the mesh (mesh=, device_mesh=, broadcast_axes=); "
+                            "remove them"}
