@@ -878,6 +878,12 @@ int sharc__py_reader_settings(ReaderObject *self, PyObject *paths, PyObject *kw,
     }
     if (linspace && linspace_bins(self) < 0)
         return -1;
+    if (self->s.dp_rank >= self->s.dp_size) {
+        PyErr_Format(PyExc_ValueError,
+                     "sharc.Reader: keyword 'dp_rank' must be below dp_size (%d), got %d",
+                     self->s.dp_size, self->s.dp_rank);
+        return -1;
+    }
     if (self->bbs && n_bbs != self->s.sampler.n_bins) {
         PyErr_Format(PyExc_ValueError,
                      "sharc.Reader: keyword 'bucket_batch_size' needs one value per bin: %zu "

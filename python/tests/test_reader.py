@@ -241,6 +241,8 @@ def test_state_from_other_settings_is_refused(corpus):
         ({"keep_audio": 0}, TypeError, "sharc.Reader: keyword 'keep_audio' must be a bool, not int"),
         ({"retries": 1001}, ValueError, "sharc.Reader: keyword 'retries' must be in 0..1000, got 1001"),
         ({"timeout_ms": -1}, ValueError, "sharc.Reader: keyword 'timeout_ms' must be in 0..86400000, got -1"),
+        ({"dp_rank": 2, "dp_size": 2}, ValueError, "sharc.Reader: keyword 'dp_rank' must be below dp_size (2), got 2"),
+        ({"dp_rank": 1}, ValueError, "sharc.Reader: keyword 'dp_rank' must be below dp_size (1), got 1"),
     ],
 )
 def test_bad_keywords(corpus, kw, exc, text):
