@@ -87,6 +87,9 @@ def _open_interruptibly(c: Any, state: Optional[bytes]) -> None:
 
 
 _EPOCH_KEY = "sharc_reader_epoch"
+# Marks the state of a reader iterated epoch by epoch saved once an epoch's iteration ended:
+# it resumes at the start of the next epoch, where the uninterrupted run's next iteration is.
+_DONE_KEY = "sharc_reader_epoch_done"
 
 
 def _pack_gathered(states: Sequence[Any], who: str) -> Optional[bytes]:
@@ -317,11 +320,14 @@ class Reader:
     def state_dict(self) -> Dict[str, Any]:
         """The reader's position after the last batch yielded, as a dict holding the C state
         blob (``None`` before the first batch: the start) and, past the first epoch of a
-        reader without ``epochs``, the epoch being iterated."""
+        reader without ``epochs``, the epoch being iterated; saved once an epoch's iteration
+        ended (such a reader's), it resumes at the start of the next epoch."""
         blob = self._c.state()
         state: Dict[str, Any] = {_STATE_KEY: blob}
         if self._epoch:
             state[_EPOCH_KEY] = self._epoch
+        if self._ended and self._per_epoch:
+            state[_DONE_KEY] = True
         if blob is not None and blob == self._bundle:
             state[_BUNDLE_KEY] = True
         return state
@@ -337,6 +343,9 @@ class Reader:
         runs every cut of it is delivered once, whatever the new ``dp_size``
         (docs/python.md)."""
         gathered = isinstance(state_dict, (list, tuple))
+        # Saved once an epoch's iteration ended (every slot's, when gathered): its next epoch.
+        done = bool(state_dict) and all(isinstance(s, dict) and s.get(_DONE_KEY) is True
+                                        for s in (state_dict if gathered else [state_dict]))
         if gathered:
             epochs = {s.get(_EPOCH_KEY, 0) for s in state_dict if isinstance(s, dict)}
             if len(epochs) > 1:
@@ -352,6 +361,8 @@ class Reader:
                              "reader (a number >= 0, for a reader without epochs=...)")
         if self._closed:
             raise ValueError("sharc.Reader is closed")
+        if done and self._per_epoch:
+            epoch, gathered, state_dict = epoch + 1, False, {_STATE_KEY: None}
         # A reader opened at the state replaces this one once it is open: interrupted or
         # refused, this one is left as it was.
         c = self._open(epoch, state_dict[_STATE_KEY])

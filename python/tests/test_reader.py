@@ -548,6 +548,30 @@ def test_a_forked_child_neither_hangs_nor_crashes(corpus):
     assert next(r).step == 1  # the parent's reader is untouched
 
 
+def test_a_state_saved_at_the_end_of_an_epoch_resumes_at_the_next(corpus):
+    """A state saved once an epoch's iteration ended (the usual end-of-epoch checkpoint)
+    resumes where the uninterrupted run's next iteration starts, the next epoch, rather
+    than at the end of the finished one (an iteration of no batches); so do the gathered
+    states of every slot saved there."""
+    path = str(corpus / "shar")
+    r = sharc.Reader(path, **SETTINGS)
+    first = [list(b["cut_id"]) for b in r]
+    state = r.state_dict()
+    assert state["sharc_reader_epoch_done"] is True
+    second = [(b.epoch, list(b["cut_id"])) for b in r]
+    again = sharc.Reader(path, **SETTINGS)
+    again.load_state_dict(state)
+    assert [(b.epoch, list(b["cut_id"])) for b in again] == second
+    assert again.state_dict()["sharc_reader_epoch"] == 1
+    slots = [sharc.Reader(path, **SETTINGS, dp_rank=i, dp_size=2) for i in range(2)]
+    for s in slots:
+        assert [b for b in s]
+    one = sharc.Reader(path, **SETTINGS)
+    one.load_state_dict([s.state_dict() for s in slots])
+    assert [(b.epoch, list(b["cut_id"])) for b in one] == second
+    assert len(first) > 0
+
+
 FIXED = dict(max_cuts=5, num_buckets=1, threads=1, seed=3)
 
 
