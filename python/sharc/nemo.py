@@ -409,7 +409,10 @@ def reader_settings(config: Any, global_rank: int = 0, world_size: int = 1,
     else:
         if get("max_open_streams") is not None:
             raise _fail("max_open_streams", get("max_open_streams"), "it applies to an input_cfg mixture only")
-        s["epochs"] = 1 if _typed("force_finite", get("force_finite"), bool) else 0
+        # Finite: one epoch per iteration (epochs unset), so that the loader is iterated again
+        # at every validation, as NeMo's is; else one endless iteration.
+        if not _typed("force_finite", get("force_finite"), bool):
+            s["epochs"] = 0
     if get("num_workers"):
         s["threads"] = _typed("num_workers", get("num_workers"), int)
     channel = get("channel_selector")

@@ -345,3 +345,16 @@ def test_legacy_key_warning_names_the_callers_line(corpus):
         with pytest.warns(UserWarning, match="config keys is_tarred belong to NeMo's non-Lhotse datasets") as w:
             call()
         assert [x.filename for x in w] == [__file__]
+
+
+def test_a_finite_loader_is_iterated_again_each_epoch(corpus):
+    """force_finite (a validation set): each iteration reads the data once, and the loader is
+    iterated again at the next validation, as NeMo's is; without it one iteration is endless."""
+    cfg = {**nemo_tarred(corpus), "batch_size": 5, "force_finite": True, "shard_seed": 1}
+    loader = nemo.get_lhotse_dataloader_from_config(cfg, 0, 1)
+    with open(corpus / "nemo.expected.jsonl") as f:
+        want = sorted(json.loads(line)["id"] for line in f)
+    for _ in range(2):
+        assert sorted(i for b in loader for i in b["cut_id"]) == want
+    _, s = nemo.reader_settings({**cfg, "force_finite": False})
+    assert s["epochs"] == 0
