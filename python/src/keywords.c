@@ -843,6 +843,39 @@ static int deprecated_batch_limit(const kw_def *d, int *seen)
                         caller_level());
 }
 
+/* ValueError for a keyword that applies only with another, given without it (noise_prob
+ * without noise would draw nothing and say nothing). */
+static int needs_missing_keyword(PyObject *kw)
+{
+    static const struct {
+        const char *name, *needs, *what;
+    } deps[] = {
+        {"noise_snr", "noise", "the noise dataset"},
+        {"noise_prob", "noise", "the noise dataset"},
+        {"noise_max_bytes", "noise", "the noise dataset"},
+        {"speed_perturb_prob", "speed_perturb", "the speed factors"},
+        {"volume_perturb_prob", "volume_perturb", "the gain range"},
+    };
+    for (size_t i = 0; i < sizeof deps / sizeof deps[0]; i++) {
+        PyObject *key = PyUnicode_FromString(deps[i].name);
+        PyObject *need = key ? PyUnicode_FromString(deps[i].needs) : NULL;
+        int given = need ? PyDict_Contains(kw, key) : -1;
+        int has = given == 1 ? PyDict_Contains(kw, need) : 1;
+        Py_XDECREF(key);
+        Py_XDECREF(need);
+        if (given < 0 || has < 0)
+            return -1;
+        if (!has) {
+            PyErr_Format(
+                PyExc_ValueError,
+                "sharc.Reader: keyword '%s' applies with %s (%s): give %s too, or remove it",
+                deps[i].name, deps[i].needs, deps[i].what, deps[i].needs);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int sharc__py_reader_settings(ReaderObject *self, PyObject *paths, PyObject *kw, int *open_reader)
 {
     if (sharc__py_parse_paths(&self->paths, &self->n_paths, paths, "paths") < 0)
@@ -877,6 +910,8 @@ int sharc__py_reader_settings(ReaderObject *self, PyObject *paths, PyObject *kw,
         }
     }
     if (linspace && linspace_bins(self) < 0)
+        return -1;
+    if (kw && needs_missing_keyword(kw) < 0)
         return -1;
     if (self->s.dp_rank >= self->s.dp_size) {
         PyErr_Format(PyExc_ValueError,
