@@ -291,13 +291,25 @@ class Reader:
         why = self._unknown_len()
         if why is not None:
             raise TypeError(f"len(sharc.Reader) is not known: {why}; iterate the reader, or use "
-                            "DataLoader(reader, batch_size=None), which needs no length")
+                            f"DataLoader(reader, batch_size=None), which needs no length{self._not_a_dataset()}")
         epoch = self._epoch + 1 if self._ended and self._per_epoch else self._epoch
         if epoch not in self._lens:
             cuts = _sharc.CReader(self._paths, _open=False, **self._epoch_settings(epoch)).count_cuts()
             size = self._settings["max_cuts"]
             self._lens = {epoch: cuts // size if self._settings.get("drop_last") else -(-cuts // size)}
         return self._lens[epoch]
+
+    def _not_a_dataset(self) -> str:
+        """Why DataLoader takes this reader for a map-style dataset, when it does: it was made
+        before torch was imported."""
+        data = sys.modules.get("torch.utils.data")
+        if data is None or not hasattr(data, "IterableDataset") or isinstance(self, data.IterableDataset):
+            return ""
+        return ("; made before torch was imported, this sharc.Reader is not a torch IterableDataset, which "
+                "DataLoader(reader, batch_size=None) iterates: make the reader after `import torch`")
+
+    def __getitem__(self, index: Any) -> Any:
+        raise TypeError(f"sharc.Reader is iterated, not indexed{self._not_a_dataset()}")
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         raise TypeError("sharc.Reader cannot be pickled: it holds the C reader, its threads and buffers; keep "

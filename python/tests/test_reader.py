@@ -572,6 +572,29 @@ def test_a_state_saved_at_the_end_of_an_epoch_resumes_at_the_next(corpus):
     assert len(first) > 0
 
 
+def test_a_reader_made_before_torch_says_so_to_a_dataloader(corpus):
+    """A reader made before torch is imported is no IterableDataset: DataLoader takes it for a
+    map-style dataset, and its len() or indexing says why, instead of suggesting the
+    DataLoader(reader, batch_size=None) that was used."""
+    pytest.importorskip("torch")
+    code = ("import sys, sharc\n"
+            "readers = [sharc.Reader(sys.argv[1], batch_duration=8.0, threads=1),\n"
+            "           sharc.Reader(sys.argv[1], max_cuts=4, num_buckets=1, threads=1)]\n"
+            "import torch.utils.data\n"
+            "for r in readers:\n"
+            "    try:\n"
+            "        next(iter(torch.utils.data.DataLoader(r, batch_size=None)))\n"
+            "    except TypeError as e:\n"
+            "        print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(corpus / "shar")], check=True, capture_output=True,
+                         text=True).stdout.splitlines()
+    hint = ("made before torch was imported, this sharc.Reader is not a torch IterableDataset, which "
+            "DataLoader(reader, batch_size=None) iterates: make the reader after `import torch`")
+    assert len(out) == 2 and all(hint in line for line in out), out
+    assert out[0].startswith("len(sharc.Reader) is not known: it batches by batch_duration")
+    assert out[1].startswith("sharc.Reader is iterated, not indexed")
+
+
 FIXED = dict(max_cuts=5, num_buckets=1, threads=1, seed=3)
 
 
