@@ -21,6 +21,19 @@ from ._sharc import DataError, Error, RemoteError, Tensor
 __all__ = ["Reader", "Loader", "Batch", "Tensor", "Error", "DataError", "RemoteError", "__version__"]
 __version__ = _sharc.version
 
+# Result codes of errors the package raises itself (negative errno, as the C library's).
+_EINVAL = -22
+_ERR_NCCL = -1012  # SHARC_ERR_NCCL
+
+
+def _error(message: str, code: int = _EINVAL) -> Error:
+    """A sharc.Error raised by the package rather than the C library, carrying what one from
+    the C library carries: ``code``, ``code_name`` and ``message``."""
+    error = Error(message)
+    error.code, error.code_name, error.message = code, _sharc.strerror(code)[0], message
+    return error
+
+
 _STATE_KEY = "sharc_reader_state"
 # Marks the state of a reader resumed from gathered states that has yielded no batch since:
 # the packed blob itself, which every new slot saves alike and which is passed on as it is.
@@ -233,8 +246,8 @@ class Reader:
             epochs = self._settings["epochs"]
             read = "1 epoch it was asked for (epochs=1) is" if epochs == 1 else \
                 f"{epochs} epochs it was asked for (epochs={epochs}) are"
-            raise Error(f"sharc.Reader: the {read} read; leave epochs unset to iterate once per "
-                        "epoch, or make a new reader")
+            raise _error(f"sharc.Reader: the {read} read; leave epochs unset to iterate once per "
+                         "epoch, or make a new reader")
         c = self._open(self._epoch + 1, None)
         old, self._c = self._c, c
         old.close()
@@ -442,13 +455,13 @@ def _nccl_bootstrap() -> tuple:
     is the current CUDA device (the C loader takes the reader's instead when batches are made
     on a GPU)."""
     if not hasattr(_sharc, "nccl_unique_id"):
-        raise Error("sharc.Loader: this build of sharc has no NCCL transport")
+        raise _error("sharc.Loader: this build of sharc has no NCCL transport", _sharc.ERR_UNSUPPORTED)
     import torch
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized()):
-        raise Error("sharc.Loader: transport 'nccl' needs torch.distributed initialized "
-                    "(init_process_group), whose default group shares the NCCL unique id")
+        raise _error("sharc.Loader: transport 'nccl' needs torch.distributed initialized "
+                     "(init_process_group), whose default group shares the NCCL unique id")
     rank, world = dist.get_rank(), dist.get_world_size()
     # An id that could not be made travels as the error, so that every rank fails alike
     # instead of waiting for a communicator rank 0 never joins.
@@ -460,7 +473,7 @@ def _nccl_bootstrap() -> tuple:
             box[0] = f"rank 0 could not make an NCCL unique id: {error}"
     dist.broadcast_object_list(box, src=0)
     if isinstance(box[0], str):
-        raise Error(f"sharc.Loader: {box[0]}")
+        raise _error(f"sharc.Loader: {box[0]}", _ERR_NCCL)
     device = torch.cuda.current_device() if torch.cuda.is_available() else 0
     return (box[0], rank, world, device)
 
@@ -503,7 +516,8 @@ class Loader:
                  broadcast_axes: Optional[Sequence[str]] = None, transport: Optional[str] = None,
                  even_steps: Optional[bool] = None, **settings: Any):
         if not hasattr(_sharc, "CLoader"):
-            raise Error("sharc.Loader: this build of sharc has neither the MPI nor the NCCL transport")
+            raise _error("sharc.Loader: this build of sharc has neither the MPI nor the NCCL transport",
+                         _sharc.ERR_UNSUPPORTED)
         if transport is None:
             transport = _default_transport()
         if transport not in ("mpi", "nccl"):
@@ -538,8 +552,8 @@ class Loader:
         if self._ended:
             read = "1 epoch it was asked for (epochs=1) is" if self._epochs == 1 else \
                 f"{self._epochs} epochs it was asked for (epochs={self._epochs}) are"
-            raise Error(f"sharc.Loader: the {read} read; give epochs=N (0: endless) to read more, or make a "
-                        "new loader")
+            raise _error(f"sharc.Loader: the {read} read; give epochs=N (0: endless) to read more, or make a "
+                         "new loader")
         return self
 
     def __next__(self) -> Batch:

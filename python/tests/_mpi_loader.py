@@ -75,7 +75,7 @@ def main():
                 except StopIteration:
                     emit(again="StopIteration")
                 except sharc.Error as e:
-                    emit(again=str(e))
+                    emit(again=str(e), code=e.code_name, message=e.message)
         try:
             next(loader)
         except ValueError as e:

@@ -93,7 +93,7 @@ def test_iterating_a_spent_loader_again_closing_and_mesh_keywords(corpus, tmp_pa
     assert got[0] == {"batches": len(reader_ids(corpus / "shar"))}
     spent = ("sharc.Loader: the 1 epoch it was asked for (epochs=1) is read; give epochs=N (0: endless) "
              "to read more, or make a new loader")
-    assert got[1:3] == [{"again": spent}, {"again": "StopIteration"}]
+    assert got[1:3] == [{"again": spent, "code": "EINVAL", "message": spent}, {"again": "StopIteration"}]
     assert got[3] == {"closed": "sharc.Loader is closed"}
     assert got[4] == {"dp": "sharc.Loader: keywords dp_rank, dp_size are not settings of a loader: its "
                             "data-parallel slots come from the mesh (mesh=, device_mesh=, broadcast_axes=); "

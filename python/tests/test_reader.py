@@ -480,8 +480,10 @@ def test_iterating_again_starts_the_next_epoch(corpus):
                          (2, "the 2 epochs it was asked for (epochs=2) are read")):
         r = sharc.Reader(path, **SETTINGS, epochs=epochs)
         assert sorted(i for b in r for i in b["cut_id"]) == sorted(ids * epochs)
-        with pytest.raises(sharc.Error, match=re.escape(text) + "; leave epochs unset"):
+        with pytest.raises(sharc.Error, match=re.escape(text) + "; leave epochs unset") as info:
             iter(r)
+        # Raised by the package, not the C reader, it carries what a sharc.Error carries.
+        assert (info.value.code, info.value.code_name, info.value.message) == (-22, "EINVAL", str(info.value))
 
 
 def test_dataloader_iterates_a_reader(corpus):
