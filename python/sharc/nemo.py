@@ -263,6 +263,9 @@ def _sources(cfg: Dict[str, Any]) -> Tuple[List[Any], Dict[str, Any]]:
         return [], {"input_cfg": cfg["input_cfg"]}
     if given[0] == "shar_path":
         shar = cfg["shar_path"]
+        if isinstance(shar, dict):  # NeMo's explicit fields: {"cuts": [...], "recording": [...]}
+            raise _fail("shar_path", shar, "sharc reads Shar directories (or patterns): give the directory "
+                                           "that holds these files, or a list of [path, weight]")
         if not isinstance(shar, list):
             return [shar], {}
         entries = _weighted(shar, "shar_path")

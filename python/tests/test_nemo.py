@@ -358,3 +358,10 @@ def test_a_finite_loader_is_iterated_again_each_epoch(corpus):
         assert sorted(i for b in loader for i in b["cut_id"]) == want
     _, s = nemo.reader_settings({**cfg, "force_finite": False})
     assert s["epochs"] == 0
+
+
+def test_shar_path_of_fields_is_refused_naming_the_key():
+    fields = {"cuts": ["a/cuts.000000.jsonl.gz"], "recording": ["a/recording.000000.tar"]}
+    with pytest.raises(ValueError, match=r"^sharc.nemo: config key 'shar_path' = \{'cuts': .* is not supported: "
+                                         r"sharc reads Shar directories"):
+        nemo.reader_settings({"shar_path": fields, "batch_size": 4, "shard_seed": 1})
