@@ -33,7 +33,8 @@ enum kw_kind {
     KW_TPS,
     KW_NOISE,   ///< augment.noise: a path or a list of paths
     KW_AUG_U64, ///< a uint64_t of augment, at `offset`
-    KW_FIELD    ///< a NeMo manifest key, kept in self->nemo_fields[min]
+    KW_FIELD,   ///< a NeMo manifest key, kept in self->nemo_fields[min]
+    KW_LOG      ///< quiet (min 0) or verbose (min 1): what the library prints on stderr
 };
 
 typedef struct {
@@ -118,6 +119,9 @@ static const kw_def kw_defs[] = {
     /* NeMo's text_field and lang_field: the manifest keys of the transcript and language */
     {"nemo_text_field", KW_FIELD, R(nemo_text_field), 0, 0, 0},
     {"nemo_lang_field", KW_FIELD, R(nemo_lang_field), 1, 0, 0},
+    /* the CLI's --quiet (nothing on stderr) and --verbose (informational messages too) */
+    {"quiet", KW_LOG, 0, 0, 0, 0},
+    {"verbose", KW_LOG, 0, 1, 0, 0},
 };
 #undef R
 #undef SM
@@ -737,6 +741,14 @@ static int set_keyword(ReaderObject *self, const kw_def *d, PyObject *v, int *li
         return kw_max_tps(self, d, v);
     case KW_FIELD:
         return kw_field(self, d, v);
+    case KW_LOG:
+        if (!PyBool_Check(v))
+            return kw_error_type(d->name, "a bool", v);
+        if (v == Py_True && d->min == 0)
+            self->log->next.callback = NULL; /* errors are still kept for the exception */
+        if (v == Py_True && d->min == 1)
+            self->log->next.level = self->s.logger.level = SHARC_LOG_INFO;
+        return 0;
     case KW_PATH: {
         char *cfg;
         const int structure = PyList_Check(v) || PyDict_Check(v);
@@ -913,6 +925,10 @@ int sharc__py_reader_settings(ReaderObject *self, PyObject *paths, PyObject *kw,
         return -1;
     if (kw && needs_missing_keyword(kw) < 0)
         return -1;
+    if (!self->log->next.callback && self->log->next.level == SHARC_LOG_INFO) {
+        PyErr_SetString(PyExc_ValueError, "sharc.Reader: give quiet or verbose, not both");
+        return -1;
+    }
     if (self->s.dp_rank >= self->s.dp_size) {
         PyErr_Format(PyExc_ValueError,
                      "sharc.Reader: keyword 'dp_rank' must be below dp_size (%d), got %d",

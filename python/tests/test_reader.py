@@ -708,3 +708,32 @@ def test_unknown_keyword_names_the_sharc_keyword(corpus, kw, hint):
         sharc.Reader(str(corpus / "shar"), **{kw: 1})
     want = f"sharc.Reader: unknown keyword '{kw}'" + (f" ({hint})" if hint else "")
     assert str(info.value) == want
+
+
+def test_quiet_and_verbose_set_what_the_library_prints(corpus):
+    """As sharc read's --quiet and --verbose: quiet=True prints nothing on stderr (a failure
+    still raises with its message), verbose=True adds the informational messages to the
+    warnings."""
+    code = ("import sys, sharc\n"
+            "kw = eval(sys.argv[2])\n"
+            "try:\n"
+            "    for b in sharc.Reader(sys.argv[1], batch_duration=0.5, threads=1, **kw): pass\n"
+            "    print('read')\n"
+            "except sharc.Error as e:\n"
+            "    print(type(e).__name__, e)\n")
+
+    def run(path, **kw):
+        p = subprocess.run([sys.executable, "-c", code, path, repr(kw)], capture_output=True, text=True, check=True)
+        return p.stdout.strip(), p.stderr
+    path = str(corpus / "shar")
+    out, err = run(path)
+    assert out == "read" and "sharc: warning: sampler: cut " in err and "sharc: info:" not in err
+    assert run(path, quiet=True) == ("read", "")
+    out, err = run(path, verbose=True)  # the library's informational messages are rare
+    assert out == "read" and "sharc: warning: sampler: cut " in err
+    out, err = run(path + "-missing", quiet=True)
+    assert out == f"Error {path}-missing: No such file or directory" and err == ""
+    with pytest.raises(ValueError, match="^sharc.Reader: give quiet or verbose, not both$"):
+        sharc.Reader(path, quiet=True, verbose=True)
+    with pytest.raises(TypeError, match="^sharc.Reader: keyword 'quiet' must be a bool, not int$"):
+        sharc.Reader(path, quiet=1)
