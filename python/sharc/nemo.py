@@ -139,11 +139,11 @@ def _typed(key: str, value: Any, kind: type) -> Any:
     """``value`` of config key ``key`` as ``kind`` (int, float or bool), converted as OmegaConf
     converts it for NeMo's typed LhotseDataLoadingConfig: an int from an int or a numeric str
     (never a float: 4.5 is no batch size), a float from a number or a numeric str, a bool from a
-    bool or "true"/"false" (never from any str, which bool() would make True). Otherwise a
-    ValueError naming the key."""
+    bool, an int or "true"/"false" (never from any str, which bool() would make True).
+    Otherwise a ValueError naming the key."""
     if kind is bool:
-        if isinstance(value, bool):
-            return value
+        if isinstance(value, int):  # bool, and an int as OmegaConf's BooleanNode takes it
+            return bool(value)
         if isinstance(value, str) and value.lower() in _TRUE + _FALSE:
             return value.lower() in _TRUE
         raise _fail(key, value, "give true or false")

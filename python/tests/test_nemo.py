@@ -322,9 +322,10 @@ def test_values_are_typed_as_nemos_config_schema_types_them(corpus):
     never a silent truncation or a bare TypeError."""
     base = {"shar_path": str(corpus / "shar"), "shard_seed": 1}
     _, s = nemo.reader_settings({**base, "batch_size": "4", "batch_duration": "20", "shuffle": "false",
-                                 "drop_last": "yes", "sample_rate": "8000"})
+                                 "drop_last": "yes", "sample_rate": "8000", "force_finite": 1})
     assert (s["max_cuts"], s["batch_duration"], s["shuffle"], s["drop_last"], s["sampling_rate"]) == \
         (4, 20.0, False, True, 8000)
+    assert "epochs" not in s  # force_finite: 1 is true
     for key, value, want in (("batch_size", 4.5, "give an integer"), ("batch_size", True, "give an integer"),
                              ("batch_duration", "soon", "give a number"), ("shuffle", "maybe", "give true or false"),
                              ("num_buckets", 2.0, "give an integer")):
