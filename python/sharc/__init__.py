@@ -34,6 +34,13 @@ def _error(message: str, code: int = _EINVAL) -> Error:
     return error
 
 
+def _spent(who: str, epochs: int, fix: str) -> Error:
+    """The error of a reader or loader iterated again once the ``epochs`` it reads are read."""
+    read = "1 epoch it was asked for (epochs=1) is" if epochs == 1 else \
+        f"{epochs} epochs it was asked for (epochs={epochs}) are"
+    return _error(f"{who}: the {read} read; {fix}")
+
+
 _STATE_KEY = "sharc_reader_state"
 # Marks the state of a reader resumed from gathered states that has yielded no batch since:
 # the packed blob itself, which every new slot saves alike and which is passed on as it is.
@@ -243,11 +250,8 @@ class Reader:
         if self._closed:
             raise ValueError("sharc.Reader is closed")
         if not self._per_epoch:
-            epochs = self._settings["epochs"]
-            read = "1 epoch it was asked for (epochs=1) is" if epochs == 1 else \
-                f"{epochs} epochs it was asked for (epochs={epochs}) are"
-            raise _error(f"sharc.Reader: the {read} read; leave epochs unset to iterate once per "
-                         "epoch, or make a new reader")
+            raise _spent("sharc.Reader", self._settings["epochs"],
+                         "leave epochs unset to iterate once per epoch, or make a new reader")
         c = self._open(self._epoch + 1, None)
         old, self._c = self._c, c
         old.close()
@@ -303,8 +307,8 @@ class Reader:
         use ``DataLoader(reader, batch_size=None)``, which needs no length."""
         why = self._unknown_len()
         if why is not None:
-            raise TypeError(f"len(sharc.Reader) is not known: {why}; iterate the reader, or use "
-                            f"DataLoader(reader, batch_size=None), which needs no length{self._not_a_dataset()}")
+            raise TypeError(f"len(sharc.Reader) is not known: {why}; iterate the reader, or use DataLoader("
+                            f"reader, batch_size=None), which needs no length{self._not_a_dataset()}")
         epoch = self._epoch + 1 if self._ended and self._per_epoch else self._epoch
         if epoch not in self._lens:
             cuts = _sharc.CReader(self._paths, _open=False, **self._epoch_settings(epoch)).count_cuts()
@@ -487,9 +491,10 @@ class Loader:
 
     The mesh is ``mesh`` (``"dp=2,cp=2"``, row-major over the ranks) or the axes of a torch
     ``device_mesh`` (its ``mesh_dim_names`` and extents); without either every rank is its
-    own data-parallel slot. ``broadcast_axes`` (default ``("cp", "tp")``, or a str ``"cp,tp"``) span a group; the
-    other axes are the data-parallel slots, whose source reads its own shards. The keyword
-    settings are :class:`Reader`'s (``dp_rank``/``dp_size`` come from the mesh, and are refused).
+    own data-parallel slot. ``broadcast_axes`` (default ``("cp", "tp")``, or a str ``"cp,tp"``)
+    span a group; the other axes are the data-parallel slots, whose source reads its own
+    shards. The keyword settings are :class:`Reader`'s (``dp_rank``/``dp_size`` come from the
+    mesh, and are refused).
     One iteration reads ``epochs`` (default 1) as one stream; iterating again once they are
     read raises :class:`sharc.Error`. A loader is a context manager that closes it.
 
@@ -550,10 +555,8 @@ class Loader:
 
     def __iter__(self) -> Iterator[Batch]:
         if self._ended:
-            read = "1 epoch it was asked for (epochs=1) is" if self._epochs == 1 else \
-                f"{self._epochs} epochs it was asked for (epochs={self._epochs}) are"
-            raise _error(f"sharc.Loader: the {read} read; give epochs=N (0: endless) to read more, or make a "
-                         "new loader")
+            raise _spent("sharc.Loader", self._epochs,
+                         "give epochs=N (0: endless) to read more, or make a new loader")
         return self
 
     def __next__(self) -> Batch:

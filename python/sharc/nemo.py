@@ -327,7 +327,8 @@ def _noise(cfg: Dict[str, Any]) -> Dict[str, Any]:
             raise _fail("noise_path", path, "give a path sharc reads, or a dict with shar_path, or with "
                                             "manifest_filepath and tarred_audio_filepaths")
     s = {"noise": path, "noise_prob": _typed("noise_mix_prob", cfg.get("noise_mix_prob", 0.5), float)}
-    s["noise_snr"] = _typed_list("noise_snr", cfg.get("noise_snr", [10.0, 20.0]), float, "give [low, high] in dB", 2)
+    snr = cfg.get("noise_snr", [10.0, 20.0])
+    s["noise_snr"] = _typed_list("noise_snr", snr, float, "give [low, high] in dB", 2)
     return s
 
 
@@ -335,7 +336,8 @@ def _batching(cfg: Dict[str, Any], tokenized: bool) -> Dict[str, Any]:
     s: Dict[str, Any] = {}
     bins, bbs = cfg.get("bucket_duration_bins"), cfg.get("bucket_batch_size")
     # Newer NeMo turns bucketing on when bins or batch sizes are given, rather than ignore them.
-    bucketing = _typed("use_bucketing", cfg.get("use_bucketing", False), bool) or bins is not None or bbs is not None
+    bucketing = _typed("use_bucketing", cfg.get("use_bucketing", False), bool)
+    bucketing = bucketing or bins is not None or bbs is not None
     if bbs is not None:
         # NeMo's FixedBucketBatchSizeConstraint2D: the sizes replace batch_duration/batch_size.
         if bins is None:

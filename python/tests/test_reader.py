@@ -678,7 +678,8 @@ def test_numpy_scalars_are_numbers(corpus):
                                              epochs=np.int32(1), threads=1)]
     assert got == want
     sizes = np.array([3, 2])
-    r = sharc.Reader(path, bins=[np.float32(1.5), np.float64(4)], bucket_batch_size=list(sizes), seed=np.int64(2), threads=1)
+    r = sharc.Reader(path, bins=[np.float32(1.5), np.float64(4)], bucket_batch_size=list(sizes),
+                     seed=np.int64(2), threads=1)
     assert all(len(b["cut_id"]) <= 3 for b in r)
     assert [b.epoch for b in r][:1] == [1]  # the next epoch's seed is seed + 1
     with pytest.raises(ValueError, match=r"^sharc.Reader: keyword 'num_buckets' must be in 1..65536, got 0"):
