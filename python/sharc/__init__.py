@@ -534,6 +534,9 @@ class Loader:
                             "remove them")
         if mesh is None and device_mesh is not None:
             names = device_mesh.mesh_dim_names
+            if not names:
+                raise ValueError("sharc.Loader: device_mesh has no mesh_dim_names: name its axes (init_device_mesh"
+                                 "(..., mesh_dim_names=(\"dp\", \"cp\"))), or give mesh=\"dp=2,cp=2\"")
             mesh = ",".join(f"{n}={int(e)}" for n, e in zip(names, tuple(device_mesh.mesh.shape)))
         # A str is the axis names as the CLI's --broadcast-axes gives them ("cp" or "cp,tp"),
         # not a sequence of one-letter axes.

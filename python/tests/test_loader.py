@@ -98,3 +98,10 @@ def test_iterating_a_spent_loader_again_closing_and_mesh_keywords(corpus, tmp_pa
     assert got[4] == {"dp": "sharc.Loader: keywords dp_rank, dp_size are not settings of a loader: its "
                             "data-parallel slots come from the mesh (mesh=, device_mesh=, broadcast_axes=); "
                             "remove them"}
+
+
+def test_an_unnamed_device_mesh_is_refused_before_mpi_starts():
+    # init_device_mesh without mesh_dim_names: the axes cannot be told apart from their names.
+    mesh = type("DeviceMesh", (), {"mesh_dim_names": None, "mesh": None})()
+    with pytest.raises(ValueError, match=r"^sharc.Loader: device_mesh has no mesh_dim_names: name its axes "):
+        sharc.Loader("unused", device_mesh=mesh)
