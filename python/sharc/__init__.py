@@ -532,7 +532,9 @@ class Loader:
             raise TypeError(f"sharc.Loader: keywords {', '.join(mesh_keys)} are not settings of a loader: its "
                             "data-parallel slots come from the mesh (mesh=, device_mesh=, broadcast_axes=); "
                             "remove them")
-        if mesh is None and device_mesh is not None:
+        if mesh is not None and device_mesh is not None:
+            raise ValueError("sharc.Loader: give mesh or device_mesh, not both")
+        if device_mesh is not None:
             names = device_mesh.mesh_dim_names
             if not names:
                 raise ValueError("sharc.Loader: device_mesh has no mesh_dim_names: name its axes (init_device_mesh"

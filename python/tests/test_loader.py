@@ -105,3 +105,5 @@ def test_an_unnamed_device_mesh_is_refused_before_mpi_starts():
     mesh = type("DeviceMesh", (), {"mesh_dim_names": None, "mesh": None})()
     with pytest.raises(ValueError, match=r"^sharc.Loader: device_mesh has no mesh_dim_names: name its axes "):
         sharc.Loader("unused", device_mesh=mesh)
+    with pytest.raises(ValueError, match=r"^sharc.Loader: give mesh or device_mesh, not both$"):
+        sharc.Loader("unused", device_mesh=mesh, mesh="dp=1")
