@@ -8,6 +8,7 @@ a data-parallel slot.
 from __future__ import annotations
 
 import atexit
+import numbers
 import os
 import sys
 import threading
@@ -19,6 +20,26 @@ from ._sharc import DataError, Error, RemoteError, Tensor
 
 __all__ = ["Reader", "Loader", "Batch", "Tensor", "Error", "DataError", "RemoteError", "__version__"]
 __version__ = _sharc.version
+
+# Result codes of errors the package raises itself (negative errno, as the C library's).
+_EINVAL = -22
+_ERR_NCCL = -1012  # SHARC_ERR_NCCL
+
+
+def _error(message: str, code: int = _EINVAL) -> Error:
+    """A sharc.Error raised by the package rather than the C library, carrying what one from
+    the C library carries: ``code``, ``code_name`` and ``message``."""
+    error = Error(message)
+    error.code, error.code_name, error.message = code, _sharc.strerror(code)[0], message
+    return error
+
+
+def _spent(who: str, epochs: int, fix: str) -> Error:
+    """The error of a reader or loader iterated again once the ``epochs`` it reads are read."""
+    read = "1 epoch it was asked for (epochs=1) is" if epochs == 1 else \
+        f"{epochs} epochs it was asked for (epochs={epochs}) are"
+    return _error(f"{who}: the {read} read; {fix}")
+
 
 _STATE_KEY = "sharc_reader_state"
 # Marks the state of a reader resumed from gathered states that has yielded no batch since:
@@ -86,6 +107,9 @@ def _open_interruptibly(c: Any, state: Optional[bytes]) -> None:
 
 
 _EPOCH_KEY = "sharc_reader_epoch"
+# Marks the state of a reader iterated epoch by epoch saved once an epoch's iteration ended:
+# it resumes at the start of the next epoch, where the uninterrupted run's next iteration is.
+_DONE_KEY = "sharc_reader_epoch_done"
 
 
 def _pack_gathered(states: Sequence[Any], who: str) -> Optional[bytes]:
@@ -158,7 +182,7 @@ class Reader:
     """Batches read from shards by the C reader (Lhotse Shar, NeMo tarred, WebDataset).
 
     ``paths`` is a path, a brace or wildcard pattern, or a list of them. Keyword settings
-    carry the names of ``sharc read``'s options with ``_`` for ``-`` (``max_duration``,
+    carry the names of ``sharc read``'s options with ``_`` for ``-`` (``batch_duration``,
     ``num_buckets``, ``bins``, ``seed``, ``threads``, ``buffer_size``, ``layout``,
     ``dp_rank``, ``dp_size``, ...; docs/python.md lists them all); an unknown keyword
     raises ``TypeError``, a value of the wrong type ``TypeError`` and one out of range
@@ -204,27 +228,30 @@ class Reader:
         self._lens: Dict[int, int] = {}  # len() by epoch
         self._c = self._open(0, None)
 
+    def _epoch_settings(self, epoch: int) -> Dict[str, Any]:
+        """The settings of the C reader of ``epoch``: without ``epochs``, seed + epoch."""
+        if not (self._per_epoch and epoch):
+            return self._settings
+        seed = self._seed
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+            raise TypeError("sharc.Reader: keyword 'seed' must be an int")
+        return {**self._settings, "seed": (int(seed) + epoch) % (1 << 64)}
+
     def _open(self, epoch: int, state: Optional[bytes]) -> Any:
-        settings = self._settings
-        if self._per_epoch and epoch:
-            if not isinstance(self._seed, int) or isinstance(self._seed, bool):
-                raise TypeError("sharc.Reader: keyword 'seed' must be an int")
-            settings = {**settings, "seed": (self._seed + epoch) % (1 << 64)}
-        c = _sharc.CReader(self._paths, _open=False, **settings)
+        c = _sharc.CReader(self._paths, _open=False, **self._epoch_settings(epoch))
         _open_interruptibly(c, state)
         return c
 
     def __iter__(self) -> Iterator[Batch]:
+        if not self._closed:
+            self._c.check_process()  # not in a DataLoader worker, which would read it again
         if not self._ended:
             return self
         if self._closed:
             raise ValueError("sharc.Reader is closed")
         if not self._per_epoch:
-            epochs = self._settings["epochs"]
-            read = "1 epoch it was asked for (epochs=1) is" if epochs == 1 else \
-                f"{epochs} epochs it was asked for (epochs={epochs}) are"
-            raise Error(f"sharc.Reader: the {read} read; leave epochs unset to iterate once per "
-                        "epoch, or make a new reader")
+            raise _spent("sharc.Reader", self._settings["epochs"],
+                         "leave epochs unset to iterate once per epoch, or make a new reader")
         c = self._open(self._epoch + 1, None)
         old, self._c = self._c, c
         old.close()
@@ -280,17 +307,31 @@ class Reader:
         use ``DataLoader(reader, batch_size=None)``, which needs no length."""
         why = self._unknown_len()
         if why is not None:
-            raise TypeError(f"len(sharc.Reader) is not known: {why}; iterate the reader, or use "
-                            "DataLoader(reader, batch_size=None), which needs no length")
+            raise TypeError(f"len(sharc.Reader) is not known: {why}; iterate the reader, or use DataLoader("
+                            f"reader, batch_size=None), which needs no length{self._not_a_dataset()}")
         epoch = self._epoch + 1 if self._ended and self._per_epoch else self._epoch
         if epoch not in self._lens:
-            settings = self._settings
-            if self._per_epoch and epoch:
-                settings = {**settings, "seed": (self._seed + epoch) % (1 << 64)}
-            cuts = _sharc.CReader(self._paths, _open=False, **settings).count_cuts()
+            cuts = _sharc.CReader(self._paths, _open=False, **self._epoch_settings(epoch)).count_cuts()
             size = self._settings["max_cuts"]
             self._lens = {epoch: cuts // size if self._settings.get("drop_last") else -(-cuts // size)}
         return self._lens[epoch]
+
+    def _not_a_dataset(self) -> str:
+        """Why DataLoader takes this reader for a map-style dataset, when it does: it was made
+        before torch was imported."""
+        data = sys.modules.get("torch.utils.data")
+        if data is None or not hasattr(data, "IterableDataset") or isinstance(self, data.IterableDataset):
+            return ""
+        return ("; made before torch was imported, this sharc.Reader is not a torch IterableDataset, which "
+                "DataLoader(reader, batch_size=None) iterates: make the reader after `import torch`")
+
+    def __getitem__(self, index: Any) -> Any:
+        raise TypeError(f"sharc.Reader is iterated, not indexed{self._not_a_dataset()}")
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise TypeError("sharc.Reader cannot be pickled: it holds the C reader, its threads and buffers; keep "
+                        "DataLoader's num_workers at 0 (the reader decodes on threads of its own), or make a "
+                        "reader in each process")
 
     def __bool__(self) -> bool:
         return True  # a reader is true, whatever its len() (which may read or raise)
@@ -308,11 +349,14 @@ class Reader:
     def state_dict(self) -> Dict[str, Any]:
         """The reader's position after the last batch yielded, as a dict holding the C state
         blob (``None`` before the first batch: the start) and, past the first epoch of a
-        reader without ``epochs``, the epoch being iterated."""
+        reader without ``epochs``, the epoch being iterated; saved once an epoch's iteration
+        ended (such a reader's), it resumes at the start of the next epoch."""
         blob = self._c.state()
         state: Dict[str, Any] = {_STATE_KEY: blob}
         if self._epoch:
             state[_EPOCH_KEY] = self._epoch
+        if self._ended and self._per_epoch:
+            state[_DONE_KEY] = True
         if blob is not None and blob == self._bundle:
             state[_BUNDLE_KEY] = True
         return state
@@ -328,6 +372,9 @@ class Reader:
         runs every cut of it is delivered once, whatever the new ``dp_size``
         (docs/python.md)."""
         gathered = isinstance(state_dict, (list, tuple))
+        # Saved once an epoch's iteration ended (every slot's, when gathered): its next epoch.
+        done = bool(state_dict) and all(isinstance(s, dict) and s.get(_DONE_KEY) is True
+                                        for s in (state_dict if gathered else [state_dict]))
         if gathered:
             epochs = {s.get(_EPOCH_KEY, 0) for s in state_dict if isinstance(s, dict)}
             if len(epochs) > 1:
@@ -343,6 +390,8 @@ class Reader:
                              "reader (a number >= 0, for a reader without epochs=...)")
         if self._closed:
             raise ValueError("sharc.Reader is closed")
+        if done and self._per_epoch:
+            epoch, gathered, state_dict = epoch + 1, False, {_STATE_KEY: None}
         # A reader opened at the state replaces this one once it is open: interrupted or
         # refused, this one is left as it was.
         c = self._open(epoch, state_dict[_STATE_KEY])
@@ -410,13 +459,13 @@ def _nccl_bootstrap() -> tuple:
     is the current CUDA device (the C loader takes the reader's instead when batches are made
     on a GPU)."""
     if not hasattr(_sharc, "nccl_unique_id"):
-        raise Error("sharc.Loader: this build of sharc has no NCCL transport")
+        raise _error("sharc.Loader: this build of sharc has no NCCL transport", _sharc.ERR_UNSUPPORTED)
     import torch
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized()):
-        raise Error("sharc.Loader: transport 'nccl' needs torch.distributed initialized "
-                    "(init_process_group), whose default group shares the NCCL unique id")
+        raise _error("sharc.Loader: transport 'nccl' needs torch.distributed initialized "
+                     "(init_process_group), whose default group shares the NCCL unique id")
     rank, world = dist.get_rank(), dist.get_world_size()
     # An id that could not be made travels as the error, so that every rank fails alike
     # instead of waiting for a communicator rank 0 never joins.
@@ -428,7 +477,7 @@ def _nccl_bootstrap() -> tuple:
             box[0] = f"rank 0 could not make an NCCL unique id: {error}"
     dist.broadcast_object_list(box, src=0)
     if isinstance(box[0], str):
-        raise Error(f"sharc.Loader: {box[0]}")
+        raise _error(f"sharc.Loader: {box[0]}", _ERR_NCCL)
     device = torch.cuda.current_device() if torch.cuda.is_available() else 0
     return (box[0], rank, world, device)
 
@@ -442,9 +491,12 @@ class Loader:
 
     The mesh is ``mesh`` (``"dp=2,cp=2"``, row-major over the ranks) or the axes of a torch
     ``device_mesh`` (its ``mesh_dim_names`` and extents); without either every rank is its
-    own data-parallel slot. ``broadcast_axes`` (default ``("cp", "tp")``) span a group; the
-    other axes are the data-parallel slots, whose source reads its own shards. The keyword
-    settings are :class:`Reader`'s (``dp_rank``/``dp_size`` come from the mesh).
+    own data-parallel slot. ``broadcast_axes`` (default ``("cp", "tp")``, or a str ``"cp,tp"``)
+    span a group; the other axes are the data-parallel slots, whose source reads its own
+    shards. The keyword settings are :class:`Reader`'s (``dp_rank``/``dp_size`` come from the
+    mesh, and are refused).
+    One iteration reads ``epochs`` (default 1) as one stream; iterating again once they are
+    read raises :class:`sharc.Error`. A loader is a context manager that closes it.
 
     ``transport`` is ``"mpi"`` (a job started by ``mpirun``; sharc initializes MPI when the
     program has not) or ``"nccl"`` (a job whose ``torch.distributed`` default group is
@@ -469,15 +521,29 @@ class Loader:
                  broadcast_axes: Optional[Sequence[str]] = None, transport: Optional[str] = None,
                  even_steps: Optional[bool] = None, **settings: Any):
         if not hasattr(_sharc, "CLoader"):
-            raise Error("sharc.Loader: this build of sharc has neither the MPI nor the NCCL transport")
+            raise _error("sharc.Loader: this build of sharc has neither the MPI nor the NCCL transport",
+                         _sharc.ERR_UNSUPPORTED)
         if transport is None:
             transport = _default_transport()
         if transport not in ("mpi", "nccl"):
             raise ValueError(f"sharc.Loader: transport {transport!r}: 'mpi' or 'nccl'")
-        if mesh is None and device_mesh is not None:
+        mesh_keys = [k for k in ("dp_rank", "dp_size") if k in settings]
+        if mesh_keys:  # refused on every rank alike, before any collective
+            raise TypeError(f"sharc.Loader: keywords {', '.join(mesh_keys)} are not settings of a loader: its "
+                            "data-parallel slots come from the mesh (mesh=, device_mesh=, broadcast_axes=); "
+                            "remove them")
+        if mesh is not None and device_mesh is not None:
+            raise ValueError("sharc.Loader: give mesh or device_mesh, not both")
+        if device_mesh is not None:
             names = device_mesh.mesh_dim_names
+            if not names:
+                raise ValueError("sharc.Loader: device_mesh has no mesh_dim_names: name its axes (init_device_mesh"
+                                 "(..., mesh_dim_names=(\"dp\", \"cp\"))), or give mesh=\"dp=2,cp=2\"")
             mesh = ",".join(f"{n}={int(e)}" for n, e in zip(names, tuple(device_mesh.mesh.shape)))
-        axes = None if broadcast_axes is None else ",".join(broadcast_axes)
+        # A str is the axis names as the CLI's --broadcast-axes gives them ("cp" or "cp,tp"),
+        # not a sequence of one-letter axes.
+        axes = broadcast_axes if broadcast_axes is None or isinstance(broadcast_axes, str) \
+            else ",".join(broadcast_axes)
         settings = _resolve_device(settings)
         if "threads" not in settings:
             settings["threads"], _ = _default_threads()
@@ -485,16 +551,31 @@ class Loader:
         nccl = _nccl_bootstrap() if transport == "nccl" else None
         first = not _LIVE_LOADERS
         self._bundle = None  # the packed states of the last elastic resume
+        self._epochs = settings.get("epochs", 1)
+        self._ended = False  # every rank sees the end at the same step
         self._c = _sharc.CLoader(cfg, mesh, axes, nccl, -1 if even_steps is None else int(bool(even_steps)))
         _LIVE_LOADERS.add(self)
         if first:
             atexit.register(_finalize_mpi)
 
     def __iter__(self) -> Iterator[Batch]:
+        if self._ended:
+            raise _spent("sharc.Loader", self._epochs,
+                         "give epochs=N (0: endless) to read more, or make a new loader")
         return self
 
     def __next__(self) -> Batch:
-        return _next_batch(self._c)
+        try:
+            return _next_batch(self._c)
+        except StopIteration:
+            self._ended = True
+            raise
+
+    def __enter__(self) -> "Loader":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
     @property
     def info(self) -> dict:
@@ -522,6 +603,7 @@ class Loader:
         if not isinstance(state_dict, dict) or _STATE_KEY not in state_dict:
             raise ValueError(f"sharc.Loader.load_state_dict: expected a dict with key {_STATE_KEY!r}")
         self._c.resume(state_dict[_STATE_KEY] or None)
+        self._ended = False
         self._bundle = state_dict[_STATE_KEY] if gathered or state_dict.get(_BUNDLE_KEY) else None
 
     def close(self) -> None:

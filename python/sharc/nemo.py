@@ -12,8 +12,10 @@ honour, raises ``ValueError`` naming the key and what to do; nothing is silently
 from __future__ import annotations
 
 import math
+import numbers
 import os
 import secrets
+import sys
 import tempfile
 import warnings
 from typing import Any, Dict, List, Optional, Tuple
@@ -129,6 +131,42 @@ def _fail(key: str, value: Any, what: str) -> ValueError:
     return ValueError(f"sharc.nemo: config key {key!r} = {value!r} is not supported: {what}")
 
 
+# The strings OmegaConf's BooleanNode reads as true and as false.
+_TRUE, _FALSE = ("true", "yes", "on", "y"), ("false", "no", "off", "n")
+
+
+def _typed(key: str, value: Any, kind: type) -> Any:
+    """``value`` of config key ``key`` as ``kind`` (int, float or bool), converted as OmegaConf
+    converts it for NeMo's typed LhotseDataLoadingConfig: an int from an int or a numeric str
+    (never a float: 4.5 is no batch size), a float from a number or a numeric str, a bool from a
+    bool, an int or "true"/"false" (never from any str, which bool() would make True).
+    Otherwise a ValueError naming the key."""
+    if kind is bool:
+        if isinstance(value, int):  # bool, and an int as OmegaConf's BooleanNode takes it
+            return bool(value)
+        if isinstance(value, str) and value.lower() in _TRUE + _FALSE:
+            return value.lower() in _TRUE
+        raise _fail(key, value, "give true or false")
+    if isinstance(value, str):
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    elif not isinstance(value, bool) and isinstance(value, numbers.Integral if kind is int else numbers.Real):
+        return kind(value)
+    raise _fail(key, value, "give an integer" if kind is int else "give a number")
+
+
+def _typed_list(key: str, value: Any, kind: type, what: str, length: Optional[int] = None) -> List[Any]:
+    """A list config value of ``kind`` items (``length`` of them when given)."""
+    if not isinstance(value, list) or (length is not None and len(value) != length):
+        raise _fail(key, value, what)
+    try:
+        return [_typed(key, x, kind) for x in value]
+    except ValueError:
+        raise _fail(key, value, what) from None
+
+
 def _check_keys(cfg: Dict[str, Any]) -> None:
     # use_lhotse: true is what selects this loader in NeMo; its other keys are only listed.
     legacy = [k for k in cfg if k in LEGACY_KEYS and not (k == "use_lhotse" and cfg[k] is True)]
@@ -145,7 +183,18 @@ def _check_keys(cfg: Dict[str, Any]) -> None:
             raise _fail(key, value, _ONLY_VALUE[key][1])
     if legacy:
         warnings.warn(f"sharc.nemo: config keys {', '.join(legacy)} belong to NeMo's non-Lhotse datasets; "
-                      "NeMo's Lhotse loader ignores them, and so does sharc", UserWarning, stacklevel=3)
+                      "NeMo's Lhotse loader ignores them, and so does sharc", UserWarning,
+                      stacklevel=_caller_level())
+
+
+def _caller_level() -> int:
+    """The stacklevel of warnings.warn, called here, that names the first line outside the
+    sharc package (the user's call, however deep in the package the config was read)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == here:
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _shared_random_seed() -> Optional[int]:
@@ -214,6 +263,9 @@ def _sources(cfg: Dict[str, Any]) -> Tuple[List[Any], Dict[str, Any]]:
         return [], {"input_cfg": cfg["input_cfg"]}
     if given[0] == "shar_path":
         shar = cfg["shar_path"]
+        if isinstance(shar, dict):  # NeMo's explicit fields: {"cuts": [...], "recording": [...]}
+            raise _fail("shar_path", shar, "sharc reads Shar directories (or patterns): give the directory "
+                                           "that holds these files, or a list of [path, weight]")
         if not isinstance(shar, list):
             return [shar], {}
         entries = _weighted(shar, "shar_path")
@@ -250,14 +302,14 @@ def _multimodal(cfg: Dict[str, Any], fixed_sizes: bool) -> Dict[str, Any]:
     s: Dict[str, Any] = {}
     if cfg.get("token_equivalent_duration") is None:
         raise _fail("use_multimodal_sampling", True, "give token_equivalent_duration too")
-    if cfg.get("measure_total_length", True) and not fixed_sizes:
+    if _typed("measure_total_length", cfg.get("measure_total_length", True), bool) and not fixed_sizes:
         raise _fail("measure_total_length", cfg.get("measure_total_length", True),
                     "sharc measures a cut in audio tokens only: set measure_total_length: false")
-    s["token_equivalent_duration"] = float(cfg["token_equivalent_duration"])
+    s["token_equivalent_duration"] = _typed("token_equivalent_duration", cfg["token_equivalent_duration"], float)
     if cfg.get("batch_tokens") is not None:
-        s["batch_tokens"] = int(cfg["batch_tokens"])
+        s["batch_tokens"] = _typed("batch_tokens", cfg["batch_tokens"], int)
     if cfg.get("quadratic_factor") is not None:
-        s["quadratic_duration"] = float(cfg["quadratic_factor"])
+        s["quadratic_duration"] = _typed("quadratic_factor", cfg["quadratic_factor"], float)
     return s
 
 
@@ -274,8 +326,9 @@ def _noise(cfg: Dict[str, Any]) -> Dict[str, Any]:
         else:
             raise _fail("noise_path", path, "give a path sharc reads, or a dict with shar_path, or with "
                                             "manifest_filepath and tarred_audio_filepaths")
-    s = {"noise": path, "noise_prob": float(cfg.get("noise_mix_prob", 0.5))}
-    s["noise_snr"] = [float(x) for x in cfg.get("noise_snr", [10.0, 20.0])]
+    s = {"noise": path, "noise_prob": _typed("noise_mix_prob", cfg.get("noise_mix_prob", 0.5), float)}
+    snr = cfg.get("noise_snr", [10.0, 20.0])
+    s["noise_snr"] = _typed_list("noise_snr", snr, float, "give [low, high] in dB", 2)
     return s
 
 
@@ -283,33 +336,36 @@ def _batching(cfg: Dict[str, Any], tokenized: bool) -> Dict[str, Any]:
     s: Dict[str, Any] = {}
     bins, bbs = cfg.get("bucket_duration_bins"), cfg.get("bucket_batch_size")
     # Newer NeMo turns bucketing on when bins or batch sizes are given, rather than ignore them.
-    bucketing = bool(cfg.get("use_bucketing", False)) or bins is not None or bbs is not None
+    bucketing = _typed("use_bucketing", cfg.get("use_bucketing", False), bool)
+    bucketing = bucketing or bins is not None or bbs is not None
     if bbs is not None:
         # NeMo's FixedBucketBatchSizeConstraint2D: the sizes replace batch_duration/batch_size.
         if bins is None:
             raise _fail("bucket_batch_size", bbs, "give bucket_duration_bins too (one bin per batch size)")
-        s["bucket_batch_size"] = [int(x) for x in bbs]
+        s["bucket_batch_size"] = _typed_list("bucket_batch_size", bbs, int, "give a list of integers")
     else:
         if cfg.get("batch_duration") is not None:
-            s["batch_duration"] = float(cfg["batch_duration"])
+            s["batch_duration"] = _typed("batch_duration", cfg["batch_duration"], float)
         if cfg.get("batch_size") is not None:
-            s["max_cuts"] = int(cfg["batch_size"])
+            s["max_cuts"] = _typed("batch_size", cfg["batch_size"], int)
         if not s:
             raise ValueError("sharc.nemo: the config sets no batch size: give batch_duration, batch_size, or "
                              "bucket_duration_bins with bucket_batch_size")
-    if cfg.get("use_multimodal_sampling"):
+    multimodal = _typed("use_multimodal_sampling", cfg.get("use_multimodal_sampling", False), bool)
+    if multimodal:
         s.update(_multimodal(cfg, "bucket_batch_size" in s))
     elif cfg.get("quadratic_duration") is not None:
-        s["quadratic_duration"] = float(cfg["quadratic_duration"])
+        s["quadratic_duration"] = _typed("quadratic_duration", cfg["quadratic_duration"], float)
     max_cut = cfg.get("max_duration", _INF)
-    if max_cut is not None and math.isfinite(float(max_cut)):
-        s["max_cut_duration"] = float(max_cut)
-    if cfg.get("min_duration") is not None and float(cfg["min_duration"]) > 0:
-        s["min_duration"] = float(cfg["min_duration"])
+    if max_cut is not None and math.isfinite(_typed("max_duration", max_cut, float)):
+        s["max_cut_duration"] = _typed("max_duration", max_cut, float)
+    if cfg.get("min_duration") is not None and _typed("min_duration", cfg["min_duration"], float) > 0:
+        s["min_duration"] = _typed("min_duration", cfg["min_duration"], float)
     if bucketing:
-        s["num_buckets"] = int(cfg.get("num_buckets", 30))
-        s["num_cuts_for_bins"] = int(cfg.get("num_cuts_for_bins_estimate", 10000))
-        s["buffer_size"] = int(cfg.get("bucket_buffer_size", 10000))
+        s["num_buckets"] = _typed("num_buckets", cfg.get("num_buckets", 30), int)
+        estimate = cfg.get("num_cuts_for_bins_estimate", 10000)
+        s["num_cuts_for_bins"] = _typed("num_cuts_for_bins_estimate", estimate, int)
+        s["buffer_size"] = _typed("bucket_buffer_size", cfg.get("bucket_buffer_size", 10000), int)
         if bins is not None:
             s["bins"] = bins
         elif "max_cut_duration" in s:
@@ -318,9 +374,9 @@ def _batching(cfg: Dict[str, Any], tokenized: bool) -> Dict[str, Any]:
         # NeMo's DynamicCutSampler: one bucket, shuffled within shuffle_buffer_size cuts.
         s["num_buckets"] = 1
         if cfg.get("shuffle_buffer_size") is not None:
-            s["buffer_size"] = int(cfg["shuffle_buffer_size"])
+            s["buffer_size"] = _typed("shuffle_buffer_size", cfg["shuffle_buffer_size"], int)
     for key in ("token_equivalent_duration", "batch_tokens", "quadratic_factor"):
-        if cfg.get(key) is not None and not cfg.get("use_multimodal_sampling"):
+        if cfg.get(key) is not None and not multimodal:
             raise _fail(key, cfg[key], "it applies with use_multimodal_sampling: true")
     for key in ("min_tps", "max_tps", "min_tokens", "max_tokens"):
         value = cfg.get(key)
@@ -347,29 +403,33 @@ def reader_settings(config: Any, global_rank: int = 0, world_size: int = 1,
         s["tokenizer"] = tokenizer
     seed = _resolve_seed("seed", get("seed"), world_size)
     s["seed"] = _resolve_seed("shard_seed", get("shard_seed"), world_size, base=seed)
-    s["shuffle"] = s["shuffle_shards"] = bool(get("shuffle"))
-    s["drop_last"] = bool(get("drop_last"))
+    s["shuffle"] = s["shuffle_shards"] = _typed("shuffle", get("shuffle"), bool)
+    s["drop_last"] = _typed("drop_last", get("drop_last"), bool)
     s["dp_rank"], s["dp_size"] = int(global_rank), int(world_size)
-    s["sampling_rate"], s["resample"] = int(get("sample_rate")), True
+    s["sampling_rate"], s["resample"] = _typed("sample_rate", get("sample_rate"), int), True
     if "input_cfg" in s:
-        s["mix_finite"] = bool(get("force_finite"))
+        s["mix_finite"] = _typed("force_finite", get("force_finite"), bool)
         if get("max_open_streams") is not None:
-            s["max_open_streams"] = int(get("max_open_streams"))
+            s["max_open_streams"] = _typed("max_open_streams", get("max_open_streams"), int)
     else:
         if get("max_open_streams") is not None:
             raise _fail("max_open_streams", get("max_open_streams"), "it applies to an input_cfg mixture only")
-        s["epochs"] = 1 if get("force_finite") else 0
+        # Finite: one epoch per iteration (epochs unset), so that the loader is iterated again
+        # at every validation, as NeMo's is; else one endless iteration.
+        if not _typed("force_finite", get("force_finite"), bool):
+            s["epochs"] = 0
     if get("num_workers"):
-        s["threads"] = int(get("num_workers"))
+        s["threads"] = _typed("num_workers", get("num_workers"), int)
     channel = get("channel_selector")
     if channel is not None:
         if isinstance(channel, bool) or not isinstance(channel, int):
             raise _fail("channel_selector", channel, "give a channel index (sharc selects one channel)")
         s["channel"] = channel
     s.update(_noise(cfg))
-    if get("perturb_speed"):
+    if _typed("perturb_speed", get("perturb_speed"), bool):
         s["speed_perturb"] = [0.9, 1.0, 1.1]  # NeMo's mux of the cuts at 1.0, 0.9 and 1.1
-    s["on_error"] = "skip" if get("fault_tolerant_audio_loading") else "fail"
+    tolerant = _typed("fault_tolerant_audio_loading", get("fault_tolerant_audio_loading"), bool)
+    s["on_error"] = "skip" if tolerant else "fail"
     for key in ("text_field", "lang_field"):
         if get(key) != NEMO_DEFAULTS[key]:
             s["nemo_" + key] = get(key)

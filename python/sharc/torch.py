@@ -197,6 +197,8 @@ class BroadcastingDataLoader:
 def _present_axes(device_mesh, axes: Sequence[str]) -> Tuple[str, ...]:
     if device_mesh is None:
         return ()
+    if isinstance(axes, str):  # one axis name, not a sequence of one-letter names
+        axes = (axes,)
     names = device_mesh.mesh_dim_names or ()
     return tuple(ax for ax in axes if ax in names)
 

@@ -33,7 +33,8 @@ enum kw_kind {
     KW_TPS,
     KW_NOISE,   ///< augment.noise: a path or a list of paths
     KW_AUG_U64, ///< a uint64_t of augment, at `offset`
-    KW_FIELD    ///< a NeMo manifest key, kept in self->nemo_fields[min]
+    KW_FIELD,   ///< a NeMo manifest key, kept in self->nemo_fields[min]
+    KW_LOG      ///< quiet (min 0) or verbose (min 1): what the library prints on stderr
 };
 
 typedef struct {
@@ -118,9 +119,76 @@ static const kw_def kw_defs[] = {
     /* NeMo's text_field and lang_field: the manifest keys of the transcript and language */
     {"nemo_text_field", KW_FIELD, R(nemo_text_field), 0, 0, 0},
     {"nemo_lang_field", KW_FIELD, R(nemo_lang_field), 1, 0, 0},
+    /* the CLI's --quiet (nothing on stderr) and --verbose (informational messages too) */
+    {"quiet", KW_LOG, 0, 0, 0, 0},
+    {"verbose", KW_LOG, 0, 1, 0, 0},
 };
 #undef R
 #undef SM
+
+/* Lhotse's and NeMo's names for keywords (docs/python.md, "Settings"), named by the error of
+ * a keyword that sharc.Reader does not know. */
+static const struct {
+    const char *theirs, *whose, *ours;
+} kw_aliases[] = {
+    {"duration_bins", "Lhotse's", "bins"},
+    {"bucket_duration_bins", "NeMo's", "bins"},
+    {"num_cuts_for_bins_estimate", "Lhotse's and NeMo's", "num_cuts_for_bins"},
+    {"bucket_buffer_size", "NeMo's", "buffer_size"},
+    {"shuffle_buffer_size", "NeMo's", "buffer_size"},
+    {"batch_size", "NeMo's", "max_cuts"},
+    {"quadratic_factor", "NeMo's", "quadratic_duration"},
+    {"rank", "Lhotse's", "dp_rank"},
+    {"world_size", "Lhotse's", "dp_size"},
+    {"shard_seed", "NeMo's", "seed"},
+    {"sample_rate", "NeMo's", "sampling_rate"},
+    {"channel_selector", "NeMo's", "channel"},
+    {"perturb_speed", "NeMo's", "speed_perturb"},
+    {"noise_path", "NeMo's", "noise"},
+    {"noise_mix_prob", "NeMo's", "noise_prob"},
+    {"text_field", "NeMo's", "nemo_text_field"},
+    {"lang_field", "NeMo's", "nemo_lang_field"},
+    {"num_workers", "NeMo's", "threads"},
+};
+
+/* TypeError for the keyword `key` that sharc.Reader does not know: naming the sharc keyword
+ * when it is Lhotse's or NeMo's name for one, else the closest keyword
+ * (difflib.get_close_matches) when one is close. */
+static int kw_unknown(PyObject *key)
+{
+    for (size_t i = 0; i < sizeof kw_aliases / sizeof kw_aliases[0]; i++)
+        if (PyUnicode_CompareWithASCIIString(key, kw_aliases[i].theirs) == 0) {
+            PyErr_Format(PyExc_TypeError, "sharc.Reader: unknown keyword '%U' (%s name for %s)",
+                         key, kw_aliases[i].whose, kw_aliases[i].ours);
+            return -1;
+        }
+    const size_t n = sizeof kw_defs / sizeof kw_defs[0];
+    PyObject *names = PyList_New((Py_ssize_t)n), *difflib = NULL, *close = NULL;
+    for (size_t i = 0; names && i < n; i++) {
+        PyObject *name = PyUnicode_FromString(kw_defs[i].name);
+        if (!name) {
+            Py_CLEAR(names);
+            break;
+        }
+        PyList_SetItem(names, (Py_ssize_t)i, name);
+    }
+    if (names)
+        difflib = PyImport_ImportModule("difflib");
+    if (difflib)
+        close = PyObject_CallMethod(difflib, "get_close_matches", "OOid", key, names, 1, 0.75);
+    PyObject *best =
+        close && PyList_Check(close) && PyList_Size(close) == 1 ? PyList_GetItem(close, 0) : NULL;
+    PyErr_Clear(); /* without a suggestion, the error still names the keyword */
+    if (best)
+        PyErr_Format(PyExc_TypeError, "sharc.Reader: unknown keyword '%U' (did you mean %U?)", key,
+                     best);
+    else
+        PyErr_Format(PyExc_TypeError, "sharc.Reader: unknown keyword '%U'", key);
+    Py_XDECREF(close);
+    Py_XDECREF(difflib);
+    Py_XDECREF(names);
+    return -1;
+}
 
 static int kw_error_type(const char *name, const char *want, PyObject *v)
 {
@@ -130,12 +198,37 @@ static int kw_error_type(const char *name, const char *want, PyObject *v)
     return -1;
 }
 
-/* An int (not a bool) in [min, max] (max 0: the type's own limit). */
+/* 1 when `v` is an instance of numbers.<abc> ("Integral", "Real"), as numpy's scalars are
+ * (np.int64, np.float32: not int or float subclasses); numpy's bool_ is neither. 0 when it is
+ * not, -1 with an exception set. */
+static int is_number_abc(PyObject *v, const char *abc)
+{
+    PyObject *numbers = PyImport_ImportModule("numbers");
+    PyObject *cls = numbers ? PyObject_GetAttrString(numbers, abc) : NULL;
+    int yes = cls ? PyObject_IsInstance(v, cls) : -1;
+    Py_XDECREF(cls);
+    Py_XDECREF(numbers);
+    return yes;
+}
+
+/* An int (not a bool) in [min, max] (max 0: the type's own limit); any numbers.Integral
+ * (numpy's integer scalars) is taken as the int it stands for. */
 static int kw_integer(const kw_def *d, PyObject *v, unsigned long long limit,
                       unsigned long long *out)
 {
-    if (PyBool_Check(v) || !PyLong_Check(v))
+    if (PyBool_Check(v))
         return kw_error_type(d->name, "an int", v);
+    if (!PyLong_Check(v)) {
+        int integral = is_number_abc(v, "Integral");
+        if (integral <= 0)
+            return integral < 0 ? -1 : kw_error_type(d->name, "an int", v);
+        PyObject *i = PyNumber_Index(v);
+        if (!i)
+            return -1;
+        int rc = kw_integer(d, i, limit, out);
+        Py_DECREF(i);
+        return rc;
+    }
     int overflow = 0;
     long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
     if (x == -1 && PyErr_Occurred())
@@ -163,10 +256,20 @@ static int kw_integer(const kw_def *d, PyObject *v, unsigned long long limit,
     return 0;
 }
 
+/* 1 when `v` is a number a float setting takes: an int or float (not a bool), or any
+ * numbers.Real (numpy's float and integer scalars); 0 when not, -1 with an exception set. */
+static int is_real(PyObject *v)
+{
+    if (PyBool_Check(v))
+        return 0;
+    return PyLong_Check(v) || PyFloat_Check(v) ? 1 : is_number_abc(v, "Real");
+}
+
 static int kw_number(const char *name, PyObject *v, double *out)
 {
-    if (PyBool_Check(v) || !(PyLong_Check(v) || PyFloat_Check(v)))
-        return kw_error_type(name, "a number", v);
+    int real = is_real(v);
+    if (real <= 0)
+        return real < 0 ? -1 : kw_error_type(name, "a number", v);
     double x = PyFloat_AsDouble(v);
     if (x == -1.0 && PyErr_Occurred())
         return -1;
@@ -424,7 +527,10 @@ static int kw_numbers(const kw_def *d, PyObject *v, int pair, int col, double **
 {
     *out = NULL;
     *n = 0;
-    if (pair == 1 && (PyFloat_Check(v) || PyLong_Check(v))) {
+    int real = pair == 1 ? is_real(v) : 0;
+    if (real < 0)
+        return -1;
+    if (real) {
         double x;
         if (kw_double(d, v, &x) < 0 || !(*out = malloc(sizeof x)))
             return PyErr_Occurred() ? -1 : (PyErr_NoMemory(), -1);
@@ -635,6 +741,14 @@ static int set_keyword(ReaderObject *self, const kw_def *d, PyObject *v, int *li
         return kw_max_tps(self, d, v);
     case KW_FIELD:
         return kw_field(self, d, v);
+    case KW_LOG:
+        if (!PyBool_Check(v))
+            return kw_error_type(d->name, "a bool", v);
+        if (v == Py_True && d->min == 0)
+            self->log->next.callback = NULL; /* errors are still kept for the exception */
+        if (v == Py_True && d->min == 1)
+            self->log->next.level = self->s.logger.level = SHARC_LOG_INFO;
+        return 0;
     case KW_PATH: {
         char *cfg;
         const int structure = PyList_Check(v) || PyDict_Check(v);
@@ -741,6 +855,39 @@ static int deprecated_batch_limit(const kw_def *d, int *seen)
                         caller_level());
 }
 
+/* ValueError for a keyword that applies only with another, given without it (noise_prob
+ * without noise would draw nothing and say nothing). */
+static int needs_missing_keyword(PyObject *kw)
+{
+    static const struct {
+        const char *name, *needs, *what;
+    } deps[] = {
+        {"noise_snr", "noise", "the noise dataset"},
+        {"noise_prob", "noise", "the noise dataset"},
+        {"noise_max_bytes", "noise", "the noise dataset"},
+        {"speed_perturb_prob", "speed_perturb", "the speed factors"},
+        {"volume_perturb_prob", "volume_perturb", "the gain range"},
+    };
+    for (size_t i = 0; i < sizeof deps / sizeof deps[0]; i++) {
+        PyObject *key = PyUnicode_FromString(deps[i].name);
+        PyObject *need = key ? PyUnicode_FromString(deps[i].needs) : NULL;
+        int given = need ? PyDict_Contains(kw, key) : -1;
+        int has = given == 1 ? PyDict_Contains(kw, need) : 1;
+        Py_XDECREF(key);
+        Py_XDECREF(need);
+        if (given < 0 || has < 0)
+            return -1;
+        if (!has) {
+            PyErr_Format(
+                PyExc_ValueError,
+                "sharc.Reader: keyword '%s' applies with %s (%s): give %s too, or remove it",
+                deps[i].name, deps[i].needs, deps[i].what, deps[i].needs);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int sharc__py_reader_settings(ReaderObject *self, PyObject *paths, PyObject *kw, int *open_reader)
 {
     if (sharc__py_parse_paths(&self->paths, &self->n_paths, paths, "paths") < 0)
@@ -763,10 +910,8 @@ int sharc__py_reader_settings(ReaderObject *self, PyObject *paths, PyObject *kw,
             for (size_t i = 0; i < sizeof kw_defs / sizeof kw_defs[0]; i++)
                 if (PyUnicode_CompareWithASCIIString(key, kw_defs[i].name) == 0)
                     d = &kw_defs[i];
-            if (!d) {
-                PyErr_Format(PyExc_TypeError, "sharc.Reader: unknown keyword '%U'", key);
-                return -1;
-            }
+            if (!d)
+                return kw_unknown(key);
             if (d->offset == offsetof(sharc_reader_settings, sampler.max_duration) &&
                 d->kind == KW_DOUBLE && deprecated_batch_limit(d, &batch_limits) < 0)
                 return -1;
@@ -778,6 +923,18 @@ int sharc__py_reader_settings(ReaderObject *self, PyObject *paths, PyObject *kw,
     }
     if (linspace && linspace_bins(self) < 0)
         return -1;
+    if (kw && needs_missing_keyword(kw) < 0)
+        return -1;
+    if (!self->log->next.callback && self->log->next.level == SHARC_LOG_INFO) {
+        PyErr_SetString(PyExc_ValueError, "sharc.Reader: give quiet or verbose, not both");
+        return -1;
+    }
+    if (self->s.dp_rank >= self->s.dp_size) {
+        PyErr_Format(PyExc_ValueError,
+                     "sharc.Reader: keyword 'dp_rank' must be below dp_size (%d), got %d",
+                     self->s.dp_size, self->s.dp_rank);
+        return -1;
+    }
     if (self->bbs && n_bbs != self->s.sampler.n_bins) {
         PyErr_Format(PyExc_ValueError,
                      "sharc.Reader: keyword 'bucket_batch_size' needs one value per bin: %zu "

@@ -7,6 +7,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* The reader logs through this, keeping the last error for the exception of a failed
  * open. */
@@ -67,7 +68,24 @@ static int reader_open(ReaderObject *self)
         return -1;
     }
     self->r = r;
+    self->pid = getpid();
     return 0;
+}
+
+/* 1 when r was opened by another process, of which this one is a fork (a DataLoader worker):
+ * r's threads are not here, so using or closing it would wait for ever or crash. */
+static int reader_forked(const ReaderObject *self)
+{
+    return self->r && self->pid != getpid();
+}
+
+/* Forget (without closing) a reader this process did not open: its threads, locks and
+ * memory are the opening process's; this process's copy of them is left as it is. */
+static void reader_close_here(ReaderObject *self)
+{
+    if (reader_forked(self))
+        self->r = NULL;
+    sharc_reader_close(&self->r);
 }
 
 static int Reader_init(PyObject *op, PyObject *args, PyObject *kw)
@@ -102,7 +120,7 @@ static void Reader_dealloc(PyObject *op)
     ReaderObject *self = (ReaderObject *)op;
     /* Closing joins the reader's threads, which never take the GIL; held batches stay
      * valid (their pool is freed with the last one released). */
-    sharc_reader_close(&self->r);
+    reader_close_here(self);
     reader_free_settings(self);
     if (self->log) {
         pthread_mutex_destroy(&self->log->lock);
@@ -114,12 +132,29 @@ static void Reader_dealloc(PyObject *op)
     Py_DECREF(tp);
 }
 
+/* 0, or -1 with RuntimeError when this process is a fork of the one that opened the reader. */
+static int reader_in_its_process(ReaderObject *self)
+{
+    if (reader_forked(self)) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "sharc.Reader: opened in process %ld, used in process %ld (a fork, such as "
+                     "a DataLoader worker), where its threads are not: keep DataLoader's "
+                     "num_workers at 0 (the reader decodes on threads of its own), or make the "
+                     "reader in the process that iterates it",
+                     (long)self->pid, (long)getpid());
+        return -1;
+    }
+    return 0;
+}
+
 static int reader_usable(ReaderObject *self)
 {
     if (!self->r) {
         PyErr_SetString(PyExc_ValueError, "sharc.Reader is closed");
         return -1;
     }
+    if (reader_in_its_process(self) < 0)
+        return -1;
     if (self->busy) {
         PyErr_SetString(PyExc_RuntimeError,
                         "sharc.Reader is in use by another thread; a reader serves one thread");
@@ -279,6 +314,13 @@ static PyObject *Reader_open(PyObject *op, PyObject *blob)
     Py_RETURN_NONE;
 }
 
+static PyObject *Reader_check_process(PyObject *op, PyObject *unused)
+{
+    if (reader_in_its_process((ReaderObject *)op) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyObject *Reader_close(PyObject *op, PyObject *unused)
 {
     ReaderObject *self = (ReaderObject *)op;
@@ -286,6 +328,8 @@ static PyObject *Reader_close(PyObject *op, PyObject *unused)
         PyErr_SetString(PyExc_RuntimeError, "sharc.Reader is in use by another thread");
         return NULL;
     }
+    if (reader_forked(self))
+        self->r = NULL;
     sharc_reader *r = self->r;
     self->r = NULL;
     Py_BEGIN_ALLOW_THREADS sharc_reader_close(&r);
@@ -405,6 +449,8 @@ static PyMethodDef Reader_methods[] = {
     {"open", Reader_open, METH_O,
      "Open the reader of a CReader made with _open=False at a state blob (None: the start)."},
     {"close", Reader_close, METH_NOARGS, "Close the reader; held batches stay valid."},
+    {"check_process", Reader_check_process, METH_NOARGS,
+     "Raise RuntimeError in a fork of the process that opened the reader (a DataLoader worker)."},
     {"shards", Reader_shards, METH_NOARGS, "The shard files found, in dataset order."},
     {"stats", Reader_stats, METH_NOARGS, "The reader's counters as a dict."},
     {"count_cuts", Reader_count_cuts, METH_NOARGS,

@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "config.h"
 #include "sharc/sharc.h"
@@ -121,6 +122,7 @@ typedef struct {
     int busy;
     logcap *log;
     char *nemo_fields[2]; /* nemo_text_field, nemo_lang_field */
+    pid_t pid;            /* the process that opened r: a fork's copy has none of r's threads */
 } ReaderObject;
 
 /** Free the tokenizer keyword's strings (self->tokenizer) and clear them. */

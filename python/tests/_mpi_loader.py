@@ -65,6 +65,25 @@ def main():
             del b
     elif scenario == "run":
         run(data, json.loads(sys.argv[4]))
+    elif scenario == "api":  # one rank: re-iteration, keywords of the mesh, the context manager
+        with sharc.Loader(data, **settings) as loader:
+            emit(batches=len([b.step for b in loader]))
+            for again in (lambda: iter(loader), lambda: next(loader)):
+                try:
+                    again()
+                    emit(again="no error")
+                except StopIteration:
+                    emit(again="StopIteration")
+                except sharc.Error as e:
+                    emit(again=str(e), code=e.code_name, message=e.message)
+        try:
+            next(loader)
+        except ValueError as e:
+            emit(closed=str(e))
+        try:
+            sharc.Loader(data, dp_rank=1, dp_size=2, **settings)
+        except TypeError as e:
+            emit(dp=str(e))
     elif scenario == "error":
         loader = sharc.Loader(data, mesh="cp=2", **settings)
         try:

@@ -97,6 +97,14 @@ def test_noise_at_the_drawn_snr(corpus, tmp_path):
     (dict(noise="x", sampling_rate=16000, noise_snr=[9, 1]), ValueError,
      "sharc.Reader: keyword 'noise_snr' must be [low, high] SNRs in dB"),
     (dict(noise_prob=3), ValueError, "sharc.Reader: keyword 'noise_prob' must be"),
+    (dict(noise_prob=0.5), ValueError, "sharc.Reader: keyword 'noise_prob' applies with noise (the noise "
+                                       "dataset): give noise too, or remove it"),
+    (dict(noise_snr=[5, 10], sampling_rate=16000), ValueError, "sharc.Reader: keyword 'noise_snr' applies with noise"),
+    (dict(noise_max_bytes=1 << 20), ValueError, "sharc.Reader: keyword 'noise_max_bytes' applies with noise"),
+    (dict(speed_perturb_prob=0.5), ValueError, "sharc.Reader: keyword 'speed_perturb_prob' applies with "
+                                               "speed_perturb (the speed factors): give speed_perturb too"),
+    (dict(volume_perturb_prob=0.5), ValueError, "sharc.Reader: keyword 'volume_perturb_prob' applies with "
+                                                "volume_perturb (the gain range): give volume_perturb too"),
 ])
 def test_bad_noise_keywords(corpus, kw, exc, text):
     with pytest.raises(exc) as info:

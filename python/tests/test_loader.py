@@ -73,3 +73,37 @@ def test_a_corrupt_shard_fails_every_rank_at_the_same_step(plain_shar, tmp_path)
                                          "(cut spk04-utt-000000): ")
     assert peer[-1]["error"] == "RemoteError" and peer[-1]["code"] == "SHARC_ERR_REMOTE"
     assert peer[-1]["message"] == "source rank 0: " + src[-1]["message"]
+
+
+def test_broadcast_axes_as_a_string_names_axes_not_letters(corpus, tmp_path):
+    # "cp" is the axis cp (as "cp,tp" is two axes), not the axes "c" and "p", which this mesh
+    # lacks and which would make both ranks sources of slots of their own.
+    cfg = dict(SETTINGS, mesh="cp=2", broadcast_axes="cp", steps=1)
+    got = mpirun(2, "run", corpus / "shar", tmp_path / "out", json.dumps(cfg))
+    want = reader_ids(corpus / "shar")[:1]
+    for rank in (0, 1):
+        assert [(e["slot"], e["source"], e["ids"]) for e in got[rank] if "ids" in e] == [(0, rank == 0, want[0])]
+
+
+def test_iterating_a_spent_loader_again_closing_and_mesh_keywords(corpus, tmp_path):
+    """A loader iterated again once its epochs are read raises, as a sharc.Reader with epochs
+    does, instead of yielding nothing; it is a context manager; dp_rank/dp_size, which the
+    mesh sets, are refused rather than ignored."""
+    got = mpirun(1, "api", corpus / "shar", tmp_path / "out")[0]
+    assert got[0] == {"batches": len(reader_ids(corpus / "shar"))}
+    spent = ("sharc.Loader: the 1 epoch it was asked for (epochs=1) is read; give epochs=N (0: endless) "
+             "to read more, or make a new loader")
+    assert got[1:3] == [{"again": spent, "code": "EINVAL", "message": spent}, {"again": "StopIteration"}]
+    assert got[3] == {"closed": "sharc.Loader is closed"}
+    assert got[4] == {"dp": "sharc.Loader: keywords dp_rank, dp_size are not settings of a loader: its "
+                            "data-parallel slots come from the mesh (mesh=, device_mesh=, broadcast_axes=); "
+                            "remove them"}
+
+
+def test_an_unnamed_device_mesh_is_refused_before_mpi_starts():
+    # init_device_mesh without mesh_dim_names: the axes cannot be told apart from their names.
+    mesh = type("DeviceMesh", (), {"mesh_dim_names": None, "mesh": None})()
+    with pytest.raises(ValueError, match=r"^sharc.Loader: device_mesh has no mesh_dim_names: name its axes "):
+        sharc.Loader("unused", device_mesh=mesh)
+    with pytest.raises(ValueError, match=r"^sharc.Loader: give mesh or device_mesh, not both$"):
+        sharc.Loader("unused", device_mesh=mesh, mesh="dp=1")

@@ -313,3 +313,56 @@ def test_noise_and_multimodal_keys(corpus):
     _, s = nemo.reader_settings({**base, "use_multimodal_sampling": True, "token_equivalent_duration": 0.08,
                                  "batch_tokens": 400, "quadratic_factor": 50, "measure_total_length": False})
     assert (s["token_equivalent_duration"], s["batch_tokens"], s["quadratic_duration"]) == (0.08, 400, 50.0)
+
+
+def test_values_are_typed_as_nemos_config_schema_types_them(corpus):
+    """Values convert as OmegaConf converts them for NeMo's typed LhotseDataLoadingConfig (an int
+    from an int or a numeric str, a bool from a bool or "true"/"false", ...); what it refuses
+    (4.5 for batch_size, "maybe" for shuffle, noise_snr None) is a ValueError naming the key,
+    never a silent truncation or a bare TypeError."""
+    base = {"shar_path": str(corpus / "shar"), "shard_seed": 1}
+    _, s = nemo.reader_settings({**base, "batch_size": "4", "batch_duration": "20", "shuffle": "false",
+                                 "drop_last": "yes", "sample_rate": "8000", "force_finite": 1})
+    assert (s["max_cuts"], s["batch_duration"], s["shuffle"], s["drop_last"], s["sampling_rate"]) == \
+        (4, 20.0, False, True, 8000)
+    assert "epochs" not in s  # force_finite: 1 is true
+    for key, value, want in (("batch_size", 4.5, "give an integer"), ("batch_size", True, "give an integer"),
+                             ("batch_duration", "soon", "give a number"), ("shuffle", "maybe", "give true or false"),
+                             ("num_buckets", 2.0, "give an integer")):
+        with pytest.raises(ValueError, match=rf"^sharc.nemo: config key '{key}' = {re.escape(repr(value))} is not "
+                                             rf"supported: {want}"):
+            nemo.reader_settings({**base, "batch_size": 4, "use_bucketing": True, key: value})
+    with pytest.raises(ValueError, match=r"'bucket_batch_size' = \[8, 4.5\] is not supported: give a list of integers"):
+        nemo.reader_settings({**base, "bucket_duration_bins": [2.0, 4.0], "bucket_batch_size": [8, 4.5]})
+    noisy = {**base, "batch_size": 4, "noise_path": str(corpus / "wds")}
+    for snr in (None, 5, [1, 2, 3]):
+        with pytest.raises(ValueError, match=r"'noise_snr' = .* is not supported: give \[low, high\] in dB"):
+            nemo.reader_settings({**noisy, "noise_snr": snr})
+
+
+def test_legacy_key_warning_names_the_callers_line(corpus):
+    cfg = {"shar_path": str(corpus / "shar"), "batch_size": 4, "shard_seed": 1, "is_tarred": True}
+    for call in (lambda: nemo.reader_settings(cfg), lambda: nemo.get_lhotse_dataloader_from_config(cfg, 0, 1)):
+        with pytest.warns(UserWarning, match="config keys is_tarred belong to NeMo's non-Lhotse datasets") as w:
+            call()
+        assert [x.filename for x in w] == [__file__]
+
+
+def test_a_finite_loader_is_iterated_again_each_epoch(corpus):
+    """force_finite (a validation set): each iteration reads the data once, and the loader is
+    iterated again at the next validation, as NeMo's is; without it one iteration is endless."""
+    cfg = {**nemo_tarred(corpus), "batch_size": 5, "force_finite": True, "shard_seed": 1}
+    loader = nemo.get_lhotse_dataloader_from_config(cfg, 0, 1)
+    with open(corpus / "nemo.expected.jsonl") as f:
+        want = sorted(json.loads(line)["id"] for line in f)
+    for _ in range(2):
+        assert sorted(i for b in loader for i in b["cut_id"]) == want
+    _, s = nemo.reader_settings({**cfg, "force_finite": False})
+    assert s["epochs"] == 0
+
+
+def test_shar_path_of_fields_is_refused_naming_the_key():
+    fields = {"cuts": ["a/cuts.000000.jsonl.gz"], "recording": ["a/recording.000000.tar"]}
+    with pytest.raises(ValueError, match=r"^sharc.nemo: config key 'shar_path' = \{'cuts': .* is not supported: "
+                                         r"sharc reads Shar directories"):
+        nemo.reader_settings({"shar_path": fields, "batch_size": 4, "shard_seed": 1})

@@ -241,6 +241,8 @@ def test_state_from_other_settings_is_refused(corpus):
         ({"keep_audio": 0}, TypeError, "sharc.Reader: keyword 'keep_audio' must be a bool, not int"),
         ({"retries": 1001}, ValueError, "sharc.Reader: keyword 'retries' must be in 0..1000, got 1001"),
         ({"timeout_ms": -1}, ValueError, "sharc.Reader: keyword 'timeout_ms' must be in 0..86400000, got -1"),
+        ({"dp_rank": 2, "dp_size": 2}, ValueError, "sharc.Reader: keyword 'dp_rank' must be below dp_size (2), got 2"),
+        ({"dp_rank": 1}, ValueError, "sharc.Reader: keyword 'dp_rank' must be below dp_size (1), got 1"),
     ],
 )
 def test_bad_keywords(corpus, kw, exc, text):
@@ -478,8 +480,10 @@ def test_iterating_again_starts_the_next_epoch(corpus):
                          (2, "the 2 epochs it was asked for (epochs=2) are read")):
         r = sharc.Reader(path, **SETTINGS, epochs=epochs)
         assert sorted(i for b in r for i in b["cut_id"]) == sorted(ids * epochs)
-        with pytest.raises(sharc.Error, match=re.escape(text) + "; leave epochs unset"):
+        with pytest.raises(sharc.Error, match=re.escape(text) + "; leave epochs unset") as info:
             iter(r)
+        # Raised by the package, not the C reader, it carries what a sharc.Error carries.
+        assert (info.value.code, info.value.code_name, info.value.message) == (-22, "EINVAL", str(info.value))
 
 
 def test_dataloader_iterates_a_reader(corpus):
@@ -497,6 +501,100 @@ def test_dataloader_iterates_a_reader(corpus):
     assert got == [[list(b["cut_id"]) for b in want] for _ in range(2)]
     with pytest.raises(TypeError, match=r"^len\(sharc.Reader\) is not known: it batches by batch_duration: "):
         len(loader)
+
+
+def test_dataloader_workers_are_refused_not_hung(corpus):
+    """DataLoader(num_workers > 0) forks workers (or pickles the dataset into them): the
+    reader's threads are not in a forked worker, so there it raises, naming num_workers,
+    instead of waiting for ever (or crashing when closed); pickling it says the same."""
+    pytest.importorskip("torch")
+    import pickle
+    from torch.utils.data import DataLoader
+    r = sharc.Reader(str(corpus / "shar"), **SETTINGS)
+    for epoch in range(2):  # the first epoch's reader, and the next one opened by iterating again
+        with pytest.raises(RuntimeError, match=r"opened in process \d+, used in process \d+ .* "
+                                               r"keep DataLoader's num_workers at 0"):
+            next(iter(DataLoader(r, batch_size=None, num_workers=1, timeout=20)))
+        assert len([b.step for b in r]) > 0  # this process still reads it
+    with pytest.raises(TypeError, match=r"^sharc.Reader cannot be pickled: .* keep DataLoader's num_workers at 0"):
+        pickle.dumps(r)
+
+
+def test_a_forked_child_neither_hangs_nor_crashes(corpus):
+    r = sharc.Reader(str(corpus / "shar"), **SETTINGS)
+    next(r)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: next() raises, close() forgets the parent's reader
+        try:
+            try:
+                next(r)
+                said = "read a batch"
+            except RuntimeError as e:
+                said = str(e)
+            r.close()
+            os.write(write, said.encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    deadline = time.time() + 20
+    while os.waitpid(pid, os.WNOHANG) == (0, 0):
+        if time.time() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung")
+        time.sleep(0.05)
+    said = os.read(read, 4096).decode()
+    os.close(read)
+    assert re.match(rf"sharc.Reader: opened in process {os.getpid()}, used in process \d+", said), said
+    assert next(r).step == 1  # the parent's reader is untouched
+
+
+def test_a_state_saved_at_the_end_of_an_epoch_resumes_at_the_next(corpus):
+    """A state saved once an epoch's iteration ended (the usual end-of-epoch checkpoint)
+    resumes where the uninterrupted run's next iteration starts, the next epoch, rather
+    than at the end of the finished one (an iteration of no batches); so do the gathered
+    states of every slot saved there."""
+    path = str(corpus / "shar")
+    r = sharc.Reader(path, **SETTINGS)
+    first = [list(b["cut_id"]) for b in r]
+    state = r.state_dict()
+    assert state["sharc_reader_epoch_done"] is True
+    second = [(b.epoch, list(b["cut_id"])) for b in r]
+    again = sharc.Reader(path, **SETTINGS)
+    again.load_state_dict(state)
+    assert [(b.epoch, list(b["cut_id"])) for b in again] == second
+    assert again.state_dict()["sharc_reader_epoch"] == 1
+    slots = [sharc.Reader(path, **SETTINGS, dp_rank=i, dp_size=2) for i in range(2)]
+    for s in slots:
+        assert [b for b in s]
+    one = sharc.Reader(path, **SETTINGS)
+    one.load_state_dict([s.state_dict() for s in slots])
+    assert [(b.epoch, list(b["cut_id"])) for b in one] == second
+    assert len(first) > 0
+
+
+def test_a_reader_made_before_torch_says_so_to_a_dataloader(corpus):
+    """A reader made before torch is imported is no IterableDataset: DataLoader takes it for a
+    map-style dataset, and its len() or indexing says why, instead of suggesting the
+    DataLoader(reader, batch_size=None) that was used."""
+    pytest.importorskip("torch")
+    code = ("import sys, sharc\n"
+            "readers = [sharc.Reader(sys.argv[1], batch_duration=8.0, threads=1),\n"
+            "           sharc.Reader(sys.argv[1], max_cuts=4, num_buckets=1, threads=1)]\n"
+            "import torch.utils.data\n"
+            "for r in readers:\n"
+            "    try:\n"
+            "        next(iter(torch.utils.data.DataLoader(r, batch_size=None)))\n"
+            "    except TypeError as e:\n"
+            "        print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(corpus / "shar")], check=True, capture_output=True,
+                         text=True).stdout.splitlines()
+    hint = ("made before torch was imported, this sharc.Reader is not a torch IterableDataset, which "
+            "DataLoader(reader, batch_size=None) iterates: make the reader after `import torch`")
+    assert len(out) == 2 and all(hint in line for line in out), out
+    assert out[0].startswith("len(sharc.Reader) is not known: it batches by batch_duration")
+    assert out[1].startswith("sharc.Reader is iterated, not indexed")
 
 
 FIXED = dict(max_cuts=5, num_buckets=1, threads=1, seed=3)
@@ -569,3 +667,74 @@ def test_device_keyword(corpus):
     # Without a usable GPU (or without CUDA in the build), opening names the device.
     with pytest.raises(sharc.Error, match=r"cuda:3"):
         sharc.Reader(str(corpus / "shar"), device="cuda:3", batch_duration=30.0)
+
+
+def test_numpy_scalars_are_numbers(corpus):
+    """numpy's integer and float scalars (np.int64 from an array, np.float32) are ints and
+    numbers as Python's are; a float where an int goes, and numpy's bool_, are still refused."""
+    path = str(corpus / "shar")
+    want = [b["cut_id"] for b in sharc.Reader(path, max_cuts=4, num_buckets=1, epochs=1, threads=1)]
+    got = [b["cut_id"] for b in sharc.Reader(path, max_cuts=np.int64(4), num_buckets=np.uint8(1),
+                                             epochs=np.int32(1), threads=1)]
+    assert got == want
+    sizes = np.array([3, 2])
+    r = sharc.Reader(path, bins=[np.float32(1.5), np.float64(4)], bucket_batch_size=list(sizes),
+                     seed=np.int64(2), threads=1)
+    assert all(len(b["cut_id"]) <= 3 for b in r)
+    assert [b.epoch for b in r][:1] == [1]  # the next epoch's seed is seed + 1
+    with pytest.raises(ValueError, match=r"^sharc.Reader: keyword 'num_buckets' must be in 1..65536, got 0"):
+        sharc.Reader(path, num_buckets=np.int64(0))
+    with pytest.raises(TypeError, match=r"^sharc.Reader: keyword 'max_cuts' must be an int, not float32"):
+        sharc.Reader(path, max_cuts=np.float32(4))
+    with pytest.raises(TypeError, match=r"^sharc.Reader: keyword 'max_cuts' must be an int, not bool_"):
+        sharc.Reader(path, max_cuts=np.bool_(True))
+    with pytest.raises(TypeError, match=r"^sharc.Reader: keyword 'batch_duration' must be a number, not bool_"):
+        sharc.Reader(path, batch_duration=np.bool_(True))
+
+
+@pytest.mark.parametrize("kw, hint", [
+    ("duration_bins", "Lhotse's name for bins"),
+    ("num_cuts_for_bins_estimate", "Lhotse's and NeMo's name for num_cuts_for_bins"),
+    ("bucket_buffer_size", "NeMo's name for buffer_size"),
+    ("world_size", "Lhotse's name for dp_size"),
+    ("sample_rate", "NeMo's name for sampling_rate"),
+    ("batch_size", "NeMo's name for max_cuts"),
+    ("num_bucket", "did you mean num_buckets?"),
+    ("sampling_rte", "did you mean sampling_rate?"),
+    ("zzzz", None),
+])
+def test_unknown_keyword_names_the_sharc_keyword(corpus, kw, hint):
+    """A Lhotse or NeMo name gets the sharc keyword it is; a misspelling the closest keyword."""
+    with pytest.raises(TypeError) as info:
+        sharc.Reader(str(corpus / "shar"), **{kw: 1})
+    want = f"sharc.Reader: unknown keyword '{kw}'" + (f" ({hint})" if hint else "")
+    assert str(info.value) == want
+
+
+def test_quiet_and_verbose_set_what_the_library_prints(corpus):
+    """As sharc read's --quiet and --verbose: quiet=True prints nothing on stderr (a failure
+    still raises with its message), verbose=True adds the informational messages to the
+    warnings."""
+    code = ("import sys, sharc\n"
+            "kw = eval(sys.argv[2])\n"
+            "try:\n"
+            "    for b in sharc.Reader(sys.argv[1], batch_duration=0.5, threads=1, **kw): pass\n"
+            "    print('read')\n"
+            "except sharc.Error as e:\n"
+            "    print(type(e).__name__, e)\n")
+
+    def run(path, **kw):
+        p = subprocess.run([sys.executable, "-c", code, path, repr(kw)], capture_output=True, text=True, check=True)
+        return p.stdout.strip(), p.stderr
+    path = str(corpus / "shar")
+    out, err = run(path)
+    assert out == "read" and "sharc: warning: sampler: cut " in err and "sharc: info:" not in err
+    assert run(path, quiet=True) == ("read", "")
+    out, err = run(path, verbose=True)  # the library's informational messages are rare
+    assert out == "read" and "sharc: warning: sampler: cut " in err
+    out, err = run(path + "-missing", quiet=True)
+    assert out == f"Error {path}-missing: No such file or directory" and err == ""
+    with pytest.raises(ValueError, match="^sharc.Reader: give quiet or verbose, not both$"):
+        sharc.Reader(path, quiet=True, verbose=True)
+    with pytest.raises(TypeError, match="^sharc.Reader: keyword 'quiet' must be a bool, not int$"):
+        sharc.Reader(path, quiet=1)

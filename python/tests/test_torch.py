@@ -345,3 +345,11 @@ def test_native_loader_transport_choices():
     if hasattr(sharc._sharc, "nccl_unique_id"):
         with pytest.raises(sharc.Error, match=r"transport 'nccl' needs torch.distributed initialized"):
             sharc.Loader("unused", transport="nccl")
+
+
+def test_axes_given_as_one_string_name_one_axis():
+    # axes="cp" is the axis cp, not the letters "c" and "p" (no such axes: every rank a source).
+    assert is_dp_source_rank(_FakeMesh({"cp": 2}, {"cp": 1}), axes="cp") is False
+    assert is_dp_source_rank(_FakeMesh({"cp": 2}, {"cp": 0}), axes="cp") is True
+    with pytest.raises(ValueError, match="requires a non-None source"):
+        BroadcastingDataLoader(source=None, device_mesh=_FakeMesh({"cp": 2}, {"cp": 0}), axes="cp")
