@@ -349,7 +349,9 @@ def test_gil_is_released_while_reading(corpus):
 def test_input_cfg_mixture(corpus, tmp_path):
     """A NeMo input_cfg through the input_cfg keyword: batches of both sources, each cut's
     language from its source's lang tag, another tag as a string column; the same batches on
-    a second run."""
+    a second run. The bins are estimated from 200 cuts and the buckets hold 200: the defaults
+    (10000 and 20000) would each take hundreds of passes over this endless mixture of 24 cuts
+    before the first batch."""
     cfg = tmp_path / "mix.yaml"
     cfg.write_text(
         "input_cfg:\n"
@@ -359,7 +361,8 @@ def test_input_cfg_mixture(corpus, tmp_path):
 
     def run():
         out = []
-        for b in sharc.Reader([], input_cfg=cfg, batch_duration=12.0, seed=3, max_open_streams=1):
+        for b in sharc.Reader([], input_cfg=cfg, batch_duration=12.0, seed=3, max_open_streams=1,
+                              num_cuts_for_bins=200, buffer_size=200):
             out.append((b["cut_id"], b["language"], b["task"]))
             if len(out) == 12:
                 return out
