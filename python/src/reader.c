@@ -52,10 +52,28 @@ static void reader_free_settings(ReaderObject *self)
     self->resume = NULL;
 }
 
+/* 1 when r was opened by another process, of which this one is a fork (a DataLoader worker):
+ * r's threads are not here, so using or closing it would wait for ever or crash. */
+static int reader_forked(const ReaderObject *self)
+{
+    return self->r && self->pid != getpid();
+}
+
+/* Take the reader out of self to close it: NULL for one this process did not open, which
+ * is forgotten, not closed (its threads, locks and memory are the opening process's; this
+ * process's copy of them is left as it is). */
+static sharc_reader *reader_take(ReaderObject *self)
+{
+    sharc_reader *r = reader_forked(self) ? NULL : self->r;
+    self->r = NULL;
+    return r;
+}
+
 /* (Re)open the C reader from self->s, resuming from self->resume when set. */
 static int reader_open(ReaderObject *self)
 {
-    sharc_reader_close(&self->r);
+    sharc_reader *old = reader_take(self);
+    sharc_reader_close(&old);
     self->s.resume_state = self->resume;
     self->s.resume_state_size = self->resume_size;
     self->log->last[0] = 0;
@@ -70,22 +88,6 @@ static int reader_open(ReaderObject *self)
     self->r = r;
     self->pid = getpid();
     return 0;
-}
-
-/* 1 when r was opened by another process, of which this one is a fork (a DataLoader worker):
- * r's threads are not here, so using or closing it would wait for ever or crash. */
-static int reader_forked(const ReaderObject *self)
-{
-    return self->r && self->pid != getpid();
-}
-
-/* Forget (without closing) a reader this process did not open: its threads, locks and
- * memory are the opening process's; this process's copy of them is left as it is. */
-static void reader_close_here(ReaderObject *self)
-{
-    if (reader_forked(self))
-        self->r = NULL;
-    sharc_reader_close(&self->r);
 }
 
 static int Reader_init(PyObject *op, PyObject *args, PyObject *kw)
@@ -120,7 +122,8 @@ static void Reader_dealloc(PyObject *op)
     ReaderObject *self = (ReaderObject *)op;
     /* Closing joins the reader's threads, which never take the GIL; held batches stay
      * valid (their pool is freed with the last one released). */
-    reader_close_here(self);
+    sharc_reader *r = reader_take(self);
+    sharc_reader_close(&r);
     reader_free_settings(self);
     if (self->log) {
         pthread_mutex_destroy(&self->log->lock);
@@ -328,10 +331,7 @@ static PyObject *Reader_close(PyObject *op, PyObject *unused)
         PyErr_SetString(PyExc_RuntimeError, "sharc.Reader is in use by another thread");
         return NULL;
     }
-    if (reader_forked(self))
-        self->r = NULL;
-    sharc_reader *r = self->r;
-    self->r = NULL;
+    sharc_reader *r = reader_take(self);
     Py_BEGIN_ALLOW_THREADS sharc_reader_close(&r);
     Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }

@@ -1,7 +1,8 @@
 /*
  * What the files of the extension sharc._sharc share: module.c (the module, its error
- * classes), tensor.c (batches as dicts of DLPack-exported tensors), keywords.c and reader.c
- * (the CReader type and its settings), loader.c (the CLoader type, MPI and NCCL) and
+ * classes), tensor.c (batches as dicts of DLPack-exported tensors), keywords.c (with
+ * keyword_values.c, private to them: keywords.h) and reader.c (the CReader type and its
+ * settings), loader.c (the CLoader type, MPI and NCCL) and
  * frame.c (the frame codec of sharc.torch).
  *
  * Every file of the extension includes this header first: the extension is written against

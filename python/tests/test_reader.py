@@ -526,15 +526,18 @@ def test_dataloader_workers_are_refused_not_hung(corpus):
 def test_a_forked_child_neither_hangs_nor_crashes(corpus):
     r = sharc.Reader(str(corpus / "shar"), **SETTINGS)
     next(r)
+    state = r.state_dict()
     read, write = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the child: next() raises, close() forgets the parent's reader
-        try:
+    if pid == 0:  # the child: next() raises; a state loaded opens a reader of its own,
+        try:  # forgetting the parent's; close() forgets it too
             try:
                 next(r)
                 said = "read a batch"
             except RuntimeError as e:
                 said = str(e)
+            r.load_state_dict(state)
+            said += f" | then step {next(r).step}"
             r.close()
             os.write(write, said.encode())
         finally:
@@ -550,6 +553,7 @@ def test_a_forked_child_neither_hangs_nor_crashes(corpus):
     said = os.read(read, 4096).decode()
     os.close(read)
     assert re.match(rf"sharc.Reader: opened in process {os.getpid()}, used in process \d+", said), said
+    assert said.endswith(" | then step 1"), said
     assert next(r).step == 1  # the parent's reader is untouched
 
 
